@@ -1,0 +1,60 @@
+#include "lattice/alloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static uint64_t calls;       /* every call, atomically incremented */
+static uint64_t fail_at;     /* call number that fails; 0 = none */
+static int fail_sticky;      /* fail every call >= fail_at */
+static uint64_t injected;
+
+/* True when this call must fail.  Only two relaxed atomics when disarmed. */
+static int should_fail(void)
+{
+    uint64_t n = __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+    uint64_t at = __atomic_load_n(&fail_at, __ATOMIC_RELAXED);
+    if (at == 0) return 0;
+    if (n == at || (n > at && __atomic_load_n(&fail_sticky, __ATOMIC_RELAXED))) {
+        __atomic_add_fetch(&injected, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+    return 0;
+}
+
+static void arm(uint64_t nth, int sticky)
+{
+    __atomic_store_n(&fail_sticky, sticky, __ATOMIC_RELAXED);
+    uint64_t now = __atomic_load_n(&calls, __ATOMIC_RELAXED);
+    __atomic_store_n(&fail_at, nth ? now + nth : 0, __ATOMIC_RELAXED);
+}
+
+void lattice_alloc_fail_nth(uint64_t nth) { arm(nth, 0); }
+void lattice_alloc_fail_from(uint64_t nth) { arm(nth, 1); }
+uint64_t lattice_alloc_calls(void) { return __atomic_load_n(&calls, __ATOMIC_RELAXED); }
+uint64_t lattice_alloc_injected_failures(void) { return __atomic_load_n(&injected, __ATOMIC_RELAXED); }
+
+void *lt_malloc(size_t n) { return should_fail() ? NULL : malloc(n ? n : 1); }
+void *lt_calloc(size_t count, size_t n) { return should_fail() ? NULL : calloc(count ? count : 1, n ? n : 1); }
+void *lt_realloc(void *p, size_t n) { return should_fail() ? NULL : realloc(p, n ? n : 1); }
+void lt_free(void *p) { free(p); }
+
+char *lt_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = lt_malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+void *lt_map(size_t n)
+{
+    if (should_fail()) return NULL;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void lt_unmap(void *p, size_t n)
+{
+    if (p) munmap(p, n);
+}

@@ -1,0 +1,30 @@
+#include "lattice/status.h"
+
+static const char *const messages[LATTICE_STATUS_COUNT_] = {
+    [LATTICE_OK] = "ok",
+    [LATTICE_ERR_NOMEM] = "out of memory",
+    [LATTICE_ERR_INVAL] = "invalid argument",
+    [LATTICE_ERR_NOT_FOUND] = "not found",
+    [LATTICE_ERR_EXISTS] = "already exists",
+    [LATTICE_ERR_REGION_FULL] = "data region full",
+    [LATTICE_ERR_TOO_LARGE] = "too large",
+    [LATTICE_ERR_AGAIN] = "temporarily unavailable, retry",
+    [LATTICE_ERR_NOT_OWNER] = "not the owner of this partition",
+    [LATTICE_ERR_TIMEOUT] = "timed out",
+    [LATTICE_ERR_IO] = "input/output error",
+    [LATTICE_ERR_PROTO] = "protocol error",
+    [LATTICE_ERR_AUTH] = "authentication failed",
+    [LATTICE_ERR_CLUSTER] = "peer belongs to another cluster",
+    [LATTICE_ERR_PARTITION_LOST] = "partition lost: no copy of it is left",
+    [LATTICE_ERR_NO_CACHE] = "no such cache",
+    [LATTICE_ERR_STOPPED] = "node is stopped",
+    [LATTICE_ERR_UNSUPPORTED] = "operation not supported",
+    [LATTICE_ERR_EXPIRED] = "entry expired",
+};
+
+const char *lattice_strerror(int status)
+{
+    if (status < 0 || status >= LATTICE_STATUS_COUNT_ || messages[status] == 0)
+        return "unknown status";
+    return messages[status];
+}
