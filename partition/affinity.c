@@ -1,0 +1,485 @@
+/*
+ * Rendezvous (highest random weight) affinity: for partition p every server
+ * node gets the score mix(hash(consistent id) ^ key(p)); the highest score is
+ * the primary, the next ones are the backups.  A node's score for p does not
+ * depend on the other nodes, so a joiner only takes partitions it now wins and
+ * a leaver only gives up its own - the property rebalance relies on.
+ *
+ * Contract (every node must compute the same table, across versions):
+ *   id_hash(id)  = fmix64(fnv1a64(id bytes))
+ *   key(p)       = fmix64(p * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019)
+ *   score(id, p) = fmix64(id_hash(id) ^ key(p))
+ *   rank: higher score first; equal scores -> smaller consistent id first
+ * fmix64 is MurmurHash3's 64-bit finalizer (a bijection with full avalanche).
+ *
+ * Nodes are indexed in consistent-id order (strcmp), which makes the input
+ * order irrelevant and turns the tie-break into "smaller index first".
+ */
+#include "partition/partition.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+
+struct lattice_affinity {
+    uint32_t partitions;
+    uint32_t copies;       /* owners per partition */
+    uint32_t nnodes;
+    char **ids;            /* [nnodes], sorted; point into strings */
+    char **hosts;          /* [nnodes]; "" when none given */
+    uint64_t *orders;      /* [nnodes] */
+    char *strings;         /* one block for every id and host */
+    uint16_t *owners;      /* [partitions * copies], primary first */
+    uint32_t *primaries;   /* [nnodes] */
+    uint32_t *backups;     /* [nnodes] */
+};
+
+struct cand {
+    uint64_t score;
+    uint32_t node;
+};
+
+static inline uint64_t fmix64(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= UINT64_C(0xff51afd7ed558ccd);
+    k ^= k >> 33;
+    k *= UINT64_C(0xc4ceb9fe1a85ec53);
+    k ^= k >> 33;
+    return k;
+}
+
+static uint64_t id_hash(const char *s)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= UINT64_C(0x100000001b3);
+    }
+    return fmix64(h);
+}
+
+static inline uint64_t part_key(uint32_t p)
+{
+    return fmix64((uint64_t)p * UINT64_C(0x9E3779B97F4A7C15) + UINT64_C(0x632BE59BD9B4E019));
+}
+
+/* a ranks before b */
+static inline bool before(const struct cand *a, const struct cand *b)
+{
+    return a->score > b->score || (a->score == b->score && a->node < b->node);
+}
+
+static int cand_cmp(const void *x, const void *y)
+{
+    const struct cand *a = x, *b = y;
+    if (before(a, b)) return -1;
+    return before(b, a) ? 1 : 0;
+}
+
+static int node_cmp(const void *x, const void *y)
+{
+    const lattice_affinity_node *a = x, *b = y;
+    return strcmp(a->consistent_id, b->consistent_id);
+}
+
+/* Sorts the nodes by consistent id and copies ids/hosts into one block.
+ * INVAL on a missing or duplicate id. */
+static lattice_status copy_nodes(lattice_affinity *a, const lattice_affinity_node *nodes,
+                                 size_t n)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!nodes[i].consistent_id || !nodes[i].consistent_id[0]) {
+            LT_LOG(LT_WARN, "partition", "affinity: node %zu has no consistent id", i);
+            return LATTICE_ERR_INVAL;
+        }
+        bytes += strlen(nodes[i].consistent_id) + 1;
+        bytes += (nodes[i].host ? strlen(nodes[i].host) : 0) + 1;
+    }
+    lattice_affinity_node *sorted = lt_malloc((n ? n : 1) * sizeof *sorted);
+    a->ids = lt_calloc(n ? n : 1, sizeof *a->ids);
+    a->hosts = lt_calloc(n ? n : 1, sizeof *a->hosts);
+    a->orders = lt_calloc(n ? n : 1, sizeof *a->orders);
+    a->strings = lt_malloc(bytes ? bytes : 1);
+    if (!sorted || !a->ids || !a->hosts || !a->orders || !a->strings) {
+        lt_free(sorted);
+        return LATTICE_ERR_NOMEM;
+    }
+    if (n) memcpy(sorted, nodes, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, node_cmp);
+    char *w = a->strings;
+    for (uint32_t i = 0; i < n; i++) {
+        const lattice_affinity_node *nd = &sorted[i];
+        if (i > 0 && strcmp(nd->consistent_id, a->ids[i - 1]) == 0) {
+            LT_LOG(LT_WARN, "partition", "affinity: duplicate consistent id '%s'",
+                   nd->consistent_id);
+            lt_free(sorted);
+            return LATTICE_ERR_INVAL;
+        }
+        size_t l = strlen(nd->consistent_id) + 1;
+        a->ids[i] = memcpy(w, nd->consistent_id, l);
+        w += l;
+        const char *h = nd->host ? nd->host : "";
+        l = strlen(h) + 1;
+        a->hosts[i] = memcpy(w, h, l);
+        w += l;
+        a->orders[i] = nd->order;
+    }
+    lt_free(sorted);
+    return LATTICE_OK;
+}
+
+/* Small integer per distinct host; a node without a host is its own host.
+ * Quadratic, but once per compute and dwarfed by partitions x nodes scores. */
+static void host_groups(const lattice_affinity *a, uint32_t *group)
+{
+    uint32_t n = a->nnodes, next = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        group[i] = UINT32_MAX;
+        if (a->hosts[i][0] == 0) continue;
+        for (uint32_t j = 0; j < i; j++) {
+            if (a->hosts[j][0] && strcmp(a->hosts[i], a->hosts[j]) == 0) {
+                group[i] = group[j];
+                break;
+            }
+        }
+        if (group[i] == UINT32_MAX) group[i] = next++;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (group[i] == UINT32_MAX) group[i] = next++;
+}
+
+/* Top k of c[0..n) into out, in rank order, by insertion (k small). */
+static void top_k(const struct cand *c, uint32_t n, uint32_t k, struct cand *out)
+{
+    uint32_t have = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (have == k && !before(&c[i], &out[k - 1])) continue;
+        uint32_t j = have < k ? have++ : k - 1;
+        while (j > 0 && before(&c[i], &out[j - 1])) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = c[i];
+    }
+}
+
+/* With candidates in rank order: first every node whose host is not yet
+ * used, then (only if hosts ran out) the rest in rank order. */
+static void pick_neighbors_apart(const struct cand *c, uint32_t n, uint32_t k,
+                                 const uint32_t *group, uint16_t *own)
+{
+    uint32_t got = 0;
+    for (uint32_t i = 0; i < n && got < k; i++) {
+        bool clash = false;
+        for (uint32_t j = 0; j < got && !clash; j++) clash = group[own[j]] == group[c[i].node];
+        if (!clash) own[got++] = (uint16_t)c[i].node;
+    }
+    for (uint32_t i = 0; i < n && got < k; i++) {
+        bool taken = false;
+        for (uint32_t j = 0; j < got && !taken; j++) taken = own[j] == c[i].node;
+        if (!taken) own[got++] = (uint16_t)c[i].node;
+    }
+}
+
+static void assign(lattice_affinity *a, const lattice_cache_config *cfg, const uint64_t *h,
+                   const uint32_t *group, struct cand *c, struct cand *top)
+{
+    uint32_t n = a->nnodes, k = a->copies;
+    bool full_sort = cfg->exclude_neighbors || k > 8;
+    for (uint32_t p = 0; p < a->partitions; p++) {
+        uint64_t pk = part_key(p);
+        for (uint32_t i = 0; i < n; i++) {
+            c[i].score = fmix64(h[i] ^ pk);
+            c[i].node = i;
+        }
+        uint16_t *own = &a->owners[(size_t)p * k];
+        if (!full_sort) {
+            top_k(c, n, k, top);
+            for (uint32_t j = 0; j < k; j++) own[j] = (uint16_t)top[j].node;
+            continue;
+        }
+        qsort(c, n, sizeof *c, cand_cmp);
+        if (cfg->exclude_neighbors)
+            pick_neighbors_apart(c, n, k, group, own);
+        else
+            for (uint32_t j = 0; j < k; j++) own[j] = (uint16_t)c[j].node;
+    }
+    for (uint32_t p = 0; p < a->partitions; p++) {
+        const uint16_t *own = &a->owners[(size_t)p * k];
+        for (uint32_t j = 0; j < k; j++) (j == 0 ? a->primaries : a->backups)[own[j]]++;
+    }
+}
+
+lattice_status lattice_affinity_compute(const lattice_affinity_node *nodes, size_t n,
+                                        const lattice_cache_config *cfg,
+                                        lattice_affinity **out)
+{
+    char why[256];
+    if (!out || !cfg || (n > 0 && !nodes)) return LATTICE_ERR_INVAL;
+    if (lattice_cache_config_validate(cfg, why, sizeof why) != LATTICE_OK) {
+        LT_LOG(LT_WARN, "partition", "affinity: %s", why);
+        return LATTICE_ERR_INVAL;
+    }
+    if (n > LATTICE_AFFINITY_MAX_NODES) {
+        LT_LOG(LT_WARN, "partition", "affinity: %zu nodes, at most %u", n,
+               LATTICE_AFFINITY_MAX_NODES);
+        return LATTICE_ERR_INVAL;
+    }
+    lattice_affinity *a = lt_calloc(1, sizeof *a);
+    if (!a) return LATTICE_ERR_NOMEM;
+    a->partitions = cfg->partitions;
+    a->nnodes = (uint32_t)n;
+    if (cfg->mode == LATTICE_CACHE_REPLICATED)
+        a->copies = (uint32_t)n;
+    else
+        a->copies = cfg->backups + 1 < n ? cfg->backups + 1 : (uint32_t)n;
+    lattice_status st = copy_nodes(a, nodes, n);
+    if (st != LATTICE_OK) goto fail;
+    size_t slots = (size_t)a->partitions * a->copies;
+    a->owners = lt_malloc(slots ? slots * sizeof *a->owners : 1);
+    a->primaries = lt_calloc(n ? n : 1, sizeof *a->primaries);
+    a->backups = lt_calloc(n ? n : 1, sizeof *a->backups);
+    uint64_t *h = lt_malloc((n ? n : 1) * sizeof *h);
+    uint32_t *group = lt_malloc((n ? n : 1) * sizeof *group);
+    struct cand *c = lt_malloc((n ? n : 1) * sizeof *c);
+    struct cand *top = lt_malloc((a->copies ? a->copies : 1) * sizeof *top);
+    st = LATTICE_ERR_NOMEM;
+    if (a->owners && a->primaries && a->backups && h && group && c && top) {
+        for (uint32_t i = 0; i < n; i++) h[i] = id_hash(a->ids[i]);
+        host_groups(a, group);
+        if (a->copies > 0) assign(a, cfg, h, group, c, top);
+        st = LATTICE_OK;
+    }
+    lt_free(h), lt_free(group), lt_free(c), lt_free(top);
+    if (st != LATTICE_OK) goto fail;
+    *out = a;
+    return LATTICE_OK;
+fail:
+    lattice_affinity_free(a);
+    return st;
+}
+
+void lattice_affinity_free(lattice_affinity *a)
+{
+    if (!a) return;
+    lt_free(a->ids), lt_free(a->hosts), lt_free(a->orders), lt_free(a->strings);
+    lt_free(a->owners), lt_free(a->primaries), lt_free(a->backups);
+    lt_free(a);
+}
+
+uint32_t lattice_affinity_partitions(const lattice_affinity *a) { return a->partitions; }
+uint32_t lattice_affinity_copies(const lattice_affinity *a) { return a->copies; }
+uint32_t lattice_affinity_node_count(const lattice_affinity *a) { return a->nnodes; }
+
+const char *lattice_affinity_node_id(const lattice_affinity *a, uint32_t node)
+{
+    return node < a->nnodes ? a->ids[node] : NULL;
+}
+
+const char *lattice_affinity_node_host(const lattice_affinity *a, uint32_t node)
+{
+    return node < a->nnodes ? a->hosts[node] : NULL;
+}
+
+uint64_t lattice_affinity_node_order(const lattice_affinity *a, uint32_t node)
+{
+    return node < a->nnodes ? a->orders[node] : 0;
+}
+
+int32_t lattice_affinity_node_index(const lattice_affinity *a, const char *id)
+{
+    if (!id) return -1;
+    uint32_t lo = 0, hi = a->nnodes;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(a->ids[mid], id);
+        if (c == 0) return (int32_t)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+const uint16_t *lattice_affinity_owners(const lattice_affinity *a, uint32_t p, uint32_t *count)
+{
+    if (p >= a->partitions || a->copies == 0) {
+        if (count) *count = 0;
+        return NULL;
+    }
+    if (count) *count = a->copies;
+    return &a->owners[(size_t)p * a->copies];
+}
+
+int32_t lattice_affinity_primary(const lattice_affinity *a, uint32_t p)
+{
+    uint32_t n;
+    const uint16_t *o = lattice_affinity_owners(a, p, &n);
+    return n ? o[0] : -1;
+}
+
+int lattice_affinity_role(const lattice_affinity *a, uint32_t p, uint32_t node)
+{
+    uint32_t n;
+    const uint16_t *o = lattice_affinity_owners(a, p, &n);
+    for (uint32_t j = 0; j < n; j++)
+        if (o[j] == node) return (int)j;
+    return -1;
+}
+
+/* map[i] = index in `to` of from's node i, or -1.  Both lists are sorted. */
+static void map_nodes(const lattice_affinity *from, const lattice_affinity *to, int32_t *map)
+{
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < from->nnodes; i++) {
+        while (j < to->nnodes && strcmp(to->ids[j], from->ids[i]) < 0) j++;
+        map[i] = j < to->nnodes && strcmp(to->ids[j], from->ids[i]) == 0 ? (int32_t)j : -1;
+    }
+}
+
+static uint32_t compare_owners(const lattice_affinity *from, const lattice_affinity *to,
+                               const int32_t *map, uint32_t p)
+{
+    uint32_t nf, nt;
+    const uint16_t *of = lattice_affinity_owners(from, p, &nf);
+    const uint16_t *ot = lattice_affinity_owners(to, p, &nt);
+    uint32_t flags = 0;
+    int32_t pf = nf ? map[of[0]] : -1, pt = nt ? (int32_t)ot[0] : -1;
+    if (pf != pt || (nf == 0) != (nt == 0)) flags |= LATTICE_AFFINITY_PRIMARY_CHANGED;
+    bool same_set = nf == nt, same_seq = nf == nt;
+    for (uint32_t i = 0; i < nf && same_set; i++) {
+        bool found = false;
+        for (uint32_t j = 0; j < nt && !found; j++) found = map[of[i]] == (int32_t)ot[j];
+        same_set = found;
+        if (same_seq) same_seq = map[of[i]] == (int32_t)ot[i];
+    }
+    if (!same_set)
+        flags |= LATTICE_AFFINITY_OWNERS_CHANGED;
+    else if (!same_seq && !(flags & LATTICE_AFFINITY_PRIMARY_CHANGED))
+        flags |= LATTICE_AFFINITY_ORDER_CHANGED;
+    return flags;
+}
+
+lattice_status lattice_affinity_diff(const lattice_affinity *from, const lattice_affinity *to,
+                                     lattice_affinity_change **changes, size_t *count)
+{
+    if (!from || !to || !changes || !count) return LATTICE_ERR_INVAL;
+    *changes = NULL;
+    *count = 0;
+    if (from->partitions != to->partitions) return LATTICE_ERR_INVAL;
+    int32_t *map = lt_malloc((from->nnodes ? from->nnodes : 1) * sizeof *map);
+    if (!map) return LATTICE_ERR_NOMEM;
+    map_nodes(from, to, map);
+    size_t n = 0, cap = 0;
+    lattice_affinity_change *out = NULL;
+    for (uint32_t p = 0; p < from->partitions; p++) {
+        uint32_t f = compare_owners(from, to, map, p);
+        if (!f) continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            lattice_affinity_change *g = lt_realloc(out, nc * sizeof *g);
+            if (!g) {
+                lt_free(out), lt_free(map);
+                return LATTICE_ERR_NOMEM;
+            }
+            out = g, cap = nc;
+        }
+        out[n].partition = p;
+        out[n].flags = f;
+        n++;
+    }
+    lt_free(map);
+    *changes = out;
+    *count = n;
+    return LATTICE_OK;
+}
+
+void lattice_affinity_balance_of(const lattice_affinity *a, lattice_affinity_balance *out)
+{
+    memset(out, 0, sizeof *out);
+    out->nodes = a->nnodes;
+    if (a->nnodes == 0) return;
+    uint64_t ps = 0, bs = 0;
+    out->primary_min = out->backup_min = UINT32_MAX;
+    for (uint32_t i = 0; i < a->nnodes; i++) {
+        uint32_t p = a->primaries[i], b = a->backups[i];
+        ps += p, bs += b;
+        if (p < out->primary_min) out->primary_min = p;
+        if (p > out->primary_max) out->primary_max = p;
+        if (b < out->backup_min) out->backup_min = b;
+        if (b > out->backup_max) out->backup_max = b;
+    }
+    out->primary_avg = (double)ps / a->nnodes;
+    out->backup_avg = (double)bs / a->nnodes;
+}
+
+uint32_t lattice_affinity_primaries_of(const lattice_affinity *a, uint32_t node)
+{
+    return node < a->nnodes ? a->primaries[node] : 0;
+}
+
+uint32_t lattice_affinity_backups_of(const lattice_affinity *a, uint32_t node)
+{
+    return node < a->nnodes ? a->backups[node] : 0;
+}
+
+const char *lattice_redundancy_name(lattice_redundancy r)
+{
+    switch (r) {
+    case LATTICE_REDUNDANCY_FULL: return "full";
+    case LATTICE_REDUNDANCY_UNDER: return "under";
+    case LATTICE_REDUNDANCY_LOST: return "lost";
+    }
+    return "unknown";
+}
+
+uint32_t lattice_affinity_live_mask(const lattice_affinity *a, const char *const *live,
+                                    size_t n, uint8_t *mask)
+{
+    memset(mask, 0, a->nnodes);
+    uint32_t given = 0;
+    for (size_t i = 0; live && i < n; i++) {
+        if (!live[i]) continue;
+        given++;
+        int32_t x = lattice_affinity_node_index(a, live[i]);
+        if (x >= 0) mask[x] = 1;
+    }
+    return given;
+}
+
+lattice_redundancy lattice_affinity_classify(const lattice_affinity *a, uint32_t p,
+                                             const uint8_t *mask, uint32_t live_servers)
+{
+    uint32_t n;
+    const uint16_t *o = lattice_affinity_owners(a, p, &n);
+    uint32_t alive = 0;
+    for (uint32_t j = 0; j < n; j++) alive += mask[o[j]] != 0;
+    if (alive == 0) return LATTICE_REDUNDANCY_LOST;
+    uint32_t want = n < live_servers ? n : live_servers;
+    return alive < want ? LATTICE_REDUNDANCY_UNDER : LATTICE_REDUNDANCY_FULL;
+}
+
+lattice_status lattice_affinity_health_of(const lattice_affinity *a, const char *const *live,
+                                          size_t n, lattice_redundancy *per_partition,
+                                          lattice_affinity_health *sum)
+{
+    if (!a || !sum) return LATTICE_ERR_INVAL;
+    memset(sum, 0, sizeof *sum);
+    uint8_t *mask = lt_malloc(a->nnodes ? a->nnodes : 1);
+    if (!mask) return LATTICE_ERR_NOMEM;
+    uint32_t servers = lattice_affinity_live_mask(a, live, n, mask);
+    for (uint32_t p = 0; p < a->partitions; p++) {
+        lattice_redundancy r = lattice_affinity_classify(a, p, mask, servers);
+        if (per_partition) per_partition[p] = r;
+        if (r == LATTICE_REDUNDANCY_FULL) sum->full++;
+        else if (r == LATTICE_REDUNDANCY_UNDER) sum->under++;
+        else sum->lost++;
+    }
+    lt_free(mask);
+    return LATTICE_OK;
+}
