@@ -152,18 +152,27 @@ static void host_groups(const lattice_affinity *a, uint32_t *group)
         if (group[i] == UINT32_MAX) group[i] = next++;
 }
 
-/* Top k of c[0..n) into out, in rank order, by insertion (k small). */
-static void top_k(const struct cand *c, uint32_t n, uint32_t k, struct cand *out)
+/* The k best-ranked nodes of partition key pk into own (rank order), scoring
+ * and selecting in one pass without storing the scores; ts is k scratch
+ * words.  Nodes come in index order, so a later node ranks before an earlier
+ * one only with a strictly higher score - the tie rule for free.  After the
+ * first few nodes the "not in the top k" branch is almost always taken, so
+ * the loop runs at the speed of the hash. */
+static void top_k(const uint64_t *h, uint32_t n, uint64_t pk, uint32_t k, uint64_t *ts,
+                  uint16_t *own)
 {
     uint32_t have = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (have == k && !before(&c[i], &out[k - 1])) continue;
+        uint64_t s = fmix64(h[i] ^ pk);
+        if (have == k && s <= ts[k - 1]) continue;
         uint32_t j = have < k ? have++ : k - 1;
-        while (j > 0 && before(&c[i], &out[j - 1])) {
-            out[j] = out[j - 1];
+        while (j > 0 && s > ts[j - 1]) {
+            ts[j] = ts[j - 1];
+            own[j] = own[j - 1];
             j--;
         }
-        out[j] = c[i];
+        ts[j] = s;
+        own[j] = (uint16_t)i;
     }
 }
 
@@ -186,21 +195,23 @@ static void pick_neighbors_apart(const struct cand *c, uint32_t n, uint32_t k,
 }
 
 static void assign(lattice_affinity *a, const lattice_cache_config *cfg, const uint64_t *h,
-                   const uint32_t *group, struct cand *c, struct cand *top)
+                   const uint32_t *group, struct cand *c, uint64_t *ts)
 {
     uint32_t n = a->nnodes, k = a->copies;
+    /* Insertion into a top-k list costs O(n*k) at worst; past a few copies
+     * (replicated caches) or when more than the top k may be needed
+     * (exclude_neighbors), rank every node instead. */
     bool full_sort = cfg->exclude_neighbors || k > 8;
     for (uint32_t p = 0; p < a->partitions; p++) {
         uint64_t pk = part_key(p);
+        uint16_t *own = &a->owners[(size_t)p * k];
+        if (!full_sort) {
+            top_k(h, n, pk, k, ts, own);
+            continue;
+        }
         for (uint32_t i = 0; i < n; i++) {
             c[i].score = fmix64(h[i] ^ pk);
             c[i].node = i;
-        }
-        uint16_t *own = &a->owners[(size_t)p * k];
-        if (!full_sort) {
-            top_k(c, n, k, top);
-            for (uint32_t j = 0; j < k; j++) own[j] = (uint16_t)top[j].node;
-            continue;
         }
         qsort(c, n, sizeof *c, cand_cmp);
         if (cfg->exclude_neighbors)
@@ -246,15 +257,15 @@ lattice_status lattice_affinity_compute(const lattice_affinity_node *nodes, size
     uint64_t *h = lt_malloc((n ? n : 1) * sizeof *h);
     uint32_t *group = lt_malloc((n ? n : 1) * sizeof *group);
     struct cand *c = lt_malloc((n ? n : 1) * sizeof *c);
-    struct cand *top = lt_malloc((a->copies ? a->copies : 1) * sizeof *top);
+    uint64_t *ts = lt_malloc((a->copies ? a->copies : 1) * sizeof *ts);
     st = LATTICE_ERR_NOMEM;
-    if (a->owners && a->primaries && a->backups && h && group && c && top) {
+    if (a->owners && a->primaries && a->backups && h && group && c && ts) {
         for (uint32_t i = 0; i < n; i++) h[i] = id_hash(a->ids[i]);
         host_groups(a, group);
-        if (a->copies > 0) assign(a, cfg, h, group, c, top);
+        if (a->copies > 0) assign(a, cfg, h, group, c, ts);
         st = LATTICE_OK;
     }
-    lt_free(h), lt_free(group), lt_free(c), lt_free(top);
+    lt_free(h), lt_free(group), lt_free(c), lt_free(ts);
     if (st != LATTICE_OK) goto fail;
     *out = a;
     return LATTICE_OK;

@@ -357,12 +357,14 @@ START_TEST(exclude_neighbors_spreads_copies_over_hosts)
 END_TEST
 
 /*
- * Primaries per node for N = 2..32 and 1024 partitions.  Measured with these
- * ids (see docs/BENCHMARKS.md for the table): the worst max/avg is 1.21 for
- * N <= 16 and 1.44 up to N = 32, about what independent uniform ranking gives
- * (avg + 2-3 standard deviations).  Asserted: max <= 1.35 x avg for N <= 16,
- * max <= 1.6 x avg up to 32, min >= 0.5 x avg, and every partition's backups
- * counted once.
+ * Primaries per node for N = 2..32 and 1024 partitions, backups=1.  Measured
+ * with these ids (bench_partition prints the same table; docs/BENCHMARKS.md):
+ * worst primary max/avg 1.234 for N <= 16 and 1.377 up to 32, worst min/avg
+ * 0.645, worst backup max/avg 1.47 - what independent uniform ranking gives
+ * (for N = 32 a node's count has a standard deviation of 17% of the mean, and
+ * the largest of 32 such counts sits about 2.2 deviations up).  The bounds
+ * below leave a little room over those figures; they fail if the ranking
+ * stops being uniform (a weak mix, a biased tie rule).
  */
 START_TEST(primaries_are_balanced_for_2_to_32_nodes)
 {
@@ -377,15 +379,20 @@ START_TEST(primaries_are_balanced_for_2_to_32_nodes)
         double avg = 1024.0 / (double)n;
         ck_assert_double_eq_tol(b.primary_avg, avg, 1e-9);
         ck_assert_double_eq_tol(b.backup_avg, avg, 1e-9);
-        double bound = n <= 16 ? 1.35 : 1.6;
+        double bound = n <= 16 ? 1.3 : 1.45;
         ck_assert_msg(b.primary_max <= bound * avg, "N=%zu: max %u > %.2f x avg %.1f", n,
                       b.primary_max, bound, avg);
-        ck_assert_msg(b.primary_min >= 0.5 * avg, "N=%zu: min %u < 0.5 x avg %.1f", n,
+        ck_assert_msg(b.primary_min >= 0.6 * avg, "N=%zu: min %u < 0.6 x avg %.1f", n,
                       b.primary_min, avg);
-        ck_assert_uint_le(b.primary_min, b.primary_max);
-        uint32_t sum = 0;
-        for (uint32_t i = 0; i < n; i++) sum += lattice_affinity_primaries_of(a, i);
+        ck_assert_msg(b.backup_max <= 1.55 * avg, "N=%zu: backup max %u > 1.55 x avg %.1f", n,
+                      b.backup_max, avg);
+        uint32_t sum = 0, bsum = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            sum += lattice_affinity_primaries_of(a, i);
+            bsum += lattice_affinity_backups_of(a, i);
+        }
         ck_assert_uint_eq(sum, 1024);
+        ck_assert_uint_eq(bsum, 1024);
         lattice_affinity_free(a);
     }
 }

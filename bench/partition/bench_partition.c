@@ -1,0 +1,292 @@
+/*
+ * bench_partition: what rendezvous affinity costs and buys, measured against
+ * references computed in the same run.
+ *
+ *  1. balance:  primaries (and backups) per node for N = 2..32, 1024
+ *               partitions, backups=1: min / avg / max and max/avg.
+ *  2. compute:  time for a full assignment (1024 and 16384 partitions at 3,
+ *               16 and 32 nodes, backups=1), as a ratio to a plain
+ *               "crc16(partition) % N, then the next nodes" modulo table of
+ *               the same shape - the cheapest table one could build.
+ *  3. movement: share of partitions whose owners change when an (N+1)th node
+ *               joins, rendezvous vs the modulo table, vs the ideal 1/(N+1).
+ *  4. hashing:  key -> partition (table CRC16 + hash tag) against the bitwise
+ *               CRC16 of the definition, for 16- and 64-byte keys.
+ *
+ * Bounded: every timing repeats until --min-ms of work (default 40) or 2000
+ * repetitions, and keeps the fastest of 3 such runs.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "partition/partition.h"
+
+static double min_ms = 40;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Seconds per call of fn(arg): the fastest of 3 runs of >= min_ms each. */
+static double time_per_call(void (*fn)(void *), void *arg)
+{
+    double best = 1e30;
+    for (int run = 0; run < 3; run++) {
+        int reps = 0;
+        double t0 = now_s(), t;
+        do {
+            fn(arg);
+            reps++;
+            t = now_s() - t0;
+        } while (t * 1e3 < min_ms && reps < 2000);
+        if (t / reps < best) best = t / reps;
+    }
+    return best;
+}
+
+#define MAXN 33
+struct topo {
+    lattice_affinity_node n[MAXN];
+    char ids[MAXN][32];
+    size_t count;
+};
+
+/* The same ids as the unit test's balance table (tests/unit/partition). */
+static void make_topo(struct topo *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        snprintf(t->ids[i], sizeof t->ids[i], "10.0.%zu.%zu:47500", i / 256, i % 256);
+        t->n[i] = (lattice_affinity_node){t->ids[i], t->ids[i], i + 1};
+    }
+    t->count = n;
+}
+
+/* The reference table: primary crc16(p) % N, backups the next nodes. */
+static void modulo_table(uint32_t parts, uint32_t n, uint32_t copies, uint16_t *owners)
+{
+    for (uint32_t p = 0; p < parts; p++) {
+        uint32_t first = lattice_partition_crc16(&p, sizeof p) % n;
+        for (uint32_t j = 0; j < copies; j++) owners[(size_t)p * copies + j] = (uint16_t)((first + j) % n);
+    }
+}
+
+struct job {
+    struct topo *t;
+    lattice_cache_config cfg;
+    uint16_t *owners;
+    uint64_t sink;
+};
+
+static void run_affinity(void *arg)
+{
+    struct job *j = arg;
+    lattice_affinity *a = NULL;
+    if (lattice_affinity_compute(j->t->n, j->t->count, &j->cfg, &a) != LATTICE_OK) exit(1);
+    j->sink += (uint64_t)lattice_affinity_primary(a, 1);
+    lattice_affinity_free(a);
+}
+
+static void run_modulo(void *arg)
+{
+    struct job *j = arg;
+    uint32_t copies = j->cfg.backups + 1 < j->t->count ? j->cfg.backups + 1 : (uint32_t)j->t->count;
+    /* allocate like the real thing does, so the ratio compares the ranking */
+    uint16_t *o = malloc((size_t)j->cfg.partitions * copies * sizeof *o);
+    if (!o) exit(1);
+    modulo_table(j->cfg.partitions, (uint32_t)j->t->count, copies, o);
+    j->sink += o[1];
+    free(o);
+}
+
+static uint16_t crc16_bitwise(const uint8_t *p, size_t n)
+{
+    uint16_t crc = 0;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= (uint16_t)(p[i] << 8);
+        for (int b = 0; b < 8; b++)
+            crc = (uint16_t)((crc & 0x8000u) ? ((unsigned)crc << 1) ^ 0x1021u : (unsigned)crc << 1);
+    }
+    return crc;
+}
+
+#define NKEYS 4096
+struct keys {
+    char k[NKEYS][64];
+    size_t len;
+    uint64_t sink;
+};
+
+static void run_keys_table(void *arg)
+{
+    struct keys *k = arg;
+    for (int i = 0; i < NKEYS; i++) k->sink += lattice_partition_of_key(k->k[i], k->len, 1024);
+}
+
+static void run_keys_bitwise(void *arg)
+{
+    struct keys *k = arg;
+    for (int i = 0; i < NKEYS; i++) k->sink += crc16_bitwise((const uint8_t *)k->k[i], k->len) & 1023;
+}
+
+static int usage(FILE *f, int rc)
+{
+    fprintf(f,
+            "usage: bench_partition [--json] [--min-ms N]\n"
+            "  Rendezvous affinity: primaries per node for N=2..32 (1024 partitions),\n"
+            "  assignment time vs a crc16-modulo table (1024/16384 partitions, 3/16/32\n"
+            "  nodes), partitions moved by a join, and key hashing vs bitwise CRC16.\n"
+            "  --json      print one JSON object instead of tables\n"
+            "  --min-ms N  minimum milliseconds per timing run (default 40, 1..2000)\n");
+    return rc;
+}
+
+/* Partitions whose owner list differs between the modulo tables of n and
+ * n+1 nodes (copies <= n). */
+static uint32_t modulo_moved(uint32_t parts, uint32_t n, uint32_t copies)
+{
+    size_t bytes = (size_t)parts * copies * sizeof(uint16_t);
+    uint16_t *a = malloc(bytes), *b = malloc(bytes);
+    if (!a || !b) exit(1);
+    modulo_table(parts, n, copies, a);
+    modulo_table(parts, n + 1, copies, b);
+    uint32_t moved = 0;
+    for (uint32_t p = 0; p < parts; p++)
+        moved += memcmp(&a[(size_t)p * copies], &b[(size_t)p * copies], copies * sizeof *a) != 0;
+    free(a), free(b);
+    return moved;
+}
+
+int main(int argc, char **argv)
+{
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (strcmp(argv[i], "--min-ms") == 0 && i + 1 < argc) {
+            min_ms = atof(argv[++i]);
+            if (!(min_ms >= 1 && min_ms <= 2000)) return usage(stderr, 2);
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            return usage(stdout, 0);
+        } else {
+            return usage(stderr, 2);
+        }
+    }
+    lattice_log_set_level(LT_ERROR);
+    struct topo t;
+
+    /* 1. balance */
+    if (json) printf("{\"balance\":[");
+    else printf("Primaries per node, 1024 partitions, backups=1\n"
+                "%4s %6s %7s %6s %8s | %6s %7s %6s\n", "N", "p.min", "p.avg", "p.max", "max/avg",
+                "b.min", "b.avg", "b.max");
+    double worst16 = 0, worst32 = 0;
+    for (size_t n = 2; n <= 32; n++) {
+        make_topo(&t, n);
+        lattice_cache_config c;
+        lattice_cache_config_init(&c, "bench");
+        lattice_affinity *a = NULL;
+        if (lattice_affinity_compute(t.n, n, &c, &a) != LATTICE_OK) return 1;
+        lattice_affinity_balance b;
+        lattice_affinity_balance_of(a, &b);
+        double r = b.primary_max / b.primary_avg;
+        if (n <= 16 && r > worst16) worst16 = r;
+        if (r > worst32) worst32 = r;
+        if (json)
+            printf("%s{\"nodes\":%zu,\"primary_min\":%u,\"primary_avg\":%.2f,\"primary_max\":%u,"
+                   "\"max_over_avg\":%.3f,\"backup_min\":%u,\"backup_avg\":%.2f,\"backup_max\":%u}",
+                   n > 2 ? "," : "", n, b.primary_min, b.primary_avg, b.primary_max, r,
+                   b.backup_min, b.backup_avg, b.backup_max);
+        else
+            printf("%4zu %6u %7.1f %6u %8.3f | %6u %7.1f %6u\n", n, b.primary_min, b.primary_avg,
+                   b.primary_max, r, b.backup_min, b.backup_avg, b.backup_max);
+        lattice_affinity_free(a);
+    }
+    if (json) printf("],\"worst_max_over_avg_n_le_16\":%.3f,\"worst_max_over_avg_n_le_32\":%.3f",
+                     worst16, worst32);
+    else printf("worst max/avg: %.3f (N<=16), %.3f (N<=32)\n\n", worst16, worst32);
+
+    /* 2. compute time */
+    static const uint32_t parts_list[] = {1024, 16384};
+    static const size_t nodes_list[] = {3, 16, 32};
+    if (json) printf(",\"compute\":[");
+    else printf("Full assignment (backups=1): rendezvous vs crc16-modulo table, same run\n"
+                "%6s %4s %14s %14s %8s\n", "parts", "N", "rendezvous_us", "modulo_us", "ratio");
+    int first = 1;
+    for (size_t pi = 0; pi < 2; pi++) {
+        for (size_t ni = 0; ni < 3; ni++) {
+            make_topo(&t, nodes_list[ni]);
+            struct job j = {.t = &t};
+            lattice_cache_config_init(&j.cfg, "bench");
+            j.cfg.partitions = parts_list[pi];
+            double ta = time_per_call(run_affinity, &j);
+            double tm = time_per_call(run_modulo, &j);
+            if (json)
+                printf("%s{\"partitions\":%u,\"nodes\":%zu,\"rendezvous_us\":%.1f,\"modulo_us\":%.1f,"
+                       "\"ratio\":%.2f}", first ? "" : ",", parts_list[pi], nodes_list[ni],
+                       ta * 1e6, tm * 1e6, ta / tm);
+            else
+                printf("%6u %4zu %14.1f %14.1f %8.2f\n", parts_list[pi], nodes_list[ni], ta * 1e6,
+                       tm * 1e6, ta / tm);
+            first = 0;
+        }
+    }
+
+    /* 3. movement on a join */
+    if (json) printf("],\"join_moved\":[");
+    else printf("\nPartitions whose owners change when node N+1 joins (1024 partitions, backups=1)\n"
+                "%4s %12s %10s %10s\n", "N", "rendezvous", "ideal", "modulo");
+    static const size_t join_list[] = {2, 3, 8, 16, 31};
+    for (size_t ji = 0; ji < 5; ji++) {
+        size_t n = join_list[ji];
+        make_topo(&t, n + 1);
+        lattice_cache_config c;
+        lattice_cache_config_init(&c, "bench");
+        lattice_affinity *a = NULL, *b = NULL;
+        if (lattice_affinity_compute(t.n, n, &c, &a) != LATTICE_OK ||
+            lattice_affinity_compute(t.n, n + 1, &c, &b) != LATTICE_OK)
+            return 1;
+        lattice_affinity_change *ch;
+        size_t nch;
+        if (lattice_affinity_diff(a, b, &ch, &nch) != LATTICE_OK) return 1;
+        lt_free(ch);
+        /* ideal: the joiner takes its fair share of copies, each a distinct partition */
+        double ideal = fmin(1.0, 2.0 / (double)(n + 1));
+        double mod = modulo_moved(1024, (uint32_t)n, 2) / 1024.0;
+        if (json)
+            printf("%s{\"nodes\":%zu,\"rendezvous\":%.3f,\"ideal\":%.3f,\"modulo\":%.3f}",
+                   ji ? "," : "", n, nch / 1024.0, ideal, mod);
+        else
+            printf("%4zu %11.1f%% %9.1f%% %9.1f%%\n", n, 100.0 * nch / 1024.0, 100 * ideal, 100 * mod);
+        lattice_affinity_free(a);
+        lattice_affinity_free(b);
+    }
+
+    /* 4. key hashing */
+    if (json) printf("],\"key_hashing\":[");
+    else printf("\nKey -> partition (1024 partitions): table CRC16 vs bitwise CRC16, same run\n"
+                "%6s %12s %12s %8s\n", "bytes", "table_ns", "bitwise_ns", "speedup");
+    static struct keys k;
+    static const size_t lens[] = {16, 64};
+    for (size_t li = 0; li < 2; li++) {
+        k.len = lens[li];
+        for (int i = 0; i < NKEYS; i++)
+            for (size_t b = 0; b < k.len; b++) k.k[i][b] = (char)('a' + (i * 31 + (int)b * 7) % 26);
+        double tt = time_per_call(run_keys_table, &k) / NKEYS;
+        double tb = time_per_call(run_keys_bitwise, &k) / NKEYS;
+        if (json)
+            printf("%s{\"key_bytes\":%zu,\"table_ns\":%.2f,\"bitwise_ns\":%.2f,\"speedup\":%.2f}",
+                   li ? "," : "", k.len, tt * 1e9, tb * 1e9, tb / tt);
+        else
+            printf("%6zu %12.2f %12.2f %8.2f\n", k.len, tt * 1e9, tb * 1e9, tb / tt);
+    }
+    if (json) printf("]}\n");
+    return 0;
+}
