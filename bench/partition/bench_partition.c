@@ -55,7 +55,7 @@ static double time_per_call(void (*fn)(void *), void *arg)
 #define MAXN 33
 struct topo {
     lattice_affinity_node n[MAXN];
-    char ids[MAXN][32];
+    char ids[MAXN][48];
     size_t count;
 };
 

@@ -244,6 +244,48 @@ START_TEST(leave_moves_only_the_leavers_partitions)
 }
 END_TEST
 
+/* exclude_neighbors keeps the rendezvous movement rules: a node that is not
+ * picked changes nothing, so a join changes only partitions that now include
+ * the joiner (replacing one owner) and a leave only the leaver's. */
+START_TEST(exclude_neighbors_keeps_join_and_leave_minimal)
+{
+    srand(99);
+    for (int round = 0; round < 60; round++) {
+        size_t n = 2 + (size_t)rand() % 11, hosts = 1 + (size_t)rand() % 5;
+        struct topo t;
+        make_topo(&t, n + 1, hosts);
+        for (size_t i = 0; i <= n; i++) /* hosts shuffled over the ids */
+            snprintf(t.hosts[i], sizeof t.hosts[i], "h%d", rand() % (int)hosts);
+        lattice_cache_config c;
+        config(&c, 1024, 1 + (uint32_t)(rand() % 3));
+        c.exclude_neighbors = true;
+        t.count = n;
+        lattice_affinity *small = compute(&t, &c);
+        t.count = n + 1;
+        lattice_affinity *big = compute(&t, &c);
+        const char *extra = t.ids[n];
+        bool grew = lattice_affinity_copies(big) > lattice_affinity_copies(small);
+        /* join: small -> big; leave: big -> small */
+        for (uint32_t p = 0; p < 1024; p++) {
+            uint32_t na, nb;
+            const uint16_t *oa = lattice_affinity_owners(small, p, &na);
+            const uint16_t *ob = lattice_affinity_owners(big, p, &nb);
+            bool same = na == nb;
+            for (uint32_t j = 0; same && j < na; j++)
+                same = strcmp(lattice_affinity_node_id(small, oa[j]),
+                              lattice_affinity_node_id(big, ob[j])) == 0;
+            ck_assert_int_eq(!same, owns(big, p, extra));
+            if (!same) ck_assert_uint_eq(dropped(small, big, p), grew ? 0 : 1);
+            /* the primary changes only to the joiner */
+            if (strcmp(owner_id(big, p, 0), extra) != 0)
+                ck_assert_str_eq(owner_id(small, p, 0), owner_id(big, p, 0));
+        }
+        lattice_affinity_free(small);
+        lattice_affinity_free(big);
+    }
+}
+END_TEST
+
 START_TEST(backups_clamp_to_servers_minus_one)
 {
     struct topo t;
@@ -559,6 +601,7 @@ TCase *partition_affinity_tcase(void)
     tcase_add_test(tc, input_order_does_not_matter);
     tcase_add_test(tc, join_moves_partitions_only_to_the_joiner);
     tcase_add_test(tc, leave_moves_only_the_leavers_partitions);
+    tcase_add_test(tc, exclude_neighbors_keeps_join_and_leave_minimal);
     tcase_add_test(tc, backups_clamp_to_servers_minus_one);
     tcase_add_test(tc, replicated_every_server_owns_every_partition);
     tcase_add_test(tc, exclude_neighbors_spreads_copies_over_hosts);

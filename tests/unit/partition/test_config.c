@@ -372,6 +372,54 @@ START_TEST(cache_names)
 }
 END_TEST
 
+/* Mangled specs (bytes flipped, inserted, deleted from valid ones) never
+ * crash: each is either refused with a message and no change, or accepted as
+ * a valid config that formats and parses back to itself. */
+START_TEST(mangled_specs_are_refused_or_round_trip)
+{
+    static const char alphabet[] = "abcdeinopsty_=,:-.0123456789{}\x80\xff ";
+    srand(4242);
+    int accepted = 0, refused = 0;
+    for (int i = 0; i < 20000; i++) {
+        lattice_cache_config base, c;
+        varied(&base, i % 50);
+        char spec[1100];
+        size_t len = lattice_cache_config_format(&base, i % 2, spec, sizeof spec);
+        for (int m = 1 + rand() % 3; m > 0 && len > 0; m--) {
+            size_t at = (size_t)rand() % len;
+            char ch = alphabet[(size_t)rand() % (sizeof alphabet - 1)];
+            switch (rand() % 3) {
+            case 0: spec[at] = ch; break;
+            case 1: memmove(spec + at, spec + at + 1, len - at), len--; break;
+            default:
+                if (len + 1 < sizeof spec) memmove(spec + at + 1, spec + at, len - at + 1), spec[at] = ch, len++;
+            }
+        }
+        spec[len] = 0;
+        lattice_cache_config_init(&c, "keep");
+        lattice_cache_config before = c;
+        char err[512] = "";
+        lattice_status st = lattice_cache_config_parse_spec(&c, spec, err, sizeof err);
+        if (st != LATTICE_OK) {
+            ck_assert_int_eq(st, LATTICE_ERR_INVAL);
+            ck_assert_msg(err[0] != 0, "no message for '%s'", spec);
+            ck_assert_int_eq(memcmp(&c, &before, sizeof c), 0);
+            refused++;
+            continue;
+        }
+        accepted++;
+        ck_assert_int_eq(lattice_cache_config_validate(&c, NULL, 0), LATTICE_OK);
+        char text[1100];
+        lattice_cache_config back;
+        lattice_cache_config_format(&c, LATTICE_CACHE_FORMAT_ALL, text, sizeof text);
+        ck_assert_int_eq(lattice_cache_config_parse_spec(&back, text, err, sizeof err), LATTICE_OK);
+        ck_assert(lattice_cache_config_equal(&c, &back));
+    }
+    ck_assert_int_gt(accepted, 0);
+    ck_assert_int_gt(refused, 0);
+}
+END_TEST
+
 TCase *partition_config_tcase(void)
 {
     TCase *tc = tcase_create("config");
@@ -386,5 +434,6 @@ TCase *partition_config_tcase(void)
     tcase_add_test(tc, set_one_option_checks_and_keeps_config_on_error);
     tcase_add_test(tc, validate_rejects_a_hand_filled_bad_config);
     tcase_add_test(tc, cache_names);
+    tcase_add_test(tc, mangled_specs_are_refused_or_round_trip);
     return tc;
 }
