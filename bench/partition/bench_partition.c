@@ -172,10 +172,14 @@ int main(int argc, char **argv)
             json = 1;
         } else if (strcmp(argv[i], "--min-ms") == 0 && i + 1 < argc) {
             min_ms = atof(argv[++i]);
-            if (!(min_ms >= 1 && min_ms <= 2000)) return usage(stderr, 2);
+            if (!(min_ms >= 1 && min_ms <= 2000)) {
+                fprintf(stderr, "bench_partition: --min-ms must be 1..2000\n");
+                return usage(stderr, 2);
+            }
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             return usage(stdout, 0);
         } else {
+            fprintf(stderr, "bench_partition: unknown option '%s'\n", argv[i]);
             return usage(stderr, 2);
         }
     }

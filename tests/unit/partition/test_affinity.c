@@ -597,6 +597,7 @@ END_TEST
 TCase *partition_affinity_tcase(void)
 {
     TCase *tc = tcase_create("affinity");
+    tcase_set_timeout(tc, 120); /* sanitizer and valgrind runs are slow */
     tcase_add_test(tc, assignment_is_the_documented_rendezvous_formula);
     tcase_add_test(tc, input_order_does_not_matter);
     tcase_add_test(tc, join_moves_partitions_only_to_the_joiner);

@@ -423,6 +423,7 @@ END_TEST
 TCase *partition_config_tcase(void)
 {
     TCase *tc = tcase_create("config");
+    tcase_set_timeout(tc, 120); /* sanitizer and valgrind runs are slow */
     tcase_add_test(tc, defaults_are_the_documented_ones);
     tcase_add_test(tc, design_example_spec_parses);
     tcase_add_test(tc, format_then_parse_round_trips);

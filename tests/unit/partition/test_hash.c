@@ -150,6 +150,7 @@ END_TEST
 TCase *partition_hash_tcase(void)
 {
     TCase *tc = tcase_create("hash");
+    tcase_set_timeout(tc, 120); /* sanitizer and valgrind runs are slow */
     tcase_add_test(tc, crc16_check_value_and_empty);
     tcase_add_test(tc, crc16_table_matches_bitwise_definition_on_binary_data);
     tcase_add_test(tc, key_slots_match_redis);

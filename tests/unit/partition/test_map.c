@@ -329,6 +329,7 @@ END_TEST
 TCase *partition_map_tcase(void)
 {
     TCase *tc = tcase_create("map");
+    tcase_set_timeout(tc, 120); /* sanitizer and valgrind runs are slow */
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, state_names_and_transitions);
     tcase_add_test(tc, caches_start_evicted_and_follow_the_lifecycle);
