@@ -343,6 +343,56 @@ int lattice_affinity_role(const lattice_affinity *a, uint32_t p, uint32_t node)
     return -1;
 }
 
+uint32_t lattice_affinity_node_partitions(const lattice_affinity *a, uint32_t node,
+                                          unsigned roles, uint32_t *out)
+{
+    uint32_t n = 0;
+    for (uint32_t p = 0; node < a->nnodes && p < a->partitions; p++) {
+        int r = lattice_affinity_role(a, p, node);
+        if (r < 0) continue;
+        if (!(roles & (r == 0 ? LATTICE_AFFINITY_ROLE_PRIMARY : LATTICE_AFFINITY_ROLE_BACKUP)))
+            continue;
+        if (out) out[n] = p;
+        n++;
+    }
+    return n;
+}
+
+static bool same_owners(const lattice_affinity *a, uint32_t p, uint32_t q)
+{
+    if (p == q || a->copies == 0) return true;
+    return memcmp(&a->owners[(size_t)p * a->copies], &a->owners[(size_t)q * a->copies],
+                  a->copies * sizeof *a->owners) == 0;
+}
+
+lattice_status lattice_affinity_slot_ranges(const lattice_affinity *a, lattice_slot_range **ranges,
+                                            size_t *count)
+{
+    if (!a || !ranges || !count) return LATTICE_ERR_INVAL;
+    *ranges = NULL;
+    *count = 0;
+    uint32_t mask = a->partitions - 1;
+    /* first pass counts the runs, so one allocation of the exact size */
+    size_t n = 1;
+    for (uint32_t s = 1; s < LATTICE_PARTITION_SLOTS; s++)
+        n += !same_owners(a, (s - 1) & mask, s & mask);
+    lattice_slot_range *r = lt_malloc(n * sizeof *r);
+    if (!r) return LATTICE_ERR_NOMEM;
+    size_t k = 0;
+    r[0] = (lattice_slot_range){0, 0, 0};
+    for (uint32_t s = 1; s < LATTICE_PARTITION_SLOTS; s++) {
+        if (same_owners(a, (s - 1) & mask, s & mask)) {
+            r[k].last = (uint16_t)s;
+        } else {
+            k++;
+            r[k] = (lattice_slot_range){(uint16_t)s, (uint16_t)s, s & mask};
+        }
+    }
+    *ranges = r;
+    *count = n;
+    return LATTICE_OK;
+}
+
 /* map[i] = index in `to` of from's node i, or -1.  Both lists are sorted. */
 static void map_nodes(const lattice_affinity *from, const lattice_affinity *to, int32_t *map)
 {

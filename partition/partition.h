@@ -194,6 +194,28 @@ int32_t lattice_affinity_primary(const lattice_affinity *a, uint32_t p);
 /* Position of node among p's owners: 0 primary, 1.. backups, -1 not an owner. */
 int lattice_affinity_role(const lattice_affinity *a, uint32_t p, uint32_t node);
 
+/* Partitions node owns in the given roles (LATTICE_AFFINITY_ROLE_* bits),
+ * in partition order, into out (NULL: only count; else room for
+ * lattice_affinity_partitions(a) entries).  Returns how many. */
+#define LATTICE_AFFINITY_ROLE_PRIMARY 1u
+#define LATTICE_AFFINITY_ROLE_BACKUP 2u
+uint32_t lattice_affinity_node_partitions(const lattice_affinity *a, uint32_t node,
+                                          unsigned roles, uint32_t *out);
+
+/* Redis slots 0..16383 grouped into maximal runs whose partitions have the
+ * same owner list, for CLUSTER SLOTS/SHARDS: slot s lives in partition
+ * s & (partitions-1), so read a run's owners from `partition`.  With fewer
+ * than 16384 partitions neighbouring slots fall in different partitions, so
+ * expect many short runs (all 16384 slots are always covered, in order).
+ * *ranges is lt_malloc'd (lt_free it); NOMEM on allocation failure. */
+typedef struct lattice_slot_range {
+    uint16_t first, last;     /* inclusive */
+    uint32_t partition;       /* partition of `first` */
+} lattice_slot_range;
+
+lattice_status lattice_affinity_slot_ranges(const lattice_affinity *a, lattice_slot_range **ranges,
+                                            size_t *count);
+
 /* How two assignments of the same cache differ, partition by partition. */
 #define LATTICE_AFFINITY_PRIMARY_CHANGED 1u /* another primary (or none) */
 #define LATTICE_AFFINITY_OWNERS_CHANGED 2u  /* the set of owners differs */

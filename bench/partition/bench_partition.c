@@ -10,6 +10,8 @@
  *               the same shape - the cheapest table one could build.
  *  3. movement: share of partitions whose owners change when an (N+1)th node
  *               joins, rendezvous vs the modulo table, vs the ideal 1/(N+1).
+ *  3b. slot runs: how many runs of Redis slots with identical owner lists
+ *               CLUSTER SLOTS has to list (no reference: a count).
  *  4. hashing:  key -> partition (table CRC16 + hash tag) against the bitwise
  *               CRC16 of the definition, for 16- and 64-byte keys.
  *
@@ -271,6 +273,31 @@ int main(int argc, char **argv)
             printf("%4zu %11.1f%% %9.1f%% %9.1f%%\n", n, 100.0 * nch / 1024.0, 100 * ideal, 100 * mod);
         lattice_affinity_free(a);
         lattice_affinity_free(b);
+    }
+
+    /* 3b. what CLUSTER SLOTS has to list: runs of slots with the same owners */
+    if (json) printf("],\"slot_runs\":[");
+    else printf("\nRuns of Redis slots with identical owner lists (CLUSTER SLOTS entries), backups=1\n"
+                "%6s %4s %8s\n", "parts", "N", "runs");
+    static const uint32_t run_parts[] = {16, 1024, 16384};
+    for (size_t ri = 0; ri < 6; ri++) {
+        size_t n = ri % 2 ? 16 : 3;
+        make_topo(&t, n);
+        lattice_cache_config c;
+        lattice_cache_config_init(&c, "bench");
+        c.partitions = run_parts[ri / 2];
+        lattice_affinity *a = NULL;
+        lattice_slot_range *r;
+        size_t runs;
+        if (lattice_affinity_compute(t.n, n, &c, &a) != LATTICE_OK ||
+            lattice_affinity_slot_ranges(a, &r, &runs) != LATTICE_OK)
+            return 1;
+        if (json)
+            printf("%s{\"partitions\":%u,\"nodes\":%zu,\"runs\":%zu}", ri ? "," : "", c.partitions, n, runs);
+        else
+            printf("%6u %4zu %8zu\n", c.partitions, n, runs);
+        lt_free(r);
+        lattice_affinity_free(a);
     }
 
     /* 4. key hashing */

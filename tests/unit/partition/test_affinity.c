@@ -594,6 +594,99 @@ START_TEST(redundancy_follows_live_owners)
 }
 END_TEST
 
+START_TEST(node_partition_lists_match_roles)
+{
+    struct topo t;
+    make_topo(&t, 5, 0);
+    lattice_cache_config c;
+    config(&c, 256, 2);
+    lattice_affinity *a = compute(&t, &c);
+    uint32_t list[256], total_primary = 0;
+    for (uint32_t node = 0; node < 5; node++) {
+        uint32_t np = lattice_affinity_node_partitions(a, node, LATTICE_AFFINITY_ROLE_PRIMARY, list);
+        ck_assert_uint_eq(np, lattice_affinity_primaries_of(a, node));
+        for (uint32_t i = 0; i < np; i++) {
+            ck_assert_int_eq(lattice_affinity_role(a, list[i], node), 0);
+            if (i) ck_assert_uint_lt(list[i - 1], list[i]);
+        }
+        total_primary += np;
+        uint32_t nb = lattice_affinity_node_partitions(a, node, LATTICE_AFFINITY_ROLE_BACKUP, list);
+        ck_assert_uint_eq(nb, lattice_affinity_backups_of(a, node));
+        for (uint32_t i = 0; i < nb; i++) ck_assert_int_gt(lattice_affinity_role(a, list[i], node), 0);
+        uint32_t any = lattice_affinity_node_partitions(
+            a, node, LATTICE_AFFINITY_ROLE_PRIMARY | LATTICE_AFFINITY_ROLE_BACKUP, NULL);
+        ck_assert_uint_eq(any, np + nb);
+    }
+    ck_assert_uint_eq(total_primary, 256);
+    ck_assert_uint_eq(lattice_affinity_node_partitions(a, 5, LATTICE_AFFINITY_ROLE_PRIMARY, list), 0);
+    ck_assert_uint_eq(lattice_affinity_node_partitions(a, 0, 0, list), 0);
+    lattice_affinity_free(a);
+}
+END_TEST
+
+/* Every slot is covered once, in order, and a run's owners are the owners of
+ * each of its slots' partitions; neighbouring runs differ. */
+static void check_ranges(const lattice_affinity *a)
+{
+    lattice_slot_range *r;
+    size_t n;
+    ck_assert_int_eq(lattice_affinity_slot_ranges(a, &r, &n), LATTICE_OK);
+    ck_assert_uint_gt(n, 0);
+    uint32_t parts = lattice_affinity_partitions(a), next = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(r[i].first, next);
+        ck_assert_uint_le(r[i].first, r[i].last);
+        ck_assert_uint_eq(r[i].partition, r[i].first & (parts - 1));
+        uint32_t cr, cs;
+        const uint16_t *orun = lattice_affinity_owners(a, r[i].partition, &cr);
+        for (uint32_t s = r[i].first; s <= r[i].last; s++) {
+            const uint16_t *os = lattice_affinity_owners(a, s & (parts - 1), &cs);
+            ck_assert_uint_eq(cr, cs);
+            if (cr) ck_assert_int_eq(memcmp(orun, os, cr * sizeof *orun), 0);
+        }
+        if (i && cr) {
+            const uint16_t *op = lattice_affinity_owners(a, r[i - 1].partition, &cs);
+            ck_assert_int_ne(memcmp(orun, op, cr * sizeof *orun), 0);
+        }
+        next = r[i].last + 1u;
+    }
+    ck_assert_uint_eq(next, LATTICE_PARTITION_SLOTS);
+    lt_free(r);
+}
+
+START_TEST(slot_ranges_cover_every_slot_with_its_owners)
+{
+    struct topo t;
+    make_topo(&t, 3, 0);
+    lattice_cache_config c;
+    for (uint32_t parts = 1; parts <= LATTICE_PARTITION_MAX; parts <<= 1) {
+        config(&c, parts, 1);
+        lattice_affinity *a = compute(&t, &c);
+        check_ranges(a);
+        lattice_affinity_free(a);
+    }
+    /* one node, or none: a single run of all slots */
+    for (size_t n = 0; n <= 1; n++) {
+        t.count = n;
+        config(&c, 1024, 1);
+        lattice_affinity *a = compute(&t, &c);
+        lattice_slot_range *r;
+        size_t cnt;
+        ck_assert_int_eq(lattice_affinity_slot_ranges(a, &r, &cnt), LATTICE_OK);
+        ck_assert_uint_eq(cnt, 1);
+        ck_assert_uint_eq(r[0].first, 0);
+        ck_assert_uint_eq(r[0].last, 16383);
+        lt_free(r);
+        lattice_alloc_fail_nth(1);
+        ck_assert_int_eq(lattice_affinity_slot_ranges(a, &r, &cnt), LATTICE_ERR_NOMEM);
+        lattice_alloc_fail_nth(0);
+        ck_assert_ptr_null(r);
+        ck_assert_int_eq(lattice_affinity_slot_ranges(a, NULL, &cnt), LATTICE_ERR_INVAL);
+        lattice_affinity_free(a);
+    }
+}
+END_TEST
+
 TCase *partition_affinity_tcase(void)
 {
     TCase *tc = tcase_create("affinity");
@@ -610,5 +703,7 @@ TCase *partition_affinity_tcase(void)
     tcase_add_test(tc, bad_topologies_and_configs_are_refused);
     tcase_add_test(tc, allocation_failures_are_clean_errors);
     tcase_add_test(tc, redundancy_follows_live_owners);
+    tcase_add_test(tc, node_partition_lists_match_roles);
+    tcase_add_test(tc, slot_ranges_cover_every_slot_with_its_owners);
     return tc;
 }
