@@ -132,24 +132,24 @@ static lattice_status copy_nodes(lattice_affinity *a, const lattice_affinity_nod
     return LATTICE_OK;
 }
 
+static int host_cmp(const void *x, const void *y, void *hosts)
+{
+    char **h = hosts;
+    return strcmp(h[*(const uint32_t *)x], h[*(const uint32_t *)y]);
+}
+
 /* Small integer per distinct host; a node without a host is its own host.
- * Quadratic, but once per compute and dwarfed by partitions x nodes scores. */
-static void host_groups(const lattice_affinity *a, uint32_t *group)
+ * Sorts node indexes by host (order is scratch space of n entries). */
+static void host_groups(const lattice_affinity *a, uint32_t *group, uint32_t *order)
 {
     uint32_t n = a->nnodes, next = 0;
+    for (uint32_t i = 0; i < n; i++) order[i] = i;
+    qsort_r(order, n, sizeof *order, host_cmp, a->hosts);
     for (uint32_t i = 0; i < n; i++) {
-        group[i] = UINT32_MAX;
-        if (a->hosts[i][0] == 0) continue;
-        for (uint32_t j = 0; j < i; j++) {
-            if (a->hosts[j][0] && strcmp(a->hosts[i], a->hosts[j]) == 0) {
-                group[i] = group[j];
-                break;
-            }
-        }
-        if (group[i] == UINT32_MAX) group[i] = next++;
+        const char *h = a->hosts[order[i]];
+        bool same = i > 0 && h[0] && strcmp(h, a->hosts[order[i - 1]]) == 0;
+        group[order[i]] = same ? group[order[i - 1]] : next++;
     }
-    for (uint32_t i = 0; i < n; i++)
-        if (group[i] == UINT32_MAX) group[i] = next++;
 }
 
 /* The k best-ranked nodes of partition key pk into own (rank order), scoring
@@ -261,7 +261,8 @@ lattice_status lattice_affinity_compute(const lattice_affinity_node *nodes, size
     st = LATTICE_ERR_NOMEM;
     if (a->owners && a->primaries && a->backups && h && group && c && ts) {
         for (uint32_t i = 0; i < n; i++) h[i] = id_hash(a->ids[i]);
-        host_groups(a, group);
+        /* c is free until assign: borrow it as the sort's scratch */
+        if (cfg->exclude_neighbors) host_groups(a, group, (uint32_t *)c);
         if (a->copies > 0) assign(a, cfg, h, group, c, ts);
         st = LATTICE_OK;
     }

@@ -388,6 +388,18 @@ START_TEST(exclude_neighbors_spreads_copies_over_hosts)
     lattice_affinity_free(x);
     lattice_affinity_free(y);
 
+    /* nodes without a host are each their own host: exclusion changes nothing */
+    make_topo(&t, 6, 0);
+    for (size_t i = 0; i < 6; i++) t.n[i].host = i % 2 ? "" : NULL;
+    c.backups = 2;
+    c.exclude_neighbors = true;
+    x = compute(&t, &c);
+    c.exclude_neighbors = false;
+    y = compute(&t, &c);
+    assert_same_table(x, y);
+    lattice_affinity_free(x);
+    lattice_affinity_free(y);
+
     /* all on one host: neighbours are used rather than dropping copies */
     make_topo(&t, 4, 1);
     c.exclude_neighbors = true;
