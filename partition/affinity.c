@@ -176,48 +176,105 @@ static void top_k(const uint64_t *h, uint32_t n, uint64_t pk, uint32_t k, uint64
     }
 }
 
-/* With candidates in rank order: first every node whose host is not yet
- * used, then (only if hosts ran out) the rest in rank order. */
+/* Index of the best-ranked candidate with stamp[...] != mark (nodes, or
+ * hosts when by_group), or UINT32_MAX if none is left. */
+static uint32_t best_unmarked(const struct cand *c, uint32_t n, const uint32_t *stamp,
+                              const uint32_t *group, uint32_t mark)
+{
+    uint32_t best = UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t key = group ? group[c[i].node] : c[i].node;
+        if (stamp[key] == mark) continue;
+        if (best == UINT32_MAX || before(&c[i], &c[best])) best = i;
+    }
+    return best;
+}
+
+/*
+ * exclude_neighbors for one partition: first, in rank order, the best node on
+ * a host that holds no copy yet, until k copies or no such host is left;
+ * then (hosts ran out) the best remaining nodes in rank order.  Each pick is
+ * one scan, so O(n * k) per partition whatever the host layout.  The stamps
+ * mark used hosts/nodes for this partition (mark = partition + 1), so they
+ * need no clearing between partitions.
+ */
 static void pick_neighbors_apart(const struct cand *c, uint32_t n, uint32_t k,
-                                 const uint32_t *group, uint16_t *own)
+                                 const uint32_t *group, uint32_t *host_stamp,
+                                 uint32_t *node_stamp, uint32_t mark, uint16_t *own)
 {
     uint32_t got = 0;
-    for (uint32_t i = 0; i < n && got < k; i++) {
-        bool clash = false;
-        for (uint32_t j = 0; j < got && !clash; j++) clash = group[own[j]] == group[c[i].node];
-        if (!clash) own[got++] = (uint16_t)c[i].node;
+    while (got < k) {
+        uint32_t b = best_unmarked(c, n, host_stamp, group, mark);
+        if (b == UINT32_MAX) break;
+        host_stamp[group[c[b].node]] = mark;
+        node_stamp[c[b].node] = mark;
+        own[got++] = (uint16_t)c[b].node;
     }
-    for (uint32_t i = 0; i < n && got < k; i++) {
-        bool taken = false;
-        for (uint32_t j = 0; j < got && !taken; j++) taken = own[j] == c[i].node;
-        if (!taken) own[got++] = (uint16_t)c[i].node;
+    while (got < k) {
+        uint32_t b = best_unmarked(c, n, node_stamp, NULL, mark);
+        node_stamp[c[b].node] = mark;
+        own[got++] = (uint16_t)c[b].node;
     }
 }
 
-static void assign(lattice_affinity *a, const lattice_cache_config *cfg, const uint64_t *h,
-                   const uint32_t *group, struct cand *c, uint64_t *ts)
+/* Full rank order of c[0..n): insertion sort for the small node counts
+ * replicated caches have, qsort beyond. */
+static void rank_all(struct cand *c, uint32_t n)
+{
+    if (n > 64) {
+        qsort(c, n, sizeof *c, cand_cmp);
+        return;
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        struct cand x = c[i];
+        uint32_t j = i;
+        while (j > 0 && before(&x, &c[j - 1])) {
+            c[j] = c[j - 1];
+            j--;
+        }
+        c[j] = x;
+    }
+}
+
+struct scratch {
+    uint64_t *h;          /* [n] id hashes */
+    uint32_t *group;      /* [n] host group per node */
+    struct cand *c;       /* [n] scores */
+    uint64_t *ts;         /* [copies] top-k scores */
+    uint32_t *stamps;     /* [2n] host stamps, then node stamps */
+};
+
+/*
+ * Four ways to the same ranking, by what is needed:
+ *  - replicated: every node, so rank them all (exclude_neighbors does not
+ *    apply: every host holds a copy anyway);
+ *  - exclude_neighbors: pick by scans, skipping used hosts;
+ *  - up to 8 copies: one fused score-and-select pass;
+ *  - more copies: rank all, take the first k.
+ */
+static void assign(lattice_affinity *a, const lattice_cache_config *cfg, struct scratch *x)
 {
     uint32_t n = a->nnodes, k = a->copies;
-    /* Insertion into a top-k list costs O(n*k) at worst; past a few copies
-     * (replicated caches) or when more than the top k may be needed
-     * (exclude_neighbors), rank every node instead. */
-    bool full_sort = cfg->exclude_neighbors || k > 8;
+    bool replicated = cfg->mode == LATTICE_CACHE_REPLICATED;
+    bool apart = !replicated && cfg->exclude_neighbors;
+    bool fused = !replicated && !apart && k <= 8;
     for (uint32_t p = 0; p < a->partitions; p++) {
         uint64_t pk = part_key(p);
         uint16_t *own = &a->owners[(size_t)p * k];
-        if (!full_sort) {
-            top_k(h, n, pk, k, ts, own);
+        if (fused) {
+            top_k(x->h, n, pk, k, x->ts, own);
             continue;
         }
         for (uint32_t i = 0; i < n; i++) {
-            c[i].score = fmix64(h[i] ^ pk);
-            c[i].node = i;
+            x->c[i].score = fmix64(x->h[i] ^ pk);
+            x->c[i].node = i;
         }
-        qsort(c, n, sizeof *c, cand_cmp);
-        if (cfg->exclude_neighbors)
-            pick_neighbors_apart(c, n, k, group, own);
-        else
-            for (uint32_t j = 0; j < k; j++) own[j] = (uint16_t)c[j].node;
+        if (apart) {
+            pick_neighbors_apart(x->c, n, k, x->group, x->stamps, x->stamps + n, p + 1, own);
+            continue;
+        }
+        rank_all(x->c, n);
+        for (uint32_t j = 0; j < k; j++) own[j] = (uint16_t)x->c[j].node;
     }
     for (uint32_t p = 0; p < a->partitions; p++) {
         const uint16_t *own = &a->owners[(size_t)p * k];
@@ -254,19 +311,23 @@ lattice_status lattice_affinity_compute(const lattice_affinity_node *nodes, size
     a->owners = lt_malloc(slots ? slots * sizeof *a->owners : 1);
     a->primaries = lt_calloc(n ? n : 1, sizeof *a->primaries);
     a->backups = lt_calloc(n ? n : 1, sizeof *a->backups);
-    uint64_t *h = lt_malloc((n ? n : 1) * sizeof *h);
-    uint32_t *group = lt_malloc((n ? n : 1) * sizeof *group);
-    struct cand *c = lt_malloc((n ? n : 1) * sizeof *c);
-    uint64_t *ts = lt_malloc((a->copies ? a->copies : 1) * sizeof *ts);
+    size_t n1 = n ? n : 1;
+    struct scratch x = {
+        .h = lt_malloc(n1 * sizeof *x.h),
+        .group = lt_malloc(n1 * sizeof *x.group),
+        .c = lt_malloc(n1 * sizeof *x.c),
+        .ts = lt_malloc((a->copies ? a->copies : 1) * sizeof *x.ts),
+        .stamps = lt_calloc(2 * n1, sizeof *x.stamps),
+    };
     st = LATTICE_ERR_NOMEM;
-    if (a->owners && a->primaries && a->backups && h && group && c && ts) {
-        for (uint32_t i = 0; i < n; i++) h[i] = id_hash(a->ids[i]);
-        /* c is free until assign: borrow it as the sort's scratch */
-        if (cfg->exclude_neighbors) host_groups(a, group, (uint32_t *)c);
-        if (a->copies > 0) assign(a, cfg, h, group, c, ts);
+    if (a->owners && a->primaries && a->backups && x.h && x.group && x.c && x.ts && x.stamps) {
+        for (uint32_t i = 0; i < n; i++) x.h[i] = id_hash(a->ids[i]);
+        /* x.c is free until assign: borrow it as the host sort's scratch */
+        if (cfg->exclude_neighbors) host_groups(a, x.group, (uint32_t *)x.c);
+        if (a->copies > 0) assign(a, cfg, &x);
         st = LATTICE_OK;
     }
-    lt_free(h), lt_free(group), lt_free(c), lt_free(ts);
+    lt_free(x.h), lt_free(x.group), lt_free(x.c), lt_free(x.ts), lt_free(x.stamps);
     if (st != LATTICE_OK) goto fail;
     *out = a;
     return LATTICE_OK;

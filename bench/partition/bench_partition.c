@@ -166,6 +166,175 @@ static uint32_t modulo_moved(uint32_t parts, uint32_t n, uint32_t copies)
     return moved;
 }
 
+static struct topo topo;
+
+static lattice_affinity *must_compute(size_t n, const lattice_cache_config *c)
+{
+    lattice_affinity *a = NULL;
+    if (lattice_affinity_compute(topo.n, n, c, &a) != LATTICE_OK) {
+        fprintf(stderr, "bench_partition: affinity failed\n");
+        exit(1);
+    }
+    return a;
+}
+
+/* 1. primaries/backups per node, N = 2..32 */
+static void section_balance(int json)
+{
+    if (json) printf("\"balance\":[");
+    else printf("Primaries per node, 1024 partitions, backups=1\n"
+                "%4s %6s %7s %6s %8s | %6s %7s %6s\n", "N", "p.min", "p.avg", "p.max", "max/avg",
+                "b.min", "b.avg", "b.max");
+    double worst16 = 0, worst32 = 0;
+    make_topo(&topo, 32);
+    for (size_t n = 2; n <= 32; n++) {
+        lattice_cache_config c;
+        lattice_cache_config_init(&c, "bench");
+        lattice_affinity *a = must_compute(n, &c);
+        lattice_affinity_balance b;
+        lattice_affinity_balance_of(a, &b);
+        double r = b.primary_max / b.primary_avg;
+        if (n <= 16 && r > worst16) worst16 = r;
+        if (r > worst32) worst32 = r;
+        if (json)
+            printf("%s{\"nodes\":%zu,\"primary_min\":%u,\"primary_avg\":%.2f,\"primary_max\":%u,"
+                   "\"max_over_avg\":%.3f,\"backup_min\":%u,\"backup_avg\":%.2f,\"backup_max\":%u}",
+                   n > 2 ? "," : "", n, b.primary_min, b.primary_avg, b.primary_max, r,
+                   b.backup_min, b.backup_avg, b.backup_max);
+        else
+            printf("%4zu %6u %7.1f %6u %8.3f | %6u %7.1f %6u\n", n, b.primary_min, b.primary_avg,
+                   b.primary_max, r, b.backup_min, b.backup_avg, b.backup_max);
+        lattice_affinity_free(a);
+    }
+    if (json) printf("],\"worst_max_over_avg_n_le_16\":%.3f,\"worst_max_over_avg_n_le_32\":%.3f",
+                     worst16, worst32);
+    else printf("worst max/avg: %.3f (N<=16), %.3f (N<=32)\n\n", worst16, worst32);
+}
+
+/* 2. time for a full assignment vs the modulo table */
+static void section_compute(int json)
+{
+    static const struct {
+        uint32_t parts;
+        size_t nodes;
+        const char *variant;
+    } rows[] = {
+        {1024, 3, "backups=1"},   {1024, 16, "backups=1"},  {1024, 32, "backups=1"},
+        {16384, 3, "backups=1"},  {16384, 16, "backups=1"}, {16384, 32, "backups=1"},
+        {1024, 16, "exclude_neighbors"}, {1024, 16, "replicated"},
+    };
+    if (json) printf(",\"compute\":[");
+    else printf("Full assignment: rendezvous vs crc16-modulo table (same shape), same run\n"
+                "%6s %4s %-18s %14s %12s %8s\n", "parts", "N", "variant", "rendezvous_us",
+                "modulo_us", "ratio");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        make_topo(&topo, rows[i].nodes);
+        for (size_t h = 0; h < rows[i].nodes; h++) /* 4 hosts for exclude_neighbors */
+            topo.n[h].host = topo.ids[h % 4];
+        struct job j = {.t = &topo};
+        lattice_cache_config_init(&j.cfg, "bench");
+        j.cfg.partitions = rows[i].parts;
+        if (strcmp(rows[i].variant, "exclude_neighbors") == 0) j.cfg.exclude_neighbors = true;
+        if (strcmp(rows[i].variant, "replicated") == 0) {
+            j.cfg.mode = LATTICE_CACHE_REPLICATED;
+            j.cfg.backups = (uint32_t)rows[i].nodes - 1; /* modulo table of the same shape */
+        }
+        double ta = time_per_call(run_affinity, &j);
+        double tm = time_per_call(run_modulo, &j);
+        if (json)
+            printf("%s{\"partitions\":%u,\"nodes\":%zu,\"variant\":\"%s\",\"rendezvous_us\":%.1f,"
+                   "\"modulo_us\":%.1f,\"ratio\":%.2f}", i ? "," : "", rows[i].parts,
+                   rows[i].nodes, rows[i].variant, ta * 1e6, tm * 1e6, ta / tm);
+        else
+            printf("%6u %4zu %-18s %14.1f %12.1f %8.2f\n", rows[i].parts, rows[i].nodes,
+                   rows[i].variant, ta * 1e6, tm * 1e6, ta / tm);
+    }
+    if (json) printf("]");
+}
+
+/* 3. partitions whose owners change on a join */
+static void section_join(int json)
+{
+    if (json) printf(",\"join_moved\":[");
+    else printf("\nPartitions whose owners change when node N+1 joins (1024 partitions, backups=1)\n"
+                "%4s %12s %10s %10s\n", "N", "rendezvous", "ideal", "modulo");
+    static const size_t join_list[] = {2, 3, 8, 16, 31};
+    make_topo(&topo, 32);
+    for (size_t ji = 0; ji < sizeof join_list / sizeof join_list[0]; ji++) {
+        size_t n = join_list[ji];
+        lattice_cache_config c;
+        lattice_cache_config_init(&c, "bench");
+        lattice_affinity *a = must_compute(n, &c), *b = must_compute(n + 1, &c);
+        lattice_affinity_change *ch;
+        size_t nch;
+        if (lattice_affinity_diff(a, b, &ch, &nch) != LATTICE_OK) exit(1);
+        lt_free(ch);
+        /* ideal: the joiner takes its fair share of copies, each a distinct partition */
+        double ideal = fmin(1.0, 2.0 / (double)(n + 1));
+        double mod = modulo_moved(1024, (uint32_t)n, 2) / 1024.0;
+        if (json)
+            printf("%s{\"nodes\":%zu,\"rendezvous\":%.3f,\"ideal\":%.3f,\"modulo\":%.3f}",
+                   ji ? "," : "", n, nch / 1024.0, ideal, mod);
+        else
+            printf("%4zu %11.1f%% %9.1f%% %9.1f%%\n", n, 100.0 * nch / 1024.0, 100 * ideal,
+                   100 * mod);
+        lattice_affinity_free(a);
+        lattice_affinity_free(b);
+    }
+    if (json) printf("]");
+}
+
+/* 3b. what CLUSTER SLOTS has to list: runs of slots with the same owners */
+static void section_slot_runs(int json)
+{
+    if (json) printf(",\"slot_runs\":[");
+    else printf("\nRuns of Redis slots with identical owner lists (CLUSTER SLOTS entries), backups=1\n"
+                "%6s %4s %8s\n", "parts", "N", "runs");
+    static const uint32_t run_parts[] = {16, 1024, 16384};
+    make_topo(&topo, 16);
+    for (size_t ri = 0; ri < 6; ri++) {
+        size_t n = ri % 2 ? 16 : 3;
+        lattice_cache_config c;
+        lattice_cache_config_init(&c, "bench");
+        c.partitions = run_parts[ri / 2];
+        lattice_affinity *a = must_compute(n, &c);
+        lattice_slot_range *r;
+        size_t runs;
+        if (lattice_affinity_slot_ranges(a, &r, &runs) != LATTICE_OK) exit(1);
+        if (json)
+            printf("%s{\"partitions\":%u,\"nodes\":%zu,\"runs\":%zu}", ri ? "," : "", c.partitions,
+                   n, runs);
+        else
+            printf("%6u %4zu %8zu\n", c.partitions, n, runs);
+        lt_free(r);
+        lattice_affinity_free(a);
+    }
+    if (json) printf("]");
+}
+
+/* 4. key -> partition vs the bitwise CRC */
+static void section_hashing(int json)
+{
+    if (json) printf(",\"key_hashing\":[");
+    else printf("\nKey -> partition (1024 partitions): table CRC16 vs bitwise CRC16, same run\n"
+                "%6s %12s %12s %8s\n", "bytes", "table_ns", "bitwise_ns", "speedup");
+    static struct keys k;
+    static const size_t lens[] = {16, 64};
+    for (size_t li = 0; li < 2; li++) {
+        k.len = lens[li];
+        for (int i = 0; i < NKEYS; i++)
+            for (size_t b = 0; b < k.len; b++) k.k[i][b] = (char)('a' + (i * 31 + (int)b * 7) % 26);
+        double tt = time_per_call(run_keys_table, &k) / NKEYS;
+        double tb = time_per_call(run_keys_bitwise, &k) / NKEYS;
+        if (json)
+            printf("%s{\"key_bytes\":%zu,\"table_ns\":%.2f,\"bitwise_ns\":%.2f,\"speedup\":%.2f}",
+                   li ? "," : "", k.len, tt * 1e9, tb * 1e9, tb / tt);
+        else
+            printf("%6zu %12.2f %12.2f %8.2f\n", k.len, tt * 1e9, tb * 1e9, tb / tt);
+    }
+    if (json) printf("]");
+}
+
 int main(int argc, char **argv)
 {
     int json = 0;
@@ -186,138 +355,12 @@ int main(int argc, char **argv)
         }
     }
     lattice_log_set_level(LT_ERROR);
-    struct topo t;
-
-    /* 1. balance */
-    if (json) printf("{\"balance\":[");
-    else printf("Primaries per node, 1024 partitions, backups=1\n"
-                "%4s %6s %7s %6s %8s | %6s %7s %6s\n", "N", "p.min", "p.avg", "p.max", "max/avg",
-                "b.min", "b.avg", "b.max");
-    double worst16 = 0, worst32 = 0;
-    for (size_t n = 2; n <= 32; n++) {
-        make_topo(&t, n);
-        lattice_cache_config c;
-        lattice_cache_config_init(&c, "bench");
-        lattice_affinity *a = NULL;
-        if (lattice_affinity_compute(t.n, n, &c, &a) != LATTICE_OK) return 1;
-        lattice_affinity_balance b;
-        lattice_affinity_balance_of(a, &b);
-        double r = b.primary_max / b.primary_avg;
-        if (n <= 16 && r > worst16) worst16 = r;
-        if (r > worst32) worst32 = r;
-        if (json)
-            printf("%s{\"nodes\":%zu,\"primary_min\":%u,\"primary_avg\":%.2f,\"primary_max\":%u,"
-                   "\"max_over_avg\":%.3f,\"backup_min\":%u,\"backup_avg\":%.2f,\"backup_max\":%u}",
-                   n > 2 ? "," : "", n, b.primary_min, b.primary_avg, b.primary_max, r,
-                   b.backup_min, b.backup_avg, b.backup_max);
-        else
-            printf("%4zu %6u %7.1f %6u %8.3f | %6u %7.1f %6u\n", n, b.primary_min, b.primary_avg,
-                   b.primary_max, r, b.backup_min, b.backup_avg, b.backup_max);
-        lattice_affinity_free(a);
-    }
-    if (json) printf("],\"worst_max_over_avg_n_le_16\":%.3f,\"worst_max_over_avg_n_le_32\":%.3f",
-                     worst16, worst32);
-    else printf("worst max/avg: %.3f (N<=16), %.3f (N<=32)\n\n", worst16, worst32);
-
-    /* 2. compute time */
-    static const uint32_t parts_list[] = {1024, 16384};
-    static const size_t nodes_list[] = {3, 16, 32};
-    if (json) printf(",\"compute\":[");
-    else printf("Full assignment (backups=1): rendezvous vs crc16-modulo table, same run\n"
-                "%6s %4s %14s %14s %8s\n", "parts", "N", "rendezvous_us", "modulo_us", "ratio");
-    int first = 1;
-    for (size_t pi = 0; pi < 2; pi++) {
-        for (size_t ni = 0; ni < 3; ni++) {
-            make_topo(&t, nodes_list[ni]);
-            struct job j = {.t = &t};
-            lattice_cache_config_init(&j.cfg, "bench");
-            j.cfg.partitions = parts_list[pi];
-            double ta = time_per_call(run_affinity, &j);
-            double tm = time_per_call(run_modulo, &j);
-            if (json)
-                printf("%s{\"partitions\":%u,\"nodes\":%zu,\"rendezvous_us\":%.1f,\"modulo_us\":%.1f,"
-                       "\"ratio\":%.2f}", first ? "" : ",", parts_list[pi], nodes_list[ni],
-                       ta * 1e6, tm * 1e6, ta / tm);
-            else
-                printf("%6u %4zu %14.1f %14.1f %8.2f\n", parts_list[pi], nodes_list[ni], ta * 1e6,
-                       tm * 1e6, ta / tm);
-            first = 0;
-        }
-    }
-
-    /* 3. movement on a join */
-    if (json) printf("],\"join_moved\":[");
-    else printf("\nPartitions whose owners change when node N+1 joins (1024 partitions, backups=1)\n"
-                "%4s %12s %10s %10s\n", "N", "rendezvous", "ideal", "modulo");
-    static const size_t join_list[] = {2, 3, 8, 16, 31};
-    for (size_t ji = 0; ji < 5; ji++) {
-        size_t n = join_list[ji];
-        make_topo(&t, n + 1);
-        lattice_cache_config c;
-        lattice_cache_config_init(&c, "bench");
-        lattice_affinity *a = NULL, *b = NULL;
-        if (lattice_affinity_compute(t.n, n, &c, &a) != LATTICE_OK ||
-            lattice_affinity_compute(t.n, n + 1, &c, &b) != LATTICE_OK)
-            return 1;
-        lattice_affinity_change *ch;
-        size_t nch;
-        if (lattice_affinity_diff(a, b, &ch, &nch) != LATTICE_OK) return 1;
-        lt_free(ch);
-        /* ideal: the joiner takes its fair share of copies, each a distinct partition */
-        double ideal = fmin(1.0, 2.0 / (double)(n + 1));
-        double mod = modulo_moved(1024, (uint32_t)n, 2) / 1024.0;
-        if (json)
-            printf("%s{\"nodes\":%zu,\"rendezvous\":%.3f,\"ideal\":%.3f,\"modulo\":%.3f}",
-                   ji ? "," : "", n, nch / 1024.0, ideal, mod);
-        else
-            printf("%4zu %11.1f%% %9.1f%% %9.1f%%\n", n, 100.0 * nch / 1024.0, 100 * ideal, 100 * mod);
-        lattice_affinity_free(a);
-        lattice_affinity_free(b);
-    }
-
-    /* 3b. what CLUSTER SLOTS has to list: runs of slots with the same owners */
-    if (json) printf("],\"slot_runs\":[");
-    else printf("\nRuns of Redis slots with identical owner lists (CLUSTER SLOTS entries), backups=1\n"
-                "%6s %4s %8s\n", "parts", "N", "runs");
-    static const uint32_t run_parts[] = {16, 1024, 16384};
-    for (size_t ri = 0; ri < 6; ri++) {
-        size_t n = ri % 2 ? 16 : 3;
-        make_topo(&t, n);
-        lattice_cache_config c;
-        lattice_cache_config_init(&c, "bench");
-        c.partitions = run_parts[ri / 2];
-        lattice_affinity *a = NULL;
-        lattice_slot_range *r;
-        size_t runs;
-        if (lattice_affinity_compute(t.n, n, &c, &a) != LATTICE_OK ||
-            lattice_affinity_slot_ranges(a, &r, &runs) != LATTICE_OK)
-            return 1;
-        if (json)
-            printf("%s{\"partitions\":%u,\"nodes\":%zu,\"runs\":%zu}", ri ? "," : "", c.partitions, n, runs);
-        else
-            printf("%6u %4zu %8zu\n", c.partitions, n, runs);
-        lt_free(r);
-        lattice_affinity_free(a);
-    }
-
-    /* 4. key hashing */
-    if (json) printf("],\"key_hashing\":[");
-    else printf("\nKey -> partition (1024 partitions): table CRC16 vs bitwise CRC16, same run\n"
-                "%6s %12s %12s %8s\n", "bytes", "table_ns", "bitwise_ns", "speedup");
-    static struct keys k;
-    static const size_t lens[] = {16, 64};
-    for (size_t li = 0; li < 2; li++) {
-        k.len = lens[li];
-        for (int i = 0; i < NKEYS; i++)
-            for (size_t b = 0; b < k.len; b++) k.k[i][b] = (char)('a' + (i * 31 + (int)b * 7) % 26);
-        double tt = time_per_call(run_keys_table, &k) / NKEYS;
-        double tb = time_per_call(run_keys_bitwise, &k) / NKEYS;
-        if (json)
-            printf("%s{\"key_bytes\":%zu,\"table_ns\":%.2f,\"bitwise_ns\":%.2f,\"speedup\":%.2f}",
-                   li ? "," : "", k.len, tt * 1e9, tb * 1e9, tb / tt);
-        else
-            printf("%6zu %12.2f %12.2f %8.2f\n", k.len, tt * 1e9, tb * 1e9, tb / tt);
-    }
-    if (json) printf("]}\n");
+    if (json) printf("{");
+    section_balance(json);
+    section_compute(json);
+    section_join(json);
+    section_slot_runs(json);
+    section_hashing(json);
+    if (json) printf("}\n");
     return 0;
 }

@@ -333,6 +333,12 @@ START_TEST(replicated_every_server_owns_every_partition)
     ck_assert_uint_eq(lattice_affinity_copies(a), 5);
     /* the same ranking as partitioned mode with enough backups */
     assert_same_table(a, p4);
+    /* every host holds every partition anyway: exclude_neighbors changes nothing */
+    for (size_t i = 0; i < 5; i++) t.n[i].host = i < 3 ? "hostA" : "hostB";
+    c.exclude_neighbors = true;
+    lattice_affinity *ex = compute(&t, &c);
+    assert_same_table(a, ex);
+    lattice_affinity_free(ex);
     for (uint32_t i = 0; i < 5; i++) {
         ck_assert_uint_gt(lattice_affinity_primaries_of(a, i), 0);
         ck_assert_uint_eq(lattice_affinity_primaries_of(a, i) + lattice_affinity_backups_of(a, i), 512);
