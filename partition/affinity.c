@@ -286,10 +286,14 @@ lattice_status lattice_affinity_compute(const lattice_affinity_node *nodes, size
                                         const lattice_cache_config *cfg,
                                         lattice_affinity **out)
 {
-    char why[256];
     if (!out || !cfg || (n > 0 && !nodes)) return LATTICE_ERR_INVAL;
-    if (lattice_cache_config_validate(cfg, why, sizeof why) != LATTICE_OK) {
-        LT_LOG(LT_WARN, "partition", "affinity: %s", why);
+    /* Only what the assignment depends on: a config that is otherwise
+     * incomplete (no name yet, say) still has a well-defined table. */
+    if (!lattice_partition_count_valid(cfg->partitions) ||
+        cfg->backups > LATTICE_CACHE_MAX_BACKUPS ||
+        (cfg->mode != LATTICE_CACHE_PARTITIONED && cfg->mode != LATTICE_CACHE_REPLICATED)) {
+        LT_LOG(LT_WARN, "partition", "affinity: bad config (partitions %u, backups %u, mode %d)",
+               cfg->partitions, cfg->backups, (int)cfg->mode);
         return LATTICE_ERR_INVAL;
     }
     if (n > LATTICE_AFFINITY_MAX_NODES) {

@@ -166,10 +166,13 @@ typedef struct lattice_affinity_node {
  * order.  Read-only after compute, so any number of threads may read it. */
 typedef struct lattice_affinity lattice_affinity;
 
-/* Computes the assignment of cfg over nodes[0..n).  n may be 0 (every
- * partition then has no owner).  INVAL for a bad config, a NULL/empty or
- * duplicate consistent id, or more than LATTICE_AFFINITY_MAX_NODES nodes;
- * NOMEM if an allocation fails.  *out is set only on LATTICE_OK. */
+/* Computes the assignment of cfg over nodes[0..n) (rules and the exact
+ * ranking formula: docs/PARTITIONS.md).  Uses cfg's partitions, backups, mode
+ * and exclude_neighbors; replicated caches ignore exclude_neighbors.  n may be
+ * 0 (every partition then has no owner).  INVAL for a bad partition count,
+ * backups or mode, a NULL/empty or duplicate consistent id, or more than
+ * LATTICE_AFFINITY_MAX_NODES nodes; NOMEM if an allocation fails.  *out is
+ * set only on LATTICE_OK. */
 lattice_status lattice_affinity_compute(const lattice_affinity_node *nodes, size_t n,
                                         const lattice_cache_config *cfg,
                                         lattice_affinity **out);

@@ -476,6 +476,16 @@ START_TEST(bad_topologies_and_configs_are_refused)
     make_topo(&t, 4, 0);
     c.partitions = 3;
     ck_assert_int_eq(lattice_affinity_compute(t.n, 4, &c, &a), LATTICE_ERR_INVAL);
+    config(&c, 64, 65);
+    ck_assert_int_eq(lattice_affinity_compute(t.n, 4, &c, &a), LATTICE_ERR_INVAL);
+    config(&c, 64, 1);
+    c.mode = (lattice_cache_mode)2;
+    ck_assert_int_eq(lattice_affinity_compute(t.n, 4, &c, &a), LATTICE_ERR_INVAL);
+    ck_assert_ptr_eq(a, keep);
+    /* a config without a name yet still has a table */
+    lattice_cache_config_init(&c, NULL);
+    lattice_affinity *unnamed = compute(&t, &c);
+    lattice_affinity_free(unnamed);
     config(&c, 64, 1);
     ck_assert_int_eq(lattice_affinity_compute(NULL, 4, &c, &a), LATTICE_ERR_INVAL);
     ck_assert_int_eq(lattice_affinity_compute(t.n, 4, NULL, &a), LATTICE_ERR_INVAL);
