@@ -176,6 +176,43 @@ static void top_k(const uint64_t *h, uint32_t n, uint64_t pk, uint32_t k, uint64
     }
 }
 
+/* The one or two best nodes (the common backups=0 and backups=1 cases).
+ * Written as selects so gcc emits conditional moves for most of it: the
+ * "enters the top k" branch mispredicts about 2*ln(n) times per partition,
+ * as costly as the hashing.  (Fully branch-free mask arithmetic was measured
+ * slower: its dependency chain through s1/s2 is longer than the misses.)
+ * Ties as in top_k: a later node needs a strictly higher score. */
+static void top_1(const uint64_t *h, uint32_t n, uint64_t pk, uint16_t *own)
+{
+    uint64_t s1 = fmix64(h[0] ^ pk);
+    uint32_t n1 = 0;
+    for (uint32_t i = 1; i < n; i++) {
+        uint64_t s = fmix64(h[i] ^ pk);
+        bool gt = s > s1;
+        s1 = gt ? s : s1;
+        n1 = gt ? i : n1;
+    }
+    own[0] = (uint16_t)n1;
+}
+
+static void top_2(const uint64_t *h, uint32_t n, uint64_t pk, uint16_t *own)
+{
+    uint64_t a = fmix64(h[0] ^ pk), b = fmix64(h[1] ^ pk);
+    bool swap = b > a;
+    uint64_t s1 = swap ? b : a, s2 = swap ? a : b;
+    uint32_t n1 = swap, n2 = !swap;
+    for (uint32_t i = 2; i < n; i++) {
+        uint64_t s = fmix64(h[i] ^ pk);
+        bool gt1 = s > s1, gt2 = s > s2;
+        s2 = gt1 ? s1 : (gt2 ? s : s2);
+        n2 = gt1 ? n1 : (gt2 ? i : n2);
+        s1 = gt1 ? s : s1;
+        n1 = gt1 ? i : n1;
+    }
+    own[0] = (uint16_t)n1;
+    own[1] = (uint16_t)n2;
+}
+
 /* Index of the best-ranked candidate with stamp[...] != mark (nodes, or
  * hosts when by_group), or UINT32_MAX if none is left. */
 static uint32_t best_unmarked(const struct cand *c, uint32_t n, const uint32_t *stamp,
@@ -262,7 +299,12 @@ static void assign(lattice_affinity *a, const lattice_cache_config *cfg, struct 
         uint64_t pk = part_key(p);
         uint16_t *own = &a->owners[(size_t)p * k];
         if (fused) {
-            top_k(x->h, n, pk, k, x->ts, own);
+            if (k == 1)
+                top_1(x->h, n, pk, own);
+            else if (k == 2)
+                top_2(x->h, n, pk, own);
+            else
+                top_k(x->h, n, pk, k, x->ts, own);
             continue;
         }
         for (uint32_t i = 0; i < n; i++) {
