@@ -83,7 +83,6 @@ static void modulo_table(uint32_t parts, uint32_t n, uint32_t copies, uint16_t *
 struct job {
     struct topo *t;
     lattice_cache_config cfg;
-    uint16_t *owners;
     uint64_t sink;
     unsigned round;     /* which topology variant run_affinity uses next */
 };
