@@ -270,8 +270,8 @@ lattice_status lattice_partition_map_set_states(lattice_partition_map *m, const 
     lattice_partition_snapshot *s = NULL;
     if (ci < 0) {
         st = LATTICE_ERR_NO_CACHE;
-    } else if ((st = check_moves(&m->cur->c[ci], parts, n, to)) != LATTICE_OK) {
-        /* st says why */
+    } else if ((st = check_moves(&m->cur->c[ci], parts, n, to)) != LATTICE_OK || n == 0) {
+        /* refused (st says why), or nothing to change: publish nothing */
     } else if (!(s = build(m->cur, -1, NULL))) {
         st = LATTICE_ERR_NOMEM;
     } else {

@@ -101,6 +101,8 @@ START_TEST(caches_start_evicted_and_follow_the_lifecycle)
                      LATTICE_ERR_INVAL);
     ck_assert_int_eq(lattice_partition_map_set_states(m, "orders", NULL, 2, LATTICE_PART_OWNING),
                      LATTICE_ERR_INVAL);
+    ck_assert_int_eq(lattice_partition_map_set_states(m, "orders", NULL, 0, LATTICE_PART_OWNING),
+                     LATTICE_OK); /* an empty batch is a no-op */
     ck_assert_uint_eq(version_of(m), v);
 
     /* RENTING -> EVICTED; then it can be loaded again; OWNING -> LOST -> OWNING */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -133,8 +134,11 @@ static int start_once(void)
 /* The port found free may be taken before redis binds it: try a few. */
 static int start_redis(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/lattice-keyslot-XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    snprintf(dir, sizeof dir, "/tmp/lattice-keyslot-%d", (int)getpid());
+    if (mkdir(dir, 0700) != 0) {
+        dir[0] = 0;
+        return -1;
+    }
     for (int attempt = 0; attempt < 3; attempt++) {
         int s = start_once();
         if (s >= 0) return s;
