@@ -156,8 +156,8 @@ static void host_groups(const lattice_affinity *a, uint32_t *group, uint32_t *or
  * and selecting in one pass without storing the scores; ts is k scratch
  * words.  Nodes come in index order, so a later node ranks before an earlier
  * one only with a strictly higher score - the tie rule for free.  After the
- * first few nodes the "not in the top k" branch is almost always taken, so
- * the loop runs at the speed of the hash. */
+ * first few nodes the "not in the top k" branch is almost always taken; it
+ * still mispredicts about k*ln(n) times per partition (see top_2). */
 static void top_k(const uint64_t *h, uint32_t n, uint64_t pk, uint32_t k, uint64_t *ts,
                   uint16_t *own)
 {
@@ -213,8 +213,9 @@ static void top_2(const uint64_t *h, uint32_t n, uint64_t pk, uint16_t *own)
     own[1] = (uint16_t)n2;
 }
 
-/* Index of the best-ranked candidate with stamp[...] != mark (nodes, or
- * hosts when by_group), or UINT32_MAX if none is left. */
+/* Index in c of the best-ranked candidate whose stamp is not `mark` - the
+ * stamp of its host when group is given, else of the node itself - or
+ * UINT32_MAX if none is left. */
 static uint32_t best_unmarked(const struct cand *c, uint32_t n, const uint32_t *stamp,
                               const uint32_t *group, uint32_t mark)
 {
