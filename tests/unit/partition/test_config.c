@@ -141,8 +141,8 @@ START_TEST(canonical_text_formats_to_itself)
         "default:backups=2",
         "users:mode=replicated,sync=full_async",
         "sessions:partitions=16384,backups=0,expiry_ms=1800000,region=ram2",
-        "x:rebalance_mode=sync,rebalance_batch_bytes=1048576,rebalance_prefetch=1,"
-        "rebalance_throttle_ms=100,rebalance_delay_ms=2000,max_key_bytes=512,max_value_bytes=4096",
+        ("x:rebalance_mode=sync,rebalance_batch_bytes=1048576,rebalance_prefetch=1,"
+         "rebalance_throttle_ms=100,rebalance_delay_ms=2000,max_key_bytes=512,max_value_bytes=4096"),
     };
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         lattice_cache_config c;
