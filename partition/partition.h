@@ -1,0 +1,401 @@
+/*
+ * partition: how a cache's keys are split over the server nodes.
+ *
+ *   key --crc16/{hash tag}--> slot (0..16383) --& (partitions-1)--> partition
+ *   (server nodes, cache config) --rendezvous--> assignment: owners per partition
+ *   per node: partition map = state + update counter per (cache, partition)
+ *
+ * Everything here is pure and network-free except the partition map, which is
+ * the node's mutable view published as RCU snapshots.  The node module turns
+ * its topology snapshot into an array of lattice_affinity_node; every node and
+ * every client computes the same assignment from the same input (the hash and
+ * mix functions below are part of the cluster's contract: changing them is a
+ * wire-incompatible change).  Details and rationale: docs/PARTITIONS.md.
+ */
+#ifndef LATTICE_PARTITION_H
+#define LATTICE_PARTITION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lattice/status.h"
+
+/* ------------------------------------------------------------------------ */
+/* Key -> partition                                                          */
+/* ------------------------------------------------------------------------ */
+
+#define LATTICE_PARTITION_SLOTS 16384u        /* Redis Cluster's slot count */
+#define LATTICE_PARTITION_MAX 16384u          /* partitions: power of two, 1..MAX */
+#define LATTICE_PARTITION_DEFAULT 1024u
+
+/* CRC16-XMODEM (poly 0x1021, init 0, no reflection), as Redis Cluster:
+ * "123456789" -> 0x31C3.  len 0 gives 0; data may be NULL only when len is 0. */
+uint16_t lattice_partition_crc16(const void *data, size_t len);
+
+/* Redis's hash-tag rule: if the key holds a '{' and, after the first '{', a
+ * '}' with at least one byte between them, only those bytes are hashed;
+ * otherwise the whole key.  Returns the offset and length of the hashed part. */
+void lattice_partition_hash_part(const void *key, size_t len, size_t *off, size_t *part_len);
+
+/* The Redis Cluster slot of a key (CLUSTER KEYSLOT): crc16(hash part) & 16383. */
+uint16_t lattice_partition_key_slot(const void *key, size_t len);
+
+/* partition = crc16(hash part) & (partitions - 1).  partitions must be valid
+ * (lattice_partition_count_valid); slot s of Redis lives in s & (partitions-1). */
+uint32_t lattice_partition_of_key(const void *key, size_t len, uint32_t partitions);
+
+/* True for a power of two in 1..LATTICE_PARTITION_MAX. */
+bool lattice_partition_count_valid(uint64_t partitions);
+
+/* ------------------------------------------------------------------------ */
+/* Cache configuration                                                       */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A plain value (not opaque on purpose): it is copied into messages, compared
+ * and printed by several modules, and holds no pointers, so a struct copy is a
+ * full copy.  Always start from lattice_cache_config_init() and change it with
+ * the setters/parsers, which validate; a struct filled by hand must pass
+ * lattice_cache_config_validate() before use.
+ */
+#define LATTICE_CACHE_NAME_MAX 64    /* bytes, without the NUL */
+#define LATTICE_REGION_NAME_MAX 64
+#define LATTICE_CACHE_MAX_BACKUPS 64
+
+typedef enum lattice_cache_mode {
+    LATTICE_CACHE_PARTITIONED = 0,
+    LATTICE_CACHE_REPLICATED = 1,
+} lattice_cache_mode;
+
+typedef enum lattice_cache_sync {
+    LATTICE_SYNC_FULL = 0,      /* "full_sync": ack after every backup applied */
+    LATTICE_SYNC_PRIMARY = 1,   /* "primary_sync": ack after the primary applied */
+    LATTICE_SYNC_ASYNC = 2,     /* "full_async": ack once sent to the primary */
+} lattice_cache_sync;
+
+typedef enum lattice_rebalance_mode {
+    LATTICE_REBALANCE_ASYNC = 0,
+    LATTICE_REBALANCE_SYNC = 1,
+    LATTICE_REBALANCE_NONE = 2,
+} lattice_rebalance_mode;
+
+typedef struct lattice_cache_config {
+    char name[LATTICE_CACHE_NAME_MAX + 1];
+    lattice_cache_mode mode;          /* mode=partitioned|replicated */
+    uint32_t partitions;              /* partitions=1024 (power of two, 1..16384) */
+    uint32_t backups;                 /* backups=1 (0..64; clamped to servers-1) */
+    lattice_cache_sync sync;          /* sync=full_sync */
+    bool read_from_backup;            /* read_from_backup=true */
+    uint64_t expiry_ms;               /* expiry_ms=none (0 = entries never expire) */
+    char region[LATTICE_REGION_NAME_MAX + 1]; /* region=default */
+    bool exclude_neighbors;           /* exclude_neighbors=false */
+    lattice_rebalance_mode rebalance_mode;    /* rebalance_mode=async */
+    uint64_t rebalance_batch_bytes;   /* 524288 */
+    uint32_t rebalance_prefetch;      /* 3 */
+    uint64_t rebalance_throttle_ms;   /* 0 */
+    uint64_t rebalance_delay_ms;      /* 0 */
+    uint64_t max_key_bytes;           /* 65536 */
+    uint64_t max_value_bytes;         /* 1048576 */
+} lattice_cache_config;
+
+/* Every option at its default, with the given name (NULL or invalid -> ""). */
+void lattice_cache_config_init(lattice_cache_config *c, const char *name);
+
+/* Names: 1..64 bytes of [A-Za-z0-9_.-], not starting with '.' or '-'.  On
+ * failure writes a sentence to err (if non-NULL) and returns false. */
+bool lattice_cache_config_name_valid(const char *name, char *err, size_t errlen);
+
+/* Set one option from text.  On any error (unknown key, bad value) the config
+ * is unchanged, err gets a sentence naming the key and the accepted values, and
+ * LATTICE_ERR_INVAL is returned. */
+lattice_status lattice_cache_config_set(lattice_cache_config *c, const char *key,
+                                        const char *value, char *err, size_t errlen);
+
+/* "k=v,k=v,..." (the part after ':' in --cache).  All or nothing: on error the
+ * config is unchanged.  A key given twice is an error.  "" sets nothing. */
+lattice_status lattice_cache_config_parse_list(lattice_cache_config *c, const char *list,
+                                               char *err, size_t errlen);
+
+/* --cache NAME[:k=v,...]: resets c to defaults named NAME, then applies the list. */
+lattice_status lattice_cache_config_parse_spec(lattice_cache_config *c, const char *spec,
+                                               char *err, size_t errlen);
+
+/* `lattice cache create NAME k=v ...`: same as parse_spec with argv as the list. */
+lattice_status lattice_cache_config_parse_args(lattice_cache_config *c, const char *name,
+                                               int argc, const char *const *argv,
+                                               char *err, size_t errlen);
+
+/* Checks a whole config (every field in range, names valid). */
+lattice_status lattice_cache_config_validate(const lattice_cache_config *c, char *err,
+                                             size_t errlen);
+
+#define LATTICE_CACHE_FORMAT_ALL 0      /* every key, in the documented order */
+#define LATTICE_CACHE_FORMAT_CHANGED 1  /* only keys that differ from the default */
+
+/* Formats "NAME:k=v,..." (or just "NAME" when nothing is printed) so that
+ * parse_spec(format(c)) == c.  snprintf contract: returns the length the full
+ * text needs; writes at most len bytes including the NUL. */
+size_t lattice_cache_config_format(const lattice_cache_config *c, int flags, char *buf,
+                                   size_t len);
+
+bool lattice_cache_config_equal(const lattice_cache_config *a, const lattice_cache_config *b);
+
+/* Names as used in specs and JSON ("partitioned", "full_sync", "async"). */
+const char *lattice_cache_mode_name(lattice_cache_mode m);
+const char *lattice_cache_sync_name(lattice_cache_sync s);
+const char *lattice_rebalance_mode_name(lattice_rebalance_mode m);
+
+/* ------------------------------------------------------------------------ */
+/* Rendezvous affinity                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* One server node of a topology, as the node module hands it over.  Strings
+ * are copied by lattice_affinity_compute; the caller keeps ownership. */
+typedef struct lattice_affinity_node {
+    const char *consistent_id; /* "host:port", unique and non-empty */
+    const char *host;          /* for exclude_neighbors; NULL/"" = its own host */
+    uint64_t order;            /* join order (reported, not used for ranking) */
+} lattice_affinity_node;
+
+#define LATTICE_AFFINITY_MAX_NODES 4096u
+
+/* An immutable assignment: for each partition its owners, primary first.
+ * Nodes are identified by index 0..node_count-1 in consistent-id order, so two
+ * assignments of the same topology have the same indexes whatever the input
+ * order.  Read-only after compute, so any number of threads may read it. */
+typedef struct lattice_affinity lattice_affinity;
+
+/* Computes the assignment of cfg over nodes[0..n) (rules and the exact
+ * ranking formula: docs/PARTITIONS.md).  Uses cfg's partitions, backups, mode
+ * and exclude_neighbors; replicated caches ignore exclude_neighbors.  n may be
+ * 0 (every partition then has no owner).  INVAL for a bad partition count,
+ * backups or mode, a NULL/empty or duplicate consistent id, or more than
+ * LATTICE_AFFINITY_MAX_NODES nodes; NOMEM if an allocation fails.  *out is
+ * set only on LATTICE_OK. */
+lattice_status lattice_affinity_compute(const lattice_affinity_node *nodes, size_t n,
+                                        const lattice_cache_config *cfg,
+                                        lattice_affinity **out);
+void lattice_affinity_free(lattice_affinity *a);
+
+uint32_t lattice_affinity_partitions(const lattice_affinity *a);
+/* Owners every partition has: min(backups+1, nodes), or nodes when replicated. */
+uint32_t lattice_affinity_copies(const lattice_affinity *a);
+uint32_t lattice_affinity_node_count(const lattice_affinity *a);
+const char *lattice_affinity_node_id(const lattice_affinity *a, uint32_t node);
+const char *lattice_affinity_node_host(const lattice_affinity *a, uint32_t node);
+uint64_t lattice_affinity_node_order(const lattice_affinity *a, uint32_t node);
+/* Index of a consistent id, or -1. */
+int32_t lattice_affinity_node_index(const lattice_affinity *a, const char *consistent_id);
+
+/* Owners of partition p, primary first; *count = lattice_affinity_copies(a).
+ * The array lives as long as a.  p out of range -> NULL, *count = 0. */
+const uint16_t *lattice_affinity_owners(const lattice_affinity *a, uint32_t p,
+                                        uint32_t *count);
+/* Primary's node index, or -1 when the partition has no owner / p is out of range. */
+int32_t lattice_affinity_primary(const lattice_affinity *a, uint32_t p);
+/* Position of node among p's owners: 0 primary, 1.. backups, -1 not an owner. */
+int lattice_affinity_role(const lattice_affinity *a, uint32_t p, uint32_t node);
+
+/* Partitions node owns in the given roles (LATTICE_AFFINITY_ROLE_* bits),
+ * in partition order, into out (NULL: only count; else room for
+ * lattice_affinity_partitions(a) entries).  Returns how many. */
+#define LATTICE_AFFINITY_ROLE_PRIMARY 1u
+#define LATTICE_AFFINITY_ROLE_BACKUP 2u
+uint32_t lattice_affinity_node_partitions(const lattice_affinity *a, uint32_t node,
+                                          unsigned roles, uint32_t *out);
+
+/* Redis slots 0..16383 grouped into maximal runs whose partitions have the
+ * same owner list, for CLUSTER SLOTS/SHARDS: slot s lives in partition
+ * s & (partitions-1), so read a run's owners from `partition`.  With fewer
+ * than 16384 partitions neighbouring slots fall in different partitions, so
+ * expect many short runs (all 16384 slots are always covered, in order).
+ * *ranges is lt_malloc'd (lt_free it); NOMEM on allocation failure. */
+typedef struct lattice_slot_range {
+    uint16_t first, last;     /* inclusive */
+    uint32_t partition;       /* partition of `first` */
+} lattice_slot_range;
+
+lattice_status lattice_affinity_slot_ranges(const lattice_affinity *a, lattice_slot_range **ranges,
+                                            size_t *count);
+
+/* How two assignments of the same cache differ, partition by partition. */
+#define LATTICE_AFFINITY_PRIMARY_CHANGED 1u /* another primary (or none) */
+#define LATTICE_AFFINITY_OWNERS_CHANGED 2u  /* the set of owners differs */
+#define LATTICE_AFFINITY_ORDER_CHANGED 4u   /* same owners, other backup order */
+
+typedef struct lattice_affinity_change {
+    uint32_t partition;
+    uint32_t flags;           /* LATTICE_AFFINITY_*_CHANGED */
+} lattice_affinity_change;
+
+/* Lists, in partition order, every partition whose owner list (compared by
+ * consistent id) differs between from and to.  *changes is allocated with
+ * lt_malloc (free with lt_free; NULL when *count is 0).  INVAL when the
+ * partition counts differ. */
+lattice_status lattice_affinity_diff(const lattice_affinity *from, const lattice_affinity *to,
+                                     lattice_affinity_change **changes, size_t *count);
+
+/* Primaries/backups per node. */
+typedef struct lattice_affinity_balance {
+    uint32_t nodes;
+    uint32_t primary_min, primary_max;
+    double primary_avg;
+    uint32_t backup_min, backup_max;
+    double backup_avg;
+} lattice_affinity_balance;
+
+void lattice_affinity_balance_of(const lattice_affinity *a, lattice_affinity_balance *out);
+uint32_t lattice_affinity_primaries_of(const lattice_affinity *a, uint32_t node);
+uint32_t lattice_affinity_backups_of(const lattice_affinity *a, uint32_t node);
+
+/* Redundancy of a partition given which of the assignment's nodes are alive. */
+typedef enum lattice_redundancy {
+    LATTICE_REDUNDANCY_FULL = 0,  /* every assigned copy that can exist is alive */
+    LATTICE_REDUNDANCY_UNDER = 1, /* some copy alive, fewer than wanted */
+    LATTICE_REDUNDANCY_LOST = 2,  /* no assigned owner alive */
+} lattice_redundancy;
+
+const char *lattice_redundancy_name(lattice_redundancy r); /* "full","under","lost" */
+
+/* mask[node] = 1 for each node of a whose consistent id is in live[0..n); ids
+ * that a does not know are ignored.  mask has lattice_affinity_node_count(a)
+ * bytes.  Returns how many live ids were given that are servers at all
+ * (n minus NULL entries), which is what "copies wanted" is measured against. */
+uint32_t lattice_affinity_live_mask(const lattice_affinity *a, const char *const *live,
+                                    size_t n, uint8_t *mask);
+
+/* Wanted copies = min(copies of a, live_servers); LOST when no owner of p is
+ * live, UNDER when fewer than wanted are, FULL otherwise. */
+lattice_redundancy lattice_affinity_classify(const lattice_affinity *a, uint32_t p,
+                                             const uint8_t *mask, uint32_t live_servers);
+
+typedef struct lattice_affinity_health {
+    uint32_t full, under, lost;
+} lattice_affinity_health;
+
+/* Classifies every partition (per_partition may be NULL, else has
+ * lattice_affinity_partitions(a) entries) and sums them up. */
+lattice_status lattice_affinity_health_of(const lattice_affinity *a, const char *const *live,
+                                          size_t n, lattice_redundancy *per_partition,
+                                          lattice_affinity_health *sum);
+
+/* ------------------------------------------------------------------------ */
+/* Partition states and the node's partition map                             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The state of this node's copy of a partition (as Ignite's
+ * GridDhtPartitionState).  Writes reach OWNING and MOVING copies; reads are
+ * served only by OWNING copies.  A partition this node holds nothing of is
+ * EVICTED (also the initial state).  Allowed transitions:
+ *
+ *   EVICTED -> MOVING (assigned, loading)   EVICTED -> OWNING (new, empty cache)
+ *   MOVING  -> OWNING | RENTING | LOST      OWNING  -> RENTING | LOST
+ *   RENTING -> EVICTED                      LOST    -> OWNING | EVICTED
+ *
+ * and any state to itself (no change).  Entering EVICTED resets the update
+ * counter to 0.
+ */
+typedef enum lattice_partition_state {
+    LATTICE_PART_MOVING = 0,
+    LATTICE_PART_OWNING = 1,
+    LATTICE_PART_RENTING = 2,
+    LATTICE_PART_EVICTED = 3,
+    LATTICE_PART_LOST = 4,
+    LATTICE_PART_STATE_COUNT_
+} lattice_partition_state;
+
+/* "MOVING", "OWNING", ... (JSON/CLI); "UNKNOWN" out of range. */
+const char *lattice_partition_state_name(lattice_partition_state s);
+/* Case-insensitive; -1 when unknown. */
+int lattice_partition_state_parse(const char *name);
+bool lattice_partition_state_transition_ok(lattice_partition_state from,
+                                           lattice_partition_state to);
+
+/*
+ * The map: per cache, per partition, a state and a 64-bit update counter.
+ *
+ * RCU rules (liburcu memb flavour):
+ *  - Every thread that calls any lattice_partition_map_* function or reads a
+ *    snapshot must be registered (rcu_register_thread), including writers:
+ *    publishing uses call_rcu.
+ *  - States change by publishing a new immutable snapshot (copy, change,
+ *    rcu_xchg_pointer, call_rcu to free the old one); writers serialise on the
+ *    map's mutex, readers never block and see either the old or the new
+ *    snapshot, never a mix.
+ *  - A snapshot pointer from lattice_partition_map_snapshot() is valid only
+ *    inside the caller's rcu_read_lock() section; do not keep it past
+ *    rcu_read_unlock().
+ *  - Update counters change on every write, so they are not copied per
+ *    snapshot: each cache's counters are shared atomics, reachable from every
+ *    snapshot that lists the cache, freed after the last such snapshot.
+ */
+typedef struct lattice_partition_map lattice_partition_map;
+typedef struct lattice_partition_snapshot lattice_partition_snapshot;
+
+lattice_status lattice_partition_map_create(lattice_partition_map **out);
+/* Frees the map and waits for its pending RCU callbacks (rcu_barrier): call
+ * outside any read-side section, from a registered thread, with no other
+ * thread still using the map. */
+void lattice_partition_map_destroy(lattice_partition_map *m);
+
+/* Adds a cache; all partitions EVICTED, counters 0.  EXISTS if already there,
+ * INVAL for a bad name or partition count. */
+lattice_status lattice_partition_map_add_cache(lattice_partition_map *m, const char *cache,
+                                               uint32_t partitions);
+/* NO_CACHE if unknown. */
+lattice_status lattice_partition_map_remove_cache(lattice_partition_map *m, const char *cache);
+
+/* Moves partitions parts[0..n) to state `to` in one snapshot.  All or
+ * nothing: INVAL (partition out of range or a transition not allowed, the
+ * first offender logged) leaves the map unchanged.  NO_CACHE if unknown. */
+lattice_status lattice_partition_map_set_states(lattice_partition_map *m, const char *cache,
+                                                const uint32_t *parts, size_t n,
+                                                lattice_partition_state to);
+lattice_status lattice_partition_map_set_state(lattice_partition_map *m, const char *cache,
+                                               uint32_t part, lattice_partition_state to);
+
+/* State of one partition, read from the current snapshot (takes the read
+ * lock itself; nestable inside the caller's own). */
+lattice_status lattice_partition_map_state(lattice_partition_map *m, const char *cache,
+                                           uint32_t part, lattice_partition_state *out);
+
+/* Update counters (lock-free atomics; no snapshot is published).
+ *  next:    primary side, returns the incremented counter for a new write.
+ *  advance: backup/rebalance side, raises the counter to at least v
+ *           (an older v never lowers it); returns the counter after.
+ *  counter: reads it.
+ * Return 0 with *status set to NO_CACHE/INVAL when cache or part is bad
+ * (status may be NULL). */
+uint64_t lattice_partition_map_next_counter(lattice_partition_map *m, const char *cache,
+                                            uint32_t part, lattice_status *status);
+uint64_t lattice_partition_map_advance_counter(lattice_partition_map *m, const char *cache,
+                                               uint32_t part, uint64_t v,
+                                               lattice_status *status);
+uint64_t lattice_partition_map_counter(lattice_partition_map *m, const char *cache,
+                                       uint32_t part, lattice_status *status);
+
+/* Call with rcu_read_lock held; valid until rcu_read_unlock.  Never NULL. */
+const lattice_partition_snapshot *lattice_partition_map_snapshot(lattice_partition_map *m);
+/* Increases by one on every published change. */
+uint64_t lattice_partition_snapshot_version(const lattice_partition_snapshot *s);
+uint32_t lattice_partition_snapshot_cache_count(const lattice_partition_snapshot *s);
+/* Index of a cache in this snapshot, or -1.  Indexes are per snapshot. */
+int32_t lattice_partition_snapshot_cache_index(const lattice_partition_snapshot *s,
+                                               const char *cache);
+const char *lattice_partition_snapshot_cache_name(const lattice_partition_snapshot *s,
+                                                  uint32_t ci);
+uint32_t lattice_partition_snapshot_partitions(const lattice_partition_snapshot *s,
+                                               uint32_t ci);
+/* ci and part must be in range (checked: out of range -> EVICTED). */
+lattice_partition_state lattice_partition_snapshot_state(const lattice_partition_snapshot *s,
+                                                         uint32_t ci, uint32_t part);
+uint64_t lattice_partition_snapshot_counter(const lattice_partition_snapshot *s, uint32_t ci,
+                                            uint32_t part);
+/* How many partitions of cache ci are in each state (counts has
+ * LATTICE_PART_STATE_COUNT_ entries). */
+void lattice_partition_snapshot_count_states(const lattice_partition_snapshot *s, uint32_t ci,
+                                             uint32_t *counts);
+
+#endif
