@@ -1,0 +1,373 @@
+/*
+ * The RESP command table (DESIGN §7's commands with Redis 7's arity, flags and
+ * key specs), Redis's error wording for unknown commands and wrong arity,
+ * Redis's string2ll, and the SET option parser.
+ *
+ * The table is immutable data: safe to read from any thread.
+ */
+#include "node/resp/resp.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+struct lattice_resp_cmd {
+    const char *name;       /* lower case; subcommands "parent|sub" */
+    lattice_resp_cmd_id id;
+    int arity;
+    uint32_t flags;
+    int first_key, last_key, key_step;
+    const struct lattice_resp_cmd *subs; /* containers: subcommand table */
+    size_t nsubs;
+};
+
+#define W LATTICE_RESP_F_WRITE
+#define R LATTICE_RESP_F_READONLY
+#define F LATTICE_RESP_F_FAST
+#define NA LATTICE_RESP_F_NO_AUTH
+#define OOM LATTICE_RESP_F_DENYOOM
+#define CT LATTICE_RESP_F_CONTAINER
+#define AD LATTICE_RESP_F_ADMIN
+
+static const struct lattice_resp_cmd command_subs[] = {
+    {"command|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0},
+    {"command|count", LATTICE_RESP_CMD_COMMAND_COUNT, 2, 0, 0, 0, 0, NULL, 0},
+    {"command|info", LATTICE_RESP_CMD_COMMAND_INFO, -2, 0, 0, 0, 0, NULL, 0},
+    {"command|docs", LATTICE_RESP_CMD_COMMAND_DOCS, -2, 0, 0, 0, 0, NULL, 0},
+    {"command|list", LATTICE_RESP_CMD_COMMAND_LIST, -2, 0, 0, 0, 0, NULL, 0},
+};
+
+static const struct lattice_resp_cmd client_subs[] = {
+    {"client|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0},
+    {"client|setname", LATTICE_RESP_CMD_CLIENT_SETNAME, 3, 0, 0, 0, 0, NULL, 0},
+    {"client|getname", LATTICE_RESP_CMD_CLIENT_GETNAME, 2, 0, 0, 0, 0, NULL, 0},
+    {"client|setinfo", LATTICE_RESP_CMD_CLIENT_SETINFO, 4, 0, 0, 0, 0, NULL, 0},
+    {"client|id", LATTICE_RESP_CMD_CLIENT_ID, 2, 0, 0, 0, 0, NULL, 0},
+    {"client|info", LATTICE_RESP_CMD_CLIENT_INFO, 2, 0, 0, 0, 0, NULL, 0},
+};
+
+static const struct lattice_resp_cmd cluster_subs[] = {
+    {"cluster|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0},
+    {"cluster|info", LATTICE_RESP_CMD_CLUSTER_INFO, 2, AD, 0, 0, 0, NULL, 0},
+    {"cluster|slots", LATTICE_RESP_CMD_CLUSTER_SLOTS, 2, AD, 0, 0, 0, NULL, 0},
+    {"cluster|shards", LATTICE_RESP_CMD_CLUSTER_SHARDS, 2, AD, 0, 0, 0, NULL, 0},
+    {"cluster|nodes", LATTICE_RESP_CMD_CLUSTER_NODES, 2, AD, 0, 0, 0, NULL, 0},
+    {"cluster|keyslot", LATTICE_RESP_CMD_CLUSTER_KEYSLOT, 3, AD, 0, 0, 0, NULL, 0},
+    {"cluster|myid", LATTICE_RESP_CMD_CLUSTER_MYID, 2, AD, 0, 0, 0, NULL, 0},
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Arity and key specs as Redis 7's command JSON files. */
+static const struct lattice_resp_cmd table[] = {
+    {"get", LATTICE_RESP_CMD_GET, 2, R | F, 1, 1, 1, NULL, 0},
+    {"set", LATTICE_RESP_CMD_SET, -3, W | OOM, 1, 1, 1, NULL, 0},
+    {"del", LATTICE_RESP_CMD_DEL, -2, W, 1, -1, 1, NULL, 0},
+    {"exists", LATTICE_RESP_CMD_EXISTS, -2, R | F, 1, -1, 1, NULL, 0},
+    {"mget", LATTICE_RESP_CMD_MGET, -2, R | F, 1, -1, 1, NULL, 0},
+    {"mset", LATTICE_RESP_CMD_MSET, -3, W | OOM, 1, -1, 2, NULL, 0},
+    {"incr", LATTICE_RESP_CMD_INCR, 2, W | OOM | F, 1, 1, 1, NULL, 0},
+    {"decr", LATTICE_RESP_CMD_DECR, 2, W | OOM | F, 1, 1, 1, NULL, 0},
+    {"incrby", LATTICE_RESP_CMD_INCRBY, 3, W | OOM | F, 1, 1, 1, NULL, 0},
+    {"decrby", LATTICE_RESP_CMD_DECRBY, 3, W | OOM | F, 1, 1, 1, NULL, 0},
+    {"append", LATTICE_RESP_CMD_APPEND, 3, W | OOM | F, 1, 1, 1, NULL, 0},
+    {"strlen", LATTICE_RESP_CMD_STRLEN, 2, R | F, 1, 1, 1, NULL, 0},
+    {"getdel", LATTICE_RESP_CMD_GETDEL, 2, W | F, 1, 1, 1, NULL, 0},
+    {"expire", LATTICE_RESP_CMD_EXPIRE, -3, W | F, 1, 1, 1, NULL, 0},
+    {"pexpire", LATTICE_RESP_CMD_PEXPIRE, -3, W | F, 1, 1, 1, NULL, 0},
+    {"ttl", LATTICE_RESP_CMD_TTL, 2, R | F, 1, 1, 1, NULL, 0},
+    {"pttl", LATTICE_RESP_CMD_PTTL, 2, R | F, 1, 1, 1, NULL, 0},
+    {"persist", LATTICE_RESP_CMD_PERSIST, 2, W | F, 1, 1, 1, NULL, 0},
+    {"ping", LATTICE_RESP_CMD_PING, -1, F, 0, 0, 0, NULL, 0},
+    {"echo", LATTICE_RESP_CMD_ECHO, 2, F, 0, 0, 0, NULL, 0},
+    {"auth", LATTICE_RESP_CMD_AUTH, -2, F | NA, 0, 0, 0, NULL, 0},
+    {"hello", LATTICE_RESP_CMD_HELLO, -1, F | NA, 0, 0, 0, NULL, 0},
+    {"select", LATTICE_RESP_CMD_SELECT, 2, F, 0, 0, 0, NULL, 0},
+    {"dbsize", LATTICE_RESP_CMD_DBSIZE, 1, R | F, 0, 0, 0, NULL, 0},
+    {"info", LATTICE_RESP_CMD_INFO, -1, 0, 0, 0, 0, NULL, 0},
+    {"quit", LATTICE_RESP_CMD_QUIT, -1, F | NA, 0, 0, 0, NULL, 0},
+    {"command", LATTICE_RESP_CMD_COMMAND, -1, CT, 0, 0, 0, command_subs, N_OF(command_subs)},
+    {"client", LATTICE_RESP_CMD_CLIENT, -2, CT, 0, 0, 0, client_subs, N_OF(client_subs)},
+    {"cluster", LATTICE_RESP_CMD_CLUSTER, -2, CT, 0, 0, 0, cluster_subs, N_OF(cluster_subs)},
+};
+
+static const struct lattice_resp_cmd *find(const struct lattice_resp_cmd *t, size_t n,
+                                           size_t skip, const char *name, size_t len)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *nm = t[i].name + skip;
+        if (strlen(nm) == len && strncasecmp(nm, name, len) == 0) return &t[i];
+    }
+    return NULL;
+}
+
+const lattice_resp_cmd *lattice_resp_cmd_lookup(const char *name, size_t len)
+{
+    /* Short names only: the longest is 7 bytes; this also keeps a NUL inside
+     * argv[0] from matching a prefix. */
+    if (len == 0 || len > 16 || memchr(name, '\0', len)) return NULL;
+    return find(table, N_OF(table), 0, name, len);
+}
+
+const lattice_resp_cmd *lattice_resp_cmd_lookup_sub(const lattice_resp_cmd *parent,
+                                                    const char *name, size_t len)
+{
+    if (!parent || !parent->subs || len == 0 || len > 16 || memchr(name, '\0', len)) return NULL;
+    return find(parent->subs, parent->nsubs, strlen(parent->name) + 1, name, len);
+}
+
+/* printf's "%.*s" of an argument, Redis's way: a C string ends at NUL.  CR
+ * and LF become spaces when the reply is sent (addReplyErrorFormat). */
+static size_t put_cstr(char *dst, size_t room, const char *s, size_t n, size_t max)
+{
+    size_t k = 0;
+    while (k < n && k < max && s[k] != '\0' && k + 1 < room) {
+        char c = s[k];
+        dst[k] = (c == '\r' || c == '\n') ? ' ' : c;
+        k++;
+    }
+    dst[k] = '\0';
+    return k;
+}
+
+void lattice_resp_err_unknown_command(size_t argc, const lattice_resp_arg *argv, char *err)
+{
+    /* Redis: "unknown command '%.128s', with args beginning with: " then, while
+     * the args text is under 128 bytes, "'%.*s' " with 128 - its length. */
+    size_t room = LATTICE_RESP_ERR_MAX, k;
+    k = (size_t)snprintf(err, room, "ERR unknown command '");
+    k += put_cstr(err + k, room - k, argc ? argv[0].ptr : "", argc ? argv[0].len : 0, 128);
+    k += (size_t)snprintf(err + k, room - k, "', with args beginning with: ");
+    size_t args = 0;
+    for (size_t i = 1; i < argc && args < 128; i++) {
+        size_t before = k;
+        err[k++] = '\'';
+        k += put_cstr(err + k, room - k, argv[i].ptr, argv[i].len, 128 - args);
+        err[k++] = '\'';
+        err[k++] = ' ';
+        err[k] = '\0';
+        args += k - before;
+    }
+}
+
+void lattice_resp_err_arity(const char *name, char *err)
+{
+    snprintf(err, LATTICE_RESP_ERR_MAX, "ERR wrong number of arguments for '%s' command", name);
+}
+
+void lattice_resp_err_expire(const char *name, char *err)
+{
+    snprintf(err, LATTICE_RESP_ERR_MAX, "ERR invalid expire time in '%s' command", name);
+}
+
+static int arity_ok(const lattice_resp_cmd *c, size_t argc)
+{
+    if (c->arity > 0) return argc == (size_t)c->arity;
+    return argc >= (size_t)-c->arity;
+}
+
+const lattice_resp_cmd *lattice_resp_cmd_resolve(size_t argc, const lattice_resp_arg *argv,
+                                                 char *err)
+{
+    const lattice_resp_cmd *c = argc ? lattice_resp_cmd_lookup(argv[0].ptr, argv[0].len) : NULL;
+    if (!c) {
+        lattice_resp_err_unknown_command(argc, argv, err);
+        return NULL;
+    }
+    /* Redis 7: a container with an argument resolves to its subcommand; an
+     * unknown one is "unknown subcommand", the container alone is checked
+     * for its own arity. */
+    if (c->subs && argc >= 2) {
+        const lattice_resp_cmd *s = lattice_resp_cmd_lookup_sub(c, argv[1].ptr, argv[1].len);
+        if (!s) {
+            char sub[160], up[16];
+            put_cstr(sub, sizeof(sub), argv[1].ptr, argv[1].len, 128);
+            size_t i = 0;
+            for (; c->name[i] && i + 1 < sizeof(up); i++)
+                up[i] = (char)(c->name[i] >= 'a' && c->name[i] <= 'z' ? c->name[i] - 32 : c->name[i]);
+            up[i] = '\0';
+            snprintf(err, LATTICE_RESP_ERR_MAX, "ERR unknown subcommand '%s'. Try %s HELP.", sub, up);
+            return NULL;
+        }
+        c = s;
+    }
+    if (!arity_ok(c, argc)) {
+        lattice_resp_err_arity(c->name, err);
+        return NULL;
+    }
+    return c;
+}
+
+const char *lattice_resp_cmd_name(const lattice_resp_cmd *c) { return c->name; }
+lattice_resp_cmd_id lattice_resp_cmd_id_of(const lattice_resp_cmd *c) { return c->id; }
+int lattice_resp_cmd_arity(const lattice_resp_cmd *c) { return c->arity; }
+uint32_t lattice_resp_cmd_flags(const lattice_resp_cmd *c) { return c->flags; }
+
+void lattice_resp_cmd_key_spec(const lattice_resp_cmd *c, int *first, int *last, int *step)
+{
+    *first = c->first_key, *last = c->last_key, *step = c->key_step;
+}
+
+size_t lattice_resp_cmd_keys(const lattice_resp_cmd *c, size_t argc, size_t *idx, size_t max)
+{
+    if (c->first_key <= 0 || argc <= (size_t)c->first_key) return 0;
+    long last = c->last_key >= 0 ? c->last_key : (long)argc + c->last_key;
+    if (last >= (long)argc) last = (long)argc - 1;
+    size_t n = 0;
+    for (long i = c->first_key; i <= last && n < max; i += c->key_step) {
+        /* A key whose value slot is missing (MSET k1 v1 k2) is not a key. */
+        if (c->key_step > 1 && i + c->key_step - 1 > last) break;
+        idx[n++] = (size_t)i;
+    }
+    return n;
+}
+
+size_t lattice_resp_cmd_count(void)
+{
+    size_t n = N_OF(table);
+    for (size_t i = 0; i < N_OF(table); i++) n += table[i].nsubs;
+    return n;
+}
+
+const lattice_resp_cmd *lattice_resp_cmd_at(size_t i)
+{
+    for (size_t t = 0; t < N_OF(table); t++) {
+        if (i == 0) return &table[t];
+        i--;
+        if (i < table[t].nsubs) return &table[t].subs[i];
+        i -= table[t].nsubs;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+
+int lattice_resp_string2ll(const char *s, size_t len, long long *out)
+{
+    /* Redis's util.c string2ll, same accept set: LONG_STR_SIZE is 21. */
+    if (len == 0 || len >= 21) return 0;
+    if (len == 1 && s[0] == '0') {
+        if (out) *out = 0;
+        return 1;
+    }
+    size_t i = 0;
+    int neg = 0;
+    if (s[0] == '-') {
+        neg = 1;
+        if (++i == len) return 0;
+    }
+    if (s[i] < '1' || s[i] > '9') return 0;
+    unsigned long long v = (unsigned long long)(s[i++] - '0');
+    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (v > ULLONG_MAX / 10) return 0;
+        v *= 10;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > ULLONG_MAX - d) return 0;
+        v += d;
+    }
+    if (i < len) return 0;
+    if (neg) {
+        if (v > (unsigned long long)LLONG_MAX + 1) return 0;
+        if (out) *out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
+    } else {
+        if (v > (unsigned long long)LLONG_MAX) return 0;
+        if (out) *out = (long long)v;
+    }
+    return 1;
+}
+
+size_t lattice_resp_ll2string(char *buf, long long v)
+{
+    char tmp[24];
+    size_t n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    size_t k = 0;
+    if (v < 0) buf[k++] = '-';
+    while (n) buf[k++] = tmp[--n];
+    buf[k] = '\0';
+    return k;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int opt_is(const lattice_resp_arg *a, const char *word)
+{
+    size_t n = strlen(word);
+    return a->len == n && strncasecmp(a->ptr, word, n) == 0;
+}
+
+#define EXPIRY_FLAGS (LATTICE_RESP_SET_EX | LATTICE_RESP_SET_PX | LATTICE_RESP_SET_EXAT | \
+                      LATTICE_RESP_SET_PXAT)
+
+/* Which expiry option argv names, or 0. */
+static uint32_t expiry_opt(const lattice_resp_arg *a)
+{
+    if (opt_is(a, "EX")) return LATTICE_RESP_SET_EX;
+    if (opt_is(a, "PX")) return LATTICE_RESP_SET_PX;
+    if (opt_is(a, "EXAT")) return LATTICE_RESP_SET_EXAT;
+    if (opt_is(a, "PXAT")) return LATTICE_RESP_SET_PXAT;
+    return 0;
+}
+
+/* Turn the expiry value into absolute ms, as Redis's getExpireMillisecondsOrReply. */
+static lattice_status expiry_ms(uint32_t which, const lattice_resp_arg *v, int64_t now_ms,
+                                int64_t *at, char *err)
+{
+    long long ms;
+    if (!lattice_resp_string2ll(v->ptr, v->len, &ms)) {
+        snprintf(err, LATTICE_RESP_ERR_MAX, "%s", LATTICE_RESP_ERR_NOT_INTEGER);
+        return LATTICE_ERR_INVAL;
+    }
+    int secs = which == LATTICE_RESP_SET_EX || which == LATTICE_RESP_SET_EXAT;
+    if (ms <= 0 || (secs && ms > LLONG_MAX / 1000)) goto invalid;
+    if (secs) ms *= 1000;
+    if (which == LATTICE_RESP_SET_EX || which == LATTICE_RESP_SET_PX) {
+        if (ms > LLONG_MAX - now_ms) goto invalid;
+        ms += now_ms;
+    }
+    *at = ms;
+    return LATTICE_OK;
+invalid:
+    lattice_resp_err_expire("set", err);
+    return LATTICE_ERR_INVAL;
+}
+
+lattice_status lattice_resp_parse_set(size_t argc, const lattice_resp_arg *argv, int64_t now_ms,
+                                      lattice_resp_set_opts *opts, char *err)
+{
+    uint32_t f = 0;
+    const lattice_resp_arg *expire = NULL;
+    opts->flags = 0, opts->expire_at_ms = 0;
+    /* Redis 7's parseExtendedStringArgumentsOrReply, for COMMAND_SET. */
+    for (size_t j = 3; j < argc; j++) {
+        const lattice_resp_arg *a = &argv[j];
+        int has_next = j + 1 < argc;
+        uint32_t e = expiry_opt(a);
+        if (opt_is(a, "NX") && !(f & LATTICE_RESP_SET_XX)) {
+            f |= LATTICE_RESP_SET_NX;
+        } else if (opt_is(a, "XX") && !(f & LATTICE_RESP_SET_NX)) {
+            f |= LATTICE_RESP_SET_XX;
+        } else if (opt_is(a, "GET")) {
+            f |= LATTICE_RESP_SET_GET;
+        } else if (opt_is(a, "KEEPTTL") && !(f & EXPIRY_FLAGS)) {
+            f |= LATTICE_RESP_SET_KEEPTTL;
+        } else if (e && !(f & LATTICE_RESP_SET_KEEPTTL) && !(f & EXPIRY_FLAGS & ~e) && has_next) {
+            f |= e;
+            expire = &argv[++j];
+        } else {
+            snprintf(err, LATTICE_RESP_ERR_MAX, "%s", LATTICE_RESP_ERR_SYNTAX);
+            return LATTICE_ERR_INVAL;
+        }
+    }
+    if (expire) {
+        lattice_status st = expiry_ms(f & EXPIRY_FLAGS, expire, now_ms, &opts->expire_at_ms, err);
+        if (st != LATTICE_OK) return st;
+    }
+    opts->flags = f;
+    return LATTICE_OK;
+}
