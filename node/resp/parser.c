@@ -382,8 +382,8 @@ static int split_inline(lattice_resp_parser *p, const char *line, size_t n)
 static lattice_resp_result emit(lattice_resp_parser *p, size_t pos, size_t *consumed,
                                 lattice_resp_command *cmd)
 {
-    if (p->owned)
-        for (size_t i = 0; i < p->argc; i++) p->argv[i].ptr = p->own + p->off[i];
+    if (p->owned) /* own is still NULL when every owned argument is empty */
+        for (size_t i = 0; i < p->argc; i++) p->argv[i].ptr = p->own ? p->own + p->off[i] : "";
     cmd->argc = p->argc;
     cmd->argv = p->argv;
     cmd->is_inline = p->is_inline;
