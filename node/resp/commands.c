@@ -1,7 +1,7 @@
 /*
  * The RESP command table (DESIGN §7's commands with Redis 7's arity, flags and
  * key specs), Redis's error wording for unknown commands and wrong arity,
- * Redis's string2ll, and the SET option parser.
+ * and Redis's string2ll.
  *
  * The table is immutable data: safe to read from any thread.
  */
@@ -291,83 +291,4 @@ size_t lattice_resp_ll2string(char *buf, long long v)
     while (n) buf[k++] = tmp[--n];
     buf[k] = '\0';
     return k;
-}
-
-/* ------------------------------------------------------------------------ */
-
-static int opt_is(const lattice_resp_arg *a, const char *word)
-{
-    size_t n = strlen(word);
-    return a->len == n && strncasecmp(a->ptr, word, n) == 0;
-}
-
-#define EXPIRY_FLAGS (LATTICE_RESP_SET_EX | LATTICE_RESP_SET_PX | LATTICE_RESP_SET_EXAT | \
-                      LATTICE_RESP_SET_PXAT)
-
-/* Which expiry option argv names, or 0. */
-static uint32_t expiry_opt(const lattice_resp_arg *a)
-{
-    if (opt_is(a, "EX")) return LATTICE_RESP_SET_EX;
-    if (opt_is(a, "PX")) return LATTICE_RESP_SET_PX;
-    if (opt_is(a, "EXAT")) return LATTICE_RESP_SET_EXAT;
-    if (opt_is(a, "PXAT")) return LATTICE_RESP_SET_PXAT;
-    return 0;
-}
-
-/* Turn the expiry value into absolute ms, as Redis's getExpireMillisecondsOrReply. */
-static lattice_status expiry_ms(uint32_t which, const lattice_resp_arg *v, int64_t now_ms,
-                                int64_t *at, char *err)
-{
-    long long ms;
-    if (!lattice_resp_string2ll(v->ptr, v->len, &ms)) {
-        snprintf(err, LATTICE_RESP_ERR_MAX, "%s", LATTICE_RESP_ERR_NOT_INTEGER);
-        return LATTICE_ERR_INVAL;
-    }
-    int secs = which == LATTICE_RESP_SET_EX || which == LATTICE_RESP_SET_EXAT;
-    if (ms <= 0 || (secs && ms > LLONG_MAX / 1000)) goto invalid;
-    if (secs) ms *= 1000;
-    if (which == LATTICE_RESP_SET_EX || which == LATTICE_RESP_SET_PX) {
-        if (ms > LLONG_MAX - now_ms) goto invalid;
-        ms += now_ms;
-    }
-    *at = ms;
-    return LATTICE_OK;
-invalid:
-    lattice_resp_err_expire("set", err);
-    return LATTICE_ERR_INVAL;
-}
-
-lattice_status lattice_resp_parse_set(size_t argc, const lattice_resp_arg *argv, int64_t now_ms,
-                                      lattice_resp_set_opts *opts, char *err)
-{
-    uint32_t f = 0;
-    const lattice_resp_arg *expire = NULL;
-    opts->flags = 0, opts->expire_at_ms = 0;
-    /* Redis 7's parseExtendedStringArgumentsOrReply, for COMMAND_SET. */
-    for (size_t j = 3; j < argc; j++) {
-        const lattice_resp_arg *a = &argv[j];
-        int has_next = j + 1 < argc;
-        uint32_t e = expiry_opt(a);
-        if (opt_is(a, "NX") && !(f & LATTICE_RESP_SET_XX)) {
-            f |= LATTICE_RESP_SET_NX;
-        } else if (opt_is(a, "XX") && !(f & LATTICE_RESP_SET_NX)) {
-            f |= LATTICE_RESP_SET_XX;
-        } else if (opt_is(a, "GET")) {
-            f |= LATTICE_RESP_SET_GET;
-        } else if (opt_is(a, "KEEPTTL") && !(f & EXPIRY_FLAGS)) {
-            f |= LATTICE_RESP_SET_KEEPTTL;
-        } else if (e && !(f & LATTICE_RESP_SET_KEEPTTL) && !(f & EXPIRY_FLAGS & ~e) && has_next) {
-            f |= e;
-            expire = &argv[++j];
-        } else {
-            snprintf(err, LATTICE_RESP_ERR_MAX, "%s", LATTICE_RESP_ERR_SYNTAX);
-            return LATTICE_ERR_INVAL;
-        }
-    }
-    if (expire) {
-        lattice_status st = expiry_ms(f & EXPIRY_FLAGS, expire, now_ms, &opts->expire_at_ms, err);
-        if (st != LATTICE_OK) return st;
-    }
-    opts->flags = f;
-    return LATTICE_OK;
 }

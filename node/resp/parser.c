@@ -398,11 +398,29 @@ static lattice_resp_result line_failure(lattice_resp_parser *p, int r, const cha
     return fail(p, LATTICE_ERR_PROTO, too_big);
 }
 
-/* The multibulk count line "*N". */
-static int on_mb_header(lattice_resp_parser *p, const char *l, size_t n)
+/*
+ * The common case of a header, "*N" or "$N" with plain digits and its CR
+ * plus one byte in this buffer, without the stash: read the digits while
+ * looking for the CR.  Returns the bytes used, or 0 when the general path
+ * must decide (stash in use, a sign, 19+ digits, a leading zero, a short
+ * buffer, or a line the inline limit would refuse); on the accepted inputs
+ * it gives exactly what take_line + string2ll give.
+ */
+static size_t fast_header(const lattice_resp_parser *p, const char *s, size_t avail, long long *v)
 {
-    long long v;
-    if (!lattice_resp_string2ll(l + 1, n - 1, &v) || v > p->lim.max_multibulk_len) {
+    if (p->line_len || avail < 4 || s[1] < '1' || s[1] > '9') return 0;
+    unsigned long long x = (unsigned long long)(s[1] - '0');
+    size_t i = 2, lim = avail < 20 ? avail : 20;
+    while (i < lim && s[i] >= '0' && s[i] <= '9') x = x * 10 + (unsigned)(s[i++] - '0');
+    if (i >= lim || s[i] != '\r' || i + 1 >= avail || i > p->lim.max_inline_len) return 0;
+    *v = (long long)x;
+    return i + 2;
+}
+
+/* The multibulk count "*N" (ok = it parsed as a number). */
+static int on_mb_count(lattice_resp_parser *p, int ok, long long v)
+{
+    if (!ok || v > p->lim.max_multibulk_len) {
         fail(p, LATTICE_ERR_PROTO, "ERR Protocol error: invalid multibulk length");
         return -1;
     }
@@ -420,16 +438,17 @@ static int on_mb_header(lattice_resp_parser *p, const char *l, size_t n)
     return 0;
 }
 
-/* A bulk header "$N". */
-static int on_bulk_header(lattice_resp_parser *p, const char *l, size_t n)
+static int on_mb_header(lattice_resp_parser *p, const char *l, size_t n)
 {
-    if (n == 0 || l[0] != '$') {
-        fail_expected_dollar(p, n ? l[0] : '\r');
-        return -1;
-    }
-    long long v;
-    if (!lattice_resp_string2ll(l + 1, n - 1, &v) || v < 0 ||
-        (unsigned long long)v > p->lim.max_bulk_len) {
+    long long v = 0;
+    int ok = lattice_resp_string2ll(l + 1, n - 1, &v);
+    return on_mb_count(p, ok, v);
+}
+
+/* A bulk length "$N" (ok = it parsed as a number). */
+static int on_bulk_len(lattice_resp_parser *p, int ok, long long v)
+{
+    if (!ok || v < 0 || (unsigned long long)v > p->lim.max_bulk_len) {
         fail(p, LATTICE_ERR_PROTO, "ERR Protocol error: invalid bulk length");
         return -1;
     }
@@ -442,6 +461,17 @@ static int on_bulk_header(lattice_resp_parser *p, const char *l, size_t n)
     p->bulk_done = 0;
     p->state = ST_BULK_DATA;
     return 0;
+}
+
+static int on_bulk_header(lattice_resp_parser *p, const char *l, size_t n)
+{
+    if (n == 0 || l[0] != '$') {
+        fail_expected_dollar(p, n ? l[0] : '\r');
+        return -1;
+    }
+    long long v = 0;
+    int ok = lattice_resp_string2ll(l + 1, n - 1, &v);
+    return on_bulk_len(p, ok, v);
 }
 
 /* Feed the current bulk from buf at *pos.  1 = argument finished, 0 = need
@@ -496,7 +526,8 @@ lattice_resp_result lattice_resp_parse(lattice_resp_parser *p, const char *buf, 
 {
     size_t pos = 0;
     const char *l;
-    size_t n;
+    size_t n, adv;
+    long long v;
     int r;
 
     if (p->state == ST_ERROR) {
@@ -514,12 +545,22 @@ lattice_resp_result lattice_resp_parse(lattice_resp_parser *p, const char *buf, 
             p->state = buf[pos] == '*' ? ST_MB_HDR : ST_INLINE;
             break;
         case ST_MB_HDR:
+            if ((adv = fast_header(p, buf + pos, len - pos, &v)) != 0) {
+                pos += adv;
+                if (on_mb_count(p, 1, v) < 0) return LATTICE_RESP_ERROR;
+                break;
+            }
             r = take_line(p, buf, len, &pos, 0, &l, &n);
             if (r == LINE_MORE) return need_more(p, len, consumed);
             if (r < 0) return line_failure(p, r, "ERR Protocol error: too big mbulk count string");
             if (on_mb_header(p, l, n) < 0) return LATTICE_RESP_ERROR;
             break;
         case ST_BULK_HDR:
+            if (pos < len && buf[pos] == '$' && (adv = fast_header(p, buf + pos, len - pos, &v)) != 0) {
+                pos += adv;
+                if (on_bulk_len(p, 1, v) < 0) return LATTICE_RESP_ERROR;
+                break;
+            }
             r = take_line(p, buf, len, &pos, 0, &l, &n);
             if (r == LINE_MORE) return need_more(p, len, consumed);
             if (r < 0) return line_failure(p, r, "ERR Protocol error: too big bulk count string");

@@ -257,6 +257,8 @@ const lattice_resp_cmd *lattice_resp_cmd_at(size_t i);
 #define LATTICE_RESP_ERR_OVERFLOW    "ERR increment or decrement would overflow"
 #define LATTICE_RESP_ERR_DB_INDEX    "ERR DB index is out of range"
 #define LATTICE_RESP_ERR_NOPROTO     "NOPROTO unsupported protocol version"
+#define LATTICE_RESP_ERR_CLIENT_NAME "ERR Client names cannot contain spaces, newlines or special characters."
+#define LATTICE_RESP_ERR_HELLO_NOAUTH "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 
 /* "ERR unknown command '<name>', with args beginning with: '<a>' '<b>' " */
 void lattice_resp_err_unknown_command(size_t argc, const lattice_resp_arg *argv, char *err);
@@ -302,5 +304,46 @@ typedef struct lattice_resp_set_opts {
  */
 lattice_status lattice_resp_parse_set(size_t argc, const lattice_resp_arg *argv, int64_t now_ms,
                                       lattice_resp_set_opts *opts, char *err);
+
+/* EXPIRE/PEXPIRE key value [NX|XX|GT|LT] */
+#define LATTICE_RESP_EXPIRE_NX (1u << 0)
+#define LATTICE_RESP_EXPIRE_XX (1u << 1)
+#define LATTICE_RESP_EXPIRE_GT (1u << 2)
+#define LATTICE_RESP_EXPIRE_LT (1u << 3)
+
+typedef struct lattice_resp_expire_opts {
+    uint32_t flags;
+    int64_t when_ms;       /* absolute Unix ms; at or before now = delete the key */
+} lattice_resp_expire_opts;
+
+/*
+ * Parse EXPIRE (unit_ms 1000) or PEXPIRE (unit_ms 1) as Redis 7: options
+ * first ("ERR Unsupported option x", "ERR NX and XX, GT or LT options at the
+ * same time are not compatible", "ERR GT and LT options at the same time are
+ * not compatible"), then the value ("not an integer"; negative allowed;
+ * overflow = "ERR invalid expire time in 'expire' command").
+ */
+lattice_status lattice_resp_parse_expire(size_t argc, const lattice_resp_arg *argv, int unit_ms,
+                                         int64_t now_ms, lattice_resp_expire_opts *opts, char *err);
+
+/* HELLO [protover [AUTH username password] [SETNAME clientname]] */
+typedef struct lattice_resp_hello_opts {
+    int proto;                          /* 2 or 3; 0 = not given (keep current) */
+    const lattice_resp_arg *username;   /* AUTH given: both set (point into argv) */
+    const lattice_resp_arg *password;
+    const lattice_resp_arg *client_name;/* SETNAME given */
+} lattice_resp_hello_opts;
+
+/*
+ * Parse HELLO's arguments as Redis 7 (authentication itself is the server's):
+ * "ERR Protocol version is not an integer or out of range",
+ * "NOPROTO unsupported protocol version", "ERR Syntax error in HELLO option
+ * 'x'", and the client-name error.  The last AUTH/SETNAME given wins.
+ */
+lattice_status lattice_resp_parse_hello(size_t argc, const lattice_resp_arg *argv,
+                                        lattice_resp_hello_opts *opts, char *err);
+
+/* Redis's client-name rule: only '!'..'~'; empty is allowed. */
+int lattice_resp_client_name_ok(const char *name, size_t len);
 
 #endif

@@ -81,6 +81,19 @@ static void exercise(const lattice_resp_command *c)
         CHECK(st == LATTICE_OK || strncmp(err, "ERR ", 4) == 0);
         CHECK(!((o.flags & LATTICE_RESP_SET_NX) && (o.flags & LATTICE_RESP_SET_XX)));
     }
+    lattice_resp_cmd_id id = lattice_resp_cmd_id_of(cmd);
+    if (id == LATTICE_RESP_CMD_EXPIRE || id == LATTICE_RESP_CMD_PEXPIRE) {
+        lattice_resp_expire_opts e;
+        lattice_status st = lattice_resp_parse_expire(c->argc, c->argv, id == LATTICE_RESP_CMD_EXPIRE ? 1000 : 1,
+                                                      1700000000000LL, &e, err);
+        CHECK(st == LATTICE_OK || strncmp(err, "ERR ", 4) == 0);
+    }
+    if (id == LATTICE_RESP_CMD_HELLO) {
+        lattice_resp_hello_opts h;
+        lattice_status st = lattice_resp_parse_hello(c->argc, c->argv, &h, err);
+        CHECK(st != LATTICE_OK || h.proto == 0 || h.proto == 2 || h.proto == 3);
+        CHECK(st == LATTICE_OK || strncmp(err, "ERR ", 4) == 0 || strncmp(err, "NOPROTO ", 8) == 0);
+    }
     long long v;
     for (size_t i = 0; i < c->argc; i++) (void)lattice_resp_string2ll(c->argv[i].ptr, c->argv[i].len, &v);
 }

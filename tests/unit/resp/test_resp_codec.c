@@ -481,6 +481,90 @@ START_TEST(error_texts_are_redis_words)
 }
 END_TEST
 
+
+/* ---- EXPIRE and HELLO options ------------------------------------------- */
+
+static lattice_status expire_with(int unit, const char *const *args, size_t n,
+                                  lattice_resp_expire_opts *o, char *err)
+{
+    lattice_resp_arg argv[8] = {A("EXPIRE"), A("k")};
+    for (size_t i = 0; i < n; i++) argv[2 + i] = A(args[i]);
+    return lattice_resp_parse_expire(2 + n, argv, unit, 1000000, o, err);
+}
+
+START_TEST(expire_options_and_values_as_redis)
+{
+    lattice_resp_expire_opts o;
+    char err[LATTICE_RESP_ERR_MAX];
+    const char *a1[] = {"10"};
+    ck_assert_int_eq(expire_with(1000, a1, 1, &o, err), LATTICE_OK);
+    ck_assert_int_eq(o.when_ms, 1000000 + 10000);
+    ck_assert_uint_eq(o.flags, 0);
+    const char *a2[] = {"-5", "gt", "XX"};
+    ck_assert_int_eq(expire_with(1, a2, 3, &o, err), LATTICE_OK);
+    ck_assert_int_eq(o.when_ms, 1000000 - 5);
+    ck_assert_uint_eq(o.flags, LATTICE_RESP_EXPIRE_GT | LATTICE_RESP_EXPIRE_XX);
+    const char *a3[] = {"10", "NX", "GT"};
+    ck_assert_int_eq(expire_with(1000, a3, 3, &o, err), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(err, "ERR NX and XX, GT or LT options at the same time are not compatible");
+    const char *a4[] = {"10", "GT", "LT"};
+    ck_assert_int_eq(expire_with(1000, a4, 3, &o, err), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(err, "ERR GT and LT options at the same time are not compatible");
+    const char *a5[] = {"10", "bogus"};
+    ck_assert_int_eq(expire_with(1000, a5, 2, &o, err), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(err, "ERR Unsupported option bogus");
+    const char *a6[] = {"ten", "bogus"}; /* options are checked before the value */
+    ck_assert_int_eq(expire_with(1000, a6, 2, &o, err), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(err, "ERR Unsupported option bogus");
+    const char *a7[] = {"ten"};
+    ck_assert_int_eq(expire_with(1000, a7, 1, &o, err), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(err, "ERR value is not an integer or out of range");
+    const char *a8[] = {"9223372036854776"};
+    ck_assert_int_eq(expire_with(1000, a8, 1, &o, err), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(err, "ERR invalid expire time in 'expire' command");
+    const char *a9[] = {"9223372036854775807"};
+    ck_assert_int_eq(expire_with(1, a9, 1, &o, err), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(err, "ERR invalid expire time in 'pexpire' command");
+}
+END_TEST
+
+static lattice_status hello_with(const char *const *args, size_t n, lattice_resp_hello_opts *o, char *err)
+{
+    lattice_resp_arg argv[8] = {A("HELLO")};
+    for (size_t i = 0; i < n; i++) argv[1 + i] = A(args[i]);
+    return lattice_resp_parse_hello(1 + n, argv, o, err);
+}
+
+START_TEST(hello_arguments_as_redis)
+{
+    lattice_resp_hello_opts o;
+    char err[LATTICE_RESP_ERR_MAX];
+    ck_assert_int_eq(hello_with(NULL, 0, &o, err), LATTICE_OK);
+    ck_assert_int_eq(o.proto, 0);
+    const char *a1[] = {"3", "AUTH", "default", "pw", "SETNAME", "app-1"};
+    ck_assert_int_eq(hello_with(a1, 6, &o, err), LATTICE_OK);
+    ck_assert_int_eq(o.proto, 3);
+    ck_assert_mem_eq(o.username->ptr, "default", 7);
+    ck_assert_mem_eq(o.password->ptr, "pw", 2);
+    ck_assert_mem_eq(o.client_name->ptr, "app-1", 5);
+    const char *a2[] = {"4"};
+    ck_assert_int_eq(hello_with(a2, 1, &o, err), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(err, "NOPROTO unsupported protocol version");
+    const char *a3[] = {"three"};
+    ck_assert_int_eq(hello_with(a3, 1, &o, err), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(err, "ERR Protocol version is not an integer or out of range");
+    const char *a4[] = {"2", "AUTH", "onlyuser"};
+    ck_assert_int_eq(hello_with(a4, 3, &o, err), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(err, "ERR Syntax error in HELLO option 'AUTH'");
+    const char *a5[] = {"2", "SETNAME", "has space"};
+    ck_assert_int_eq(hello_with(a5, 3, &o, err), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(err, "ERR Client names cannot contain spaces, newlines or special characters.");
+    ck_assert(lattice_resp_client_name_ok("", 0));
+    ck_assert(!lattice_resp_client_name_ok("a\x80", 2));
+    ck_assert(!lattice_resp_client_name_ok("a\nb", 3));
+}
+END_TEST
+
 static Suite *resp_codec_suite(void)
 {
     Suite *s = suite_create("resp_codec");
@@ -506,6 +590,8 @@ static Suite *resp_codec_suite(void)
     tcase_add_test(t, string2ll_matches_redis);
     tcase_add_test(t, set_options_combine_as_redis);
     tcase_add_test(t, set_option_conflicts_and_bad_values);
+    tcase_add_test(t, expire_options_and_values_as_redis);
+    tcase_add_test(t, hello_arguments_as_redis);
     suite_add_tcase(s, t);
     return s;
 }
