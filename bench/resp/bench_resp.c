@@ -10,6 +10,11 @@
  *   parse-r  - the same, fed in --read-size reads (Redis reads 16 KiB), so
  *              commands cut by a read go through the copying path
  * Printed as commands/s, MB/s and the ratio parser/reference.
+ *
+ * And the replies to that stream (+OK for SET, the value as a bulk for GET)
+ * through the encoder, drained every 64 replies as a server would after a
+ * writev, against its own same-run reference: memcpy of the same reply
+ * bytes in the same pieces.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -31,7 +36,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: bench_resp [--commands N] [--value-size B] [--read-size B] [--rounds R] [--json]\n"
             "  Parse a pipelined SET/GET stream with the RESP parser and compare it with a\n"
-            "  memchr scan for CRLF over the same bytes (same run).\n"
+            "  memchr scan for CRLF over the same bytes; encode its replies and compare\n"
+            "  with memcpy of the same reply bytes (both references in the same run).\n"
             "  --commands N    commands in the stream, half SET half GET (default 200000, max 5000000)\n"
             "  --value-size B  SET value bytes (default 100, max 65536)\n"
             "  --read-size B   bytes per simulated socket read for parse-r (default 16384)\n"
@@ -98,6 +104,39 @@ typedef struct {
     size_t count;
 } figure;
 
+#define BATCH 64 /* replies per simulated writev */
+
+/* Encode the replies of the SET/GET stream; returns the bytes produced. */
+static size_t encode_replies(lattice_resp_out *o, size_t ncmd, const char *val, size_t vsize)
+{
+    size_t bytes = 0;
+    struct iovec iov[16];
+    for (size_t i = 0; i < ncmd; i++) {
+        if (i % 2 == 0) lattice_resp_add_simple(o, "OK", 2);
+        else lattice_resp_add_bulk(o, val, vsize);
+        if (i % BATCH == BATCH - 1 || i == ncmd - 1) {
+            int k = lattice_resp_out_iov(o, iov, 16);
+            size_t n = 0;
+            for (int j = 0; j < k; j++) n += iov[j].iov_len;
+            bytes += n;
+            lattice_resp_out_consume(o, n);
+        }
+    }
+    return bytes;
+}
+
+/* The reference: copy the pre-encoded replies in the same BATCH pieces. */
+static size_t copy_replies(const char *replies, const size_t *piece, size_t npieces, char *dst)
+{
+    size_t off = 0;
+    for (size_t i = 0; i < npieces; i++) {
+        memcpy(dst, replies + off, piece[i]);
+        off += piece[i];
+        sink += (unsigned char)dst[piece[i] - 1];
+    }
+    return off;
+}
+
 int main(int argc, char **argv)
 {
     size_t ncmd = 200000, vsize = 100, step = 16384;
@@ -131,7 +170,30 @@ int main(int argc, char **argv)
         return 1;
     }
     lattice_resp_parser *p = lattice_resp_parser_new(NULL);
-    figure ref = {1e9, 0}, one = {1e9, 0}, rd = {1e9, 0};
+    figure ref = {1e9, 0}, one = {1e9, 0}, rd = {1e9, 0}, enc = {1e9, 0}, cpy = {1e9, 0};
+
+    /* The replies, pre-encoded for the memcpy reference, cut in BATCH pieces. */
+    char *val = malloc(vsize + 1);
+    lattice_resp_out *out = lattice_resp_out_new(0, 2);
+    size_t npieces = (ncmd + BATCH - 1) / BATCH;
+    size_t *piece = calloc(npieces, sizeof(*piece));
+    size_t rlen = ncmd / 2 * (5 + vsize + 32);
+    char *replies = malloc(rlen), *dst = malloc(64 * (vsize + 40));
+    if (!val || !out || !piece || !replies || !dst) {
+        fprintf(stderr, "bench_resp: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < vsize; i++) val[i] = (char)('a' + i % 26);
+    rlen = 0;
+    for (size_t b = 0; b < npieces; b++) {
+        for (size_t i = b * BATCH; i < ncmd && i < (b + 1) * BATCH; i++) {
+            if (i % 2 == 0) lattice_resp_add_simple(out, "OK", 2);
+            else lattice_resp_add_bulk(out, val, vsize);
+        }
+        piece[b] = lattice_resp_out_peek(out, replies + rlen, lattice_resp_out_pending(out));
+        lattice_resp_out_consume(out, piece[b]);
+        rlen += piece[b];
+    }
     /* Interleave the three so drift on a shared machine hits all alike. */
     for (int r = 0; r < rounds; r++) {
         double t0 = now_s();
@@ -145,11 +207,21 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_resp: parsed %zu / %zu commands, expected %zu\n", c1, c2, ncmd);
             return 1;
         }
+        size_t eb = encode_replies(out, ncmd, val, vsize);
+        double t4 = now_s();
+        size_t cb = copy_replies(replies, piece, npieces, dst);
+        double t5 = now_s();
+        if (eb != rlen || cb != rlen) {
+            fprintf(stderr, "bench_resp: encoded %zu / copied %zu reply bytes, expected %zu\n", eb, cb, rlen);
+            return 1;
+        }
+        if (t4 - t3 < enc.secs) enc = (figure){t4 - t3, eb};
+        if (t5 - t4 < cpy.secs) cpy = (figure){t5 - t4, cb};
         if (t1 - t0 < ref.secs) ref = (figure){t1 - t0, lines};
         if (t2 - t1 < one.secs) one = (figure){t2 - t1, c1};
         if (t3 - t2 < rd.secs) rd = (figure){t3 - t2, c2};
     }
-    double mb = (double)n / 1e6;
+    double mb = (double)n / 1e6, rmb = (double)rlen / 1e6;
     double ref_cmds = (double)ncmd / ref.secs, one_cmds = (double)ncmd / one.secs,
            rd_cmds = (double)ncmd / rd.secs;
     if (json) {
@@ -157,9 +229,12 @@ int main(int argc, char **argv)
                "\"read_size\":%zu,\"rounds\":%d,"
                "\"memchr\":{\"cmds_per_s\":%.0f,\"mb_per_s\":%.1f},"
                "\"parse_one_buffer\":{\"cmds_per_s\":%.0f,\"mb_per_s\":%.1f,\"ratio_vs_memchr\":%.3f},"
-               "\"parse_reads\":{\"cmds_per_s\":%.0f,\"mb_per_s\":%.1f,\"ratio_vs_memchr\":%.3f}}\n",
+               "\"parse_reads\":{\"cmds_per_s\":%.0f,\"mb_per_s\":%.1f,\"ratio_vs_memchr\":%.3f},"
+               "\"reply_memcpy\":{\"replies_per_s\":%.0f,\"mb_per_s\":%.1f},"
+               "\"reply_encode\":{\"replies_per_s\":%.0f,\"mb_per_s\":%.1f,\"ratio_vs_memcpy\":%.3f}}\n",
                ncmd, vsize, n, step, rounds, ref_cmds, mb / ref.secs, one_cmds, mb / one.secs,
-               one_cmds / ref_cmds, rd_cmds, mb / rd.secs, rd_cmds / ref_cmds);
+               one_cmds / ref_cmds, rd_cmds, mb / rd.secs, rd_cmds / ref_cmds, (double)ncmd / cpy.secs,
+               rmb / cpy.secs, (double)ncmd / enc.secs, rmb / enc.secs, cpy.secs / enc.secs);
     } else {
         printf("stream: %zu commands (SET/GET, %zu-byte values), %.1f MB; best of %d\n", ncmd, vsize, mb,
                rounds);
@@ -170,8 +245,15 @@ int main(int argc, char **argv)
         char label[40];
         snprintf(label, sizeof(label), "parse, %zu-byte reads", step);
         printf("%-28s %14.0f %10.1f %10.3f\n", label, rd_cmds, mb / rd.secs, rd_cmds / ref_cmds);
+        printf("replies: %.1f MB, drained every %d\n", rmb, BATCH);
+        printf("%-28s %14s %10s %10s\n", "", "replies/s", "MB/s", "vs memcpy");
+        printf("%-28s %14.0f %10.1f %10s\n", "memcpy of replies (ref.)", (double)ncmd / cpy.secs,
+               rmb / cpy.secs, "1.000");
+        printf("%-28s %14.0f %10.1f %10.3f\n", "encode +OK / bulk replies", (double)ncmd / enc.secs,
+               rmb / enc.secs, cpy.secs / enc.secs);
     }
     lattice_resp_parser_free(p);
-    free(s);
+    lattice_resp_out_free(out);
+    free(s), free(val), free(piece), free(replies), free(dst);
     return 0;
 }

@@ -534,6 +534,10 @@ lattice_resp_result lattice_resp_parse(lattice_resp_parser *p, const char *buf, 
         *consumed = 0;
         return LATTICE_RESP_ERROR;
     }
+    if (len == 0) { /* nothing to do; buf may be NULL */
+        *consumed = 0;
+        return LATTICE_RESP_NEED_MORE;
+    }
     for (;;) {
         switch (p->state) {
         case ST_START:

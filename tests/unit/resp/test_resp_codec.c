@@ -528,9 +528,13 @@ START_TEST(expire_options_and_values_as_redis)
 }
 END_TEST
 
+/* File-static: the parsed options point into it after hello_with returns. */
+static lattice_resp_arg hello_argv[8];
+
 static lattice_status hello_with(const char *const *args, size_t n, lattice_resp_hello_opts *o, char *err)
 {
-    lattice_resp_arg argv[8] = {A("HELLO")};
+    lattice_resp_arg *argv = hello_argv;
+    argv[0] = A("HELLO");
     for (size_t i = 0; i < n; i++) argv[1 + i] = A(args[i]);
     return lattice_resp_parse_hello(1 + n, argv, o, err);
 }

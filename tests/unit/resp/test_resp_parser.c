@@ -206,6 +206,34 @@ START_TEST(whole_command_in_one_read_is_zero_copy)
 }
 END_TEST
 
+START_TEST(empty_reads_change_nothing_in_any_state)
+{
+    /* A zero-byte read (even with a NULL buffer) after every prefix of the
+     * pipeline is NEED_MORE and leaves the result unchanged. */
+    size_t n = sizeof(PIPELINE) - 1;
+    for (size_t cut = 0; cut <= n; cut += 3) {
+        lattice_resp_parser *p = lattice_resp_parser_new(NULL);
+        text t = {0};
+        tx_add(&t, "", 0);
+        size_t pos = 0, used;
+        lattice_resp_command c;
+        for (int phase = 0; phase < 2; phase++) {
+            size_t end = phase == 0 ? cut : n;
+            while (lattice_resp_parse(p, PIPELINE + pos, end - pos, &used, &c) == LATTICE_RESP_COMMAND) {
+                tx_cmd(&t, &c);
+                pos += used;
+            }
+            pos = end;
+            ck_assert_int_eq(lattice_resp_parse(p, NULL, 0, &used, &c), LATTICE_RESP_NEED_MORE);
+            ck_assert_uint_eq(used, 0);
+        }
+        ck_assert_str_eq(t.s, PIPELINE_WANT);
+        free(t.s);
+        lattice_resp_parser_free(p);
+    }
+}
+END_TEST
+
 START_TEST(big_bulk_across_many_reads)
 {
     size_t len = 300000;
@@ -523,6 +551,7 @@ Suite *resp_parser_suite(void)
     tcase_add_test(t, pipeline_fed_one_byte_at_a_time);
     tcase_add_test(t, whole_command_in_one_read_is_zero_copy);
     tcase_add_test(t, big_bulk_across_many_reads);
+    tcase_add_test(t, empty_reads_change_nothing_in_any_state);
     tcase_set_timeout(t, 120);
     suite_add_tcase(s, t);
     t = tcase_create("inline");
