@@ -341,6 +341,31 @@ START_TEST(too_big_header_and_inline_lines)
 }
 END_TEST
 
+START_TEST(endless_lines_are_refused_by_the_limit_not_by_memory)
+{
+    /* A peer streaming a line with no end: refused once the line passes the
+     * inline limit, having held no more than about twice that. */
+    const char *starts[] = {"", "*", "*1\r\n$"};
+    char chunk[4096];
+    memset(chunk, '7', sizeof(chunk));
+    for (int k = 0; k < 3; k++) {
+        lattice_resp_parser *p = lattice_resp_parser_new(NULL);
+        lattice_resp_command c;
+        size_t used, fed = strlen(starts[k]);
+        lattice_resp_result r = lattice_resp_parse(p, starts[k], fed, &used, &c);
+        while (r == LATTICE_RESP_NEED_MORE && fed < (1u << 20)) {
+            r = lattice_resp_parse(p, chunk, sizeof(chunk), &used, &c);
+            fed += sizeof(chunk);
+            ck_assert_uint_le(lattice_resp_parser_memory(p), 2 * LATTICE_RESP_DEFAULT_MAX_INLINE + 4096);
+        }
+        ck_assert_int_eq(r, LATTICE_RESP_ERROR);
+        ck_assert_uint_le(fed, LATTICE_RESP_DEFAULT_MAX_INLINE + 2 * sizeof(chunk));
+        ck_assert(strstr(lattice_resp_parser_error_reply(p), "too big") != NULL);
+        lattice_resp_parser_free(p);
+    }
+}
+END_TEST
+
 START_TEST(inline_length_limit_is_exact_and_split_independent)
 {
     lattice_resp_limits lim = lattice_resp_default_limits();
@@ -561,6 +586,7 @@ Suite *resp_parser_suite(void)
     t = tcase_create("malformed");
     tcase_add_test(t, malformed_multibulk_gets_redis_error_text);
     tcase_add_test(t, too_big_header_and_inline_lines);
+    tcase_add_test(t, endless_lines_are_refused_by_the_limit_not_by_memory);
     tcase_add_test(t, inline_length_limit_is_exact_and_split_independent);
     tcase_add_test(t, unauthenticated_limits_apply_only_when_required);
     tcase_add_test(t, error_is_sticky_until_reset);
