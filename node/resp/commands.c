@@ -192,7 +192,9 @@ const lattice_resp_cmd *lattice_resp_cmd_resolve(size_t argc, const lattice_resp
         }
         c = s;
     }
-    if (!arity_ok(c, argc)) {
+    /* MSET's pairs: Redis checks this in msetGenericCommand with the same
+     * arity text; doing it here keeps every arity rule in one place. */
+    if (!arity_ok(c, argc) || (c->id == LATTICE_RESP_CMD_MSET && argc % 2 == 0)) {
         lattice_resp_err_arity(c->name, err);
         return NULL;
     }

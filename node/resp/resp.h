@@ -224,7 +224,8 @@ const lattice_resp_cmd *lattice_resp_cmd_lookup_sub(const lattice_resp_cmd *pare
  * writes Redis's error reply text (without "-" and CRLF) into err:
  *   "ERR unknown command 'foo', with args beginning with: 'a' 'b' "
  *   "ERR unknown subcommand 'x'. Try CLUSTER HELP."
- *   "ERR wrong number of arguments for 'get' command"
+ *   "ERR wrong number of arguments for 'get' command" (also MSET without
+ *   complete pairs, which Redis checks in the command with the same text)
  * err needs LATTICE_RESP_ERR_MAX bytes.
  */
 #define LATTICE_RESP_ERR_MAX 512

@@ -257,6 +257,10 @@ START_TEST(resolve_checks_arity_with_redis_wording)
     ck_assert_int_eq(lattice_resp_cmd_id_of(lattice_resp_cmd_resolve(5, set5, err)), LATTICE_RESP_CMD_SET);
     lattice_resp_arg ping[] = {A("PING")};
     ck_assert_ptr_nonnull(lattice_resp_cmd_resolve(1, ping, err));
+    lattice_resp_arg mset3[] = {A("MSET"), A("k"), A("v"), A("k2")};
+    ck_assert_ptr_null(lattice_resp_cmd_resolve(4, mset3, err));
+    ck_assert_str_eq(err, "ERR wrong number of arguments for 'mset' command");
+    ck_assert_ptr_nonnull(lattice_resp_cmd_resolve(3, mset3, err));
     lattice_resp_arg dbsize[] = {A("dbsize"), A("x")};
     ck_assert_ptr_null(lattice_resp_cmd_resolve(2, dbsize, err));
     ck_assert_str_eq(err, "ERR wrong number of arguments for 'dbsize' command");
