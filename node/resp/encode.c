@@ -3,9 +3,9 @@
  *
  * The buffer is a list of blocks (BLOCK bytes, or one exactly sized block
  * for an element larger than that), so appending never moves bytes already
- * queued and the pending bytes map straight onto iovecs for writev.  One
- * emptied block is kept as a spare so a connection in steady state does not
- * allocate.  The limit counts pending bytes (appended, not yet consumed);
+ * queued and the pending bytes map straight onto iovecs for writev.  Up to
+ * MAX_SPARES drained blocks are kept, so a connection in steady state does
+ * not allocate.  The limit counts pending bytes (appended, not yet consumed);
  * an element that would cross it is refused whole and the buffer is marked
  * overflowed, which the server answers by closing the client as Redis does
  * at client-output-buffer-limit.
@@ -22,6 +22,7 @@
 #include "lattice/alloc.h"
 
 #define BLOCK (16 * 1024)
+#define MAX_SPARES 4 /* drained blocks kept per connection (64 KiB) */
 
 struct block {
     struct block *next;
@@ -30,7 +31,9 @@ struct block {
 };
 
 struct lattice_resp_out {
-    struct block *head, *tail, *spare;
+    struct block *head, *tail;
+    struct block *spare;  /* drained BLOCK-sized blocks, linked by next */
+    int nspare;
     size_t pending;
     size_t limit; /* 0 = unlimited */
     int proto;    /* 2 or 3 */
@@ -53,7 +56,10 @@ void lattice_resp_out_free(lattice_resp_out *o)
         n = b->next;
         lt_free(b);
     }
-    lt_free(o->spare);
+    for (struct block *b = o->spare, *n; b; b = n) {
+        n = b->next;
+        lt_free(b);
+    }
     lt_free(o);
 }
 
@@ -109,8 +115,10 @@ void lattice_resp_out_consume(lattice_resp_out *o, size_t n)
             return;
         }
         o->head = b->next;
-        if (!o->spare && b->cap == BLOCK) {
+        if (o->nspare < MAX_SPARES && b->cap == BLOCK) {
+            b->next = o->spare;
             o->spare = b;
+            o->nspare++;
         } else {
             lt_free(b);
         }
@@ -130,7 +138,8 @@ static char *reserve(lattice_resp_out *o, size_t n, lattice_status *st)
     struct block *b;
     if (n <= BLOCK && o->spare) {
         b = o->spare;
-        o->spare = NULL;
+        o->spare = b->next;
+        o->nspare--;
     } else {
         size_t cap = n > BLOCK ? n : BLOCK;
         b = lt_malloc(sizeof(*b) + cap);

@@ -179,6 +179,29 @@ START_TEST(output_limit_refuses_whole_elements_and_flags_overflow)
 }
 END_TEST
 
+START_TEST(steady_state_replies_do_not_allocate)
+{
+    lattice_resp_out *o = lattice_resp_out_new(0, 2);
+    char val[100] = {0};
+    struct iovec iov[8];
+    uint64_t before = 0;
+    for (int round = 0; round < 50; round++) {
+        if (round == 2) before = lattice_alloc_calls();
+        for (int i = 0; i < 400; i++) { /* ~26 KB: crosses a block boundary */
+            lattice_resp_add_simple(o, "OK", 2);
+            lattice_resp_add_bulk(o, val, sizeof(val));
+        }
+        int n = lattice_resp_out_iov(o, iov, 8);
+        size_t sum = 0;
+        for (int k = 0; k < n; k++) sum += iov[k].iov_len;
+        ck_assert_uint_eq(sum, 400 * (5 + 6 + 100 + 2));
+        lattice_resp_out_consume(o, sum);
+    }
+    ck_assert_uint_eq(lattice_alloc_calls() - before, 0);
+    lattice_resp_out_free(o);
+}
+END_TEST
+
 START_TEST(encoder_allocation_failure_appends_nothing)
 {
     lattice_resp_out *o = lattice_resp_out_new(0, 2);
@@ -583,6 +606,7 @@ static Suite *resp_codec_suite(void)
     tcase_add_test(t, iovecs_cover_every_pending_byte_in_order);
     tcase_add_test(t, output_limit_refuses_whole_elements_and_flags_overflow);
     tcase_add_test(t, encoder_allocation_failure_appends_nothing);
+    tcase_add_test(t, steady_state_replies_do_not_allocate);
     suite_add_tcase(s, t);
     t = tcase_create("commands");
     tcase_add_test(t, lookup_is_case_insensitive_and_exact);

@@ -234,6 +234,24 @@ START_TEST(empty_reads_change_nothing_in_any_state)
 }
 END_TEST
 
+START_TEST(steady_state_parsing_does_not_allocate)
+{
+    /* Pipelines arriving whole or cut across reads: once the parser's
+     * buffers have grown, parsing allocates nothing more. */
+    lattice_resp_parser *p = lattice_resp_parser_new(NULL);
+    size_t n = sizeof(PIPELINE) - 1, cuts[3] = {50, 51, 140};
+    uint64_t before = 0;
+    for (int round = 0; round < 20; round++) {
+        if (round == 2) before = lattice_alloc_calls();
+        char *got = run_cuts(p, PIPELINE, n, cuts, 3);
+        ck_assert_str_eq(got, PIPELINE_WANT);
+        free(got);
+    }
+    ck_assert_uint_eq(lattice_alloc_calls() - before, 0);
+    lattice_resp_parser_free(p);
+}
+END_TEST
+
 START_TEST(big_bulk_across_many_reads)
 {
     size_t len = 300000;
@@ -577,6 +595,7 @@ Suite *resp_parser_suite(void)
     tcase_add_test(t, whole_command_in_one_read_is_zero_copy);
     tcase_add_test(t, big_bulk_across_many_reads);
     tcase_add_test(t, empty_reads_change_nothing_in_any_state);
+    tcase_add_test(t, steady_state_parsing_does_not_allocate);
     tcase_set_timeout(t, 120);
     suite_add_tcase(s, t);
     t = tcase_create("inline");
