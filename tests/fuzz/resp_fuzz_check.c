@@ -17,7 +17,10 @@
  *   4. the commands of a clean parse, re-encoded as multibulk, re-parse to
  *      the same argv;
  *   5. the command table, SET parser and encoder accept whatever argv came
- *      out without misbehaving.
+ *      out without misbehaving;
+ *   6. the parser's memory follows the bytes received, never a declared
+ *      length: at most 32 bytes per input byte (argv slots for tiny
+ *      arguments) plus a fixed 256 KiB.
  */
 #include "resp_fuzz_check.h"
 
@@ -147,6 +150,7 @@ static void run(const uint8_t *data, size_t n, size_t first, size_t step,
             size_t used = (size_t)-1;
             lattice_resp_command c;
             lattice_resp_result r = lattice_resp_parse(p, chunk + pos, len - pos, &used, &c);
+            CHECK(lattice_resp_parser_memory(p) <= 32 * (from + len) + (256u << 10));
             if (r == LATTICE_RESP_COMMAND) {
                 CHECK(used <= len - pos);
                 record(o, &c, chunk, len, n, lim);
