@@ -20,6 +20,9 @@ struct lattice_resp_cmd {
     int first_key, last_key, key_step;
     const struct lattice_resp_cmd *subs; /* containers: subcommand table */
     size_t nsubs;
+    struct {                /* COMMAND INFO as Redis 7 answers it; space separated */
+        const char *flags, *acl, *tips, *key_flags, *notes;
+    } redis;
 };
 
 #define W LATTICE_RESP_F_WRITE
@@ -31,65 +34,112 @@ struct lattice_resp_cmd {
 #define AD LATTICE_RESP_F_ADMIN
 
 static const struct lattice_resp_cmd command_subs[] = {
-    {"command|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0},
-    {"command|count", LATTICE_RESP_CMD_COMMAND_COUNT, 2, 0, 0, 0, 0, NULL, 0},
-    {"command|info", LATTICE_RESP_CMD_COMMAND_INFO, -2, 0, 0, 0, 0, NULL, 0},
-    {"command|docs", LATTICE_RESP_CMD_COMMAND_DOCS, -2, 0, 0, 0, 0, NULL, 0},
-    {"command|list", LATTICE_RESP_CMD_COMMAND_LIST, -2, 0, 0, 0, 0, NULL, 0},
+    {"command|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "", "", ""}},
+    {"command|count", LATTICE_RESP_CMD_COMMAND_COUNT, 2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "", "", ""}},
+    {"command|info", LATTICE_RESP_CMD_COMMAND_INFO, -2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
+    {"command|docs", LATTICE_RESP_CMD_COMMAND_DOCS, -2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
+    {"command|list", LATTICE_RESP_CMD_COMMAND_LIST, -2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
 };
 
 static const struct lattice_resp_cmd client_subs[] = {
-    {"client|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0},
-    {"client|setname", LATTICE_RESP_CMD_CLIENT_SETNAME, 3, 0, 0, 0, 0, NULL, 0},
-    {"client|getname", LATTICE_RESP_CMD_CLIENT_GETNAME, 2, 0, 0, 0, 0, NULL, 0},
-    {"client|setinfo", LATTICE_RESP_CMD_CLIENT_SETINFO, 4, 0, 0, 0, 0, NULL, 0},
-    {"client|id", LATTICE_RESP_CMD_CLIENT_ID, 2, 0, 0, 0, 0, NULL, 0},
-    {"client|info", LATTICE_RESP_CMD_CLIENT_INFO, 2, 0, 0, 0, 0, NULL, 0},
+    {"client|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "", "", ""}},
+    {"client|setname", LATTICE_RESP_CMD_CLIENT_SETNAME, 3, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "", "", ""}},
+    {"client|getname", LATTICE_RESP_CMD_CLIENT_GETNAME, 2, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "", "", ""}},
+    {"client|setinfo", LATTICE_RESP_CMD_CLIENT_SETINFO, 4, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "", "", ""}},
+    {"client|id", LATTICE_RESP_CMD_CLIENT_ID, 2, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "", "", ""}},
+    {"client|info", LATTICE_RESP_CMD_CLIENT_INFO, 2, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "nondeterministic_output", "", ""}},
 };
 
 static const struct lattice_resp_cmd cluster_subs[] = {
-    {"cluster|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0},
-    {"cluster|info", LATTICE_RESP_CMD_CLUSTER_INFO, 2, AD, 0, 0, 0, NULL, 0},
-    {"cluster|slots", LATTICE_RESP_CMD_CLUSTER_SLOTS, 2, AD, 0, 0, 0, NULL, 0},
-    {"cluster|shards", LATTICE_RESP_CMD_CLUSTER_SHARDS, 2, AD, 0, 0, 0, NULL, 0},
-    {"cluster|nodes", LATTICE_RESP_CMD_CLUSTER_NODES, 2, AD, 0, 0, 0, NULL, 0},
-    {"cluster|keyslot", LATTICE_RESP_CMD_CLUSTER_KEYSLOT, 3, AD, 0, 0, 0, NULL, 0},
-    {"cluster|myid", LATTICE_RESP_CMD_CLUSTER_MYID, 2, AD, 0, 0, 0, NULL, 0},
+    {"cluster|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow", "", "", ""}},
+    {"cluster|info", LATTICE_RESP_CMD_CLUSTER_INFO, 2, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "nondeterministic_output", "", ""}},
+    {"cluster|slots", LATTICE_RESP_CMD_CLUSTER_SLOTS, 2, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "nondeterministic_output", "", ""}},
+    {"cluster|shards", LATTICE_RESP_CMD_CLUSTER_SHARDS, 2, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "nondeterministic_output", "", ""}},
+    {"cluster|nodes", LATTICE_RESP_CMD_CLUSTER_NODES, 2, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "nondeterministic_output", "", ""}},
+    {"cluster|keyslot", LATTICE_RESP_CMD_CLUSTER_KEYSLOT, 3, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "", "", ""}},
+    {"cluster|myid", LATTICE_RESP_CMD_CLUSTER_MYID, 2, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "", "", ""}},
 };
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Arity and key specs as Redis 7's command JSON files. */
 static const struct lattice_resp_cmd table[] = {
-    {"get", LATTICE_RESP_CMD_GET, 2, R | F, 1, 1, 1, NULL, 0},
-    {"set", LATTICE_RESP_CMD_SET, -3, W | OOM, 1, 1, 1, NULL, 0},
-    {"del", LATTICE_RESP_CMD_DEL, -2, W, 1, -1, 1, NULL, 0},
-    {"exists", LATTICE_RESP_CMD_EXISTS, -2, R | F, 1, -1, 1, NULL, 0},
-    {"mget", LATTICE_RESP_CMD_MGET, -2, R | F, 1, -1, 1, NULL, 0},
-    {"mset", LATTICE_RESP_CMD_MSET, -3, W | OOM, 1, -1, 2, NULL, 0},
-    {"incr", LATTICE_RESP_CMD_INCR, 2, W | OOM | F, 1, 1, 1, NULL, 0},
-    {"decr", LATTICE_RESP_CMD_DECR, 2, W | OOM | F, 1, 1, 1, NULL, 0},
-    {"incrby", LATTICE_RESP_CMD_INCRBY, 3, W | OOM | F, 1, 1, 1, NULL, 0},
-    {"decrby", LATTICE_RESP_CMD_DECRBY, 3, W | OOM | F, 1, 1, 1, NULL, 0},
-    {"append", LATTICE_RESP_CMD_APPEND, 3, W | OOM | F, 1, 1, 1, NULL, 0},
-    {"strlen", LATTICE_RESP_CMD_STRLEN, 2, R | F, 1, 1, 1, NULL, 0},
-    {"getdel", LATTICE_RESP_CMD_GETDEL, 2, W | F, 1, 1, 1, NULL, 0},
-    {"expire", LATTICE_RESP_CMD_EXPIRE, -3, W | F, 1, 1, 1, NULL, 0},
-    {"pexpire", LATTICE_RESP_CMD_PEXPIRE, -3, W | F, 1, 1, 1, NULL, 0},
-    {"ttl", LATTICE_RESP_CMD_TTL, 2, R | F, 1, 1, 1, NULL, 0},
-    {"pttl", LATTICE_RESP_CMD_PTTL, 2, R | F, 1, 1, 1, NULL, 0},
-    {"persist", LATTICE_RESP_CMD_PERSIST, 2, W | F, 1, 1, 1, NULL, 0},
-    {"ping", LATTICE_RESP_CMD_PING, -1, F, 0, 0, 0, NULL, 0},
-    {"echo", LATTICE_RESP_CMD_ECHO, 2, F, 0, 0, 0, NULL, 0},
-    {"auth", LATTICE_RESP_CMD_AUTH, -2, F | NA, 0, 0, 0, NULL, 0},
-    {"hello", LATTICE_RESP_CMD_HELLO, -1, F | NA, 0, 0, 0, NULL, 0},
-    {"select", LATTICE_RESP_CMD_SELECT, 2, F, 0, 0, 0, NULL, 0},
-    {"dbsize", LATTICE_RESP_CMD_DBSIZE, 1, R | F, 0, 0, 0, NULL, 0},
-    {"info", LATTICE_RESP_CMD_INFO, -1, 0, 0, 0, 0, NULL, 0},
-    {"quit", LATTICE_RESP_CMD_QUIT, -1, F | NA, 0, 0, 0, NULL, 0},
-    {"command", LATTICE_RESP_CMD_COMMAND, -1, CT, 0, 0, 0, command_subs, N_OF(command_subs)},
-    {"client", LATTICE_RESP_CMD_CLIENT, -2, CT, 0, 0, 0, client_subs, N_OF(client_subs)},
-    {"cluster", LATTICE_RESP_CMD_CLUSTER, -2, CT, 0, 0, 0, cluster_subs, N_OF(cluster_subs)},
+    {"get", LATTICE_RESP_CMD_GET, 2, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@read @string @fast", "", "RO access", ""}},
+    {"set", LATTICE_RESP_CMD_SET, -3, W | OOM, 1, 1, 1, NULL, 0,
+     {"write denyoom", "@write @string @slow", "", "RW access update variable_flags", "RW and ACCESS due to the optional `GET` argument"}},
+    {"del", LATTICE_RESP_CMD_DEL, -2, W, 1, -1, 1, NULL, 0,
+     {"write", "@keyspace @write @slow", "request_policy:multi_shard response_policy:agg_sum", "RM delete", ""}},
+    {"exists", LATTICE_RESP_CMD_EXISTS, -2, R | F, 1, -1, 1, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "request_policy:multi_shard response_policy:agg_sum", "RO", ""}},
+    {"mget", LATTICE_RESP_CMD_MGET, -2, R | F, 1, -1, 1, NULL, 0,
+     {"readonly fast", "@read @string @fast", "request_policy:multi_shard", "RO access", ""}},
+    {"mset", LATTICE_RESP_CMD_MSET, -3, W | OOM, 1, -1, 2, NULL, 0,
+     {"write denyoom", "@write @string @slow", "request_policy:multi_shard response_policy:all_succeeded", "OW update", ""}},
+    {"incr", LATTICE_RESP_CMD_INCR, 2, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW access update", ""}},
+    {"decr", LATTICE_RESP_CMD_DECR, 2, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW access update", ""}},
+    {"incrby", LATTICE_RESP_CMD_INCRBY, 3, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW access update", ""}},
+    {"decrby", LATTICE_RESP_CMD_DECRBY, 3, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW access update", ""}},
+    {"append", LATTICE_RESP_CMD_APPEND, 3, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW insert", ""}},
+    {"strlen", LATTICE_RESP_CMD_STRLEN, 2, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@read @string @fast", "", "RO", ""}},
+    {"getdel", LATTICE_RESP_CMD_GETDEL, 2, W | F, 1, 1, 1, NULL, 0,
+     {"write fast", "@write @string @fast", "", "RW access delete", ""}},
+    {"expire", LATTICE_RESP_CMD_EXPIRE, -3, W | F, 1, 1, 1, NULL, 0,
+     {"write fast", "@keyspace @write @fast", "", "RW update", ""}},
+    {"pexpire", LATTICE_RESP_CMD_PEXPIRE, -3, W | F, 1, 1, 1, NULL, 0,
+     {"write fast", "@keyspace @write @fast", "", "RW update", ""}},
+    {"ttl", LATTICE_RESP_CMD_TTL, 2, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "nondeterministic_output", "RO access", ""}},
+    {"pttl", LATTICE_RESP_CMD_PTTL, 2, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "nondeterministic_output", "RO access", ""}},
+    {"persist", LATTICE_RESP_CMD_PERSIST, 2, W | F, 1, 1, 1, NULL, 0,
+     {"write fast", "@keyspace @write @fast", "", "RW update", ""}},
+    {"ping", LATTICE_RESP_CMD_PING, -1, F, 0, 0, 0, NULL, 0,
+     {"fast", "@fast @connection", "request_policy:all_shards response_policy:all_succeeded", "", ""}},
+    {"echo", LATTICE_RESP_CMD_ECHO, 2, F, 0, 0, 0, NULL, 0,
+     {"loading stale fast", "@fast @connection", "", "", ""}},
+    {"auth", LATTICE_RESP_CMD_AUTH, -2, F | NA, 0, 0, 0, NULL, 0,
+     {"noscript loading stale fast no_auth allow_busy", "@fast @connection", "", "", ""}},
+    {"hello", LATTICE_RESP_CMD_HELLO, -1, F | NA, 0, 0, 0, NULL, 0,
+     {"noscript loading stale fast no_auth allow_busy", "@fast @connection", "", "", ""}},
+    {"select", LATTICE_RESP_CMD_SELECT, 2, F, 0, 0, 0, NULL, 0,
+     {"loading stale fast", "@fast @connection", "", "", ""}},
+    {"dbsize", LATTICE_RESP_CMD_DBSIZE, 1, R | F, 0, 0, 0, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "request_policy:all_shards response_policy:agg_sum", "", ""}},
+    {"info", LATTICE_RESP_CMD_INFO, -1, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @dangerous", "nondeterministic_output request_policy:all_shards response_policy:special", "", ""}},
+    {"quit", LATTICE_RESP_CMD_QUIT, -1, F | NA, 0, 0, 0, NULL, 0,
+     {"noscript loading stale fast no_auth allow_busy", "@fast @connection", "", "", ""}},
+    {"command", LATTICE_RESP_CMD_COMMAND, -1, CT, 0, 0, 0, command_subs, N_OF(command_subs),
+     {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
+    {"client", LATTICE_RESP_CMD_CLIENT, -2, CT, 0, 0, 0, client_subs, N_OF(client_subs),
+     {"", "@slow", "", "", ""}},
+    {"cluster", LATTICE_RESP_CMD_CLUSTER, -2, CT, 0, 0, 0, cluster_subs, N_OF(cluster_subs),
+     {"", "@slow", "", "", ""}},
 };
 
 static const struct lattice_resp_cmd *find(const struct lattice_resp_cmd *t, size_t n,
@@ -294,3 +344,106 @@ size_t lattice_resp_ll2string(char *buf, long long v)
     buf[k] = '\0';
     return k;
 }
+
+/* ------------------------------------------------------------------------ */
+/* COMMAND / COMMAND INFO entries, byte for byte as Redis 7 answers them     */
+/* (addReplyCommandInfo); the words come from the table's `redis` strings.  */
+
+/* Accumulate the first failure of a sequence of appends. */
+#define ADD(expr)                                \
+    do {                                         \
+        lattice_status s_ = (expr);              \
+        if (s_ != LATTICE_OK && st == LATTICE_OK) st = s_; \
+    } while (0)
+
+static lattice_status add_cstr(lattice_resp_out *o, const char *s)
+{
+    return lattice_resp_add_bulk(o, s, strlen(s));
+}
+
+/* A set of simple strings (bulk strings when bulk) from space-separated
+ * words ("" = empty set). */
+static lattice_status add_words(lattice_resp_out *o, const char *words, int bulk)
+{
+    lattice_status st = LATTICE_OK;
+    size_t n = 0;
+    for (const char *p = words; *p;) {
+        p += strspn(p, " ");
+        if (*p) n++;
+        p += strcspn(p, " ");
+    }
+    ADD(lattice_resp_add_set(o, n));
+    for (const char *p = words; *p;) {
+        p += strspn(p, " ");
+        size_t k = strcspn(p, " ");
+        if (k) ADD(bulk ? lattice_resp_add_bulk(o, p, k) : lattice_resp_add_simple(o, p, k));
+        p += k;
+    }
+    return st;
+}
+
+/* The key spec: {[notes,] flags, begin_search {index}, find_keys {range}}. */
+static lattice_status add_key_spec(lattice_resp_out *o, const lattice_resp_cmd *c)
+{
+    lattice_status st = LATTICE_OK;
+    int notes = c->redis.notes[0] != '\0';
+    ADD(lattice_resp_add_map(o, 3 + (size_t)notes));
+    if (notes) {
+        ADD(add_cstr(o, "notes"));
+        ADD(add_cstr(o, c->redis.notes));
+    }
+    ADD(add_cstr(o, "flags"));
+    ADD(add_words(o, c->redis.key_flags, 0));
+    ADD(add_cstr(o, "begin_search"));
+    ADD(lattice_resp_add_map(o, 2));
+    ADD(add_cstr(o, "type"));
+    ADD(add_cstr(o, "index"));
+    ADD(add_cstr(o, "spec"));
+    ADD(lattice_resp_add_map(o, 1));
+    ADD(add_cstr(o, "index"));
+    ADD(lattice_resp_add_int(o, c->first_key));
+    ADD(add_cstr(o, "find_keys"));
+    ADD(lattice_resp_add_map(o, 2));
+    ADD(add_cstr(o, "type"));
+    ADD(add_cstr(o, "range"));
+    ADD(add_cstr(o, "spec"));
+    ADD(lattice_resp_add_map(o, 3));
+    ADD(add_cstr(o, "lastkey"));
+    /* Relative to the first key, as Redis's key specs. */
+    ADD(lattice_resp_add_int(o, c->last_key >= 0 ? c->last_key - c->first_key : c->last_key));
+    ADD(add_cstr(o, "keystep"));
+    ADD(lattice_resp_add_int(o, c->key_step));
+    ADD(add_cstr(o, "limit"));
+    ADD(lattice_resp_add_int(o, 0));
+    return st;
+}
+
+lattice_status lattice_resp_add_command_info(lattice_resp_out *o, const lattice_resp_cmd *c)
+{
+    if (!c) return lattice_resp_add_null(o);
+    lattice_status st = LATTICE_OK;
+    ADD(lattice_resp_add_array(o, 10));
+    ADD(add_cstr(o, c->name));
+    ADD(lattice_resp_add_int(o, c->arity));
+    ADD(add_words(o, c->redis.flags, 0));
+    ADD(lattice_resp_add_int(o, c->first_key));
+    ADD(lattice_resp_add_int(o, c->last_key));
+    ADD(lattice_resp_add_int(o, c->key_step));
+    ADD(add_words(o, c->redis.acl, 0));
+    ADD(add_words(o, c->redis.tips, 1)); /* Redis sends tips as bulk strings */
+    ADD(lattice_resp_add_array(o, c->first_key > 0));
+    if (c->first_key > 0) ADD(add_key_spec(o, c));
+    ADD(lattice_resp_add_array(o, c->nsubs));
+    for (size_t i = 0; i < c->nsubs; i++) ADD(lattice_resp_add_command_info(o, &c->subs[i]));
+    return st;
+}
+
+lattice_status lattice_resp_add_command_table(lattice_resp_out *o)
+{
+    lattice_status st = LATTICE_OK;
+    ADD(lattice_resp_add_array(o, N_OF(table)));
+    for (size_t i = 0; i < N_OF(table); i++) ADD(lattice_resp_add_command_info(o, &table[i]));
+    return st;
+}
+
+size_t lattice_resp_cmd_top_count(void) { return N_OF(table); }

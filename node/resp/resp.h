@@ -248,6 +248,21 @@ size_t lattice_resp_cmd_keys(const lattice_resp_cmd *c, size_t argc, size_t *idx
 size_t lattice_resp_cmd_count(void);
 const lattice_resp_cmd *lattice_resp_cmd_at(size_t i);
 
+/*
+ * COMMAND replies in Redis 7's shape, for clients that learn key positions
+ * from the server (redis-py's cluster client, redis-cli hints):
+ * [name, arity, flags (set), first key, last key, step, ACL categories (set),
+ *  tips (set), key specs (array of maps), subcommands (array of entries)].
+ * A NULL command gives a null (COMMAND INFO of an unknown name).  These are
+ * several elements: on a failure part of the reply may already be queued, so
+ * the server closes the connection then.
+ */
+lattice_status lattice_resp_add_command_info(lattice_resp_out *o, const lattice_resp_cmd *c);
+/* COMMAND: an array of every top-level command's entry. */
+lattice_status lattice_resp_add_command_table(lattice_resp_out *o);
+/* Top-level commands only (COMMAND COUNT). */
+size_t lattice_resp_cmd_top_count(void);
+
 /* Redis's error replies (without "-" and CRLF). */
 #define LATTICE_RESP_ERR_SYNTAX      "ERR syntax error"
 #define LATTICE_RESP_ERR_NOT_INTEGER "ERR value is not an integer or out of range"

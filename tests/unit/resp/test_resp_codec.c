@@ -596,6 +596,81 @@ START_TEST(hello_arguments_as_redis)
 }
 END_TEST
 
+
+/* ---- COMMAND replies ---------------------------------------------------- */
+
+/* Skip one RESP2/RESP3 element at s[*pos]; 0 when malformed. */
+static int skip_elem(const char *s, size_t n, size_t *pos)
+{
+    if (*pos >= n) return 0;
+    char t = s[*pos];
+    const char *cr = memchr(s + *pos, '\r', n - *pos);
+    if (!cr || (size_t)(cr - s) + 1 >= n || cr[1] != '\n') return 0;
+    long long v = 0;
+    int num = lattice_resp_string2ll(s + *pos + 1, (size_t)(cr - s - *pos - 1), &v);
+    *pos = (size_t)(cr - s) + 2;
+    switch (t) {
+    case '+': case '-': case ':': case ',': case '#': case '_': return 1;
+    case '$': case '=':
+        if (!num || v < 0 || *pos + (size_t)v + 2 > n) return 0;
+        *pos += (size_t)v + 2;
+        return 1;
+    case '*': case '~': case '%':
+        if (!num || v < 0) return 0;
+        for (long long i = 0; i < (t == '%' ? 2 * v : v); i++)
+            if (!skip_elem(s, n, pos)) return 0;
+        return 1;
+    default: return 0;
+    }
+}
+
+START_TEST(command_info_is_redis_shaped)
+{
+    lattice_resp_out *o = lattice_resp_out_new(0, 2);
+    ck_assert_int_eq(lattice_resp_add_command_info(o, lattice_resp_cmd_lookup("get", 3)), LATTICE_OK);
+    ck_assert_str_eq(drain(o),
+                     "*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n"
+                     "*3\r\n+@read\r\n+@string\r\n+@fast\r\n*0\r\n"
+                     "*1\r\n*6\r\n$5\r\nflags\r\n*2\r\n+RO\r\n+access\r\n"
+                     "$12\r\nbegin_search\r\n*4\r\n$4\r\ntype\r\n$5\r\nindex\r\n$4\r\nspec\r\n*2\r\n$5\r\nindex\r\n:1\r\n"
+                     "$9\r\nfind_keys\r\n*4\r\n$4\r\ntype\r\n$5\r\nrange\r\n$4\r\nspec\r\n*6\r\n"
+                     "$7\r\nlastkey\r\n:0\r\n$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n"
+                     "*0\r\n");
+    ck_assert_int_eq(lattice_resp_add_command_info(o, NULL), LATTICE_OK);
+    ck_assert_str_eq(drain(o), "$-1\r\n");
+    lattice_resp_out_set_proto(o, 3);
+    lattice_resp_add_command_info(o, lattice_resp_cmd_lookup("mset", 4));
+    const char *m = drain(o);
+    static const char head[] = "*10\r\n$4\r\nmset\r\n:-3\r\n~2\r\n+write\r\n+denyoom\r\n:1\r\n:-1\r\n:2\r\n";
+    ck_assert(strncmp(m, head, sizeof(head) - 1) == 0);
+    ck_assert(strstr(m, "%3\r\n$5\r\nflags\r\n~2\r\n+OW\r\n+update\r\n") != NULL);
+    ck_assert(strstr(m, "$7\r\nlastkey\r\n:-1\r\n$7\r\nkeystep\r\n:2\r\n") != NULL);
+    lattice_resp_out_free(o);
+}
+END_TEST
+
+START_TEST(command_table_reply_is_well_formed_in_both_protocols)
+{
+    for (int proto = 2; proto <= 3; proto++) {
+        lattice_resp_out *o = lattice_resp_out_new(0, proto);
+        ck_assert_int_eq(lattice_resp_add_command_table(o), LATTICE_OK);
+        size_t n = lattice_resp_out_pending(o), pos = 0;
+        char *buf = malloc(n);
+        lattice_resp_out_peek(o, buf, n);
+        char head[16];
+        snprintf(head, sizeof(head), "*%zu\r\n", lattice_resp_cmd_top_count());
+        ck_assert(strncmp(buf, head, strlen(head)) == 0);
+        ck_assert(skip_elem(buf, n, &pos));
+        ck_assert_uint_eq(pos, n);
+        static const char sub[] = "$13\r\ncluster|slots\r\n";
+        ck_assert(memmem(buf, n, sub, sizeof(sub) - 1) != NULL);
+        free(buf);
+        lattice_resp_out_free(o);
+    }
+    ck_assert_uint_eq(lattice_resp_cmd_top_count(), 29);
+}
+END_TEST
+
 static Suite *resp_codec_suite(void)
 {
     Suite *s = suite_create("resp_codec");
@@ -617,6 +692,8 @@ static Suite *resp_codec_suite(void)
     tcase_add_test(t, flags_mark_auth_exempt_and_write_commands);
     tcase_add_test(t, key_positions_route_by_key);
     tcase_add_test(t, error_texts_are_redis_words);
+    tcase_add_test(t, command_info_is_redis_shaped);
+    tcase_add_test(t, command_table_reply_is_well_formed_in_both_protocols);
     suite_add_tcase(s, t);
     t = tcase_create("helpers");
     tcase_add_test(t, string2ll_matches_redis);
