@@ -237,12 +237,58 @@ START_TEST(command_info_equals_redis_bytes)
 }
 END_TEST
 
+
+/* ECHO of an argument: Redis's reply shows how it split and unescaped the
+ * line; ours is the parsed argv[1] encoded as a bulk string. */
+static const char *const ECHOES[] = {
+    "ECHO plain\r\n", "ECHO \"a b\"\r\n", "ECHO 'c\\'d'\r\n", "ECHO \"\\x41\\x4a\\xzz\"\r\n",
+    "ECHO \"tab\\there\\n\\r\\b\\a\\q\\\\\"\r\n", "ECHO 'a\\nb'\r\n", "ECHO a\"b\"\r\n",
+    "ECHO \"\"\r\n", "  ECHO    spaced   \r\n", "ECHO x\n", "ECHO a\rb\r\n", "ECHO \"\\\"q\\\"\"\r\n",
+    "ECHO \"\\x00\\xff\"\r\n", "*2\r\n$4\r\nECHO\r\n$3\r\nfooXY", "*2\r\n$4\r\nECHO\r\n$0\r\n\r\n",
+    "*2\rZ$4\r\nECHO\r\n$2\r\nhi\r\n", "ECHO 'it''s'\r\n",
+};
+
+START_TEST(inline_splitting_equals_redis)
+{
+    start_redis();
+    char theirs[1024], mine[1024];
+    for (size_t i = 0; i < sizeof(ECHOES) / sizeof(ECHOES[0]); i++) {
+        size_t n = strlen(ECHOES[i]);
+        lattice_resp_parser *p = lattice_resp_parser_new(NULL);
+        size_t used;
+        lattice_resp_command c;
+        lattice_resp_result r = lattice_resp_parse(p, ECHOES[i], n, &used, &c);
+        lattice_resp_out *o = lattice_resp_out_new(0, 2);
+        if (r == LATTICE_RESP_COMMAND && c.argc == 2) {
+            lattice_resp_add_bulk(o, c.argv[1].ptr, c.argv[1].len);
+        } else if (r == LATTICE_RESP_ERROR) {
+            const char *e = lattice_resp_parser_error_reply(p);
+            lattice_resp_add_error(o, e, strlen(e));
+        } else {
+            char err[LATTICE_RESP_ERR_MAX];
+            ck_assert_int_eq(r, LATTICE_RESP_COMMAND);
+            ck_assert_ptr_null(lattice_resp_cmd_resolve(c.argc, c.argv, err));
+            lattice_resp_add_error(o, err, strlen(err));
+        }
+        size_t want = lattice_resp_out_peek(o, mine, sizeof(mine) - 1);
+        mine[want] = '\0';
+        lattice_resp_out_free(o);
+        lattice_resp_parser_free(p);
+        size_t got = ask(ECHOES[i], n, theirs, sizeof(theirs), want);
+        ck_assert_msg(got == want && memcmp(theirs, mine, want) == 0, "input %zu %s: redis '%s' ours '%s'", i,
+                      ECHOES[i], theirs, mine);
+    }
+    stop_redis();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("resp_vs_redis");
     TCase *t = tcase_create("redis-server");
     tcase_add_test(t, error_replies_equal_redis_bytes);
     tcase_add_test(t, command_info_equals_redis_bytes);
+    tcase_add_test(t, inline_splitting_equals_redis);
     tcase_set_timeout(t, 60);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
