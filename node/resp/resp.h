@@ -7,8 +7,12 @@
  *   - a reply encoder for RESP2 and RESP3 into an output buffer that counts its
  *     size against a client output limit and hands out iovecs for writev;
  *   - the command table (name, arity, flags, key positions) with Redis's error
- *     wording for unknown commands and wrong arity;
- *   - pure helpers: Redis's string2ll and the SET option parser.
+ *     wording for unknown commands and wrong arity, and COMMAND replies;
+ *   - pure helpers: Redis's string2ll and the SET, EXPIRE and HELLO option
+ *     parsers.
+ *
+ * Every error text is Redis 7's, byte for byte (test_resp_vs_redis compares
+ * them with a real redis-server); docs/RESP.md describes states and limits.
  *
  * Threading: nothing here is shared.  A parser or an output buffer belongs to
  * one connection and is used by one thread at a time; the command table is
