@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -68,6 +69,9 @@ static void start_redis(void)
         pid_t pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0) {
+            /* A failed assertion ends this test process without stop_redis();
+             * the server must not outlive it. */
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
             int null = open("/dev/null", O_WRONLY);
             if (null >= 0) dup2(null, 1), dup2(null, 2);
             execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
