@@ -447,3 +447,26 @@ lattice_status lattice_resp_add_command_table(lattice_resp_out *o)
 }
 
 size_t lattice_resp_cmd_top_count(void) { return N_OF(table); }
+
+lattice_status lattice_resp_add_hello(lattice_resp_out *o, const char *version, long long id,
+                                      int cluster_mode)
+{
+    /* Redis 7's helloCommand reply (not sentinel): 7 pairs, in this order. */
+    lattice_status st = LATTICE_OK;
+    ADD(lattice_resp_add_map(o, 7));
+    ADD(add_cstr(o, "server"));
+    ADD(add_cstr(o, "redis"));
+    ADD(add_cstr(o, "version"));
+    ADD(add_cstr(o, version));
+    ADD(add_cstr(o, "proto"));
+    ADD(lattice_resp_add_int(o, lattice_resp_out_proto(o)));
+    ADD(add_cstr(o, "id"));
+    ADD(lattice_resp_add_int(o, id));
+    ADD(add_cstr(o, "mode"));
+    ADD(add_cstr(o, cluster_mode ? "cluster" : "standalone"));
+    ADD(add_cstr(o, "role"));
+    ADD(add_cstr(o, "master"));
+    ADD(add_cstr(o, "modules"));
+    ADD(lattice_resp_add_array(o, 0));
+    return st;
+}

@@ -264,6 +264,13 @@ const lattice_resp_cmd *lattice_resp_cmd_at(size_t i);
 lattice_status lattice_resp_add_command_info(lattice_resp_out *o, const lattice_resp_cmd *c);
 /* COMMAND: an array of every top-level command's entry. */
 lattice_status lattice_resp_add_command_table(lattice_resp_out *o);
+/* HELLO's reply as Redis 7: {server: "redis", version, proto (the buffer's),
+ * id, mode: "cluster"|"standalone", role: "master", modules: []}.  Call after
+ * switching the buffer to the protocol HELLO asked for.  "redis" because
+ * clients (redis-py, redis-cli) branch on it; version is what the server
+ * claims to speak (e.g. "7.0.0"). */
+lattice_status lattice_resp_add_hello(lattice_resp_out *o, const char *version, long long id,
+                                      int cluster_mode);
 /* Top-level commands only (COMMAND COUNT). */
 size_t lattice_resp_cmd_top_count(void);
 

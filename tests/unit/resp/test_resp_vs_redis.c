@@ -110,7 +110,9 @@ static void stop_redis(void)
 }
 
 /* Send bytes on a fresh connection; read the first reply line (errors and
- * statuses are one line) or, when want > 0, exactly want bytes. */
+ * statuses are one line), or when want > 0 exactly want bytes, or when want
+ * is UNTIL_IDLE whatever arrives until the connection is quiet for 200 ms. */
+#define UNTIL_IDLE ((size_t)-1)
 static size_t ask(const char *in, size_t n, char *out, size_t cap, size_t want)
 {
     int fd = connect_redis();
@@ -120,10 +122,14 @@ static size_t ask(const char *in, size_t n, char *out, size_t cap, size_t want)
     double deadline = now_s() + 5;
     while (got < cap - 1 && now_s() < deadline) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 100) <= 0) continue;
+        if (poll(&p, 1, want == UNTIL_IDLE ? 200 : 100) <= 0) {
+            if (want == UNTIL_IDLE && got) break;
+            continue;
+        }
         ssize_t r = read(fd, out + got, cap - 1 - got);
         if (r <= 0) break;
         got += (size_t)r;
+        if (want == UNTIL_IDLE) continue;
         if (want ? got >= want : memchr(out, '\n', got) != NULL) break;
     }
     out[got] = '\0';
@@ -287,6 +293,38 @@ START_TEST(inline_splitting_equals_redis)
 }
 END_TEST
 
+
+/* HELLO's reply: ours, given Redis's version and connection id, must equal
+ * Redis's bytes in RESP2 and RESP3. */
+START_TEST(hello_reply_equals_redis)
+{
+    start_redis();
+    char theirs[1024], mine[1024];
+    for (int proto = 2; proto <= 3; proto++) {
+        char req[32];
+        int rl = snprintf(req, sizeof(req), "HELLO %d\r\n", proto);
+        size_t got = ask(req, (size_t)rl, theirs, sizeof(theirs), UNTIL_IDLE);
+        const char *v = strstr(theirs, "$7\r\nversion\r\n$");
+        const char *idp = strstr(theirs, "$2\r\nid\r\n:");
+        ck_assert_ptr_nonnull(v);
+        ck_assert_ptr_nonnull(idp);
+        char version[32];
+        int vl = atoi(v + 14);
+        const char *vs = strchr(v + 14, '\n') + 1;
+        snprintf(version, sizeof(version), "%.*s", vl, vs);
+        long long id = atoll(idp + 9);
+        lattice_resp_out *o = lattice_resp_out_new(0, proto);
+        ck_assert_int_eq(lattice_resp_add_hello(o, version, id, 0), LATTICE_OK);
+        size_t want = lattice_resp_out_peek(o, mine, sizeof(mine) - 1);
+        mine[want] = '\0';
+        lattice_resp_out_free(o);
+        ck_assert_msg(got == want && memcmp(theirs, mine, want) == 0,
+                      "HELLO %d:\nredis %s\nours  %s", proto, theirs, mine);
+    }
+    stop_redis();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("resp_vs_redis");
@@ -294,6 +332,7 @@ int main(void)
     tcase_add_test(t, error_replies_equal_redis_bytes);
     tcase_add_test(t, command_info_equals_redis_bytes);
     tcase_add_test(t, inline_splitting_equals_redis);
+    tcase_add_test(t, hello_reply_equals_redis);
     tcase_set_timeout(t, 60);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
