@@ -278,3 +278,24 @@ lattice_status lattice_resp_add_verbatim(lattice_resp_out *o, const char *fmt, c
     h[k + 3] = ':';
     return put(o, h, k + 4, p, n, 1, 0);
 }
+
+lattice_status lattice_resp_add_command(lattice_resp_out *o, size_t argc, const lattice_resp_arg *argv)
+{
+    /* Size the whole multibulk first so it is appended whole or not at all. */
+    char h[32];
+    size_t total = header(h, '*', (long long)argc);
+    for (size_t i = 0; i < argc; i++) total += header(h, '$', (long long)argv[i].len) + argv[i].len + 2;
+    lattice_status st = LATTICE_OK;
+    char *d = reserve(o, total, &st);
+    if (!d) return st;
+    size_t k = header(d, '*', (long long)argc);
+    for (size_t i = 0; i < argc; i++) {
+        k += header(d + k, '$', (long long)argv[i].len);
+        if (argv[i].len) memcpy(d + k, argv[i].ptr, argv[i].len);
+        k += argv[i].len;
+        d[k++] = '\r';
+        d[k++] = '\n';
+    }
+    commit(o, total);
+    return LATTICE_OK;
+}

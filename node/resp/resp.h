@@ -181,6 +181,10 @@ lattice_status lattice_resp_add_bool(lattice_resp_out *o, int b);
  * RESP2 a plain bulk string of text. */
 lattice_status lattice_resp_add_verbatim(lattice_resp_out *o, const char *fmt, const void *p, size_t n);
 
+/* A command as a multibulk request ("*N" then N bulks), whole or not at all:
+ * for forwarding parsed commands (their argv dies at the next parse). */
+lattice_status lattice_resp_add_command(lattice_resp_out *o, size_t argc, const lattice_resp_arg *argv);
+
 /* ------------------------------------------------------------------------ */
 /* Command table                                                             */
 

@@ -238,6 +238,24 @@ void resp_fuzz_one(const uint8_t *data, size_t size)
         lattice_resp_add_bulk(o, whole.cmds.s, whole.cmds.n);
         lattice_resp_add_simple(o, whole.cmds.s, whole.cmds.n < 100 ? whole.cmds.n : 100);
         lattice_resp_add_verbatim(o, "txt", whole.cmds.s, whole.cmds.n);
+        /* the library's own multibulk encoder agrees with the harness's */
+        lattice_resp_out *w = lattice_resp_out_new(0, 2);
+        lattice_resp_parser *p = lattice_resp_parser_new(NULL);
+        CHECK(w != NULL && p != NULL);
+        size_t pos = 0, used;
+        lattice_resp_command c;
+        while (lattice_resp_parse(p, whole.wire.s + pos, whole.wire.n - pos, &used, &c) == LATTICE_RESP_COMMAND) {
+            CHECK(lattice_resp_add_command(w, c.argc, c.argv) == LATTICE_OK);
+            pos += used;
+        }
+        CHECK(lattice_resp_out_pending(w) == whole.wire.n);
+        char *copy = malloc(whole.wire.n ? whole.wire.n : 1);
+        CHECK(copy != NULL);
+        CHECK(lattice_resp_out_peek(w, copy, whole.wire.n) == whole.wire.n);
+        CHECK(memcmp(copy, whole.wire.s, whole.wire.n) == 0);
+        free(copy);
+        lattice_resp_parser_free(p);
+        lattice_resp_out_free(w);
         struct iovec iov[8];
         int k = lattice_resp_out_iov(o, iov, 8);
         size_t sum = 0;

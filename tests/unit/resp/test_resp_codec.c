@@ -106,6 +106,34 @@ START_TEST(encoder_resp3_is_byte_exact)
 }
 END_TEST
 
+START_TEST(commands_reencode_as_multibulk_and_parse_back)
+{
+    lattice_resp_out *o = lattice_resp_out_new(0, 3);
+    lattice_resp_arg argv[] = {{"SET", 3}, {"k\r\n", 3}, {"", 0}, {"v\0x", 3}};
+    ck_assert_int_eq(lattice_resp_add_command(o, 4, argv), LATTICE_OK);
+    char buf[128];
+    size_t n = lattice_resp_out_peek(o, buf, sizeof(buf));
+    static const char want[] = "*4\r\n$3\r\nSET\r\n$3\r\nk\r\n\r\n$0\r\n\r\n$3\r\nv\0x\r\n";
+    ck_assert_uint_eq(n, sizeof(want) - 1);
+    ck_assert_mem_eq(buf, want, n);
+    lattice_resp_parser *p = lattice_resp_parser_new(NULL);
+    lattice_resp_command c;
+    size_t used;
+    ck_assert_int_eq(lattice_resp_parse(p, buf, n, &used, &c), LATTICE_RESP_COMMAND);
+    ck_assert_uint_eq(c.argc, 4);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(c.argv[i].len, argv[i].len);
+        ck_assert_mem_eq(c.argv[i].ptr, argv[i].ptr, argv[i].len);
+    }
+    lattice_resp_parser_free(p);
+    /* whole or nothing under a limit */
+    lattice_resp_out_set_limit(o, n + 10);
+    ck_assert_int_eq(lattice_resp_add_command(o, 4, argv), LATTICE_ERR_TOO_LARGE);
+    ck_assert_uint_eq(lattice_resp_out_pending(o), n);
+    lattice_resp_out_free(o);
+}
+END_TEST
+
 START_TEST(status_and_error_lines_cannot_break_the_stream)
 {
     lattice_resp_out *o = lattice_resp_out_new(0, 2);
@@ -678,6 +706,7 @@ static Suite *resp_codec_suite(void)
     tcase_add_test(t, encoder_resp2_is_byte_exact);
     tcase_add_test(t, encoder_resp3_is_byte_exact);
     tcase_add_test(t, status_and_error_lines_cannot_break_the_stream);
+    tcase_add_test(t, commands_reencode_as_multibulk_and_parse_back);
     tcase_add_test(t, iovecs_cover_every_pending_byte_in_order);
     tcase_add_test(t, output_limit_refuses_whole_elements_and_flags_overflow);
     tcase_add_test(t, encoder_allocation_failure_appends_nothing);
