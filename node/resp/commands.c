@@ -1,0 +1,472 @@
+/*
+ * The RESP command table (DESIGN §7's commands with Redis 7's arity, flags and
+ * key specs), Redis's error wording for unknown commands and wrong arity,
+ * and Redis's string2ll.
+ *
+ * The table is immutable data: safe to read from any thread.
+ */
+#include "node/resp/resp.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+struct lattice_resp_cmd {
+    const char *name;       /* lower case; subcommands "parent|sub" */
+    lattice_resp_cmd_id id;
+    int arity;
+    uint32_t flags;
+    int first_key, last_key, key_step;
+    const struct lattice_resp_cmd *subs; /* containers: subcommand table */
+    size_t nsubs;
+    struct {                /* COMMAND INFO as Redis 7 answers it; space separated */
+        const char *flags, *acl, *tips, *key_flags, *notes;
+    } redis;
+};
+
+#define W LATTICE_RESP_F_WRITE
+#define R LATTICE_RESP_F_READONLY
+#define F LATTICE_RESP_F_FAST
+#define NA LATTICE_RESP_F_NO_AUTH
+#define OOM LATTICE_RESP_F_DENYOOM
+#define CT LATTICE_RESP_F_CONTAINER
+#define AD LATTICE_RESP_F_ADMIN
+
+static const struct lattice_resp_cmd command_subs[] = {
+    {"command|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "", "", ""}},
+    {"command|count", LATTICE_RESP_CMD_COMMAND_COUNT, 2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "", "", ""}},
+    {"command|info", LATTICE_RESP_CMD_COMMAND_INFO, -2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
+    {"command|docs", LATTICE_RESP_CMD_COMMAND_DOCS, -2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
+    {"command|list", LATTICE_RESP_CMD_COMMAND_LIST, -2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
+};
+
+static const struct lattice_resp_cmd client_subs[] = {
+    {"client|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "", "", ""}},
+    {"client|setname", LATTICE_RESP_CMD_CLIENT_SETNAME, 3, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "", "", ""}},
+    {"client|getname", LATTICE_RESP_CMD_CLIENT_GETNAME, 2, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "", "", ""}},
+    {"client|setinfo", LATTICE_RESP_CMD_CLIENT_SETINFO, 4, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "", "", ""}},
+    {"client|id", LATTICE_RESP_CMD_CLIENT_ID, 2, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "", "", ""}},
+    {"client|info", LATTICE_RESP_CMD_CLIENT_INFO, 2, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "nondeterministic_output", "", ""}},
+};
+
+static const struct lattice_resp_cmd cluster_subs[] = {
+    {"cluster|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow", "", "", ""}},
+    {"cluster|info", LATTICE_RESP_CMD_CLUSTER_INFO, 2, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "nondeterministic_output", "", ""}},
+    {"cluster|slots", LATTICE_RESP_CMD_CLUSTER_SLOTS, 2, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "nondeterministic_output", "", ""}},
+    {"cluster|shards", LATTICE_RESP_CMD_CLUSTER_SHARDS, 2, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "nondeterministic_output", "", ""}},
+    {"cluster|nodes", LATTICE_RESP_CMD_CLUSTER_NODES, 2, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "nondeterministic_output", "", ""}},
+    {"cluster|keyslot", LATTICE_RESP_CMD_CLUSTER_KEYSLOT, 3, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "", "", ""}},
+    {"cluster|myid", LATTICE_RESP_CMD_CLUSTER_MYID, 2, AD, 0, 0, 0, NULL, 0,
+     {"stale", "@slow", "", "", ""}},
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Arity and key specs as Redis 7's command JSON files. */
+static const struct lattice_resp_cmd table[] = {
+    {"get", LATTICE_RESP_CMD_GET, 2, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@read @string @fast", "", "RO access", ""}},
+    {"set", LATTICE_RESP_CMD_SET, -3, W | OOM, 1, 1, 1, NULL, 0,
+     {"write denyoom", "@write @string @slow", "", "RW access update variable_flags", "RW and ACCESS due to the optional `GET` argument"}},
+    {"del", LATTICE_RESP_CMD_DEL, -2, W, 1, -1, 1, NULL, 0,
+     {"write", "@keyspace @write @slow", "request_policy:multi_shard response_policy:agg_sum", "RM delete", ""}},
+    {"exists", LATTICE_RESP_CMD_EXISTS, -2, R | F, 1, -1, 1, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "request_policy:multi_shard response_policy:agg_sum", "RO", ""}},
+    {"mget", LATTICE_RESP_CMD_MGET, -2, R | F, 1, -1, 1, NULL, 0,
+     {"readonly fast", "@read @string @fast", "request_policy:multi_shard", "RO access", ""}},
+    {"mset", LATTICE_RESP_CMD_MSET, -3, W | OOM, 1, -1, 2, NULL, 0,
+     {"write denyoom", "@write @string @slow", "request_policy:multi_shard response_policy:all_succeeded", "OW update", ""}},
+    {"incr", LATTICE_RESP_CMD_INCR, 2, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW access update", ""}},
+    {"decr", LATTICE_RESP_CMD_DECR, 2, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW access update", ""}},
+    {"incrby", LATTICE_RESP_CMD_INCRBY, 3, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW access update", ""}},
+    {"decrby", LATTICE_RESP_CMD_DECRBY, 3, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW access update", ""}},
+    {"append", LATTICE_RESP_CMD_APPEND, 3, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW insert", ""}},
+    {"strlen", LATTICE_RESP_CMD_STRLEN, 2, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@read @string @fast", "", "RO", ""}},
+    {"getdel", LATTICE_RESP_CMD_GETDEL, 2, W | F, 1, 1, 1, NULL, 0,
+     {"write fast", "@write @string @fast", "", "RW access delete", ""}},
+    {"expire", LATTICE_RESP_CMD_EXPIRE, -3, W | F, 1, 1, 1, NULL, 0,
+     {"write fast", "@keyspace @write @fast", "", "RW update", ""}},
+    {"pexpire", LATTICE_RESP_CMD_PEXPIRE, -3, W | F, 1, 1, 1, NULL, 0,
+     {"write fast", "@keyspace @write @fast", "", "RW update", ""}},
+    {"ttl", LATTICE_RESP_CMD_TTL, 2, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "nondeterministic_output", "RO access", ""}},
+    {"pttl", LATTICE_RESP_CMD_PTTL, 2, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "nondeterministic_output", "RO access", ""}},
+    {"persist", LATTICE_RESP_CMD_PERSIST, 2, W | F, 1, 1, 1, NULL, 0,
+     {"write fast", "@keyspace @write @fast", "", "RW update", ""}},
+    {"ping", LATTICE_RESP_CMD_PING, -1, F, 0, 0, 0, NULL, 0,
+     {"fast", "@fast @connection", "request_policy:all_shards response_policy:all_succeeded", "", ""}},
+    {"echo", LATTICE_RESP_CMD_ECHO, 2, F, 0, 0, 0, NULL, 0,
+     {"loading stale fast", "@fast @connection", "", "", ""}},
+    {"auth", LATTICE_RESP_CMD_AUTH, -2, F | NA, 0, 0, 0, NULL, 0,
+     {"noscript loading stale fast no_auth allow_busy", "@fast @connection", "", "", ""}},
+    {"hello", LATTICE_RESP_CMD_HELLO, -1, F | NA, 0, 0, 0, NULL, 0,
+     {"noscript loading stale fast no_auth allow_busy", "@fast @connection", "", "", ""}},
+    {"select", LATTICE_RESP_CMD_SELECT, 2, F, 0, 0, 0, NULL, 0,
+     {"loading stale fast", "@fast @connection", "", "", ""}},
+    {"dbsize", LATTICE_RESP_CMD_DBSIZE, 1, R | F, 0, 0, 0, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "request_policy:all_shards response_policy:agg_sum", "", ""}},
+    {"info", LATTICE_RESP_CMD_INFO, -1, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @dangerous", "nondeterministic_output request_policy:all_shards response_policy:special", "", ""}},
+    {"quit", LATTICE_RESP_CMD_QUIT, -1, F | NA, 0, 0, 0, NULL, 0,
+     {"noscript loading stale fast no_auth allow_busy", "@fast @connection", "", "", ""}},
+    {"command", LATTICE_RESP_CMD_COMMAND, -1, CT, 0, 0, 0, command_subs, N_OF(command_subs),
+     {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
+    {"client", LATTICE_RESP_CMD_CLIENT, -2, CT, 0, 0, 0, client_subs, N_OF(client_subs),
+     {"", "@slow", "", "", ""}},
+    {"cluster", LATTICE_RESP_CMD_CLUSTER, -2, CT, 0, 0, 0, cluster_subs, N_OF(cluster_subs),
+     {"", "@slow", "", "", ""}},
+};
+
+static const struct lattice_resp_cmd *find(const struct lattice_resp_cmd *t, size_t n,
+                                           size_t skip, const char *name, size_t len)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *nm = t[i].name + skip;
+        if (strlen(nm) == len && strncasecmp(nm, name, len) == 0) return &t[i];
+    }
+    return NULL;
+}
+
+const lattice_resp_cmd *lattice_resp_cmd_lookup(const char *name, size_t len)
+{
+    /* Short names only: the longest is 7 bytes; this also keeps a NUL inside
+     * argv[0] from matching a prefix. */
+    if (len == 0 || len > 16 || memchr(name, '\0', len)) return NULL;
+    return find(table, N_OF(table), 0, name, len);
+}
+
+const lattice_resp_cmd *lattice_resp_cmd_lookup_sub(const lattice_resp_cmd *parent,
+                                                    const char *name, size_t len)
+{
+    if (!parent || !parent->subs || len == 0 || len > 16 || memchr(name, '\0', len)) return NULL;
+    return find(parent->subs, parent->nsubs, strlen(parent->name) + 1, name, len);
+}
+
+/* printf's "%.*s" of an argument, Redis's way: a C string ends at NUL.  CR
+ * and LF become spaces when the reply is sent (addReplyErrorFormat). */
+static size_t put_cstr(char *dst, size_t room, const char *s, size_t n, size_t max)
+{
+    size_t k = 0;
+    while (k < n && k < max && s[k] != '\0' && k + 1 < room) {
+        char c = s[k];
+        dst[k] = (c == '\r' || c == '\n') ? ' ' : c;
+        k++;
+    }
+    dst[k] = '\0';
+    return k;
+}
+
+void lattice_resp_err_unknown_command(size_t argc, const lattice_resp_arg *argv, char *err)
+{
+    /* Redis: "unknown command '%.128s', with args beginning with: " then, while
+     * the args text is under 128 bytes, "'%.*s' " with 128 - its length. */
+    size_t room = LATTICE_RESP_ERR_MAX, k;
+    k = (size_t)snprintf(err, room, "ERR unknown command '");
+    k += put_cstr(err + k, room - k, argc ? argv[0].ptr : "", argc ? argv[0].len : 0, 128);
+    k += (size_t)snprintf(err + k, room - k, "', with args beginning with: ");
+    size_t args = 0;
+    for (size_t i = 1; i < argc && args < 128; i++) {
+        size_t before = k;
+        err[k++] = '\'';
+        k += put_cstr(err + k, room - k, argv[i].ptr, argv[i].len, 128 - args);
+        err[k++] = '\'';
+        err[k++] = ' ';
+        err[k] = '\0';
+        args += k - before;
+    }
+}
+
+void lattice_resp_err_arity(const char *name, char *err)
+{
+    snprintf(err, LATTICE_RESP_ERR_MAX, "ERR wrong number of arguments for '%s' command", name);
+}
+
+void lattice_resp_err_expire(const char *name, char *err)
+{
+    snprintf(err, LATTICE_RESP_ERR_MAX, "ERR invalid expire time in '%s' command", name);
+}
+
+static int arity_ok(const lattice_resp_cmd *c, size_t argc)
+{
+    if (c->arity > 0) return argc == (size_t)c->arity;
+    return argc >= (size_t)-c->arity;
+}
+
+const lattice_resp_cmd *lattice_resp_cmd_resolve(size_t argc, const lattice_resp_arg *argv,
+                                                 char *err)
+{
+    const lattice_resp_cmd *c = argc ? lattice_resp_cmd_lookup(argv[0].ptr, argv[0].len) : NULL;
+    if (!c) {
+        lattice_resp_err_unknown_command(argc, argv, err);
+        return NULL;
+    }
+    /* Redis 7: a container with an argument resolves to its subcommand; an
+     * unknown one is "unknown subcommand", the container alone is checked
+     * for its own arity. */
+    if (c->subs && argc >= 2) {
+        const lattice_resp_cmd *s = lattice_resp_cmd_lookup_sub(c, argv[1].ptr, argv[1].len);
+        if (!s) {
+            char sub[160], up[16];
+            put_cstr(sub, sizeof(sub), argv[1].ptr, argv[1].len, 128);
+            size_t i = 0;
+            for (; c->name[i] && i + 1 < sizeof(up); i++)
+                up[i] = (char)(c->name[i] >= 'a' && c->name[i] <= 'z' ? c->name[i] - 32 : c->name[i]);
+            up[i] = '\0';
+            snprintf(err, LATTICE_RESP_ERR_MAX, "ERR unknown subcommand '%s'. Try %s HELP.", sub, up);
+            return NULL;
+        }
+        c = s;
+    }
+    /* MSET's pairs: Redis checks this in msetGenericCommand with the same
+     * arity text; doing it here keeps every arity rule in one place. */
+    if (!arity_ok(c, argc) || (c->id == LATTICE_RESP_CMD_MSET && argc % 2 == 0)) {
+        lattice_resp_err_arity(c->name, err);
+        return NULL;
+    }
+    return c;
+}
+
+const char *lattice_resp_cmd_name(const lattice_resp_cmd *c) { return c->name; }
+lattice_resp_cmd_id lattice_resp_cmd_id_of(const lattice_resp_cmd *c) { return c->id; }
+int lattice_resp_cmd_arity(const lattice_resp_cmd *c) { return c->arity; }
+uint32_t lattice_resp_cmd_flags(const lattice_resp_cmd *c) { return c->flags; }
+
+void lattice_resp_cmd_key_spec(const lattice_resp_cmd *c, int *first, int *last, int *step)
+{
+    *first = c->first_key, *last = c->last_key, *step = c->key_step;
+}
+
+size_t lattice_resp_cmd_keys(const lattice_resp_cmd *c, size_t argc, size_t *idx, size_t max)
+{
+    if (c->first_key <= 0 || argc <= (size_t)c->first_key) return 0;
+    long last = c->last_key >= 0 ? c->last_key : (long)argc + c->last_key;
+    if (last >= (long)argc) last = (long)argc - 1;
+    size_t n = 0;
+    for (long i = c->first_key; i <= last && n < max; i += c->key_step) {
+        /* A key whose value slot is missing (MSET k1 v1 k2) is not a key. */
+        if (c->key_step > 1 && i + c->key_step - 1 > last) break;
+        idx[n++] = (size_t)i;
+    }
+    return n;
+}
+
+size_t lattice_resp_cmd_count(void)
+{
+    size_t n = N_OF(table);
+    for (size_t i = 0; i < N_OF(table); i++) n += table[i].nsubs;
+    return n;
+}
+
+const lattice_resp_cmd *lattice_resp_cmd_at(size_t i)
+{
+    for (size_t t = 0; t < N_OF(table); t++) {
+        if (i == 0) return &table[t];
+        i--;
+        if (i < table[t].nsubs) return &table[t].subs[i];
+        i -= table[t].nsubs;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+
+int lattice_resp_string2ll(const char *s, size_t len, long long *out)
+{
+    /* Redis's util.c string2ll, same accept set: LONG_STR_SIZE is 21. */
+    if (len == 0 || len >= 21) return 0;
+    if (len == 1 && s[0] == '0') {
+        if (out) *out = 0;
+        return 1;
+    }
+    size_t i = 0;
+    int neg = 0;
+    if (s[0] == '-') {
+        neg = 1;
+        if (++i == len) return 0;
+    }
+    if (s[i] < '1' || s[i] > '9') return 0;
+    unsigned long long v = (unsigned long long)(s[i++] - '0');
+    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (v > ULLONG_MAX / 10) return 0;
+        v *= 10;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > ULLONG_MAX - d) return 0;
+        v += d;
+    }
+    if (i < len) return 0;
+    if (neg) {
+        if (v > (unsigned long long)LLONG_MAX + 1) return 0;
+        if (out) *out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
+    } else {
+        if (v > (unsigned long long)LLONG_MAX) return 0;
+        if (out) *out = (long long)v;
+    }
+    return 1;
+}
+
+size_t lattice_resp_ll2string(char *buf, long long v)
+{
+    char tmp[24];
+    size_t n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    size_t k = 0;
+    if (v < 0) buf[k++] = '-';
+    while (n) buf[k++] = tmp[--n];
+    buf[k] = '\0';
+    return k;
+}
+
+/* ------------------------------------------------------------------------ */
+/* COMMAND / COMMAND INFO entries, byte for byte as Redis 7 answers them     */
+/* (addReplyCommandInfo); the words come from the table's `redis` strings.  */
+
+/* Accumulate the first failure of a sequence of appends. */
+#define ADD(expr)                                \
+    do {                                         \
+        lattice_status s_ = (expr);              \
+        if (s_ != LATTICE_OK && st == LATTICE_OK) st = s_; \
+    } while (0)
+
+static lattice_status add_cstr(lattice_resp_out *o, const char *s)
+{
+    return lattice_resp_add_bulk(o, s, strlen(s));
+}
+
+/* A set of simple strings (bulk strings when bulk) from space-separated
+ * words ("" = empty set). */
+static lattice_status add_words(lattice_resp_out *o, const char *words, int bulk)
+{
+    lattice_status st = LATTICE_OK;
+    size_t n = 0;
+    for (const char *p = words; *p;) {
+        p += strspn(p, " ");
+        if (*p) n++;
+        p += strcspn(p, " ");
+    }
+    ADD(lattice_resp_add_set(o, n));
+    for (const char *p = words; *p;) {
+        p += strspn(p, " ");
+        size_t k = strcspn(p, " ");
+        if (k) ADD(bulk ? lattice_resp_add_bulk(o, p, k) : lattice_resp_add_simple(o, p, k));
+        p += k;
+    }
+    return st;
+}
+
+/* The key spec: {[notes,] flags, begin_search {index}, find_keys {range}}. */
+static lattice_status add_key_spec(lattice_resp_out *o, const lattice_resp_cmd *c)
+{
+    lattice_status st = LATTICE_OK;
+    int notes = c->redis.notes[0] != '\0';
+    ADD(lattice_resp_add_map(o, 3 + (size_t)notes));
+    if (notes) {
+        ADD(add_cstr(o, "notes"));
+        ADD(add_cstr(o, c->redis.notes));
+    }
+    ADD(add_cstr(o, "flags"));
+    ADD(add_words(o, c->redis.key_flags, 0));
+    ADD(add_cstr(o, "begin_search"));
+    ADD(lattice_resp_add_map(o, 2));
+    ADD(add_cstr(o, "type"));
+    ADD(add_cstr(o, "index"));
+    ADD(add_cstr(o, "spec"));
+    ADD(lattice_resp_add_map(o, 1));
+    ADD(add_cstr(o, "index"));
+    ADD(lattice_resp_add_int(o, c->first_key));
+    ADD(add_cstr(o, "find_keys"));
+    ADD(lattice_resp_add_map(o, 2));
+    ADD(add_cstr(o, "type"));
+    ADD(add_cstr(o, "range"));
+    ADD(add_cstr(o, "spec"));
+    ADD(lattice_resp_add_map(o, 3));
+    ADD(add_cstr(o, "lastkey"));
+    /* Relative to the first key, as Redis's key specs. */
+    ADD(lattice_resp_add_int(o, c->last_key >= 0 ? c->last_key - c->first_key : c->last_key));
+    ADD(add_cstr(o, "keystep"));
+    ADD(lattice_resp_add_int(o, c->key_step));
+    ADD(add_cstr(o, "limit"));
+    ADD(lattice_resp_add_int(o, 0));
+    return st;
+}
+
+lattice_status lattice_resp_add_command_info(lattice_resp_out *o, const lattice_resp_cmd *c)
+{
+    if (!c) return lattice_resp_add_null(o);
+    lattice_status st = LATTICE_OK;
+    ADD(lattice_resp_add_array(o, 10));
+    ADD(add_cstr(o, c->name));
+    ADD(lattice_resp_add_int(o, c->arity));
+    ADD(add_words(o, c->redis.flags, 0));
+    ADD(lattice_resp_add_int(o, c->first_key));
+    ADD(lattice_resp_add_int(o, c->last_key));
+    ADD(lattice_resp_add_int(o, c->key_step));
+    ADD(add_words(o, c->redis.acl, 0));
+    ADD(add_words(o, c->redis.tips, 1)); /* Redis sends tips as bulk strings */
+    ADD(lattice_resp_add_array(o, c->first_key > 0));
+    if (c->first_key > 0) ADD(add_key_spec(o, c));
+    ADD(lattice_resp_add_array(o, c->nsubs));
+    for (size_t i = 0; i < c->nsubs; i++) ADD(lattice_resp_add_command_info(o, &c->subs[i]));
+    return st;
+}
+
+lattice_status lattice_resp_add_command_table(lattice_resp_out *o)
+{
+    lattice_status st = LATTICE_OK;
+    ADD(lattice_resp_add_array(o, N_OF(table)));
+    for (size_t i = 0; i < N_OF(table); i++) ADD(lattice_resp_add_command_info(o, &table[i]));
+    return st;
+}
+
+size_t lattice_resp_cmd_top_count(void) { return N_OF(table); }
+
+lattice_status lattice_resp_add_hello(lattice_resp_out *o, const char *version, long long id,
+                                      int cluster_mode)
+{
+    /* Redis 7's helloCommand reply (not sentinel): 7 pairs, in this order. */
+    lattice_status st = LATTICE_OK;
+    ADD(lattice_resp_add_map(o, 7));
+    ADD(add_cstr(o, "server"));
+    ADD(add_cstr(o, "redis"));
+    ADD(add_cstr(o, "version"));
+    ADD(add_cstr(o, version));
+    ADD(add_cstr(o, "proto"));
+    ADD(lattice_resp_add_int(o, lattice_resp_out_proto(o)));
+    ADD(add_cstr(o, "id"));
+    ADD(lattice_resp_add_int(o, id));
+    ADD(add_cstr(o, "mode"));
+    ADD(add_cstr(o, cluster_mode ? "cluster" : "standalone"));
+    ADD(add_cstr(o, "role"));
+    ADD(add_cstr(o, "master"));
+    ADD(add_cstr(o, "modules"));
+    ADD(lattice_resp_add_array(o, 0));
+    return st;
+}
