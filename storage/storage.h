@@ -196,7 +196,8 @@ typedef struct lattice_store_metrics {
     uint64_t entries;      /* indexed entries (incl. expired ones not yet reclaimed) */
     uint64_t expirations;  /* expired entries reclaimed */
     uint64_t evictions;    /* entries evicted from this store */
-    uint64_t index_bytes;  /* index node memory (arena slabs), excl. cds_lfht buckets */
+    uint64_t index_bytes;  /* index memory: node slabs + cds_lfht buckets (16 bytes each) */
+    uint64_t index_buckets;/* cds_lfht buckets over all partitions (grown at 2 entries/bucket) */
     lattice_region_metrics region;
 } lattice_store_metrics;
 

@@ -36,7 +36,7 @@
 #define MARKER_LINK UINT64_MAX
 #define LIMBO_N 126
 #define SLAB_MIN 16
-#define SLAB_MAX 1024
+#define SLAB_MAX 64
 #define CHUNK_NODES 256
 #define BATCH_PEND 64
 
@@ -73,6 +73,7 @@ struct part {
     struct cds_lfht *ht;  /* created under lock, published with rcu_assign_pointer */
     uint64_t count;       /* atomic; changed under lock */
     uint64_t expiring;    /* atomic; entries with an expire time */
+    uint64_t buckets;     /* atomic read; the table's size, changed under lock */
     struct inode *free;   /* lock */
     struct slab *slabs;   /* lock */
     size_t slab_next;     /* lock */
@@ -239,14 +240,38 @@ static struct inode *lookup(lattice_store *s, struct part *p, const void *key, s
     return n ? caa_container_of(n, struct inode, lfn) : NULL;
 }
 
+/* The tables are resized by the writers themselves (cds_lfht_resize, which
+ * runs in the caller's thread), not by CDS_LFHT_AUTO_RESIZE: the lazy resize
+ * runs on liburcu's one global workqueue thread, and here a table filled from
+ * a thread that later exited stopped growing (every add then walked chains of
+ * thousands of nodes); ACCOUNTING makes it worse (PITFALLS).  Growing at
+ * load factor 2 to twice the size keeps 1-2 entries per bucket: 8-16 bytes of
+ * bucket per entry. */
+#define MIN_BUCKETS 16
+#define MAX_LOAD 2
+
 static int ensure_table(struct part *p)
 {
     if (p->ht) return LATTICE_OK;
-    /* AUTO_RESIZE without ACCOUNTING: accounting can leave a table stuck small. */
-    struct cds_lfht *ht = cds_lfht_new(1, 1, 0, CDS_LFHT_AUTO_RESIZE, NULL);
+    struct cds_lfht *ht = cds_lfht_new(MIN_BUCKETS, MIN_BUCKETS, 0, 0, NULL);
     if (!ht) return LATTICE_ERR_NOMEM;
+    __atomic_store_n(&p->buckets, MIN_BUCKETS, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&p->s->index_bytes, MIN_BUCKETS * sizeof(struct cds_lfht_node),
+                       __ATOMIC_RELAXED);
     rcu_assign_pointer(p->ht, ht);
     return LATTICE_OK;
+}
+
+/* Partition lock held, outside rcu_read_lock. */
+static void maybe_grow(lattice_store *s, struct part *p)
+{
+    uint64_t n = p->count, size = p->buckets;
+    if (n <= MAX_LOAD * size) return;
+    while (n > MAX_LOAD * size) size *= 2;
+    cds_lfht_resize(p->ht, size);
+    __atomic_add_fetch(&s->index_bytes, (size - p->buckets) * sizeof(struct cds_lfht_node),
+                       __ATOMIC_RELAXED);
+    __atomic_store_n(&p->buckets, size, __ATOMIC_RELAXED);
 }
 
 /* ---------------------------------------------------------------- eviction */
@@ -337,6 +362,7 @@ static void publish(struct part *p, struct inode *in, uint64_t link, unsigned lo
     rcu_read_unlock();
     __atomic_add_fetch(&p->count, 1, __ATOMIC_RELAXED);
     if (e->expire_ms) __atomic_add_fetch(&p->expiring, 1, __ATOMIC_RELAXED);
+    maybe_grow(p->s, p);
 }
 
 static int insert_locked(lattice_store *s, struct part *p, const lattice_store_entry *e,
@@ -1002,5 +1028,7 @@ void lattice_store_metrics_get(lattice_store *s, lattice_store_metrics *m)
     m->expirations = __atomic_load_n(&s->expirations, __ATOMIC_RELAXED);
     m->evictions = __atomic_load_n(&s->evictions, __ATOMIC_RELAXED);
     m->index_bytes = __atomic_load_n(&s->index_bytes, __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < s->nparts; i++)
+        m->index_buckets += __atomic_load_n(&s->parts[i].buckets, __ATOMIC_RELAXED);
     lattice_region_metrics_get(s->region, &m->region);
 }
