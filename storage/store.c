@@ -86,6 +86,10 @@ struct lattice_store {
     uint8_t owner;
     uint32_t nparts;
     struct part *parts;
+    /* Readers' copy of each partition's table pointer, packed so the lookup
+     * path touches 8 bytes instead of a whole struct part (one cache miss
+     * fewer per get).  Published with rcu_assign_pointer under the lock. */
+    struct cds_lfht **hts;
     uint64_t (*clock_ms)(void *);
     void *clock_arg;
     uint64_t expirations, evictions, index_bytes; /* atomics */
@@ -224,16 +228,16 @@ static int match_node(struct cds_lfht_node *n, const void *arg)
 
 /* Finds key in partition p; q gets the entry's metadata (and the value when
  * q->vbuf is set).  Needs rcu_read_lock. */
-static struct inode *lookup(lattice_store *s, struct part *p, const void *key, size_t klen,
+static struct inode *lookup(lattice_store *s, uint32_t part, const void *key, size_t klen,
                             unsigned long hash, struct match_ctx *m)
 {
-    struct cds_lfht *ht = rcu_dereference(p->ht);
+    struct cds_lfht *ht = rcu_dereference(s->hts[part]);
     if (!ht) return NULL;
     m->s = s;
     m->q.want_key = key;
     m->q.want_klen = klen;
     m->q.want_owner = s->owner;
-    m->q.want_partition = p->idx;
+    m->q.want_partition = part;
     struct cds_lfht_iter it;
     cds_lfht_lookup(ht, hash, match_node, m, &it);
     struct cds_lfht_node *n = cds_lfht_iter_get_node(&it);
@@ -250,7 +254,7 @@ static struct inode *lookup(lattice_store *s, struct part *p, const void *key, s
 #define MIN_BUCKETS 16
 #define MAX_LOAD 2
 
-static int ensure_table(struct part *p)
+static int ensure_table(lattice_store *s, struct part *p)
 {
     if (p->ht) return LATTICE_OK;
     struct cds_lfht *ht = cds_lfht_new(MIN_BUCKETS, MIN_BUCKETS, 0, 0, NULL);
@@ -259,6 +263,7 @@ static int ensure_table(struct part *p)
     __atomic_add_fetch(&p->s->index_bytes, MIN_BUCKETS * sizeof(struct cds_lfht_node),
                        __ATOMIC_RELAXED);
     rcu_assign_pointer(p->ht, ht);
+    rcu_assign_pointer(s->hts[p->idx], ht);
     return LATTICE_OK;
 }
 
@@ -287,7 +292,7 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
     int done = 0;
     struct match_ctx m = {0};
     rcu_read_lock();
-    struct inode *in = lookup(s, p, key, klen, key_hash(key, klen), &m);
+    struct inode *in = lookup(s, part, key, klen, key_hash(key, klen), &m);
     if (in && (!g || in != g->skip_node) &&
         __atomic_load_n(&in->link, __ATOMIC_ACQUIRE) == link &&
         cds_lfht_del(p->ht, &in->lfn) == 0)
@@ -325,7 +330,7 @@ static void find_locked(lattice_store *s, struct part *p, const lattice_store_en
 {
     memset(&f->m, 0, sizeof f->m);
     rcu_read_lock();
-    f->node = lookup(s, p, e->key, e->key_len, hash, &f->m);
+    f->node = lookup(s, p->idx, e->key, e->key_len, hash, &f->m);
     rcu_read_unlock();
     f->live = f->node && !expired(s, f->m.q.expire, now);
 }
@@ -392,7 +397,7 @@ int lattice_store_put(lattice_store *s, const lattice_store_entry *e, unsigned f
     uint64_t now = 0;
     struct found f;
     pthread_mutex_lock(&p->lock);
-    st = ensure_table(p);
+    st = ensure_table(s, p);
     if (st == LATTICE_OK) {
         find_locked(s, p, e, hash, &now, &f);
         st = refused(&f, e, flags);
@@ -502,7 +507,7 @@ static int batch_locked(lattice_store *s, struct part *p, const lattice_store_en
     if (!pd) return LATTICE_ERR_NOMEM;
     pd->n = 0;
     uint64_t now = 0;
-    int st = ensure_table(p);
+    int st = ensure_table(s, p);
     for (size_t i = 0; st == LATTICE_OK && i < n; i++)
         st = batch_one(s, p, &e[i], flags, pd, applied, &now);
     int fst = flush(s, p, pd, applied);
@@ -565,7 +570,7 @@ int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, siz
     struct match_ctx m = {.q = {.vbuf = buf, .vcap = buf ? cap : 0}};
     if (!buf) m.q.vbuf = &m, m.q.vcap = 0; /* copy nothing, but a 0-byte value "fits" */
     rcu_read_lock();
-    struct inode *in = lookup(s, &s->parts[partition], key, key_len, key_hash(key, key_len), &m);
+    struct inode *in = lookup(s, partition, key, key_len, key_hash(key, key_len), &m);
     rcu_read_unlock();
     uint64_t now = 0;
     if (!in || expired(s, m.q.expire, &now)) return LATTICE_ERR_NOT_FOUND;
@@ -956,7 +961,10 @@ int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
     lattice_store *s = lt_calloc(1, sizeof *s);
     if (!s) return LATTICE_ERR_NOMEM;
     s->parts = lt_calloc(cfg->partitions, sizeof *s->parts);
-    if (!s->parts) {
+    s->hts = lt_calloc(cfg->partitions, sizeof *s->hts);
+    if (!s->parts || !s->hts) {
+        lt_free(s->parts);
+        lt_free(s->hts);
         lt_free(s);
         return LATTICE_ERR_NOMEM;
     }
@@ -968,6 +976,7 @@ int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
     int st = region_attach(s->region, store_evict, s, &s->owner);
     if (st != LATTICE_OK) {
         lt_free(s->parts);
+        lt_free(s->hts);
         lt_free(s);
         return st;
     }
@@ -1017,6 +1026,7 @@ void lattice_store_destroy(lattice_store *s)
     pthread_mutex_destroy(&s->sw_lock);
     pthread_cond_destroy(&s->sw_cond);
     lt_free(s->parts);
+    lt_free(s->hts);
     lt_free(s);
 }
 
