@@ -733,6 +733,50 @@ START_TEST(bad_input_gets_a_clear_status)
 }
 END_TEST
 
+/* PITFALLS: a cds_lfht can stop growing and degrade into long chains.  Fill
+ * one partition from a thread that then exits (the case that stalled
+ * CDS_LFHT_AUTO_RESIZE here) and check the table grew with it. */
+struct filler {
+    lattice_store *s;
+    int failed;
+};
+
+static void *fill_one_partition(void *arg)
+{
+    struct filler *f = arg;
+    rcu_register_thread();
+    uint8_t v[8];
+    char k[32];
+    for (uint64_t id = 0; id < 60000; id++) {
+        lattice_store_entry e = ent(k, id, v, 8, 1, 1);
+        f->failed |= lattice_store_put(f->s, &e, 0) != LATTICE_OK;
+    }
+    rcu_unregister_thread();
+    return NULL;
+}
+
+START_TEST(index_tables_grow_with_their_partition)
+{
+    lattice_region *r = new_region(4096, 16, LATTICE_REGION_REJECT);
+    for (int round = 0; round < 3; round++) {
+        lattice_store *s = new_store(r, 1, NULL);
+        struct filler f = {s, 0};
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, fill_one_partition, &f), 0);
+        pthread_join(t, NULL);
+        ck_assert_int_eq(f.failed, 0);
+        lattice_store_metrics m;
+        lattice_store_metrics_get(s, &m);
+        ck_assert_uint_eq(m.entries, 60000);
+        ck_assert_uint_ge(m.index_buckets * 2, 60000); /* at most 2 entries per bucket */
+        ck_assert_uint_le(m.index_buckets, 60000);
+        for (uint64_t id = 0; id < 60000; id += 7) assert_has(s, id, 1, 8, 1);
+        lattice_store_destroy(s);
+    }
+    lattice_region_destroy(r);
+}
+END_TEST
+
 static void setup(void) { rcu_register_thread(); }
 static void teardown(void) { rcu_unregister_thread(); }
 
@@ -753,6 +797,7 @@ int main(void)
     tcase_add_test(tc, full_region_rejects_and_keeps_what_was_stored);
     tcase_add_test(tc, failing_the_nth_allocation_never_corrupts);
     tcase_add_test(tc, bad_input_gets_a_clear_status);
+    tcase_add_test(tc, index_tables_grow_with_their_partition);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
