@@ -254,7 +254,7 @@ static int put_row(lattice_region *r, const lattice_store_entry *e, uint8_t owne
     place(r, pid);
     r->rows++;
     r->row_bytes += len;
-    *link = LATTICE_LINK(pid, item);
+    *link = LATTICE_LINK(pid, item) | (uint64_t)page_items(h)[item] << 48;
     return LATTICE_OK;
 }
 
@@ -345,7 +345,7 @@ int region_insert_batch_locked(lattice_region *r, const lattice_store_entry *e, 
         head_encode((uint8_t *)h + page_items(h)[item], &e[i], owner, 0, 0, 0);
         r->rows++;
         r->row_bytes += len;
-        links[i] = LATTICE_LINK(cur, item);
+        links[i] = LATTICE_LINK(cur, item) | (uint64_t)page_items(h)[item] << 48;
     }
     if (cur != NO_PAGE) {
         stamp(r, h);
@@ -380,6 +380,9 @@ int region_update_locked(lattice_region *r, uint64_t *linkp, const lattice_store
         page_write_end(h);
         rebucket(r, pid);
         r->row_bytes += len - v.len;
+        /* Same row, new position hint. */
+        __atomic_store_n(linkp, LATTICE_LINK(pid, item) | (uint64_t)page_items(h)[item] << 48,
+                         __ATOMIC_RELEASE);
         return LATTICE_OK;
     }
     uint64_t nl;
@@ -460,9 +463,10 @@ int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q)
         if (!pg) return LATTICE_ERR_NOT_FOUND;
         struct page_hdr *h = (struct page_hdr *)pg;
         uint16_t item = LATTICE_LINK_ITEM(link);
-        /* The header and the item slot are on different lines for most items:
-         * fetch both at once instead of one after the other. */
+        /* Header, item slot and (by the link's position hint) the row are on
+         * different lines: fetch them at once instead of one after another. */
         __builtin_prefetch(pg + HDR + 2u * item);
+        if (link >> 48 && (link >> 48) < r->page_size) __builtin_prefetch(pg + (link >> 48));
         uint32_t s = seq_begin(h, &spins);
         uint16_t nitems = h->nitems;
         uint16_t off = item < nitems ? page_items((void *)pg)[item] : 0;

@@ -74,10 +74,15 @@ typedef struct lattice_region_config {
     lattice_region_policy policy; /* when full */
 } lattice_region_config;
 
-/* A link names a row: page id in the high bits, item id in the low 16. */
+/* A link names a row: page id in bits 16..47, item id in the low 16.  Links
+ * returned by inserts also carry, in bits 48..63, where the row sat in its
+ * page when written: readers only prefetch that address (it goes stale when
+ * the page is compacted, which costs nothing but the prefetch).  Compare
+ * links with LATTICE_LINK_SAME. */
 #define LATTICE_LINK(page, item) (((uint64_t)(page) << 16) | (uint16_t)(item))
 #define LATTICE_LINK_PAGE(link) ((uint32_t)((link) >> 16))
 #define LATTICE_LINK_ITEM(link) ((uint16_t)((link) & 0xffff))
+#define LATTICE_LINK_SAME(a, b) ((((a) ^ (b)) & 0xffffffffffffull) == 0)
 
 /* Page kinds reported by lattice_region_page_inspect. */
 enum { LATTICE_PAGE_UNMAPPED = 0, LATTICE_PAGE_REUSE = 1, LATTICE_PAGE_DATA = 2 };

@@ -294,7 +294,7 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
     rcu_read_lock();
     struct inode *in = lookup(s, part, key, klen, key_hash(key, klen), &m);
     if (in && (!g || in != g->skip_node) &&
-        __atomic_load_n(&in->link, __ATOMIC_ACQUIRE) == link &&
+        LATTICE_LINK_SAME(__atomic_load_n(&in->link, __ATOMIC_ACQUIRE), link) &&
         cds_lfht_del(p->ht, &in->lfn) == 0)
         done = 1;
     rcu_read_unlock();
