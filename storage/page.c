@@ -38,23 +38,6 @@ void page_init_empty(struct page_hdr *h, uint32_t page_size)
 
 /* ---- varints ---- */
 
-static uint32_t varint_len(uint64_t v)
-{
-    uint32_t n = 1;
-    while (v >= 0x80) v >>= 7, n++;
-    return n;
-}
-
-static uint8_t *varint_put(uint8_t *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
 /* Bounded reader over possibly garbage bytes. */
 struct rd {
     const uint8_t *p, *end;
@@ -84,18 +67,6 @@ static uint64_t rd_fixed(struct rd *r, int n)
     for (int i = 0; i < n; i++) v |= (uint64_t)r->p[i] << (8 * i);
     r->p += n;
     return v;
-}
-
-static uint8_t *put_fixed(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
-    return p + n;
-}
-
-static uint8_t *put_link(uint8_t *p, uint64_t link)
-{
-    p = put_fixed(p, LATTICE_LINK_PAGE(link), 4);
-    return put_fixed(p, LATTICE_LINK_ITEM(link), 2);
 }
 
 static uint64_t rd_link(struct rd *r)
@@ -140,53 +111,6 @@ int row_parse(const uint8_t *pg, uint32_t page_size, uint32_t off, struct rowv *
     if ((uint64_t)v->payload_off + v->piece_len > page_size) return -1;
     v->len = v->payload_off + v->piece_len - off;
     return 0;
-}
-
-uint32_t head_hdr_len(const lattice_store_entry *e, int frag)
-{
-    return 2 + varint_len(e->partition) + varint_len(e->key_len) + varint_len(e->value_len) +
-           varint_len(e->version) + (e->expire_ms ? 8 : 0) + (frag ? 8 : 0);
-}
-
-/* Copies payload bytes [pos, pos+len) of key||value to dst. */
-static void payload_copy(uint8_t *dst, const lattice_store_entry *e, uint64_t pos, uint64_t len)
-{
-    if (pos < e->key_len) {
-        uint64_t k = e->key_len - pos < len ? e->key_len - pos : len;
-        memcpy(dst, (const uint8_t *)e->key + pos, k);
-        dst += k, pos += k, len -= k;
-    }
-    if (len) memcpy(dst, (const uint8_t *)e->value + (pos - e->key_len), len);
-}
-
-void head_encode(uint8_t *dst, const lattice_store_entry *e, uint8_t owner, int frag,
-                 uint64_t next, uint32_t piece_len)
-{
-    uint8_t *p = dst;
-    *p++ = (uint8_t)(F_HEAD | (e->expire_ms ? F_EXPIRE : 0) | (frag ? F_NEXT : 0));
-    *p++ = owner;
-    p = varint_put(p, e->partition);
-    p = varint_put(p, e->key_len);
-    p = varint_put(p, e->value_len);
-    p = varint_put(p, e->version);
-    if (e->expire_ms) p = put_fixed(p, e->expire_ms, 8);
-    if (frag) {
-        p = put_link(p, next);
-        p = put_fixed(p, piece_len, 2);
-    } else {
-        piece_len = (uint32_t)(e->key_len + e->value_len);
-    }
-    payload_copy(p, e, 0, piece_len);
-}
-
-void cont_encode(uint8_t *dst, const lattice_store_entry *e, int has_next, uint64_t next,
-                 uint64_t pos, uint32_t len)
-{
-    uint8_t *p = dst;
-    *p++ = (uint8_t)(F_CONT | (has_next ? F_NEXT : 0));
-    if (has_next) p = put_link(p, next);
-    p = put_fixed(p, len, 2);
-    payload_copy(p, e, pos, len);
 }
 
 /* ---- page space ---- */
