@@ -733,6 +733,80 @@ START_TEST(bad_input_gets_a_clear_status)
 }
 END_TEST
 
+/* Keys longer than a page: the key itself is split over fragments, and
+ * lookups, cursors, updates, removal and eviction all read it back. */
+static void big_key(char *k, size_t len, uint64_t id)
+{
+    for (size_t i = 0; i < len; i++) k[i] = (char)('a' + (mix64(id * 131 + i) % 26));
+    snprintf(k, len, "key:%08llu", (unsigned long long)id);
+    k[12] = '#';
+}
+
+START_TEST(keys_longer_than_a_page)
+{
+    lattice_region *r = new_region(1024, 2, LATTICE_REGION_EVICT);
+    lattice_store *s = new_store(r, 2, NULL);
+    size_t klens[] = {13, 1000, 1024, 3000, 20000, 65535};
+    static char k[65536];
+    uint8_t v[2000], buf[2000];
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint64_t i = 0; i < 6; i++) {
+            big_key(k, klens[i], i);
+            fill_value(v, 100 + i * 300, i, 1 + (uint64_t)pass);
+            lattice_store_entry e = {(uint32_t)(i % 2), k, klens[i], v, 100 + i * 300, 0, 1 + (uint64_t)pass};
+            ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+        }
+        for (uint64_t i = 0; i < 6; i++) {
+            big_key(k, klens[i], i);
+            lattice_store_meta m;
+            ck_assert_int_eq(lattice_store_get(s, (uint32_t)(i % 2), k, klens[i], buf, sizeof buf, &m), LATTICE_OK);
+            ck_assert_uint_eq(m.version, 1 + (uint64_t)pass);
+            ck_assert(value_ok(buf, m.value_len, i, m.version));
+            k[klens[i] - 1] ^= 1; /* same length, last byte differs: another key */
+            ck_assert_int_eq(lattice_store_get(s, (uint32_t)(i % 2), k, klens[i], buf, sizeof buf, &m),
+                             LATTICE_ERR_NOT_FOUND);
+        }
+    }
+    struct dump d = {0};
+    dump_store(s, &d, 2);
+    ck_assert_uint_eq(d.n, 6);
+    for (size_t i = 0; i < d.n; i++) {
+        unsigned long long id;
+        ck_assert_int_eq(sscanf((const char *)d.v[i].key, "key:%8llu", &id), 1);
+        big_key(k, klens[id], id);
+        ck_assert_uint_eq(d.v[i].klen, klens[id]);
+        ck_assert(memcmp(d.v[i].key, k, klens[id]) == 0);
+    }
+    dump_free(&d);
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    /* Fill the 2 MiB region with small entries: eviction must handle the long keys too. */
+    char sk[32];
+    for (uint64_t id = 100; id < 40000; id++) {
+        lattice_store_entry e = ent(sk, id, v, 60, 1, 2);
+        ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    }
+    lattice_store_metrics m;
+    lattice_store_metrics_get(s, &m);
+    ck_assert_uint_gt(m.evictions, 0);
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    for (uint64_t i = 0; i < 6; i++) {
+        big_key(k, klens[i], i);
+        lattice_store_meta mm;
+        int st = lattice_store_get(s, (uint32_t)(i % 2), k, klens[i], buf, sizeof buf, &mm);
+        ck_assert(st == LATTICE_OK || st == LATTICE_ERR_NOT_FOUND);
+        if (st == LATTICE_OK) ck_assert(value_ok(buf, mm.value_len, i, mm.version));
+        st = lattice_store_remove(s, (uint32_t)(i % 2), k, klens[i]);
+        ck_assert(st == LATTICE_OK || st == LATTICE_ERR_NOT_FOUND);
+    }
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    lattice_store_destroy(s);
+    lattice_region_metrics rm;
+    lattice_region_metrics_get(r, &rm);
+    ck_assert_uint_eq(rm.rows, 0);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 /* PITFALLS: a cds_lfht can stop growing and degrade into long chains.  Fill
  * one partition from a thread that then exits (the case that stalled
  * CDS_LFHT_AUTO_RESIZE here) and check the table grew with it. */
@@ -798,6 +872,7 @@ int main(void)
     tcase_add_test(tc, failing_the_nth_allocation_never_corrupts);
     tcase_add_test(tc, bad_input_gets_a_clear_status);
     tcase_add_test(tc, index_tables_grow_with_their_partition);
+    tcase_add_test(tc, keys_longer_than_a_page);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
