@@ -500,7 +500,9 @@ static int is_pow2(uint64_t x) { return x && !(x & (x - 1)); }
 
 int lattice_region_create(const lattice_region_config *cfg, lattice_region **out)
 {
+    if (!out) return LATTICE_ERR_INVAL;
     *out = NULL;
+    if (!cfg) return LATTICE_ERR_INVAL;
     uint32_t ps = cfg->page_size ? cfg->page_size : LATTICE_REGION_DEFAULT_PAGE;
     if (!is_pow2(ps) || ps < LATTICE_REGION_MIN_PAGE || ps > LATTICE_REGION_MAX_PAGE ||
         cfg->max_mb == 0 || cfg->max_mb > (1u << 20) || cfg->prealloc_mb > cfg->max_mb ||
@@ -589,7 +591,7 @@ static int entry_check(const lattice_store_entry *e)
 
 int lattice_region_insert(lattice_region *r, const lattice_store_entry *e, uint64_t *link)
 {
-    int st = entry_check(e);
+    int st = link ? entry_check(e) : LATTICE_ERR_INVAL;
     if (st != LATTICE_OK) return st;
     region_lock(r);
     st = region_insert_locked(r, e, 0, link, NULL);
@@ -600,6 +602,7 @@ int lattice_region_insert(lattice_region *r, const lattice_store_entry *e, uint6
 int lattice_region_insert_batch(lattice_region *r, const lattice_store_entry *e, size_t n,
                                 uint64_t *links, size_t *done)
 {
+    if (!done || (n && (!e || !links))) return LATTICE_ERR_INVAL;
     *done = 0;
     for (size_t i = 0; i < n; i++) {
         int st = entry_check(&e[i]);
@@ -613,6 +616,7 @@ int lattice_region_insert_batch(lattice_region *r, const lattice_store_entry *e,
 
 int lattice_region_read(lattice_region *r, uint64_t link, lattice_store_visit_fn fn, void *arg)
 {
+    if (!fn) return LATTICE_ERR_INVAL;
     for (;;) {
         struct read_req q = {0};
         int st = region_read_entry(r, link, &q);

@@ -587,6 +587,7 @@ int lattice_store_get_copy(lattice_store *s, uint32_t partition, const void *key
 {
     lattice_store_meta mm;
     size_t cap = 64;
+    if (!value) return LATTICE_ERR_INVAL;
     *value = NULL;
     for (;;) {
         void *buf = lt_malloc(cap);
@@ -737,6 +738,7 @@ static void marker_free(struct rcu_head *head)
 
 int lattice_store_cursor_open(lattice_store *s, uint32_t partition, lattice_store_cursor **out)
 {
+    if (!out) return LATTICE_ERR_INVAL;
     *out = NULL;
     if (partition >= s->nparts) return LATTICE_ERR_INVAL;
     lattice_store_cursor *c = lt_calloc(1, sizeof *c);
@@ -953,6 +955,7 @@ void lattice_store_sweeper_stop(lattice_store *s)
 
 int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
 {
+    if (!out) return LATTICE_ERR_INVAL;
     *out = NULL;
     if (!cfg || !cfg->region || cfg->partitions == 0 ||
         cfg->partitions > LATTICE_STORE_MAX_PARTITIONS ||

@@ -37,6 +37,8 @@ START_TEST(bad_config_is_refused)
         ck_assert_int_eq(lattice_region_create(&c, &r), LATTICE_ERR_INVAL);
         ck_assert_ptr_null(r);
     }
+    ck_assert_int_eq(lattice_region_create(NULL, &r), LATTICE_ERR_INVAL);
+    ck_assert_ptr_null(r);
     lattice_region_config c0 = {.page_size = 4096, .max_mb = 0};
     ck_assert_int_eq(lattice_region_create(&c0, &r), LATTICE_ERR_INVAL);
     lattice_region_config c1 = {.page_size = 4096, .max_mb = 2, .prealloc_mb = 3};
@@ -364,7 +366,11 @@ START_TEST(bad_input_gets_a_clear_status)
     ck_assert_int_eq(lattice_region_insert(r, &bad, &l), LATTICE_ERR_INVAL);
     bad = e, bad.value_len = (size_t)LATTICE_STORE_MAX_VALUE + 1;
     ck_assert_int_eq(lattice_region_insert(r, &bad, &l), LATTICE_ERR_TOO_LARGE);
+    ck_assert_int_eq(lattice_region_insert(r, NULL, &l), LATTICE_ERR_INVAL);
+    ck_assert_int_eq(lattice_region_insert(r, &e, NULL), LATTICE_ERR_INVAL);
     size_t done = 7;
+    ck_assert_int_eq(lattice_region_insert_batch(r, NULL, 3, &l, &done), LATTICE_ERR_INVAL);
+    ck_assert_int_eq(lattice_region_read(r, 0, NULL, NULL), LATTICE_ERR_INVAL);
     lattice_store_entry two[2] = {e, bad};
     ck_assert_int_eq(lattice_region_insert_batch(r, two, 2, &l, &done), LATTICE_ERR_TOO_LARGE);
     ck_assert_uint_eq(done, 0);

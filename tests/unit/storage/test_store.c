@@ -684,6 +684,8 @@ START_TEST(bad_input_gets_a_clear_status)
     }
     lattice_store_config nor = {.partitions = 4};
     ck_assert_int_eq(lattice_store_create(&nor, &s), LATTICE_ERR_INVAL);
+    ck_assert_int_eq(lattice_store_create(NULL, &s), LATTICE_ERR_INVAL);
+    ck_assert_ptr_null(s);
     s = new_store(r, 16384, NULL);
     uint8_t v[10] = {0}, buf[10];
     lattice_store_entry e = {.partition = 3, .key = "k", .key_len = 1, .value = v, .value_len = 10};
@@ -719,6 +721,14 @@ START_TEST(bad_input_gets_a_clear_status)
     ck_assert_int_eq(lattice_store_put_all(s, two, 2, 0, &applied), LATTICE_ERR_INVAL);
     ck_assert_uint_eq(applied, 0);
     ck_assert_int_eq(lattice_store_get_all(s, two, 1, NULL, NULL), LATTICE_ERR_INVAL);
+    ck_assert_int_eq(lattice_store_get_copy(s, 3, "k", 1, NULL, NULL), LATTICE_ERR_INVAL);
+    ck_assert_int_eq(lattice_store_cursor_open(s, 3, NULL), LATTICE_ERR_INVAL);
+    lattice_store_cursor *cur;
+    ck_assert_int_eq(lattice_store_cursor_open(s, 3, &cur), LATTICE_OK);
+    int cdone = 0;
+    ck_assert_int_eq(lattice_store_cursor_next(cur, 10, 0, NULL, NULL, &cdone), LATTICE_ERR_INVAL);
+    lattice_store_cursor_close(cur);
+    lattice_store_cursor_close(NULL);
     ck_assert_uint_eq(lattice_store_count(s, 3), 0);
     ck_assert_uint_eq(lattice_store_count(s, 20000), 0);
     /* Every partition of the largest store works. */
