@@ -21,10 +21,12 @@
  *   lattice_region_read, must be registered with rcu_register_thread() (and
  *   unregister before it exits).  Nothing fails loudly if it is not: the
  *   thread's reads are simply not protected.
- *   Readers (get, get_all, count, cursors, metrics) never take a lock and
- *   never block: they take rcu_read_lock themselves, look the key up in the
- *   cds_lfht and copy the row out of its page under a per-page sequence
- *   counter, retrying when a writer changed the page meanwhile.  Region pages
+ *   Readers (get, get_all, count, cursors) never take a lock and never wait
+ *   for a lock holder: they take rcu_read_lock themselves, look the key up in
+ *   the cds_lfht and copy the row out of its page under a per-page sequence
+ *   counter, retrying when a writer changed the page meanwhile (at worst they
+ *   spin for the few hundred nanoseconds a writer spends inside one page).
+ *   Metrics take the region lock briefly.  Region pages
  *   are never unmapped before the region is destroyed, so a reader can at
  *   worst read a stale page, which the sequence check rejects; index nodes are
  *   recycled only after an RCU grace period.  So a reader never returns a
