@@ -1,0 +1,693 @@
+/*
+ * Data region: page memory, the free list, rows and fragments, eviction.
+ *
+ * Memory comes from the OS in LATTICE_REGION_CHUNK pieces (lt_map) and is
+ * pre-faulted when mapped (MADV_POPULATE_WRITE, else a memset): a first-touch
+ * fault costs 11-15 us per 4 KiB here, so no row write ever touches a fresh
+ * page.  Chunks are never unmapped before destroy, so a lock-free reader
+ * holding any link can always dereference its page.
+ *
+ * Free list: a data page with live rows sits in bucket free/step (step =
+ * page_size / 32), or in none ("full") when free < step.  An insert needing
+ * len + 2 bytes (row + item slot) starts at bucket ceil((len+2)/step), where
+ * every page is known to fit, and takes the first page of the lowest
+ * non-empty bucket (one bit scan of bucket_mask): the fullest page that
+ * surely fits, with no page scan.  A page whose last row goes is reset and
+ * pushed on the reuse list, which is drained before a new chunk is mapped.
+ *
+ * Page states (page_hdr.bucket): 0..31 in that bucket list; BUCKET_NONE full;
+ * BUCKET_REUSE on the reuse list; BUCKET_DETACHED taken by a writer that is
+ * filling it (batch insert), in no list.  All under the region lock.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "storage/region_int.h"
+
+#define BUCKET_DETACHED 0xfd
+#define EVICT_ROUNDS 64
+#define SPIN_LIMIT 100000000u
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+static struct page_hdr *hdr_w(const lattice_region *r, uint32_t pid)
+{
+    /* Writer side (region lock held): pid is known to be mapped. */
+    return (struct page_hdr *)(r->chunks[pid >> r->chunk_shift] +
+                               ((size_t)(pid & (r->chunk_pages - 1)) << r->page_shift));
+}
+
+void region_lock(lattice_region *r) { pthread_mutex_lock(&r->lock); }
+void region_unlock(lattice_region *r) { pthread_mutex_unlock(&r->lock); }
+
+/* ---------------------------------------------------------------- lists */
+
+static void list_push(lattice_region *r, uint32_t *head, uint32_t pid)
+{
+    struct page_hdr *h = hdr_w(r, pid);
+    h->prev = NO_PAGE;
+    h->next = *head;
+    if (*head != NO_PAGE) hdr_w(r, *head)->prev = pid;
+    *head = pid;
+}
+
+static void list_unlink(lattice_region *r, uint32_t *head, uint32_t pid)
+{
+    struct page_hdr *h = hdr_w(r, pid);
+    if (h->prev != NO_PAGE) hdr_w(r, h->prev)->next = h->next;
+    else *head = h->next;
+    if (h->next != NO_PAGE) hdr_w(r, h->next)->prev = h->prev;
+    h->prev = h->next = NO_PAGE;
+}
+
+static int bucket_of(const lattice_region *r, uint32_t free)
+{
+    uint32_t b = free / r->step;
+    if (b == 0) return BUCKET_NONE;
+    return b >= LATTICE_REGION_BUCKETS ? LATTICE_REGION_BUCKETS - 1 : (int)b;
+}
+
+/* Takes a data page out of whatever list holds it. */
+static void detach(lattice_region *r, uint32_t pid)
+{
+    struct page_hdr *h = hdr_w(r, pid);
+    if (h->bucket < LATTICE_REGION_BUCKETS) {
+        list_unlink(r, &r->bucket_head[h->bucket], pid);
+        if (--r->bucket_count[h->bucket] == 0) r->bucket_mask &= ~(1u << h->bucket);
+    } else if (h->bucket == BUCKET_NONE) {
+        r->pages_full--;
+    }
+    h->bucket = BUCKET_DETACHED;
+}
+
+/* Puts a detached data page where its free space says; empties go to reuse. */
+static void place(lattice_region *r, uint32_t pid)
+{
+    struct page_hdr *h = hdr_w(r, pid);
+    if (h->live == 0) {
+        page_write_begin(h);
+        page_init_empty(h, r->page_size);
+        page_write_end(h);
+        h->kind = KIND_REUSE;
+        h->bucket = BUCKET_REUSE;
+        r->pages_data--;
+        r->pages_reuse++;
+        list_push(r, &r->reuse_head, pid);
+        return;
+    }
+    int b = bucket_of(r, h->free);
+    h->bucket = (uint8_t)b;
+    if (b == BUCKET_NONE) {
+        r->pages_full++;
+        return;
+    }
+    list_push(r, &r->bucket_head[b], pid);
+    r->bucket_count[b]++;
+    r->bucket_mask |= 1u << b;
+}
+
+static void rebucket(lattice_region *r, uint32_t pid)
+{
+    struct page_hdr *h = hdr_w(r, pid);
+    if (h->live && h->bucket == bucket_of(r, h->free)) return;
+    detach(r, pid);
+    place(r, pid);
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static int map_chunk(lattice_region *r)
+{
+    if (r->pages_mapped >= r->max_pages) return LATTICE_ERR_REGION_FULL;
+    uint8_t *c = lt_map(LATTICE_REGION_CHUNK);
+    if (!c) return LATTICE_ERR_NOMEM;
+    if (madvise(c, LATTICE_REGION_CHUNK, MADV_POPULATE_WRITE) != 0)
+        memset(c, 0, LATTICE_REGION_CHUNK);
+    uint32_t first = r->pages_mapped;
+    __atomic_store_n(&r->chunks[first >> r->chunk_shift], c, __ATOMIC_RELEASE);
+    /* Push in reverse so the lowest page id is handed out first. */
+    for (uint32_t i = r->chunk_pages; i-- > 0;) {
+        struct page_hdr *h = (struct page_hdr *)(c + ((size_t)i << r->page_shift));
+        page_init_empty(h, r->page_size);
+        h->kind = KIND_REUSE;
+        h->bucket = BUCKET_REUSE;
+        list_push(r, &r->reuse_head, first + i);
+    }
+    r->pages_reuse += r->chunk_pages;
+    __atomic_store_n(&r->pages_mapped, first + r->chunk_pages, __ATOMIC_RELEASE);
+    return LATTICE_OK;
+}
+
+static uint64_t rng_next(lattice_region *r)
+{
+    uint64_t x = r->rng;
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return r->rng = x;
+}
+
+/* Random-2-LRU over pages: evicts the entries whose head rows sit on the
+ * less recently used of two sampled data pages.  Returns entries evicted. */
+static int evict_one(lattice_region *r, const struct evict_guard *g)
+{
+    uint32_t mapped = r->pages_mapped, cand[2], n = 0;
+    for (int tries = 0; tries < 16 && n < 2 && mapped; tries++) {
+        uint32_t pid = (uint32_t)(rng_next(r) % mapped);
+        struct page_hdr *h = hdr_w(r, pid);
+        if (h->kind == KIND_DATA && h->bucket != BUCKET_DETACHED) cand[n++] = pid;
+    }
+    if (n == 0) return 0;
+    uint32_t pid = cand[0];
+    if (n == 2) {
+        uint32_t a0 = __atomic_load_n(&hdr_w(r, cand[0])->access, __ATOMIC_RELAXED);
+        uint32_t a1 = __atomic_load_n(&hdr_w(r, cand[1])->access, __ATOMIC_RELAXED);
+        if ((int32_t)(r->epoch - a1) > (int32_t)(r->epoch - a0)) pid = cand[1];
+    }
+    struct page_hdr *h = hdr_w(r, pid);
+    uint8_t *pg = (uint8_t *)h;
+    int evicted = 0;
+    for (uint32_t i = 0; h->kind == KIND_DATA && i < h->nitems; i++) {
+        uint16_t off = page_items(pg)[i];
+        struct rowv v;
+        if (!off || row_parse(pg, r->page_size, off, &v) != 0 || !(v.flags & F_HEAD)) continue;
+        if (v.owner == 0 || !r->owners[v.owner].fn) continue;
+        uint64_t link = LATTICE_LINK(pid, i);
+        if (v.klen <= v.piece_len) {
+            /* The callback reads the key before it frees the row. */
+            evicted += r->owners[v.owner].fn(r->owners[v.owner].ctx, v.partition,
+                                             pg + v.payload_off, v.klen, link, g);
+            continue;
+        }
+        void *key = lt_malloc(v.klen);
+        struct read_req q = {.kbuf = key, .kcap = v.klen};
+        if (key && region_read_entry(r, link, &q) == LATTICE_OK && q.klen == v.klen)
+            evicted += r->owners[v.owner].fn(r->owners[v.owner].ctx, v.partition, key,
+                                             v.klen, link, g);
+        lt_free(key);
+    }
+    r->evictions += (uint64_t)evicted;
+    return evicted;
+}
+
+/* A detached data page that fits a row of len bytes: from the free-list
+ * buckets, the reuse list, a new chunk, or (policy evict) after evicting. */
+static int take_page(lattice_region *r, uint32_t len, const struct evict_guard *g, uint32_t *out)
+{
+    uint32_t b0 = (len + 2 + r->step - 1) / r->step;
+    int rounds = 0;
+    for (;;) {
+        uint32_t m = b0 < LATTICE_REGION_BUCKETS ? r->bucket_mask >> b0 << b0 : 0;
+        if (m) {
+            uint32_t pid = r->bucket_head[__builtin_ctz(m)];
+            detach(r, pid);
+            *out = pid;
+            return LATTICE_OK;
+        }
+        if (r->reuse_head != NO_PAGE) {
+            uint32_t pid = r->reuse_head;
+            list_unlink(r, &r->reuse_head, pid);
+            r->pages_reuse--;
+            r->pages_data++;
+            struct page_hdr *h = hdr_w(r, pid);
+            h->kind = KIND_DATA;
+            h->bucket = BUCKET_DETACHED;
+            *out = pid;
+            return LATTICE_OK;
+        }
+        int st = map_chunk(r);
+        if (st == LATTICE_OK) continue;
+        if (st == LATTICE_ERR_NOMEM) return st;
+        if (r->policy != LATTICE_REGION_EVICT || rounds++ >= EVICT_ROUNDS)
+            return LATTICE_ERR_REGION_FULL;
+        evict_one(r, g);
+    }
+}
+
+static void stamp(lattice_region *r, struct page_hdr *h)
+{
+    if (++r->epoch_tick % 64 == 0) __atomic_store_n(&r->epoch, r->epoch + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->access, r->epoch, __ATOMIC_RELAXED);
+}
+
+/* ---------------------------------------------------------------- writes */
+
+/* Writes one row of len bytes (head or fragment) into a page that fits. */
+static int put_row(lattice_region *r, const lattice_store_entry *e, uint8_t owner, int cont,
+                   int frag, uint64_t next, uint64_t pos, uint32_t piece, uint32_t len,
+                   uint64_t *link, const struct evict_guard *g)
+{
+    uint32_t pid;
+    int st = take_page(r, len, g, &pid);
+    if (st != LATTICE_OK) return st;
+    struct page_hdr *h = hdr_w(r, pid);
+    page_write_begin(h);
+    uint16_t item = page_place(h, r->page_size, len, -1);
+    uint8_t *dst = (uint8_t *)h + page_items(h)[item];
+    if (cont) cont_encode(dst, e, frag, next, pos, piece);
+    else head_encode(dst, e, owner, frag, next, piece);
+    stamp(r, h);
+    page_write_end(h);
+    place(r, pid);
+    r->rows++;
+    r->row_bytes += len;
+    *link = LATTICE_LINK(pid, item) | (uint64_t)page_items(h)[item] << 48;
+    return LATTICE_OK;
+}
+
+static void free_row(lattice_region *r, uint64_t link, uint64_t *next, int *has_next)
+{
+    uint32_t pid = LATTICE_LINK_PAGE(link);
+    struct page_hdr *h = hdr_w(r, pid);
+    struct rowv v;
+    uint16_t off = page_items(h)[LATTICE_LINK_ITEM(link)];
+    *has_next = row_parse((uint8_t *)h, r->page_size, off, &v) == 0 && (v.flags & F_NEXT);
+    *next = v.next;
+    page_write_begin(h);
+    uint32_t len = page_remove(h, r->page_size, LATTICE_LINK_ITEM(link), 0);
+    page_write_end(h);
+    rebucket(r, pid);
+    r->rows--;
+    r->row_bytes -= len;
+}
+
+void region_free_locked(lattice_region *r, uint64_t link)
+{
+    int more = 1;
+    while (more) free_row(r, link, &link, &more);
+}
+
+int region_insert_locked(lattice_region *r, const lattice_store_entry *e, uint8_t owner,
+                         uint64_t *link, const struct evict_guard *g)
+{
+    uint64_t total = e->key_len + e->value_len;
+    uint32_t hs = head_hdr_len(e, 0);
+    if (hs + total <= r->max_row)
+        return put_row(r, e, owner, 0, 0, 0, 0, 0, (uint32_t)(hs + total), link, g);
+
+    /* Fragmented: full continuation rows hold the tail, the head the rest
+     * (maybe nothing).  Written last piece first, so each knows its next. */
+    uint32_t hf = head_hdr_len(e, 1);
+    uint64_t cap = r->max_row - CONT_HDR_NEXT, hmax = r->max_row - hf;
+    uint64_t k = (total - hmax + cap - 1) / cap;
+    uint64_t head = total > k * cap ? total - k * cap : 0;
+    uint64_t next = 0;
+    int has_next = 0;
+    for (uint64_t j = k; j-- > 0;) {
+        uint64_t pos = head + j * cap;
+        uint32_t piece = (uint32_t)(total - pos < cap ? total - pos : cap);
+        uint32_t len = (has_next ? CONT_HDR_NEXT : CONT_HDR_LAST) + piece;
+        uint64_t l;
+        int st = put_row(r, e, owner, 1, has_next, next, pos, piece, len, &l, g);
+        if (st != LATTICE_OK) {
+            if (has_next) region_free_locked(r, next);
+            return st;
+        }
+        next = l, has_next = 1;
+    }
+    int st = put_row(r, e, owner, 0, 1, next, 0, (uint32_t)head, (uint32_t)(hf + head), link, g);
+    if (st != LATTICE_OK) region_free_locked(r, next);
+    return st;
+}
+
+int region_insert_batch_locked(lattice_region *r, const lattice_store_entry *e, size_t n,
+                               uint8_t owner, uint64_t *links, size_t *done,
+                               const struct evict_guard *g)
+{
+    uint32_t cur = NO_PAGE;
+    struct page_hdr *h = NULL;
+    int st = LATTICE_OK;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        uint64_t len = head_hdr_len(&e[i], 0) + e[i].key_len + e[i].value_len;
+        if (cur != NO_PAGE && (len > r->max_row || !page_fits(h, (uint32_t)len))) {
+            /* Release before taking another page: eviction must see it placed. */
+            stamp(r, h);
+            page_write_end(h);
+            place(r, cur);
+            cur = NO_PAGE;
+        }
+        if (len > r->max_row) {
+            st = region_insert_locked(r, &e[i], owner, &links[i], g);
+            if (st != LATTICE_OK) break;
+            continue;
+        }
+        if (cur == NO_PAGE) {
+            st = take_page(r, (uint32_t)len, g, &cur);
+            if (st != LATTICE_OK) break;
+            h = hdr_w(r, cur);
+            page_write_begin(h);
+        }
+        uint16_t item = page_place(h, r->page_size, (uint32_t)len, -1);
+        head_encode((uint8_t *)h + page_items(h)[item], &e[i], owner, 0, 0, 0);
+        r->rows++;
+        r->row_bytes += len;
+        links[i] = LATTICE_LINK(cur, item) | (uint64_t)page_items(h)[item] << 48;
+    }
+    if (cur != NO_PAGE) {
+        stamp(r, h);
+        page_write_end(h);
+        place(r, cur);
+    }
+    *done = i;
+    return st;
+}
+
+int region_update_locked(lattice_region *r, uint64_t *linkp, const lattice_store_entry *e,
+                         uint8_t owner, const struct evict_guard *g)
+{
+    uint64_t old = *linkp;
+    uint32_t pid = LATTICE_LINK_PAGE(old);
+    uint16_t item = LATTICE_LINK_ITEM(old);
+    struct page_hdr *h = hdr_w(r, pid);
+    struct rowv v;
+    if (row_parse((uint8_t *)h, r->page_size, page_items(h)[item], &v) != 0) {
+        LT_LOG(LT_ERROR, "storage", "region %s: no row at page %u item %u to update", r->name,
+               pid, item);
+        return LATTICE_ERR_PROTO;
+    }
+    uint64_t len = head_hdr_len(e, 0) + e->key_len + e->value_len;
+    if (!(v.flags & F_NEXT) && len <= r->max_row && h->free + v.len >= len) {
+        /* In place: same page, same item id, so the link does not change. */
+        page_write_begin(h);
+        page_remove(h, r->page_size, item, 1);
+        page_place(h, r->page_size, (uint32_t)len, item);
+        head_encode((uint8_t *)h + page_items(h)[item], e, owner, 0, 0, 0);
+        stamp(r, h);
+        page_write_end(h);
+        rebucket(r, pid);
+        r->row_bytes += len - v.len;
+        /* Same row, new position hint. */
+        __atomic_store_n(linkp, LATTICE_LINK(pid, item) | (uint64_t)page_items(h)[item] << 48,
+                         __ATOMIC_RELEASE);
+        return LATTICE_OK;
+    }
+    uint64_t nl;
+    int st = region_insert_locked(r, e, owner, &nl, g);
+    if (st != LATTICE_OK) return st;
+    /* Readers holding the old link see its page change and reload the link. */
+    __atomic_store_n(linkp, nl, __ATOMIC_RELEASE);
+    region_free_locked(r, old);
+    return LATTICE_OK;
+}
+
+/* ---------------------------------------------------------------- reads */
+
+static uint32_t seq_begin(const struct page_hdr *h, unsigned *spins)
+{
+    uint32_t s;
+    while ((s = __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE)) & 1) {
+        ++*spins;
+        __builtin_ia32_pause();
+    }
+    return s;
+}
+
+static int seq_same(const struct page_hdr *h, uint32_t s)
+{
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&h->seq, __ATOMIC_RELAXED) == s;
+}
+
+/* Compares / copies payload bytes [pos, pos+len) of one piece. */
+static void take_piece(struct read_req *q, uint64_t pos, const uint8_t *src, uint64_t len)
+{
+    uint64_t kpart = 0;
+    if (pos < q->klen) {
+        kpart = q->klen - pos < len ? q->klen - pos : len;
+        if (q->want_key && q->match && memcmp(src, (const uint8_t *)q->want_key + pos, kpart))
+            q->match = 0;
+        if (q->kbuf && q->klen <= q->kcap) memcpy((uint8_t *)q->kbuf + pos, src, kpart);
+    }
+    if (len > kpart && q->vbuf && q->vlen <= q->vcap)
+        memcpy((uint8_t *)q->vbuf + (pos + kpart - q->klen), src + kpart, len - kpart);
+}
+
+/* Reads the continuation chain from next; 0 when consistent, -1 to retry. */
+static int read_chain(lattice_region *r, struct read_req *q, uint64_t next, uint64_t pos,
+                      unsigned *spins)
+{
+    uint64_t total = q->klen + q->vlen;
+    for (;;) {
+        const uint8_t *pg = page_addr(r, LATTICE_LINK_PAGE(next));
+        if (!pg) return -1;
+        const struct page_hdr *h = (const struct page_hdr *)pg;
+        uint32_t s = seq_begin(h, spins);
+        uint16_t item = LATTICE_LINK_ITEM(next), nitems = h->nitems;
+        uint16_t off = item < nitems ? page_items((void *)pg)[item] : 0;
+        struct rowv v;
+        if (!off || row_parse(pg, r->page_size, off, &v) != 0 || !(v.flags & F_CONT) ||
+            pos + v.piece_len > total)
+            return -1;
+        take_piece(q, pos, pg + v.payload_off, v.piece_len);
+        if (!seq_same(h, s)) return -1;
+        pos += v.piece_len;
+        if (!(v.flags & F_NEXT)) return pos == total ? 0 : -1;
+        next = v.next;
+    }
+}
+
+int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q)
+{
+    unsigned spins = 0;
+    for (;; spins++) {
+        if (spins > SPIN_LIMIT) {
+            LT_LOG(LT_ERROR, "storage", "region %s: row at page %u item %u never read whole",
+                   r->name, LATTICE_LINK_PAGE(link), LATTICE_LINK_ITEM(link));
+            return LATTICE_ERR_NOT_FOUND;
+        }
+        const uint8_t *pg = page_addr(r, LATTICE_LINK_PAGE(link));
+        if (!pg) return LATTICE_ERR_NOT_FOUND;
+        struct page_hdr *h = (struct page_hdr *)pg;
+        uint16_t item = LATTICE_LINK_ITEM(link);
+        /* Header, item slot and (by the link's position hint) the row are on
+         * different lines: fetch them at once instead of one after another. */
+        __builtin_prefetch(pg + HDR + 2u * item);
+        if (link >> 48 && (link >> 48) < r->page_size) __builtin_prefetch(pg + (link >> 48));
+        uint32_t s = seq_begin(h, &spins);
+        uint16_t nitems = h->nitems;
+        uint16_t off = item < nitems ? page_items((void *)pg)[item] : 0;
+        struct rowv v;
+        if (!off || row_parse(pg, r->page_size, off, &v) != 0 || !(v.flags & F_HEAD) ||
+            v.piece_len > (uint64_t)v.klen + v.vlen) {
+            if (seq_same(h, s)) return LATTICE_ERR_NOT_FOUND;
+            continue;
+        }
+        q->owner = v.owner;
+        q->partition = v.partition;
+        q->klen = v.klen, q->vlen = v.vlen;
+        q->version = v.version, q->expire = v.expire;
+        q->match = !q->want_key || (q->want_klen == v.klen && q->want_owner == v.owner &&
+                                    q->want_partition == v.partition);
+        if (q->match || !q->want_key) take_piece(q, 0, pg + v.payload_off, v.piece_len);
+        if (!seq_same(h, s)) continue;
+        if ((v.flags & F_NEXT) && (q->match || !q->want_key)) {
+            if (read_chain(r, q, v.next, v.piece_len, &spins) != 0 || !seq_same(h, s)) continue;
+        }
+        uint32_t ep = __atomic_load_n(&r->epoch, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&h->access, __ATOMIC_RELAXED) != ep)
+            __atomic_store_n(&h->access, ep, __ATOMIC_RELAXED);
+        return LATTICE_OK;
+    }
+}
+
+/* ---------------------------------------------------------------- public */
+
+static int is_pow2(uint64_t x) { return x && !(x & (x - 1)); }
+
+int lattice_region_create(const lattice_region_config *cfg, lattice_region **out)
+{
+    if (!out) return LATTICE_ERR_INVAL;
+    *out = NULL;
+    if (!cfg) return LATTICE_ERR_INVAL;
+    uint32_t ps = cfg->page_size ? cfg->page_size : LATTICE_REGION_DEFAULT_PAGE;
+    if (!is_pow2(ps) || ps < LATTICE_REGION_MIN_PAGE || ps > LATTICE_REGION_MAX_PAGE ||
+        cfg->max_mb == 0 || cfg->max_mb > (1u << 20) || cfg->prealloc_mb > cfg->max_mb ||
+        (cfg->policy != LATTICE_REGION_REJECT && cfg->policy != LATTICE_REGION_EVICT))
+        return LATTICE_ERR_INVAL;
+    lattice_region *r = lt_calloc(1, sizeof *r);
+    if (!r) return LATTICE_ERR_NOMEM;
+    r->chunks = lt_calloc(cfg->max_mb, sizeof *r->chunks);
+    if (!r->chunks) {
+        lt_free(r);
+        return LATTICE_ERR_NOMEM;
+    }
+    pthread_mutex_init(&r->lock, NULL);
+    snprintf(r->name, sizeof r->name, "%s", cfg->name ? cfg->name : "default");
+    r->page_size = ps;
+    r->page_shift = (uint32_t)__builtin_ctz(ps);
+    r->step = ps / LATTICE_REGION_BUCKETS;
+    r->max_row = ps - HDR - 2;
+    r->chunk_pages = LATTICE_REGION_CHUNK / ps;
+    r->chunk_shift = (uint32_t)__builtin_ctz(r->chunk_pages);
+    r->nchunks = (uint32_t)cfg->max_mb;
+    r->max_pages = r->nchunks * r->chunk_pages;
+    r->policy = cfg->policy;
+    r->reuse_head = NO_PAGE;
+    for (int b = 0; b < LATTICE_REGION_BUCKETS; b++) r->bucket_head[b] = NO_PAGE;
+    r->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)r;
+    for (uint64_t i = 0; i < cfg->prealloc_mb; i++) {
+        if (map_chunk(r) != LATTICE_OK) {
+            lattice_region_destroy(r);
+            return LATTICE_ERR_NOMEM;
+        }
+    }
+    *out = r;
+    return LATTICE_OK;
+}
+
+void lattice_region_destroy(lattice_region *r)
+{
+    if (!r) return;
+    for (uint32_t c = 0; c < r->nchunks; c++)
+        if (r->chunks[c]) lt_unmap(r->chunks[c], LATTICE_REGION_CHUNK);
+    pthread_mutex_destroy(&r->lock);
+    lt_free(r->chunks);
+    lt_free(r);
+}
+
+uint32_t lattice_region_page_size(const lattice_region *r) { return r->page_size; }
+uint32_t lattice_region_page_payload(const lattice_region *r) { return r->max_row; }
+
+int region_attach(lattice_region *r, evict_fn fn, void *ctx, uint8_t *owner)
+{
+    int st = LATTICE_ERR_TOO_LARGE;
+    region_lock(r);
+    for (int i = 1; i < MAX_OWNERS; i++) {
+        if (!r->owners[i].fn) {
+            r->owners[i].fn = fn;
+            r->owners[i].ctx = ctx;
+            *owner = (uint8_t)i;
+            st = LATTICE_OK;
+            break;
+        }
+    }
+    region_unlock(r);
+    return st;
+}
+
+void region_detach(lattice_region *r, uint8_t owner)
+{
+    region_lock(r);
+    r->owners[owner].fn = NULL;
+    r->owners[owner].ctx = NULL;
+    region_unlock(r);
+}
+
+static int entry_valid(const lattice_store_entry *e)
+{
+    return e->key && e->key_len >= 1 && e->key_len <= LATTICE_STORE_MAX_KEY &&
+           (e->value || !e->value_len) && e->partition < LATTICE_STORE_MAX_PARTITIONS;
+}
+
+static int entry_check(const lattice_store_entry *e)
+{
+    if (!e || !entry_valid(e)) return LATTICE_ERR_INVAL;
+    return e->value_len > LATTICE_STORE_MAX_VALUE ? LATTICE_ERR_TOO_LARGE : LATTICE_OK;
+}
+
+int lattice_region_insert(lattice_region *r, const lattice_store_entry *e, uint64_t *link)
+{
+    int st = link ? entry_check(e) : LATTICE_ERR_INVAL;
+    if (st != LATTICE_OK) return st;
+    region_lock(r);
+    st = region_insert_locked(r, e, 0, link, NULL);
+    region_unlock(r);
+    return st;
+}
+
+int lattice_region_insert_batch(lattice_region *r, const lattice_store_entry *e, size_t n,
+                                uint64_t *links, size_t *done)
+{
+    if (!done || (n && (!e || !links))) return LATTICE_ERR_INVAL;
+    *done = 0;
+    for (size_t i = 0; i < n; i++) {
+        int st = entry_check(&e[i]);
+        if (st != LATTICE_OK) return st;
+    }
+    region_lock(r);
+    int st = region_insert_batch_locked(r, e, n, 0, links, done, NULL);
+    region_unlock(r);
+    return st;
+}
+
+int lattice_region_read(lattice_region *r, uint64_t link, lattice_store_visit_fn fn, void *arg)
+{
+    if (!fn) return LATTICE_ERR_INVAL;
+    for (;;) {
+        struct read_req q = {0};
+        int st = region_read_entry(r, link, &q);
+        if (st != LATTICE_OK) return st;
+        size_t klen = q.klen, vlen = q.vlen;
+        void *k = lt_malloc(klen), *v = lt_malloc(vlen);
+        if (!k || !v) {
+            lt_free(k), lt_free(v);
+            return LATTICE_ERR_NOMEM;
+        }
+        q = (struct read_req){.kbuf = k, .kcap = klen, .vbuf = v, .vcap = vlen};
+        st = region_read_entry(r, link, &q);
+        if (st == LATTICE_OK && q.klen == klen && q.vlen == vlen) {
+            lattice_store_item it = {q.partition, k, klen, v, vlen, q.expire, q.version};
+            fn(arg, &it);
+        }
+        lt_free(k), lt_free(v);
+        if (st != LATTICE_OK || (q.klen == klen && q.vlen == vlen)) return st;
+    }
+}
+
+int lattice_region_remove(lattice_region *r, uint64_t link)
+{
+    int st = LATTICE_ERR_NOT_FOUND;
+    region_lock(r);
+    uint32_t pid = LATTICE_LINK_PAGE(link);
+    uint16_t item = LATTICE_LINK_ITEM(link);
+    if (pid < r->pages_mapped) {
+        struct page_hdr *h = hdr_w(r, pid);
+        struct rowv v;
+        if (h->kind == KIND_DATA && item < h->nitems && page_items(h)[item] &&
+            row_parse((uint8_t *)h, r->page_size, page_items(h)[item], &v) == 0 &&
+            (v.flags & F_HEAD) && v.owner == 0) {
+            region_free_locked(r, link);
+            st = LATTICE_OK;
+        }
+    }
+    region_unlock(r);
+    return st;
+}
+
+void lattice_region_metrics_get(lattice_region *r, lattice_region_metrics *m)
+{
+    memset(m, 0, sizeof *m);
+    region_lock(r);
+    m->page_size = r->page_size;
+    m->pages_max = r->max_pages;
+    m->pages_mapped = r->pages_mapped;
+    m->pages_data = r->pages_data;
+    m->pages_reuse = r->pages_reuse;
+    m->pages_full = r->pages_full;
+    for (int b = 0; b < LATTICE_REGION_BUCKETS; b++) m->pages_in_bucket[b] = r->bucket_count[b];
+    m->rows = r->rows;
+    m->row_bytes = r->row_bytes;
+    m->evictions = r->evictions;
+    region_unlock(r);
+}
+
+int lattice_region_page_inspect(lattice_region *r, uint32_t page, lattice_region_page_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->bucket = -1;
+    region_lock(r);
+    if (page < r->pages_mapped) {
+        struct page_hdr *h = hdr_w(r, page);
+        info->kind = h->kind == KIND_DATA ? LATTICE_PAGE_DATA : LATTICE_PAGE_REUSE;
+        info->free = h->free;
+        info->items = h->nitems;
+        info->live = h->live;
+        if (h->bucket < LATTICE_REGION_BUCKETS) info->bucket = h->bucket;
+    }
+    region_unlock(r);
+    return page < r->pages_mapped ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;
+}

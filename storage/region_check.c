@@ -1,0 +1,115 @@
+/*
+ * lattice_region_check: the page-layout and free-list invariants, walked
+ * page by page.  Tests call it after every kind of change; it is also a
+ * diagnostic for a live region (it holds the region lock while it runs).
+ */
+#include <string.h>
+
+#include "lattice/log.h"
+#include "storage/region_int.h"
+
+#define FAIL(...)                                                                          \
+    do {                                                                                   \
+        LT_LOG(LT_ERROR, "storage", __VA_ARGS__);                                          \
+        return LATTICE_ERR_PROTO;                                                          \
+    } while (0)
+
+static int expected_bucket(const lattice_region *r, uint32_t free)
+{
+    uint32_t b = free / r->step;
+    if (b == 0) return BUCKET_NONE;
+    return b >= LATTICE_REGION_BUCKETS ? LATTICE_REGION_BUCKETS - 1 : (int)b;
+}
+
+static int check_data_page(const lattice_region *r, uint32_t pid, uint64_t *rows,
+                           uint64_t *bytes)
+{
+    static __thread uint8_t occ[LATTICE_REGION_MAX_PAGE];
+    uint8_t *pg = page_addr(r, pid);
+    struct page_hdr *h = (struct page_hdr *)pg;
+    uint16_t *it = page_items(pg);
+    uint32_t P = r->page_size, sum = 0, live = 0;
+    if (HDR + 2u * h->nitems > h->upper || h->upper > P)
+        FAIL("page %u: item table (%u slots) runs into rows at %u", pid, h->nitems, h->upper);
+    memset(occ, 0, P);
+    for (uint32_t i = 0; i < h->nitems; i++) {
+        if (!it[i]) continue;
+        struct rowv v;
+        if (it[i] < h->upper || row_parse(pg, P, it[i], &v) != 0)
+            FAIL("page %u item %u: bad row at offset %u", pid, i, it[i]);
+        for (uint32_t b = it[i]; b < it[i] + v.len; b++) {
+            if (occ[b]) FAIL("page %u item %u: row overlaps another at byte %u", pid, i, b);
+            occ[b] = 1;
+        }
+        live++;
+        sum += v.len;
+    }
+    if (h->nitems && !it[h->nitems - 1]) FAIL("page %u: free slot at the end of the table", pid);
+    if (live != h->live || live == 0) FAIL("page %u: %u rows, header says %u", pid, live, h->live);
+    if (h->free != P - HDR - 2u * h->nitems - sum)
+        FAIL("page %u: free %u, rows say %u", pid, h->free, P - HDR - 2u * h->nitems - sum);
+    if (h->bucket != expected_bucket(r, h->free))
+        FAIL("page %u: in bucket %d, free %u wants %d", pid, h->bucket, h->free,
+             expected_bucket(r, h->free));
+    *rows += live;
+    *bytes += sum;
+    return LATTICE_OK;
+}
+
+static int check_list(const lattice_region *r, uint32_t head, uint8_t bucket, uint64_t want)
+{
+    uint64_t n = 0;
+    uint32_t prev = NO_PAGE;
+    for (uint32_t pid = head; pid != NO_PAGE; pid = page_hdr(r, pid)->next) {
+        struct page_hdr *h = page_hdr(r, pid);
+        if (!h || h->bucket != bucket || h->prev != prev || ++n > r->pages_mapped)
+            FAIL("list %d: page %u misplaced or list broken", bucket, pid);
+        prev = pid;
+    }
+    if (n != want) FAIL("list %d: %llu pages, counted %llu", bucket, (unsigned long long)n,
+                        (unsigned long long)want);
+    return LATTICE_OK;
+}
+
+static int check_locked(const lattice_region *r)
+{
+    uint64_t rows = 0, bytes = 0, data = 0, reuse = 0, full = 0;
+    for (uint32_t pid = 0; pid < r->pages_mapped; pid++) {
+        struct page_hdr *h = page_hdr(r, pid);
+        if (h->seq & 1) FAIL("page %u: left in a write section", pid);
+        if (h->kind == KIND_REUSE) {
+            if (h->live || h->nitems || h->free != r->page_size - HDR || h->bucket != BUCKET_REUSE)
+                FAIL("page %u: on the reuse list but not empty", pid);
+            reuse++;
+            continue;
+        }
+        if (h->kind != KIND_DATA) FAIL("page %u: unknown kind %u", pid, h->kind);
+        if (check_data_page(r, pid, &rows, &bytes) != LATTICE_OK) return LATTICE_ERR_PROTO;
+        data++;
+        full += h->bucket == BUCKET_NONE;
+    }
+    if (data != r->pages_data || reuse != r->pages_reuse || full != r->pages_full)
+        FAIL("page counts: data %llu/%llu reuse %llu/%llu full %llu/%llu",
+             (unsigned long long)data, (unsigned long long)r->pages_data,
+             (unsigned long long)reuse, (unsigned long long)r->pages_reuse,
+             (unsigned long long)full, (unsigned long long)r->pages_full);
+    if (rows != r->rows || bytes != r->row_bytes)
+        FAIL("row counts: %llu rows %llu bytes, counters say %llu / %llu",
+             (unsigned long long)rows, (unsigned long long)bytes,
+             (unsigned long long)r->rows, (unsigned long long)r->row_bytes);
+    for (int b = 0; b < LATTICE_REGION_BUCKETS; b++) {
+        if (check_list(r, r->bucket_head[b], (uint8_t)b, r->bucket_count[b]) != LATTICE_OK)
+            return LATTICE_ERR_PROTO;
+        if (!!(r->bucket_mask & (1u << b)) != (r->bucket_count[b] > 0))
+            FAIL("bucket %d: mask bit disagrees with count", b);
+    }
+    return check_list(r, r->reuse_head, BUCKET_REUSE, r->pages_reuse);
+}
+
+int lattice_region_check(lattice_region *r)
+{
+    region_lock(r);
+    int st = check_locked(r);
+    region_unlock(r);
+    return st;
+}

@@ -1,0 +1,272 @@
+/*
+ * Internals shared by the region (region.c, page.c) and the store (store.c).
+ * Not a public header: only storage/ includes it.
+ *
+ * Page layout (every size in bytes, P = page size):
+ *
+ *   [page_hdr][item 0][item 1]...[item n-1] ->gap<- [row][row]...[row]
+ *   0         HDR                            upper                    P
+ *
+ * An item is a uint16 offset of its row (0 = free slot).  Rows grow down from
+ * P; `upper` is the lowest row offset.  `free` counts every byte a new row
+ * could use after compaction: P - HDR - 2*nitems - sum(live row lengths).
+ * Compaction moves rows towards the end of the page and rewrites their item
+ * offsets, never item ids, so links stay valid.
+ *
+ * Writers change pages only with the region lock held, inside
+ * page_write_begin/page_write_end, which make `seq` odd and then even again.
+ * Readers read `seq`, copy, and accept the copy only if `seq` was even and
+ * unchanged (a seqlock); see region_read_entry.
+ */
+#ifndef LATTICE_STORAGE_REGION_INT_H
+#define LATTICE_STORAGE_REGION_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "storage/storage.h"
+
+#define NO_PAGE UINT32_MAX
+#define BUCKET_NONE 0xff  /* data page too full for any bucket */
+#define BUCKET_REUSE 0xfe /* empty page on the reuse list */
+#define MAX_OWNERS 256    /* owner 0 = raw region rows, 1..255 = stores */
+
+enum { KIND_UNMAPPED = 0, KIND_REUSE = 1, KIND_DATA = 2 };
+
+struct page_hdr {
+    uint32_t seq;       /* seqlock: odd while a writer changes the page */
+    uint32_t access;    /* region access epoch of the last read/write (LRU) */
+    uint32_t prev;      /* bucket / reuse list neighbours; region lock */
+    uint32_t next;
+    uint16_t nitems;    /* item slots, used and free */
+    uint16_t upper;     /* lowest row offset */
+    uint16_t free;      /* see the file comment */
+    uint16_t live;      /* rows on the page */
+    uint8_t bucket;     /* bucket index, BUCKET_NONE or BUCKET_REUSE; region lock */
+    uint8_t kind;       /* KIND_*; region lock */
+    uint16_t pad;
+};
+#define HDR ((uint32_t)sizeof(struct page_hdr))
+
+/* Row flags (first byte of every row). */
+enum { F_HEAD = 1, F_CONT = 2, F_EXPIRE = 4, F_NEXT = 8 };
+
+/* A parsed row (head or continuation fragment). */
+struct rowv {
+    uint8_t flags;
+    uint8_t owner;
+    uint32_t partition;
+    uint32_t klen, vlen;
+    uint64_t version, expire;
+    uint64_t next;        /* link of the next fragment when F_NEXT */
+    uint32_t payload_off; /* offset in the page of this piece's payload */
+    uint32_t piece_len;   /* payload bytes in this piece */
+    uint32_t len;         /* whole row length incl. header */
+};
+
+/* Called by the region, with the region lock held, to evict one entry whose
+ * head row is at `link`.  The owner must not block: it try-locks the
+ * partition (unless the guard says this thread already holds it), checks the
+ * index still maps key to link, removes the index node and frees the row
+ * with region_free_locked.  Returns 1 when it evicted the entry. */
+struct evict_guard {
+    const void *store;     /* the store whose partition lock this thread holds, or NULL */
+    uint32_t partition;
+    const void *skip_node; /* index node being written: never evict it */
+};
+typedef int (*evict_fn)(void *ctx, uint32_t partition, const void *key, size_t klen,
+                        uint64_t link, const struct evict_guard *g);
+
+struct lattice_region {
+    pthread_mutex_t lock;   /* every page change, lists and counters below */
+    char name[32];
+    uint32_t page_size;
+    uint32_t page_shift;
+    uint32_t step;          /* bucket width: page_size / LATTICE_REGION_BUCKETS */
+    uint32_t max_row;       /* largest row on one page: P - HDR - 2 */
+    uint32_t chunk_pages;   /* pages per chunk (power of two) */
+    uint32_t chunk_shift;
+    uint32_t max_pages;
+    uint32_t nchunks;       /* slots in chunks[] */
+    uint8_t **chunks;       /* published with release stores; never unmapped until destroy */
+    uint32_t pages_mapped;  /* atomic; readers bound page ids with it */
+    lattice_region_policy policy;
+
+    uint32_t bucket_head[LATTICE_REGION_BUCKETS];
+    uint32_t bucket_mask;   /* bit b set when bucket b is not empty */
+    uint64_t bucket_count[LATTICE_REGION_BUCKETS];
+    uint32_t reuse_head;
+    uint64_t pages_reuse, pages_data, pages_full;
+    uint64_t rows, row_bytes; /* read with relaxed atomics by metrics */
+    uint64_t evictions;
+    uint32_t epoch;           /* LRU clock: bumped every 64 row writes; readers load it */
+    uint32_t epoch_tick;
+    uint64_t rng;
+
+    struct {
+        evict_fn fn;
+        void *ctx;
+    } owners[MAX_OWNERS];
+};
+
+/* ---- page.c: page layout, row codec, seqlock (no locking of their own) ---- */
+
+static inline uint8_t *page_addr(const lattice_region *r, uint32_t pid)
+{
+    if (pid >= __atomic_load_n(&r->pages_mapped, __ATOMIC_ACQUIRE)) return NULL;
+    uint8_t *c = __atomic_load_n(&r->chunks[pid >> r->chunk_shift], __ATOMIC_ACQUIRE);
+    if (!c) return NULL;
+    return c + ((size_t)(pid & (r->chunk_pages - 1)) << r->page_shift);
+}
+static inline struct page_hdr *page_hdr(const lattice_region *r, uint32_t pid)
+{
+    return (struct page_hdr *)page_addr(r, pid);
+}
+static inline uint16_t *page_items(void *pg) { return (uint16_t *)((uint8_t *)pg + HDR); }
+
+void page_write_begin(struct page_hdr *h);
+void page_write_end(struct page_hdr *h);
+void page_init_empty(struct page_hdr *h, uint32_t page_size);
+/* Parses the row at offset off; -1 when the bytes are not a well-formed row
+ * that lies inside the page (readers may see garbage and must not trust it). */
+int row_parse(const uint8_t *pg, uint32_t page_size, uint32_t off, struct rowv *v);
+/* Row encoding (inline: it is the inner loop of every insert).  head_hdr_len:
+ * header bytes of a head row for e (frag = head of a fragmented row);
+ * head_encode writes it (with payload bytes [0, piece_len) when fragmented);
+ * cont_encode writes a continuation row with payload bytes [pos, pos+len)
+ * of key||value. */
+#define CONT_HDR_NEXT 9u
+#define CONT_HDR_LAST 3u
+
+static inline uint32_t varint_len(uint64_t v)
+{
+    uint32_t n = 1;
+    while (v >= 0x80) v >>= 7, n++;
+    return n;
+}
+
+static inline uint8_t *varint_put(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline uint8_t *put_fixed(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+    return p + n;
+}
+
+static inline uint8_t *put_link(uint8_t *p, uint64_t link)
+{
+    p = put_fixed(p, LATTICE_LINK_PAGE(link), 4);
+    return put_fixed(p, LATTICE_LINK_ITEM(link), 2);
+}
+
+static inline uint32_t head_hdr_len(const lattice_store_entry *e, int frag)
+{
+    return 2 + varint_len(e->partition) + varint_len(e->key_len) + varint_len(e->value_len) +
+           varint_len(e->version) + (e->expire_ms ? 8 : 0) + (frag ? 8 : 0);
+}
+
+/* Copies payload bytes [pos, pos+len) of key||value to dst. */
+static inline void payload_copy(uint8_t *dst, const lattice_store_entry *e, uint64_t pos, uint64_t len)
+{
+    if (pos < e->key_len) {
+        uint64_t k = e->key_len - pos < len ? e->key_len - pos : len;
+        memcpy(dst, (const uint8_t *)e->key + pos, k);
+        dst += k, pos += k, len -= k;
+    }
+    if (len) memcpy(dst, (const uint8_t *)e->value + (pos - e->key_len), len);
+}
+
+static inline void head_encode(uint8_t *dst, const lattice_store_entry *e, uint8_t owner, int frag,
+                 uint64_t next, uint32_t piece_len)
+{
+    uint8_t *p = dst;
+    *p++ = (uint8_t)(F_HEAD | (e->expire_ms ? F_EXPIRE : 0) | (frag ? F_NEXT : 0));
+    *p++ = owner;
+    p = varint_put(p, e->partition);
+    p = varint_put(p, e->key_len);
+    p = varint_put(p, e->value_len);
+    p = varint_put(p, e->version);
+    if (e->expire_ms) p = put_fixed(p, e->expire_ms, 8);
+    if (frag) {
+        p = put_link(p, next);
+        p = put_fixed(p, piece_len, 2);
+    } else {
+        piece_len = (uint32_t)(e->key_len + e->value_len);
+    }
+    payload_copy(p, e, 0, piece_len);
+}
+
+static inline void cont_encode(uint8_t *dst, const lattice_store_entry *e, int has_next, uint64_t next,
+                 uint64_t pos, uint32_t len)
+{
+    uint8_t *p = dst;
+    *p++ = (uint8_t)(F_CONT | (has_next ? F_NEXT : 0));
+    if (has_next) p = put_link(p, next);
+    p = put_fixed(p, len, 2);
+    payload_copy(p, e, pos, len);
+}
+
+
+/* Room: can a row of len bytes go in (possibly after compaction)? */
+int page_fits(const struct page_hdr *h, uint32_t len);
+/* Places len bytes in the page (compacting when needed) and returns the item
+ * id; the caller fills the bytes at page + items[id].  Inside a write section. */
+uint16_t page_place(struct page_hdr *h, uint32_t page_size, uint32_t len, int slot);
+/* Removes the row of item id; returns its length.  keep_slot leaves the
+ * (now free) slot in the table for page_place to refill.  Inside a write section. */
+uint32_t page_remove(struct page_hdr *h, uint32_t page_size, uint16_t item, int keep_slot);
+void page_compact(struct page_hdr *h, uint32_t page_size);
+
+/* ---- region.c ---- */
+
+/* A reader's request: all of it optional except the link. */
+struct read_req {
+    const void *want_key;  /* compare (with owner/partition) when non-NULL */
+    size_t want_klen;
+    uint8_t want_owner;
+    uint32_t want_partition;
+    void *kbuf;            /* copy the key here when non-NULL and klen <= kcap */
+    size_t kcap;
+    void *vbuf;            /* copy the value here when non-NULL and vlen <= vcap */
+    size_t vcap;
+    /* results of a consistent read */
+    int match;             /* key, owner and partition equal the wanted ones */
+    uint8_t owner;
+    uint32_t partition;
+    size_t klen, vlen;
+    uint64_t version, expire;
+    uint32_t row_bytes;    /* all pieces, headers included */
+};
+/* Consistent read of the entry whose head row is at link: OK, or NOT_FOUND
+ * when no head row is there.  Lock-free; retries torn reads itself. */
+int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q);
+
+int region_attach(lattice_region *r, evict_fn fn, void *ctx, uint8_t *owner);
+void region_detach(lattice_region *r, uint8_t owner);
+void region_lock(lattice_region *r);
+void region_unlock(lattice_region *r);
+
+/* All *_locked functions need the region lock. */
+int region_insert_locked(lattice_region *r, const lattice_store_entry *e, uint8_t owner,
+                         uint64_t *link, const struct evict_guard *g);
+/* Packs rows of e[0..n) (none fragmented or not) page by page. */
+int region_insert_batch_locked(lattice_region *r, const lattice_store_entry *e, size_t n,
+                               uint8_t owner, uint64_t *links, size_t *done,
+                               const struct evict_guard *g);
+/* Rewrites the entry at *linkp in place when it fits its page; otherwise
+ * writes it elsewhere, publishes the new link in *linkp (release store) and
+ * frees the old row.  On error nothing changed. */
+int region_update_locked(lattice_region *r, uint64_t *linkp, const lattice_store_entry *e,
+                         uint8_t owner, const struct evict_guard *g);
+void region_free_locked(lattice_region *r, uint64_t link);
+
+#endif

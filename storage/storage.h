@@ -1,0 +1,281 @@
+/*
+ * Lattice storage: data regions of fixed-size pages, and stores (one cache's
+ * data on one node) that index entries in those pages per partition.
+ *
+ *   region  - a bounded set of pages (page size 1024..16384, power of two).
+ *             Memory is mapped from the OS in 1 MiB chunks as needed and
+ *             pre-faulted when mapped, never on the insert path of a row.
+ *             Data pages are slotted: an item table after the page header,
+ *             rows growing from the back.  A row is addressed by a link
+ *             (page id, item id) that stays valid while other rows on the page
+ *             come and go: compaction moves bytes, never item ids.  Rows larger
+ *             than a page are split into fragments chained by links.  A free
+ *             list keeps data pages in buckets by free space; emptied pages go
+ *             to a reuse list that is drained before new memory is mapped.
+ *   store   - `partitions` indexes (liburcu cds_lfht, key -> link) over one
+ *             region; several stores may share one region.  Every entry has a
+ *             caller-chosen 64-bit version and an optional absolute expire time.
+ *
+ * Threads and RCU (liburcu memb flavour)
+ *   Every thread that calls any lattice_store_* function, or
+ *   lattice_region_read, must be registered with rcu_register_thread() (and
+ *   unregister before it exits).  Nothing fails loudly if it is not: the
+ *   thread's reads are simply not protected.
+ *   Readers (get, get_all, count, cursors) never take a lock and never wait
+ *   for a lock holder: they take rcu_read_lock themselves, look the key up in
+ *   the cds_lfht and copy the row out of its page under a per-page sequence
+ *   counter, retrying when a writer changed the page meanwhile (at worst they
+ *   spin for the few hundred nanoseconds a writer spends inside one page).
+ *   Metrics take the region lock briefly.  Region pages
+ *   are never unmapped before the region is destroyed, so a reader can at
+ *   worst read a stale page, which the sequence check rejects; index nodes are
+ *   recycled only after an RCU grace period.  So a reader never returns a
+ *   torn or recycled row: it returns a value that the key held at some
+ *   instant during the call.
+ *   Writers (put, remove, batch insert, clear, expire) serialise per
+ *   partition (a mutex per partition) and, for the short time they change
+ *   pages, on the region (a mutex per region).  Lock order: partition, then
+ *   region.  Any number of writers may run at once; writers to different
+ *   partitions run in parallel except while copying rows into pages.
+ *   Do not call store functions from inside rcu_read_lock(): writers may wait
+ *   for a grace period when memory is short.
+ *
+ * Memory: every allocation goes through lattice/alloc.h; a failed allocation
+ * returns LATTICE_ERR_NOMEM and leaves the store exactly as it was.
+ */
+#ifndef LATTICE_STORAGE_H
+#define LATTICE_STORAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lattice/status.h"
+
+/* ------------------------------------------------------------------ region */
+
+typedef struct lattice_region lattice_region;
+
+/* What a write does when no page has room and the region is at its maximum. */
+typedef enum lattice_region_policy {
+    LATTICE_REGION_REJECT = 0, /* the write fails with LATTICE_ERR_REGION_FULL; nothing stored changes */
+    LATTICE_REGION_EVICT = 1,  /* random-2-LRU: sample two pages, evict the entries of the one read
+                                  or written least recently; repeat until the row fits */
+} lattice_region_policy;
+
+#define LATTICE_REGION_BUCKETS 32       /* free-list buckets, each page_size/32 bytes wide */
+#define LATTICE_REGION_MIN_PAGE 1024
+#define LATTICE_REGION_MAX_PAGE 16384
+#define LATTICE_REGION_DEFAULT_PAGE 4096
+#define LATTICE_REGION_CHUNK (1u << 20) /* memory is mapped in chunks of this many bytes */
+
+typedef struct lattice_region_config {
+    const char *name;             /* for logs; may be NULL */
+    uint32_t page_size;           /* power of two in [1024, 16384]; 0 means 4096 */
+    uint64_t max_mb;              /* the bound, in MiB (>= 1) */
+    uint64_t prealloc_mb;         /* map and pre-fault this much at create (<= max_mb) */
+    lattice_region_policy policy; /* when full */
+} lattice_region_config;
+
+/* A link names a row: page id in bits 16..47, item id in the low 16.  Links
+ * returned by inserts also carry, in bits 48..63, where the row sat in its
+ * page when written: readers only prefetch that address (it goes stale when
+ * the page is compacted, which costs nothing but the prefetch).  Compare
+ * links with LATTICE_LINK_SAME. */
+#define LATTICE_LINK(page, item) (((uint64_t)(page) << 16) | (uint16_t)(item))
+#define LATTICE_LINK_PAGE(link) ((uint32_t)((link) >> 16))
+#define LATTICE_LINK_ITEM(link) ((uint16_t)((link) & 0xffff))
+#define LATTICE_LINK_SAME(a, b) ((((a) ^ (b)) & 0xffffffffffffull) == 0)
+
+/* Page kinds reported by lattice_region_page_inspect. */
+enum { LATTICE_PAGE_UNMAPPED = 0, LATTICE_PAGE_REUSE = 1, LATTICE_PAGE_DATA = 2 };
+
+typedef struct lattice_region_page_info {
+    int kind;           /* LATTICE_PAGE_* */
+    uint32_t free;      /* bytes a row could use after compaction (incl. item slots) */
+    uint32_t items;     /* item slots in the table (used and free) */
+    uint32_t live;      /* rows on the page */
+    int bucket;         /* free-list bucket, or -1 when in none (full or reuse list) */
+} lattice_region_page_info;
+
+typedef struct lattice_region_metrics {
+    uint64_t page_size;
+    uint64_t pages_max;        /* the bound */
+    uint64_t pages_mapped;     /* memory taken from the OS, in pages */
+    uint64_t pages_data;       /* pages holding rows */
+    uint64_t pages_reuse;      /* emptied pages on the reuse list */
+    uint64_t pages_full;       /* data pages in no bucket (too little room for any row) */
+    uint64_t pages_in_bucket[LATTICE_REGION_BUCKETS];
+    uint64_t rows;             /* row pieces stored (a fragmented entry counts each piece) */
+    uint64_t row_bytes;        /* bytes of those rows incl. row headers, excl. item slots */
+    uint64_t evictions;        /* entries evicted because the region was full */
+} lattice_region_metrics;
+
+/* Creates a region.  INVAL for a bad page size or max_mb == 0 or prealloc > max. */
+int lattice_region_create(const lattice_region_config *cfg, lattice_region **out);
+/* Frees all memory.  Every store using the region must be destroyed first. */
+void lattice_region_destroy(lattice_region *r);
+
+uint32_t lattice_region_page_size(const lattice_region *r);
+/* The largest row (header + key + value bytes) that fits one page unfragmented. */
+uint32_t lattice_region_page_payload(const lattice_region *r);
+
+void lattice_region_metrics_get(lattice_region *r, lattice_region_metrics *m);
+/* Page details (tests and diagnostics).  Takes the region lock. */
+int lattice_region_page_inspect(lattice_region *r, uint32_t page, lattice_region_page_info *info);
+/* Walks every page and free-list bucket and checks the layout invariants
+ * (rows inside the page and disjoint, item table and free counts consistent,
+ * each page in exactly the bucket its free space says).  Returns LATTICE_OK or
+ * LATTICE_ERR_PROTO after logging the first violation.  Takes the region lock. */
+int lattice_region_check(lattice_region *r);
+
+/* ----------------------------------------------------------------- entries */
+
+/* One entry as written.  Keys are 1..LATTICE_STORE_MAX_KEY bytes, values
+ * 0..LATTICE_STORE_MAX_VALUE bytes. */
+#define LATTICE_STORE_MAX_KEY 65535u
+#define LATTICE_STORE_MAX_VALUE (256u << 20)
+#define LATTICE_STORE_MAX_PARTITIONS 16384u
+
+typedef struct lattice_store_entry {
+    uint32_t partition;
+    const void *key;
+    size_t key_len;
+    const void *value;
+    size_t value_len;
+    uint64_t expire_ms; /* absolute, ms since the Unix epoch (the store's clock); 0 = never */
+    uint64_t version;   /* set by the caller: the per-partition update counter */
+} lattice_store_entry;
+
+/* An entry as read; pointers are valid only during the callback that gets it. */
+typedef struct lattice_store_item {
+    uint32_t partition;
+    const void *key;
+    size_t key_len;
+    const void *value;
+    size_t value_len;
+    uint64_t expire_ms;
+    uint64_t version;
+} lattice_store_item;
+
+/* Return non-zero to stop the walk. */
+typedef int (*lattice_store_visit_fn)(void *arg, const lattice_store_item *item);
+
+/* Region-level row operations: the store is built on these; benchmarks and
+ * page-layout tests use them directly.  Rows written here belong to no store
+ * (eviction skips them).  insert_batch packs as many rows as fit into each
+ * page under one page acquisition; on error it stops, and *done rows (whose
+ * links are in links[0..*done)) stay written.  read copies one row out (it
+ * does not need rcu_read_lock) and calls fn; NOT_FOUND when the link names no
+ * row.  remove frees a row and its fragments. */
+int lattice_region_insert(lattice_region *r, const lattice_store_entry *e, uint64_t *link);
+int lattice_region_insert_batch(lattice_region *r, const lattice_store_entry *e, size_t n,
+                                uint64_t *links, size_t *done);
+int lattice_region_read(lattice_region *r, uint64_t link, lattice_store_visit_fn fn, void *arg);
+int lattice_region_remove(lattice_region *r, uint64_t link);
+
+/* ------------------------------------------------------------------- store */
+
+typedef struct lattice_store lattice_store;
+typedef struct lattice_store_cursor lattice_store_cursor;
+
+typedef struct lattice_store_config {
+    const char *name;      /* for logs; may be NULL */
+    uint32_t partitions;   /* power of two in [1, 16384] */
+    lattice_region *region;
+    /* Clock for expiry, ms since the epoch; NULL = CLOCK_REALTIME.  Tests pass their own. */
+    uint64_t (*clock_ms)(void *arg);
+    void *clock_arg;
+} lattice_store_config;
+
+/* Flags for put, put_all, insert_batch. */
+#define LATTICE_STORE_IF_ABSENT 0x1  /* only when no live entry: else LATTICE_ERR_EXISTS */
+#define LATTICE_STORE_IF_PRESENT 0x2 /* only over a live entry: else LATTICE_ERR_NOT_FOUND */
+#define LATTICE_STORE_IF_NEWER 0x4   /* only when entry.version > the stored version (or no
+                                        live entry): else LATTICE_ERR_EXISTS, nothing changed */
+
+typedef struct lattice_store_meta {
+    size_t value_len;
+    uint64_t expire_ms;
+    uint64_t version;
+} lattice_store_meta;
+
+typedef struct lattice_store_metrics {
+    uint64_t entries;      /* indexed entries (incl. expired ones not yet reclaimed) */
+    uint64_t expirations;  /* expired entries reclaimed */
+    uint64_t evictions;    /* entries evicted from this store */
+    uint64_t index_bytes;  /* index memory: node slabs + cds_lfht buckets (16 bytes each) */
+    uint64_t index_buckets;/* cds_lfht buckets over all partitions (grown at 2 entries/bucket) */
+    lattice_region_metrics region;
+} lattice_store_metrics;
+
+/* Registers the store with its region (at most 255 stores per region). */
+int lattice_store_create(const lattice_store_config *cfg, lattice_store **out);
+/* Stops the sweeper if running, frees every row of this store from the region
+ * and all index memory.  No other thread may use the store any more. */
+void lattice_store_destroy(lattice_store *s);
+
+/* Insert or update.  An update rewrites the row in place when it fits in its
+ * page (the link does not change), else writes it elsewhere and frees the
+ * old row.  Errors: INVAL (bad partition/key), TOO_LARGE, NOMEM, REGION_FULL,
+ * EXISTS / NOT_FOUND for the conditional flags.  On any error nothing changed. */
+int lattice_store_put(lattice_store *s, const lattice_store_entry *e, unsigned flags);
+
+/* Copies the value into buf (up to cap bytes).  NOT_FOUND when absent or
+ * expired; TOO_LARGE when cap is smaller than the value (meta->value_len tells
+ * the size needed).  meta may be NULL. */
+int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, size_t key_len,
+                      void *buf, size_t cap, lattice_store_meta *meta);
+/* As get, but the value is returned in *value, allocated with lt_malloc (the
+ * caller lt_free()s it). */
+int lattice_store_get_copy(lattice_store *s, uint32_t partition, const void *key,
+                           size_t key_len, void **value, lattice_store_meta *meta);
+/* NOT_FOUND when absent (an expired entry is reclaimed and reported absent). */
+int lattice_store_remove(lattice_store *s, uint32_t partition, const void *key, size_t key_len);
+
+/* put for every entry in order (any partitions; consecutive new keys of one
+ * partition go through the batch path).  Stops at the first error other than
+ * a refused condition; *applied counts entries written. */
+int lattice_store_put_all(lattice_store *s, const lattice_store_entry *e, size_t n,
+                          unsigned flags, size_t *applied);
+/* Calls fn for every key found live (keys[i].value is ignored). */
+int lattice_store_get_all(lattice_store *s, const lattice_store_entry *keys, size_t n,
+                          lattice_store_visit_fn fn, void *arg);
+
+/* Batch insert into one partition (rebalance): rows of new keys are packed
+ * into pages several per page acquisition; existing keys are updated as by
+ * put.  With IF_NEWER an entry is skipped (not an error) unless newer than
+ * the stored one.  Leaves exactly the contents the same puts would.
+ * *applied counts entries written.  Stops at the first hard error. */
+int lattice_store_insert_batch(lattice_store *s, uint32_t partition,
+                               const lattice_store_entry *e, size_t n, unsigned flags,
+                               size_t *applied);
+
+/* Removes every entry of the partition.  Open cursors stay valid (they end). */
+int lattice_store_clear(lattice_store *s, uint32_t partition);
+/* Entries indexed in the partition (expired ones count until reclaimed). */
+uint64_t lattice_store_count(lattice_store *s, uint32_t partition);
+
+/* Iteration over one partition, for rebalance supply.  A cursor survives
+ * concurrent writes: every entry present in the partition from open until
+ * the walk ends is returned exactly once; entries added or removed meanwhile
+ * may or may not be.  Expired entries are skipped.  next() calls fn for up to
+ * max_entries entries (and stops early once max_bytes of key+value were
+ * returned, always returning at least one), then returns; *done is set when
+ * the partition is exhausted.  A cursor may be used by one thread at a time. */
+int lattice_store_cursor_open(lattice_store *s, uint32_t partition, lattice_store_cursor **out);
+int lattice_store_cursor_next(lattice_store_cursor *c, size_t max_entries, size_t max_bytes,
+                              lattice_store_visit_fn fn, void *arg, int *done);
+void lattice_store_cursor_close(lattice_store_cursor *c);
+
+/* Expiry.  expire() reclaims up to max expired entries (0 = no limit),
+ * resuming where the last call stopped, and returns how many it reclaimed;
+ * the node calls it periodically.  Or start a sweeper thread that calls it
+ * every interval_ms; stop joins it (destroy stops it too). */
+size_t lattice_store_expire(lattice_store *s, size_t max);
+int lattice_store_sweeper_start(lattice_store *s, unsigned interval_ms);
+void lattice_store_sweeper_stop(lattice_store *s);
+
+void lattice_store_metrics_get(lattice_store *s, lattice_store_metrics *m);
+uint32_t lattice_store_partitions(const lattice_store *s);
+
+#endif

@@ -1,0 +1,224 @@
+/* Many readers and two writers at once.  Writers store values that are a
+ * function of (key, version), with lengths that also follow from the version
+ * (some fragmented); readers and cursor walkers check that every value they
+ * see is exactly the one for the version it claims: a torn, recycled or
+ * half-written row cannot pass. */
+#include <pthread.h>
+
+#include "helpers.h"
+
+enum { KEYS = 2048, PARTS = 8, WRITER_OPS = 150000 };
+
+struct shared {
+    lattice_store *s;
+    lattice_region *r;
+    uint64_t version;  /* atomic */
+    int writers_left;  /* atomic */
+    uint64_t hits, reads, walked, bad; /* atomics */
+    int evict;
+};
+
+static size_t len_of(uint64_t version)
+{
+    uint64_t x = mix64(version);
+    return x % 23 == 0 ? 3000 + x % 6000 : x % 300;
+}
+
+static lattice_store_entry make(struct shared *sh, uint64_t id, char *k, uint8_t *v)
+{
+    uint64_t ver = __atomic_add_fetch(&sh->version, 1, __ATOMIC_RELAXED);
+    size_t len = len_of(ver);
+    fill_value(v, len, id, ver);
+    int kl = key_of(k, 32, id);
+    return (lattice_store_entry){(uint32_t)(id % PARTS), k, (size_t)kl, v, len, 0, ver};
+}
+
+static void *writer(void *arg)
+{
+    struct shared *sh = arg;
+    rcu_register_thread();
+    uint64_t seed = (uint64_t)(uintptr_t)&seed;
+    uint8_t *v = malloc(4 * 9100);
+    char k[4][32];
+    for (int op = 0; op < WRITER_OPS; op++) {
+        seed = mix64(seed + (uint64_t)op);
+        uint64_t id = seed % KEYS, x = (seed >> 20) % 100;
+        int st;
+        if (x < 70) {
+            lattice_store_entry e = make(sh, id, k[0], v);
+            st = lattice_store_put(sh->s, &e, x < 10 ? LATTICE_STORE_IF_NEWER : 0);
+            if (st != LATTICE_OK && st != LATTICE_ERR_EXISTS) __atomic_add_fetch(&sh->bad, 1, __ATOMIC_RELAXED);
+        } else if (x < 85) {
+            int kl = key_of(k[0], 32, id);
+            st = lattice_store_remove(sh->s, (uint32_t)(id % PARTS), k[0], (size_t)kl);
+            if (st != LATTICE_OK && st != LATTICE_ERR_NOT_FOUND) __atomic_add_fetch(&sh->bad, 1, __ATOMIC_RELAXED);
+        } else {
+            lattice_store_entry e[4];
+            for (int i = 0; i < 4; i++) {
+                uint64_t bid = ((id / PARTS + (uint64_t)i * 17) * PARTS + id % PARTS) % KEYS;
+                e[i] = make(sh, bid, k[i], v + i * 9100);
+            }
+            size_t applied;
+            st = lattice_store_insert_batch(sh->s, (uint32_t)(id % PARTS), e, 4, 0, &applied);
+            if (st != LATTICE_OK) __atomic_add_fetch(&sh->bad, 1, __ATOMIC_RELAXED);
+        }
+    }
+    free(v);
+    __atomic_sub_fetch(&sh->writers_left, 1, __ATOMIC_RELEASE);
+    rcu_unregister_thread();
+    return NULL;
+}
+
+static void *reader(void *arg)
+{
+    struct shared *sh = arg;
+    rcu_register_thread();
+    uint8_t *buf = malloc(10000);
+    uint64_t seed = (uint64_t)(uintptr_t)&buf, hits = 0, reads = 0, bad = 0;
+    while (__atomic_load_n(&sh->writers_left, __ATOMIC_ACQUIRE) > 0) {
+        seed = mix64(seed + reads);
+        uint64_t id = seed % KEYS;
+        char k[32];
+        int kl = key_of(k, sizeof k, id);
+        lattice_store_meta m;
+        int st = lattice_store_get(sh->s, (uint32_t)(id % PARTS), k, (size_t)kl, buf, 10000, &m);
+        reads++;
+        if (st == LATTICE_OK) {
+            hits++;
+            if (m.value_len != len_of(m.version) || !value_ok(buf, m.value_len, id, m.version)) bad++;
+        } else if (st != LATTICE_ERR_NOT_FOUND) {
+            bad++;
+        }
+    }
+    free(buf);
+    __atomic_add_fetch(&sh->hits, hits, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&sh->reads, reads, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&sh->bad, bad, __ATOMIC_RELAXED);
+    rcu_unregister_thread();
+    return NULL;
+}
+
+struct walk {
+    struct shared *sh;
+    uint8_t seen[KEYS];
+    uint32_t part;
+    uint64_t bad, items;
+};
+
+static int walk_item(void *arg, const lattice_store_item *it)
+{
+    struct walk *w = arg;
+    unsigned long long id;
+    w->items++;
+    /* A key removed and written again during the walk is a new entry and may
+     * be returned again; every value must still be well formed. */
+    if (sscanf((const char *)it->key, "key:%8llu", &id) != 1 || id >= KEYS || id % PARTS != w->part ||
+        it->value_len != len_of(it->version) ||
+        !value_ok(it->value, it->value_len, id, it->version))
+        w->bad++;
+    else
+        w->seen[id]++;
+    return 0;
+}
+
+static void *walker(void *arg)
+{
+    struct shared *sh = arg;
+    rcu_register_thread();
+    struct walk *w = calloc(1, sizeof *w);
+    w->sh = sh;
+    for (uint32_t round = 0; __atomic_load_n(&sh->writers_left, __ATOMIC_ACQUIRE) > 0; round++) {
+        memset(w->seen, 0, sizeof w->seen);
+        w->part = round % PARTS;
+        lattice_store_cursor *c;
+        if (lattice_store_cursor_open(sh->s, w->part, &c) != LATTICE_OK) {
+            w->bad++;
+            break;
+        }
+        int done = 0;
+        while (!done)
+            if (lattice_store_cursor_next(c, 16, 0, walk_item, w, &done) != LATTICE_OK) w->bad++, done = 1;
+        lattice_store_cursor_close(c);
+    }
+    __atomic_add_fetch(&sh->bad, w->bad, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&sh->walked, w->items, __ATOMIC_RELAXED);
+    free(w);
+    rcu_unregister_thread();
+    return NULL;
+}
+
+static void run(int evict)
+{
+    rcu_register_thread();
+    struct shared sh = {0};
+    sh.r = new_region(4096, evict ? 1 : 64, evict ? LATTICE_REGION_EVICT : LATTICE_REGION_REJECT);
+    sh.s = new_store(sh.r, PARTS, NULL);
+    /* With eviction, a second store on the region fills it first: the
+     * writers then evict its entries and their own. */
+    lattice_store *filler = evict ? new_store(sh.r, 4, NULL) : NULL;
+    for (uint64_t id = 0; evict && id < 4000; id++) {
+        char k[32];
+        static uint8_t v[9100];
+        lattice_store_entry e = make(&sh, id, k, v);
+        e.value_len = e.value_len > 300 ? 300 : e.value_len;
+        e.partition %= 4;
+        ck_assert_int_eq(lattice_store_put(filler, &e, 0), LATTICE_OK);
+    }
+    sh.writers_left = 2;
+    pthread_t w[2], rd[2], wk;
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&w[i], NULL, writer, &sh), 0);
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&rd[i], NULL, reader, &sh), 0);
+    ck_assert_int_eq(pthread_create(&wk, NULL, walker, &sh), 0);
+    for (int i = 0; i < 2; i++) pthread_join(w[i], NULL);
+    for (int i = 0; i < 2; i++) pthread_join(rd[i], NULL);
+    pthread_join(wk, NULL);
+    ck_assert_uint_eq(sh.bad, 0);
+    ck_assert_uint_gt(sh.reads, 1000);
+    ck_assert_uint_gt(sh.hits, 100);
+    ck_assert_int_eq(lattice_region_check(sh.r), LATTICE_OK);
+    /* Quiet now: every entry is well formed and counts agree with a walk. */
+    uint64_t total = 0, walked = 0;
+    struct walk *wl = calloc(1, sizeof *wl);
+    for (uint32_t p = 0; p < PARTS; p++) {
+        total += lattice_store_count(sh.s, p);
+        wl->part = p;
+        lattice_store_cursor *c;
+        ck_assert_int_eq(lattice_store_cursor_open(sh.s, p, &c), LATTICE_OK);
+        int done = 0;
+        while (!done) ck_assert_int_eq(lattice_store_cursor_next(c, 100, 0, walk_item, wl, &done), LATTICE_OK);
+        lattice_store_cursor_close(c);
+    }
+    walked = wl->items;
+    ck_assert_uint_eq(wl->bad, 0);
+    for (uint64_t id = 0; id < KEYS; id++) ck_assert_uint_le(wl->seen[id], 1);
+    ck_assert_uint_eq(walked, total);
+    free(wl);
+    lattice_store_metrics m;
+    lattice_store_metrics_get(sh.s, &m);
+    if (evict) ck_assert_uint_gt(m.region.evictions, 0);
+    lattice_store_destroy(sh.s);
+    lattice_store_destroy(filler);
+    lattice_region_destroy(sh.r);
+    rcu_unregister_thread();
+}
+
+START_TEST(readers_and_writers_at_once) { run(0); }
+END_TEST
+
+START_TEST(readers_and_writers_while_evicting) { run(1); }
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("storage_concurrent");
+    TCase *tc = tcase_create("concurrent");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, readers_and_writers_at_once);
+    tcase_add_test(tc, readers_and_writers_while_evicting);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
