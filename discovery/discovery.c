@@ -781,6 +781,9 @@ static void on_refusal(lattice_discovery *d, const Latdisc__Envelope *e, bool au
             begin_join(d, "a peer reports this node was removed");
         return;
     }
+    /* A grid answered, even if it refuses us: starting a grid of our own
+     * on the same addresses would only split them. */
+    if (d->state == ST_JOINING) d->saw_cluster_ms = mono_ms();
     if (gate(d, 0))
         LT_LOG(LT_ERROR, MOD, "join refused by %s: %.200s", e->sender_addr[0] ? e->sender_addr : "a peer", r->text);
 }
