@@ -223,7 +223,7 @@ START_TEST(garbage_truncated_oversized_and_unknown_field_frames_are_dropped_and_
     zsend(s, big, sizeof big, 0);                   /* oversized (cap 4096) */
     uint8_t unk[600];
     memcpy(unk, good, n);
-    unk[n] = (uint8_t)((99 << 3) | 0);              /* unknown field 99, varint */
+    unk[n] = (uint8_t)((9 << 3) | 0);               /* unknown field 9, varint */
     unk[n + 1] = 1;
     zsend(s, unk, n + 2, 0);                        /* unknown field */
     zsend(s, good, 0, 0);                           /* empty */
