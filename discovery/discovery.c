@@ -52,247 +52,16 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <pthread.h>
-#include <sodium.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
-#include <zmq.h>
 
-#include "discovery/internal.h"
+#include "discovery/state.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-
-#define MOD "discovery"
-#define MAX_CONNS 512
-#define MAX_PEERS 256
-#define MAX_STATIC 512
-#define MAX_JOINERS 64
-#define MAX_PENDING 64
-#define MAX_REMOVED 128
-#define MAX_SUBS 8
-#define JOIN_RETRY_MS 100
-#define ELECT_WAIT_MS 500
-#define LOOP_TICK_MS 20
-
-enum dstate { ST_IDLE, ST_JOINING, ST_JOINED, ST_LEAVING, ST_STOPPED };
-enum refusal { REF_CLUSTER = 1, REF_SECRET = 2, REF_PROTO = 3, REF_REMOVED = 4 };
-
-typedef struct conn {
-    char addr[128];
-    void *sock;
-    bool finder; /* a finder target: kept only while joining */
-} conn;
-
-typedef struct peer {
-    char id[64];
-    int64_t last_heard_ms;
-    bool leaving;
-    bool have_stats;
-    lattice_node_stats stats;
-} peer;
-
-typedef struct joiner_seen {
-    char key[128];
-    int64_t seen_ms;
-} joiner_seen;
-
-typedef struct sub {
-    lattice_event_fn fn;
-    void *ctx;
-} sub;
-
-struct lattice_discovery {
-    /* configuration (immutable after init) */
-    char cluster[256], host[64];
-    int port, port_range, fd_ms, max_msg;
-    bool client, has_key, mcast;
-    uint8_t key[WIRE_KEY_BYTES];
-    lattice_finder_addr statics[MAX_STATIC];
-    size_t n_statics;
-    char mgroup[64];
-    int mport, m_attempts, m_wait_ms;
-    lattice_attr attrs[LATTICE_MAX_ATTRS];
-    size_t n_attrs;
-
-    /* sockets (discovery thread after start) */
-    void *zctx, *router, *monitor;
-    int wake_fd, mc_listen_fd, mc_send_fd;
-    int bound_port;
-    conn conns[MAX_CONNS];
-    size_t n_conns;
-
-    /* membership (discovery thread) */
-    enum dstate state;
-    char my_addr[128], consistent_id[128];
-    uint64_t join_time_ms, start_wall_ms;
-    int64_t join_started_ms, last_join_send_ms, last_hb_ms, last_loop_ms, last_probe_ms;
-    int64_t saw_cluster_ms, leave_started_ms;
-    joiner_seen joiners[MAX_JOINERS];
-    size_t n_joiners;
-    lattice_member pending[MAX_PENDING];
-    size_t n_pending;
-    char removed[MAX_REMOVED][64];
-    size_t removed_next;
-    proc_sampler ps;
-    int64_t log_gate[8]; /* rate limit for repeated warnings */
-
-    /* shared (see the file header) */
-    pthread_mutex_t pub_lock, stats_lock;
-    pthread_cond_t joined_cv;
-    lattice_topology *cur;
-    char id[64];
-    bool joined;
-    sub subs[MAX_SUBS];
-    size_t n_subs;
-    peer peers[MAX_PEERS];
-    size_t n_peers;
-    atomic_bool stop_req;
-    bool thread_started;
-    pthread_t thr;
-    atomic_uint_fast64_t c_frames, c_malformed, c_oversized, c_auth, c_refused, c_handshake;
-};
-
-/* ------------------------------------------------------------------ utils */
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void new_uuid(char out[64])
-{
-    uint8_t b[16];
-    randombytes_buf(b, sizeof b);
-    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
-    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 64, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-}
-
-/* True at most once a second per gate: repeated bad input must not flood
- * the log, but the first occurrence is always logged. */
-static bool gate(lattice_discovery *d, int g)
-{
-    int64_t now = mono_ms();
-    if (now - d->log_gate[g] < 1000) return false;
-    d->log_gate[g] = now;
-    return true;
-}
-
-static void cnt(atomic_uint_fast64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
-static uint64_t rd(atomic_uint_fast64_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
-
-/* ------------------------------------------------------------ connections */
-
-static conn *find_conn(lattice_discovery *d, const char *addr)
-{
-    for (size_t i = 0; i < d->n_conns; i++)
-        if (strcmp(d->conns[i].addr, addr) == 0) return &d->conns[i];
-    return NULL;
-}
-
-static conn *ensure_conn(lattice_discovery *d, const char *addr, bool finder)
-{
-    if (!addr || strncmp(addr, "tcp://", 6) != 0 || strlen(addr) >= sizeof d->conns[0].addr) return NULL;
-    if (strcmp(addr, d->my_addr) == 0) return NULL;
-    conn *c = find_conn(d, addr);
-    if (c) {
-        c->finder |= finder;
-        return c;
-    }
-    if (d->n_conns == MAX_CONNS) return NULL;
-    void *s = zmq_socket(d->zctx, ZMQ_DEALER);
-    if (!s) return NULL;
-    int linger = 500, hwm = 64, ivl = 100, ivl_max = 1000; /* linger: a last topology reaches a removed node */
-    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
-    zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
-    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &(int64_t){(int64_t)d->max_msg * 4 + 4096}, sizeof(int64_t));
-    if (zmq_connect(s, addr) != 0) {
-        zmq_close(s);
-        return NULL;
-    }
-    c = &d->conns[d->n_conns++];
-    snprintf(c->addr, sizeof c->addr, "%s", addr);
-    c->sock = s;
-    c->finder = finder;
-    return c;
-}
-
-static void close_conn_at(lattice_discovery *d, size_t i)
-{
-    zmq_close(d->conns[i].sock);
-    d->conns[i] = d->conns[--d->n_conns];
-}
-
-/* --------------------------------------------------------------- sending */
-
-static void env_init(lattice_discovery *d, Latdisc__Envelope *e)
-{
-    latdisc__envelope__init(e);
-    e->proto_major = LATTICE_PROTO_MAJOR;
-    e->proto_minor = LATTICE_PROTO_MINOR;
-    e->cluster = d->cluster;
-    e->sender = d->id;
-    e->sender_addr = d->my_addr;
-}
-
-/* Send e on sock, preceded by a routing frame when route != NULL.  With
- * `unauthenticated` no MAC frame is added (refusals: the receiver may not
- * have our key). */
-static void send_env(lattice_discovery *d, void *sock, const zmq_msg_t *route, const Latdisc__Envelope *e,
-                     bool unauthenticated)
-{
-    uint8_t *buf, mac[WIRE_MAC_BYTES];
-    size_t len;
-    bool with_mac = d->has_key && !unauthenticated;
-    if (wire_encode(e, with_mac ? d->key : NULL, &buf, &len, mac) != LATTICE_OK) return;
-    if (route && zmq_send(sock, zmq_msg_data((zmq_msg_t *)route), zmq_msg_size(route),
-                          ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-        goto out;
-    if (zmq_send(sock, buf, len, ZMQ_DONTWAIT | (with_mac ? ZMQ_SNDMORE : 0)) < 0) goto out;
-    if (with_mac) zmq_send(sock, mac, sizeof mac, ZMQ_DONTWAIT);
-out:
-    lt_free(buf);
-}
-
-static void send_to(lattice_discovery *d, const char *addr, const Latdisc__Envelope *e)
-{
-    conn *c = ensure_conn(d, addr, false);
-    if (c) send_env(d, c->sock, NULL, e, false);
-}
-
-static void reply_refusal(lattice_discovery *d, const zmq_msg_t *route, int reason, const char *text)
-{
-    if (!route) return;
-    Latdisc__Envelope e;
-    Latdisc__Refusal r;
-    env_init(d, &e);
-    latdisc__refusal__init(&r);
-    r.reason = (uint32_t)reason;
-    r.text = (char *)text;
-    e.body_case = LATDISC__ENVELOPE__BODY_REFUSAL;
-    e.refusal = &r;
-    /* REMOVED is only believed when authenticated; the others must reach a
-     * peer that may lack our key, so they travel without a MAC. */
-    send_env(d, d->router, route, &e, reason != REF_REMOVED);
-}
 
 /* ------------------------------------------------------------ membership */
 
@@ -306,12 +75,6 @@ static int cfd(const lattice_discovery *d)
 
 static bool is_member(const lattice_topology *t, const char *id) { return lattice_topology_find(t, id) != NULL; }
 
-static peer *find_peer(lattice_discovery *d, const char *id)
-{
-    for (size_t i = 0; i < d->n_peers; i++)
-        if (strcmp(d->peers[i].id, id) == 0) return &d->peers[i];
-    return NULL;
-}
 
 static void remember_removed(lattice_discovery *d, const char *id)
 {
@@ -400,7 +163,7 @@ static void sync_peers(lattice_discovery *d, const lattice_topology *t)
 static void sync_conns(lattice_discovery *d, const lattice_topology *t)
 {
     for (size_t i = 0; i < t->n; i++)
-        if (strcmp(t->members[i].id, d->id) != 0) ensure_conn(d, t->members[i].addr, false);
+        if (strcmp(t->members[i].id, d->id) != 0) ld_ensure_conn(d, t->members[i].addr, false);
     for (size_t i = 0; i < d->n_conns;) {
         bool keep = false;
         for (size_t k = 0; k < t->n && !keep; k++) keep = strcmp(t->members[k].addr, d->conns[i].addr) == 0;
@@ -408,7 +171,7 @@ static void sync_conns(lattice_discovery *d, const lattice_topology *t)
             d->conns[i].finder = false;
             i++;
         } else {
-            close_conn_at(d, i);
+            ld_close_conn_at(d, i);
         }
     }
 }
@@ -444,7 +207,7 @@ static void send_heartbeat(lattice_discovery *d, const char *only_addr)
     Latdisc__Stats st;
     lattice_node_stats s;
     sample_self(d, &s);
-    env_init(d, &e);
+    ld_env_init(d, &e);
     latdisc__heartbeat__init(&hb);
     latdisc__stats__init(&st);
     hb.major = t->major;
@@ -464,7 +227,7 @@ static void send_heartbeat(lattice_discovery *d, const char *only_addr)
     for (size_t i = 0; i < t->n; i++) {
         const lattice_member *m = &t->members[i];
         if (strcmp(m->id, d->id) == 0 || (only_addr && strcmp(only_addr, m->addr) != 0)) continue;
-        send_to(d, m->addr, &e);
+        ld_send_to(d, m->addr, &e);
     }
 }
 
@@ -477,13 +240,13 @@ static void send_topology(lattice_discovery *d, const lattice_topology *t, Latdi
     if (topo_to_proto(t, &p) != LATTICE_OK) return;
     p.changes = ch;
     p.n_changes = nch;
-    env_init(d, &e);
+    ld_env_init(d, &e);
     e.body_case = LATDISC__ENVELOPE__BODY_TOPOLOGY;
     e.topology = &p;
     for (size_t i = 0; i < t->n; i++) {
         const lattice_member *m = &t->members[i];
         if (strcmp(m->id, d->id) == 0 || (only_addr && strcmp(only_addr, m->addr) != 0)) continue;
-        send_to(d, m->addr, &e);
+        ld_send_to(d, m->addr, &e);
     }
     p.changes = NULL;
     p.n_changes = 0;
@@ -532,7 +295,7 @@ static void begin_join(lattice_discovery *d, const char *why)
     lattice_topology *old = d->cur;
     /* Keep the members' addresses as join targets: a client reconnects
      * through any server it knew, not only the finders. */
-    for (size_t i = 0; old && i < old->n; i++) ensure_conn(d, old->members[i].addr, true);
+    for (size_t i = 0; old && i < old->n; i++) ld_ensure_conn(d, old->members[i].addr, true);
     publish(d, NULL);
     sync_peers(d, NULL);
     d->state = ST_JOINING;
@@ -547,7 +310,7 @@ static void begin_join(lattice_discovery *d, const char *why)
     for (size_t i = 0; i < d->n_statics; i++) {
         char a[128];
         snprintf(a, sizeof a, "tcp://%s:%d", d->statics[i].host, d->statics[i].port);
-        ensure_conn(d, a, true);
+        ld_ensure_conn(d, a, true);
     }
     LT_LOG(LT_INFO, MOD, "joining cluster '%s' as %s %s (%zu static addresses%s)", d->cluster,
            d->client ? "client" : "server", d->my_addr, d->n_statics, d->mcast ? ", multicast" : "");
@@ -667,7 +430,7 @@ static void coordinate(lattice_discovery *d, int64_t now)
     if (!nt) return; /* out of memory: try again next tick */
     if (takeover)
         LT_LOG(LT_WARN, MOD, "coordinator %.8s is gone; taking over as coordinator", t->coordinator);
-    for (size_t i = 0; i < d->n_pending; i++) ensure_conn(d, d->pending[i].addr, false);
+    for (size_t i = 0; i < d->n_pending; i++) ld_ensure_conn(d, d->pending[i].addr, false);
     send_topology(d, nt, chp, nch, NULL);
     /* Announce to the removed too: a live leaver learns it may stop. */
     for (size_t i = 0; i < nch; i++) {
@@ -677,10 +440,10 @@ static void coordinate(lattice_discovery *d, int64_t now)
             Latdisc__Envelope e;
             Latdisc__Topology p;
             if (topo_to_proto(nt, &p) == LATTICE_OK) {
-                env_init(d, &e);
+                ld_env_init(d, &e);
                 e.body_case = LATDISC__ENVELOPE__BODY_TOPOLOGY;
                 e.topology = &p;
-                send_to(d, m->addr, &e);
+                ld_send_to(d, m->addr, &e);
                 topo_proto_release(&p);
             }
         }
@@ -704,12 +467,12 @@ static void on_join(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_
         if (d->client || m->client || !route) return;
         Latdisc__Envelope r;
         Latdisc__Joining j;
-        env_init(d, &r);
+        ld_env_init(d, &r);
         latdisc__joining__init(&j);
         j.key = d->consistent_id;
         r.body_case = LATDISC__ENVELOPE__BODY_JOINING;
         r.joining = &j;
-        send_env(d, d->router, route, &r, false);
+        ld_send_env(d, d->router, route, &r, false);
         return;
     }
     if (d->state != ST_JOINED) return;
@@ -719,12 +482,12 @@ static void on_join(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_
         if (!route || !coord) return;
         Latdisc__Envelope r;
         Latdisc__Redirect rd;
-        env_init(d, &r);
+        ld_env_init(d, &r);
         latdisc__redirect__init(&rd);
         rd.coordinator_addr = (char *)coord->addr;
         r.body_case = LATDISC__ENVELOPE__BODY_REDIRECT;
         r.redirect = &rd;
-        send_env(d, d->router, route, &r, false);
+        ld_send_env(d, d->router, route, &r, false);
         return;
     }
     if (is_member(t, m->id)) {
@@ -732,7 +495,7 @@ static void on_join(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_
         return;
     }
     if (was_removed(d, m->id)) {
-        reply_refusal(d, route, REF_REMOVED, "this node id was removed from the topology; rejoin with a new id");
+        ld_reply_refusal(d, route, REF_REMOVED, "this node id was removed from the topology; rejoin with a new id");
         return;
     }
     if (pending_has(d, m->id) || d->n_pending == MAX_PENDING) return;
@@ -753,7 +516,7 @@ static void on_heartbeat(lattice_discovery *d, const Latdisc__Envelope *e, const
     const lattice_topology *t = d->cur;
     if (!is_member(t, e->sender)) {
         if (was_removed(d, e->sender))
-            reply_refusal(d, route, REF_REMOVED, "you were removed from the topology; rejoin with a new id");
+            ld_reply_refusal(d, route, REF_REMOVED, "you were removed from the topology; rejoin with a new id");
         return;
     }
     const Latdisc__Heartbeat *h = e->heartbeat;
@@ -821,7 +584,7 @@ static bool admissible(lattice_discovery *d, const Latdisc__Envelope *e, const z
     char text[400];
     snprintf(text, sizeof text, "cluster name '%.64s' does not match cluster '%.64s' at %.100s", e->cluster,
              d->cluster, d->my_addr);
-    reply_refusal(d, route, REF_CLUSTER, text);
+    ld_reply_refusal(d, route, REF_CLUSTER, text);
     return false;
 }
 
@@ -846,7 +609,7 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
     case LATDISC__ENVELOPE__BODY_REDIRECT:
         if (d->state == ST_JOINING) {
             d->saw_cluster_ms = mono_ms();
-            ensure_conn(d, e->redirect->coordinator_addr, true);
+            ld_ensure_conn(d, e->redirect->coordinator_addr, true);
         }
         break;
     case LATDISC__ENVELOPE__BODY_TOPOLOGY: on_topology(d, e); break;
@@ -857,7 +620,7 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
 }
 
 /* Judge one received frame set (route may be NULL, mac may be NULL). */
-static void handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uint8_t *buf, size_t len,
+void ld_handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uint8_t *buf, size_t len,
                          const uint8_t *mac, size_t mac_len, const char *via)
 {
     cnt(&d->c_frames);
@@ -879,7 +642,7 @@ static void handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uin
         if (gate(d, 4))
             LT_LOG(LT_WARN, MOD, "refused a frame from %.100s: protocol version %u, this node speaks %d",
                    e->sender_addr, e->proto_major, LATTICE_PROTO_MAJOR);
-        reply_refusal(d, route, REF_PROTO, "protocol major version mismatch");
+        ld_reply_refusal(d, route, REF_PROTO, "protocol major version mismatch");
         break;
     case WIRE_AUTH: {
         /* An unauthenticated refusal is only logged; everything else is dropped. */
@@ -896,141 +659,13 @@ static void handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uin
         if (gate(d, 5))
             LT_LOG(LT_WARN, MOD, "dropped a frame on the %s that failed authentication (%s); check --secret-file",
                    via, d->has_key ? (mac ? "wrong cluster secret" : "no cluster secret") : "peer uses a secret this node lacks");
-        reply_refusal(d, route, REF_SECRET,
+        ld_reply_refusal(d, route, REF_SECRET,
                       d->has_key ? "authentication failed: the cluster secret is missing or wrong"
                                  : "this node has no cluster secret but the joiner uses one");
         break;
     }
     }
     wire_free(e);
-}
-
-/* ------------------------------------------------------------- receiving */
-
-/* Read one multipart message from sock (ROUTER: with a routing frame). */
-static bool recv_one(lattice_discovery *d, void *sock, bool is_router)
-{
-    zmq_msg_t parts[4];
-    size_t n = 0;
-    int more = 1;
-    bool got = false;
-    while (more) {
-        zmq_msg_t tmp;
-        zmq_msg_init(&tmp);
-        if (zmq_msg_recv(&tmp, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&tmp);
-            break;
-        }
-        got = true;
-        more = zmq_msg_more(&tmp);
-        if (n < 4) parts[n++] = tmp;
-        else zmq_msg_close(&tmp); /* too many frames: counted below */
-    }
-    if (!got) return false;
-    size_t first = is_router ? 1 : 0, body = n - first;
-    const char *via = is_router ? "peer port" : "peer connection";
-    if (n == 4 || body < 1 || body > 2) {
-        cnt(&d->c_frames);
-        cnt(&d->c_malformed);
-        if (gate(d, 3)) LT_LOG(LT_WARN, MOD, "dropped a message with %zu frames on the %s", n, via);
-    } else {
-        const zmq_msg_t *b = &parts[first];
-        const zmq_msg_t *m = body == 2 ? &parts[first + 1] : NULL;
-        handle_frame(d, is_router ? &parts[0] : NULL, zmq_msg_data((zmq_msg_t *)b), zmq_msg_size(b),
-                     m ? zmq_msg_data((zmq_msg_t *)m) : NULL, m ? zmq_msg_size(m) : 0, via);
-    }
-    for (size_t i = 0; i < n; i++) zmq_msg_close(&parts[i]);
-    return true;
-}
-
-/* ROUTER monitor: count connections that failed the ZMTP handshake (raw
- * garbage on the peer port never becomes a message). */
-static void drain_monitor(lattice_discovery *d)
-{
-    for (;;) {
-        zmq_msg_t ev, addr;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, d->monitor, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t event = 0;
-        if (zmq_msg_size(&ev) >= 2) memcpy(&event, zmq_msg_data(&ev), 2);
-        bool more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        if (more) {
-            zmq_msg_init(&addr);
-            zmq_msg_recv(&addr, d->monitor, 0);
-            zmq_msg_close(&addr);
-        }
-        if (event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
-            cnt(&d->c_handshake);
-            if (gate(d, 6)) LT_LOG(LT_WARN, MOD, "dropped a connection on the peer port that does not speak ZMTP");
-        }
-    }
-}
-
-static void send_datagram(lattice_discovery *d, int fd, const struct sockaddr_in *to, const Latdisc__Envelope *e)
-{
-    uint8_t *buf, mac[WIRE_MAC_BYTES];
-    size_t len;
-    if (wire_encode(e, d->has_key ? d->key : NULL, &buf, &len, mac) != LATTICE_OK) return;
-    uint8_t out[2048];
-    size_t total = len + (d->has_key ? WIRE_MAC_BYTES : 0);
-    if (total <= sizeof out) {
-        memcpy(out, buf, len);
-        if (d->has_key) memcpy(out + len, mac, WIRE_MAC_BYTES);
-        sendto(fd, out, total, MSG_DONTWAIT, (const struct sockaddr *)to, sizeof *to);
-    }
-    lt_free(buf);
-}
-
-/* Datagrams: probes on the group socket, answers on the sender socket.
- * Layout: envelope bytes, then the 32-byte MAC when a secret is set. */
-static void drain_udp(lattice_discovery *d, int fd)
-{
-    uint8_t buf[2048];
-    for (;;) {
-        struct sockaddr_in from;
-        socklen_t fl = sizeof from;
-        ssize_t n = recvfrom(fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
-        if (n < 0) return;
-        size_t len = (size_t)n;
-        const uint8_t *mac = NULL;
-        if (d->has_key) {
-            if (len < WIRE_MAC_BYTES) {
-                cnt(&d->c_auth);
-                continue;
-            }
-            len -= WIRE_MAC_BYTES;
-            mac = buf + len;
-        }
-        cnt(&d->c_frames);
-        Latdisc__Envelope *e = NULL;
-        enum wire_verdict v = wire_decode(buf, len, mac, mac ? WIRE_MAC_BYTES : 0, d->has_key ? d->key : NULL,
-                                          (size_t)d->max_msg, &e);
-        if (v != WIRE_OK) {
-            cnt(v == WIRE_AUTH ? &d->c_auth : &d->c_malformed);
-            if (gate(d, 7)) LT_LOG(LT_WARN, MOD, "dropped a multicast datagram from %s (bad or unauthenticated)", inet_ntoa(from.sin_addr));
-        } else if (strcmp(e->cluster, d->cluster) != 0) {
-            cnt(&d->c_refused);
-        } else if (e->body_case == LATDISC__ENVELOPE__BODY_PROBE && !d->client && d->state != ST_LEAVING &&
-                   strcmp(e->sender, d->id) != 0) {
-            Latdisc__Envelope r;
-            Latdisc__ProbeAnswer a;
-            env_init(d, &r);
-            latdisc__probe_answer__init(&a);
-            a.addr = d->my_addr;
-            r.body_case = LATDISC__ENVELOPE__BODY_PROBE_ANSWER;
-            r.probe_answer = &a;
-            send_datagram(d, d->mc_send_fd, &from, &r);
-        } else if (e->body_case == LATDISC__ENVELOPE__BODY_PROBE_ANSWER && d->state == ST_JOINING) {
-            if (ensure_conn(d, e->probe_answer->addr, true))
-                LT_LOG(LT_DEBUG, MOD, "multicast: %s answered", e->probe_answer->addr);
-        }
-        wire_free(e);
-    }
 }
 
 /* ---------------------------------------------------------------- timers */
@@ -1045,24 +680,24 @@ static void send_joins(lattice_discovery *d, int64_t now)
     lattice_member me;
     self_member(d, &me, 0);
     if (member_to_proto(&me, &pm) != LATTICE_OK) return;
-    env_init(d, &e);
+    ld_env_init(d, &e);
     latdisc__join_request__init(&j);
     j.self = &pm;
     e.body_case = LATDISC__ENVELOPE__BODY_JOIN;
     e.join = &j;
-    for (size_t i = 0; i < d->n_conns; i++) send_env(d, d->conns[i].sock, NULL, &e, false);
+    for (size_t i = 0; i < d->n_conns; i++) ld_send_env(d, d->conns[i].sock, NULL, &e, false);
     member_proto_release(&pm);
     if (d->mcast && d->mc_send_fd >= 0 && now - d->last_probe_ms >= d->m_wait_ms) {
         d->last_probe_ms = now;
         Latdisc__Envelope pe;
         Latdisc__Probe pr;
-        env_init(d, &pe);
+        ld_env_init(d, &pe);
         latdisc__probe__init(&pr);
         pe.body_case = LATDISC__ENVELOPE__BODY_PROBE;
         pe.probe = &pr;
         struct sockaddr_in g = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d->mport)};
         inet_pton(AF_INET, d->mgroup, &g.sin_addr);
-        send_datagram(d, d->mc_send_fd, &g, &pe);
+        ld_send_datagram(d, d->mc_send_fd, &g, &pe);
     }
 }
 
@@ -1131,13 +766,13 @@ static size_t build_poll(lattice_discovery *d, zmq_pollitem_t *it)
  * heartbeats queued meanwhile must count before we judge anyone silent. */
 static void drain_all(lattice_discovery *d)
 {
-    for (int k = 0; k < 10000 && recv_one(d, d->router, true); k++) {}
-    drain_monitor(d);
-    if (d->mc_listen_fd >= 0) drain_udp(d, d->mc_listen_fd);
-    if (d->mc_send_fd >= 0) drain_udp(d, d->mc_send_fd);
+    for (int k = 0; k < 10000 && ld_recv_one(d, d->router, true); k++) {}
+    ld_drain_monitor(d);
+    if (d->mc_listen_fd >= 0) ld_drain_udp(d, d->mc_listen_fd);
+    if (d->mc_send_fd >= 0) ld_drain_udp(d, d->mc_send_fd);
     for (size_t i = 0; i < d->n_conns; i++) {
         void *s = d->conns[i].sock;
-        for (int k = 0; k < 1000 && recv_one(d, s, false); k++)
+        for (int k = 0; k < 1000 && ld_recv_one(d, s, false); k++)
             if (i >= d->n_conns || d->conns[i].sock != s) break; /* conns changed under us */
     }
 }
@@ -1151,12 +786,12 @@ static void leave_grid(lattice_discovery *d)
     LT_LOG(LT_INFO, MOD, "leaving the grid gracefully");
     Latdisc__Envelope e;
     Latdisc__Leave l;
-    env_init(d, &e);
+    ld_env_init(d, &e);
     latdisc__leave__init(&l);
     e.body_case = LATDISC__ENVELOPE__BODY_LEAVE;
     e.leave = &l;
     for (size_t i = 0; i < t->n; i++)
-        if (strcmp(t->members[i].id, d->id) != 0) send_to(d, t->members[i].addr, &e);
+        if (strcmp(t->members[i].id, d->id) != 0) ld_send_to(d, t->members[i].addr, &e);
     /* Wait for the coordinator (maybe a new one) to announce us gone. */
     int64_t until = mono_ms() + 1000;
     zmq_pollitem_t it[MAX_CONNS + 8];
@@ -1167,7 +802,7 @@ static void leave_grid(lattice_discovery *d)
     }
 }
 
-static void *thread_main(void *arg)
+void *ld_thread_main(void *arg)
 {
     lattice_discovery *d = arg;
     rcu_register_thread();
@@ -1204,319 +839,4 @@ static void *thread_main(void *arg)
     rcu_barrier(); /* every deferred put ran before we go */
     rcu_unregister_thread();
     return NULL;
-}
-
-/* ------------------------------------------------------------- lifecycle */
-
-static lattice_status parse_finders(lattice_discovery *d, const lattice_discovery_config *c)
-{
-    for (size_t i = 0; i < c->n_finders; i++) {
-        const char *f = c->finders[i];
-        if (lattice_finder_is_multicast(f)) {
-            if (lattice_finder_parse_multicast(f, d->mgroup, &d->mport) != LATTICE_OK) {
-                LT_LOG(LT_ERROR, MOD, "bad multicast finder '%s' (want multicast://GROUP[:PORT], GROUP in 224.0.0.0/4)", f);
-                return LATTICE_ERR_INVAL;
-            }
-            d->mcast = true;
-            continue;
-        }
-        size_t n = 0;
-        /* Without a port, Ignite's rule: the first 10 ports from ours (47500). */
-        int dport = d->port ? d->port : LATTICE_DEFAULT_PORT;
-        lattice_status st = lattice_finder_parse_static(f, dport, 10, d->statics + d->n_statics,
-                                                        MAX_STATIC - d->n_statics, &n);
-        if (st != LATTICE_OK) {
-            LT_LOG(LT_ERROR, MOD, "bad ip finder '%s': %s (want HOST[:PORT[..PORT]][,...] or multicast://GROUP:PORT)",
-                   f, st == LATTICE_ERR_TOO_LARGE ? "too many addresses" : "malformed or unresolvable");
-            return st;
-        }
-        d->n_statics += n;
-    }
-    return LATTICE_OK;
-}
-
-lattice_status lattice_discovery_init(const lattice_discovery_config *c, lattice_discovery **out)
-{
-    *out = NULL;
-    if (!c || !c->cluster || !*c->cluster || strlen(c->cluster) >= 256 || !c->host || strlen(c->host) >= 64 ||
-        c->port < 0 || c->port > 65535 || c->port_range < 1 || c->failure_detection_ms < 100 ||
-        c->max_message_bytes < 1024 || c->n_attrs > LATTICE_MAX_ATTRS)
-        return LATTICE_ERR_INVAL;
-    struct in_addr a;
-    if (inet_pton(AF_INET, c->host, &a) != 1) {
-        LT_LOG(LT_ERROR, MOD, "--host '%s' is not an IPv4 address", c->host);
-        return LATTICE_ERR_INVAL;
-    }
-    if (sodium_init() < 0) return LATTICE_ERR_IO;
-    lattice_discovery *d = lt_calloc(1, sizeof *d);
-    if (!d) return LATTICE_ERR_NOMEM;
-    snprintf(d->cluster, sizeof d->cluster, "%s", c->cluster);
-    snprintf(d->host, sizeof d->host, "%s", c->host);
-    d->port = c->port;
-    d->port_range = c->port_range;
-    d->fd_ms = c->failure_detection_ms;
-    d->max_msg = c->max_message_bytes;
-    d->client = c->client;
-    d->m_attempts = c->multicast_attempts > 0 ? c->multicast_attempts : 2;
-    d->m_wait_ms = c->multicast_wait_ms > 0 ? c->multicast_wait_ms : 300;
-    d->wake_fd = d->mc_listen_fd = d->mc_send_fd = -1;
-    if (c->secret) {
-        wire_derive_key(c->secret, c->secret_len, d->key);
-        d->has_key = true;
-    }
-    lattice_status st = parse_finders(d, c);
-    for (size_t i = 0; st == LATTICE_OK && i < c->n_attrs; i++) {
-        const char *eq = strchr(c->attrs[i], '=');
-        if (!eq || eq == c->attrs[i]) {
-            st = LATTICE_ERR_INVAL;
-            break;
-        }
-        char *k = lt_strdup(c->attrs[i]);
-        char *v = lt_strdup(eq + 1);
-        if (!k || !v) {
-            lt_free(k);
-            lt_free(v);
-            st = LATTICE_ERR_NOMEM;
-            break;
-        }
-        k[eq - c->attrs[i]] = 0;
-        d->attrs[d->n_attrs].key = k;
-        d->attrs[d->n_attrs++].value = v;
-    }
-    pthread_mutex_init(&d->pub_lock, NULL);
-    pthread_mutex_init(&d->stats_lock, NULL);
-    pthread_cond_init(&d->joined_cv, NULL);
-    new_uuid(d->id);
-    *out = d;
-    if (st != LATTICE_OK) {
-        lattice_discovery_destroy(d);
-        *out = NULL;
-    }
-    return st;
-}
-
-static lattice_status bind_router(lattice_discovery *d)
-{
-    if (d->port == 0) { /* an ephemeral port: CLI clients */
-        char ep[128];
-        size_t len = sizeof ep;
-        snprintf(ep, sizeof ep, "tcp://%s:*", d->host);
-        if (zmq_bind(d->router, ep) != 0 || zmq_getsockopt(d->router, ZMQ_LAST_ENDPOINT, ep, &len) != 0) {
-            LT_LOG(LT_ERROR, MOD, "cannot bind an ephemeral port on %s: %s", d->host, zmq_strerror(errno));
-            return LATTICE_ERR_IO;
-        }
-        const char *colon = strrchr(ep, ':');
-        d->bound_port = colon ? atoi(colon + 1) : 0;
-        snprintf(d->my_addr, sizeof d->my_addr, "%s", ep);
-        snprintf(d->consistent_id, sizeof d->consistent_id, "%s:%d", d->host, d->bound_port);
-        return LATTICE_OK;
-    }
-    for (int p = d->port; p < d->port + d->port_range && p <= 65535; p++) {
-        char ep[128];
-        snprintf(ep, sizeof ep, "tcp://%s:%d", d->host, p);
-        if (zmq_bind(d->router, ep) == 0) {
-            d->bound_port = p;
-            snprintf(d->my_addr, sizeof d->my_addr, "%s", ep);
-            snprintf(d->consistent_id, sizeof d->consistent_id, "%s:%d", d->host, p);
-            return LATTICE_OK;
-        }
-        if (errno != EADDRINUSE) {
-            LT_LOG(LT_ERROR, MOD, "cannot bind %s: %s", ep, zmq_strerror(errno));
-            return LATTICE_ERR_IO;
-        }
-        LT_LOG(LT_INFO, MOD, "peer port %d is taken; trying %d", p, p + 1);
-    }
-    LT_LOG(LT_ERROR, MOD, "no free peer port in %d..%d on %s", d->port, d->port + d->port_range - 1, d->host);
-    return LATTICE_ERR_IO;
-}
-
-static lattice_status open_sockets(lattice_discovery *d)
-{
-    d->zctx = zmq_ctx_new();
-    if (!d->zctx) return LATTICE_ERR_IO;
-    d->router = zmq_socket(d->zctx, ZMQ_ROUTER);
-    if (!d->router) return LATTICE_ERR_IO;
-    int zero = 0;
-    /* Frames between max_message_bytes and 4x are read and counted as
-     * oversized; beyond that libzmq drops the connection itself. */
-    int64_t cap = (int64_t)d->max_msg * 4 + 4096;
-    zmq_setsockopt(d->router, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(d->router, ZMQ_MAXMSGSIZE, &cap, sizeof cap);
-    char mon[64];
-    snprintf(mon, sizeof mon, "inproc://lattice-mon-%p", (void *)d);
-    if (zmq_socket_monitor(d->router, mon, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
-        return LATTICE_ERR_IO;
-    d->monitor = zmq_socket(d->zctx, ZMQ_PAIR);
-    if (!d->monitor || zmq_connect(d->monitor, mon) != 0) return LATTICE_ERR_IO;
-    zmq_setsockopt(d->monitor, ZMQ_LINGER, &zero, sizeof zero);
-    lattice_status st = bind_router(d);
-    if (st != LATTICE_OK) return st;
-    d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (d->wake_fd < 0) return LATTICE_ERR_IO;
-    if (d->mcast) {
-        d->mc_send_fd = mcast_sender(d->host);
-        if (d->mc_send_fd < 0) {
-            LT_LOG(LT_ERROR, MOD, "multicast: cannot send through %s: %s", d->host, strerror(errno));
-            return LATTICE_ERR_IO;
-        }
-        if (!d->client) {
-            d->mc_listen_fd = mcast_listen(d->mgroup, d->mport, d->host);
-            if (d->mc_listen_fd < 0) {
-                LT_LOG(LT_ERROR, MOD, "multicast: cannot join %s:%d on %s: %s", d->mgroup, d->mport, d->host,
-                       strerror(errno));
-                return LATTICE_ERR_IO;
-            }
-        }
-    }
-    return LATTICE_OK;
-}
-
-static void close_sockets(lattice_discovery *d)
-{
-    for (size_t i = 0; i < d->n_conns; i++) {
-        int linger = 0;
-        zmq_setsockopt(d->conns[i].sock, ZMQ_LINGER, &linger, sizeof linger);
-        zmq_close(d->conns[i].sock);
-    }
-    d->n_conns = 0;
-    if (d->router) {
-        zmq_socket_monitor(d->router, NULL, 0);
-        zmq_close(d->router);
-    }
-    if (d->monitor) zmq_close(d->monitor);
-    d->router = d->monitor = NULL;
-    if (d->zctx) zmq_ctx_term(d->zctx);
-    d->zctx = NULL;
-    if (d->wake_fd >= 0) close(d->wake_fd);
-    if (d->mc_listen_fd >= 0) close(d->mc_listen_fd);
-    if (d->mc_send_fd >= 0) close(d->mc_send_fd);
-    d->wake_fd = d->mc_listen_fd = d->mc_send_fd = -1;
-}
-
-lattice_status lattice_discovery_start(lattice_discovery *d)
-{
-    if (d->thread_started || d->state != ST_IDLE) return LATTICE_ERR_INVAL;
-    d->start_wall_ms = wall_ms();
-    lattice_status st = open_sockets(d);
-    if (st != LATTICE_OK) {
-        close_sockets(d);
-        return st;
-    }
-    if (pthread_create(&d->thr, NULL, thread_main, d) != 0) {
-        close_sockets(d);
-        return LATTICE_ERR_IO;
-    }
-    d->thread_started = true;
-    return LATTICE_OK;
-}
-
-void lattice_discovery_stop(lattice_discovery *d)
-{
-    if (!d || !d->thread_started) return;
-    atomic_store(&d->stop_req, true);
-    uint64_t one = 1;
-    ssize_t w = write(d->wake_fd, &one, sizeof one);
-    (void)w;
-    pthread_join(d->thr, NULL);
-    d->thread_started = false;
-    close_sockets(d);
-}
-
-void lattice_discovery_destroy(lattice_discovery *d)
-{
-    if (!d) return;
-    lattice_discovery_stop(d);
-    topo_put(d->cur); /* only set if the thread never ran its exit path */
-    for (size_t i = 0; i < d->n_pending; i++) member_free_fields(&d->pending[i]);
-    for (size_t i = 0; i < d->n_attrs; i++) {
-        lt_free((char *)d->attrs[i].key);
-        lt_free((char *)d->attrs[i].value);
-    }
-    pthread_mutex_destroy(&d->pub_lock);
-    pthread_mutex_destroy(&d->stats_lock);
-    pthread_cond_destroy(&d->joined_cv);
-    sodium_memzero(d->key, sizeof d->key);
-    lt_free(d);
-}
-
-/* --------------------------------------------------------------- queries */
-
-lattice_topology *lattice_discovery_topology(lattice_discovery *d)
-{
-    pthread_mutex_lock(&d->pub_lock);
-    lattice_topology *t = d->cur;
-    if (t) topo_get(t);
-    pthread_mutex_unlock(&d->pub_lock);
-    return t;
-}
-
-const lattice_topology *lattice_discovery_topology_rcu(lattice_discovery *d) { return rcu_dereference(d->cur); }
-
-lattice_status lattice_discovery_wait_joined(lattice_discovery *d, int timeout_ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&d->pub_lock);
-    int rc = 0;
-    while (!d->joined && rc == 0) rc = pthread_cond_timedwait(&d->joined_cv, &d->pub_lock, &ts);
-    bool ok = d->joined;
-    pthread_mutex_unlock(&d->pub_lock);
-    return ok ? LATTICE_OK : LATTICE_ERR_TIMEOUT;
-}
-
-lattice_status lattice_discovery_subscribe(lattice_discovery *d, lattice_event_fn fn, void *ctx)
-{
-    if (!fn) return LATTICE_ERR_INVAL;
-    pthread_mutex_lock(&d->pub_lock);
-    lattice_status st = LATTICE_ERR_TOO_LARGE;
-    if (d->n_subs < MAX_SUBS) {
-        d->subs[d->n_subs++] = (sub){fn, ctx};
-        st = LATTICE_OK;
-    }
-    pthread_mutex_unlock(&d->pub_lock);
-    return st;
-}
-
-void lattice_discovery_local_id(lattice_discovery *d, char *buf, size_t len)
-{
-    pthread_mutex_lock(&d->pub_lock);
-    snprintf(buf, len, "%s", d->id);
-    pthread_mutex_unlock(&d->pub_lock);
-}
-
-int lattice_discovery_port(lattice_discovery *d) { return d->bound_port; }
-
-lattice_status lattice_discovery_stats(lattice_discovery *d, const char *id, lattice_node_stats *out)
-{
-    char me[64];
-    lattice_discovery_local_id(d, me, sizeof me);
-    if (id && strcmp(id, me) == 0) {
-        memset(out, 0, sizeof *out);
-        out->uptime_ms = wall_ms() - d->start_wall_ms;
-        out->frames_in = rd(&d->c_frames);
-        out->malformed = rd(&d->c_malformed);
-        out->oversized = rd(&d->c_oversized);
-        out->auth_failed = rd(&d->c_auth);
-        out->refused = rd(&d->c_refused);
-        out->handshake_failed = rd(&d->c_handshake);
-        proc_sampler ps = {0};
-        proc_sample(&ps, &out->rss_bytes);
-        return LATTICE_OK;
-    }
-    lattice_status st = LATTICE_ERR_NOT_FOUND;
-    pthread_mutex_lock(&d->stats_lock);
-    peer *p = id ? find_peer(d, id) : NULL;
-    if (p && p->have_stats) {
-        *out = p->stats;
-        st = LATTICE_OK;
-    }
-    pthread_mutex_unlock(&d->stats_lock);
-    return st;
 }
