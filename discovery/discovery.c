@@ -455,6 +455,19 @@ static void coordinate(lattice_discovery *d, int64_t now)
 
 /* ------------------------------------------------------------- handlers */
 
+static void note_joiner(lattice_discovery *d, const char *key)
+{
+    int64_t now = mono_ms();
+    for (size_t i = 0; i < d->n_joiners; i++)
+        if (strcmp(d->joiners[i].key, key) == 0) {
+            d->joiners[i].seen_ms = now;
+            return;
+        }
+    if (d->n_joiners == MAX_JOINERS) return;
+    snprintf(d->joiners[d->n_joiners].key, sizeof d->joiners[0].key, "%s", key);
+    d->joiners[d->n_joiners++].seen_ms = now;
+}
+
 static void on_join(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route)
 {
     const Latdisc__Member *m = e->join->self;
@@ -465,6 +478,8 @@ static void on_join(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_
     }
     if (d->state == ST_JOINING) {
         if (d->client || m->client || !route) return;
+        /* The asker is a joining server too: it counts in the seed choice. */
+        if (strlen(m->consistent_id) < 128) note_joiner(d, m->consistent_id);
         Latdisc__Envelope r;
         Latdisc__Joining j;
         ld_env_init(d, &r);
@@ -559,18 +574,6 @@ static void on_leave(lattice_discovery *d, const Latdisc__Envelope *e)
     pthread_mutex_unlock(&d->stats_lock);
 }
 
-static void note_joiner(lattice_discovery *d, const char *key)
-{
-    int64_t now = mono_ms();
-    for (size_t i = 0; i < d->n_joiners; i++)
-        if (strcmp(d->joiners[i].key, key) == 0) {
-            d->joiners[i].seen_ms = now;
-            return;
-        }
-    if (d->n_joiners == MAX_JOINERS) return;
-    snprintf(d->joiners[d->n_joiners].key, sizeof d->joiners[0].key, "%s", key);
-    d->joiners[d->n_joiners++].seen_ms = now;
-}
 
 /* Cluster name and protocol checks; true when e may be handled. */
 static bool admissible(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route)
