@@ -53,8 +53,9 @@ lattice_status lattice_discovery_init(const lattice_discovery_config *c, lattice
         c->max_message_bytes < 1024 || c->n_attrs > LATTICE_MAX_ATTRS)
         return LATTICE_ERR_INVAL;
     struct in_addr a;
-    if (inet_pton(AF_INET, c->host, &a) != 1) {
-        LT_LOG(LT_ERROR, MOD, "--host '%s' is not an IPv4 address", c->host);
+    if (inet_pton(AF_INET, c->host, &a) != 1 || a.s_addr == htonl(INADDR_ANY)) {
+        /* The host is advertised to peers: a wildcard cannot be dialled. */
+        LT_LOG(LT_ERROR, MOD, "--host '%s' is not a concrete IPv4 address", c->host);
         return LATTICE_ERR_INVAL;
     }
     if (sodium_init() < 0) return LATTICE_ERR_IO;
@@ -115,6 +116,7 @@ lattice_status lattice_discovery_start(lattice_discovery *d)
         ld_close_sockets(d);
         return st;
     }
+    lattice_log_set_node(d->id); /* before the thread exists: no race on the tag */
     if (pthread_create(&d->thr, NULL, ld_thread_main, d) != 0) {
         ld_close_sockets(d);
         return LATTICE_ERR_IO;

@@ -285,13 +285,17 @@ static void adopt(lattice_discovery *d, lattice_topology *t, Latdisc__Change *co
 
 static void begin_join(lattice_discovery *d, const char *why)
 {
-    if (why) LT_LOG(LT_WARN, MOD, "%s: dropping the old view and rejoining as a new node", why);
-    char id[64];
-    new_uuid(id);
-    pthread_mutex_lock(&d->pub_lock);
-    snprintf(d->id, sizeof d->id, "%s", id);
-    pthread_mutex_unlock(&d->pub_lock);
-    lattice_log_set_node(id);
+    if (why) {
+        /* A rejoin is a new node: a new id, so nobody confuses us with the
+         * incarnation the grid removed.  (The first join keeps init's id.) */
+        LT_LOG(LT_WARN, MOD, "%s: dropping the old view and rejoining as a new node", why);
+        char id[64];
+        new_uuid(id);
+        pthread_mutex_lock(&d->pub_lock);
+        snprintf(d->id, sizeof d->id, "%s", id);
+        pthread_mutex_unlock(&d->pub_lock);
+        lattice_log_set_node(id);
+    }
     lattice_topology *old = d->cur;
     /* Keep the members' addresses as join targets: a client reconnects
      * through any server it knew, not only the finders. */
@@ -510,7 +514,8 @@ static void on_join(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_
         return;
     }
     if (was_removed(d, m->id)) {
-        ld_reply_refusal(d, route, REF_REMOVED, "this node id was removed from the topology; rejoin with a new id");
+        ld_reply_refusal(d, route, REF_REMOVED, "this node id was removed from the topology; rejoin with a new id",
+                         m->id);
         return;
     }
     if (pending_has(d, m->id) || d->n_pending == MAX_PENDING) return;
@@ -531,7 +536,8 @@ static void on_heartbeat(lattice_discovery *d, const Latdisc__Envelope *e, const
     const lattice_topology *t = d->cur;
     if (!is_member(t, e->sender)) {
         if (was_removed(d, e->sender))
-            ld_reply_refusal(d, route, REF_REMOVED, "you were removed from the topology; rejoin with a new id");
+            ld_reply_refusal(d, route, REF_REMOVED, "you were removed from the topology; rejoin with a new id",
+                             e->sender);
         return;
     }
     const Latdisc__Heartbeat *h = e->heartbeat;
@@ -555,7 +561,9 @@ static void on_refusal(lattice_discovery *d, const Latdisc__Envelope *e, bool au
 {
     const Latdisc__Refusal *r = e->refusal;
     if (r->reason == REF_REMOVED) {
-        if (authenticated && (d->state == ST_JOINED) && strcmp(e->sender, d->id) != 0)
+        /* Only about our current id: a frame our previous incarnation left
+         * in a queue must not make this one rejoin. */
+        if (authenticated && d->state == ST_JOINED && strcmp(r->about_id, d->id) == 0)
             begin_join(d, "a peer reports this node was removed");
         return;
     }
@@ -587,7 +595,7 @@ static bool admissible(lattice_discovery *d, const Latdisc__Envelope *e, const z
     char text[400];
     snprintf(text, sizeof text, "cluster name '%.64s' does not match cluster '%.64s' at %.100s", e->cluster,
              d->cluster, d->my_addr);
-    ld_reply_refusal(d, route, REF_CLUSTER, text);
+    ld_reply_refusal(d, route, REF_CLUSTER, text, NULL);
     return false;
 }
 
@@ -645,7 +653,12 @@ void ld_handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uint8_t
         if (gate(d, 4))
             LT_LOG(LT_WARN, MOD, "refused a frame from %.100s: protocol version %u, this node speaks %d",
                    e->sender_addr, e->proto_major, LATTICE_PROTO_MAJOR);
-        ld_reply_refusal(d, route, REF_PROTO, "protocol major version mismatch");
+        {
+            char text[128];
+            snprintf(text, sizeof text, "protocol version %u is not spoken here (this node speaks %d.%d)",
+                     e->proto_major, LATTICE_PROTO_MAJOR, LATTICE_PROTO_MINOR);
+            ld_reply_refusal(d, route, REF_PROTO, text, NULL);
+        }
         break;
     case WIRE_AUTH: {
         /* An unauthenticated refusal is only logged; everything else is dropped. */
@@ -664,7 +677,8 @@ void ld_handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uint8_t
                    via, d->has_key ? (mac ? "wrong cluster secret" : "no cluster secret") : "peer uses a secret this node lacks");
         ld_reply_refusal(d, route, REF_SECRET,
                       d->has_key ? "authentication failed: the cluster secret is missing or wrong"
-                                 : "this node has no cluster secret but the joiner uses one");
+                                 : "this node has no cluster secret but the joiner uses one",
+                         NULL);
         break;
     }
     }
@@ -809,7 +823,6 @@ void *ld_thread_main(void *arg)
 {
     lattice_discovery *d = arg;
     rcu_register_thread();
-    lattice_log_set_node(d->id);
     begin_join(d, NULL);
     d->last_loop_ms = mono_ms();
     zmq_pollitem_t it[MAX_CONNS + 8];

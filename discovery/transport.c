@@ -99,7 +99,8 @@ void ld_send_to(lattice_discovery *d, const char *addr, const Latdisc__Envelope 
     if (c) ld_send_env(d, c->sock, NULL, e, false);
 }
 
-void ld_reply_refusal(lattice_discovery *d, const zmq_msg_t *route, int reason, const char *text)
+void ld_reply_refusal(lattice_discovery *d, const zmq_msg_t *route, int reason, const char *text,
+                      const char *about_id)
 {
     if (!route) return;
     Latdisc__Envelope e;
@@ -108,6 +109,7 @@ void ld_reply_refusal(lattice_discovery *d, const zmq_msg_t *route, int reason, 
     latdisc__refusal__init(&r);
     r.reason = (uint32_t)reason;
     r.text = (char *)text;
+    if (about_id) r.about_id = (char *)about_id;
     e.body_case = LATDISC__ENVELOPE__BODY_REFUSAL;
     e.refusal = &r;
     /* REMOVED is only believed when authenticated; the others must reach a

@@ -144,7 +144,7 @@ END_TEST
 
 static void zsend(void *s, const void *buf, size_t len, int flags) { ck_assert_int_ge(zmq_send(s, buf, len, flags), 0); }
 
-static size_t packed_join(uint8_t *out, size_t cap)
+static size_t packed_join(uint8_t *out, size_t cap, uint32_t major)
 {
     Latdisc__Envelope e = LATDISC__ENVELOPE__INIT;
     Latdisc__JoinRequest j = LATDISC__JOIN_REQUEST__INIT;
@@ -153,7 +153,7 @@ static size_t packed_join(uint8_t *out, size_t cap)
     m.consistent_id = "127.0.0.1:1";
     m.addr = "tcp://127.0.0.1:1";
     j.self = &m;
-    e.proto_major = 1;
+    e.proto_major = major;
     e.cluster = "lattice";
     e.sender = m.id;
     e.sender_addr = m.addr;
@@ -177,7 +177,7 @@ static bool all_counted(void *vp)
     json_decref(c->top);
     c->top = it_top(c->finder, NULL, NULL);
     return c->top && dropped(c->top, c->cid, "malformed") >= 5 && dropped(c->top, c->cid, "oversized") >= 1 &&
-           dropped(c->top, c->cid, "handshake_failed") >= 1;
+           dropped(c->top, c->cid, "handshake_failed") >= 1 && dropped(c->top, c->cid, "refused") >= 1;
 }
 
 START_TEST(garbage_truncated_oversized_and_unknown_field_frames_are_dropped_and_counted)
@@ -188,10 +188,12 @@ START_TEST(garbage_truncated_oversized_and_unknown_field_frames_are_dropped_and_
     snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", b, b + 3);
     snprintf(cid0, sizeof cid0, "127.0.0.1:%d", b);
     const char *small[] = {"--max-message-bytes", "4096", NULL};
+    it_proc *p0 = NULL;
     for (int i = 0; i < 3; i++) {
         char name[16];
         snprintf(name, sizeof name, "node%d", i);
-        start_node(name, b + i, finder, small);
+        it_proc *p = start_node(name, b + i, finder, small);
+        if (i == 0) p0 = p;
     }
     json_t *top = wait_top(finder, NULL, 3);
     ck_assert_ptr_nonnull(top);
@@ -215,7 +217,7 @@ START_TEST(garbage_truncated_oversized_and_unknown_field_frames_are_dropped_and_
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", b);
     ck_assert_int_eq(zmq_connect(s, ep), 0);
     uint8_t good[512], junk[300], big[8192];
-    size_t n = packed_join(good, sizeof good);
+    size_t n = packed_join(good, sizeof good, 1);
     for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(rand() | 0x80); /* never a valid varint end */
     memset(big, 0x41, sizeof big);
     zsend(s, junk, sizeof junk, 0);                 /* undecodable */
@@ -230,6 +232,27 @@ START_TEST(garbage_truncated_oversized_and_unknown_field_frames_are_dropped_and_
     zsend(s, good, n, ZMQ_SNDMORE);                 /* too many frames */
     zsend(s, good, n, ZMQ_SNDMORE);
     zsend(s, good, n, 0);
+    /* Another protocol major: refused, with an answer the sender can log. */
+    uint8_t v2[512];
+    size_t n2 = packed_join(v2, sizeof v2, 2);
+    zsend(s, v2, n2, 0);
+    zmq_pollitem_t pi = {.socket = s, .events = ZMQ_POLLIN};
+    Latdisc__Envelope *reply = NULL;
+    for (int tries = 0; tries < 100 && !reply; tries++) {
+        if (zmq_poll(&pi, 1, 100) <= 0) continue;
+        uint8_t rb[2048];
+        int rn = zmq_recv(s, rb, sizeof rb, 0);
+        ck_assert_int_gt(rn, 0);
+        reply = latdisc__envelope__unpack(NULL, (size_t)rn, rb);
+        ck_assert_ptr_nonnull(reply);
+        if (reply->body_case != LATDISC__ENVELOPE__BODY_REFUSAL || reply->refusal->reason != 3) {
+            latdisc__envelope__free_unpacked(reply, NULL); /* e.g. the refusal of the junk */
+            reply = NULL;
+        }
+    }
+    ck_assert_msg(reply != NULL, "no refusal for protocol version 2");
+    ck_assert_ptr_nonnull(strstr(reply->refusal->text, "protocol version 2"));
+    latdisc__envelope__free_unpacked(reply, NULL);
     int linger = 2000;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_close(s);
@@ -238,6 +261,9 @@ START_TEST(garbage_truncated_oversized_and_unknown_field_frames_are_dropped_and_
     count_ctx c = {NULL, finder, cid0};
     ck_assert_msg(it_wait_for(all_counted, &c, WAIT_MS), "bad frames were not all counted");
     ck_assert_uint_eq(it_servers(c.top), 3);
+    ck_assert(it_log_has(p0, "protocol version 2, this node speaks 1"));
+    ck_assert(it_log_has(p0, "does not speak ZMTP"));
+    ck_assert(it_log_has(p0, "above max_message_bytes 4096"));
     json_decref(c.top);
     /* The grid still works: a fourth node joins. */
     start_node("node3", b + 3, finder, small);

@@ -288,6 +288,8 @@ START_TEST(discovery_init_rejects_bad_configuration)
     c.n_finders = 0;
     c.host = "localhost";
     ck_assert_int_eq(lattice_discovery_init(&c, &d), LATTICE_ERR_INVAL);
+    c.host = "0.0.0.0"; /* advertised to peers: must be dialable */
+    ck_assert_int_eq(lattice_discovery_init(&c, &d), LATTICE_ERR_INVAL);
     c.host = "127.0.0.1";
     c.cluster = "";
     ck_assert_int_eq(lattice_discovery_init(&c, &d), LATTICE_ERR_INVAL);
