@@ -44,19 +44,21 @@ lattice_node *cli_attach(cli_globals *g)
     return n;
 }
 
-/* Every node heartbeats to a new member at once; wait (bounded) for them. */
-static void wait_stats(lattice_node *n, int budget_ms)
+/* Every node heartbeats to a new member at once; wait (bounded) until the
+ * stats of every member of one snapshot are in, and return that snapshot
+ * (a reference): printing a newer one could list nodes not heard yet. */
+static lattice_topology *wait_stats(lattice_node *n, int budget_ms)
 {
     int64_t until = mono_ms() + budget_ms;
-    while (mono_ms() < until) {
+    for (;;) {
         lattice_topology *t = lattice_node_topology(n);
-        if (!t) return;
+        if (!t) return NULL;
         bool all = true;
         lattice_node_stats s;
         for (size_t i = 0; i < lattice_topology_size(t) && all; i++)
             all = lattice_node_stats_of(n, lattice_topology_member(t, i)->id, &s) == LATTICE_OK;
+        if (all || mono_ms() >= until) return t;
         lattice_topology_release(t);
-        if (all) return;
         usleep(20000);
     }
 }
@@ -151,10 +153,9 @@ int cli_top(cli_globals *g, int argc, char **argv)
     }
     lattice_node *n = cli_attach(g);
     if (!n) return 1;
-    wait_stats(n, 3000);
+    lattice_topology *t = wait_stats(n, 3000);
     char self[64];
     lattice_node_id(n, self, sizeof self);
-    lattice_topology *t = lattice_node_topology(n);
     if (!t) {
         fprintf(stderr, "lattice top: lost the grid while reading it\n");
         lattice_node_stop(n);
