@@ -19,6 +19,7 @@ static it_proc procs[IT_MAX_PROCS];
 static int nprocs;
 static char dir[256];
 static char test_name[128];
+static char last_top[65536]; /* printed when a test fails */
 
 static void reap_all(int status, void *arg)
 {
@@ -36,7 +37,8 @@ static void reap_all(int status, void *arg)
         if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
     }
     if (status != 0) {
-        fprintf(stderr, "==== %s failed; node logs (last 40 lines each) ====\n", test_name);
+        fprintf(stderr, "==== %s failed; last `lattice --json top` output:\n%s\n", test_name, last_top);
+        fprintf(stderr, "==== node logs (last 40 lines each) ====\n");
         for (int i = 0; i < nprocs; i++) {
             char cmd[512];
             fprintf(stderr, "---- %s (%s)\n", procs[i].name, procs[i].log);
@@ -201,6 +203,7 @@ json_t *it_top(const char *finder, const char *const *extra, const char *ns)
     char buf[65536];
     size_t len = fread(buf, 1, sizeof buf - 1, f);
     buf[len] = 0;
+    memcpy(last_top, buf, len + 1);
     int st = pclose(f);
     if (st != 0) return NULL;
     json_error_t err;
