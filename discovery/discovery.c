@@ -188,8 +188,8 @@ static void fire_events(lattice_discovery *d, const lattice_topology *old, const
         int k = (int)ch[i]->kind;
         if (k < LATTICE_EVENT_JOINED || k > LATTICE_EVENT_FAILED) continue;
         const lattice_member *m = lattice_topology_find(k == LATTICE_EVENT_JOINED ? t : old, ch[i]->id);
-        lattice_member stub = {.id = ch[i]->id, .consistent_id = "", .addr = "", .host = ""};
-        if (!m) m = &stub;
+        lattice_member gone = {.id = ch[i]->id, .consistent_id = "", .addr = "", .host = ""};
+        if (!m) m = &gone; /* a member we never saw (we skipped versions) */
         if (strcmp(m->id, d->id) != 0 || k != LATTICE_EVENT_JOINED)
             LT_LOG(LT_INFO, MOD, "node %.8s (%s, %s) %s; topology %llu.%llu, %zu nodes", m->id, m->consistent_id,
                    m->role == LATTICE_ROLE_CLIENT ? "client" : "server", kind_name(k),
@@ -570,8 +570,11 @@ static void on_refusal(lattice_discovery *d, const Latdisc__Envelope *e, bool au
     /* A grid answered, even if it refuses us: starting a grid of our own
      * on the same addresses would only split them. */
     if (d->state == ST_JOINING) d->saw_cluster_ms = mono_ms();
+    char who[128], why[256];
     if (gate(d, 0))
-        LT_LOG(LT_ERROR, MOD, "join refused by %s: %.200s", e->sender_addr[0] ? e->sender_addr : "a peer", r->text);
+        LT_LOG(LT_ERROR, MOD, "join refused by %s: %s",
+               e->sender_addr[0] ? printable(e->sender_addr, who, sizeof who) : "a peer",
+               printable(r->text, why, sizeof why));
 }
 
 static void on_leave(lattice_discovery *d, const Latdisc__Envelope *e)
@@ -588,13 +591,15 @@ static bool admissible(lattice_discovery *d, const Latdisc__Envelope *e, const z
 {
     if (strcmp(e->cluster, d->cluster) == 0) return true;
     cnt(&d->c_refused);
+    char who[128], name[65];
+    printable(e->cluster, name, sizeof name);
     if (gate(d, 1))
-        LT_LOG(LT_WARN, MOD, "refused %s from %s: cluster name '%.64s' is not this cluster's '%s'",
-               e->body_case == LATDISC__ENVELOPE__BODY_JOIN ? "join" : "message", e->sender_addr, e->cluster,
-               d->cluster);
+        LT_LOG(LT_WARN, MOD, "refused %s from %s: cluster name '%s' is not this cluster's '%s'",
+               e->body_case == LATDISC__ENVELOPE__BODY_JOIN ? "join" : "message",
+               printable(e->sender_addr, who, sizeof who), name, d->cluster);
     char text[400];
-    snprintf(text, sizeof text, "cluster name '%.64s' does not match cluster '%.64s' at %.100s", e->cluster,
-             d->cluster, d->my_addr);
+    snprintf(text, sizeof text, "cluster name '%s' does not match cluster '%.64s' at %.100s", name, d->cluster,
+             d->my_addr);
     ld_reply_refusal(d, route, REF_CLUSTER, text, NULL);
     return false;
 }
@@ -651,8 +656,11 @@ void ld_handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uint8_t
     case WIRE_PROTO_MAJOR:
         cnt(&d->c_refused);
         if (gate(d, 4))
-            LT_LOG(LT_WARN, MOD, "refused a frame from %.100s: protocol version %u, this node speaks %d",
-                   e->sender_addr, e->proto_major, LATTICE_PROTO_MAJOR);
+        {
+            char who[128];
+            LT_LOG(LT_WARN, MOD, "refused a frame from %s: protocol version %u, this node speaks %d",
+                   printable(e->sender_addr, who, sizeof who), e->proto_major, LATTICE_PROTO_MAJOR);
+        }
         {
             char text[128];
             snprintf(text, sizeof text, "protocol version %u is not spoken here (this node speaks %d.%d)",

@@ -146,6 +146,16 @@ static inline void cnt(atomic_uint_fast64_t *c) { atomic_fetch_add_explicit(c, 1
 static inline uint64_t rd(atomic_uint_fast64_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
 
 
+/* Copy a peer-supplied string for a log line: at most n-1 bytes, control
+ * characters replaced, so a peer cannot forge or split our log lines. */
+static inline const char *printable(const char *in, char *out, size_t n)
+{
+    size_t i = 0;
+    for (; in && in[i] && i + 1 < n; i++) out[i] = (unsigned char)in[i] < 0x20 || in[i] == 0x7f ? '?' : in[i];
+    out[i] = 0;
+    return out;
+}
+
 /* Call with stats_lock held, or on the discovery thread (the only writer). */
 static inline peer *find_peer(lattice_discovery *d, const char *id)
 {

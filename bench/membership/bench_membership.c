@@ -292,7 +292,10 @@ int main(int argc, char **argv)
     srand((unsigned)(getpid() ^ time(NULL)));
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    snprintf(dir, sizeof dir, "/tmp/lattice-bench-XXXXXX");
+    snprintf(dir, sizeof dir, "/tmp/lattice-bench-");
+    size_t l = strlen(dir); /* mkdtemp's template: six trailing X */
+    memset(dir + l, 'X', 6);
+    dir[l + 6] = 0;
     if (!mkdtemp(dir)) return 1;
 
     int sizes[2] = {3, large};

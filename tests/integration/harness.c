@@ -51,7 +51,10 @@ static void reap_all(int status, void *arg)
 void it_begin(const char *name)
 {
     snprintf(test_name, sizeof test_name, "%s", name);
-    snprintf(dir, sizeof dir, "/tmp/lattice-it-%s-XXXXXX", name);
+    snprintf(dir, sizeof dir, "/tmp/lattice-it-%s-", name);
+    size_t l = strlen(dir); /* mkdtemp's template: six trailing X */
+    memset(dir + l, 'X', 6);
+    dir[l + 6] = 0;
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
         exit(1);
