@@ -693,6 +693,66 @@ void ld_handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uint8_t
     wire_free(e);
 }
 
+/* Multicast finder traffic.  A server answers a probe of its cluster with
+ * its peer address; a probe failing authentication gets an unauthenticated
+ * refusal, so a joiner without the secret logs why and never seeds a grid
+ * of its own. */
+void ld_handle_datagram(lattice_discovery *d, const struct sockaddr_in *from, const uint8_t *buf, size_t len,
+                        const uint8_t *mac)
+{
+    cnt(&d->c_frames);
+    Latdisc__Envelope *e = NULL;
+    enum wire_verdict v = wire_decode(buf, len, mac, mac ? WIRE_MAC_BYTES : 0, d->has_key ? d->key : NULL,
+                                      (size_t)d->max_msg, &e);
+    if (v == WIRE_AUTH) {
+        Latdisc__Envelope *peek = NULL;
+        if (wire_decode(buf, len, NULL, 0, NULL, (size_t)d->max_msg, &peek) == WIRE_OK) {
+            if (peek->body_case == LATDISC__ENVELOPE__BODY_REFUSAL) {
+                on_refusal(d, peek, false);
+                wire_free(peek);
+                return;
+            }
+            if (peek->body_case == LATDISC__ENVELOPE__BODY_PROBE && !d->client && d->mc_send_fd >= 0) {
+                Latdisc__Envelope r;
+                Latdisc__Refusal rf;
+                ld_env_init(d, &r);
+                latdisc__refusal__init(&rf);
+                rf.reason = REF_SECRET;
+                rf.text = d->has_key ? "authentication failed: the cluster secret is missing or wrong"
+                                     : "this node has no cluster secret but the prober uses one";
+                r.body_case = LATDISC__ENVELOPE__BODY_REFUSAL;
+                r.refusal = &rf;
+                ld_send_datagram(d, d->mc_send_fd, from, &r, true);
+            }
+        }
+        wire_free(peek);
+    }
+    if (v != WIRE_OK) {
+        cnt(v == WIRE_AUTH ? &d->c_auth : &d->c_malformed);
+        if (gate(d, 7))
+            LT_LOG(LT_WARN, MOD, "dropped a multicast datagram from %s (%s)", inet_ntoa(from->sin_addr),
+                   v == WIRE_AUTH ? "failed authentication; check --secret-file" : "malformed or another protocol");
+    } else if (e->body_case == LATDISC__ENVELOPE__BODY_REFUSAL) {
+        on_refusal(d, e, d->has_key);
+    } else if (strcmp(e->cluster, d->cluster) != 0) {
+        cnt(&d->c_refused); /* another grid sharing the group: not ours to answer */
+    } else if (e->body_case == LATDISC__ENVELOPE__BODY_PROBE && !d->client && d->state != ST_LEAVING &&
+               strcmp(e->sender, d->id) != 0 && d->mc_send_fd >= 0) {
+        Latdisc__Envelope r;
+        Latdisc__ProbeAnswer a;
+        ld_env_init(d, &r);
+        latdisc__probe_answer__init(&a);
+        a.addr = d->my_addr;
+        r.body_case = LATDISC__ENVELOPE__BODY_PROBE_ANSWER;
+        r.probe_answer = &a;
+        ld_send_datagram(d, d->mc_send_fd, from, &r, false);
+    } else if (e->body_case == LATDISC__ENVELOPE__BODY_PROBE_ANSWER && d->state == ST_JOINING) {
+        if (ld_ensure_conn(d, e->probe_answer->addr, true))
+            LT_LOG(LT_DEBUG, MOD, "multicast: %.100s answered", e->probe_answer->addr);
+    }
+    wire_free(e);
+}
+
 /* ---------------------------------------------------------------- timers */
 
 static void send_joins(lattice_discovery *d, int64_t now)
@@ -722,7 +782,7 @@ static void send_joins(lattice_discovery *d, int64_t now)
         pe.probe = &pr;
         struct sockaddr_in g = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d->mport)};
         inet_pton(AF_INET, d->mgroup, &g.sin_addr);
-        ld_send_datagram(d, d->mc_send_fd, &g, &pe);
+        ld_send_datagram(d, d->mc_send_fd, &g, &pe, false);
     }
 }
 

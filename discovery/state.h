@@ -178,7 +178,9 @@ void ld_reply_refusal(lattice_discovery *d, const zmq_msg_t *route, int reason, 
 bool ld_recv_one(lattice_discovery *d, void *sock, bool is_router);
 void ld_drain_monitor(lattice_discovery *d);
 void ld_drain_udp(lattice_discovery *d, int fd);
-void ld_send_datagram(lattice_discovery *d, int fd, const struct sockaddr_in *to, const Latdisc__Envelope *e);
+#define LD_DATAGRAM_MAX 2048
+void ld_send_datagram(lattice_discovery *d, int fd, const struct sockaddr_in *to, const Latdisc__Envelope *e,
+                      bool unauthenticated);
 lattice_status ld_open_sockets(lattice_discovery *d);
 void ld_close_sockets(lattice_discovery *d);
 
@@ -186,6 +188,9 @@ void ld_close_sockets(lattice_discovery *d);
 /* Judge and dispatch one received frame (route: the ROUTER's routing frame). */
 void ld_handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uint8_t *buf, size_t len,
                      const uint8_t *mac, size_t mac_len, const char *via);
+/* Judge and dispatch one datagram (mac: 32 bytes or NULL). */
+void ld_handle_datagram(lattice_discovery *d, const struct sockaddr_in *from, const uint8_t *buf, size_t len,
+                        const uint8_t *mac);
 void *ld_thread_main(void *arg);
 
 #endif

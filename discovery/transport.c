@@ -183,68 +183,48 @@ void ld_drain_monitor(lattice_discovery *d)
     }
 }
 
-void ld_send_datagram(lattice_discovery *d, int fd, const struct sockaddr_in *to, const Latdisc__Envelope *e)
+/* Datagram layout: one flag byte (1 = no MAC, 2 = MAC follows), the
+ * envelope bytes, then the 32-byte MAC when flagged.  With `unauthenticated`
+ * no MAC is added (refusals). */
+void ld_send_datagram(lattice_discovery *d, int fd, const struct sockaddr_in *to, const Latdisc__Envelope *e,
+                      bool unauthenticated)
 {
     uint8_t *buf, mac[WIRE_MAC_BYTES];
     size_t len;
-    if (wire_encode(e, d->has_key ? d->key : NULL, &buf, &len, mac) != LATTICE_OK) return;
-    uint8_t out[2048];
-    size_t total = len + (d->has_key ? WIRE_MAC_BYTES : 0);
+    bool with_mac = d->has_key && !unauthenticated;
+    if (wire_encode(e, with_mac ? d->key : NULL, &buf, &len, mac) != LATTICE_OK) return;
+    uint8_t out[LD_DATAGRAM_MAX];
+    size_t total = 1 + len + (with_mac ? WIRE_MAC_BYTES : 0);
     if (total <= sizeof out) {
-        memcpy(out, buf, len);
-        if (d->has_key) memcpy(out + len, mac, WIRE_MAC_BYTES);
+        out[0] = with_mac ? 2 : 1;
+        memcpy(out + 1, buf, len);
+        if (with_mac) memcpy(out + 1 + len, mac, WIRE_MAC_BYTES);
         sendto(fd, out, total, MSG_DONTWAIT, (const struct sockaddr *)to, sizeof *to);
     }
     lt_free(buf);
 }
 
-/* Datagrams: probes on the group socket, answers on the sender socket.
- * Layout: envelope bytes, then the 32-byte MAC when a secret is set. */
+/* Datagrams: probes on the group socket, answers on the sender socket. */
 void ld_drain_udp(lattice_discovery *d, int fd)
 {
-    uint8_t buf[2048];
+    uint8_t buf[LD_DATAGRAM_MAX + 1];
     for (;;) {
         struct sockaddr_in from;
         socklen_t fl = sizeof from;
         ssize_t n = recvfrom(fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
         if (n < 0) return;
         size_t len = (size_t)n;
-        const uint8_t *mac = NULL;
-        if (d->has_key) {
-            if (len < WIRE_MAC_BYTES) {
-                cnt(&d->c_auth);
-                continue;
-            }
-            len -= WIRE_MAC_BYTES;
-            mac = buf + len;
+        bool ok = len >= 2 && len <= LD_DATAGRAM_MAX && (buf[0] == 1 || (buf[0] == 2 && len > 1 + WIRE_MAC_BYTES));
+        if (!ok) {
+            cnt(&d->c_frames);
+            cnt(&d->c_malformed);
+            if (gate(d, 7)) LT_LOG(LT_WARN, MOD, "dropped a malformed %zu-byte datagram from %s", len, inet_ntoa(from.sin_addr));
+            continue;
         }
-        cnt(&d->c_frames);
-        Latdisc__Envelope *e = NULL;
-        enum wire_verdict v = wire_decode(buf, len, mac, mac ? WIRE_MAC_BYTES : 0, d->has_key ? d->key : NULL,
-                                          (size_t)d->max_msg, &e);
-        if (v != WIRE_OK) {
-            cnt(v == WIRE_AUTH ? &d->c_auth : &d->c_malformed);
-            if (gate(d, 7)) LT_LOG(LT_WARN, MOD, "dropped a multicast datagram from %s (bad or unauthenticated)", inet_ntoa(from.sin_addr));
-        } else if (strcmp(e->cluster, d->cluster) != 0) {
-            cnt(&d->c_refused);
-        } else if (e->body_case == LATDISC__ENVELOPE__BODY_PROBE && !d->client && d->state != ST_LEAVING &&
-                   strcmp(e->sender, d->id) != 0) {
-            Latdisc__Envelope r;
-            Latdisc__ProbeAnswer a;
-            ld_env_init(d, &r);
-            latdisc__probe_answer__init(&a);
-            a.addr = d->my_addr;
-            r.body_case = LATDISC__ENVELOPE__BODY_PROBE_ANSWER;
-            r.probe_answer = &a;
-            ld_send_datagram(d, d->mc_send_fd, &from, &r);
-        } else if (e->body_case == LATDISC__ENVELOPE__BODY_PROBE_ANSWER && d->state == ST_JOINING) {
-            if (ld_ensure_conn(d, e->probe_answer->addr, true))
-                LT_LOG(LT_DEBUG, MOD, "multicast: %s answered", e->probe_answer->addr);
-        }
-        wire_free(e);
+        size_t body = len - 1 - (buf[0] == 2 ? WIRE_MAC_BYTES : 0);
+        ld_handle_datagram(d, &from, buf + 1, body, buf[0] == 2 ? buf + 1 + body : NULL);
     }
 }
-
 
 lattice_status ld_bind_router(lattice_discovery *d)
 {

@@ -19,34 +19,81 @@ static it_proc procs[IT_MAX_PROCS];
 static int nprocs;
 static char dir[256];
 static char test_name[128];
-static char last_top[65536]; /* printed when a test fails */
 
-static void reap_all(int status, void *arg)
+/* The guardian: a process forked by it_begin() that outlives the test
+ * process however it ends (Check ends a failed test with _exit and a timed
+ * out one with SIGKILL, so no exit hook of ours would run).  The test
+ * reports to it over a pipe - "P pid log name" per process, "N netns" per
+ * namespace, "OK" when the test passed - and when the pipe closes it kills
+ * every process, removes every namespace, and either deletes the temp dir
+ * (passed) or prints the logs (failed). */
+static int guard_fd = -1;
+
+static void guard_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void guard_say(const char *fmt, ...)
 {
-    (void)arg;
-    for (int i = 0; i < nprocs; i++)
-        if (procs[i].running) {
-            kill(procs[i].pid, SIGCONT);
-            kill(procs[i].pid, SIGKILL);
-            waitpid(procs[i].pid, NULL, 0);
-            procs[i].running = false;
-        }
-    if (status == 0 && dir[0]) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir); /* keep logs of failures only */
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    char line[600];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0 || guard_fd < 0) return;
+    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    if (write(guard_fd, line, (size_t)n) != n) perror("guardian pipe");
+}
+
+static void guardian(int rfd)
+{
+    static char buf[1 << 16];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(rfd, buf + len, sizeof buf - 1 - len);
+        if (n <= 0) break;
+        len += (size_t)n;
     }
-    if (status != 0) {
-        fprintf(stderr, "==== %s failed; last `lattice --json top` output:\n%s\n", test_name, last_top);
-        fprintf(stderr, "==== node logs (last 40 lines each) ====\n");
-        for (int i = 0; i < nprocs; i++) {
-            char cmd[512];
-            fprintf(stderr, "---- %s (%s)\n", procs[i].name, procs[i].log);
-            snprintf(cmd, sizeof cmd, "tail -40 '%s' >&2", procs[i].log);
+    buf[len] = 0;
+    bool ok = false;
+    char *save = NULL;
+    char *copy = strdup(buf);
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        int pid;
+        if (sscanf(l, "P %d", &pid) == 1 && pid > 0) {
+            kill(pid, SIGCONT);
+            kill(pid, SIGKILL);
+        }
+        ok |= strcmp(l, "OK") == 0;
+    }
+    free(copy);
+    if (!ok) {
+        fprintf(stderr, "==== %s failed (logs kept in %s) ====\n", test_name, dir);
+        save = NULL;
+        for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            char log[400];
+            if (sscanf(l, "P %*d %399s", log) != 1) continue;
+            char cmd[600];
+            fprintf(stderr, "---- %s (last 40 lines)\n", log);
+            snprintf(cmd, sizeof cmd, "tail -40 '%s' >&2", log);
             if (system(cmd) != 0) fprintf(stderr, "(no log)\n");
         }
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "echo '---- last top:' >&2; cat '%s/last-top.json' >&2 2>/dev/null", dir);
+        if (system(cmd) != 0) fprintf(stderr, "(no top output)\n");
     }
+    /* Namespaces last: their processes are gone by now. */
+    char *copy2 = strdup(buf);
+    save = NULL;
+    for (char *l = strtok_r(copy2, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char ns[64];
+        if (sscanf(l, "N %63s", ns) == 1) it_sh("ip netns del %s 2>/dev/null", ns);
+    }
+    free(copy2);
+    if (ok) it_sh("rm -rf '%s'", dir);
+    _exit(0);
 }
+
+void it_end(void) { guard_say("OK"); }
+void it_guard_netns(const char *ns) { guard_say("N %s", ns); }
 
 void it_begin(const char *name)
 {
@@ -60,8 +107,22 @@ void it_begin(const char *name)
         exit(1);
     }
     nprocs = 0;
-    on_exit(reap_all, NULL);
     srand((unsigned)(getpid() ^ time(NULL)));
+    int fds[2];
+    /* O_CLOEXEC: no spawned node may hold the write end open. */
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        perror("pipe2");
+        exit(1);
+    }
+    fflush(NULL);
+    pid_t g = fork();
+    if (g == 0) {
+        close(fds[1]);
+        setpgid(0, 0); /* not in the test's process group */
+        guardian(fds[0]);
+    }
+    close(fds[0]);
+    guard_fd = fds[1];
 }
 
 const char *it_dir(void) { return dir; }
@@ -118,6 +179,7 @@ it_proc *it_spawn(const char *name, const char *ns, const char *const *argv)
     }
     p->pid = pid;
     p->running = pid > 0;
+    if (pid > 0) guard_say("P %d %s %s", (int)pid, p->log, p->name);
     return p;
 }
 
@@ -206,7 +268,13 @@ json_t *it_top(const char *finder, const char *const *extra, const char *ns)
     char buf[65536];
     size_t len = fread(buf, 1, sizeof buf - 1, f);
     buf[len] = 0;
-    memcpy(last_top, buf, len + 1);
+    char path[600];
+    snprintf(path, sizeof path, "%s/last-top.json", dir); /* shown if the test fails */
+    FILE *lt = fopen(path, "w");
+    if (lt) {
+        fwrite(buf, 1, len, lt);
+        fclose(lt);
+    }
     int st = pclose(f);
     if (st != 0) return NULL;
     json_error_t err;

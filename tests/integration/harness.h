@@ -1,8 +1,8 @@
 /*
  * Integration harness: real latticed processes on loopback.
  *  - it_spawn() starts a process with its output in a log file under the
- *    test's temp dir; every pid is recorded and killed (SIGKILL) and reaped
- *    when the test process exits, pass or fail; on failure every log is
+ *    test's temp dir; a guardian process kills every one (SIGKILL) when the
+ *    test process ends, pass, fail or timeout; on failure every log is
  *    printed (tail) to stderr.
  *  - it_wait_for(cond, ctx, timeout_ms) polls a condition; tests never
  *    assert on elapsed time.
@@ -24,8 +24,14 @@ typedef struct it_proc {
     bool running;
 } it_proc;
 
-/* Call first in every test (makes the temp dir, installs the exit hooks). */
+/* Call first in every test: makes the temp dir and forks the guardian,
+ * which kills every spawned process, removes the test's namespaces and
+ * prints the logs (or deletes them) however the test process ends. */
 void it_begin(const char *test_name);
+/* Call last in every test: it passed (the guardian deletes the temp dir). */
+void it_end(void);
+/* Have the guardian delete this network namespace at the end. */
+void it_guard_netns(const char *ns);
 const char *it_dir(void);
 /* A base port with `n` consecutive free TCP ports on 127.0.0.1. */
 int it_free_ports(int n);

@@ -54,6 +54,7 @@ START_TEST(latticed_help_version_and_bad_flags)
     /* A secret file that cannot be read: a clear start failure. */
     ck_assert_int_eq(run(out, sizeof out, "%s --port %d --secret-file /nonexistent/s", LATTICED_PATH, it_free_ports(1)), 1);
     ck_assert_ptr_nonnull(strstr(out, "cannot read --secret-file"));
+    it_end();
 }
 END_TEST
 
@@ -101,6 +102,7 @@ START_TEST(config_file_keys_apply_and_flags_win)
     ck_assert_int_eq(run(out, sizeof out, "%s --config %s", LATTICED_PATH, syntax), 2);
     ck_assert_int_eq(run(out, sizeof out, "%s --config /nonexistent.conf", LATTICED_PATH), 2);
     ck_assert_ptr_nonnull(strstr(out, "cannot open config file"));
+    it_end();
 }
 END_TEST
 
@@ -124,6 +126,7 @@ START_TEST(lattice_cli_options_and_errors)
     ck_assert_int_eq(run(out, sizeof out, "%s --timeout-ms 800 --ip-finder 127.0.0.1:%d..%d top", LATTICE_CLI_PATH, b,
                          b + 1), 1);
     ck_assert_ptr_nonnull(strstr(out, "no grid of cluster 'lattice' answered within 800 ms"));
+    it_end();
 }
 END_TEST
 
@@ -144,6 +147,7 @@ START_TEST(grid_launcher_forms_a_grid_prints_top_and_stops_every_node)
     ck_assert_int_eq(run(out, sizeof out, "%s/scripts/grid-run --help", LATTICE_SOURCE_DIR), 0);
     ck_assert_ptr_nonnull(strstr(out, "--nodes N"));
     ck_assert_int_eq(run(out, sizeof out, "%s/scripts/grid-run --nodes x", LATTICE_SOURCE_DIR), 2);
+    it_end();
 }
 END_TEST
 

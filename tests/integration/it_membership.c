@@ -130,6 +130,7 @@ START_TEST(three_node_static_grid_forms_and_top_json_matches_design)
     ck_assert_str_eq(json_string_value(json_object_get(first, "id")), coord);
     for (int k = 0; k < 3; k++) ck_assert_ptr_nonnull(it_node_by_cid(top, g.cid[k]));
     json_decref(top);
+    it_end();
 }
 END_TEST
 
@@ -149,6 +150,7 @@ START_TEST(five_nodes_started_at_once_converge_with_unique_orders)
     snprintf(needle, sizeof needle, "coordinator %.8s", coord);
     for (int i = 0; i < 5; i++) ck_assert(it_log_has(g.p[i], needle));
     json_decref(top);
+    it_end();
 }
 END_TEST
 
@@ -188,6 +190,7 @@ START_TEST(kill9_of_coordinator_and_of_another_node_is_detected_by_every_survivo
         if (i != c && i != victim) ck_assert(it_wait_log(g.p[i], needle, 5000));
     ck_assert(it_orders_unique(top));
     json_decref(top);
+    it_end();
 }
 END_TEST
 
@@ -226,6 +229,7 @@ START_TEST(sigstopped_coordinator_is_removed_and_rejoins_with_a_new_id)
     }
     ck_assert(it_orders_unique(top));
     json_decref(top);
+    it_end();
 }
 END_TEST
 
@@ -255,6 +259,7 @@ START_TEST(graceful_stop_is_announced_as_left)
     ck_assert(it_wait_exit(g.p[0], 5000));
     snprintf(left, sizeof left, "(%s, server) left", g.cid[0]);
     ck_assert(it_wait_log(g.p[1], left, 5000));
+    it_end();
 }
 END_TEST
 
@@ -281,6 +286,7 @@ START_TEST(a_taken_port_moves_the_node_to_the_next_in_range)
     ck_assert_ptr_nonnull(it_node_by_cid(top, cid));
     json_decref(top);
     close(fd);
+    it_end();
 }
 END_TEST
 
@@ -329,6 +335,7 @@ START_TEST(client_node_is_listed_as_client_and_reconnects_after_its_server_dies)
     top = wait_top(g.finder, 1, 1, NULL);
     ck_assert_msg(top != NULL, "client lost after the coordinator died");
     json_decref(top);
+    it_end();
 }
 END_TEST
 

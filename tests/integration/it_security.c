@@ -95,6 +95,7 @@ START_TEST(a_node_of_another_cluster_name_is_refused_and_both_sides_log_it)
     ck_assert_int_ge(dropped(top, c1, "refused"), 0);
     ck_assert_int_gt(dropped(top, c0, "refused") + dropped(top, c1, "refused"), 0);
     json_decref(top);
+    it_end();
 }
 END_TEST
 
@@ -139,6 +140,7 @@ START_TEST(a_node_without_or_with_a_wrong_secret_is_refused_and_gets_no_topology
     /* The CLI without the secret is refused too. */
     const char *quick[] = {"--timeout-ms", "1500", NULL};
     ck_assert_ptr_null(it_top(finder, quick, NULL));
+    it_end();
 }
 END_TEST
 
@@ -270,6 +272,7 @@ START_TEST(garbage_truncated_oversized_and_unknown_field_frames_are_dropped_and_
     top = wait_top(finder, NULL, 4);
     ck_assert_msg(top != NULL, "grid stopped admitting nodes after bad input");
     json_decref(top);
+    it_end();
 }
 END_TEST
 
