@@ -198,6 +198,20 @@ static void fire_events(lattice_discovery *d, const lattice_topology *old, const
     }
 }
 
+/* e to every member of t but us (or only to `only_addr`), encoded once. */
+static void send_members(lattice_discovery *d, const lattice_topology *t, const char *only_addr,
+                         const Latdisc__Envelope *e)
+{
+    const char *addrs[MAX_PEERS];
+    size_t n = 0;
+    for (size_t i = 0; i < t->n && n < MAX_PEERS; i++) {
+        const lattice_member *m = &t->members[i];
+        if (strcmp(m->id, d->id) == 0 || (only_addr && strcmp(only_addr, m->addr) != 0)) continue;
+        addrs[n++] = m->addr;
+    }
+    ld_send_many(d, addrs, n, e);
+}
+
 static void send_heartbeat(lattice_discovery *d, const char *only_addr)
 {
     const lattice_topology *t = d->cur;
@@ -224,11 +238,7 @@ static void send_heartbeat(lattice_discovery *d, const char *only_addr)
     hb.stats = &st;
     e.body_case = LATDISC__ENVELOPE__BODY_HEARTBEAT;
     e.heartbeat = &hb;
-    for (size_t i = 0; i < t->n; i++) {
-        const lattice_member *m = &t->members[i];
-        if (strcmp(m->id, d->id) == 0 || (only_addr && strcmp(only_addr, m->addr) != 0)) continue;
-        ld_send_to(d, m->addr, &e);
-    }
+    send_members(d, t, only_addr, &e);
 }
 
 /* Send t (with its changes) to every member, or only to `only_addr`. */
@@ -243,11 +253,7 @@ static void send_topology(lattice_discovery *d, const lattice_topology *t, Latdi
     ld_env_init(d, &e);
     e.body_case = LATDISC__ENVELOPE__BODY_TOPOLOGY;
     e.topology = &p;
-    for (size_t i = 0; i < t->n; i++) {
-        const lattice_member *m = &t->members[i];
-        if (strcmp(m->id, d->id) == 0 || (only_addr && strcmp(only_addr, m->addr) != 0)) continue;
-        ld_send_to(d, m->addr, &e);
-    }
+    send_members(d, t, only_addr, &e);
     p.changes = NULL;
     p.n_changes = 0;
     topo_proto_release(&p);
@@ -770,7 +776,7 @@ static void send_joins(lattice_discovery *d, int64_t now)
     j.self = &pm;
     e.body_case = LATDISC__ENVELOPE__BODY_JOIN;
     e.join = &j;
-    for (size_t i = 0; i < d->n_conns; i++) ld_send_env(d, d->conns[i].sock, NULL, &e, false);
+    ld_send_many(d, NULL, d->n_conns, &e);
     member_proto_release(&pm);
     if (d->mcast && d->mc_send_fd >= 0 && now - d->last_probe_ms >= d->m_wait_ms) {
         d->last_probe_ms = now;

@@ -77,6 +77,17 @@ void ld_env_init(lattice_discovery *d, Latdisc__Envelope *e)
 /* Send e on sock, preceded by a routing frame when route != NULL.  With
  * `unauthenticated` no MAC frame is added (refusals: the receiver may not
  * have our key). */
+static void send_bytes(void *sock, const zmq_msg_t *route, const uint8_t *buf, size_t len, const uint8_t *mac)
+{
+    /* DONTWAIT everywhere: a dead peer's full queue (SNDHWM) drops the frame
+     * rather than stalling the discovery thread. */
+    if (route && zmq_send(sock, zmq_msg_data((zmq_msg_t *)route), zmq_msg_size(route),
+                          ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return;
+    if (zmq_send(sock, buf, len, ZMQ_DONTWAIT | (mac ? ZMQ_SNDMORE : 0)) < 0) return;
+    if (mac) zmq_send(sock, mac, WIRE_MAC_BYTES, ZMQ_DONTWAIT);
+}
+
 void ld_send_env(lattice_discovery *d, void *sock, const zmq_msg_t *route, const Latdisc__Envelope *e,
                      bool unauthenticated)
 {
@@ -84,12 +95,19 @@ void ld_send_env(lattice_discovery *d, void *sock, const zmq_msg_t *route, const
     size_t len;
     bool with_mac = d->has_key && !unauthenticated;
     if (wire_encode(e, with_mac ? d->key : NULL, &buf, &len, mac) != LATTICE_OK) return;
-    if (route && zmq_send(sock, zmq_msg_data((zmq_msg_t *)route), zmq_msg_size(route),
-                          ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-        goto out;
-    if (zmq_send(sock, buf, len, ZMQ_DONTWAIT | (with_mac ? ZMQ_SNDMORE : 0)) < 0) goto out;
-    if (with_mac) zmq_send(sock, mac, sizeof mac, ZMQ_DONTWAIT);
-out:
+    send_bytes(sock, route, buf, len, with_mac ? mac : NULL);
+    lt_free(buf);
+}
+
+void ld_send_many(lattice_discovery *d, const char *const *addrs, size_t n, const Latdisc__Envelope *e)
+{
+    uint8_t *buf, mac[WIRE_MAC_BYTES];
+    size_t len;
+    if (!n || wire_encode(e, d->has_key ? d->key : NULL, &buf, &len, mac) != LATTICE_OK) return;
+    for (size_t i = 0; i < n; i++) {
+        conn *c = addrs ? ld_ensure_conn(d, addrs[i], false) : &d->conns[i];
+        if (c) send_bytes(c->sock, NULL, buf, len, d->has_key ? mac : NULL);
+    }
     lt_free(buf);
 }
 
