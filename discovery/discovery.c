@@ -1,5 +1,7 @@
 /*
- * Membership: join, heartbeats, failure detection, leave.
+ * Membership: join, heartbeats, failure detection, leave - the state
+ * machine.  Sockets and framing live in transport.c, lifecycle and the
+ * queries of other threads in api.c, the shared context in state.h.
  *
  * THREADS AND SOCKETS
  *   One discovery thread owns every control socket: the ROUTER bound on the
@@ -21,6 +23,14 @@
  *   d->peers[]       under stats_lock (API threads read peer stats).
  *   counters         C11 atomics (read by any thread).
  *   everything else  discovery thread only.
+ *   Lock order: pub_lock and stats_lock are never held together; no lock
+ *   is held while a socket is used or an event callback runs.
+ *
+ * ORDER OF WORK IN ONE LOOP ITERATION (20 ms tick)
+ *   stall check -> drain every socket (frames before timers: after a stall
+ *   the queued heartbeats must count before anyone is judged silent) ->
+ *   timers: JOINING sends joins/probes and may seed; JOINED heartbeats and,
+ *   on the coordinator, admits/removes.
  *
  * STATE MACHINE
  *
