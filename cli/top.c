@@ -33,7 +33,14 @@ lattice_node *cli_attach(cli_globals *g)
         fprintf(stderr, "lattice: cannot start a client node: %s\n", lattice_strerror(st));
         return NULL;
     }
-    if (lattice_node_wait_joined(n, g->timeout_ms) != LATTICE_OK) {
+    lattice_status st2 = lattice_node_wait_joined(n, g->timeout_ms);
+    if (st2 != LATTICE_OK && st2 != LATTICE_ERR_TIMEOUT) {
+        fprintf(stderr, "lattice: the grid refused this client: %s%s\n", lattice_strerror(st2),
+                st2 == LATTICE_ERR_AUTH ? " (check --secret-file)" : st2 == LATTICE_ERR_CLUSTER ? " (check --cluster)" : "");
+        lattice_node_stop(n);
+        return NULL;
+    }
+    if (st2 != LATTICE_OK) {
         fprintf(stderr, "lattice: no grid of cluster '%s' answered within %d ms (finders:", g->node.cluster,
                 g->timeout_ms);
         for (size_t i = 0; i < g->node.n_finders; i++) fprintf(stderr, " %s", g->node.finders[i]);

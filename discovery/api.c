@@ -167,6 +167,8 @@ lattice_topology *lattice_discovery_topology(lattice_discovery *d)
 
 const lattice_topology *lattice_discovery_topology_rcu(lattice_discovery *d) { return rcu_dereference(d->cur); }
 
+#define REFUSAL_GRACE_MS 1000
+
 lattice_status lattice_discovery_wait_joined(lattice_discovery *d, int timeout_ms)
 {
     struct timespec ts;
@@ -177,12 +179,29 @@ lattice_status lattice_discovery_wait_joined(lattice_discovery *d, int timeout_m
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
+    /* A refusal is reported once it stood for a second without an
+     * admission: another node may refuse us while the grid admits us. */
     pthread_mutex_lock(&d->pub_lock);
     int rc = 0;
-    while (!d->joined && rc == 0) rc = pthread_cond_timedwait(&d->joined_cv, &d->pub_lock, &ts);
-    bool ok = d->joined;
+    for (;;) {
+        if (d->joined || rc != 0) break;
+        if (d->refused != LATTICE_OK && mono_ms() - d->refused_at_ms >= REFUSAL_GRACE_MS) break;
+        struct timespec slice;
+        clock_gettime(CLOCK_REALTIME, &slice);
+        slice.tv_nsec += 100 * 1000000L;
+        if (slice.tv_nsec >= 1000000000L) {
+            slice.tv_sec++;
+            slice.tv_nsec -= 1000000000L;
+        }
+        bool last = slice.tv_sec > ts.tv_sec || (slice.tv_sec == ts.tv_sec && slice.tv_nsec >= ts.tv_nsec);
+        int r = pthread_cond_timedwait(&d->joined_cv, &d->pub_lock, last ? &ts : &slice);
+        if (last) rc = r;
+    }
+    lattice_status st = d->joined ? LATTICE_OK
+                        : d->refused != LATTICE_OK && mono_ms() - d->refused_at_ms >= REFUSAL_GRACE_MS ? d->refused
+                                                                                                  : LATTICE_ERR_TIMEOUT;
     pthread_mutex_unlock(&d->pub_lock);
-    return ok ? LATTICE_OK : LATTICE_ERR_TIMEOUT;
+    return st;
 }
 
 lattice_status lattice_discovery_subscribe(lattice_discovery *d, lattice_event_fn fn, void *ctx)

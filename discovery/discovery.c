@@ -135,7 +135,10 @@ static void publish(lattice_discovery *d, lattice_topology *t)
     pthread_mutex_lock(&d->pub_lock);
     lattice_topology *old = rcu_xchg_pointer(&d->cur, t);
     d->joined = t != NULL;
-    if (t) pthread_cond_broadcast(&d->joined_cv);
+    if (t) {
+        d->refused = LATTICE_OK;
+        pthread_cond_broadcast(&d->joined_cv);
+    }
     pthread_mutex_unlock(&d->pub_lock);
     /* Drop the publisher's reference once RCU readers are done. */
     if (old) call_rcu(&old->rcu, put_after_grace);
@@ -325,6 +328,9 @@ static void begin_join(lattice_discovery *d, const char *why)
     d->last_probe_ms = 0;
     d->saw_cluster_ms = 0;
     d->n_joiners = 0;
+    pthread_mutex_lock(&d->pub_lock);
+    d->refused = LATTICE_OK;
+    pthread_mutex_unlock(&d->pub_lock);
     for (size_t i = 0; i < d->n_pending; i++) member_free_fields(&d->pending[i]);
     d->n_pending = 0;
     for (size_t i = 0; i < d->n_statics; i++) {
@@ -583,10 +589,26 @@ static void on_refusal(lattice_discovery *d, const Latdisc__Envelope *e, bool au
             begin_join(d, "a peer reports this node was removed");
         return;
     }
+    char who[128], why[256];
+    if (r->reason == REF_NO_SECRET) {
+        /* A node without any secret ignores our authenticated frames: not a
+         * grid of ours, and no reason to give up or not to seed. */
+        if (gate(d, 8))
+            LT_LOG(LT_WARN, MOD, "%s has no cluster secret and ignores this node",
+                   e->sender_addr[0] ? printable(e->sender_addr, who, sizeof who) : "a peer");
+        return;
+    }
     /* A grid answered, even if it refuses us: starting a grid of our own
      * on the same addresses would only split them. */
-    if (d->state == ST_JOINING) d->saw_cluster_ms = mono_ms();
-    char who[128], why[256];
+    if (d->state == ST_JOINING) {
+        d->saw_cluster_ms = mono_ms();
+        pthread_mutex_lock(&d->pub_lock);
+        if (d->refused == LATTICE_OK) d->refused_at_ms = mono_ms();
+        d->refused = r->reason == REF_CLUSTER ? LATTICE_ERR_CLUSTER
+                     : r->reason == REF_SECRET ? LATTICE_ERR_AUTH
+                                               : LATTICE_ERR_PROTO;
+        pthread_mutex_unlock(&d->pub_lock);
+    }
     if (gate(d, 0))
         LT_LOG(LT_ERROR, MOD, "join refused by %s: %s",
                e->sender_addr[0] ? printable(e->sender_addr, who, sizeof who) : "a peer",
@@ -699,7 +721,7 @@ void ld_handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uint8_t
         if (gate(d, 5))
             LT_LOG(LT_WARN, MOD, "dropped a frame on the %s that failed authentication (%s); check --secret-file",
                    via, d->has_key ? (mac ? "wrong cluster secret" : "no cluster secret") : "peer uses a secret this node lacks");
-        ld_reply_refusal(d, route, REF_SECRET,
+        ld_reply_refusal(d, route, d->has_key ? REF_SECRET : REF_NO_SECRET,
                       d->has_key ? "authentication failed: the cluster secret is missing or wrong"
                                  : "this node has no cluster secret but the joiner uses one",
                          NULL);
@@ -733,7 +755,7 @@ void ld_handle_datagram(lattice_discovery *d, const struct sockaddr_in *from, co
                 Latdisc__Refusal rf;
                 ld_env_init(d, &r);
                 latdisc__refusal__init(&rf);
-                rf.reason = REF_SECRET;
+                rf.reason = d->has_key ? REF_SECRET : REF_NO_SECRET;
                 rf.text = d->has_key ? "authentication failed: the cluster secret is missing or wrong"
                                      : "this node has no cluster secret but the prober uses one";
                 r.body_case = LATDISC__ENVELOPE__BODY_REFUSAL;

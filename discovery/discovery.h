@@ -77,6 +77,10 @@ void lattice_discovery_destroy(lattice_discovery *d);
 lattice_topology *lattice_discovery_topology(lattice_discovery *d);
 /* Call with rcu_read_lock held (registered thread); valid until unlock. */
 const lattice_topology *lattice_discovery_topology_rcu(lattice_discovery *d);
+/* LATTICE_OK once in a topology; LATTICE_ERR_CLUSTER / _AUTH / _PROTO when
+ * peers have refused us for a second without any admitting us (we keep
+ * trying in the background);
+ * LATTICE_ERR_TIMEOUT otherwise. */
 lattice_status lattice_discovery_wait_joined(lattice_discovery *d, int timeout_ms);
 lattice_status lattice_discovery_subscribe(lattice_discovery *d, lattice_event_fn fn, void *ctx);
 void lattice_discovery_local_id(lattice_discovery *d, char *buf, size_t len);

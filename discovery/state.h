@@ -29,7 +29,9 @@
 #define LOOP_TICK_MS 20
 
 enum dstate { ST_IDLE, ST_JOINING, ST_JOINED, ST_LEAVING, ST_STOPPED };
-enum refusal { REF_CLUSTER = 1, REF_SECRET = 2, REF_PROTO = 3, REF_REMOVED = 4 };
+/* Refusal reasons (PROTOCOL.md).  NO_SECRET comes from a node that has no
+ * secret at all: a grid with a secret must not take it as "refused". */
+enum refusal { REF_CLUSTER = 1, REF_SECRET = 2, REF_PROTO = 3, REF_REMOVED = 4, REF_NO_SECRET = 5 };
 
 typedef struct conn {
     char addr[128];
@@ -88,7 +90,7 @@ struct lattice_discovery {
     char removed[MAX_REMOVED][64];
     size_t removed_next;
     proc_sampler ps;
-    int64_t log_gate[8]; /* rate limit for repeated warnings */
+    int64_t log_gate[16]; /* rate limit for repeated warnings, one slot per kind */
 
     /* shared (see the file header) */
     pthread_mutex_t pub_lock, stats_lock;
@@ -96,6 +98,8 @@ struct lattice_discovery {
     lattice_topology *cur;
     char id[64];
     bool joined;
+    lattice_status refused; /* why a peer refused us while joining (LATTICE_OK: none) */
+    int64_t refused_at_ms;  /* first refusal of this join attempt (monotonic) */
     sub subs[MAX_SUBS];
     size_t n_subs;
     peer peers[MAX_PEERS];

@@ -196,7 +196,7 @@ void ld_drain_monitor(lattice_discovery *d)
         if (event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
             cnt(&d->c_handshake);
-            if (gate(d, 6)) LT_LOG(LT_WARN, MOD, "dropped a connection on the peer port that does not speak ZMTP");
+            if (gate(d, 6)) LT_LOG(LT_WARN, MOD, "a connection on the peer port ended before a ZeroMQ handshake (not a ZeroMQ peer, or it hung up)");
         }
     }
 }

@@ -124,7 +124,11 @@ typedef void (*lattice_event_fn)(void *ctx, int kind, const lattice_member *memb
 /* Start a node: binds the peer port (moving up within port_range when
  * taken), then joins in the background. */
 lattice_status lattice_node_start(const lattice_config *c, lattice_node **out);
-/* Wait until the node is in a topology. LATTICE_ERR_TIMEOUT otherwise. */
+/* Wait until the node is in a topology: LATTICE_OK.  When peers have
+ * refused it for a second without any admitting it: LATTICE_ERR_CLUSTER
+ * (another cluster name), LATTICE_ERR_AUTH (missing or wrong secret) or
+ * LATTICE_ERR_PROTO (protocol version) - the node keeps trying in the
+ * background; LATTICE_ERR_TIMEOUT otherwise. */
 lattice_status lattice_node_wait_joined(lattice_node *n, int timeout_ms);
 /* Up to 8 subscribers; LATTICE_ERR_TOO_LARGE beyond. */
 lattice_status lattice_node_subscribe(lattice_node *n, lattice_event_fn fn, void *ctx);

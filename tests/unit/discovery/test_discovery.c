@@ -374,6 +374,14 @@ START_TEST(two_nodes_join_see_events_and_leave_through_the_api)
     /* The same port is taken: a third node with range 1 cannot start. */
     lattice_node *n3;
     ck_assert_int_eq(lattice_node_start(&c, &n3), LATTICE_ERR_IO);
+    /* Another cluster name: waiting returns the refusal, not a timeout. */
+    lattice_config o = c;
+    o.cluster = "other";
+    o.port = 0;
+    o.client = true;
+    ck_assert_int_eq(lattice_node_start(&o, &n3), LATTICE_OK);
+    ck_assert_int_eq(lattice_node_wait_joined(n3, 30000), LATTICE_ERR_CLUSTER);
+    lattice_node_stop(n3);
     lattice_node_stop(n2);
     for (int i = 0; i < 100 && __atomic_load_n(&s1.left, __ATOMIC_SEQ_CST) < 1; i++) usleep(50000);
     ck_assert_int_eq(s1.left, 1);
