@@ -142,6 +142,7 @@ void lattice_discovery_destroy(lattice_discovery *d)
     if (!d) return;
     lattice_discovery_stop(d);
     topo_put(d->cur); /* only set if the thread never ran its exit path */
+    topo_put(d->view);
     for (size_t i = 0; i < d->n_pending; i++) member_free_fields(&d->pending[i]);
     for (size_t i = 0; i < d->n_attrs; i++) {
         lt_free((char *)d->attrs[i].key);

@@ -189,25 +189,42 @@ static void sync_conns(lattice_discovery *d, const lattice_topology *t)
     }
 }
 
+static void fire(lattice_discovery *d, const sub *subs, size_t ns, int k, const lattice_member *m,
+                 const lattice_topology *t, bool quiet)
+{
+    if (!quiet)
+        LT_LOG(LT_INFO, MOD, "node %.8s (%s, %s) %s; topology %llu.%llu, %zu nodes", m->id, m->consistent_id,
+               m->role == LATTICE_ROLE_CLIENT ? "client" : "server", kind_name(k), (unsigned long long)t->major,
+               (unsigned long long)t->minor, t->n);
+    (void)d;
+    for (size_t s = 0; s < ns; s++) subs[s].fn(subs[s].ctx, k, m, t);
+}
+
+/* Events from the difference between our previous view and t, so a node
+ * that missed a version (or rejoined) still reports every change; the
+ * announcement's change list only says whether a removal was a leave.
+ * Removals first, then joins, each in order.  With no previous view (our
+ * first join) every member is reported joined, without a log line each. */
 static void fire_events(lattice_discovery *d, const lattice_topology *old, const lattice_topology *t,
-                        Latdisc__Change *const *ch, size_t n)
+                        Latdisc__Change *const *ch, size_t nch)
 {
     sub subs[MAX_SUBS];
     pthread_mutex_lock(&d->pub_lock);
     size_t ns = d->n_subs;
     memcpy(subs, d->subs, ns * sizeof *subs);
     pthread_mutex_unlock(&d->pub_lock);
-    for (size_t i = 0; i < n; i++) {
-        int k = (int)ch[i]->kind;
-        if (k < LATTICE_EVENT_JOINED || k > LATTICE_EVENT_FAILED) continue;
-        const lattice_member *m = lattice_topology_find(k == LATTICE_EVENT_JOINED ? t : old, ch[i]->id);
-        lattice_member gone = {.id = ch[i]->id, .consistent_id = "", .addr = "", .host = ""};
-        if (!m) m = &gone; /* a member we never saw (we skipped versions) */
-        if (strcmp(m->id, d->id) != 0 || k != LATTICE_EVENT_JOINED)
-            LT_LOG(LT_INFO, MOD, "node %.8s (%s, %s) %s; topology %llu.%llu, %zu nodes", m->id, m->consistent_id,
-                   m->role == LATTICE_ROLE_CLIENT ? "client" : "server", kind_name(k),
-                   (unsigned long long)t->major, (unsigned long long)t->minor, t->n);
-        for (size_t s = 0; s < ns; s++) subs[s].fn(subs[s].ctx, k, m, t);
+    for (size_t i = 0; old && i < old->n; i++) {
+        const lattice_member *m = &old->members[i];
+        if (lattice_topology_find(t, m->id)) continue;
+        int k = LATTICE_EVENT_FAILED;
+        for (size_t c = 0; c < nch; c++)
+            if (strcmp(ch[c]->id, m->id) == 0 && ch[c]->kind == LATTICE_EVENT_LEFT) k = LATTICE_EVENT_LEFT;
+        fire(d, subs, ns, k, m, t, false);
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        const lattice_member *m = &t->members[i];
+        if (old && lattice_topology_find(old, m->id)) continue;
+        fire(d, subs, ns, LATTICE_EVENT_JOINED, m, t, !old || strcmp(m->id, d->id) == 0);
     }
 }
 
@@ -275,8 +292,9 @@ static void send_topology(lattice_discovery *d, const lattice_topology *t, Latdi
 /* Adopt t as our view (it contains us).  Takes over the reference. */
 static void adopt(lattice_discovery *d, lattice_topology *t, Latdisc__Change *const *ch, size_t nch)
 {
-    lattice_topology *old = d->cur;
-    if (old) topo_get(old); /* keep it for the events below */
+    lattice_topology *old = d->view; /* our reference moves to t below */
+    topo_get(t);
+    d->view = t;
     bool was_joining = d->state == ST_JOINING;
     for (size_t i = 0; i < nch; i++)
         if (ch[i]->kind != LATTICE_EVENT_JOINED) remember_removed(d, ch[i]->id);

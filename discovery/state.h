@@ -96,6 +96,7 @@ struct lattice_discovery {
     pthread_mutex_t pub_lock, stats_lock;
     pthread_cond_t joined_cv;
     lattice_topology *cur;
+    lattice_topology *view; /* discovery thread: the last topology we adopted (kept while rejoining), for event diffs */
     char id[64];
     bool joined;
     lattice_status refused; /* why a peer refused us while joining (LATTICE_OK: none) */

@@ -116,8 +116,10 @@ lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_no
 
 enum lattice_event_kind { LATTICE_EVENT_JOINED = 1, LATTICE_EVENT_LEFT = 2, LATTICE_EVENT_FAILED = 3 };
 
-/* Called on the discovery thread once per member change, in version order.
- * `topology` is the version that carries the change (borrowed for the call). */
+/* Called on the discovery thread once per member change, in version order:
+ * the difference between the node's previous view and the new one (its
+ * first view reports every member joined).  `member` and `topology` are
+ * borrowed for the call; a removed member is described by the old view. */
 typedef void (*lattice_event_fn)(void *ctx, int kind, const lattice_member *member,
                                  const lattice_topology *topology);
 
