@@ -3,12 +3,14 @@
  * command:  lattice --ip-finder 127.0.0.1:47500..47502 --json top
  */
 #include <getopt.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "lattice/alloc.h"
 #include "lattice/log.h"
 
 static const cli_command commands[] = {
@@ -50,6 +52,7 @@ int main(int argc, char **argv)
     g.node.port = 0; /* an ephemeral peer port: never takes a server's */
     g.timeout_ms = 10000;
     lattice_log_set_level(LT_ERROR);
+    json_set_alloc_funcs(lt_malloc, lt_free); /* every allocation through the lattice wrapper */
     signal(SIGPIPE, SIG_IGN);
     int ch;
     while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {

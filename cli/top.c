@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "lattice/alloc.h"
 
 static int64_t mono_ms(void)
 {
@@ -106,7 +107,7 @@ static void print_json(lattice_node *n, const lattice_topology *t, const char *s
                              "self", self, "nodes", nodes);
     char *s = json_dumps(root, JSON_COMPACT);
     if (s) puts(s);
-    free(s);
+    lt_free(s); /* jansson allocates through lt_malloc (main.c) */
     json_decref(root);
 }
 
