@@ -603,8 +603,17 @@ static void on_refusal(lattice_discovery *d, const Latdisc__Envelope *e, bool au
     if (r->reason == REF_REMOVED) {
         /* Only about our current id: a frame our previous incarnation left
          * in a queue must not make this one rejoin. */
-        if (authenticated && d->state == ST_JOINED && strcmp(r->about_id, d->id) == 0)
+        if (!authenticated || strcmp(r->about_id, d->id) != 0) return;
+        if (d->state == ST_JOINED) {
             begin_join(d, "a peer reports this node was removed");
+        } else if (d->state == ST_JOINING) {
+            /* Admitted, never heard from, removed: the grid cannot reach the
+             * address we advertise. */
+            if (gate(d, 9))
+                LT_LOG(LT_ERROR, MOD, "the grid admitted this node but could not reach it at %s and removed it; "
+                       "check --host and firewalls", d->my_addr);
+            begin_join(d, "this node was removed before it could take part");
+        }
         return;
     }
     char who[128], why[256];
