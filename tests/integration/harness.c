@@ -238,6 +238,26 @@ bool it_log_has(const it_proc *p, const char *needle)
     return found;
 }
 
+bool it_log_versions_monotonic(const it_proc *p, unsigned long long *last_major)
+{
+    FILE *f = fopen(p->log, "r");
+    if (!f) return false;
+    char line[4096];
+    unsigned long long pm = 0, pn = 0;
+    bool ok = true;
+    while (fgets(line, sizeof line, f)) {
+        const char *t = strstr(line, "topology ");
+        unsigned long long M, m;
+        if (!t || sscanf(t, "topology %llu.%llu", &M, &m) != 2) continue;
+        if (M < pm || (M == pm && m < pn)) ok = false;
+        pm = M;
+        pn = m;
+    }
+    fclose(f);
+    if (last_major) *last_major = pm;
+    return ok;
+}
+
 typedef struct log_wait {
     const it_proc *p;
     const char *needle;

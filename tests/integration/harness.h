@@ -46,6 +46,9 @@ bool it_wait_for(bool (*cond)(void *ctx), void *ctx, int timeout_ms);
 /* Does p's log contain `needle`? */
 bool it_log_has(const it_proc *p, const char *needle);
 bool it_wait_log(const it_proc *p, const char *needle, int timeout_ms);
+/* The topology versions p's log reports ("topology M.m") never go back.
+ * Fills *last_major (the last one) when not NULL. */
+bool it_log_versions_monotonic(const it_proc *p, unsigned long long *last_major);
 /* `lattice [extra...] --json top` through finder; NULL when it failed.
  * extra may be NULL; ns != NULL runs it inside a namespace. */
 json_t *it_top(const char *finder, const char *const *extra, const char *ns);

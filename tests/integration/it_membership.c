@@ -149,6 +149,8 @@ START_TEST(five_nodes_started_at_once_converge_with_unique_orders)
     char needle[64];
     snprintf(needle, sizeof needle, "coordinator %.8s", coord);
     for (int i = 0; i < 5; i++) ck_assert(it_log_has(g.p[i], needle));
+    /* Every node moved through versions in one direction only. */
+    for (int i = 0; i < 5; i++) ck_assert_msg(it_log_versions_monotonic(g.p[i], NULL), "node%d went back", i);
     json_decref(top);
     it_end();
 }
@@ -189,6 +191,8 @@ START_TEST(kill9_of_coordinator_and_of_another_node_is_detected_by_every_survivo
     for (int i = 0; i < 4; i++)
         if (i != c && i != victim) ck_assert(it_wait_log(g.p[i], needle, 5000));
     ck_assert(it_orders_unique(top));
+    for (int i = 0; i < 4; i++)
+        if (i != c && i != victim) ck_assert(it_log_versions_monotonic(g.p[i], NULL));
     json_decref(top);
     it_end();
 }
