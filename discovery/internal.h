@@ -5,8 +5,8 @@
 #ifndef LATTICE_DISCOVERY_INTERNAL_H
 #define LATTICE_DISCOVERY_INTERNAL_H
 
+#include <stdatomic.h>
 #include <urcu.h>
-#include <urcu/ref.h>
 
 #include "discovery.pb-c.h"
 #include "discovery/discovery.h"
@@ -15,7 +15,9 @@
  * reference while it is current (dropped after an RCU grace period), every
  * lattice_discovery_topology() caller holds one more. */
 struct lattice_topology {
-    struct urcu_ref ref;
+    /* C11 atomics rather than urcu_ref: the count orders the last reader's
+     * accesses before the free, and ThreadSanitizer can see that. */
+    atomic_long refs;
     struct rcu_head rcu;
     uint64_t major, minor, next_order;
     uint32_t fd_ms; /* the cluster's failure detection timeout (the coordinator's setting) */

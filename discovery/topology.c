@@ -71,7 +71,7 @@ lattice_topology *topo_build(uint64_t major, uint64_t minor, uint64_t next_order
 {
     lattice_topology *t = lt_calloc(1, sizeof *t);
     if (!t) return NULL;
-    urcu_ref_init(&t->ref);
+    atomic_init(&t->refs, 1);
     t->major = major;
     t->minor = minor;
     t->next_order = next_order;
@@ -134,13 +134,13 @@ out:
     return t;
 }
 
-void topo_get(lattice_topology *t) { urcu_ref_get(&t->ref); }
-
-static void release_ref(struct urcu_ref *r) { topo_free(caa_container_of(r, lattice_topology, ref)); }
+void topo_get(lattice_topology *t) { atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed); }
 
 void topo_put(lattice_topology *t)
 {
-    if (t) urcu_ref_put(&t->ref, release_ref);
+    /* acq_rel: every access through earlier references happens before the
+     * free by whoever drops the last one. */
+    if (t && atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1) topo_free(t);
 }
 
 lattice_status member_to_proto(const lattice_member *m, Latdisc__Member *p)
