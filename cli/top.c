@@ -122,9 +122,10 @@ static void print_table(lattice_node *n, const lattice_topology *t, const char *
 {
     size_t servers = 0, sz = lattice_topology_size(t);
     for (size_t i = 0; i < sz; i++) servers += lattice_topology_member(t, i)->role == LATTICE_ROLE_SERVER;
-    printf("Topology %llu.%llu   coordinator %.8s   %zu nodes (%zu servers, %zu clients)\n\n",
+    printf("Topology %llu.%llu   coordinator %.8s   %zu node%s (%zu server%s, %zu client%s)\n\n",
            (unsigned long long)lattice_topology_major(t), (unsigned long long)lattice_topology_minor(t),
-           lattice_topology_coordinator(t), sz, servers, sz - servers);
+           lattice_topology_coordinator(t), sz, sz == 1 ? "" : "s", servers, servers == 1 ? "" : "s",
+           sz - servers, sz - servers == 1 ? "" : "s");
     printf("%-9s %-21s %5s %-6s %-27s %-15s %9s %6s %10s\n", "ID8", "CONSISTENT ID", "ORDER", "ROLE", "ADDRESS",
            "HOST", "UPTIME", "CPU", "MEMORY");
     for (size_t i = 0; i < sz; i++) {
