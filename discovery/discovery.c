@@ -26,7 +26,7 @@
  *   Lock order: pub_lock and stats_lock are never held together; no lock
  *   is held while a socket is used or an event callback runs.
  *
- * ORDER OF WORK IN ONE LOOP ITERATION (20 ms tick)
+ * ORDER OF WORK IN ONE LOOP ITERATION (a tick: timeout/50, 10..100 ms)
  *   stall check -> drain every socket (frames before timers: after a stall
  *   the queued heartbeats must count before anyone is judged silent) ->
  *   timers: JOINING sends joins/probes and may seed; JOINED heartbeats and,
@@ -952,6 +952,15 @@ static void leave_grid(lattice_discovery *d)
     }
 }
 
+/* Timer granularity: 1/50 of the timeout, 10..100 ms - removal within a
+ * tick of the timeout, without waking an idle default grid (10 s) 50 times a
+ * second.  Frames wake the poll at once whatever the tick. */
+static int tick_ms(const lattice_discovery *d)
+{
+    int t = cfd(d) / 50;
+    return t < 10 ? 10 : t > LOOP_TICK_MS * 5 ? LOOP_TICK_MS * 5 : t;
+}
+
 void *ld_thread_main(void *arg)
 {
     lattice_discovery *d = arg;
@@ -961,7 +970,7 @@ void *ld_thread_main(void *arg)
     zmq_pollitem_t it[MAX_CONNS + 8];
     while (!atomic_load(&d->stop_req)) {
         size_t n = build_poll(d, it);
-        zmq_poll(it, (int)n, LOOP_TICK_MS);
+        zmq_poll(it, (int)n, tick_ms(d));
         int64_t now = mono_ms();
         int64_t gap = now - d->last_loop_ms;
         d->last_loop_ms = now;
