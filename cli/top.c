@@ -148,7 +148,7 @@ static void print_table(lattice_node *n, const lattice_topology *t, const char *
 int cli_top(cli_globals *g, int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        puts("usage: lattice [GLOBAL OPTIONS] top\n"
+        puts("usage: lattice [GLOBAL OPTIONS] top [--json]\n"
              "Attach as a client node and show the topology version, the coordinator and every node:\n"
              "id (8 chars), consistent id, order, role, address, host, uptime, CPU load, memory (RSS).\n"
              "With --json: {\"topology_version\":[major,minor], \"coordinator\":ID, \"self\":ID,\n"
@@ -156,8 +156,13 @@ int cli_top(cli_globals *g, int argc, char **argv)
              "  \"cpu_load\",\"memory_rss_bytes\",\"dropped\":{...},\"attrs\":{...},\"self\"}]}");
         return 0;
     }
-    if (argc > 1) {
-        fprintf(stderr, "lattice top: unexpected argument '%s'\n", argv[1]);
+    /* --json is global (before the command) but accepted here too. */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            g->json = true;
+            continue;
+        }
+        fprintf(stderr, "lattice top: unexpected argument '%s' (see lattice top --help)\n", argv[i]);
         return 2;
     }
     lattice_node *n = cli_attach(g);
