@@ -343,6 +343,46 @@ START_TEST(client_node_is_listed_as_client_and_reconnects_after_its_server_dies)
 }
 END_TEST
 
+START_TEST(a_node_restarted_on_its_port_before_detection_replaces_its_old_self)
+{
+    it_begin("restart");
+    grid g;
+    /* A long timeout: the restart must be recognised without waiting for it. */
+    const char *slow[] = {"--failure-detection-ms", "30000", NULL};
+    grid_start(&g, 3, slow);
+    json_t *top = wait_top(g.finder, 3, 0, NULL);
+    ck_assert_ptr_nonnull(top);
+    int victim = (index_of_order1(&g, top) + 1) % 3;
+    char old_id[64];
+    snprintf(old_id, sizeof old_id, "%s", id_of(top, g.cid[victim]));
+    json_decref(top);
+    it_signal(g.p[victim], SIGKILL);
+    ck_assert(it_wait_exit(g.p[victim], 2000));
+    char port[16];
+    snprintf(port, sizeof port, "%d", g.base + victim);
+    const char *args[] = {"--port", port, "--port-range", "1", "--ip-finder", g.finder, "--failure-detection-ms",
+                          "30000", NULL};
+    it_proc *again = it_latticed("restarted", args);
+    ck_assert(it_wait_log(again, " ready: ", WAIT_MS));
+    top = wait_top(g.finder, 3, 0, NULL);
+    ck_assert_ptr_nonnull(top);
+    const char *now_id = id_of(top, g.cid[victim]);
+    ck_assert_ptr_nonnull(now_id);
+    ck_assert_str_ne(now_id, old_id);
+    /* One entry per host:port, and the old incarnation was reported failed. */
+    size_t same = 0, i;
+    json_t *n;
+    json_array_foreach(json_object_get(top, "nodes"), i, n) same += !strcmp(json_string_value(json_object_get(n, "consistent_id")), g.cid[victim]);
+    ck_assert_uint_eq(same, 1);
+    char needle[96];
+    snprintf(needle, sizeof needle, "node %.8s (%s, server) failed", old_id, g.cid[victim]);
+    for (int k = 0; k < 3; k++)
+        if (k != victim) ck_assert(it_wait_log(g.p[k], needle, 5000));
+    json_decref(top);
+    it_end();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("integration: membership");
@@ -355,6 +395,7 @@ int main(void)
     tcase_add_test(tc, graceful_stop_is_announced_as_left);
     tcase_add_test(tc, a_taken_port_moves_the_node_to_the_next_in_range);
     tcase_add_test(tc, client_node_is_listed_as_client_and_reconnects_after_its_server_dies);
+    tcase_add_test(tc, a_node_restarted_on_its_port_before_detection_replaces_its_old_self);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
