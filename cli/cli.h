@@ -1,0 +1,30 @@
+/*
+ * The `lattice` tool: global options (before the command) and a command
+ * table; each command gets the parsed globals and its own argv.  Later
+ * issues add rows (caches, partitions, rebalance, get/put/del, bench).
+ */
+#ifndef LATTICE_CLI_H
+#define LATTICE_CLI_H
+
+#include <stdbool.h>
+
+#include "lattice/lattice.h"
+
+typedef struct cli_globals {
+    lattice_config node;   /* client-mode node used to attach */
+    bool json;
+    int timeout_ms;        /* how long to wait for the grid */
+} cli_globals;
+
+typedef struct cli_command {
+    const char *name;
+    const char *summary;
+    int (*run)(cli_globals *g, int argc, char **argv); /* argv[0] = command name */
+} cli_command;
+
+int cli_top(cli_globals *g, int argc, char **argv);
+
+/* Attach as a client node (prints why on failure). NULL when it cannot join. */
+lattice_node *cli_attach(cli_globals *g);
+
+#endif

@@ -1,0 +1,184 @@
+/*
+ * lattice top: attach as a client node, wait for the topology and for every
+ * node's latest heartbeat stats, print the table (or DESIGN §7's JSON),
+ * then detach with a graceful leave.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "lattice/alloc.h"
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+lattice_node *cli_attach(cli_globals *g)
+{
+    lattice_node *n;
+    lattice_status st = lattice_node_start(&g->node, &n);
+    if (st != LATTICE_OK) {
+        fprintf(stderr, "lattice: cannot start a client node: %s\n", lattice_strerror(st));
+        return NULL;
+    }
+    lattice_status st2 = lattice_node_wait_joined(n, g->timeout_ms);
+    if (st2 != LATTICE_OK && st2 != LATTICE_ERR_TIMEOUT) {
+        fprintf(stderr, "lattice: the grid refused this client: %s%s\n", lattice_strerror(st2),
+                st2 == LATTICE_ERR_AUTH ? " (check --secret-file)" : st2 == LATTICE_ERR_CLUSTER ? " (check --cluster)" : "");
+        lattice_node_stop(n);
+        return NULL;
+    }
+    if (st2 != LATTICE_OK) {
+        fprintf(stderr, "lattice: no grid of cluster '%s' answered within %d ms (finders:", g->node.cluster,
+                g->timeout_ms);
+        for (size_t i = 0; i < g->node.n_finders; i++) fprintf(stderr, " %s", g->node.finders[i]);
+        fprintf(stderr, ")%s\n", g->node.secret_file ? "" : "; does the grid need --secret-file?");
+        lattice_node_stop(n);
+        return NULL;
+    }
+    return n;
+}
+
+/* Every node heartbeats to a new member at once; wait (bounded) until the
+ * stats of every member of one snapshot are in, and return that snapshot
+ * (a reference): printing a newer one could list nodes not heard yet. */
+static lattice_topology *wait_stats(lattice_node *n, int budget_ms)
+{
+    int64_t until = mono_ms() + budget_ms;
+    for (;;) {
+        lattice_topology *t = lattice_node_topology(n);
+        if (!t) return NULL;
+        bool all = true;
+        lattice_node_stats s;
+        for (size_t i = 0; i < lattice_topology_size(t) && all; i++)
+            all = lattice_node_stats_of(n, lattice_topology_member(t, i)->id, &s) == LATTICE_OK;
+        if (all || mono_ms() >= until) return t;
+        lattice_topology_release(t);
+        usleep(20000);
+    }
+}
+
+static const char *role_name(int r) { return r == LATTICE_ROLE_CLIENT ? "client" : "server"; }
+
+static json_t *node_json(lattice_node *n, const lattice_member *m, const char *self)
+{
+    lattice_node_stats s;
+    bool have = lattice_node_stats_of(n, m->id, &s) == LATTICE_OK;
+    uint64_t now = wall_ms();
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:I, s:b}", "id", m->id, "consistent_id", m->consistent_id,
+                          "order", (json_int_t)m->order, "role", role_name(m->role), "addr", m->addr, "host", m->host,
+                          "uptime_ms", (json_int_t)(have ? s.uptime_ms : now > m->start_time_ms ? now - m->start_time_ms : 0),
+                          "self", strcmp(m->id, self) == 0);
+    json_t *attrs = json_object();
+    for (size_t i = 0; i < m->n_attrs; i++) json_object_set_new(attrs, m->attrs[i].key, json_string(m->attrs[i].value));
+    json_object_set_new(o, "attrs", attrs);
+    if (have) {
+        json_object_set_new(o, "cpu_load", json_real(s.cpu_load));
+        json_object_set_new(o, "memory_rss_bytes", json_integer((json_int_t)s.rss_bytes));
+        json_object_set_new(o, "dropped",
+                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "malformed", (json_int_t)s.malformed,
+                                      "oversized", (json_int_t)s.oversized, "auth_failed", (json_int_t)s.auth_failed,
+                                      "refused", (json_int_t)s.refused, "handshake_failed",
+                                      (json_int_t)s.handshake_failed, "frames_in", (json_int_t)s.frames_in));
+    }
+    return o;
+}
+
+static void print_json(lattice_node *n, const lattice_topology *t, const char *self)
+{
+    json_t *nodes = json_array();
+    for (size_t i = 0; i < lattice_topology_size(t); i++)
+        json_array_append_new(nodes, node_json(n, lattice_topology_member(t, i), self));
+    json_t *root = json_pack("{s:[I,I], s:s, s:s, s:o}", "topology_version", (json_int_t)lattice_topology_major(t),
+                             (json_int_t)lattice_topology_minor(t), "coordinator", lattice_topology_coordinator(t),
+                             "self", self, "nodes", nodes);
+    char *s = json_dumps(root, JSON_COMPACT);
+    if (s) puts(s);
+    lt_free(s); /* jansson allocates through lt_malloc (main.c) */
+    json_decref(root);
+}
+
+static void fmt_uptime(uint64_t ms, char *b, size_t n)
+{
+    uint64_t s = ms / 1000;
+    if (s >= 86400) snprintf(b, n, "%llud%02llu:%02llu", (unsigned long long)(s / 86400), (unsigned long long)(s % 86400 / 3600), (unsigned long long)(s % 3600 / 60));
+    else snprintf(b, n, "%02llu:%02llu:%02llu", (unsigned long long)(s / 3600), (unsigned long long)(s % 3600 / 60), (unsigned long long)(s % 60));
+}
+
+static void print_table(lattice_node *n, const lattice_topology *t, const char *self)
+{
+    size_t servers = 0, sz = lattice_topology_size(t);
+    for (size_t i = 0; i < sz; i++) servers += lattice_topology_member(t, i)->role == LATTICE_ROLE_SERVER;
+    printf("Topology %llu.%llu   coordinator %.8s   %zu node%s (%zu server%s, %zu client%s)\n\n",
+           (unsigned long long)lattice_topology_major(t), (unsigned long long)lattice_topology_minor(t),
+           lattice_topology_coordinator(t), sz, sz == 1 ? "" : "s", servers, servers == 1 ? "" : "s",
+           sz - servers, sz - servers == 1 ? "" : "s");
+    printf("%-9s %-21s %5s %-6s %-27s %-15s %9s %6s %10s\n", "ID8", "CONSISTENT ID", "ORDER", "ROLE", "ADDRESS",
+           "HOST", "UPTIME", "CPU", "MEMORY");
+    for (size_t i = 0; i < sz; i++) {
+        const lattice_member *m = lattice_topology_member(t, i);
+        lattice_node_stats s;
+        bool have = lattice_node_stats_of(n, m->id, &s) == LATTICE_OK;
+        char up[32], cpu[16] = "-", mem[16] = "-";
+        uint64_t now = wall_ms();
+        fmt_uptime(have ? s.uptime_ms : now > m->start_time_ms ? now - m->start_time_ms : 0, up, sizeof up);
+        if (have) {
+            snprintf(cpu, sizeof cpu, "%.1f%%", s.cpu_load * 100.0);
+            snprintf(mem, sizeof mem, "%.1f MiB", (double)s.rss_bytes / (1024.0 * 1024.0));
+        }
+        printf("%-8.8s%s %-21s %5llu %-6s %-27s %-15s %9s %6s %10s\n", m->id, strcmp(m->id, self) ? " " : "*",
+               m->consistent_id, (unsigned long long)m->order, role_name(m->role), m->addr, m->host, up, cpu, mem);
+    }
+    printf("\n(* = this lattice command, attached as a client; it leaves when done)\n");
+}
+
+int cli_top(cli_globals *g, int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        puts("usage: lattice [GLOBAL OPTIONS] top [--json]\n"
+             "Attach as a client node and show the topology version, the coordinator and every node:\n"
+             "id (8 chars), consistent id, order, role, address, host, uptime, CPU load, memory (RSS).\n"
+             "With --json: {\"topology_version\":[major,minor], \"coordinator\":ID, \"self\":ID,\n"
+             "  \"nodes\":[{\"id\",\"consistent_id\",\"order\",\"role\",\"addr\",\"host\",\"uptime_ms\",\n"
+             "  \"cpu_load\",\"memory_rss_bytes\",\"dropped\":{...},\"attrs\":{...},\"self\"}]}");
+        return 0;
+    }
+    /* --json is global (before the command) but accepted here too. */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            g->json = true;
+            continue;
+        }
+        fprintf(stderr, "lattice top: unexpected argument '%s' (see lattice top --help)\n", argv[i]);
+        return 2;
+    }
+    lattice_node *n = cli_attach(g);
+    if (!n) return 1;
+    lattice_topology *t = wait_stats(n, 3000);
+    char self[64];
+    lattice_node_id(n, self, sizeof self);
+    if (!t) {
+        fprintf(stderr, "lattice top: lost the grid while reading it\n");
+        lattice_node_stop(n);
+        return 1;
+    }
+    if (g->json) print_json(n, t, self);
+    else print_table(n, t, self);
+    fflush(stdout);
+    lattice_topology_release(t);
+    lattice_node_stop(n);
+    return 0;
+}

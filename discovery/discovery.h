@@ -1,0 +1,90 @@
+/*
+ * discovery: IP finders, the join protocol, heartbeats, failure detection and
+ * topology snapshots.  One discovery thread owns every control socket; see
+ * discovery.c's header for the state machine and docs/MEMBERSHIP.md.
+ *
+ * Lifecycle (called from node/ only): init (parses, no sockets) -> start
+ * (binds the peer port, starts the thread) -> stop (graceful leave, joins the
+ * thread) -> destroy.  Topology readers: lattice_discovery_topology() returns
+ * a reference (any thread); lattice_discovery_topology_rcu() needs
+ * rcu_read_lock held by a thread registered with rcu_register_thread().
+ * The lattice_topology_* accessors of lattice.h are implemented here.
+ */
+#ifndef LATTICE_DISCOVERY_H
+#define LATTICE_DISCOVERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lattice/lattice.h"
+#include "lattice/status.h"
+
+#define LATTICE_PROTO_MAJOR 1
+#define LATTICE_PROTO_MINOR 0
+#define LATTICE_MCAST_DEFAULT_GROUP "228.1.2.4"
+#define LATTICE_MCAST_DEFAULT_PORT 47400
+
+typedef struct lattice_discovery lattice_discovery;
+
+typedef struct lattice_discovery_config {
+    const char *cluster;
+    const char *host;
+    int port, port_range;
+    const char *const *finders;
+    size_t n_finders;
+    bool client;
+    int failure_detection_ms;
+    const uint8_t *secret; /* key material (file contents); NULL = none */
+    size_t secret_len;
+    int max_message_bytes;
+    int multicast_attempts, multicast_wait_ms;
+    const char *const *attrs; /* "k=v" */
+    size_t n_attrs;
+} lattice_discovery_config;
+
+/* ---- IP finders (pure; unit-tested) ---- */
+
+/* One static address: host (numeric or name, resolved) and port. */
+typedef struct lattice_finder_addr {
+    char host[64];
+    int port;
+} lattice_finder_addr;
+
+/* Expand a static spec (Ignite's format: "host", "host:port", "host:p1..p2",
+ * comma lists) into out[]; a spec without port uses
+ * default_port..default_port+default_range-1.  At most max entries (the rest
+ * is an error: LATTICE_ERR_TOO_LARGE).  LATTICE_ERR_INVAL on a malformed spec
+ * (empty item, port outside 1..65535, p2 < p1, unresolvable host). */
+lattice_status lattice_finder_parse_static(const char *spec, int default_port, int default_range,
+                                           lattice_finder_addr *out, size_t max, size_t *n);
+/* "multicast://GROUP[:PORT]" -> group, port. LATTICE_ERR_INVAL when not a
+ * multicast spec or the group is not in 224.0.0.0/4. */
+lattice_status lattice_finder_parse_multicast(const char *spec, char group[64], int *port);
+bool lattice_finder_is_multicast(const char *spec);
+
+/* ---- lifecycle ---- */
+
+lattice_status lattice_discovery_init(const lattice_discovery_config *c, lattice_discovery **out);
+lattice_status lattice_discovery_start(lattice_discovery *d);
+/* Graceful: sends a leave, waits up to ~1 s for the coordinator to announce
+ * it, then closes every socket and joins the thread.  Idempotent. */
+void lattice_discovery_stop(lattice_discovery *d);
+void lattice_discovery_destroy(lattice_discovery *d);
+
+/* ---- queries (any thread) ---- */
+
+lattice_topology *lattice_discovery_topology(lattice_discovery *d);
+/* Call with rcu_read_lock held (registered thread); valid until unlock. */
+const lattice_topology *lattice_discovery_topology_rcu(lattice_discovery *d);
+/* LATTICE_OK once in a topology; LATTICE_ERR_CLUSTER / _AUTH / _PROTO when
+ * peers have refused us for a second without any admitting us (we keep
+ * trying in the background);
+ * LATTICE_ERR_TIMEOUT otherwise. */
+lattice_status lattice_discovery_wait_joined(lattice_discovery *d, int timeout_ms);
+lattice_status lattice_discovery_subscribe(lattice_discovery *d, lattice_event_fn fn, void *ctx);
+void lattice_discovery_local_id(lattice_discovery *d, char *buf, size_t len);
+int lattice_discovery_port(lattice_discovery *d);
+lattice_status lattice_discovery_stats(lattice_discovery *d, const char *id, lattice_node_stats *out);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * Internal to discovery/: the topology snapshot representation and the wire
+ * helpers shared by discovery.c, topology.c, wire.c and finder.c.
+ */
+#ifndef LATTICE_DISCOVERY_INTERNAL_H
+#define LATTICE_DISCOVERY_INTERNAL_H
+
+#include <stdatomic.h>
+#include <urcu.h>
+
+#include "discovery.pb-c.h"
+#include "discovery/discovery.h"
+
+/* An immutable snapshot.  Reference counted: the publisher holds one
+ * reference while it is current (dropped after an RCU grace period), every
+ * lattice_discovery_topology() caller holds one more. */
+struct lattice_topology {
+    /* C11 atomics rather than urcu_ref: the count orders the last reader's
+     * accesses before the free, and ThreadSanitizer can see that. */
+    atomic_long refs;
+    struct rcu_head rcu;
+    uint64_t major, minor, next_order;
+    uint32_t fd_ms; /* the cluster's failure detection timeout (the coordinator's setting) */
+    char *coordinator;
+    size_t n;
+    lattice_member *members; /* sorted by order */
+};
+
+/* Deep copy of members[0..n) into a new snapshot with one reference. NULL on
+ * allocation failure. */
+lattice_topology *topo_build(uint64_t major, uint64_t minor, uint64_t next_order, uint32_t fd_ms,
+                             const char *coordinator, const lattice_member *const *members, size_t n);
+lattice_topology *topo_from_proto(const Latdisc__Topology *p);
+void topo_get(lattice_topology *t);
+void topo_put(lattice_topology *t);
+/* Fill a proto view of t (strings borrowed from t; free with
+ * topo_proto_release).  LATTICE_ERR_NOMEM on failure. */
+lattice_status topo_to_proto(const lattice_topology *t, Latdisc__Topology *p);
+void topo_proto_release(Latdisc__Topology *p);
+/* Member <-> proto (borrowed strings; attrs array allocated). */
+lattice_status member_to_proto(const lattice_member *m, Latdisc__Member *p);
+void member_proto_release(Latdisc__Member *p);
+/* A member view of a proto member (strings borrowed, attrs not copied). */
+void member_from_proto_view(const Latdisc__Member *p, lattice_member *m, lattice_attr *attrs, size_t max_attrs);
+
+/* Deep copy (false on allocation failure; free with member_free_fields
+ * either way). */
+bool member_copy(lattice_member *dst, const lattice_member *src);
+void member_free_fields(lattice_member *m);
+
+/* ---- wire ---- */
+
+/* Decode one frame.  Checks size, MAC (when key != NULL), protocol major,
+ * unknown fields at every depth.  On success *out is an unpacked envelope to
+ * free with wire_free. */
+enum wire_verdict {
+    WIRE_OK = 0,
+    WIRE_OVERSIZED,
+    WIRE_MALFORMED,
+    WIRE_AUTH,        /* MAC missing, wrong, or present when we have no key */
+    WIRE_PROTO_MAJOR, /* decodable but another protocol major */
+};
+enum wire_verdict wire_decode(const uint8_t *buf, size_t len, const uint8_t *mac, size_t mac_len,
+                              const uint8_t *key, size_t max_bytes, Latdisc__Envelope **out);
+void wire_free(Latdisc__Envelope *e);
+/* Pack e into a new buffer (lt_malloc) and compute its MAC into mac[32] when
+ * key != NULL. */
+lattice_status wire_encode(const Latdisc__Envelope *e, const uint8_t *key, uint8_t **buf, size_t *len,
+                           uint8_t mac[32]);
+/* True when m and its sub-messages carry no unknown fields and every string
+ * is valid for us (protobuf-c checks UTF-8 only for proto3 strings). */
+bool wire_no_unknown_fields(const ProtobufCMessage *m);
+/* The allocator protobuf-c uses for unpacking (lt_malloc/lt_free). */
+extern ProtobufCAllocator wire_allocator;
+
+#define WIRE_MAC_BYTES 32
+#define WIRE_KEY_BYTES 32
+/* Derive the HMAC key from secret file contents. */
+void wire_derive_key(const uint8_t *secret, size_t len, uint8_t key[WIRE_KEY_BYTES]);
+
+/* ---- process stats ---- */
+typedef struct proc_sampler {
+    double last_cpu_s, last_wall_s;
+    double load;
+} proc_sampler;
+void proc_sample(proc_sampler *s, uint64_t *rss_bytes);
+
+/* ---- multicast finder sockets (finder.c) ---- */
+/* A UDP socket joined to group:port on interface `iface` (the node's host
+ * address), SO_REUSEADDR; -1 on failure (errno set). */
+int mcast_listen(const char *group, int port, const char *iface);
+/* An unbound UDP socket sending to multicast through `iface`; -1 on failure. */
+int mcast_sender(const char *iface);
+
+#endif

@@ -1,0 +1,203 @@
+/*
+ * Private to discovery/: the discovery context shared by discovery.c (the
+ * membership state machine), transport.c (sockets) and api.c (lifecycle and
+ * queries).  The locking rules are drawn in discovery.c's header.
+ */
+#ifndef LATTICE_DISCOVERY_STATE_H
+#define LATTICE_DISCOVERY_STATE_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "discovery/internal.h"
+
+#define MOD "discovery"
+#define MAX_CONNS 512
+#define MAX_PEERS 256
+#define MAX_STATIC 512
+#define MAX_JOINERS 64
+#define MAX_PENDING 64
+#define MAX_REMOVED 128
+#define MAX_SUBS 8
+#define JOIN_RETRY_MS 100
+#define ELECT_WAIT_MS 500
+#define LOOP_TICK_MS 20
+
+enum dstate { ST_IDLE, ST_JOINING, ST_JOINED, ST_LEAVING, ST_STOPPED };
+/* Refusal reasons (PROTOCOL.md).  NO_SECRET comes from a node that has no
+ * secret at all: a grid with a secret must not take it as "refused". */
+enum refusal { REF_CLUSTER = 1, REF_SECRET = 2, REF_PROTO = 3, REF_REMOVED = 4, REF_NO_SECRET = 5 };
+
+typedef struct conn {
+    char addr[128];
+    void *sock;
+    bool finder; /* a finder target: kept only while joining */
+} conn;
+
+typedef struct peer {
+    char id[64];
+    int64_t last_heard_ms;
+    bool leaving;
+    bool have_stats;
+    lattice_node_stats stats;
+} peer;
+
+typedef struct joiner_seen {
+    char key[128];
+    int64_t seen_ms;
+} joiner_seen;
+
+typedef struct sub {
+    lattice_event_fn fn;
+    void *ctx;
+} sub;
+
+struct lattice_discovery {
+    /* configuration (immutable after init) */
+    char cluster[256], host[64];
+    int port, port_range, fd_ms, max_msg;
+    bool client, has_key, mcast;
+    uint8_t key[WIRE_KEY_BYTES];
+    lattice_finder_addr statics[MAX_STATIC];
+    size_t n_statics;
+    char mgroup[64];
+    int mport, m_attempts, m_wait_ms;
+    lattice_attr attrs[LATTICE_MAX_ATTRS];
+    size_t n_attrs;
+
+    /* sockets (discovery thread after start) */
+    void *zctx, *router, *monitor;
+    int wake_fd, mc_listen_fd, mc_send_fd;
+    int bound_port;
+    conn conns[MAX_CONNS];
+    size_t n_conns;
+
+    /* membership (discovery thread) */
+    enum dstate state;
+    char my_addr[128], consistent_id[128];
+    uint64_t join_time_ms, start_wall_ms;
+    int64_t join_started_ms, last_join_send_ms, last_hb_ms, last_loop_ms, last_probe_ms;
+    int64_t saw_cluster_ms, leave_started_ms;
+    joiner_seen joiners[MAX_JOINERS];
+    size_t n_joiners;
+    lattice_member pending[MAX_PENDING];
+    size_t n_pending;
+    char removed[MAX_REMOVED][64];
+    size_t removed_next;
+    proc_sampler ps;
+    int64_t log_gate[16]; /* rate limit for repeated warnings, one slot per kind */
+
+    /* shared (see the file header) */
+    pthread_mutex_t pub_lock, stats_lock;
+    pthread_cond_t joined_cv;
+    lattice_topology *cur;
+    lattice_topology *view; /* discovery thread: the last topology we adopted (kept while rejoining), for event diffs */
+    char id[64];
+    bool joined;
+    lattice_status refused; /* why a peer refused us while joining (LATTICE_OK: none) */
+    int64_t refused_at_ms;  /* first refusal of this join attempt (monotonic) */
+    sub subs[MAX_SUBS];
+    size_t n_subs;
+    peer peers[MAX_PEERS];
+    size_t n_peers;
+    atomic_bool stop_req;
+    bool thread_started;
+    pthread_t thr;
+    atomic_uint_fast64_t c_frames, c_malformed, c_oversized, c_auth, c_refused, c_handshake;
+};
+
+/* ------------------------------------------------------------------ utils */
+
+static inline int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static inline void new_uuid(char out[64])
+{
+    uint8_t b[16];
+    randombytes_buf(b, sizeof b);
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 64, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+/* True at most once a second per gate: repeated bad input must not flood
+ * the log, but the first occurrence is always logged. */
+static inline bool gate(lattice_discovery *d, int g)
+{
+    int64_t now = mono_ms();
+    if (now - d->log_gate[g] < 1000) return false;
+    d->log_gate[g] = now;
+    return true;
+}
+
+static inline void cnt(atomic_uint_fast64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
+static inline uint64_t rd(atomic_uint_fast64_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
+
+
+/* Copy a peer-supplied string for a log line: at most n-1 bytes, control
+ * characters replaced, so a peer cannot forge or split our log lines. */
+static inline const char *printable(const char *in, char *out, size_t n)
+{
+    size_t i = 0;
+    for (; in && in[i] && i + 1 < n; i++) out[i] = (unsigned char)in[i] < 0x20 || in[i] == 0x7f ? '?' : in[i];
+    out[i] = 0;
+    return out;
+}
+
+/* Call with stats_lock held, or on the discovery thread (the only writer). */
+static inline peer *find_peer(lattice_discovery *d, const char *id)
+{
+    for (size_t i = 0; i < d->n_peers; i++)
+        if (strcmp(d->peers[i].id, id) == 0) return &d->peers[i];
+    return NULL;
+}
+
+/* ---- transport.c: sockets (discovery thread only) ---- */
+conn *ld_find_conn(lattice_discovery *d, const char *addr);
+/* A DEALER to addr (created on first use); NULL for our own or a bad address. */
+conn *ld_ensure_conn(lattice_discovery *d, const char *addr, bool finder);
+void ld_close_conn_at(lattice_discovery *d, size_t i);
+void ld_env_init(lattice_discovery *d, Latdisc__Envelope *e);
+void ld_send_env(lattice_discovery *d, void *sock, const zmq_msg_t *route, const Latdisc__Envelope *e,
+                 bool unauthenticated);
+void ld_send_to(lattice_discovery *d, const char *addr, const Latdisc__Envelope *e);
+/* Encode once, send to each address (addrs == NULL: to the first n conns). */
+void ld_send_many(lattice_discovery *d, const char *const *addrs, size_t n, const Latdisc__Envelope *e);
+void ld_reply_refusal(lattice_discovery *d, const zmq_msg_t *route, int reason, const char *text,
+                      const char *about_id);
+bool ld_recv_one(lattice_discovery *d, void *sock, bool is_router);
+void ld_drain_monitor(lattice_discovery *d);
+void ld_drain_udp(lattice_discovery *d, int fd);
+#define LD_DATAGRAM_MAX 2048
+void ld_send_datagram(lattice_discovery *d, int fd, const struct sockaddr_in *to, const Latdisc__Envelope *e,
+                      bool unauthenticated);
+lattice_status ld_open_sockets(lattice_discovery *d);
+void ld_close_sockets(lattice_discovery *d);
+
+/* ---- discovery.c: the state machine ---- */
+/* Judge and dispatch one received frame (route: the ROUTER's routing frame). */
+void ld_handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uint8_t *buf, size_t len,
+                     const uint8_t *mac, size_t mac_len, const char *via);
+/* Judge and dispatch one datagram (mac: 32 bytes or NULL). */
+void ld_handle_datagram(lattice_discovery *d, const struct sockaddr_in *from, const uint8_t *buf, size_t len,
+                        const uint8_t *mac);
+void *ld_thread_main(void *arg);
+
+#endif

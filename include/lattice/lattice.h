@@ -1,0 +1,144 @@
+/*
+ * The public C API of Lattice: start and stop a node (server or client mode),
+ * read the current topology, subscribe to membership events.
+ *
+ *     lattice_config c;
+ *     lattice_config_init(&c);
+ *     c.cluster = "prod";
+ *     c.finders[c.n_finders++] = "127.0.0.1:47500..47502";
+ *     c.client = true;
+ *     lattice_node *n;
+ *     if (lattice_node_start(&c, &n) == LATTICE_OK &&
+ *         lattice_node_wait_joined(n, 10000) == LATTICE_OK) {
+ *         lattice_topology *t = lattice_node_topology(n);   // a reference: yours
+ *         for (size_t i = 0; i < lattice_topology_size(t); i++)
+ *             puts(lattice_topology_member(t, i)->consistent_id);
+ *         lattice_topology_release(t);
+ *     }
+ *     lattice_node_stop(n);                                 // graceful leave + free
+ *
+ * Thread rules: every function here may be called from any thread, except
+ * that event callbacks run on the node's discovery thread and must neither
+ * block nor call lattice_node_stop().  A topology is immutable; the pointer
+ * returned by lattice_node_topology() stays valid until you release it, even
+ * while newer versions are published.
+ */
+#ifndef LATTICE_LATTICE_H
+#define LATTICE_LATTICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lattice/status.h"
+
+#define LATTICE_VERSION "0.1.0"
+#define LATTICE_DEFAULT_PORT 47500
+#define LATTICE_DEFAULT_PORT_RANGE 100
+#define LATTICE_DEFAULT_FAILURE_DETECTION_MS 10000
+#define LATTICE_DEFAULT_MAX_MESSAGE_BYTES (1u << 20)
+#define LATTICE_MAX_FINDERS 16
+#define LATTICE_MAX_ATTRS 16
+
+typedef struct lattice_config {
+    const char *cluster;              /* default "lattice" */
+    const char *host;                 /* address to bind and advertise; default 127.0.0.1 */
+    int port;                         /* peer port; default 47500 */
+    int port_range;                   /* try port..port+range-1 when taken; default 100 */
+    const char *finders[LATTICE_MAX_FINDERS]; /* static specs and/or multicast://G:P */
+    size_t n_finders;
+    bool client;                      /* client mode: in the topology, never owns data */
+    int failure_detection_ms;         /* default 10000 */
+    const char *secret_file;          /* NULL: no authentication */
+    int max_message_bytes;            /* cap on one control frame; default 1 MiB */
+    int multicast_attempts;           /* probes per join attempt; default 2 */
+    int multicast_wait_ms;            /* wait for answers after a probe; default 300 */
+    const char *attrs[LATTICE_MAX_ATTRS]; /* "key=value" strings advertised with the node */
+    size_t n_attrs;
+} lattice_config;
+
+/* Fill defaults (pointers NULL, numbers as documented above). */
+void lattice_config_init(lattice_config *c);
+
+typedef struct lattice_node lattice_node;
+typedef struct lattice_topology lattice_topology;
+
+enum lattice_role { LATTICE_ROLE_SERVER = 0, LATTICE_ROLE_CLIENT = 1 };
+
+typedef struct lattice_attr {
+    const char *key;
+    const char *value;
+} lattice_attr;
+
+/* One node in a topology.  Owned by the topology: valid while you hold it. */
+typedef struct lattice_member {
+    const char *id;                   /* random UUID per start (and per rejoin) */
+    const char *consistent_id;        /* advertised host:port */
+    uint64_t order;                   /* join order; the lowest server is coordinator */
+    int role;                         /* enum lattice_role */
+    const char *addr;                 /* tcp://host:port of its peer port */
+    const char *host;
+    uint64_t start_time_ms;           /* wall clock at (re)join, ms since the epoch */
+    size_t n_attrs;
+    const lattice_attr *attrs;
+} lattice_member;
+
+/* Take a reference to the current topology (NULL before the node joined).
+ * Release it with lattice_topology_release(). */
+lattice_topology *lattice_node_topology(lattice_node *n);
+void lattice_topology_release(lattice_topology *t);
+uint64_t lattice_topology_major(const lattice_topology *t);
+uint64_t lattice_topology_minor(const lattice_topology *t);
+const char *lattice_topology_coordinator(const lattice_topology *t); /* node id */
+size_t lattice_topology_size(const lattice_topology *t);
+/* Members sorted by order; i < size. */
+const lattice_member *lattice_topology_member(const lattice_topology *t, size_t i);
+/* NULL when absent. */
+const lattice_member *lattice_topology_find(const lattice_topology *t, const char *id);
+const char *lattice_member_attr(const lattice_member *m, const char *key);
+
+/* What each node reports about itself in its heartbeats. */
+typedef struct lattice_node_stats {
+    double cpu_load;                  /* process CPU, 1.0 = one core busy */
+    uint64_t rss_bytes;
+    uint64_t uptime_ms;
+    uint64_t frames_in;
+    uint64_t malformed;               /* dropped: undecodable/truncated/unknown fields */
+    uint64_t oversized;               /* dropped: above max_message_bytes */
+    uint64_t auth_failed;             /* dropped: missing or wrong MAC */
+    uint64_t refused;                 /* joins refused: cluster name, protocol version */
+    uint64_t handshake_failed;        /* non-ZeroMQ bytes on the peer port */
+} lattice_node_stats;
+
+/* Latest stats heard from node `id` (or this node's own). LATTICE_ERR_NOT_FOUND
+ * when none arrived yet. */
+lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_node_stats *out);
+
+enum lattice_event_kind { LATTICE_EVENT_JOINED = 1, LATTICE_EVENT_LEFT = 2, LATTICE_EVENT_FAILED = 3 };
+
+/* Called on the discovery thread once per member change, in version order:
+ * the difference between the node's previous view and the new one (its
+ * first view reports every member joined).  `member` and `topology` are
+ * borrowed for the call; a removed member is described by the old view. */
+typedef void (*lattice_event_fn)(void *ctx, int kind, const lattice_member *member,
+                                 const lattice_topology *topology);
+
+/* Start a node: binds the peer port (moving up within port_range when
+ * taken), then joins in the background. */
+lattice_status lattice_node_start(const lattice_config *c, lattice_node **out);
+/* Wait until the node is in a topology: LATTICE_OK.  When peers have
+ * refused it for a second without any admitting it: LATTICE_ERR_CLUSTER
+ * (another cluster name), LATTICE_ERR_AUTH (missing or wrong secret) or
+ * LATTICE_ERR_PROTO (protocol version) - the node keeps trying in the
+ * background; LATTICE_ERR_TIMEOUT otherwise. */
+lattice_status lattice_node_wait_joined(lattice_node *n, int timeout_ms);
+/* Up to 8 subscribers; LATTICE_ERR_TOO_LARGE beyond. */
+lattice_status lattice_node_subscribe(lattice_node *n, lattice_event_fn fn, void *ctx);
+/* This node's current id (changes if it had to rejoin); copied into buf. */
+void lattice_node_id(lattice_node *n, char *buf, size_t len);
+/* The peer port actually bound. */
+int lattice_node_port(lattice_node *n);
+/* Graceful stop: announces `left`, waits briefly for the coordinator, frees. */
+void lattice_node_stop(lattice_node *n);
+
+#endif

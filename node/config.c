@@ -1,0 +1,258 @@
+/*
+ * latticed configuration: one table of keys shared by the command line and
+ * the config file (libinih: a well-kept Debian parser for key = value files),
+ * so a key and its flag can never drift apart.  Flags win over the file.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "discovery/discovery.h"
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "node/node.h"
+
+void latticed_options_init(latticed_options *o)
+{
+    memset(o, 0, sizeof *o);
+    lattice_config_init(&o->node);
+    o->log_level = LT_INFO;
+}
+
+void latticed_options_free(latticed_options *o)
+{
+    for (size_t i = 0; i < o->n_store; i++) lt_free(o->store[i]);
+    o->n_store = 0;
+}
+
+static const char *keep(latticed_options *o, const char *s)
+{
+    if (o->n_store == sizeof o->store / sizeof o->store[0]) return NULL;
+    char *c = lt_strdup(s);
+    if (c) o->store[o->n_store++] = c;
+    return c;
+}
+
+static bool parse_int(const char *s, long lo, long hi, int *out)
+{
+    if (!s || !*s) return false;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = (int)v;
+    return true;
+}
+
+static bool parse_bool(const char *s, bool *out)
+{
+    if (!s || !*s || !strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "1") || !strcmp(s, "on")) {
+        *out = true;
+        return true;
+    }
+    if (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "0") || !strcmp(s, "off")) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+/* --cache NAME[:k=v,...]: checked now so a typo fails at start, kept for
+ * the caches module (it arrives with the caches work). */
+static bool valid_cache_spec(const char *s)
+{
+    static const char *const keys[] = {"mode", "partitions", "backups", "sync", "read_from_backup",
+                                       "expiry_ms", "region", NULL};
+    const char *colon = strchr(s, ':');
+    size_t nl = colon ? (size_t)(colon - s) : strlen(s);
+    if (nl == 0 || nl > 64) return false;
+    if (!colon) return true;
+    char buf[512];
+    if (strlen(colon + 1) >= sizeof buf) return false;
+    strcpy(buf, colon + 1);
+    char *save = NULL;
+    for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq || eq == kv || !eq[1]) return false;
+        *eq = 0;
+        bool known = false;
+        for (int i = 0; keys[i]; i++) known |= strcmp(keys[i], kv) == 0;
+        if (!known) return false;
+    }
+    return true;
+}
+
+lattice_status latticed_option_set(latticed_options *o, const char *key, const char *v, char *err, size_t errlen)
+{
+    char k[64];
+    snprintf(k, sizeof k, "%s", key);
+    for (char *p = k; *p; p++)
+        if (*p == '_') *p = '-';
+    lattice_config *c = &o->node;
+    const char *s;
+    bool b;
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return LATTICE_ERR_INVAL; } while (0)
+#define STR(field) do { if (!v || !*v) BAD("%s needs a value", k); if (!(s = keep(o, v))) return LATTICE_ERR_NOMEM; field = s; } while (0)
+    if (!strcmp(k, "cluster")) STR(c->cluster);
+    else if (!strcmp(k, "host")) STR(c->host);
+    else if (!strcmp(k, "secret-file")) STR(c->secret_file);
+    else if (!strcmp(k, "port")) { if (!parse_int(v, 1, 65535, &c->port)) BAD("--port wants 1..65535, not '%s'", v ? v : ""); }
+    else if (!strcmp(k, "port-range")) { if (!parse_int(v, 1, 10000, &c->port_range)) BAD("--port-range wants 1..10000, not '%s'", v ? v : ""); }
+    else if (!strcmp(k, "failure-detection-ms")) { if (!parse_int(v, 100, 3600000, &c->failure_detection_ms)) BAD("--failure-detection-ms wants 100..3600000, not '%s'", v ? v : ""); }
+    else if (!strcmp(k, "max-message-bytes")) { if (!parse_int(v, 1024, 256 << 20, &c->max_message_bytes)) BAD("--max-message-bytes wants 1024..268435456, not '%s'", v ? v : ""); }
+    else if (!strcmp(k, "multicast-attempts")) { if (!parse_int(v, 1, 100, &c->multicast_attempts)) BAD("--multicast-attempts wants 1..100"); }
+    else if (!strcmp(k, "multicast-wait-ms")) { if (!parse_int(v, 10, 60000, &c->multicast_wait_ms)) BAD("--multicast-wait-ms wants 10..60000"); }
+    else if (!strcmp(k, "client")) { if (!parse_bool(v, &b)) BAD("--client wants true or false"); c->client = b; }
+    else if (!strcmp(k, "ip-finder")) {
+        if (c->n_finders == LATTICE_MAX_FINDERS) BAD("at most %d --ip-finder", LATTICE_MAX_FINDERS);
+        STR(c->finders[c->n_finders]);
+        char g[64];
+        int port;
+        static lattice_finder_addr tmp[512]; /* parse-time scratch, main thread only */
+        size_t n;
+        if (lattice_finder_is_multicast(v) ? lattice_finder_parse_multicast(v, g, &port) != LATTICE_OK
+                                           : lattice_finder_parse_static(v, 47500, 10, tmp, 512, &n) != LATTICE_OK)
+            BAD("bad --ip-finder '%s' (want HOST[:PORT[..PORT]][,...] or multicast://GROUP[:PORT])", v);
+        c->n_finders++;
+    } else if (!strcmp(k, "attr")) {
+        if (c->n_attrs == LATTICE_MAX_ATTRS) BAD("at most %d --attr", LATTICE_MAX_ATTRS);
+        if (!v || !strchr(v, '=') || v[0] == '=') BAD("--attr wants key=value");
+        STR(c->attrs[c->n_attrs]);
+        c->n_attrs++;
+    } else if (!strcmp(k, "log-level")) {
+        int l = lattice_log_parse_level(v);
+        if (l < 0) BAD("--log-level wants error, warn, info, debug or trace");
+        o->log_level = l;
+    } else if (!strcmp(k, "cache")) {
+        if (o->n_caches == LATTICED_MAX_CACHES) BAD("at most %d --cache", LATTICED_MAX_CACHES);
+        if (!v || !valid_cache_spec(v)) BAD("bad --cache '%s' (want NAME[:k=v,...] with mode, partitions, backups, sync, read_from_backup, expiry_ms, region)", v ? v : "");
+        STR(o->caches[o->n_caches]);
+        o->n_caches++;
+    } else if (!strcmp(k, "region-mb")) { if (!parse_int(v, 1, 1 << 20, &o->region_mb)) BAD("--region-mb wants 1..1048576"); }
+    else if (!strcmp(k, "resp-port")) { if (!parse_int(v, 1, 65535, &o->resp_port)) BAD("--resp-port wants 1..65535"); }
+    else if (!strcmp(k, "http-port")) { if (!parse_int(v, 1, 65535, &o->http_port)) BAD("--http-port wants 1..65535"); }
+    else BAD("unknown option '%s'", key);
+#undef STR
+#undef BAD
+    return LATTICE_OK;
+}
+
+typedef struct ini_ctx {
+    latticed_options *o;
+    char *err;
+    size_t errlen;
+    bool failed;
+} ini_ctx;
+
+static int on_ini_line(void *user, const char *section, const char *name, const char *value)
+{
+    (void)section;
+    ini_ctx *x = user;
+    if (x->failed) return 0;
+    if (latticed_option_set(x->o, name, value, x->err, x->errlen) != LATTICE_OK) {
+        x->failed = true;
+        return 0;
+    }
+    return 1;
+}
+
+lattice_status latticed_options_load_file(latticed_options *o, const char *path, char *err, size_t errlen)
+{
+    ini_ctx x = {o, err, errlen, false};
+    int rc = ini_parse(path, on_ini_line, &x);
+    if (rc == -1) {
+        snprintf(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+        return LATTICE_ERR_INVAL;
+    }
+    if (rc != 0) {
+        char inner[256];
+        snprintf(inner, sizeof inner, "%s", x.failed ? err : "syntax error");
+        snprintf(err, errlen, "%s line %d: %s", path, rc, inner);
+        return LATTICE_ERR_INVAL;
+    }
+    return LATTICE_OK;
+}
+
+static const struct option long_opts[] = {
+    {"config", required_argument, 0, 'f'},   {"cluster", required_argument, 0, 1},
+    {"host", required_argument, 0, 1},       {"port", required_argument, 0, 1},
+    {"port-range", required_argument, 0, 1}, {"ip-finder", required_argument, 0, 1},
+    {"client", no_argument, 0, 1},           {"cache", required_argument, 0, 1},
+    {"region-mb", required_argument, 0, 1},  {"failure-detection-ms", required_argument, 0, 1},
+    {"secret-file", required_argument, 0, 1}, {"resp-port", required_argument, 0, 1},
+    {"http-port", required_argument, 0, 1},  {"log-level", required_argument, 0, 1},
+    {"max-message-bytes", required_argument, 0, 1}, {"multicast-attempts", required_argument, 0, 1},
+    {"multicast-wait-ms", required_argument, 0, 1}, {"attr", required_argument, 0, 1},
+    {"help", no_argument, 0, 'h'},           {"version", no_argument, 0, 'V'},
+    {0, 0, 0, 0}};
+
+static void usage(FILE *f)
+{
+    fputs("usage: latticed [OPTIONS]\n"
+          "Run one Lattice node.  Every option is also a key in --config FILE (key = value);\n"
+          "flags win over the file.  SIGTERM/SIGINT stop the node gracefully (announced as left).\n\n"
+          "  --config FILE             read key = value lines (same keys as the flags)\n"
+          "  --cluster NAME            cluster name (default lattice); other names are refused\n"
+          "  --host ADDR               IPv4 address to bind and advertise (default 127.0.0.1)\n"
+          "  --port N                  peer port (default 47500)\n"
+          "  --port-range K            when the port is taken try the next, up to K ports (default 100)\n"
+          "  --ip-finder SPEC          repeatable: HOST[:PORT[..PORT]][,...] (Ignite format; no port =\n"
+          "                            47500..47509) or multicast://GROUP[:PORT] (228.1.2.4:47400)\n"
+          "  --client                  client mode: listed as client, never coordinator, holds no data\n"
+          "  --failure-detection-ms N  remove a node silent this long (default 10000)\n"
+          "  --secret-file FILE        cluster secret: every peer frame carries an HMAC keyed by it\n"
+          "  --max-message-bytes N     drop control frames above N bytes (default 1048576)\n"
+          "  --multicast-attempts N    probes before a lone server starts a grid (default 2)\n"
+          "  --multicast-wait-ms N     wait between probes (default 300)\n"
+          "  --attr KEY=VALUE          repeatable: a string attribute advertised in the topology\n"
+          "  --log-level L             error|warn|info|debug|trace (default info)\n"
+          "  --cache NAME[:k=v,...]    repeatable; validated and kept: caches arrive with the caches work\n"
+          "  --region-mb N             validated and kept: the data region arrives with the caches work\n"
+          "  --resp-port N             validated and kept: the RESP endpoint arrives with the RESP work\n"
+          "  --http-port N             validated and kept: the HTTP endpoint arrives with the HTTP work\n"
+          "  --help, --version\n",
+          f);
+}
+
+int latticed_options_parse(latticed_options *o, int argc, char **argv)
+{
+    char err[512];
+    /* --config first, so every flag wins over the file whatever the order. */
+    for (int i = 1; i < argc; i++) {
+        const char *path = NULL;
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) path = argv[i + 1];
+        else if (!strncmp(argv[i], "--config=", 9)) path = argv[i] + 9;
+        if (path && latticed_options_load_file(o, path, err, sizeof err) != LATTICE_OK) {
+            fprintf(stderr, "latticed: %s\n", err);
+            return 2;
+        }
+    }
+    optind = 1;
+    opterr = 0;
+    int idx, ch;
+    while ((ch = getopt_long(argc, argv, "", long_opts, &idx)) != -1) {
+        switch (ch) {
+        case 'f': break;
+        case 'h': usage(stdout); return 1;
+        case 'V': printf("latticed %s (protocol %d.%d)\n", LATTICE_VERSION, LATTICE_PROTO_MAJOR, LATTICE_PROTO_MINOR); return 1;
+        case 1:
+            if (latticed_option_set(o, long_opts[idx].name, optarg, err, sizeof err) != LATTICE_OK) {
+                fprintf(stderr, "latticed: %s\n", err);
+                return 2;
+            }
+            break;
+        default:
+            fprintf(stderr, "latticed: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "latticed: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,170 @@
+/*
+ * The lattice_node context (no global server struct: every module gets the
+ * node) and its lifecycle.  Each module is one row of `modules`: init (no
+ * sockets, no threads), start, stop, destroy; started in table order and
+ * stopped in reverse.  Later modules (caches, rebalance, RESP, HTTP) add rows.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "discovery/discovery.h"
+#include "lattice/alloc.h"
+#include "lattice/lattice.h"
+#include "lattice/log.h"
+#include "node/node.h"
+
+#define MAX_SECRET_BYTES (64 * 1024)
+
+struct lattice_node {
+    lattice_config cfg;     /* strings borrowed from the caller during start only */
+    uint8_t *secret;        /* secret file contents, or NULL */
+    size_t secret_len;
+    lattice_discovery *discovery;
+    size_t started;         /* modules started so far (stop unwinds these) */
+    size_t inited;
+};
+
+typedef struct module {
+    const char *name;
+    lattice_status (*init)(lattice_node *n);
+    lattice_status (*start)(lattice_node *n);
+    void (*stop)(lattice_node *n);
+    void (*destroy)(lattice_node *n);
+} module;
+
+static lattice_status disc_init(lattice_node *n)
+{
+    const lattice_config *c = &n->cfg;
+    lattice_discovery_config dc = {
+        .cluster = c->cluster,
+        .host = c->host,
+        .port = c->port,
+        .port_range = c->port_range,
+        .finders = c->finders,
+        .n_finders = c->n_finders,
+        .client = c->client,
+        .failure_detection_ms = c->failure_detection_ms,
+        .secret = n->secret,
+        .secret_len = n->secret_len,
+        .max_message_bytes = c->max_message_bytes,
+        .multicast_attempts = c->multicast_attempts,
+        .multicast_wait_ms = c->multicast_wait_ms,
+        .attrs = c->attrs,
+        .n_attrs = c->n_attrs,
+    };
+    return lattice_discovery_init(&dc, &n->discovery);
+}
+
+static lattice_status disc_start(lattice_node *n) { return lattice_discovery_start(n->discovery); }
+static void disc_stop(lattice_node *n) { lattice_discovery_stop(n->discovery); }
+static void disc_destroy(lattice_node *n)
+{
+    lattice_discovery_destroy(n->discovery);
+    n->discovery = NULL;
+}
+
+static const module modules[] = {
+    {"discovery", disc_init, disc_start, disc_stop, disc_destroy},
+};
+#define N_MODULES (sizeof modules / sizeof modules[0])
+
+void lattice_config_init(lattice_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->cluster = "lattice";
+    c->host = "127.0.0.1";
+    c->port = LATTICE_DEFAULT_PORT;
+    c->port_range = LATTICE_DEFAULT_PORT_RANGE;
+    c->failure_detection_ms = LATTICE_DEFAULT_FAILURE_DETECTION_MS;
+    c->max_message_bytes = LATTICE_DEFAULT_MAX_MESSAGE_BYTES;
+    c->multicast_attempts = 2;
+    c->multicast_wait_ms = 300;
+}
+
+static lattice_status read_secret(lattice_node *n, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        LT_LOG(LT_ERROR, "node", "cannot read --secret-file %s: %s", path, strerror(errno));
+        return LATTICE_ERR_INVAL;
+    }
+    n->secret = lt_malloc(MAX_SECRET_BYTES);
+    if (!n->secret) {
+        fclose(f);
+        return LATTICE_ERR_NOMEM;
+    }
+    n->secret_len = fread(n->secret, 1, MAX_SECRET_BYTES, f);
+    bool more = fgetc(f) != EOF;
+    fclose(f);
+    /* A trailing newline is not part of the secret (echo secret > file). */
+    while (n->secret_len && (n->secret[n->secret_len - 1] == '\n' || n->secret[n->secret_len - 1] == '\r'))
+        n->secret_len--;
+    if (n->secret_len == 0 || more) {
+        LT_LOG(LT_ERROR, "node", "--secret-file %s must hold 1..%d bytes", path, MAX_SECRET_BYTES);
+        return LATTICE_ERR_INVAL;
+    }
+    return LATTICE_OK;
+}
+
+static void unwind(lattice_node *n)
+{
+    while (n->started) modules[--n->started].stop(n);
+    while (n->inited) modules[--n->inited].destroy(n);
+    if (n->secret) {
+        memset(n->secret, 0, n->secret_len);
+        lt_free(n->secret);
+    }
+    lt_free(n);
+}
+
+lattice_status lattice_node_start(const lattice_config *c, lattice_node **out)
+{
+    *out = NULL;
+    if (!c) return LATTICE_ERR_INVAL;
+    lattice_node *n = lt_calloc(1, sizeof *n);
+    if (!n) return LATTICE_ERR_NOMEM;
+    n->cfg = *c;
+    lattice_status st = c->secret_file ? read_secret(n, c->secret_file) : LATTICE_OK;
+    for (; st == LATTICE_OK && n->inited < N_MODULES; n->inited++) {
+        st = modules[n->inited].init(n);
+        if (st != LATTICE_OK) LT_LOG(LT_ERROR, "node", "%s: init failed: %s", modules[n->inited].name, lattice_strerror(st));
+        if (st != LATTICE_OK) break;
+    }
+    for (; st == LATTICE_OK && n->started < N_MODULES; n->started++) {
+        st = modules[n->started].start(n);
+        if (st != LATTICE_OK) LT_LOG(LT_ERROR, "node", "%s: start failed: %s", modules[n->started].name, lattice_strerror(st));
+        if (st != LATTICE_OK) break;
+    }
+    if (st != LATTICE_OK) {
+        unwind(n);
+        return st;
+    }
+    *out = n;
+    return LATTICE_OK;
+}
+
+void lattice_node_stop(lattice_node *n)
+{
+    if (n) unwind(n);
+}
+
+lattice_status lattice_node_wait_joined(lattice_node *n, int timeout_ms)
+{
+    return lattice_discovery_wait_joined(n->discovery, timeout_ms);
+}
+
+lattice_topology *lattice_node_topology(lattice_node *n) { return lattice_discovery_topology(n->discovery); }
+
+lattice_status lattice_node_subscribe(lattice_node *n, lattice_event_fn fn, void *ctx)
+{
+    return lattice_discovery_subscribe(n->discovery, fn, ctx);
+}
+
+void lattice_node_id(lattice_node *n, char *buf, size_t len) { lattice_discovery_local_id(n->discovery, buf, len); }
+int lattice_node_port(lattice_node *n) { return lattice_discovery_port(n->discovery); }
+
+lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_node_stats *out)
+{
+    return lattice_discovery_stats(n->discovery, id, out);
+}

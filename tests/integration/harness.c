@@ -1,0 +1,363 @@
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static it_proc procs[IT_MAX_PROCS];
+static int nprocs;
+static char dir[256];
+static char test_name[128];
+
+/* The guardian: a process forked by it_begin() that outlives the test
+ * process however it ends (Check ends a failed test with _exit and a timed
+ * out one with SIGKILL, so no exit hook of ours would run).  The test
+ * reports to it over a pipe - "P pid log name" per process, "N netns" per
+ * namespace, "OK" when the test passed - and when the pipe closes it kills
+ * every process, removes every namespace, and either deletes the temp dir
+ * (passed) or prints the logs (failed). */
+static int guard_fd = -1;
+
+static void guard_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void guard_say(const char *fmt, ...)
+{
+    char line[600];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0 || guard_fd < 0) return;
+    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    if (write(guard_fd, line, (size_t)n) != n) perror("guardian pipe");
+}
+
+static void guardian(int rfd)
+{
+    static char buf[1 << 16];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(rfd, buf + len, sizeof buf - 1 - len);
+        if (n <= 0) break;
+        len += (size_t)n;
+    }
+    buf[len] = 0;
+    bool ok = false;
+    char *save = NULL;
+    char *copy = strdup(buf);
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        int pid;
+        if (sscanf(l, "P %d", &pid) == 1 && pid > 0) {
+            kill(pid, SIGCONT);
+            kill(pid, SIGKILL);
+        }
+        ok |= strcmp(l, "OK") == 0;
+    }
+    free(copy);
+    if (!ok) {
+        fprintf(stderr, "==== %s failed (logs kept in %s) ====\n", test_name, dir);
+        save = NULL;
+        for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            char log[400];
+            if (sscanf(l, "P %*d %399s", log) != 1) continue;
+            char cmd[600];
+            fprintf(stderr, "---- %s (last 40 lines)\n", log);
+            snprintf(cmd, sizeof cmd, "tail -40 '%s' >&2", log);
+            if (system(cmd) != 0) fprintf(stderr, "(no log)\n");
+        }
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "echo '---- last top:' >&2; cat '%s/last-top.json' >&2 2>/dev/null", dir);
+        if (system(cmd) != 0) fprintf(stderr, "(no top output)\n");
+    }
+    /* Namespaces last: their processes are gone by now. */
+    char *copy2 = strdup(buf);
+    save = NULL;
+    for (char *l = strtok_r(copy2, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char ns[64];
+        if (sscanf(l, "N %63s", ns) == 1) it_sh("ip netns del %s 2>/dev/null", ns);
+    }
+    free(copy2);
+    if (ok) it_sh("rm -rf '%s'", dir);
+    _exit(0);
+}
+
+void it_end(void) { guard_say("OK"); }
+void it_guard_netns(const char *ns) { guard_say("N %s", ns); }
+
+void it_begin(const char *name)
+{
+    snprintf(test_name, sizeof test_name, "%s", name);
+    snprintf(dir, sizeof dir, "/tmp/lattice-it-%s-", name);
+    size_t l = strlen(dir); /* mkdtemp's template: six trailing X */
+    memset(dir + l, 'X', 6);
+    dir[l + 6] = 0;
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    nprocs = 0;
+    srand((unsigned)(getpid() ^ time(NULL)));
+    int fds[2];
+    /* O_CLOEXEC: no spawned node may hold the write end open. */
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        perror("pipe2");
+        exit(1);
+    }
+    fflush(NULL);
+    pid_t g = fork();
+    if (g == 0) {
+        close(fds[1]);
+        setpgid(0, 0); /* not in the test's process group */
+        guardian(fds[0]);
+    }
+    close(fds[0]);
+    guard_fd = fds[1];
+}
+
+const char *it_dir(void) { return dir; }
+
+static bool port_free(int p)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    bool ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
+}
+
+int it_free_ports(int n)
+{
+    for (int tries = 0; tries < 1000; tries++) {
+        int base = 20000 + rand() % 30000;
+        bool ok = true;
+        for (int i = 0; i < n && ok; i++) ok = port_free(base + i);
+        if (ok) return base;
+    }
+    fprintf(stderr, "no %d free consecutive ports\n", n);
+    exit(1);
+}
+
+it_proc *it_spawn(const char *name, const char *ns, const char *const *argv)
+{
+    if (nprocs == IT_MAX_PROCS) return NULL;
+    it_proc *p = &procs[nprocs++];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    snprintf(p->log, sizeof p->log, "%s/%s.log", dir, name);
+    const char *full[64];
+    int k = 0;
+    if (ns) {
+        full[k++] = "/usr/sbin/ip";
+        full[k++] = "netns";
+        full[k++] = "exec";
+        full[k++] = ns;
+    }
+    for (int i = 0; argv[i] && k < 63; i++) full[k++] = argv[i];
+    full[k] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+        int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execv(full[0], (char *const *)full);
+        _exit(127);
+    }
+    p->pid = pid;
+    p->running = pid > 0;
+    if (pid > 0) guard_say("P %d %s %s", (int)pid, p->log, p->name);
+    return p;
+}
+
+it_proc *it_latticed(const char *name, const char *const *args)
+{
+    const char *argv[64];
+    int k = 0;
+    argv[k++] = LATTICED_PATH;
+    for (int i = 0; args[i] && k < 63; i++) argv[k++] = args[i];
+    argv[k] = NULL;
+    return it_spawn(name, NULL, argv);
+}
+
+void it_signal(it_proc *p, int sig)
+{
+    if (p->running) kill(p->pid, sig);
+}
+
+bool it_wait_exit(it_proc *p, int timeout_ms)
+{
+    for (int waited = 0; p->running && waited <= timeout_ms; waited += 20) {
+        if (waitpid(p->pid, NULL, WNOHANG) == p->pid) {
+            p->running = false;
+            break;
+        }
+        usleep(20000);
+    }
+    return !p->running;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool it_wait_for(bool (*cond)(void *ctx), void *ctx, int timeout_ms)
+{
+    int64_t until = mono_ms() + timeout_ms;
+    for (;;) {
+        if (cond(ctx)) return true;
+        if (mono_ms() > until) return false;
+        usleep(100000);
+    }
+}
+
+bool it_log_has(const it_proc *p, const char *needle)
+{
+    FILE *f = fopen(p->log, "r");
+    if (!f) return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+bool it_log_versions_monotonic(const it_proc *p, unsigned long long *last_major)
+{
+    FILE *f = fopen(p->log, "r");
+    if (!f) return false;
+    char line[4096];
+    unsigned long long pm = 0, pn = 0;
+    bool ok = true;
+    while (fgets(line, sizeof line, f)) {
+        const char *t = strstr(line, "topology ");
+        unsigned long long M, m;
+        if (!t || sscanf(t, "topology %llu.%llu", &M, &m) != 2) continue;
+        if (M < pm || (M == pm && m < pn)) ok = false;
+        pm = M;
+        pn = m;
+    }
+    fclose(f);
+    if (last_major) *last_major = pm;
+    return ok;
+}
+
+typedef struct log_wait {
+    const it_proc *p;
+    const char *needle;
+} log_wait;
+
+static bool log_cond(void *ctx)
+{
+    log_wait *w = ctx;
+    return it_log_has(w->p, w->needle);
+}
+
+bool it_wait_log(const it_proc *p, const char *needle, int timeout_ms)
+{
+    log_wait w = {p, needle};
+    return it_wait_for(log_cond, &w, timeout_ms);
+}
+
+json_t *it_top(const char *finder, const char *const *extra, const char *ns)
+{
+    char cmd[2048];
+    int n = 0;
+    if (ns) n += snprintf(cmd + n, sizeof cmd - n, "/usr/sbin/ip netns exec %s ", ns);
+    n += snprintf(cmd + n, sizeof cmd - n, "%s --timeout-ms 5000 --ip-finder '%s'", LATTICE_CLI_PATH, finder);
+    for (int i = 0; extra && extra[i]; i++) n += snprintf(cmd + n, sizeof cmd - n, " '%s'", extra[i]);
+    snprintf(cmd + n, sizeof cmd - n, " --json top 2>>%s/top-errors.log", dir);
+    FILE *f = popen(cmd, "r");
+    if (!f) return NULL;
+    char buf[65536];
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    buf[len] = 0;
+    char path[600];
+    snprintf(path, sizeof path, "%s/last-top.json", dir); /* shown if the test fails */
+    FILE *lt = fopen(path, "w");
+    if (lt) {
+        fwrite(buf, 1, len, lt);
+        fclose(lt);
+    }
+    int st = pclose(f);
+    if (st != 0) return NULL;
+    json_error_t err;
+    return json_loads(buf, 0, &err);
+}
+
+static size_t count_role(json_t *top, const char *role)
+{
+    size_t n = 0, i;
+    json_t *node;
+    json_array_foreach(json_object_get(top, "nodes"), i, node) {
+        const char *r = json_string_value(json_object_get(node, "role"));
+        n += r && strcmp(r, role) == 0 && !json_is_true(json_object_get(node, "self"));
+    }
+    return n;
+}
+
+size_t it_servers(json_t *top) { return count_role(top, "server"); }
+size_t it_clients(json_t *top) { return count_role(top, "client"); }
+
+json_t *it_node_by_cid(json_t *top, const char *cid)
+{
+    size_t i;
+    json_t *node;
+    json_array_foreach(json_object_get(top, "nodes"), i, node) {
+        const char *c = json_string_value(json_object_get(node, "consistent_id"));
+        if (c && strcmp(c, cid) == 0) return node;
+    }
+    return NULL;
+}
+
+bool it_orders_unique(json_t *top)
+{
+    json_t *nodes = json_object_get(top, "nodes");
+    for (size_t i = 0; i < json_array_size(nodes); i++)
+        for (size_t k = 0; k < i; k++)
+            if (json_integer_value(json_object_get(json_array_get(nodes, i), "order")) ==
+                json_integer_value(json_object_get(json_array_get(nodes, k), "order")))
+                return false;
+    return true;
+}
+
+const char *it_write_file(const char *name, const char *content)
+{
+    static char paths[8][300];
+    static int slot;
+    char *p = paths[slot++ % 8];
+    snprintf(p, 300, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs(content, f);
+        fclose(f);
+    }
+    return p;
+}
+
+int it_sh(const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
