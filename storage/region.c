@@ -341,11 +341,22 @@ int region_insert_batch_locked(lattice_region *r, const lattice_store_entry *e, 
             h = hdr_w(r, cur);
             page_write_begin(h);
         }
-        uint16_t item = page_place(h, r->page_size, (uint32_t)len, -1);
-        head_encode((uint8_t *)h + page_items(h)[item], &e[i], owner, 0, 0, 0);
+        uint16_t item, *it = page_items(h);
+        if (h->live == h->nitems && h->upper - HDR - 2u * h->nitems >= len + 2) {
+            /* Common case in a batch: no free slot to look for, room in the
+             * gap, so append without page_place's general path. */
+            item = h->nitems++;
+            h->upper -= (uint16_t)len;
+            it[item] = h->upper;
+            h->live++;
+            h->free -= (uint16_t)(len + 2);
+        } else {
+            item = page_place(h, r->page_size, (uint32_t)len, -1);
+        }
+        head_encode((uint8_t *)h + it[item], &e[i], owner, 0, 0, 0);
         r->rows++;
         r->row_bytes += len;
-        links[i] = LATTICE_LINK(cur, item) | (uint64_t)page_items(h)[item] << 48;
+        links[i] = LATTICE_LINK(cur, item) | (uint64_t)it[item] << 48;
     }
     if (cur != NO_PAGE) {
         stamp(r, h);
