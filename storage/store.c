@@ -619,20 +619,33 @@ int lattice_store_get_all(lattice_store *s, const lattice_store_entry *keys, siz
                           lattice_store_visit_fn fn, void *arg)
 {
     if ((n && !keys) || !fn) return LATTICE_ERR_INVAL;
+    size_t cap = 256;
+    uint8_t *buf = lt_malloc(cap); /* one buffer for the whole call, grown as needed */
+    if (!buf) return LATTICE_ERR_NOMEM;
+    int st = LATTICE_OK;
     for (size_t i = 0; i < n; i++) {
-        void *v;
         lattice_store_meta mm;
-        int st = lattice_store_get_copy(s, keys[i].partition, keys[i].key, keys[i].key_len,
-                                        &v, &mm);
-        if (st == LATTICE_ERR_NOT_FOUND) continue;
-        if (st != LATTICE_OK) return st;
+        while ((st = lattice_store_get(s, keys[i].partition, keys[i].key, keys[i].key_len, buf,
+                                       cap, &mm)) == LATTICE_ERR_TOO_LARGE) {
+            uint8_t *nb = lt_realloc(buf, mm.value_len);
+            if (!nb) {
+                lt_free(buf);
+                return LATTICE_ERR_NOMEM;
+            }
+            buf = nb;
+            cap = mm.value_len;
+        }
+        if (st == LATTICE_ERR_NOT_FOUND) {
+            st = LATTICE_OK;
+            continue;
+        }
+        if (st != LATTICE_OK) break;
         lattice_store_item it = {keys[i].partition, keys[i].key, keys[i].key_len,
-                                 v, mm.value_len, mm.expire_ms, mm.version};
-        int stop = fn(arg, &it);
-        lt_free(v);
-        if (stop) break;
+                                 buf, mm.value_len, mm.expire_ms, mm.version};
+        if (fn(arg, &it)) break;
     }
-    return LATTICE_OK;
+    lt_free(buf);
+    return st;
 }
 
 uint64_t lattice_store_count(lattice_store *s, uint32_t partition)
