@@ -387,6 +387,17 @@ START_TEST(put_all_and_get_all_span_partitions)
     ck_assert_uint_eq(d.n, 2);
     ck_assert_uint_eq(d.v[1].version, 20 * 3 + 2); /* the last of keys 60..62 */
     dump_free(&d);
+    /* Values larger than get_all's first buffer come back whole too. */
+    static uint8_t big[70000];
+    char bk[32];
+    lattice_store_entry be = ent(bk, 0, big, sizeof big, 99, 8);
+    ck_assert_int_eq(lattice_store_put(s, &be, 0), LATTICE_OK);
+    ck_assert_int_eq(lattice_store_get_all(s, q, 3, collect_get, &d), LATTICE_OK);
+    ck_assert_uint_eq(d.n, 2);
+    ck_assert_uint_eq(d.v[0].vlen, sizeof big);
+    ck_assert(value_ok(d.v[0].value, sizeof big, 0, 99));
+    ck_assert_uint_eq(d.v[1].version, 20 * 3 + 2);
+    dump_free(&d);
     lattice_store_destroy(s);
     lattice_region_destroy(r);
 }
