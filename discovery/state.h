@@ -83,6 +83,9 @@ struct lattice_discovery {
     uint64_t join_time_ms, start_wall_ms;
     int64_t join_started_ms, last_join_send_ms, last_hb_ms, last_loop_ms, last_probe_ms;
     int64_t saw_cluster_ms, leave_started_ms;
+    int64_t last_hello_ms;   /* coordinator: last Hello round to non-members */
+    char cands[16][128];     /* multicast answers from nodes outside our topology */
+    size_t n_cands;
     joiner_seen joiners[MAX_JOINERS];
     size_t n_joiners;
     lattice_member pending[MAX_PENDING];
