@@ -78,7 +78,7 @@
 /* The cluster's failure detection timeout: the coordinator's setting, carried
  * in the topology, so a CLI client started with the default 10 s still
  * heartbeats as often as a grid run at 1 s expects. */
-static int cfd(const lattice_discovery *d)
+int ld_cfd(const lattice_discovery *d)
 {
     return d->cur && d->cur->fd_ms >= 100 ? (int)d->cur->fd_ms : d->fd_ms;
 }
@@ -229,7 +229,7 @@ static void fire_events(lattice_discovery *d, const lattice_topology *old, const
 }
 
 /* e to every member of t but us (or only to `only_addr`), encoded once. */
-static void send_members(lattice_discovery *d, const lattice_topology *t, const char *only_addr,
+void ld_send_members(lattice_discovery *d, const lattice_topology *t, const char *only_addr,
                          const Latdisc__Envelope *e)
 {
     const char *addrs[MAX_PEERS];
@@ -268,7 +268,7 @@ static void send_heartbeat(lattice_discovery *d, const char *only_addr)
     hb.stats = &st;
     e.body_case = LATDISC__ENVELOPE__BODY_HEARTBEAT;
     e.heartbeat = &hb;
-    send_members(d, t, only_addr, &e);
+    ld_send_members(d, t, only_addr, &e);
 }
 
 /* Send t (with its changes) to every member, or only to `only_addr`. */
@@ -283,7 +283,7 @@ static void send_topology(lattice_discovery *d, const lattice_topology *t, Latdi
     ld_env_init(d, &e);
     e.body_case = LATDISC__ENVELOPE__BODY_TOPOLOGY;
     e.topology = &p;
-    send_members(d, t, only_addr, &e);
+    ld_send_members(d, t, only_addr, &e);
     p.changes = NULL;
     p.n_changes = 0;
     topo_proto_release(&p);
@@ -320,7 +320,7 @@ static void adopt(lattice_discovery *d, lattice_topology *t, Latdisc__Change *co
     topo_put(old);
 }
 
-static void begin_join(lattice_discovery *d, const char *why)
+void ld_begin_join(lattice_discovery *d, const char *why)
 {
     if (why) {
         /* A rejoin is a new node: a new id, so nobody confuses us with the
@@ -402,7 +402,7 @@ static void on_topology(lattice_discovery *d, const Latdisc__Envelope *e)
                 d->state = ST_STOPPED; /* our leave was announced */
                 return;
             }
-            begin_join(d, "a newer topology no longer lists this node");
+            ld_begin_join(d, "a newer topology no longer lists this node");
             return;
         }
     } else if (d->state != ST_JOINING || !contains_me) {
@@ -424,7 +424,7 @@ static const lattice_member *effective_coordinator(lattice_discovery *d, int64_t
         if (m->role != LATTICE_ROLE_SERVER) continue;
         if (strcmp(m->id, d->id) == 0) return d->state == ST_LEAVING ? NULL : m;
         peer *p = find_peer(d, m->id);
-        if (p && !p->leaving && now - p->last_heard_ms <= cfd(d)) return m;
+        if (p && !p->leaving && now - p->last_heard_ms <= ld_cfd(d)) return m;
     }
     return NULL;
 }
@@ -462,7 +462,7 @@ static void coordinate(lattice_discovery *d, int64_t now)
             continue;
         }
         peer *p = find_peer(d, m->id);
-        bool silent = !p || now - p->last_heard_ms > cfd(d);
+        bool silent = !p || now - p->last_heard_ms > ld_cfd(d);
         bool replaced = false; /* same host:port rejoined: the old process is gone */
         for (size_t k = 0; k < d->n_pending; k++)
             replaced |= strcmp(d->pending[k].consistent_id, m->consistent_id) == 0;
@@ -502,159 +502,6 @@ static void coordinate(lattice_discovery *d, int64_t now)
     adopt(d, nt, chp, nch); /* frees nothing the changes point to: ids live in t/pending */
     for (size_t i = 0; i < d->n_pending; i++) member_free_fields(&d->pending[i]);
     d->n_pending = 0;
-}
-
-/* ---------------------------------------------------------------- merging */
-
-/* A grid that formed apart from ours (a partition that healed, a seed that
- * never heard of us) is found by the coordinators' Hellos: now and then each
- * coordinator sends its view to the finder addresses outside its topology.
- * Two views with no member in common are two grids; the one with fewer
- * servers (a tie: the larger coordinator host:port) dissolves, and its
- * members rejoin the other as new nodes - the smaller side's ids, like a
- * restarted node's, do not survive. */
-
-static bool addr_in(const lattice_topology *t, const char *addr)
-{
-    for (size_t i = 0; t && i < t->n; i++)
-        if (strcmp(t->members[i].addr, addr) == 0) return true;
-    return false;
-}
-
-static void note_candidate(lattice_discovery *d, const char *addr)
-{
-    if (strncmp(addr, "tcp://", 6) != 0 || strlen(addr) >= sizeof d->cands[0] || addr_in(d->cur, addr)) return;
-    for (size_t i = 0; i < d->n_cands; i++)
-        if (strcmp(d->cands[i], addr) == 0) return;
-    if (d->n_cands < sizeof d->cands / sizeof d->cands[0]) snprintf(d->cands[d->n_cands++], sizeof d->cands[0], "%s", addr);
-}
-
-static void fill_hello(lattice_discovery *d, Latdisc__Envelope *e, Latdisc__Hello *h, Latdisc__Topology *p)
-{
-    ld_env_init(d, e);
-    latdisc__hello__init(h);
-    h->view = p;
-    e->body_case = LATDISC__ENVELOPE__BODY_HELLO;
-    e->hello = h;
-}
-
-static void send_hellos(lattice_discovery *d, int64_t now)
-{
-    int every = cfd(d) > 1000 ? cfd(d) : 1000;
-    if (now - d->last_hello_ms < every) return;
-    d->last_hello_ms = now;
-    const lattice_topology *t = d->cur;
-    /* The previous round's DEALERs to non-members had a round to carry the
-     * answers; drop them so a long-dead address costs nothing meanwhile. */
-    for (size_t i = 0; i < d->n_conns;)
-        if (!addr_in(t, d->conns[i].addr)) ld_close_conn_at(d, i);
-        else i++;
-    const char *addrs[MAX_STATIC + 16];
-    char statics[MAX_STATIC][128];
-    size_t n = 0;
-    for (size_t i = 0; i < d->n_statics; i++) {
-        snprintf(statics[i], sizeof statics[i], "tcp://%s:%d", d->statics[i].host, d->statics[i].port);
-        if (strcmp(statics[i], d->my_addr) != 0 && !addr_in(t, statics[i])) addrs[n++] = statics[i];
-    }
-    for (size_t i = 0; i < d->n_cands; i++)
-        if (!addr_in(t, d->cands[i])) addrs[n++] = d->cands[i];
-    d->n_cands = 0;
-    Latdisc__Envelope e;
-    Latdisc__Hello h;
-    Latdisc__Topology p;
-    if (n && topo_to_proto(t, &p) == LATTICE_OK) {
-        fill_hello(d, &e, &h, &p);
-        ld_send_many(d, addrs, n, &e);
-        topo_proto_release(&p);
-    }
-    if (d->mcast && d->mc_send_fd >= 0) {
-        Latdisc__Envelope pe;
-        Latdisc__Probe pr;
-        ld_env_init(d, &pe);
-        latdisc__probe__init(&pr);
-        pe.body_case = LATDISC__ENVELOPE__BODY_PROBE;
-        pe.probe = &pr;
-        struct sockaddr_in g = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d->mport)};
-        inet_pton(AF_INET, d->mgroup, &g.sin_addr);
-        ld_send_datagram(d, d->mc_send_fd, &g, &pe, false);
-    }
-}
-
-static size_t servers_in_proto(const Latdisc__Topology *p)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < p->n_members; i++) n += !p->members[i]->client;
-    return n;
-}
-
-static const char *coordinator_cid_proto(const Latdisc__Topology *p)
-{
-    for (size_t i = 0; i < p->n_members; i++)
-        if (strcmp(p->members[i]->id, p->coordinator) == 0) return p->members[i]->consistent_id;
-    return NULL;
-}
-
-static void dissolve(lattice_discovery *d, const char *join_addr, const char *why)
-{
-    Latdisc__Envelope e;
-    Latdisc__Dissolve ds;
-    ld_env_init(d, &e);
-    latdisc__dissolve__init(&ds);
-    ds.join_addr = (char *)join_addr;
-    e.body_case = LATDISC__ENVELOPE__BODY_DISSOLVE;
-    e.dissolve = &ds;
-    send_members(d, d->cur, NULL, &e);
-    char target[128];
-    snprintf(target, sizeof target, "%s", join_addr);
-    begin_join(d, why);
-    ld_ensure_conn(d, target, true);
-}
-
-static void on_hello(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route)
-{
-    const Latdisc__Topology *f = e->hello->view;
-    if (d->state != ST_JOINED || !f || !f->n_members || strcmp(e->sender, f->coordinator) != 0) return;
-    const lattice_topology *t = d->cur;
-    /* Any member in common: the same grid seen at another version, not two. */
-    for (size_t i = 0; i < f->n_members; i++)
-        if (lattice_topology_find(t, f->members[i]->id)) return;
-    const char *fcid = coordinator_cid_proto(f);
-    const lattice_member *me = lattice_topology_find(t, t->coordinator);
-    if (!fcid || !me) return;
-    if (route) { /* answer with our view so the other coordinator can judge too */
-        Latdisc__Envelope r;
-        Latdisc__Hello h;
-        Latdisc__Topology p;
-        if (topo_to_proto(t, &p) == LATTICE_OK) {
-            fill_hello(d, &r, &h, &p);
-            ld_send_env(d, d->router, route, &r, false);
-            topo_proto_release(&p);
-        }
-    }
-    if (strcmp(t->coordinator, d->id) != 0 || d->client) return; /* our coordinator decides */
-    size_t mine = 0;
-    for (size_t i = 0; i < t->n; i++) mine += t->members[i].role == LATTICE_ROLE_SERVER;
-    size_t theirs = servers_in_proto(f);
-    bool yield = theirs > mine || (theirs == mine && strcmp(fcid, me->consistent_id) < 0);
-    if (!yield) return;
-    char why[512], who[128];
-    snprintf(why, sizeof why, "found another grid of cluster '%.64s' (%zu servers, coordinator %s) while this one has %zu; merging into it",
-             d->cluster, theirs, printable(fcid, who, sizeof who), mine);
-    const char *join_addr = NULL;
-    for (size_t i = 0; i < f->n_members; i++)
-        if (strcmp(f->members[i]->id, f->coordinator) == 0) join_addr = f->members[i]->addr;
-    if (join_addr && strncmp(join_addr, "tcp://", 6) == 0 && strlen(join_addr) < 128) dissolve(d, join_addr, why);
-}
-
-static void on_dissolve(lattice_discovery *d, const Latdisc__Envelope *e)
-{
-    if (d->state != ST_JOINED || strcmp(e->sender, d->cur->coordinator) != 0) return;
-    const char *a = e->dissolve->join_addr;
-    if (strncmp(a, "tcp://", 6) != 0 || strlen(a) >= 128) return;
-    char target[128];
-    snprintf(target, sizeof target, "%s", a);
-    begin_join(d, "the coordinator merges this grid into a larger one");
-    ld_ensure_conn(d, target, true);
 }
 
 /* ------------------------------------------------------------- handlers */
@@ -765,14 +612,14 @@ static void on_refusal(lattice_discovery *d, const Latdisc__Envelope *e, bool au
          * in a queue must not make this one rejoin. */
         if (!authenticated || strcmp(r->about_id, d->id) != 0) return;
         if (d->state == ST_JOINED) {
-            begin_join(d, "a peer reports this node was removed");
+            ld_begin_join(d, "a peer reports this node was removed");
         } else if (d->state == ST_JOINING) {
             /* Admitted, never heard from, removed: the grid cannot reach the
              * address we advertise. */
             if (gate(d, 9))
                 LT_LOG(LT_ERROR, MOD, "the grid admitted this node but could not reach it at %s and removed it; "
                        "check --host and firewalls", d->my_addr);
-            begin_join(d, "this node was removed before it could take part");
+            ld_begin_join(d, "this node was removed before it could take part");
         }
         return;
     }
@@ -856,8 +703,8 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
     case LATDISC__ENVELOPE__BODY_TOPOLOGY: on_topology(d, e); break;
     case LATDISC__ENVELOPE__BODY_HEARTBEAT: on_heartbeat(d, e, route); break;
     case LATDISC__ENVELOPE__BODY_LEAVE: on_leave(d, e); break;
-    case LATDISC__ENVELOPE__BODY_HELLO: on_hello(d, e, route); break;
-    case LATDISC__ENVELOPE__BODY_DISSOLVE: on_dissolve(d, e); break;
+    case LATDISC__ENVELOPE__BODY_HELLO: ld_on_hello(d, e, route); break;
+    case LATDISC__ENVELOPE__BODY_DISSOLVE: ld_on_dissolve(d, e); break;
     default: cnt(&d->c_malformed); break; /* probes belong on UDP */
     }
 }
@@ -977,7 +824,7 @@ void ld_handle_datagram(lattice_discovery *d, const struct sockaddr_in *from, co
         if (ld_ensure_conn(d, e->probe_answer->addr, true))
             LT_LOG(LT_DEBUG, MOD, "multicast: %.100s answered", e->probe_answer->addr);
     } else if (e->body_case == LATDISC__ENVELOPE__BODY_PROBE_ANSWER && d->state == ST_JOINED) {
-        note_candidate(d, e->probe_answer->addr);
+        ld_note_candidate(d, e->probe_answer->addr);
     }
     wire_free(e);
 }
@@ -1041,7 +888,7 @@ static void maybe_seed(lattice_discovery *d, int64_t now)
 
 static void joined_tick(lattice_discovery *d, int64_t now)
 {
-    if (now - d->last_hb_ms >= cfd(d) / 5) {
+    if (now - d->last_hb_ms >= ld_cfd(d) / 5) {
         d->last_hb_ms = now;
         send_heartbeat(d, NULL);
     }
@@ -1053,15 +900,15 @@ static void joined_tick(lattice_discovery *d, int64_t now)
         for (size_t i = 0; i < t->n && !any; i++) {
             const lattice_member *m = &t->members[i];
             peer *p = m->role == LATTICE_ROLE_SERVER ? find_peer(d, m->id) : NULL;
-            any = p && now - p->last_heard_ms <= cfd(d);
+            any = p && now - p->last_heard_ms <= ld_cfd(d);
         }
-        if (!any) begin_join(d, "no server of the topology answered within failure_detection_ms");
+        if (!any) ld_begin_join(d, "no server of the topology answered within failure_detection_ms");
         return;
     }
     const lattice_member *c = effective_coordinator(d, now);
     if (c && strcmp(c->id, d->id) == 0) {
         coordinate(d, now);
-        if (d->state == ST_JOINED) send_hellos(d, now);
+        if (d->state == ST_JOINED) ld_send_hellos(d, now);
     }
 }
 
@@ -1124,7 +971,7 @@ static void leave_grid(lattice_discovery *d)
  * second.  Frames wake the poll at once whatever the tick. */
 static int tick_ms(const lattice_discovery *d)
 {
-    int t = cfd(d) / 50;
+    int t = ld_cfd(d) / 50;
     return t < 10 ? 10 : t > LOOP_TICK_MS * 5 ? LOOP_TICK_MS * 5 : t;
 }
 
@@ -1132,7 +979,7 @@ void *ld_thread_main(void *arg)
 {
     lattice_discovery *d = arg;
     rcu_register_thread();
-    begin_join(d, NULL);
+    ld_begin_join(d, NULL);
     d->last_loop_ms = mono_ms();
     zmq_pollitem_t it[MAX_CONNS + 8];
     while (!atomic_load(&d->stop_req)) {
@@ -1141,11 +988,11 @@ void *ld_thread_main(void *arg)
         int64_t now = mono_ms();
         int64_t gap = now - d->last_loop_ms;
         d->last_loop_ms = now;
-        if (d->state == ST_JOINED && gap > cfd(d)) {
+        if (d->state == ST_JOINED && gap > ld_cfd(d)) {
             char why[160];
-            snprintf(why, sizeof why, "this node was stalled for %lld ms (failure detection %d ms)", (long long)gap, cfd(d));
+            snprintf(why, sizeof why, "this node was stalled for %lld ms (failure detection %d ms)", (long long)gap, ld_cfd(d));
             /* Messages queued while stalled belong to the old view. */
-            begin_join(d, why);
+            ld_begin_join(d, why);
             drain_all(d);
             continue;
         }
