@@ -16,6 +16,14 @@
 #include "discovery/state.h"
 #include "lattice/log.h"
 
+bool merge_yields(size_t my_servers, const char *my_coord_cid, size_t their_servers, const char *their_coord_cid)
+{
+    /* Both coordinators apply this to the same two facts, so exactly one
+     * side yields (equal counts and equal host:port cannot both be live). */
+    if (their_servers != my_servers) return their_servers > my_servers;
+    return strcmp(their_coord_cid, my_coord_cid) < 0;
+}
+
 static bool addr_in(const lattice_topology *t, const char *addr)
 {
     for (size_t i = 0; t && i < t->n; i++)
@@ -137,7 +145,7 @@ void ld_on_hello(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg
     size_t mine = 0;
     for (size_t i = 0; i < t->n; i++) mine += t->members[i].role == LATTICE_ROLE_SERVER;
     size_t theirs = servers_in_proto(f);
-    bool yield = theirs > mine || (theirs == mine && strcmp(fcid, me->consistent_id) < 0);
+    bool yield = merge_yields(mine, me->consistent_id, theirs, fcid);
     if (!yield) return;
     char why[512], who[128];
     snprintf(why, sizeof why, "found another grid of cluster '%.64s' (%zu servers, coordinator %s) while this one has %zu; merging into it",
