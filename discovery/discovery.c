@@ -588,15 +588,22 @@ static void on_heartbeat(lattice_discovery *d, const Latdisc__Envelope *e, const
         return;
     }
     const Latdisc__Heartbeat *h = e->heartbeat;
+    bool first = false;
     pthread_mutex_lock(&d->stats_lock);
     peer *p = find_peer(d, e->sender);
     if (p && h->stats) {
         const Latdisc__Stats *s = h->stats;
+        first = !p->have_stats;
         p->have_stats = true;
         p->stats = (lattice_node_stats){s->cpu_load, s->rss_bytes, s->uptime_ms, s->frames_in, s->malformed,
                                         s->oversized, s->auth_failed, s->refused, s->handshake_failed};
     }
     pthread_mutex_unlock(&d->stats_lock);
+    /* Our own first heartbeat to a new member can overtake the topology
+     * that admits it (another connection) and be dropped there; answering
+     * its first heartbeat guarantees it hears from us now, not a period
+     * later (lattice top waits for everyone's stats). */
+    if (first) send_heartbeat(d, lattice_topology_find(t, e->sender)->addr);
     bool behind = h->major < t->major || (h->major == t->major && h->minor < t->minor);
     if (behind && strcmp(t->coordinator, d->id) == 0) {
         const lattice_member *m = lattice_topology_find(t, e->sender);
