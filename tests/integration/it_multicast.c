@@ -1,6 +1,8 @@
 /*
- * Multicast discovery between three network namespaces joined by a bridge
- * (in a fourth, "switch" namespace, so the root namespace is untouched).
+ * Three network namespaces joined by a bridge (in a fourth, "switch"
+ * namespace, so the root namespace is untouched): multicast discovery,
+ * authenticated probes, static + multicast finders at once, and a partition
+ * (a veth set down, then up) that splits the grid and merges it again.
  * The test creates and removes them itself; it needs root (CI runs as root)
  * and reports itself skipped otherwise.  Each namespace routes 224.0.0.0/4
  * through its veth (PITFALLS), each node binds its namespace's address.
