@@ -35,7 +35,7 @@ int lattice_log_parse_level(const char *name)
 void lattice_log_set_node(const char *node_id)
 {
     uint64_t tag = 0;
-    if (node_id) strncpy((char *)&tag, node_id, sizeof tag);
+    if (node_id) memcpy(&tag, node_id, strnlen(node_id, sizeof tag));
     __atomic_store_n(&node_tag, tag, __ATOMIC_RELAXED);
 }
 
