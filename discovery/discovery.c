@@ -857,15 +857,7 @@ static void send_joins(lattice_discovery *d, int64_t now)
     member_proto_release(&pm);
     if (d->mcast && d->mc_send_fd >= 0 && now - d->last_probe_ms >= d->m_wait_ms) {
         d->last_probe_ms = now;
-        Latdisc__Envelope pe;
-        Latdisc__Probe pr;
-        ld_env_init(d, &pe);
-        latdisc__probe__init(&pr);
-        pe.body_case = LATDISC__ENVELOPE__BODY_PROBE;
-        pe.probe = &pr;
-        struct sockaddr_in g = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d->mport)};
-        inet_pton(AF_INET, d->mgroup, &g.sin_addr);
-        ld_send_datagram(d, d->mc_send_fd, &g, &pe, false);
+        ld_send_probe(d);
     }
 }
 

@@ -78,15 +78,7 @@ void ld_send_hellos(lattice_discovery *d, int64_t now)
         topo_proto_release(&p);
     }
     if (d->mcast && d->mc_send_fd >= 0) {
-        Latdisc__Envelope pe;
-        Latdisc__Probe pr;
-        ld_env_init(d, &pe);
-        latdisc__probe__init(&pr);
-        pe.body_case = LATDISC__ENVELOPE__BODY_PROBE;
-        pe.probe = &pr;
-        struct sockaddr_in g = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d->mport)};
-        inet_pton(AF_INET, d->mgroup, &g.sin_addr);
-        ld_send_datagram(d, d->mc_send_fd, &g, &pe, false);
+        ld_send_probe(d);
     }
 }
 

@@ -191,6 +191,8 @@ void ld_drain_udp(lattice_discovery *d, int fd);
 #define LD_DATAGRAM_MAX 2048
 void ld_send_datagram(lattice_discovery *d, int fd, const struct sockaddr_in *to, const Latdisc__Envelope *e,
                       bool unauthenticated);
+/* Ask the multicast group who is there (servers answer with their address). */
+void ld_send_probe(lattice_discovery *d);
 lattice_status ld_open_sockets(lattice_discovery *d);
 void ld_close_sockets(lattice_discovery *d);
 
