@@ -157,8 +157,8 @@ lattice_status lattice_rebalance_demand_decode(const void *buf, size_t len, size
                                                lattice_rebalance_demand *d);
 void lattice_rebalance_demand_clear(lattice_rebalance_demand *d);
 
-/* A decoded Supply (opaque: it keeps the protobuf-c message so entries point
- * into it without copies). */
+/* A decoded Supply (opaque).  Zero-copy: keys and values point into the
+ * bytes given to decode, so keep those bytes until supply_free. */
 typedef struct lattice_rebalance_supply lattice_rebalance_supply;
 
 typedef struct lattice_rebalance_supply_info {
@@ -175,7 +175,8 @@ typedef struct lattice_rebalance_supply_info {
 
 /* PROTO: malformed, truncated, unknown fields, other format, bad cache name,
  * partition >= LATTICE_PARTITION_MAX, batch 0, an empty key or a key/value
- * above the store limits, a status out of range.  TOO_LARGE above max_len. */
+ * above the store limits, a status out of range, a uint32 field above
+ * 2^32-1.  TOO_LARGE above max_len.  NOMEM. */
 lattice_status lattice_rebalance_supply_decode(const void *buf, size_t len, size_t max_len,
                                                lattice_rebalance_supply **out);
 void lattice_rebalance_supply_info_of(const lattice_rebalance_supply *s,

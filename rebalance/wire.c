@@ -112,10 +112,162 @@ void lattice_rebalance_demand_clear(lattice_rebalance_demand *d)
 
 /* ----------------------------------------------------------------- supply */
 
-struct lattice_rebalance_supply {
-    Latreb__Supply *m;
-    uint64_t payload;
+/*
+ * Supply is decoded by hand, without copies: protobuf-c's unpacker allocates
+ * every Entry and copies every key and value (15 us of the 22 us a 100-entry
+ * message of small rows cost the demander; docs/BENCHMARKS.md), while the
+ * applier only needs pointers for the batch insert.  The parser follows the
+ * protobuf wire format exactly as protobuf-c accepts it (any field order,
+ * later scalars win, varints of at most 10 bytes) and is stricter: unknown
+ * field numbers, wrong wire types and uint32 fields above 2^32-1 are
+ * rejected.  Tests check it against protobuf-c's unpacker on mutated input.
+ */
+struct view_entry {
+    const uint8_t *key, *value;
+    uint32_t klen, vlen;
+    uint64_t expire, version;
 };
+
+struct lattice_rebalance_supply {
+    char cache[LATTICE_CACHE_NAME_MAX + 1];
+    lattice_rebalance_ids ids;
+    uint32_t partition, status;
+    uint64_t batch, update_counter, payload;
+    bool last;
+    struct view_entry *e;
+    size_t n, cap;
+};
+
+struct rd {
+    const uint8_t *p, *end;
+};
+
+static int rd_varint(struct rd *r, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (r->p == r->end) return -1;
+        uint8_t b = *r->p++;
+        if (shift == 63 && b > 1) return -1;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int rd_u32(struct rd *r, uint32_t *v)
+{
+    uint64_t x;
+    if (rd_varint(r, &x) || x > UINT32_MAX) return -1;
+    *v = (uint32_t)x;
+    return 0;
+}
+
+static int rd_bytes(struct rd *r, const uint8_t **data, size_t *len)
+{
+    uint64_t n;
+    if (rd_varint(r, &n) || n > (uint64_t)(r->end - r->p)) return -1;
+    *data = r->p;
+    *len = (size_t)n;
+    r->p += n;
+    return 0;
+}
+
+/* Reads a tag; -1 for a field number or wire type we do not accept. */
+static int rd_tag(struct rd *r, uint32_t *field, uint32_t *wt)
+{
+    uint64_t t;
+    if (rd_varint(r, &t) || t > UINT32_MAX) return -1;
+    *field = (uint32_t)(t >> 3);
+    *wt = (uint32_t)(t & 7);
+    return 0;
+}
+
+static int parse_entry(struct rd *r, struct view_entry *e)
+{
+    memset(e, 0, sizeof *e);
+    while (r->p < r->end) {
+        uint32_t f, wt;
+        const uint8_t *d;
+        size_t n;
+        if (rd_tag(r, &f, &wt)) return -1;
+        if ((f == 1 || f == 2) && wt == 2) {
+            if (rd_bytes(r, &d, &n)) return -1;
+            if (f == 1) {
+                if (n > LATTICE_STORE_MAX_KEY) return -1;
+                e->key = d, e->klen = (uint32_t)n;
+            } else {
+                if (n > LATTICE_STORE_MAX_VALUE) return -1;
+                e->value = d, e->vlen = (uint32_t)n;
+            }
+        } else if ((f == 3 || f == 4) && wt == 0) {
+            if (rd_varint(r, f == 3 ? &e->expire : &e->version)) return -1;
+        } else {
+            return -1;
+        }
+    }
+    return e->klen ? 0 : -1;
+}
+
+static int add_entry(lattice_rebalance_supply *s, const uint8_t *d, size_t n)
+{
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 128;
+        struct view_entry *e = lt_realloc(s->e, nc * sizeof *e);
+        if (!e) return -2;
+        s->e = e;
+        s->cap = nc;
+    }
+    struct rd r = {d, d + n};
+    if (parse_entry(&r, &s->e[s->n])) return -1;
+    s->payload += s->e[s->n].klen + s->e[s->n].vlen;
+    s->n++;
+    return 0;
+}
+
+/* 0 ok, -1 malformed, -2 out of memory. */
+static int parse_supply(struct rd *r, lattice_rebalance_supply *s, uint32_t *format)
+{
+    bool have_cache = false;
+    while (r->p < r->end) {
+        uint32_t f, wt;
+        const uint8_t *d;
+        size_t n;
+        uint64_t v;
+        if (rd_tag(r, &f, &wt)) return -1;
+        if (f == 2 || f == 9) {
+            if (wt != 2 || rd_bytes(r, &d, &n)) return -1;
+            if (f == 9) {
+                int rc = add_entry(s, d, n);
+                if (rc) return rc;
+            } else {
+                if (n == 0 || n > LATTICE_CACHE_NAME_MAX) return -1;
+                memcpy(s->cache, d, n);
+                s->cache[n] = 0;
+                have_cache = true;
+            }
+            continue;
+        }
+        if (wt != 0 || f == 0 || f > 12) return -1;
+        switch (f) {
+        case 1: if (rd_u32(r, format)) return -1; break;
+        case 3: if (rd_varint(r, &s->ids.topology_major)) return -1; break;
+        case 4: if (rd_varint(r, &s->ids.topology_minor)) return -1; break;
+        case 5: if (rd_varint(r, &s->ids.rebalance_id)) return -1; break;
+        case 6: if (rd_u32(r, &s->ids.session)) return -1; break;
+        case 7: if (rd_u32(r, &s->partition)) return -1; break;
+        case 8: if (rd_varint(r, &s->batch)) return -1; break;
+        case 10: if (rd_varint(r, &v)) return -1; s->last = v != 0; break;
+        case 11: if (rd_varint(r, &s->update_counter)) return -1; break;
+        case 12: if (rd_u32(r, &s->status)) return -1; break;
+        default: return -1;
+        }
+    }
+    return have_cache ? 0 : -1;
+}
 
 lattice_status lattice_rebalance_supply_decode(const void *buf, size_t len, size_t max_len,
                                                lattice_rebalance_supply **out)
@@ -123,65 +275,55 @@ lattice_status lattice_rebalance_supply_decode(const void *buf, size_t len, size
     if (!out || (!buf && len)) return LATTICE_ERR_INVAL;
     if (!max_len) max_len = LATTICE_REBALANCE_MAX_MESSAGE;
     if (len > max_len) return LATTICE_ERR_TOO_LARGE;
-    Latreb__Supply *m = latreb__supply__unpack(&pb_allocator, len, buf);
-    if (!m) return LATTICE_ERR_PROTO;
-    uint64_t payload = 0;
-    if (m->base.n_unknown_fields || m->format != LATTICE_REBALANCE_FORMAT || !cache_ok(m->cache) ||
-        m->partition >= LATTICE_PARTITION_MAX || m->batch == 0 ||
-        m->status >= LATTICE_STATUS_COUNT_)
-        goto bad;
-    for (size_t i = 0; i < m->n_entries; i++) {
-        const Latreb__Entry *e = m->entries[i];
-        if (e->base.n_unknown_fields || e->key.len == 0 || e->key.len > LATTICE_STORE_MAX_KEY ||
-            e->value.len > LATTICE_STORE_MAX_VALUE)
-            goto bad;
-        payload += e->key.len + e->value.len;
-    }
-    lattice_rebalance_supply *s = lt_malloc(sizeof *s);
-    if (!s) {
-        latreb__supply__free_unpacked(m, &pb_allocator);
+    lattice_rebalance_supply *s = lt_calloc(1, sizeof *s);
+    if (!s) return LATTICE_ERR_NOMEM;
+    struct rd r = {buf, (const uint8_t *)buf + len};
+    uint32_t format = 0;
+    int rc = parse_supply(&r, s, &format);
+    if (rc == -2) {
+        lattice_rebalance_supply_free(s);
         return LATTICE_ERR_NOMEM;
     }
-    s->m = m;
-    s->payload = payload;
+    if (rc || format != LATTICE_REBALANCE_FORMAT || !cache_ok(s->cache) ||
+        s->partition >= LATTICE_PARTITION_MAX || s->batch == 0 ||
+        s->status >= LATTICE_STATUS_COUNT_) {
+        lattice_rebalance_supply_free(s);
+        return LATTICE_ERR_PROTO;
+    }
     *out = s;
     return LATTICE_OK;
-bad:
-    latreb__supply__free_unpacked(m, &pb_allocator);
-    return LATTICE_ERR_PROTO;
 }
 
 void lattice_rebalance_supply_info_of(const lattice_rebalance_supply *s,
                                       lattice_rebalance_supply_info *info)
 {
-    const Latreb__Supply *m = s->m;
     *info = (lattice_rebalance_supply_info){
-        .cache = m->cache,
-        .ids = {m->topology_major, m->topology_minor, m->rebalance_id, m->session},
-        .partition = m->partition,
-        .batch = m->batch,
-        .entries = m->n_entries,
+        .cache = s->cache,
+        .ids = s->ids,
+        .partition = s->partition,
+        .batch = s->batch,
+        .entries = s->n,
         .payload_bytes = s->payload,
-        .last = m->last,
-        .update_counter = m->update_counter,
-        .status = (lattice_status)m->status,
+        .last = s->last,
+        .update_counter = s->update_counter,
+        .status = (lattice_status)s->status,
     };
 }
 
 void lattice_rebalance_supply_entry(const lattice_rebalance_supply *s, size_t i,
                                     lattice_store_entry *e)
 {
-    const Latreb__Entry *m = s->m->entries[i];
-    *e = (lattice_store_entry){.partition = s->m->partition, .key = m->key.data,
-                               .key_len = m->key.len, .value = m->value.data,
-                               .value_len = m->value.len, .expire_ms = m->expire_ms,
-                               .version = m->version};
+    const struct view_entry *v = &s->e[i];
+    *e = (lattice_store_entry){.partition = s->partition, .key = v->key, .key_len = v->klen,
+                               .value = v->vlen ? v->value : (const void *)"",
+                               .value_len = v->vlen, .expire_ms = v->expire,
+                               .version = v->version};
 }
 
 void lattice_rebalance_supply_free(lattice_rebalance_supply *s)
 {
     if (!s) return;
-    latreb__supply__free_unpacked(s->m, &pb_allocator);
+    lt_free(s->e);
     lt_free(s);
 }
 
