@@ -240,7 +240,7 @@ typedef enum lattice_rebalance_verdict {
 typedef struct lattice_rebalance_apply_result {
     lattice_rebalance_verdict verdict;
     size_t applied;          /* entries written */
-    size_t skipped;          /* entries not newer than the store's copy */
+    size_t skipped;          /* entries not newer than the store's copy, or removed meanwhile */
     bool partition_done;     /* that was the last batch of its partition */
     uint64_t update_counter; /* with partition_done */
 } lattice_rebalance_apply_result;
@@ -268,6 +268,14 @@ lattice_status lattice_rebalance_applier_begin(lattice_rebalance_applier *a, uin
 lattice_status lattice_rebalance_applier_apply(lattice_rebalance_applier *a,
                                                const lattice_rebalance_supply *s,
                                                lattice_rebalance_apply_result *r);
+/* A remove reached a loading partition (the node's write path calls this
+ * for every remove applied to a MOVING copy, with the remove's update
+ * counter).  Until the partition completes, supplied entries of that key
+ * with a version <= `version` are dropped, so supplied data never brings
+ * a removed key back.  No-op for a partition not loading.  INVAL, NOMEM. */
+lattice_status lattice_rebalance_applier_note_remove(lattice_rebalance_applier *a,
+                                                     uint32_t partition, const void *key,
+                                                     size_t key_len, uint64_t version);
 /* Partitions begun and not yet complete. */
 uint32_t lattice_rebalance_applier_pending(const lattice_rebalance_applier *a);
 void lattice_rebalance_applier_free(lattice_rebalance_applier *a);

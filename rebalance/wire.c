@@ -12,6 +12,8 @@
  * of batch_bytes minus the largest header the message can have.
  */
 #include <string.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
@@ -142,8 +144,13 @@ struct rd {
     const uint8_t *p, *end;
 };
 
-static int rd_varint(struct rd *r, uint64_t *v)
+static inline int rd_varint(struct rd *r, uint64_t *v)
 {
+    /* Most varints here (tags, lengths of small rows, flags) are one byte. */
+    if (r->p < r->end && !(*r->p & 0x80)) {
+        *v = *r->p++;
+        return 0;
+    }
     uint64_t x = 0;
     for (int shift = 0; shift < 70; shift += 7) {
         if (r->p == r->end) return -1;
@@ -589,7 +596,108 @@ struct lattice_rebalance_applier {
     uint32_t partitions, pending;
     lattice_store_entry *ents;
     size_t ecap;
+    /* Removes seen while partitions load (see note_remove): chained hash of
+     * (partition, key) -> version; tomb_count[p] per partition. */
+    struct tomb **tombs;
+    size_t tomb_buckets, tomb_total;
+    uint32_t *tomb_count;
 };
+
+struct tomb {
+    struct tomb *next;
+    uint64_t hash, version;
+    uint32_t partition, klen;
+    uint8_t key[];
+};
+
+static uint64_t tomb_hash(uint32_t partition, const void *key, size_t len)
+{
+    return XXH3_64bits_withSeed(key, len, partition);
+}
+
+static struct tomb **tomb_find(lattice_rebalance_applier *a, uint32_t partition, const void *key,
+                               size_t len, uint64_t h)
+{
+    struct tomb **pp = &a->tombs[h & (a->tomb_buckets - 1)];
+    for (; *pp; pp = &(*pp)->next)
+        if ((*pp)->hash == h && (*pp)->partition == partition && (*pp)->klen == len &&
+            !memcmp((*pp)->key, key, len))
+            return pp;
+    return pp;
+}
+
+static int tomb_grow(lattice_rebalance_applier *a)
+{
+    size_t nb = a->tomb_buckets ? a->tomb_buckets * 2 : 256;
+    struct tomb **t = lt_calloc(nb, sizeof *t);
+    if (!t) return -1;
+    for (size_t i = 0; i < a->tomb_buckets; i++)
+        for (struct tomb *x = a->tombs[i], *nx; x; x = nx) {
+            nx = x->next;
+            x->next = t[x->hash & (nb - 1)];
+            t[x->hash & (nb - 1)] = x;
+        }
+    lt_free(a->tombs);
+    a->tombs = t;
+    a->tomb_buckets = nb;
+    return 0;
+}
+
+static void tomb_drop_partition(lattice_rebalance_applier *a, uint32_t partition)
+{
+    if (!a->tomb_count[partition]) return;
+    for (size_t i = 0; i < a->tomb_buckets; i++)
+        for (struct tomb **pp = &a->tombs[i]; *pp;) {
+            if ((*pp)->partition != partition) {
+                pp = &(*pp)->next;
+                continue;
+            }
+            struct tomb *x = *pp;
+            *pp = x->next;
+            lt_free(x);
+            a->tomb_total--;
+        }
+    a->tomb_count[partition] = 0;
+}
+
+lattice_status lattice_rebalance_applier_note_remove(lattice_rebalance_applier *a,
+                                                     uint32_t partition, const void *key,
+                                                     size_t key_len, uint64_t version)
+{
+    if (!a || partition >= a->partitions || !key || !key_len || key_len > LATTICE_STORE_MAX_KEY)
+        return LATTICE_ERR_INVAL;
+    if (a->state[partition] != PART_LOADING) return LATTICE_OK;
+    if (a->tomb_total >= a->tomb_buckets && tomb_grow(a)) return LATTICE_ERR_NOMEM;
+    uint64_t h = tomb_hash(partition, key, key_len);
+    struct tomb **pp = tomb_find(a, partition, key, key_len, h);
+    if (*pp) {
+        if (version > (*pp)->version) (*pp)->version = version;
+        return LATTICE_OK;
+    }
+    struct tomb *x = lt_malloc(sizeof *x + key_len);
+    if (!x) return LATTICE_ERR_NOMEM;
+    *x = (struct tomb){NULL, h, version, partition, (uint32_t)key_len};
+    memcpy(x->key, key, key_len);
+    *pp = x;
+    a->tomb_total++;
+    a->tomb_count[partition]++;
+    return LATTICE_OK;
+}
+
+/* Drops supplied entries that a remove seen during the load supersedes;
+ * returns how many remain (compacted in place). */
+static size_t drop_removed(lattice_rebalance_applier *a, uint32_t partition, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const lattice_store_entry *e = &a->ents[i];
+        struct tomb **pp = tomb_find(a, partition, e->key, e->key_len,
+                                     tomb_hash(partition, e->key, e->key_len));
+        if (*pp && e->version <= (*pp)->version) continue;
+        a->ents[k++] = *e;
+    }
+    return k;
+}
 
 lattice_status lattice_rebalance_applier_create(lattice_store *store, const char *cache,
                                                 const lattice_rebalance_ids *ids,
@@ -601,7 +709,10 @@ lattice_status lattice_rebalance_applier_create(lattice_store *store, const char
     if (!a) return LATTICE_ERR_NOMEM;
     a->partitions = lattice_store_partitions(store);
     a->state = lt_calloc(a->partitions, 1);
-    if (!a->state) {
+    a->tomb_count = lt_calloc(a->partitions, sizeof *a->tomb_count);
+    if (!a->state || !a->tomb_count) {
+        lt_free(a->state);
+        lt_free(a->tomb_count);
         lt_free(a);
         return LATTICE_ERR_NOMEM;
     }
@@ -671,9 +782,10 @@ lattice_status lattice_rebalance_applier_apply(lattice_rebalance_applier *a,
         a->ecap = nc;
     }
     for (size_t i = 0; i < in.entries; i++) lattice_rebalance_supply_entry(s, i, &a->ents[i]);
-    size_t applied = 0;
-    if (in.entries) {
-        int rc = lattice_store_insert_batch(a->store, in.partition, a->ents, in.entries,
+    size_t n = in.entries, applied = 0;
+    if (a->tomb_count[in.partition]) n = drop_removed(a, in.partition, n);
+    if (n) {
+        int rc = lattice_store_insert_batch(a->store, in.partition, a->ents, n,
                                             LATTICE_STORE_IF_NEWER, &applied);
         if (rc != LATTICE_OK) return (lattice_status)rc;
     }
@@ -685,6 +797,7 @@ lattice_status lattice_rebalance_applier_apply(lattice_rebalance_applier *a,
         a->progress->bytes_received += in.payload_bytes;
     }
     if (in.last) {
+        tomb_drop_partition(a, in.partition);
         a->state[in.partition] = PART_DONE;
         a->pending--;
         r->partition_done = true;
@@ -705,6 +818,13 @@ uint32_t lattice_rebalance_applier_pending(const lattice_rebalance_applier *a)
 void lattice_rebalance_applier_free(lattice_rebalance_applier *a)
 {
     if (!a) return;
+    for (size_t i = 0; i < a->tomb_buckets; i++)
+        for (struct tomb *x = a->tombs[i], *nx; x; x = nx) {
+            nx = x->next;
+            lt_free(x);
+        }
+    lt_free(a->tombs);
+    lt_free(a->tomb_count);
     lt_free(a->state);
     lt_free(a->ents);
     lt_free(a);

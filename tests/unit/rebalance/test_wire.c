@@ -441,6 +441,84 @@ START_TEST(applier_newer_writes_survive_racing_batches)
 }
 END_TEST
 
+START_TEST(applier_removes_during_load_stay_removed)
+{
+    /* The node removes keys from the MOVING copy while batches arrive (and
+     * tells the applier); supplied older copies must not bring them back.
+     * A key removed and then written again keeps the newer write. */
+    rcu_register_thread();
+    struct t_env src, dst;
+    t_env_open(&src, 2, 64);
+    t_env_open(&dst, 2, 64);
+    enum { N = 1500 };
+    for (uint64_t i = 0; i < N; i++) t_put(src.store, 1, i, 100, 10 + i % 7, 0);
+    lattice_rebalance_applier *a;
+    ck_assert_int_eq(lattice_rebalance_applier_create(dst.store, "orders", &IDS, NULL, &a),
+                     LATTICE_OK);
+    ck_assert_int_eq(lattice_rebalance_applier_begin(a, 1, true), LATTICE_OK);
+    lattice_rebalance_batcher *b;
+    ck_assert_int_eq(lattice_rebalance_batcher_create(src.store, "orders", &IDS, 1, 2048, &b),
+                     LATTICE_OK);
+    static uint8_t removed[N], rewritten[N];
+    bool last = false;
+    for (uint64_t batch = 1; !last; batch++) {
+        void *buf;
+        size_t len;
+        ck_assert_int_eq(lattice_rebalance_batcher_next(b, batch, 1, &buf, &len, &last, NULL),
+                         LATTICE_OK);
+        lattice_rebalance_supply *s;
+        ck_assert_int_eq(lattice_rebalance_supply_decode(buf, len, 0, &s), LATTICE_OK);
+        lattice_rebalance_apply_result r;
+        ck_assert_int_eq(lattice_rebalance_applier_apply(a, s, &r), LATTICE_OK);
+        lattice_rebalance_supply_free(s);
+        lt_free(buf);
+        for (uint64_t k = 0; k < 15; k++) {
+            uint64_t id = (batch * 53 + k * 97) % N;
+            char key[32];
+            int kl = snprintf(key, sizeof key, "k%llu", (unsigned long long)id);
+            lattice_store_remove(dst.store, 1, key, (size_t)kl); /* may not be there yet */
+            ck_assert_int_eq(lattice_rebalance_applier_note_remove(a, 1, key, (size_t)kl, 500000 + batch),
+                             LATTICE_OK);
+            removed[id] = 1;
+            rewritten[id] = 0;
+            if (k % 5 == 0) {
+                t_put(dst.store, 1, id, 30, 900000 + batch, 0);
+                rewritten[id] = 1;
+            }
+        }
+    }
+    int nrem = 0;
+    for (uint64_t i = 0; i < N; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof key, "k%llu", (unsigned long long)i);
+        uint8_t v[128];
+        lattice_store_meta m;
+        int rc = lattice_store_get(dst.store, 1, key, (size_t)kl, v, sizeof v, &m);
+        if (removed[i] && !rewritten[i]) {
+            ck_assert_msg(rc == LATTICE_ERR_NOT_FOUND, "removed key k%llu came back",
+                          (unsigned long long)i);
+            nrem++;
+        } else if (rewritten[i]) {
+            ck_assert_int_eq(rc, LATTICE_OK);
+            ck_assert_uint_eq(m.value_len, 30);
+        } else {
+            ck_assert_int_eq(rc, LATTICE_OK);
+            ck_assert_uint_eq(m.version, 10 + i % 7);
+        }
+    }
+    ck_assert_int_gt(nrem, 200);
+    /* After the partition completed, removes are not remembered any more. */
+    ck_assert_int_eq(lattice_rebalance_applier_note_remove(a, 1, "k1", 2, 1), LATTICE_OK);
+    ck_assert_int_eq(lattice_rebalance_applier_note_remove(a, 2, "k1", 2, 1), LATTICE_ERR_INVAL);
+    ck_assert_int_eq(lattice_rebalance_applier_note_remove(a, 1, "", 0, 1), LATTICE_ERR_INVAL);
+    lattice_rebalance_batcher_free(b);
+    lattice_rebalance_applier_free(a);
+    t_env_close(&src);
+    t_env_close(&dst);
+    rcu_unregister_thread();
+}
+END_TEST
+
 START_TEST(applier_ignores_stale_and_unexpected)
 {
     rcu_register_thread();
@@ -512,6 +590,7 @@ TCase *rebalance_wire_tcase(void)
     tcase_add_test(tc, batcher_resumes_across_writes);
     tcase_add_test(tc, applier_full_load_equals_supplier);
     tcase_add_test(tc, applier_newer_writes_survive_racing_batches);
+    tcase_add_test(tc, applier_removes_during_load_stay_removed);
     tcase_add_test(tc, applier_ignores_stale_and_unexpected);
     return tc;
 }
