@@ -1,5 +1,6 @@
 /* Messages, batcher and applier: round trips, bad bytes, byte bounds,
  * exactly-once delivery, version rule under racing writes, stale batches. */
+#include "rebalance.pb-c.h"
 #include "rebalance_tests.h"
 
 static const lattice_rebalance_ids IDS = {7, 1, 42, 1};
@@ -164,6 +165,139 @@ START_TEST(supply_bad_bytes_rejected)
     ck_assert_int_eq(lattice_rebalance_supply_decode(ok, sizeof ok, 0, &s), LATTICE_OK);
     lattice_rebalance_supply_free(s);
     t_env_close(&e);
+    rcu_unregister_thread();
+}
+END_TEST
+
+/* Whatever the hand-written decoder accepts, protobuf-c's unpacker accepts
+ * too and reads the same fields (the decoder is stricter, never looser). */
+static void same_as_protobuf_c(const uint8_t *buf, size_t len, int *accepted)
+{
+    lattice_rebalance_supply *s;
+    lattice_status st = lattice_rebalance_supply_decode(buf, len, 0, &s);
+    ck_assert(st == LATTICE_OK || st == LATTICE_ERR_PROTO);
+    if (st != LATTICE_OK) return;
+    (*accepted)++;
+    Latreb__Supply *m = latreb__supply__unpack(NULL, len, buf);
+    ck_assert_ptr_nonnull(m);
+    lattice_rebalance_supply_info in;
+    lattice_rebalance_supply_info_of(s, &in);
+    ck_assert_uint_eq(m->format, LATTICE_REBALANCE_FORMAT);
+    ck_assert_str_eq(m->cache, in.cache);
+    ck_assert_uint_eq(m->partition, in.partition);
+    ck_assert_uint_eq(m->batch, in.batch);
+    ck_assert_uint_eq(m->session, in.ids.session);
+    ck_assert_uint_eq(m->rebalance_id, in.ids.rebalance_id);
+    ck_assert_uint_eq(m->topology_major, in.ids.topology_major);
+    ck_assert_uint_eq(m->topology_minor, in.ids.topology_minor);
+    ck_assert(m->last == in.last);
+    ck_assert_uint_eq(m->update_counter, in.update_counter);
+    ck_assert_uint_eq(m->status, (uint32_t)in.status);
+    ck_assert_uint_eq(m->n_entries, in.entries);
+    for (size_t i = 0; i < in.entries; i++) {
+        lattice_store_entry e;
+        lattice_rebalance_supply_entry(s, i, &e);
+        ck_assert_uint_eq(m->entries[i]->key.len, e.key_len);
+        ck_assert_mem_eq(m->entries[i]->key.data, e.key, e.key_len);
+        ck_assert_uint_eq(m->entries[i]->value.len, e.value_len);
+        if (e.value_len) ck_assert_mem_eq(m->entries[i]->value.data, e.value, e.value_len);
+        ck_assert_uint_eq(m->entries[i]->expire_ms, e.expire_ms);
+        ck_assert_uint_eq(m->entries[i]->version, e.version);
+    }
+    latreb__supply__free_unpacked(m, NULL);
+    lattice_rebalance_supply_free(s);
+}
+
+START_TEST(supply_decoder_agrees_with_protobuf_c)
+{
+    rcu_register_thread();
+    struct t_env e;
+    t_env_open(&e, 2, 16);
+    for (uint64_t i = 0; i < 40; i++) t_put(e.store, 1, i, i * 7 % 300, i * 1000003, i % 2 ? 0 : i << 40);
+    size_t len;
+    uint8_t *orig = one_supply(&e, 1, &len);
+    uint8_t *buf = malloc(len + 16);
+    int accepted = 0;
+    same_as_protobuf_c(orig, len, &accepted);
+    ck_assert_int_eq(accepted, 1);
+    uint64_t seed = 77;
+    for (int round = 0; round < 20000; round++) {
+        memcpy(buf, orig, len);
+        size_t n = len;
+        int edits = 1 + (int)((seed = t_mix64(seed)) % 3);
+        for (int k = 0; k < edits; k++) {
+            seed = t_mix64(seed);
+            size_t at = (size_t)(seed >> 8) % n;
+            switch (seed % 4) {
+            case 0: buf[at] ^= (uint8_t)(1u << ((seed >> 40) % 8)); break;
+            case 1: buf[at] = (uint8_t)(seed >> 32); break;
+            case 2: n = at; break;                   /* truncate */
+            default: buf[at] = 0x80 | buf[at]; break; /* make a varint longer */
+            }
+            if (n == 0) break;
+        }
+        same_as_protobuf_c(buf, n, &accepted);
+    }
+    ck_assert_int_gt(accepted, 1);
+    free(buf);
+    lt_free(orig);
+    t_env_close(&e);
+    rcu_unregister_thread();
+}
+END_TEST
+
+START_TEST(out_of_memory_is_clean)
+{
+    /* Every allocation of decode, batcher and applier failing in turn:
+     * NOMEM (or success), never a crash, and a retry after it works. */
+    rcu_register_thread();
+    struct t_env src, dst;
+    t_env_open(&src, 2, 16);
+    t_env_open(&dst, 2, 16);
+    for (uint64_t i = 0; i < 300; i++) t_put(src.store, 0, i, 50, 1 + i, 0);
+    size_t len;
+    uint8_t *buf = one_supply(&src, 0, &len);
+    for (uint64_t nth = 1; nth < 8; nth++) {
+        lattice_rebalance_supply *s = NULL;
+        lattice_alloc_fail_nth(nth);
+        lattice_status st = lattice_rebalance_supply_decode(buf, len, 0, &s);
+        lattice_alloc_fail_nth(0);
+        ck_assert(st == LATTICE_OK || st == LATTICE_ERR_NOMEM);
+        if (st == LATTICE_OK) lattice_rebalance_supply_free(s);
+        lattice_rebalance_applier *a = NULL;
+        lattice_alloc_fail_nth(nth);
+        st = lattice_rebalance_applier_create(dst.store, "orders", &IDS, NULL, &a);
+        lattice_alloc_fail_nth(0);
+        ck_assert(st == LATTICE_OK || st == LATTICE_ERR_NOMEM);
+        if (st != LATTICE_OK) continue;
+        ck_assert_int_eq(lattice_rebalance_applier_begin(a, 0, true), LATTICE_OK);
+        ck_assert_int_eq(lattice_rebalance_supply_decode(buf, len, 0, &s), LATTICE_OK);
+        lattice_rebalance_apply_result r;
+        lattice_alloc_fail_nth(nth);
+        st = lattice_rebalance_applier_apply(a, s, &r);
+        lattice_alloc_fail_nth(0);
+        ck_assert(st == LATTICE_OK || st == LATTICE_ERR_NOMEM || st == LATTICE_ERR_REGION_FULL);
+        if (st != LATTICE_OK) ck_assert_int_eq(lattice_rebalance_applier_apply(a, s, &r), LATTICE_OK);
+        ck_assert_uint_eq(t_digest(dst.store, 0), t_digest(src.store, 0));
+        lattice_rebalance_supply_free(s);
+        lattice_rebalance_applier_free(a);
+        lattice_rebalance_batcher *b = NULL;
+        lattice_alloc_fail_nth(nth);
+        st = lattice_rebalance_batcher_create(src.store, "orders", &IDS, 0, 4096, &b);
+        if (st == LATTICE_OK) {
+            void *out;
+            size_t ol;
+            bool last;
+            st = lattice_rebalance_batcher_next(b, 1, 1, &out, &ol, &last, NULL);
+            if (st == LATTICE_OK) lt_free(out);
+        }
+        lattice_alloc_fail_nth(0);
+        ck_assert(st == LATTICE_OK || st == LATTICE_ERR_NOMEM);
+        lattice_rebalance_batcher_free(b);
+    }
+    lt_free(buf);
+    t_env_close(&src);
+    t_env_close(&dst);
     rcu_unregister_thread();
 }
 END_TEST
@@ -585,6 +719,8 @@ TCase *rebalance_wire_tcase(void)
     tcase_add_test(tc, demand_round_trip);
     tcase_add_test(tc, demand_bad_values_rejected);
     tcase_add_test(tc, supply_bad_bytes_rejected);
+    tcase_add_test(tc, supply_decoder_agrees_with_protobuf_c);
+    tcase_add_test(tc, out_of_memory_is_clean);
     tcase_add_test(tc, batcher_every_entry_once_within_limit);
     tcase_add_test(tc, batcher_single_large_entry_sent_alone);
     tcase_add_test(tc, batcher_resumes_across_writes);
