@@ -18,6 +18,7 @@ TCase *rebalance_plan_tcase(void);
 TCase *rebalance_wire_tcase(void);
 TCase *rebalance_flow_tcase(void);
 TCase *rebalance_verify_tcase(void);
+TCase *rebalance_join_tcase(void);
 
 static inline uint64_t t_mix64(uint64_t x)
 {

@@ -8,6 +8,7 @@ int main(void)
     suite_add_tcase(s, rebalance_wire_tcase());
     suite_add_tcase(s, rebalance_flow_tcase());
     suite_add_tcase(s, rebalance_verify_tcase());
+    suite_add_tcase(s, rebalance_join_tcase());
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
     int failed = srunner_ntests_failed(r);
