@@ -296,7 +296,7 @@ lattice_status lattice_rebalance_supplier_create(lattice_store *store,
 }
 
 /* Builds batch next_batch (a refusal when this node may not supply). */
-static lattice_status build(lattice_rebalance_supplier *s, void **buf, size_t *len)
+static lattice_status build(lattice_rebalance_supplier *s, void **buf, size_t *len, bool *refused)
 {
     uint32_t p = s->parts[s->cur];
     uint64_t counter = 0;
@@ -306,7 +306,10 @@ static lattice_status build(lattice_rebalance_supplier *s, void **buf, size_t *l
                lattice_strerror(why));
         lattice_status st = lattice_rebalance_supply_encode_refusal(s->cache, &s->ids, p,
                                                                     s->next_batch, why, buf, len);
-        if (st == LATTICE_OK) s->all_built = true; /* the demander moves on to another */
+        if (st == LATTICE_OK) {
+            s->all_built = true; /* the demander moves on to another supplier */
+            *refused = true;
+        }
         return st;
     }
     if (!s->b) {
@@ -337,8 +340,14 @@ static lattice_status fill(lattice_rebalance_supplier *s, uint64_t now_ms,
         }
         void *buf, *copy;
         size_t len;
-        lattice_status st = build(s, &buf, &len);
+        bool refused = false;
+        lattice_status st = build(s, &buf, &len, &refused);
         if (st != LATTICE_OK) return st;
+        if (refused) {
+            /* Not kept: the demander does not ack a refusal, it moves on. */
+            s->next_batch++;
+            return push(out, 0, buf, len);
+        }
         copy = lt_malloc(len);
         if (!copy) {
             lt_free(buf);

@@ -157,6 +157,10 @@ lattice_status lattice_rebalance_demand_decode(const void *buf, size_t len, size
                                                lattice_rebalance_demand *d);
 void lattice_rebalance_demand_clear(lattice_rebalance_demand *d);
 
+/* The max_len a demander passes to supply_decode for a cache: a batch, or a
+ * lone entry as large as the cache allows (it travels alone), plus framing. */
+size_t lattice_rebalance_max_supply_bytes(const lattice_cache_config *c);
+
 /* A decoded Supply (opaque).  Zero-copy: keys and values point into the
  * bytes given to decode, so keep those bytes until supply_free. */
 typedef struct lattice_rebalance_supply lattice_rebalance_supply;
@@ -393,7 +397,7 @@ lattice_status lattice_rebalance_supplier_on_demand(lattice_rebalance_supplier *
                                                     uint64_t now_ms, lattice_rebalance_out *out);
 lattice_status lattice_rebalance_supplier_on_tick(lattice_rebalance_supplier *s, uint64_t now_ms,
                                                   lattice_rebalance_out *out);
-/* Every batch sent and acknowledged. */
+/* Every batch sent and acknowledged (or this node refused: nothing more to send). */
 bool lattice_rebalance_supplier_done(const lattice_rebalance_supplier *s);
 /* Batches sent and not yet acknowledged. */
 uint32_t lattice_rebalance_supplier_in_flight(const lattice_rebalance_supplier *s);

@@ -114,6 +114,15 @@ void lattice_rebalance_demand_clear(lattice_rebalance_demand *d)
 
 /* ----------------------------------------------------------------- supply */
 
+size_t lattice_rebalance_max_supply_bytes(const lattice_cache_config *c)
+{
+    /* Header (cache name, ids, counter) and an entry's tags and varints. */
+    uint64_t framing = 256 + LATTICE_CACHE_NAME_MAX;
+    uint64_t lone = c->max_key_bytes + c->max_value_bytes + framing;
+    uint64_t n = c->rebalance_batch_bytes > lone ? c->rebalance_batch_bytes : lone;
+    return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+}
+
 /*
  * Supply is decoded by hand, without copies: protobuf-c's unpacker allocates
  * every Entry and copies every key and value (15 us of the 22 us a 100-entry

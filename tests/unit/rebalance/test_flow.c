@@ -290,6 +290,8 @@ START_TEST(flow_refusal_switches_at_once)
     ck_assert_int_eq(run(&n), LATTICE_REBALANCE_DEMANDER_DONE);
     check_copied(&n, 2, 1);
     ck_assert_uint_eq(n.now, t0); /* no timeout was needed */
+    ck_assert(lattice_rebalance_supplier_done(n.s[0])); /* the refuser has nothing pending */
+    ck_assert_uint_eq(lattice_rebalance_supplier_in_flight(n.s[0]), 0);
     net_close(&n);
     rcu_unregister_thread();
 }
@@ -442,6 +444,9 @@ START_TEST(flow_bad_arguments)
     ck_assert_uint_eq(cfg.batch_bytes, 512 * 1024);
     ck_assert_uint_eq(cfg.timeout_ms, 10000);
     ck_assert_uint_eq(cfg.throttle_ms, 0);
+    /* A lone largest entry fits the decode limit a demander uses. */
+    ck_assert_uint_ge(lattice_rebalance_max_supply_bytes(&cc), cc.max_value_bytes + cc.max_key_bytes);
+    ck_assert_uint_ge(lattice_rebalance_max_supply_bytes(&cc), cc.rebalance_batch_bytes);
 }
 END_TEST
 
