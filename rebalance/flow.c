@@ -15,7 +15,9 @@
  * timeout_ms without one (or a refusal) it moves to the next supplier with
  * session+1, restarting the partition it was loading from batch 1 (the
  * applier's IF_NEWER rule makes re-sent entries harmless), and fails when
- * every supplier was tried.  Neither machine reads a clock or a socket.
+ * every supplier failed it LATTICE_REBALANCE_ROUNDS times (cycling through
+ * the list, so a lone supplier that lost one message is asked again).
+ * Neither machine reads a clock or a socket.
  */
 #include <string.h>
 
@@ -145,9 +147,9 @@ static lattice_status switch_supplier(lattice_rebalance_demander *d, uint64_t no
                                       lattice_rebalance_out *out)
 {
     d->tried++;
-    if (d->tried >= d->nsup) {
-        LT_LOG(LT_WARN, "rebalance", "cache %s: every supplier (%u) failed; re-plan needed",
-               d->cache, d->nsup);
+    if (d->tried >= d->nsup * LATTICE_REBALANCE_ROUNDS) {
+        LT_LOG(LT_WARN, "rebalance", "cache %s: every supplier (%u) failed %u times; re-plan needed",
+               d->cache, d->nsup, LATTICE_REBALANCE_ROUNDS);
         d->state = LATTICE_REBALANCE_DEMANDER_FAILED;
         d->deadline = out->deadline = LATTICE_REBALANCE_NO_DEADLINE;
         return LATTICE_OK;

@@ -296,6 +296,8 @@ typedef struct lattice_rebalance_flow_config {
 } lattice_rebalance_flow_config;
 
 #define LATTICE_REBALANCE_DEFAULT_TIMEOUT_MS 10000u
+/* Times the demander cycles through its suppliers before giving up. */
+#define LATTICE_REBALANCE_ROUNDS 2u
 #define LATTICE_REBALANCE_NO_DEADLINE UINT64_MAX
 
 /* From a cache config (prefetch, throttle, batch bytes) and the default timeout. */
@@ -325,8 +327,9 @@ void lattice_rebalance_out_clear(lattice_rebalance_out *o);
  *
  *   start ──► WAITING ──supply(batch = expected)──► WAITING (ack demand out)
  *               │  └── last of final partition ───► DONE
- *               └─ deadline / refusal ─► next supplier, session+1,
- *                   current partition from batch 1 ─► WAITING | FAILED (none left)
+ *               └─ deadline / refusal ─► next supplier (cyclic), session+1,
+ *                   current partition from batch 1 ─► WAITING, or FAILED once
+ *                   suppliers x LATTICE_REBALANCE_ROUNDS attempts failed
  *
  * The caller applies an ACCEPTED batch (applier) before sending the ack in
  * `out`.  Stale batches (other ids or session) and out-of-order ones are

@@ -280,6 +280,29 @@ START_TEST(flow_supplier_dies_mid_stream)
 }
 END_TEST
 
+START_TEST(flow_lone_supplier_is_asked_again)
+{
+    /* One supplier whose first batch is lost: after the timeout the same
+     * supplier is asked again in a new session, and the load completes. */
+    rcu_register_thread();
+    struct net n;
+    net_open(&n, 2, 200, 3, 0, 4096);
+    lattice_rebalance_demander_free(n.d);
+    lattice_rebalance_ids ids = {3, 0, 11, 1};
+    uint32_t list[] = {0, 1};
+    ck_assert_int_eq(lattice_rebalance_demander_create("c", &ids, list, 2, 1, &n.cfg, &n.d),
+                     LATTICE_OK);
+    n.keep_late = 1;
+    ck_assert_int_eq(run(&n), LATTICE_REBALANCE_DEMANDER_DONE);
+    check_copied(&n, 2, 0);
+    lattice_rebalance_demander_ids(n.d, &ids);
+    ck_assert_uint_eq(ids.session, 2);
+    ck_assert_uint_eq(lattice_rebalance_demander_supplier(n.d), 0);
+    net_close(&n);
+    rcu_unregister_thread();
+}
+END_TEST
+
 START_TEST(flow_refusal_switches_at_once)
 {
     rcu_register_thread();
@@ -458,6 +481,7 @@ TCase *rebalance_flow_tcase(void)
     tcase_add_test(tc, flow_window_follows_prefetch);
     tcase_add_test(tc, flow_timeout_switches_supplier);
     tcase_add_test(tc, flow_supplier_dies_mid_stream);
+    tcase_add_test(tc, flow_lone_supplier_is_asked_again);
     tcase_add_test(tc, flow_refusal_switches_at_once);
     tcase_add_test(tc, flow_fails_when_every_supplier_fails);
     tcase_add_test(tc, flow_throttle_spaces_batches);
