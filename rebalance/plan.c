@@ -11,6 +11,8 @@
 #include "rebalance/rebalance.h"
 
 struct lattice_rebalance_plan {
+    uint32_t *rank;      /* rank[node] = position by consistent id (for sessions) */
+    size_t nnodes;
     lattice_rebalance_task *tasks;
     size_t ntasks, cap_tasks;
     uint32_t *suppliers;
@@ -222,6 +224,9 @@ lattice_status lattice_rebalance_plan_compute(const lattice_rebalance_plan_input
         }
     }
     lt_free(cand);
+    pl->rank = c.rank; /* kept: sessions order demanders by consistent id */
+    pl->nnodes = in->node_count;
+    c.rank = NULL;
     ctx_free(&c);
     *out = pl;
     return LATTICE_OK;
@@ -233,6 +238,7 @@ nomem:
 void lattice_rebalance_plan_free(lattice_rebalance_plan *p)
 {
     if (!p) return;
+    lt_free(p->rank);
     lt_free(p->tasks);
     lt_free(p->suppliers);
     lt_free(p->renting);
@@ -273,4 +279,65 @@ size_t lattice_rebalance_plan_partitions_of(const lattice_rebalance_plan *p, uin
     for (size_t i = 0; i < p->ntasks; i++)
         if (p->tasks[i].demander == demander) out[n++] = p->tasks[i].partition;
     return n;
+}
+
+/* Orders task indexes by (demander rank, supplier list, partition). */
+static int cmp_task(const void *a, const void *b, void *arg)
+{
+    const lattice_rebalance_plan *p = arg;
+    const lattice_rebalance_task *x = &p->tasks[*(const uint32_t *)a];
+    const lattice_rebalance_task *y = &p->tasks[*(const uint32_t *)b];
+    if (x->demander != y->demander)
+        return p->rank[x->demander] < p->rank[y->demander] ? -1 : 1;
+    uint32_t n = x->supplier_count < y->supplier_count ? x->supplier_count : y->supplier_count;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t sx = p->suppliers[x->supplier_first + i], sy = p->suppliers[y->supplier_first + i];
+        if (sx != sy) return p->rank[sx] < p->rank[sy] ? -1 : 1;
+    }
+    if (x->supplier_count != y->supplier_count) return x->supplier_count < y->supplier_count ? -1 : 1;
+    return (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+static int same_session(const lattice_rebalance_plan *p, const lattice_rebalance_task *x,
+                        const lattice_rebalance_task *y)
+{
+    return x->demander == y->demander && x->supplier_count == y->supplier_count &&
+           !memcmp(p->suppliers + x->supplier_first, p->suppliers + y->supplier_first,
+                   x->supplier_count * sizeof *p->suppliers);
+}
+
+lattice_status lattice_rebalance_plan_sessions(const lattice_rebalance_plan *p,
+                                               lattice_rebalance_session_spec **specs,
+                                               size_t *count, uint32_t **partitions)
+{
+    if (!p || !specs || !count || !partitions) return LATTICE_ERR_INVAL;
+    *specs = NULL;
+    *partitions = NULL;
+    *count = 0;
+    if (p->ntasks == 0) return LATTICE_OK;
+    uint32_t *idx = lt_malloc(p->ntasks * sizeof *idx);
+    uint32_t *parts = lt_malloc(p->ntasks * sizeof *parts);
+    lattice_rebalance_session_spec *sp = lt_malloc(p->ntasks * sizeof *sp);
+    if (!idx || !parts || !sp) {
+        lt_free(idx);
+        lt_free(parts);
+        lt_free(sp);
+        return LATTICE_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < p->ntasks; i++) idx[i] = (uint32_t)i;
+    qsort_r(idx, p->ntasks, sizeof *idx, cmp_task, (void *)p);
+    size_t n = 0;
+    for (size_t i = 0; i < p->ntasks; i++) {
+        const lattice_rebalance_task *t = &p->tasks[idx[i]];
+        if (i == 0 || !same_session(p, &p->tasks[idx[i - 1]], t))
+            sp[n++] = (lattice_rebalance_session_spec){t->demander, t->supplier_first,
+                                                       t->supplier_count, (uint32_t)i, 0};
+        sp[n - 1].partition_count++;
+        parts[i] = t->partition;
+    }
+    lt_free(idx);
+    *specs = sp;
+    *count = n;
+    *partitions = parts;
+    return LATTICE_OK;
 }

@@ -120,6 +120,22 @@ const uint32_t *lattice_rebalance_plan_lost(const lattice_rebalance_plan *p, siz
 size_t lattice_rebalance_plan_partitions_of(const lattice_rebalance_plan *p, uint32_t demander,
                                             uint32_t *out);
 
+/* Tasks grouped into demand sessions: tasks of one demander with the same
+ * supplier list (same nodes, same order) are loaded in one session, so every
+ * supplier in the list can serve every partition of it. */
+typedef struct lattice_rebalance_session_spec {
+    uint32_t demander;
+    uint32_t supplier_first, supplier_count;   /* into lattice_rebalance_plan_suppliers */
+    uint32_t partition_first, partition_count; /* into *partitions, ascending */
+} lattice_rebalance_session_spec;
+
+/* Every task in exactly one session; sessions ordered by demander consistent
+ * id, then supplier list.  *specs and *partitions are lt_malloc'd (lt_free
+ * both; NULL when there are no tasks).  NOMEM. */
+lattice_status lattice_rebalance_plan_sessions(const lattice_rebalance_plan *p,
+                                               lattice_rebalance_session_spec **specs,
+                                               size_t *count, uint32_t **partitions);
+
 /* ------------------------------------------------------------------------ */
 /* Messages                                                                  */
 /* ------------------------------------------------------------------------ */

@@ -91,32 +91,34 @@ static lattice_status counter_of(void *arg, uint32_t partition, uint64_t *counte
     return LATTICE_OK;
 }
 
-/* Runs one task's session to the end, with writes between messages. */
-static void run_task(struct grid *g, const lattice_rebalance_task *t, const uint32_t *sup,
-                     uint64_t rebalance_id)
+/* Runs one session (one demander, several partitions, one supplier list)
+ * to the end, with writes between messages. */
+static void run_session(struct grid *g, const lattice_rebalance_session_spec *ss,
+                        const uint32_t *parts, const uint32_t *sup, uint64_t rebalance_id)
 {
     lattice_rebalance_ids ids = {2, 0, rebalance_id, 1};
     lattice_rebalance_flow_config cfg = {.prefetch = 3, .timeout_ms = 10000, .batch_bytes = 2048};
-    int d = (int)t->demander;
-    lattice_rebalance_copy *dc = &g->copies[d * PARTS + t->partition];
+    int d = (int)ss->demander;
     ck_assert_int_eq(lattice_rebalance_applier_create(g->env[d].store, "c", &ids, NULL, &g->applier),
                      LATTICE_OK);
     g->loading_node = d;
-    g->loading_part = t->partition;
-    ck_assert_int_eq(lattice_rebalance_applier_begin(g->applier, t->partition, true), LATTICE_OK);
-    dc->state = LATTICE_PART_MOVING; /* from here on writes reach it */
-    dc->counter = 0;
+    for (uint32_t i = 0; i < ss->partition_count; i++) {
+        lattice_rebalance_copy *dc = &g->copies[d * PARTS + parts[i]];
+        ck_assert_int_eq(lattice_rebalance_applier_begin(g->applier, parts[i], true), LATTICE_OK);
+        dc->state = LATTICE_PART_MOVING; /* from here on writes reach it */
+        dc->counter = 0;
+    }
     lattice_rebalance_demander *dm;
-    ck_assert_int_eq(lattice_rebalance_demander_create("c", &ids, &t->partition, 1,
-                                                       t->supplier_count, &cfg, &dm),
+    ck_assert_int_eq(lattice_rebalance_demander_create("c", &ids, parts, ss->partition_count,
+                                                       ss->supplier_count, &cfg, &dm),
                      LATTICE_OK);
     lattice_rebalance_supplier *sp = NULL;
     lattice_rebalance_out to_sup, to_dem;
     lattice_rebalance_out_init(&to_sup);
     lattice_rebalance_out_init(&to_dem);
     ck_assert_int_eq(lattice_rebalance_demander_start(dm, 0, &to_sup), LATTICE_OK);
-    uint64_t final_counter = 0;
     while (to_sup.count) {
+        g->loading_part = lattice_rebalance_demander_current(dm);
         for (size_t i = 0; i < to_sup.count; i++) {
             uint32_t s = sup[to_sup.msgs[i].to];
             lattice_rebalance_demand dd;
@@ -144,7 +146,14 @@ static void run_task(struct grid *g, const lattice_rebalance_task *t, const uint
             ck_assert_int_eq(ev, LATTICE_REBALANCE_ACCEPT);
             lattice_rebalance_apply_result r;
             ck_assert_int_eq(lattice_rebalance_applier_apply(g->applier, s, &r), LATTICE_OK);
-            if (r.partition_done) final_counter = r.update_counter;
+            if (r.partition_done) {
+                /* MOVING -> OWNING with the counter raised to the supplier's. */
+                lattice_rebalance_supply_info in;
+                lattice_rebalance_supply_info_of(s, &in);
+                lattice_rebalance_copy *dc = &g->copies[d * PARTS + in.partition];
+                dc->state = LATTICE_PART_OWNING;
+                if (r.update_counter > dc->counter) dc->counter = r.update_counter;
+            }
             lattice_rebalance_supply_free(s);
             for (int w = 0; w < 3; w++) write_one(g);
         }
@@ -152,9 +161,7 @@ static void run_task(struct grid *g, const lattice_rebalance_task *t, const uint
     }
     ck_assert_int_eq(lattice_rebalance_demander_state_of(dm), LATTICE_REBALANCE_DEMANDER_DONE);
     ck_assert(lattice_rebalance_supplier_done(sp));
-    /* MOVING -> OWNING with the counter raised to the supplier's. */
-    dc->state = LATTICE_PART_OWNING;
-    if (final_counter > dc->counter) dc->counter = final_counter;
+    ck_assert_uint_eq(lattice_rebalance_applier_pending(g->applier), 0);
     lattice_rebalance_supplier_free(sp);
     lattice_rebalance_demander_free(dm);
     lattice_rebalance_applier_free(g->applier);
@@ -192,10 +199,16 @@ START_TEST(join_under_load_loses_nothing_and_verifies)
     const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &ns);
     const lattice_rebalance_node_part *rent = lattice_rebalance_plan_renting(pl, &nr);
     ck_assert_uint_gt(nt, 0);
-    for (size_t k = 0; k < nt; k++) {
-        ck_assert_uint_eq(t[k].demander, 3);
-        run_task(g, &t[k], sup + t[k].supplier_first, 1);
-    }
+    for (size_t k = 0; k < nt; k++) ck_assert_uint_eq(t[k].demander, 3);
+    lattice_rebalance_session_spec *ss;
+    size_t nss;
+    uint32_t *sparts;
+    ck_assert_int_eq(lattice_rebalance_plan_sessions(pl, &ss, &nss, &sparts), LATTICE_OK);
+    ck_assert_uint_lt(nss, nt); /* partitions share sessions */
+    for (size_t k = 0; k < nss; k++)
+        run_session(g, &ss[k], sparts + ss[k].partition_first, sup + ss[k].supplier_first, 1 + k);
+    lt_free(ss);
+    lt_free(sparts);
     /* The switch: renting copies are evicted. */
     for (size_t k = 0; k < nr; k++) {
         lattice_rebalance_copy *c = &g->copies[rent[k].node * PARTS + rent[k].partition];

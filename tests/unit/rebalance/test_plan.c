@@ -264,6 +264,62 @@ START_TEST(plan_several_changes_at_once)
 }
 END_TEST
 
+START_TEST(plan_sessions_group_tasks)
+{
+    /* D fails while E and F join, backups 2: sessions cover every task once,
+     * and a session's tasks share demander and supplier list. */
+    struct world w;
+    world_init(&w, ABCD, 6);
+    lattice_affinity *old = aff(ABCD, 4, 2);
+    const char *now_ids[] = {ABCD[0], ABCD[1], ABCD[2], ABCD[4], ABCD[5]};
+    lattice_affinity *neu = aff(now_ids, 5, 2);
+    own_from(&w, old);
+    w.live[3] = 0;
+    for (int pol = 0; pol < 2; pol++) {
+        lattice_rebalance_plan *pl = plan(&w, old, neu, (lattice_rebalance_policy)pol);
+        size_t nt, ns, nss;
+        const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+        const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &ns);
+        lattice_rebalance_session_spec *ss;
+        uint32_t *parts;
+        ck_assert_int_eq(lattice_rebalance_plan_sessions(pl, &ss, &nss, &parts), LATTICE_OK);
+        ck_assert_uint_gt(nss, 1);
+        int *covered = calloc(nt, sizeof *covered);
+        size_t total = 0;
+        for (size_t k = 0; k < nss; k++) {
+            ck_assert_uint_gt(ss[k].partition_count, 0);
+            total += ss[k].partition_count;
+            for (uint32_t i = 0; i < ss[k].partition_count; i++) {
+                uint32_t p = parts[ss[k].partition_first + i];
+                if (i) ck_assert_uint_gt(p, parts[ss[k].partition_first + i - 1]);
+                size_t hit = nt;
+                for (size_t j = 0; j < nt; j++)
+                    if (t[j].partition == p && t[j].demander == ss[k].demander) hit = j;
+                ck_assert_uint_lt(hit, nt);
+                covered[hit]++;
+                ck_assert_uint_eq(t[hit].supplier_count, ss[k].supplier_count);
+                ck_assert_mem_eq(sup + t[hit].supplier_first, sup + ss[k].supplier_first,
+                                 ss[k].supplier_count * sizeof *sup);
+            }
+            /* Distinct sessions never share demander and supplier list. */
+            for (size_t j = 0; j < k; j++)
+                ck_assert(ss[j].demander != ss[k].demander ||
+                          ss[j].supplier_count != ss[k].supplier_count ||
+                          memcmp(sup + ss[j].supplier_first, sup + ss[k].supplier_first,
+                                 ss[k].supplier_count * sizeof *sup));
+        }
+        ck_assert_uint_eq(total, nt);
+        for (size_t j = 0; j < nt; j++) ck_assert_int_eq(covered[j], 1);
+        free(covered);
+        lt_free(ss);
+        lt_free(parts);
+        lattice_rebalance_plan_free(pl);
+    }
+    lattice_affinity_free(old);
+    lattice_affinity_free(neu);
+}
+END_TEST
+
 START_TEST(plan_demander_dies_mid_plan_replans)
 {
     struct world w;
@@ -465,6 +521,7 @@ TCase *rebalance_plan_tcase(void)
     tcase_add_test(tc, plan_graceful_leave_leaver_supplies);
     tcase_add_test(tc, plan_failure_restores_redundancy_or_loses);
     tcase_add_test(tc, plan_several_changes_at_once);
+    tcase_add_test(tc, plan_sessions_group_tasks);
     tcase_add_test(tc, plan_demander_dies_mid_plan_replans);
     tcase_add_test(tc, plan_never_supplies_from_a_copy_behind);
     tcase_add_test(tc, plan_holder_at_best_counter_needs_no_load);
