@@ -431,6 +431,104 @@ START_TEST(supplier_resume_resends_unacked)
 }
 END_TEST
 
+/* Random supplies (right and wrong ids, sessions, senders, partitions,
+ * batch numbers, refusals) thrown at a demander: it accepts only the next
+ * batch of its current partition from its current supplier and session,
+ * and its state only moves forward. */
+START_TEST(flow_random_supplies_keep_the_contract)
+{
+    rcu_register_thread();
+    struct t_env e;
+    t_env_open(&e, 8, 16);
+    for (uint32_t p = 0; p < 8; p++) t_put(e.store, p, p, 10, 1, 0);
+    lattice_rebalance_flow_config cfg = {.prefetch = 3, .timeout_ms = 100, .batch_bytes = 4096};
+    uint32_t parts[] = {2, 5, 7};
+    uint64_t seed = 5, total_accepts = 0;
+    int done = 0, failed = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        lattice_rebalance_ids ids = {4, 1, 9, 1};
+        lattice_rebalance_demander *d;
+        ck_assert_int_eq(lattice_rebalance_demander_create("c", &ids, parts, 3, 2, &cfg, &d),
+                         LATTICE_OK);
+        lattice_rebalance_out o;
+        lattice_rebalance_out_init(&o);
+        uint64_t now = 0;
+        ck_assert_int_eq(lattice_rebalance_demander_start(d, now, &o), LATTICE_OK);
+        uint64_t accepted_in_session = 0;
+        uint32_t session = 1;
+        for (int step = 0; step < 300; step++) {
+            lattice_rebalance_out_clear(&o);
+            seed = t_mix64(seed + (uint64_t)step);
+            lattice_rebalance_ids cur;
+            lattice_rebalance_demander_ids(d, &cur);
+            lattice_rebalance_ids sid = cur;
+            if (seed % 7 == 0) sid.session += (uint32_t)(seed >> 8) % 3;
+            if (seed % 11 == 0) sid.rebalance_id--;
+            if (seed % 13 == 0) sid.topology_major++;
+            int64_t curp = lattice_rebalance_demander_current(d);
+            uint32_t p = (seed >> 16) % 3 ? (curp >= 0 ? (uint32_t)curp : 0) : (uint32_t)(seed >> 20) % 8;
+            uint64_t batch = accepted_in_session + ((seed >> 24) % 4 ? 1 : (seed >> 28) % 4);
+            if (batch == 0) batch = 1;
+            uint32_t from = (seed >> 32) % 5 ? lattice_rebalance_demander_supplier(d) : (uint32_t)(seed >> 36) % 2;
+            void *buf;
+            size_t len;
+            if ((seed >> 40) % 17 == 0) {
+                ck_assert_int_eq(lattice_rebalance_supply_encode_refusal("c", &sid, p, batch,
+                                                                         LATTICE_ERR_NOT_OWNER,
+                                                                         &buf, &len),
+                                 LATTICE_OK);
+            } else {
+                lattice_rebalance_batcher *b;
+                bool last;
+                ck_assert_int_eq(lattice_rebalance_batcher_create(e.store, "c", &sid, p, 4096, &b),
+                                 LATTICE_OK);
+                ck_assert_int_eq(lattice_rebalance_batcher_next(b, batch, 3, &buf, &len, &last, NULL),
+                                 LATTICE_OK);
+                lattice_rebalance_batcher_free(b);
+            }
+            lattice_rebalance_supply *s;
+            ck_assert_int_eq(lattice_rebalance_supply_decode(buf, len, 0, &s), LATTICE_OK);
+            lattice_rebalance_demander_state before = lattice_rebalance_demander_state_of(d);
+            lattice_rebalance_demander_event ev;
+            now += (seed >> 44) % 40;
+            ck_assert_int_eq(lattice_rebalance_demander_on_supply(d, from, s, now, &o, &ev), LATTICE_OK);
+            if (ev == LATTICE_REBALANCE_ACCEPT) {
+                ck_assert_int_eq(before, LATTICE_REBALANCE_DEMANDER_WAITING);
+                ck_assert_uint_eq(from, lattice_rebalance_demander_supplier(d));
+                ck_assert_mem_eq(&sid, &cur, sizeof sid);
+                ck_assert_int_eq((int64_t)p, curp);
+                ck_assert_uint_eq(batch, accepted_in_session + 1);
+                accepted_in_session++;
+                total_accepts++;
+                ck_assert_uint_eq(o.count, 1); /* the ack */
+            }
+            lattice_rebalance_out_clear(&o);
+            ck_assert_int_eq(lattice_rebalance_demander_on_tick(d, now, &o), LATTICE_OK);
+            lattice_rebalance_demander_ids(d, &cur);
+            if (cur.session != session) {
+                ck_assert_uint_gt(cur.session, session);
+                session = cur.session;
+                accepted_in_session = 0;
+            }
+            lattice_rebalance_demander_state after = lattice_rebalance_demander_state_of(d);
+            ck_assert_int_ge(after, before);
+            lattice_rebalance_supply_free(s);
+            lt_free(buf);
+        }
+        done += lattice_rebalance_demander_state_of(d) == LATTICE_REBALANCE_DEMANDER_DONE;
+        failed += lattice_rebalance_demander_state_of(d) == LATTICE_REBALANCE_DEMANDER_FAILED;
+        lattice_rebalance_out_clear(&o);
+        lattice_rebalance_demander_free(d);
+    }
+    /* The random walk reached every outcome (else it tests nothing). */
+    ck_assert_uint_gt(total_accepts, 200);
+    ck_assert_int_gt(done, 0);
+    ck_assert_int_gt(failed, 0);
+    t_env_close(&e);
+    rcu_unregister_thread();
+}
+END_TEST
+
 START_TEST(flow_bad_arguments)
 {
     lattice_rebalance_flow_config cfg = {.prefetch = 3, .timeout_ms = 10, .batch_bytes = 4096};
@@ -487,6 +585,7 @@ TCase *rebalance_flow_tcase(void)
     tcase_add_test(tc, flow_throttle_spaces_batches);
     tcase_add_test(tc, flow_late_batch_of_old_supplier_ignored);
     tcase_add_test(tc, supplier_resume_resends_unacked);
+    tcase_add_test(tc, flow_random_supplies_keep_the_contract);
     tcase_add_test(tc, flow_bad_arguments);
     return tc;
 }
