@@ -23,7 +23,8 @@
  * (rcu_register_thread), as every store call does, and must not be called
  * inside rcu_read_lock().
  * Memory: all allocations go through lattice/alloc.h; NOMEM leaves objects
- * as they were.  Bytes returned in a lattice_rebalance_out belong to it.
+ * usable (the batcher is the exception: see there).  Bytes returned in a
+ * lattice_rebalance_out belong to it.
  */
 #ifndef LATTICE_REBALANCE_H
 #define LATTICE_REBALANCE_H
@@ -238,7 +239,10 @@ lattice_status lattice_rebalance_batcher_create(lattice_store *store, const char
  * the partition is exhausted the message has last set and carries `counter`
  * (read it from the partition map just before: see docs/REBALANCE.md why
  * that is enough); *last reports it.  *entries (may be NULL) = entries in it.
- * After last, INVAL. */
+ * After last, INVAL.  NOMEM while copying entries out of the cursor ends
+ * the batcher (the cursor cannot hand those entries out again): every later
+ * call is INVAL; free it and start the partition over (the demander's
+ * IF_NEWER rule makes a restart harmless). */
 lattice_status lattice_rebalance_batcher_next(lattice_rebalance_batcher *b, uint64_t batch,
                                               uint64_t counter, void **buf, size_t *len,
                                               bool *last, size_t *entries);
@@ -348,7 +352,8 @@ void lattice_rebalance_out_clear(lattice_rebalance_out *o);
  *                   suppliers x LATTICE_REBALANCE_ROUNDS attempts failed
  *
  * The caller applies an ACCEPTED batch (applier) before sending the ack in
- * `out`.  Stale batches (other ids or session) and out-of-order ones are
+ * `out`, and after every call copies lattice_rebalance_demander_ids into
+ * the applier (lattice_rebalance_applier_set_ids) so it follows switches.  Stale batches (other ids or session) and out-of-order ones are
  * ignored; the timeout recovers from losses.
  */
 typedef struct lattice_rebalance_demander lattice_rebalance_demander;

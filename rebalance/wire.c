@@ -434,6 +434,9 @@ static size_t pend_size(const struct pend *p)
 static int collect(void *arg, const lattice_store_item *it)
 {
     lattice_rebalance_batcher *b = arg;
+    /* After a failed copy keep nothing more: a later entry stored after a
+     * lost one would hide the loss. */
+    if (b->oom) return 1;
     struct pend p = {(uint32_t)it->key_len, (uint32_t)it->value_len, it->expire_ms, it->version};
     size_t need = b->used + pend_size(&p);
     if (need > b->cap) {
