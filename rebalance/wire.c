@@ -2,7 +2,7 @@
  * Demand/Supply messages (proto/rebalance.proto): encoding, checked
  * decoding and the supplier's batcher.  The demander's applier: apply.c.
  *
- * Decoding rules (PITFALLS: protobuf-c keeps unknown fields, and unpacks
+ * Decoding rules (protobuf-c 1.4 keeps unknown fields, and unpacks
  * before anyone looked at the length): the length is checked first, then the
  * message is unpacked with the project allocator, then every field a caller
  * relies on is range-checked, and any unknown field rejects the message.

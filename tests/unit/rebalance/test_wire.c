@@ -66,7 +66,8 @@ START_TEST(demand_bad_values_rejected)
     d = demand_of(big, 1);
     ck_assert_int_eq(lattice_rebalance_demand_encode(&d, &buf, &len), LATTICE_ERR_INVAL);
     /* Hand-made bytes: format 2; no partitions; partition 16384; bad name;
-     * the overlong field-0 tag of PITFALLS; garbage. */
+     * an overlong field-0 tag (protobuf-c 1.4 keeps it as an
+     * unknown field); garbage. */
     static const uint8_t fmt2[] = {0x08, 0x02, 0x12, 0x01, 'c', 0x3a, 0x01, 0x01};
     static const uint8_t noparts[] = {0x08, 0x01, 0x12, 0x01, 'c'};
     static const uint8_t bigpart[] = {0x08, 0x01, 0x12, 0x01, 'c', 0x3a, 0x03, 0x80, 0x80, 0x01};
