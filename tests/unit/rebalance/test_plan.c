@@ -466,6 +466,42 @@ START_TEST(plan_spread_shares_suppliers)
 }
 END_TEST
 
+START_TEST(plan_replicated_join_loads_every_partition)
+{
+    /* Replicated cache: every node owns every partition, so a joiner loads
+     * them all and no copy turns renting. */
+    struct world w;
+    world_init(&w, ABCD, 4);
+    lattice_affinity_node nodes[4];
+    for (int i = 0; i < 4; i++) nodes[i] = (lattice_affinity_node){ABCD[i], ABCD[i], (uint64_t)i + 1};
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "r");
+    cfg.partitions = PARTS;
+    cfg.mode = LATTICE_CACHE_REPLICATED;
+    lattice_affinity *old, *neu;
+    ck_assert_int_eq(lattice_affinity_compute(nodes, 3, &cfg, &old), LATTICE_OK);
+    ck_assert_int_eq(lattice_affinity_compute(nodes, 4, &cfg, &neu), LATTICE_OK);
+    own_from(&w, old);
+    lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_SPREAD);
+    check_plan(&w, neu, pl);
+    size_t nt, nr;
+    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    lattice_rebalance_plan_renting(pl, &nr);
+    ck_assert_uint_eq(nt, PARTS);
+    ck_assert_uint_eq(nr, 0);
+    uint32_t load[3] = {0};
+    for (size_t k = 0; k < nt; k++) {
+        ck_assert_uint_eq(t[k].demander, 3);
+        ck_assert_uint_eq(t[k].supplier_count, 3);
+        load[t[k].supplier]++;
+    }
+    for (int i = 0; i < 3; i++) ck_assert_uint_ge(load[i], PARTS / 3 - 1);
+    lattice_rebalance_plan_free(pl);
+    lattice_affinity_free(old);
+    lattice_affinity_free(neu);
+}
+END_TEST
+
 START_TEST(plan_bad_input)
 {
     struct world w;
@@ -527,6 +563,7 @@ TCase *rebalance_plan_tcase(void)
     tcase_add_test(tc, plan_holder_at_best_counter_needs_no_load);
     tcase_add_test(tc, plan_same_for_any_node_order);
     tcase_add_test(tc, plan_spread_shares_suppliers);
+    tcase_add_test(tc, plan_replicated_join_loads_every_partition);
     tcase_add_test(tc, plan_bad_input);
     return tc;
 }
