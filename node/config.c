@@ -131,8 +131,12 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
         if (o->n_caches == LATTICED_MAX_CACHES) BAD("at most %d --cache", LATTICED_MAX_CACHES);
         if (!v || !valid_cache_spec(v)) BAD("bad --cache '%s' (want NAME[:k=v,...] with mode, partitions, backups, sync, read_from_backup, expiry_ms, region)", v ? v : "");
         STR(o->caches[o->n_caches]);
+        o->node.caches[o->node.n_caches++] = o->caches[o->n_caches];
         o->n_caches++;
-    } else if (!strcmp(k, "region-mb")) { if (!parse_int(v, 1, 1 << 20, &o->region_mb)) BAD("--region-mb wants 1..1048576"); }
+    } else if (!strcmp(k, "region-mb")) {
+        if (!parse_int(v, 1, 1 << 20, &o->region_mb)) BAD("--region-mb wants 1..1048576");
+        o->node.region_mb = o->region_mb;
+    }
     else if (!strcmp(k, "resp-port")) { if (!parse_int(v, 1, 65535, &o->resp_port)) BAD("--resp-port wants 1..65535"); }
     else if (!strcmp(k, "http-port")) { if (!parse_int(v, 1, 65535, &o->http_port)) BAD("--http-port wants 1..65535"); }
     else BAD("unknown option '%s'", key);
@@ -210,8 +214,8 @@ static void usage(FILE *f)
           "  --multicast-wait-ms N     wait between probes (default 300)\n"
           "  --attr KEY=VALUE          repeatable: a string attribute advertised in the topology\n"
           "  --log-level L             error|warn|info|debug|trace (default info)\n"
-          "  --cache NAME[:k=v,...]    repeatable; validated and kept: caches arrive with the caches work\n"
-          "  --region-mb N             validated and kept: the data region arrives with the caches work\n"
+          "  --cache NAME[:k=v,...]    repeatable: a cache this node declares (docs/CACHES.md)\n"
+          "  --region-mb N             data region bound in MiB (default 256); full: writes fail with REGION_FULL\n"
           "  --resp-port N             validated and kept: the RESP endpoint arrives with the RESP work\n"
           "  --http-port N             validated and kept: the HTTP endpoint arrives with the HTTP work\n"
           "  --help, --version\n",
