@@ -109,6 +109,7 @@ struct lattice_data {
 
     /* data thread */
     bool running, seen_topology;
+    bool inbox_pending;           /* enqueued from the data thread itself: poll without waiting */
     uint64_t major, minor;
     char self_id[64], coordinator[64];
     peer *peers[DATA_MAX_PEERS];
