@@ -74,7 +74,9 @@ static bool parse_i64(const void *v, size_t n, int64_t *out)
     if (n == 0 || n >= sizeof tmp) return false;
     memcpy(tmp, v, n);
     tmp[n] = 0;
-    if (tmp[0] == '+' || (tmp[0] == '0' && n > 1) || (tmp[0] == '-' && (n == 1 || tmp[1] == '0'))) return false;
+    /* Redis's rule: the canonical decimal form only (no sign '+', blanks or
+     * leading zeros), so INCR on "01" or " 1" is an error as in Redis. */
+    if (!(tmp[0] == '-' || (tmp[0] >= '0' && tmp[0] <= '9')) || (tmp[0] == '0' && n > 1) || (tmp[0] == '-' && (n == 1 || tmp[1] == '0'))) return false;
     char *end;
     errno = 0;
     long long x = strtoll(tmp, &end, 10);
