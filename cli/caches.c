@@ -104,6 +104,9 @@ int cli_caches(cli_globals *g, int argc, char **argv)
                                                        "backup_partitions", (json_int_t)x->backup_partitions, "reads",
                                                        (json_int_t)x->reads, "writes", (json_int_t)x->writes, "hits",
                                                        (json_int_t)x->hits, "misses", (json_int_t)x->misses));
+                json_t *last = json_array_get(nodes, json_array_size(nodes) - 1);
+                json_object_set_new(last, "moving_partitions", json_integer((json_int_t)x->moving_partitions));
+                json_object_set_new(last, "moving_entries", json_integer((json_int_t)x->moving_entries));
             }
             json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:s, s:b, s:I, s:s, s:o}", "name", ci[i].name,
                                                  "mode", ci[i].mode, "partitions", (json_int_t)ci[i].partitions,
@@ -116,13 +119,13 @@ int cli_caches(cli_globals *g, int argc, char **argv)
         for (size_t i = 0; i < nc; i++) {
             printf("cache %s: %s, %u partitions, backups %u, %s, size %llu\n", ci[i].name, ci[i].mode,
                    ci[i].partitions, ci[i].backups, ci[i].sync, (unsigned long long)ci[i].size);
-            printf("  %-38s %10s %10s %6s %6s %10s %10s %10s %10s\n", "node", "primary", "backup", "p.prt", "b.prt",
-                   "reads", "writes", "hits", "misses");
+            printf("  %-38s %10s %10s %6s %6s %6s %10s %10s %10s %10s\n", "node", "primary", "backup", "p.prt", "b.prt",
+                   "moving", "reads", "writes", "hits", "misses");
             for (size_t k = 0; k < ci[i].n_nodes; k++) {
                 lattice_cache_node_info *x = &ci[i].nodes[k];
-                printf("  %-38s %10llu %10llu %6u %6u %10llu %10llu %10llu %10llu\n", x->id,
+                printf("  %-38s %10llu %10llu %6u %6u %6u %10llu %10llu %10llu %10llu\n", x->id,
                        (unsigned long long)x->primary_entries, (unsigned long long)x->backup_entries,
-                       x->primary_partitions, x->backup_partitions, (unsigned long long)x->reads,
+                       x->primary_partitions, x->backup_partitions, x->moving_partitions, (unsigned long long)x->reads,
                        (unsigned long long)x->writes, (unsigned long long)x->hits, (unsigned long long)x->misses);
             }
         }
@@ -159,7 +162,8 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
     json_t *parts = json_array();
     for (uint32_t p = 0; p < pi->partitions; p++) {
         json_t *owners = json_array();
-        if (!pi->n_owners[p]) lost++;
+        bool owning = pi->n_owners[p] && pi->owners[(size_t)p * pi->max_owners].primary;
+        if (!owning) lost++;
         for (uint32_t i = 0; i < pi->n_owners[p]; i++) {
             lattice_partition_owner *o = &pi->owners[(size_t)p * pi->max_owners + i];
             json_array_append_new(owners, json_pack("{s:s, s:s, s:s, s:s}", "node", o->node, "consistent_id",
@@ -171,7 +175,7 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
             }
         }
         json_array_append_new(parts, json_pack("{s:I, s:o, s:s}", "id", (json_int_t)p, "owners", owners, "state",
-                                               pi->n_owners[p] ? "OWNING" : "LOST"));
+                                               owning ? "OWNING" : "LOST"));
     }
     long mn = -1, mx = 0, sum = 0, nn = 0;
     const char *k;
@@ -195,7 +199,7 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
                (unsigned long long)pi->minor, pi->partitions, lost);
         for (uint32_t p = 0; p < pi->partitions; p++) {
             printf("  %5u:", p);
-            if (!pi->n_owners[p]) printf(" LOST");
+            if (!pi->n_owners[p] || !pi->owners[(size_t)p * pi->max_owners].primary) printf(" LOST");
             for (uint32_t i = 0; i < pi->n_owners[p]; i++) {
                 lattice_partition_owner *o = &pi->owners[(size_t)p * pi->max_owners + i];
                 printf(" %s(%s,%s)", o->consistent_id, o->primary ? "primary" : "backup", o->state);

@@ -44,6 +44,8 @@ typedef struct cache_def {
     uint64_t base_version;
     lattice_affinity *aff;      /* affinity over the base */
     struct peer **live;         /* per affinity node: its live peer (or self), NULL = gone */
+    lattice_affinity *ideal;    /* affinity over the live servers when they differ from the base, else NULL */
+    struct peer **ideal_live;   /* per ideal node: its peer */
     lattice_store *store;       /* servers only */
     uint64_t *counter;          /* per-partition update counter */
     uint64_t reads, writes, hits, misses;
@@ -52,6 +54,10 @@ typedef struct cache_def {
 /* Serving owners of p: the base's owners filtered to live nodes, primary
  * first.  Fills out[0..max) and returns how many. */
 size_t cache_serving_owners(const cache_def *c, uint32_t p, struct peer **out, size_t max);
+/* MOVING owners of p: ideal owners (affinity over the live servers) that
+ * are not serving it.  Writes reach them, reads do not; issue 5's rebalance
+ * fills them with the partition's older entries. */
+size_t cache_moving_owners(const cache_def *c, uint32_t p, struct peer **out, size_t max);
 
 /* The replication a primary's write produces (key, value, expiry, version or
  * a remove), valid until the next exec call. */

@@ -44,6 +44,8 @@ static void cache_free(cache_def *c)
     lt_free(c->base);
     lattice_affinity_free(c->aff);
     lt_free(c->live);
+    lattice_affinity_free(c->ideal);
+    lt_free(c->ideal_live);
     lt_free(c->counter);
     lt_free(c);
 }
@@ -61,9 +63,38 @@ void data_caches_free(lattice_data *d)
     exec_scratch_free(&d->scratch);
 }
 
+static bool base_is_live_set(lattice_data *d, const cache_def *c);
+static size_t live_servers(lattice_data *d, char **out);
+
+/* The ideal assignment (over the live servers) when it differs from the
+ * base: its owners that do not serve a partition hold it MOVING. */
+static void cache_reideal(lattice_data *d, cache_def *c)
+{
+    lattice_affinity_free(c->ideal);
+    lt_free(c->ideal_live);
+    c->ideal = NULL;
+    c->ideal_live = NULL;
+    if (base_is_live_set(d, c)) return;
+    char *srv[DATA_MAX_PEERS];
+    size_t n = live_servers(d, srv);
+    lattice_affinity_node an[DATA_MAX_PEERS];
+    for (size_t i = 0; i < n; i++) an[i] = (lattice_affinity_node){srv[i], NULL, 0};
+    lattice_affinity *a = NULL;
+    peer **pl = lt_calloc(n ? n : 1, sizeof *pl);
+    if (!pl || lattice_affinity_compute(an, n, &c->cfg, &a) != LATTICE_OK) {
+        lt_free(pl);
+        return; /* no MOVING copies this time: writes still reach every serving owner */
+    }
+    for (uint32_t i = 0; i < lattice_affinity_node_count(a); i++)
+        pl[i] = data_peer_by_cid(d, lattice_affinity_node_id(a, i));
+    c->ideal = a;
+    c->ideal_live = pl;
+}
+
 /* Recomputes which affinity nodes are alive (peers of the current topology). */
 static void cache_relive(lattice_data *d, cache_def *c)
 {
+    cache_reideal(d, c);
     uint32_t n = c->aff ? lattice_affinity_node_count(c->aff) : 0;
     for (uint32_t i = 0; i < n; i++) {
         peer *p = data_peer_by_cid(d, lattice_affinity_node_id(c->aff, i));
@@ -376,6 +407,13 @@ static Latdata__NodeCacheStats *node_stats(cache_def *c)
     for (uint32_t p = 0; c->store && p < c->cfg.partitions; p++) {
         peer *own[LATTICE_CACHE_MAX_BACKUPS + 1];
         size_t n = cache_serving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
+        peer *mov[LATTICE_CACHE_MAX_BACKUPS + 1];
+        size_t nm = cache_moving_owners(c, p, mov, LATTICE_CACHE_MAX_BACKUPS + 1);
+        for (size_t i = 0; i < nm; i++) {
+            if (!mov[i]->self) continue;
+            s->moving_partitions++;
+            s->moving_entries += lattice_store_count(c->store, p);
+        }
         for (size_t i = 0; i < n; i++) {
             if (!own[i]->self) continue;
             uint64_t cnt = lattice_store_count(c->store, p);
@@ -422,6 +460,8 @@ static void stats_add(stats_result *sr, const char *node, Latdata__NodeCacheStat
         ci->writes = st[i]->writes;
         ci->hits = st[i]->hits;
         ci->misses = st[i]->misses;
+        ci->moving_partitions = st[i]->moving_partitions;
+        ci->moving_entries = st[i]->moving_entries;
     }
     sn->n = n;
     sr->n_nodes++;
@@ -621,7 +661,10 @@ static void partitions_call(lattice_data *d, opx *o)
         return;
     }
     lattice_partitions_info *pi = lt_calloc(1, sizeof *pi);
-    uint32_t maxo = c->aff ? lattice_affinity_copies(c->aff) : 0;
+    uint32_t copies = c->aff ? lattice_affinity_copies(c->aff) : 0;
+    if (c->ideal && lattice_affinity_copies(c->ideal) > copies) copies = lattice_affinity_copies(c->ideal);
+    if (copies > LATTICE_CACHE_MAX_BACKUPS + 1) copies = LATTICE_CACHE_MAX_BACKUPS + 1;
+    uint32_t maxo = 2 * copies; /* serving owners, then MOVING ones */
     if (pi) {
         pi->n_owners = lt_calloc(c->cfg.partitions, sizeof *pi->n_owners);
         pi->owners = lt_calloc((size_t)c->cfg.partitions * (maxo ? maxo : 1), sizeof *pi->owners);
@@ -638,15 +681,16 @@ static void partitions_call(lattice_data *d, opx *o)
     pi->partitions = c->cfg.partitions;
     pi->max_owners = maxo;
     for (uint32_t p = 0; p < c->cfg.partitions; p++) {
-        peer *own[LATTICE_CACHE_MAX_BACKUPS + 1];
-        size_t n = cache_serving_owners(c, p, own, maxo < LATTICE_CACHE_MAX_BACKUPS + 1 ? maxo : LATTICE_CACHE_MAX_BACKUPS + 1);
+        peer *own[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+        size_t ns = cache_serving_owners(c, p, own, copies);
+        size_t n = ns + cache_moving_owners(c, p, own + ns, copies);
         pi->n_owners[p] = (uint32_t)n;
         for (size_t i = 0; i < n; i++) {
             lattice_partition_owner *po = &pi->owners[(size_t)p * maxo + i];
             snprintf(po->node, sizeof po->node, "%s", own[i]->id);
             snprintf(po->consistent_id, sizeof po->consistent_id, "%s", own[i]->cid);
-            po->primary = i == 0;
-            po->state = lattice_partition_state_name(LATTICE_PART_OWNING);
+            po->primary = i == 0 && ns > 0;
+            po->state = lattice_partition_state_name(i < ns ? LATTICE_PART_OWNING : LATTICE_PART_MOVING);
         }
     }
     r.value = pi;

@@ -28,6 +28,23 @@ size_t cache_serving_owners(const cache_def *c, uint32_t p, struct peer **out, s
     return n;
 }
 
+size_t cache_moving_owners(const cache_def *c, uint32_t p, struct peer **out, size_t max)
+{
+    if (!c->ideal) return 0;
+    struct peer *serving[LATTICE_CACHE_MAX_BACKUPS + 1];
+    size_t ns = cache_serving_owners(c, p, serving, LATTICE_CACHE_MAX_BACKUPS + 1);
+    uint32_t cnt = 0;
+    const uint16_t *own = lattice_affinity_owners(c->ideal, p, &cnt);
+    size_t n = 0;
+    for (uint32_t i = 0; own && i < cnt && n < max; i++) {
+        struct peer *q = c->ideal_live[own[i]];
+        bool dup = !q;
+        for (size_t k = 0; k < ns && !dup; k++) dup = serving[k] == q;
+        if (!dup) out[n++] = q;
+    }
+    return n;
+}
+
 static bool is_read(int kind)
 {
     return kind == LATTICE_OP_GET || kind == LATTICE_OP_TTL || kind == LATTICE_OP_CONTAINS;
@@ -39,10 +56,13 @@ static void exec_primary(lattice_data *d, cache_def *c, const exec_in *in, const
     lattice_op_result r;
     repl_out repl;
     exec_local(c, in, &d->scratch, &r, &repl);
-    peer *owners[LATTICE_CACHE_MAX_BACKUPS + 1];
-    size_t n = repl.needed ? cache_serving_owners(c, in->partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1) : 0;
-    if (c->cfg.mode == LATTICE_CACHE_REPLICATED && repl.needed)
+    /* Every other serving owner, then every MOVING owner: all get the write. */
+    peer *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+    size_t n = 0;
+    if (repl.needed) {
         n = cache_serving_owners(c, in->partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
+        n += cache_moving_owners(c, in->partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
+    }
     waitw *w = NULL;
     if (n > 1 && c->cfg.sync == LATTICE_SYNC_FULL) {
         w = lt_calloc(1, sizeof *w);

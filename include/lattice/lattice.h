@@ -196,6 +196,8 @@ typedef struct lattice_cache_node_info {
     uint64_t primary_entries, backup_entries;
     uint32_t primary_partitions, backup_partitions;
     uint64_t reads, writes, hits, misses;
+    uint32_t moving_partitions;       /* held MOVING: writes reach them, reads do not */
+    uint64_t moving_entries;
 } lattice_cache_node_info;
 
 typedef struct lattice_cache_info {
@@ -225,7 +227,8 @@ typedef struct lattice_partitions_info {
     char cache[65];
     uint64_t major, minor;            /* topology version seen */
     uint32_t partitions;
-    uint32_t *n_owners;               /* per partition; 0 = LOST */
+    uint32_t *n_owners;               /* per partition: serving owners (OWNING, primary first),
+                                         then MOVING ones; no OWNING owner = LOST */
     lattice_partition_owner *owners;  /* partition p: owners[p * max_owners ...] */
     uint32_t max_owners;
 } lattice_partitions_info;

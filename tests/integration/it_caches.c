@@ -486,7 +486,37 @@ START_TEST(runtime_cache_cli_and_bad_requests)
     lattice_partitions_info *pi = NULL;
     ck_assert_int_eq(lattice_cache_partitions(late, "rt", &pi), LATTICE_OK);
     ck_assert_int_eq(pi->partitions, 1024);
+    /* rt held data when it joined, so no partition moved to it: it holds its
+     * ideal partitions MOVING (for rebalance), never as a serving owner. */
+    char late_id[64];
+    lattice_node_id(late, late_id, sizeof late_id);
+    uint32_t moving = 0;
+    for (uint32_t p = 0; p < pi->partitions; p++)
+        for (uint32_t i = 0; i < pi->n_owners[p]; i++) {
+            lattice_partition_owner *o = &pi->owners[(size_t)p * pi->max_owners + i];
+            if (strcmp(o->node, late_id) != 0) continue;
+            ck_assert_str_eq(o->state, "MOVING");
+            ck_assert_int_eq(o->primary, 0);
+            moving++;
+        }
+    ck_assert_uint_gt(moving, 0);
     lattice_partitions_info_free(pi);
+    /* Writes reach MOVING copies: new keys land on the joiner too. */
+    for (int i = 0; i < 300; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "m%d", i);
+        ck_assert_int_eq(lattice_cache_put(c, "rt", key, strlen(key), "x", 1), LATTICE_OK);
+    }
+    lattice_cache_info *ci = NULL;
+    size_t nci = 0;
+    ck_assert_int_eq(lattice_caches_info(c, &ci, &nci), LATTICE_OK);
+    uint64_t moving_entries = 0;
+    for (size_t i = 0; i < nci; i++)
+        for (size_t k = 0; !strcmp(ci[i].name, "rt") && k < ci[i].n_nodes; k++)
+            if (!strcmp(ci[i].nodes[k].id, late_id)) moving_entries = ci[i].nodes[k].moving_entries;
+    lattice_caches_info_free(ci, nci);
+    printf("joiner: %u partitions MOVING, %llu entries written to them\n", moving, (unsigned long long)moving_entries);
+    ck_assert_uint_gt(moving_entries, 0);
 
     ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s del rt hello", L, finder), 0);
     ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s del rt hello", L, finder), 1);
