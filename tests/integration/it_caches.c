@@ -13,6 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zmq.h>
+
+#include "cache.pb-c.h"
 #include "harness.h"
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
@@ -534,6 +537,85 @@ START_TEST(runtime_cache_cli_and_bad_requests)
 }
 END_TEST
 
+/* Garbage on a server's data port - not protobuf, truncated, oversized
+ * counts, unknown fields, a wrong protocol number, too many frames - is
+ * dropped; the node keeps serving (promise 3). */
+START_TEST(bad_frames_on_the_data_port_are_dropped)
+{
+    it_begin("caches_bad_frames");
+    start_grid(2, NULL);
+    lattice_node *c = attach(true, 0);
+    wait_grid(c, 2);
+    wait_ready(c, "default");
+    ck_assert_int_eq(lattice_cache_put(c, NULL, "keep", 4, "me", 2), LATTICE_OK);
+    lattice_topology *t = lattice_node_topology(c);
+    const char *addr = NULL;
+    for (size_t i = 0; i < lattice_topology_size(t) && !addr; i++)
+        addr = lattice_member_attr(lattice_topology_member(t, i), "data_addr");
+    ck_assert_ptr_nonnull(addr);
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(s, addr), 0);
+    lattice_topology_release(t);
+    /* A well-formed batch to reuse: one GET. */
+    Latdata__Req req = LATDATA__REQ__INIT, *reqs[1] = {&req};
+    req.id = 7;
+    req.kind = 1;
+    req.cache = "default";
+    req.key.data = (uint8_t *)"keep";
+    req.key.len = 4;
+    Latdata__Batch b = LATDATA__BATCH__INIT;
+    b.proto = 1;
+    b.n_reqs = 1;
+    b.reqs = reqs;
+    uint8_t good[256];
+    size_t gl = latdata__batch__pack(&b, good);
+    b.proto = 99;
+    uint8_t wrong_proto[256];
+    size_t wl = latdata__batch__pack(&b, wrong_proto);
+    uint8_t unknown[300];
+    memcpy(unknown, good, gl);
+    unknown[gl] = 0xf8; /* field 31 varint */
+    unknown[gl + 1] = 0x01;
+    unknown[gl + 2] = 0x01;
+    const char junk[] = "\xff\xff\xff\xff\x0f garbage";
+    zmq_send(s, junk, sizeof junk, 0);
+    zmq_send(s, good, gl / 2, 0);                 /* truncated */
+    zmq_send(s, wrong_proto, wl, 0);
+    zmq_send(s, unknown, gl + 3, 0);
+    zmq_send(s, "", 0, 0);                        /* empty */
+    zmq_send(s, good, gl, ZMQ_SNDMORE);           /* three frames */
+    zmq_send(s, good, gl, ZMQ_SNDMORE);
+    zmq_send(s, good, gl, 0);
+    zmq_send(s, good, gl, ZMQ_SNDMORE);           /* a MAC where the grid has no secret */
+    zmq_send(s, good, 32, 0);
+    /* The well-formed one is answered: proves the port reads what we send. */
+    zmq_send(s, good, gl, 0);
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    ck_assert_int_eq(zmq_poll(&it, 1, 10000), 1);
+    uint8_t rb[512];
+    int rn = zmq_recv(s, rb, sizeof rb, 0);
+    ck_assert_int_gt(rn, 0);
+    Latdata__Batch *rbatch = latdata__batch__unpack(NULL, (size_t)rn, rb);
+    ck_assert_ptr_nonnull(rbatch);
+    ck_assert_uint_eq(rbatch->n_resps, 1); /* only the good request got an answer */
+    ck_assert_uint_eq(rbatch->resps[0]->id, 7);
+    latdata__batch__free_unpacked(rbatch, NULL);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    void *v = NULL;
+    size_t vl = 0;
+    ck_assert_int_eq(lattice_cache_get(c, NULL, "keep", 4, &v, &vl), LATTICE_OK);
+    ck_assert_int_eq(vl, 2);
+    lt_free(v);
+    ck_assert_int_eq(lattice_cache_put(c, NULL, "after", 5, "ok", 2), LATTICE_OK);
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("caches");
@@ -543,6 +625,7 @@ int main(void)
     tcase_add_test(tc, kill9_full_sync_loses_no_acknowledged_write);
     tcase_add_test(tc, primary_sync_and_full_async_as_documented);
     tcase_add_test(tc, runtime_cache_cli_and_bad_requests);
+    tcase_add_test(tc, bad_frames_on_the_data_port_are_dropped);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
