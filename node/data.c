@@ -45,6 +45,7 @@
 #define MAC_BYTES 32
 #define TICK_MS 10
 #define RETRY_MS 20
+#define SWEEP_MS 250
 #define PEND_BUCKETS 65536u
 
 static __thread lattice_data *on_data_thread; /* the data thread's own lattice_data */
@@ -98,6 +99,7 @@ pend *data_pend_new(lattice_data *d, int type, const peer *target)
     if (!p) return NULL;
     p->id = ++d->next_id;
     p->type = type;
+    p->deadline_ms = data_mono_ms() + (uint64_t)d->op_timeout_ms;
     snprintf(p->target, sizeof p->target, "%s", target->id);
     pend_link(d, p);
     return p;
@@ -536,7 +538,13 @@ static void release_pending(lattice_data *d, bool all)
     while (p) {
         pend *next = p->next;
         bool gone = all || !data_peer_by_id(d, p->target);
-        bool late = p->type == P_OP && data_mono_ms() >= p->op->deadline_ms;
+        /* A replication wait ends only when the backup answers or leaves: a
+         * full_sync ack must never skip a live backup (its op times out at
+         * the issuer meanwhile).  Everything else gives up at its deadline. */
+        uint64_t now = data_mono_ms();
+        bool late = p->type == P_OP    ? now >= p->op->deadline_ms
+                    : p->type == P_REPL ? false
+                                        : now >= p->deadline_ms;
         if (gone || late) {
             pend_take(d, p->id);
             switch (p->type) {
@@ -638,6 +646,10 @@ static void *data_main(void *arg)
         if (now - last_tick >= TICK_MS) {
             last_tick = now;
             check_topology(d);
+            if (now - d->last_sweep >= SWEEP_MS) {
+                d->last_sweep = now;
+                release_pending(d, false); /* targets alive but silent: deadlines */
+            }
             data_meta_tick(d, now);
             run_retries(d, now);
         }

@@ -77,6 +77,7 @@ typedef struct pend {
     waitw *w;                     /* P_REPL */
     bcast *b;                     /* P_BCAST */
     int ctl;                      /* P_CTL: CTL_* */
+    uint64_t deadline_ms;         /* P_BCAST, P_CTL: give up on the answer then (P_OP uses its op's) */
 } pend;
 
 typedef struct reply_box {
@@ -132,7 +133,7 @@ struct lattice_data {
     cache_def *caches[LATTICE_MAX_CACHES];
     size_t n_caches;
     Latdata__Meta *meta_msg;      /* packed form of the above, for replies/pushes */
-    uint64_t last_meta_pull;
+    uint64_t last_meta_pull, last_sweep;
 
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed;
