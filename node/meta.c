@@ -64,6 +64,18 @@ void data_caches_free(lattice_data *d)
 }
 
 static bool base_is_live_set(lattice_data *d, const cache_def *c);
+
+/* A consistent id is the advertised "host:port": its host part, for
+ * exclude_neighbors (every node computes the same from the id alone). */
+static void host_of(const char *cid, char *buf, size_t len)
+{
+    const char *colon = strrchr(cid, ':');
+    size_t n = colon ? (size_t)(colon - cid) : strlen(cid);
+    if (n >= len) n = len - 1;
+    memcpy(buf, cid, n);
+    buf[n] = 0;
+}
+
 static size_t live_servers(lattice_data *d, char **out);
 
 /* The ideal assignment (over the live servers) when it differs from the
@@ -78,7 +90,11 @@ static void cache_reideal(lattice_data *d, cache_def *c)
     char *srv[DATA_MAX_PEERS];
     size_t n = live_servers(d, srv);
     lattice_affinity_node an[DATA_MAX_PEERS];
-    for (size_t i = 0; i < n; i++) an[i] = (lattice_affinity_node){srv[i], NULL, 0};
+    char hosts[DATA_MAX_PEERS][160];
+    for (size_t i = 0; i < n; i++) {
+        host_of(srv[i], hosts[i], sizeof hosts[i]);
+        an[i] = (lattice_affinity_node){srv[i], hosts[i], 0};
+    }
     lattice_affinity *a = NULL;
     peer **pl = lt_calloc(n ? n : 1, sizeof *pl);
     if (!pl || lattice_affinity_compute(an, n, &c->cfg, &a) != LATTICE_OK) {
@@ -106,14 +122,19 @@ static lattice_status cache_set_base(lattice_data *d, cache_def *c, char *const 
 {
     lattice_affinity_node *an = lt_calloc(n ? n : 1, sizeof *an);
     char **copy = lt_calloc(n ? n : 1, sizeof *copy);
-    if (!an || !copy) goto nomem;
+    char (*hosts)[160] = lt_calloc(n ? n : 1, sizeof *hosts);
+    if (!an || !copy || !hosts) goto nomem;
     for (size_t i = 0; i < n; i++) {
         copy[i] = lt_strdup(base[i]);
         if (!copy[i]) goto nomem;
         an[i].consistent_id = copy[i];
+        host_of(copy[i], hosts[i], sizeof hosts[i]);
+        an[i].host = hosts[i];
     }
     lattice_affinity *aff = NULL;
     lattice_status st = lattice_affinity_compute(an, n, &c->cfg, &aff);
+    lt_free(hosts);
+    hosts = NULL;
     if (st != LATTICE_OK) {
         for (size_t i = 0; i < n; i++) lt_free(copy[i]);
         lt_free(copy);
@@ -141,6 +162,7 @@ nomem:
     if (copy)
         for (size_t i = 0; i < n; i++) lt_free(copy[i]);
     lt_free(copy);
+    lt_free(hosts);
     lt_free(an);
     return LATTICE_ERR_NOMEM;
 }
