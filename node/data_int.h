@@ -134,6 +134,8 @@ struct lattice_data {
     size_t n_caches;
     Latdata__Meta *meta_msg;      /* packed form of the above, for replies/pushes */
     uint64_t last_meta_pull, last_sweep;
+    char (*live_buf)[240];        /* meta.c scratch: live servers as base entries (callers) */
+    char (*check_buf)[240];       /* meta.c scratch for base_is_live_set only */
 
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed;

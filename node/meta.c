@@ -2,8 +2,8 @@
  * meta: the cluster's cache metadata, this node's caches (stores, live
  * owners), stats and the internal calls of api.c (data thread only).
  *
- * Metadata = every cache's config plus its affinity base (the consistent ids
- * of the servers at the last assignment switch), versioned.  The coordinator
+ * Metadata = every cache's config plus its affinity base (consistent id and
+ * node id of each server at the last assignment switch), versioned.  The coordinator
  * is its only writer: it starts it from its own --cache list (or a cache
  * "default"), applies CREATE/DESTROY sent by any node, pushes each new
  * version to every server and answers META_GET, which every node sends on
@@ -61,9 +61,35 @@ void data_caches_free(lattice_data *d)
         d->meta_msg = NULL;
     }
     exec_scratch_free(&d->scratch);
+    lt_free(d->live_buf);
+    lt_free(d->check_buf);
+    d->live_buf = d->check_buf = NULL;
 }
 
 static bool base_is_live_set(lattice_data *d, const cache_def *c);
+
+/* A base entry is "CONSISTENT_ID NODE_ID": affinity ranks by the consistent
+ * id (stable across restarts), liveness is by node id (new at every start),
+ * so a server restarted on the same address holds nothing of the old base:
+ * it is no serving owner until rebalance fills it (it is MOVING meanwhile),
+ * and its partitions stay with the live backups that have the data. */
+#define BASE_ENTRY_MAX 240
+typedef char base_entry[BASE_ENTRY_MAX];
+
+static void entry_cid(const char *e, char *cid, size_t len)
+{
+    const char *sp = strchr(e, ' ');
+    size_t n = sp ? (size_t)(sp - e) : strlen(e);
+    if (n >= len) n = len - 1;
+    memcpy(cid, e, n);
+    cid[n] = 0;
+}
+
+static const char *entry_node(const char *e)
+{
+    const char *sp = strchr(e, ' ');
+    return sp ? sp + 1 : NULL;
+}
 
 /* A consistent id is the advertised "host:port": its host part, for
  * exclude_neighbors (every node computes the same from the id alone). */
@@ -76,7 +102,7 @@ static void host_of(const char *cid, char *buf, size_t len)
     buf[n] = 0;
 }
 
-static size_t live_servers(lattice_data *d, char **out);
+static size_t live_servers(lattice_data *d, base_entry *buf, char **out);
 
 /* The ideal assignment (over the live servers) when it differs from the
  * base: its owners that do not serve a partition hold it MOVING. */
@@ -87,13 +113,14 @@ static void cache_reideal(lattice_data *d, cache_def *c)
     c->ideal = NULL;
     c->ideal_live = NULL;
     if (base_is_live_set(d, c)) return;
-    char *srv[DATA_MAX_PEERS];
-    size_t n = live_servers(d, srv);
     lattice_affinity_node an[DATA_MAX_PEERS];
     char hosts[DATA_MAX_PEERS][160];
-    for (size_t i = 0; i < n; i++) {
-        host_of(srv[i], hosts[i], sizeof hosts[i]);
-        an[i] = (lattice_affinity_node){srv[i], hosts[i], 0};
+    size_t n = 0;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        if (!d->peers[i]->server) continue;
+        host_of(d->peers[i]->cid, hosts[n], sizeof hosts[n]);
+        an[n] = (lattice_affinity_node){d->peers[i]->cid, hosts[n], 0};
+        n++;
     }
     lattice_affinity *a = NULL;
     peer **pl = lt_calloc(n ? n : 1, sizeof *pl);
@@ -113,8 +140,15 @@ static void cache_relive(lattice_data *d, cache_def *c)
     cache_reideal(d, c);
     uint32_t n = c->aff ? lattice_affinity_node_count(c->aff) : 0;
     for (uint32_t i = 0; i < n; i++) {
-        peer *p = data_peer_by_cid(d, lattice_affinity_node_id(c->aff, i));
-        c->live[i] = p && p->server ? p : NULL;
+        const char *cid = lattice_affinity_node_id(c->aff, i);
+        const char *node = NULL;
+        for (size_t k = 0; k < c->n_base; k++) {
+            char bc[160];
+            entry_cid(c->base[k], bc, sizeof bc);
+            if (strcmp(bc, cid) == 0) node = entry_node(c->base[k]);
+        }
+        peer *p = node ? data_peer_by_id(d, node) : data_peer_by_cid(d, cid);
+        c->live[i] = p && p->server && strcmp(p->cid, cid) == 0 ? p : NULL;
     }
 }
 
@@ -123,18 +157,22 @@ static lattice_status cache_set_base(lattice_data *d, cache_def *c, char *const 
     lattice_affinity_node *an = lt_calloc(n ? n : 1, sizeof *an);
     char **copy = lt_calloc(n ? n : 1, sizeof *copy);
     char (*hosts)[160] = lt_calloc(n ? n : 1, sizeof *hosts);
-    if (!an || !copy || !hosts) goto nomem;
+    char (*cids)[160] = lt_calloc(n ? n : 1, sizeof *cids);
+    if (!an || !copy || !hosts || !cids) goto nomem;
     for (size_t i = 0; i < n; i++) {
         copy[i] = lt_strdup(base[i]);
         if (!copy[i]) goto nomem;
-        an[i].consistent_id = copy[i];
-        host_of(copy[i], hosts[i], sizeof hosts[i]);
+        entry_cid(copy[i], cids[i], sizeof cids[i]);
+        an[i].consistent_id = cids[i];
+        host_of(cids[i], hosts[i], sizeof hosts[i]);
         an[i].host = hosts[i];
     }
     lattice_affinity *aff = NULL;
     lattice_status st = lattice_affinity_compute(an, n, &c->cfg, &aff);
     lt_free(hosts);
+    lt_free(cids);
     hosts = NULL;
+    cids = NULL;
     if (st != LATTICE_OK) {
         for (size_t i = 0; i < n; i++) lt_free(copy[i]);
         lt_free(copy);
@@ -163,6 +201,7 @@ nomem:
         for (size_t i = 0; i < n; i++) lt_free(copy[i]);
     lt_free(copy);
     lt_free(hosts);
+    lt_free(cids);
     lt_free(an);
     return LATTICE_ERR_NOMEM;
 }
@@ -185,19 +224,27 @@ fail:
     return NULL;
 }
 
-/* Current live servers' consistent ids (borrowed from the peers). */
-static size_t live_servers(lattice_data *d, char **out)
+/* The live servers as base entries ("cid id") in buf (NULL: d->live_buf);
+ * out[i] = buf[i].  Returns 0 when the scratch cannot be allocated. */
+static size_t live_servers(lattice_data *d, base_entry *buf, char **out)
 {
+    if (!buf && !d->live_buf && !(d->live_buf = lt_calloc(DATA_MAX_PEERS, sizeof *d->live_buf))) return 0;
+    if (!buf) buf = d->live_buf;
     size_t n = 0;
-    for (size_t i = 0; i < d->n_peers; i++)
-        if (d->peers[i]->server) out[n++] = d->peers[i]->cid;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        if (!d->peers[i]->server) continue;
+        snprintf(buf[n], sizeof buf[n], "%s %s", d->peers[i]->cid, d->peers[i]->id);
+        out[n] = buf[n];
+        n++;
+    }
     return n;
 }
 
 static bool base_is_live_set(lattice_data *d, const cache_def *c)
 {
     char *srv[DATA_MAX_PEERS];
-    size_t n = live_servers(d, srv);
+    if (!d->check_buf && !(d->check_buf = lt_calloc(DATA_MAX_PEERS, sizeof *d->check_buf))) return true;
+    size_t n = live_servers(d, d->check_buf, srv);
     if (n != c->n_base) return false;
     for (size_t i = 0; i < n; i++) {
         bool found = false;
@@ -326,7 +373,7 @@ void data_meta_on_topology(lattice_data *d)
     if (data_is_coordinator(d)) {
         if (!d->meta_valid) {
             char *srv[DATA_MAX_PEERS];
-            size_t n = live_servers(d, srv);
+            size_t n = live_servers(d, NULL, srv);
             lattice_cache_config def;
             lattice_cache_config_init(&def, "default");
             const lattice_cache_config *cfgs = d->n_local_cfgs ? d->local_cfgs : &def;
@@ -396,7 +443,7 @@ static lattice_status coord_create(lattice_data *d, const char *spec)
     cache_def *c = data_cache(d, cfg.name);
     if (c) return lattice_cache_config_equal(&c->cfg, &cfg) ? LATTICE_OK : LATTICE_ERR_EXISTS;
     char *srv[DATA_MAX_PEERS];
-    size_t n = live_servers(d, srv);
+    size_t n = live_servers(d, NULL, srv);
     lattice_status st = add_cache(d, &cfg, srv, n, 1);
     if (st != LATTICE_OK) return st;
     d->meta_version++;
@@ -504,7 +551,7 @@ static void finish_base_check(lattice_data *d, bcast *b)
                     total += sr->nodes[k].caches[j].primary_entries + sr->nodes[k].caches[j].backup_entries;
         if (total) continue;
         char *srv[DATA_MAX_PEERS];
-        size_t n = live_servers(d, srv);
+        size_t n = live_servers(d, NULL, srv);
         if (cache_set_base(d, c, srv, n, c->base_version + 1) == LATTICE_OK) changed = true;
     }
     if (changed) {
