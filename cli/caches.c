@@ -158,7 +158,7 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
     }
     /* primaries per node, for the balance summary */
     json_t *count = json_object();
-    uint32_t lost = 0;
+    uint32_t lost = 0, under = 0;
     json_t *parts = json_array();
     for (uint32_t p = 0; p < pi->partitions; p++) {
         json_t *owners = json_array();
@@ -174,8 +174,13 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
                 json_object_set_new(count, o->node, json_integer(c ? json_integer_value(c) + 1 : 1));
             }
         }
-        json_array_append_new(parts, json_pack("{s:I, s:o, s:s}", "id", (json_int_t)p, "owners", owners, "state",
-                                               owning ? "OWNING" : "LOST"));
+        uint32_t serving = 0;
+        for (uint32_t i = 0; i < pi->n_owners[p]; i++)
+            serving += !strcmp(pi->owners[(size_t)p * pi->max_owners + i].state, "OWNING");
+        const char *red = !owning ? "lost" : serving < pi->copies_wanted ? "under" : "full";
+        if (owning && serving < pi->copies_wanted) under++;
+        json_array_append_new(parts, json_pack("{s:I, s:o, s:s, s:s}", "id", (json_int_t)p, "owners", owners, "state",
+                                               owning ? "OWNING" : "LOST", "redundancy", red));
     }
     long mn = -1, mx = 0, sum = 0, nn = 0;
     const char *k;
@@ -190,13 +195,15 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
     }
     double avg = nn ? (double)sum / (double)nn : 0;
     if (g->json) {
-        print_json(json_pack("{s:s, s:[I,I], s:o, s:{s:I, s:f, s:I, s:I}, s:I}", "cache", pi->cache,
+        print_json(json_pack("{s:s, s:[I,I], s:o, s:{s:I, s:f, s:I, s:I}, s:I, s:I, s:I}", "cache", pi->cache,
                              "topology_version", (json_int_t)pi->major, (json_int_t)pi->minor, "partitions", parts,
                              "balance", "primary_min", (json_int_t)(mn < 0 ? 0 : mn), "primary_avg", avg,
-                             "primary_max", (json_int_t)mx, "nodes", (json_int_t)nn, "lost", (json_int_t)lost));
+                             "primary_max", (json_int_t)mx, "nodes", (json_int_t)nn, "lost", (json_int_t)lost,
+                             "under_replicated", (json_int_t)under, "copies_wanted", (json_int_t)pi->copies_wanted));
     } else {
-        printf("cache %s, topology %llu.%llu, %u partitions, %u lost\n", pi->cache, (unsigned long long)pi->major,
-               (unsigned long long)pi->minor, pi->partitions, lost);
+        printf("cache %s, topology %llu.%llu, %u partitions, %u lost, %u under-replicated (copies wanted %u)\n",
+               pi->cache, (unsigned long long)pi->major, (unsigned long long)pi->minor, pi->partitions, lost, under,
+               pi->copies_wanted);
         for (uint32_t p = 0; p < pi->partitions; p++) {
             printf("  %5u:", p);
             if (!pi->n_owners[p] || !pi->owners[(size_t)p * pi->max_owners].primary) printf(" LOST");

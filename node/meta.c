@@ -749,6 +749,10 @@ static void partitions_call(lattice_data *d, opx *o)
     pi->minor = d->minor;
     pi->partitions = c->cfg.partitions;
     pi->max_owners = maxo;
+    uint32_t live = 0;
+    for (size_t i = 0; i < d->n_peers; i++) live += d->peers[i]->server;
+    uint32_t wanted = c->cfg.mode == LATTICE_CACHE_REPLICATED ? live : c->cfg.backups + 1;
+    pi->copies_wanted = wanted < live ? wanted : live;
     for (uint32_t p = 0; p < c->cfg.partitions; p++) {
         peer *own[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
         size_t ns = cache_serving_owners(c, p, own, copies);

@@ -231,6 +231,8 @@ typedef struct lattice_partitions_info {
                                          then MOVING ones; no OWNING owner = LOST */
     lattice_partition_owner *owners;  /* partition p: owners[p * max_owners ...] */
     uint32_t max_owners;
+    uint32_t copies_wanted;           /* min(backups + 1, live servers); replicated: live servers.
+                                         Fewer OWNING owners: under-replicated; none: LOST */
 } lattice_partitions_info;
 
 lattice_status lattice_cache_partitions(lattice_node *n, const char *cache, lattice_partitions_info **out);

@@ -176,6 +176,19 @@ static json_t *caches_json(void)
     return json_loads(buf, 0, NULL);
 }
 
+static json_t *partitions_json(const char *cache)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --ip-finder %s --json partitions %s", LATTICE_CLI_PATH, finder, cache);
+    FILE *f = popen(cmd, "r");
+    if (!f) return NULL;
+    static char buf[1 << 21];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    pclose(f);
+    return json_loads(buf, 0, NULL);
+}
+
 static json_t *cache_in(json_t *all, const char *name)
 {
     json_t *arr = json_object_get(all, "caches"), *c;
@@ -349,6 +362,17 @@ START_TEST(kill9_full_sync_loses_no_acknowledged_write)
     ck_assert_int_gt(lost, 0);
     ck_assert_int_gt(ok, 0);
     ck_assert_int_eq(other, 0);
+    /* The tools say so: solo has LOST partitions; default (backups=1, 2 of 3
+     * servers left, no rebalance yet) has under-replicated ones, none lost. */
+    json_t *pj = partitions_json("solo");
+    ck_assert_ptr_nonnull(pj);
+    ck_assert_int_gt(json_integer_value(json_object_get(pj, "lost")), 0);
+    json_decref(pj);
+    pj = partitions_json("default");
+    ck_assert_ptr_nonnull(pj);
+    ck_assert_int_eq(json_integer_value(json_object_get(pj, "lost")), 0);
+    ck_assert_int_gt(json_integer_value(json_object_get(pj, "under_replicated")), 0);
+    json_decref(pj);
 
     /* The killed server restarts on its address, empty: it must not take its
      * old partitions back (it would serve them without their data) - it
