@@ -17,6 +17,17 @@
  *     }
  *     lattice_node_stop(n);                                 // graceful leave + free
  *
+ * Caches (docs/CACHES.md): any node, server or client, reads and writes any
+ * cache; each operation goes to the key's primary.
+ *
+ *     lattice_cache_put(n, "default", "k", 1, "v", 1);      // acked per the cache's sync mode
+ *     void *v; size_t vl;
+ *     if (lattice_cache_get(n, "default", "k", 1, &v, &vl) == LATTICE_OK) lt_free(v);
+ *     lattice_cache_create(n, "sessions:backups=2,expiry_ms=60000");
+ *
+ * The asynchronous form (many operations in flight, callbacks on the node's
+ * data thread) is node/ops.h.
+ *
  * Thread rules: every function here may be called from any thread, except
  * that event callbacks run on the node's discovery thread and must neither
  * block nor call lattice_node_stop().  A topology is immutable; the pointer
