@@ -194,6 +194,45 @@ out:
     return ns;
 }
 
+/* The summary: one JSON object (series is consumed) or a line of text. */
+static void report(const cli_globals *g, bench *b, const char *opname, long threads, long duration, double secs,
+                   json_t *series)
+{
+    const char *cache = b->cache;
+    int op = b->op;
+    long keys = b->keys, vsize = b->value_size;
+    uint64_t total = atomic_load(&b->ops_done);
+    double rate = (double)total / secs;
+    uint64_t p50 = percentile_us(b, 0.5), p99 = percentile_us(b, 0.99), p999 = percentile_us(b, 0.999);
+    double direct = op == OP_GET ? direct_get_ns(b) : 0;
+    if (g->json) {
+        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:o}", "op", opname,
+                              "cache", cache, "threads", (json_int_t)threads, "duration_s", (json_int_t)duration,
+                              "keys", (json_int_t)keys, "value_size", (json_int_t)vsize, "batch", (json_int_t)b->batch,
+                              "ops_per_s", rate, "p50_us", (json_int_t)p50, "p99_us", (json_int_t)p99, "p999_us",
+                              (json_int_t)p999, "errors", (json_int_t)atomic_load(&b->errors), "per_second", series);
+        if (op == OP_GET) {
+            json_object_set_new(j, "direct_get_ns", json_real(direct));
+            json_object_set_new(j, "grid_get_p50_vs_direct", json_real(direct > 0 ? (double)p50 * 1000.0 / direct : 0));
+            json_object_set_new(j, "direct_gets_per_s_vs_grid", json_real(direct > 0 && rate > 0 ? 1e9 / direct / rate : 0));
+        }
+        char *s = json_dumps(j, JSON_COMPACT);
+        if (s) puts(s);
+        lt_free(s);
+        json_decref(j);
+    } else {
+        json_decref(series);
+        printf("%s: %.0f ops/s over %.1f s, %ld in flight%s; latency p50 %" PRIu64 " us, p99 %" PRIu64
+               " us, p99.9 %" PRIu64 " us; errors %" PRIu64 "\n",
+               opname, rate, secs, threads, op == OP_PUTALL ? " (batches; ops = keys)" : "", p50, p99, p999,
+               (uint64_t)atomic_load(&b->errors));
+        if (op == OP_GET && direct > 0)
+            printf("direct storage get on one node: %.0f ns; a grid get's p50 is %.0fx that; one thread of direct "
+                   "gets does %.1fx the grid's rate\n",
+                   direct, (double)p50 * 1000.0 / direct, 1e9 / direct / rate);
+    }
+}
+
 static int usage(FILE *f, int rc)
 {
     fputs("usage: lattice [GLOBAL OPTIONS] bench [OPTIONS]\n"
@@ -306,36 +345,7 @@ int cli_bench(cli_globals *g, int argc, char **argv)
     double secs = (double)(now_ns() - t0) / 1e9;
     atomic_store(&b->stop, true);
     for (int i = 0; i < 10000 && atomic_load(&b->active) > 0; i++) usleep(1000);
-    uint64_t total = atomic_load(&b->ops_done);
-    double rate = (double)total / secs;
-    uint64_t p50 = percentile_us(b, 0.5), p99 = percentile_us(b, 0.99), p999 = percentile_us(b, 0.999);
-    double direct = op == OP_GET ? direct_get_ns(b) : 0;
-    if (g->json) {
-        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:o}", "op", opname,
-                              "cache", cache, "threads", (json_int_t)threads, "duration_s", (json_int_t)duration,
-                              "keys", (json_int_t)keys, "value_size", (json_int_t)vsize, "batch", (json_int_t)b->batch,
-                              "ops_per_s", rate, "p50_us", (json_int_t)p50, "p99_us", (json_int_t)p99, "p999_us",
-                              (json_int_t)p999, "errors", (json_int_t)atomic_load(&b->errors), "per_second", series);
-        if (op == OP_GET) {
-            json_object_set_new(j, "direct_get_ns", json_real(direct));
-            json_object_set_new(j, "grid_get_p50_vs_direct", json_real(direct > 0 ? (double)p50 * 1000.0 / direct : 0));
-            json_object_set_new(j, "direct_gets_per_s_vs_grid", json_real(direct > 0 && rate > 0 ? 1e9 / direct / rate : 0));
-        }
-        char *s = json_dumps(j, JSON_COMPACT);
-        if (s) puts(s);
-        lt_free(s);
-        json_decref(j);
-    } else {
-        json_decref(series);
-        printf("%s: %.0f ops/s over %.1f s, %ld in flight%s; latency p50 %" PRIu64 " us, p99 %" PRIu64
-               " us, p99.9 %" PRIu64 " us; errors %" PRIu64 "\n",
-               opname, rate, secs, threads, op == OP_PUTALL ? " (batches; ops = keys)" : "", p50, p99, p999,
-               (uint64_t)atomic_load(&b->errors));
-        if (op == OP_GET && direct > 0)
-            printf("direct storage get on one node: %.0f ns; a grid get's p50 is %.0fx that; one thread of direct "
-                   "gets does %.1fx the grid's rate\n",
-                   direct, (double)p50 * 1000.0 / direct, 1e9 / direct / rate);
-    }
+    report(g, b, opname, threads, duration, secs, series);
     fflush(stdout);
     lattice_node_stop(b->n);
     for (long i = 0; i < threads; i++) lt_free(ws[i]);
