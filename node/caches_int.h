@@ -49,6 +49,7 @@ typedef struct cache_def {
     lattice_store *store;       /* servers only */
     uint64_t *counter;          /* per-partition update counter */
     uint64_t reads, writes, hits, misses;
+    uint64_t frozen_until;      /* monotonic ms: writes answer AGAIN until then (base check) */
 } cache_def;
 
 /* Serving owners of p: the base's owners filtered to live nodes, primary

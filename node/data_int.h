@@ -16,6 +16,8 @@
 
 #define DATA_MAX_PEERS 256
 #define META_PULL_INTERVAL_MS 1000
+#define FREEZE_MS 2000               /* longest a base check may hold writes back */
+#define STATS_FREEZE 1u              /* CTL_STATS flag: freeze writes before counting */
 
 typedef struct peer {
     char id[64], cid[160], addr[160];
@@ -175,6 +177,8 @@ void data_ctl_response(lattice_data *d, pend *p, const Latdata__Resp *rs);
 void data_bcast_part(lattice_data *d, bcast *b, const Latdata__Resp *rs);
 void data_serve_ctl(lattice_data *d, const Latdata__Req *r, const origin *o);
 bool data_is_coordinator(const lattice_data *d);
+/* True while a base check holds this cache's writes back. */
+bool data_cache_frozen(const cache_def *c);
 void data_stats_result_free(stats_result *sr);
 
 #endif

@@ -36,6 +36,14 @@ cache_def *data_cache(lattice_data *d, const char *name)
     return NULL;
 }
 
+bool data_cache_frozen(const cache_def *c) { return c->frozen_until && data_mono_ms() < c->frozen_until; }
+
+static void freeze_all(lattice_data *d, bool on)
+{
+    uint64_t until = on ? data_mono_ms() + FREEZE_MS : 0;
+    for (size_t i = 0; i < d->n_caches; i++) d->caches[i]->frozen_until = until;
+}
+
 static void cache_free(cache_def *c)
 {
     if (!c) return;
@@ -360,6 +368,7 @@ void data_meta_apply(lattice_data *d, const Latdata__Meta *m)
     }
     d->meta_version = m->version;
     d->meta_valid = true;
+    freeze_all(d, false);
     meta_rebuild(d);
     LT_LOG(LT_INFO, "data", "cache metadata version %llu: %zu caches", (unsigned long long)d->meta_version,
            d->n_caches);
@@ -554,12 +563,13 @@ static void finish_base_check(lattice_data *d, bcast *b)
         size_t n = live_servers(d, NULL, srv);
         if (cache_set_base(d, c, srv, n, c->base_version + 1) == LATTICE_OK) changed = true;
     }
-    if (changed) {
-        d->meta_version++;
-        push_meta(d);
-        LT_LOG(LT_INFO, "data", "affinity base switched to the %zu live servers (metadata version %llu)",
-               d->n_peers, (unsigned long long)d->meta_version);
-    }
+    /* Always a new version: its push releases every server's frozen writes. */
+    freeze_all(d, false);
+    d->meta_version++;
+    push_meta(d);
+    if (changed)
+        LT_LOG(LT_INFO, "data", "affinity base switched to the live servers (metadata version %llu)",
+               (unsigned long long)d->meta_version);
 }
 
 static void stats_free(stats_result *sr)
@@ -618,6 +628,7 @@ static void start_stats(lattice_data *d, opx *op)
     sr->cfgs = lt_calloc(d->n_caches ? d->n_caches : 1, sizeof *sr->cfgs);
     for (size_t i = 0; sr->cfgs && i < d->n_caches; i++) sr->cfgs[sr->n_caches++] = d->caches[i]->cfg;
     b->remaining = 1;
+    if (!op) freeze_all(d, true);
     for (size_t i = 0; i < d->n_peers; i++) {
         peer *p = d->peers[i];
         if (!p->server) continue;
@@ -636,6 +647,7 @@ static void start_stats(lattice_data *d, opx *op)
         if (!q) continue;
         pe->b = b;
         q->id = pe->id;
+        if (!op) q->flags = STATS_FREEZE;
         b->remaining++;
         data_send_req(d, p, q);
     }
@@ -667,6 +679,9 @@ void data_serve_ctl(lattice_data *d, const Latdata__Req *q, const origin *o)
         return;
     }
     case CTL_STATS: {
+        /* A base check: no write may land after we count, until the
+         * coordinator's next metadata (or FREEZE_MS) releases the caches. */
+        if (q->flags & STATS_FREEZE) freeze_all(d, true);
         Latdata__NodeCacheStats **st = lt_calloc(d->n_caches ? d->n_caches : 1, sizeof *st);
         size_t n = 0;
         for (size_t k = 0; st && k < d->n_caches; k++)

@@ -192,6 +192,10 @@ void data_route(lattice_data *d, opx *o)
         }
     }
     if (owners[0]->self) {
+        if (!is_read(o->op.kind) && data_cache_frozen(c)) {
+            data_retry(d, o, LATTICE_ERR_AGAIN); /* a base check is counting: retry shortly */
+            return;
+        }
         exec_primary(d, c, &in, &org);
         return;
     }
@@ -260,6 +264,11 @@ void data_serve(lattice_data *d, const Latdata__Req *q, const origin *org)
     peer *own[1];
     if (cache_serving_owners(c, q->partition, own, 1) != 1 || !own[0]->self) {
         r.status = LATTICE_ERR_NOT_OWNER;
+        data_reply(d, org, &r, NULL, 0, false);
+        return;
+    }
+    if (!is_read(op.kind) && data_cache_frozen(c)) {
+        r.status = LATTICE_ERR_AGAIN;
         data_reply(d, org, &r, NULL, 0, false);
         return;
     }
