@@ -136,6 +136,7 @@ struct lattice_data {
     size_t n_caches;
     Latdata__Meta *meta_msg;      /* packed form of the above, for replies/pushes */
     uint64_t last_meta_pull, last_sweep;
+    uint64_t checked_servers;     /* hash of the live server set the last base check saw */
     char (*live_buf)[240];        /* meta.c scratch: live servers as base entries (callers) */
     char (*check_buf)[240];       /* meta.c scratch for base_is_live_set only */
 

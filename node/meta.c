@@ -570,6 +570,7 @@ static void finish_base_check(lattice_data *d, bcast *b)
     if (changed)
         LT_LOG(LT_INFO, "data", "affinity base switched to the live servers (metadata version %llu)",
                (unsigned long long)d->meta_version);
+    start_base_check(d); /* the servers changed again while we counted */
 }
 
 static void stats_free(stats_result *sr)
@@ -654,12 +655,29 @@ static void start_stats(lattice_data *d, opx *op)
     data_bcast_part(d, b, (const Latdata__Resp *)&(Latdata__Resp)LATDATA__RESP__INIT);
 }
 
+/* FNV-1a over the live servers' node ids (topology order). */
+static uint64_t servers_hash(const lattice_data *d)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        if (!d->peers[i]->server) continue;
+        for (const char *c = d->peers[i]->id; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* Only when the set of live servers changed since the last check (a client
+ * joining or leaving changes nothing an assignment depends on). */
 static void start_base_check(lattice_data *d)
 {
     if (d->base_check_running) return;
+    uint64_t h = servers_hash(d);
+    if (h == d->checked_servers) return;
     bool any = false;
     for (size_t i = 0; i < d->n_caches; i++) any |= !base_is_live_set(d, d->caches[i]);
     if (!any) return;
+    d->checked_servers = h;
     d->base_check_running = true;
     start_stats(d, NULL);
 }
