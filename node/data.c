@@ -46,6 +46,7 @@
 #define TICK_MS 10
 #define RETRY_MS 20
 #define SWEEP_MS 250
+#define CHUNK_BYTES (4u << 20)
 #define PEND_BUCKETS 65536u
 
 static __thread lattice_data *on_data_thread; /* the data thread's own lattice_data */
@@ -176,18 +177,38 @@ static lattice_status send_frame(lattice_data *d, void *sock, const uint8_t *ide
     return LATTICE_OK;
 }
 
+/* How many of items[0..n) fit one frame of about CHUNK_BYTES (at least 1):
+ * large values are split over several messages so none nears
+ * DATA_MAX_FRAME, which a receiver drops. */
+static size_t chunk_req(Latdata__Req *const *r, size_t n)
+{
+    size_t k = 0, bytes = 0;
+    while (k < n && (k == 0 || bytes + r[k]->key.len + r[k]->value.len + 64 <= CHUNK_BYTES))
+        bytes += r[k]->key.len + r[k]->value.len + 64, k++;
+    return k;
+}
+
+static size_t chunk_resp(Latdata__Resp *const *r, size_t n)
+{
+    size_t k = 0, bytes = 0;
+    while (k < n && (k == 0 || bytes + r[k]->value.len + 128 * r[k]->n_stats + 64 <= CHUNK_BYTES))
+        bytes += r[k]->value.len + 128 * r[k]->n_stats + 64, k++;
+    return k;
+}
+
 static void flush_peer(lattice_data *d, peer *p)
 {
     p->dirty = false;
     if (!p->n_out && !p->push_meta) return;
-    if (p->dealer) {
+    for (size_t at = 0; p->dealer && (at < p->n_out || p->push_meta);) {
         Latdata__Batch b = LATDATA__BATCH__INIT;
         b.proto = LATTICE_DATA_PROTO;
-        b.reqs = p->out;
-        b.n_reqs = p->n_out;
+        b.reqs = p->out + at;
+        b.n_reqs = chunk_req(p->out + at, p->n_out - at);
         if (p->push_meta && d->meta_msg) b.meta = d->meta_msg;
         send_frame(d, p->dealer, NULL, 0, &b); /* a lost send is retried by the ops' deadlines */
         p->push_meta = false;
+        at += b.n_reqs;
     }
     for (size_t i = 0; i < p->n_out; i++) req_free(p->out[i]);
     p->n_out = 0;
@@ -248,12 +269,15 @@ static void flush_boxes(lattice_data *d)
     for (size_t i = 0; i < d->n_boxes; i++) {
         reply_box *b = &d->boxes[i];
         if (!b->n) continue;
-        Latdata__Batch batch = LATDATA__BATCH__INIT;
-        batch.proto = LATTICE_DATA_PROTO;
-        batch.resps = b->out;
-        batch.n_resps = b->n;
-        if (b->with_meta && d->meta_msg) batch.meta = d->meta_msg;
-        send_frame(d, d->router, b->ident, b->ident_len, &batch);
+        for (size_t at = 0; at < b->n;) {
+            Latdata__Batch batch = LATDATA__BATCH__INIT;
+            batch.proto = LATTICE_DATA_PROTO;
+            batch.resps = b->out + at;
+            batch.n_resps = chunk_resp(b->out + at, b->n - at);
+            if (at == 0 && b->with_meta && d->meta_msg) batch.meta = d->meta_msg;
+            send_frame(d, d->router, b->ident, b->ident_len, &batch);
+            at += batch.n_resps;
+        }
         for (size_t k = 0; k < b->n; k++) {
             for (size_t s = 0; s < b->out[k]->n_stats; s++) lt_free(b->out[k]->stats[s]);
             lt_free(b->out[k]->stats);
