@@ -16,6 +16,7 @@
 
 #define DATA_MAX_PEERS 256
 #define META_PULL_INTERVAL_MS 1000
+#define NO_CACHE_WAIT_MS 300         /* an unknown cache: how long to pull and look again */
 #define FREEZE_MS 2000               /* longest a base check may hold writes back */
 #define STATS_FREEZE 1u              /* CTL_STATS flag: freeze writes before counting */
 
@@ -46,6 +47,7 @@ struct opx {
     void *arg;
     size_t index;
     uint64_t deadline_ms, next_try_ms;
+    uint64_t no_cache_until;      /* unknown cache: pull metadata and retry until then */
     struct opx *rnext;            /* retry list */
     int call;                     /* CALL_* for internal calls, else 0 */
     char data[];

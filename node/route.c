@@ -157,6 +157,18 @@ void data_route(lattice_data *d, opx *o)
     }
     cache_def *c = data_cache(d, o->cache);
     if (!c) {
+        /* A cache created a moment ago elsewhere may not have reached us yet
+         * (clients learn by pulling): pull now and look again for a while.
+         * The coordinator writes the metadata, so it knows at once. */
+        uint64_t now = data_mono_ms();
+        if (!o->no_cache_until && !data_is_coordinator(d)) {
+            o->no_cache_until = now + NO_CACHE_WAIT_MS;
+            d->last_meta_pull = 0;
+        }
+        if (now < o->no_cache_until) {
+            data_retry(d, o, LATTICE_ERR_NO_CACHE);
+            return;
+        }
         r.status = LATTICE_ERR_NO_CACHE;
         data_complete_local(d, o, &r);
         return;

@@ -160,7 +160,18 @@ START_TEST(issuer_errors_without_a_round_trip)
     cfg.max_value_bytes = 16;
     build(false, &cfg);
     seen s = {0};
+    /* An unknown cache: first a metadata pull and another look (it may have
+     * been created elsewhere a moment ago), then NO_CACHE. */
+    d->last_meta_pull = 12345;
     data_route(d, op(LATTICE_OP_GET, "nope", "k", 0, &s));
+    ck_assert_int_eq(s.calls, 0);
+    ck_assert_ptr_nonnull(d->retry);
+    ck_assert_uint_eq(d->last_meta_pull, 0); /* pull at the next tick */
+    opx *again = d->retry;
+    d->retry = NULL;
+    again->no_cache_until = data_mono_ms() - 1;
+    data_route(d, again);
+    ck_assert_int_eq(s.calls, 1);
     ck_assert_int_eq(s.last, LATTICE_ERR_NO_CACHE);
     data_route(d, op(LATTICE_OP_GET, "default", "", 0, &s));
     ck_assert_int_eq(s.last, LATTICE_ERR_INVAL);
