@@ -51,11 +51,10 @@
 
 static __thread lattice_data *on_data_thread; /* the data thread's own lattice_data */
 
-static ProtobufCAllocator pb_alloc = {
-    .alloc = NULL, .free = NULL, .allocator_data = NULL};
-
 static void *pb_alloc_fn(void *d, size_t n) { (void)d; return lt_malloc(n); }
 static void pb_free_fn(void *d, void *p) { (void)d; lt_free(p); }
+/* protobuf-c unpacks through the lattice allocator too. */
+static ProtobufCAllocator pb_alloc = {.alloc = pb_alloc_fn, .free = pb_free_fn, .allocator_data = NULL};
 
 uint64_t data_mono_ms(void)
 {
@@ -695,10 +694,9 @@ lattice_status lattice_data_init(const lattice_data_config *c, lattice_data **ou
 {
     *out = NULL;
     *attr = NULL;
-    pb_alloc.alloc = pb_alloc_fn;
-    pb_alloc.free = pb_free_fn;
     lattice_data *d = lt_calloc(1, sizeof *d);
     if (!d) return LATTICE_ERR_NOMEM;
+    d->efd = -1;
     d->buckets = lt_calloc(PEND_BUCKETS, sizeof *d->buckets);
     d->dirty = lt_calloc(DATA_MAX_PEERS, sizeof *d->dirty);
     if (!d->buckets || !d->dirty) goto nomem;
@@ -797,7 +795,7 @@ void data_free(lattice_data *d)
     lt_free(d->boxes);
     if (d->router) zmq_close(d->router);
     if (d->zctx) zmq_ctx_term(d->zctx);
-    if (d->efd >= 0 && d->efd) close(d->efd);
+    if (d->efd >= 0) close(d->efd);
     lt_free(d->buckets);
     lt_free(d->dirty);
     lt_free(d);
