@@ -143,7 +143,7 @@ struct lattice_data {
     char (*check_buf)[240];       /* meta.c scratch for base_is_live_set only */
 
     /* counters (data thread; read for logs) */
-    uint64_t malformed, oversized, auth_failed, send_failed;
+    uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
 };
 
 uint64_t data_mono_ms(void);

@@ -693,6 +693,11 @@ void data_serve_ctl(lattice_data *d, const Latdata__Req *q, const origin *o)
         r.status = c ? exec_replicate(c, q->partition, q->key.data, q->key.len, q->value.data, q->value.len,
                                       q->expire_ms, q->version, q->remove)
                      : LATTICE_ERR_NO_CACHE;
+        /* This copy now lacks a write its primary acknowledged (full region,
+         * say): say so, without flooding the log. */
+        if (r.status != LATTICE_OK && d->repl_failed++ % 1000 == 0)
+            LT_LOG(LT_WARN, "data", "cache %s: a replicated write was not applied here: %s (%llu so far)", q->cache,
+                   lattice_strerror(r.status), (unsigned long long)d->repl_failed);
         if (q->id) data_reply(d, o, &r, NULL, 0, false);
         return;
     }
