@@ -15,6 +15,13 @@
 
 static const cli_command commands[] = {
     {"top", "topology version, coordinator and every node (id, order, role, address, uptime, CPU, memory)", cli_top},
+    {"get", "get CACHE KEY: print a value", cli_kv},
+    {"put", "put CACHE KEY VALUE: store a value", cli_kv},
+    {"del", "del CACHE KEY: remove a key", cli_kv},
+    {"cache", "cache create NAME [k=v...] | cache destroy NAME", cli_cache},
+    {"caches", "every cache: mode, partitions, backups, sync, size; per node entries and partitions, reads/writes/hits/misses", cli_caches},
+    {"bench", "load generator: get, put, putget, putall; ops/s every second, p50/p99/p99.9 latency", cli_bench},
+    {"partitions", "partitions CACHE: owners, roles and states of each partition; balance summary", cli_partitions},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -71,6 +71,30 @@ static lattice_topology *wait_stats(lattice_node *n, int budget_ms)
     }
 }
 
+/* Partitions and entries a server holds over every cache (primary + backup
+ * copies), from one stats request per server; NULL info: not available. */
+typedef struct held {
+    lattice_cache_info *ci;
+    size_t n;
+} held;
+
+static bool held_of(const held *h, const char *id, uint64_t *parts, uint64_t *entries)
+{
+    *parts = *entries = 0;
+    bool found = false;
+    for (size_t i = 0; h && i < h->n; i++)
+        for (size_t k = 0; k < h->ci[i].n_nodes; k++) {
+            const lattice_cache_node_info *x = &h->ci[i].nodes[k];
+            if (strcmp(x->id, id) != 0) continue;
+            found = true;
+            *parts += (uint64_t)x->primary_partitions + x->backup_partitions;
+            *entries += x->primary_entries + x->backup_entries;
+        }
+    return found;
+}
+
+static held held_info;
+
 static const char *role_name(int r) { return r == LATTICE_ROLE_CLIENT ? "client" : "server"; }
 
 static json_t *node_json(lattice_node *n, const lattice_member *m, const char *self)
@@ -82,6 +106,11 @@ static json_t *node_json(lattice_node *n, const lattice_member *m, const char *s
                           "order", (json_int_t)m->order, "role", role_name(m->role), "addr", m->addr, "host", m->host,
                           "uptime_ms", (json_int_t)(have ? s.uptime_ms : now > m->start_time_ms ? now - m->start_time_ms : 0),
                           "self", strcmp(m->id, self) == 0);
+    uint64_t parts, entries;
+    if (held_of(&held_info, m->id, &parts, &entries)) {
+        json_object_set_new(o, "partitions", json_integer((json_int_t)parts));
+        json_object_set_new(o, "entries", json_integer((json_int_t)entries));
+    }
     json_t *attrs = json_object();
     for (size_t i = 0; i < m->n_attrs; i++) json_object_set_new(attrs, m->attrs[i].key, json_string(m->attrs[i].value));
     json_object_set_new(o, "attrs", attrs);
@@ -126,8 +155,8 @@ static void print_table(lattice_node *n, const lattice_topology *t, const char *
            (unsigned long long)lattice_topology_major(t), (unsigned long long)lattice_topology_minor(t),
            lattice_topology_coordinator(t), sz, sz == 1 ? "" : "s", servers, servers == 1 ? "" : "s",
            sz - servers, sz - servers == 1 ? "" : "s");
-    printf("%-9s %-21s %5s %-6s %-27s %-15s %9s %6s %10s\n", "ID8", "CONSISTENT ID", "ORDER", "ROLE", "ADDRESS",
-           "HOST", "UPTIME", "CPU", "MEMORY");
+    printf("%-9s %-21s %5s %-6s %-27s %-15s %9s %6s %10s %6s %10s\n", "ID8", "CONSISTENT ID", "ORDER", "ROLE",
+           "ADDRESS", "HOST", "UPTIME", "CPU", "MEMORY", "PARTS", "ENTRIES");
     for (size_t i = 0; i < sz; i++) {
         const lattice_member *m = lattice_topology_member(t, i);
         lattice_node_stats s;
@@ -139,8 +168,15 @@ static void print_table(lattice_node *n, const lattice_topology *t, const char *
             snprintf(cpu, sizeof cpu, "%.1f%%", s.cpu_load * 100.0);
             snprintf(mem, sizeof mem, "%.1f MiB", (double)s.rss_bytes / (1024.0 * 1024.0));
         }
-        printf("%-8.8s%s %-21s %5llu %-6s %-27s %-15s %9s %6s %10s\n", m->id, strcmp(m->id, self) ? " " : "*",
-               m->consistent_id, (unsigned long long)m->order, role_name(m->role), m->addr, m->host, up, cpu, mem);
+        char parts_s[24] = "-", entries_s[24] = "-";
+        uint64_t parts, entries;
+        if (held_of(&held_info, m->id, &parts, &entries)) {
+            snprintf(parts_s, sizeof parts_s, "%llu", (unsigned long long)parts);
+            snprintf(entries_s, sizeof entries_s, "%llu", (unsigned long long)entries);
+        }
+        printf("%-8.8s%s %-21s %5llu %-6s %-27s %-15s %9s %6s %10s %6s %10s\n", m->id, strcmp(m->id, self) ? " " : "*",
+               m->consistent_id, (unsigned long long)m->order, role_name(m->role), m->addr, m->host, up, cpu, mem,
+               parts_s, entries_s);
     }
     printf("\n(* = this lattice command, attached as a client; it leaves when done)\n");
 }
@@ -150,10 +186,11 @@ int cli_top(cli_globals *g, int argc, char **argv)
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         puts("usage: lattice [GLOBAL OPTIONS] top [--json]\n"
              "Attach as a client node and show the topology version, the coordinator and every node:\n"
-             "id (8 chars), consistent id, order, role, address, host, uptime, CPU load, memory (RSS).\n"
+             "id (8 chars), consistent id, order, role, address, host, uptime, CPU load, memory (RSS),\n"
+             "partitions and entries held over every cache (primary + backup copies).\n"
              "With --json: {\"topology_version\":[major,minor], \"coordinator\":ID, \"self\":ID,\n"
              "  \"nodes\":[{\"id\",\"consistent_id\",\"order\",\"role\",\"addr\",\"host\",\"uptime_ms\",\n"
-             "  \"cpu_load\",\"memory_rss_bytes\",\"dropped\":{...},\"attrs\":{...},\"self\"}]}");
+             "  \"cpu_load\",\"memory_rss_bytes\",\"partitions\",\"entries\",\"dropped\":{...},\"attrs\":{...},\"self\"}]}");
         return 0;
     }
     /* --json is global (before the command) but accepted here too. */
@@ -168,6 +205,7 @@ int cli_top(cli_globals *g, int argc, char **argv)
     lattice_node *n = cli_attach(g);
     if (!n) return 1;
     lattice_topology *t = wait_stats(n, 3000);
+    if (lattice_caches_info(n, &held_info.ci, &held_info.n) != LATTICE_OK) held_info.ci = NULL, held_info.n = 0;
     char self[64];
     lattice_node_id(n, self, sizeof self);
     if (!t) {
@@ -178,6 +216,7 @@ int cli_top(cli_globals *g, int argc, char **argv)
     if (g->json) print_json(n, t, self);
     else print_table(n, t, self);
     fflush(stdout);
+    lattice_caches_info_free(held_info.ci, held_info.n);
     lattice_topology_release(t);
     lattice_node_stop(n);
     return 0;

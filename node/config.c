@@ -15,6 +15,7 @@
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "node/node.h"
+#include "partition/partition.h"
 
 void latticed_options_init(latticed_options *o)
 {
@@ -61,29 +62,13 @@ static bool parse_bool(const char *s, bool *out)
     return false;
 }
 
-/* --cache NAME[:k=v,...]: checked now so a typo fails at start, kept for
- * the caches module (it arrives with the caches work). */
-static bool valid_cache_spec(const char *s)
+/* --cache NAME[:k=v,...]: parsed now with the partition module's parser
+ * (every cache option, docs/CACHES.md) so a typo fails at start; err gets
+ * the parser's sentence. */
+static bool valid_cache_spec(const char *s, char *why, size_t len)
 {
-    static const char *const keys[] = {"mode", "partitions", "backups", "sync", "read_from_backup",
-                                       "expiry_ms", "region", NULL};
-    const char *colon = strchr(s, ':');
-    size_t nl = colon ? (size_t)(colon - s) : strlen(s);
-    if (nl == 0 || nl > 64) return false;
-    if (!colon) return true;
-    char buf[512];
-    if (strlen(colon + 1) >= sizeof buf) return false;
-    strcpy(buf, colon + 1);
-    char *save = NULL;
-    for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(kv, '=');
-        if (!eq || eq == kv || !eq[1]) return false;
-        *eq = 0;
-        bool known = false;
-        for (int i = 0; keys[i]; i++) known |= strcmp(keys[i], kv) == 0;
-        if (!known) return false;
-    }
-    return true;
+    lattice_cache_config cfg;
+    return lattice_cache_config_parse_spec(&cfg, s, why, len) == LATTICE_OK;
 }
 
 lattice_status latticed_option_set(latticed_options *o, const char *key, const char *v, char *err, size_t errlen)
@@ -129,10 +114,15 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
         o->log_level = l;
     } else if (!strcmp(k, "cache")) {
         if (o->n_caches == LATTICED_MAX_CACHES) BAD("at most %d --cache", LATTICED_MAX_CACHES);
-        if (!v || !valid_cache_spec(v)) BAD("bad --cache '%s' (want NAME[:k=v,...] with mode, partitions, backups, sync, read_from_backup, expiry_ms, region)", v ? v : "");
+        char why[256] = "";
+        if (!v || !valid_cache_spec(v, why, sizeof why)) BAD("bad --cache '%s': %s", v ? v : "", why);
         STR(o->caches[o->n_caches]);
+        o->node.caches[o->node.n_caches++] = o->caches[o->n_caches];
         o->n_caches++;
-    } else if (!strcmp(k, "region-mb")) { if (!parse_int(v, 1, 1 << 20, &o->region_mb)) BAD("--region-mb wants 1..1048576"); }
+    } else if (!strcmp(k, "region-mb")) {
+        if (!parse_int(v, 1, 1 << 20, &o->region_mb)) BAD("--region-mb wants 1..1048576");
+        o->node.region_mb = o->region_mb;
+    }
     else if (!strcmp(k, "resp-port")) { if (!parse_int(v, 1, 65535, &o->resp_port)) BAD("--resp-port wants 1..65535"); }
     else if (!strcmp(k, "http-port")) { if (!parse_int(v, 1, 65535, &o->http_port)) BAD("--http-port wants 1..65535"); }
     else BAD("unknown option '%s'", key);
@@ -210,8 +200,8 @@ static void usage(FILE *f)
           "  --multicast-wait-ms N     wait between probes (default 300)\n"
           "  --attr KEY=VALUE          repeatable: a string attribute advertised in the topology\n"
           "  --log-level L             error|warn|info|debug|trace (default info)\n"
-          "  --cache NAME[:k=v,...]    repeatable; validated and kept: caches arrive with the caches work\n"
-          "  --region-mb N             validated and kept: the data region arrives with the caches work\n"
+          "  --cache NAME[:k=v,...]    repeatable: a cache this node declares (docs/CACHES.md)\n"
+          "  --region-mb N             data region bound in MiB (default 256); full: writes fail with REGION_FULL\n"
           "  --resp-port N             validated and kept: the RESP endpoint arrives with the RESP work\n"
           "  --http-port N             validated and kept: the HTTP endpoint arrives with the HTTP work\n"
           "  --help, --version\n",

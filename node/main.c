@@ -21,9 +21,6 @@ int main(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     }
     lattice_log_set_level(o.log_level);
-    for (size_t i = 0; i < o.n_caches; i++)
-        LT_LOG(LT_WARN, "node", "--cache %s accepted and kept; caches are not served by this build yet", o.caches[i]);
-    if (o.region_mb) LT_LOG(LT_WARN, "node", "--region-mb %d accepted; the data region is not built yet", o.region_mb);
     if (o.resp_port) LT_LOG(LT_WARN, "node", "--resp-port %d accepted; the RESP endpoint is not served by this build yet", o.resp_port);
     if (o.http_port) LT_LOG(LT_WARN, "node", "--http-port %d accepted; the HTTP endpoint is not served by this build yet", o.http_port);
 

@@ -12,6 +12,7 @@
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
 #include "lattice/log.h"
+#include "node/caches_int.h"
 #include "node/node.h"
 
 #define MAX_SECRET_BYTES (64 * 1024)
@@ -21,6 +22,7 @@ struct lattice_node {
     uint8_t *secret;        /* secret file contents, or NULL */
     size_t secret_len;
     lattice_discovery *discovery;
+    lattice_data *data;
     size_t started;         /* modules started so far (stop unwinds these) */
     size_t inited;
 };
@@ -64,7 +66,42 @@ static void disc_destroy(lattice_node *n)
     n->discovery = NULL;
 }
 
+/* The data module (caches, node/data.c) comes first: its init binds the data
+ * ROUTER - the one socket bound at init, not start - because discovery's
+ * init copies the attributes it advertises, and data_addr must be among
+ * them.  Stopped in reverse: discovery leaves first, then the data thread
+ * ends every op still in flight with STOPPED. */
+static lattice_status data_init(lattice_node *n)
+{
+    const lattice_config *c = &n->cfg;
+    lattice_data_config dc = {
+        .client = c->client,
+        .host = c->host,
+        .secret = n->secret,
+        .secret_len = n->secret_len,
+        .caches = c->caches,
+        .n_caches = c->n_caches,
+        .region_mb = c->region_mb,
+        .op_timeout_ms = c->op_timeout_ms,
+    };
+    const char *attr = NULL;
+    lattice_status st = lattice_data_init(&dc, &n->data, &attr);
+    if (st == LATTICE_OK && attr) {
+        if (n->cfg.n_attrs == LATTICE_MAX_ATTRS) return LATTICE_ERR_TOO_LARGE;
+        n->cfg.attrs[n->cfg.n_attrs++] = attr;
+    }
+    return st;
+}
+static lattice_status data_start(lattice_node *n) { return lattice_data_start(n->data, n->discovery); }
+static void data_stop(lattice_node *n) { lattice_data_stop(n->data); }
+static void data_destroy(lattice_node *n)
+{
+    lattice_data_destroy(n->data);
+    n->data = NULL;
+}
+
 static const module modules[] = {
+    {"data", data_init, data_start, data_stop, data_destroy},
     {"discovery", disc_init, disc_start, disc_stop, disc_destroy},
 };
 #define N_MODULES (sizeof modules / sizeof modules[0])
@@ -162,6 +199,7 @@ lattice_status lattice_node_subscribe(lattice_node *n, lattice_event_fn fn, void
 }
 
 void lattice_node_id(lattice_node *n, char *buf, size_t len) { lattice_discovery_local_id(n->discovery, buf, len); }
+lattice_data *lattice_node_data(lattice_node *n) { return n->data; }
 int lattice_node_port(lattice_node *n) { return lattice_discovery_port(n->discovery); }
 
 lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_node_stats *out)

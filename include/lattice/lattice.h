@@ -17,6 +17,17 @@
  *     }
  *     lattice_node_stop(n);                                 // graceful leave + free
  *
+ * Caches (docs/CACHES.md): any node, server or client, reads and writes any
+ * cache; each operation goes to the key's primary.
+ *
+ *     lattice_cache_put(n, "default", "k", 1, "v", 1);      // acked per the cache's sync mode
+ *     void *v; size_t vl;
+ *     if (lattice_cache_get(n, "default", "k", 1, &v, &vl) == LATTICE_OK) lt_free(v);
+ *     lattice_cache_create(n, "sessions:backups=2,expiry_ms=60000");
+ *
+ * The asynchronous form (many operations in flight, callbacks on the node's
+ * data thread) is node/ops.h.
+ *
  * Thread rules: every function here may be called from any thread, except
  * that event callbacks run on the node's discovery thread and must neither
  * block nor call lattice_node_stop().  A topology is immutable; the pointer
@@ -39,6 +50,9 @@
 #define LATTICE_DEFAULT_MAX_MESSAGE_BYTES (1u << 20)
 #define LATTICE_MAX_FINDERS 16
 #define LATTICE_MAX_ATTRS 16
+#define LATTICE_MAX_CACHES 32
+#define LATTICE_DEFAULT_REGION_MB 256
+#define LATTICE_DEFAULT_OP_TIMEOUT_MS 15000
 
 typedef struct lattice_config {
     const char *cluster;              /* default "lattice" */
@@ -55,6 +69,10 @@ typedef struct lattice_config {
     int multicast_wait_ms;            /* wait for answers after a probe; default 300 */
     const char *attrs[LATTICE_MAX_ATTRS]; /* "key=value" strings advertised with the node */
     size_t n_attrs;
+    const char *caches[LATTICE_MAX_CACHES]; /* "NAME[:k=v,...]" caches this node declares */
+    size_t n_caches;                  /* none anywhere: the grid has a cache "default" */
+    int region_mb;                    /* data region bound in MiB; default 256 */
+    int op_timeout_ms;                /* an operation's deadline, retries included; default 15000 */
 } lattice_config;
 
 /* Fill defaults (pointers NULL, numbers as documented above). */
@@ -140,5 +158,95 @@ void lattice_node_id(lattice_node *n, char *buf, size_t len);
 int lattice_node_port(lattice_node *n);
 /* Graceful stop: announces `left`, waits briefly for the coordinator, frees. */
 void lattice_node_stop(lattice_node *n);
+
+/* ---- caches (blocking; asynchronous forms: node/ops.h) ----
+ *
+ * Every call routes to the key's primary and waits for the acknowledgement
+ * the cache's sync mode gives (see node/ops.h).  cache NULL = "default".
+ * Never call these from an ops callback (they wait for the data thread).
+ * Values returned through void ** are lt_malloc'd: lt_free them. */
+lattice_status lattice_cache_get(lattice_node *n, const char *cache, const void *key, size_t key_len,
+                                 void **value, size_t *value_len);
+lattice_status lattice_cache_put(lattice_node *n, const char *cache, const void *key, size_t key_len,
+                                 const void *value, size_t value_len);
+lattice_status lattice_cache_remove(lattice_node *n, const char *cache, const void *key, size_t key_len);
+/* LATTICE_ERR_EXISTS when the key held a value (then nothing changed). */
+lattice_status lattice_cache_put_if_absent(lattice_node *n, const char *cache, const void *key,
+                                           size_t key_len, const void *value, size_t value_len);
+/* *old = previous value or NULL when there was none. */
+lattice_status lattice_cache_get_and_put(lattice_node *n, const char *cache, const void *key, size_t key_len,
+                                         const void *value, size_t value_len, void **old, size_t *old_len);
+/* LATTICE_ERR_NOT_FOUND when absent (then nothing changed). */
+lattice_status lattice_cache_replace(lattice_node *n, const char *cache, const void *key, size_t key_len,
+                                     const void *value, size_t value_len);
+lattice_status lattice_cache_increment(lattice_node *n, const char *cache, const void *key, size_t key_len,
+                                       int64_t delta, int64_t *result);
+/* Entries in the cache over every server (primary copies). */
+lattice_status lattice_cache_size(lattice_node *n, const char *cache, uint64_t *size);
+
+typedef struct lattice_kv {
+    const void *key;
+    size_t key_len;
+    void *value;          /* put_all: the value; get_all: filled (lt_malloc'd) or NULL */
+    size_t value_len;
+    lattice_status status; /* per entry, filled by both */
+} lattice_kv;
+/* Keys are grouped by primary, one message per node.  Returns LATTICE_OK when
+ * every entry succeeded, else the first failing entry's status (see .status;
+ * a get_all miss is NOT_FOUND in .status but not a failure of the call). */
+lattice_status lattice_cache_put_all(lattice_node *n, const char *cache, lattice_kv *kvs, size_t count);
+lattice_status lattice_cache_get_all(lattice_node *n, const char *cache, lattice_kv *kvs, size_t count);
+
+/* spec: "NAME[:k=v,...]" (docs/CACHES.md).  EXISTS when a cache of that name
+ * exists with another config (the same config is OK), INVAL on a bad spec. */
+lattice_status lattice_cache_create(lattice_node *n, const char *spec);
+lattice_status lattice_cache_destroy(lattice_node *n, const char *name);
+
+typedef struct lattice_cache_node_info {
+    char id[64];                      /* node id */
+    uint64_t primary_entries, backup_entries;
+    uint32_t primary_partitions, backup_partitions;
+    uint64_t reads, writes, hits, misses;
+    uint32_t moving_partitions;       /* held MOVING: writes reach them, reads do not */
+    uint64_t moving_entries;
+} lattice_cache_node_info;
+
+typedef struct lattice_cache_info {
+    char name[65];
+    char spec[1024];                  /* every option, "NAME:k=v,..." */
+    char mode[16], sync[16];
+    uint32_t partitions, backups;
+    bool read_from_backup;
+    uint64_t size;                    /* sum of primary entries */
+    size_t n_nodes;
+    lattice_cache_node_info *nodes;   /* one per server that answered */
+} lattice_cache_info;
+
+/* Every cache with stats gathered from every server (one request each). */
+lattice_status lattice_caches_info(lattice_node *n, lattice_cache_info **out, size_t *count);
+void lattice_caches_info_free(lattice_cache_info *c, size_t count);
+
+/* Who serves each partition of a cache, as this node sees it now. */
+typedef struct lattice_partition_owner {
+    char node[64];                    /* node id */
+    char consistent_id[160];
+    int primary;                      /* 1 primary, 0 backup */
+    const char *state;                /* "OWNING", "MOVING", ... */
+} lattice_partition_owner;
+
+typedef struct lattice_partitions_info {
+    char cache[65];
+    uint64_t major, minor;            /* topology version seen */
+    uint32_t partitions;
+    uint32_t *n_owners;               /* per partition: serving owners (OWNING, primary first),
+                                         then MOVING ones; no OWNING owner = LOST */
+    lattice_partition_owner *owners;  /* partition p: owners[p * max_owners ...] */
+    uint32_t max_owners;
+    uint32_t copies_wanted;           /* min(backups + 1, live servers); replicated: live servers.
+                                         Fewer OWNING owners: under-replicated; none: LOST */
+} lattice_partitions_info;
+
+lattice_status lattice_cache_partitions(lattice_node *n, const char *cache, lattice_partitions_info **out);
+void lattice_partitions_info_free(lattice_partitions_info *p);
 
 #endif

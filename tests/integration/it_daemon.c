@@ -80,9 +80,13 @@ START_TEST(config_file_keys_apply_and_flags_win)
     const char *args[] = {"--config", path, "--port", port, NULL};
     it_proc *p = it_latticed("node", args);
     ck_assert(it_wait_log(p, " ready: ", 20000));
-    ck_assert(it_log_has(p, "accepted and kept"));
     char finder[64], cid[32];
     snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", b, b + 2);
+    /* The file's cache is served with the file's options. */
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster from-file --json caches", LATTICE_CLI_PATH, finder), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"name\":\"default\""));
+    ck_assert_ptr_nonnull(strstr(out, "\"backups\":1"));
+    ck_assert_ptr_nonnull(strstr(out, "\"sync\":\"full_sync\""));
     snprintf(cid, sizeof cid, "127.0.0.1:%d", b + 2);
     const char *cl[] = {"--cluster", "from-file", NULL};
     json_t *top = it_top(finder, cl, NULL);

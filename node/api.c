@@ -1,0 +1,349 @@
+/*
+ * api: lattice_op_submit (any thread -> the data thread) and the blocking
+ * cache calls of lattice.h built on it: each waits on a condition variable
+ * until the data thread's callback filled the result.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lattice/alloc.h"
+#include "node/data_int.h"
+
+static opx *opx_new(lattice_data *d, const lattice_op *op, lattice_op_fn fn, void *arg, size_t index)
+{
+    size_t kl = op->key ? op->key_len : 0, vl = op->value ? op->value_len : 0;
+    opx *o = lt_malloc(sizeof *o + kl + vl + 1);
+    if (!o) return NULL;
+    memset(o, 0, sizeof *o);
+    o->op = *op;
+    snprintf(o->cache, sizeof o->cache, "%s", op->cache ? op->cache : "default");
+    if (kl) memcpy(o->data, op->key, kl);
+    if (vl) memcpy(o->data + kl, op->value, vl);
+    o->op.key = o->data;
+    o->op.key_len = kl;
+    o->op.value = o->data + kl;
+    o->op.value_len = vl;
+    o->op.cache = o->cache;
+    o->fn = fn;
+    o->arg = arg;
+    o->index = index;
+    o->deadline_ms = data_mono_ms() + (uint64_t)d->op_timeout_ms;
+    return o;
+}
+
+lattice_status lattice_op_submit(lattice_node *node, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
+{
+    if (!node || !ops || !n || !fn) return LATTICE_ERR_INVAL;
+    lattice_data *d = lattice_node_data(node);
+    if (!d) return LATTICE_ERR_STOPPED;
+    opx **all = lt_malloc(n * sizeof *all);
+    if (!all) return LATTICE_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        all[i] = opx_new(d, &ops[i], fn, arg, i);
+        if (!all[i]) {
+            while (i--) lt_free(all[i]);
+            lt_free(all);
+            return LATTICE_ERR_NOMEM;
+        }
+    }
+    if (!atomic_load(&d->accepting)) {
+        for (size_t i = 0; i < n; i++) lt_free(all[i]);
+        lt_free(all);
+        return LATTICE_ERR_STOPPED;
+    }
+    for (size_t i = 0; i < n; i++) data_enqueue(d, all[i]);
+    lt_free(all);
+    return LATTICE_OK;
+}
+
+lattice_status data_call(lattice_data *d, int call, const char *arg, lattice_op_fn fn, void *farg)
+{
+    size_t al = arg ? strlen(arg) : 0;
+    opx *o = lt_calloc(1, sizeof *o + al + 1);
+    if (!o) return LATTICE_ERR_NOMEM;
+    if (al) memcpy(o->data, arg, al);
+    o->call = call;
+    o->fn = fn;
+    o->arg = farg;
+    o->deadline_ms = data_mono_ms() + (uint64_t)d->op_timeout_ms;
+    lattice_status st = data_enqueue(d, o);
+    if (st != LATTICE_OK) lt_free(o);
+    return st;
+}
+
+/* ------------------------------------------------------------- blocking */
+
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t left;
+    lattice_op_result *res; /* per op; values copied into vals */
+    void **vals;
+    void *ptr;              /* internal calls: the result struct */
+} waiter;
+
+static void waiter_fn(void *arg, size_t i, const lattice_op_result *r)
+{
+    waiter *w = arg;
+    void *copy = NULL;
+    if (r->value_len && w->vals) {
+        copy = lt_malloc(r->value_len);
+        if (copy) memcpy(copy, r->value, r->value_len);
+    }
+    pthread_mutex_lock(&w->mu);
+    w->res[i] = *r;
+    if (w->vals) {
+        w->vals[i] = copy;
+        if (r->value_len && !copy) w->res[i].status = LATTICE_ERR_NOMEM;
+    } else {
+        w->ptr = (void *)r->value;
+    }
+    if (--w->left == 0) pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void waiter_wait(waiter *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->left) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Runs ops[0..n) and waits; res/vals have n entries (vals may be NULL). */
+static lattice_status run_ops(lattice_node *node, const lattice_op *ops, size_t n, lattice_op_result *res, void **vals)
+{
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, n, res, vals, NULL};
+    if (vals) memset(vals, 0, n * sizeof *vals);
+    lattice_status st = lattice_op_submit(node, ops, n, waiter_fn, &w);
+    if (st != LATTICE_OK) return st;
+    waiter_wait(&w);
+    return LATTICE_OK;
+}
+
+static lattice_status one(lattice_node *node, const lattice_op *op, void **value, size_t *value_len, int64_t *num,
+                          unsigned *flags)
+{
+    lattice_op_result r;
+    void *v = NULL;
+    lattice_status st = run_ops(node, op, 1, &r, &v);
+    if (st != LATTICE_OK) return st;
+    if (value) *value = v;
+    else lt_free(v);
+    if (value_len) *value_len = r.value_len;
+    if (num) *num = r.num;
+    if (flags) *flags = r.flags;
+    return r.status;
+}
+
+lattice_status lattice_cache_get(lattice_node *n, const char *cache, const void *key, size_t key_len, void **value,
+                                 size_t *value_len)
+{
+    if (!value || !value_len) return LATTICE_ERR_INVAL;
+    *value = NULL;
+    *value_len = 0;
+    lattice_op op = lattice_op_get(cache, key, key_len);
+    lattice_status st = one(n, &op, value, value_len, NULL, NULL);
+    if (st != LATTICE_OK) {
+        lt_free(*value);
+        *value = NULL;
+        *value_len = 0;
+    }
+    return st;
+}
+
+lattice_status lattice_cache_put(lattice_node *n, const char *cache, const void *key, size_t key_len,
+                                 const void *value, size_t value_len)
+{
+    lattice_op op = lattice_op_put(cache, key, key_len, value, value_len);
+    return one(n, &op, NULL, NULL, NULL, NULL);
+}
+
+lattice_status lattice_cache_remove(lattice_node *n, const char *cache, const void *key, size_t key_len)
+{
+    lattice_op op = lattice_op_remove(cache, key, key_len);
+    return one(n, &op, NULL, NULL, NULL, NULL);
+}
+
+lattice_status lattice_cache_put_if_absent(lattice_node *n, const char *cache, const void *key, size_t key_len,
+                                           const void *value, size_t value_len)
+{
+    lattice_op op = lattice_op_put(cache, key, key_len, value, value_len);
+    op.flags = LATTICE_OP_NX;
+    return one(n, &op, NULL, NULL, NULL, NULL);
+}
+
+lattice_status lattice_cache_get_and_put(lattice_node *n, const char *cache, const void *key, size_t key_len,
+                                         const void *value, size_t value_len, void **old, size_t *old_len)
+{
+    if (!old || !old_len) return LATTICE_ERR_INVAL;
+    lattice_op op = lattice_op_put(cache, key, key_len, value, value_len);
+    op.flags = LATTICE_OP_RETURN_OLD;
+    unsigned fl = 0;
+    void *v = NULL;
+    size_t vl = 0;
+    lattice_status st = one(n, &op, &v, &vl, NULL, &fl);
+    if (!(fl & LATTICE_OP_R_FOUND) || st != LATTICE_OK) {
+        lt_free(v);
+        v = NULL;
+        vl = 0;
+    } else if (!v) {
+        v = lt_malloc(1); /* an empty previous value is still a value */
+        if (!v) st = LATTICE_ERR_NOMEM;
+    }
+    *old = v;
+    *old_len = vl;
+    return st;
+}
+
+lattice_status lattice_cache_replace(lattice_node *n, const char *cache, const void *key, size_t key_len,
+                                     const void *value, size_t value_len)
+{
+    lattice_op op = lattice_op_put(cache, key, key_len, value, value_len);
+    op.flags = LATTICE_OP_XX;
+    return one(n, &op, NULL, NULL, NULL, NULL);
+}
+
+lattice_status lattice_cache_increment(lattice_node *n, const char *cache, const void *key, size_t key_len,
+                                       int64_t delta, int64_t *result)
+{
+    lattice_op op = {LATTICE_OP_INCREMENT, 0, cache, key, key_len, NULL, 0, delta, 0};
+    int64_t v = 0;
+    lattice_status st = one(n, &op, NULL, NULL, &v, NULL);
+    if (result) *result = v;
+    return st;
+}
+
+lattice_status lattice_cache_size(lattice_node *n, const char *cache, uint64_t *size)
+{
+    lattice_op op = {LATTICE_OP_SIZE, 0, cache, NULL, 0, NULL, 0, 0, 0};
+    int64_t v = 0;
+    lattice_status st = one(n, &op, NULL, NULL, &v, NULL);
+    if (size) *size = v > 0 ? (uint64_t)v : 0;
+    return st;
+}
+
+static lattice_status batch(lattice_node *n, const char *cache, lattice_kv *kvs, size_t count, bool put)
+{
+    if (!kvs || !count) return LATTICE_ERR_INVAL;
+    lattice_op *ops = lt_malloc(count * sizeof *ops);
+    lattice_op_result *res = lt_malloc(count * sizeof *res);
+    void **vals = put ? NULL : lt_malloc(count * sizeof *vals);
+    lattice_status st = ops && res && (put || vals) ? LATTICE_OK : LATTICE_ERR_NOMEM;
+    for (size_t i = 0; st == LATTICE_OK && i < count; i++)
+        ops[i] = put ? lattice_op_put(cache, kvs[i].key, kvs[i].key_len, kvs[i].value, kvs[i].value_len)
+                     : lattice_op_get(cache, kvs[i].key, kvs[i].key_len);
+    if (st == LATTICE_OK) st = run_ops(n, ops, count, res, vals);
+    lattice_status first = LATTICE_OK;
+    for (size_t i = 0; st == LATTICE_OK && i < count; i++) {
+        kvs[i].status = res[i].status;
+        if (!put) {
+            kvs[i].value = res[i].status == LATTICE_OK ? (vals[i] ? vals[i] : lt_malloc(1)) : NULL;
+            kvs[i].value_len = res[i].status == LATTICE_OK ? res[i].value_len : 0;
+            if (res[i].status != LATTICE_OK) lt_free(vals[i]);
+        }
+        if (first == LATTICE_OK && res[i].status != LATTICE_OK && !(!put && res[i].status == LATTICE_ERR_NOT_FOUND))
+            first = res[i].status;
+    }
+    lt_free(ops);
+    lt_free(res);
+    lt_free(vals);
+    return st != LATTICE_OK ? st : first;
+}
+
+lattice_status lattice_cache_put_all(lattice_node *n, const char *cache, lattice_kv *kvs, size_t count)
+{
+    return batch(n, cache, kvs, count, true);
+}
+
+lattice_status lattice_cache_get_all(lattice_node *n, const char *cache, lattice_kv *kvs, size_t count)
+{
+    return batch(n, cache, kvs, count, false);
+}
+
+static lattice_status call(lattice_node *n, int c, const char *arg, void **ptr)
+{
+    lattice_data *d = n ? lattice_node_data(n) : NULL;
+    if (!d) return LATTICE_ERR_STOPPED;
+    lattice_op_result r;
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, &r, NULL, NULL};
+    lattice_status st = data_call(d, c, arg, waiter_fn, &w);
+    if (st != LATTICE_OK) return st;
+    waiter_wait(&w);
+    if (ptr) *ptr = r.status == LATTICE_OK ? w.ptr : NULL;
+    return r.status;
+}
+
+lattice_status lattice_cache_create(lattice_node *n, const char *spec)
+{
+    lattice_cache_config cfg;
+    char err[256];
+    if (!spec || lattice_cache_config_parse_spec(&cfg, spec, err, sizeof err) != LATTICE_OK) return LATTICE_ERR_INVAL;
+    char full[1100];
+    lattice_cache_config_format(&cfg, LATTICE_CACHE_FORMAT_ALL, full, sizeof full);
+    return call(n, CALL_CREATE, full, NULL);
+}
+
+lattice_status lattice_cache_destroy(lattice_node *n, const char *name)
+{
+    if (!name || !lattice_cache_config_name_valid(name, NULL, 0)) return LATTICE_ERR_INVAL;
+    return call(n, CALL_DESTROY, name, NULL);
+}
+
+lattice_status lattice_caches_info(lattice_node *n, lattice_cache_info **out, size_t *count)
+{
+    if (!out || !count) return LATTICE_ERR_INVAL;
+    *out = NULL;
+    *count = 0;
+    stats_result *sr = NULL;
+    lattice_status st = call(n, CALL_STATS, NULL, (void **)&sr);
+    if (st != LATTICE_OK || !sr) return st != LATTICE_OK ? st : LATTICE_ERR_NOMEM;
+    lattice_cache_info *ci = lt_calloc(sr->n_caches ? sr->n_caches : 1, sizeof *ci);
+    if (!ci) {
+        data_stats_result_free(sr);
+        return LATTICE_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < sr->n_caches; i++) {
+        const lattice_cache_config *c = &sr->cfgs[i];
+        lattice_cache_info *x = &ci[i];
+        snprintf(x->name, sizeof x->name, "%s", c->name);
+        lattice_cache_config_format(c, LATTICE_CACHE_FORMAT_ALL, x->spec, sizeof x->spec);
+        snprintf(x->mode, sizeof x->mode, "%s", lattice_cache_mode_name(c->mode));
+        snprintf(x->sync, sizeof x->sync, "%s", lattice_cache_sync_name(c->sync));
+        x->partitions = c->partitions;
+        x->backups = c->backups;
+        x->read_from_backup = c->read_from_backup;
+        x->nodes = lt_calloc(sr->n_nodes ? sr->n_nodes : 1, sizeof *x->nodes);
+        for (size_t k = 0; x->nodes && k < sr->n_nodes; k++)
+            for (size_t j = 0; j < sr->nodes[k].n; j++) {
+                if (strcmp(sr->nodes[k].names[j], c->name) != 0) continue;
+                x->nodes[x->n_nodes++] = sr->nodes[k].caches[j];
+                x->size += sr->nodes[k].caches[j].primary_entries;
+            }
+    }
+    *count = sr->n_caches;
+    *out = ci;
+    data_stats_result_free(sr);
+    return LATTICE_OK;
+}
+
+void lattice_caches_info_free(lattice_cache_info *c, size_t count)
+{
+    for (size_t i = 0; c && i < count; i++) lt_free(c[i].nodes);
+    lt_free(c);
+}
+
+lattice_status lattice_cache_partitions(lattice_node *n, const char *cache, lattice_partitions_info **out)
+{
+    if (!out) return LATTICE_ERR_INVAL;
+    *out = NULL;
+    return call(n, CALL_PARTITIONS, cache ? cache : "default", (void **)out);
+}
+
+void lattice_partitions_info_free(lattice_partitions_info *p)
+{
+    if (!p) return;
+    lt_free(p->n_owners);
+    lt_free(p->owners);
+    lt_free(p);
+}

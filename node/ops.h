@@ -1,0 +1,126 @@
+/*
+ * ops: the asynchronous cache-operation API of a node (prefix lattice_op_).
+ *
+ * Any thread submits an operation (or a batch); the call copies everything
+ * it needs, never blocks on the network and returns at once.  The node's
+ * data thread routes each operation to its partition's primary (locally or
+ * over the data channel), retries it on a topology change, and calls the
+ * completion callback exactly once per operation, ON THE DATA THREAD, with
+ * the result.  A callback must not block and must not call the blocking
+ * wrappers of lattice.h (they wait for the data thread: deadlock); it may
+ * submit further operations.
+ *
+ *     static void done(void *arg, size_t i, const lattice_op_result *r) {
+ *         if (r->status == LATTICE_OK) use(r->value, r->value_len);
+ *     }
+ *     lattice_op op = lattice_op_get("default", "k", 1);
+ *     lattice_op_submit(node, &op, 1, done, ctx);
+ *
+ * Semantics per kind (the primary executes them; one writer per partition,
+ * so read-modify-write kinds are atomic):
+ *   GET            value; NOT_FOUND when absent or expired.
+ *   PUT            stores value.  flags: NX (only if absent, else EXISTS),
+ *                  XX (only if present, else NOT_FOUND), RETURN_OLD (value =
+ *                  previous value, R_FOUND when there was one), KEEP_TTL
+ *                  (keep the entry's expiry).  ttl_ms > 0 expires the entry
+ *                  after ttl_ms; 0 uses the cache's expiry_ms (0 = never).
+ *   REMOVE         NOT_FOUND when absent; RETURN_OLD gives the value removed.
+ *   INCREMENT      value must be a decimal int64 (absent = 0), adds delta,
+ *                  num = result; INVAL when not an integer or on overflow.
+ *   APPEND         appends value (absent = empty); num = new length.
+ *   EXPIRE         ttl_ms > 0 sets the expiry, 0 removes it; NOT_FOUND absent.
+ *   TTL            num = ms left, -1 no expiry; NOT_FOUND when absent.
+ *   CONTAINS       num = 1/0 (status OK either way).
+ *   SIZE           num = entries in the cache over every server (primaries);
+ *                  key ignored.
+ * Errors common to all: NO_CACHE, INVAL (empty key, bad kind), TOO_LARGE
+ * (key/value above the cache's max_key_bytes/max_value_bytes), REGION_FULL,
+ * PARTITION_LOST (no live copy), TIMEOUT (no primary answered within the
+ * node's op_timeout_ms, retries included), STOPPED (node stopping).
+ *
+ * Acknowledgement (the callback) of writes follows the cache's sync mode:
+ * full_sync after the primary and every live backup applied, primary_sync
+ * after the primary applied, full_async as soon as the request left this
+ * node (its outcome is never reported: status OK).
+ */
+#ifndef LATTICE_NODE_OPS_H
+#define LATTICE_NODE_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lattice/lattice.h"
+
+typedef enum lattice_op_kind {
+    LATTICE_OP_GET = 1,
+    LATTICE_OP_PUT = 2,
+    LATTICE_OP_REMOVE = 3,
+    LATTICE_OP_INCREMENT = 4,
+    LATTICE_OP_APPEND = 5,
+    LATTICE_OP_EXPIRE = 6,
+    LATTICE_OP_TTL = 7,
+    LATTICE_OP_CONTAINS = 8,
+    LATTICE_OP_SIZE = 9,
+    LATTICE_OP_KIND_MAX_ = 9,
+} lattice_op_kind;
+
+/* Request flags. */
+#define LATTICE_OP_NX 0x1u          /* PUT only if absent (put_if_absent, SET NX) */
+#define LATTICE_OP_XX 0x2u          /* PUT only if present (replace, SET XX) */
+#define LATTICE_OP_RETURN_OLD 0x4u  /* PUT/REMOVE: return the previous value */
+#define LATTICE_OP_KEEP_TTL 0x8u    /* PUT: keep the entry's expiry */
+#define LATTICE_OP_FLAGS_ALL_ 0xfu
+
+/* Result flags. */
+#define LATTICE_OP_R_FOUND 0x1u     /* the key held a live entry before the op */
+
+typedef struct lattice_op {
+    lattice_op_kind kind;
+    unsigned flags;
+    const char *cache;      /* NULL = "default" */
+    const void *key;
+    size_t key_len;
+    const void *value;      /* PUT, APPEND */
+    size_t value_len;
+    int64_t delta;          /* INCREMENT */
+    uint64_t ttl_ms;        /* PUT, EXPIRE */
+} lattice_op;
+
+typedef struct lattice_op_result {
+    lattice_status status;
+    const void *value;      /* valid only during the callback */
+    size_t value_len;
+    int64_t num;
+    unsigned flags;         /* LATTICE_OP_R_* */
+} lattice_op_result;
+
+/* i = index of the op within its submit call. */
+typedef void (*lattice_op_fn)(void *arg, size_t i, const lattice_op_result *r);
+
+/* Submits ops[0..n).  Returns LATTICE_OK and then calls fn once for every
+ * op (in any order), or returns an error (INVAL: n == 0 or NULL arguments,
+ * NOMEM, STOPPED) and calls fn never.  Bad individual ops (unknown kind,
+ * empty key) are reported through fn.  Ops bound for the same node are sent
+ * in one message. */
+lattice_status lattice_op_submit(lattice_node *node, const lattice_op *ops, size_t n,
+                                 lattice_op_fn fn, void *arg);
+
+/* Builders (plain values; no copies until submit). */
+static inline lattice_op lattice_op_get(const char *cache, const void *key, size_t key_len)
+{
+    lattice_op o = {LATTICE_OP_GET, 0, cache, key, key_len, NULL, 0, 0, 0};
+    return o;
+}
+static inline lattice_op lattice_op_put(const char *cache, const void *key, size_t key_len,
+                                        const void *value, size_t value_len)
+{
+    lattice_op o = {LATTICE_OP_PUT, 0, cache, key, key_len, value, value_len, 0, 0};
+    return o;
+}
+static inline lattice_op lattice_op_remove(const char *cache, const void *key, size_t key_len)
+{
+    lattice_op o = {LATTICE_OP_REMOVE, 0, cache, key, key_len, NULL, 0, 0, 0};
+    return o;
+}
+
+#endif

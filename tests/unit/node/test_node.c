@@ -1,0 +1,287 @@
+/*
+ * node/ without a network: what the primary does for each operation kind
+ * (exec_local / exec_replicate on a real store), and who serves a partition
+ * given the affinity base and the live nodes (cache_serving_owners).
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <urcu.h>
+
+#include "lattice/alloc.h"
+#include "node/data_int.h"
+
+static lattice_region *region;
+static cache_def cache;
+static exec_scratch scratch;
+
+static void setup(void)
+{
+    rcu_register_thread();
+    lattice_region_config rc = {"t", 0, 8, 0, LATTICE_REGION_REJECT};
+    ck_assert_int_eq(lattice_region_create(&rc, &region), LATTICE_OK);
+    memset(&cache, 0, sizeof cache);
+    lattice_cache_config_init(&cache.cfg, "t");
+    cache.cfg.partitions = 16;
+    cache.cfg.max_value_bytes = 64;
+    lattice_store_config sc = {"t", 16, region, NULL, NULL};
+    ck_assert_int_eq(lattice_store_create(&sc, &cache.store), LATTICE_OK);
+    cache.counter = lt_calloc(16, sizeof *cache.counter);
+}
+
+static void teardown(void)
+{
+    exec_scratch_free(&scratch);
+    lattice_store_destroy(cache.store);
+    lt_free(cache.counter);
+    lattice_region_destroy(region);
+    rcu_unregister_thread();
+}
+
+static lattice_op_result run(int kind, unsigned flags, const char *key, const char *value, int64_t delta,
+                             uint64_t ttl, repl_out *repl)
+{
+    exec_in in = {kind, flags, lattice_partition_of_key(key, strlen(key), 16), key, strlen(key), value,
+                  value ? strlen(value) : 0, delta, ttl};
+    lattice_op_result r;
+    repl_out tmp;
+    exec_local(&cache, &in, &scratch, &r, repl ? repl : &tmp);
+    return r;
+}
+
+static void assert_value(const lattice_op_result *r, const char *want)
+{
+    ck_assert_int_eq(r->status, LATTICE_OK);
+    ck_assert_uint_eq(r->value_len, strlen(want));
+    ck_assert_int_eq(memcmp(r->value, want, r->value_len), 0);
+}
+
+START_TEST(put_get_and_conditional_puts)
+{
+    repl_out rp;
+    lattice_op_result r = run(LATTICE_OP_PUT, 0, "k", "v1", 0, 0, &rp);
+    ck_assert_int_eq(r.status, LATTICE_OK);
+    ck_assert(rp.needed && !rp.remove);
+    ck_assert_uint_eq(rp.version, 1);
+    r = run(LATTICE_OP_GET, 0, "k", NULL, 0, 0, NULL);
+    assert_value(&r, "v1");
+    /* NX over a value: EXISTS, value kept; XX over nothing: NOT_FOUND. */
+    r = run(LATTICE_OP_PUT, LATTICE_OP_NX, "k", "v2", 0, 0, &rp);
+    ck_assert_int_eq(r.status, LATTICE_ERR_EXISTS);
+    ck_assert(!rp.needed);
+    r = run(LATTICE_OP_PUT, LATTICE_OP_XX, "absent", "v", 0, 0, &rp);
+    ck_assert_int_eq(r.status, LATTICE_ERR_NOT_FOUND);
+    ck_assert(!rp.needed);
+    r = run(LATTICE_OP_GET, 0, "absent", NULL, 0, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_ERR_NOT_FOUND);
+    /* get_and_put returns the old value and stores the new one. */
+    r = run(LATTICE_OP_PUT, LATTICE_OP_RETURN_OLD, "k", "v3", 0, 0, &rp);
+    assert_value(&r, "v1");
+    ck_assert(r.flags & LATTICE_OP_R_FOUND);
+    ck_assert_uint_eq(rp.version, 2); /* the partition's counter moves on every write */
+    r = run(LATTICE_OP_GET, 0, "k", NULL, 0, 0, NULL);
+    assert_value(&r, "v3");
+    ck_assert_uint_eq(cache.reads, 3);
+    ck_assert_uint_eq(cache.hits, 2);
+    ck_assert_uint_eq(cache.misses, 1);
+}
+END_TEST
+
+START_TEST(remove_and_get_and_remove)
+{
+    run(LATTICE_OP_PUT, 0, "k", "v", 0, 0, NULL);
+    repl_out rp;
+    lattice_op_result r = run(LATTICE_OP_REMOVE, LATTICE_OP_RETURN_OLD, "k", NULL, 0, 0, &rp);
+    assert_value(&r, "v");
+    ck_assert(rp.needed && rp.remove);
+    r = run(LATTICE_OP_REMOVE, 0, "k", NULL, 0, 0, &rp);
+    ck_assert_int_eq(r.status, LATTICE_ERR_NOT_FOUND);
+    ck_assert(!rp.needed);
+    r = run(LATTICE_OP_CONTAINS, 0, "k", NULL, 0, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_OK);
+    ck_assert_int_eq(r.num, 0);
+}
+END_TEST
+
+START_TEST(increment_only_on_integers)
+{
+    lattice_op_result r = run(LATTICE_OP_INCREMENT, 0, "n", NULL, 5, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_OK);
+    ck_assert_int_eq(r.num, 5);
+    r = run(LATTICE_OP_INCREMENT, 0, "n", NULL, -7, 0, NULL);
+    ck_assert_int_eq(r.num, -2);
+    r = run(LATTICE_OP_GET, 0, "n", NULL, 0, 0, NULL);
+    assert_value(&r, "-2");
+    static const char *bad[] = {"abc", "", "1.5", " 1", "01", "+1", "-0", "99999999999999999999", NULL};
+    for (int i = 0; bad[i]; i++) {
+        run(LATTICE_OP_PUT, 0, "b", bad[i], 0, 0, NULL);
+        repl_out rp;
+        r = run(LATTICE_OP_INCREMENT, 0, "b", NULL, 1, 0, &rp);
+        ck_assert_msg(r.status == LATTICE_ERR_INVAL, "incremented '%s'", bad[i]);
+        ck_assert(!rp.needed);
+        r = run(LATTICE_OP_GET, 0, "b", NULL, 0, 0, NULL);
+        assert_value(&r, bad[i]); /* unchanged */
+    }
+    run(LATTICE_OP_PUT, 0, "m", "9223372036854775807", 0, 0, NULL);
+    r = run(LATTICE_OP_INCREMENT, 0, "m", NULL, 1, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_ERR_INVAL); /* overflow */
+}
+END_TEST
+
+START_TEST(append_expire_ttl)
+{
+    lattice_op_result r = run(LATTICE_OP_APPEND, 0, "a", "abc", 0, 0, NULL);
+    ck_assert_int_eq(r.num, 3);
+    r = run(LATTICE_OP_APPEND, 0, "a", "def", 0, 0, NULL);
+    ck_assert_int_eq(r.num, 6);
+    r = run(LATTICE_OP_GET, 0, "a", NULL, 0, 0, NULL);
+    assert_value(&r, "abcdef");
+    /* Appending past max_value_bytes (64): TOO_LARGE, value unchanged. */
+    char big[70];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    r = run(LATTICE_OP_APPEND, 0, "a", big, 0, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_ERR_TOO_LARGE);
+    r = run(LATTICE_OP_TTL, 0, "a", NULL, 0, 0, NULL);
+    ck_assert_int_eq(r.num, -1);
+    r = run(LATTICE_OP_EXPIRE, 0, "a", NULL, 0, 100000, NULL);
+    ck_assert_int_eq(r.status, LATTICE_OK);
+    r = run(LATTICE_OP_TTL, 0, "a", NULL, 0, 0, NULL);
+    ck_assert(r.num > 0 && r.num <= 100000);
+    /* KEEP_TTL keeps it over a put; a plain put drops it. */
+    run(LATTICE_OP_PUT, LATTICE_OP_KEEP_TTL, "a", "new", 0, 0, NULL);
+    r = run(LATTICE_OP_TTL, 0, "a", NULL, 0, 0, NULL);
+    ck_assert(r.num > 0);
+    run(LATTICE_OP_PUT, 0, "a", "newer", 0, 0, NULL);
+    r = run(LATTICE_OP_TTL, 0, "a", NULL, 0, 0, NULL);
+    ck_assert_int_eq(r.num, -1);
+    r = run(LATTICE_OP_EXPIRE, 0, "absent", NULL, 0, 10, NULL);
+    ck_assert_int_eq(r.status, LATTICE_ERR_NOT_FOUND);
+    /* An expiry already passed: the entry reads as absent. */
+    run(LATTICE_OP_PUT, 0, "e", "v", 0, 0, NULL);
+    uint32_t p = lattice_partition_of_key("e", 1, 16);
+    lattice_store_entry e = {p, "e", 1, "v", 1, exec_now_ms() - 1000, 99};
+    ck_assert_int_eq(lattice_store_put(cache.store, &e, 0), LATTICE_OK);
+    r = run(LATTICE_OP_GET, 0, "e", NULL, 0, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_ERR_NOT_FOUND);
+    r = run(LATTICE_OP_KIND_MAX_ + 1, 0, "e", NULL, 0, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_ERR_INVAL);
+}
+END_TEST
+
+START_TEST(replicate_applies_only_newer)
+{
+    const char *k = "r";
+    uint32_t p = lattice_partition_of_key(k, 1, 16);
+    ck_assert_int_eq(exec_replicate(&cache, p, k, 1, "v5", 2, 0, 5, false), LATTICE_OK);
+    ck_assert_uint_eq(cache.counter[p], 5);
+    /* An older write arriving late changes nothing (and is not an error). */
+    ck_assert_int_eq(exec_replicate(&cache, p, k, 1, "v3", 2, 0, 3, false), LATTICE_OK);
+    lattice_op_result r = run(LATTICE_OP_GET, 0, k, NULL, 0, 0, NULL);
+    assert_value(&r, "v5");
+    ck_assert_uint_eq(cache.counter[p], 5);
+    /* After a failover this node's next write is numbered above what it saw. */
+    repl_out rp;
+    run(LATTICE_OP_PUT, 0, k, "v6", 0, 0, &rp);
+    ck_assert_uint_eq(rp.version, 6);
+    ck_assert_int_eq(exec_replicate(&cache, p, k, 1, NULL, 0, 0, 7, true), LATTICE_OK);
+    r = run(LATTICE_OP_GET, 0, k, NULL, 0, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_ERR_NOT_FOUND);
+    /* A remove of an absent key, bad partition or empty key. */
+    ck_assert_int_eq(exec_replicate(&cache, p, k, 1, NULL, 0, 0, 8, true), LATTICE_OK);
+    ck_assert_int_eq(exec_replicate(&cache, 16, k, 1, "v", 1, 0, 9, false), LATTICE_ERR_INVAL);
+    ck_assert_int_eq(exec_replicate(&cache, p, k, 0, "v", 1, 0, 9, false), LATTICE_ERR_INVAL);
+}
+END_TEST
+
+/* ---- serving owners from base + live ---- */
+
+START_TEST(serving_owners_follow_base_and_live_set)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "o");
+    cfg.partitions = 64;
+    cfg.backups = 1;
+    lattice_affinity_node nodes[3] = {{"a:1", NULL, 1}, {"b:1", NULL, 2}, {"c:1", NULL, 3}};
+    cache_def c;
+    memset(&c, 0, sizeof c);
+    c.cfg = cfg;
+    ck_assert_int_eq(lattice_affinity_compute(nodes, 3, &cfg, &c.aff), LATTICE_OK);
+    peer peers[3];
+    memset(peers, 0, sizeof peers);
+    peer *live[3] = {&peers[0], &peers[1], &peers[2]};
+    c.live = live;
+    int lost = 0;
+    for (uint32_t p = 0; p < 64; p++) {
+        uint32_t cnt;
+        const uint16_t *own = lattice_affinity_owners(c.aff, p, &cnt);
+        peer *out[4];
+        ck_assert_uint_eq(cache_serving_owners(&c, p, out, 4), 2);
+        ck_assert_ptr_eq(out[0], live[own[0]]);
+        ck_assert_ptr_eq(out[1], live[own[1]]);
+        /* The primary dies: its first live backup is primary, alone (under-replicated). */
+        peer *saved = live[own[0]];
+        live[own[0]] = NULL;
+        ck_assert_uint_eq(cache_serving_owners(&c, p, out, 4), 1);
+        ck_assert_ptr_eq(out[0], live[own[1]]);
+        /* Both die: no owner left: LOST - the third node never serves it. */
+        peer *saved2 = live[own[1]];
+        live[own[1]] = NULL;
+        if (cache_serving_owners(&c, p, out, 4) == 0) lost++;
+        live[own[0]] = saved;
+        live[own[1]] = saved2;
+    }
+    ck_assert_int_eq(lost, 64);
+    lattice_affinity_free(c.aff);
+}
+END_TEST
+
+START_TEST(request_copies_its_bytes)
+{
+    char key[] = "key", val[] = "value";
+    Latdata__Req *r = data_req_new(LATTICE_OP_PUT, "cache", key, 3, val, 5);
+    ck_assert_ptr_nonnull(r);
+    key[0] = 'X';
+    val[0] = 'X';
+    ck_assert_str_eq(r->cache, "cache");
+    ck_assert_int_eq(memcmp(r->key.data, "key", 3), 0);
+    ck_assert_int_eq(memcmp(r->value.data, "value", 5), 0);
+    /* Packs and unpacks to the same fields; an unknown field is visible. */
+    size_t n = latdata__req__get_packed_size(r);
+    uint8_t *buf = malloc(n + 4);
+    latdata__req__pack(r, buf);
+    buf[n] = 0xf8; /* field 31, varint: unknown to us */
+    buf[n + 1] = 0x01;
+    buf[n + 2] = 0x05;
+    Latdata__Req *u = latdata__req__unpack(NULL, n + 3, buf);
+    ck_assert_ptr_nonnull(u);
+    ck_assert_uint_eq(u->kind, LATTICE_OP_PUT);
+    ck_assert_uint_eq(u->base.n_unknown_fields, 1);
+    latdata__req__free_unpacked(u, NULL);
+    ck_assert_ptr_null(latdata__req__unpack(NULL, 2, (const uint8_t *)"\x0a\xff"));
+    free(buf);
+    lt_free(r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("node");
+    TCase *t = tcase_create("exec");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, put_get_and_conditional_puts);
+    tcase_add_test(t, remove_and_get_and_remove);
+    tcase_add_test(t, increment_only_on_integers);
+    tcase_add_test(t, append_expire_ttl);
+    tcase_add_test(t, replicate_applies_only_newer);
+    suite_add_tcase(s, t);
+    TCase *o = tcase_create("owners");
+    tcase_add_test(o, serving_owners_follow_base_and_live_set);
+    tcase_add_test(o, request_copies_its_bytes);
+    suite_add_tcase(s, o);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}

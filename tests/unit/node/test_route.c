@@ -1,0 +1,298 @@
+/*
+ * Routing on a hand-built data-thread state (no sockets, no thread): where
+ * each op goes, that ops bound for one node share one outgoing message, and
+ * the errors an issuer gives without asking anyone.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <urcu.h>
+
+#include "lattice/alloc.h"
+#include "node/data_int.h"
+
+static lattice_data *d;
+static cache_def *c;
+static peer peers[4]; /* 0..2 servers, 3 = self */
+static lattice_region *region;
+static int dummy_socket;
+
+typedef struct seen {
+    int calls;
+    lattice_status last;
+} seen;
+
+static void cb(void *arg, size_t i, const lattice_op_result *r)
+{
+    (void)i;
+    seen *s = arg;
+    s->calls++;
+    s->last = r->status;
+}
+
+/* A grid of three servers a, b, c; this node is `self` (a client, or the
+ * server a when self_server). */
+static void build(bool self_server, lattice_cache_config *cfg)
+{
+    rcu_register_thread();
+    d = lt_calloc(1, sizeof *d);
+    d->buckets = lt_calloc(65536, sizeof *d->buckets);
+    d->dirty = lt_calloc(DATA_MAX_PEERS, sizeof *d->dirty);
+    d->op_timeout_ms = 1000;
+    d->meta_valid = true;
+    d->running = true;
+    memset(peers, 0, sizeof peers);
+    const char *cids[3] = {"a:1", "b:1", "c:1"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(peers[i].id, sizeof peers[i].id, "id-%d", i);
+        snprintf(peers[i].cid, sizeof peers[i].cid, "%s", cids[i]);
+        peers[i].server = true;
+        peers[i].dealer = &dummy_socket; /* never used: nothing is flushed */
+        d->peers[d->n_peers++] = &peers[i];
+    }
+    if (self_server) {
+        peers[0].self = true;
+        peers[0].dealer = NULL;
+        d->self = &peers[0];
+    } else {
+        snprintf(peers[3].id, sizeof peers[3].id, "client");
+        peers[3].self = true;
+        d->peers[d->n_peers++] = &peers[3];
+        d->self = &peers[3];
+    }
+    c = lt_calloc(1, sizeof *c);
+    c->cfg = *cfg;
+    c->counter = lt_calloc(cfg->partitions, sizeof *c->counter);
+    lattice_affinity_node an[3] = {{"a:1", NULL, 1}, {"b:1", NULL, 2}, {"c:1", NULL, 3}};
+    ck_assert_int_eq(lattice_affinity_compute(an, 3, cfg, &c->aff), LATTICE_OK);
+    c->live = lt_calloc(3, sizeof *c->live);
+    for (uint32_t i = 0; i < 3; i++) c->live[i] = data_peer_by_cid(d, lattice_affinity_node_id(c->aff, i));
+    if (self_server) {
+        lattice_region_config rc = {"t", 0, 8, 0, LATTICE_REGION_REJECT};
+        ck_assert_int_eq(lattice_region_create(&rc, &region), LATTICE_OK);
+        lattice_store_config sc = {"t", cfg->partitions, region, NULL, NULL};
+        ck_assert_int_eq(lattice_store_create(&sc, &c->store), LATTICE_OK);
+    }
+    d->caches[d->n_caches++] = c;
+}
+
+static void teardown(void)
+{
+    for (size_t i = 0; i < d->n_peers; i++) {
+        for (size_t k = 0; k < d->peers[i]->n_out; k++) lt_free(d->peers[i]->out[k]);
+        lt_free(d->peers[i]->out);
+    }
+    for (pend *p = d->all, *n; p; p = n) {
+        n = p->next;
+        lt_free(p->op);
+        lt_free(p);
+    }
+    while (d->retry) {
+        opx *o = d->retry;
+        d->retry = o->rnext;
+        lt_free(o);
+    }
+    if (c->store) lattice_store_destroy(c->store);
+    if (region) lattice_region_destroy(region);
+    region = NULL;
+    lattice_affinity_free(c->aff);
+    lt_free(c->live);
+    lt_free(c->counter);
+    lt_free(c);
+    exec_scratch_free(&d->scratch);
+    lt_free(d->buckets);
+    lt_free(d->dirty);
+    lt_free(d);
+    rcu_unregister_thread();
+}
+
+static opx *op(int kind, const char *cache, const char *key, size_t vlen, seen *s)
+{
+    size_t kl = strlen(key);
+    opx *o = lt_calloc(1, sizeof *o + kl + vlen + 1);
+    memcpy(o->data, key, kl);
+    memset(o->data + kl, 'v', vlen);
+    snprintf(o->cache, sizeof o->cache, "%s", cache);
+    o->op = (lattice_op){(lattice_op_kind)kind, 0, o->cache, o->data, kl, o->data + kl, vlen, 0, 0};
+    o->fn = cb;
+    o->arg = s;
+    o->deadline_ms = data_mono_ms() + 1000;
+    return o;
+}
+
+START_TEST(each_op_goes_to_its_primary_in_one_message_per_node)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    build(false, &cfg);
+    seen s = {0};
+    for (int i = 0; i < 300; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "key-%d", i);
+        data_route(d, op(i % 2 ? LATTICE_OP_PUT : LATTICE_OP_GET, "default", key, 10, &s));
+    }
+    ck_assert_int_eq(s.calls, 0);          /* full_sync, nothing answered yet */
+    ck_assert_uint_eq(d->n_pending, 300);
+    ck_assert_uint_eq(d->n_dirty, 3);      /* one outgoing message per server */
+    size_t total = 0;
+    for (int i = 0; i < 3; i++) {
+        total += peers[i].n_out;
+        for (size_t k = 0; k < peers[i].n_out; k++) {
+            Latdata__Req *r = peers[i].out[k];
+            uint32_t p = lattice_partition_of_key(r->key.data, r->key.len, 1024);
+            ck_assert_uint_eq(r->partition, p);
+            peer *own[2];
+            ck_assert_uint_eq(cache_serving_owners(c, p, own, 2), 2);
+            ck_assert_ptr_eq(own[0], &peers[i]); /* sent to the primary */
+        }
+    }
+    ck_assert_uint_eq(total, 300);
+    teardown();
+}
+END_TEST
+
+START_TEST(issuer_errors_without_a_round_trip)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.max_key_bytes = 8;
+    cfg.max_value_bytes = 16;
+    build(false, &cfg);
+    seen s = {0};
+    /* An unknown cache: first a metadata pull and another look (it may have
+     * been created elsewhere a moment ago), then NO_CACHE. */
+    d->last_meta_pull = 12345;
+    data_route(d, op(LATTICE_OP_GET, "nope", "k", 0, &s));
+    ck_assert_int_eq(s.calls, 0);
+    ck_assert_ptr_nonnull(d->retry);
+    ck_assert_uint_eq(d->last_meta_pull, 0); /* pull at the next tick */
+    opx *again = d->retry;
+    d->retry = NULL;
+    again->no_cache_until = data_mono_ms() - 1;
+    data_route(d, again);
+    ck_assert_int_eq(s.calls, 1);
+    ck_assert_int_eq(s.last, LATTICE_ERR_NO_CACHE);
+    data_route(d, op(LATTICE_OP_GET, "default", "", 0, &s));
+    ck_assert_int_eq(s.last, LATTICE_ERR_INVAL);
+    data_route(d, op(LATTICE_OP_GET, "default", "123456789", 0, &s));
+    ck_assert_int_eq(s.last, LATTICE_ERR_TOO_LARGE);
+    data_route(d, op(LATTICE_OP_PUT, "default", "k", 17, &s));
+    ck_assert_int_eq(s.last, LATTICE_ERR_TOO_LARGE);
+    data_route(d, op(LATTICE_OP_KIND_MAX_ + 1, "default", "k", 0, &s));
+    ck_assert_int_eq(s.last, LATTICE_ERR_INVAL);
+    ck_assert_int_eq(s.calls, 5);
+    /* Every owner gone: LOST at once, no retry. */
+    for (int i = 0; i < 3; i++) c->live[i] = NULL;
+    data_route(d, op(LATTICE_OP_GET, "default", "k", 0, &s));
+    ck_assert_int_eq(s.last, LATTICE_ERR_PARTITION_LOST);
+    ck_assert_int_eq(s.calls, 6);
+    ck_assert_uint_eq(d->n_pending, 0);
+    ck_assert_uint_eq(d->n_dirty, 0);
+    /* Before any metadata: the op waits (retry list), nothing fails. */
+    d->meta_valid = false;
+    data_route(d, op(LATTICE_OP_GET, "default", "k", 0, &s));
+    ck_assert_int_eq(s.calls, 6);
+    ck_assert_ptr_nonnull(d->retry);
+    teardown();
+}
+END_TEST
+
+START_TEST(full_async_acks_when_sent)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.sync = LATTICE_SYNC_ASYNC;
+    build(false, &cfg);
+    seen s = {0};
+    data_route(d, op(LATTICE_OP_PUT, "default", "k", 3, &s));
+    ck_assert_int_eq(s.calls, 1);
+    ck_assert_int_eq(s.last, LATTICE_OK);
+    ck_assert_uint_eq(d->n_pending, 0);
+    ck_assert_uint_eq(d->n_dirty, 1);   /* but it did leave */
+    /* A read is never "acked when sent". */
+    data_route(d, op(LATTICE_OP_GET, "default", "k", 0, &s));
+    ck_assert_int_eq(s.calls, 1);
+    ck_assert_uint_eq(d->n_pending, 1);
+    teardown();
+}
+END_TEST
+
+START_TEST(reads_from_a_local_backup_copy_and_writes_as_primary)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    build(true, &cfg);
+    /* Find keys where self (a) is the backup, and where it is the primary. */
+    int backup_reads = 0, primary_writes = 0;
+    for (int i = 0; i < 2000 && (backup_reads < 5 || primary_writes < 5); i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%d", i);
+        uint32_t p = lattice_partition_of_key(key, strlen(key), 64);
+        peer *own[2];
+        ck_assert_uint_eq(cache_serving_owners(c, p, own, 2), 2);
+        seen s = {0};
+        size_t before = d->n_dirty;
+        if (own[1]->self) {
+            data_route(d, op(LATTICE_OP_GET, "default", key, 0, &s));
+            ck_assert_int_eq(s.calls, 1); /* answered here, from the local copy */
+            ck_assert_int_eq(s.last, LATTICE_ERR_NOT_FOUND);
+            ck_assert_uint_eq(d->n_dirty, before);
+            backup_reads++;
+        } else if (own[0]->self) {
+            /* full_sync primary: applied here, replicated to the backup, acked later. */
+            data_route(d, op(LATTICE_OP_PUT, "default", key, 4, &s));
+            ck_assert_int_eq(s.calls, 0);
+            ck_assert_uint_eq(lattice_store_count(c->store, p), 1);
+            ck_assert(own[1]->n_out > 0);
+            ck_assert_uint_eq(own[1]->out[own[1]->n_out - 1]->kind, CTL_REPLICATE);
+            primary_writes++;
+        }
+    }
+    ck_assert_int_ge(backup_reads, 5);
+    ck_assert_int_ge(primary_writes, 5);
+    /* With read_from_backup off, the same backup read goes to the primary. */
+    c->cfg.read_from_backup = false;
+    for (int i = 0; i < 2000; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%d", i);
+        uint32_t p = lattice_partition_of_key(key, strlen(key), 64);
+        peer *own[2];
+        cache_serving_owners(c, p, own, 2);
+        if (!own[1]->self) continue;
+        seen s = {0};
+        size_t n_out = own[0]->n_out;
+        data_route(d, op(LATTICE_OP_GET, "default", key, 0, &s));
+        ck_assert_int_eq(s.calls, 0);
+        ck_assert_uint_eq(own[0]->n_out, n_out + 1);
+        break;
+    }
+    /* The wait structures of the unacknowledged writes are the test's to drop. */
+    for (pend *p = d->all; p; p = p->next)
+        if (p->type == P_REPL && p->w && --p->w->remaining == 0) {
+            lt_free(p->w->org.local);
+            lt_free(p->w->value);
+            lt_free(p->w);
+        }
+    for (pend *p = d->all; p; p = p->next)
+        if (p->type == P_REPL) p->op = NULL;
+    teardown();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("route");
+    TCase *t = tcase_create("route");
+    tcase_add_test(t, each_op_goes_to_its_primary_in_one_message_per_node);
+    tcase_add_test(t, issuer_errors_without_a_round_trip);
+    tcase_add_test(t, full_async_acks_when_sent);
+    tcase_add_test(t, reads_from_a_local_backup_copy_and_writes_as_primary);
+    suite_add_tcase(s, t);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
