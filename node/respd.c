@@ -313,7 +313,9 @@ static void process(lattice_respd *r, conn *c)
         atomic_fetch_add(&r->total_cmds, 1);
         if (b->n_ents >= BATCH_MAX_CMDS) break;
     }
-    if (b && b->n_ents && !c->dead) {
+    if (b && b->n_ents && !b->n_ops && !c->dead) {
+        respd_batch_replies(r, c, b); /* only error entries: nothing to submit */
+    } else if (b && b->n_ents && !c->dead) {
         lattice_status st = submit(r, c, b);
         if (st == LATTICE_OK) return;
         respd_add_status_error(c->out, st);
