@@ -253,7 +253,9 @@ static bool flush(conn *c)
     return true;
 }
 
-static lattice_status submit(lattice_respd *r, conn *c, batch *b)
+/* A batch is ready: its ops go out with the others of this epoll round
+ * (flush_round), so connections read together cost one submit. */
+static void queue_batch(lattice_respd *r, conn *c, batch *b)
 {
     /* The arena may have moved while it grew: point the ops at it now. */
     for (size_t i = 0; i < b->n_ops; i++) {
@@ -262,17 +264,112 @@ static lattice_status submit(lattice_respd *r, conn *c, batch *b)
         if (o->value) o->value = b->arena + (uintptr_t)o->value - 1;
         o->cache = r->cache;
     }
-    atomic_store(&b->remaining, b->n_ops + 1);
+    atomic_store(&b->remaining, b->n_ops);
     b->c = c;
     c->in_flight = true;
-    lattice_status st = lattice_op_submit(r->node, b->ops, b->n_ops, respd_op_done, b);
-    if (st != LATTICE_OK) {
-        c->in_flight = false;
-        return st;
+    io_thread *io = c->io;
+    b->round_next = io->round;
+    io->round = b;
+    io->round_ops += b->n_ops;
+}
+
+/* One submit for the batches of several connections: the callback finds
+ * the batch of op i by its offset. */
+typedef struct round {
+    atomic_size_t remaining;     /* ops + 1 (until submit returned) */
+    size_t n;
+    size_t *offs;                /* first op of batches[k] */
+    batch **batches;
+} round;
+
+static void round_release(round *rd)
+{
+    if (atomic_fetch_sub(&rd->remaining, 1) == 1) {
+        lt_free(rd->offs);
+        lt_free(rd->batches);
+        lt_free(rd);
     }
-    /* The +1 above keeps the batch ours until submit returned. */
-    respd_op_done(b, SIZE_MAX, NULL);
-    return LATTICE_OK;
+}
+
+static void round_done(void *arg, size_t i, const lattice_op_result *res)
+{
+    round *rd = arg;
+    size_t lo = 0, hi = rd->n; /* the last k with offs[k] <= i */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (rd->offs[mid] <= i) lo = mid;
+        else hi = mid;
+    }
+    respd_op_done(rd->batches[lo], i - rd->offs[lo], res);
+    round_release(rd);
+}
+
+static void fail_batch(lattice_respd *r, batch *b, lattice_status st)
+{
+    conn *c = b->c;
+    c->in_flight = false;
+    respd_batch_free(b);
+    if (c->dead) {
+        conn_free(c);
+        return;
+    }
+    respd_add_status_error(c->out, st);
+    c->closing = true;
+    (void)r;
+    if (flush(c)) arm(c);
+}
+
+static void flush_round(io_thread *io)
+{
+    lattice_respd *r = io->r;
+    batch *list = io->round;
+    size_t total = io->round_ops;
+    io->round = NULL;
+    io->round_ops = 0;
+    if (!list) return;
+    lattice_status st;
+    if (!list->round_next) { /* one batch: no mapping needed */
+        atomic_fetch_add(&list->remaining, 1);
+        st = lattice_op_submit(r->node, list->ops, list->n_ops, respd_op_done, list);
+        if (st == LATTICE_OK) respd_op_done(list, SIZE_MAX, NULL);
+        else fail_batch(r, list, st);
+        return;
+    }
+    size_t n = 0;
+    for (batch *b = list; b; b = b->round_next) n++;
+    round *rd = lt_calloc(1, sizeof *rd);
+    lattice_op *ops = lt_malloc(total * sizeof *ops);
+    if (rd) {
+        rd->offs = lt_malloc(n * sizeof *rd->offs);
+        rd->batches = lt_malloc(n * sizeof *rd->batches);
+    }
+    st = LATTICE_ERR_NOMEM;
+    if (rd && ops && rd->offs && rd->batches) {
+        size_t off = 0, k = 0;
+        for (batch *b = list; b; b = b->round_next, k++) {
+            rd->offs[k] = off;
+            rd->batches[k] = b;
+            memcpy(ops + off, b->ops, b->n_ops * sizeof *ops);
+            off += b->n_ops;
+        }
+        rd->n = n;
+        atomic_store(&rd->remaining, total + 1);
+        st = lattice_op_submit(r->node, ops, total, round_done, rd);
+    }
+    lt_free(ops);
+    if (st == LATTICE_OK) {
+        round_release(rd);
+        return;
+    }
+    if (rd) {
+        lt_free(rd->offs);
+        lt_free(rd->batches);
+        lt_free(rd);
+    }
+    for (batch *b = list, *nx; b; b = nx) {
+        nx = b->round_next;
+        fail_batch(r, b, st);
+    }
 }
 
 /* Parses and runs what rbuf holds.  Stops when a batch went out. */
@@ -316,10 +413,8 @@ static void process(lattice_respd *r, conn *c)
     if (b && b->n_ents && !b->n_ops && !c->dead) {
         respd_batch_replies(r, c, b); /* only error entries: nothing to submit */
     } else if (b && b->n_ents && !c->dead) {
-        lattice_status st = submit(r, c, b);
-        if (st == LATTICE_OK) return;
-        respd_add_status_error(c->out, st);
-        c->closing = true;
+        queue_batch(r, c, b);
+        return;
     }
     respd_batch_free(b);
 }
@@ -349,7 +444,9 @@ static void drain_returns(io_thread *io)
 {
     lattice_respd *r = io->r;
     struct cds_wfcq_node *n;
-    while ((n = __cds_wfcq_dequeue_nonblocking(&io->qhead, &io->qtail)) && n != CDS_WFCQ_WOULDBLOCK) {
+    /* The only dequeuer: the blocking form waits out an enqueue that took
+     * the tail but has not linked yet (its producer wrote no eventfd). */
+    while ((n = __cds_wfcq_dequeue_blocking(&io->qhead, &io->qtail))) {
         batch *b = caa_container_of(n, batch, qnode);
         conn *c = b->c;
         c->in_flight = false;
@@ -409,6 +506,7 @@ static void *io_main(void *arg)
                 if (!c->dead) arm(c);
             }
         }
+        flush_round(io);
         uint64_t now = respd_now_ms();
         if (now - last_sweep >= 1000) {
             idle_sweep(io);
@@ -422,10 +520,14 @@ static void *io_main(void *arg)
 void respd_batch_return(batch *b)
 {
     io_thread *io = b->c->io;
-    cds_wfcq_enqueue(&io->qhead, &io->qtail, &b->qnode);
-    uint64_t one = 1;
-    ssize_t w = write(io->efd, &one, sizeof one);
-    (void)w;
+    cds_wfcq_node_init(&b->qnode);
+    /* Wake the IO thread only when the queue was empty: otherwise a wake-up
+     * is already due and the drain takes this batch too. */
+    if (!cds_wfcq_enqueue(&io->qhead, &io->qtail, &b->qnode)) {
+        uint64_t one = 1;
+        ssize_t w = write(io->efd, &one, sizeof one);
+        (void)w;
+    }
 }
 
 lattice_status lattice_respd_start(lattice_respd *r)

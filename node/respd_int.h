@@ -77,6 +77,7 @@ typedef struct batch {
     size_t vals_len, vals_cap;
     bool vals_nomem;
     atomic_size_t remaining;
+    struct batch *round_next;         /* io->round: batches of this epoll round */
 } batch;
 
 typedef struct io_thread {
@@ -91,6 +92,8 @@ typedef struct io_thread {
     struct cds_wfcq_tail qtail;
     conn *conns;
     size_t n_conns;
+    batch *round;                     /* ready, submitted at the end of the round */
+    size_t round_ops;
 } io_thread;
 
 struct lattice_respd {
