@@ -821,7 +821,8 @@ START_TEST(thousand_connections)
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
     ck_assert_msg(rl.rlim_cur >= 1100, "need 1100 descriptors, the hard limit is %llu", (unsigned long long)rl.rlim_max);
-    const char *extra[] = {"--cache", "default:backups=1", NULL};
+    /* Two IO threads per node: connections spread over both sockets. */
+    const char *extra[] = {"--cache", "default:backups=1", "--resp-io-threads", "2", NULL};
     start_grid(3, 3, extra);
     for (int i = 0; i < 3; i++) wait_serving(i);
     enum { N = 1000 };
@@ -870,7 +871,7 @@ END_TEST
 START_TEST(max_clients_and_idle_timeout)
 {
     it_begin("resp_limits");
-    const char *extra[] = {"--resp-max-clients", "4", "--resp-timeout", "1", NULL};
+    const char *extra[] = {"--resp-max-clients", "4", "--resp-timeout", "1", "--resp-output-limit", "4096", NULL};
     start_grid(1, 1, extra);
     wait_serving(0);
     redisContext *cs[4];
@@ -889,7 +890,17 @@ START_TEST(max_clients_and_idle_timeout)
     ck_assert(raw_wait_contains(s, "+PONG\r\n"));
     ck_assert_msg(raw_wait_closed(s), "an idle client stays open past --resp-timeout");
     close(s);
+    /* A reply above --resp-output-limit closes that client only. */
     redisContext *c = conn_to(0);
+    static char big[8000];
+    memset(big, 'b', sizeof big - 1);
+    expect_status(c, "OK", "SET big %s", big);
+    expect_int(c, (long long)strlen(big), "STRLEN big");
+    s = raw_connect(0);
+    raw_send(s, "GET big\r\n");
+    ck_assert_msg(raw_wait_closed(s), "a reply over the output limit must close the client");
+    ck_assert_msg(!strstr(raw_buf, "bbbb"), "no part of the oversized reply may be sent");
+    close(s);
     expect_status(c, "PONG", "PING");
     redisFree(c);
     it_end();
