@@ -17,8 +17,14 @@
  *   malformed_closes_only_offender
  *                             each kind of bad input gets Redis's protocol
  *                             error and closes that connection only
- *   thousand_connections      1,000 clients open at once, each pipelining a
- *                             few commands; max clients and idle timeout
+ *   thousand_connections      1,000 clients open at once (two IO threads),
+ *                             each pipelining a few commands
+ *   max_clients_and_idle_timeout
+ *                             --resp-max-clients, --resp-timeout,
+ *                             --resp-output-limit
+ *   lost_partition_is_clusterdown
+ *                             backups=0 and a kill -9: that node's keys get
+ *                             CLUSTERDOWN, the survivor's still serve
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -907,6 +913,61 @@ START_TEST(max_clients_and_idle_timeout)
 }
 END_TEST
 
+typedef struct lost_ctx {
+    const char *key;
+} lost_ctx;
+
+static bool key_lost(void *p)
+{
+    lost_ctx *x = p;
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base, tv);
+    bool ok = false;
+    if (c && !c->err) {
+        redisSetTimeout(c, tv);
+        redisReply *r = redisCommand(c, "GET %s", x->key);
+        ok = r && r->type == REDIS_REPLY_ERROR && !strcmp(r->str, "CLUSTERDOWN Hash slot not served");
+        if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ok;
+}
+
+START_TEST(lost_partition_is_clusterdown)
+{
+    it_begin("resp_lost");
+    const char *extra[] = {"--cache", "default:backups=0", NULL};
+    start_grid(2, 2, extra);
+    wait_spread(2);
+    ck_assert_int_eq(slots_ports(0, slot_p, slot_n), 16384);
+    /* One key on each node, by CLUSTER KEYSLOT and CLUSTER SLOTS. */
+    char on[2][32] = {"", ""};
+    redisContext *c = conn_to(0);
+    for (int i = 0; i < 1000 && (!on[0][0] || !on[1][0]); i++) {
+        char k[32];
+        snprintf(k, sizeof k, "lost%d", i);
+        redisReply *r = cmd(c, "CLUSTER KEYSLOT %s", k);
+        int owner = slot_p[r->integer][0] - resp_base;
+        freeReplyObject(r);
+        if (owner >= 0 && owner < 2 && !on[owner][0]) snprintf(on[owner], sizeof on[owner], "%s", k);
+    }
+    ck_assert(on[0][0] && on[1][0]);
+    expect_status(c, "OK", "SET %s a", on[0]);
+    expect_status(c, "OK", "SET %s b", on[1]);
+    redisFree(c);
+    it_signal(srv[1], SIGKILL);
+    lost_ctx x = {on[1]};
+    ck_assert_msg(it_wait_for(key_lost, &x, 30000), "a key of the killed node (backups=0) never got CLUSTERDOWN");
+    c = conn_to(0);
+    expect_str(c, "a", "GET %s", on[0]); /* the survivor's partitions still serve */
+    redisReply *r = cmd(c, "CLUSTER INFO");
+    ck_assert_msg(strstr(r->str, "cluster_state:fail"), "CLUSTER INFO after a loss: %s", r->str);
+    freeReplyObject(r);
+    redisFree(c);
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -921,6 +982,7 @@ int main(int argc, char **argv)
         {"malformed_closes_only_offender", &malformed_closes_only_offender},
         {"thousand_connections", &thousand_connections},
         {"max_clients_and_idle_timeout", &max_clients_and_idle_timeout},
+        {"lost_partition_is_clusterdown", &lost_partition_is_clusterdown},
     };
     Suite *s = suite_create("resp");
     TCase *tc = tcase_create("grid");
