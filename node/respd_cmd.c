@@ -50,6 +50,11 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem)
  * (the arena may move while it grows). */
 static uintptr_t arena_put(batch *b, const void *p, size_t n)
 {
+    if (!b->arena_cap && n < 4096) { /* a typical pipeline's keys and values fit at once */
+        b->arena = lt_malloc(4096);
+        if (!b->arena) return 0;
+        b->arena_cap = 4096;
+    }
     if (!grow((void **)&b->arena, &b->arena_cap, b->arena_len + n + 1, 1)) return 0;
     uintptr_t off = b->arena_len;
     if (n) memcpy(b->arena + off, p, n);
