@@ -405,10 +405,17 @@ static void process(lattice_respd *r, conn *c)
             b->r = r;
         }
         cmd_outcome oc = respd_command(r, c, b, &cmd);
-        if (oc == CMD_DEFER) break; /* answered after the batch: parse it again then */
-        c->roff += used;
-        atomic_fetch_add(&r->total_cmds, 1);
-        if (b->n_ents >= BATCH_MAX_CMDS) break;
+        if (oc != CMD_DEFER) {
+            c->roff += used;
+            atomic_fetch_add(&r->total_cmds, 1);
+        }
+        if (oc == CMD_DEFER || b->n_ents >= BATCH_MAX_CMDS) {
+            if (b->n_ops) break; /* the rest is parsed again after the batch */
+            /* Only error replies so far: nothing to wait for, go on. */
+            respd_batch_replies(r, c, b);
+            respd_batch_free(b);
+            b = NULL;
+        }
     }
     if (b && b->n_ents && !b->n_ops && !c->dead) {
         respd_batch_replies(r, c, b); /* only error entries: nothing to submit */

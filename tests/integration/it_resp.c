@@ -811,6 +811,12 @@ START_TEST(malformed_closes_only_offender)
     ck_assert(raw_wait_contains(s, "+OK\r\n$1\r\n1\r\n:2\r\n"));
     raw_send(s, "1\r\n");
     ck_assert(raw_wait_contains(s, "$1\r\n2\r\n"));
+    /* Regression: an error reply kept in order, then a command answered at
+     * once, in one read - the second used to wait for a read that never came. */
+    raw_send(s, "GET\r\nINCRBY p1 x\r\nPING\r\nGET p1\r\nECHO e\r\n");
+    ck_assert_msg(raw_wait_contains(s, "-ERR wrong number of arguments for 'get' command\r\n"
+                                       "-ERR value is not an integer or out of range\r\n+PONG\r\n$1\r\n2\r\n$1\r\ne\r\n"),
+                  "mixed pipeline: %s", raw_buf);
     close(s);
     expect_str(good, "1", "GET g");
     expect_status(good, "PONG", "PING");
