@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <ini.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,17 @@ static bool parse_int(const char *s, long lo, long hi, int *out)
     long v = strtol(s, &end, 10);
     if (errno || *end || v < lo || v > hi) return false;
     *out = (int)v;
+    return true;
+}
+
+static bool parse_ll(const char *s, long long lo, long long hi, long long *out)
+{
+    if (!s || !*s) return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = v;
     return true;
 }
 
@@ -123,7 +135,16 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
         if (!parse_int(v, 1, 1 << 20, &o->region_mb)) BAD("--region-mb wants 1..1048576");
         o->node.region_mb = o->region_mb;
     }
-    else if (!strcmp(k, "resp-port")) { if (!parse_int(v, 1, 65535, &o->resp_port)) BAD("--resp-port wants 1..65535"); }
+    else if (!strcmp(k, "resp-port")) { if (!parse_int(v, 1, 65535, &o->resp_port)) BAD("--resp-port wants 1..65535"); c->resp_port = o->resp_port; }
+    else if (!strcmp(k, "requirepass")) STR(c->resp_password);
+    else if (!strcmp(k, "resp-cache")) STR(c->resp_cache);
+    else if (!strcmp(k, "resp-io-threads")) { if (!parse_int(v, 1, 8, &c->resp_io_threads)) BAD("--resp-io-threads wants 1..8"); }
+    else if (!strcmp(k, "resp-max-clients")) { if (!parse_int(v, 1, 1000000, &c->resp_max_clients)) BAD("--resp-max-clients wants 1..1000000"); }
+    else if (!strcmp(k, "resp-timeout")) { if (!parse_int(v, 0, 31536000, &c->resp_timeout_s)) BAD("--resp-timeout wants 0..31536000 seconds"); }
+    else if (!strcmp(k, "resp-max-bulk")) { if (!parse_ll(v, 1, 1LL << 40, &c->resp_max_bulk)) BAD("--resp-max-bulk wants 1..1099511627776 bytes"); }
+    else if (!strcmp(k, "resp-max-multibulk")) { if (!parse_ll(v, 1, INT32_MAX, &c->resp_max_multibulk)) BAD("--resp-max-multibulk wants 1..2147483647"); }
+    else if (!strcmp(k, "resp-max-inline")) { if (!parse_ll(v, 16, 1LL << 30, &c->resp_max_inline)) BAD("--resp-max-inline wants 16..1073741824 bytes"); }
+    else if (!strcmp(k, "resp-output-limit")) { if (!parse_ll(v, 0, 1LL << 40, &c->resp_output_limit)) BAD("--resp-output-limit wants 0 (unlimited)..1099511627776 bytes"); }
     else if (!strcmp(k, "http-port")) { if (!parse_int(v, 1, 65535, &o->http_port)) BAD("--http-port wants 1..65535"); }
     else BAD("unknown option '%s'", key);
 #undef STR
@@ -177,6 +198,11 @@ static const struct option long_opts[] = {
     {"http-port", required_argument, 0, 1},  {"log-level", required_argument, 0, 1},
     {"max-message-bytes", required_argument, 0, 1}, {"multicast-attempts", required_argument, 0, 1},
     {"multicast-wait-ms", required_argument, 0, 1}, {"attr", required_argument, 0, 1},
+    {"requirepass", required_argument, 0, 1}, {"resp-cache", required_argument, 0, 1},
+    {"resp-io-threads", required_argument, 0, 1}, {"resp-max-clients", required_argument, 0, 1},
+    {"resp-timeout", required_argument, 0, 1}, {"resp-max-bulk", required_argument, 0, 1},
+    {"resp-max-multibulk", required_argument, 0, 1}, {"resp-max-inline", required_argument, 0, 1},
+    {"resp-output-limit", required_argument, 0, 1},
     {"help", no_argument, 0, 'h'},           {"version", no_argument, 0, 'V'},
     {0, 0, 0, 0}};
 
@@ -202,7 +228,16 @@ static void usage(FILE *f)
           "  --log-level L             error|warn|info|debug|trace (default info)\n"
           "  --cache NAME[:k=v,...]    repeatable: a cache this node declares (docs/CACHES.md)\n"
           "  --region-mb N             data region bound in MiB (default 256); full: writes fail with REGION_FULL\n"
-          "  --resp-port N             validated and kept: the RESP endpoint arrives with the RESP work\n"
+          "  --resp-port N             serve the Redis protocol (RESP2/3) on this port (docs/RESP.md)\n"
+          "  --requirepass PASS        RESP clients must AUTH with PASS first\n"
+          "  --resp-cache NAME         cache the RESP commands use (default: default)\n"
+          "  --resp-io-threads N       RESP IO threads, 1..8 (default 1)\n"
+          "  --resp-max-clients N      refuse connections beyond N (default 10000)\n"
+          "  --resp-timeout S          close RESP clients idle S seconds (default 0 = never)\n"
+          "  --resp-max-bulk N         largest bulk string in bytes (default 536870912)\n"
+          "  --resp-max-multibulk N    most arguments of one command (default 1048576)\n"
+          "  --resp-max-inline N       longest inline command / header line (default 65536)\n"
+          "  --resp-output-limit N     close a client with more than N reply bytes pending (default 0 = none)\n"
           "  --http-port N             validated and kept: the HTTP endpoint arrives with the HTTP work\n"
           "  --help, --version\n",
           f);

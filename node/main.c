@@ -21,7 +21,6 @@ int main(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     }
     lattice_log_set_level(o.log_level);
-    if (o.resp_port) LT_LOG(LT_WARN, "node", "--resp-port %d accepted; the RESP endpoint is not served by this build yet", o.resp_port);
     if (o.http_port) LT_LOG(LT_WARN, "node", "--http-port %d accepted; the HTTP endpoint is not served by this build yet", o.http_port);
 
     /* Block the stop signals before any thread exists: only sigwait sees them. */

@@ -73,6 +73,17 @@ typedef struct lattice_config {
     size_t n_caches;                  /* none anywhere: the grid has a cache "default" */
     int region_mb;                    /* data region bound in MiB; default 256 */
     int op_timeout_ms;                /* an operation's deadline, retries included; default 15000 */
+    /* The RESP (Redis protocol) endpoint, servers only (docs/RESP.md "Server"). */
+    int resp_port;                    /* 0 = no RESP endpoint */
+    const char *resp_password;        /* requirepass; NULL/"" = no AUTH needed */
+    const char *resp_cache;           /* cache the commands use; NULL = "default" */
+    int resp_io_threads;              /* 0 = 1 */
+    int resp_max_clients;             /* 0 = 10000 */
+    int resp_timeout_s;               /* close clients idle this long; 0 = never */
+    long long resp_max_bulk;          /* 0 = 512 MiB (proto-max-bulk-len) */
+    long long resp_max_multibulk;     /* 0 = 1048576 elements */
+    long long resp_max_inline;        /* 0 = 65536 bytes */
+    long long resp_output_limit;      /* bytes pending per client; 0 = unlimited */
 } lattice_config;
 
 /* Fill defaults (pointers NULL, numbers as documented above). */

@@ -1,0 +1,593 @@
+/*
+ * respd: sockets, IO threads and pipelines of the RESP endpoint.
+ *
+ * Per connection: read what the socket has, parse every complete command in
+ * it; consecutive key commands become one batch submitted with ONE
+ * lattice_op_submit (ops for one node travel in one message, so a pipeline
+ * costs one round trip per destination node).  While a batch is out the
+ * connection reads nothing more (its bytes wait in rbuf); when the batch
+ * comes back (cds_wfcq + eventfd from the data thread) its replies are
+ * encoded in order, parsing resumes, and everything pending goes out with
+ * one writev.  Commands that need no cache (PING, CLUSTER ...) are answered
+ * at once when no batch entry precedes them, else they wait for the next
+ * round: replies never change order.
+ *
+ * Errors of one client (malformed protocol, output limit, idle timeout)
+ * close that connection only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "node/respd_int.h"
+
+#define MAX_EVENTS 256
+#define TAG_LISTEN ((void *)1)
+#define TAG_EVENT ((void *)2)
+
+uint64_t respd_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int listen_on(const char *host, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        listen(fd, 4096) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Many clients need many descriptors: take the hard limit. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+lattice_status lattice_respd_init(const lattice_respd_config *c, lattice_node *node, lattice_respd **out,
+                                  const char **attr)
+{
+    *out = NULL;
+    *attr = NULL;
+    if (!c || c->port <= 0 || c->port > 65535) return LATTICE_ERR_INVAL;
+    lattice_respd *r = lt_calloc(1, sizeof *r);
+    if (!r) return LATTICE_ERR_NOMEM;
+    r->cfg = *c;
+    lattice_resp_limits d = lattice_resp_default_limits();
+    if (!r->cfg.limits.max_bulk_len) r->cfg.limits.max_bulk_len = d.max_bulk_len;
+    if (!r->cfg.limits.max_multibulk_len) r->cfg.limits.max_multibulk_len = d.max_multibulk_len;
+    if (!r->cfg.limits.max_inline_len) r->cfg.limits.max_inline_len = d.max_inline_len;
+    if (!r->cfg.limits.max_query_buf) r->cfg.limits.max_query_buf = d.max_query_buf;
+    if (r->cfg.max_clients <= 0) r->cfg.max_clients = LATTICE_RESPD_DEFAULT_MAX_CLIENTS;
+    r->n_io = c->io_threads > 0 ? c->io_threads : 1;
+    if (r->n_io > LATTICE_RESPD_MAX_IO_THREADS) r->n_io = LATTICE_RESPD_MAX_IO_THREADS;
+    snprintf(r->host, sizeof r->host, "%s", c->host ? c->host : "127.0.0.1");
+    snprintf(r->password, sizeof r->password, "%s", c->password ? c->password : "");
+    snprintf(r->cache, sizeof r->cache, "%s", c->cache && *c->cache ? c->cache : "default");
+    r->cfg.host = r->host;
+    r->cfg.password = r->password;
+    r->cfg.cache = r->cache;
+    r->need_auth = r->password[0] != 0;
+    r->node = node;
+    r->port = c->port;
+    r->start_ms = respd_now_ms();
+    pthread_mutex_init(&r->view_lock, NULL);
+    atomic_init(&r->next_id, 1);
+    raise_nofile();
+    for (int i = 0; i < r->n_io; i++) {
+        io_thread *io = &r->io[i];
+        io->r = r;
+        io->index = i;
+        io->ep = io->efd = -1;
+        cds_wfcq_init(&io->qhead, &io->qtail);
+        io->lfd = listen_on(r->host, r->port);
+        if (io->lfd < 0) {
+            LT_LOG(LT_ERROR, "resp", "cannot listen on %s:%d: %s", r->host, r->port, strerror(errno));
+            lattice_respd_destroy(r);
+            return LATTICE_ERR_IO;
+        }
+        io->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        io->ep = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = TAG_LISTEN};
+        struct epoll_event ev2 = {.events = EPOLLIN, .data.ptr = TAG_EVENT};
+        if (io->efd < 0 || io->ep < 0 || epoll_ctl(io->ep, EPOLL_CTL_ADD, io->lfd, &ev) < 0 ||
+            epoll_ctl(io->ep, EPOLL_CTL_ADD, io->efd, &ev2) < 0) {
+            lattice_respd_destroy(r);
+            return LATTICE_ERR_IO;
+        }
+    }
+    snprintf(r->attr, sizeof r->attr, "resp_port=%d", r->port);
+    *attr = r->attr;
+    *out = r;
+    return LATTICE_OK;
+}
+
+int lattice_respd_port(const lattice_respd *r) { return r->port; }
+
+/* ---- connections ---- */
+
+static void arm(conn *c)
+{
+    uint32_t ev = 0;
+    if (!c->in_flight && !c->closing) ev |= EPOLLIN;
+    if (lattice_resp_out_pending(c->out)) ev |= EPOLLOUT;
+    struct epoll_event e = {.events = ev, .data.ptr = c};
+    epoll_ctl(c->io->ep, EPOLL_CTL_MOD, c->fd, &e);
+    c->want_out = (ev & EPOLLOUT) != 0;
+}
+
+static void conn_free(conn *c)
+{
+    lattice_resp_parser_free(c->parser);
+    lattice_resp_out_free(c->out);
+    lt_free(c->rbuf);
+    lt_free(c);
+}
+
+/* Closes the socket now; the struct goes when no batch refers to it. */
+static void conn_close(conn *c)
+{
+    io_thread *io = c->io;
+    if (c->dead) return;
+    epoll_ctl(io->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->dead = true;
+    if (c->prev) c->prev->next = c->next;
+    else io->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    io->n_conns--;
+    atomic_fetch_sub(&io->r->n_clients, 1);
+    if (!c->in_flight) conn_free(c);
+}
+
+static void accept_all(io_thread *io)
+{
+    lattice_respd *r = io->r;
+    for (;;) {
+        struct sockaddr_in a;
+        socklen_t al = sizeof a;
+        int fd = accept4(io->lfd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                LT_LOG(LT_WARN, "resp", "accept: %s (raise the open file limit)", strerror(errno));
+            return;
+        }
+        if (atomic_fetch_add(&r->n_clients, 1) >= r->cfg.max_clients) {
+            atomic_fetch_sub(&r->n_clients, 1);
+            atomic_fetch_add(&r->rejected_conns, 1);
+            static const char msg[] = "-ERR max number of clients reached\r\n";
+            ssize_t w = write(fd, msg, sizeof msg - 1);
+            (void)w;
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        conn *c = lt_calloc(1, sizeof *c);
+        if (c) {
+            c->parser = lattice_resp_parser_new(&r->cfg.limits);
+            c->out = lattice_resp_out_new(r->cfg.output_limit, 2);
+            c->rbuf = lt_malloc(RBUF_SIZE);
+        }
+        if (!c || !c->parser || !c->out || !c->rbuf) {
+            if (c) conn_free(c);
+            close(fd);
+            atomic_fetch_sub(&r->n_clients, 1);
+            continue;
+        }
+        c->fd = fd;
+        c->io = io;
+        c->id = atomic_fetch_add(&r->next_id, 1);
+        c->authed = !r->need_auth;
+        c->last_ms = respd_now_ms();
+        lattice_resp_parser_set_auth_required(c->parser, r->need_auth);
+        char ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+        snprintf(c->addr, sizeof c->addr, "%s:%d", ip, ntohs(a.sin_port));
+        struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(io->ep, EPOLL_CTL_ADD, fd, &e) < 0) {
+            conn_free(c);
+            close(fd);
+            atomic_fetch_sub(&r->n_clients, 1);
+            continue;
+        }
+        c->next = io->conns;
+        if (io->conns) io->conns->prev = c;
+        io->conns = c;
+        io->n_conns++;
+        atomic_fetch_add(&r->total_conns, 1);
+    }
+}
+
+/* Writes what is pending; false when the connection was closed. */
+static bool flush(conn *c)
+{
+    while (lattice_resp_out_pending(c->out)) {
+        struct iovec iov[64];
+        int n = lattice_resp_out_iov(c->out, iov, 64);
+        ssize_t w = writev(c->fd, iov, n);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            if (errno == EINTR) continue;
+            conn_close(c);
+            return false;
+        }
+        lattice_resp_out_consume(c->out, (size_t)w);
+    }
+    if (lattice_resp_out_overflowed(c->out)) {
+        LT_LOG(LT_WARN, "resp", "client %s over the output buffer limit: closed", c->addr);
+        conn_close(c);
+        return false;
+    }
+    if (!lattice_resp_out_pending(c->out) && c->closing) {
+        conn_close(c);
+        return false;
+    }
+    return true;
+}
+
+/* A batch is ready: its ops go out with the others of this epoll round
+ * (flush_round), so connections read together cost one submit. */
+static void queue_batch(lattice_respd *r, conn *c, batch *b)
+{
+    /* The arena may have moved while it grew: point the ops at it now. */
+    for (size_t i = 0; i < b->n_ops; i++) {
+        lattice_op *o = &b->ops[i];
+        if (o->key) o->key = b->arena + (uintptr_t)o->key - 1;
+        if (o->value) o->value = b->arena + (uintptr_t)o->value - 1;
+        o->cache = r->cache;
+    }
+    atomic_store(&b->remaining, b->n_ops);
+    b->c = c;
+    c->in_flight = true;
+    io_thread *io = c->io;
+    b->round_next = io->round;
+    io->round = b;
+    io->round_ops += b->n_ops;
+}
+
+/* One submit for the batches of several connections: the callback finds
+ * the batch of op i by its offset. */
+typedef struct round {
+    atomic_size_t remaining;     /* ops + 1 (until submit returned) */
+    size_t n;
+    size_t *offs;                /* first op of batches[k] */
+    batch **batches;
+} round;
+
+static void round_release(round *rd)
+{
+    if (atomic_fetch_sub(&rd->remaining, 1) == 1) {
+        lt_free(rd->offs);
+        lt_free(rd->batches);
+        lt_free(rd);
+    }
+}
+
+static void round_done(void *arg, size_t i, const lattice_op_result *res)
+{
+    round *rd = arg;
+    size_t lo = 0, hi = rd->n; /* the last k with offs[k] <= i */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (rd->offs[mid] <= i) lo = mid;
+        else hi = mid;
+    }
+    respd_op_done(rd->batches[lo], i - rd->offs[lo], res);
+    round_release(rd);
+}
+
+static void fail_batch(lattice_respd *r, batch *b, lattice_status st)
+{
+    conn *c = b->c;
+    c->in_flight = false;
+    respd_batch_free(b);
+    if (c->dead) {
+        conn_free(c);
+        return;
+    }
+    respd_add_status_error(c->out, st);
+    c->closing = true;
+    (void)r;
+    if (flush(c)) arm(c);
+}
+
+static void flush_round(io_thread *io)
+{
+    lattice_respd *r = io->r;
+    batch *list = io->round;
+    size_t total = io->round_ops;
+    io->round = NULL;
+    io->round_ops = 0;
+    if (!list) return;
+    lattice_status st;
+    if (!list->round_next) { /* one batch: no mapping needed */
+        atomic_fetch_add(&list->remaining, 1);
+        st = lattice_op_submit(r->node, list->ops, list->n_ops, respd_op_done, list);
+        if (st == LATTICE_OK) respd_op_done(list, SIZE_MAX, NULL);
+        else fail_batch(r, list, st);
+        return;
+    }
+    size_t n = 0;
+    for (batch *b = list; b; b = b->round_next) n++;
+    round *rd = lt_calloc(1, sizeof *rd);
+    lattice_op *ops = lt_malloc(total * sizeof *ops);
+    if (rd) {
+        rd->offs = lt_malloc(n * sizeof *rd->offs);
+        rd->batches = lt_malloc(n * sizeof *rd->batches);
+    }
+    st = LATTICE_ERR_NOMEM;
+    if (rd && ops && rd->offs && rd->batches) {
+        size_t off = 0, k = 0;
+        for (batch *b = list; b; b = b->round_next, k++) {
+            rd->offs[k] = off;
+            rd->batches[k] = b;
+            memcpy(ops + off, b->ops, b->n_ops * sizeof *ops);
+            off += b->n_ops;
+        }
+        rd->n = n;
+        atomic_store(&rd->remaining, total + 1);
+        st = lattice_op_submit(r->node, ops, total, round_done, rd);
+    }
+    lt_free(ops);
+    if (st == LATTICE_OK) {
+        round_release(rd);
+        return;
+    }
+    if (rd) {
+        lt_free(rd->offs);
+        lt_free(rd->batches);
+        lt_free(rd);
+    }
+    for (batch *b = list, *nx; b; b = nx) {
+        nx = b->round_next;
+        fail_batch(r, b, st);
+    }
+}
+
+/* Parses and runs what rbuf holds.  Stops when a batch went out. */
+static void process(lattice_respd *r, conn *c)
+{
+    batch *b = NULL;
+    while (!c->closing && !c->dead) {
+        lattice_resp_command cmd;
+        size_t used = 0;
+        lattice_resp_result pr = LATTICE_RESP_NEED_MORE;
+        if (c->roff < c->rlen)
+            pr = lattice_resp_parse(c->parser, c->rbuf + c->roff, c->rlen - c->roff, &used, &cmd);
+        if (pr == LATTICE_RESP_ERROR) {
+            const char *e = lattice_resp_parser_error_reply(c->parser);
+            if (e) {
+                lattice_resp_add_error(c->out, e, strlen(e));
+                LT_LOG(LT_INFO, "resp", "client %s: %s: closed", c->addr, e);
+            }
+            c->closing = true;
+            c->roff = c->rlen = 0;
+            break;
+        }
+        if (pr == LATTICE_RESP_NEED_MORE) {
+            c->roff = c->rlen = 0;
+            break;
+        }
+        if (!b) {
+            b = lt_calloc(1, sizeof *b);
+            if (!b) {
+                c->closing = true;
+                break;
+            }
+            b->r = r;
+        }
+        cmd_outcome oc = respd_command(r, c, b, &cmd);
+        if (oc != CMD_DEFER) {
+            c->roff += used;
+            atomic_fetch_add(&r->total_cmds, 1);
+        }
+        if (oc == CMD_DEFER || b->n_ents >= BATCH_MAX_CMDS) {
+            if (b->n_ops) break; /* the rest is parsed again after the batch */
+            /* Only error replies so far: nothing to wait for, go on. */
+            respd_batch_replies(r, c, b);
+            respd_batch_free(b);
+            b = NULL;
+        }
+    }
+    if (b && b->n_ents && !b->n_ops && !c->dead) {
+        respd_batch_replies(r, c, b); /* only error entries: nothing to submit */
+    } else if (b && b->n_ents && !c->dead) {
+        queue_batch(r, c, b);
+        return;
+    }
+    respd_batch_free(b);
+}
+
+static void on_readable(lattice_respd *r, conn *c)
+{
+    if (c->roff < c->rlen) { /* leftovers from before the last batch */
+        process(r, c);
+    } else {
+        ssize_t n = read(c->fd, c->rbuf, RBUF_SIZE);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            conn_close(c);
+            return;
+        }
+        if (n < 0) return;
+        c->last_ms = respd_now_ms();
+        c->roff = 0;
+        c->rlen = (size_t)n;
+        process(r, c);
+    }
+    if (c->dead) return;
+    if (flush(c)) arm(c);
+}
+
+/* Batches the data thread finished: encode their replies, continue. */
+static void drain_returns(io_thread *io)
+{
+    lattice_respd *r = io->r;
+    struct cds_wfcq_node *n;
+    /* The only dequeuer: the blocking form waits out an enqueue that took
+     * the tail but has not linked yet (its producer wrote no eventfd). */
+    while ((n = __cds_wfcq_dequeue_blocking(&io->qhead, &io->qtail))) {
+        batch *b = caa_container_of(n, batch, qnode);
+        conn *c = b->c;
+        c->in_flight = false;
+        if (c->dead) {
+            conn_free(c);
+            respd_batch_free(b);
+            continue;
+        }
+        respd_batch_replies(r, c, b);
+        respd_batch_free(b);
+        process(r, c);
+        if (c->dead) continue;
+        if (flush(c)) arm(c);
+    }
+}
+
+static void idle_sweep(io_thread *io)
+{
+    int t = io->r->cfg.idle_timeout_s;
+    if (t <= 0) return;
+    uint64_t now = respd_now_ms();
+    for (conn *c = io->conns, *nx; c; c = nx) {
+        nx = c->next;
+        if (!c->in_flight && now - c->last_ms > (uint64_t)t * 1000) conn_close(c);
+    }
+}
+
+static void *io_main(void *arg)
+{
+    io_thread *io = arg;
+    lattice_respd *r = io->r;
+    struct epoll_event ev[MAX_EVENTS];
+    uint64_t last_sweep = respd_now_ms();
+    while (!atomic_load(&r->stop)) {
+        int n = epoll_wait(io->ep, ev, MAX_EVENTS, 1000);
+        for (int i = 0; i < n; i++) {
+            void *p = ev[i].data.ptr;
+            if (p == TAG_LISTEN) {
+                accept_all(io);
+            } else if (p == TAG_EVENT) {
+                uint64_t v;
+                ssize_t rd = read(io->efd, &v, sizeof v);
+                (void)rd;
+                drain_returns(io);
+            } else {
+                conn *c = p;
+                if (c->dead) continue;
+                if (ev[i].events & (EPOLLERR | EPOLLHUP) && !(ev[i].events & EPOLLIN)) {
+                    conn_close(c);
+                    continue;
+                }
+                if ((ev[i].events & EPOLLOUT) && !flush(c)) continue;
+                if ((ev[i].events & EPOLLIN) && !c->in_flight) {
+                    on_readable(r, c);
+                    continue;
+                }
+                if (!c->dead) arm(c);
+            }
+        }
+        flush_round(io);
+        uint64_t now = respd_now_ms();
+        if (now - last_sweep >= 1000) {
+            idle_sweep(io);
+            last_sweep = now;
+        }
+    }
+    return NULL;
+}
+
+/* Data thread: the last op of a batch hands it back to its IO thread. */
+void respd_batch_return(batch *b)
+{
+    io_thread *io = b->c->io;
+    cds_wfcq_node_init(&b->qnode);
+    /* Wake the IO thread only when the queue was empty: otherwise a wake-up
+     * is already due and the drain takes this batch too. */
+    if (!cds_wfcq_enqueue(&io->qhead, &io->qtail, &b->qnode)) {
+        uint64_t one = 1;
+        ssize_t w = write(io->efd, &one, sizeof one);
+        (void)w;
+    }
+}
+
+lattice_status lattice_respd_start(lattice_respd *r)
+{
+    for (int i = 0; i < r->n_io; i++) {
+        if (pthread_create(&r->io[i].th, NULL, io_main, &r->io[i]) != 0) {
+            lattice_respd_stop(r);
+            return LATTICE_ERR_NOMEM;
+        }
+        r->io[i].running = true;
+    }
+    LT_LOG(LT_INFO, "resp", "RESP endpoint on %s:%d (%d IO thread%s, cache '%s'%s)", r->host, r->port, r->n_io,
+           r->n_io == 1 ? "" : "s", r->cache, r->need_auth ? ", password required" : "");
+    return LATTICE_OK;
+}
+
+void lattice_respd_stop(lattice_respd *r)
+{
+    atomic_store(&r->stop, true);
+    for (int i = 0; i < r->n_io; i++) {
+        io_thread *io = &r->io[i];
+        if (!io->running) continue;
+        uint64_t one = 1;
+        ssize_t w = write(io->efd, &one, sizeof one);
+        (void)w;
+        pthread_join(io->th, NULL);
+        io->running = false;
+        if (io->lfd >= 0) close(io->lfd);
+        io->lfd = -1;
+    }
+}
+
+void lattice_respd_destroy(lattice_respd *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->n_io; i++) {
+        io_thread *io = &r->io[i];
+        /* Every callback has run (the data module stopped first): batches
+         * still queued are the last references to their connections. */
+        struct cds_wfcq_node *n;
+        while ((n = __cds_wfcq_dequeue_nonblocking(&io->qhead, &io->qtail)) && n != CDS_WFCQ_WOULDBLOCK) {
+            batch *b = caa_container_of(n, batch, qnode);
+            b->c->in_flight = false;
+            if (b->c->dead) conn_free(b->c);
+            respd_batch_free(b);
+        }
+        while (io->conns) conn_close(io->conns);
+        if (io->lfd >= 0) close(io->lfd);
+        if (io->efd >= 0) close(io->efd);
+        if (io->ep >= 0) close(io->ep);
+        cds_wfcq_destroy(&io->qhead, &io->qtail);
+    }
+    respd_view_free(r->view);
+    pthread_mutex_destroy(&r->view_lock);
+    lt_free(r);
+}

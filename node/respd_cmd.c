@@ -1,0 +1,723 @@
+/*
+ * respd commands: key commands become lattice_op's of a batch (their
+ * replies are encoded when the batch returns), the others are answered at
+ * once.  Semantics and error texts are Redis 7's; docs/RESP.md lists how
+ * each command maps onto the ops API.
+ */
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+
+#include "lattice/alloc.h"
+#include "node/respd_int.h"
+
+#define ENT_ERROR 0               /* ent.cmd of an error reply kept in order (arena bytes) */
+#define SET_F_EXPIRED 0x100       /* SET whose expiry already passed: a remove */
+#define REDIS_VERSION "7.0.0"
+
+static int64_t wall_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static bool eq(const lattice_resp_arg *a, const char *s)
+{
+    size_t n = strlen(s);
+    return a->len == n && strncasecmp(a->ptr, s, n) == 0;
+}
+
+/* ---- batch storage ---- */
+
+static bool grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return true;
+    size_t nc = *cap ? *cap * 2 : 16;
+    while (nc < need) nc *= 2;
+    void *q = lt_realloc(*p, nc * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = nc;
+    return true;
+}
+
+/* Copies bytes into the arena; returns offset + 1 (0 = out of memory).  The
+ * ops keep these offsets in their pointer fields until submit resolves them
+ * (the arena may move while it grows). */
+static uintptr_t arena_put(batch *b, const void *p, size_t n)
+{
+    if (!b->arena_cap && n < 4096) { /* a typical pipeline's keys and values fit at once */
+        b->arena = lt_malloc(4096);
+        if (!b->arena) return 0;
+        b->arena_cap = 4096;
+    }
+    if (!grow((void **)&b->arena, &b->arena_cap, b->arena_len + n + 1, 1)) return 0;
+    uintptr_t off = b->arena_len;
+    if (n) memcpy(b->arena + off, p, n);
+    b->arena_len += n;
+    return off + 1;
+}
+
+static ent *ent_new(batch *b, lattice_resp_cmd_id cmd)
+{
+    if (!grow((void **)&b->ents, &b->cap_ents, b->n_ents + 1, sizeof *b->ents)) return NULL;
+    ent *e = &b->ents[b->n_ents++];
+    memset(e, 0, sizeof *e);
+    e->cmd = (uint16_t)cmd;
+    e->first = (uint32_t)b->n_ops;
+    return e;
+}
+
+static bool op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const lattice_resp_arg *key,
+                   const lattice_resp_arg *val, int64_t delta, uint64_t ttl)
+{
+    if (!grow((void **)&b->ops, &b->cap_ops, b->n_ops + 1, sizeof *b->ops)) return false;
+    if (!grow((void **)&b->res, &b->cap_res, b->n_ops + 1, sizeof *b->res)) return false;
+    lattice_op *o = &b->ops[b->n_ops];
+    memset(o, 0, sizeof *o);
+    memset(&b->res[b->n_ops], 0, sizeof b->res[0]);
+    b->res[b->n_ops].ent = (uint32_t)(e - b->ents);
+    o->kind = kind;
+    o->flags = flags;
+    o->delta = delta;
+    o->ttl_ms = ttl;
+    if (key) {
+        uintptr_t k = arena_put(b, key->ptr, key->len);
+        if (!k) return false;
+        o->key = (const void *)k;
+        o->key_len = key->len;
+    }
+    if (val) {
+        uintptr_t v = arena_put(b, val->ptr, val->len);
+        if (!v) return false;
+        o->value = (const void *)v;
+        o->value_len = val->len;
+    }
+    b->n_ops++;
+    e->n++;
+    return true;
+}
+
+static cmd_outcome ent_error(batch *b, const char *msg)
+{
+    ent *e = ent_new(b, ENT_ERROR);
+    uintptr_t off = e ? arena_put(b, msg, strlen(msg)) : 0;
+    if (!off) return b->n_ents ? CMD_BATCHED : CMD_DONE; /* out of memory: the batch fails as a whole */
+    e->first = (uint32_t)(off - 1);
+    e->n = (uint32_t)strlen(msg);
+    return CMD_BATCHED;
+}
+
+/* ---- key commands -> ops ---- */
+
+static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id id, size_t argc,
+                               const lattice_resp_arg *argv)
+{
+    (void)r;
+    char err[LATTICE_RESP_ERR_MAX];
+    ent *e = ent_new(b, id);
+    if (!e) return CMD_DONE;
+    bool ok = true;
+    switch (id) {
+    case LATTICE_RESP_CMD_GET:
+    case LATTICE_RESP_CMD_STRLEN:
+        ok = op_add(b, e, LATTICE_OP_GET, 0, &argv[1], NULL, 0, 0);
+        break;
+    case LATTICE_RESP_CMD_SET: {
+        lattice_resp_set_opts so;
+        int64_t now = wall_ms();
+        if (lattice_resp_parse_set(argc, argv, now, &so, err) != LATTICE_OK) {
+            b->n_ents--;
+            return ent_error(b, err);
+        }
+        unsigned f = 0;
+        if (so.flags & LATTICE_RESP_SET_NX) f |= LATTICE_OP_NX;
+        if (so.flags & LATTICE_RESP_SET_XX) f |= LATTICE_OP_XX;
+        if (so.flags & LATTICE_RESP_SET_GET) f |= LATTICE_OP_RETURN_OLD;
+        if (so.flags & LATTICE_RESP_SET_KEEPTTL) f |= LATTICE_OP_KEEP_TTL;
+        e->sflags = (uint16_t)so.flags;
+        if (so.expire_at_ms && so.expire_at_ms <= now) {
+            /* Already expired: Redis stores and expires it at once. */
+            e->sflags |= SET_F_EXPIRED;
+            ok = op_add(b, e, LATTICE_OP_REMOVE, f & LATTICE_OP_RETURN_OLD, &argv[1], NULL, 0, 0);
+        } else {
+            uint64_t ttl = so.expire_at_ms ? (uint64_t)(so.expire_at_ms - now) : 0;
+            ok = op_add(b, e, LATTICE_OP_PUT, f, &argv[1], &argv[2], 0, ttl);
+        }
+        break;
+    }
+    case LATTICE_RESP_CMD_DEL:
+    case LATTICE_RESP_CMD_EXISTS:
+    case LATTICE_RESP_CMD_MGET:
+        for (size_t i = 1; ok && i < argc; i++)
+            ok = op_add(b, e,
+                        id == LATTICE_RESP_CMD_DEL      ? LATTICE_OP_REMOVE
+                        : id == LATTICE_RESP_CMD_EXISTS ? LATTICE_OP_CONTAINS
+                                                        : LATTICE_OP_GET,
+                        0, &argv[i], NULL, 0, 0);
+        break;
+    case LATTICE_RESP_CMD_MSET:
+        for (size_t i = 1; ok && i + 1 < argc; i += 2) ok = op_add(b, e, LATTICE_OP_PUT, 0, &argv[i], &argv[i + 1], 0, 0);
+        break;
+    case LATTICE_RESP_CMD_INCR:
+    case LATTICE_RESP_CMD_DECR:
+    case LATTICE_RESP_CMD_INCRBY:
+    case LATTICE_RESP_CMD_DECRBY: {
+        long long d = 1;
+        if ((id == LATTICE_RESP_CMD_INCRBY || id == LATTICE_RESP_CMD_DECRBY) &&
+            !lattice_resp_string2ll(argv[2].ptr, argv[2].len, &d)) {
+            b->n_ents--;
+            return ent_error(b, LATTICE_RESP_ERR_NOT_INTEGER);
+        }
+        if (id == LATTICE_RESP_CMD_DECRBY && d == LLONG_MIN) {
+            b->n_ents--;
+            return ent_error(b, "ERR decrement would overflow");
+        }
+        if (id == LATTICE_RESP_CMD_DECR || id == LATTICE_RESP_CMD_DECRBY) d = -d;
+        ok = op_add(b, e, LATTICE_OP_INCREMENT, 0, &argv[1], NULL, d, 0);
+        break;
+    }
+    case LATTICE_RESP_CMD_APPEND:
+        ok = op_add(b, e, LATTICE_OP_APPEND, 0, &argv[1], &argv[2], 0, 0);
+        break;
+    case LATTICE_RESP_CMD_GETDEL:
+        ok = op_add(b, e, LATTICE_OP_REMOVE, LATTICE_OP_RETURN_OLD, &argv[1], NULL, 0, 0);
+        break;
+    case LATTICE_RESP_CMD_EXPIRE:
+    case LATTICE_RESP_CMD_PEXPIRE: {
+        lattice_resp_expire_opts xo;
+        int64_t now = wall_ms();
+        if (lattice_resp_parse_expire(argc, argv, id == LATTICE_RESP_CMD_EXPIRE ? 1000 : 1, now, &xo, err) !=
+            LATTICE_OK) {
+            b->n_ents--;
+            return ent_error(b, err);
+        }
+        e->sflags = (uint16_t)xo.flags;
+        e->when_ms = xo.when_ms;
+        if (xo.flags) { /* NX/XX/GT/LT: read the TTL first; respd_op_done goes on */
+            ok = op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0);
+            if (ok) b->res[e->first].cond_expire = true;
+        }
+        else if (xo.when_ms <= now)
+            ok = op_add(b, e, LATTICE_OP_REMOVE, 0, &argv[1], NULL, 0, 0);
+        else
+            ok = op_add(b, e, LATTICE_OP_EXPIRE, 0, &argv[1], NULL, 0, (uint64_t)(xo.when_ms - now));
+        break;
+    }
+    case LATTICE_RESP_CMD_TTL:
+    case LATTICE_RESP_CMD_PTTL:
+        ok = op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0);
+        break;
+    case LATTICE_RESP_CMD_PERSIST:
+        /* Both go to the key's primary in one message, in this order. */
+        ok = op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0) &&
+             op_add(b, e, LATTICE_OP_EXPIRE, 0, &argv[1], NULL, 0, 0);
+        break;
+    case LATTICE_RESP_CMD_DBSIZE:
+        ok = op_add(b, e, LATTICE_OP_SIZE, 0, NULL, NULL, 0, 0);
+        break;
+    default:
+        ok = false;
+    }
+    if (!ok) {
+        b->n_ops = e->first;
+        b->n_ents--;
+        return ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+    }
+    return CMD_BATCHED;
+}
+
+static bool is_key_command(lattice_resp_cmd_id id)
+{
+    return (id >= LATTICE_RESP_CMD_GET && id <= LATTICE_RESP_CMD_PERSIST) || id == LATTICE_RESP_CMD_DBSIZE;
+}
+
+/* ---- data thread ---- */
+
+static void store_result(batch *b, size_t i, const lattice_op_result *res)
+{
+    opres *x = &b->res[i];
+    x->status = res->status;
+    x->flags = res->flags;
+    x->num = res->num;
+    x->has_value = false;
+    if (res->value_len || (res->status == LATTICE_OK && res->value)) {
+        if (grow((void **)&b->vals, &b->vals_cap, b->vals_len + res->value_len + 1, 1)) {
+            if (res->value_len) memcpy(b->vals + b->vals_len, res->value, res->value_len);
+            x->voff = b->vals_len;
+            x->vlen = res->value_len;
+            x->has_value = true;
+            b->vals_len += res->value_len;
+        } else {
+            x->status = LATTICE_ERR_NOMEM;
+        }
+    }
+}
+
+static void release(batch *b)
+{
+    if (atomic_fetch_sub(&b->remaining, 1) == 1) respd_batch_return(b);
+}
+
+static void phase2_done(void *arg, size_t i, const lattice_op_result *res)
+{
+    (void)i;
+    batch *b = *(batch **)arg;
+    size_t idx = ((size_t *)arg)[1];
+    store_result(b, idx, res);
+    lt_free(arg);
+    release(b);
+}
+
+/* Conditional EXPIRE: the TTL came back; decide and maybe expire. */
+static void expire_phase2(batch *b, size_t i, const lattice_op_result *res)
+{
+    opres *x = &b->res[i];
+    const ent *e = &b->ents[x->ent];
+    if (res->status != LATTICE_OK) {
+        store_result(b, i, res);
+        return;
+    }
+    int64_t now = wall_ms();
+    bool has = res->num >= 0;
+    int64_t cur = has ? now + res->num : 0;
+    bool go = true;
+    if (e->sflags & LATTICE_RESP_EXPIRE_NX) go = !has;
+    if (e->sflags & LATTICE_RESP_EXPIRE_XX) go = has;
+    if (e->sflags & LATTICE_RESP_EXPIRE_GT) go = has && e->when_ms > cur;
+    if (e->sflags & LATTICE_RESP_EXPIRE_LT) go = !has || e->when_ms < cur;
+    x->status = LATTICE_ERR_NOT_FOUND; /* "not set": reply 0 */
+    if (!go) return;
+    size_t *ctx = lt_malloc(2 * sizeof(size_t));
+    if (!ctx) {
+        x->status = LATTICE_ERR_NOMEM;
+        return;
+    }
+    ((batch **)ctx)[0] = b;
+    ctx[1] = i;
+    lattice_op op = b->ops[i];
+    op.kind = e->when_ms <= now ? LATTICE_OP_REMOVE : LATTICE_OP_EXPIRE;
+    op.ttl_ms = e->when_ms <= now ? 0 : (uint64_t)(e->when_ms - now);
+    atomic_fetch_add(&b->remaining, 1);
+    if (lattice_op_submit(b->r->node, &op, 1, phase2_done, ctx) != LATTICE_OK) {
+        lt_free(ctx);
+        x->status = LATTICE_ERR_STOPPED;
+        atomic_fetch_sub(&b->remaining, 1);
+    }
+}
+
+void respd_op_done(void *arg, size_t i, const lattice_op_result *res)
+{
+    batch *b = arg;
+    if (res) {
+        if (b->res[i].cond_expire) expire_phase2(b, i, res);
+        else store_result(b, i, res);
+    }
+    release(b);
+}
+
+/* ---- replies of a returned batch (IO thread) ---- */
+
+void respd_add_status_error(lattice_resp_out *o, lattice_status st)
+{
+    char m[160];
+    switch (st) {
+    case LATTICE_ERR_INVAL: snprintf(m, sizeof m, "%s", LATTICE_RESP_ERR_NOT_INTEGER); break;
+    case LATTICE_ERR_TOO_LARGE: snprintf(m, sizeof m, "ERR string exceeds maximum allowed size"); break;
+    case LATTICE_ERR_REGION_FULL: snprintf(m, sizeof m, "OOM command not allowed when used memory > 'maxmemory'."); break;
+    case LATTICE_ERR_NOMEM: snprintf(m, sizeof m, "OOM command not allowed when used memory > 'maxmemory'."); break;
+    case LATTICE_ERR_PARTITION_LOST: snprintf(m, sizeof m, "CLUSTERDOWN Hash slot not served"); break;
+    case LATTICE_ERR_NO_CACHE: snprintf(m, sizeof m, "ERR no such cache"); break;
+    case LATTICE_ERR_TIMEOUT: snprintf(m, sizeof m, "TRYAGAIN the grid did not answer in time"); break;
+    default: snprintf(m, sizeof m, "ERR %s", lattice_strerror(st)); break;
+    }
+    lattice_resp_add_error(o, m, strlen(m));
+}
+
+static void add_value(lattice_resp_out *o, const batch *b, const opres *x)
+{
+    lattice_resp_add_bulk(o, b->vals + x->voff, x->vlen);
+}
+
+/* First failure among ops [first, first+n) other than the expected misses. */
+static const opres *first_error(const batch *b, const ent *e)
+{
+    for (uint32_t k = 0; k < e->n; k++) {
+        const opres *x = &b->res[e->first + k];
+        if (x->status != LATTICE_OK && x->status != LATTICE_ERR_NOT_FOUND) return x;
+    }
+    return NULL;
+}
+
+static void set_reply(lattice_resp_out *o, const batch *b, const ent *e, const opres *x)
+{
+    bool get = e->sflags & LATTICE_RESP_SET_GET;
+    bool done = x->status == LATTICE_OK || ((e->sflags & SET_F_EXPIRED) && x->status == LATTICE_ERR_NOT_FOUND);
+    if (!done && x->status != LATTICE_ERR_EXISTS && x->status != LATTICE_ERR_NOT_FOUND) {
+        respd_add_status_error(o, x->status);
+    } else if (get) {
+        if ((x->flags & LATTICE_OP_R_FOUND) && x->has_value) add_value(o, b, x);
+        else lattice_resp_add_null(o);
+    } else if (done) {
+        lattice_resp_add_simple(o, "OK", 2);
+    } else {
+        lattice_resp_add_null(o); /* NX/XX condition not met */
+    }
+}
+
+static void entry_reply(lattice_resp_out *o, const batch *b, const ent *e)
+{
+    if (e->cmd == ENT_ERROR) {
+        lattice_resp_add_error(o, b->arena + e->first, e->n);
+        return;
+    }
+    const opres *x = &b->res[e->first];
+    const opres *bad = first_error(b, e);
+    if (bad && e->cmd != LATTICE_RESP_CMD_SET) {
+        respd_add_status_error(o, bad->status);
+        return;
+    }
+    bool ok = x->status == LATTICE_OK;
+    long long cnt = 0;
+    switch (e->cmd) {
+    case LATTICE_RESP_CMD_GET:
+        if (ok && x->has_value) add_value(o, b, x);
+        else lattice_resp_add_null(o);
+        break;
+    case LATTICE_RESP_CMD_GETDEL:
+        if (ok && x->has_value && (x->flags & LATTICE_OP_R_FOUND)) add_value(o, b, x);
+        else lattice_resp_add_null(o);
+        break;
+    case LATTICE_RESP_CMD_STRLEN: lattice_resp_add_int(o, ok ? (long long)x->vlen : 0); break;
+    case LATTICE_RESP_CMD_SET: set_reply(o, b, e, x); break;
+    case LATTICE_RESP_CMD_DEL:
+    case LATTICE_RESP_CMD_EXISTS:
+        for (uint32_t k = 0; k < e->n; k++) {
+            const opres *y = &b->res[e->first + k];
+            cnt += e->cmd == LATTICE_RESP_CMD_DEL ? y->status == LATTICE_OK : y->num > 0;
+        }
+        lattice_resp_add_int(o, cnt);
+        break;
+    case LATTICE_RESP_CMD_MGET:
+        lattice_resp_add_array(o, e->n);
+        for (uint32_t k = 0; k < e->n; k++) {
+            const opres *y = &b->res[e->first + k];
+            if (y->status == LATTICE_OK && y->has_value) add_value(o, b, y);
+            else lattice_resp_add_null(o);
+        }
+        break;
+    case LATTICE_RESP_CMD_MSET: lattice_resp_add_simple(o, "OK", 2); break;
+    case LATTICE_RESP_CMD_INCR:
+    case LATTICE_RESP_CMD_DECR:
+    case LATTICE_RESP_CMD_INCRBY:
+    case LATTICE_RESP_CMD_DECRBY:
+    case LATTICE_RESP_CMD_APPEND:
+    case LATTICE_RESP_CMD_DBSIZE: lattice_resp_add_int(o, x->num); break;
+    case LATTICE_RESP_CMD_EXPIRE:
+    case LATTICE_RESP_CMD_PEXPIRE: lattice_resp_add_int(o, ok); break;
+    case LATTICE_RESP_CMD_TTL:
+        lattice_resp_add_int(o, !ok ? -2 : x->num < 0 ? -1 : (x->num + 500) / 1000);
+        break;
+    case LATTICE_RESP_CMD_PTTL: lattice_resp_add_int(o, !ok ? -2 : x->num < 0 ? -1 : x->num); break;
+    case LATTICE_RESP_CMD_PERSIST:
+        lattice_resp_add_int(o, ok && x->num >= 0 && b->res[e->first + 1].status == LATTICE_OK);
+        break;
+    default: lattice_resp_add_error(o, "ERR internal", 12); break;
+    }
+}
+
+void respd_batch_replies(lattice_respd *r, conn *c, batch *b)
+{
+    (void)r;
+    for (size_t i = 0; i < b->n_ents; i++) entry_reply(c->out, b, &b->ents[i]);
+}
+
+void respd_batch_free(batch *b)
+{
+    if (!b) return;
+    lt_free(b->ents);
+    lt_free(b->ops);
+    lt_free(b->res);
+    lt_free(b->arena);
+    lt_free(b->vals);
+    lt_free(b);
+}
+
+/* ---- commands answered at once ---- */
+
+static bool password_ok(const lattice_respd *r, const lattice_resp_arg *user, const lattice_resp_arg *pass)
+{
+    if (user && !eq(user, "default")) return false;
+    if (!r->need_auth) return true; /* the default user is "nopass" */
+    size_t n = strlen(r->password);
+    return pass->len == n && memcmp(pass->ptr, r->password, n) == 0;
+}
+
+static void set_authed(lattice_respd *r, conn *c, bool authed)
+{
+    c->authed = authed || !r->need_auth;
+    lattice_resp_parser_set_auth_required(c->parser, !c->authed);
+}
+
+static void cmd_auth(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv)
+{
+    lattice_resp_out *o = c->out;
+    if (argc > 3) {
+        lattice_resp_add_error(o, LATTICE_RESP_ERR_SYNTAX, strlen(LATTICE_RESP_ERR_SYNTAX));
+        return;
+    }
+    if (argc == 2 && !r->need_auth) {
+        lattice_resp_add_error(o, LATTICE_RESP_ERR_NOPASS, strlen(LATTICE_RESP_ERR_NOPASS));
+        return;
+    }
+    if (!password_ok(r, argc == 3 ? &argv[1] : NULL, &argv[argc - 1])) {
+        lattice_resp_add_error(o, LATTICE_RESP_ERR_WRONGPASS, strlen(LATTICE_RESP_ERR_WRONGPASS));
+        return;
+    }
+    set_authed(r, c, true);
+    lattice_resp_add_simple(o, "OK", 2);
+}
+
+static void cmd_hello(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv)
+{
+    lattice_resp_out *o = c->out;
+    char err[LATTICE_RESP_ERR_MAX];
+    lattice_resp_hello_opts h;
+    if (lattice_resp_parse_hello(argc, argv, &h, err) != LATTICE_OK) {
+        lattice_resp_add_error(o, err, strlen(err));
+        return;
+    }
+    if (h.username) {
+        if (!password_ok(r, h.username, h.password)) {
+            lattice_resp_add_error(o, LATTICE_RESP_ERR_WRONGPASS, strlen(LATTICE_RESP_ERR_WRONGPASS));
+            return;
+        }
+        set_authed(r, c, true);
+    }
+    if (!c->authed) {
+        lattice_resp_add_error(o, LATTICE_RESP_ERR_HELLO_NOAUTH, strlen(LATTICE_RESP_ERR_HELLO_NOAUTH));
+        return;
+    }
+    if (h.client_name) snprintf(c->name, sizeof c->name, "%.*s", (int)h.client_name->len, h.client_name->ptr);
+    if (h.proto) lattice_resp_out_set_proto(o, h.proto);
+    lattice_resp_add_hello(o, REDIS_VERSION, c->id, 1);
+}
+
+static void add_lines(lattice_resp_out *o, const char *const *lines)
+{
+    size_t n = 0;
+    while (lines[n]) n++;
+    lattice_resp_add_array(o, n);
+    for (size_t i = 0; i < n; i++) lattice_resp_add_simple(o, lines[i], strlen(lines[i]));
+}
+
+static void cmd_help(conn *c, const lattice_resp_arg *parent)
+{
+    static const char *const command_help[] = {
+        "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "(no subcommand)",
+        "    Return details about all Redis commands.", "COUNT", "    Return the total number of commands in this Redis server.",
+        "INFO [<command-name> ...]", "    Return details about multiple Redis commands.", "DOCS [<command-name> ...]",
+        "    Return documentation details about multiple Redis commands.", "LIST", "    Return a list of all commands.",
+        "HELP", "    Print this help.", NULL};
+    static const char *const client_help[] = {
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GETNAME", "    Return the name of the current connection.",
+        "ID", "    Return the ID of the current connection.", "INFO", "    Return information about the current client connection.",
+        "SETINFO <option> <value>", "    Set client meta attr. Options are LIB-NAME and LIB-VER.", "SETNAME <name>",
+        "    Assign the name <name> to the current connection.", "HELP", "    Print this help.", NULL};
+    static const char *const cluster_help[] = {
+        "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "INFO",
+        "    Return information about the cluster.", "KEYSLOT <key>", "    Return the hash slot for <key>.", "MYID",
+        "    Return the node id.", "NODES", "    Return cluster configuration seen by node.", "SHARDS",
+        "    Return information about slot range mappings and the nodes associated with them.", "SLOTS",
+        "    Return information about slots range mappings.", "HELP", "    Print this help.", NULL};
+    add_lines(c->out, eq(parent, "command") ? command_help : eq(parent, "client") ? client_help : cluster_help);
+}
+
+static void cmd_command(conn *c, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
+{
+    lattice_resp_out *o = c->out;
+    lattice_status st = LATTICE_OK;
+    if (id == LATTICE_RESP_CMD_COMMAND) {
+        st = lattice_resp_add_command_table(o);
+    } else if (id == LATTICE_RESP_CMD_COMMAND_COUNT) {
+        st = lattice_resp_add_int(o, (long long)lattice_resp_cmd_top_count());
+    } else if (id == LATTICE_RESP_CMD_COMMAND_INFO) {
+        if (argc == 2) return (void)lattice_resp_add_command_table(o);
+        lattice_resp_add_array(o, argc - 2);
+        for (size_t i = 2; i < argc && st == LATTICE_OK; i++)
+            st = lattice_resp_add_command_info(o, lattice_resp_cmd_lookup(argv[i].ptr, argv[i].len));
+    } else if (id == LATTICE_RESP_CMD_COMMAND_DOCS) {
+        /* No documentation is served; clients fall back to their own. */
+        st = lattice_resp_add_map(o, 0);
+    } else {
+        size_t n = lattice_resp_cmd_top_count();
+        lattice_resp_add_array(o, n);
+        for (size_t i = 0, k = 0; i < lattice_resp_cmd_count() && k < n; i++) {
+            const char *name = lattice_resp_cmd_name(lattice_resp_cmd_at(i));
+            if (strchr(name, '|')) continue;
+            lattice_resp_add_bulk(o, name, strlen(name));
+            k++;
+        }
+    }
+    if (st != LATTICE_OK) c->closing = true; /* a partial multi-element reply */
+}
+
+static void cmd_client(lattice_respd *r, conn *c, lattice_resp_cmd_id id, const lattice_resp_arg *argv)
+{
+    lattice_resp_out *o = c->out;
+    (void)r;
+    char line[512];
+    switch (id) {
+    case LATTICE_RESP_CMD_CLIENT_SETNAME:
+        if (!lattice_resp_client_name_ok(argv[2].ptr, argv[2].len) || argv[2].len >= sizeof c->name) {
+            lattice_resp_add_error(o, LATTICE_RESP_ERR_CLIENT_NAME, strlen(LATTICE_RESP_ERR_CLIENT_NAME));
+            return;
+        }
+        snprintf(c->name, sizeof c->name, "%.*s", (int)argv[2].len, argv[2].ptr);
+        lattice_resp_add_simple(o, "OK", 2);
+        return;
+    case LATTICE_RESP_CMD_CLIENT_GETNAME:
+        if (c->name[0]) lattice_resp_add_bulk(o, c->name, strlen(c->name));
+        else lattice_resp_add_null(o);
+        return;
+    case LATTICE_RESP_CMD_CLIENT_SETINFO:
+        if (!eq(&argv[2], "lib-name") && !eq(&argv[2], "lib-ver")) {
+            snprintf(line, sizeof line, "ERR Unrecognized option '%.*s'", (int)(argv[2].len > 200 ? 200 : argv[2].len), argv[2].ptr);
+            lattice_resp_add_error(o, line, strlen(line));
+            return;
+        }
+        if (!lattice_resp_client_name_ok(argv[3].ptr, argv[3].len)) {
+            snprintf(line, sizeof line, "ERR %.*s cannot contain spaces, newlines or special characters.", (int)argv[2].len, argv[2].ptr);
+            lattice_resp_add_error(o, line, strlen(line));
+            return;
+        }
+        lattice_resp_add_simple(o, "OK", 2);
+        return;
+    case LATTICE_RESP_CMD_CLIENT_ID: lattice_resp_add_int(o, c->id); return;
+    default: /* CLIENT INFO */
+        snprintf(line, sizeof line, "id=%lld addr=%s laddr=%s:%d fd=%d name=%s db=0 resp=%d\n", c->id, c->addr, r->host,
+                 r->port, c->fd, c->name, lattice_resp_out_proto(o));
+        lattice_resp_add_verbatim(o, "txt", line, strlen(line));
+        return;
+    }
+}
+
+/* CONFIG GET with the few parameters clients ask for (redis-benchmark asks
+ * for save and appendonly); CONFIG SET/RESETSTAT are accepted as no-ops
+ * would mislead, so they are refused. */
+static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv)
+{
+    lattice_resp_out *o = c->out;
+    if (argc >= 2 && eq(&argv[1], "get") && argc >= 3) {
+        char port[16], clients[16];
+        snprintf(port, sizeof port, "%d", r->port);
+        snprintf(clients, sizeof clients, "%d", r->cfg.max_clients);
+        const char *kv[][2] = {{"save", ""}, {"appendonly", "no"}, {"databases", "1"},
+                               {"cluster-enabled", "yes"}, {"port", port}, {"maxclients", clients},
+                               {"maxmemory", "0"}, {"timeout", "0"}};
+        size_t nkv = sizeof kv / sizeof kv[0];
+        const char *hit[16][2];
+        size_t n = 0;
+        for (size_t k = 0; k < nkv; k++) {
+            bool m = false;
+            for (size_t i = 2; i < argc && !m; i++) {
+                char pat[128];
+                snprintf(pat, sizeof pat, "%.*s", (int)(argv[i].len > 127 ? 127 : argv[i].len), argv[i].ptr);
+                m = fnmatch(pat, kv[k][0], FNM_CASEFOLD) == 0;
+            }
+            if (m) {
+                hit[n][0] = kv[k][0];
+                hit[n++][1] = kv[k][1];
+            }
+        }
+        lattice_resp_add_map(o, n);
+        for (size_t i = 0; i < n; i++) {
+            lattice_resp_add_bulk(o, hit[i][0], strlen(hit[i][0]));
+            lattice_resp_add_bulk(o, hit[i][1], strlen(hit[i][1]));
+        }
+        return;
+    }
+    char err[LATTICE_RESP_ERR_MAX];
+    if (argc >= 2 && eq(&argv[1], "get")) {
+        lattice_resp_err_arity("config|get", err);
+    } else {
+        snprintf(err, sizeof err, "ERR unknown subcommand '%.*s'. Try CONFIG HELP.",
+                 (int)(argc >= 2 ? (argv[1].len > 128 ? 128 : argv[1].len) : 0), argc >= 2 ? argv[1].ptr : "");
+    }
+    lattice_resp_add_error(o, err, strlen(err));
+}
+
+static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
+{
+    lattice_resp_out *o = c->out;
+    switch (id) {
+    case LATTICE_RESP_CMD_PING:
+        if (argc == 1) lattice_resp_add_simple(o, "PONG", 4);
+        else if (argc == 2) lattice_resp_add_bulk(o, argv[1].ptr, argv[1].len);
+        else lattice_resp_add_error(o, "ERR wrong number of arguments for 'ping' command", 48);
+        break;
+    case LATTICE_RESP_CMD_ECHO: lattice_resp_add_bulk(o, argv[1].ptr, argv[1].len); break;
+    case LATTICE_RESP_CMD_AUTH: cmd_auth(r, c, argc, argv); break;
+    case LATTICE_RESP_CMD_HELLO: cmd_hello(r, c, argc, argv); break;
+    case LATTICE_RESP_CMD_SELECT: {
+        long long db;
+        if (!lattice_resp_string2ll(argv[1].ptr, argv[1].len, &db))
+            lattice_resp_add_error(o, LATTICE_RESP_ERR_NOT_INTEGER, strlen(LATTICE_RESP_ERR_NOT_INTEGER));
+        else if (db != 0)
+            lattice_resp_add_error(o, LATTICE_RESP_ERR_DB_INDEX, strlen(LATTICE_RESP_ERR_DB_INDEX));
+        else
+            lattice_resp_add_simple(o, "OK", 2);
+        break;
+    }
+    case LATTICE_RESP_CMD_QUIT:
+        lattice_resp_add_simple(o, "OK", 2);
+        c->closing = true;
+        break;
+    case LATTICE_RESP_CMD_INFO: respd_info(r, c, argc, argv); break;
+    case LATTICE_RESP_CMD_SUB_HELP: cmd_help(c, &argv[0]); break;
+    case LATTICE_RESP_CMD_COMMAND:
+    case LATTICE_RESP_CMD_COMMAND_COUNT:
+    case LATTICE_RESP_CMD_COMMAND_INFO:
+    case LATTICE_RESP_CMD_COMMAND_DOCS:
+    case LATTICE_RESP_CMD_COMMAND_LIST: cmd_command(c, id, argc, argv); break;
+    case LATTICE_RESP_CMD_CLIENT_SETNAME:
+    case LATTICE_RESP_CMD_CLIENT_GETNAME:
+    case LATTICE_RESP_CMD_CLIENT_SETINFO:
+    case LATTICE_RESP_CMD_CLIENT_ID:
+    case LATTICE_RESP_CMD_CLIENT_INFO: cmd_client(r, c, id, argv); break;
+    default: respd_cluster(r, c, id, argc, argv); break;
+    }
+}
+
+cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_resp_command *cmd)
+{
+    size_t argc = cmd->argc;
+    const lattice_resp_arg *argv = cmd->argv;
+    char err[LATTICE_RESP_ERR_MAX];
+    if (eq(&argv[0], "config")) { /* not a command of the table: CONFIG GET for tools only */
+        if (b->n_ents) return CMD_DEFER;
+        if (!c->authed) lattice_resp_add_error(c->out, LATTICE_RESP_ERR_NOAUTH, strlen(LATTICE_RESP_ERR_NOAUTH));
+        else cmd_config(r, c, argc, argv);
+        return CMD_DONE;
+    }
+    const lattice_resp_cmd *rc = lattice_resp_cmd_resolve(argc, argv, err);
+    if (!rc) {
+        if (b->n_ents) return ent_error(b, err);
+        lattice_resp_add_error(c->out, err, strlen(err));
+        return CMD_DONE;
+    }
+    lattice_resp_cmd_id id = lattice_resp_cmd_id_of(rc);
+    if (!c->authed && !(lattice_resp_cmd_flags(rc) & LATTICE_RESP_F_NO_AUTH)) {
+        if (b->n_ents) return ent_error(b, LATTICE_RESP_ERR_NOAUTH);
+        lattice_resp_add_error(c->out, LATTICE_RESP_ERR_NOAUTH, strlen(LATTICE_RESP_ERR_NOAUTH));
+        return CMD_DONE;
+    }
+    if (is_key_command(id)) return key_command(r, b, id, argc, argv);
+    if (b->n_ents) return CMD_DEFER;
+    immediate(r, c, id, argc, argv);
+    return CMD_DONE;
+}

@@ -1,0 +1,146 @@
+/*
+ * Internal to the RESP endpoint (node/respd*.c).  Ownership rules:
+ *   - a conn, its parser, read buffer and output buffer belong to its IO
+ *     thread alone;
+ *   - a batch is filled by the IO thread, then (after lattice_op_submit)
+ *     its results are written only by the data thread's callbacks until the
+ *     last one pushes it to the IO thread's queue; from then on the IO
+ *     thread owns it again.  `remaining` is the hand-over counter.
+ */
+#ifndef LATTICE_NODE_RESPD_INT_H
+#define LATTICE_NODE_RESPD_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <urcu/wfcqueue.h>
+
+#include "node/ops.h"
+#include "node/respd.h"
+#include "partition/partition.h"
+
+#define RBUF_SIZE (64 * 1024)
+#define BATCH_MAX_CMDS 1024          /* commands of one submit; the rest waits */
+#define SLOTS_CACHE_MS 250           /* a CLUSTER view is reused this long */
+
+struct io_thread;
+struct respd_view;
+
+typedef struct conn {
+    int fd;
+    struct io_thread *io;
+    struct conn *prev, *next;         /* io->conns */
+    lattice_resp_parser *parser;
+    lattice_resp_out *out;
+    char *rbuf;                       /* bytes read, parsed from roff to rlen */
+    size_t roff, rlen;
+    bool in_flight;                   /* a batch is out: read nothing more */
+    bool closing;                     /* close once the output is written */
+    bool dead;                        /* fd closed; free when the batch returns */
+    bool authed;
+    bool want_out;                    /* EPOLLOUT armed */
+    long long id;
+    uint64_t last_ms;
+    char name[128];
+    char addr[64];
+} conn;
+
+/* One command of a batch and where its ops are. */
+typedef struct ent {
+    uint16_t cmd;                     /* lattice_resp_cmd_id */
+    uint16_t sflags;                  /* SET/EXPIRE option flags */
+    uint32_t first, n;                /* ops [first, first+n) */
+    int64_t when_ms;                  /* conditional EXPIRE: the new deadline */
+} ent;
+
+typedef struct opres {
+    lattice_status status;
+    unsigned flags;
+    int64_t num;
+    size_t voff, vlen;                /* value in batch->vals */
+    bool has_value;
+    bool cond_expire;                 /* TTL read of EXPIRE NX/XX/GT/LT: phase 2 follows */
+    uint32_t ent;                     /* index of its entry */
+} opres;
+
+typedef struct batch {
+    struct cds_wfcq_node qnode;
+    conn *c;
+    struct lattice_respd *r;
+    ent *ents;
+    size_t n_ents, cap_ents;
+    lattice_op *ops;
+    opres *res;
+    size_t n_ops, cap_ops, cap_res;
+    char *arena;                      /* keys and values copied from the parser */
+    size_t arena_len, arena_cap;
+    char *vals;                       /* result values (data thread) */
+    size_t vals_len, vals_cap;
+    bool vals_nomem;
+    atomic_size_t remaining;
+    struct batch *round_next;         /* io->round: batches of this epoll round */
+} batch;
+
+typedef struct io_thread {
+    struct lattice_respd *r;
+    int index;
+    int lfd;                          /* listening socket (SO_REUSEPORT) */
+    int efd;                          /* eventfd: batches returned, or stop */
+    int ep;
+    pthread_t th;
+    bool running;
+    struct cds_wfcq_head qhead;
+    struct cds_wfcq_tail qtail;
+    conn *conns;
+    size_t n_conns;
+    batch *round;                     /* ready, submitted at the end of the round */
+    size_t round_ops;
+} io_thread;
+
+struct lattice_respd {
+    lattice_respd_config cfg;
+    char host[64];
+    char password[256];
+    char cache[LATTICE_CACHE_NAME_MAX + 1];
+    bool need_auth;
+    lattice_node *node;
+    int port;
+    char attr[32];
+    int n_io;
+    io_thread io[LATTICE_RESPD_MAX_IO_THREADS];
+    atomic_bool stop;
+    atomic_int n_clients;
+    atomic_llong next_id;
+    atomic_ullong total_conns, total_cmds, rejected_conns;
+    uint64_t start_ms;
+    pthread_mutex_t view_lock;        /* guards view */
+    struct respd_view *view;
+};
+
+uint64_t respd_now_ms(void);
+
+/* respd_cmd.c: the commands. */
+/* Run one parsed command: CMD_BATCHED when it became an entry of b (ops, or
+ * an error reply kept in order), CMD_DONE when it was answered at once into
+ * c->out, CMD_DEFER when it needs an immediate answer but b already holds
+ * entries (the caller parses it again after the batch: replies keep their
+ * order). */
+typedef enum { CMD_DONE, CMD_BATCHED, CMD_DEFER } cmd_outcome;
+cmd_outcome respd_command(struct lattice_respd *r, conn *c, batch *b, const lattice_resp_command *cmd);
+/* Encode every entry's reply into c->out, in order. */
+void respd_batch_replies(struct lattice_respd *r, conn *c, batch *b);
+void respd_batch_free(batch *b);
+/* The data-thread callback of every submit. */
+void respd_op_done(void *arg, size_t i, const lattice_op_result *res);
+void respd_add_status_error(lattice_resp_out *o, lattice_status st);
+/* Data thread: hands a finished batch back to its connection's IO thread. */
+void respd_batch_return(batch *b);
+
+/* respd_cluster.c: CLUSTER and INFO. */
+void respd_cluster(struct lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t argc,
+                   const lattice_resp_arg *argv);
+void respd_info(struct lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv);
+void respd_view_free(struct respd_view *v);
+/* Redis-style 40 hex digit node name for a Lattice node id. */
+void respd_node_name(const char *id, char out[41]);
+
+#endif

@@ -1,0 +1,1008 @@
+/*
+ * The RESP endpoint with real Redis clients nobody here wrote: the hiredis C
+ * API, redis-cli (plain and -c) and redis-benchmark (plain and --cluster)
+ * against real latticed grids on loopback.
+ *
+ *   commands_three_nodes      every DESIGN §7 command with its values and
+ *                             Redis's errors; keys written through one node
+ *                             read through the others; RESP3 via HELLO 3
+ *   cluster_slots_match_partitions
+ *                             CLUSTER SLOTS/NODES/SHARDS/INFO/MYID/KEYSLOT
+ *                             agree with `lattice --json partitions default`
+ *   redis_cli_and_benchmark   redis-cli, redis-cli -c, redis-benchmark plain
+ *                             and --cluster
+ *   topology_change           CLUSTER SLOTS follows a join and a kill -9,
+ *                             and redis-cli -c still reaches every key
+ *   auth_enforced             --requirepass: NOAUTH, WRONGPASS, HELLO AUTH
+ *   malformed_closes_only_offender
+ *                             each kind of bad input gets Redis's protocol
+ *                             error and closes that connection only
+ *   thousand_connections      1,000 clients open at once (two IO threads),
+ *                             each pipelining a few commands
+ *   max_clients_and_idle_timeout
+ *                             --resp-max-clients, --resp-timeout,
+ *                             --resp-output-limit
+ *   lost_partition_is_clusterdown
+ *                             backups=0 and a kill -9: that node's keys get
+ *                             CLUSTERDOWN, the survivor's still serve
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char finder[64];
+static int peer_base, resp_base;
+static it_proc *srv[4];
+
+/* Starts node i of a grid (peer port peer_base+i, RESP port resp_base+i). */
+static void start_node(int i, const char *const *extra)
+{
+    char port[16], rport[16], name[16];
+    snprintf(port, sizeof port, "%d", peer_base + i);
+    snprintf(rport, sizeof rport, "%d", resp_base + i);
+    snprintf(name, sizeof name, "s%d", i);
+    const char *args[40] = {"--port", port, "--port-range", "1", "--ip-finder", finder,
+                            "--failure-detection-ms", "1000", "--resp-port", rport};
+    int k = 10;
+    for (int e = 0; extra && extra[e] && k < 38; e++) args[k++] = extra[e];
+    args[k] = NULL;
+    srv[i] = it_latticed(name, args);
+    ck_assert_ptr_nonnull(srv[i]);
+}
+
+static void start_grid(int n, int capacity, const char *const *extra)
+{
+    peer_base = it_free_ports(capacity);
+    resp_base = it_free_ports(capacity);
+    snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", peer_base, peer_base + capacity - 1);
+    for (int i = 0; i < n; i++) start_node(i, extra);
+}
+
+static redisContext *conn_to(int i)
+{
+    struct timeval tv = {10, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base + i, tv);
+    ck_assert_msg(c && !c->err, "connect to RESP port %d: %s", resp_base + i, c ? c->errstr : "?");
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+static redisReply *cmd(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r != NULL, "no reply to '%s': %s", fmt, c->errstr);
+    return r;
+}
+
+/* Each helper runs a command, checks the reply's type and value, frees it. */
+static void expect_status(redisContext *c, const char *want, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r, "no reply to %s", fmt);
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS && !strcmp(r->str, want), "%s: want +%s, got type %d '%s'", fmt, want,
+                  r->type, r->str ? r->str : "");
+    freeReplyObject(r);
+}
+
+static void expect_int(redisContext *c, long long want, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r, "no reply to %s", fmt);
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == want, "%s: want :%lld, got type %d %lld '%s'", fmt,
+                  want, r->type, r->integer, r->str ? r->str : "");
+    freeReplyObject(r);
+}
+
+static void expect_str(redisContext *c, const char *want, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r, "no reply to %s", fmt);
+    if (!want) {
+        ck_assert_msg(r->type == REDIS_REPLY_NIL, "%s: want nil, got type %d '%s'", fmt, r->type, r->str ? r->str : "");
+    } else {
+        ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == strlen(want) && !memcmp(r->str, want, r->len),
+                      "%s: want '%s', got type %d '%s'", fmt, want, r->type, r->str ? r->str : "");
+    }
+    freeReplyObject(r);
+}
+
+static void expect_err(redisContext *c, const char *want, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(r, "no reply to %s", fmt);
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, want, strlen(want)), "%s: want -%s, got type %d '%s'",
+                  fmt, want, r->type, r->str ? r->str : "");
+    freeReplyObject(r);
+}
+
+/* The grid serves writes through node i. */
+static bool serving(void *ctx)
+{
+    int i = *(int *)ctx;
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base + i, tv);
+    bool ok = false;
+    if (c && !c->err) {
+        redisSetTimeout(c, tv);
+        redisReply *r = redisCommand(c, "SET __ready 1");
+        ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ok;
+}
+
+static void wait_serving(int i)
+{
+    ck_assert_msg(it_wait_for(serving, &i, 30000), "node %d never served SET over RESP", i);
+}
+
+/* Runs a shell command; returns its stdout (static buffer) and exit code. */
+static char out_buf[1 << 20];
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...)
+{
+    char c[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c, sizeof c, fmt, ap);
+    va_end(ap);
+    char full[4200];
+    snprintf(full, sizeof full, "%s 2>&1", c);
+    FILE *f = popen(full, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out_buf, 1, sizeof out_buf - 1, f);
+    out_buf[n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- raw sockets, for bytes no well-behaved client sends ---- */
+
+static char raw_buf[1 << 16];
+static size_t raw_len;
+
+static int raw_connect(int i)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(resp_base + i))};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    struct timeval tv = {0, 200 * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    raw_len = 0;
+    raw_buf[0] = 0;
+    return fd;
+}
+
+static void raw_send_n(int fd, const char *p, size_t n)
+{
+    raw_len = 0;
+    raw_buf[0] = 0;
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0) return; /* the server may close early: the reads tell */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void raw_send(int fd, const char *s) { raw_send_n(fd, s, strlen(s)); }
+
+typedef struct raw_ctx {
+    int fd;
+    const char *want;   /* NULL: wait for EOF */
+    bool eof;
+} raw_ctx;
+
+static bool raw_cond(void *p)
+{
+    raw_ctx *x = p;
+    for (;;) {
+        if (x->want && strstr(raw_buf, x->want)) return true;
+        ssize_t n = recv(x->fd, raw_buf + raw_len, sizeof raw_buf - 1 - raw_len, 0);
+        if (n == 0) {
+            x->eof = true;
+            return !x->want || strstr(raw_buf, x->want);
+        }
+        if (n < 0) return false;
+        raw_len += (size_t)n;
+        raw_buf[raw_len] = 0;
+    }
+}
+
+static bool raw_wait_contains(int fd, const char *want)
+{
+    raw_ctx x = {fd, want, false};
+    return it_wait_for(raw_cond, &x, 10000);
+}
+
+static bool raw_wait_closed(int fd)
+{
+    raw_ctx x = {fd, NULL, false};
+    return it_wait_for(raw_cond, &x, 10000) && x.eof;
+}
+
+typedef struct ports_ctx {
+    int node;
+    int want_primaries;
+    int absent_port;     /* must not appear (0 = none) */
+} ports_ctx;
+static bool slots_follow(void *p);
+
+/* Every node's CLUSTER SLOTS names n primaries.  Tests wait for this before
+ * writing: a cache that holds keys keeps its partitions where they are when
+ * a node joins until the rebalance module moves them. */
+static void wait_spread(int n)
+{
+    for (int i = 0; i < n; i++) {
+        ports_ctx x = {i, n, 0};
+        ck_assert_msg(it_wait_for(slots_follow, &x, 60000), "node %d: CLUSTER SLOTS never showed %d primaries", i, n);
+    }
+}
+
+START_TEST(commands_three_nodes)
+{
+    it_begin("resp_commands");
+    const char *extra[] = {"--cache", "default:backups=1", NULL};
+    start_grid(3, 3, extra);
+    wait_spread(3);
+    for (int i = 0; i < 3; i++) wait_serving(i);
+    redisContext *a = conn_to(0), *b = conn_to(1), *c = conn_to(2);
+
+    expect_status(a, "PONG", "PING");
+    expect_str(a, "hi", "PING hi");
+    expect_str(a, "hello world", "ECHO %s", "hello world");
+    expect_status(a, "OK", "SELECT 0");
+    expect_err(a, "ERR DB index is out of range", "SELECT 1");
+    expect_err(a, "ERR value is not an integer or out of range", "SELECT x");
+
+    /* Keys written through one node read through the others. */
+    for (int i = 0; i < 200; i++) expect_status(a, "OK", "SET k%d v%d", i, i);
+    for (int i = 0; i < 200; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "v%d", i);
+        expect_str(i % 2 ? b : c, want, "GET k%d", i);
+    }
+    expect_str(b, NULL, "GET missing");
+    expect_int(a, 1, "DEL __ready");
+    expect_int(a, 200, "DBSIZE");
+
+    /* SET options. */
+    expect_str(a, NULL, "SET k0 x NX");
+    expect_str(b, "v0", "GET k0");
+    expect_status(a, "OK", "SET fresh 1 NX");
+    expect_str(a, NULL, "SET nothere 1 XX");
+    expect_str(c, NULL, "GET nothere");
+    expect_status(a, "OK", "SET k0 w XX");
+    expect_str(a, "w", "SET k0 w2 GET");
+    expect_str(a, NULL, "SET brandnew z GET");
+    expect_str(b, "z", "GET brandnew");
+    expect_status(a, "OK", "SET ex 1 EX 100");
+    redisReply *r = cmd(b, "TTL ex");
+    ck_assert(r->type == REDIS_REPLY_INTEGER && r->integer > 90 && r->integer <= 100);
+    freeReplyObject(r);
+    expect_status(a, "OK", "SET px 1 PX 100000");
+    r = cmd(c, "PTTL px");
+    ck_assert(r->type == REDIS_REPLY_INTEGER && r->integer > 90000 && r->integer <= 100000);
+    freeReplyObject(r);
+    expect_err(a, "ERR syntax error", "SET k0 v NX XX");
+    expect_err(a, "ERR invalid expire time in 'set' command", "SET k0 v EX 0");
+    expect_err(a, "ERR value is not an integer or out of range", "SET k0 v EX abc");
+    expect_err(a, "ERR wrong number of arguments for 'set' command", "SET k0");
+
+    /* MGET / MSET across nodes, DEL / EXISTS counts. */
+    expect_status(b, "OK", "MSET m1 a m2 b m3 c");
+    r = cmd(c, "MGET m1 m2 nope m3");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+    ck_assert_int_eq(r->elements, 4);
+    ck_assert_str_eq(r->element[0]->str, "a");
+    ck_assert_str_eq(r->element[1]->str, "b");
+    ck_assert_int_eq(r->element[2]->type, REDIS_REPLY_NIL);
+    ck_assert_str_eq(r->element[3]->str, "c");
+    freeReplyObject(r);
+    expect_err(a, "ERR wrong number of arguments for 'mset' command", "MSET a b c");
+    expect_int(a, 3, "EXISTS m1 m2 nope m3");
+    expect_int(a, 2, "EXISTS m1 m1");
+    expect_int(b, 2, "DEL m1 m2 nope");
+    expect_int(c, 0, "EXISTS m1 m2");
+
+    /* Counters. */
+    expect_int(a, 1, "INCR ctr");
+    expect_int(b, 11, "INCRBY ctr 10");
+    expect_int(c, 10, "DECR ctr");
+    expect_int(a, -5, "DECRBY ctr 15");
+    expect_str(b, "-5", "GET ctr");
+    expect_err(a, "ERR value is not an integer or out of range", "INCR k1");
+    expect_err(a, "ERR value is not an integer or out of range", "INCRBY ctr x");
+    expect_status(a, "OK", "SET big 9223372036854775807");
+    expect_err(a, "ERR", "INCR big");
+    expect_str(a, "9223372036854775807", "GET big");
+
+    /* APPEND, STRLEN, GETDEL. */
+    expect_int(a, 5, "APPEND ap hello");
+    expect_int(b, 11, "APPEND ap %s", " world");
+    expect_str(c, "hello world", "GET ap");
+    expect_int(a, 11, "STRLEN ap");
+    expect_int(a, 0, "STRLEN nope");
+    expect_str(b, "hello world", "GETDEL ap");
+    expect_str(c, NULL, "GETDEL ap");
+    expect_str(a, NULL, "GET ap");
+
+    /* Expiry. */
+    expect_int(a, -2, "TTL nope");
+    expect_int(a, -1, "TTL k1");
+    expect_int(a, 1, "EXPIRE k1 100");
+    r = cmd(b, "TTL k1");
+    ck_assert(r->integer > 90 && r->integer <= 100);
+    freeReplyObject(r);
+    expect_int(a, 0, "EXPIRE k1 50 NX");
+    expect_int(a, 0, "EXPIRE k1 50 GT");
+    expect_int(a, 1, "EXPIRE k1 50 LT");
+    r = cmd(c, "TTL k1");
+    ck_assert(r->integer > 40 && r->integer <= 50);
+    freeReplyObject(r);
+    expect_int(a, 1, "PERSIST k1");
+    expect_int(a, 0, "PERSIST k1");
+    expect_int(b, -1, "TTL k1");
+    expect_int(a, 0, "EXPIRE nope 10");
+    expect_int(a, 0, "EXPIRE k2 10 XX");
+    expect_int(a, 1, "PEXPIRE k2 200000");
+    r = cmd(c, "PTTL k2");
+    ck_assert(r->integer > 190000 && r->integer <= 200000);
+    freeReplyObject(r);
+    expect_int(a, 1, "EXPIRE k3 -1");
+    expect_str(b, NULL, "GET k3");
+    expect_status(a, "OK", "SET short 1 PX 300");
+    expect_str(a, "1", "GET short");
+    usleep(600 * 1000);
+    expect_str(b, NULL, "GET short");
+    expect_err(a, "ERR NX and XX, GT or LT options at the same time are not compatible", "EXPIRE k2 10 NX XX");
+
+    /* Errors in Redis's words. */
+    expect_err(a, "ERR unknown command 'NOSUCH', with args beginning with: 'x' ", "NOSUCH x");
+    expect_err(a, "ERR wrong number of arguments for 'get' command", "GET");
+    expect_err(a, "ERR AUTH <password> called without any password configured", "AUTH x");
+
+    /* CLIENT, COMMAND, INFO, CONFIG GET. */
+    expect_status(a, "OK", "CLIENT SETNAME tester");
+    expect_str(a, "tester", "CLIENT GETNAME");
+    expect_err(a, "ERR Client names cannot contain spaces", "CLIENT SETNAME %s", "a b");
+    expect_status(a, "OK", "CLIENT SETINFO lib-name hiredis");
+    r = cmd(a, "CLIENT ID");
+    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+    freeReplyObject(r);
+    r = cmd(a, "COMMAND COUNT");
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer >= 25, "COMMAND COUNT %lld", r->integer);
+    freeReplyObject(r);
+    r = cmd(a, "COMMAND INFO get");
+    ck_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY);
+    ck_assert_str_eq(r->element[0]->element[0]->str, "get");
+    ck_assert_int_eq(r->element[0]->element[1]->integer, 2);
+    freeReplyObject(r);
+    r = cmd(a, "INFO");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    ck_assert_ptr_nonnull(strstr(r->str, "cluster_enabled:1"));
+    ck_assert_ptr_nonnull(strstr(r->str, "redis_version:"));
+    ck_assert_ptr_nonnull(strstr(r->str, "connected_clients:"));
+    ck_assert_ptr_nonnull(strstr(r->str, "db0:keys="));
+    freeReplyObject(r);
+    r = cmd(a, "CONFIG GET save");
+    ck_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    freeReplyObject(r);
+
+    /* Pipelining: 300 commands in one write, replies in order. */
+    for (int i = 0; i < 100; i++) {
+        redisAppendCommand(c, "SET p%d %d", i, i);
+        redisAppendCommand(c, "INCR p%d", i);
+        redisAppendCommand(c, "PING");
+    }
+    for (int i = 0; i < 100; i++) {
+        redisReply *x;
+        ck_assert_int_eq(redisGetReply(c, (void **)&x), REDIS_OK);
+        ck_assert_int_eq(x->type, REDIS_REPLY_STATUS);
+        freeReplyObject(x);
+        ck_assert_int_eq(redisGetReply(c, (void **)&x), REDIS_OK);
+        ck_assert_int_eq(x->integer, i + 1);
+        freeReplyObject(x);
+        ck_assert_int_eq(redisGetReply(c, (void **)&x), REDIS_OK);
+        ck_assert_str_eq(x->str, "PONG");
+        freeReplyObject(x);
+    }
+
+    /* RESP3 through HELLO 3 (Debian's hiredis 0.14 speaks RESP2 only: raw bytes). */
+    int s3 = raw_connect(0);
+    raw_send(s3, "HELLO 3\r\n");
+    ck_assert_msg(raw_wait_contains(s3, "proto"), "HELLO 3 reply: %s", raw_buf);
+    ck_assert_msg(raw_buf[0] == '%', "HELLO 3 must answer a RESP3 map, got %s", raw_buf);
+    raw_send(s3, "GET nope\r\nGET k5\r\nSET k5 v5 GET\r\n");
+    ck_assert_msg(raw_wait_contains(s3, "_\r\n$2\r\nv5\r\n$2\r\nv5\r\n"), "RESP3 null/bulks: %s", raw_buf);
+    raw_send(s3, "QUIT\r\n");
+    ck_assert_msg(raw_wait_closed(s3), "QUIT must close");
+    close(s3);
+    expect_status(b, "OK", "QUIT");
+
+    redisFree(a);
+    redisFree(b);
+    redisFree(c);
+    it_end();
+}
+END_TEST
+
+/* `lattice --json partitions default`: per partition, the RESP ports of its
+ * owners (primary first).  Returns the partition count, 0 on failure. */
+static size_t partition_ports(int ports[][4], int nports[], size_t max)
+{
+    if (run("%s --timeout-ms 5000 --ip-finder '%s' --json partitions default", LATTICE_CLI_PATH, finder) != 0) return 0;
+    json_error_t e;
+    json_t *j = json_loads(out_buf, 0, &e);
+    if (!j) return 0;
+    json_t *parts = json_object_get(j, "partitions");
+    size_t n = json_array_size(parts);
+    for (size_t p = 0; p < n && p < max; p++) {
+        json_t *owners = json_object_get(json_array_get(parts, p), "owners");
+        nports[p] = 0;
+        for (size_t k = 0; k < json_array_size(owners) && k < 4; k++) {
+            const char *cid = json_string_value(json_object_get(json_array_get(owners, k), "consistent_id"));
+            const char *colon = cid ? strrchr(cid, ':') : NULL;
+            ports[p][nports[p]++] = colon ? resp_base + atoi(colon + 1) - peer_base : -1;
+        }
+    }
+    json_decref(j);
+    return n;
+}
+
+/* CLUSTER SLOTS through node i: per slot, the RESP ports (primary first);
+ * returns the number of slots covered. */
+static int slots_ports(int i, int ports[16384][4], int nports[16384])
+{
+    redisContext *c = conn_to(i);
+    redisReply *r = cmd(c, "CLUSTER SLOTS");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+    memset(nports, 0, 16384 * sizeof *nports);
+    int covered = 0;
+    for (size_t k = 0; k < r->elements; k++) {
+        redisReply *x = r->element[k];
+        ck_assert(x->type == REDIS_REPLY_ARRAY && x->elements >= 3);
+        long long first = x->element[0]->integer, last = x->element[1]->integer;
+        ck_assert(first >= 0 && first <= last && last < 16384);
+        for (long long s = first; s <= last; s++) {
+            ck_assert_msg(nports[s] == 0, "slot %lld listed twice", s);
+            for (size_t o = 2; o < x->elements && o < 6; o++) {
+                redisReply *nd = x->element[o];
+                ck_assert(nd->type == REDIS_REPLY_ARRAY && nd->elements >= 3);
+                ck_assert_str_eq(nd->element[0]->str, "127.0.0.1");
+                ck_assert_int_eq(nd->element[2]->len, 40);
+                ports[s][nports[s]++] = (int)nd->element[1]->integer;
+            }
+            covered++;
+        }
+    }
+    freeReplyObject(r);
+    redisFree(c);
+    return covered;
+}
+
+static int part_p[16384][4], part_n[16384], slot_p[16384][4], slot_n[16384];
+
+/* CLUSTER SLOTS of node i equals the partition table, slot by slot. */
+static bool slots_agree(int i)
+{
+    size_t parts = partition_ports(part_p, part_n, 16384);
+    if (!parts || slots_ports(i, slot_p, slot_n) != 16384) return false;
+    for (int s = 0; s < 16384; s++) {
+        int p = s & (int)(parts - 1);
+        if (slot_n[s] != part_n[p]) return false;
+        for (int k = 0; k < slot_n[s]; k++)
+            if (slot_p[s][k] != part_p[p][k]) return false;
+    }
+    return true;
+}
+
+START_TEST(cluster_slots_match_partitions)
+{
+    it_begin("resp_cluster");
+    const char *extra[] = {"--cache", "default:backups=1,partitions=256", NULL};
+    start_grid(3, 3, extra);
+    wait_spread(3);
+    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) {
+        /* The three views converge; then every node describes the same table. */
+        bool ok = false;
+        for (int t = 0; t < 50 && !ok; t++) {
+            ok = slots_agree(i);
+            if (!ok) usleep(200 * 1000);
+        }
+        ck_assert_msg(ok, "CLUSTER SLOTS of node %d disagrees with lattice partitions", i);
+    }
+    redisContext *a = conn_to(0);
+    /* Redis's own slot numbers (crc16 XMODEM, hash tags). */
+    expect_int(a, 12182, "CLUSTER KEYSLOT foo");
+    expect_int(a, 11058, "CLUSTER KEYSLOT somekey");
+    expect_int(a, 2515, "CLUSTER KEYSLOT foo{hash_tag}");
+    expect_int(a, 2515, "CLUSTER KEYSLOT bar{hash_tag}");
+    redisReply *r = cmd(a, "CLUSTER MYID");
+    ck_assert(r->type == REDIS_REPLY_STRING && r->len == 40);
+    char myid[41];
+    snprintf(myid, sizeof myid, "%s", r->str);
+    freeReplyObject(r);
+    r = cmd(a, "CLUSTER NODES");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    int lines = 0;
+    for (const char *p = r->str; (p = strchr(p, '\n')); p++) lines++;
+    ck_assert_int_eq(lines, 3);
+    char self_line[128];
+    snprintf(self_line, sizeof self_line, "%s 127.0.0.1:%d@%d myself,master", myid, resp_base, peer_base);
+    ck_assert_msg(strstr(r->str, self_line), "CLUSTER NODES lacks '%s':\n%s", self_line, r->str);
+    freeReplyObject(r);
+    r = cmd(a, "CLUSTER INFO");
+    ck_assert_ptr_nonnull(strstr(r->str, "cluster_state:ok"));
+    ck_assert_ptr_nonnull(strstr(r->str, "cluster_slots_ok:16384"));
+    ck_assert_ptr_nonnull(strstr(r->str, "cluster_known_nodes:3"));
+    freeReplyObject(r);
+    r = cmd(a, "CLUSTER SHARDS");
+    ck_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    long long slots = 0;
+    for (size_t k = 0; k < r->elements; k++) {
+        redisReply *sh = r->element[k]; /* RESP2: [ "slots", [...], "nodes", [...] ] */
+        ck_assert(sh->elements == 4 && !strcmp(sh->element[0]->str, "slots"));
+        for (size_t q = 0; q + 1 < sh->element[1]->elements; q += 2)
+            slots += sh->element[1]->element[q + 1]->integer - sh->element[1]->element[q]->integer + 1;
+    }
+    ck_assert_int_eq(slots, 16384);
+    freeReplyObject(r);
+    expect_err(a, "ERR unknown subcommand 'BOGUS'. Try CLUSTER HELP.", "CLUSTER BOGUS");
+    redisFree(a);
+    it_end();
+}
+END_TEST
+
+START_TEST(redis_cli_and_benchmark)
+{
+    it_begin("resp_tools");
+    const char *extra[] = {"--cache", "default:backups=1", NULL};
+    start_grid(3, 3, extra);
+    wait_spread(3);
+    for (int i = 0; i < 3; i++) wait_serving(i);
+    ck_assert_int_eq(run("redis-cli -p %d SET clikey hello", resp_base), 0);
+    ck_assert_str_eq(out_buf, "OK\n");
+    ck_assert_int_eq(run("redis-cli -p %d GET clikey", resp_base + 1), 0);
+    ck_assert_str_eq(out_buf, "hello\n");
+    ck_assert_int_eq(run("redis-cli -c -p %d GET clikey", resp_base + 2), 0);
+    ck_assert_str_eq(out_buf, "hello\n");
+    ck_assert_int_eq(run("redis-cli -c -p %d INCRBY clictr 41", resp_base + 2), 0);
+    ck_assert_str_eq(out_buf, "41\n");
+    /* redis-cli hits every node with -c for 50 keys: each one reads back. */
+    for (int i = 0; i < 50; i++) {
+        ck_assert_int_eq(run("redis-cli -c -p %d SET cli%d val%d", resp_base + i % 3, i, i), 0);
+        ck_assert_str_eq(out_buf, "OK\n");
+    }
+    for (int i = 0; i < 50; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "val%d\n", i);
+        ck_assert_int_eq(run("redis-cli -c -p %d GET cli%d", resp_base + (i + 1) % 3, i), 0);
+        ck_assert_str_eq(out_buf, want);
+    }
+    ck_assert_int_eq(run("redis-cli -p %d PING", resp_base), 0);
+    ck_assert_str_eq(out_buf, "PONG\n");
+
+    /* redis-benchmark plain: values it wrote are there (key:__rand_int__
+     * stays literal without -r). */
+    ck_assert_int_eq(run("redis-benchmark -p %d -t set,get -n 2000 -c 10 -d 7 -q", resp_base), 0);
+    ck_assert_msg(strstr(out_buf, "SET:") && strstr(out_buf, "GET:") && strstr(out_buf, "requests per second"),
+                  "redis-benchmark: %s", out_buf);
+    ck_assert_msg(!strstr(out_buf, "ERR") && !strstr(out_buf, "rror"), "redis-benchmark: %s", out_buf);
+    ck_assert_int_eq(run("redis-cli -p %d STRLEN key:__rand_int__", resp_base + 1), 0);
+    ck_assert_str_eq(out_buf, "7\n");
+    ck_assert_int_eq(run("redis-benchmark -p %d -t set,get -n 2000 -c 10 -P 8 -r 1000 -q", resp_base + 1), 0);
+    ck_assert_msg(strstr(out_buf, "SET:") && strstr(out_buf, "GET:") && !strstr(out_buf, "rror"), "pipelined: %s", out_buf);
+
+    /* redis-benchmark --cluster reads CLUSTER NODES and goes to each owner. */
+    ck_assert_int_eq(run("redis-benchmark --cluster -p %d -t set,get -n 3000 -c 9 -q", resp_base), 0);
+    ck_assert_msg(strstr(out_buf, "Cluster has 3 master nodes"), "--cluster: %s", out_buf);
+    ck_assert_msg(strstr(out_buf, "SET:") && strstr(out_buf, "GET:") && !strstr(out_buf, "rror"), "--cluster: %s", out_buf);
+    it_end();
+}
+END_TEST
+
+/* CLUSTER SLOTS of node x->node covers every slot, names want_primaries
+ * distinct primaries and never absent_port. */
+static bool slots_follow(void *p)
+{
+    ports_ctx *x = p;
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base + x->node, tv);
+    bool ok = false;
+    if (c && !c->err) {
+        redisSetTimeout(c, tv);
+        redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+        if (r && r->type == REDIS_REPLY_ARRAY) {
+            int seen[8] = {0}, n = 0;
+            long long slots = 0;
+            bool absent = true;
+            for (size_t k = 0; k < r->elements; k++) {
+                redisReply *e = r->element[k];
+                slots += e->element[1]->integer - e->element[0]->integer + 1;
+                for (size_t o = 2; o < e->elements; o++)
+                    if (e->element[o]->element[1]->integer == x->absent_port) absent = false;
+                int port = (int)e->element[2]->element[1]->integer, d = port - resp_base;
+                if (d >= 0 && d < 8 && !seen[d]) {
+                    seen[d] = 1;
+                    n++;
+                }
+            }
+            ok = slots == 16384 && n == x->want_primaries && absent;
+        }
+        if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ok;
+}
+
+START_TEST(topology_change)
+{
+    it_begin("resp_topology");
+    const char *extra[] = {"--cache", "default:backups=1,sync=full_sync", NULL};
+    start_grid(2, 3, extra);
+    /* Slots first: a key written before the second node is in would keep
+     * every partition on the first (see the join below). */
+    ports_ctx two = {0, 2, 0};
+    ck_assert_msg(it_wait_for(slots_follow, &two, 30000), "CLUSTER SLOTS never showed 2 primaries");
+    wait_serving(0);
+    wait_serving(1);
+    /* A node joins: the slots spread over three primaries.  (The keys are
+     * written after the join: moving stored partitions to a joiner is the
+     * rebalance module's work; CLUSTER SLOTS follows whatever it serves.) */
+    ck_assert_int_eq(run("redis-cli -p %d DEL __ready", resp_base), 0);
+    start_node(2, extra);
+    for (int n = 0; n < 3; n++) {
+        ports_ctx three = {n, 3, 0};
+        ck_assert_msg(it_wait_for(slots_follow, &three, 60000), "node %d: CLUSTER SLOTS never showed 3 primaries", n);
+    }
+    ck_assert_msg(slots_agree(0), "after the join CLUSTER SLOTS disagrees with lattice partitions");
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(run("redis-cli -c -p %d SET tk%d tv%d", resp_base + i % 3, i, i), 0);
+        ck_assert_str_eq(out_buf, "OK\n");
+    }
+    for (int i = 0; i < 100; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "tv%d\n", i);
+        ck_assert_int_eq(run("redis-cli -c -p %d GET tk%d", resp_base + 2, i), 0);
+        ck_assert_str_eq(out_buf, want);
+    }
+    /* One dies (kill -9): its slots move to the survivors, no key is lost. */
+    it_signal(srv[1], SIGKILL);
+    for (int n = 0; n < 3; n += 2) {
+        ports_ctx after = {n, 2, resp_base + 1};
+        ck_assert_msg(it_wait_for(slots_follow, &after, 60000), "node %d: CLUSTER SLOTS still names the dead node", n);
+    }
+    for (int i = 0; i < 100; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "tv%d\n", i);
+        ck_assert_int_eq(run("redis-cli -c -p %d GET tk%d", resp_base + (i % 2 ? 0 : 2), i), 0);
+        ck_assert_str_eq(out_buf, want);
+    }
+    it_end();
+}
+END_TEST
+
+START_TEST(auth_enforced)
+{
+    it_begin("resp_auth");
+    const char *extra[] = {"--requirepass", "s3cret", NULL};
+    start_grid(1, 1, extra);
+    struct timeval tv = {5, 0};
+    redisContext *c = NULL;
+    for (int t = 0; t < 100; t++) {
+        c = redisConnectWithTimeout("127.0.0.1", resp_base, tv);
+        if (c && !c->err) break;
+        if (c) redisFree(c);
+        c = NULL;
+        usleep(100 * 1000);
+    }
+    ck_assert_ptr_nonnull(c);
+    expect_err(c, "NOAUTH Authentication required.", "GET a");
+    expect_err(c, "NOAUTH Authentication required.", "PING");
+    expect_err(c, "NOAUTH Authentication required.", "CLUSTER SLOTS");
+    expect_err(c, "NOAUTH HELLO must be called with the client already authenticated", "HELLO 2");
+    expect_err(c, "WRONGPASS invalid username-password pair or user is disabled.", "AUTH nope");
+    expect_err(c, "WRONGPASS", "AUTH other s3cret");
+    expect_err(c, "WRONGPASS", "HELLO 2 AUTH default nope");
+    expect_status(c, "OK", "AUTH s3cret");
+    expect_status(c, "PONG", "PING");
+    expect_status(c, "OK", "SET a 1");
+    expect_str(c, "1", "GET a");
+    redisFree(c);
+    c = conn_to(0);
+    redisReply *r = cmd(c, "HELLO 2 AUTH default s3cret");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    expect_str(c, "1", "GET a");
+    redisFree(c);
+    c = conn_to(0);
+    expect_status(c, "OK", "AUTH default s3cret");
+    expect_str(c, "1", "GET a");
+    redisFree(c);
+    c = conn_to(0);
+    expect_status(c, "OK", "QUIT"); /* allowed before AUTH */
+    redisFree(c);
+    /* Pre-AUTH limits (Redis 7.2): a huge unauthenticated multibulk is refused. */
+    int s = raw_connect(0);
+    raw_send(s, "*20\r\n");
+    ck_assert(raw_wait_contains(s, "-ERR Protocol error: unauthenticated multibulk length\r\n"));
+    ck_assert(raw_wait_closed(s));
+    close(s);
+    ck_assert_int_eq(run("redis-cli -p %d -a s3cret --no-auth-warning GET a", resp_base), 0);
+    ck_assert_str_eq(out_buf, "1\n");
+    ck_assert_int_eq(run("redis-cli -p %d GET a", resp_base), 0);
+    ck_assert_msg(strstr(out_buf, "NOAUTH"), "redis-cli without -a: %s", out_buf);
+    it_end();
+}
+END_TEST
+
+START_TEST(malformed_closes_only_offender)
+{
+    it_begin("resp_malformed");
+    start_grid(1, 1, NULL);
+    wait_serving(0);
+    redisContext *good = conn_to(0);
+    expect_status(good, "OK", "SET g 1");
+    static char big_inline[70 * 1024];
+    memset(big_inline, 'a', sizeof big_inline);
+    static const struct {
+        const char *in;
+        const char *reply;
+    } bad[] = {
+        {"*1\r\n$abc\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
+        {"*3\r\n$3\r\nSET\r\n:1\r\n", "-ERR Protocol error: expected '$', got ':'\r\n"},
+        {"*99999999999\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
+        {"*1\r\n$999999999999\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
+        {"SET \"a b\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n"},
+        {"*2\r\n$3\r\nGET\r\n$-5\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int s = raw_connect(0);
+        raw_send(s, "PING\r\n");
+        ck_assert(raw_wait_contains(s, "+PONG\r\n"));
+        raw_send(s, bad[i].in);
+        ck_assert_msg(raw_wait_contains(s, bad[i].reply), "input %zu: want %s, got %s", i, bad[i].reply, raw_buf);
+        ck_assert_msg(raw_wait_closed(s), "input %zu: the connection stays open", i);
+        close(s);
+        expect_str(good, "1", "GET g"); /* everyone else is served */
+    }
+    int s = raw_connect(0);
+    raw_send_n(s, big_inline, sizeof big_inline);
+    ck_assert_msg(raw_wait_contains(s, "-ERR Protocol error: too big inline request\r\n"), "big inline: %s", raw_buf);
+    ck_assert(raw_wait_closed(s));
+    close(s);
+    /* A client that vanishes mid-command, and one that sends half a pipeline. */
+    s = raw_connect(0);
+    raw_send(s, "*3\r\n$3\r\nSET\r\n$1\r\nh\r\n$10\r\nabc");
+    close(s);
+    s = raw_connect(0);
+    raw_send(s, "SET p1 1\r\nGET p1\r\nINCR p1\r\nGET p");
+    ck_assert(raw_wait_contains(s, "+OK\r\n$1\r\n1\r\n:2\r\n"));
+    raw_send(s, "1\r\n");
+    ck_assert(raw_wait_contains(s, "$1\r\n2\r\n"));
+    /* Regression: an error reply kept in order, then a command answered at
+     * once, in one read - the second used to wait for a read that never came. */
+    raw_send(s, "GET\r\nINCRBY p1 x\r\nPING\r\nGET p1\r\nECHO e\r\n");
+    ck_assert_msg(raw_wait_contains(s, "-ERR wrong number of arguments for 'get' command\r\n"
+                                       "-ERR value is not an integer or out of range\r\n+PONG\r\n$1\r\n2\r\n$1\r\ne\r\n"),
+                  "mixed pipeline: %s", raw_buf);
+    close(s);
+    expect_str(good, "1", "GET g");
+    expect_status(good, "PONG", "PING");
+    redisFree(good);
+    it_end();
+}
+END_TEST
+
+START_TEST(thousand_connections)
+{
+    it_begin("resp_conns");
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    ck_assert_msg(rl.rlim_cur >= 1100, "need 1100 descriptors, the hard limit is %llu", (unsigned long long)rl.rlim_max);
+    /* Two IO threads per node: connections spread over both sockets. */
+    const char *extra[] = {"--cache", "default:backups=1", "--resp-io-threads", "2", NULL};
+    start_grid(3, 3, extra);
+    for (int i = 0; i < 3; i++) wait_serving(i);
+    enum { N = 1000 };
+    static redisContext *cs[N];
+    for (int i = 0; i < N; i++) cs[i] = conn_to(i % 3);
+    /* All open at once: each pipelines a few commands, then all read. */
+    for (int i = 0; i < N; i++) {
+        redisAppendCommand(cs[i], "SET conn%d %d", i, i);
+        redisAppendCommand(cs[i], "INCR conn%d", i);
+        redisAppendCommand(cs[i], "GET conn%d", (i + 1) % N);
+        redisAppendCommand(cs[i], "PING");
+        ck_assert_int_eq(redisBufferWrite(cs[i], &(int){0}), REDIS_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        redisReply *r;
+        ck_assert_int_eq(redisGetReply(cs[i], (void **)&r), REDIS_OK);
+        ck_assert_str_eq(r->str, "OK");
+        freeReplyObject(r);
+        ck_assert_int_eq(redisGetReply(cs[i], (void **)&r), REDIS_OK);
+        ck_assert_int_eq(r->integer, i + 1);
+        freeReplyObject(r);
+        ck_assert_int_eq(redisGetReply(cs[i], (void **)&r), REDIS_OK);
+        ck_assert(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL);
+        freeReplyObject(r);
+        ck_assert_int_eq(redisGetReply(cs[i], (void **)&r), REDIS_OK);
+        ck_assert_str_eq(r->str, "PONG");
+        freeReplyObject(r);
+    }
+    redisReply *r = cmd(cs[0], "INFO clients");
+    long clients = 0;
+    const char *p = strstr(r->str, "connected_clients:");
+    ck_assert_ptr_nonnull(p);
+    clients = atol(p + 18);
+    ck_assert_msg(clients >= N / 3, "node 0 sees %ld clients", clients);
+    freeReplyObject(r);
+    for (int i = 0; i < N; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "%d", i + 1);
+        if (i % 50 == 0) expect_str(cs[(i + 7) % N], want, "GET conn%d", i);
+    }
+    for (int i = 0; i < N; i++) redisFree(cs[i]);
+    it_end();
+}
+END_TEST
+
+START_TEST(max_clients_and_idle_timeout)
+{
+    it_begin("resp_limits");
+    const char *extra[] = {"--resp-max-clients", "4", "--resp-timeout", "1", "--resp-output-limit", "4096", NULL};
+    start_grid(1, 1, extra);
+    wait_serving(0);
+    redisContext *cs[4];
+    for (int i = 0; i < 4; i++) {
+        cs[i] = conn_to(0);
+        expect_status(cs[i], "PONG", "PING");
+    }
+    int s = raw_connect(0);
+    ck_assert_msg(raw_wait_contains(s, "-ERR max number of clients reached\r\n"), "5th client: %s", raw_buf);
+    ck_assert(raw_wait_closed(s));
+    close(s);
+    for (int i = 0; i < 4; i++) redisFree(cs[i]);
+    /* Idle clients are closed after --resp-timeout; busy ones are not. */
+    s = raw_connect(0);
+    raw_send(s, "PING\r\n");
+    ck_assert(raw_wait_contains(s, "+PONG\r\n"));
+    ck_assert_msg(raw_wait_closed(s), "an idle client stays open past --resp-timeout");
+    close(s);
+    /* A reply above --resp-output-limit closes that client only. */
+    redisContext *c = conn_to(0);
+    static char big[8000];
+    memset(big, 'b', sizeof big - 1);
+    expect_status(c, "OK", "SET big %s", big);
+    expect_int(c, (long long)strlen(big), "STRLEN big");
+    s = raw_connect(0);
+    raw_send(s, "GET big\r\n");
+    ck_assert_msg(raw_wait_closed(s), "a reply over the output limit must close the client");
+    ck_assert_msg(!strstr(raw_buf, "bbbb"), "no part of the oversized reply may be sent");
+    close(s);
+    expect_status(c, "PONG", "PING");
+    redisFree(c);
+    it_end();
+}
+END_TEST
+
+typedef struct lost_ctx {
+    const char *key;
+} lost_ctx;
+
+static bool key_lost(void *p)
+{
+    lost_ctx *x = p;
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base, tv);
+    bool ok = false;
+    if (c && !c->err) {
+        redisSetTimeout(c, tv);
+        redisReply *r = redisCommand(c, "GET %s", x->key);
+        ok = r && r->type == REDIS_REPLY_ERROR && !strcmp(r->str, "CLUSTERDOWN Hash slot not served");
+        if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ok;
+}
+
+START_TEST(lost_partition_is_clusterdown)
+{
+    it_begin("resp_lost");
+    const char *extra[] = {"--cache", "default:backups=0", NULL};
+    start_grid(2, 2, extra);
+    wait_spread(2);
+    ck_assert_int_eq(slots_ports(0, slot_p, slot_n), 16384);
+    /* One key on each node, by CLUSTER KEYSLOT and CLUSTER SLOTS. */
+    char on[2][32] = {"", ""};
+    redisContext *c = conn_to(0);
+    for (int i = 0; i < 1000 && (!on[0][0] || !on[1][0]); i++) {
+        char k[32];
+        snprintf(k, sizeof k, "lost%d", i);
+        redisReply *r = cmd(c, "CLUSTER KEYSLOT %s", k);
+        int owner = slot_p[r->integer][0] - resp_base;
+        freeReplyObject(r);
+        if (owner >= 0 && owner < 2 && !on[owner][0]) snprintf(on[owner], sizeof on[owner], "%s", k);
+    }
+    ck_assert(on[0][0] && on[1][0]);
+    expect_status(c, "OK", "SET %s a", on[0]);
+    expect_status(c, "OK", "SET %s b", on[1]);
+    redisFree(c);
+    it_signal(srv[1], SIGKILL);
+    lost_ctx x = {on[1]};
+    ck_assert_msg(it_wait_for(key_lost, &x, 30000), "a key of the killed node (backups=0) never got CLUSTERDOWN");
+    c = conn_to(0);
+    expect_str(c, "a", "GET %s", on[0]); /* the survivor's partitions still serve */
+    redisReply *r = cmd(c, "CLUSTER INFO");
+    ck_assert_msg(strstr(r->str, "cluster_state:fail"), "CLUSTER INFO after a loss: %s", r->str);
+    freeReplyObject(r);
+    redisFree(c);
+    it_end();
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        const TTest *const *t;
+    } tests[] = {
+        {"commands_three_nodes", &commands_three_nodes},
+        {"cluster_slots_match_partitions", &cluster_slots_match_partitions},
+        {"redis_cli_and_benchmark", &redis_cli_and_benchmark},
+        {"topology_change", &topology_change},
+        {"auth_enforced", &auth_enforced},
+        {"malformed_closes_only_offender", &malformed_closes_only_offender},
+        {"thousand_connections", &thousand_connections},
+        {"max_clients_and_idle_timeout", &max_clients_and_idle_timeout},
+        {"lost_partition_is_clusterdown", &lost_partition_is_clusterdown},
+    };
+    Suite *s = suite_create("resp");
+    TCase *tc = tcase_create("grid");
+    tcase_set_timeout(tc, 240);
+    /* it_resp [TEST...] runs only the named tests. */
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        bool want = argc < 2;
+        for (int a = 1; a < argc; a++) want |= !strcmp(argv[a], tests[i].name);
+        if (want) tcase_add_test(tc, *tests[i].t);
+    }
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
