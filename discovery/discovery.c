@@ -78,7 +78,7 @@
 /* The cluster's failure detection timeout: the coordinator's setting, carried
  * in the topology, so a CLI client started with the default 10 s still
  * heartbeats as often as a grid run at 1 s expects. */
-static int cfd(const lattice_discovery *d)
+int ld_cfd(const lattice_discovery *d)
 {
     return d->cur && d->cur->fd_ms >= 100 ? (int)d->cur->fd_ms : d->fd_ms;
 }
@@ -229,7 +229,7 @@ static void fire_events(lattice_discovery *d, const lattice_topology *old, const
 }
 
 /* e to every member of t but us (or only to `only_addr`), encoded once. */
-static void send_members(lattice_discovery *d, const lattice_topology *t, const char *only_addr,
+void ld_send_members(lattice_discovery *d, const lattice_topology *t, const char *only_addr,
                          const Latdisc__Envelope *e)
 {
     const char *addrs[MAX_PEERS];
@@ -268,7 +268,7 @@ static void send_heartbeat(lattice_discovery *d, const char *only_addr)
     hb.stats = &st;
     e.body_case = LATDISC__ENVELOPE__BODY_HEARTBEAT;
     e.heartbeat = &hb;
-    send_members(d, t, only_addr, &e);
+    ld_send_members(d, t, only_addr, &e);
 }
 
 /* Send t (with its changes) to every member, or only to `only_addr`. */
@@ -283,7 +283,7 @@ static void send_topology(lattice_discovery *d, const lattice_topology *t, Latdi
     ld_env_init(d, &e);
     e.body_case = LATDISC__ENVELOPE__BODY_TOPOLOGY;
     e.topology = &p;
-    send_members(d, t, only_addr, &e);
+    ld_send_members(d, t, only_addr, &e);
     p.changes = NULL;
     p.n_changes = 0;
     topo_proto_release(&p);
@@ -320,7 +320,7 @@ static void adopt(lattice_discovery *d, lattice_topology *t, Latdisc__Change *co
     topo_put(old);
 }
 
-static void begin_join(lattice_discovery *d, const char *why)
+void ld_begin_join(lattice_discovery *d, const char *why)
 {
     if (why) {
         /* A rejoin is a new node: a new id, so nobody confuses us with the
@@ -387,15 +387,22 @@ static void on_topology(lattice_discovery *d, const Latdisc__Envelope *e)
     for (size_t i = 0; i < p->n_members; i++) contains_me |= strcmp(p->members[i]->id, d->id) == 0;
     const lattice_topology *cur = d->cur;
     if (d->state == ST_JOINED || d->state == ST_LEAVING) {
+        /* A coordinator outside our view is another grid (a partition that
+         * healed, or a stale frame TCP delivered late): only a newer view
+         * that lists us may come from there (we missed its coordinator's
+         * join); telling grids apart is the Hellos' job, not this one's. */
+        bool in_view = lattice_topology_find(cur, p->coordinator) != NULL;
         bool newer = p->major > cur->major || (p->major == cur->major && p->minor > cur->minor);
-        bool takeover = p->major == cur->major && p->minor == cur->minor && strcmp(p->coordinator, cur->coordinator) != 0;
+        bool takeover = in_view && p->major == cur->major && p->minor == cur->minor &&
+                        strcmp(p->coordinator, cur->coordinator) != 0;
         if (!newer && !takeover) return;
+        if (!contains_me && !in_view) return;
         if (!contains_me) {
             if (d->state == ST_LEAVING) {
                 d->state = ST_STOPPED; /* our leave was announced */
                 return;
             }
-            begin_join(d, "a newer topology no longer lists this node");
+            ld_begin_join(d, "a newer topology no longer lists this node");
             return;
         }
     } else if (d->state != ST_JOINING || !contains_me) {
@@ -417,7 +424,7 @@ static const lattice_member *effective_coordinator(lattice_discovery *d, int64_t
         if (m->role != LATTICE_ROLE_SERVER) continue;
         if (strcmp(m->id, d->id) == 0) return d->state == ST_LEAVING ? NULL : m;
         peer *p = find_peer(d, m->id);
-        if (p && !p->leaving && now - p->last_heard_ms <= cfd(d)) return m;
+        if (p && !p->leaving && now - p->last_heard_ms <= ld_cfd(d)) return m;
     }
     return NULL;
 }
@@ -455,7 +462,7 @@ static void coordinate(lattice_discovery *d, int64_t now)
             continue;
         }
         peer *p = find_peer(d, m->id);
-        bool silent = !p || now - p->last_heard_ms > cfd(d);
+        bool silent = !p || now - p->last_heard_ms > ld_cfd(d);
         bool replaced = false; /* same host:port rejoined: the old process is gone */
         for (size_t k = 0; k < d->n_pending; k++)
             replaced |= strcmp(d->pending[k].consistent_id, m->consistent_id) == 0;
@@ -581,15 +588,22 @@ static void on_heartbeat(lattice_discovery *d, const Latdisc__Envelope *e, const
         return;
     }
     const Latdisc__Heartbeat *h = e->heartbeat;
+    bool first = false;
     pthread_mutex_lock(&d->stats_lock);
     peer *p = find_peer(d, e->sender);
     if (p && h->stats) {
         const Latdisc__Stats *s = h->stats;
+        first = !p->have_stats;
         p->have_stats = true;
         p->stats = (lattice_node_stats){s->cpu_load, s->rss_bytes, s->uptime_ms, s->frames_in, s->malformed,
                                         s->oversized, s->auth_failed, s->refused, s->handshake_failed};
     }
     pthread_mutex_unlock(&d->stats_lock);
+    /* Our own first heartbeat to a new member can overtake the topology
+     * that admits it (another connection) and be dropped there; answering
+     * its first heartbeat guarantees it hears from us now, not a period
+     * later (lattice top waits for everyone's stats). */
+    if (first) send_heartbeat(d, lattice_topology_find(t, e->sender)->addr);
     bool behind = h->major < t->major || (h->major == t->major && h->minor < t->minor);
     if (behind && strcmp(t->coordinator, d->id) == 0) {
         const lattice_member *m = lattice_topology_find(t, e->sender);
@@ -605,14 +619,14 @@ static void on_refusal(lattice_discovery *d, const Latdisc__Envelope *e, bool au
          * in a queue must not make this one rejoin. */
         if (!authenticated || strcmp(r->about_id, d->id) != 0) return;
         if (d->state == ST_JOINED) {
-            begin_join(d, "a peer reports this node was removed");
+            ld_begin_join(d, "a peer reports this node was removed");
         } else if (d->state == ST_JOINING) {
             /* Admitted, never heard from, removed: the grid cannot reach the
              * address we advertise. */
             if (gate(d, 9))
                 LT_LOG(LT_ERROR, MOD, "the grid admitted this node but could not reach it at %s and removed it; "
                        "check --host and firewalls", d->my_addr);
-            begin_join(d, "this node was removed before it could take part");
+            ld_begin_join(d, "this node was removed before it could take part");
         }
         return;
     }
@@ -696,6 +710,8 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
     case LATDISC__ENVELOPE__BODY_TOPOLOGY: on_topology(d, e); break;
     case LATDISC__ENVELOPE__BODY_HEARTBEAT: on_heartbeat(d, e, route); break;
     case LATDISC__ENVELOPE__BODY_LEAVE: on_leave(d, e); break;
+    case LATDISC__ENVELOPE__BODY_HELLO: ld_on_hello(d, e, route); break;
+    case LATDISC__ENVELOPE__BODY_DISSOLVE: ld_on_dissolve(d, e); break;
     default: cnt(&d->c_malformed); break; /* probes belong on UDP */
     }
 }
@@ -814,6 +830,8 @@ void ld_handle_datagram(lattice_discovery *d, const struct sockaddr_in *from, co
     } else if (e->body_case == LATDISC__ENVELOPE__BODY_PROBE_ANSWER && d->state == ST_JOINING) {
         if (ld_ensure_conn(d, e->probe_answer->addr, true))
             LT_LOG(LT_DEBUG, MOD, "multicast: %.100s answered", e->probe_answer->addr);
+    } else if (e->body_case == LATDISC__ENVELOPE__BODY_PROBE_ANSWER && d->state == ST_JOINED) {
+        ld_note_candidate(d, e->probe_answer->addr);
     }
     wire_free(e);
 }
@@ -839,15 +857,7 @@ static void send_joins(lattice_discovery *d, int64_t now)
     member_proto_release(&pm);
     if (d->mcast && d->mc_send_fd >= 0 && now - d->last_probe_ms >= d->m_wait_ms) {
         d->last_probe_ms = now;
-        Latdisc__Envelope pe;
-        Latdisc__Probe pr;
-        ld_env_init(d, &pe);
-        latdisc__probe__init(&pr);
-        pe.body_case = LATDISC__ENVELOPE__BODY_PROBE;
-        pe.probe = &pr;
-        struct sockaddr_in g = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d->mport)};
-        inet_pton(AF_INET, d->mgroup, &g.sin_addr);
-        ld_send_datagram(d, d->mc_send_fd, &g, &pe, false);
+        ld_send_probe(d);
     }
 }
 
@@ -877,7 +887,7 @@ static void maybe_seed(lattice_discovery *d, int64_t now)
 
 static void joined_tick(lattice_discovery *d, int64_t now)
 {
-    if (now - d->last_hb_ms >= cfd(d) / 5) {
+    if (now - d->last_hb_ms >= ld_cfd(d) / 5) {
         d->last_hb_ms = now;
         send_heartbeat(d, NULL);
     }
@@ -889,13 +899,16 @@ static void joined_tick(lattice_discovery *d, int64_t now)
         for (size_t i = 0; i < t->n && !any; i++) {
             const lattice_member *m = &t->members[i];
             peer *p = m->role == LATTICE_ROLE_SERVER ? find_peer(d, m->id) : NULL;
-            any = p && now - p->last_heard_ms <= cfd(d);
+            any = p && now - p->last_heard_ms <= ld_cfd(d);
         }
-        if (!any) begin_join(d, "no server of the topology answered within failure_detection_ms");
+        if (!any) ld_begin_join(d, "no server of the topology answered within failure_detection_ms");
         return;
     }
     const lattice_member *c = effective_coordinator(d, now);
-    if (c && strcmp(c->id, d->id) == 0) coordinate(d, now);
+    if (c && strcmp(c->id, d->id) == 0) {
+        coordinate(d, now);
+        if (d->state == ST_JOINED) ld_send_hellos(d, now);
+    }
 }
 
 /* ------------------------------------------------------------ the thread */
@@ -957,7 +970,7 @@ static void leave_grid(lattice_discovery *d)
  * second.  Frames wake the poll at once whatever the tick. */
 static int tick_ms(const lattice_discovery *d)
 {
-    int t = cfd(d) / 50;
+    int t = ld_cfd(d) / 50;
     return t < 10 ? 10 : t > LOOP_TICK_MS * 5 ? LOOP_TICK_MS * 5 : t;
 }
 
@@ -965,7 +978,7 @@ void *ld_thread_main(void *arg)
 {
     lattice_discovery *d = arg;
     rcu_register_thread();
-    begin_join(d, NULL);
+    ld_begin_join(d, NULL);
     d->last_loop_ms = mono_ms();
     zmq_pollitem_t it[MAX_CONNS + 8];
     while (!atomic_load(&d->stop_req)) {
@@ -974,11 +987,11 @@ void *ld_thread_main(void *arg)
         int64_t now = mono_ms();
         int64_t gap = now - d->last_loop_ms;
         d->last_loop_ms = now;
-        if (d->state == ST_JOINED && gap > cfd(d)) {
+        if (d->state == ST_JOINED && gap > ld_cfd(d)) {
             char why[160];
-            snprintf(why, sizeof why, "this node was stalled for %lld ms (failure detection %d ms)", (long long)gap, cfd(d));
+            snprintf(why, sizeof why, "this node was stalled for %lld ms (failure detection %d ms)", (long long)gap, ld_cfd(d));
             /* Messages queued while stalled belong to the old view. */
-            begin_join(d, why);
+            ld_begin_join(d, why);
             drain_all(d);
             continue;
         }

@@ -78,6 +78,11 @@ extern ProtobufCAllocator wire_allocator;
 /* Derive the HMAC key from secret file contents. */
 void wire_derive_key(const uint8_t *secret, size_t len, uint8_t key[WIRE_KEY_BYTES]);
 
+/* ---- merging (merge.c) ---- */
+/* Does our grid (my_servers, coordinator host:port) dissolve into theirs?
+ * Fewer servers yields; a tie: the larger coordinator host:port yields. */
+bool merge_yields(size_t my_servers, const char *my_coord_cid, size_t their_servers, const char *their_coord_cid);
+
 /* ---- process stats ---- */
 typedef struct proc_sampler {
     double last_cpu_s, last_wall_s;

@@ -83,6 +83,9 @@ struct lattice_discovery {
     uint64_t join_time_ms, start_wall_ms;
     int64_t join_started_ms, last_join_send_ms, last_hb_ms, last_loop_ms, last_probe_ms;
     int64_t saw_cluster_ms, leave_started_ms;
+    int64_t last_hello_ms;   /* coordinator: last Hello round to non-members */
+    char cands[16][128];     /* multicast answers from nodes outside our topology */
+    size_t n_cands;
     joiner_seen joiners[MAX_JOINERS];
     size_t n_joiners;
     lattice_member pending[MAX_PENDING];
@@ -188,6 +191,8 @@ void ld_drain_udp(lattice_discovery *d, int fd);
 #define LD_DATAGRAM_MAX 2048
 void ld_send_datagram(lattice_discovery *d, int fd, const struct sockaddr_in *to, const Latdisc__Envelope *e,
                       bool unauthenticated);
+/* Ask the multicast group who is there (servers answer with their address). */
+void ld_send_probe(lattice_discovery *d);
 lattice_status ld_open_sockets(lattice_discovery *d);
 void ld_close_sockets(lattice_discovery *d);
 
@@ -199,5 +204,18 @@ void ld_handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uint8_t
 void ld_handle_datagram(lattice_discovery *d, const struct sockaddr_in *from, const uint8_t *buf, size_t len,
                         const uint8_t *mac);
 void *ld_thread_main(void *arg);
+/* The cluster's failure detection timeout (the coordinator's, from the topology). */
+int ld_cfd(const lattice_discovery *d);
+/* Drop the current view and join again (why != NULL: as a new node, logged). */
+void ld_begin_join(lattice_discovery *d, const char *why);
+/* e to every member of t but us (or only to only_addr), encoded once. */
+void ld_send_members(lattice_discovery *d, const lattice_topology *t, const char *only_addr,
+                     const Latdisc__Envelope *e);
+
+/* ---- merge.c: grids that formed apart ---- */
+void ld_note_candidate(lattice_discovery *d, const char *addr);
+void ld_send_hellos(lattice_discovery *d, int64_t now);
+void ld_on_hello(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route);
+void ld_on_dissolve(lattice_discovery *d, const Latdisc__Envelope *e);
 
 #endif

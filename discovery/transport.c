@@ -204,6 +204,19 @@ void ld_drain_monitor(lattice_discovery *d)
 /* Datagram layout: one flag byte (1 = no MAC, 2 = MAC follows), the
  * envelope bytes, then the 32-byte MAC when flagged.  With `unauthenticated`
  * no MAC is added (refusals). */
+void ld_send_probe(lattice_discovery *d)
+{
+    Latdisc__Envelope pe;
+    Latdisc__Probe pr;
+    ld_env_init(d, &pe);
+    latdisc__probe__init(&pr);
+    pe.body_case = LATDISC__ENVELOPE__BODY_PROBE;
+    pe.probe = &pr;
+    struct sockaddr_in g = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d->mport)};
+    inet_pton(AF_INET, d->mgroup, &g.sin_addr);
+    ld_send_datagram(d, d->mc_send_fd, &g, &pe, false);
+}
+
 void ld_send_datagram(lattice_discovery *d, int fd, const struct sockaddr_in *to, const Latdisc__Envelope *e,
                       bool unauthenticated)
 {

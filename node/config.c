@@ -85,7 +85,7 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
     if (!strcmp(k, "cluster")) STR(c->cluster);
     else if (!strcmp(k, "host")) STR(c->host);
     else if (!strcmp(k, "secret-file")) STR(c->secret_file);
-    else if (!strcmp(k, "port")) { if (!parse_int(v, 1, 65535, &c->port)) BAD("--port wants 1..65535, not '%s'", v ? v : ""); }
+    else if (!strcmp(k, "port")) { if (!parse_int(v, 0, 65535, &c->port)) BAD("--port wants 0 (any free port) or 1..65535, not '%s'", v ? v : ""); }
     else if (!strcmp(k, "port-range")) { if (!parse_int(v, 1, 10000, &c->port_range)) BAD("--port-range wants 1..10000, not '%s'", v ? v : ""); }
     else if (!strcmp(k, "failure-detection-ms")) { if (!parse_int(v, 100, 3600000, &c->failure_detection_ms)) BAD("--failure-detection-ms wants 100..3600000, not '%s'", v ? v : ""); }
     else if (!strcmp(k, "max-message-bytes")) { if (!parse_int(v, 1024, 256 << 20, &c->max_message_bytes)) BAD("--max-message-bytes wants 1024..268435456, not '%s'", v ? v : ""); }
@@ -188,7 +188,7 @@ static void usage(FILE *f)
           "  --config FILE             read key = value lines (same keys as the flags)\n"
           "  --cluster NAME            cluster name (default lattice); other names are refused\n"
           "  --host ADDR               IPv4 address to bind and advertise (default 127.0.0.1)\n"
-          "  --port N                  peer port (default 47500)\n"
+          "  --port N                  peer port (default 47500; 0 = any free port, handy for --client)\n"
           "  --port-range K            when the port is taken try the next, up to K ports (default 100)\n"
           "  --ip-finder SPEC          repeatable: HOST[:PORT[..PORT]][,...] (Ignite format; no port =\n"
           "                            47500..47509) or multicast://GROUP[:PORT] (228.1.2.4:47400)\n"

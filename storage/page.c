@@ -174,11 +174,12 @@ uint16_t page_place(struct page_hdr *h, uint32_t page_size, uint32_t len, int sl
     return (uint16_t)slot;
 }
 
-uint32_t page_remove(struct page_hdr *h, uint32_t page_size, uint16_t item, int keep_slot)
+uint32_t page_remove(struct page_hdr *h, uint32_t page_size, uint16_t item, int keep_slot,
+                     uint32_t len)
 {
     uint16_t *it = page_items(h);
     uint32_t off = it[item];
-    uint32_t len = row_len_trusted((uint8_t *)h, page_size, off);
+    if (!len) len = row_len_trusted((uint8_t *)h, page_size, off);
     it[item] = 0;
     h->live--;
     h->free += (uint16_t)len;

@@ -221,9 +221,11 @@ int page_fits(const struct page_hdr *h, uint32_t len);
 /* Places len bytes in the page (compacting when needed) and returns the item
  * id; the caller fills the bytes at page + items[id].  Inside a write section. */
 uint16_t page_place(struct page_hdr *h, uint32_t page_size, uint32_t len, int slot);
-/* Removes the row of item id; returns its length.  keep_slot leaves the
- * (now free) slot in the table for page_place to refill.  Inside a write section. */
-uint32_t page_remove(struct page_hdr *h, uint32_t page_size, uint16_t item, int keep_slot);
+/* Removes the row of item id (len bytes, or 0 to parse it); returns its
+ * length.  keep_slot leaves the (now free) slot in the table for page_place
+ * to refill.  Inside a write section. */
+uint32_t page_remove(struct page_hdr *h, uint32_t page_size, uint16_t item, int keep_slot,
+                     uint32_t len);
 void page_compact(struct page_hdr *h, uint32_t page_size);
 
 /* ---- region.c ---- */

@@ -74,6 +74,7 @@ struct part {
     uint64_t count;       /* atomic; changed under lock */
     uint64_t expiring;    /* atomic; entries with an expire time */
     uint64_t buckets;     /* atomic read; the table's size, changed under lock */
+    uint64_t min_expire;  /* atomic read; no entry expires before this (lock) */
     struct inode *free;   /* lock */
     struct slab *slabs;   /* lock */
     size_t slab_next;     /* lock */
@@ -344,6 +345,12 @@ static int refused(const struct found *f, const lattice_store_entry *e, unsigned
     return LATTICE_OK;
 }
 
+/* Lets the sweep skip partitions where nothing can have expired yet. */
+static void note_expiry(struct part *p, uint64_t expire_ms)
+{
+    if (expire_ms < p->min_expire) __atomic_store_n(&p->min_expire, expire_ms, __ATOMIC_RELAXED);
+}
+
 static int update_locked(lattice_store *s, struct part *p, struct found *f,
                          const lattice_store_entry *e)
 {
@@ -355,6 +362,7 @@ static int update_locked(lattice_store *s, struct part *p, struct found *f,
     if (!f->live) __atomic_add_fetch(&s->expirations, 1, __ATOMIC_RELAXED);
     int64_t d = (e->expire_ms != 0) - (f->m.q.expire != 0);
     if (d) __atomic_add_fetch(&p->expiring, (uint64_t)d, __ATOMIC_RELAXED);
+    if (e->expire_ms) note_expiry(p, e->expire_ms);
     return LATTICE_OK;
 }
 
@@ -366,7 +374,10 @@ static void publish(struct part *p, struct inode *in, uint64_t link, unsigned lo
     cds_lfht_add(p->ht, hash, &in->lfn);
     rcu_read_unlock();
     __atomic_add_fetch(&p->count, 1, __ATOMIC_RELAXED);
-    if (e->expire_ms) __atomic_add_fetch(&p->expiring, 1, __ATOMIC_RELAXED);
+    if (e->expire_ms) {
+        __atomic_add_fetch(&p->expiring, 1, __ATOMIC_RELAXED);
+        note_expiry(p, e->expire_ms);
+    }
     maybe_grow(p->s, p);
 }
 
@@ -608,20 +619,33 @@ int lattice_store_get_all(lattice_store *s, const lattice_store_entry *keys, siz
                           lattice_store_visit_fn fn, void *arg)
 {
     if ((n && !keys) || !fn) return LATTICE_ERR_INVAL;
+    size_t cap = 256;
+    uint8_t *buf = lt_malloc(cap); /* one buffer for the whole call, grown as needed */
+    if (!buf) return LATTICE_ERR_NOMEM;
+    int st = LATTICE_OK;
     for (size_t i = 0; i < n; i++) {
-        void *v;
         lattice_store_meta mm;
-        int st = lattice_store_get_copy(s, keys[i].partition, keys[i].key, keys[i].key_len,
-                                        &v, &mm);
-        if (st == LATTICE_ERR_NOT_FOUND) continue;
-        if (st != LATTICE_OK) return st;
+        while ((st = lattice_store_get(s, keys[i].partition, keys[i].key, keys[i].key_len, buf,
+                                       cap, &mm)) == LATTICE_ERR_TOO_LARGE) {
+            uint8_t *nb = lt_realloc(buf, mm.value_len);
+            if (!nb) {
+                lt_free(buf);
+                return LATTICE_ERR_NOMEM;
+            }
+            buf = nb;
+            cap = mm.value_len;
+        }
+        if (st == LATTICE_ERR_NOT_FOUND) {
+            st = LATTICE_OK;
+            continue;
+        }
+        if (st != LATTICE_OK) break;
         lattice_store_item it = {keys[i].partition, keys[i].key, keys[i].key_len,
-                                 v, mm.value_len, mm.expire_ms, mm.version};
-        int stop = fn(arg, &it);
-        lt_free(v);
-        if (stop) break;
+                                 buf, mm.value_len, mm.expire_ms, mm.version};
+        if (fn(arg, &it)) break;
     }
-    return LATTICE_OK;
+    lt_free(buf);
+    return st;
 }
 
 uint64_t lattice_store_count(lattice_store *s, uint32_t partition)
@@ -654,6 +678,8 @@ static size_t reclaim(lattice_store *s, struct part *p, int only_expired, uint64
 {
     size_t total = 0;
     struct inode *stuck;
+    uint64_t next_min = UINT64_MAX;
+    int whole = 1;
     do {
         stuck = NULL;
         struct cds_lfht_iter it;
@@ -665,7 +691,10 @@ static size_t reclaim(lattice_store *s, struct part *p, int only_expired, uint64
             if (link == MARKER_LINK) continue;
             struct read_req q = {0};
             if (region_read_entry(s->region, link, &q) != LATTICE_OK) q.expire = 0;
-            if (only_expired && !(q.expire && q.expire <= now)) continue;
+            if (only_expired && !(q.expire && q.expire <= now)) {
+                if (q.expire && q.expire < next_min) next_min = q.expire;
+                continue;
+            }
             if (!limbo_room(p)) {
                 stuck = in;
                 break;
@@ -677,7 +706,10 @@ static size_t reclaim(lattice_store *s, struct part *p, int only_expired, uint64
             node_retire(p, in); /* has room: never waits */
             __atomic_sub_fetch(&p->count, 1, __ATOMIC_RELAXED);
             if (q.expire) __atomic_sub_fetch(&p->expiring, 1, __ATOMIC_RELAXED);
-            if (++total == max) break;
+            if (++total == max) {
+                whole = 0;
+                break;
+            }
         }
         rcu_read_unlock();
         if (stuck) {
@@ -687,7 +719,10 @@ static size_t reclaim(lattice_store *s, struct part *p, int only_expired, uint64
             drop_locked(s, p, stuck, q.expire);
             total++;
         }
+        if (stuck) whole = 0; /* the walk restarts: survivors seen twice is harmless */
     } while (stuck && total != max);
+    /* A finished walk saw every survivor: none expires before next_min. */
+    if (whole || !only_expired) __atomic_store_n(&p->min_expire, next_min, __ATOMIC_RELAXED);
     return total;
 }
 
@@ -709,7 +744,9 @@ size_t lattice_store_expire(lattice_store *s, size_t max)
     for (uint32_t k = 0; k < s->nparts; k++) {
         uint32_t i = (s->sweep_part + k) & (s->nparts - 1);
         struct part *p = &s->parts[i];
-        if (!__atomic_load_n(&p->expiring, __ATOMIC_RELAXED)) continue;
+        if (!__atomic_load_n(&p->expiring, __ATOMIC_RELAXED) ||
+            __atomic_load_n(&p->min_expire, __ATOMIC_RELAXED) > now)
+            continue;
         pthread_mutex_lock(&p->lock);
         size_t n = p->ht ? reclaim(s, p, 1, now, max ? max - total : 0) : 0;
         pthread_mutex_unlock(&p->lock);
@@ -987,6 +1024,7 @@ int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
         pthread_mutex_init(&s->parts[i].lock, NULL);
         s->parts[i].s = s;
         s->parts[i].idx = i;
+        s->parts[i].min_expire = UINT64_MAX;
     }
     pthread_mutex_init(&s->sweep_lock, NULL);
     pthread_mutex_init(&s->sw_lock, NULL);

@@ -57,7 +57,7 @@
 typedef struct lattice_config {
     const char *cluster;              /* default "lattice" */
     const char *host;                 /* address to bind and advertise; default 127.0.0.1 */
-    int port;                         /* peer port; default 47500 */
+    int port;                         /* peer port; default 47500; 0 = any free port */
     int port_range;                   /* try port..port+range-1 when taken; default 100 */
     const char *finders[LATTICE_MAX_FINDERS]; /* static specs and/or multicast://G:P */
     size_t n_finders;

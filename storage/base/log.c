@@ -1,5 +1,6 @@
 #include "lattice/log.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -9,7 +10,10 @@
 int lt_log_threshold = LT_INFO;
 
 static int log_fd = 2;
-static char node_tag[9]; /* first 8 chars of the node id, or "" */
+/* First 8 chars of the node id packed into one word, so a rejoin (new id)
+ * can change it while other threads log: one atomic store, one atomic load,
+ * never a torn tag.  0 = no tag. */
+static uint64_t node_tag;
 
 static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 
@@ -30,12 +34,9 @@ int lattice_log_parse_level(const char *name)
 
 void lattice_log_set_node(const char *node_id)
 {
-    /* Called during start-up, before worker threads log. */
-    if (!node_id) {
-        node_tag[0] = 0;
-        return;
-    }
-    snprintf(node_tag, sizeof node_tag, "%s", node_id);
+    uint64_t tag = 0;
+    if (node_id) memcpy(&tag, node_id, strnlen(node_id, sizeof tag));
+    __atomic_store_n(&node_tag, tag, __ATOMIC_RELAXED);
 }
 
 void lattice_log_set_fd(int fd) { __atomic_store_n(&log_fd, fd, __ATOMIC_RELAXED); }
@@ -53,7 +54,8 @@ void lattice_log_write(int level, const char *module, const char *fmt, ...)
     int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                      tm.tm_sec, ts.tv_nsec / 1000000, level_names[level]);
-    if (node_tag[0]) n += snprintf(line + n, sizeof line - n, "[node %s] ", node_tag);
+    uint64_t tag = __atomic_load_n(&node_tag, __ATOMIC_RELAXED);
+    if (tag) n += snprintf(line + n, sizeof line - n, "[node %.8s] ", (const char *)&tag);
     n += snprintf(line + n, sizeof line - n, "%s: ", module ? module : "-");
 
     va_list ap;

@@ -68,7 +68,8 @@ static void guardian(int rfd)
     if (!ok) {
         fprintf(stderr, "==== %s failed (logs kept in %s) ====\n", test_name, dir);
         save = NULL;
-        for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char *copy3 = strdup(buf); /* strtok_r cuts what it reads: keep buf whole */
+        for (char *l = strtok_r(copy3, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
             char log[400];
             if (sscanf(l, "P %*d %399s", log) != 1) continue;
             char cmd[600];
@@ -76,6 +77,7 @@ static void guardian(int rfd)
             snprintf(cmd, sizeof cmd, "tail -40 '%s' >&2", log);
             if (system(cmd) != 0) fprintf(stderr, "(no log)\n");
         }
+        free(copy3);
         char cmd[600];
         snprintf(cmd, sizeof cmd, "echo '---- last top:' >&2; cat '%s/last-top.json' >&2 2>/dev/null", dir);
         if (system(cmd) != 0) fprintf(stderr, "(no top output)\n");

@@ -42,7 +42,7 @@ START_TEST(latticed_help_version_and_bad_flags)
     ck_assert_ptr_nonnull(strstr(out, "--secret-file"));
     ck_assert_int_eq(run(out, sizeof out, "%s --version", LATTICED_PATH), 0);
     ck_assert_ptr_nonnull(strstr(out, "latticed 0.1.0"));
-    static const char *bad[] = {"--port 0", "--port 70000", "--port abc", "--port-range 0", "--failure-detection-ms 5",
+    static const char *bad[] = {"--port -1", "--port 70000", "--port abc", "--port-range 0", "--failure-detection-ms 5",
                                 "--ip-finder 127.0.0.1:5..3", "--ip-finder multicast://10.0.0.1", "--log-level loud",
                                 "--cache ''", "--cache 'c:bogus=1'", "--cache 'c:backups'", "--region-mb -1",
                                 "--resp-port 0", "--no-such-flag", "stray-argument", "--attr novalue",

@@ -270,6 +270,21 @@ START_TEST(topology_build_fails_cleanly_on_every_allocation_failure)
 }
 END_TEST
 
+START_TEST(the_smaller_grid_yields_and_exactly_one_side_does)
+{
+    ck_assert(merge_yields(1, "10.0.0.3:47500", 2, "10.0.0.1:47500"));
+    ck_assert(!merge_yields(2, "10.0.0.1:47500", 1, "10.0.0.3:47500"));
+    /* More servers wins even against a smaller host:port. */
+    ck_assert(!merge_yields(3, "10.0.0.9:47500", 2, "10.0.0.1:47500"));
+    /* A tie: the larger coordinator host:port yields, and only it. */
+    ck_assert(merge_yields(2, "10.0.0.2:47500", 2, "10.0.0.1:47500"));
+    ck_assert(!merge_yields(2, "10.0.0.1:47500", 2, "10.0.0.2:47500"));
+    for (size_t a = 1; a < 4; a++)
+        for (size_t b = 1; b < 4; b++)
+            ck_assert(merge_yields(a, "h:1", b, "h:2") != merge_yields(b, "h:2", a, "h:1"));
+}
+END_TEST
+
 START_TEST(discovery_init_rejects_bad_configuration)
 {
     const char *bad_finders[] = {"127.0.0.1:0"};
@@ -428,6 +443,7 @@ int main(void)
     tcase_add_test(tc, wire_survives_random_bytes);
     tcase_add_test(tc, topology_sorts_by_order_and_round_trips_through_the_wire);
     tcase_add_test(tc, topology_build_fails_cleanly_on_every_allocation_failure);
+    tcase_add_test(tc, the_smaller_grid_yields_and_exactly_one_side_does);
     tcase_add_test(tc, discovery_init_rejects_bad_configuration);
     tcase_add_test(tc, two_nodes_join_see_events_and_leave_through_the_api);
     tcase_add_test(tc, a_missing_secret_file_fails_start);

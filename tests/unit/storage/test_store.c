@@ -203,6 +203,44 @@ START_TEST(expired_entries_vanish_at_once_and_are_reclaimed)
 }
 END_TEST
 
+START_TEST(sweeps_find_expiry_lowered_by_an_update)
+{
+    struct fake_clock clk = {1000};
+    lattice_region *r = new_region(4096, 4, LATTICE_REGION_REJECT);
+    lattice_store *s = new_store(r, 2, &clk);
+    uint8_t v[64];
+    char k[32];
+    for (uint64_t id = 0; id < 40; id++) {
+        lattice_store_entry e = ent(k, id, v, 10, 1, 2);
+        e.expire_ms = 5000 + id;
+        ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    }
+    /* Nothing is due: a sweep reclaims nothing (and learns the earliest expiry). */
+    ck_assert_uint_eq(lattice_store_expire(s, 0), 0);
+    /* Two entries now expire sooner than anything the sweep saw, one by a put,
+     * one by a batch. */
+    lattice_store_entry e = ent(k, 4, v, 10, 2, 2);
+    e.expire_ms = 1500;
+    ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    e = ent(k, 7, v, 10, 2, 2);
+    e.expire_ms = 1600;
+    size_t applied;
+    ck_assert_int_eq(lattice_store_insert_batch(s, 1, &e, 1, 0, &applied), LATTICE_OK);
+    clk.now = 2000;
+    ck_assert_uint_eq(lattice_store_expire(s, 0), 2);
+    assert_absent(s, 4, 2);
+    assert_absent(s, 7, 2);
+    ck_assert_uint_eq(lattice_store_count(s, 0) + lattice_store_count(s, 1), 38);
+    clk.now = 5020;
+    ck_assert_uint_eq(lattice_store_expire(s, 0), 19); /* ids 0..20 but 4 and 7 */
+    clk.now = 9000;
+    ck_assert_uint_eq(lattice_store_expire(s, 0), 19);
+    ck_assert_uint_eq(lattice_store_count(s, 0) + lattice_store_count(s, 1), 0);
+    lattice_store_destroy(s);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 /* ---- dumping a store through cursors ---- */
 
 struct dump {
@@ -348,6 +386,17 @@ START_TEST(put_all_and_get_all_span_partitions)
     ck_assert_int_eq(lattice_store_get_all(s, q, 3, collect_get, &d), LATTICE_OK);
     ck_assert_uint_eq(d.n, 2);
     ck_assert_uint_eq(d.v[1].version, 20 * 3 + 2); /* the last of keys 60..62 */
+    dump_free(&d);
+    /* Values larger than get_all's first buffer come back whole too. */
+    static uint8_t big[70000];
+    char bk[32];
+    lattice_store_entry be = ent(bk, 0, big, sizeof big, 99, 8);
+    ck_assert_int_eq(lattice_store_put(s, &be, 0), LATTICE_OK);
+    ck_assert_int_eq(lattice_store_get_all(s, q, 3, collect_get, &d), LATTICE_OK);
+    ck_assert_uint_eq(d.n, 2);
+    ck_assert_uint_eq(d.v[0].vlen, sizeof big);
+    ck_assert(value_ok(d.v[0].value, sizeof big, 0, 99));
+    ck_assert_uint_eq(d.v[1].version, 20 * 3 + 2);
     dump_free(&d);
     lattice_store_destroy(s);
     lattice_region_destroy(r);
@@ -883,6 +932,7 @@ int main(void)
     tcase_add_test(tc, bad_input_gets_a_clear_status);
     tcase_add_test(tc, index_tables_grow_with_their_partition);
     tcase_add_test(tc, keys_longer_than_a_page);
+    tcase_add_test(tc, sweeps_find_expiry_lowered_by_an_update);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

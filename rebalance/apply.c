@@ -1,0 +1,265 @@
+/*
+ * The demander's applier: stores supplied batches into loading (MOVING)
+ * partitions under the version rule, and keeps the removes seen during a
+ * load so supplied data never brings a removed key back.
+ *
+ * Version rule: every entry carries the partition update counter of its
+ * last write.  Batches go in with insert_batch(IF_NEWER), so a write that
+ * reached the MOVING copy during the load (its counter was assigned by the
+ * primary after the supplier's copy was written) is never overwritten by
+ * an older supplied value.  A remove leaves no entry to compare against, so
+ * the node reports it (note_remove) and this file filters supplied entries
+ * against those "tombstones" until the partition's last batch.
+ */
+#include <string.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "lattice/alloc.h"
+#include "rebalance/rebalance.h"
+
+enum { PART_IDLE = 0, PART_LOADING = 1, PART_DONE = 2 };
+
+struct lattice_rebalance_applier {
+    lattice_store *store;
+    char cache[LATTICE_CACHE_NAME_MAX + 1];
+    lattice_rebalance_ids ids;
+    lattice_rebalance_progress *progress;
+    uint8_t *state;        /* per partition: PART_* */
+    uint32_t partitions, pending;
+    lattice_store_entry *ents;
+    size_t ecap;
+    /* Removes seen while partitions load (see note_remove): chained hash of
+     * (partition, key) -> version; tomb_count[p] per partition. */
+    struct tomb **tombs;
+    size_t tomb_buckets, tomb_total;
+    uint32_t *tomb_count;
+};
+
+struct tomb {
+    struct tomb *next;
+    uint64_t hash, version;
+    uint32_t partition, klen;
+    uint8_t key[];
+};
+
+static uint64_t tomb_hash(uint32_t partition, const void *key, size_t len)
+{
+    return XXH3_64bits_withSeed(key, len, partition);
+}
+
+static struct tomb **tomb_find(lattice_rebalance_applier *a, uint32_t partition, const void *key,
+                               size_t len, uint64_t h)
+{
+    struct tomb **pp = &a->tombs[h & (a->tomb_buckets - 1)];
+    for (; *pp; pp = &(*pp)->next)
+        if ((*pp)->hash == h && (*pp)->partition == partition && (*pp)->klen == len &&
+            !memcmp((*pp)->key, key, len))
+            return pp;
+    return pp;
+}
+
+static int tomb_grow(lattice_rebalance_applier *a)
+{
+    size_t nb = a->tomb_buckets ? a->tomb_buckets * 2 : 256;
+    struct tomb **t = lt_calloc(nb, sizeof *t);
+    if (!t) return -1;
+    for (size_t i = 0; i < a->tomb_buckets; i++)
+        for (struct tomb *x = a->tombs[i], *nx; x; x = nx) {
+            nx = x->next;
+            x->next = t[x->hash & (nb - 1)];
+            t[x->hash & (nb - 1)] = x;
+        }
+    lt_free(a->tombs);
+    a->tombs = t;
+    a->tomb_buckets = nb;
+    return 0;
+}
+
+static void tomb_drop_partition(lattice_rebalance_applier *a, uint32_t partition)
+{
+    if (!a->tomb_count[partition]) return;
+    for (size_t i = 0; i < a->tomb_buckets; i++)
+        for (struct tomb **pp = &a->tombs[i]; *pp;) {
+            if ((*pp)->partition != partition) {
+                pp = &(*pp)->next;
+                continue;
+            }
+            struct tomb *x = *pp;
+            *pp = x->next;
+            lt_free(x);
+            a->tomb_total--;
+        }
+    a->tomb_count[partition] = 0;
+}
+
+lattice_status lattice_rebalance_applier_note_remove(lattice_rebalance_applier *a,
+                                                     uint32_t partition, const void *key,
+                                                     size_t key_len, uint64_t version)
+{
+    if (!a || partition >= a->partitions || !key || !key_len || key_len > LATTICE_STORE_MAX_KEY)
+        return LATTICE_ERR_INVAL;
+    if (a->state[partition] != PART_LOADING) return LATTICE_OK;
+    if (a->tomb_total >= a->tomb_buckets && tomb_grow(a)) return LATTICE_ERR_NOMEM;
+    uint64_t h = tomb_hash(partition, key, key_len);
+    struct tomb **pp = tomb_find(a, partition, key, key_len, h);
+    if (*pp) {
+        if (version > (*pp)->version) (*pp)->version = version;
+        return LATTICE_OK;
+    }
+    struct tomb *x = lt_malloc(sizeof *x + key_len);
+    if (!x) return LATTICE_ERR_NOMEM;
+    *x = (struct tomb){NULL, h, version, partition, (uint32_t)key_len};
+    memcpy(x->key, key, key_len);
+    *pp = x;
+    a->tomb_total++;
+    a->tomb_count[partition]++;
+    return LATTICE_OK;
+}
+
+/* Drops supplied entries that a remove seen during the load supersedes;
+ * returns how many remain (compacted in place). */
+static size_t drop_removed(lattice_rebalance_applier *a, uint32_t partition, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const lattice_store_entry *e = &a->ents[i];
+        struct tomb **pp = tomb_find(a, partition, e->key, e->key_len,
+                                     tomb_hash(partition, e->key, e->key_len));
+        if (*pp && e->version <= (*pp)->version) continue;
+        a->ents[k++] = *e;
+    }
+    return k;
+}
+
+lattice_status lattice_rebalance_applier_create(lattice_store *store, const char *cache,
+                                                const lattice_rebalance_ids *ids,
+                                                lattice_rebalance_progress *progress,
+                                                lattice_rebalance_applier **out)
+{
+    if (!store || !cache || !lattice_cache_config_name_valid(cache, NULL, 0) || !ids || !out)
+        return LATTICE_ERR_INVAL;
+    lattice_rebalance_applier *a = lt_calloc(1, sizeof *a);
+    if (!a) return LATTICE_ERR_NOMEM;
+    a->partitions = lattice_store_partitions(store);
+    a->state = lt_calloc(a->partitions, 1);
+    a->tomb_count = lt_calloc(a->partitions, sizeof *a->tomb_count);
+    if (!a->state || !a->tomb_count) {
+        lt_free(a->state);
+        lt_free(a->tomb_count);
+        lt_free(a);
+        return LATTICE_ERR_NOMEM;
+    }
+    a->store = store;
+    strcpy(a->cache, cache);
+    a->ids = *ids;
+    a->progress = progress;
+    *out = a;
+    return LATTICE_OK;
+}
+
+void lattice_rebalance_applier_set_ids(lattice_rebalance_applier *a,
+                                       const lattice_rebalance_ids *ids)
+{
+    a->ids = *ids;
+}
+
+lattice_status lattice_rebalance_applier_begin(lattice_rebalance_applier *a, uint32_t partition,
+                                               bool full)
+{
+    if (!a || partition >= a->partitions) return LATTICE_ERR_INVAL;
+    if (full) {
+        int rc = lattice_store_clear(a->store, partition);
+        if (rc != LATTICE_OK) return (lattice_status)rc;
+    }
+    if (a->state[partition] != PART_LOADING) {
+        if (a->state[partition] == PART_DONE && a->progress) a->progress->partitions_done--;
+        a->state[partition] = PART_LOADING;
+        a->pending++;
+        if (a->progress) a->progress->partitions_moving++;
+    }
+    return LATTICE_OK;
+}
+
+static int ids_equal(const lattice_rebalance_ids *x, const lattice_rebalance_ids *y)
+{
+    return x->topology_major == y->topology_major && x->topology_minor == y->topology_minor &&
+           x->rebalance_id == y->rebalance_id && x->session == y->session;
+}
+
+lattice_status lattice_rebalance_applier_apply(lattice_rebalance_applier *a,
+                                               const lattice_rebalance_supply *s,
+                                               lattice_rebalance_apply_result *r)
+{
+    if (!a || !s || !r) return LATTICE_ERR_INVAL;
+    memset(r, 0, sizeof *r);
+    lattice_rebalance_supply_info in;
+    lattice_rebalance_supply_info_of(s, &in);
+    if (strcmp(in.cache, a->cache) || !ids_equal(&in.ids, &a->ids)) {
+        r->verdict = LATTICE_REBALANCE_STALE;
+        return LATTICE_OK;
+    }
+    if (in.status != LATTICE_OK) {
+        r->verdict = LATTICE_REBALANCE_REFUSED;
+        return LATTICE_OK;
+    }
+    if (in.partition >= a->partitions || a->state[in.partition] != PART_LOADING) {
+        r->verdict = LATTICE_REBALANCE_UNEXPECTED;
+        return LATTICE_OK;
+    }
+    if (in.entries > a->ecap) {
+        size_t nc = a->ecap ? a->ecap : 128;
+        while (nc < in.entries) nc *= 2;
+        lattice_store_entry *e = lt_realloc(a->ents, nc * sizeof *e);
+        if (!e) return LATTICE_ERR_NOMEM;
+        a->ents = e;
+        a->ecap = nc;
+    }
+    for (size_t i = 0; i < in.entries; i++) lattice_rebalance_supply_entry(s, i, &a->ents[i]);
+    size_t n = in.entries, applied = 0;
+    if (a->tomb_count[in.partition]) n = drop_removed(a, in.partition, n);
+    if (n) {
+        int rc = lattice_store_insert_batch(a->store, in.partition, a->ents, n,
+                                            LATTICE_STORE_IF_NEWER, &applied);
+        if (rc != LATTICE_OK) return (lattice_status)rc;
+    }
+    r->verdict = LATTICE_REBALANCE_APPLIED;
+    r->applied = applied;
+    r->skipped = in.entries - applied;
+    if (a->progress) {
+        a->progress->entries_received += in.entries;
+        a->progress->bytes_received += in.payload_bytes;
+    }
+    if (in.last) {
+        tomb_drop_partition(a, in.partition);
+        a->state[in.partition] = PART_DONE;
+        a->pending--;
+        r->partition_done = true;
+        r->update_counter = in.update_counter;
+        if (a->progress) {
+            a->progress->partitions_moving--;
+            a->progress->partitions_done++;
+        }
+    }
+    return LATTICE_OK;
+}
+
+uint32_t lattice_rebalance_applier_pending(const lattice_rebalance_applier *a)
+{
+    return a->pending;
+}
+
+void lattice_rebalance_applier_free(lattice_rebalance_applier *a)
+{
+    if (!a) return;
+    for (size_t i = 0; i < a->tomb_buckets; i++)
+        for (struct tomb *x = a->tombs[i], *nx; x; x = nx) {
+            nx = x->next;
+            lt_free(x);
+        }
+    lt_free(a->tombs);
+    lt_free(a->tomb_count);
+    lt_free(a->state);
+    lt_free(a->ents);
+    lt_free(a);
+}
