@@ -25,6 +25,8 @@ enum {
     CTL_CREATE = 103,    /* -> coordinator: value = cache spec */
     CTL_DESTROY = 104,   /* -> coordinator: cache = name */
     CTL_PART_SIZE = 105, /* -> server: num = primary entries of one cache on that node */
+    CTL_DEMAND = 106,    /* demander -> supplier: key = sender id, value = Demand (node/rebal.c) */
+    CTL_SUPPLY = 107,    /* supplier -> demander: key = sender id, value = Supply */
 };
 
 /* What a node holds a partition as: its position among the serving owners. */
@@ -49,6 +51,7 @@ typedef struct cache_def {
     lattice_store *store;       /* servers only */
     uint64_t *counter;          /* per-partition update counter */
     uint64_t reads, writes, hits, misses;
+    struct rebal_cache *rb;     /* rebalance state (node/rebal.c), NULL until first planned */
 } cache_def;
 
 /* Serving owners of p: the base's owners filtered to live nodes, primary
@@ -137,6 +140,7 @@ typedef struct stats_node {
     size_t n;
     lattice_cache_node_info *caches; /* caches[i] is the cache names[i] */
     char (*names)[LATTICE_CACHE_NAME_MAX + 1];
+    uint64_t *view_major, *base_version; /* per cache: what its rebalance figures were computed on */
 } stats_node;
 typedef struct stats_result {
     size_t n_caches;

@@ -137,6 +137,8 @@ struct lattice_data {
     char (*live_buf)[240];        /* meta.c scratch: live servers as base entries (callers) */
     char (*check_buf)[240];       /* meta.c scratch for base_is_live_set only */
 
+    struct rebal_sup *rb_sups;    /* supplier sessions (node/rebal.c) */
+
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed;
 };

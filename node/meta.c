@@ -22,6 +22,7 @@
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "node/data_int.h"
+#include "node/rebal_int.h"
 
 bool data_is_coordinator(const lattice_data *d)
 {
@@ -39,6 +40,7 @@ cache_def *data_cache(lattice_data *d, const char *name)
 static void cache_free(cache_def *c)
 {
     if (!c) return;
+    rebal_cache_free(c->rb); /* before the store: supplier cursors read it */
     if (c->store) lattice_store_destroy(c->store);
     for (size_t i = 0; i < c->n_base; i++) lt_free(c->base[i]);
     lt_free(c->base);
@@ -52,6 +54,7 @@ static void cache_free(cache_def *c)
 
 void data_caches_free(lattice_data *d)
 {
+    rebal_node_free(d);
     for (size_t i = 0; i < d->n_caches; i++) cache_free(d->caches[i]);
     d->n_caches = 0;
     if (d->meta_msg) {
@@ -363,9 +366,11 @@ void data_meta_apply(lattice_data *d, const Latdata__Meta *m)
     meta_rebuild(d);
     LT_LOG(LT_INFO, "data", "cache metadata version %llu: %zu caches", (unsigned long long)d->meta_version,
            d->n_caches);
+    rebal_on_change(d);
 }
 
 static void start_base_check(lattice_data *d);
+#define BASE_CHECK_MS 300
 
 void data_meta_on_topology(lattice_data *d)
 {
@@ -388,6 +393,7 @@ void data_meta_on_topology(lattice_data *d)
     } else {
         d->last_meta_pull = 0; /* pull now */
     }
+    rebal_on_change(d);
 }
 
 static void send_ctl(lattice_data *d, int kind, const char *cache, const char *value, opx *op)
@@ -411,6 +417,12 @@ static void send_ctl(lattice_data *d, int kind, const char *cache, const char *v
 
 void data_meta_tick(lattice_data *d, uint64_t now)
 {
+    if (d->seen_topology && data_is_coordinator(d) && d->meta_valid && now - d->last_meta_pull >= BASE_CHECK_MS) {
+        /* The coordinator pulls nothing: last_meta_pull paces its base
+         * checks instead (a rebalance ends long after the topology change). */
+        d->last_meta_pull = now;
+        start_base_check(d);
+    }
     if (!d->seen_topology || data_is_coordinator(d)) return;
     if (now - d->last_meta_pull >= META_PULL_INTERVAL_MS) {
         d->last_meta_pull = now;
@@ -467,7 +479,7 @@ static lattice_status coord_destroy(lattice_data *d, const char *name)
 
 /* ------------------------------------------------------------------- stats */
 
-static Latdata__NodeCacheStats *node_stats(cache_def *c)
+static Latdata__NodeCacheStats *node_stats(lattice_data *d, cache_def *c)
 {
     Latdata__NodeCacheStats *s = lt_calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -499,6 +511,16 @@ static Latdata__NodeCacheStats *node_stats(cache_def *c)
     s->writes = c->writes;
     s->hits = c->hits;
     s->misses = c->misses;
+    rebal_figures f;
+    rebal_figures_of(d, c, &f);
+    s->rebalance_left = f.left;
+    s->rebalance_view_major = f.view_major;
+    s->rebalance_base_version = c->base_version;
+    s->rebalance_total = f.total;
+    s->rebalance_entries = f.entries;
+    s->rebalance_bytes = f.bytes;
+    s->rebalance_elapsed_ms = f.elapsed_ms;
+    s->rebalance_active = f.active;
     return s;
 }
 
@@ -512,9 +534,13 @@ static void stats_add(stats_result *sr, const char *node, Latdata__NodeCacheStat
     snprintf(sn->id, sizeof sn->id, "%s", node ? node : "");
     sn->caches = lt_calloc(n ? n : 1, sizeof *sn->caches);
     sn->names = lt_calloc(n ? n : 1, sizeof *sn->names);
-    if (!sn->caches || !sn->names) {
+    sn->view_major = lt_calloc(n ? n : 1, sizeof *sn->view_major);
+    sn->base_version = lt_calloc(n ? n : 1, sizeof *sn->base_version);
+    if (!sn->caches || !sn->names || !sn->view_major || !sn->base_version) {
         lt_free(sn->caches);
         lt_free(sn->names);
+        lt_free(sn->view_major);
+        lt_free(sn->base_version);
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -531,6 +557,14 @@ static void stats_add(stats_result *sr, const char *node, Latdata__NodeCacheStat
         ci->misses = st[i]->misses;
         ci->moving_partitions = st[i]->moving_partitions;
         ci->moving_entries = st[i]->moving_entries;
+        ci->rebalance_left = st[i]->rebalance_left;
+        ci->rebalance_total = st[i]->rebalance_total;
+        ci->rebalance_entries = st[i]->rebalance_entries;
+        ci->rebalance_bytes = st[i]->rebalance_bytes;
+        ci->rebalance_elapsed_ms = st[i]->rebalance_elapsed_ms;
+        ci->rebalance_active = st[i]->rebalance_active;
+        sn->view_major[i] = st[i]->rebalance_view_major;
+        sn->base_version[i] = st[i]->rebalance_base_version;
     }
     sn->n = n;
     sr->n_nodes++;
@@ -545,13 +579,20 @@ static void finish_base_check(lattice_data *d, bcast *b)
         cache_def *c = d->caches[i];
         if (base_is_live_set(d, c)) continue;
         uint64_t total = 0;
+        size_t ready = 0;
         for (size_t k = 0; k < sr->n_nodes; k++)
-            for (size_t j = 0; j < sr->nodes[k].n; j++)
-                if (strcmp(sr->nodes[k].names[j], c->cfg.name) == 0)
-                    total += sr->nodes[k].caches[j].primary_entries + sr->nodes[k].caches[j].backup_entries;
-        if (total) continue;
+            for (size_t j = 0; j < sr->nodes[k].n; j++) {
+                const lattice_cache_node_info *ci = &sr->nodes[k].caches[j];
+                if (strcmp(sr->nodes[k].names[j], c->cfg.name) != 0) continue;
+                total += ci->primary_entries + ci->backup_entries;
+                /* Late affinity: this server loaded every partition it
+                 * holds MOVING, on the same topology and base as ours. */
+                ready += ci->rebalance_left == 0 && sr->nodes[k].view_major[j] == d->major &&
+                         sr->nodes[k].base_version[j] == c->base_version;
+            }
         char *srv[DATA_MAX_PEERS];
         size_t n = live_servers(d, NULL, srv);
+        if (total && !(c->cfg.rebalance_mode != LATTICE_REBALANCE_NONE && ready == n && sr->n_nodes == n)) continue;
         if (cache_set_base(d, c, srv, n, c->base_version + 1) == LATTICE_OK) changed = true;
     }
     if (changed) {
@@ -559,6 +600,7 @@ static void finish_base_check(lattice_data *d, bcast *b)
         push_meta(d);
         LT_LOG(LT_INFO, "data", "affinity base switched to the %zu live servers (metadata version %llu)",
                d->n_peers, (unsigned long long)d->meta_version);
+        rebal_on_change(d);
     }
 }
 
@@ -568,6 +610,8 @@ static void stats_free(stats_result *sr)
     for (size_t i = 0; i < sr->n_nodes; i++) {
         lt_free(sr->nodes[i].caches);
         lt_free(sr->nodes[i].names);
+        lt_free(sr->nodes[i].view_major);
+        lt_free(sr->nodes[i].base_version);
     }
     lt_free(sr->nodes);
     lt_free(sr->cfgs);
@@ -625,7 +669,7 @@ static void start_stats(lattice_data *d, opx *op)
             Latdata__NodeCacheStats *st[LATTICE_MAX_CACHES];
             size_t n = 0;
             for (size_t k = 0; k < d->n_caches; k++)
-                if ((st[n] = node_stats(d->caches[k]))) n++;
+                if ((st[n] = node_stats(d, d->caches[k]))) n++;
             stats_add(sr, d->self_id, st, n);
             for (size_t k = 0; k < n; k++) lt_free(st[k]);
             continue;
@@ -663,14 +707,22 @@ void data_serve_ctl(lattice_data *d, const Latdata__Req *q, const origin *o)
         r.status = c ? exec_replicate(c, q->partition, q->key.data, q->key.len, q->value.data, q->value.len,
                                       q->expire_ms, q->version, q->remove)
                      : LATTICE_ERR_NO_CACHE;
+        if (c && q->remove && r.status == LATTICE_OK)
+            rebal_note_remove(c, q->partition, q->key.data, q->key.len, q->version);
         if (q->id) data_reply(d, o, &r, NULL, 0, false);
         return;
     }
+    case CTL_DEMAND:
+        rebal_on_demand(d, q);
+        return;
+    case CTL_SUPPLY:
+        rebal_on_supply(d, q);
+        return;
     case CTL_STATS: {
         Latdata__NodeCacheStats **st = lt_calloc(d->n_caches ? d->n_caches : 1, sizeof *st);
         size_t n = 0;
         for (size_t k = 0; st && k < d->n_caches; k++)
-            if ((st[n] = node_stats(d->caches[k]))) n++;
+            if ((st[n] = node_stats(d, d->caches[k]))) n++;
         data_reply(d, o, &r, st, n, false); /* the box frees st */
         return;
     }

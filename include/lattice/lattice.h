@@ -209,6 +209,12 @@ typedef struct lattice_cache_node_info {
     uint64_t reads, writes, hits, misses;
     uint32_t moving_partitions;       /* held MOVING: writes reach them, reads do not */
     uint64_t moving_entries;
+    /* Rebalance on this node: MOVING partitions not loaded yet, partitions
+     * the current plan loads, entries and key+value bytes it received, time
+     * since it started (ms), whether one is running or scheduled. */
+    uint32_t rebalance_left, rebalance_total;
+    uint64_t rebalance_entries, rebalance_bytes, rebalance_elapsed_ms;
+    bool rebalance_active;
 } lattice_cache_node_info;
 
 typedef struct lattice_cache_info {
