@@ -27,6 +27,7 @@ enum {
     CTL_PART_SIZE = 105, /* -> server: num = primary entries of one cache on that node */
     CTL_DEMAND = 106,    /* demander -> supplier: key = sender id, value = Demand (node/rebal.c) */
     CTL_SUPPLY = 107,    /* supplier -> demander: key = sender id, value = Supply */
+    CTL_DIGEST = 108,    /* -> server: value = digests of its OWNING copies of one cache */
 };
 
 /* What a node holds a partition as: its position among the serving owners. */
@@ -131,7 +132,7 @@ lattice_data *lattice_node_data(lattice_node *n);
 
 /* Internal calls run on the data thread (api.c): fn gets a result whose
  * value points at a call-specific struct. */
-enum { CALL_STATS = 1, CALL_CREATE = 2, CALL_DESTROY = 3, CALL_PARTITIONS = 4 };
+enum { CALL_STATS = 1, CALL_CREATE = 2, CALL_DESTROY = 3, CALL_PARTITIONS = 4, CALL_DIGESTS = 5 };
 lattice_status data_call(lattice_data *d, int call, const char *arg, lattice_op_fn fn, void *farg);
 
 /* CALL_STATS result: one entry per (server node). */

@@ -60,10 +60,11 @@ typedef struct waitw {
 /* A request sent to every server (stats, size, base check). */
 typedef struct bcast {
     int remaining;
-    int kind;                     /* CTL_STATS or CTL_PART_SIZE */
+    int kind;                     /* CTL_STATS, CTL_PART_SIZE or CTL_DIGEST */
     opx *op;                      /* caller (NULL: the coordinator's base check) */
     int64_t sum;
     stats_result *stats;
+    struct digest_result *digests; /* CTL_DIGEST (node/rebal.c) */
 } bcast;
 
 enum { P_OP = 1, P_REPL = 2, P_BCAST = 3, P_CTL = 4 };

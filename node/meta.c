@@ -514,7 +514,7 @@ static Latdata__NodeCacheStats *node_stats(lattice_data *d, cache_def *c)
     rebal_figures f;
     rebal_figures_of(d, c, &f);
     s->rebalance_left = f.left;
-    s->rebalance_view_major = f.view_major;
+    s->rebalance_view_major = f.view;
     s->rebalance_base_version = c->base_version;
     s->rebalance_total = f.total;
     s->rebalance_entries = f.entries;
@@ -587,7 +587,7 @@ static void finish_base_check(lattice_data *d, bcast *b)
                 total += ci->primary_entries + ci->backup_entries;
                 /* Late affinity: this server loaded every partition it
                  * holds MOVING, on the same topology and base as ours. */
-                ready += ci->rebalance_left == 0 && sr->nodes[k].view_major[j] == d->major &&
+                ready += ci->rebalance_left == 0 && sr->nodes[k].view_major[j] == rebal_server_view(d) &&
                          sr->nodes[k].base_version[j] == c->base_version;
             }
         char *srv[DATA_MAX_PEERS];
@@ -623,6 +623,10 @@ void data_stats_result_free(stats_result *sr) { stats_free(sr); }
 /* One part of a broadcast answered (rs) or gave up (rs NULL). */
 void data_bcast_part(lattice_data *d, bcast *b, const Latdata__Resp *rs)
 {
+    if (b->kind == CTL_DIGEST) {
+        rebal_digest_part(d, b, rs);
+        return;
+    }
     if (rs && b->kind == CTL_PART_SIZE) b->sum += rs->num;
     if (rs && b->kind == CTL_STATS && b->stats) stats_add(b->stats, rs->node, rs->stats, rs->n_stats);
     if (!rs && !b->op) b->sum = -1; /* base check: a server did not answer: do not switch */
@@ -717,6 +721,9 @@ void data_serve_ctl(lattice_data *d, const Latdata__Req *q, const origin *o)
         return;
     case CTL_SUPPLY:
         rebal_on_supply(d, q);
+        return;
+    case CTL_DIGEST:
+        rebal_serve_digest(d, q, o);
         return;
     case CTL_STATS: {
         Latdata__NodeCacheStats **st = lt_calloc(d->n_caches ? d->n_caches : 1, sizeof *st);
@@ -833,6 +840,7 @@ void data_run_call(lattice_data *d, opx *o)
     switch (o->call) {
     case CALL_STATS: start_stats(d, o); return;
     case CALL_PARTITIONS: partitions_call(d, o); return;
+    case CALL_DIGESTS: rebal_start_digests(d, o); return;
     case CALL_CREATE:
     case CALL_DESTROY:
         if (data_is_coordinator(d)) {

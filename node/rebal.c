@@ -52,7 +52,7 @@ struct rebal_cache {
     uint32_t parts;
     uint8_t *want;               /* this node holds p MOVING */
     uint8_t *loaded;             /* ... and has loaded it */
-    uint64_t view_major, base_version;
+    uint64_t view, base_version;         /* server view and base the MOVING set is for */
     uint64_t rebalance_id;
     uint64_t plan_at;            /* 0: none scheduled */
     rsess *s;
@@ -184,6 +184,22 @@ static uint32_t left_of(const struct rebal_cache *rc)
 
 /* ------------------------------------------------------------ on change */
 
+uint64_t rebal_server_view(const lattice_data *d)
+{
+    /* Order-independent: a sum of one FNV-1a hash per live server (consistent
+     * id and node id).  Clients come and go without changing it. */
+    uint64_t sum = 0;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        if (!d->peers[i]->server) continue;
+        uint64_t h = 1469598103934665603ull;
+        for (const char *s = d->peers[i]->cid; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+        h = (h ^ ' ') * 1099511628211ull;
+        for (const char *s = d->peers[i]->id; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+        sum += h;
+    }
+    return sum ? sum : 1;
+}
+
 /* Recomputes the MOVING set; evicts copies neither served nor owned next.
  * Returns true when the MOVING set changed. */
 static bool recompute(cache_def *c, struct rebal_cache *rc)
@@ -223,8 +239,9 @@ void rebal_on_change(lattice_data *d)
         struct rebal_cache *rc = ensure(d, c);
         if (!rc) continue;
         bool changed = recompute(c, rc);
-        bool new_view = rc->view_major != d->major || rc->base_version != c->base_version;
-        rc->view_major = d->major;
+        uint64_t view = rebal_server_view(d);
+        bool new_view = rc->view != view || rc->base_version != c->base_version;
+        rc->view = view;
         rc->base_version = c->base_version;
         uint32_t left = left_of(rc);
         if (!changed && !new_view && (rc->active || rc->plan_at)) continue;
@@ -592,5 +609,158 @@ void rebal_figures_of(const lattice_data *d, const cache_def *c, rebal_figures *
     f->active = rc->active || rc->plan_at;
     uint64_t end = rc->active ? data_mono_ms() : rc->finished;
     f->elapsed_ms = rc->started && end >= rc->started ? end - rc->started : 0;
-    f->view_major = rc->view_major == d->major ? rc->view_major : 0;
+    f->view = rc->view == rebal_server_view(d) ? rc->view : 0;
+}
+
+/* ------------------------------------------------------------ verify */
+
+#define DIGEST_WIRE 28u /* partition u32, hash u64, size u64, counter u64, little-endian */
+
+static void put_le(uint8_t *b, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *b, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint64_t)b[i] << (8 * i);
+    return v;
+}
+
+static bool digest_add(digest_result *dr, const char *node, uint32_t p, uint64_t hash, uint64_t size, uint64_t counter)
+{
+    if (dr->n == dr->cap) {
+        size_t cap = dr->cap ? dr->cap * 2 : 1024;
+        lattice_partition_digest *x = lt_realloc(dr->d, cap * sizeof *x);
+        if (!x) return false;
+        dr->d = x;
+        dr->cap = cap;
+    }
+    lattice_partition_digest *g = &dr->d[dr->n++];
+    memset(g, 0, sizeof *g);
+    snprintf(g->node, sizeof g->node, "%s", node ? node : "");
+    g->partition = p;
+    g->hash = hash;
+    g->size = size;
+    g->counter = counter;
+    return true;
+}
+
+/* This node's OWNING copies of c, packed (lt_malloc'd) into *buf. */
+static lattice_status own_digests(cache_def *c, uint8_t **buf, size_t *len)
+{
+    *buf = lt_malloc((size_t)c->cfg.partitions * DIGEST_WIRE + 1);
+    *len = 0;
+    if (!*buf) return LATTICE_ERR_NOMEM;
+    for (uint32_t p = 0; p < c->cfg.partitions; p++) {
+        peer *own[MAX_OWNERS];
+        size_t n = cache_serving_owners(c, p, own, MAX_OWNERS);
+        if (!self_among(own, n)) continue;
+        lattice_rebalance_digest g;
+        lattice_status st = lattice_rebalance_digest_partition(c->store, p, c->counter[p], &g);
+        if (st != LATTICE_OK) {
+            lt_free(*buf);
+            *buf = NULL;
+            return st;
+        }
+        uint8_t *w = *buf + *len;
+        put_le(w, p, 4);
+        put_le(w + 4, g.hash, 8);
+        put_le(w + 12, g.size, 8);
+        put_le(w + 20, g.counter, 8);
+        *len += DIGEST_WIRE;
+    }
+    return LATTICE_OK;
+}
+
+static bool unpack_digests(digest_result *dr, const char *node, const uint8_t *b, size_t len)
+{
+    if (len % DIGEST_WIRE) return false;
+    for (size_t i = 0; i < len; i += DIGEST_WIRE)
+        if (!digest_add(dr, node, (uint32_t)get_le(b + i, 4), get_le(b + i + 4, 8), get_le(b + i + 12, 8),
+                        get_le(b + i + 20, 8)))
+            return false;
+    return true;
+}
+
+void rebal_serve_digest(lattice_data *d, const Latdata__Req *q, const origin *o)
+{
+    lattice_op_result r = {0};
+    cache_def *c = d->meta_valid ? data_cache(d, q->cache) : NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    r.status = c && c->store ? own_digests(c, &buf, &len) : LATTICE_ERR_NO_CACHE;
+    r.value = buf;
+    r.value_len = len;
+    data_reply(d, o, &r, NULL, 0, false); /* copies the value */
+    lt_free(buf);
+}
+
+static void digests_finish(lattice_data *d, bcast *b)
+{
+    lattice_op_result r = {0};
+    if (b->sum < 0) {
+        r.status = LATTICE_ERR_TIMEOUT;
+        lt_free(b->digests->d);
+        lt_free(b->digests);
+    } else {
+        r.value = b->digests;
+        r.value_len = sizeof *b->digests; /* the caller owns it now */
+    }
+    data_complete_local(d, b->op, &r);
+    lt_free(b);
+}
+
+void rebal_digest_part(lattice_data *d, bcast *b, const Latdata__Resp *rs)
+{
+    if (!rs || rs->status != LATTICE_OK ||
+        !unpack_digests(b->digests, rs->node, rs->value.data, rs->value.len))
+        b->sum = -1;
+    if (--b->remaining == 0) digests_finish(d, b);
+}
+
+void rebal_start_digests(lattice_data *d, opx *o)
+{
+    lattice_op_result r = {0};
+    cache_def *c = data_cache(d, o->data);
+    bcast *b = c ? lt_calloc(1, sizeof *b) : NULL;
+    digest_result *dr = b ? lt_calloc(1, sizeof *dr) : NULL;
+    if (!dr) {
+        lt_free(b);
+        r.status = c ? LATTICE_ERR_NOMEM : LATTICE_ERR_NO_CACHE;
+        data_complete_local(d, o, &r);
+        return;
+    }
+    b->kind = CTL_DIGEST;
+    b->op = o;
+    b->digests = dr;
+    b->remaining = 1;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        peer *p = d->peers[i];
+        if (!p->server) continue;
+        if (p->self) {
+            uint8_t *buf = NULL;
+            size_t len = 0;
+            if (!c->store || own_digests(c, &buf, &len) != LATTICE_OK || !unpack_digests(dr, d->self_id, buf, len))
+                b->sum = -1;
+            lt_free(buf);
+            continue;
+        }
+        if (!p->dealer) {
+            b->sum = -1;
+            continue;
+        }
+        pend *pe = data_pend_new(d, P_BCAST, p);
+        Latdata__Req *q = pe ? data_req_new(CTL_DIGEST, c->cfg.name, NULL, 0, NULL, 0) : NULL;
+        if (!q) {
+            b->sum = -1;
+            continue;
+        }
+        pe->b = b;
+        q->id = pe->id;
+        b->remaining++;
+        data_send_req(d, p, q);
+    }
+    if (--b->remaining == 0) digests_finish(d, b);
 }

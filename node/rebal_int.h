@@ -41,10 +41,22 @@ typedef struct rebal_figures {
     uint32_t total;       /* partitions the current plan loads here */
     uint64_t entries, bytes;
     uint64_t elapsed_ms;  /* since the current plan started (0: none) */
-    uint64_t view_major;  /* topology major the MOVING set was computed on */
+    uint64_t view;        /* rebal_server_view the MOVING set was computed on (0: stale) */
     bool active;          /* sessions running */
 } rebal_figures;
+/* The live server set as a number (equal sets, equal numbers). */
+uint64_t rebal_server_view(const lattice_data *d);
 void rebal_figures_of(const lattice_data *d, const cache_def *c, rebal_figures *f);
+
+/* `lattice verify`: CALL_DIGESTS gathers every server's digests of its
+ * OWNING copies (CTL_DIGEST); the call's result value is a digest_result. */
+typedef struct digest_result {
+    lattice_partition_digest *d;
+    size_t n, cap;
+} digest_result;
+void rebal_start_digests(lattice_data *d, opx *o);
+void rebal_serve_digest(lattice_data *d, const Latdata__Req *q, const origin *o);
+void rebal_digest_part(lattice_data *d, bcast *b, const Latdata__Resp *rs);
 
 void rebal_cache_free(struct rebal_cache *rc);
 void rebal_node_free(lattice_data *d);

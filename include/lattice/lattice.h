@@ -255,4 +255,22 @@ typedef struct lattice_partitions_info {
 lattice_status lattice_cache_partitions(lattice_node *n, const char *cache, lattice_partitions_info **out);
 void lattice_partitions_info_free(lattice_partitions_info *p);
 
+/* One copy of one partition as `lattice verify` compares them: an
+ * order-independent content hash over (key, value, expiry, version), the
+ * live entry count and the copy's update counter. */
+typedef struct lattice_partition_digest {
+    char node[64];                    /* node id holding the copy */
+    uint32_t partition;
+    uint64_t hash, size, counter;
+} lattice_partition_digest;
+
+/* The digest of every OWNING copy (serving owners) of every partition of
+ * the cache, from every server; *out is freed with
+ * lattice_partition_digests_free.  Take it while the cache is idle, as
+ * Ignite's idle_verify does: writes in flight show up as conflicts.
+ * NO_CACHE, TIMEOUT (a server did not answer), NOMEM. */
+lattice_status lattice_cache_digests(lattice_node *n, const char *cache, lattice_partition_digest **out,
+                                     size_t *count);
+void lattice_partition_digests_free(lattice_partition_digest *d);
+
 #endif
