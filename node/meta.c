@@ -592,7 +592,7 @@ static void finish_base_check(lattice_data *d, bcast *b)
             }
         char *srv[DATA_MAX_PEERS];
         size_t n = live_servers(d, NULL, srv);
-        if (total && !(c->cfg.rebalance_mode != LATTICE_REBALANCE_NONE && ready == n && sr->n_nodes == n)) continue;
+        if (total && !(c->cfg.rebalance_mode != LATTICE_REBALANCE_NONE && ready == n)) continue;
         if (cache_set_base(d, c, srv, n, c->base_version + 1) == LATTICE_OK) changed = true;
     }
     if (changed) {
