@@ -28,6 +28,8 @@ int cli_cache(cli_globals *g, int argc, char **argv);    /* cache create|destroy
 int cli_caches(cli_globals *g, int argc, char **argv);
 int cli_partitions(cli_globals *g, int argc, char **argv);
 int cli_bench(cli_globals *g, int argc, char **argv);
+int cli_rebalance(cli_globals *g, int argc, char **argv);
+int cli_verify(cli_globals *g, int argc, char **argv);
 
 /* Attach as a client node (prints why on failure). NULL when it cannot join. */
 lattice_node *cli_attach(cli_globals *g);

@@ -22,6 +22,8 @@ static const cli_command commands[] = {
     {"caches", "every cache: mode, partitions, backups, sync, size; per node entries and partitions, reads/writes/hits/misses", cli_caches},
     {"bench", "load generator: get, put, putget, putall; ops/s every second, p50/p99/p99.9 latency", cli_bench},
     {"partitions", "partitions CACHE: owners, roles and states of each partition; balance summary", cli_partitions},
+    {"rebalance", "rebalance [--watch]: partitions left, entries/bytes moved, rate, estimate per cache", cli_rebalance},
+    {"verify", "verify CACHE: compare every copy's content hash, size and counter; exit 3 on conflict", cli_verify},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

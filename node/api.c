@@ -9,6 +9,7 @@
 
 #include "lattice/alloc.h"
 #include "node/data_int.h"
+#include "node/rebal_int.h"
 
 static opx *opx_new(lattice_data *d, const lattice_op *op, lattice_op_fn fn, void *arg, size_t index)
 {
@@ -339,6 +340,23 @@ lattice_status lattice_cache_partitions(lattice_node *n, const char *cache, latt
     *out = NULL;
     return call(n, CALL_PARTITIONS, cache ? cache : "default", (void **)out);
 }
+
+lattice_status lattice_cache_digests(lattice_node *n, const char *cache, lattice_partition_digest **out,
+                                     size_t *count)
+{
+    if (!out || !count) return LATTICE_ERR_INVAL;
+    *out = NULL;
+    *count = 0;
+    digest_result *dr = NULL;
+    lattice_status st = call(n, CALL_DIGESTS, cache ? cache : "default", (void **)&dr);
+    if (st != LATTICE_OK || !dr) return st != LATTICE_OK ? st : LATTICE_ERR_NOMEM;
+    *out = dr->d;
+    *count = dr->n;
+    lt_free(dr);
+    return LATTICE_OK;
+}
+
+void lattice_partition_digests_free(lattice_partition_digest *d) { lt_free(d); }
 
 void lattice_partitions_info_free(lattice_partitions_info *p)
 {

@@ -25,6 +25,9 @@ enum {
     CTL_CREATE = 103,    /* -> coordinator: value = cache spec */
     CTL_DESTROY = 104,   /* -> coordinator: cache = name */
     CTL_PART_SIZE = 105, /* -> server: num = primary entries of one cache on that node */
+    CTL_DEMAND = 106,    /* demander -> supplier: key = sender id, value = Demand (node/rebal.c) */
+    CTL_SUPPLY = 107,    /* supplier -> demander: key = sender id, value = Supply */
+    CTL_DIGEST = 108,    /* -> server: value = digests of its OWNING copies of one cache */
 };
 
 /* What a node holds a partition as: its position among the serving owners. */
@@ -50,6 +53,7 @@ typedef struct cache_def {
     uint64_t *counter;          /* per-partition update counter */
     uint64_t reads, writes, hits, misses;
     uint64_t frozen_until;      /* monotonic ms: writes answer AGAIN until then (base check) */
+    struct rebal_cache *rb;     /* rebalance state (node/rebal.c), NULL until first planned */
 } cache_def;
 
 /* Serving owners of p: the base's owners filtered to live nodes, primary
@@ -129,7 +133,7 @@ lattice_data *lattice_node_data(lattice_node *n);
 
 /* Internal calls run on the data thread (api.c): fn gets a result whose
  * value points at a call-specific struct. */
-enum { CALL_STATS = 1, CALL_CREATE = 2, CALL_DESTROY = 3, CALL_PARTITIONS = 4 };
+enum { CALL_STATS = 1, CALL_CREATE = 2, CALL_DESTROY = 3, CALL_PARTITIONS = 4, CALL_DIGESTS = 5 };
 lattice_status data_call(lattice_data *d, int call, const char *arg, lattice_op_fn fn, void *farg);
 
 /* CALL_STATS result: one entry per (server node). */
@@ -138,6 +142,7 @@ typedef struct stats_node {
     size_t n;
     lattice_cache_node_info *caches; /* caches[i] is the cache names[i] */
     char (*names)[LATTICE_CACHE_NAME_MAX + 1];
+    uint64_t *view_major, *base_version; /* per cache: what its rebalance figures were computed on */
 } stats_node;
 typedef struct stats_result {
     size_t n_caches;

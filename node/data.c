@@ -41,6 +41,7 @@
 #include "lattice/log.h"
 #include "node/caches_int.h"
 #include "node/data_int.h"
+#include "node/rebal_int.h"
 
 #define MAC_BYTES 32
 #define TICK_MS 10
@@ -674,6 +675,7 @@ static void *data_main(void *arg)
                 release_pending(d, false); /* targets alive but silent: deadlines */
             }
             data_meta_tick(d, now);
+            rebal_tick(d, now);
             run_retries(d, now);
         }
         data_flush(d);

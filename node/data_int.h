@@ -64,10 +64,11 @@ typedef struct waitw {
 /* A request sent to every server (stats, size, base check). */
 typedef struct bcast {
     int remaining;
-    int kind;                     /* CTL_STATS or CTL_PART_SIZE */
+    int kind;                     /* CTL_STATS, CTL_PART_SIZE or CTL_DIGEST */
     opx *op;                      /* caller (NULL: the coordinator's base check) */
     int64_t sum;
     stats_result *stats;
+    struct digest_result *digests; /* CTL_DIGEST (node/rebal.c) */
 } bcast;
 
 enum { P_OP = 1, P_REPL = 2, P_BCAST = 3, P_CTL = 4 };
@@ -141,6 +142,8 @@ struct lattice_data {
     uint64_t checked_servers;     /* hash of the live server set the last base check saw */
     char (*live_buf)[240];        /* meta.c scratch: live servers as base entries (callers) */
     char (*check_buf)[240];       /* meta.c scratch for base_is_live_set only */
+
+    struct rebal_sup *rb_sups;    /* supplier sessions (node/rebal.c) */
 
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;

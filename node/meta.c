@@ -22,6 +22,7 @@
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "node/data_int.h"
+#include "node/rebal_int.h"
 
 bool data_is_coordinator(const lattice_data *d)
 {
@@ -47,6 +48,7 @@ static void freeze_all(lattice_data *d, bool on)
 static void cache_free(cache_def *c)
 {
     if (!c) return;
+    rebal_cache_free(c->rb); /* before the store: supplier cursors read it */
     if (c->store) lattice_store_destroy(c->store);
     for (size_t i = 0; i < c->n_base; i++) lt_free(c->base[i]);
     lt_free(c->base);
@@ -60,6 +62,7 @@ static void cache_free(cache_def *c)
 
 void data_caches_free(lattice_data *d)
 {
+    rebal_node_free(d);
     for (size_t i = 0; i < d->n_caches; i++) cache_free(d->caches[i]);
     d->n_caches = 0;
     if (d->meta_msg) {
@@ -372,9 +375,11 @@ void data_meta_apply(lattice_data *d, const Latdata__Meta *m)
     meta_rebuild(d);
     LT_LOG(LT_INFO, "data", "cache metadata version %llu: %zu caches", (unsigned long long)d->meta_version,
            d->n_caches);
+    rebal_on_change(d);
 }
 
 static void start_base_check(lattice_data *d);
+#define BASE_CHECK_MS 300
 
 void data_meta_on_topology(lattice_data *d)
 {
@@ -397,6 +402,7 @@ void data_meta_on_topology(lattice_data *d)
     } else {
         d->last_meta_pull = 0; /* pull now */
     }
+    rebal_on_change(d);
 }
 
 static void send_ctl(lattice_data *d, int kind, const char *cache, const char *value, opx *op)
@@ -420,6 +426,12 @@ static void send_ctl(lattice_data *d, int kind, const char *cache, const char *v
 
 void data_meta_tick(lattice_data *d, uint64_t now)
 {
+    if (d->seen_topology && data_is_coordinator(d) && d->meta_valid && now - d->last_meta_pull >= BASE_CHECK_MS) {
+        /* The coordinator pulls nothing: last_meta_pull paces its base
+         * checks instead (a rebalance ends long after the topology change). */
+        d->last_meta_pull = now;
+        start_base_check(d);
+    }
     if (!d->seen_topology || data_is_coordinator(d)) return;
     if (now - d->last_meta_pull >= META_PULL_INTERVAL_MS) {
         d->last_meta_pull = now;
@@ -476,7 +488,7 @@ static lattice_status coord_destroy(lattice_data *d, const char *name)
 
 /* ------------------------------------------------------------------- stats */
 
-static Latdata__NodeCacheStats *node_stats(cache_def *c)
+static Latdata__NodeCacheStats *node_stats(lattice_data *d, cache_def *c)
 {
     Latdata__NodeCacheStats *s = lt_calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -508,6 +520,16 @@ static Latdata__NodeCacheStats *node_stats(cache_def *c)
     s->writes = c->writes;
     s->hits = c->hits;
     s->misses = c->misses;
+    rebal_figures f;
+    rebal_figures_of(d, c, &f);
+    s->rebalance_left = f.left;
+    s->rebalance_view_major = f.view;
+    s->rebalance_base_version = c->base_version;
+    s->rebalance_total = f.total;
+    s->rebalance_entries = f.entries;
+    s->rebalance_bytes = f.bytes;
+    s->rebalance_elapsed_ms = f.elapsed_ms;
+    s->rebalance_active = f.active;
     return s;
 }
 
@@ -521,9 +543,13 @@ static void stats_add(stats_result *sr, const char *node, Latdata__NodeCacheStat
     snprintf(sn->id, sizeof sn->id, "%s", node ? node : "");
     sn->caches = lt_calloc(n ? n : 1, sizeof *sn->caches);
     sn->names = lt_calloc(n ? n : 1, sizeof *sn->names);
-    if (!sn->caches || !sn->names) {
+    sn->view_major = lt_calloc(n ? n : 1, sizeof *sn->view_major);
+    sn->base_version = lt_calloc(n ? n : 1, sizeof *sn->base_version);
+    if (!sn->caches || !sn->names || !sn->view_major || !sn->base_version) {
         lt_free(sn->caches);
         lt_free(sn->names);
+        lt_free(sn->view_major);
+        lt_free(sn->base_version);
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -540,6 +566,14 @@ static void stats_add(stats_result *sr, const char *node, Latdata__NodeCacheStat
         ci->misses = st[i]->misses;
         ci->moving_partitions = st[i]->moving_partitions;
         ci->moving_entries = st[i]->moving_entries;
+        ci->rebalance_left = st[i]->rebalance_left;
+        ci->rebalance_total = st[i]->rebalance_total;
+        ci->rebalance_entries = st[i]->rebalance_entries;
+        ci->rebalance_bytes = st[i]->rebalance_bytes;
+        ci->rebalance_elapsed_ms = st[i]->rebalance_elapsed_ms;
+        ci->rebalance_active = st[i]->rebalance_active;
+        sn->view_major[i] = st[i]->rebalance_view_major;
+        sn->base_version[i] = st[i]->rebalance_base_version;
     }
     sn->n = n;
     sr->n_nodes++;
@@ -554,22 +588,31 @@ static void finish_base_check(lattice_data *d, bcast *b)
         cache_def *c = d->caches[i];
         if (base_is_live_set(d, c)) continue;
         uint64_t total = 0;
+        size_t ready = 0;
         for (size_t k = 0; k < sr->n_nodes; k++)
-            for (size_t j = 0; j < sr->nodes[k].n; j++)
-                if (strcmp(sr->nodes[k].names[j], c->cfg.name) == 0)
-                    total += sr->nodes[k].caches[j].primary_entries + sr->nodes[k].caches[j].backup_entries;
-        if (total) continue;
+            for (size_t j = 0; j < sr->nodes[k].n; j++) {
+                const lattice_cache_node_info *ci = &sr->nodes[k].caches[j];
+                if (strcmp(sr->nodes[k].names[j], c->cfg.name) != 0) continue;
+                total += ci->primary_entries + ci->backup_entries;
+                /* Late affinity: this server loaded every partition it
+                 * holds MOVING, on the same topology and base as ours. */
+                ready += ci->rebalance_left == 0 && sr->nodes[k].view_major[j] == rebal_server_view(d) &&
+                         sr->nodes[k].base_version[j] == c->base_version;
+            }
         char *srv[DATA_MAX_PEERS];
         size_t n = live_servers(d, NULL, srv);
+        if (total && !(c->cfg.rebalance_mode != LATTICE_REBALANCE_NONE && ready == n)) continue;
         if (cache_set_base(d, c, srv, n, c->base_version + 1) == LATTICE_OK) changed = true;
     }
     /* Always a new version: its push releases every server's frozen writes. */
     freeze_all(d, false);
     d->meta_version++;
     push_meta(d);
-    if (changed)
-        LT_LOG(LT_INFO, "data", "affinity base switched to the live servers (metadata version %llu)",
-               (unsigned long long)d->meta_version);
+    if (changed) {
+        LT_LOG(LT_INFO, "data", "affinity base switched to the %zu live servers (metadata version %llu)",
+               d->n_peers, (unsigned long long)d->meta_version);
+        rebal_on_change(d);
+    }
     start_base_check(d); /* the servers changed again while we counted */
 }
 
@@ -579,6 +622,8 @@ static void stats_free(stats_result *sr)
     for (size_t i = 0; i < sr->n_nodes; i++) {
         lt_free(sr->nodes[i].caches);
         lt_free(sr->nodes[i].names);
+        lt_free(sr->nodes[i].view_major);
+        lt_free(sr->nodes[i].base_version);
     }
     lt_free(sr->nodes);
     lt_free(sr->cfgs);
@@ -590,6 +635,10 @@ void data_stats_result_free(stats_result *sr) { stats_free(sr); }
 /* One part of a broadcast answered (rs) or gave up (rs NULL). */
 void data_bcast_part(lattice_data *d, bcast *b, const Latdata__Resp *rs)
 {
+    if (b->kind == CTL_DIGEST) {
+        rebal_digest_part(d, b, rs);
+        return;
+    }
     if (rs && b->kind == CTL_PART_SIZE) b->sum += rs->num;
     if (rs && b->kind == CTL_STATS && b->stats) stats_add(b->stats, rs->node, rs->stats, rs->n_stats);
     if (!rs && !b->op) b->sum = -1; /* base check: a server did not answer: do not switch */
@@ -637,7 +686,7 @@ static void start_stats(lattice_data *d, opx *op)
             Latdata__NodeCacheStats *st[LATTICE_MAX_CACHES];
             size_t n = 0;
             for (size_t k = 0; k < d->n_caches; k++)
-                if ((st[n] = node_stats(d->caches[k]))) n++;
+                if ((st[n] = node_stats(d, d->caches[k]))) n++;
             stats_add(sr, d->self_id, st, n);
             for (size_t k = 0; k < n; k++) lt_free(st[k]);
             continue;
@@ -698,9 +747,20 @@ void data_serve_ctl(lattice_data *d, const Latdata__Req *q, const origin *o)
         if (r.status != LATTICE_OK && d->repl_failed++ % 1000 == 0)
             LT_LOG(LT_WARN, "data", "cache %s: a replicated write was not applied here: %s (%llu so far)", q->cache,
                    lattice_strerror(r.status), (unsigned long long)d->repl_failed);
+        if (c && q->remove && r.status == LATTICE_OK)
+            rebal_note_remove(c, q->partition, q->key.data, q->key.len, q->version);
         if (q->id) data_reply(d, o, &r, NULL, 0, false);
         return;
     }
+    case CTL_DEMAND:
+        rebal_on_demand(d, q);
+        return;
+    case CTL_SUPPLY:
+        rebal_on_supply(d, q);
+        return;
+    case CTL_DIGEST:
+        rebal_serve_digest(d, q, o);
+        return;
     case CTL_STATS: {
         /* A base check: no write may land after we count, until the
          * coordinator's next metadata (or FREEZE_MS) releases the caches. */
@@ -708,7 +768,7 @@ void data_serve_ctl(lattice_data *d, const Latdata__Req *q, const origin *o)
         Latdata__NodeCacheStats **st = lt_calloc(d->n_caches ? d->n_caches : 1, sizeof *st);
         size_t n = 0;
         for (size_t k = 0; st && k < d->n_caches; k++)
-            if ((st[n] = node_stats(d->caches[k]))) n++;
+            if ((st[n] = node_stats(d, d->caches[k]))) n++;
         data_reply(d, o, &r, st, n, false); /* the box frees st */
         return;
     }
@@ -819,6 +879,7 @@ void data_run_call(lattice_data *d, opx *o)
     switch (o->call) {
     case CALL_STATS: start_stats(d, o); return;
     case CALL_PARTITIONS: partitions_call(d, o); return;
+    case CALL_DIGESTS: rebal_start_digests(d, o); return;
     case CALL_CREATE:
     case CALL_DESTROY:
         if (data_is_coordinator(d)) {

@@ -220,6 +220,12 @@ typedef struct lattice_cache_node_info {
     uint64_t reads, writes, hits, misses;
     uint32_t moving_partitions;       /* held MOVING: writes reach them, reads do not */
     uint64_t moving_entries;
+    /* Rebalance on this node: MOVING partitions not loaded yet, partitions
+     * the current plan loads, entries and key+value bytes it received, time
+     * since it started (ms), whether one is running or scheduled. */
+    uint32_t rebalance_left, rebalance_total;
+    uint64_t rebalance_entries, rebalance_bytes, rebalance_elapsed_ms;
+    bool rebalance_active;
 } lattice_cache_node_info;
 
 typedef struct lattice_cache_info {
@@ -259,5 +265,23 @@ typedef struct lattice_partitions_info {
 
 lattice_status lattice_cache_partitions(lattice_node *n, const char *cache, lattice_partitions_info **out);
 void lattice_partitions_info_free(lattice_partitions_info *p);
+
+/* One copy of one partition as `lattice verify` compares them: an
+ * order-independent content hash over (key, value, expiry, version), the
+ * live entry count and the copy's update counter. */
+typedef struct lattice_partition_digest {
+    char node[64];                    /* node id holding the copy */
+    uint32_t partition;
+    uint64_t hash, size, counter;
+} lattice_partition_digest;
+
+/* The digest of every OWNING copy (serving owners) of every partition of
+ * the cache, from every server; *out is freed with
+ * lattice_partition_digests_free.  Take it while the cache is idle, as
+ * Ignite's idle_verify does: writes in flight show up as conflicts.
+ * NO_CACHE, TIMEOUT (a server did not answer), NOMEM. */
+lattice_status lattice_cache_digests(lattice_node *n, const char *cache, lattice_partition_digest **out,
+                                     size_t *count);
+void lattice_partition_digests_free(lattice_partition_digest *d);
 
 #endif

@@ -1,0 +1,253 @@
+/*
+ * lattice rebalance [--watch] and lattice verify CACHE (docs/REBALANCE.md,
+ * "In the grid").  Both attach as a client node: rebalance reads every
+ * server's per-cache rebalance figures from the stats, verify collects every
+ * OWNING copy's partition digests and compares them with the core's
+ * comparator.
+ */
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "lattice/alloc.h"
+#include "rebalance/rebalance.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static bool wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return true;
+    return false;
+}
+
+static void print_json(json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT);
+    if (s) puts(s);
+    lt_free(s);
+    json_decref(o);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Sums every server's figures per cache into progress structs; *busy when a
+ * plan runs anywhere or a partition is still MOVING (not switched yet). */
+static lattice_status gather(lattice_node *n, lattice_rebalance_progress **out, size_t *count, bool *busy)
+{
+    lattice_cache_info *ci = NULL;
+    size_t nc = 0;
+    lattice_status st = lattice_caches_info(n, &ci, &nc);
+    if (st != LATTICE_OK) return st;
+    lattice_rebalance_progress *p = lt_calloc(nc ? nc : 1, sizeof *p);
+    if (!p) {
+        lattice_caches_info_free(ci, nc);
+        return LATTICE_ERR_NOMEM;
+    }
+    uint64_t now = now_ms();
+    *busy = false;
+    for (size_t i = 0; i < nc; i++) {
+        uint32_t total = 0, left = 0;
+        uint64_t elapsed = 0;
+        lattice_rebalance_progress_init(&p[i], ci[i].name, 0, now);
+        for (size_t k = 0; k < ci[i].n_nodes; k++) {
+            const lattice_cache_node_info *x = &ci[i].nodes[k];
+            total += x->rebalance_total;
+            left += x->rebalance_left < x->rebalance_total ? x->rebalance_left : x->rebalance_total;
+            p[i].entries_received += x->rebalance_entries;
+            p[i].bytes_received += x->rebalance_bytes;
+            if (x->rebalance_elapsed_ms > elapsed) elapsed = x->rebalance_elapsed_ms;
+            if (x->rebalance_active || x->moving_partitions) *busy = true;
+        }
+        p[i].partitions_total = total;
+        p[i].partitions_done = total - left;
+        p[i].partitions_moving = left;
+        p[i].started_ms = now - (elapsed < now ? elapsed : 0);
+        p[i].updated_ms = now;
+    }
+    lattice_caches_info_free(ci, nc);
+    *out = p;
+    *count = nc;
+    return LATTICE_OK;
+}
+
+int cli_rebalance(cli_globals *g, int argc, char **argv)
+{
+    static const char use[] =
+        "usage: lattice [GLOBAL OPTIONS] rebalance [--watch] [--interval-ms N] [--max-s N]\n"
+        "  per cache: partitions left to load, entries and bytes moved, rate and estimate\n"
+        "  (sums over the servers' current plans).  --watch redraws a progress bar every\n"
+        "  interval (default 1000 ms) until no rebalance runs and nothing is MOVING, Ctrl-C,\n"
+        "  or --max-s seconds (default 600).  --json: one object\n"
+        "  {\"in_progress\":bool,\"caches\":[{\"name\",\"partitions_moving\",\"partitions_left\",\n"
+        "  \"partitions_total\",\"entries_received\",\"bytes_received\",\"bytes_per_s\",\n"
+        "  \"entries_per_s\",\"eta_s\"}]}\n";
+    if (wants_help(argc, argv)) {
+        fputs(use, stdout);
+        return 0;
+    }
+    bool watch = false;
+    long interval = 1000, max_s = 600;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--watch")) {
+            watch = true;
+        } else if (!strcmp(argv[i], "--interval-ms") && i + 1 < argc) {
+            interval = strtol(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--max-s") && i + 1 < argc) {
+            max_s = strtol(argv[++i], NULL, 10);
+        } else {
+            fputs(use, stderr);
+            return 2;
+        }
+    }
+    if (interval < 50 || interval > 60000 || max_s < 1 || max_s > 86400) {
+        fputs("lattice rebalance: --interval-ms 50..60000, --max-s 1..86400\n", stderr);
+        return 2;
+    }
+    lattice_node *n = cli_attach(g);
+    if (!n) return 1;
+    signal(SIGINT, on_sigint);
+    uint64_t end = now_ms() + (uint64_t)max_s * 1000u;
+    int rc = 0;
+    for (;;) {
+        lattice_rebalance_progress *p = NULL;
+        size_t np = 0;
+        bool busy = false;
+        lattice_status st = gather(n, &p, &np, &busy);
+        if (st != LATTICE_OK) {
+            fprintf(stderr, "lattice rebalance: %s\n", lattice_strerror(st));
+            rc = 1;
+            break;
+        }
+        uint64_t now = now_ms();
+        if (g->json && !watch) {
+            size_t need = lattice_rebalance_progress_json(p, np, now, NULL, 0) + 1;
+            char *buf = lt_malloc(need);
+            if (buf) {
+                lattice_rebalance_progress_json(p, np, now, buf, need);
+                json_t *j = json_loads(buf, 0, NULL);
+                if (j) {
+                    json_object_set_new(j, "in_progress", json_boolean(busy));
+                    print_json(j);
+                }
+                lt_free(buf);
+            }
+        } else {
+            for (size_t i = 0; i < np; i++) {
+                char line[256];
+                lattice_rebalance_progress_bar(&p[i], now, 20, line, sizeof line);
+                printf("%s%s\n", line, busy ? "" : "  (idle)");
+            }
+        }
+        fflush(stdout);
+        lt_free(p);
+        if (!watch || !busy || interrupted || now >= end) break;
+        usleep((useconds_t)interval * 1000u);
+        if (interrupted) break;
+    }
+    lattice_node_stop(n);
+    return rc;
+}
+
+static const char *node_name(char (*names)[64], size_t n, uint32_t i) { return i < n ? names[i] : "?"; }
+
+int cli_verify(cli_globals *g, int argc, char **argv)
+{
+    static const char use[] =
+        "usage: lattice [GLOBAL OPTIONS] verify CACHE\n"
+        "  compares every OWNING copy of every partition (content hash of key, value, expiry\n"
+        "  and version; entry count; update counter) with the copy holding the highest\n"
+        "  counter and lists conflicts.  Run it while the cache is idle: writes in flight\n"
+        "  show up as conflicts.  Exit status: 0 no conflict, 3 conflicts, 1 error.\n"
+        "  --json: {\"cache\",\"partitions\",\"copies\",\"conflicts\":[{\"partition\",\"node\",\n"
+        "  \"against\",\"hash\",\"size\",\"counter\"}]}\n";
+    if (wants_help(argc, argv)) {
+        fputs(use, stdout);
+        return 0;
+    }
+    if (argc != 2) {
+        fputs(use, stderr);
+        return 2;
+    }
+    lattice_node *n = cli_attach(g);
+    if (!n) return 1;
+    lattice_partition_digest *pd = NULL;
+    size_t nd = 0;
+    lattice_status st = lattice_cache_digests(n, argv[1], &pd, &nd);
+    lattice_node_stop(n);
+    if (st != LATTICE_OK) {
+        fprintf(stderr, "lattice verify: %s\n", lattice_strerror(st));
+        return 1;
+    }
+    char (*names)[64] = lt_calloc(nd ? nd : 1, sizeof *names);
+    lattice_rebalance_digest *dg = lt_calloc(nd ? nd : 1, sizeof *dg);
+    uint8_t *seen = NULL;
+    size_t nn = 0, parts = 0;
+    uint32_t maxp = 0;
+    for (size_t i = 0; i < nd; i++)
+        if (pd[i].partition > maxp) maxp = pd[i].partition;
+    seen = lt_calloc((size_t)maxp + 1, 1);
+    if (!names || !dg || !seen) {
+        fprintf(stderr, "lattice verify: %s\n", lattice_strerror(LATTICE_ERR_NOMEM));
+        lt_free(names);
+        lt_free(dg);
+        lt_free(seen);
+        lattice_partition_digests_free(pd);
+        return 1;
+    }
+    for (size_t i = 0; i < nd; i++) {
+        size_t k = 0;
+        while (k < nn && strcmp(names[k], pd[i].node) != 0) k++;
+        if (k == nn) snprintf(names[nn++], 64, "%s", pd[i].node);
+        dg[i] = (lattice_rebalance_digest){(uint32_t)k, pd[i].partition, pd[i].hash, pd[i].size, pd[i].counter};
+        if (!seen[pd[i].partition]) parts++;
+        seen[pd[i].partition] = 1;
+    }
+    lattice_rebalance_conflict *cf = NULL;
+    size_t ncf = 0;
+    st = lattice_rebalance_verify(dg, nd, &cf, &ncf);
+    if (st != LATTICE_OK) {
+        fprintf(stderr, "lattice verify: %s\n", lattice_strerror(st));
+    } else if (g->json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < ncf; i++)
+            json_array_append_new(
+                arr, json_pack("{s:I, s:s, s:s, s:b, s:b, s:b}", "partition", (json_int_t)cf[i].partition, "node",
+                               node_name(names, nn, cf[i].node_b), "against", node_name(names, nn, cf[i].node_a),
+                               "hash", (cf[i].what & LATTICE_REBALANCE_CONFLICT_HASH) != 0, "size",
+                               (cf[i].what & LATTICE_REBALANCE_CONFLICT_SIZE) != 0, "counter",
+                               (cf[i].what & LATTICE_REBALANCE_CONFLICT_COUNTER) != 0));
+        print_json(json_pack("{s:s, s:I, s:I, s:o}", "cache", argv[1], "partitions", (json_int_t)parts, "copies",
+                             (json_int_t)nd, "conflicts", arr));
+    } else {
+        printf("cache %s: %zu partitions, %zu copies compared, %zu conflicts\n", argv[1], parts, nd, ncf);
+        for (size_t i = 0; i < ncf; i++)
+            printf("  partition %u: %s differs from %s in%s%s%s\n", cf[i].partition, node_name(names, nn, cf[i].node_b),
+                   node_name(names, nn, cf[i].node_a), cf[i].what & LATTICE_REBALANCE_CONFLICT_HASH ? " content" : "",
+                   cf[i].what & LATTICE_REBALANCE_CONFLICT_SIZE ? " size" : "",
+                   cf[i].what & LATTICE_REBALANCE_CONFLICT_COUNTER ? " counter" : "");
+    }
+    fflush(stdout);
+    lt_free(cf);
+    lt_free(names);
+    lt_free(dg);
+    lt_free(seen);
+    lattice_partition_digests_free(pd);
+    return st != LATTICE_OK ? 1 : ncf ? 3 : 0;
+}

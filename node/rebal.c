@@ -1,0 +1,766 @@
+/*
+ * rebal: rebalancing in the running grid (data thread only).
+ *
+ * Demander side, per cache (cache_def.rb): after every topology or metadata
+ * change this node's MOVING partitions are the ideal owners' partitions it
+ * does not serve (cache_moving_owners).  After rebalance_delay_ms it loads
+ * every MOVING partition not loaded yet: partitions are grouped by their
+ * supplier list (the live serving owners, primary first - the primary applied
+ * every acknowledged write before replicating it, so it supplies nothing a
+ * remove already took away) and each group is one demand session with its
+ * own applier and demander machine.  A partition whose last batch is stored
+ * is "loaded": it stays MOVING (writes keep reaching it) until the
+ * coordinator, seeing every server report no partition left for the cache on
+ * the current topology and base, switches the affinity base; then this node
+ * serves it and the old owners evict theirs.  A change mid-rebalance drops
+ * the sessions (loaded partitions stay loaded) and plans again.
+ *
+ * Supplier side (lattice_data.rb_sups): one supplier machine per incoming
+ * demand session, keyed by (demander node, cache, rebalance id, session
+ * group); dropped when done, when its demander leaves, or after a minute of
+ * silence.  Demands and supplies travel as CTL_DEMAND / CTL_SUPPLY requests
+ * on the data channel (key = sender node id, value = the encoded message);
+ * flow control (prefetch window, acks, throttle) bounds what is in flight.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "node/rebal_int.h"
+#include "rebalance/rebalance.h"
+
+#define SESSION_SHIFT 16u        /* session = (group + 1) << 16, + 1 per supplier switch */
+#define SUPPLIER_IDLE_MS 60000u  /* a supplier session with no demand for this long ends */
+#define REPLAN_MS 1000u          /* a failed session: plan again after this */
+#define MAX_OWNERS (LATTICE_CACHE_MAX_BACKUPS + 1)
+
+typedef struct rsess {
+    lattice_rebalance_demander *dm;
+    lattice_rebalance_applier *ap;
+    char (*sup)[64];             /* supplier node ids, preference order */
+    uint32_t nsup;
+    uint32_t *parts;
+    size_t nparts;
+    uint64_t deadline;
+    bool done;
+} rsess;
+
+struct rebal_cache {
+    lattice_data *d;
+    cache_def *c;
+    uint32_t parts;
+    uint8_t *want;               /* this node holds p MOVING */
+    uint8_t *loaded;             /* ... and has loaded it */
+    uint64_t view, base_version;         /* server view and base the MOVING set is for */
+    uint64_t rebalance_id;
+    uint64_t plan_at;            /* 0: none scheduled */
+    rsess *s;
+    size_t ns;
+    lattice_rebalance_progress prog;
+    uint64_t started, finished;
+    unsigned logged_quarter;
+    bool active;
+    uint64_t stale;              /* supplies ignored as stale */
+};
+
+typedef struct rebal_sup {
+    struct rebal_sup *next;
+    char dem[64];
+    cache_def *c;
+    lattice_rebalance_ids ids;
+    lattice_rebalance_supplier *sp;
+    uint64_t deadline, last_ms;
+} rsup;
+
+/* ------------------------------------------------------------------ helpers */
+
+static void sender_of(const Latdata__Req *q, char *id)
+{
+    size_t n = q->key.len < 63 ? q->key.len : 63;
+    memcpy(id, q->key.data, n);
+    id[n] = 0;
+}
+
+static bool self_among(peer *const *own, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (own[i] && own[i]->self) return true;
+    return false;
+}
+
+static void send_msgs(lattice_data *d, int kind, const char *cache, peer *const *to_peer,
+                      lattice_rebalance_out *out)
+{
+    for (size_t i = 0; i < out->count; i++) {
+        peer *p = to_peer[out->msgs[i].to];
+        if (!p || !p->dealer) continue;
+        Latdata__Req *q = data_req_new(kind, cache, d->self_id, strlen(d->self_id), out->msgs[i].buf,
+                                       out->msgs[i].len);
+        if (q) data_send_req(d, p, q);
+    }
+    lattice_rebalance_out_clear(out);
+}
+
+static void sess_free(rsess *s)
+{
+    lattice_rebalance_demander_free(s->dm);
+    lattice_rebalance_applier_free(s->ap);
+    lt_free(s->sup);
+    lt_free(s->parts);
+    memset(s, 0, sizeof *s);
+}
+
+static void drop_sessions(struct rebal_cache *rc)
+{
+    for (size_t i = 0; i < rc->ns; i++) sess_free(&rc->s[i]);
+    lt_free(rc->s);
+    rc->s = NULL;
+    rc->ns = 0;
+    rc->active = false;
+}
+
+static void sup_free(rsup *r)
+{
+    lattice_rebalance_supplier_free(r->sp);
+    lt_free(r);
+}
+
+/* Drops supplier sessions matching pred (cache c, or every one when c is NULL). */
+static void drop_sups_of(lattice_data *d, const cache_def *c)
+{
+    for (rsup **pp = &d->rb_sups; *pp;) {
+        rsup *r = *pp;
+        if (c && r->c != c) {
+            pp = &r->next;
+            continue;
+        }
+        *pp = r->next;
+        sup_free(r);
+    }
+}
+
+void rebal_cache_free(struct rebal_cache *rc)
+{
+    if (!rc) return;
+    drop_sessions(rc);
+    drop_sups_of(rc->d, rc->c); /* their batchers read this cache's store */
+    lt_free(rc->want);
+    lt_free(rc->loaded);
+    lt_free(rc);
+}
+
+void rebal_node_free(lattice_data *d)
+{
+    drop_sups_of(d, NULL);
+}
+
+static struct rebal_cache *ensure(lattice_data *d, cache_def *c)
+{
+    if (c->rb) return c->rb;
+    struct rebal_cache *rc = lt_calloc(1, sizeof *rc);
+    if (!rc) return NULL;
+    rc->d = d;
+    rc->c = c;
+    rc->parts = c->cfg.partitions;
+    rc->want = lt_calloc(rc->parts, 1);
+    rc->loaded = lt_calloc(rc->parts, 1);
+    if (!rc->want || !rc->loaded) {
+        lt_free(rc->want);
+        lt_free(rc->loaded);
+        lt_free(rc);
+        return NULL;
+    }
+    c->rb = rc;
+    return rc;
+}
+
+static uint32_t left_of(const struct rebal_cache *rc)
+{
+    uint32_t n = 0;
+    for (uint32_t p = 0; p < rc->parts; p++) n += rc->want[p] && !rc->loaded[p];
+    return n;
+}
+
+/* ------------------------------------------------------------ on change */
+
+uint64_t rebal_server_view(const lattice_data *d)
+{
+    /* Order-independent: a sum of one FNV-1a hash per live server (consistent
+     * id and node id).  Clients come and go without changing it. */
+    uint64_t sum = 0;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        if (!d->peers[i]->server) continue;
+        uint64_t h = 1469598103934665603ull;
+        for (const char *s = d->peers[i]->cid; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+        h = (h ^ ' ') * 1099511628211ull;
+        for (const char *s = d->peers[i]->id; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+        sum += h;
+    }
+    return sum ? sum : 1;
+}
+
+/* Recomputes the MOVING set; evicts copies neither served nor owned next.
+ * Returns true when the MOVING set changed. */
+static bool recompute(cache_def *c, struct rebal_cache *rc)
+{
+    bool changed = false;
+    uint32_t evicted = 0;
+    for (uint32_t p = 0; p < rc->parts; p++) {
+        peer *own[MAX_OWNERS];
+        size_t ns = cache_serving_owners(c, p, own, MAX_OWNERS);
+        if (self_among(own, ns)) {
+            rc->want[p] = rc->loaded[p] = 0;
+            continue;
+        }
+        size_t nm = cache_moving_owners(c, p, own, MAX_OWNERS);
+        if (self_among(own, nm)) {
+            if (!rc->want[p]) changed = true;
+            rc->want[p] = 1;
+            continue;
+        }
+        /* Neither serving nor becoming an owner: RENTING -> EVICTED. */
+        if (rc->want[p]) changed = true;
+        rc->want[p] = rc->loaded[p] = 0;
+        if (lattice_store_count(c->store, p) && lattice_store_clear(c->store, p) == LATTICE_OK) evicted++;
+    }
+    if (evicted)
+        LT_LOG(LT_INFO, "rebalance", "cache %s: %u partitions evicted (pages freed)", c->cfg.name, evicted);
+    return changed;
+}
+
+void rebal_on_change(lattice_data *d)
+{
+    if (d->client) return;
+    uint64_t now = data_mono_ms();
+    for (size_t i = 0; i < d->n_caches; i++) {
+        cache_def *c = d->caches[i];
+        if (!c->store) continue;
+        struct rebal_cache *rc = ensure(d, c);
+        if (!rc) continue;
+        bool changed = recompute(c, rc);
+        uint64_t view = rebal_server_view(d);
+        bool new_view = rc->view != view || rc->base_version != c->base_version;
+        rc->view = view;
+        rc->base_version = c->base_version;
+        uint32_t left = left_of(rc);
+        if (!changed && !new_view && (rc->active || rc->plan_at)) continue;
+        if (rc->active) {
+            LT_LOG(LT_INFO, "rebalance", "cache %s: topology changed mid-rebalance; planning again (%u partitions left)",
+                   c->cfg.name, left);
+            drop_sessions(rc);
+        }
+        rc->plan_at = 0;
+        if (!left || c->cfg.rebalance_mode == LATTICE_REBALANCE_NONE) continue;
+        rc->rebalance_id++;
+        rc->plan_at = now + c->cfg.rebalance_delay_ms + 1;
+    }
+}
+
+/* ------------------------------------------------------------ demander */
+
+static peer *peers_of(lattice_data *d, const rsess *s, peer **out)
+{
+    for (uint32_t i = 0; i < s->nsup; i++) out[i] = data_peer_by_id(d, s->sup[i]);
+    return out[0];
+}
+
+static void sess_send(lattice_data *d, cache_def *c, rsess *s, lattice_rebalance_out *out)
+{
+    peer *to[MAX_OWNERS];
+    peers_of(d, s, to);
+    s->deadline = out->deadline;
+    send_msgs(d, CTL_DEMAND, c->cfg.name, to, out);
+}
+
+/* Suppliers of p: its live serving owners other than self, primary first. */
+static uint32_t suppliers_of(cache_def *c, uint32_t p, char (*ids)[64])
+{
+    peer *own[MAX_OWNERS];
+    size_t ns = cache_serving_owners(c, p, own, MAX_OWNERS);
+    uint32_t n = 0;
+    for (size_t i = 0; i < ns; i++) {
+        if (!own[i] || own[i]->self) continue;
+        snprintf(ids[n++], 64, "%s", own[i]->id);
+    }
+    return n;
+}
+
+static rsess *session_for(struct rebal_cache *rc, char (*ids)[64], uint32_t n)
+{
+    for (size_t k = 0; k < rc->ns; k++) {
+        rsess *s = &rc->s[k];
+        if (s->nsup != n) continue;
+        bool same = true;
+        for (uint32_t i = 0; i < n && same; i++) same = strcmp(s->sup[i], ids[i]) == 0;
+        if (same) return s;
+    }
+    rsess *x = lt_realloc(rc->s, (rc->ns + 1) * sizeof *x);
+    if (!x) return NULL;
+    rc->s = x;
+    rsess *s = &x[rc->ns];
+    memset(s, 0, sizeof *s);
+    s->sup = lt_calloc(n, sizeof *s->sup);
+    s->parts = lt_calloc(rc->parts, sizeof *s->parts);
+    if (!s->sup || !s->parts) {
+        lt_free(s->sup);
+        lt_free(s->parts);
+        return NULL;
+    }
+    memcpy(s->sup, ids, n * sizeof *ids);
+    s->nsup = n;
+    rc->ns++;
+    return s;
+}
+
+static bool start_session(lattice_data *d, cache_def *c, struct rebal_cache *rc, size_t k, uint64_t now)
+{
+    rsess *s = &rc->s[k];
+    lattice_rebalance_ids ids = {d->major, d->minor, rc->rebalance_id, (uint32_t)(k + 1) << SESSION_SHIFT};
+    lattice_rebalance_flow_config f;
+    lattice_rebalance_flow_config_of(&c->cfg, &f);
+    if (lattice_rebalance_applier_create(c->store, c->cfg.name, &ids, &rc->prog, &s->ap) != LATTICE_OK) return false;
+    for (size_t i = 0; i < s->nparts; i++)
+        if (lattice_rebalance_applier_begin(s->ap, s->parts[i], false) != LATTICE_OK) return false;
+    if (lattice_rebalance_demander_create(c->cfg.name, &ids, s->parts, s->nparts, s->nsup, &f, &s->dm) != LATTICE_OK)
+        return false;
+    lattice_rebalance_out out;
+    lattice_rebalance_out_init(&out);
+    if (lattice_rebalance_demander_start(s->dm, now, &out) != LATTICE_OK) {
+        lattice_rebalance_out_clear(&out);
+        return false;
+    }
+    sess_send(d, c, s, &out);
+    return true;
+}
+
+static void start_plan(lattice_data *d, cache_def *c, struct rebal_cache *rc, uint64_t now)
+{
+    drop_sessions(rc);
+    uint32_t total = 0, lost = 0;
+    for (uint32_t p = 0; p < rc->parts; p++) {
+        if (!rc->want[p] || rc->loaded[p]) continue;
+        char ids[MAX_OWNERS][64];
+        uint32_t n = suppliers_of(c, p, ids);
+        if (!n) {
+            /* LOST: no live copy to load from; writes since are all there is. */
+            rc->loaded[p] = 1;
+            lost++;
+            continue;
+        }
+        rsess *s = session_for(rc, ids, n);
+        if (!s) {
+            drop_sessions(rc);
+            rc->plan_at = now + REPLAN_MS;
+            return;
+        }
+        s->parts[s->nparts++] = p;
+        total++;
+    }
+    if (lost) LT_LOG(LT_WARN, "rebalance", "cache %s: %u partitions LOST (no live copy to load from)", c->cfg.name, lost);
+    if (!total) return;
+    lattice_rebalance_progress_init(&rc->prog, c->cfg.name, total, now);
+    rc->started = now;
+    rc->finished = 0;
+    rc->logged_quarter = 0;
+    rc->active = true;
+    for (size_t k = 0; k < rc->ns; k++) {
+        if (!start_session(d, c, rc, k, now)) {
+            LT_LOG(LT_WARN, "rebalance", "cache %s: cannot start a demand session (out of memory); retrying",
+                   c->cfg.name);
+            drop_sessions(rc);
+            rc->plan_at = now + REPLAN_MS;
+            return;
+        }
+    }
+    LT_LOG(LT_INFO, "rebalance", "cache %s: rebalance %llu started: %u partitions in %zu sessions (topology %llu.%llu)",
+           c->cfg.name, (unsigned long long)rc->rebalance_id, total, rc->ns, (unsigned long long)d->major,
+           (unsigned long long)d->minor);
+}
+
+static void log_progress(cache_def *c, struct rebal_cache *rc, uint64_t now)
+{
+    const lattice_rebalance_progress *p = &rc->prog;
+    unsigned quarter = p->partitions_total ? 4u * p->partitions_done / p->partitions_total : 4;
+    if (quarter > rc->logged_quarter && quarter < 4) {
+        rc->logged_quarter = quarter;
+        LT_LOG(LT_INFO, "rebalance", "cache %s: %u%% done (%u/%u partitions, %llu entries)", c->cfg.name,
+               quarter * 25, p->partitions_done, p->partitions_total, (unsigned long long)p->entries_received);
+    }
+    for (size_t k = 0; k < rc->ns; k++)
+        if (!rc->s[k].done) return;
+    rc->active = false;
+    rc->finished = now;
+    double secs = (double)(now - rc->started) / 1000.0;
+    if (secs <= 0) secs = 0.001;
+    LT_LOG(LT_INFO, "rebalance",
+           "cache %s: rebalance %llu finished: %u partitions, %llu entries, %llu bytes in %.2f s (%.1f MB/s, %.0f entries/s)",
+           c->cfg.name, (unsigned long long)rc->rebalance_id, p->partitions_done,
+           (unsigned long long)p->entries_received, (unsigned long long)p->bytes_received, secs,
+           (double)p->bytes_received / secs / 1e6, (double)p->entries_received / secs);
+    if (left_of(rc)) rc->plan_at = now + REPLAN_MS; /* refused or lost partitions: try again */
+}
+
+/* After every call into a demander: follow its session, notice the end. */
+static void after_call(cache_def *c, struct rebal_cache *rc, rsess *s, uint64_t now)
+{
+    lattice_rebalance_ids ids;
+    lattice_rebalance_demander_ids(s->dm, &ids);
+    lattice_rebalance_applier_set_ids(s->ap, &ids);
+    lattice_rebalance_demander_state st = lattice_rebalance_demander_state_of(s->dm);
+    if (st == LATTICE_REBALANCE_DEMANDER_FAILED && !s->done) {
+        LT_LOG(LT_WARN, "rebalance", "cache %s: every supplier of a session failed; planning again", c->cfg.name);
+        s->done = true;
+    } else if (st == LATTICE_REBALANCE_DEMANDER_DONE) {
+        s->done = true;
+    }
+    if (s->done) log_progress(c, rc, now);
+}
+
+void rebal_on_supply(lattice_data *d, const Latdata__Req *q)
+{
+    char from_id[64];
+    sender_of(q, from_id);
+    cache_def *c = d->meta_valid ? data_cache(d, q->cache) : NULL;
+    struct rebal_cache *rc = c ? c->rb : NULL;
+    if (!rc || !c->store) return;
+    lattice_rebalance_supply *s = NULL;
+    if (lattice_rebalance_supply_decode(q->value.data, q->value.len, lattice_rebalance_max_supply_bytes(&c->cfg),
+                                        &s) != LATTICE_OK) {
+        d->malformed++;
+        return;
+    }
+    lattice_rebalance_supply_info in;
+    lattice_rebalance_supply_info_of(s, &in);
+    size_t k = (in.ids.session >> SESSION_SHIFT) - 1;
+    rsess *ss = rc->active && in.ids.rebalance_id == rc->rebalance_id && k < rc->ns ? &rc->s[k] : NULL;
+    uint32_t from = ss ? ss->nsup : 0;
+    for (uint32_t i = 0; ss && i < ss->nsup; i++)
+        if (strcmp(ss->sup[i], from_id) == 0) from = i;
+    if (!ss || ss->done || from == ss->nsup) {
+        rc->stale++;
+        lattice_rebalance_supply_free(s);
+        return;
+    }
+    uint64_t now = data_mono_ms();
+    lattice_rebalance_out out;
+    lattice_rebalance_out_init(&out);
+    lattice_rebalance_demander_event ev = LATTICE_REBALANCE_IGNORE;
+    lattice_rebalance_demander_on_supply(ss->dm, from, s, now, &out, &ev);
+    if (ev == LATTICE_REBALANCE_ACCEPT) {
+        lattice_rebalance_apply_result r;
+        lattice_status st = lattice_rebalance_applier_apply(ss->ap, s, &r);
+        if (st != LATTICE_OK) {
+            /* Not stored: no ack; the timeout asks again. */
+            LT_LOG(LT_WARN, "rebalance", "cache %s: storing a batch of partition %u failed: %s", c->cfg.name,
+                   in.partition, lattice_strerror(st));
+            lattice_rebalance_out_clear(&out);
+        } else if (r.verdict == LATTICE_REBALANCE_APPLIED && r.partition_done && in.partition < rc->parts) {
+            rc->loaded[in.partition] = 1;
+            if (c->counter[in.partition] < r.update_counter) c->counter[in.partition] = r.update_counter;
+        }
+    } else if (ev == LATTICE_REBALANCE_IGNORE) {
+        rc->stale++;
+    }
+    sess_send(d, c, ss, &out);
+    after_call(c, rc, ss, now);
+    lattice_rebalance_supply_free(s);
+}
+
+void rebal_note_remove(cache_def *c, uint32_t partition, const void *key, size_t key_len, uint64_t version)
+{
+    struct rebal_cache *rc = c->rb;
+    if (!rc || !rc->active || partition >= rc->parts || !rc->want[partition]) return;
+    for (size_t k = 0; k < rc->ns; k++)
+        if (rc->s[k].ap) lattice_rebalance_applier_note_remove(rc->s[k].ap, partition, key, key_len, version);
+}
+
+/* ------------------------------------------------------------ supplier */
+
+static lattice_status supply_counter(void *arg, uint32_t partition, uint64_t *counter)
+{
+    rsup *r = arg;
+    cache_def *c = r->c;
+    if (partition >= c->cfg.partitions) return LATTICE_ERR_INVAL;
+    peer *own[MAX_OWNERS];
+    size_t n = cache_serving_owners(c, partition, own, MAX_OWNERS);
+    if (!self_among(own, n)) return LATTICE_ERR_NOT_OWNER;
+    *counter = c->counter[partition];
+    return LATTICE_OK;
+}
+
+static bool same_ids(const lattice_rebalance_ids *a, const lattice_rebalance_ids *b)
+{
+    return a->topology_major == b->topology_major && a->topology_minor == b->topology_minor &&
+           a->rebalance_id == b->rebalance_id && a->session == b->session;
+}
+
+void rebal_on_demand(lattice_data *d, const Latdata__Req *q)
+{
+    char from_id[64];
+    sender_of(q, from_id);
+    cache_def *c = d->meta_valid ? data_cache(d, q->cache) : NULL;
+    peer *to = data_peer_by_id(d, from_id);
+    if (!c || !c->store || !to || !to->dealer || !ensure(d, c)) return;
+    lattice_rebalance_demand dm;
+    if (lattice_rebalance_demand_decode(q->value.data, q->value.len, 0, &dm) != LATTICE_OK) {
+        d->malformed++;
+        return;
+    }
+    uint64_t now = data_mono_ms();
+    rsup *r = NULL;
+    for (rsup **pp = &d->rb_sups; *pp;) {
+        rsup *x = *pp;
+        if (x->c == c && strcmp(x->dem, from_id) == 0) {
+            if (same_ids(&x->ids, &dm.ids)) {
+                r = x;
+            } else if (x->ids.rebalance_id != dm.ids.rebalance_id ||
+                       x->ids.session >> SESSION_SHIFT == dm.ids.session >> SESSION_SHIFT) {
+                *pp = x->next; /* an older plan's, or this group's previous supplier switch */
+                sup_free(x);
+                continue;
+            }
+        }
+        pp = &x->next;
+    }
+    if (!r) {
+        r = lt_calloc(1, sizeof *r);
+        lattice_rebalance_flow_config f;
+        lattice_rebalance_flow_config_of(&c->cfg, &f);
+        if (!r || lattice_rebalance_supplier_create(c->store, &dm, &f, supply_counter, r, &r->sp) != LATTICE_OK) {
+            if (r) lt_free(r);
+            lattice_rebalance_demand_clear(&dm);
+            return;
+        }
+        snprintf(r->dem, sizeof r->dem, "%s", from_id);
+        r->c = c;
+        r->ids = dm.ids;
+        r->next = d->rb_sups;
+        d->rb_sups = r;
+    }
+    r->last_ms = now;
+    lattice_rebalance_out out;
+    lattice_rebalance_out_init(&out);
+    lattice_rebalance_supplier_on_demand(r->sp, &dm, now, &out);
+    r->deadline = out.deadline;
+    send_msgs(d, CTL_SUPPLY, c->cfg.name, &to, &out);
+    lattice_rebalance_demand_clear(&dm);
+}
+
+/* ------------------------------------------------------------ tick */
+
+static void tick_suppliers(lattice_data *d, uint64_t now)
+{
+    for (rsup **pp = &d->rb_sups; *pp;) {
+        rsup *r = *pp;
+        peer *to = data_peer_by_id(d, r->dem);
+        if (!to || !to->dealer || lattice_rebalance_supplier_done(r->sp) || now - r->last_ms > SUPPLIER_IDLE_MS) {
+            *pp = r->next;
+            sup_free(r);
+            continue;
+        }
+        if (now >= r->deadline) {
+            lattice_rebalance_out out;
+            lattice_rebalance_out_init(&out);
+            lattice_rebalance_supplier_on_tick(r->sp, now, &out);
+            r->deadline = out.deadline;
+            send_msgs(d, CTL_SUPPLY, r->c->cfg.name, &to, &out);
+        }
+        pp = &r->next;
+    }
+}
+
+void rebal_tick(lattice_data *d, uint64_t now)
+{
+    if (d->client) return;
+    for (size_t i = 0; i < d->n_caches; i++) {
+        cache_def *c = d->caches[i];
+        struct rebal_cache *rc = c->rb;
+        if (!rc) continue;
+        if (rc->plan_at && now >= rc->plan_at) {
+            rc->plan_at = 0;
+            start_plan(d, c, rc, now);
+        }
+        for (size_t k = 0; rc->active && k < rc->ns; k++) {
+            rsess *s = &rc->s[k];
+            if (s->done || now < s->deadline) continue;
+            lattice_rebalance_out out;
+            lattice_rebalance_out_init(&out);
+            lattice_rebalance_demander_on_tick(s->dm, now, &out);
+            sess_send(d, c, s, &out);
+            after_call(c, rc, s, now);
+        }
+    }
+    tick_suppliers(d, now);
+}
+
+void rebal_figures_of(const lattice_data *d, const cache_def *c, rebal_figures *f)
+{
+    memset(f, 0, sizeof *f);
+    const struct rebal_cache *rc = c->rb;
+    if (!rc) {
+        f->left = c->store ? c->cfg.partitions : 0; /* not computed yet: not ready for a switch */
+        return;
+    }
+    f->left = left_of(rc);
+    f->total = rc->prog.partitions_total;
+    f->entries = rc->prog.entries_received;
+    f->bytes = rc->prog.bytes_received;
+    f->active = rc->active || rc->plan_at;
+    uint64_t end = rc->active ? data_mono_ms() : rc->finished;
+    f->elapsed_ms = rc->started && end >= rc->started ? end - rc->started : 0;
+    f->view = rc->view == rebal_server_view(d) ? rc->view : 0;
+}
+
+/* ------------------------------------------------------------ verify */
+
+#define DIGEST_WIRE 28u /* partition u32, hash u64, size u64, counter u64, little-endian */
+
+static void put_le(uint8_t *b, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *b, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint64_t)b[i] << (8 * i);
+    return v;
+}
+
+static bool digest_add(digest_result *dr, const char *node, uint32_t p, uint64_t hash, uint64_t size, uint64_t counter)
+{
+    if (dr->n == dr->cap) {
+        size_t cap = dr->cap ? dr->cap * 2 : 1024;
+        lattice_partition_digest *x = lt_realloc(dr->d, cap * sizeof *x);
+        if (!x) return false;
+        dr->d = x;
+        dr->cap = cap;
+    }
+    lattice_partition_digest *g = &dr->d[dr->n++];
+    memset(g, 0, sizeof *g);
+    snprintf(g->node, sizeof g->node, "%s", node ? node : "");
+    g->partition = p;
+    g->hash = hash;
+    g->size = size;
+    g->counter = counter;
+    return true;
+}
+
+/* This node's OWNING copies of c, packed (lt_malloc'd) into *buf. */
+static lattice_status own_digests(cache_def *c, uint8_t **buf, size_t *len)
+{
+    *buf = lt_malloc((size_t)c->cfg.partitions * DIGEST_WIRE + 1);
+    *len = 0;
+    if (!*buf) return LATTICE_ERR_NOMEM;
+    for (uint32_t p = 0; p < c->cfg.partitions; p++) {
+        peer *own[MAX_OWNERS];
+        size_t n = cache_serving_owners(c, p, own, MAX_OWNERS);
+        if (!self_among(own, n)) continue;
+        lattice_rebalance_digest g;
+        lattice_status st = lattice_rebalance_digest_partition(c->store, p, c->counter[p], &g);
+        if (st != LATTICE_OK) {
+            lt_free(*buf);
+            *buf = NULL;
+            return st;
+        }
+        uint8_t *w = *buf + *len;
+        put_le(w, p, 4);
+        put_le(w + 4, g.hash, 8);
+        put_le(w + 12, g.size, 8);
+        put_le(w + 20, g.counter, 8);
+        *len += DIGEST_WIRE;
+    }
+    return LATTICE_OK;
+}
+
+static bool unpack_digests(digest_result *dr, const char *node, const uint8_t *b, size_t len)
+{
+    if (len % DIGEST_WIRE) return false;
+    for (size_t i = 0; i < len; i += DIGEST_WIRE)
+        if (!digest_add(dr, node, (uint32_t)get_le(b + i, 4), get_le(b + i + 4, 8), get_le(b + i + 12, 8),
+                        get_le(b + i + 20, 8)))
+            return false;
+    return true;
+}
+
+void rebal_serve_digest(lattice_data *d, const Latdata__Req *q, const origin *o)
+{
+    lattice_op_result r = {0};
+    cache_def *c = d->meta_valid ? data_cache(d, q->cache) : NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    r.status = c && c->store ? own_digests(c, &buf, &len) : LATTICE_ERR_NO_CACHE;
+    r.value = buf;
+    r.value_len = len;
+    data_reply(d, o, &r, NULL, 0, false); /* copies the value */
+    lt_free(buf);
+}
+
+static void digests_finish(lattice_data *d, bcast *b)
+{
+    lattice_op_result r = {0};
+    if (b->sum < 0) {
+        r.status = LATTICE_ERR_TIMEOUT;
+        lt_free(b->digests->d);
+        lt_free(b->digests);
+    } else {
+        r.value = b->digests;
+        r.value_len = sizeof *b->digests; /* the caller owns it now */
+    }
+    data_complete_local(d, b->op, &r);
+    lt_free(b);
+}
+
+void rebal_digest_part(lattice_data *d, bcast *b, const Latdata__Resp *rs)
+{
+    if (!rs || rs->status != LATTICE_OK ||
+        !unpack_digests(b->digests, rs->node, rs->value.data, rs->value.len))
+        b->sum = -1;
+    if (--b->remaining == 0) digests_finish(d, b);
+}
+
+void rebal_start_digests(lattice_data *d, opx *o)
+{
+    lattice_op_result r = {0};
+    cache_def *c = data_cache(d, o->data);
+    bcast *b = c ? lt_calloc(1, sizeof *b) : NULL;
+    digest_result *dr = b ? lt_calloc(1, sizeof *dr) : NULL;
+    if (!dr) {
+        lt_free(b);
+        r.status = c ? LATTICE_ERR_NOMEM : LATTICE_ERR_NO_CACHE;
+        data_complete_local(d, o, &r);
+        return;
+    }
+    b->kind = CTL_DIGEST;
+    b->op = o;
+    b->digests = dr;
+    b->remaining = 1;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        peer *p = d->peers[i];
+        if (!p->server) continue;
+        if (p->self) {
+            uint8_t *buf = NULL;
+            size_t len = 0;
+            if (!c->store || own_digests(c, &buf, &len) != LATTICE_OK || !unpack_digests(dr, d->self_id, buf, len))
+                b->sum = -1;
+            lt_free(buf);
+            continue;
+        }
+        if (!p->dealer) {
+            b->sum = -1;
+            continue;
+        }
+        pend *pe = data_pend_new(d, P_BCAST, p);
+        Latdata__Req *q = pe ? data_req_new(CTL_DIGEST, c->cfg.name, NULL, 0, NULL, 0) : NULL;
+        if (!q) {
+            b->sum = -1;
+            continue;
+        }
+        pe->b = b;
+        q->id = pe->id;
+        b->remaining++;
+        data_send_req(d, p, q);
+    }
+    if (--b->remaining == 0) digests_finish(d, b);
+}

@@ -1,0 +1,491 @@
+/*
+ * Rebalancing on real grids: latticed servers on loopback, this test process
+ * attached as a client node.  Nodes join, leave, and are killed while data
+ * moves; afterwards every partition has exactly its `backups + 1` OWNING
+ * copies (`lattice --json partitions`), `lattice verify` finds no conflict
+ * and no acknowledged write is missing.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "lattice/alloc.h"
+#include "lattice/lattice.h"
+#include "node/ops.h"
+
+static char finder[64];
+static int base_port;
+
+static it_proc *start_one(const char *name, int port_no, const char *const *extra)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", port_no);
+    const char *args[32] = {"--port", port, "--port-range", "1", "--ip-finder", finder,
+                            "--failure-detection-ms", "1000", "--log-level", "info"};
+    int k = 10;
+    for (int e = 0; extra && extra[e] && k < 30; e++) args[k++] = extra[e];
+    args[k] = NULL;
+    it_proc *p = it_latticed(name, args);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* Room for `slots` servers on consecutive ports; starts the first n. */
+static void start_grid(it_proc **srv, int n, int slots, const char *const *extra)
+{
+    base_port = it_free_ports(slots + 1);
+    snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", base_port, base_port + slots);
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "s%d", i);
+        srv[i] = start_one(name, base_port + i, extra);
+    }
+}
+
+static lattice_node *attach(void)
+{
+    lattice_config c;
+    lattice_config_init(&c);
+    c.client = true;
+    c.port_range = 1;
+    c.failure_detection_ms = 1000;
+    c.finders[c.n_finders++] = finder;
+    c.op_timeout_ms = 10000;
+    lattice_node *n = NULL;
+    ck_assert_int_eq(lattice_node_start(&c, &n), LATTICE_OK);
+    ck_assert_int_eq(lattice_node_wait_joined(n, 15000), LATTICE_OK);
+    return n;
+}
+
+static size_t servers_of(lattice_node *n)
+{
+    lattice_topology *t = lattice_node_topology(n);
+    size_t s = 0;
+    for (size_t i = 0; t && i < lattice_topology_size(t); i++)
+        s += lattice_topology_member(t, i)->role == LATTICE_ROLE_SERVER;
+    if (t) lattice_topology_release(t);
+    return s;
+}
+
+typedef struct wait_servers {
+    lattice_node *n;
+    size_t want;
+} wait_servers;
+
+static bool has_servers(void *ctx)
+{
+    wait_servers *w = ctx;
+    return servers_of(w->n) == w->want;
+}
+
+static void wait_grid(lattice_node *n, size_t servers)
+{
+    wait_servers w = {n, servers};
+    ck_assert_msg(it_wait_for(has_servers, &w, 20000), "grid never reached %zu servers", servers);
+}
+
+static bool cache_ready(void *ctx)
+{
+    lattice_node *n = ctx;
+    return lattice_cache_put(n, "default", "__ready", 7, "1", 1) == LATTICE_OK &&
+           lattice_cache_remove(n, "default", "__ready", 7) == LATTICE_OK;
+}
+
+static void key_of(char *buf, size_t cap, const char *prefix, long i) { snprintf(buf, cap, "%s-%08ld", prefix, i); }
+
+static void put_range(lattice_node *n, const char *prefix, long count)
+{
+    enum { B = 500 };
+    static char keys[B][48], vals[B][48];
+    lattice_kv kv[B];
+    for (long i = 0; i < count; i += B) {
+        size_t m = 0;
+        for (long k = i; k < count && k < i + B; k++, m++) {
+            key_of(keys[m], sizeof keys[m], prefix, k);
+            snprintf(vals[m], sizeof vals[m], "v%08ld", k);
+            kv[m] = (lattice_kv){keys[m], strlen(keys[m]), vals[m], strlen(vals[m]), 0};
+        }
+        lattice_status st = lattice_cache_put_all(n, "default", kv, m);
+        ck_assert_msg(st == LATTICE_OK, "put_all at %ld: %s", i, lattice_strerror(st));
+    }
+}
+
+/* Keys [0, count) (only those with only[k] set, when given) present with
+ * their value "v<k>". */
+static long count_present(lattice_node *n, const char *prefix, long count, const uint8_t *only)
+{
+    long present = 0;
+    enum { B = 500 };
+    static char keys[B][48];
+    lattice_kv kv[B];
+    for (long i = 0; i < count; i += B) {
+        size_t m = 0;
+        for (long k = i; k < count && k < i + B; k++) {
+            if (only && !only[k]) continue;
+            key_of(keys[m], sizeof keys[m], prefix, k);
+            kv[m] = (lattice_kv){keys[m], strlen(keys[m]), NULL, 0, 0};
+            m++;
+        }
+        if (!m) continue;
+        lattice_status st = lattice_cache_get_all(n, "default", kv, m);
+        ck_assert_msg(st == LATTICE_OK, "get_all: %s", lattice_strerror(st));
+        for (size_t k = 0; k < m; k++) {
+            if (kv[k].status == LATTICE_OK) {
+                char want[64];
+                snprintf(want, sizeof want, "v%s", keys[k] + strlen(prefix) + 1);
+                if (kv[k].value_len == strlen(want) && memcmp(kv[k].value, want, kv[k].value_len) == 0) present++;
+            }
+            lt_free(kv[k].value);
+        }
+    }
+    return present;
+}
+
+/* ---- a put load in its own thread, remembering every acknowledged key ---- */
+
+#define LOAD_MAX 4000000L
+
+typedef struct load {
+    lattice_node *n;
+    uint8_t *acked;
+    atomic_long inflight, n_acked, n_failed, next;
+    atomic_bool stop;
+    pthread_t th;
+} load;
+
+typedef struct put_ctx {
+    load *l;
+    long key;
+} put_ctx;
+
+static void put_done(void *arg, size_t i, const lattice_op_result *r)
+{
+    (void)i;
+    put_ctx *p = arg;
+    if (r->status == LATTICE_OK) {
+        p->l->acked[p->key] = 1;
+        atomic_fetch_add(&p->l->n_acked, 1);
+    } else {
+        atomic_fetch_add(&p->l->n_failed, 1);
+    }
+    atomic_fetch_sub(&p->l->inflight, 1);
+    free(p);
+}
+
+static void *load_main(void *arg)
+{
+    load *l = arg;
+    char key[48], val[48];
+    while (!atomic_load(&l->stop) && atomic_load(&l->next) < LOAD_MAX) {
+        while (atomic_load(&l->inflight) >= 32) usleep(200);
+        long k = atomic_fetch_add(&l->next, 1);
+        key_of(key, sizeof key, "q", k);
+        snprintf(val, sizeof val, "v%08ld", k);
+        put_ctx *p = malloc(sizeof *p);
+        if (!p) break;
+        p->l = l;
+        p->key = k;
+        atomic_fetch_add(&l->inflight, 1);
+        lattice_op op = lattice_op_put("default", key, strlen(key), val, strlen(val));
+        if (lattice_op_submit(l->n, &op, 1, put_done, p) != LATTICE_OK) {
+            atomic_fetch_sub(&l->inflight, 1);
+            free(p);
+        }
+    }
+    while (atomic_load(&l->inflight) > 0) usleep(1000);
+    return NULL;
+}
+
+static void load_start(load *l, lattice_node *n)
+{
+    memset(l, 0, sizeof *l);
+    l->n = n;
+    l->acked = calloc(LOAD_MAX, 1);
+    ck_assert_ptr_nonnull(l->acked);
+    ck_assert_int_eq(pthread_create(&l->th, NULL, load_main, l), 0);
+}
+
+/* Stops the load and checks every acknowledged key is there. */
+static void load_stop_and_check(load *l)
+{
+    atomic_store(&l->stop, true);
+    pthread_join(l->th, NULL);
+    long total = atomic_load(&l->next);
+    long acked = atomic_load(&l->n_acked);
+    long present = count_present(l->n, "q", total, l->acked);
+    printf("load: %ld submitted, %ld acknowledged, %ld failed, %ld acknowledged present\n", total, acked,
+           atomic_load(&l->n_failed), present);
+    ck_assert_int_gt(acked, 0);
+    ck_assert_int_eq(present, acked);
+    free(l->acked);
+}
+
+/* ---- CLI ---- */
+
+static int run(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int run(char *out, size_t cap, const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    int rc = pclose(f);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static json_t *cli_json(const char *what)
+{
+    static char buf[1 << 21];
+    if (run(buf, sizeof buf, "%s --ip-finder %s --json %s", LATTICE_CLI_PATH, finder, what) != 0) return NULL;
+    return json_loads(buf, 0, NULL);
+}
+
+/* Every partition: one primary and `copies - 1` backups, all OWNING, over
+ * `nodes` nodes; *joiner_primaries (when joiner given) = its primaries. */
+typedef struct balanced_ctx {
+    long nodes, copies;
+    const char *joiner_port;  /* ":PORT" of a node whose primaries to count */
+    long joiner_primaries, partitions;
+} balanced_ctx;
+
+static bool balanced(void *ctx)
+{
+    balanced_ctx *b = ctx;
+    json_t *pj = cli_json("partitions default");
+    if (!pj) return false;
+    bool ok = json_integer_value(json_object_get(pj, "lost")) == 0 &&
+              json_integer_value(json_object_get(pj, "under_replicated")) == 0 &&
+              json_integer_value(json_object_get(json_object_get(pj, "balance"), "nodes")) == b->nodes;
+    json_t *parts = json_object_get(pj, "partitions"), *p;
+    size_t i;
+    b->joiner_primaries = 0;
+    b->partitions = (long)json_array_size(parts);
+    json_array_foreach(parts, i, p)
+    {
+        json_t *owners = json_object_get(p, "owners"), *o;
+        size_t k;
+        long prim = 0, n = 0;
+        json_array_foreach(owners, k, o)
+        {
+            n++;
+            if (strcmp(json_string_value(json_object_get(o, "state")), "OWNING") != 0) ok = false;
+            if (!strcmp(json_string_value(json_object_get(o, "role")), "primary")) {
+                prim++;
+                const char *cid = json_string_value(json_object_get(o, "consistent_id"));
+                size_t cl = strlen(cid), jl = b->joiner_port ? strlen(b->joiner_port) : 0;
+                if (jl && cl >= jl && !strcmp(cid + cl - jl, b->joiner_port)) b->joiner_primaries++;
+            }
+        }
+        if (prim != 1 || n != b->copies) ok = false;
+    }
+    json_decref(pj);
+    return ok;
+}
+
+static void wait_balanced(balanced_ctx *b, int timeout_ms)
+{
+    bool ok = it_wait_for(balanced, b, timeout_ms);
+    if (!ok) {
+        char out[4096];
+        run(out, sizeof out, "%s --ip-finder %s partitions default | tail -3", LATTICE_CLI_PATH, finder);
+        fprintf(stderr, "%s", out);
+    }
+    ck_assert_msg(ok, "never rebalanced to %ld nodes x %ld copies", b->nodes, b->copies);
+}
+
+static void verify_clean(void)
+{
+    char out[1 << 16];
+    int rc = run(out, sizeof out, "%s --ip-finder %s --json verify default", LATTICE_CLI_PATH, finder);
+    json_t *j = json_loads(out, 0, NULL);
+    ck_assert_msg(rc == 0 && j, "verify: rc %d: %s", rc, out);
+    ck_assert_int_eq(json_array_size(json_object_get(j, "conflicts")), 0);
+    ck_assert_int_gt(json_integer_value(json_object_get(j, "copies")), 0);
+    json_decref(j);
+}
+
+static void port_suffix(char *buf, size_t cap, int port) { snprintf(buf, cap, ":%d", port); }
+
+/* ------------------------------------------------------------------ tests */
+
+/* A 4th node joins a 3-node grid holding 200k entries while a put load
+ * runs; _i = 1: two nodes join at once (5 in all). */
+START_TEST(join_under_load_loses_nothing)
+{
+    it_begin(_i ? "rebalance_two_join" : "rebalance_join");
+    it_proc *srv[6];
+    const char *extra[] = {"--cache", "default:backups=1", NULL};
+    start_grid(srv, 3, 5, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    const long N = 200000;
+    put_range(c, "k", N);
+    load l;
+    load_start(&l, c);
+    usleep(300 * 1000);
+    srv[3] = start_one("s3", base_port + 3, extra);
+    if (_i) srv[4] = start_one("s4", base_port + 4, extra);
+    wait_grid(c, _i ? 5 : 4);
+    char jp[16];
+    port_suffix(jp, sizeof jp, base_port + 3);
+    balanced_ctx b = {_i ? 5 : 4, 2, jp, 0, 0};
+    wait_balanced(&b, 90000);
+    ck_assert(it_wait_log(srv[3], "finished", 5000));
+    load_stop_and_check(&l);
+    ck_assert_int_eq(count_present(c, "k", N, NULL), N);
+    printf("joiner holds %ld of %ld primaries\n", b.joiner_primaries, b.partitions);
+    long share = b.partitions / b.nodes;
+    ck_assert_int_ge(b.joiner_primaries, share * 3 / 4);
+    ck_assert_int_le(b.joiner_primaries, share * 5 / 4);
+    verify_clean();
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+/* kill -9 of a supplier (_i = 0) or of the demander (_i = 1) while a
+ * throttled rebalance is mid-way: the survivors plan again and finish. */
+START_TEST(kill9_mid_rebalance_replans)
+{
+    it_begin(_i ? "rebalance_kill_demander" : "rebalance_kill_supplier");
+    it_proc *srv[6];
+    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=20,rebalance_batch_bytes=16384",
+                           NULL};
+    start_grid(srv, 3, 5, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    const long N = 100000;
+    put_range(c, "k", N);
+    srv[3] = start_one("s3", base_port + 3, extra);
+    wait_grid(c, 4);
+    ck_assert(it_wait_log(srv[3], "started", 20000));
+    ck_assert(it_wait_log(srv[3], "25% done", 60000));
+    it_proc *victim = _i ? srv[3] : srv[1];
+    it_signal(victim, SIGKILL);
+    printf("kill -9 %s mid-rebalance\n", victim->name);
+    wait_grid(c, 3);
+    balanced_ctx b = {3, 2, NULL, 0, 0};
+    wait_balanced(&b, 90000);
+    ck_assert_int_eq(count_present(c, "k", N, NULL), N);
+    verify_clean();
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+/* A graceful leave (SIGTERM) and, on its own, a kill -9: partitions short of
+ * a copy get a new one over the survivors - back to 2 OWNING copies each. */
+START_TEST(leave_and_failure_restore_redundancy)
+{
+    it_begin(_i ? "rebalance_failure_restores" : "rebalance_graceful_leave");
+    it_proc *srv[6];
+    const char *extra[] = {"--cache", "default:backups=1", NULL};
+    start_grid(srv, 4, 4, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 4);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    const long N = 60000;
+    put_range(c, "k", N);
+    balanced_ctx b4 = {4, 2, NULL, 0, 0};
+    wait_balanced(&b4, 30000);
+    it_signal(srv[2], _i ? SIGKILL : SIGTERM);
+    if (!_i) ck_assert(it_wait_exit(srv[2], 20000));
+    wait_grid(c, 3);
+    balanced_ctx b = {3, 2, NULL, 0, 0};
+    wait_balanced(&b, 90000);
+    ck_assert_int_eq(count_present(c, "k", N, NULL), N);
+    verify_clean();
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+static bool shows_progress(void *ctx)
+{
+    (void)ctx;
+    json_t *j = cli_json("rebalance");
+    if (!j) return false;
+    bool yes = json_is_true(json_object_get(j, "in_progress"));
+    json_t *cs = json_object_get(j, "caches"), *x;
+    size_t i;
+    bool moved = false;
+    json_array_foreach(cs, i, x) moved |= json_integer_value(json_object_get(x, "entries_received")) > 0;
+    json_decref(j);
+    return yes && moved;
+}
+
+/* A throttled rebalance is visibly in progress (lattice rebalance --json
+ * says so with entries moved) before it completes. */
+START_TEST(throttled_rebalance_shows_progress)
+{
+    it_begin("rebalance_throttled");
+    it_proc *srv[6];
+    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=50,rebalance_batch_bytes=8192", NULL};
+    start_grid(srv, 3, 4, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    put_range(c, "k", 50000);
+    srv[3] = start_one("s3", base_port + 3, extra);
+    wait_grid(c, 4);
+    ck_assert_msg(it_wait_for(shows_progress, NULL, 30000), "lattice rebalance never showed progress");
+    char out[8192];
+    ck_assert_int_eq(run(out, sizeof out, "timeout 60 %s --ip-finder %s rebalance --watch --interval-ms 300",
+                         LATTICE_CLI_PATH, finder),
+                     0);
+    ck_assert_msg(strstr(out, "default ["), "no progress bar in: %s", out);
+    balanced_ctx b = {4, 2, NULL, 0, 0};
+    wait_balanced(&b, 120000);
+    json_t *j = cli_json("rebalance");
+    ck_assert_ptr_nonnull(j);
+    ck_assert(json_is_false(json_object_get(j, "in_progress")));
+    json_decref(j);
+    ck_assert_int_eq(count_present(c, "k", 50000, NULL), 50000);
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+static TCase *tc_of(const char *name)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 300);
+    return tc;
+}
+
+int main(void)
+{
+    Suite *s = suite_create("it_rebalance");
+    TCase *tc = tc_of("join");
+    tcase_add_loop_test(tc, join_under_load_loses_nothing, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tc_of("kill");
+    tcase_add_loop_test(tc, kill9_mid_rebalance_replans, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tc_of("leave");
+    tcase_add_loop_test(tc, leave_and_failure_restore_redundancy, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tc_of("throttle");
+    tcase_add_test(tc, throttled_rebalance_shows_progress);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
