@@ -614,6 +614,12 @@ static void finish_base_check(lattice_data *d, bcast *b)
         rebal_on_change(d);
     }
     start_base_check(d); /* the servers changed again while we counted */
+    /* A cache still off the live set waits for its new owners to finish
+     * loading (late affinity): let the next periodic tick (BASE_CHECK_MS)
+     * check again although the server set has not changed - never at once,
+     * or checks (and their write freezes) would run back to back. */
+    for (size_t i = 0; i < d->n_caches && !d->base_check_running; i++)
+        if (!base_is_live_set(d, d->caches[i])) d->checked_servers = 0;
 }
 
 static void stats_free(stats_result *sr)
