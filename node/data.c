@@ -110,12 +110,13 @@ pend *data_pend_new(lattice_data *d, int type, const peer *target)
 
 static void req_free(Latdata__Req *r) { lt_free(r); }
 
-/* A request with its own copies of cache, key and value (one block). */
-Latdata__Req *data_req_new(int kind, const char *cache, const void *key, size_t klen, const void *val,
-                           size_t vlen)
+/* A request with its own copies of cache, key, value and origin (one block;
+ * origin NULL = none). */
+Latdata__Req *data_req_new_from(int kind, const char *cache, const void *key, size_t klen, const void *val,
+                                size_t vlen, const char *origin)
 {
-    size_t cl = cache ? strlen(cache) + 1 : 1;
-    Latdata__Req *r = lt_malloc(sizeof *r + cl + klen + vlen);
+    size_t cl = cache ? strlen(cache) + 1 : 1, ol = origin ? strlen(origin) + 1 : 0;
+    Latdata__Req *r = lt_malloc(sizeof *r + cl + klen + vlen + ol);
     if (!r) return NULL;
     latdata__req__init(r);
     char *b = (char *)(r + 1);
@@ -130,7 +131,18 @@ Latdata__Req *data_req_new(int kind, const char *cache, const void *key, size_t 
     if (vlen) memcpy(b, val, vlen);
     r->value.data = (uint8_t *)b;
     r->value.len = vlen;
+    b += vlen;
+    if (ol) {
+        memcpy(b, origin, ol);
+        r->origin = b;
+    }
     return r;
+}
+
+Latdata__Req *data_req_new(int kind, const char *cache, const void *key, size_t klen, const void *val,
+                           size_t vlen)
+{
+    return data_req_new_from(kind, cache, key, klen, val, vlen, NULL);
 }
 
 lattice_status data_send_req(lattice_data *d, peer *p, Latdata__Req *r)
@@ -726,6 +738,8 @@ lattice_status lattice_data_init(const lattice_data_config *c, lattice_data **ou
     if (d->efd < 0 || !d->zctx) goto io;
     cds_wfcq_init(&d->qhead, &d->qtail);
     if (!d->client) {
+        d->dedup = lt_calloc(DEDUP_SLOTS, sizeof *d->dedup);
+        if (!d->dedup) goto nomem;
         lattice_region_config rc = {"data", 0, (uint64_t)d->region_mb, 0, LATTICE_REGION_REJECT};
         if (lattice_region_create(&rc, &d->region) != LATTICE_OK) goto nomem;
         d->router = zmq_socket(d->zctx, ZMQ_ROUTER);
@@ -800,6 +814,7 @@ void data_free(lattice_data *d)
     if (d->efd >= 0) close(d->efd);
     lt_free(d->buckets);
     lt_free(d->dirty);
+    lt_free(d->dedup);
     lt_free(d);
 }
 

@@ -47,6 +47,7 @@ struct opx {
     void *arg;
     size_t index;
     uint64_t deadline_ms, next_try_ms;
+    uint64_t seq;                 /* writes: this node's op sequence, kept over resends */
     uint64_t no_cache_until;      /* unknown cache: pull metadata and retry until then */
     struct opx *rnext;            /* retry list */
     int call;                     /* CALL_* for internal calls, else 0 */
@@ -72,6 +73,19 @@ typedef struct bcast {
 } bcast;
 
 enum { P_OP = 1, P_REPL = 2, P_BCAST = 3, P_CTL = 4 };
+
+/* Results of recent writes by (origin, op sequence), on the primary and its
+ * copies, so a write resent after a failover returns its first result
+ * instead of applying twice (an increment would count twice).  Direct
+ * mapped and bounded: an entry overwritten before its resend arrives means
+ * the write is applied again (the behaviour without this table). */
+#define DEDUP_SLOTS 65536u
+typedef struct dedup_entry {
+    uint64_t origin, seq;         /* seq 0 = empty */
+    int32_t status;
+    uint32_t flags;
+    int64_t num;
+} dedup_entry;
 
 typedef struct pend {
     uint64_t id;
@@ -131,6 +145,8 @@ struct lattice_data {
     uint64_t next_id;
     opx *retry;
     exec_scratch scratch;
+    dedup_entry *dedup;           /* DEDUP_SLOTS, allocated at init (servers) */
+    uint64_t op_seq;
 
     /* cluster metadata */
     bool meta_valid, creates_sent, base_check_running;
@@ -152,6 +168,8 @@ struct lattice_data {
 uint64_t data_mono_ms(void);
 Latdata__Req *data_req_new(int kind, const char *cache, const void *key, size_t klen, const void *val,
                            size_t vlen);
+Latdata__Req *data_req_new_from(int kind, const char *cache, const void *key, size_t klen, const void *val,
+                                size_t vlen, const char *origin);
 lattice_status data_send_req(lattice_data *d, peer *p, Latdata__Req *r);
 void data_reply(lattice_data *d, const origin *o, const lattice_op_result *r, Latdata__NodeCacheStats **stats,
                 size_t n_stats, bool with_meta);
@@ -169,6 +187,9 @@ void data_free(lattice_data *d);
 pend *data_pend_new(lattice_data *d, int type, const peer *target);
 
 /* route.c */
+uint64_t data_origin_hash(const char *node_id);
+void data_dedup_put(lattice_data *d, uint64_t origin, uint64_t seq, const lattice_op_result *r);
+const dedup_entry *data_dedup_get(const lattice_data *d, uint64_t origin, uint64_t seq);
 void data_route(lattice_data *d, opx *o);
 void data_serve(lattice_data *d, const Latdata__Req *r, const origin *o);
 

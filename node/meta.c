@@ -748,6 +748,11 @@ void data_serve_ctl(lattice_data *d, const Latdata__Req *q, const origin *o)
         r.status = c ? exec_replicate(c, q->partition, q->key.data, q->key.len, q->value.data, q->value.len,
                                       q->expire_ms, q->version, q->remove)
                      : LATTICE_ERR_NO_CACHE;
+        if (r.status == LATTICE_OK && q->op_seq) {
+            /* Should we become primary, a resend of this write gets this result. */
+            lattice_op_result first = {(lattice_status)q->res_status, NULL, 0, q->res_num, q->res_flags};
+            data_dedup_put(d, data_origin_hash(q->origin), q->op_seq, &first);
+        }
         /* This copy now lacks a write its primary acknowledged (full region,
          * say): say so, without flooding the log. */
         if (r.status != LATTICE_OK && d->repl_failed++ % 1000 == 0)

@@ -50,12 +50,51 @@ static bool is_read(int kind)
     return kind == LATTICE_OP_GET || kind == LATTICE_OP_TTL || kind == LATTICE_OP_CONTAINS;
 }
 
+uint64_t data_origin_hash(const char *node_id)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = node_id ? node_id : ""; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    return h | 1; /* never 0 */
+}
+
+static size_t dedup_slot(uint64_t origin, uint64_t seq)
+{
+    return (size_t)((origin ^ (seq * 0x9E3779B97F4A7C15ull)) >> 16) & (DEDUP_SLOTS - 1);
+}
+
+void data_dedup_put(lattice_data *d, uint64_t origin, uint64_t seq, const lattice_op_result *r)
+{
+    if (!d->dedup || !seq) return;
+    dedup_entry *e = &d->dedup[dedup_slot(origin, seq)];
+    *e = (dedup_entry){origin, seq, r->status, r->flags, r->num};
+}
+
+const dedup_entry *data_dedup_get(const lattice_data *d, uint64_t origin, uint64_t seq)
+{
+    if (!d->dedup || !seq) return NULL;
+    const dedup_entry *e = &d->dedup[dedup_slot(origin, seq)];
+    return e->seq == seq && e->origin == origin ? e : NULL;
+}
+
 /* Executes as primary and replicates; the result goes to org. */
-static void exec_primary(lattice_data *d, cache_def *c, const exec_in *in, const origin *org)
+/* origin_id/seq name the write for resends (seq 0: not named). */
+static void exec_primary(lattice_data *d, cache_def *c, const exec_in *in, const origin *org, const char *origin_id,
+                         uint64_t seq)
 {
     lattice_op_result r;
     repl_out repl;
+    uint64_t oh = seq ? data_origin_hash(origin_id) : 0;
+    const dedup_entry *seen = is_read(in->kind) ? NULL : data_dedup_get(d, oh, seq);
+    if (seen) {
+        /* A resend of a write applied here (or replicated here) before: its
+         * first result, without applying it again (a previous value it
+         * returned is not kept: value is empty). */
+        lattice_op_result again = {(lattice_status)seen->status, NULL, 0, seen->num, seen->flags};
+        data_complete(d, org, &again);
+        return;
+    }
     exec_local(c, in, &d->scratch, &r, &repl);
+    if (repl.needed) data_dedup_put(d, oh, seq, &r);
     /* Every other serving owner, then every MOVING owner: all get the write. */
     peer *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
     size_t n = 0;
@@ -79,12 +118,19 @@ static void exec_primary(lattice_data *d, cache_def *c, const exec_in *in, const
     }
     for (size_t i = 0; i < n; i++) {
         if (owners[i]->self || !owners[i]->dealer) continue;
-        Latdata__Req *q = data_req_new(CTL_REPLICATE, c->cfg.name, in->key, in->key_len, repl.value, repl.value_len);
+        Latdata__Req *q = data_req_new_from(CTL_REPLICATE, c->cfg.name, in->key, in->key_len, repl.value,
+                                            repl.value_len, seq ? origin_id : NULL);
         if (!q) continue;
         q->partition = in->partition;
         q->expire_ms = repl.expire_ms;
         q->version = repl.version;
         q->remove = repl.remove;
+        if (seq) {
+            q->op_seq = seq;
+            q->res_status = r.status;
+            q->res_num = r.num;
+            q->res_flags = r.flags;
+        }
         if (w) {
             pend *p = data_pend_new(d, P_REPL, owners[i]);
             if (!p) {
@@ -194,6 +240,7 @@ void data_route(lattice_data *d, opx *o)
     exec_in in = {o->op.kind, o->op.flags, p, o->op.key, o->op.key_len, o->op.value, o->op.value_len,
                   o->op.delta, o->op.ttl_ms};
     origin org = {.local = o};
+    if (!is_read(o->op.kind) && !o->seq) o->seq = ++d->op_seq;
     if (is_read(o->op.kind) && c->cfg.read_from_backup && c->store) {
         for (size_t i = 1; i < n; i++) {
             if (!owners[i]->self) continue;
@@ -208,7 +255,7 @@ void data_route(lattice_data *d, opx *o)
             data_retry(d, o, LATTICE_ERR_AGAIN); /* a base check is counting: retry shortly */
             return;
         }
-        exec_primary(d, c, &in, &org);
+        exec_primary(d, c, &in, &org, d->self_id, o->seq);
         return;
     }
     peer *prim = owners[0];
@@ -216,7 +263,8 @@ void data_route(lattice_data *d, opx *o)
         data_retry(d, o, LATTICE_ERR_TIMEOUT);
         return;
     }
-    Latdata__Req *q = data_req_new(o->op.kind, c->cfg.name, o->op.key, o->op.key_len, o->op.value, o->op.value_len);
+    Latdata__Req *q = data_req_new_from(o->op.kind, c->cfg.name, o->op.key, o->op.key_len, o->op.value,
+                                        o->op.value_len, o->seq ? d->self_id : NULL);
     if (!q) {
         r.status = LATTICE_ERR_NOMEM;
         data_complete_local(d, o, &r);
@@ -227,6 +275,7 @@ void data_route(lattice_data *d, opx *o)
     q->ttl_ms = o->op.ttl_ms;
     q->delta = o->op.delta;
     q->topo_major = d->major;
+    q->op_seq = o->seq;
     bool async_write = !is_read(o->op.kind) && c->cfg.sync == LATTICE_SYNC_ASYNC;
     if (!async_write) {
         pend *pe = data_pend_new(d, P_OP, prim);
@@ -285,5 +334,5 @@ void data_serve(lattice_data *d, const Latdata__Req *q, const origin *org)
         return;
     }
     exec_in in = {op.kind, op.flags, q->partition, op.key, op.key_len, op.value, op.value_len, op.delta, op.ttl_ms};
-    exec_primary(d, c, &in, org);
+    exec_primary(d, c, &in, org, q->origin, q->op_seq);
 }

@@ -142,7 +142,11 @@ static bool port_free(int p)
 int it_free_ports(int n)
 {
     for (int tries = 0; tries < 1000; tries++) {
-        int base = 20000 + rand() % 30000;
+        /* Below the kernel's ephemeral range (32768..60999 here): ephemeral
+         * binds - every server's data port, client nodes' peer ports, TCP
+         * source ports - can then never take a port chosen here before the
+         * node that wants it binds it (a test once lost its port that way). */
+        int base = 20000 + rand() % (32768 - 20000 - n);
         bool ok = true;
         for (int i = 0; i < n && ok; i++) ok = port_free(base + i);
         if (ok) return base;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <zmq.h>
@@ -271,17 +272,29 @@ typedef struct load {
     atomic_long inflight;
     uint8_t *acked;  /* per key: 1 once acknowledged OK */
     atomic_long n_acked, n_failed;
+    atomic_long max_ms; /* longest put (reported, never asserted: no timed assertions) */
 } load;
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
 
 typedef struct put_ctx {
     load *l;
     long key;
+    long start_ms;
 } put_ctx;
 
 static void put_done(void *arg, size_t i, const lattice_op_result *r)
 {
     (void)i;
     put_ctx *p = arg;
+    long took = now_ms() - p->start_ms, prev = atomic_load(&p->l->max_ms);
+    while (took > prev && !atomic_compare_exchange_weak(&p->l->max_ms, &prev, took)) {
+    }
     if (r->status == LATTICE_OK) {
         p->l->acked[p->key] = 1;
         atomic_fetch_add(&p->l->n_acked, 1);
@@ -309,6 +322,7 @@ static void put_load(load *l, long from, long to, long kill_at, it_proc *victim)
         ck_assert_ptr_nonnull(p);
         p->l = l;
         p->key = k;
+        p->start_ms = now_ms();
         atomic_fetch_add(&l->inflight, 1);
         lattice_op op = lattice_op_put(l->cache, key, strlen(key), val, strlen(val));
         ck_assert_int_eq(lattice_op_submit(l->n, &op, 1, put_done, p), LATTICE_OK);
@@ -336,8 +350,9 @@ START_TEST(kill9_full_sync_loses_no_acknowledged_write)
     put_load(&l, 0, N, N / 4, srv[_i]);
     long acked = atomic_load(&l.n_acked);
     long present = count_present(c, "default", "p", N, l.acked);
-    printf("promise1: acknowledged %ld, failed %ld, present %ld, missing %ld\n", acked,
-           atomic_load(&l.n_failed), present, acked - present);
+    printf("promise1: acknowledged %ld, failed %ld, present %ld, missing %ld; longest put %ld ms "
+           "(failure detection 1000 ms)\n", acked, atomic_load(&l.n_failed), present, acked - present,
+           atomic_load(&l.max_ms));
     ck_assert_int_gt(acked, N / 2);
     ck_assert_int_eq(acked - present, 0);
     /* The survivors serve every partition again: a fresh write everywhere works. */

@@ -281,6 +281,92 @@ START_TEST(reads_from_a_local_backup_copy_and_writes_as_primary)
 }
 END_TEST
 
+/* A write resent after a failover (same origin and op sequence) gets its
+ * first result and is not applied again - here or on a copy that received
+ * it replicated and then became primary. */
+START_TEST(resent_writes_are_not_applied_twice)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    cfg.sync = LATTICE_SYNC_PRIMARY; /* answers at once: the replies are what we check */
+    build(true, &cfg);
+    d->dedup = lt_calloc(DEDUP_SLOTS, sizeof *d->dedup);
+    char key[32] = "";
+    uint32_t p = 0;
+    for (int i = 0; i < 1000; i++) {
+        snprintf(key, sizeof key, "ctr%d", i);
+        p = lattice_partition_of_key(key, strlen(key), 64);
+        peer *own[2];
+        cache_serving_owners(c, p, own, 2);
+        if (own[0]->self) break;
+    }
+    Latdata__Req q = LATDATA__REQ__INIT;
+    q.kind = LATTICE_OP_INCREMENT;
+    q.cache = "default";
+    q.partition = p;
+    q.key.data = (uint8_t *)key;
+    q.key.len = strlen(key);
+    q.delta = 1;
+    q.origin = "issuer-1";
+    q.op_seq = 9;
+    origin org = {0};
+    org.ident_len = 1;
+    for (int round = 0; round < 3; round++) {
+        org.rid = (uint64_t)round + 1;
+        data_serve(d, &q, &org);
+    }
+    q.op_seq = 10; /* a new op of the same issuer applies */
+    org.rid = 4;
+    data_serve(d, &q, &org);
+    ck_assert_uint_eq(d->n_boxes, 1);
+    reply_box *b = &d->boxes[0];
+    ck_assert_uint_eq(b->n, 4);
+    ck_assert_int_eq(b->out[0]->num, 1);
+    ck_assert_int_eq(b->out[1]->num, 1); /* resends: the first result */
+    ck_assert_int_eq(b->out[2]->num, 1);
+    ck_assert_int_eq(b->out[3]->num, 2);
+    void *v = NULL;
+    lattice_store_meta m;
+    ck_assert_int_eq(lattice_store_get_copy(c->store, p, key, strlen(key), &v, &m), LATTICE_OK);
+    ck_assert_int_eq(memcmp(v, "2", 1), 0);
+    lt_free(v);
+
+    /* Replicated here with its result, then resent to us as the new primary. */
+    Latdata__Req r = LATDATA__REQ__INIT;
+    r.kind = CTL_REPLICATE;
+    r.id = 77; /* answered */
+    r.cache = "default";
+    r.partition = p;
+    r.key = q.key;
+    r.value.data = (uint8_t *)"42";
+    r.value.len = 2;
+    r.version = 1000;
+    r.origin = "issuer-2";
+    r.op_seq = 3;
+    r.res_status = LATTICE_OK;
+    r.res_num = 42;
+    org.rid = 5;
+    data_serve(d, &r, &org);
+    q.origin = "issuer-2";
+    q.op_seq = 3;
+    org.rid = 6;
+    data_serve(d, &q, &org);
+    ck_assert_uint_eq(b->n, 6);
+    ck_assert_int_eq(b->out[4]->status, LATTICE_OK);
+    ck_assert_int_eq(b->out[5]->num, 42);
+    ck_assert_int_eq(lattice_store_get_copy(c->store, p, key, strlen(key), &v, &m), LATTICE_OK);
+    ck_assert_int_eq(m.value_len, 2);
+    ck_assert_int_eq(memcmp(v, "42", 2), 0); /* not 43 */
+    lt_free(v);
+    for (size_t k = 0; k < b->n; k++) lt_free(b->out[k]);
+    lt_free(b->out);
+    lt_free(d->boxes);
+    lt_free(d->dedup);
+    teardown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("route");
@@ -289,6 +375,7 @@ int main(void)
     tcase_add_test(t, issuer_errors_without_a_round_trip);
     tcase_add_test(t, full_async_acks_when_sent);
     tcase_add_test(t, reads_from_a_local_backup_copy_and_writes_as_primary);
+    tcase_add_test(t, resent_writes_are_not_applied_twice);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
