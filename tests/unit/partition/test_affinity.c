@@ -14,8 +14,8 @@
 
 struct topo {
     lattice_affinity_node n[MAXN];
-    char ids[MAXN][32];
-    char hosts[MAXN][32];
+    char ids[MAXN][64];   /* room for any size_t, so -O0 builds see no truncation */
+    char hosts[MAXN][64];
     size_t count;
 };
 
@@ -215,7 +215,7 @@ START_TEST(leave_moves_only_the_leavers_partitions)
             config(&c, 1024, backups);
             lattice_affinity *before = compute(&t, &c);
             size_t gone = n / 2;
-            char leaver[32];
+            char leaver[sizeof t.ids[0]];
             snprintf(leaver, sizeof leaver, "%s", t.ids[gone]);
             t.n[gone] = t.n[n - 1]; /* drop node `gone` */
             t.count = n - 1;
