@@ -382,13 +382,15 @@ static void log_progress(cache_def *c, struct rebal_cache *rc, uint64_t now)
 {
     const lattice_rebalance_progress *p = &rc->prog;
     unsigned quarter = p->partitions_total ? 4u * p->partitions_done / p->partitions_total : 4;
-    if (quarter > rc->logged_quarter && quarter < 4) {
-        rc->logged_quarter = quarter;
+    while (rc->logged_quarter < quarter && rc->logged_quarter < 3) {
+        rc->logged_quarter++;
         LT_LOG(LT_INFO, "rebalance", "cache %s: %u%% done (%u/%u partitions, %llu entries)", c->cfg.name,
-               quarter * 25, p->partitions_done, p->partitions_total, (unsigned long long)p->entries_received);
+               rc->logged_quarter * 25, p->partitions_done, p->partitions_total,
+               (unsigned long long)p->entries_received);
     }
     for (size_t k = 0; k < rc->ns; k++)
         if (!rc->s[k].done) return;
+    if (!rc->active) return;
     rc->active = false;
     rc->finished = now;
     double secs = (double)(now - rc->started) / 1000.0;
@@ -414,7 +416,7 @@ static void after_call(cache_def *c, struct rebal_cache *rc, rsess *s, uint64_t 
     } else if (st == LATTICE_REBALANCE_DEMANDER_DONE) {
         s->done = true;
     }
-    if (s->done) log_progress(c, rc, now);
+    log_progress(c, rc, now);
 }
 
 void rebal_on_supply(lattice_data *d, const Latdata__Req *q)

@@ -363,7 +363,7 @@ START_TEST(kill9_mid_rebalance_replans)
 {
     it_begin(_i ? "rebalance_kill_demander" : "rebalance_kill_supplier");
     it_proc *srv[6];
-    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=20,rebalance_batch_bytes=16384",
+    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=200,rebalance_batch_bytes=4096",
                            NULL};
     start_grid(srv, 3, 5, extra);
     lattice_node *c = attach();
