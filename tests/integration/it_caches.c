@@ -321,7 +321,10 @@ static void put_load(load *l, long from, long to, long kill_at, it_proc *victim)
 START_TEST(kill9_full_sync_loses_no_acknowledged_write)
 {
     it_begin(_i == 0 ? "caches_promise1_coordinator" : "caches_promise1");
-    const char *extra[] = {"--cache", "default:backups=1,sync=full_sync", "--cache", "solo:backups=0", NULL};
+    /* rebalance_mode=none: this test checks the grid right after the failure,
+     * before any redundancy restore (it_rebalance covers that). */
+    const char *extra[] = {"--cache", "default:backups=1,sync=full_sync,rebalance_mode=none", "--cache",
+                           "solo:backups=0,rebalance_mode=none", NULL};
     int base = start_grid(3, extra);
     lattice_node *c = attach(true, 0);
     wait_grid(c, 3);

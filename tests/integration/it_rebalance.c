@@ -16,7 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zmq.h>
+
+#include "cache.pb-c.h"
 #include "harness.h"
+#include "partition/partition.h"
+#include "rebalance.pb-c.h"
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
 #include "node/ops.h"
@@ -461,6 +466,128 @@ START_TEST(throttled_rebalance_shows_progress)
 }
 END_TEST
 
+/* Sends raw CTL_SUPPLY requests to one node's data port: a supply of an old
+ * topology (the rest of its ids those of the running rebalance), one of an
+ * unknown rebalance, and malformed ones.  Each carries a key nobody wrote;
+ * it must never appear, and the node keeps serving (a GET on the same
+ * socket is answered after them, so they were read first). */
+static void send_stale_supplies(const char *addr, const char *from_id, uint32_t partitions)
+{
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(s, addr), 0);
+    Latreb__Entry e = LATREB__ENTRY__INIT, *ents[1] = {&e};
+    e.key.data = (uint8_t *)"stale-key";
+    e.key.len = 9;
+    e.value.data = (uint8_t *)"old";
+    e.value.len = 3;
+    e.version = 1;
+    Latreb__Supply sp = LATREB__SUPPLY__INIT;
+    sp.format = 1;
+    sp.cache = "default";
+    sp.partition = lattice_partition_of_key("stale-key", 9, partitions);
+    sp.batch = 1;
+    sp.n_entries = 1;
+    sp.entries = ents;
+    sp.last = true;
+    sp.update_counter = 1;
+    static const struct { uint64_t major, rid; uint32_t session; } stale[] = {
+        {1, 1, 1u << 16}, {1, 1, 2u << 16}, {2, 1, 1u << 16}, {99, 999, 1u << 16}, {0, 0, 0}};
+    for (size_t k = 0; k < sizeof stale / sizeof stale[0] + 2; k++) {
+        uint8_t sbuf[512];
+        size_t sl;
+        if (k < sizeof stale / sizeof stale[0]) {
+            sp.topology_major = stale[k].major;
+            sp.rebalance_id = stale[k].rid;
+            sp.session = stale[k].session;
+            sl = latreb__supply__pack(&sp, sbuf);
+        } else {
+            sl = latreb__supply__pack(&sp, sbuf);
+            if (k == sizeof stale / sizeof stale[0]) sl /= 2;   /* truncated */
+            else memset(sbuf, 0xff, sl);                          /* garbage */
+        }
+        Latdata__Req req = LATDATA__REQ__INIT, *reqs[1] = {&req};
+        req.kind = 107; /* CTL_SUPPLY */
+        req.cache = "default";
+        req.key.data = (uint8_t *)from_id;
+        req.key.len = strlen(from_id);
+        req.value.data = sbuf;
+        req.value.len = sl;
+        Latdata__Batch b = LATDATA__BATCH__INIT;
+        b.proto = 1;
+        b.n_reqs = 1;
+        b.reqs = reqs;
+        uint8_t frame[1024];
+        size_t fl = latdata__batch__pack(&b, frame);
+        ck_assert_int_eq(zmq_send(s, frame, fl, 0), (int)fl);
+    }
+    Latdata__Req get = LATDATA__REQ__INIT, *greqs[1] = {&get};
+    get.id = 9;
+    get.kind = 99; /* not an operation: answered INVAL, after the supplies */
+    get.cache = "default";
+    Latdata__Batch gb = LATDATA__BATCH__INIT;
+    gb.proto = 1;
+    gb.n_reqs = 1;
+    gb.reqs = greqs;
+    uint8_t frame[256];
+    size_t fl = latdata__batch__pack(&gb, frame);
+    zmq_send(s, frame, fl, 0);
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    ck_assert_int_eq(zmq_poll(&it, 1, 10000), 1);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+}
+
+static const char *member_attr_of(lattice_topology *t, const char *port_suffix, const char **id)
+{
+    for (size_t i = 0; i < lattice_topology_size(t); i++) {
+        const lattice_member *m = lattice_topology_member(t, i);
+        size_t cl = strlen(m->consistent_id), pl = strlen(port_suffix);
+        if (m->role != LATTICE_ROLE_SERVER || cl < pl || strcmp(m->consistent_id + cl - pl, port_suffix)) continue;
+        if (id) *id = m->id;
+        return lattice_member_attr(m, "data_addr");
+    }
+    return NULL;
+}
+
+START_TEST(stale_supply_is_ignored)
+{
+    it_begin("rebalance_stale_supply");
+    it_proc *srv[6];
+    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=100,rebalance_batch_bytes=4096", NULL};
+    start_grid(srv, 3, 4, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    put_range(c, "k", 30000);
+    srv[3] = start_one("s3", base_port + 3, extra);
+    wait_grid(c, 4);
+    ck_assert(it_wait_log(srv[3], "started", 20000));
+    char jp[16], sp0[16];
+    port_suffix(jp, sizeof jp, base_port + 3);
+    port_suffix(sp0, sizeof sp0, base_port);
+    lattice_topology *t = lattice_node_topology(c);
+    const char *from = NULL;
+    const char *addr = member_attr_of(t, jp, NULL);
+    member_attr_of(t, sp0, &from);
+    ck_assert_ptr_nonnull(addr);
+    ck_assert_ptr_nonnull(from);
+    send_stale_supplies(addr, from, 1024);
+    lattice_topology_release(t);
+    balanced_ctx b = {4, 2, NULL, 0, 0};
+    wait_balanced(&b, 120000);
+    void *v = NULL;
+    size_t vl = 0;
+    ck_assert_int_eq(lattice_cache_get(c, "default", "stale-key", 9, &v, &vl), LATTICE_ERR_NOT_FOUND);
+    ck_assert_int_eq(count_present(c, "k", 30000, NULL), 30000);
+    verify_clean(); /* a stale entry on one copy only would be a size conflict */
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
 static TCase *tc_of(const char *name)
 {
     TCase *tc = tcase_create(name);
@@ -482,6 +609,9 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tc_of("throttle");
     tcase_add_test(tc, throttled_rebalance_shows_progress);
+    suite_add_tcase(s, tc);
+    tc = tc_of("stale");
+    tcase_add_test(tc, stale_supply_is_ignored);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
