@@ -60,6 +60,7 @@ static lattice_node *attach(void)
     lattice_config c;
     lattice_config_init(&c);
     c.client = true;
+    c.port = 0; /* any free port */
     c.port_range = 1;
     c.failure_detection_ms = 1000;
     c.finders[c.n_finders++] = finder;
@@ -440,15 +441,31 @@ START_TEST(throttled_rebalance_shows_progress)
 {
     it_begin("rebalance_throttled");
     it_proc *srv[6];
-    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=50,rebalance_batch_bytes=8192", NULL};
+    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=50,rebalance_batch_bytes=8192",
+                           "--cache", "sy:backups=1,rebalance_mode=sync,rebalance_throttle_ms=100,rebalance_batch_bytes=4096",
+                           NULL};
     start_grid(srv, 3, 4, extra);
     lattice_node *c = attach();
     wait_grid(c, 3);
     ck_assert(it_wait_for(cache_ready, c, 20000));
     put_range(c, "k", 50000);
+    for (int i = 0; i < 20000; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "s%d", i);
+        ck_assert_int_eq(lattice_cache_put(c, "sy", key, strlen(key), "x", 1), LATTICE_OK);
+    }
     srv[3] = start_one("s3", base_port + 3, extra);
     wait_grid(c, 4);
     ck_assert_msg(it_wait_for(shows_progress, NULL, 30000), "lattice rebalance never showed progress");
+    /* rebalance_mode=sync: an operation issued mid-rebalance completes only
+     * once this node's view has switched - no partition of sy MOVING. */
+    ck_assert_int_eq(lattice_cache_put(c, "sy", "during", 6, "y", 1), LATTICE_OK);
+    lattice_partitions_info *pi = NULL;
+    ck_assert_int_eq(lattice_cache_partitions(c, "sy", &pi), LATTICE_OK);
+    for (uint32_t p = 0; p < pi->partitions; p++)
+        for (uint32_t i = 0; i < pi->n_owners[p]; i++)
+            ck_assert_str_eq(pi->owners[(size_t)p * pi->max_owners + i].state, "OWNING");
+    lattice_partitions_info_free(pi);
     char out[8192];
     ck_assert_int_eq(run(out, sizeof out, "timeout 60 %s --ip-finder %s rebalance --watch --interval-ms 300",
                          LATTICE_CLI_PATH, finder),
@@ -583,6 +600,19 @@ START_TEST(stale_supply_is_ignored)
     ck_assert_int_eq(lattice_cache_get(c, "default", "stale-key", 9, &v, &vl), LATTICE_ERR_NOT_FOUND);
     ck_assert_int_eq(count_present(c, "k", 30000, NULL), 30000);
     verify_clean(); /* a stale entry on one copy only would be a size conflict */
+    /* Bad input to the commands: usage errors (2) or a plain error (1), never a crash. */
+    char out[4096];
+    const char *L = LATTICE_CLI_PATH;
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s verify 2>&1", L, finder), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s verify a b 2>&1", L, finder), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s verify nosuch 2>&1", L, finder), 1);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s verify 'bad name!' 2>&1", L, finder), 1);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s rebalance --interval-ms 5 2>&1", L, finder), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s rebalance --interval-ms x 2>&1", L, finder), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s rebalance --bogus 2>&1", L, finder), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s rebalance --max-s 2>&1", L, finder), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s rebalance 2>&1", L, finder), 0);
+    ck_assert_msg(strstr(out, "default [") && strstr(out, "(idle)"), "rebalance: %s", out);
     lattice_node_stop(c);
     it_end();
 }
