@@ -280,7 +280,10 @@ int main(int argc, char **argv)
         fputs("bench_rebalance_grid: --entries 1000..5000000, --value-size 1..4096, --timeout-s 10..3600\n", stderr);
         return 2;
     }
-    snprintf(dir, sizeof dir, "/tmp/bench-rebalance-grid-XXXXXX");
+    /* mkdtemp's template: the prefix and six 'X' it replaces */
+    int pl = snprintf(dir, sizeof dir, "/tmp/bench-rebalance-grid-");
+    memset(dir + pl, 'X', 6);
+    dir[pl + 6] = 0;
     if (!mkdtemp(dir)) {
         dir[0] = 0;
         die("mkdtemp failed");
