@@ -109,6 +109,7 @@ static int free_ports(int n)
 }
 
 static char finder[64];
+static char cluster[48]; /* our own: never merge with another grid on nearby ports */
 static int base_port;
 
 static void start_server(int i)
@@ -119,7 +120,7 @@ static void start_server(int i)
     snprintf(log, sizeof log, "%s/%s.log", dir, name);
     char *argv[] = {LATTICED_PATH, "--port", port, "--port-range", "1", "--ip-finder", finder,
                     "--failure-detection-ms", "1000", "--region-mb", "1024", "--log-level", "info",
-                    "--cache", "default:backups=1", NULL};
+                    "--cache", "default:backups=1", "--cluster", cluster, NULL};
     spawn(log, argv);
 }
 
@@ -219,7 +220,7 @@ static pid_t start_putget(int secs, const char *out_path)
 {
     char d[16];
     snprintf(d, sizeof d, "%d", secs);
-    char *argv[] = {LATTICE_CLI_PATH, "--ip-finder", finder, "--json", "bench", "--op", "putget", "--threads",
+    char *argv[] = {LATTICE_CLI_PATH, "--ip-finder", finder, "--cluster", cluster, "--json", "bench", "--op", "putget", "--threads",
                     "16", "--duration", d, "--warmup", "0", "--keys", "100000", "--value-size", "100", NULL};
     return spawn(out_path, argv);
 }
@@ -289,6 +290,7 @@ int main(int argc, char **argv)
         die("mkdtemp failed");
     }
     signal(SIGPIPE, SIG_IGN);
+    snprintf(cluster, sizeof cluster, "bench-rebalance-%d", (int)getpid());
     base_port = free_ports(5);
     snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", base_port, base_port + 4);
     for (int i = 0; i < 3; i++) start_server(i);
@@ -300,6 +302,7 @@ int main(int argc, char **argv)
     c.port_range = 1;
     c.failure_detection_ms = 1000;
     c.finders[c.n_finders++] = finder;
+    c.cluster = cluster;
     c.op_timeout_ms = 30000;
     lattice_node *n = NULL;
     if (lattice_node_start(&c, &n) != LATTICE_OK || lattice_node_wait_joined(n, 20000) != LATTICE_OK)

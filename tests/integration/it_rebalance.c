@@ -27,6 +27,9 @@
 #include "node/ops.h"
 
 static char finder[64];
+/* A cluster name of our own: a grid of another test run on overlapping
+ * loopback ports must never merge with ours. */
+static char cluster[32];
 static int base_port;
 
 static it_proc *start_one(const char *name, int port_no, const char *const *extra)
@@ -34,8 +37,8 @@ static it_proc *start_one(const char *name, int port_no, const char *const *extr
     char port[16];
     snprintf(port, sizeof port, "%d", port_no);
     const char *args[32] = {"--port", port, "--port-range", "1", "--ip-finder", finder,
-                            "--failure-detection-ms", "1000", "--log-level", "info"};
-    int k = 10;
+                            "--failure-detection-ms", "1000", "--log-level", "info", "--cluster", cluster};
+    int k = 12;
     for (int e = 0; extra && extra[e] && k < 30; e++) args[k++] = extra[e];
     args[k] = NULL;
     it_proc *p = it_latticed(name, args);
@@ -46,6 +49,7 @@ static it_proc *start_one(const char *name, int port_no, const char *const *extr
 /* Room for `slots` servers on consecutive ports; starts the first n. */
 static void start_grid(it_proc **srv, int n, int slots, const char *const *extra)
 {
+    snprintf(cluster, sizeof cluster, "it-rebalance-%d", (int)getpid());
     base_port = it_free_ports(slots + 1);
     snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", base_port, base_port + slots);
     for (int i = 0; i < n; i++) {
@@ -64,6 +68,7 @@ static lattice_node *attach(void)
     c.port_range = 1;
     c.failure_detection_ms = 1000;
     c.finders[c.n_finders++] = finder;
+    c.cluster = cluster;
     c.op_timeout_ms = 10000;
     lattice_node *n = NULL;
     ck_assert_int_eq(lattice_node_start(&c, &n), LATTICE_OK);
@@ -255,7 +260,7 @@ static int run(char *out, size_t cap, const char *fmt, ...)
 static json_t *cli_json(const char *what)
 {
     static char buf[1 << 21];
-    if (run(buf, sizeof buf, "%s --ip-finder %s --json %s", LATTICE_CLI_PATH, finder, what) != 0) return NULL;
+    if (run(buf, sizeof buf, "%s --ip-finder %s --cluster %s --json %s", LATTICE_CLI_PATH, finder, cluster, what) != 0) return NULL;
     return json_loads(buf, 0, NULL);
 }
 
@@ -306,7 +311,7 @@ static void wait_balanced(balanced_ctx *b, int timeout_ms)
     bool ok = it_wait_for(balanced, b, timeout_ms);
     if (!ok) {
         char out[4096];
-        run(out, sizeof out, "%s --ip-finder %s partitions default | tail -3", LATTICE_CLI_PATH, finder);
+        run(out, sizeof out, "%s --ip-finder %s --cluster %s partitions default | tail -3", LATTICE_CLI_PATH, finder, cluster);
         fprintf(stderr, "%s", out);
     }
     ck_assert_msg(ok, "never rebalanced to %ld nodes x %ld copies", b->nodes, b->copies);
@@ -315,7 +320,7 @@ static void wait_balanced(balanced_ctx *b, int timeout_ms)
 static void verify_clean(void)
 {
     char out[1 << 16];
-    int rc = run(out, sizeof out, "%s --ip-finder %s --json verify default", LATTICE_CLI_PATH, finder);
+    int rc = run(out, sizeof out, "%s --ip-finder %s --cluster %s --json verify default", LATTICE_CLI_PATH, finder, cluster);
     json_t *j = json_loads(out, 0, NULL);
     ck_assert_msg(rc == 0 && j, "verify: rc %d: %s", rc, out);
     ck_assert_int_eq(json_array_size(json_object_get(j, "conflicts")), 0);
@@ -467,8 +472,8 @@ START_TEST(throttled_rebalance_shows_progress)
             ck_assert_str_eq(pi->owners[(size_t)p * pi->max_owners + i].state, "OWNING");
     lattice_partitions_info_free(pi);
     char out[8192];
-    ck_assert_int_eq(run(out, sizeof out, "timeout 60 %s --ip-finder %s rebalance --watch --interval-ms 300",
-                         LATTICE_CLI_PATH, finder),
+    ck_assert_int_eq(run(out, sizeof out, "timeout 60 %s --ip-finder %s --cluster %s rebalance --watch --interval-ms 300",
+                         LATTICE_CLI_PATH, finder, cluster),
                      0);
     ck_assert_msg(strstr(out, "default ["), "no progress bar in: %s", out);
     balanced_ctx b = {4, 2, NULL, 0, 0};
@@ -603,15 +608,15 @@ START_TEST(stale_supply_is_ignored)
     /* Bad input to the commands: usage errors (2) or a plain error (1), never a crash. */
     char out[4096];
     const char *L = LATTICE_CLI_PATH;
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s verify 2>&1", L, finder), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s verify a b 2>&1", L, finder), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s verify nosuch 2>&1", L, finder), 1);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s verify 'bad name!' 2>&1", L, finder), 1);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s rebalance --interval-ms 5 2>&1", L, finder), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s rebalance --interval-ms x 2>&1", L, finder), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s rebalance --bogus 2>&1", L, finder), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s rebalance --max-s 2>&1", L, finder), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s rebalance 2>&1", L, finder), 0);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify a b 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify nosuch 2>&1", L, finder, cluster), 1);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify 'bad name!' 2>&1", L, finder, cluster), 1);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms 5 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms x 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --bogus 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --max-s 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance 2>&1", L, finder, cluster), 0);
     ck_assert_msg(strstr(out, "default [") && strstr(out, "(idle)"), "rebalance: %s", out);
     lattice_node_stop(c);
     it_end();
