@@ -69,7 +69,7 @@ static lattice_node *attach(void)
     c.failure_detection_ms = 1000;
     c.finders[c.n_finders++] = finder;
     c.cluster = cluster;
-    c.op_timeout_ms = 10000;
+    c.op_timeout_ms = 30000; /* a rebalance_mode=sync operation waits for a throttled rebalance */
     lattice_node *n = NULL;
     ck_assert_int_eq(lattice_node_start(&c, &n), LATTICE_OK);
     ck_assert_int_eq(lattice_node_wait_joined(n, 15000), LATTICE_OK);
