@@ -8,11 +8,12 @@
  * "default"), applies CREATE/DESTROY sent by any node, pushes each new
  * version to every server and answers META_GET, which every node sends on
  * each topology change and every second.  A node applies a version only if
- * newer than its own.  Base switch: when the live servers differ from a
- * cache's base, the coordinator asks every server for its entry counts and
- * switches the base to the live servers only if the cache holds no entry
- * anywhere - so no data ever needs to move (issue 5's rebalance will do the
- * rest).  Otherwise serving owners are the base's owners that are alive: a
+ * newer than its own.  Base switch: while the live servers differ from a
+ * cache's base, the coordinator asks every server for its stats (on each
+ * topology change and every BASE_CHECK_MS) and switches the base to the live
+ * servers when the cache holds no entry anywhere, or when every live server
+ * reports its MOVING partitions loaded on the same server set and base
+ * (late affinity, node/rebal.c).  Otherwise serving owners are the base's owners that are alive: a
  * dead primary's first live backup serves, and a partition with none is LOST.
  */
 #include <stdio.h>

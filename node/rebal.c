@@ -51,7 +51,7 @@ struct rebal_cache {
     cache_def *c;
     uint32_t parts;
     uint8_t *want;               /* this node holds p MOVING */
-    uint8_t *loaded;             /* ... and has loaded it */
+    uint8_t *loaded;             /* ... and has loaded it (1), or found it LOST (2) */
     uint64_t view, base_version;         /* server view and base the MOVING set is for */
     uint64_t rebalance_id;
     uint64_t plan_at;            /* 0: none scheduled */
@@ -178,6 +178,14 @@ static struct rebal_cache *ensure(lattice_data *d, cache_def *c)
 static uint32_t left_of(const struct rebal_cache *rc)
 {
     uint32_t n = 0;
+    for (uint32_t p = 0; p < rc->parts; p++) n += rc->want[p] && rc->loaded[p] != 1;
+    return n;
+}
+
+/* MOVING partitions a plan can still load (not loaded, not LOST). */
+static uint32_t loadable_of(const struct rebal_cache *rc)
+{
+    uint32_t n = 0;
     for (uint32_t p = 0; p < rc->parts; p++) n += rc->want[p] && !rc->loaded[p];
     return n;
 }
@@ -243,7 +251,10 @@ void rebal_on_change(lattice_data *d)
         bool new_view = rc->view != view || rc->base_version != c->base_version;
         rc->view = view;
         rc->base_version = c->base_version;
-        uint32_t left = left_of(rc);
+        if (new_view)
+            for (uint32_t p = 0; p < rc->parts; p++)
+                if (rc->loaded[p] == 2) rc->loaded[p] = 0; /* LOST: a new server set may hold a copy */
+        uint32_t left = loadable_of(rc);
         if (!changed && !new_view && (rc->active || rc->plan_at)) continue;
         if (rc->active) {
             LT_LOG(LT_INFO, "rebalance", "cache %s: topology changed mid-rebalance; planning again (%u partitions left)",
@@ -343,8 +354,10 @@ static void start_plan(lattice_data *d, cache_def *c, struct rebal_cache *rc, ui
         char ids[MAX_OWNERS][64];
         uint32_t n = suppliers_of(c, p, ids);
         if (!n) {
-            /* LOST: no live copy to load from; writes since are all there is. */
-            rc->loaded[p] = 1;
+            /* LOST: no live copy to load from.  It stays not loaded, so the
+             * base does not switch and the partition keeps answering
+             * PARTITION_LOST instead of coming back empty. */
+            rc->loaded[p] = 2;
             lost++;
             continue;
         }
@@ -382,13 +395,15 @@ static void log_progress(cache_def *c, struct rebal_cache *rc, uint64_t now)
 {
     const lattice_rebalance_progress *p = &rc->prog;
     unsigned quarter = p->partitions_total ? 4u * p->partitions_done / p->partitions_total : 4;
-    if (quarter > rc->logged_quarter && quarter < 4) {
-        rc->logged_quarter = quarter;
+    while (rc->logged_quarter < quarter && rc->logged_quarter < 3) {
+        rc->logged_quarter++;
         LT_LOG(LT_INFO, "rebalance", "cache %s: %u%% done (%u/%u partitions, %llu entries)", c->cfg.name,
-               quarter * 25, p->partitions_done, p->partitions_total, (unsigned long long)p->entries_received);
+               rc->logged_quarter * 25, p->partitions_done, p->partitions_total,
+               (unsigned long long)p->entries_received);
     }
     for (size_t k = 0; k < rc->ns; k++)
         if (!rc->s[k].done) return;
+    if (!rc->active) return;
     rc->active = false;
     rc->finished = now;
     double secs = (double)(now - rc->started) / 1000.0;
@@ -398,7 +413,7 @@ static void log_progress(cache_def *c, struct rebal_cache *rc, uint64_t now)
            c->cfg.name, (unsigned long long)rc->rebalance_id, p->partitions_done,
            (unsigned long long)p->entries_received, (unsigned long long)p->bytes_received, secs,
            (double)p->bytes_received / secs / 1e6, (double)p->entries_received / secs);
-    if (left_of(rc)) rc->plan_at = now + REPLAN_MS; /* refused or lost partitions: try again */
+    if (loadable_of(rc)) rc->plan_at = now + REPLAN_MS; /* refused partitions: try again */
 }
 
 /* After every call into a demander: follow its session, notice the end. */
@@ -414,7 +429,7 @@ static void after_call(cache_def *c, struct rebal_cache *rc, rsess *s, uint64_t 
     } else if (st == LATTICE_REBALANCE_DEMANDER_DONE) {
         s->done = true;
     }
-    if (s->done) log_progress(c, rc, now);
+    log_progress(c, rc, now);
 }
 
 void rebal_on_supply(lattice_data *d, const Latdata__Req *q)

@@ -225,6 +225,13 @@ void data_route(lattice_data *d, opx *o)
         data_complete_local(d, o, &r);
         return;
     }
+    if (c->cfg.rebalance_mode == LATTICE_REBALANCE_SYNC && c->ideal) {
+        /* rebalance_mode=sync: while the live servers differ from the
+         * affinity base (a rebalance is due or running) the cache's
+         * operations wait - retried until the switch or their deadline. */
+        data_retry(d, o, LATTICE_ERR_TIMEOUT);
+        return;
+    }
     if (o->op.kind == LATTICE_OP_SIZE) {
         start_size(d, o);
         return;

@@ -335,7 +335,10 @@ static void put_load(load *l, long from, long to, long kill_at, it_proc *victim)
 START_TEST(kill9_full_sync_loses_no_acknowledged_write)
 {
     it_begin(_i == 0 ? "caches_promise1_coordinator" : "caches_promise1");
-    const char *extra[] = {"--cache", "default:backups=1,sync=full_sync", "--cache", "solo:backups=0", NULL};
+    /* rebalance_mode=none: this test checks the grid right after the failure,
+     * before any redundancy restore (it_rebalance covers that). */
+    const char *extra[] = {"--cache", "default:backups=1,sync=full_sync,rebalance_mode=none", "--cache",
+                           "solo:backups=0,rebalance_mode=none", NULL};
     int base = start_grid(3, extra);
     lattice_node *c = attach(true, 0);
     wait_grid(c, 3);
@@ -479,8 +482,8 @@ START_TEST(runtime_cache_cli_and_bad_requests)
     wait_grid(c, 2);
     wait_ready(c, "default");
     const char *L = LATTICE_CLI_PATH;
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache create rt backups=1 max_key_bytes=16 max_value_bytes=64", L, finder), 0);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache create rt backups=1 max_key_bytes=16 max_value_bytes=64", L, finder), 0);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache create rt backups=1 max_key_bytes=16 max_value_bytes=64 rebalance_mode=none", L, finder), 0);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache create rt backups=1 max_key_bytes=16 max_value_bytes=64 rebalance_mode=none", L, finder), 0);
     ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache create rt backups=2", L, finder), 1);
     ck_assert_ptr_nonnull(strstr(out, "another config"));
     ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache create 'bad name'", L, finder), 2);
@@ -549,8 +552,8 @@ START_TEST(runtime_cache_cli_and_bad_requests)
     lattice_partitions_info *pi = NULL;
     ck_assert_int_eq(lattice_cache_partitions(late, "rt", &pi), LATTICE_OK);
     ck_assert_int_eq(pi->partitions, 1024);
-    /* rt held data when it joined, so no partition moved to it: it holds its
-     * ideal partitions MOVING (for rebalance), never as a serving owner. */
+    /* rt held data when it joined and has rebalance_mode=none, so no partition
+     * moved to it: it holds its ideal partitions MOVING, never as a serving owner. */
     char late_id[64];
     lattice_node_id(late, late_id, sizeof late_id);
     uint32_t moving = 0;

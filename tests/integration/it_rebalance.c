@@ -16,12 +16,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zmq.h>
+
+#include "cache.pb-c.h"
 #include "harness.h"
+#include "partition/partition.h"
+#include "rebalance.pb-c.h"
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
 #include "node/ops.h"
 
 static char finder[64];
+/* A cluster name of our own: a grid of another test run on overlapping
+ * loopback ports must never merge with ours. */
+static char cluster[32];
 static int base_port;
 
 static it_proc *start_one(const char *name, int port_no, const char *const *extra)
@@ -29,8 +37,8 @@ static it_proc *start_one(const char *name, int port_no, const char *const *extr
     char port[16];
     snprintf(port, sizeof port, "%d", port_no);
     const char *args[32] = {"--port", port, "--port-range", "1", "--ip-finder", finder,
-                            "--failure-detection-ms", "1000", "--log-level", "info"};
-    int k = 10;
+                            "--failure-detection-ms", "1000", "--log-level", "info", "--cluster", cluster};
+    int k = 12;
     for (int e = 0; extra && extra[e] && k < 30; e++) args[k++] = extra[e];
     args[k] = NULL;
     it_proc *p = it_latticed(name, args);
@@ -41,6 +49,7 @@ static it_proc *start_one(const char *name, int port_no, const char *const *extr
 /* Room for `slots` servers on consecutive ports; starts the first n. */
 static void start_grid(it_proc **srv, int n, int slots, const char *const *extra)
 {
+    snprintf(cluster, sizeof cluster, "it-rebalance-%d", (int)getpid());
     base_port = it_free_ports(slots + 1);
     snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", base_port, base_port + slots);
     for (int i = 0; i < n; i++) {
@@ -55,10 +64,12 @@ static lattice_node *attach(void)
     lattice_config c;
     lattice_config_init(&c);
     c.client = true;
+    c.port = 0; /* any free port */
     c.port_range = 1;
     c.failure_detection_ms = 1000;
     c.finders[c.n_finders++] = finder;
-    c.op_timeout_ms = 10000;
+    c.cluster = cluster;
+    c.op_timeout_ms = 30000; /* a rebalance_mode=sync operation waits for a throttled rebalance */
     lattice_node *n = NULL;
     ck_assert_int_eq(lattice_node_start(&c, &n), LATTICE_OK);
     ck_assert_int_eq(lattice_node_wait_joined(n, 15000), LATTICE_OK);
@@ -249,7 +260,7 @@ static int run(char *out, size_t cap, const char *fmt, ...)
 static json_t *cli_json(const char *what)
 {
     static char buf[1 << 21];
-    if (run(buf, sizeof buf, "%s --ip-finder %s --json %s", LATTICE_CLI_PATH, finder, what) != 0) return NULL;
+    if (run(buf, sizeof buf, "%s --ip-finder %s --cluster %s --json %s", LATTICE_CLI_PATH, finder, cluster, what) != 0) return NULL;
     return json_loads(buf, 0, NULL);
 }
 
@@ -300,7 +311,7 @@ static void wait_balanced(balanced_ctx *b, int timeout_ms)
     bool ok = it_wait_for(balanced, b, timeout_ms);
     if (!ok) {
         char out[4096];
-        run(out, sizeof out, "%s --ip-finder %s partitions default | tail -3", LATTICE_CLI_PATH, finder);
+        run(out, sizeof out, "%s --ip-finder %s --cluster %s partitions default | tail -3", LATTICE_CLI_PATH, finder, cluster);
         fprintf(stderr, "%s", out);
     }
     ck_assert_msg(ok, "never rebalanced to %ld nodes x %ld copies", b->nodes, b->copies);
@@ -309,7 +320,7 @@ static void wait_balanced(balanced_ctx *b, int timeout_ms)
 static void verify_clean(void)
 {
     char out[1 << 16];
-    int rc = run(out, sizeof out, "%s --ip-finder %s --json verify default", LATTICE_CLI_PATH, finder);
+    int rc = run(out, sizeof out, "%s --ip-finder %s --cluster %s --json verify default", LATTICE_CLI_PATH, finder, cluster);
     json_t *j = json_loads(out, 0, NULL);
     ck_assert_msg(rc == 0 && j, "verify: rc %d: %s", rc, out);
     ck_assert_int_eq(json_array_size(json_object_get(j, "conflicts")), 0);
@@ -363,7 +374,7 @@ START_TEST(kill9_mid_rebalance_replans)
 {
     it_begin(_i ? "rebalance_kill_demander" : "rebalance_kill_supplier");
     it_proc *srv[6];
-    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=20,rebalance_batch_bytes=16384",
+    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=200,rebalance_batch_bytes=4096",
                            NULL};
     start_grid(srv, 3, 5, extra);
     lattice_node *c = attach();
@@ -435,18 +446,34 @@ START_TEST(throttled_rebalance_shows_progress)
 {
     it_begin("rebalance_throttled");
     it_proc *srv[6];
-    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=50,rebalance_batch_bytes=8192", NULL};
+    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=50,rebalance_batch_bytes=8192",
+                           "--cache", "sy:backups=1,rebalance_mode=sync,rebalance_throttle_ms=100,rebalance_batch_bytes=4096",
+                           NULL};
     start_grid(srv, 3, 4, extra);
     lattice_node *c = attach();
     wait_grid(c, 3);
     ck_assert(it_wait_for(cache_ready, c, 20000));
     put_range(c, "k", 50000);
+    for (int i = 0; i < 20000; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "s%d", i);
+        ck_assert_int_eq(lattice_cache_put(c, "sy", key, strlen(key), "x", 1), LATTICE_OK);
+    }
     srv[3] = start_one("s3", base_port + 3, extra);
     wait_grid(c, 4);
     ck_assert_msg(it_wait_for(shows_progress, NULL, 30000), "lattice rebalance never showed progress");
+    /* rebalance_mode=sync: an operation issued mid-rebalance completes only
+     * once this node's view has switched - no partition of sy MOVING. */
+    ck_assert_int_eq(lattice_cache_put(c, "sy", "during", 6, "y", 1), LATTICE_OK);
+    lattice_partitions_info *pi = NULL;
+    ck_assert_int_eq(lattice_cache_partitions(c, "sy", &pi), LATTICE_OK);
+    for (uint32_t p = 0; p < pi->partitions; p++)
+        for (uint32_t i = 0; i < pi->n_owners[p]; i++)
+            ck_assert_str_eq(pi->owners[(size_t)p * pi->max_owners + i].state, "OWNING");
+    lattice_partitions_info_free(pi);
     char out[8192];
-    ck_assert_int_eq(run(out, sizeof out, "timeout 60 %s --ip-finder %s rebalance --watch --interval-ms 300",
-                         LATTICE_CLI_PATH, finder),
+    ck_assert_int_eq(run(out, sizeof out, "timeout 60 %s --ip-finder %s --cluster %s rebalance --watch --interval-ms 300",
+                         LATTICE_CLI_PATH, finder, cluster),
                      0);
     ck_assert_msg(strstr(out, "default ["), "no progress bar in: %s", out);
     balanced_ctx b = {4, 2, NULL, 0, 0};
@@ -456,6 +483,141 @@ START_TEST(throttled_rebalance_shows_progress)
     ck_assert(json_is_false(json_object_get(j, "in_progress")));
     json_decref(j);
     ck_assert_int_eq(count_present(c, "k", 50000, NULL), 50000);
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+/* Sends raw CTL_SUPPLY requests to one node's data port: a supply of an old
+ * topology (the rest of its ids those of the running rebalance), one of an
+ * unknown rebalance, and malformed ones.  Each carries a key nobody wrote;
+ * it must never appear, and the node keeps serving (a GET on the same
+ * socket is answered after them, so they were read first). */
+static void send_stale_supplies(const char *addr, const char *from_id, uint32_t partitions)
+{
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(s, addr), 0);
+    Latreb__Entry e = LATREB__ENTRY__INIT, *ents[1] = {&e};
+    e.key.data = (uint8_t *)"stale-key";
+    e.key.len = 9;
+    e.value.data = (uint8_t *)"old";
+    e.value.len = 3;
+    e.version = 1;
+    Latreb__Supply sp = LATREB__SUPPLY__INIT;
+    sp.format = 1;
+    sp.cache = "default";
+    sp.partition = lattice_partition_of_key("stale-key", 9, partitions);
+    sp.batch = 1;
+    sp.n_entries = 1;
+    sp.entries = ents;
+    sp.last = true;
+    sp.update_counter = 1;
+    static const struct { uint64_t major, rid; uint32_t session; } stale[] = {
+        {1, 1, 1u << 16}, {1, 1, 2u << 16}, {2, 1, 1u << 16}, {99, 999, 1u << 16}, {0, 0, 0}};
+    for (size_t k = 0; k < sizeof stale / sizeof stale[0] + 2; k++) {
+        uint8_t sbuf[512];
+        size_t sl;
+        if (k < sizeof stale / sizeof stale[0]) {
+            sp.topology_major = stale[k].major;
+            sp.rebalance_id = stale[k].rid;
+            sp.session = stale[k].session;
+            sl = latreb__supply__pack(&sp, sbuf);
+        } else {
+            sl = latreb__supply__pack(&sp, sbuf);
+            if (k == sizeof stale / sizeof stale[0]) sl /= 2;   /* truncated */
+            else memset(sbuf, 0xff, sl);                          /* garbage */
+        }
+        Latdata__Req req = LATDATA__REQ__INIT, *reqs[1] = {&req};
+        req.kind = 107; /* CTL_SUPPLY */
+        req.cache = "default";
+        req.key.data = (uint8_t *)from_id;
+        req.key.len = strlen(from_id);
+        req.value.data = sbuf;
+        req.value.len = sl;
+        Latdata__Batch b = LATDATA__BATCH__INIT;
+        b.proto = 1;
+        b.n_reqs = 1;
+        b.reqs = reqs;
+        uint8_t frame[1024];
+        size_t fl = latdata__batch__pack(&b, frame);
+        ck_assert_int_eq(zmq_send(s, frame, fl, 0), (int)fl);
+    }
+    Latdata__Req get = LATDATA__REQ__INIT, *greqs[1] = {&get};
+    get.id = 9;
+    get.kind = 99; /* not an operation: answered INVAL, after the supplies */
+    get.cache = "default";
+    Latdata__Batch gb = LATDATA__BATCH__INIT;
+    gb.proto = 1;
+    gb.n_reqs = 1;
+    gb.reqs = greqs;
+    uint8_t frame[256];
+    size_t fl = latdata__batch__pack(&gb, frame);
+    zmq_send(s, frame, fl, 0);
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    ck_assert_int_eq(zmq_poll(&it, 1, 10000), 1);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+}
+
+static const char *member_attr_of(lattice_topology *t, const char *port_suffix, const char **id)
+{
+    for (size_t i = 0; i < lattice_topology_size(t); i++) {
+        const lattice_member *m = lattice_topology_member(t, i);
+        size_t cl = strlen(m->consistent_id), pl = strlen(port_suffix);
+        if (m->role != LATTICE_ROLE_SERVER || cl < pl || strcmp(m->consistent_id + cl - pl, port_suffix)) continue;
+        if (id) *id = m->id;
+        return lattice_member_attr(m, "data_addr");
+    }
+    return NULL;
+}
+
+START_TEST(stale_supply_is_ignored)
+{
+    it_begin("rebalance_stale_supply");
+    it_proc *srv[6];
+    const char *extra[] = {"--cache", "default:backups=1,rebalance_throttle_ms=100,rebalance_batch_bytes=4096", NULL};
+    start_grid(srv, 3, 4, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    put_range(c, "k", 30000);
+    srv[3] = start_one("s3", base_port + 3, extra);
+    wait_grid(c, 4);
+    ck_assert(it_wait_log(srv[3], "started", 20000));
+    char jp[16], sp0[16];
+    port_suffix(jp, sizeof jp, base_port + 3);
+    port_suffix(sp0, sizeof sp0, base_port);
+    lattice_topology *t = lattice_node_topology(c);
+    const char *from = NULL;
+    const char *addr = member_attr_of(t, jp, NULL);
+    member_attr_of(t, sp0, &from);
+    ck_assert_ptr_nonnull(addr);
+    ck_assert_ptr_nonnull(from);
+    send_stale_supplies(addr, from, 1024);
+    lattice_topology_release(t);
+    balanced_ctx b = {4, 2, NULL, 0, 0};
+    wait_balanced(&b, 120000);
+    void *v = NULL;
+    size_t vl = 0;
+    ck_assert_int_eq(lattice_cache_get(c, "default", "stale-key", 9, &v, &vl), LATTICE_ERR_NOT_FOUND);
+    ck_assert_int_eq(count_present(c, "k", 30000, NULL), 30000);
+    verify_clean(); /* a stale entry on one copy only would be a size conflict */
+    /* Bad input to the commands: usage errors (2) or a plain error (1), never a crash. */
+    char out[4096];
+    const char *L = LATTICE_CLI_PATH;
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify a b 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify nosuch 2>&1", L, finder, cluster), 1);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify 'bad name!' 2>&1", L, finder, cluster), 1);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms 5 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms x 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --bogus 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --max-s 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance 2>&1", L, finder, cluster), 0);
+    ck_assert_msg(strstr(out, "default [") && strstr(out, "(idle)"), "rebalance: %s", out);
     lattice_node_stop(c);
     it_end();
 }
@@ -482,6 +644,9 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tc_of("throttle");
     tcase_add_test(tc, throttled_rebalance_shows_progress);
+    suite_add_tcase(s, tc);
+    tc = tc_of("stale");
+    tcase_add_test(tc, stale_supply_is_ignored);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
