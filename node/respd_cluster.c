@@ -118,7 +118,12 @@ static void view_ranges(lattice_respd *r, struct respd_view *v)
         uint32_t p = s & (pi->partitions - 1);
         uint32_t n = 0;
         for (uint32_t k = 0; k < pi->n_owners[p] && n < 64; k++) {
-            int ix = node_index(v, pi->owners[(size_t)p * pi->max_owners + k].node);
+            const lattice_partition_owner *ow = &pi->owners[(size_t)p * pi->max_owners + k];
+            /* Serving (OWNING) owners come first; MOVING copies take no
+             * reads, so they are no slot's master or replica yet, and a
+             * partition with no OWNING owner is LOST (slot not served). */
+            if (strcmp(ow->state, "OWNING") != 0) break;
+            int ix = node_index(v, ow->node);
             if (ix >= 0) cur[n++] = (uint32_t)ix;
             else if (k == 0) break; /* the primary has no RESP address: not served here */
         }
