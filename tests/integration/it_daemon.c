@@ -137,9 +137,10 @@ END_TEST
 START_TEST(grid_launcher_forms_a_grid_prints_top_and_stops_every_node)
 {
     it_begin("gridrun");
-    int b = it_free_ports(3);
+    int b = it_free_ports(3), r = it_free_ports(3);
     ck_assert_int_eq(run(out, sizeof out, "BUILD_DIR=%s %s/scripts/grid-run --no-wait --port %d --dir %s/grid "
-                         "--failure-detection-ms 1000", LATTICE_BUILD_DIR, LATTICE_SOURCE_DIR, b, it_dir()), 0);
+                         "--failure-detection-ms 1000 --resp-port %d", LATTICE_BUILD_DIR, LATTICE_SOURCE_DIR, b,
+                         it_dir(), r), 0);
     ck_assert_msg(strstr(out, "3/3 nodes joined...") != NULL, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "Topology "));
     ck_assert_ptr_nonnull(strstr(out, "3 servers"));
@@ -148,6 +149,13 @@ START_TEST(grid_launcher_forms_a_grid_prints_top_and_stops_every_node)
     char cmd[256];
     snprintf(cmd, sizeof cmd, "ss -ltn | grep -q ':%d '", b);
     ck_assert_int_ne(it_sh("%s", cmd), 0);
+    snprintf(cmd, sizeof cmd, "ss -ltn | grep -q ':%d '", r); /* nor its RESP port */
+    ck_assert_int_ne(it_sh("%s", cmd), 0);
+    /* Each node served RESP on its own port while the grid ran. */
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "grep -q 'RESP endpoint on 127.0.0.1:%d ' %s/grid/node%d.log", r + i, it_dir(), i);
+        ck_assert_msg(it_sh("%s", cmd) == 0, "node%d never logged its RESP port %d", i, r + i);
+    }
     ck_assert_int_eq(run(out, sizeof out, "%s/scripts/grid-run --help", LATTICE_SOURCE_DIR), 0);
     ck_assert_ptr_nonnull(strstr(out, "--nodes N"));
     ck_assert_int_eq(run(out, sizeof out, "%s/scripts/grid-run --nodes x", LATTICE_SOURCE_DIR), 2);
