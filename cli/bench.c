@@ -216,10 +216,7 @@ static void report(const cli_globals *g, bench *b, const char *opname, long thre
             json_object_set_new(j, "grid_get_p50_vs_direct", json_real(direct > 0 ? (double)p50 * 1000.0 / direct : 0));
             json_object_set_new(j, "direct_gets_per_s_vs_grid", json_real(direct > 0 && rate > 0 ? 1e9 / direct / rate : 0));
         }
-        char *s = json_dumps(j, JSON_COMPACT);
-        if (s) puts(s);
-        lt_free(s);
-        json_decref(j);
+        cli_print_json(j);
     } else {
         json_decref(series);
         printf("%s: %.0f ops/s over %.1f s, %ld in flight%s; latency p50 %" PRIu64 " us, p99 %" PRIu64

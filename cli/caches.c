@@ -10,28 +10,13 @@
 #include "lattice/alloc.h"
 #include "partition/partition.h"
 
-static bool wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return true;
-    return false;
-}
-
-static void print_json(json_t *o)
-{
-    char *s = json_dumps(o, JSON_COMPACT);
-    if (s) puts(s);
-    lt_free(s);
-    json_decref(o);
-}
-
 int cli_cache(cli_globals *g, int argc, char **argv)
 {
     static const char use[] = "usage: lattice [GLOBAL OPTIONS] cache create NAME [k=v ...]\n"
                               "       lattice [GLOBAL OPTIONS] cache destroy NAME\n"
                               "  keys: mode=partitioned|replicated partitions=N backups=N sync=full_sync|primary_sync|full_async\n"
                               "        read_from_backup=true|false expiry_ms=N max_key_bytes=N max_value_bytes=N ...\n";
-    if (wants_help(argc, argv)) {
+    if (cli_wants_help(argc, argv)) {
         fputs(use, stdout);
         return 0;
     }
@@ -58,7 +43,7 @@ int cli_cache(cli_globals *g, int argc, char **argv)
     if (g->json) {
         json_t *o = json_pack("{s:s, s:s, s:b}", "op", argv[1], "cache", argv[2], "ok", st == LATTICE_OK);
         if (st != LATTICE_OK) json_object_set_new(o, "error", json_string(lattice_strerror(st)));
-        print_json(o);
+        cli_print_json(o);
     } else if (st == LATTICE_OK) {
         printf("cache %s %s\n", argv[2], create ? "created" : "destroyed");
     } else {
@@ -72,7 +57,7 @@ int cli_cache(cli_globals *g, int argc, char **argv)
 
 int cli_caches(cli_globals *g, int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
+    if (cli_wants_help(argc, argv)) {
         puts("usage: lattice [GLOBAL OPTIONS] caches\n  every cache: mode, partitions, backups, sync, size, and per server node:\n"
              "  primary/backup entries and partitions, reads/writes/hits/misses");
         return 0;
@@ -114,7 +99,7 @@ int cli_caches(cli_globals *g, int argc, char **argv)
                                                  "read_from_backup", ci[i].read_from_backup, "size",
                                                  (json_int_t)ci[i].size, "spec", ci[i].spec, "nodes", nodes));
         }
-        print_json(json_pack("{s:o}", "caches", arr));
+        cli_print_json(json_pack("{s:o}", "caches", arr));
     } else {
         for (size_t i = 0; i < nc; i++) {
             printf("cache %s: %s, %u partitions, backups %u, %s, size %llu\n", ci[i].name, ci[i].mode,
@@ -138,7 +123,7 @@ int cli_caches(cli_globals *g, int argc, char **argv)
 
 int cli_partitions(cli_globals *g, int argc, char **argv)
 {
-    if (wants_help(argc, argv)) {
+    if (cli_wants_help(argc, argv)) {
         puts("usage: lattice [GLOBAL OPTIONS] partitions CACHE\n  each partition's owners (primary first) with "
              "their state; a partition with no live owner is LOST;\n  balance: min/avg/max primaries per node");
         return 0;
@@ -195,7 +180,7 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
     }
     double avg = nn ? (double)sum / (double)nn : 0;
     if (g->json) {
-        print_json(json_pack("{s:s, s:[I,I], s:o, s:{s:I, s:f, s:I, s:I}, s:I, s:I, s:I}", "cache", pi->cache,
+        cli_print_json(json_pack("{s:s, s:[I,I], s:o, s:{s:I, s:f, s:I, s:I}, s:I, s:I, s:I}", "cache", pi->cache,
                              "topology_version", (json_int_t)pi->major, (json_int_t)pi->minor, "partitions", parts,
                              "balance", "primary_min", (json_int_t)(mn < 0 ? 0 : mn), "primary_avg", avg,
                              "primary_max", (json_int_t)mx, "nodes", (json_int_t)nn, "lost", (json_int_t)lost,

@@ -41,10 +41,7 @@ int cli_kv(cli_globals *g, int argc, char **argv)
         json_t *o = json_pack("{s:s, s:s, s:s, s:b}", "op", cmd, "cache", cache, "key", key, "ok", st == LATTICE_OK);
         if (st != LATTICE_OK) json_object_set_new(o, "error", json_string(lattice_strerror(st)));
         if (v || (st == LATTICE_OK && !strcmp(cmd, "get"))) json_object_set_new(o, "value", json_stringn(v ? v : "", vl));
-        char *s = json_dumps(o, JSON_COMPACT);
-        if (s) puts(s);
-        lt_free(s);
-        json_decref(o);
+        cli_print_json(o);
     } else if (st == LATTICE_OK && !strcmp(cmd, "get")) {
         fwrite(v, 1, vl, stdout);
         putchar('\n');

@@ -52,6 +52,21 @@ static const struct option opts[] = {
     {"json", no_argument, 0, 'j'},            {"log-level", required_argument, 0, 'l'},
     {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
 
+void cli_print_json(json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT);
+    if (s) puts(s);
+    lt_free(s); /* jansson allocates through lt_malloc (set in main) */
+    json_decref(o);
+}
+
+bool cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     cli_globals g;

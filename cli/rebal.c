@@ -25,21 +25,6 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
-static bool wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return true;
-    return false;
-}
-
-static void print_json(json_t *o)
-{
-    char *s = json_dumps(o, JSON_COMPACT);
-    if (s) puts(s);
-    lt_free(s);
-    json_decref(o);
-}
-
 static uint64_t now_ms(void)
 {
     struct timespec ts;
@@ -98,7 +83,7 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
         "  {\"in_progress\":bool,\"caches\":[{\"name\",\"partitions_moving\",\"partitions_left\",\n"
         "  \"partitions_total\",\"entries_received\",\"bytes_received\",\"bytes_per_s\",\n"
         "  \"entries_per_s\",\"eta_s\"}]}\n";
-    if (wants_help(argc, argv)) {
+    if (cli_wants_help(argc, argv)) {
         fputs(use, stdout);
         return 0;
     }
@@ -144,7 +129,7 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
                 json_t *j = json_loads(buf, 0, NULL);
                 if (j) {
                     json_object_set_new(j, "in_progress", json_boolean(busy));
-                    print_json(j);
+                    cli_print_json(j);
                 }
                 lt_free(buf);
             }
@@ -177,7 +162,7 @@ int cli_verify(cli_globals *g, int argc, char **argv)
         "  show up as conflicts.  Exit status: 0 no conflict, 3 conflicts, 1 error.\n"
         "  --json: {\"cache\",\"partitions\",\"copies\",\"conflicts\":[{\"partition\",\"node\",\n"
         "  \"against\",\"hash\",\"size\",\"counter\"}]}\n";
-    if (wants_help(argc, argv)) {
+    if (cli_wants_help(argc, argv)) {
         fputs(use, stdout);
         return 0;
     }
@@ -233,7 +218,7 @@ int cli_verify(cli_globals *g, int argc, char **argv)
                                "hash", (cf[i].what & LATTICE_REBALANCE_CONFLICT_HASH) != 0, "size",
                                (cf[i].what & LATTICE_REBALANCE_CONFLICT_SIZE) != 0, "counter",
                                (cf[i].what & LATTICE_REBALANCE_CONFLICT_COUNTER) != 0));
-        print_json(json_pack("{s:s, s:I, s:I, s:o}", "cache", argv[1], "partitions", (json_int_t)parts, "copies",
+        cli_print_json(json_pack("{s:s, s:I, s:I, s:o}", "cache", argv[1], "partitions", (json_int_t)parts, "copies",
                              (json_int_t)nd, "conflicts", arr));
     } else {
         printf("cache %s: %zu partitions, %zu copies compared, %zu conflicts\n", argv[1], parts, nd, ncf);

@@ -134,10 +134,7 @@ static void print_json(lattice_node *n, const lattice_topology *t, const char *s
     json_t *root = json_pack("{s:[I,I], s:s, s:s, s:o}", "topology_version", (json_int_t)lattice_topology_major(t),
                              (json_int_t)lattice_topology_minor(t), "coordinator", lattice_topology_coordinator(t),
                              "self", self, "nodes", nodes);
-    char *s = json_dumps(root, JSON_COMPACT);
-    if (s) puts(s);
-    lt_free(s); /* jansson allocates through lt_malloc (main.c) */
-    json_decref(root);
+    cli_print_json(root);
 }
 
 static void fmt_uptime(uint64_t ms, char *b, size_t n)
