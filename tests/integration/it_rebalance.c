@@ -85,7 +85,6 @@ static bool cache_ready(void *ctx)
            lattice_cache_remove(n, "default", "__ready", 7) == LATTICE_OK;
 }
 
-static void key_of(char *buf, size_t cap, const char *prefix, long i) { snprintf(buf, cap, "%s-%08ld", prefix, i); }
 
 static void put_range(lattice_node *n, const char *prefix, long count)
 {
@@ -104,36 +103,6 @@ static void put_range(lattice_node *n, const char *prefix, long count)
     }
 }
 
-/* Keys [0, count) (only those with only[k] set, when given) present with
- * their value "v<k>". */
-static long count_present(lattice_node *n, const char *prefix, long count, const uint8_t *only)
-{
-    long present = 0;
-    enum { B = 500 };
-    static char keys[B][48];
-    lattice_kv kv[B];
-    for (long i = 0; i < count; i += B) {
-        size_t m = 0;
-        for (long k = i; k < count && k < i + B; k++) {
-            if (only && !only[k]) continue;
-            key_of(keys[m], sizeof keys[m], prefix, k);
-            kv[m] = (lattice_kv){keys[m], strlen(keys[m]), NULL, 0, 0};
-            m++;
-        }
-        if (!m) continue;
-        lattice_status st = lattice_cache_get_all(n, "default", kv, m);
-        ck_assert_msg(st == LATTICE_OK, "get_all: %s", lattice_strerror(st));
-        for (size_t k = 0; k < m; k++) {
-            if (kv[k].status == LATTICE_OK) {
-                char want[64];
-                snprintf(want, sizeof want, "v%s", keys[k] + strlen(prefix) + 1);
-                if (kv[k].value_len == strlen(want) && memcmp(kv[k].value, want, kv[k].value_len) == 0) present++;
-            }
-            lt_free(kv[k].value);
-        }
-    }
-    return present;
-}
 
 /* ---- a put load in its own thread, remembering every acknowledged key ---- */
 
@@ -206,7 +175,7 @@ static void load_stop_and_check(load *l)
     pthread_join(l->th, NULL);
     long total = atomic_load(&l->next);
     long acked = atomic_load(&l->n_acked);
-    long present = count_present(l->n, "q", total, l->acked);
+    long present = count_present(l->n, "default", "q", total, l->acked);
     printf("load: %ld submitted, %ld acknowledged, %ld failed, %ld acknowledged present\n", total, acked,
            atomic_load(&l->n_failed), present);
     ck_assert_int_gt(acked, 0);
@@ -332,7 +301,7 @@ START_TEST(join_under_load_loses_nothing)
     wait_balanced(&b, 90000);
     ck_assert(it_wait_log(srv[3], "finished", 5000));
     load_stop_and_check(&l);
-    ck_assert_int_eq(count_present(c, "k", N, NULL), N);
+    ck_assert_int_eq(count_present(c, "default", "k", N, NULL), N);
     printf("joiner holds %ld of %ld primaries\n", b.joiner_primaries, b.partitions);
     long share = b.partitions / b.nodes;
     ck_assert_int_ge(b.joiner_primaries, share * 3 / 4);
@@ -367,7 +336,7 @@ START_TEST(kill9_mid_rebalance_replans)
     wait_grid(c, 3);
     balanced_ctx b = {3, 2, NULL, 0, 0};
     wait_balanced(&b, 90000);
-    ck_assert_int_eq(count_present(c, "k", N, NULL), N);
+    ck_assert_int_eq(count_present(c, "default", "k", N, NULL), N);
     verify_clean();
     lattice_node_stop(c);
     it_end();
@@ -394,7 +363,7 @@ START_TEST(leave_and_failure_restore_redundancy)
     wait_grid(c, 3);
     balanced_ctx b = {3, 2, NULL, 0, 0};
     wait_balanced(&b, 90000);
-    ck_assert_int_eq(count_present(c, "k", N, NULL), N);
+    ck_assert_int_eq(count_present(c, "default", "k", N, NULL), N);
     verify_clean();
     lattice_node_stop(c);
     it_end();
@@ -457,7 +426,7 @@ START_TEST(throttled_rebalance_shows_progress)
     ck_assert_ptr_nonnull(j);
     ck_assert(json_is_false(json_object_get(j, "in_progress")));
     json_decref(j);
-    ck_assert_int_eq(count_present(c, "k", 50000, NULL), 50000);
+    ck_assert_int_eq(count_present(c, "default", "k", 50000, NULL), 50000);
     lattice_node_stop(c);
     it_end();
 }
@@ -578,7 +547,7 @@ START_TEST(stale_supply_is_ignored)
     void *v = NULL;
     size_t vl = 0;
     ck_assert_int_eq(lattice_cache_get(c, "default", "stale-key", 9, &v, &vl), LATTICE_ERR_NOT_FOUND);
-    ck_assert_int_eq(count_present(c, "k", 30000, NULL), 30000);
+    ck_assert_int_eq(count_present(c, "default", "k", 30000, NULL), 30000);
     verify_clean(); /* a stale entry on one copy only would be a size conflict */
     /* Bad input to the commands: usage errors (2) or a plain error (1), never a crash. */
     char out[4096];
