@@ -23,7 +23,7 @@
 
 #include "cli/cli.h"
 #include "lattice/alloc.h"
-#include "node/ops.h"
+#include "lattice/ops.h"
 #include "partition/partition.h"
 #include "storage/storage.h"
 

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "node/ops.h"
+#include "lattice/ops.h"
 #include "partition/partition.h"
 #include "storage/storage.h"
 

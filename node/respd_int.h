@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <urcu/wfcqueue.h>
 
-#include "node/ops.h"
+#include "lattice/ops.h"
 #include "node/respd.h"
 #include "partition/partition.h"
 

@@ -21,7 +21,7 @@
 #include "grid_client.h"
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
-#include "node/ops.h"
+#include "lattice/ops.h"
 
 static char finder[64];
 static it_proc *srv[4];

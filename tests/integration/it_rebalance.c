@@ -25,7 +25,7 @@
 #include "rebalance.pb-c.h"
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
-#include "node/ops.h"
+#include "lattice/ops.h"
 
 static char finder[64];
 /* A cluster name of our own: a grid of another test run on overlapping

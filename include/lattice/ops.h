@@ -1,5 +1,5 @@
 /*
- * ops: the asynchronous cache-operation API of a node (prefix lattice_op_).
+ * lattice/ops.h: the asynchronous cache-operation API of a node (prefix lattice_op_).
  *
  * Any thread submits an operation (or a batch); the call copies everything
  * it needs, never blocks on the network and returns at once.  The node's
@@ -43,8 +43,8 @@
  * after the primary applied, full_async as soon as the request left this
  * node (its outcome is never reported: status OK).
  */
-#ifndef LATTICE_NODE_OPS_H
-#define LATTICE_NODE_OPS_H
+#ifndef LATTICE_OPS_H
+#define LATTICE_OPS_H
 
 #include <stddef.h>
 #include <stdint.h>
