@@ -254,3 +254,15 @@ lattice_status lattice_discovery_stats(lattice_discovery *d, const char *id, lat
     pthread_mutex_unlock(&d->stats_lock);
     return st;
 }
+
+/* ---------------------------------------------------------------- leases */
+
+int64_t lattice_discovery_lease_until(lattice_discovery *d)
+{
+    return atomic_load_explicit(&d->lease_until, memory_order_acquire);
+}
+
+bool lattice_discovery_serving(lattice_discovery *d)
+{
+    return mono_ms() < lattice_discovery_lease_until(d);
+}

@@ -256,6 +256,7 @@ static void send_heartbeat(lattice_discovery *d, const char *only_addr)
     latdisc__stats__init(&st);
     hb.major = t->major;
     hb.minor = t->minor;
+    hb.sent_ms = (uint64_t)mono_ms();
     st.cpu_load = s.cpu_load;
     st.rss_bytes = s.rss_bytes;
     st.uptime_ms = s.uptime_ms;
@@ -303,6 +304,7 @@ static void adopt(lattice_discovery *d, lattice_topology *t, Latdisc__Change *co
     publish(d, t);
     if (was_joining) {
         d->state = ST_JOINED;
+        d->joined_mono_ms = mono_ms();
         const lattice_member *me = lattice_topology_find(t, d->id);
         LT_LOG(LT_INFO, MOD, "ready: joined cluster '%s' as %s order %llu at %s; topology %llu.%llu, %zu nodes, coordinator %.8s",
                d->cluster, d->client ? "client" : "server", (unsigned long long)(me ? me->order : 0), d->my_addr,
@@ -316,6 +318,7 @@ static void adopt(lattice_discovery *d, lattice_topology *t, Latdisc__Change *co
                 if (m) send_heartbeat(d, m->addr);
             }
     }
+    ld_update_lease(d);
     fire_events(d, old, t, ch, nch);
     topo_put(old);
 }
@@ -340,6 +343,7 @@ void ld_begin_join(lattice_discovery *d, const char *why)
     publish(d, NULL);
     sync_peers(d, NULL);
     d->state = ST_JOINING;
+    ld_update_lease(d); /* a joining node serves nothing */
     d->join_time_ms = wall_ms();
     d->join_started_ms = mono_ms();
     d->last_join_send_ms = 0;
@@ -588,6 +592,19 @@ static void on_heartbeat(lattice_discovery *d, const Latdisc__Envelope *e, const
         return;
     }
     const Latdisc__Heartbeat *h = e->heartbeat;
+    if (h->sent_ms && route) {
+        /* The sender's lease counts from its send time (lease.c). */
+        Latdisc__Envelope a;
+        Latdisc__HeartbeatAck ack;
+        ld_env_init(d, &a);
+        latdisc__heartbeat_ack__init(&ack);
+        ack.echo_ms = h->sent_ms;
+        ack.major = t->major;
+        ack.minor = t->minor;
+        a.body_case = LATDISC__ENVELOPE__BODY_HEARTBEAT_ACK;
+        a.heartbeat_ack = &ack;
+        ld_send_env(d, d->router, route, &a, false);
+    }
     bool first = false;
     pthread_mutex_lock(&d->stats_lock);
     peer *p = find_peer(d, e->sender);
@@ -609,6 +626,22 @@ static void on_heartbeat(lattice_discovery *d, const Latdisc__Envelope *e, const
         const lattice_member *m = lattice_topology_find(t, e->sender);
         send_topology(d, t, NULL, 0, m->addr);
     }
+}
+
+/* A member heard the heartbeat we sent at echo_ms: our lease may grow.  Only
+ * echoes of this incarnation's heartbeats count, and never one from the
+ * future (a forged or corrupted clock value). */
+static void on_heartbeat_ack(lattice_discovery *d, const Latdisc__Envelope *e)
+{
+    if (d->state != ST_JOINED && d->state != ST_LEAVING) return;
+    if (!is_member(d->cur, e->sender)) return;
+    int64_t echo = (int64_t)e->heartbeat_ack->echo_ms;
+    if (echo < d->joined_mono_ms || echo > mono_ms()) return;
+    pthread_mutex_lock(&d->stats_lock);
+    peer *p = find_peer(d, e->sender);
+    if (p && echo > p->ack_ms) p->ack_ms = echo;
+    pthread_mutex_unlock(&d->stats_lock);
+    ld_update_lease(d);
 }
 
 static void on_refusal(lattice_discovery *d, const Latdisc__Envelope *e, bool authenticated)
@@ -709,6 +742,7 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
         break;
     case LATDISC__ENVELOPE__BODY_TOPOLOGY: on_topology(d, e); break;
     case LATDISC__ENVELOPE__BODY_HEARTBEAT: on_heartbeat(d, e, route); break;
+    case LATDISC__ENVELOPE__BODY_HEARTBEAT_ACK: on_heartbeat_ack(d, e); break;
     case LATDISC__ENVELOPE__BODY_LEAVE: on_leave(d, e); break;
     case LATDISC__ENVELOPE__BODY_HELLO: ld_on_hello(d, e, route); break;
     case LATDISC__ENVELOPE__BODY_DISSOLVE: ld_on_dissolve(d, e); break;
@@ -905,7 +939,7 @@ static void joined_tick(lattice_discovery *d, int64_t now)
         return;
     }
     const lattice_member *c = effective_coordinator(d, now);
-    if (c && strcmp(c->id, d->id) == 0) {
+    if (c && strcmp(c->id, d->id) == 0 && now >= d->quiet_until_ms) {
         coordinate(d, now);
         if (d->state == ST_JOINED) ld_send_hellos(d, now);
     }
@@ -988,12 +1022,17 @@ void *ld_thread_main(void *arg)
         int64_t gap = now - d->last_loop_ms;
         d->last_loop_ms = now;
         if (d->state == ST_JOINED && gap > ld_cfd(d)) {
-            char why[160];
-            snprintf(why, sizeof why, "this node was stalled for %lld ms (failure detection %d ms)", (long long)gap, ld_cfd(d));
-            /* Messages queued while stalled belong to the old view. */
-            ld_begin_join(d, why);
-            drain_all(d);
-            continue;
+            /* Our lease lapsed while we stood still, so nothing was served
+             * from the stale view; whether the grid removed us, its answers
+             * to our next heartbeats say (a removed node is refused and
+             * rejoins as a new one).  Rejoining on our own would turn mere
+             * scheduling delay into dropped copies.  Until a failure
+             * detection period has passed we do not coordinate: what we
+             * hear now is older than what the others decided meanwhile. */
+            LT_LOG(LT_WARN, MOD, "this node was stalled for %lld ms (failure detection %d ms): serving "
+                   "nothing until the grid confirms it is still a member", (long long)gap, ld_cfd(d));
+            d->quiet_until_ms = now + ld_cfd(d);
+            ld_update_lease(d);
         }
         drain_all(d);
         now = mono_ms();

@@ -87,4 +87,19 @@ void lattice_discovery_local_id(lattice_discovery *d, char *buf, size_t len);
 int lattice_discovery_port(lattice_discovery *d);
 lattice_status lattice_discovery_stats(lattice_discovery *d, const char *id, lattice_node_stats *out);
 
+/* ---- leases (docs/MEMBERSHIP.md, "Leases") ---- */
+
+#define LATTICE_LEASE_MAX_PEERS 256
+/* Until when (CLOCK_MONOTONIC ms) this server may serve from its view: 0
+ * while it is not a member, INT64_MAX for a client.  Any thread; lock-free. */
+int64_t lattice_discovery_lease_until(lattice_discovery *d);
+/* True while the lease is valid now. */
+bool lattice_discovery_serving(lattice_discovery *d);
+/* Pure: the lease given the send times echoed by the other servers of the
+ * topology (acks[0..n_acks), 0 = never), the number of servers counting
+ * us, the coordinator's echo (-1 when we are the coordinator, 0 = never)
+ * and the lease length.  Needs the coordinator's echo and a strict
+ * majority of the servers counting us; returns 0 when either is missing. */
+int64_t lattice_lease_until(const int64_t *acks, size_t n_acks, size_t n_servers, int64_t coord_ack, int lease_ms);
+
 #endif

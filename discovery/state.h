@@ -42,6 +42,7 @@ typedef struct conn {
 typedef struct peer {
     char id[64];
     int64_t last_heard_ms;
+    int64_t ack_ms;  /* our send time of the newest heartbeat it acknowledged (0: none) */
     bool leaving;
     bool have_stats;
     lattice_node_stats stats;
@@ -109,6 +110,9 @@ struct lattice_discovery {
     peer peers[MAX_PEERS];
     size_t n_peers;
     atomic_bool stop_req;
+    atomic_int_fast64_t lease_until; /* monotonic ms; written by the discovery thread (lease.c) */
+    int64_t joined_mono_ms;          /* discovery thread: when this incarnation was admitted */
+    int64_t quiet_until_ms;          /* discovery thread: after a stall, no coordinating until then */
     bool thread_started;
     pthread_t thr;
     atomic_uint_fast64_t c_frames, c_malformed, c_oversized, c_auth, c_refused, c_handshake;
@@ -211,6 +215,13 @@ void ld_begin_join(lattice_discovery *d, const char *why);
 /* e to every member of t but us (or only to only_addr), encoded once. */
 void ld_send_members(lattice_discovery *d, const lattice_topology *t, const char *only_addr,
                      const Latdisc__Envelope *e);
+
+/* ---- lease.c ---- */
+/* How long an acknowledged heartbeat keeps our lease: below the failure
+ * detection timeout, so we stop serving before anyone may remove us. */
+int ld_lease_ms(const lattice_discovery *d);
+/* Recompute d->lease_until from the peers' acks and the current view. */
+void ld_update_lease(lattice_discovery *d);
 
 /* ---- merge.c: grids that formed apart ---- */
 void ld_note_candidate(lattice_discovery *d, const char *addr);

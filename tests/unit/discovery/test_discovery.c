@@ -428,6 +428,33 @@ START_TEST(a_missing_secret_file_fails_start)
 }
 END_TEST
 
+
+/* A lease needs the coordinator's echo and a strict majority of the
+ * servers counting us, and runs lease_ms from the deciding echo. */
+START_TEST(lease_needs_the_coordinator_and_a_majority)
+{
+    int64_t acks[4] = {1000, 900, 0, 0};
+    /* Alone: no one to ask. */
+    ck_assert(lattice_lease_until(NULL, 0, 1, -1, 500) == INT64_MAX);
+    /* 3 servers, we coordinate: one more echo is a majority; the newest counts. */
+    ck_assert_int_eq(lattice_lease_until(acks, 2, 3, -1, 500), 1500);
+    /* Not the coordinator: its echo bounds the lease too. */
+    ck_assert_int_eq(lattice_lease_until(acks, 2, 3, 900, 500), 1400);
+    ck_assert_int_eq(lattice_lease_until(acks, 2, 3, 0, 500), 0); /* never heard */
+    /* 5 servers: we need 2 others; the second-newest echo decides. */
+    ck_assert_int_eq(lattice_lease_until(acks, 4, 5, -1, 500), 1400);
+    /* 5 servers with only one echo: no majority, no lease. */
+    int64_t one[4] = {0, 1000, 0, 0};
+    ck_assert_int_eq(lattice_lease_until(one, 4, 5, -1, 500), 0);
+    /* 2 servers: the other one is the majority. */
+    ck_assert_int_eq(lattice_lease_until(one, 1, 2, -1, 500), 0);
+    ck_assert_int_eq(lattice_lease_until(acks, 1, 2, 1000, 500), 1500);
+    /* Fewer echo slots than a majority needs. */
+    ck_assert_int_eq(lattice_lease_until(acks, 1, 5, -1, 500), 0);
+    ck_assert_int_eq(lattice_lease_until(acks, 0, 0, -1, 500), 0);
+}
+END_TEST
+
 int main(void)
 {
     lattice_log_set_level(LT_ERROR);
@@ -435,6 +462,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, static_finder_accepts_ignite_formats);
+    tcase_add_test(tc, lease_needs_the_coordinator_and_a_majority);
     tcase_add_test(tc, static_finder_rejects_bad_specs);
     tcase_add_test(tc, multicast_finder_parses_group_and_port);
     tcase_add_test(tc, wire_round_trips_with_and_without_a_key);
