@@ -338,7 +338,7 @@ static void on_event(void *ctx, int kind, const lattice_member *m, const lattice
 static int free_base(int n)
 {
     for (int tries = 0; tries < 500; tries++) {
-        int b = 20000 + rand() % 30000, ok = 1;
+        int b = 20000 + rand() % (32768 - 20000 - n), ok = 1; /* below the ephemeral range */
         for (int i = 0; i < n && ok; i++) {
             int fd = socket(AF_INET, SOCK_STREAM, 0);
             struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(b + i))};
