@@ -15,7 +15,7 @@
 #include "cli.h"
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
-#include "rebalance/rebalance.h"
+#include "lattice/rebalance_view.h"
 
 static volatile sig_atomic_t interrupted;
 

@@ -10,7 +10,7 @@
 #include <urcu.h>
 
 #include "lattice/alloc.h"
-#include "node/data_int.h"
+#include "data_int.h"
 
 static lattice_data *d;
 static cache_def *c;
