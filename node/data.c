@@ -521,9 +521,18 @@ static void drain_inbox(lattice_data *d)
     }
 }
 
+/* d->retry is a stack (data_retry pushes at the head), so it is reversed
+ * here: ops run again in the order they were retried, which is the order
+ * they were submitted in.  A pipeline "SET k; INCR k" retried together (no
+ * metadata yet, a frozen cache) must not come back as "INCR k; SET k". */
 static void run_retries(lattice_data *d, uint64_t now)
 {
-    opx *list = d->retry, *keep = NULL;
+    opx *list = NULL, *keep = NULL;
+    for (opx *o = d->retry, *next; o; o = next) {
+        next = o->rnext;
+        o->rnext = list;
+        list = o;
+    }
     d->retry = NULL;
     while (list) {
         opx *o = list;
@@ -533,17 +542,15 @@ static void run_retries(lattice_data *d, uint64_t now)
             else if (o->call) data_run_call(d, o);
             else data_route(d, o);
         } else {
-            o->rnext = keep;
+            o->rnext = keep; /* a stack again: newest first */
             keep = o;
         }
     }
-    /* data_route may have queued new retries meanwhile: keep both. */
-    while (keep) {
-        opx *o = keep;
-        keep = o->rnext;
-        o->rnext = d->retry;
-        d->retry = o;
-    }
+    /* data_route may have queued new retries meanwhile; those kept are older,
+     * so they go below them (run first next time). */
+    opx **tail = &d->retry;
+    while (*tail) tail = &(*tail)->rnext;
+    *tail = keep;
 }
 
 /* Drops every pending request to a target no longer in the topology (or all
