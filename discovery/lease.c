@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "discovery/state.h"
+#include "state.h"
 
 static int by_time_desc(const void *a, const void *b)
 {

@@ -9,7 +9,7 @@
 #include <urcu.h>
 
 #include "lattice/alloc.h"
-#include "node/data_int.h"
+#include "data_int.h"
 
 static lattice_region *region;
 static cache_def cache;
