@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <urcu.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "lattice/alloc.h"
 #include "lattice/ops.h"
 #include "partition/partition.h"

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
-#include "node/data_int.h"
-#include "node/rebal_int.h"
+#include "data_int.h"
+#include "rebal_int.h"
 #include "partition/partition.h"
 
 static opx *opx_new(lattice_data *d, const lattice_op *op, lattice_op_fn fn, void *arg, size_t index)
@@ -30,7 +30,7 @@ static opx *opx_new(lattice_data *d, const lattice_op *op, lattice_op_fn fn, voi
     o->fn = fn;
     o->arg = arg;
     o->index = index;
-    o->deadline_ms = data_mono_ms() + (uint64_t)d->op_timeout_ms;
+    o->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
     return o;
 }
 
@@ -68,7 +68,7 @@ lattice_status data_call(lattice_data *d, int call, const char *arg, lattice_op_
     o->call = call;
     o->fn = fn;
     o->arg = farg;
-    o->deadline_ms = data_mono_ms() + (uint64_t)d->op_timeout_ms;
+    o->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
     lattice_status st = data_enqueue(d, o);
     if (st != LATTICE_OK) lt_free(o);
     return st;

@@ -24,7 +24,6 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,15 +34,15 @@
 #include <urcu/wfcqueue.h>
 #include <zmq.h>
 
+#include "base/base.h"
 #include "cache.pb-c.h"
 #include "discovery/discovery.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "node/caches_int.h"
-#include "node/data_int.h"
-#include "node/rebal_int.h"
+#include "caches_int.h"
+#include "data_int.h"
+#include "rebal_int.h"
 
-#define MAC_BYTES 32
 #define TICK_MS 10
 #define RETRY_MS 20
 #define SWEEP_MS 250
@@ -51,18 +50,6 @@
 #define PEND_BUCKETS 65536u
 
 static __thread lattice_data *on_data_thread; /* the data thread's own lattice_data */
-
-static void *pb_alloc_fn(void *d, size_t n) { (void)d; return lt_malloc(n); }
-static void pb_free_fn(void *d, void *p) { (void)d; lt_free(p); }
-/* protobuf-c unpacks through the lattice allocator too. */
-static ProtobufCAllocator pb_alloc = {.alloc = pb_alloc_fn, .free = pb_free_fn, .allocator_data = NULL};
-
-uint64_t data_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* ------------------------------------------------------------ pending table */
 
@@ -100,7 +87,7 @@ pend *data_pend_new(lattice_data *d, int type, const peer *target)
     if (!p) return NULL;
     p->id = ++d->next_id;
     p->type = type;
-    p->deadline_ms = data_mono_ms() + (uint64_t)d->op_timeout_ms;
+    p->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
     snprintf(p->target, sizeof p->target, "%s", target->id);
     pend_link(d, p);
     return p;
@@ -168,19 +155,14 @@ lattice_status data_send_req(lattice_data *d, peer *p, Latdata__Req *r)
 static lattice_status send_frame(lattice_data *d, void *sock, const uint8_t *ident, size_t ident_len,
                                  const Latdata__Batch *b)
 {
-    size_t n = latdata__batch__get_packed_size(b);
-    uint8_t *buf = lt_malloc(n ? n : 1);
-    if (!buf) return LATTICE_ERR_NOMEM;
-    latdata__batch__pack(b, buf);
+    uint8_t *buf, mac[LT_FRAME_MAC_BYTES];
+    size_t n;
+    if (lt_frame_pack(&b->base, d->have_key ? d->key : NULL, &buf, &n, mac) != LATTICE_OK) return LATTICE_ERR_NOMEM;
     int more = d->have_key ? ZMQ_SNDMORE : 0;
     int rc = 0;
     if (ident) rc = zmq_send(sock, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (rc >= 0) rc = zmq_send(sock, buf, n, more | ZMQ_DONTWAIT);
-    if (rc >= 0 && d->have_key) {
-        uint8_t mac[MAC_BYTES];
-        crypto_auth_hmacsha256(mac, buf, n, d->key);
-        rc = zmq_send(sock, mac, MAC_BYTES, ZMQ_DONTWAIT);
-    }
+    if (rc >= 0 && d->have_key) rc = zmq_send(sock, mac, LT_FRAME_MAC_BYTES, ZMQ_DONTWAIT);
     lt_free(buf);
     if (rc < 0) {
         d->send_failed++;
@@ -384,7 +366,7 @@ static void fail_op(lattice_data *d, opx *o, lattice_status st)
 /* Retry later (another owner may be serving by then), or fail at the deadline. */
 void data_retry(lattice_data *d, opx *o, lattice_status why)
 {
-    uint64_t now = data_mono_ms();
+    uint64_t now = lt_mono_ms();
     if (now >= o->deadline_ms || !d->running) {
         fail_op(d, o, !d->running ? LATTICE_ERR_STOPPED
                       : why == LATTICE_ERR_PARTITION_LOST || why == LATTICE_ERR_NO_CACHE ? why
@@ -437,13 +419,6 @@ static void handle_response(lattice_data *d, const Latdata__Resp *rs)
     lt_free(p);
 }
 
-static bool mac_ok(lattice_data *d, zmq_msg_t *body, zmq_msg_t *mac, bool have_mac)
-{
-    if (!d->have_key) return !have_mac;
-    if (!have_mac || zmq_msg_size(mac) != MAC_BYTES) return false;
-    return crypto_auth_hmacsha256_verify(zmq_msg_data(mac), zmq_msg_data(body), zmq_msg_size(body), d->key) == 0;
-}
-
 /* Reads one multi-part message: [ident] body [mac].  Returns the unpacked
  * batch or NULL (dropped and counted). */
 static Latdata__Batch *read_batch(lattice_data *d, void *sock, bool router, uint8_t *ident, size_t *ident_len)
@@ -474,14 +449,19 @@ static Latdata__Batch *read_batch(lattice_data *d, void *sock, bool router, uint
     }
     if (count < 1 || count > 2) {
         d->malformed++;
-    } else if (zmq_msg_size(&parts[first]) > DATA_MAX_FRAME) {
-        d->oversized++;
-    } else if (!mac_ok(d, &parts[first], &parts[first + 1], count == 2)) {
-        d->auth_failed++;
     } else {
-        b = latdata__batch__unpack(&pb_alloc, zmq_msg_size(&parts[first]), zmq_msg_data(&parts[first]));
-        if (!b || b->proto != LATTICE_DATA_PROTO || b->base.n_unknown_fields) {
-            if (b) latdata__batch__free_unpacked(b, &pb_alloc);
+        zmq_msg_t *mac = count == 2 ? &parts[first + 1] : NULL;
+        ProtobufCMessage *m = NULL;
+        switch (lt_frame_unpack(&latdata__batch__descriptor, zmq_msg_data(&parts[first]), zmq_msg_size(&parts[first]),
+                                mac ? zmq_msg_data(mac) : NULL, mac ? zmq_msg_size(mac) : 0,
+                                d->have_key ? d->key : NULL, DATA_MAX_FRAME, &m)) {
+        case LT_FRAME_OK: b = (Latdata__Batch *)m; break;
+        case LT_FRAME_OVERSIZED: d->oversized++; break;
+        case LT_FRAME_AUTH: d->auth_failed++; break;
+        case LT_FRAME_MALFORMED: d->malformed++; break;
+        }
+        if (b && b->proto != LATTICE_DATA_PROTO) {
+            lt_frame_free(m);
             b = NULL;
             d->malformed++;
         }
@@ -509,7 +489,7 @@ static void on_router(lattice_data *d)
             o.rid = b->reqs[i]->id;
             data_serve(d, b->reqs[i], &o);
         }
-        latdata__batch__free_unpacked(b, &pb_alloc);
+        lt_frame_free(&b->base);
     }
 }
 
@@ -524,7 +504,7 @@ static void on_dealer(lattice_data *d, peer *p)
         if (!b) continue;
         if (b->meta) data_meta_apply(d, b->meta);
         for (size_t i = 0; i < b->n_resps; i++) handle_response(d, b->resps[i]);
-        latdata__batch__free_unpacked(b, &pb_alloc);
+        lt_frame_free(&b->base);
     }
 }
 
@@ -577,7 +557,7 @@ static void release_pending(lattice_data *d, bool all)
         /* A replication wait ends only when the backup answers or leaves: a
          * full_sync ack must never skip a live backup (its op times out at
          * the issuer meanwhile).  Everything else gives up at its deadline. */
-        uint64_t now = data_mono_ms();
+        uint64_t now = lt_mono_ms();
         bool late = p->type == P_OP    ? now >= p->op->deadline_ms
                     : p->type == P_REPL ? false
                                         : now >= p->deadline_ms;
@@ -678,7 +658,7 @@ static void *data_main(void *arg)
         if (d->router) on_router(d);
         for (size_t i = 2 - (d->router ? 0 : 1); i < n; i++)
             if (data_peer_by_id(d, owners[i]->id) == owners[i]) on_dealer(d, owners[i]);
-        uint64_t now = data_mono_ms();
+        uint64_t now = lt_mono_ms();
         if (now - last_tick >= TICK_MS) {
             last_tick = now;
             check_topology(d);
@@ -728,9 +708,7 @@ lattice_status lattice_data_init(const lattice_data_config *c, lattice_data **ou
         d->local_cfgs[d->n_local_cfgs++] = cfg;
     }
     if (c->secret) {
-        static const uint8_t ctx[] = "lattice data channel v1";
-        if (sodium_init() < 0) abort();
-        crypto_generichash(d->key, sizeof d->key, c->secret, c->secret_len, ctx, sizeof ctx - 1);
+        lt_frame_derive_key(c->secret, c->secret_len, "lattice data channel v1", d->key);
         d->have_key = true;
     }
     d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

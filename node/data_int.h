@@ -12,7 +12,8 @@
 #include <urcu/wfcqueue.h>
 
 #include "cache.pb-c.h"
-#include "node/caches_int.h"
+#include "caches_int.h"
+#include "lattice/clock.h"
 
 #define DATA_MAX_PEERS 256
 #define META_PULL_INTERVAL_MS 1000
@@ -165,7 +166,6 @@ struct lattice_data {
     uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
 };
 
-uint64_t data_mono_ms(void);
 Latdata__Req *data_req_new(int kind, const char *cache, const void *key, size_t klen, const void *val,
                            size_t vlen);
 Latdata__Req *data_req_new_from(int kind, const char *cache, const void *key, size_t klen, const void *val,

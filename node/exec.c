@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "lattice/alloc.h"
-#include "node/caches_int.h"
+#include "caches_int.h"
 
 uint64_t exec_now_ms(void)
 {

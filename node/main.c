@@ -15,7 +15,7 @@
 
 #include "lattice/lattice.h"
 #include "lattice/log.h"
-#include "node/node.h"
+#include "node.h"
 #include "resp/resp.h"
 
 /* The RESP endpoint's sockets, bound before the node: NULL on a client or

@@ -22,8 +22,8 @@
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "node/data_int.h"
-#include "node/rebal_int.h"
+#include "data_int.h"
+#include "rebal_int.h"
 
 bool data_is_coordinator(const lattice_data *d)
 {
@@ -38,11 +38,11 @@ cache_def *data_cache(lattice_data *d, const char *name)
     return NULL;
 }
 
-bool data_cache_frozen(const cache_def *c) { return c->frozen_until && data_mono_ms() < c->frozen_until; }
+bool data_cache_frozen(const cache_def *c) { return c->frozen_until && lt_mono_ms() < c->frozen_until; }
 
 static void freeze_all(lattice_data *d, bool on)
 {
-    uint64_t until = on ? data_mono_ms() + FREEZE_MS : 0;
+    uint64_t until = on ? lt_mono_ms() + FREEZE_MS : 0;
     for (size_t i = 0; i < d->n_caches; i++) d->caches[i]->frozen_until = until;
 }
 

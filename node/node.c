@@ -13,7 +13,7 @@
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
 #include "lattice/log.h"
-#include "node/caches_int.h"
+#include "caches_int.h"
 
 #define MAX_SECRET_BYTES (64 * 1024)
 

@@ -27,7 +27,7 @@
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "node/rebal_int.h"
+#include "rebal_int.h"
 #include "rebalance/rebalance.h"
 
 #define SESSION_SHIFT 16u        /* session = (group + 1) << 16, + 1 per supplier switch */
@@ -240,7 +240,7 @@ static bool recompute(cache_def *c, struct rebal_cache *rc)
 void rebal_on_change(lattice_data *d)
 {
     if (d->client) return;
-    uint64_t now = data_mono_ms();
+    uint64_t now = lt_mono_ms();
     for (size_t i = 0; i < d->n_caches; i++) {
         cache_def *c = d->caches[i];
         if (!c->store) continue;
@@ -457,7 +457,7 @@ void rebal_on_supply(lattice_data *d, const Latdata__Req *q)
         lattice_rebalance_supply_free(s);
         return;
     }
-    uint64_t now = data_mono_ms();
+    uint64_t now = lt_mono_ms();
     lattice_rebalance_out out;
     lattice_rebalance_out_init(&out);
     lattice_rebalance_demander_event ev = LATTICE_REBALANCE_IGNORE;
@@ -522,7 +522,7 @@ void rebal_on_demand(lattice_data *d, const Latdata__Req *q)
         d->malformed++;
         return;
     }
-    uint64_t now = data_mono_ms();
+    uint64_t now = lt_mono_ms();
     rsup *r = NULL;
     for (rsup **pp = &d->rb_sups; *pp;) {
         rsup *x = *pp;
@@ -622,7 +622,7 @@ void rebal_figures_of(const lattice_data *d, const cache_def *c, rebal_figures *
     f->entries = rc->prog.entries_received;
     f->bytes = rc->prog.bytes_received;
     f->active = rc->active || rc->plan_at;
-    uint64_t end = rc->active ? data_mono_ms() : rc->finished;
+    uint64_t end = rc->active ? lt_mono_ms() : rc->finished;
     f->elapsed_ms = rc->started && end >= rc->started ? end - rc->started : 0;
     f->view = rc->view == rebal_server_view(d) ? rc->view : 0;
 }

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "node/data_int.h"
+#include "data_int.h"
 
 struct rebal_cache;
 struct rebal_node;

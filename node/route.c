@@ -16,7 +16,7 @@
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "node/data_int.h"
+#include "data_int.h"
 
 size_t cache_serving_owners(const cache_def *c, uint32_t p, struct peer **out, size_t max)
 {
@@ -206,7 +206,7 @@ void data_route(lattice_data *d, opx *o)
         /* A cache created a moment ago elsewhere may not have reached us yet
          * (clients learn by pulling): pull now and look again for a while.
          * The coordinator writes the metadata, so it knows at once. */
-        uint64_t now = data_mono_ms();
+        uint64_t now = lt_mono_ms();
         if (!o->no_cache_until && !data_is_coordinator(d)) {
             o->no_cache_until = now + NO_CACHE_WAIT_MS;
             d->last_meta_pull = 0;

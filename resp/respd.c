@@ -27,23 +27,16 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "lattice/log.h"
 #include "respd_int.h"
 
 #define MAX_EVENTS 256
 #define TAG_LISTEN ((void *)1)
 #define TAG_EVENT ((void *)2)
-
-uint64_t respd_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int listen_on(const char *host, int port)
 {
@@ -95,7 +88,7 @@ lattice_status lattice_respd_bind(const lattice_respd_config *c, lattice_respd *
     r->cfg.cache = r->cache;
     r->need_auth = r->password[0] != 0;
     r->port = c->port;
-    r->start_ms = respd_now_ms();
+    r->start_ms = lt_mono_ms();
     pthread_mutex_init(&r->view_lock, NULL);
     atomic_init(&r->next_id, 1);
     raise_nofile();
@@ -208,7 +201,7 @@ static void accept_all(io_thread *io)
         c->io = io;
         c->id = atomic_fetch_add(&r->next_id, 1);
         c->authed = !r->need_auth;
-        c->last_ms = respd_now_ms();
+        c->last_ms = lt_mono_ms();
         lattice_resp_parser_set_auth_required(c->parser, r->need_auth);
         char ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
@@ -439,7 +432,7 @@ static void on_readable(lattice_respd *r, conn *c)
             return;
         }
         if (n < 0) return;
-        c->last_ms = respd_now_ms();
+        c->last_ms = lt_mono_ms();
         c->roff = 0;
         c->rlen = (size_t)n;
         process(r, c);
@@ -476,7 +469,7 @@ static void idle_sweep(io_thread *io)
 {
     int t = io->r->cfg.idle_timeout_s;
     if (t <= 0) return;
-    uint64_t now = respd_now_ms();
+    uint64_t now = lt_mono_ms();
     for (conn *c = io->conns, *nx; c; c = nx) {
         nx = c->next;
         if (!c->in_flight && now - c->last_ms > (uint64_t)t * 1000) conn_close(c);
@@ -488,7 +481,7 @@ static void *io_main(void *arg)
     io_thread *io = arg;
     lattice_respd *r = io->r;
     struct epoll_event ev[MAX_EVENTS];
-    uint64_t last_sweep = respd_now_ms();
+    uint64_t last_sweep = lt_mono_ms();
     while (!atomic_load(&r->stop)) {
         int n = epoll_wait(io->ep, ev, MAX_EVENTS, 1000);
         for (int i = 0; i < n; i++) {
@@ -516,7 +509,7 @@ static void *io_main(void *arg)
             }
         }
         flush_round(io);
-        uint64_t now = respd_now_ms();
+        uint64_t now = lt_mono_ms();
         if (now - last_sweep >= 1000) {
             idle_sweep(io);
             last_sweep = now;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "respd_int.h"
 
 typedef struct vnode {
@@ -149,7 +150,7 @@ static struct respd_view *view_get(lattice_respd *r)
     pthread_mutex_lock(&r->view_lock);
     lattice_topology *t = lattice_node_topology(r->node);
     uint64_t major = t ? lattice_topology_major(t) : 0, minor = t ? lattice_topology_minor(t) : 0;
-    uint64_t now = respd_now_ms();
+    uint64_t now = lt_mono_ms();
     struct respd_view *v = r->view;
     if (v && v->major == major && v->minor == minor && now - v->made_ms < SLOTS_CACHE_MS) {
         if (t) lattice_topology_release(t);
@@ -371,7 +372,7 @@ static bool want(size_t argc, const lattice_resp_arg *argv, const char *section,
 void respd_info(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv)
 {
     sbuf b = {0};
-    uint64_t up = (respd_now_ms() - r->start_ms) / 1000;
+    uint64_t up = (lt_mono_ms() - r->start_ms) / 1000;
     if (want(argc, argv, "server", true))
         sb_add(&b,
                "# Server\r\nredis_version:7.0.0\r\nlattice_version:%s\r\nredis_mode:cluster\r\nos:Linux\r\n"

@@ -119,8 +119,6 @@ struct lattice_respd {
     struct respd_view *view;
 };
 
-uint64_t respd_now_ms(void);
-
 /* respd_cmd.c: the commands. */
 /* Run one parsed command: CMD_BATCHED when it became an entry of b (ops, or
  * an error reply kept in order), CMD_DONE when it was answered at once into

@@ -117,7 +117,7 @@ static opx *op(int kind, const char *cache, const char *key, size_t vlen, seen *
     o->op = (lattice_op){(lattice_op_kind)kind, 0, o->cache, o->data, kl, o->data + kl, vlen, 0, 0};
     o->fn = cb;
     o->arg = s;
-    o->deadline_ms = data_mono_ms() + 1000;
+    o->deadline_ms = lt_mono_ms() + 1000;
     return o;
 }
 
@@ -169,7 +169,7 @@ START_TEST(issuer_errors_without_a_round_trip)
     ck_assert_uint_eq(d->last_meta_pull, 0); /* pull at the next tick */
     opx *again = d->retry;
     d->retry = NULL;
-    again->no_cache_until = data_mono_ms() - 1;
+    again->no_cache_until = lt_mono_ms() - 1;
     data_route(d, again);
     ck_assert_int_eq(s.calls, 1);
     ck_assert_int_eq(s.last, LATTICE_ERR_NO_CACHE);
