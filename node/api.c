@@ -10,6 +10,7 @@
 #include "lattice/alloc.h"
 #include "data_int.h"
 #include "rebal_int.h"
+#include "partition/partition.h"
 
 static opx *opx_new(lattice_data *d, const lattice_op *op, lattice_op_fn fn, void *arg, size_t index)
 {
@@ -365,3 +366,9 @@ void lattice_partitions_info_free(lattice_partitions_info *p)
     lt_free(p->owners);
     lt_free(p);
 }
+
+/* CLUSTER KEYSLOT and the RESP endpoint's slot map use partition/'s hash:
+ * the public slot count must be partition/'s. */
+_Static_assert(LATTICE_KEY_SLOTS == LATTICE_PARTITION_SLOTS, "lattice.h's slot count is partition/'s");
+
+uint16_t lattice_key_slot(const void *key, size_t len) { return lattice_partition_key_slot(key, len); }

@@ -90,6 +90,7 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
     for (char *p = k; *p; p++)
         if (*p == '_') *p = '-';
     lattice_config *c = &o->node;
+    lattice_respd_config *r = &o->resp;
     const char *s;
     bool b;
 #define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return LATTICE_ERR_INVAL; } while (0)
@@ -135,16 +136,16 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
         if (!parse_int(v, 1, 1 << 20, &o->region_mb)) BAD("--region-mb wants 1..1048576");
         o->node.region_mb = o->region_mb;
     }
-    else if (!strcmp(k, "resp-port")) { if (!parse_int(v, 1, 65535, &o->resp_port)) BAD("--resp-port wants 1..65535"); c->resp_port = o->resp_port; }
-    else if (!strcmp(k, "requirepass")) STR(c->resp_password);
-    else if (!strcmp(k, "resp-cache")) STR(c->resp_cache);
-    else if (!strcmp(k, "resp-io-threads")) { if (!parse_int(v, 1, 8, &c->resp_io_threads)) BAD("--resp-io-threads wants 1..8"); }
-    else if (!strcmp(k, "resp-max-clients")) { if (!parse_int(v, 1, 1000000, &c->resp_max_clients)) BAD("--resp-max-clients wants 1..1000000"); }
-    else if (!strcmp(k, "resp-timeout")) { if (!parse_int(v, 0, 31536000, &c->resp_timeout_s)) BAD("--resp-timeout wants 0..31536000 seconds"); }
-    else if (!strcmp(k, "resp-max-bulk")) { if (!parse_ll(v, 1, 1LL << 40, &c->resp_max_bulk)) BAD("--resp-max-bulk wants 1..1099511627776 bytes"); }
-    else if (!strcmp(k, "resp-max-multibulk")) { if (!parse_ll(v, 1, INT32_MAX, &c->resp_max_multibulk)) BAD("--resp-max-multibulk wants 1..2147483647"); }
-    else if (!strcmp(k, "resp-max-inline")) { if (!parse_ll(v, 16, 1LL << 30, &c->resp_max_inline)) BAD("--resp-max-inline wants 16..1073741824 bytes"); }
-    else if (!strcmp(k, "resp-output-limit")) { if (!parse_ll(v, 0, 1LL << 40, &c->resp_output_limit)) BAD("--resp-output-limit wants 0 (unlimited)..1099511627776 bytes"); }
+    else if (!strcmp(k, "resp-port")) { if (!parse_int(v, 1, 65535, &r->port)) BAD("--resp-port wants 1..65535"); }
+    else if (!strcmp(k, "requirepass")) STR(r->password);
+    else if (!strcmp(k, "resp-cache")) STR(r->cache);
+    else if (!strcmp(k, "resp-io-threads")) { if (!parse_int(v, 1, 8, &r->io_threads)) BAD("--resp-io-threads wants 1..8"); }
+    else if (!strcmp(k, "resp-max-clients")) { if (!parse_int(v, 1, 1000000, &r->max_clients)) BAD("--resp-max-clients wants 1..1000000"); }
+    else if (!strcmp(k, "resp-timeout")) { if (!parse_int(v, 0, 31536000, &r->idle_timeout_s)) BAD("--resp-timeout wants 0..31536000 seconds"); }
+    else if (!strcmp(k, "resp-max-bulk")) { if (!parse_ll(v, 1, 1LL << 40, &r->max_bulk)) BAD("--resp-max-bulk wants 1..1099511627776 bytes"); }
+    else if (!strcmp(k, "resp-max-multibulk")) { if (!parse_ll(v, 1, INT32_MAX, &r->max_multibulk)) BAD("--resp-max-multibulk wants 1..2147483647"); }
+    else if (!strcmp(k, "resp-max-inline")) { if (!parse_ll(v, 16, 1LL << 30, &r->max_inline)) BAD("--resp-max-inline wants 16..1073741824 bytes"); }
+    else if (!strcmp(k, "resp-output-limit")) { if (!parse_ll(v, 0, 1LL << 40, &r->output_limit)) BAD("--resp-output-limit wants 0 (unlimited)..1099511627776 bytes"); }
     else if (!strcmp(k, "http-port")) { if (!parse_int(v, 1, 65535, &o->http_port)) BAD("--http-port wants 1..65535"); }
     else BAD("unknown option '%s'", key);
 #undef STR

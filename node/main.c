@@ -1,7 +1,13 @@
 /*
- * latticed: one Lattice node.  Parses flags and --config, starts the node,
+ * latticed: one Lattice node.  Parses flags and --config, starts the node
+ * and, on a server with --resp-port, the RESP endpoint on it (resp/resp.h),
  * waits for SIGTERM/SIGINT (blocked in every thread, taken with sigwait),
  * then stops gracefully so the grid announces this node as `left`.
+ *
+ * Order: the RESP port is bound before the node starts, so the node joins
+ * advertising "resp_port" (CLUSTER SLOTS reads it on every member) and a
+ * port in use fails the start; RESP's IO threads end before the node stops
+ * (they submit to it), and its memory goes after (op callbacks ran).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +16,24 @@
 #include "lattice/lattice.h"
 #include "lattice/log.h"
 #include "node.h"
+#include "resp/resp.h"
+
+/* The RESP endpoint's sockets, bound before the node: NULL on a client or
+ * without --resp-port. */
+static lattice_status resp_bind(latticed_options *o, lattice_respd **out)
+{
+    *out = NULL;
+    if (!o->resp.port || o->node.client) return LATTICE_OK;
+    o->resp.host = o->node.host;
+    lattice_status st = lattice_respd_bind(&o->resp, out);
+    if (st == LATTICE_OK) st = lattice_respd_advertise(*out, &o->node);
+    if (st != LATTICE_OK) {
+        LT_LOG(LT_ERROR, "node", "resp: cannot serve port %d: %s", o->resp.port, lattice_strerror(st));
+        lattice_respd_destroy(*out);
+        *out = NULL;
+    }
+    return st;
+}
 
 int main(int argc, char **argv)
 {
@@ -31,10 +55,17 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    lattice_node *n;
-    lattice_status st = lattice_node_start(&o.node, &n);
+    lattice_respd *resp;
+    lattice_node *n = NULL;
+    lattice_status st = resp_bind(&o, &resp);
+    if (st == LATTICE_OK) st = lattice_node_start(&o.node, &n);
+    if (st == LATTICE_OK && resp) {
+        st = lattice_respd_start(resp, n);
+        if (st != LATTICE_OK) lattice_node_stop(n);
+    }
     if (st != LATTICE_OK) {
         LT_LOG(LT_ERROR, "node", "cannot start: %s", lattice_strerror(st));
+        lattice_respd_destroy(resp);
         latticed_options_free(&o);
         return 1;
     }
@@ -43,7 +74,9 @@ int main(int argc, char **argv)
     int sig = 0;
     sigwait(&set, &sig);
     LT_LOG(LT_INFO, "node", "signal %d: stopping", sig);
+    if (resp) lattice_respd_stop(resp);
     lattice_node_stop(n);
+    lattice_respd_destroy(resp);
     LT_LOG(LT_INFO, "node", "stopped");
     latticed_options_free(&o);
     return 0;

@@ -2,7 +2,8 @@
  * The lattice_node context (no global server struct: every module gets the
  * node) and its lifecycle.  Each module is one row of `modules`: init (no
  * sockets, no threads), start, stop, destroy; started in table order and
- * stopped in reverse.  Later modules (caches, rebalance, RESP, HTTP) add rows.
+ * stopped in reverse.  Later modules (caches, rebalance, HTTP) add rows; the
+ * RESP endpoint (resp/) is not one: latticed's main starts it on the node.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,8 +14,6 @@
 #include "lattice/lattice.h"
 #include "lattice/log.h"
 #include "caches_int.h"
-#include "node.h"
-#include "respd.h"
 
 #define MAX_SECRET_BYTES (64 * 1024)
 
@@ -24,7 +23,6 @@ struct lattice_node {
     size_t secret_len;
     lattice_discovery *discovery;
     lattice_data *data;
-    lattice_respd *respd;   /* NULL unless resp_port is set on a server */
     size_t started;         /* modules started so far (stop unwinds these) */
     size_t inited;
 };
@@ -102,46 +100,8 @@ static void data_destroy(lattice_node *n)
     n->data = NULL;
 }
 
-/* The RESP endpoint binds at init (like data) so discovery advertises its
- * resp_port attribute; it stops before data, and is destroyed after the
- * data thread ended every op (destroy runs in reverse after every stop). */
-static lattice_status respd_init(lattice_node *n)
-{
-    const lattice_config *c = &n->cfg;
-    if (!c->resp_port || c->client) return LATTICE_OK;
-    lattice_respd_config rc = {
-        .host = c->host,
-        .port = c->resp_port,
-        .password = c->resp_password,
-        .cache = c->resp_cache,
-        .io_threads = c->resp_io_threads,
-        .max_clients = c->resp_max_clients,
-        .idle_timeout_s = c->resp_timeout_s,
-        .limits = {(uint64_t)c->resp_max_bulk, c->resp_max_multibulk, (size_t)c->resp_max_inline, 0},
-        .output_limit = (uint64_t)c->resp_output_limit,
-    };
-    const char *attr = NULL;
-    lattice_status st = lattice_respd_init(&rc, n, &n->respd, &attr);
-    if (st == LATTICE_OK && attr) {
-        if (n->cfg.n_attrs == LATTICE_MAX_ATTRS) return LATTICE_ERR_TOO_LARGE;
-        n->cfg.attrs[n->cfg.n_attrs++] = attr;
-    }
-    return st;
-}
-static lattice_status respd_start(lattice_node *n) { return n->respd ? lattice_respd_start(n->respd) : LATTICE_OK; }
-static void respd_stop(lattice_node *n)
-{
-    if (n->respd) lattice_respd_stop(n->respd);
-}
-static void respd_destroy(lattice_node *n)
-{
-    lattice_respd_destroy(n->respd);
-    n->respd = NULL;
-}
-
 static const module modules[] = {
     {"data", data_init, data_start, data_stop, data_destroy},
-    {"resp", respd_init, respd_start, respd_stop, respd_destroy},
     {"discovery", disc_init, disc_start, disc_stop, disc_destroy},
 };
 #define N_MODULES (sizeof modules / sizeof modules[0])

@@ -1,11 +1,11 @@
 /*
- * node: the lattice_node context and its lifecycle (lattice.h's node API),
- * plus latticed's configuration (flags and --config FILE).
+ * latticed's configuration (flags and --config FILE), used by node/main.c and
+ * node/config.c - the latticed program, not liblattice (the lattice_node
+ * library implements lattice.h and knows nothing of these options).
  *
- * Lifecycle: lattice_node_start() runs every module's init (no sockets) in
- * data-flow order, then every start; lattice_node_stop() runs stop and
- * destroy in reverse.  Modules of later issues (caches, rebalance, RESP,
- * HTTP) add one row to the module table in node.c.
+ * Everything the node takes goes into `node` (lattice_node_start); the RESP
+ * endpoint's options go into `resp`, which main hands to resp/resp.h after
+ * setting resp.host to the node's --host.
  */
 #ifndef LATTICE_NODE_H
 #define LATTICE_NODE_H
@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "lattice/lattice.h"
+#include "resp/resp.h"
 
 #define LATTICED_MAX_CACHES 32
 
@@ -21,10 +22,11 @@
  * into `store` (owned by the struct). */
 typedef struct latticed_options {
     lattice_config node;
+    lattice_respd_config resp;          /* resp.port 0 = no RESP endpoint */
     int log_level;                      /* LT_* */
     const char *caches[LATTICED_MAX_CACHES]; /* --cache specs, validated and kept */
     size_t n_caches;
-    int region_mb, resp_port, http_port;    /* 0 = not given */
+    int region_mb, http_port;           /* 0 = not given */
     char *store[256];                   /* strdup'd strings to free */
     size_t n_store;
 } latticed_options;

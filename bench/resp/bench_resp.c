@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "resp/resp.h"
+#include "resp_codec.h"
 
 static double now_s(void)
 {

@@ -72,17 +72,6 @@ typedef struct lattice_config {
     size_t n_caches;                  /* none anywhere: the grid has a cache "default" */
     int region_mb;                    /* data region bound in MiB; default 256 */
     int op_timeout_ms;                /* an operation's deadline, retries included; default 15000 */
-    /* The RESP (Redis protocol) endpoint, servers only (docs/RESP.md "Server"). */
-    int resp_port;                    /* 0 = no RESP endpoint */
-    const char *resp_password;        /* requirepass; NULL/"" = no AUTH needed */
-    const char *resp_cache;           /* cache the commands use; NULL = "default" */
-    int resp_io_threads;              /* 0 = 1 */
-    int resp_max_clients;             /* 0 = 10000 */
-    int resp_timeout_s;               /* close clients idle this long; 0 = never */
-    long long resp_max_bulk;          /* 0 = 512 MiB (proto-max-bulk-len) */
-    long long resp_max_multibulk;     /* 0 = 1048576 elements */
-    long long resp_max_inline;        /* 0 = 65536 bytes */
-    long long resp_output_limit;      /* bytes pending per client; 0 = unlimited */
 } lattice_config;
 
 /* Fill defaults (pointers NULL, numbers as documented above). */
@@ -188,6 +177,14 @@ typedef struct lattice_cache_info {
 /* Every cache with stats gathered from every server (one request each). */
 lattice_status lattice_caches_info(lattice_node *n, lattice_cache_info **out, size_t *count);
 void lattice_caches_info_free(lattice_cache_info *c, size_t count);
+
+/* Keys and slots (docs/PARTITIONS.md): a key's slot is Redis Cluster's,
+ * CRC16 (XMODEM) of the key or of its {hash tag}, modulo LATTICE_KEY_SLOTS;
+ * slot s lives in partition s & (partitions - 1), whose owners
+ * lattice_cache_partitions() below lists (CLUSTER SLOTS is built so).
+ * Pure: needs no node. */
+#define LATTICE_KEY_SLOTS 16384u
+uint16_t lattice_key_slot(const void *key, size_t len);
 
 /* Who serves each partition of a cache, as this node sees it now. */
 typedef struct lattice_partition_owner {

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "resp/resp.h"
+#include "resp_codec.h"
 
 #define CHECK(cond)                                                            \
     do {                                                                       \

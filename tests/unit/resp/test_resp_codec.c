@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
-#include "resp/resp.h"
+#include "resp_codec.h"
 
 Suite *resp_parser_suite(void);
 

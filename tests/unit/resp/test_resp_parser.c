@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
-#include "resp/resp.h"
+#include "resp_codec.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "respd_int.h"
-#include "partition/partition.h"
 
 typedef struct vnode {
     char id[64];
@@ -107,14 +107,14 @@ static void view_ranges(lattice_respd *r, struct respd_view *v)
         lattice_partitions_info_free(pi);
         return;
     }
-    v->ranges = lt_malloc(LATTICE_PARTITION_SLOTS * sizeof *v->ranges);
-    v->owners = lt_malloc((size_t)LATTICE_PARTITION_SLOTS * (pi->max_owners ? pi->max_owners : 1) * sizeof *v->owners);
+    v->ranges = lt_malloc(LATTICE_KEY_SLOTS * sizeof *v->ranges);
+    v->owners = lt_malloc((size_t)LATTICE_KEY_SLOTS * (pi->max_owners ? pi->max_owners : 1) * sizeof *v->owners);
     if (!v->ranges || !v->owners) {
         lattice_partitions_info_free(pi);
         return;
     }
     uint32_t cur[64];
-    for (uint32_t s = 0; s < LATTICE_PARTITION_SLOTS; s++) {
+    for (uint32_t s = 0; s < LATTICE_KEY_SLOTS; s++) {
         uint32_t p = s & (pi->partitions - 1);
         uint32_t n = 0;
         for (uint32_t k = 0; k < pi->n_owners[p] && n < 64; k++) {
@@ -150,7 +150,7 @@ static struct respd_view *view_get(lattice_respd *r)
     pthread_mutex_lock(&r->view_lock);
     lattice_topology *t = lattice_node_topology(r->node);
     uint64_t major = t ? lattice_topology_major(t) : 0, minor = t ? lattice_topology_minor(t) : 0;
-    uint64_t now = respd_now_ms();
+    uint64_t now = lt_mono_ms();
     struct respd_view *v = r->view;
     if (v && v->major == major && v->minor == minor && now - v->made_ms < SLOTS_CACHE_MS) {
         if (t) lattice_topology_release(t);
@@ -315,8 +315,8 @@ static void cluster_info(lattice_resp_out *o, const struct respd_view *v)
                      "cluster_size:%zu\r\ncluster_current_epoch:%llu\r\ncluster_my_epoch:%llu\r\n"
                      "cluster_stats_messages_sent:0\r\ncluster_stats_messages_received:0\r\n"
                      "total_cluster_links_buffer_limit_exceeded:0\r\n",
-                     v->slots_ok == LATTICE_PARTITION_SLOTS ? "ok" : "fail", v->slots_ok, v->slots_ok,
-                     (size_t)LATTICE_PARTITION_SLOTS - v->slots_ok, v->n_nodes, size, (unsigned long long)v->major,
+                     v->slots_ok == LATTICE_KEY_SLOTS ? "ok" : "fail", v->slots_ok, v->slots_ok,
+                     (size_t)LATTICE_KEY_SLOTS - v->slots_ok, v->n_nodes, size, (unsigned long long)v->major,
                      (unsigned long long)v->major);
     lattice_resp_add_verbatim(o, "txt", t, (size_t)n);
 }
@@ -326,7 +326,7 @@ void respd_cluster(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t arg
     lattice_resp_out *o = c->out;
     (void)argc;
     if (id == LATTICE_RESP_CMD_CLUSTER_KEYSLOT) {
-        lattice_resp_add_int(o, lattice_partition_key_slot(argv[2].ptr, argv[2].len));
+        lattice_resp_add_int(o, lattice_key_slot(argv[2].ptr, argv[2].len));
         return;
     }
     if (id == LATTICE_RESP_CMD_CLUSTER_MYID) {
@@ -372,7 +372,7 @@ static bool want(size_t argc, const lattice_resp_arg *argv, const char *section,
 void respd_info(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv)
 {
     sbuf b = {0};
-    uint64_t up = (respd_now_ms() - r->start_ms) / 1000;
+    uint64_t up = (lt_mono_ms() - r->start_ms) / 1000;
     if (want(argc, argv, "server", true))
         sb_add(&b,
                "# Server\r\nredis_version:7.0.0\r\nlattice_version:%s\r\nredis_mode:cluster\r\nos:Linux\r\n"

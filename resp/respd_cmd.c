@@ -9,21 +9,14 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/time.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "respd_int.h"
 
 #define ENT_ERROR 0               /* ent.cmd of an error reply kept in order (arena bytes) */
 #define SET_F_EXPIRED 0x100       /* SET whose expiry already passed: a remove */
 #define REDIS_VERSION "7.0.0"
-
-static int64_t wall_ms(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
 
 static bool eq(const lattice_resp_arg *a, const char *s)
 {
@@ -129,7 +122,7 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
         break;
     case LATTICE_RESP_CMD_SET: {
         lattice_resp_set_opts so;
-        int64_t now = wall_ms();
+        int64_t now = (int64_t)lt_wall_ms();
         if (lattice_resp_parse_set(argc, argv, now, &so, err) != LATTICE_OK) {
             b->n_ents--;
             return ent_error(b, err);
@@ -190,7 +183,7 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
     case LATTICE_RESP_CMD_EXPIRE:
     case LATTICE_RESP_CMD_PEXPIRE: {
         lattice_resp_expire_opts xo;
-        int64_t now = wall_ms();
+        int64_t now = (int64_t)lt_wall_ms();
         if (lattice_resp_parse_expire(argc, argv, id == LATTICE_RESP_CMD_EXPIRE ? 1000 : 1, now, &xo, err) !=
             LATTICE_OK) {
             b->n_ents--;
@@ -282,7 +275,7 @@ static void expire_phase2(batch *b, size_t i, const lattice_op_result *res)
         store_result(b, i, res);
         return;
     }
-    int64_t now = wall_ms();
+    int64_t now = (int64_t)lt_wall_ms();
     bool has = res->num >= 0;
     int64_t cur = has ? now + res->num : 0;
     bool go = true;

@@ -27,23 +27,16 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "lattice/log.h"
 #include "respd_int.h"
 
 #define MAX_EVENTS 256
 #define TAG_LISTEN ((void *)1)
 #define TAG_EVENT ((void *)2)
-
-uint64_t respd_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int listen_on(const char *host, int port)
 {
@@ -71,20 +64,19 @@ static void raise_nofile(void)
     }
 }
 
-lattice_status lattice_respd_init(const lattice_respd_config *c, lattice_node *node, lattice_respd **out,
-                                  const char **attr)
+lattice_status lattice_respd_bind(const lattice_respd_config *c, lattice_respd **out)
 {
     *out = NULL;
-    *attr = NULL;
     if (!c || c->port <= 0 || c->port > 65535) return LATTICE_ERR_INVAL;
     lattice_respd *r = lt_calloc(1, sizeof *r);
     if (!r) return LATTICE_ERR_NOMEM;
     r->cfg = *c;
     lattice_resp_limits d = lattice_resp_default_limits();
-    if (!r->cfg.limits.max_bulk_len) r->cfg.limits.max_bulk_len = d.max_bulk_len;
-    if (!r->cfg.limits.max_multibulk_len) r->cfg.limits.max_multibulk_len = d.max_multibulk_len;
-    if (!r->cfg.limits.max_inline_len) r->cfg.limits.max_inline_len = d.max_inline_len;
-    if (!r->cfg.limits.max_query_buf) r->cfg.limits.max_query_buf = d.max_query_buf;
+    r->limits = d;
+    if (c->max_bulk > 0) r->limits.max_bulk_len = (uint64_t)c->max_bulk;
+    if (c->max_multibulk > 0) r->limits.max_multibulk_len = c->max_multibulk;
+    if (c->max_inline > 0) r->limits.max_inline_len = (size_t)c->max_inline;
+    if (r->cfg.output_limit < 0) r->cfg.output_limit = 0;
     if (r->cfg.max_clients <= 0) r->cfg.max_clients = LATTICE_RESPD_DEFAULT_MAX_CLIENTS;
     r->n_io = c->io_threads > 0 ? c->io_threads : 1;
     if (r->n_io > LATTICE_RESPD_MAX_IO_THREADS) r->n_io = LATTICE_RESPD_MAX_IO_THREADS;
@@ -95,9 +87,8 @@ lattice_status lattice_respd_init(const lattice_respd_config *c, lattice_node *n
     r->cfg.password = r->password;
     r->cfg.cache = r->cache;
     r->need_auth = r->password[0] != 0;
-    r->node = node;
     r->port = c->port;
-    r->start_ms = respd_now_ms();
+    r->start_ms = lt_mono_ms();
     pthread_mutex_init(&r->view_lock, NULL);
     atomic_init(&r->next_id, 1);
     raise_nofile();
@@ -124,12 +115,16 @@ lattice_status lattice_respd_init(const lattice_respd_config *c, lattice_node *n
         }
     }
     snprintf(r->attr, sizeof r->attr, "resp_port=%d", r->port);
-    *attr = r->attr;
     *out = r;
     return LATTICE_OK;
 }
 
-int lattice_respd_port(const lattice_respd *r) { return r->port; }
+lattice_status lattice_respd_advertise(const lattice_respd *r, lattice_config *c)
+{
+    if (c->n_attrs == LATTICE_MAX_ATTRS) return LATTICE_ERR_TOO_LARGE;
+    c->attrs[c->n_attrs++] = r->attr;
+    return LATTICE_OK;
+}
 
 /* ---- connections ---- */
 
@@ -192,8 +187,8 @@ static void accept_all(io_thread *io)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         conn *c = lt_calloc(1, sizeof *c);
         if (c) {
-            c->parser = lattice_resp_parser_new(&r->cfg.limits);
-            c->out = lattice_resp_out_new(r->cfg.output_limit, 2);
+            c->parser = lattice_resp_parser_new(&r->limits);
+            c->out = lattice_resp_out_new((size_t)r->cfg.output_limit, 2);
             c->rbuf = lt_malloc(RBUF_SIZE);
         }
         if (!c || !c->parser || !c->out || !c->rbuf) {
@@ -206,7 +201,7 @@ static void accept_all(io_thread *io)
         c->io = io;
         c->id = atomic_fetch_add(&r->next_id, 1);
         c->authed = !r->need_auth;
-        c->last_ms = respd_now_ms();
+        c->last_ms = lt_mono_ms();
         lattice_resp_parser_set_auth_required(c->parser, r->need_auth);
         char ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
@@ -437,7 +432,7 @@ static void on_readable(lattice_respd *r, conn *c)
             return;
         }
         if (n < 0) return;
-        c->last_ms = respd_now_ms();
+        c->last_ms = lt_mono_ms();
         c->roff = 0;
         c->rlen = (size_t)n;
         process(r, c);
@@ -474,7 +469,7 @@ static void idle_sweep(io_thread *io)
 {
     int t = io->r->cfg.idle_timeout_s;
     if (t <= 0) return;
-    uint64_t now = respd_now_ms();
+    uint64_t now = lt_mono_ms();
     for (conn *c = io->conns, *nx; c; c = nx) {
         nx = c->next;
         if (!c->in_flight && now - c->last_ms > (uint64_t)t * 1000) conn_close(c);
@@ -486,7 +481,7 @@ static void *io_main(void *arg)
     io_thread *io = arg;
     lattice_respd *r = io->r;
     struct epoll_event ev[MAX_EVENTS];
-    uint64_t last_sweep = respd_now_ms();
+    uint64_t last_sweep = lt_mono_ms();
     while (!atomic_load(&r->stop)) {
         int n = epoll_wait(io->ep, ev, MAX_EVENTS, 1000);
         for (int i = 0; i < n; i++) {
@@ -514,7 +509,7 @@ static void *io_main(void *arg)
             }
         }
         flush_round(io);
-        uint64_t now = respd_now_ms();
+        uint64_t now = lt_mono_ms();
         if (now - last_sweep >= 1000) {
             idle_sweep(io);
             last_sweep = now;
@@ -537,8 +532,10 @@ void respd_batch_return(batch *b)
     }
 }
 
-lattice_status lattice_respd_start(lattice_respd *r)
+lattice_status lattice_respd_start(lattice_respd *r, lattice_node *n)
 {
+    if (!r || !n) return LATTICE_ERR_INVAL;
+    r->node = n;
     for (int i = 0; i < r->n_io; i++) {
         if (pthread_create(&r->io[i].th, NULL, io_main, &r->io[i]) != 0) {
             lattice_respd_stop(r);
@@ -572,8 +569,8 @@ void lattice_respd_destroy(lattice_respd *r)
     if (!r) return;
     for (int i = 0; i < r->n_io; i++) {
         io_thread *io = &r->io[i];
-        /* Every callback has run (the data module stopped first): batches
-         * still queued are the last references to their connections. */
+        /* Every callback has run (the node stopped first): batches still
+         * queued are the last references to their connections. */
         struct cds_wfcq_node *n;
         while ((n = __cds_wfcq_dequeue_nonblocking(&io->qhead, &io->qtail)) && n != CDS_WFCQ_WOULDBLOCK) {
             batch *b = caa_container_of(n, batch, qnode);

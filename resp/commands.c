@@ -1,11 +1,11 @@
 /*
- * The RESP command table (DESIGN §7's commands with Redis 7's arity, flags and
+ * The RESP command table (every command docs/RESP.md lists, with Redis 7's arity, flags and
  * key specs), Redis's error wording for unknown commands and wrong arity,
  * and Redis's string2ll.
  *
  * The table is immutable data: safe to read from any thread.
  */
-#include "resp/resp.h"
+#include "resp_codec.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * functions: the server passes the clock in and gets flags, values and
  * Redis's exact error texts back.
  */
-#include "resp/resp.h"
+#include "resp_codec.h"
 
 #include <limits.h>
 #include <stdio.h>

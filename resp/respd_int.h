@@ -1,5 +1,5 @@
 /*
- * Internal to the RESP endpoint (node/respd*.c).  Ownership rules:
+ * Internal to the RESP endpoint (resp/respd*.c).  Ownership rules:
  *   - a conn, its parser, read buffer and output buffer belong to its IO
  *     thread alone;
  *   - a batch is filled by the IO thread, then (after lattice_op_submit)
@@ -7,20 +7,22 @@
  *     last one pushes it to the IO thread's queue; from then on the IO
  *     thread owns it again.  `remaining` is the hand-over counter.
  */
-#ifndef LATTICE_NODE_RESPD_INT_H
-#define LATTICE_NODE_RESPD_INT_H
+#ifndef LATTICE_RESP_RESPD_INT_H
+#define LATTICE_RESP_RESPD_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <urcu/wfcqueue.h>
 
 #include "lattice/ops.h"
-#include "respd.h"
-#include "partition/partition.h"
+#include "resp.h"
+#include "resp_codec.h"
 
 #define RBUF_SIZE (64 * 1024)
 #define BATCH_MAX_CMDS 1024          /* commands of one submit; the rest waits */
 #define SLOTS_CACHE_MS 250           /* a CLUSTER view is reused this long */
+#define CACHE_NAME_MAX 64            /* bytes of a cache name (docs/CACHES.md) */
 
 struct io_thread;
 struct respd_view;
@@ -97,10 +99,11 @@ typedef struct io_thread {
 } io_thread;
 
 struct lattice_respd {
-    lattice_respd_config cfg;
+    lattice_respd_config cfg;        /* strings point at the copies below */
+    lattice_resp_limits limits;      /* the parser's, from cfg */
     char host[64];
     char password[256];
-    char cache[LATTICE_CACHE_NAME_MAX + 1];
+    char cache[CACHE_NAME_MAX + 1];
     bool need_auth;
     lattice_node *node;
     int port;
@@ -115,8 +118,6 @@ struct lattice_respd {
     pthread_mutex_t view_lock;        /* guards view */
     struct respd_view *view;
 };
-
-uint64_t respd_now_ms(void);
 
 /* respd_cmd.c: the commands. */
 /* Run one parsed command: CMD_BATCHED when it became an entry of b (ops, or

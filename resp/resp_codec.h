@@ -1,6 +1,9 @@
 /*
- * RESP (the Redis protocol) codec: everything the RESP endpoint needs that does
- * not touch a socket or a cache.
+ * resp_codec.h: the RESP (Redis protocol) codec, INTERNAL to resp/ (the
+ * server's files include it; so do its unit tests, fuzzers and bench_resp,
+ * which put resp/ on their include path).  Everything the RESP endpoint needs
+ * that does not touch a socket or a cache.  The module's public header is
+ * resp.h (the server).
  *
  *   - an incremental request parser (multibulk and inline commands, pipelining,
  *     Redis's limits and Redis's exact protocol error texts);
@@ -21,8 +24,8 @@
  * Allocation goes through lt_malloc & co (lattice/alloc.h); an allocation
  * failure is reported (LATTICE_ERR_NOMEM), never a crash.
  */
-#ifndef LATTICE_RESP_H
-#define LATTICE_RESP_H
+#ifndef LATTICE_RESP_CODEC_H
+#define LATTICE_RESP_CODEC_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,76 @@
+/*
+ * resp: the Redis-protocol (RESP2/RESP3) endpoint of a server node
+ * (prefix lattice_respd_).  docs/RESP.md, part "Server", describes it.
+ *
+ * It stands on the public API only (lattice/lattice.h, lattice/ops.h): key
+ * commands become lattice_op's, CLUSTER views are built from
+ * lattice_node_topology and lattice_cache_partitions.  latticed's main
+ * starts it next to the node:
+ *
+ *     lattice_respd *r;
+ *     lattice_respd_bind(&rc, &r);                 // sockets, before the node
+ *     lattice_respd_advertise(r, &node_config);    // "resp_port=N" in attrs[]
+ *     lattice_node_start(&node_config, &n);
+ *     lattice_respd_start(r, n);                   // IO threads
+ *     ...
+ *     lattice_respd_stop(r);                       // before the node goes
+ *     lattice_node_stop(n);                        // every op callback has run
+ *     lattice_respd_destroy(r);
+ *
+ * The port is bound before the node starts so that the node joins with the
+ * "resp_port" attribute CLUSTER SLOTS/SHARDS/NODES read on every member;
+ * clients that connect before lattice_respd_start wait in the backlog.
+ *
+ * Threads: `io_threads` IO threads, each with its own epoll set and its own
+ * SO_REUSEPORT listening socket on the same port (the kernel spreads new
+ * connections over them).  A connection belongs to the IO thread that
+ * accepted it for its whole life: only that thread reads, parses, writes or
+ * frees it.  Commands that touch keys become lattice_op's, one
+ * lattice_op_submit per pipeline read; their completions run on the node's
+ * data thread, which only copies results into the batch and, on the last
+ * one, hands the batch back to the connection's IO thread (cds_wfcq queue +
+ * eventfd).  So no socket is ever written from two threads.
+ */
+#ifndef LATTICE_RESP_RESP_H
+#define LATTICE_RESP_RESP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lattice/lattice.h"
+
+#define LATTICE_RESPD_DEFAULT_MAX_CLIENTS 10000
+#define LATTICE_RESPD_MAX_IO_THREADS 8
+
+/* Zero / NULL fields take the default named beside them (Redis's). */
+typedef struct lattice_respd_config {
+    const char *host;            /* bind address (the node's --host); NULL = 127.0.0.1 */
+    int port;                    /* 1..65535 */
+    const char *password;        /* requirepass; NULL/"" = no AUTH needed */
+    const char *cache;           /* cache the commands use; NULL = "default" */
+    int io_threads;              /* 0 = 1; at most LATTICE_RESPD_MAX_IO_THREADS */
+    int max_clients;             /* 0 = LATTICE_RESPD_DEFAULT_MAX_CLIENTS */
+    int idle_timeout_s;          /* 0 = never close idle clients (Redis's default) */
+    long long max_bulk;          /* 0 = 512 MiB (proto-max-bulk-len) */
+    long long max_multibulk;     /* 0 = 1048576 elements */
+    long long max_inline;        /* 0 = 65536 bytes */
+    long long output_limit;      /* bytes pending per client; 0 = unlimited (Redis's default) */
+} lattice_respd_config;
+
+typedef struct lattice_respd lattice_respd;
+
+/* Binds the listening sockets (no threads yet).  Strings of c are copied.
+ * INVAL on a bad port, IO when the port cannot be bound (in use). */
+lattice_status lattice_respd_bind(const lattice_respd_config *c, lattice_respd **out);
+/* Appends the "resp_port=N" attribute to c->attrs (the string is owned by
+ * r: keep r until the node stopped).  TOO_LARGE when attrs[] is full. */
+lattice_status lattice_respd_advertise(const lattice_respd *r, lattice_config *c);
+/* Serves clients on node n (a started server node) until stop. */
+lattice_status lattice_respd_start(lattice_respd *r, lattice_node *n);
+/* Ends the IO threads: call before lattice_node_stop. */
+void lattice_respd_stop(lattice_respd *r);
+/* Call after lattice_node_stop (every op callback has run then); NULL is a
+ * no-op. */
+void lattice_respd_destroy(lattice_respd *r);
+
+#endif
