@@ -17,6 +17,10 @@
 
 #define LATTICED_MAX_CACHES 32
 
+/* The node's operation path (api.c submits to it). */
+struct lattice_ops;
+struct lattice_ops *lattice_node_ops(lattice_node *n);
+
 /* Everything latticed takes from flags and the config file.  Strings point
  * into `store` (owned by the struct). */
 typedef struct latticed_options {
