@@ -1,13 +1,13 @@
 /*
  * lattice bench: a load generator in the manner of Yardstick, as a client
  * node.  --threads T keeps T operations in flight: each "thread" is a
- * closed loop of the async API (node/ops.h) - when its operation completes
+ * closed loop of the async API (lattice/ops.h) - when its operation completes
  * (callback on the data thread) it records the latency and submits the next
  * one - so T costs no OS threads and the data thread batches whatever is
  * bound for one server into one message.  Prints ops/s every second and a
  * summary with p50/p99/p99.9; --json prints one JSON object at the end.
- * With op get it also measures a direct storage get on a local store of the
- * same shape, for the same-run ratio "grid get vs storage get".
+ * The in-process reference (a direct storage get on the same keys) is
+ * bench/caches/bench_direct_get: the CLI stays on the public API.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -19,13 +19,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <urcu.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "lattice/alloc.h"
 #include "lattice/ops.h"
-#include "partition/partition.h"
-#include "storage/storage.h"
 
 #define HIST_US (1u << 20) /* latencies up to ~1 s at 1 us resolution, the rest in the last bucket */
 
@@ -155,45 +152,6 @@ static lattice_status preload(bench *b)
     return LATTICE_OK;
 }
 
-/* Direct lattice_store_get on a local store of the same keys and value
- * size, one thread, for about 300 ms: ns per get. */
-static double direct_get_ns(const bench *b)
-{
-    rcu_register_thread();
-    lattice_region_config rc = {"bench", 0, 1024, 0, LATTICE_REGION_REJECT};
-    lattice_region *r = NULL;
-    lattice_store *s = NULL;
-    double ns = 0;
-    if (lattice_region_create(&rc, &r) != LATTICE_OK) goto out;
-    lattice_store_config sc = {"bench", 1024, r, NULL, NULL};
-    if (lattice_store_create(&sc, &s) != LATTICE_OK) goto out;
-    long keys = b->keys < 1000000 ? b->keys : 1000000;
-    char k[32];
-    for (long i = 0; i < keys; i++) {
-        int len = snprintf(k, sizeof k, "key-%ld", i);
-        lattice_store_entry e = {lattice_partition_of_key(k, (size_t)len, 1024), k, (size_t)len, b->value,
-                                 (size_t)b->value_size, 0, 1};
-        if (lattice_store_put(s, &e, 0) != LATTICE_OK) goto out;
-    }
-    char *buf = lt_malloc((size_t)b->value_size + 1);
-    uint64_t rng = 88172645463325252ull, n = 0, t0 = now_ns(), t1 = t0;
-    while (buf && t1 - t0 < 300000000u) {
-        for (int i = 0; i < 1000; i++, n++) {
-            int len = snprintf(k, sizeof k, "key-%ld", (long)(rnd(&rng) % (uint64_t)keys));
-            lattice_store_get(s, lattice_partition_of_key(k, (size_t)len, 1024), k, (size_t)len, buf,
-                              (size_t)b->value_size + 1, NULL);
-        }
-        t1 = now_ns();
-    }
-    ns = n ? (double)(t1 - t0) / (double)n : 0;
-    lt_free(buf);
-out:
-    if (s) lattice_store_destroy(s);
-    if (r) lattice_region_destroy(r);
-    rcu_unregister_thread();
-    return ns;
-}
-
 /* The summary: one JSON object (series is consumed) or a line of text. */
 static void report(const cli_globals *g, bench *b, const char *opname, long threads, long duration, double secs,
                    json_t *series)
@@ -204,18 +162,12 @@ static void report(const cli_globals *g, bench *b, const char *opname, long thre
     uint64_t total = atomic_load(&b->ops_done);
     double rate = (double)total / secs;
     uint64_t p50 = percentile_us(b, 0.5), p99 = percentile_us(b, 0.99), p999 = percentile_us(b, 0.999);
-    double direct = op == OP_GET ? direct_get_ns(b) : 0;
     if (g->json) {
         json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:o}", "op", opname,
                               "cache", cache, "threads", (json_int_t)threads, "duration_s", (json_int_t)duration,
                               "keys", (json_int_t)keys, "value_size", (json_int_t)vsize, "batch", (json_int_t)b->batch,
                               "ops_per_s", rate, "p50_us", (json_int_t)p50, "p99_us", (json_int_t)p99, "p999_us",
                               (json_int_t)p999, "errors", (json_int_t)atomic_load(&b->errors), "per_second", series);
-        if (op == OP_GET) {
-            json_object_set_new(j, "direct_get_ns", json_real(direct));
-            json_object_set_new(j, "grid_get_p50_vs_direct", json_real(direct > 0 ? (double)p50 * 1000.0 / direct : 0));
-            json_object_set_new(j, "direct_gets_per_s_vs_grid", json_real(direct > 0 && rate > 0 ? 1e9 / direct / rate : 0));
-        }
         cli_print_json(j);
     } else {
         json_decref(series);
@@ -223,10 +175,6 @@ static void report(const cli_globals *g, bench *b, const char *opname, long thre
                " us, p99.9 %" PRIu64 " us; errors %" PRIu64 "\n",
                opname, rate, secs, threads, op == OP_PUTALL ? " (batches; ops = keys)" : "", p50, p99, p999,
                (uint64_t)atomic_load(&b->errors));
-        if (op == OP_GET && direct > 0)
-            printf("direct storage get on one node: %.0f ns; a grid get's p50 is %.0fx that; one thread of direct "
-                   "gets does %.1fx the grid's rate\n",
-                   direct, (double)p50 * 1000.0 / direct, 1e9 / direct / rate);
     }
 }
 

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "lattice/alloc.h"
-#include "partition/partition.h"
+#include "lattice/cache_spec.h"
 
 int cli_cache(cli_globals *g, int argc, char **argv)
 {
@@ -26,16 +26,14 @@ int cli_cache(cli_globals *g, int argc, char **argv)
         fputs(use, stderr);
         return 2;
     }
-    char spec[1100];
+    char spec[LATTICE_CACHE_SPEC_MAX];
     if (create) {
-        lattice_cache_config cfg;
         char err[256];
-        if (lattice_cache_config_parse_args(&cfg, argv[2], argc - 3, (const char *const *)argv + 3, err, sizeof err) !=
-            LATTICE_OK) {
+        if (lattice_cache_spec_from_args(argv[2], argc - 3, (const char *const *)argv + 3, spec, sizeof spec, err,
+                                         sizeof err) != LATTICE_OK) {
             fprintf(stderr, "lattice cache create: %s\n", err);
             return 2;
         }
-        lattice_cache_config_format(&cfg, LATTICE_CACHE_FORMAT_ALL, spec, sizeof spec);
     }
     lattice_node *n = cli_attach(g);
     if (!n) return 1;

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "lattice/alloc.h"
 
 static int usage(const char *cmd, FILE *f, int rc)

@@ -10,12 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "lattice/alloc.h"
-#include "rebalance/rebalance.h"
+#include "lattice/clock.h"
+#include "lattice/rebalance_view.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -23,13 +23,6 @@ static void on_sigint(int sig)
 {
     (void)sig;
     interrupted = 1;
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* Sums every server's figures per cache into progress structs; *busy when a
@@ -45,7 +38,7 @@ static lattice_status gather(lattice_node *n, lattice_rebalance_progress **out, 
         lattice_caches_info_free(ci, nc);
         return LATTICE_ERR_NOMEM;
     }
-    uint64_t now = now_ms();
+    uint64_t now = lt_mono_ms();
     *busy = false;
     for (size_t i = 0; i < nc; i++) {
         uint32_t total = 0, left = 0;
@@ -108,7 +101,7 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
     lattice_node *n = cli_attach(g);
     if (!n) return 1;
     signal(SIGINT, on_sigint);
-    uint64_t end = now_ms() + (uint64_t)max_s * 1000u;
+    uint64_t end = lt_mono_ms() + (uint64_t)max_s * 1000u;
     int rc = 0;
     for (;;) {
         lattice_rebalance_progress *p = NULL;
@@ -120,7 +113,7 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
             rc = 1;
             break;
         }
-        uint64_t now = now_ms();
+        uint64_t now = lt_mono_ms();
         if (g->json && !watch) {
             size_t need = lattice_rebalance_progress_json(p, np, now, NULL, 0) + 1;
             char *buf = lt_malloc(need);

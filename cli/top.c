@@ -6,25 +6,11 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "lattice/alloc.h"
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+#include "lattice/clock.h"
 
 lattice_node *cli_attach(cli_globals *g)
 {
@@ -57,7 +43,7 @@ lattice_node *cli_attach(cli_globals *g)
  * (a reference): printing a newer one could list nodes not heard yet. */
 static lattice_topology *wait_stats(lattice_node *n, int budget_ms)
 {
-    int64_t until = mono_ms() + budget_ms;
+    uint64_t until = lt_mono_ms() + (uint64_t)budget_ms;
     for (;;) {
         lattice_topology *t = lattice_node_topology(n);
         if (!t) return NULL;
@@ -65,7 +51,7 @@ static lattice_topology *wait_stats(lattice_node *n, int budget_ms)
         lattice_node_stats s;
         for (size_t i = 0; i < lattice_topology_size(t) && all; i++)
             all = lattice_node_stats_of(n, lattice_topology_member(t, i)->id, &s) == LATTICE_OK;
-        if (all || mono_ms() >= until) return t;
+        if (all || lt_mono_ms() >= until) return t;
         lattice_topology_release(t);
         usleep(20000);
     }
@@ -101,7 +87,7 @@ static json_t *node_json(lattice_node *n, const lattice_member *m, const char *s
 {
     lattice_node_stats s;
     bool have = lattice_node_stats_of(n, m->id, &s) == LATTICE_OK;
-    uint64_t now = wall_ms();
+    uint64_t now = lt_wall_ms();
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:I, s:b}", "id", m->id, "consistent_id", m->consistent_id,
                           "order", (json_int_t)m->order, "role", role_name(m->role), "addr", m->addr, "host", m->host,
                           "uptime_ms", (json_int_t)(have ? s.uptime_ms : now > m->start_time_ms ? now - m->start_time_ms : 0),
@@ -159,7 +145,7 @@ static void print_table(lattice_node *n, const lattice_topology *t, const char *
         lattice_node_stats s;
         bool have = lattice_node_stats_of(n, m->id, &s) == LATTICE_OK;
         char up[32], cpu[16] = "-", mem[16] = "-";
-        uint64_t now = wall_ms();
+        uint64_t now = lt_wall_ms();
         fmt_uptime(have ? s.uptime_ms : now > m->start_time_ms ? now - m->start_time_ms : 0, up, sizeof up);
         if (have) {
             snprintf(cpu, sizeof cpu, "%.1f%%", s.cpu_load * 100.0);

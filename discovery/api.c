@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "discovery/state.h"
+#include "state.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 
@@ -110,7 +110,7 @@ lattice_status lattice_discovery_init(const lattice_discovery_config *c, lattice
 lattice_status lattice_discovery_start(lattice_discovery *d)
 {
     if (d->thread_started || d->state != ST_IDLE) return LATTICE_ERR_INVAL;
-    d->start_wall_ms = wall_ms();
+    d->start_wall_ms = lt_wall_ms();
     lattice_status st = ld_open_sockets(d);
     if (st != LATTICE_OK) {
         ld_close_sockets(d);
@@ -186,7 +186,7 @@ lattice_status lattice_discovery_wait_joined(lattice_discovery *d, int timeout_m
     int rc = 0;
     for (;;) {
         if (d->joined || rc != 0) break;
-        if (d->refused != LATTICE_OK && mono_ms() - d->refused_at_ms >= REFUSAL_GRACE_MS) break;
+        if (d->refused != LATTICE_OK && lt_mono_ms() - d->refused_at_ms >= REFUSAL_GRACE_MS) break;
         struct timespec slice;
         clock_gettime(CLOCK_REALTIME, &slice);
         slice.tv_nsec += 100 * 1000000L;
@@ -199,7 +199,7 @@ lattice_status lattice_discovery_wait_joined(lattice_discovery *d, int timeout_m
         if (last) rc = r;
     }
     lattice_status st = d->joined ? LATTICE_OK
-                        : d->refused != LATTICE_OK && mono_ms() - d->refused_at_ms >= REFUSAL_GRACE_MS ? d->refused
+                        : d->refused != LATTICE_OK && lt_mono_ms() - d->refused_at_ms >= REFUSAL_GRACE_MS ? d->refused
                                                                                                   : LATTICE_ERR_TIMEOUT;
     pthread_mutex_unlock(&d->pub_lock);
     return st;
@@ -233,7 +233,7 @@ lattice_status lattice_discovery_stats(lattice_discovery *d, const char *id, lat
     lattice_discovery_local_id(d, me, sizeof me);
     if (id && strcmp(id, me) == 0) {
         memset(out, 0, sizeof *out);
-        out->uptime_ms = wall_ms() - d->start_wall_ms;
+        out->uptime_ms = lt_wall_ms() - d->start_wall_ms;
         out->frames_in = rd(&d->c_frames);
         out->malformed = rd(&d->c_malformed);
         out->oversized = rd(&d->c_oversized);

@@ -69,7 +69,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "discovery/state.h"
+#include "state.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 
@@ -118,7 +118,7 @@ static void sample_self(lattice_discovery *d, lattice_node_stats *s)
     memset(s, 0, sizeof *s);
     proc_sample(&d->ps, &s->rss_bytes);
     s->cpu_load = d->ps.load;
-    s->uptime_ms = wall_ms() - d->start_wall_ms;
+    s->uptime_ms = lt_wall_ms() - d->start_wall_ms;
     s->frames_in = rd(&d->c_frames);
     s->malformed = rd(&d->c_malformed);
     s->oversized = rd(&d->c_oversized);
@@ -151,7 +151,7 @@ static void sync_peers(lattice_discovery *d, const lattice_topology *t)
 {
     peer np[MAX_PEERS];
     size_t n = 0;
-    int64_t now = mono_ms();
+    int64_t now = lt_mono_ms();
     pthread_mutex_lock(&d->stats_lock);
     for (size_t i = 0; t && i < t->n && n < MAX_PEERS; i++) {
         const lattice_member *m = &t->members[i];
@@ -340,8 +340,8 @@ void ld_begin_join(lattice_discovery *d, const char *why)
     publish(d, NULL);
     sync_peers(d, NULL);
     d->state = ST_JOINING;
-    d->join_time_ms = wall_ms();
-    d->join_started_ms = mono_ms();
+    d->join_time_ms = lt_wall_ms();
+    d->join_started_ms = lt_mono_ms();
     d->last_join_send_ms = 0;
     d->last_probe_ms = 0;
     d->saw_cluster_ms = 0;
@@ -406,7 +406,7 @@ static void on_topology(lattice_discovery *d, const Latdisc__Envelope *e)
             return;
         }
     } else if (d->state != ST_JOINING || !contains_me) {
-        if (d->state == ST_JOINING) d->saw_cluster_ms = mono_ms();
+        if (d->state == ST_JOINING) d->saw_cluster_ms = lt_mono_ms();
         return;
     }
     lattice_topology *t = topo_from_proto(p);
@@ -508,7 +508,7 @@ static void coordinate(lattice_discovery *d, int64_t now)
 
 static void note_joiner(lattice_discovery *d, const char *key)
 {
-    int64_t now = mono_ms();
+    int64_t now = lt_mono_ms();
     for (size_t i = 0; i < d->n_joiners; i++)
         if (strcmp(d->joiners[i].key, key) == 0) {
             d->joiners[i].seen_ms = now;
@@ -543,7 +543,7 @@ static void on_join(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_
     }
     if (d->state != ST_JOINED) return;
     const lattice_topology *t = d->cur;
-    const lattice_member *coord = effective_coordinator(d, mono_ms());
+    const lattice_member *coord = effective_coordinator(d, lt_mono_ms());
     if (!coord || strcmp(coord->id, d->id) != 0) {
         if (!route || !coord) return;
         Latdisc__Envelope r;
@@ -642,9 +642,9 @@ static void on_refusal(lattice_discovery *d, const Latdisc__Envelope *e, bool au
     /* A grid answered, even if it refuses us: starting a grid of our own
      * on the same addresses would only split them. */
     if (d->state == ST_JOINING) {
-        d->saw_cluster_ms = mono_ms();
+        d->saw_cluster_ms = lt_mono_ms();
         pthread_mutex_lock(&d->pub_lock);
-        if (d->refused == LATTICE_OK) d->refused_at_ms = mono_ms();
+        if (d->refused == LATTICE_OK) d->refused_at_ms = lt_mono_ms();
         d->refused = r->reason == REF_CLUSTER ? LATTICE_ERR_CLUSTER
                      : r->reason == REF_SECRET ? LATTICE_ERR_AUTH
                                                : LATTICE_ERR_PROTO;
@@ -693,7 +693,7 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
     /* Any frame from a member proves it alive. */
     pthread_mutex_lock(&d->stats_lock);
     peer *p = find_peer(d, e->sender);
-    if (p) p->last_heard_ms = mono_ms();
+    if (p) p->last_heard_ms = lt_mono_ms();
     pthread_mutex_unlock(&d->stats_lock);
     switch (e->body_case) {
     case LATDISC__ENVELOPE__BODY_JOIN: on_join(d, e, route); break;
@@ -703,7 +703,7 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
         break;
     case LATDISC__ENVELOPE__BODY_REDIRECT:
         if (d->state == ST_JOINING) {
-            d->saw_cluster_ms = mono_ms();
+            d->saw_cluster_ms = lt_mono_ms();
             ld_ensure_conn(d, e->redirect->coordinator_addr, true);
         }
         break;
@@ -783,7 +783,7 @@ void ld_handle_datagram(lattice_discovery *d, const struct sockaddr_in *from, co
 {
     cnt(&d->c_frames);
     Latdisc__Envelope *e = NULL;
-    enum wire_verdict v = wire_decode(buf, len, mac, mac ? WIRE_MAC_BYTES : 0, d->has_key ? d->key : NULL,
+    enum wire_verdict v = wire_decode(buf, len, mac, mac ? LT_FRAME_MAC_BYTES : 0, d->has_key ? d->key : NULL,
                                       (size_t)d->max_msg, &e);
     if (v == WIRE_AUTH) {
         Latdisc__Envelope *peek = NULL;
@@ -956,9 +956,9 @@ static void leave_grid(lattice_discovery *d)
     for (size_t i = 0; i < t->n; i++)
         if (strcmp(t->members[i].id, d->id) != 0) ld_send_to(d, t->members[i].addr, &e);
     /* Wait for the coordinator (maybe a new one) to announce us gone. */
-    int64_t until = mono_ms() + 1000;
+    uint64_t until = lt_mono_ms() + 1000;
     zmq_pollitem_t it[MAX_CONNS + 8];
-    while (d->state == ST_LEAVING && mono_ms() < until) {
+    while (d->state == ST_LEAVING && lt_mono_ms() < until) {
         size_t n = build_poll(d, it);
         zmq_poll(it, (int)n, LOOP_TICK_MS);
         drain_all(d);
@@ -979,12 +979,12 @@ void *ld_thread_main(void *arg)
     lattice_discovery *d = arg;
     rcu_register_thread();
     ld_begin_join(d, NULL);
-    d->last_loop_ms = mono_ms();
+    d->last_loop_ms = lt_mono_ms();
     zmq_pollitem_t it[MAX_CONNS + 8];
     while (!atomic_load(&d->stop_req)) {
         size_t n = build_poll(d, it);
         zmq_poll(it, (int)n, tick_ms(d));
-        int64_t now = mono_ms();
+        int64_t now = lt_mono_ms();
         int64_t gap = now - d->last_loop_ms;
         d->last_loop_ms = now;
         if (d->state == ST_JOINED && gap > ld_cfd(d)) {
@@ -996,7 +996,7 @@ void *ld_thread_main(void *arg)
             continue;
         }
         drain_all(d);
-        now = mono_ms();
+        now = lt_mono_ms();
         if (d->state == ST_JOINING) {
             send_joins(d, now);
             maybe_seed(d, now);

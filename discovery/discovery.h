@@ -8,7 +8,7 @@
  * thread) -> destroy.  Topology readers: lattice_discovery_topology() returns
  * a reference (any thread); lattice_discovery_topology_rcu() needs
  * rcu_read_lock held by a thread registered with rcu_register_thread().
- * The lattice_topology_* accessors of lattice.h are implemented here.
+ * The accessors of the public lattice/topology.h are implemented here.
  */
 #ifndef LATTICE_DISCOVERY_H
 #define LATTICE_DISCOVERY_H
@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lattice/lattice.h"
 #include "lattice/status.h"
+#include "lattice/topology.h"
 
 #define LATTICE_PROTO_MAJOR 1
 #define LATTICE_PROTO_MINOR 0

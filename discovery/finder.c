@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "discovery/internal.h"
+#include "internal.h"
 
 static bool parse_port(const char *s, size_t len, int *out)
 {

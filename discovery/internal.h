@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <urcu.h>
 
+#include "base/base.h"
 #include "discovery.pb-c.h"
 #include "discovery/discovery.h"
 
@@ -48,11 +49,12 @@ void member_from_proto_view(const Latdisc__Member *p, lattice_member *m, lattice
 bool member_copy(lattice_member *dst, const lattice_member *src);
 void member_free_fields(lattice_member *m);
 
-/* ---- wire ---- */
+/* ---- wire (wire.c, on base's frame layer) ---- */
 
-/* Decode one frame.  Checks size, MAC (when key != NULL), protocol major,
- * unknown fields at every depth.  On success *out is an unpacked envelope to
- * free with wire_free. */
+/* Decode one frame.  Checks size, MAC (when key != NULL), unknown fields at
+ * every depth (lt_frame_unpack), then a body, string lengths and protocol
+ * major.  On WIRE_OK and WIRE_PROTO_MAJOR *out is an unpacked envelope to free
+ * with wire_free. */
 enum wire_verdict {
     WIRE_OK = 0,
     WIRE_OVERSIZED,
@@ -63,20 +65,13 @@ enum wire_verdict {
 enum wire_verdict wire_decode(const uint8_t *buf, size_t len, const uint8_t *mac, size_t mac_len,
                               const uint8_t *key, size_t max_bytes, Latdisc__Envelope **out);
 void wire_free(Latdisc__Envelope *e);
-/* Pack e into a new buffer (lt_malloc) and compute its MAC into mac[32] when
+/* Pack e into a new buffer (lt_malloc) and compute its MAC into mac when
  * key != NULL. */
 lattice_status wire_encode(const Latdisc__Envelope *e, const uint8_t *key, uint8_t **buf, size_t *len,
-                           uint8_t mac[32]);
-/* True when m and its sub-messages carry no unknown fields and every string
- * is valid for us (protobuf-c checks UTF-8 only for proto3 strings). */
-bool wire_no_unknown_fields(const ProtobufCMessage *m);
-/* The allocator protobuf-c uses for unpacking (lt_malloc/lt_free). */
-extern ProtobufCAllocator wire_allocator;
-
-#define WIRE_MAC_BYTES 32
-#define WIRE_KEY_BYTES 32
-/* Derive the HMAC key from secret file contents. */
-void wire_derive_key(const uint8_t *secret, size_t len, uint8_t key[WIRE_KEY_BYTES]);
+                           uint8_t mac[LT_FRAME_MAC_BYTES]);
+/* The control plane's HMAC key from secret file contents (a key apart from
+ * the data channel's). */
+void wire_derive_key(const uint8_t *secret, size_t len, uint8_t key[LT_FRAME_KEY_BYTES]);
 
 /* ---- merging (merge.c) ---- */
 /* Does our grid (my_servers, coordinator host:port) dissolve into theirs?

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "discovery/state.h"
+#include "state.h"
 #include "lattice/log.h"
 
 bool merge_yields(size_t my_servers, const char *my_coord_cid, size_t their_servers, const char *their_coord_cid)

@@ -11,10 +11,10 @@
 #include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <time.h>
 #include <zmq.h>
 
-#include "discovery/internal.h"
+#include "internal.h"
+#include "lattice/clock.h"
 
 #define MOD "discovery"
 #define MAX_CONNS 512
@@ -62,7 +62,7 @@ struct lattice_discovery {
     char cluster[256], host[64];
     int port, port_range, fd_ms, max_msg;
     bool client, has_key, mcast;
-    uint8_t key[WIRE_KEY_BYTES];
+    uint8_t key[LT_FRAME_KEY_BYTES];
     lattice_finder_addr statics[MAX_STATIC];
     size_t n_statics;
     char mgroup[64];
@@ -116,20 +116,6 @@ struct lattice_discovery {
 
 /* ------------------------------------------------------------------ utils */
 
-static inline int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static inline uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static inline void new_uuid(char out[64])
 {
     uint8_t b[16];
@@ -144,7 +130,7 @@ static inline void new_uuid(char out[64])
  * the log, but the first occurrence is always logged. */
 static inline bool gate(lattice_discovery *d, int g)
 {
-    int64_t now = mono_ms();
+    int64_t now = lt_mono_ms();
     if (now - d->log_gate[g] < 1000) return false;
     d->log_gate[g] = now;
     return true;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "discovery/internal.h"
+#include "internal.h"
 #include "lattice/alloc.h"
 
 void member_free_fields(lattice_member *m)

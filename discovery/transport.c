@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "discovery/state.h"
+#include "state.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 
@@ -85,13 +85,13 @@ static void send_bytes(void *sock, const zmq_msg_t *route, const uint8_t *buf, s
                           ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return;
     if (zmq_send(sock, buf, len, ZMQ_DONTWAIT | (mac ? ZMQ_SNDMORE : 0)) < 0) return;
-    if (mac) zmq_send(sock, mac, WIRE_MAC_BYTES, ZMQ_DONTWAIT);
+    if (mac) zmq_send(sock, mac, LT_FRAME_MAC_BYTES, ZMQ_DONTWAIT);
 }
 
 void ld_send_env(lattice_discovery *d, void *sock, const zmq_msg_t *route, const Latdisc__Envelope *e,
                      bool unauthenticated)
 {
-    uint8_t *buf, mac[WIRE_MAC_BYTES];
+    uint8_t *buf, mac[LT_FRAME_MAC_BYTES];
     size_t len;
     bool with_mac = d->has_key && !unauthenticated;
     if (wire_encode(e, with_mac ? d->key : NULL, &buf, &len, mac) != LATTICE_OK) return;
@@ -101,7 +101,7 @@ void ld_send_env(lattice_discovery *d, void *sock, const zmq_msg_t *route, const
 
 void ld_send_many(lattice_discovery *d, const char *const *addrs, size_t n, const Latdisc__Envelope *e)
 {
-    uint8_t *buf, mac[WIRE_MAC_BYTES];
+    uint8_t *buf, mac[LT_FRAME_MAC_BYTES];
     size_t len;
     if (!n || wire_encode(e, d->has_key ? d->key : NULL, &buf, &len, mac) != LATTICE_OK) return;
     for (size_t i = 0; i < n; i++) {
@@ -220,16 +220,16 @@ void ld_send_probe(lattice_discovery *d)
 void ld_send_datagram(lattice_discovery *d, int fd, const struct sockaddr_in *to, const Latdisc__Envelope *e,
                       bool unauthenticated)
 {
-    uint8_t *buf, mac[WIRE_MAC_BYTES];
+    uint8_t *buf, mac[LT_FRAME_MAC_BYTES];
     size_t len;
     bool with_mac = d->has_key && !unauthenticated;
     if (wire_encode(e, with_mac ? d->key : NULL, &buf, &len, mac) != LATTICE_OK) return;
     uint8_t out[LD_DATAGRAM_MAX];
-    size_t total = 1 + len + (with_mac ? WIRE_MAC_BYTES : 0);
+    size_t total = 1 + len + (with_mac ? LT_FRAME_MAC_BYTES : 0);
     if (total <= sizeof out) {
         out[0] = with_mac ? 2 : 1;
         memcpy(out + 1, buf, len);
-        if (with_mac) memcpy(out + 1 + len, mac, WIRE_MAC_BYTES);
+        if (with_mac) memcpy(out + 1 + len, mac, LT_FRAME_MAC_BYTES);
         sendto(fd, out, total, MSG_DONTWAIT, (const struct sockaddr *)to, sizeof *to);
     }
     lt_free(buf);
@@ -245,14 +245,14 @@ void ld_drain_udp(lattice_discovery *d, int fd)
         ssize_t n = recvfrom(fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
         if (n < 0) return;
         size_t len = (size_t)n;
-        bool ok = len >= 2 && len <= LD_DATAGRAM_MAX && (buf[0] == 1 || (buf[0] == 2 && len > 1 + WIRE_MAC_BYTES));
+        bool ok = len >= 2 && len <= LD_DATAGRAM_MAX && (buf[0] == 1 || (buf[0] == 2 && len > 1 + LT_FRAME_MAC_BYTES));
         if (!ok) {
             cnt(&d->c_frames);
             cnt(&d->c_malformed);
             if (gate(d, 7)) LT_LOG(LT_WARN, MOD, "dropped a malformed %zu-byte datagram from %s", len, inet_ntoa(from.sin_addr));
             continue;
         }
-        size_t body = len - 1 - (buf[0] == 2 ? WIRE_MAC_BYTES : 0);
+        size_t body = len - 1 - (buf[0] == 2 ? LT_FRAME_MAC_BYTES : 0);
         ld_handle_datagram(d, &from, buf + 1, body, buf[0] == 2 ? buf + 1 + body : NULL);
     }
 }

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
-#include "lattice/lattice.h" /* LATTICE_MAX_CACHES */
 #include "lattice/log.h"
 #include "meta/meta.h"
 
@@ -32,7 +31,7 @@ struct lattice_meta {
     char coordinator[64];
     bool valid;
     uint64_t version;
-    lattice_meta_cache *caches[LATTICE_MAX_CACHES];
+    lattice_meta_cache *caches[LATTICE_META_MAX_CACHES];
     size_t n_caches;
     Latdata__Meta *msg;                /* packed form of the above */
     base_entry *live_buf;              /* the live servers as base entries (callers) */
@@ -318,7 +317,7 @@ fail:
 static lattice_status add_cache(lattice_meta *m, const lattice_cache_config *cfg, char *const *base, size_t n,
                                 uint64_t bv)
 {
-    if (m->n_caches == LATTICE_MAX_CACHES) return LATTICE_ERR_TOO_LARGE;
+    if (m->n_caches == LATTICE_META_MAX_CACHES) return LATTICE_ERR_TOO_LARGE;
     lattice_meta_cache *c = cache_new(m, cfg);
     if (!c) return LATTICE_ERR_NOMEM;
     lattice_status st = cache_set_base(m, c, base, n, bv);
@@ -425,7 +424,7 @@ bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg)
 {
     if (!msg->valid || (m->valid && msg->version <= m->version)) return false;
     if (lattice_meta_is_coordinator(m) && m->valid) return false; /* we are the writer; ours is the truth */
-    bool keep[LATTICE_MAX_CACHES] = {0};
+    bool keep[LATTICE_META_MAX_CACHES] = {0};
     for (size_t i = 0; i < msg->n_caches; i++) {
         const Latdata__CacheDef *cd = msg->caches[i];
         lattice_cache_config cfg;

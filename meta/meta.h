@@ -37,6 +37,10 @@
 #include "partition/partition.h"
 #include "storage/storage.h"
 
+/* Caches a grid holds at most (lattice.h's LATTICE_MAX_CACHES; ops/ checks
+ * they agree). */
+#define LATTICE_META_MAX_CACHES 32
+
 /* A node of the current topology as the metadata sees it.  The caller (the
  * data channel) embeds it in its own per-peer state and keeps it alive. */
 typedef struct lattice_meta_member {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
-#include "node/node.h"
+#include "node.h"
 #include "ops/ops.h"
 
 lattice_status lattice_op_submit(lattice_node *node, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)

@@ -15,7 +15,7 @@
 #include "discovery/discovery.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "node/node.h"
+#include "node.h"
 #include "partition/partition.h"
 
 void latticed_options_init(latticed_options *o)

@@ -9,7 +9,7 @@
 
 #include "lattice/lattice.h"
 #include "lattice/log.h"
-#include "node/node.h"
+#include "node.h"
 
 int main(int argc, char **argv)
 {

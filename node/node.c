@@ -12,9 +12,9 @@
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
 #include "lattice/log.h"
-#include "node/node.h"
-#include "node/respd.h"
+#include "node.h"
 #include "ops/ops.h"
+#include "respd.h"
 
 #define MAX_SECRET_BYTES (64 * 1024)
 

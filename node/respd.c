@@ -32,7 +32,7 @@
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "node/respd_int.h"
+#include "respd_int.h"
 
 #define MAX_EVENTS 256
 #define TAG_LISTEN ((void *)1)

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "lattice/lattice.h"
-#include "node/resp/resp.h"
+#include "resp/resp.h"
 
 #define LATTICE_RESPD_DEFAULT_MAX_CLIENTS 10000
 #define LATTICE_RESPD_MAX_IO_THREADS 8

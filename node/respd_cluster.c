@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "lattice/alloc.h"
-#include "node/respd_int.h"
+#include "respd_int.h"
 #include "partition/partition.h"
 
 typedef struct vnode {

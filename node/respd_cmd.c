@@ -12,7 +12,7 @@
 #include <sys/time.h>
 
 #include "lattice/alloc.h"
-#include "node/respd_int.h"
+#include "respd_int.h"
 
 #define ENT_ERROR 0               /* ent.cmd of an error reply kept in order (arena bytes) */
 #define SET_F_EXPIRED 0x100       /* SET whose expiry already passed: a remove */

@@ -15,7 +15,7 @@
 #include <urcu/wfcqueue.h>
 
 #include "lattice/ops.h"
-#include "node/respd.h"
+#include "respd.h"
 #include "partition/partition.h"
 
 #define RBUF_SIZE (64 * 1024)

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lattice/clock.h"
 #include "lattice/ops.h"
 #include "partition/partition.h"
 #include "meta/meta.h"
@@ -70,7 +71,6 @@ void exec_local(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, latti
 lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
                               const void *value, size_t value_len, uint64_t expire_ms, uint64_t version,
                               bool remove);
-uint64_t exec_now_ms(void);
 
 
 #endif

@@ -13,7 +13,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,29 +24,17 @@
 #include <zmq.h>
 
 #include "cache.pb-c.h"
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "ops_int.h"
 
-#define MAC_BYTES 32
 #define CHUNK_BYTES (4u << 20)
 #define PEND_BUCKETS 65536u
 
 static __thread lattice_ops *on_data_thread; /* the data thread's own lattice_ops */
 
 void chan_enter_thread(lattice_ops *d) { on_data_thread = d; }
-
-static void *pb_alloc_fn(void *d, size_t n) { (void)d; return lt_malloc(n); }
-static void pb_free_fn(void *d, void *p) { (void)d; lt_free(p); }
-/* protobuf-c unpacks through the lattice allocator too. */
-static ProtobufCAllocator pb_alloc = {.alloc = pb_alloc_fn, .free = pb_free_fn, .allocator_data = NULL};
-
-uint64_t ops_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* ------------------------------------------------------------ pending table */
 
@@ -85,7 +72,7 @@ pend *chan_pend_new(lattice_ops *d, pend_settle_fn settle, const peer *target)
     if (!p) return NULL;
     p->id = ++d->next_id;
     p->settle = settle;
-    p->deadline_ms = ops_mono_ms() + (uint64_t)d->op_timeout_ms;
+    p->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
     snprintf(p->target, sizeof p->target, "%s", target->m.id);
     pend_link(d, p);
     return p;
@@ -153,19 +140,14 @@ lattice_status chan_send(lattice_ops *d, peer *p, Latdata__Req *r)
 static lattice_status send_frame(lattice_ops *d, void *sock, const uint8_t *ident, size_t ident_len,
                                  const Latdata__Batch *b)
 {
-    size_t n = latdata__batch__get_packed_size(b);
-    uint8_t *buf = lt_malloc(n ? n : 1);
-    if (!buf) return LATTICE_ERR_NOMEM;
-    latdata__batch__pack(b, buf);
+    uint8_t *buf, mac[LT_FRAME_MAC_BYTES];
+    size_t n;
+    if (lt_frame_pack(&b->base, d->have_key ? d->key : NULL, &buf, &n, mac) != LATTICE_OK) return LATTICE_ERR_NOMEM;
     int more = d->have_key ? ZMQ_SNDMORE : 0;
     int rc = 0;
     if (ident) rc = zmq_send(sock, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (rc >= 0) rc = zmq_send(sock, buf, n, more | ZMQ_DONTWAIT);
-    if (rc >= 0 && d->have_key) {
-        uint8_t mac[MAC_BYTES];
-        crypto_auth_hmacsha256(mac, buf, n, d->key);
-        rc = zmq_send(sock, mac, MAC_BYTES, ZMQ_DONTWAIT);
-    }
+    if (rc >= 0 && d->have_key) rc = zmq_send(sock, mac, LT_FRAME_MAC_BYTES, ZMQ_DONTWAIT);
     lt_free(buf);
     if (rc < 0) {
         d->send_failed++;
@@ -368,13 +350,6 @@ void chan_complete(lattice_ops *d, const origin *org, const lattice_op_result *r
     else chan_reply(d, org, r, NULL, 0, false);
 }
 
-static bool mac_ok(lattice_ops *d, zmq_msg_t *body, zmq_msg_t *mac, bool have_mac)
-{
-    if (!d->have_key) return !have_mac;
-    if (!have_mac || zmq_msg_size(mac) != MAC_BYTES) return false;
-    return crypto_auth_hmacsha256_verify(zmq_msg_data(mac), zmq_msg_data(body), zmq_msg_size(body), d->key) == 0;
-}
-
 /* Reads one multi-part message: [ident] body [mac].  Returns the unpacked
  * batch or NULL (dropped and counted). */
 Latdata__Batch *chan_read_batch(lattice_ops *d, void *sock, bool router, uint8_t *ident, size_t *ident_len)
@@ -405,14 +380,20 @@ Latdata__Batch *chan_read_batch(lattice_ops *d, void *sock, bool router, uint8_t
     }
     if (count < 1 || count > 2) {
         d->malformed++;
-    } else if (zmq_msg_size(&parts[first]) > DATA_MAX_FRAME) {
-        d->oversized++;
-    } else if (!mac_ok(d, &parts[first], &parts[first + 1], count == 2)) {
-        d->auth_failed++;
     } else {
-        b = latdata__batch__unpack(&pb_alloc, zmq_msg_size(&parts[first]), zmq_msg_data(&parts[first]));
-        if (!b || b->proto != LATTICE_DATA_PROTO || b->base.n_unknown_fields) {
-            if (b) latdata__batch__free_unpacked(b, &pb_alloc);
+        /* base/'s frame layer: size, MAC, decode, unknown fields at any depth. */
+        zmq_msg_t *mac = count == 2 ? &parts[first + 1] : NULL;
+        ProtobufCMessage *m = NULL;
+        switch (lt_frame_unpack(&latdata__batch__descriptor, zmq_msg_data(&parts[first]), zmq_msg_size(&parts[first]),
+                                mac ? zmq_msg_data(mac) : NULL, mac ? zmq_msg_size(mac) : 0,
+                                d->have_key ? d->key : NULL, DATA_MAX_FRAME, &m)) {
+        case LT_FRAME_OK: b = (Latdata__Batch *)m; break;
+        case LT_FRAME_OVERSIZED: d->oversized++; break;
+        case LT_FRAME_AUTH: d->auth_failed++; break;
+        case LT_FRAME_MALFORMED: d->malformed++; break;
+        }
+        if (b && b->proto != LATTICE_DATA_PROTO) {
+            lt_frame_free(m);
             b = NULL;
             d->malformed++;
         }
@@ -421,11 +402,11 @@ Latdata__Batch *chan_read_batch(lattice_ops *d, void *sock, bool router, uint8_t
     return b;
 }
 
-void chan_batch_free(Latdata__Batch *b) { latdata__batch__free_unpacked(b, &pb_alloc); }
+void chan_batch_free(Latdata__Batch *b) { lt_frame_free(&b->base); }
 
 void chan_release_pending(lattice_ops *d, bool all)
 {
-    uint64_t now = ops_mono_ms();
+    uint64_t now = lt_mono_ms();
     pend *p = d->all;
     while (p) {
         pend *next = p->next;

@@ -23,6 +23,8 @@
 #include "ops_int.h"
 #include "rebal_exec.h"
 
+_Static_assert(LATTICE_META_MAX_CACHES == LATTICE_MAX_CACHES, "meta/ and lattice.h disagree on the cache limit");
+
 static void push_meta(lattice_ops *d)
 {
     for (size_t i = 0; i < d->n_peers; i++)
@@ -362,7 +364,7 @@ static void start_stats(lattice_ops *d, opx *op)
     sr->cfgs = lt_calloc(nc ? nc : 1, sizeof *sr->cfgs);
     for (size_t i = 0; sr->cfgs && i < nc; i++) sr->cfgs[sr->n_caches++] = lattice_meta_cache_at(d->meta, i)->cfg;
     b->remaining = 1;
-    if (!op) lattice_meta_freeze(d->meta, ops_mono_ms(), FREEZE_MS);
+    if (!op) lattice_meta_freeze(d->meta, lt_mono_ms(), FREEZE_MS);
     for (size_t i = 0; i < d->n_peers; i++) {
         peer *p = d->peers[i];
         if (!p->m.server) continue;
@@ -434,7 +436,7 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
     case CTL_STATS: {
         /* A base check: no write may land after we count, until the
          * coordinator's next metadata (or FREEZE_MS) releases the caches. */
-        if (q->flags & STATS_FREEZE) lattice_meta_freeze(d->meta, ops_mono_ms(), FREEZE_MS);
+        if (q->flags & STATS_FREEZE) lattice_meta_freeze(d->meta, lt_mono_ms(), FREEZE_MS);
         size_t nc = lattice_meta_cache_count(d->meta);
         Latdata__NodeCacheStats **st = lt_calloc(nc ? nc : 1, sizeof *st);
         size_t n = 0;
@@ -578,7 +580,7 @@ lattice_status lattice_ops_call(lattice_ops *d, lattice_ops_call_kind call, cons
     o->call = (int)call;
     o->fn = fn;
     o->arg = farg;
-    o->deadline_ms = ops_mono_ms() + (uint64_t)d->op_timeout_ms;
+    o->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
     lattice_status st = chan_enqueue(d, o);
     if (st != LATTICE_OK) lt_free(o);
     return st;

@@ -35,7 +35,7 @@ static opx *opx_new(lattice_ops *d, const lattice_op *op, lattice_op_fn fn, void
     o->fn = fn;
     o->arg = arg;
     o->index = index;
-    o->deadline_ms = ops_mono_ms() + (uint64_t)d->op_timeout_ms;
+    o->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
     return o;
 }
 
@@ -75,7 +75,7 @@ void issue_route(lattice_ops *d, opx *o)
         /* A cache created a moment ago elsewhere may not have reached us yet
          * (clients learn by pulling): pull now and look again for a while.
          * The coordinator writes the metadata, so it knows at once. */
-        uint64_t now = ops_mono_ms();
+        uint64_t now = lt_mono_ms();
         if (!o->no_cache_until && !lattice_meta_is_coordinator(d->meta)) {
             o->no_cache_until = now + NO_CACHE_WAIT_MS;
             d->last_meta_pull = 0;
@@ -127,7 +127,7 @@ void issue_route(lattice_ops *d, opx *o)
         }
     }
     if (owners[0]->self) {
-        if (!ops_is_read(o->op.kind) && lattice_meta_frozen(c, ops_mono_ms())) {
+        if (!ops_is_read(o->op.kind) && lattice_meta_frozen(c, lt_mono_ms())) {
             retry_later(d, o, LATTICE_ERR_AGAIN); /* a base check is counting: retry shortly */
             return;
         }

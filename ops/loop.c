@@ -19,7 +19,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +29,7 @@
 #include <urcu/wfcqueue.h>
 #include <zmq.h>
 
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "ops_int.h"
@@ -209,7 +209,7 @@ static void *data_main(void *arg)
         if (d->router) on_router(d);
         for (size_t i = 2 - (d->router ? 0 : 1); i < n; i++)
             if (chan_peer_by_id(d, owners[i]->m.id) == owners[i]) on_dealer(d, owners[i]);
-        uint64_t now = ops_mono_ms();
+        uint64_t now = lt_mono_ms();
         if (now - last_tick >= TICK_MS) {
             last_tick = now;
             check_topology(d);
@@ -259,9 +259,7 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
         d->local_cfgs[d->n_local_cfgs++] = cfg;
     }
     if (c->secret) {
-        static const uint8_t ctx[] = "lattice data channel v1";
-        if (sodium_init() < 0) abort();
-        crypto_generichash(d->key, sizeof d->key, c->secret, c->secret_len, ctx, sizeof ctx - 1);
+        lt_frame_derive_key(c->secret, c->secret_len, "lattice data channel v1", d->key);
         d->have_key = true;
     }
     d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -169,7 +169,7 @@ struct lattice_ops {
     pend *all;
     size_t n_pending;
     uint64_t next_id;
-    opx *retry;
+    opx *retry, *retry_tail;      /* retry list, first in first out (retry.c) */
     exec_scratch scratch;
     dedup_entry *dedup;           /* DEDUP_SLOTS, allocated at init (servers) */
     uint64_t op_seq;
@@ -187,7 +187,6 @@ struct lattice_ops {
 };
 
 /* ---- channel.c: the bottom - time, sockets, frames, pending table, replies */
-uint64_t ops_mono_ms(void);
 Latdata__Req *chan_req_new(int kind, const char *cache, const void *key, size_t klen, const void *val,
                            size_t vlen);
 /* A request with its own copies of everything (one block; origin NULL = none). */

@@ -29,13 +29,6 @@
 #include "lattice/alloc.h"
 #include "ops_int.h"
 
-uint64_t exec_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 void exec_scratch_free(exec_scratch *s)
 {
     lt_free(s->old);
@@ -64,7 +57,7 @@ static int read_old(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, l
 static uint64_t expiry_for(const lattice_meta_cache *c, uint64_t ttl_ms)
 {
     uint64_t ttl = ttl_ms ? ttl_ms : c->cfg.expiry_ms;
-    return ttl ? exec_now_ms() + ttl : 0;
+    return ttl ? lt_wall_ms() + ttl : 0;
 }
 
 /* Writes (key, value, expire) with the next counter and fills repl. */
@@ -208,7 +201,7 @@ static void do_expire(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
         return;
     }
     r->flags |= LATTICE_OP_R_FOUND;
-    r->status = write_entry(c, in, s->old, meta.value_len, in->ttl_ms ? exec_now_ms() + in->ttl_ms : 0, repl);
+    r->status = write_entry(c, in, s->old, meta.value_len, in->ttl_ms ? lt_wall_ms() + in->ttl_ms : 0, repl);
 }
 
 static void do_read(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r)
@@ -234,7 +227,7 @@ static void do_read(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, l
     default: /* TTL */
         r->status = st;
         if (st == LATTICE_OK) {
-            uint64_t now = exec_now_ms();
+            uint64_t now = lt_wall_ms();
             r->num = meta.expire_ms == 0 ? -1 : meta.expire_ms > now ? (int64_t)(meta.expire_ms - now) : 0;
         }
         break;
@@ -366,7 +359,7 @@ void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
         chan_reply(d, org, &r, NULL, 0, false);
         return;
     }
-    if (!ops_is_read(op.kind) && lattice_meta_frozen(c, ops_mono_ms())) {
+    if (!ops_is_read(op.kind) && lattice_meta_frozen(c, lt_mono_ms())) {
         r.status = LATTICE_ERR_AGAIN;
         chan_reply(d, org, &r, NULL, 0, false);
         return;

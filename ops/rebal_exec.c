@@ -231,7 +231,7 @@ static bool recompute(lattice_meta_cache *c, struct rebal_cache *rc)
 void rebal_on_change(lattice_ops *d)
 {
     if (d->client) return;
-    uint64_t now = ops_mono_ms();
+    uint64_t now = lt_mono_ms();
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         if (!c->store) continue;
@@ -448,7 +448,7 @@ void rebal_on_supply(lattice_ops *d, const Latdata__Req *q)
         lattice_rebalance_supply_free(s);
         return;
     }
-    uint64_t now = ops_mono_ms();
+    uint64_t now = lt_mono_ms();
     lattice_rebalance_out out;
     lattice_rebalance_out_init(&out);
     lattice_rebalance_demander_event ev = LATTICE_REBALANCE_IGNORE;
@@ -513,7 +513,7 @@ void rebal_on_demand(lattice_ops *d, const Latdata__Req *q)
         d->malformed++;
         return;
     }
-    uint64_t now = ops_mono_ms();
+    uint64_t now = lt_mono_ms();
     rsup *r = NULL;
     for (rsup **pp = &d->rb_sups; *pp;) {
         rsup *x = *pp;
@@ -613,7 +613,7 @@ void rebal_figures_of(const lattice_ops *d, const lattice_meta_cache *c, rebal_f
     f->entries = rc->prog.entries_received;
     f->bytes = rc->prog.bytes_received;
     f->active = rc->active || rc->plan_at;
-    uint64_t end = rc->active ? ops_mono_ms() : rc->finished;
+    uint64_t end = rc->active ? lt_mono_ms() : rc->finished;
     f->elapsed_ms = rc->started && end >= rc->started ? end - rc->started : 0;
     f->view = rc->view == lattice_meta_server_view(d->meta) ? rc->view : 0;
 }

@@ -9,6 +9,12 @@
  * live backup gets the resend (with the same op sequence: dedup.c keeps it
  * from applying twice).  At the op's deadline (op_timeout_ms) it ends with
  * TIMEOUT; PARTITION_LOST and NO_CACHE are final.
+ *
+ * Retries keep their order (first in, first routed again): a pipeline of
+ * writes to one key - SET then INCR from one RESP connection, submitted in
+ * one call - that a base check's freeze turned back with AGAIN must reach
+ * the primary again in the order it was submitted, or the INCR would count
+ * from an absent key.
  */
 #include "lattice/alloc.h"
 #include "ops_int.h"
@@ -24,7 +30,7 @@ static void fail_op(lattice_ops *d, opx *o, lattice_status st)
 
 void retry_later(lattice_ops *d, opx *o, lattice_status why)
 {
-    uint64_t now = ops_mono_ms();
+    uint64_t now = lt_mono_ms();
     if (now >= o->deadline_ms || !d->running) {
         fail_op(d, o, !d->running ? LATTICE_ERR_STOPPED
                       : why == LATTICE_ERR_PARTITION_LOST || why == LATTICE_ERR_NO_CACHE ? why
@@ -32,8 +38,10 @@ void retry_later(lattice_ops *d, opx *o, lattice_status why)
         return;
     }
     o->next_try_ms = now + RETRY_MS;
-    o->rnext = d->retry;
-    d->retry = o;
+    o->rnext = NULL;
+    if (d->retry) d->retry_tail->rnext = o;
+    else d->retry = o;
+    d->retry_tail = o;
 }
 
 void retry_settle_op(lattice_ops *d, pend *p, const Latdata__Resp *rs)
@@ -54,22 +62,22 @@ void retry_settle_op(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 
 opx *retry_take_due(lattice_ops *d, uint64_t now)
 {
-    opx *list = d->retry, *keep = NULL, *due = NULL, **tail = &due;
-    d->retry = NULL;
+    opx *list = d->retry, *due = NULL, **due_tail = &due;
+    d->retry = d->retry_tail = NULL;
     while (list) {
         opx *o = list;
         list = o->rnext;
+        o->rnext = NULL;
         if (!d->running) {
             fail_op(d, o, LATTICE_ERR_STOPPED);
         } else if (o->next_try_ms <= now) {
-            o->rnext = NULL;
-            *tail = o; /* in list order, as they were queued */
-            tail = &o->rnext;
+            *due_tail = o; /* in the order they were queued */
+            due_tail = &o->rnext;
         } else {
-            o->rnext = keep;
-            keep = o;
+            if (d->retry) d->retry_tail->rnext = o;
+            else d->retry = o;
+            d->retry_tail = o;
         }
     }
-    d->retry = keep;
     return due;
 }

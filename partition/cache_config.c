@@ -403,6 +403,22 @@ lattice_status lattice_cache_config_parse_args(lattice_cache_config *c, const ch
     return LATTICE_OK;
 }
 
+lattice_status lattice_cache_spec_from_args(const char *name, int argc, const char *const *argv, char *spec,
+                                            size_t len, char *err, size_t errlen)
+{
+    lattice_cache_config c;
+    lattice_status st = lattice_cache_config_parse_args(&c, name, argc, argv, err, errlen);
+    if (st != LATTICE_OK) return st;
+    char full[LATTICE_CACHE_SPEC_MAX];
+    size_t n = lattice_cache_config_format(&c, LATTICE_CACHE_FORMAT_ALL, full, sizeof full);
+    if (n >= sizeof full || n >= len) {
+        say(err, errlen, "the cache spec does not fit %zu bytes", len < sizeof full ? len : sizeof full);
+        return LATTICE_ERR_TOO_LARGE;
+    }
+    memcpy(spec, full, n + 1);
+    return LATTICE_OK;
+}
+
 lattice_status lattice_cache_config_validate(const lattice_cache_config *c, char *err,
                                              size_t errlen)
 {

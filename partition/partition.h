@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lattice/cache_spec.h"
 #include "lattice/status.h"
 
 /* ------------------------------------------------------------------------ */
@@ -59,7 +60,6 @@ bool lattice_partition_count_valid(uint64_t partitions);
  * the setters/parsers, which validate; a struct filled by hand must pass
  * lattice_cache_config_validate() before use.
  */
-#define LATTICE_CACHE_NAME_MAX 64    /* bytes, without the NUL */
 #define LATTICE_REGION_NAME_MAX 64
 #define LATTICE_CACHE_MAX_BACKUPS 64
 

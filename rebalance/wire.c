@@ -13,23 +13,10 @@
  */
 #include <string.h>
 
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "rebalance.pb-c.h"
 #include "rebalance/rebalance.h"
-
-static void *pb_alloc(void *data, size_t n)
-{
-    (void)data;
-    return lt_malloc(n ? n : 1);
-}
-
-static void pb_free(void *data, void *p)
-{
-    (void)data;
-    lt_free(p);
-}
-
-static ProtobufCAllocator pb_allocator = {.alloc = pb_alloc, .free = pb_free};
 
 static int cache_ok(const char *name)
 {
@@ -74,10 +61,10 @@ lattice_status lattice_rebalance_demand_decode(const void *buf, size_t len, size
     memset(d, 0, sizeof *d);
     if (!max_len) max_len = LATTICE_REBALANCE_MAX_MESSAGE;
     if (len > max_len) return LATTICE_ERR_TOO_LARGE;
-    Latreb__Demand *m = latreb__demand__unpack(&pb_allocator, len, buf);
+    Latreb__Demand *m = latreb__demand__unpack(&lt_pb_allocator, len, buf);
     if (!m) return LATTICE_ERR_PROTO;
     lattice_status st = LATTICE_ERR_PROTO;
-    if (m->base.n_unknown_fields || m->format != LATTICE_REBALANCE_FORMAT || !cache_ok(m->cache) ||
+    if (!lt_pb_no_unknown_fields(&m->base) || m->format != LATTICE_REBALANCE_FORMAT || !cache_ok(m->cache) ||
         !m->n_partitions || m->n_partitions > LATTICE_PARTITION_MAX)
         goto out;
     for (size_t i = 0; i < m->n_partitions; i++)
@@ -97,7 +84,7 @@ lattice_status lattice_rebalance_demand_decode(const void *buf, size_t len, size
     d->window = m->window;
     st = LATTICE_OK;
 out:
-    latreb__demand__free_unpacked(m, &pb_allocator);
+    latreb__demand__free_unpacked(m, &lt_pb_allocator);
     return st;
 }
 

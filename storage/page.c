@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "storage/region_int.h"
+#include "region_int.h"
 
 void page_write_begin(struct page_hdr *h)
 {

@@ -25,7 +25,7 @@
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "storage/region_int.h"
+#include "region_int.h"
 
 #define BUCKET_DETACHED 0xfd
 #define EVICT_ROUNDS 64

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "lattice/log.h"
-#include "storage/region_int.h"
+#include "region_int.h"
 
 #define FAIL(...)                                                                          \
     do {                                                                                   \

@@ -30,8 +30,9 @@
 #include <xxhash.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "lattice/log.h"
-#include "storage/region_int.h"
+#include "region_int.h"
 
 #define MARKER_LINK UINT64_MAX
 #define LIMBO_N 126
@@ -116,9 +117,7 @@ struct lattice_store_cursor {
 static uint64_t realtime_ms(void *arg)
 {
     (void)arg;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return lt_wall_ms();
 }
 
 static unsigned long key_hash(const void *key, size_t len)

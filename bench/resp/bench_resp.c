@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "node/resp/resp.h"
+#include "resp/resp.h"
 
 static double now_s(void)
 {

@@ -26,7 +26,7 @@
  *     lattice_cache_create(n, "sessions:backups=2,expiry_ms=60000");
  *
  * The asynchronous form (many operations in flight, callbacks on the node's
- * data thread) is node/ops.h.
+ * data thread) is lattice/ops.h.
  *
  * Thread rules: every function here may be called from any thread, except
  * that event callbacks run on the node's discovery thread and must neither
@@ -42,14 +42,13 @@
 #include <stdint.h>
 
 #include "lattice/status.h"
+#include "lattice/topology.h"
 
 #define LATTICE_VERSION "0.1.0"
-#define LATTICE_DEFAULT_PORT 47500
 #define LATTICE_DEFAULT_PORT_RANGE 100
 #define LATTICE_DEFAULT_FAILURE_DETECTION_MS 10000
 #define LATTICE_DEFAULT_MAX_MESSAGE_BYTES (1u << 20)
 #define LATTICE_MAX_FINDERS 16
-#define LATTICE_MAX_ATTRS 16
 #define LATTICE_MAX_CACHES 32
 #define LATTICE_DEFAULT_REGION_MB 256
 #define LATTICE_DEFAULT_OP_TIMEOUT_MS 15000
@@ -90,67 +89,14 @@ typedef struct lattice_config {
 void lattice_config_init(lattice_config *c);
 
 typedef struct lattice_node lattice_node;
-typedef struct lattice_topology lattice_topology;
-
-enum lattice_role { LATTICE_ROLE_SERVER = 0, LATTICE_ROLE_CLIENT = 1 };
-
-typedef struct lattice_attr {
-    const char *key;
-    const char *value;
-} lattice_attr;
-
-/* One node in a topology.  Owned by the topology: valid while you hold it. */
-typedef struct lattice_member {
-    const char *id;                   /* random UUID per start (and per rejoin) */
-    const char *consistent_id;        /* advertised host:port */
-    uint64_t order;                   /* join order; the lowest server is coordinator */
-    int role;                         /* enum lattice_role */
-    const char *addr;                 /* tcp://host:port of its peer port */
-    const char *host;
-    uint64_t start_time_ms;           /* wall clock at (re)join, ms since the epoch */
-    size_t n_attrs;
-    const lattice_attr *attrs;
-} lattice_member;
 
 /* Take a reference to the current topology (NULL before the node joined).
  * Release it with lattice_topology_release(). */
 lattice_topology *lattice_node_topology(lattice_node *n);
-void lattice_topology_release(lattice_topology *t);
-uint64_t lattice_topology_major(const lattice_topology *t);
-uint64_t lattice_topology_minor(const lattice_topology *t);
-const char *lattice_topology_coordinator(const lattice_topology *t); /* node id */
-size_t lattice_topology_size(const lattice_topology *t);
-/* Members sorted by order; i < size. */
-const lattice_member *lattice_topology_member(const lattice_topology *t, size_t i);
-/* NULL when absent. */
-const lattice_member *lattice_topology_find(const lattice_topology *t, const char *id);
-const char *lattice_member_attr(const lattice_member *m, const char *key);
-
-/* What each node reports about itself in its heartbeats. */
-typedef struct lattice_node_stats {
-    double cpu_load;                  /* process CPU, 1.0 = one core busy */
-    uint64_t rss_bytes;
-    uint64_t uptime_ms;
-    uint64_t frames_in;
-    uint64_t malformed;               /* dropped: undecodable/truncated/unknown fields */
-    uint64_t oversized;               /* dropped: above max_message_bytes */
-    uint64_t auth_failed;             /* dropped: missing or wrong MAC */
-    uint64_t refused;                 /* joins refused: cluster name, protocol version */
-    uint64_t handshake_failed;        /* non-ZeroMQ bytes on the peer port */
-} lattice_node_stats;
 
 /* Latest stats heard from node `id` (or this node's own). LATTICE_ERR_NOT_FOUND
  * when none arrived yet. */
 lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_node_stats *out);
-
-enum lattice_event_kind { LATTICE_EVENT_JOINED = 1, LATTICE_EVENT_LEFT = 2, LATTICE_EVENT_FAILED = 3 };
-
-/* Called on the discovery thread once per member change, in version order:
- * the difference between the node's previous view and the new one (its
- * first view reports every member joined).  `member` and `topology` are
- * borrowed for the call; a removed member is described by the old view. */
-typedef void (*lattice_event_fn)(void *ctx, int kind, const lattice_member *member,
-                                 const lattice_topology *topology);
 
 /* Start a node: binds the peer port (moving up within port_range when
  * taken), then joins in the background. */
@@ -170,10 +116,10 @@ int lattice_node_port(lattice_node *n);
 /* Graceful stop: announces `left`, waits briefly for the coordinator, frees. */
 void lattice_node_stop(lattice_node *n);
 
-/* ---- caches (blocking; asynchronous forms: node/ops.h) ----
+/* ---- caches (blocking; asynchronous forms: lattice/ops.h) ----
  *
  * Every call routes to the key's primary and waits for the acknowledgement
- * the cache's sync mode gives (see node/ops.h).  cache NULL = "default".
+ * the cache's sync mode gives (see lattice/ops.h).  cache NULL = "default".
  * Never call these from an ops callback (they wait for the data thread).
  * Values returned through void ** are lt_malloc'd: lt_free them. */
 lattice_status lattice_cache_get(lattice_node *n, const char *cache, const void *key, size_t key_len,

@@ -5,7 +5,7 @@
  *
  * The table is immutable data: safe to read from any thread.
  */
-#include "node/resp/resp.h"
+#include "resp/resp.h"
 
 #include <limits.h>
 #include <stdio.h>

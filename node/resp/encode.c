@@ -13,7 +13,7 @@
  * Every appender writes one complete element or nothing: it computes the
  * element's size, reserves it in one piece, then fills it.
  */
-#include "node/resp/resp.h"
+#include "resp/resp.h"
 
 #include <math.h>
 #include <stdio.h>

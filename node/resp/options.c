@@ -5,7 +5,7 @@
  * functions: the server passes the clock in and gets flags, values and
  * Redis's exact error texts back.
  */
-#include "node/resp/resp.h"
+#include "resp/resp.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -28,7 +28,7 @@
  * checks), the limit here applies to the line's length, so that any split of
  * the same bytes gives the same result.
  */
-#include "node/resp/resp.h"
+#include "resp/resp.h"
 
 #include <stdio.h>
 #include <string.h>

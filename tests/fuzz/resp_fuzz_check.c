@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/resp/resp.h"
+#include "resp/resp.h"
 
 #define CHECK(cond)                                                            \
     do {                                                                       \

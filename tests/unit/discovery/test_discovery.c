@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "discovery/discovery.h"
-#include "discovery/internal.h"
+#include "internal.h"
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
 #include "lattice/log.h"

@@ -110,7 +110,7 @@ static opx *op(int kind, const char *cache, const char *key, size_t vlen, seen *
     o->op = (lattice_op){(lattice_op_kind)kind, 0, o->cache, o->data, kl, o->data + kl, vlen, 0, 0};
     o->fn = cb;
     o->arg = s;
-    o->deadline_ms = ops_mono_ms() + 1000;
+    o->deadline_ms = lt_mono_ms() + 1000;
     return o;
 }
 
@@ -162,7 +162,7 @@ START_TEST(issuer_errors_without_a_round_trip)
     ck_assert_uint_eq(d->last_meta_pull, 0); /* pull at the next tick */
     opx *again = d->retry;
     d->retry = NULL;
-    again->no_cache_until = ops_mono_ms() - 1;
+    again->no_cache_until = lt_mono_ms() - 1;
     issue_route(d, again);
     ck_assert_int_eq(s.calls, 1);
     ck_assert_int_eq(s.last, LATTICE_ERR_NO_CACHE);
@@ -367,6 +367,51 @@ START_TEST(resent_writes_are_not_applied_twice)
 }
 END_TEST
 
+
+/* A pipeline SET k / INCR k (one submission) turned back with AGAIN by a
+ * base check's write freeze goes out again in the order it was submitted:
+ * routed INCR-first, the INCR counted from an absent key (it_resp's
+ * thousand_connections saw INCR = 1 after SET 3). */
+START_TEST(retried_ops_keep_their_order)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    build(false, &cfg);
+    seen s = {0};
+    opx *set = op(LATTICE_OP_PUT, "default", "k", 1, &s);
+    opx *incr = op(LATTICE_OP_INCREMENT, "default", "k", 0, &s);
+    issue_route(d, set);
+    issue_route(d, incr);
+    ck_assert_uint_eq(d->n_pending, 2);
+    lattice_meta_member *own[2];
+    lattice_meta_serving_owners(c, lattice_partition_of_key("k", 1, cfg.partitions), own, 2);
+    peer *prim = peer_of(own[0]);
+    ck_assert_uint_eq(prim->n_out, 2);
+    /* The primary answers both with AGAIN, in order. */
+    for (size_t k = 0; k < 2; k++) {
+        Latdata__Resp rs = LATDATA__RESP__INIT;
+        rs.id = prim->out[k]->id;
+        rs.status = LATTICE_ERR_AGAIN;
+        pend *p = chan_pend_take(d, rs.id);
+        ck_assert_ptr_nonnull(p);
+        p->settle(d, p, &rs);
+        lt_free(p);
+        lt_free(prim->out[k]);
+    }
+    prim->n_out = 0;
+    ck_assert_int_eq(s.calls, 0);
+    ck_assert_ptr_null(retry_take_due(d, 0)); /* not due yet */
+    for (opx *o = retry_take_due(d, UINT64_MAX), *next; o; o = next) {
+        next = o->rnext;
+        issue_route(d, o);
+    }
+    ck_assert_uint_eq(prim->n_out, 2);
+    ck_assert_uint_eq(prim->out[0]->kind, LATTICE_OP_PUT);
+    ck_assert_uint_eq(prim->out[1]->kind, LATTICE_OP_INCREMENT);
+    teardown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("route");
@@ -376,6 +421,7 @@ int main(void)
     tcase_add_test(t, full_async_acks_when_sent);
     tcase_add_test(t, reads_from_a_local_backup_copy_and_writes_as_primary);
     tcase_add_test(t, resent_writes_are_not_applied_twice);
+    tcase_add_test(t, retried_ops_keep_their_order);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -257,6 +257,32 @@ static const struct bad {
      "longer than 64"},
 };
 
+/* The public form the CLI uses: args in, the full spec out, which parses
+ * back to the same config. */
+START_TEST(spec_from_args_is_the_full_spec)
+{
+    const char *argv[] = {"backups=2", "sync=primary_sync"};
+    char spec[LATTICE_CACHE_SPEC_MAX], want[LATTICE_CACHE_SPEC_MAX], err[256] = "";
+    ck_assert_int_eq(lattice_cache_spec_from_args("people", 2, argv, spec, sizeof spec, err, sizeof err), LATTICE_OK);
+    lattice_cache_config a, b;
+    ck_assert_int_eq(lattice_cache_config_parse_spec(&a, spec, err, sizeof err), LATTICE_OK);
+    ck_assert_int_eq(lattice_cache_config_parse_args(&b, "people", 2, argv, err, sizeof err), LATTICE_OK);
+    ck_assert(lattice_cache_config_equal(&a, &b));
+    lattice_cache_config_format(&b, LATTICE_CACHE_FORMAT_ALL, want, sizeof want);
+    ck_assert_str_eq(spec, want);
+    ck_assert_ptr_nonnull(strstr(spec, "read_from_backup=")); /* every key, not only those given */
+    strcpy(spec, "untouched");
+    const char *bad[] = {"backups=lots"};
+    ck_assert_int_eq(lattice_cache_spec_from_args("people", 1, bad, spec, sizeof spec, err, sizeof err),
+                     LATTICE_ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "backups"));
+    ck_assert_str_eq(spec, "untouched");
+    ck_assert_int_eq(lattice_cache_spec_from_args("people", 2, argv, spec, 16, err, sizeof err),
+                     LATTICE_ERR_TOO_LARGE);
+    ck_assert_str_eq(spec, "untouched");
+}
+END_TEST
+
 START_TEST(every_bad_spec_is_a_clear_error_and_changes_nothing)
 {
     const struct bad *b = &bad_specs[_i];
@@ -430,6 +456,7 @@ TCase *partition_config_tcase(void)
     tcase_add_test(tc, canonical_text_formats_to_itself);
     tcase_add_test(tc, format_follows_snprintf_contract);
     tcase_add_test(tc, cli_args_parse_like_a_spec);
+    tcase_add_test(tc, spec_from_args_is_the_full_spec);
     tcase_add_loop_test(tc, every_bad_spec_is_a_clear_error_and_changes_nothing, 0,
                         (int)(sizeof bad_specs / sizeof bad_specs[0]));
     tcase_add_test(tc, set_one_option_checks_and_keeps_config_on_error);

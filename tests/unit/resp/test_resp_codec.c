@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
-#include "node/resp/resp.h"
+#include "resp/resp.h"
 
 Suite *resp_parser_suite(void);
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
-#include "node/resp/resp.h"
+#include "resp/resp.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 

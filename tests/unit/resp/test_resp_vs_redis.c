@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "node/resp/resp.h"
+#include "resp/resp.h"
 
 static pid_t redis_pid = -1;
 static int redis_port;
