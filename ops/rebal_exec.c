@@ -275,44 +275,110 @@ static void sess_send(lattice_ops *d, lattice_meta_cache *c, rsess *s, lattice_r
     send_msgs(d, CTL_DEMAND, c->cfg.name, to, out);
 }
 
-/* Suppliers of p: its live serving owners other than self, primary first. */
-static uint32_t suppliers_of(lattice_meta_cache *c, uint32_t p, char (*ids)[64])
+static rsess *session_new(struct rebal_cache *rc, peer *const *srv, const uint32_t *sup, uint32_t n)
 {
-    lattice_meta_member *own[MAX_OWNERS];
-    size_t ns = lattice_meta_serving_owners(c, p, own, MAX_OWNERS);
-    uint32_t n = 0;
-    for (size_t i = 0; i < ns; i++) {
-        if (!own[i] || own[i]->self) continue;
-        snprintf(ids[n++], 64, "%s", own[i]->id);
-    }
-    return n;
-}
-
-static rsess *session_for(struct rebal_cache *rc, char (*ids)[64], uint32_t n)
-{
-    for (size_t k = 0; k < rc->ns; k++) {
-        rsess *s = &rc->s[k];
-        if (s->nsup != n) continue;
-        bool same = true;
-        for (uint32_t i = 0; i < n && same; i++) same = strcmp(s->sup[i], ids[i]) == 0;
-        if (same) return s;
-    }
     rsess *x = lt_realloc(rc->s, (rc->ns + 1) * sizeof *x);
     if (!x) return NULL;
     rc->s = x;
     rsess *s = &x[rc->ns];
     memset(s, 0, sizeof *s);
-    s->sup = lt_calloc(n, sizeof *s->sup);
+    s->sup = lt_calloc(n ? n : 1, sizeof *s->sup);
     s->parts = lt_calloc(rc->parts, sizeof *s->parts);
     if (!s->sup || !s->parts) {
         lt_free(s->sup);
         lt_free(s->parts);
         return NULL;
     }
-    memcpy(s->sup, ids, n * sizeof *ids);
+    for (uint32_t i = 0; i < n; i++) snprintf(s->sup[i], sizeof s->sup[i], "%s", srv[sup[i]]->m.id);
     s->nsup = n;
     rc->ns++;
     return s;
+}
+
+/* The planner's facts as this node knows them from the metadata: every live
+ * server's copy of every partition - serving owners OWNING, moving owners
+ * MOVING, this node's loaded copies OWNING, the rest EVICTED.  Update
+ * counters are not exchanged, so every OWNING copy counts as current and
+ * the serving primary is the preferred supplier (it applied every
+ * acknowledged write before replicating it: what it supplies never brings
+ * back a key a remove already took away).  Every node computes the plan of
+ * the whole grid from the same metadata and executes only its own tasks, so
+ * no plan has to be exchanged.  *self is this node's index in srv. */
+static lattice_rebalance_plan *plan_of(lattice_ops *d, lattice_meta_cache *c, struct rebal_cache *rc, peer **srv,
+                                       size_t *n_srv, uint32_t *self)
+{
+    const char *ids[DATA_MAX_PEERS];
+    uint8_t live[DATA_MAX_PEERS];
+    size_t n = 0;
+    *self = UINT32_MAX;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        if (!d->peers[i]->m.server) continue;
+        if (d->peers[i]->m.self) *self = (uint32_t)n;
+        srv[n] = d->peers[i];
+        ids[n] = d->peers[i]->m.cid;
+        live[n++] = 1;
+    }
+    *n_srv = n;
+    if (*self == UINT32_MAX || !c->ideal) return NULL;
+    lattice_rebalance_copy *copies = lt_malloc(n * rc->parts * sizeof *copies);
+    if (!copies) return NULL;
+    for (size_t i = 0; i < n * rc->parts; i++) copies[i] = (lattice_rebalance_copy){LATTICE_PART_EVICTED, 0};
+    for (uint32_t p = 0; p < rc->parts; p++) {
+        lattice_meta_member *own[2 * MAX_OWNERS];
+        size_t ns = lattice_meta_serving_owners(c, p, own, MAX_OWNERS);
+        size_t nm = lattice_meta_moving_owners(c, p, own + ns, MAX_OWNERS);
+        for (size_t i = 0; i < ns + nm; i++)
+            for (size_t k = 0; k < n; k++)
+                if (&srv[k]->m == own[i])
+                    copies[k * rc->parts + p].state = i < ns ? LATTICE_PART_OWNING : LATTICE_PART_MOVING;
+        if (rc->want[p] && rc->loaded[p] == 1) copies[*self * rc->parts + p].state = LATTICE_PART_OWNING;
+    }
+    lattice_rebalance_plan_input in = {c->aff, c->ideal, ids, n, live, copies, LATTICE_REBALANCE_PREFER_PRIMARY};
+    lattice_rebalance_plan *pl = NULL;
+    if (lattice_rebalance_plan_compute(&in, &pl) != LATTICE_OK) pl = NULL;
+    lt_free(copies);
+    return pl;
+}
+
+/* This node's tasks of the plan as demand sessions (plan_sessions groups
+ * them by supplier list); its MOVING partitions the plan finds LOST are
+ * marked so.  Returns the partitions to load, or -1 (out of memory). */
+static int64_t sessions_of(lattice_meta_cache *c, struct rebal_cache *rc, const lattice_rebalance_plan *pl,
+                           peer *const *srv, uint32_t self, uint32_t *lost)
+{
+    size_t nlost = 0, nsup = 0, nspec = 0;
+    const uint32_t *lp = lattice_rebalance_plan_lost(pl, &nlost);
+    for (size_t i = 0; i < nlost; i++) {
+        if (!rc->want[lp[i]] || rc->loaded[lp[i]]) continue;
+        /* LOST: no live copy to load from.  It stays not loaded, so the base
+         * does not switch and the partition keeps answering PARTITION_LOST
+         * instead of coming back empty. */
+        rc->loaded[lp[i]] = 2;
+        (*lost)++;
+    }
+    const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &nsup);
+    lattice_rebalance_session_spec *spec = NULL;
+    uint32_t *parts = NULL;
+    if (lattice_rebalance_plan_sessions(pl, &spec, &nspec, &parts) != LATTICE_OK) return -1;
+    int64_t total = 0;
+    for (size_t k = 0; k < nspec && total >= 0; k++) {
+        if (spec[k].demander != self) continue;
+        rsess *s = NULL;
+        for (uint32_t i = 0; i < spec[k].partition_count; i++) {
+            uint32_t p = parts[spec[k].partition_first + i];
+            if (!rc->want[p] || rc->loaded[p]) continue; /* planned from older facts than ours */
+            if (!s && !(s = session_new(rc, srv, sup + spec[k].supplier_first, spec[k].supplier_count))) {
+                total = -1;
+                break;
+            }
+            s->parts[s->nparts++] = p;
+            total++;
+        }
+    }
+    (void)c;
+    lt_free(spec);
+    lt_free(parts);
+    return total;
 }
 
 static bool start_session(lattice_ops *d, lattice_meta_cache *c, struct rebal_cache *rc, size_t k, uint64_t now)
@@ -339,31 +405,21 @@ static bool start_session(lattice_ops *d, lattice_meta_cache *c, struct rebal_ca
 static void start_plan(lattice_ops *d, lattice_meta_cache *c, struct rebal_cache *rc, uint64_t now)
 {
     drop_sessions(rc);
-    uint32_t total = 0, lost = 0;
-    for (uint32_t p = 0; p < rc->parts; p++) {
-        if (!rc->want[p] || rc->loaded[p]) continue;
-        char ids[MAX_OWNERS][64];
-        uint32_t n = suppliers_of(c, p, ids);
-        if (!n) {
-            /* LOST: no live copy to load from.  It stays not loaded, so the
-             * base does not switch and the partition keeps answering
-             * PARTITION_LOST instead of coming back empty. */
-            rc->loaded[p] = 2;
-            lost++;
-            continue;
-        }
-        rsess *s = session_for(rc, ids, n);
-        if (!s) {
-            drop_sessions(rc);
-            rc->plan_at = now + REPLAN_MS;
-            return;
-        }
-        s->parts[s->nparts++] = p;
-        total++;
+    peer *srv[DATA_MAX_PEERS];
+    size_t n_srv = 0;
+    uint32_t self = 0, lost = 0;
+    lattice_rebalance_plan *pl = plan_of(d, c, rc, srv, &n_srv, &self);
+    int64_t total = pl ? sessions_of(c, rc, pl, srv, self, &lost) : 0;
+    bool planned = pl || self == UINT32_MAX || !c->ideal;
+    lattice_rebalance_plan_free(pl);
+    if (total < 0 || !planned) {
+        drop_sessions(rc);
+        rc->plan_at = now + REPLAN_MS; /* out of memory: try again */
+        return;
     }
     if (lost) LT_LOG(LT_WARN, "rebalance", "cache %s: %u partitions LOST (no live copy to load from)", c->cfg.name, lost);
     if (!total) return;
-    lattice_rebalance_progress_init(&rc->prog, c->cfg.name, total, now);
+    lattice_rebalance_progress_init(&rc->prog, c->cfg.name, (uint32_t)total, now);
     rc->started = now;
     rc->finished = 0;
     rc->logged_quarter = 0;
@@ -377,8 +433,8 @@ static void start_plan(lattice_ops *d, lattice_meta_cache *c, struct rebal_cache
             return;
         }
     }
-    LT_LOG(LT_INFO, "rebalance", "cache %s: rebalance %llu started: %u partitions in %zu sessions (topology %llu.%llu)",
-           c->cfg.name, (unsigned long long)rc->rebalance_id, total, rc->ns, (unsigned long long)d->major,
+    LT_LOG(LT_INFO, "rebalance", "cache %s: rebalance %llu started: %lld partitions in %zu sessions (topology %llu.%llu)",
+           c->cfg.name, (unsigned long long)rc->rebalance_id, (long long)total, rc->ns, (unsigned long long)d->major,
            (unsigned long long)d->minor);
 }
 
