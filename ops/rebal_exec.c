@@ -50,8 +50,11 @@ struct rebal_cache {
     lattice_ops *d;
     lattice_meta_cache *c;
     uint32_t parts;
-    uint8_t *want;               /* this node holds p MOVING */
-    uint8_t *loaded;             /* ... and has loaded it (1), or found it LOST (2) */
+    /* This node's MOVING copy of each partition: MOVING while it is to be
+     * loaded, OWNING once loaded (complete; still MOVING to the grid until the
+     * base switch), LOST when no live copy could supply it, EVICTED when p is
+     * not in this node's MOVING set (it serves p, or holds no copy). */
+    lattice_partition_state *copy;
     uint64_t view, base_version;         /* server view and base the MOVING set is for */
     uint64_t rebalance_id;
     uint64_t plan_at;            /* 0: none scheduled */
@@ -145,8 +148,7 @@ void rebal_cache_free(struct rebal_cache *rc)
     if (!rc) return;
     drop_sessions(rc);
     drop_sups_of(rc->d, rc->c); /* their batchers read this cache's store */
-    lt_free(rc->want);
-    lt_free(rc->loaded);
+    lt_free(rc->copy);
     lt_free(rc);
 }
 
@@ -170,14 +172,12 @@ static struct rebal_cache *ensure(lattice_ops *d, lattice_meta_cache *c)
     rc->d = d;
     rc->c = c;
     rc->parts = c->cfg.partitions;
-    rc->want = lt_calloc(rc->parts, 1);
-    rc->loaded = lt_calloc(rc->parts, 1);
-    if (!rc->want || !rc->loaded) {
-        lt_free(rc->want);
-        lt_free(rc->loaded);
+    rc->copy = lt_malloc(rc->parts * sizeof *rc->copy);
+    if (!rc->copy) {
         lt_free(rc);
         return NULL;
     }
+    for (uint32_t p = 0; p < rc->parts; p++) rc->copy[p] = LATTICE_PART_EVICTED;
     c->rb = rc;
     return rc;
 }
@@ -185,7 +185,7 @@ static struct rebal_cache *ensure(lattice_ops *d, lattice_meta_cache *c)
 static uint32_t left_of(const struct rebal_cache *rc)
 {
     uint32_t n = 0;
-    for (uint32_t p = 0; p < rc->parts; p++) n += rc->want[p] && rc->loaded[p] != 1;
+    for (uint32_t p = 0; p < rc->parts; p++) n += rc->copy[p] == LATTICE_PART_MOVING || rc->copy[p] == LATTICE_PART_LOST;
     return n;
 }
 
@@ -193,7 +193,7 @@ static uint32_t left_of(const struct rebal_cache *rc)
 static uint32_t loadable_of(const struct rebal_cache *rc)
 {
     uint32_t n = 0;
-    for (uint32_t p = 0; p < rc->parts; p++) n += rc->want[p] && !rc->loaded[p];
+    for (uint32_t p = 0; p < rc->parts; p++) n += rc->copy[p] == LATTICE_PART_MOVING;
     return n;
 }
 
@@ -209,18 +209,20 @@ static bool recompute(lattice_meta_cache *c, struct rebal_cache *rc)
         lattice_meta_member *own[MAX_OWNERS];
         size_t ns = lattice_meta_serving_owners(c, p, own, MAX_OWNERS);
         if (self_among(own, ns)) {
-            rc->want[p] = rc->loaded[p] = 0;
+            rc->copy[p] = LATTICE_PART_EVICTED; /* served: not ours to load */
             continue;
         }
         size_t nm = lattice_meta_moving_owners(c, p, own, MAX_OWNERS);
         if (self_among(own, nm)) {
-            if (!rc->want[p]) changed = true;
-            rc->want[p] = 1;
+            if (rc->copy[p] == LATTICE_PART_EVICTED) {
+                changed = true;
+                rc->copy[p] = LATTICE_PART_MOVING;
+            }
             continue;
         }
         /* Neither serving nor becoming an owner: RENTING -> EVICTED. */
-        if (rc->want[p]) changed = true;
-        rc->want[p] = rc->loaded[p] = 0;
+        if (rc->copy[p] != LATTICE_PART_EVICTED) changed = true;
+        rc->copy[p] = LATTICE_PART_EVICTED;
         if (lattice_store_count(c->store, p) && lattice_store_clear(c->store, p) == LATTICE_OK) evicted++;
     }
     if (evicted)
@@ -244,7 +246,7 @@ void rebal_on_change(lattice_ops *d)
         rc->base_version = c->base_version;
         if (new_view)
             for (uint32_t p = 0; p < rc->parts; p++)
-                if (rc->loaded[p] == 2) rc->loaded[p] = 0; /* LOST: a new server set may hold a copy */
+                if (rc->copy[p] == LATTICE_PART_LOST) rc->copy[p] = LATTICE_PART_MOVING; /* a new server set may hold a copy */
         uint32_t left = loadable_of(rc);
         if (!changed && !new_view && (rc->active || rc->plan_at)) continue;
         if (rc->active) {
@@ -331,7 +333,7 @@ static lattice_rebalance_plan *plan_of(lattice_ops *d, lattice_meta_cache *c, st
             for (size_t k = 0; k < n; k++)
                 if (&srv[k]->m == own[i])
                     copies[k * rc->parts + p].state = i < ns ? LATTICE_PART_OWNING : LATTICE_PART_MOVING;
-        if (rc->want[p] && rc->loaded[p] == 1) copies[*self * rc->parts + p].state = LATTICE_PART_OWNING;
+        if (rc->copy[p] == LATTICE_PART_OWNING) copies[*self * rc->parts + p].state = LATTICE_PART_OWNING;
     }
     lattice_rebalance_plan_input in = {c->aff, c->ideal, ids, n, live, copies, LATTICE_REBALANCE_PREFER_PRIMARY};
     lattice_rebalance_plan *pl = NULL;
@@ -349,11 +351,11 @@ static int64_t sessions_of(lattice_meta_cache *c, struct rebal_cache *rc, const 
     size_t nlost = 0, nsup = 0, nspec = 0;
     const uint32_t *lp = lattice_rebalance_plan_lost(pl, &nlost);
     for (size_t i = 0; i < nlost; i++) {
-        if (!rc->want[lp[i]] || rc->loaded[lp[i]]) continue;
+        if (rc->copy[lp[i]] != LATTICE_PART_MOVING) continue;
         /* LOST: no live copy to load from.  It stays not loaded, so the base
          * does not switch and the partition keeps answering PARTITION_LOST
          * instead of coming back empty. */
-        rc->loaded[lp[i]] = 2;
+        rc->copy[lp[i]] = LATTICE_PART_LOST;
         (*lost)++;
     }
     const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &nsup);
@@ -366,7 +368,7 @@ static int64_t sessions_of(lattice_meta_cache *c, struct rebal_cache *rc, const 
         rsess *s = NULL;
         for (uint32_t i = 0; i < spec[k].partition_count; i++) {
             uint32_t p = parts[spec[k].partition_first + i];
-            if (!rc->want[p] || rc->loaded[p]) continue; /* planned from older facts than ours */
+            if (rc->copy[p] != LATTICE_PART_MOVING) continue; /* planned from older facts than ours */
             if (!s && !(s = session_new(rc, srv, sup + spec[k].supplier_first, spec[k].supplier_count))) {
                 total = -1;
                 break;
@@ -518,7 +520,7 @@ void rebal_on_supply(lattice_ops *d, const Latdata__Req *q)
                    in.partition, lattice_strerror(st));
             lattice_rebalance_out_clear(&out);
         } else if (r.verdict == LATTICE_REBALANCE_APPLIED && r.partition_done && in.partition < rc->parts) {
-            rc->loaded[in.partition] = 1;
+            rc->copy[in.partition] = LATTICE_PART_OWNING;
             if (c->counter[in.partition] < r.update_counter) c->counter[in.partition] = r.update_counter;
         }
     } else if (ev == LATTICE_REBALANCE_IGNORE) {
@@ -532,7 +534,7 @@ void rebal_on_supply(lattice_ops *d, const Latdata__Req *q)
 void rebal_note_remove(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len, uint64_t version)
 {
     struct rebal_cache *rc = c->rb;
-    if (!rc || !rc->active || partition >= rc->parts || !rc->want[partition]) return;
+    if (!rc || !rc->active || partition >= rc->parts || rc->copy[partition] == LATTICE_PART_EVICTED) return;
     for (size_t k = 0; k < rc->ns; k++)
         if (rc->s[k].ap) lattice_rebalance_applier_note_remove(rc->s[k].ap, partition, key, key_len, version);
 }
