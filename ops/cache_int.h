@@ -1,8 +1,8 @@
 /*
- * Internal to ops/: a cache as this node knows it, the control kinds of the
- * data channel, and what executing one operation on the local store takes
- * (primary.c).  Everything here is owned and touched by the data thread
- * only.  Design: docs/CACHES.md.
+ * Internal to ops/: the control kinds of the data channel, and what
+ * executing one operation on the local store takes (primary.c, backup.c).
+ * Everything here is owned and touched by the data thread only.  Design:
+ * docs/CACHES.md.
  */
 #ifndef LATTICE_OPS_CACHE_INT_H
 #define LATTICE_OPS_CACHE_INT_H

@@ -13,9 +13,10 @@
  *   sync_wait.c  the full_sync wait
  *   retry.c      retry and failover re-routing
  *   rebal_exec.c the rebalance executor (rebal_exec.h)
- *   registry.c   caches, owners, base switch (cache_int.h)
  *   dedup.c      the resend records
  *   channel.c    sockets, frames, pending table, replies, completion
+ * Below them all, the cluster metadata (meta/meta.h: caches, owners, the
+ * base switch) and rebalance/'s network-free core.
  */
 #ifndef LATTICE_OPS_OPS_INT_H
 #define LATTICE_OPS_OPS_INT_H
