@@ -1,77 +1,21 @@
 /*
- * api: lattice_op_submit (any thread -> the data thread) and the blocking
- * cache calls of lattice.h built on it: each waits on a condition variable
- * until the data thread's callback filled the result.
+ * api: lattice_op_submit (the entry of the operation path: ops/issue.c takes
+ * it from there) and the blocking cache calls of lattice.h built on it: each
+ * waits on a condition variable until the data thread's callback filled the
+ * result.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lattice/alloc.h"
-#include "data_int.h"
-#include "rebal_int.h"
-#include "partition/partition.h"
-
-static opx *opx_new(lattice_data *d, const lattice_op *op, lattice_op_fn fn, void *arg, size_t index)
-{
-    size_t kl = op->key ? op->key_len : 0, vl = op->value ? op->value_len : 0;
-    opx *o = lt_malloc(sizeof *o + kl + vl + 1);
-    if (!o) return NULL;
-    memset(o, 0, sizeof *o);
-    o->op = *op;
-    snprintf(o->cache, sizeof o->cache, "%s", op->cache ? op->cache : "default");
-    if (kl) memcpy(o->data, op->key, kl);
-    if (vl) memcpy(o->data + kl, op->value, vl);
-    o->op.key = o->data;
-    o->op.key_len = kl;
-    o->op.value = o->data + kl;
-    o->op.value_len = vl;
-    o->op.cache = o->cache;
-    o->fn = fn;
-    o->arg = arg;
-    o->index = index;
-    o->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
-    return o;
-}
+#include "node_int.h"
+#include "ops/ops.h"
 
 lattice_status lattice_op_submit(lattice_node *node, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
 {
-    if (!node || !ops || !n || !fn) return LATTICE_ERR_INVAL;
-    lattice_data *d = lattice_node_data(node);
-    if (!d) return LATTICE_ERR_STOPPED;
-    opx **all = lt_malloc(n * sizeof *all);
-    if (!all) return LATTICE_ERR_NOMEM;
-    for (size_t i = 0; i < n; i++) {
-        all[i] = opx_new(d, &ops[i], fn, arg, i);
-        if (!all[i]) {
-            while (i--) lt_free(all[i]);
-            lt_free(all);
-            return LATTICE_ERR_NOMEM;
-        }
-    }
-    if (!atomic_load(&d->accepting)) {
-        for (size_t i = 0; i < n; i++) lt_free(all[i]);
-        lt_free(all);
-        return LATTICE_ERR_STOPPED;
-    }
-    for (size_t i = 0; i < n; i++) data_enqueue(d, all[i]);
-    lt_free(all);
-    return LATTICE_OK;
-}
-
-lattice_status data_call(lattice_data *d, int call, const char *arg, lattice_op_fn fn, void *farg)
-{
-    size_t al = arg ? strlen(arg) : 0;
-    opx *o = lt_calloc(1, sizeof *o + al + 1);
-    if (!o) return LATTICE_ERR_NOMEM;
-    if (al) memcpy(o->data, arg, al);
-    o->call = call;
-    o->fn = fn;
-    o->arg = farg;
-    o->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
-    lattice_status st = data_enqueue(d, o);
-    if (st != LATTICE_OK) lt_free(o);
-    return st;
+    if (!node) return LATTICE_ERR_INVAL;
+    return lattice_ops_submit(lattice_node_ops(node), ops, n, fn, arg);
 }
 
 /* ------------------------------------------------------------- blocking */
@@ -263,13 +207,13 @@ lattice_status lattice_cache_get_all(lattice_node *n, const char *cache, lattice
     return batch(n, cache, kvs, count, false);
 }
 
-static lattice_status call(lattice_node *n, int c, const char *arg, void **ptr)
+static lattice_status call(lattice_node *n, lattice_ops_call_kind c, const char *arg, void **ptr)
 {
-    lattice_data *d = n ? lattice_node_data(n) : NULL;
+    lattice_ops *d = n ? lattice_node_ops(n) : NULL;
     if (!d) return LATTICE_ERR_STOPPED;
     lattice_op_result r;
     waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, &r, NULL, NULL};
-    lattice_status st = data_call(d, c, arg, waiter_fn, &w);
+    lattice_status st = lattice_ops_call(d, c, arg, waiter_fn, &w);
     if (st != LATTICE_OK) return st;
     waiter_wait(&w);
     if (ptr) *ptr = r.status == LATTICE_OK ? w.ptr : NULL;
@@ -283,13 +227,13 @@ lattice_status lattice_cache_create(lattice_node *n, const char *spec)
     if (!spec || lattice_cache_config_parse_spec(&cfg, spec, err, sizeof err) != LATTICE_OK) return LATTICE_ERR_INVAL;
     char full[1100];
     lattice_cache_config_format(&cfg, LATTICE_CACHE_FORMAT_ALL, full, sizeof full);
-    return call(n, CALL_CREATE, full, NULL);
+    return call(n, LATTICE_OPS_CALL_CREATE, full, NULL);
 }
 
 lattice_status lattice_cache_destroy(lattice_node *n, const char *name)
 {
     if (!name || !lattice_cache_config_name_valid(name, NULL, 0)) return LATTICE_ERR_INVAL;
-    return call(n, CALL_DESTROY, name, NULL);
+    return call(n, LATTICE_OPS_CALL_DESTROY, name, NULL);
 }
 
 lattice_status lattice_caches_info(lattice_node *n, lattice_cache_info **out, size_t *count)
@@ -297,12 +241,12 @@ lattice_status lattice_caches_info(lattice_node *n, lattice_cache_info **out, si
     if (!out || !count) return LATTICE_ERR_INVAL;
     *out = NULL;
     *count = 0;
-    stats_result *sr = NULL;
-    lattice_status st = call(n, CALL_STATS, NULL, (void **)&sr);
+    lattice_ops_stats *sr = NULL;
+    lattice_status st = call(n, LATTICE_OPS_CALL_STATS, NULL, (void **)&sr);
     if (st != LATTICE_OK || !sr) return st != LATTICE_OK ? st : LATTICE_ERR_NOMEM;
     lattice_cache_info *ci = lt_calloc(sr->n_caches ? sr->n_caches : 1, sizeof *ci);
     if (!ci) {
-        data_stats_result_free(sr);
+        lattice_ops_stats_free(sr);
         return LATTICE_ERR_NOMEM;
     }
     for (size_t i = 0; i < sr->n_caches; i++) {
@@ -325,7 +269,7 @@ lattice_status lattice_caches_info(lattice_node *n, lattice_cache_info **out, si
     }
     *count = sr->n_caches;
     *out = ci;
-    data_stats_result_free(sr);
+    lattice_ops_stats_free(sr);
     return LATTICE_OK;
 }
 
@@ -339,7 +283,7 @@ lattice_status lattice_cache_partitions(lattice_node *n, const char *cache, latt
 {
     if (!out) return LATTICE_ERR_INVAL;
     *out = NULL;
-    return call(n, CALL_PARTITIONS, cache ? cache : "default", (void **)out);
+    return call(n, LATTICE_OPS_CALL_PARTITIONS, cache ? cache : "default", (void **)out);
 }
 
 lattice_status lattice_cache_digests(lattice_node *n, const char *cache, lattice_partition_digest **out,
@@ -348,8 +292,8 @@ lattice_status lattice_cache_digests(lattice_node *n, const char *cache, lattice
     if (!out || !count) return LATTICE_ERR_INVAL;
     *out = NULL;
     *count = 0;
-    digest_result *dr = NULL;
-    lattice_status st = call(n, CALL_DIGESTS, cache ? cache : "default", (void **)&dr);
+    lattice_ops_digests *dr = NULL;
+    lattice_status st = call(n, LATTICE_OPS_CALL_DIGESTS, cache ? cache : "default", (void **)&dr);
     if (st != LATTICE_OK || !dr) return st != LATTICE_OK ? st : LATTICE_ERR_NOMEM;
     *out = dr->d;
     *count = dr->n;

@@ -13,7 +13,8 @@
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
 #include "lattice/log.h"
-#include "caches_int.h"
+#include "node_int.h"
+#include "ops/ops.h"
 
 #define MAX_SECRET_BYTES (64 * 1024)
 
@@ -22,7 +23,7 @@ struct lattice_node {
     uint8_t *secret;        /* secret file contents, or NULL */
     size_t secret_len;
     lattice_discovery *discovery;
-    lattice_data *data;
+    lattice_ops *data;
     size_t started;         /* modules started so far (stop unwinds these) */
     size_t inited;
 };
@@ -66,7 +67,7 @@ static void disc_destroy(lattice_node *n)
     n->discovery = NULL;
 }
 
-/* The data module (caches, node/data.c) comes first: its init binds the data
+/* The operation path (ops/) comes first: its init binds the data
  * ROUTER - the one socket bound at init, not start - because discovery's
  * init copies the attributes it advertises, and data_addr must be among
  * them.  Stopped in reverse: discovery leaves first, then the data thread
@@ -74,7 +75,7 @@ static void disc_destroy(lattice_node *n)
 static lattice_status data_init(lattice_node *n)
 {
     const lattice_config *c = &n->cfg;
-    lattice_data_config dc = {
+    lattice_ops_config dc = {
         .client = c->client,
         .host = c->host,
         .secret = n->secret,
@@ -85,18 +86,18 @@ static lattice_status data_init(lattice_node *n)
         .op_timeout_ms = c->op_timeout_ms,
     };
     const char *attr = NULL;
-    lattice_status st = lattice_data_init(&dc, &n->data, &attr);
+    lattice_status st = lattice_ops_init(&dc, &n->data, &attr);
     if (st == LATTICE_OK && attr) {
         if (n->cfg.n_attrs == LATTICE_MAX_ATTRS) return LATTICE_ERR_TOO_LARGE;
         n->cfg.attrs[n->cfg.n_attrs++] = attr;
     }
     return st;
 }
-static lattice_status data_start(lattice_node *n) { return lattice_data_start(n->data, n->discovery); }
-static void data_stop(lattice_node *n) { lattice_data_stop(n->data); }
+static lattice_status data_start(lattice_node *n) { return lattice_ops_start(n->data, n->discovery); }
+static void data_stop(lattice_node *n) { lattice_ops_stop(n->data); }
 static void data_destroy(lattice_node *n)
 {
-    lattice_data_destroy(n->data);
+    lattice_ops_destroy(n->data);
     n->data = NULL;
 }
 
@@ -199,7 +200,7 @@ lattice_status lattice_node_subscribe(lattice_node *n, lattice_event_fn fn, void
 }
 
 void lattice_node_id(lattice_node *n, char *buf, size_t len) { lattice_discovery_local_id(n->discovery, buf, len); }
-lattice_data *lattice_node_data(lattice_node *n) { return n->data; }
+lattice_ops *lattice_node_ops(lattice_node *n) { return n->data; }
 int lattice_node_port(lattice_node *n) { return lattice_discovery_port(n->discovery); }
 
 lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_node_stats *out)

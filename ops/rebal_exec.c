@@ -1,9 +1,9 @@
 /*
- * rebal: rebalancing in the running grid (data thread only).
+ * rebal_exec: the rebalance executor of the running grid (data thread only).
  *
- * Demander side, per cache (cache_def.rb): after every topology or metadata
+ * Demander side, per cache (lattice_meta_cache.rb): after every topology or metadata
  * change this node's MOVING partitions are the ideal owners' partitions it
- * does not serve (cache_moving_owners).  After rebalance_delay_ms it loads
+ * does not serve (lattice_meta_moving_owners).  After rebalance_delay_ms it loads
  * every MOVING partition not loaded yet: partitions are grouped by their
  * supplier list (the live serving owners, primary first - the primary applied
  * every acknowledged write before replicating it, so it supplies nothing a
@@ -15,7 +15,7 @@
  * serves it and the old owners evict theirs.  A change mid-rebalance drops
  * the sessions (loaded partitions stay loaded) and plans again.
  *
- * Supplier side (lattice_data.rb_sups): one supplier machine per incoming
+ * Supplier side (lattice_ops.rb_sups): one supplier machine per incoming
  * demand session, keyed by (demander node, cache, rebalance id, session
  * group); dropped when done, when its demander leaves, or after a minute of
  * silence.  Demands and supplies travel as CTL_DEMAND / CTL_SUPPLY requests
@@ -27,7 +27,7 @@
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "rebal_int.h"
+#include "rebal_exec.h"
 #include "rebalance/rebalance.h"
 
 #define SESSION_SHIFT 16u        /* session = (group + 1) << 16, + 1 per supplier switch */
@@ -47,11 +47,14 @@ typedef struct rsess {
 } rsess;
 
 struct rebal_cache {
-    lattice_data *d;
-    cache_def *c;
+    lattice_ops *d;
+    lattice_meta_cache *c;
     uint32_t parts;
-    uint8_t *want;               /* this node holds p MOVING */
-    uint8_t *loaded;             /* ... and has loaded it (1), or found it LOST (2) */
+    /* This node's MOVING copy of each partition: MOVING while it is to be
+     * loaded, OWNING once loaded (complete; still MOVING to the grid until the
+     * base switch), LOST when no live copy could supply it, EVICTED when p is
+     * not in this node's MOVING set (it serves p, or holds no copy). */
+    lattice_partition_state *copy;
     uint64_t view, base_version;         /* server view and base the MOVING set is for */
     uint64_t rebalance_id;
     uint64_t plan_at;            /* 0: none scheduled */
@@ -67,7 +70,7 @@ struct rebal_cache {
 typedef struct rebal_sup {
     struct rebal_sup *next;
     char dem[64];
-    cache_def *c;
+    lattice_meta_cache *c;
     lattice_rebalance_ids ids;
     lattice_rebalance_supplier *sp;
     uint64_t deadline, last_ms;
@@ -82,22 +85,22 @@ static void sender_of(const Latdata__Req *q, char *id)
     id[n] = 0;
 }
 
-static bool self_among(peer *const *own, size_t n)
+static bool self_among(lattice_meta_member *const *own, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (own[i] && own[i]->self) return true;
     return false;
 }
 
-static void send_msgs(lattice_data *d, int kind, const char *cache, peer *const *to_peer,
+static void send_msgs(lattice_ops *d, int kind, const char *cache, peer *const *to_peer,
                       lattice_rebalance_out *out)
 {
     for (size_t i = 0; i < out->count; i++) {
         peer *p = to_peer[out->msgs[i].to];
         if (!p || !p->dealer) continue;
-        Latdata__Req *q = data_req_new(kind, cache, d->self_id, strlen(d->self_id), out->msgs[i].buf,
+        Latdata__Req *q = chan_req_new(kind, cache, d->self_id, strlen(d->self_id), out->msgs[i].buf,
                                        out->msgs[i].len);
-        if (q) data_send_req(d, p, q);
+        if (q) chan_send(d, p, q);
     }
     lattice_rebalance_out_clear(out);
 }
@@ -127,7 +130,7 @@ static void sup_free(rsup *r)
 }
 
 /* Drops supplier sessions matching pred (cache c, or every one when c is NULL). */
-static void drop_sups_of(lattice_data *d, const cache_def *c)
+static void drop_sups_of(lattice_ops *d, const lattice_meta_cache *c)
 {
     for (rsup **pp = &d->rb_sups; *pp;) {
         rsup *r = *pp;
@@ -145,17 +148,23 @@ void rebal_cache_free(struct rebal_cache *rc)
     if (!rc) return;
     drop_sessions(rc);
     drop_sups_of(rc->d, rc->c); /* their batchers read this cache's store */
-    lt_free(rc->want);
-    lt_free(rc->loaded);
+    lt_free(rc->copy);
     lt_free(rc);
 }
 
-void rebal_node_free(lattice_data *d)
+void rebal_cache_gone(void *arg, lattice_meta_cache *c)
+{
+    (void)arg;
+    rebal_cache_free(c->rb);
+    c->rb = NULL;
+}
+
+void rebal_node_free(lattice_ops *d)
 {
     drop_sups_of(d, NULL);
 }
 
-static struct rebal_cache *ensure(lattice_data *d, cache_def *c)
+static struct rebal_cache *ensure(lattice_ops *d, lattice_meta_cache *c)
 {
     if (c->rb) return c->rb;
     struct rebal_cache *rc = lt_calloc(1, sizeof *rc);
@@ -163,14 +172,12 @@ static struct rebal_cache *ensure(lattice_data *d, cache_def *c)
     rc->d = d;
     rc->c = c;
     rc->parts = c->cfg.partitions;
-    rc->want = lt_calloc(rc->parts, 1);
-    rc->loaded = lt_calloc(rc->parts, 1);
-    if (!rc->want || !rc->loaded) {
-        lt_free(rc->want);
-        lt_free(rc->loaded);
+    rc->copy = lt_malloc(rc->parts * sizeof *rc->copy);
+    if (!rc->copy) {
         lt_free(rc);
         return NULL;
     }
+    for (uint32_t p = 0; p < rc->parts; p++) rc->copy[p] = LATTICE_PART_EVICTED;
     c->rb = rc;
     return rc;
 }
@@ -178,7 +185,7 @@ static struct rebal_cache *ensure(lattice_data *d, cache_def *c)
 static uint32_t left_of(const struct rebal_cache *rc)
 {
     uint32_t n = 0;
-    for (uint32_t p = 0; p < rc->parts; p++) n += rc->want[p] && rc->loaded[p] != 1;
+    for (uint32_t p = 0; p < rc->parts; p++) n += rc->copy[p] == LATTICE_PART_MOVING || rc->copy[p] == LATTICE_PART_LOST;
     return n;
 }
 
@@ -186,50 +193,36 @@ static uint32_t left_of(const struct rebal_cache *rc)
 static uint32_t loadable_of(const struct rebal_cache *rc)
 {
     uint32_t n = 0;
-    for (uint32_t p = 0; p < rc->parts; p++) n += rc->want[p] && !rc->loaded[p];
+    for (uint32_t p = 0; p < rc->parts; p++) n += rc->copy[p] == LATTICE_PART_MOVING;
     return n;
 }
 
 /* ------------------------------------------------------------ on change */
 
-uint64_t rebal_server_view(const lattice_data *d)
-{
-    /* Order-independent: a sum of one FNV-1a hash per live server (consistent
-     * id and node id).  Clients come and go without changing it. */
-    uint64_t sum = 0;
-    for (size_t i = 0; i < d->n_peers; i++) {
-        if (!d->peers[i]->server) continue;
-        uint64_t h = 1469598103934665603ull;
-        for (const char *s = d->peers[i]->cid; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-        h = (h ^ ' ') * 1099511628211ull;
-        for (const char *s = d->peers[i]->id; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-        sum += h;
-    }
-    return sum ? sum : 1;
-}
-
 /* Recomputes the MOVING set; evicts copies neither served nor owned next.
  * Returns true when the MOVING set changed. */
-static bool recompute(cache_def *c, struct rebal_cache *rc)
+static bool recompute(lattice_meta_cache *c, struct rebal_cache *rc)
 {
     bool changed = false;
     uint32_t evicted = 0;
     for (uint32_t p = 0; p < rc->parts; p++) {
-        peer *own[MAX_OWNERS];
-        size_t ns = cache_serving_owners(c, p, own, MAX_OWNERS);
+        lattice_meta_member *own[MAX_OWNERS];
+        size_t ns = lattice_meta_serving_owners(c, p, own, MAX_OWNERS);
         if (self_among(own, ns)) {
-            rc->want[p] = rc->loaded[p] = 0;
+            rc->copy[p] = LATTICE_PART_EVICTED; /* served: not ours to load */
             continue;
         }
-        size_t nm = cache_moving_owners(c, p, own, MAX_OWNERS);
+        size_t nm = lattice_meta_moving_owners(c, p, own, MAX_OWNERS);
         if (self_among(own, nm)) {
-            if (!rc->want[p]) changed = true;
-            rc->want[p] = 1;
+            if (rc->copy[p] == LATTICE_PART_EVICTED) {
+                changed = true;
+                rc->copy[p] = LATTICE_PART_MOVING;
+            }
             continue;
         }
         /* Neither serving nor becoming an owner: RENTING -> EVICTED. */
-        if (rc->want[p]) changed = true;
-        rc->want[p] = rc->loaded[p] = 0;
+        if (rc->copy[p] != LATTICE_PART_EVICTED) changed = true;
+        rc->copy[p] = LATTICE_PART_EVICTED;
         if (lattice_store_count(c->store, p) && lattice_store_clear(c->store, p) == LATTICE_OK) evicted++;
     }
     if (evicted)
@@ -237,23 +230,23 @@ static bool recompute(cache_def *c, struct rebal_cache *rc)
     return changed;
 }
 
-void rebal_on_change(lattice_data *d)
+void rebal_on_change(lattice_ops *d)
 {
     if (d->client) return;
     uint64_t now = lt_mono_ms();
-    for (size_t i = 0; i < d->n_caches; i++) {
-        cache_def *c = d->caches[i];
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
+        lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         if (!c->store) continue;
         struct rebal_cache *rc = ensure(d, c);
         if (!rc) continue;
         bool changed = recompute(c, rc);
-        uint64_t view = rebal_server_view(d);
+        uint64_t view = lattice_meta_server_view(d->meta);
         bool new_view = rc->view != view || rc->base_version != c->base_version;
         rc->view = view;
         rc->base_version = c->base_version;
         if (new_view)
             for (uint32_t p = 0; p < rc->parts; p++)
-                if (rc->loaded[p] == 2) rc->loaded[p] = 0; /* LOST: a new server set may hold a copy */
+                if (rc->copy[p] == LATTICE_PART_LOST) rc->copy[p] = LATTICE_PART_MOVING; /* a new server set may hold a copy */
         uint32_t left = loadable_of(rc);
         if (!changed && !new_view && (rc->active || rc->plan_at)) continue;
         if (rc->active) {
@@ -270,13 +263,13 @@ void rebal_on_change(lattice_data *d)
 
 /* ------------------------------------------------------------ demander */
 
-static peer *peers_of(lattice_data *d, const rsess *s, peer **out)
+static peer *peers_of(lattice_ops *d, const rsess *s, peer **out)
 {
-    for (uint32_t i = 0; i < s->nsup; i++) out[i] = data_peer_by_id(d, s->sup[i]);
+    for (uint32_t i = 0; i < s->nsup; i++) out[i] = chan_peer_by_id(d, s->sup[i]);
     return out[0];
 }
 
-static void sess_send(lattice_data *d, cache_def *c, rsess *s, lattice_rebalance_out *out)
+static void sess_send(lattice_ops *d, lattice_meta_cache *c, rsess *s, lattice_rebalance_out *out)
 {
     peer *to[MAX_OWNERS];
     peers_of(d, s, to);
@@ -284,47 +277,113 @@ static void sess_send(lattice_data *d, cache_def *c, rsess *s, lattice_rebalance
     send_msgs(d, CTL_DEMAND, c->cfg.name, to, out);
 }
 
-/* Suppliers of p: its live serving owners other than self, primary first. */
-static uint32_t suppliers_of(cache_def *c, uint32_t p, char (*ids)[64])
+static rsess *session_new(struct rebal_cache *rc, peer *const *srv, const uint32_t *sup, uint32_t n)
 {
-    peer *own[MAX_OWNERS];
-    size_t ns = cache_serving_owners(c, p, own, MAX_OWNERS);
-    uint32_t n = 0;
-    for (size_t i = 0; i < ns; i++) {
-        if (!own[i] || own[i]->self) continue;
-        snprintf(ids[n++], 64, "%s", own[i]->id);
-    }
-    return n;
-}
-
-static rsess *session_for(struct rebal_cache *rc, char (*ids)[64], uint32_t n)
-{
-    for (size_t k = 0; k < rc->ns; k++) {
-        rsess *s = &rc->s[k];
-        if (s->nsup != n) continue;
-        bool same = true;
-        for (uint32_t i = 0; i < n && same; i++) same = strcmp(s->sup[i], ids[i]) == 0;
-        if (same) return s;
-    }
     rsess *x = lt_realloc(rc->s, (rc->ns + 1) * sizeof *x);
     if (!x) return NULL;
     rc->s = x;
     rsess *s = &x[rc->ns];
     memset(s, 0, sizeof *s);
-    s->sup = lt_calloc(n, sizeof *s->sup);
+    s->sup = lt_calloc(n ? n : 1, sizeof *s->sup);
     s->parts = lt_calloc(rc->parts, sizeof *s->parts);
     if (!s->sup || !s->parts) {
         lt_free(s->sup);
         lt_free(s->parts);
         return NULL;
     }
-    memcpy(s->sup, ids, n * sizeof *ids);
+    for (uint32_t i = 0; i < n; i++) snprintf(s->sup[i], sizeof s->sup[i], "%s", srv[sup[i]]->m.id);
     s->nsup = n;
     rc->ns++;
     return s;
 }
 
-static bool start_session(lattice_data *d, cache_def *c, struct rebal_cache *rc, size_t k, uint64_t now)
+/* The planner's facts as this node knows them from the metadata: every live
+ * server's copy of every partition - serving owners OWNING, moving owners
+ * MOVING, this node's loaded copies OWNING, the rest EVICTED.  Update
+ * counters are not exchanged, so every OWNING copy counts as current and
+ * the serving primary is the preferred supplier (it applied every
+ * acknowledged write before replicating it: what it supplies never brings
+ * back a key a remove already took away).  Every node computes the plan of
+ * the whole grid from the same metadata and executes only its own tasks, so
+ * no plan has to be exchanged.  *self is this node's index in srv. */
+static lattice_rebalance_plan *plan_of(lattice_ops *d, lattice_meta_cache *c, struct rebal_cache *rc, peer **srv,
+                                       size_t *n_srv, uint32_t *self)
+{
+    const char *ids[DATA_MAX_PEERS];
+    uint8_t live[DATA_MAX_PEERS];
+    size_t n = 0;
+    *self = UINT32_MAX;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        if (!d->peers[i]->m.server) continue;
+        if (d->peers[i]->m.self) *self = (uint32_t)n;
+        srv[n] = d->peers[i];
+        ids[n] = d->peers[i]->m.cid;
+        live[n++] = 1;
+    }
+    *n_srv = n;
+    if (*self == UINT32_MAX || !c->ideal) return NULL;
+    lattice_rebalance_copy *copies = lt_malloc(n * rc->parts * sizeof *copies);
+    if (!copies) return NULL;
+    for (size_t i = 0; i < n * rc->parts; i++) copies[i] = (lattice_rebalance_copy){LATTICE_PART_EVICTED, 0};
+    for (uint32_t p = 0; p < rc->parts; p++) {
+        lattice_meta_member *own[2 * MAX_OWNERS];
+        size_t ns = lattice_meta_serving_owners(c, p, own, MAX_OWNERS);
+        size_t nm = lattice_meta_moving_owners(c, p, own + ns, MAX_OWNERS);
+        for (size_t i = 0; i < ns + nm; i++)
+            for (size_t k = 0; k < n; k++)
+                if (&srv[k]->m == own[i])
+                    copies[k * rc->parts + p].state = i < ns ? LATTICE_PART_OWNING : LATTICE_PART_MOVING;
+        if (rc->copy[p] == LATTICE_PART_OWNING) copies[*self * rc->parts + p].state = LATTICE_PART_OWNING;
+    }
+    lattice_rebalance_plan_input in = {c->aff, c->ideal, ids, n, live, copies, LATTICE_REBALANCE_PREFER_PRIMARY};
+    lattice_rebalance_plan *pl = NULL;
+    if (lattice_rebalance_plan_compute(&in, &pl) != LATTICE_OK) pl = NULL;
+    lt_free(copies);
+    return pl;
+}
+
+/* This node's tasks of the plan as demand sessions (plan_sessions groups
+ * them by supplier list); its MOVING partitions the plan finds LOST are
+ * marked so.  Returns the partitions to load, or -1 (out of memory). */
+static int64_t sessions_of(lattice_meta_cache *c, struct rebal_cache *rc, const lattice_rebalance_plan *pl,
+                           peer *const *srv, uint32_t self, uint32_t *lost)
+{
+    size_t nlost = 0, nsup = 0, nspec = 0;
+    const uint32_t *lp = lattice_rebalance_plan_lost(pl, &nlost);
+    for (size_t i = 0; i < nlost; i++) {
+        if (rc->copy[lp[i]] != LATTICE_PART_MOVING) continue;
+        /* LOST: no live copy to load from.  It stays not loaded, so the base
+         * does not switch and the partition keeps answering PARTITION_LOST
+         * instead of coming back empty. */
+        rc->copy[lp[i]] = LATTICE_PART_LOST;
+        (*lost)++;
+    }
+    const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &nsup);
+    lattice_rebalance_session_spec *spec = NULL;
+    uint32_t *parts = NULL;
+    if (lattice_rebalance_plan_sessions(pl, &spec, &nspec, &parts) != LATTICE_OK) return -1;
+    int64_t total = 0;
+    for (size_t k = 0; k < nspec && total >= 0; k++) {
+        if (spec[k].demander != self) continue;
+        rsess *s = NULL;
+        for (uint32_t i = 0; i < spec[k].partition_count; i++) {
+            uint32_t p = parts[spec[k].partition_first + i];
+            if (rc->copy[p] != LATTICE_PART_MOVING) continue; /* planned from older facts than ours */
+            if (!s && !(s = session_new(rc, srv, sup + spec[k].supplier_first, spec[k].supplier_count))) {
+                total = -1;
+                break;
+            }
+            s->parts[s->nparts++] = p;
+            total++;
+        }
+    }
+    (void)c;
+    lt_free(spec);
+    lt_free(parts);
+    return total;
+}
+
+static bool start_session(lattice_ops *d, lattice_meta_cache *c, struct rebal_cache *rc, size_t k, uint64_t now)
 {
     rsess *s = &rc->s[k];
     lattice_rebalance_ids ids = {d->major, d->minor, rc->rebalance_id, (uint32_t)(k + 1) << SESSION_SHIFT};
@@ -345,34 +404,24 @@ static bool start_session(lattice_data *d, cache_def *c, struct rebal_cache *rc,
     return true;
 }
 
-static void start_plan(lattice_data *d, cache_def *c, struct rebal_cache *rc, uint64_t now)
+static void start_plan(lattice_ops *d, lattice_meta_cache *c, struct rebal_cache *rc, uint64_t now)
 {
     drop_sessions(rc);
-    uint32_t total = 0, lost = 0;
-    for (uint32_t p = 0; p < rc->parts; p++) {
-        if (!rc->want[p] || rc->loaded[p]) continue;
-        char ids[MAX_OWNERS][64];
-        uint32_t n = suppliers_of(c, p, ids);
-        if (!n) {
-            /* LOST: no live copy to load from.  It stays not loaded, so the
-             * base does not switch and the partition keeps answering
-             * PARTITION_LOST instead of coming back empty. */
-            rc->loaded[p] = 2;
-            lost++;
-            continue;
-        }
-        rsess *s = session_for(rc, ids, n);
-        if (!s) {
-            drop_sessions(rc);
-            rc->plan_at = now + REPLAN_MS;
-            return;
-        }
-        s->parts[s->nparts++] = p;
-        total++;
+    peer *srv[DATA_MAX_PEERS];
+    size_t n_srv = 0;
+    uint32_t self = 0, lost = 0;
+    lattice_rebalance_plan *pl = plan_of(d, c, rc, srv, &n_srv, &self);
+    int64_t total = pl ? sessions_of(c, rc, pl, srv, self, &lost) : 0;
+    bool planned = pl || self == UINT32_MAX || !c->ideal;
+    lattice_rebalance_plan_free(pl);
+    if (total < 0 || !planned) {
+        drop_sessions(rc);
+        rc->plan_at = now + REPLAN_MS; /* out of memory: try again */
+        return;
     }
     if (lost) LT_LOG(LT_WARN, "rebalance", "cache %s: %u partitions LOST (no live copy to load from)", c->cfg.name, lost);
     if (!total) return;
-    lattice_rebalance_progress_init(&rc->prog, c->cfg.name, total, now);
+    lattice_rebalance_progress_init(&rc->prog, c->cfg.name, (uint32_t)total, now);
     rc->started = now;
     rc->finished = 0;
     rc->logged_quarter = 0;
@@ -386,12 +435,12 @@ static void start_plan(lattice_data *d, cache_def *c, struct rebal_cache *rc, ui
             return;
         }
     }
-    LT_LOG(LT_INFO, "rebalance", "cache %s: rebalance %llu started: %u partitions in %zu sessions (topology %llu.%llu)",
-           c->cfg.name, (unsigned long long)rc->rebalance_id, total, rc->ns, (unsigned long long)d->major,
+    LT_LOG(LT_INFO, "rebalance", "cache %s: rebalance %llu started: %lld partitions in %zu sessions (topology %llu.%llu)",
+           c->cfg.name, (unsigned long long)rc->rebalance_id, (long long)total, rc->ns, (unsigned long long)d->major,
            (unsigned long long)d->minor);
 }
 
-static void log_progress(cache_def *c, struct rebal_cache *rc, uint64_t now)
+static void log_progress(lattice_meta_cache *c, struct rebal_cache *rc, uint64_t now)
 {
     const lattice_rebalance_progress *p = &rc->prog;
     unsigned quarter = p->partitions_total ? 4u * p->partitions_done / p->partitions_total : 4;
@@ -417,7 +466,7 @@ static void log_progress(cache_def *c, struct rebal_cache *rc, uint64_t now)
 }
 
 /* After every call into a demander: follow its session, notice the end. */
-static void after_call(cache_def *c, struct rebal_cache *rc, rsess *s, uint64_t now)
+static void after_call(lattice_meta_cache *c, struct rebal_cache *rc, rsess *s, uint64_t now)
 {
     lattice_rebalance_ids ids;
     lattice_rebalance_demander_ids(s->dm, &ids);
@@ -432,11 +481,11 @@ static void after_call(cache_def *c, struct rebal_cache *rc, rsess *s, uint64_t 
     log_progress(c, rc, now);
 }
 
-void rebal_on_supply(lattice_data *d, const Latdata__Req *q)
+void rebal_on_supply(lattice_ops *d, const Latdata__Req *q)
 {
     char from_id[64];
     sender_of(q, from_id);
-    cache_def *c = d->meta_valid ? data_cache(d, q->cache) : NULL;
+    lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
     struct rebal_cache *rc = c ? c->rb : NULL;
     if (!rc || !c->store) return;
     lattice_rebalance_supply *s = NULL;
@@ -471,7 +520,7 @@ void rebal_on_supply(lattice_data *d, const Latdata__Req *q)
                    in.partition, lattice_strerror(st));
             lattice_rebalance_out_clear(&out);
         } else if (r.verdict == LATTICE_REBALANCE_APPLIED && r.partition_done && in.partition < rc->parts) {
-            rc->loaded[in.partition] = 1;
+            rc->copy[in.partition] = LATTICE_PART_OWNING;
             if (c->counter[in.partition] < r.update_counter) c->counter[in.partition] = r.update_counter;
         }
     } else if (ev == LATTICE_REBALANCE_IGNORE) {
@@ -482,10 +531,10 @@ void rebal_on_supply(lattice_data *d, const Latdata__Req *q)
     lattice_rebalance_supply_free(s);
 }
 
-void rebal_note_remove(cache_def *c, uint32_t partition, const void *key, size_t key_len, uint64_t version)
+void rebal_note_remove(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len, uint64_t version)
 {
     struct rebal_cache *rc = c->rb;
-    if (!rc || !rc->active || partition >= rc->parts || !rc->want[partition]) return;
+    if (!rc || !rc->active || partition >= rc->parts || rc->copy[partition] == LATTICE_PART_EVICTED) return;
     for (size_t k = 0; k < rc->ns; k++)
         if (rc->s[k].ap) lattice_rebalance_applier_note_remove(rc->s[k].ap, partition, key, key_len, version);
 }
@@ -495,10 +544,10 @@ void rebal_note_remove(cache_def *c, uint32_t partition, const void *key, size_t
 static lattice_status supply_counter(void *arg, uint32_t partition, uint64_t *counter)
 {
     rsup *r = arg;
-    cache_def *c = r->c;
+    lattice_meta_cache *c = r->c;
     if (partition >= c->cfg.partitions) return LATTICE_ERR_INVAL;
-    peer *own[MAX_OWNERS];
-    size_t n = cache_serving_owners(c, partition, own, MAX_OWNERS);
+    lattice_meta_member *own[MAX_OWNERS];
+    size_t n = lattice_meta_serving_owners(c, partition, own, MAX_OWNERS);
     if (!self_among(own, n)) return LATTICE_ERR_NOT_OWNER;
     *counter = c->counter[partition];
     return LATTICE_OK;
@@ -510,12 +559,12 @@ static bool same_ids(const lattice_rebalance_ids *a, const lattice_rebalance_ids
            a->rebalance_id == b->rebalance_id && a->session == b->session;
 }
 
-void rebal_on_demand(lattice_data *d, const Latdata__Req *q)
+void rebal_on_demand(lattice_ops *d, const Latdata__Req *q)
 {
     char from_id[64];
     sender_of(q, from_id);
-    cache_def *c = d->meta_valid ? data_cache(d, q->cache) : NULL;
-    peer *to = data_peer_by_id(d, from_id);
+    lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
+    peer *to = chan_peer_by_id(d, from_id);
     if (!c || !c->store || !to || !to->dealer || !ensure(d, c)) return;
     lattice_rebalance_demand dm;
     if (lattice_rebalance_demand_decode(q->value.data, q->value.len, 0, &dm) != LATTICE_OK) {
@@ -564,11 +613,11 @@ void rebal_on_demand(lattice_data *d, const Latdata__Req *q)
 
 /* ------------------------------------------------------------ tick */
 
-static void tick_suppliers(lattice_data *d, uint64_t now)
+static void tick_suppliers(lattice_ops *d, uint64_t now)
 {
     for (rsup **pp = &d->rb_sups; *pp;) {
         rsup *r = *pp;
-        peer *to = data_peer_by_id(d, r->dem);
+        peer *to = chan_peer_by_id(d, r->dem);
         if (!to || !to->dealer || lattice_rebalance_supplier_done(r->sp) || now - r->last_ms > SUPPLIER_IDLE_MS) {
             *pp = r->next;
             sup_free(r);
@@ -585,11 +634,11 @@ static void tick_suppliers(lattice_data *d, uint64_t now)
     }
 }
 
-void rebal_tick(lattice_data *d, uint64_t now)
+void rebal_tick(lattice_ops *d, uint64_t now)
 {
     if (d->client) return;
-    for (size_t i = 0; i < d->n_caches; i++) {
-        cache_def *c = d->caches[i];
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
+        lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         struct rebal_cache *rc = c->rb;
         if (!rc) continue;
         if (rc->plan_at && now >= rc->plan_at) {
@@ -609,7 +658,7 @@ void rebal_tick(lattice_data *d, uint64_t now)
     tick_suppliers(d, now);
 }
 
-void rebal_figures_of(const lattice_data *d, const cache_def *c, rebal_figures *f)
+void rebal_figures_of(const lattice_ops *d, const lattice_meta_cache *c, rebal_figures *f)
 {
     memset(f, 0, sizeof *f);
     const struct rebal_cache *rc = c->rb;
@@ -624,7 +673,7 @@ void rebal_figures_of(const lattice_data *d, const cache_def *c, rebal_figures *
     f->active = rc->active || rc->plan_at;
     uint64_t end = rc->active ? lt_mono_ms() : rc->finished;
     f->elapsed_ms = rc->started && end >= rc->started ? end - rc->started : 0;
-    f->view = rc->view == rebal_server_view(d) ? rc->view : 0;
+    f->view = rc->view == lattice_meta_server_view(d->meta) ? rc->view : 0;
 }
 
 /* ------------------------------------------------------------ verify */
@@ -643,7 +692,7 @@ static uint64_t get_le(const uint8_t *b, int n)
     return v;
 }
 
-static bool digest_add(digest_result *dr, const char *node, uint32_t p, uint64_t hash, uint64_t size, uint64_t counter)
+static bool digest_add(lattice_ops_digests *dr, const char *node, uint32_t p, uint64_t hash, uint64_t size, uint64_t counter)
 {
     if (dr->n == dr->cap) {
         size_t cap = dr->cap ? dr->cap * 2 : 1024;
@@ -663,14 +712,14 @@ static bool digest_add(digest_result *dr, const char *node, uint32_t p, uint64_t
 }
 
 /* This node's OWNING copies of c, packed (lt_malloc'd) into *buf. */
-static lattice_status own_digests(cache_def *c, uint8_t **buf, size_t *len)
+static lattice_status own_digests(lattice_meta_cache *c, uint8_t **buf, size_t *len)
 {
     *buf = lt_malloc((size_t)c->cfg.partitions * DIGEST_WIRE + 1);
     *len = 0;
     if (!*buf) return LATTICE_ERR_NOMEM;
     for (uint32_t p = 0; p < c->cfg.partitions; p++) {
-        peer *own[MAX_OWNERS];
-        size_t n = cache_serving_owners(c, p, own, MAX_OWNERS);
+        lattice_meta_member *own[MAX_OWNERS];
+        size_t n = lattice_meta_serving_owners(c, p, own, MAX_OWNERS);
         if (!self_among(own, n)) continue;
         lattice_rebalance_digest g;
         lattice_status st = lattice_rebalance_digest_partition(c->store, p, c->counter[p], &g);
@@ -689,7 +738,7 @@ static lattice_status own_digests(cache_def *c, uint8_t **buf, size_t *len)
     return LATTICE_OK;
 }
 
-static bool unpack_digests(digest_result *dr, const char *node, const uint8_t *b, size_t len)
+static bool unpack_digests(lattice_ops_digests *dr, const char *node, const uint8_t *b, size_t len)
 {
     if (len % DIGEST_WIRE) return false;
     for (size_t i = 0; i < len; i += DIGEST_WIRE)
@@ -699,20 +748,20 @@ static bool unpack_digests(digest_result *dr, const char *node, const uint8_t *b
     return true;
 }
 
-void rebal_serve_digest(lattice_data *d, const Latdata__Req *q, const origin *o)
+void rebal_serve_digest(lattice_ops *d, const Latdata__Req *q, const origin *o)
 {
     lattice_op_result r = {0};
-    cache_def *c = d->meta_valid ? data_cache(d, q->cache) : NULL;
+    lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
     uint8_t *buf = NULL;
     size_t len = 0;
     r.status = c && c->store ? own_digests(c, &buf, &len) : LATTICE_ERR_NO_CACHE;
     r.value = buf;
     r.value_len = len;
-    data_reply(d, o, &r, NULL, 0, false); /* copies the value */
+    chan_reply(d, o, &r, NULL, 0, false); /* copies the value */
     lt_free(buf);
 }
 
-static void digests_finish(lattice_data *d, bcast *b)
+static void digests_finish(lattice_ops *d, bcast *b)
 {
     lattice_op_result r = {0};
     if (b->sum < 0) {
@@ -723,28 +772,29 @@ static void digests_finish(lattice_data *d, bcast *b)
         r.value = b->digests;
         r.value_len = sizeof *b->digests; /* the caller owns it now */
     }
-    data_complete_local(d, b->op, &r);
+    chan_complete_local(d, b->op, &r);
     lt_free(b);
 }
 
-void rebal_digest_part(lattice_data *d, bcast *b, const Latdata__Resp *rs)
+static void digest_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
+    bcast *b = p->b;
     if (!rs || rs->status != LATTICE_OK ||
         !unpack_digests(b->digests, rs->node, rs->value.data, rs->value.len))
         b->sum = -1;
     if (--b->remaining == 0) digests_finish(d, b);
 }
 
-void rebal_start_digests(lattice_data *d, opx *o)
+void rebal_start_digests(lattice_ops *d, opx *o)
 {
     lattice_op_result r = {0};
-    cache_def *c = data_cache(d, o->data);
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, o->data);
     bcast *b = c ? lt_calloc(1, sizeof *b) : NULL;
-    digest_result *dr = b ? lt_calloc(1, sizeof *dr) : NULL;
+    lattice_ops_digests *dr = b ? lt_calloc(1, sizeof *dr) : NULL;
     if (!dr) {
         lt_free(b);
         r.status = c ? LATTICE_ERR_NOMEM : LATTICE_ERR_NO_CACHE;
-        data_complete_local(d, o, &r);
+        chan_complete_local(d, o, &r);
         return;
     }
     b->kind = CTL_DIGEST;
@@ -753,8 +803,8 @@ void rebal_start_digests(lattice_data *d, opx *o)
     b->remaining = 1;
     for (size_t i = 0; i < d->n_peers; i++) {
         peer *p = d->peers[i];
-        if (!p->server) continue;
-        if (p->self) {
+        if (!p->m.server) continue;
+        if (p->m.self) {
             uint8_t *buf = NULL;
             size_t len = 0;
             if (!c->store || own_digests(c, &buf, &len) != LATTICE_OK || !unpack_digests(dr, d->self_id, buf, len))
@@ -766,8 +816,8 @@ void rebal_start_digests(lattice_data *d, opx *o)
             b->sum = -1;
             continue;
         }
-        pend *pe = data_pend_new(d, P_BCAST, p);
-        Latdata__Req *q = pe ? data_req_new(CTL_DIGEST, c->cfg.name, NULL, 0, NULL, 0) : NULL;
+        pend *pe = chan_pend_new(d, digest_settle, p);
+        Latdata__Req *q = pe ? chan_req_new(CTL_DIGEST, c->cfg.name, NULL, 0, NULL, 0) : NULL;
         if (!q) {
             b->sum = -1;
             continue;
@@ -775,7 +825,7 @@ void rebal_start_digests(lattice_data *d, opx *o)
         pe->b = b;
         q->id = pe->id;
         b->remaining++;
-        data_send_req(d, p, q);
+        chan_send(d, p, q);
     }
     if (--b->remaining == 0) digests_finish(d, b);
 }

@@ -10,10 +10,10 @@
 #include <urcu.h>
 
 #include "lattice/alloc.h"
-#include "data_int.h"
+#include "ops_int.h"
 
-static lattice_data *d;
-static cache_def *c;
+static lattice_ops *d;
+static lattice_meta_cache *c;
 static peer peers[4]; /* 0..2 servers, 3 = self */
 static lattice_region *region;
 static int dummy_socket;
@@ -40,41 +40,38 @@ static void build(bool self_server, lattice_cache_config *cfg)
     d->buckets = lt_calloc(65536, sizeof *d->buckets);
     d->dirty = lt_calloc(DATA_MAX_PEERS, sizeof *d->dirty);
     d->op_timeout_ms = 1000;
-    d->meta_valid = true;
     d->running = true;
     memset(peers, 0, sizeof peers);
     const char *cids[3] = {"a:1", "b:1", "c:1"};
     for (int i = 0; i < 3; i++) {
-        snprintf(peers[i].id, sizeof peers[i].id, "id-%d", i);
-        snprintf(peers[i].cid, sizeof peers[i].cid, "%s", cids[i]);
-        peers[i].server = true;
+        snprintf(peers[i].m.id, sizeof peers[i].m.id, "id-%d", i);
+        snprintf(peers[i].m.cid, sizeof peers[i].m.cid, "%s", cids[i]);
+        peers[i].m.server = true;
         peers[i].dealer = &dummy_socket; /* never used: nothing is flushed */
         d->peers[d->n_peers++] = &peers[i];
     }
     if (self_server) {
-        peers[0].self = true;
+        peers[0].m.self = true;
         peers[0].dealer = NULL;
         d->self = &peers[0];
+        lattice_region_config rc = {"t", 0, 8, 0, LATTICE_REGION_REJECT};
+        ck_assert_int_eq(lattice_region_create(&rc, &region), LATTICE_OK);
     } else {
-        snprintf(peers[3].id, sizeof peers[3].id, "client");
-        peers[3].self = true;
+        snprintf(peers[3].m.id, sizeof peers[3].m.id, "client");
+        peers[3].m.self = true;
         d->peers[d->n_peers++] = &peers[3];
         d->self = &peers[3];
     }
-    c = lt_calloc(1, sizeof *c);
-    c->cfg = *cfg;
-    c->counter = lt_calloc(cfg->partitions, sizeof *c->counter);
-    lattice_affinity_node an[3] = {{"a:1", NULL, 1}, {"b:1", NULL, 2}, {"c:1", NULL, 3}};
-    ck_assert_int_eq(lattice_affinity_compute(an, 3, cfg, &c->aff), LATTICE_OK);
-    c->live = lt_calloc(3, sizeof *c->live);
-    for (uint32_t i = 0; i < 3; i++) c->live[i] = data_peer_by_cid(d, lattice_affinity_node_id(c->aff, i));
-    if (self_server) {
-        lattice_region_config rc = {"t", 0, 8, 0, LATTICE_REGION_REJECT};
-        ck_assert_int_eq(lattice_region_create(&rc, &region), LATTICE_OK);
-        lattice_store_config sc = {"t", cfg->partitions, region, NULL, NULL};
-        ck_assert_int_eq(lattice_store_create(&sc, &c->store), LATTICE_OK);
-    }
-    d->caches[d->n_caches++] = c;
+    snprintf(d->self_id, sizeof d->self_id, "%s", d->self->m.id);
+    /* The metadata as the coordinator a would start it: base = a, b, c. */
+    lattice_meta_config mc = {!self_server, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &d->meta), LATTICE_OK);
+    lattice_meta_member *members[4];
+    for (size_t i = 0; i < d->n_peers; i++) members[i] = &d->peers[i]->m;
+    lattice_meta_set_members(d->meta, members, d->n_peers, "id-0");
+    lattice_meta_start(d->meta, cfg, 1);
+    c = lattice_meta_cache_of(d->meta, cfg->name);
+    ck_assert_ptr_nonnull(c);
 }
 
 static void teardown(void)
@@ -93,13 +90,9 @@ static void teardown(void)
         d->retry = o->rnext;
         lt_free(o);
     }
-    if (c->store) lattice_store_destroy(c->store);
+    lattice_meta_destroy(d->meta);
     if (region) lattice_region_destroy(region);
     region = NULL;
-    lattice_affinity_free(c->aff);
-    lt_free(c->live);
-    lt_free(c->counter);
-    lt_free(c);
     exec_scratch_free(&d->scratch);
     lt_free(d->buckets);
     lt_free(d->dirty);
@@ -130,7 +123,7 @@ START_TEST(each_op_goes_to_its_primary_in_one_message_per_node)
     for (int i = 0; i < 300; i++) {
         char key[32];
         snprintf(key, sizeof key, "key-%d", i);
-        data_route(d, op(i % 2 ? LATTICE_OP_PUT : LATTICE_OP_GET, "default", key, 10, &s));
+        issue_route(d, op(i % 2 ? LATTICE_OP_PUT : LATTICE_OP_GET, "default", key, 10, &s));
     }
     ck_assert_int_eq(s.calls, 0);          /* full_sync, nothing answered yet */
     ck_assert_uint_eq(d->n_pending, 300);
@@ -142,9 +135,9 @@ START_TEST(each_op_goes_to_its_primary_in_one_message_per_node)
             Latdata__Req *r = peers[i].out[k];
             uint32_t p = lattice_partition_of_key(r->key.data, r->key.len, 1024);
             ck_assert_uint_eq(r->partition, p);
-            peer *own[2];
-            ck_assert_uint_eq(cache_serving_owners(c, p, own, 2), 2);
-            ck_assert_ptr_eq(own[0], &peers[i]); /* sent to the primary */
+            lattice_meta_member *own[2];
+            ck_assert_uint_eq(lattice_meta_serving_owners(c, p, own, 2), 2);
+            ck_assert_ptr_eq(own[0], &peers[i].m); /* sent to the primary */
         }
     }
     ck_assert_uint_eq(total, 300);
@@ -163,37 +156,43 @@ START_TEST(issuer_errors_without_a_round_trip)
     /* An unknown cache: first a metadata pull and another look (it may have
      * been created elsewhere a moment ago), then NO_CACHE. */
     d->last_meta_pull = 12345;
-    data_route(d, op(LATTICE_OP_GET, "nope", "k", 0, &s));
+    issue_route(d, op(LATTICE_OP_GET, "nope", "k", 0, &s));
     ck_assert_int_eq(s.calls, 0);
     ck_assert_ptr_nonnull(d->retry);
     ck_assert_uint_eq(d->last_meta_pull, 0); /* pull at the next tick */
     opx *again = d->retry;
     d->retry = NULL;
     again->no_cache_until = lt_mono_ms() - 1;
-    data_route(d, again);
+    issue_route(d, again);
     ck_assert_int_eq(s.calls, 1);
     ck_assert_int_eq(s.last, LATTICE_ERR_NO_CACHE);
-    data_route(d, op(LATTICE_OP_GET, "default", "", 0, &s));
+    issue_route(d, op(LATTICE_OP_GET, "default", "", 0, &s));
     ck_assert_int_eq(s.last, LATTICE_ERR_INVAL);
-    data_route(d, op(LATTICE_OP_GET, "default", "123456789", 0, &s));
+    issue_route(d, op(LATTICE_OP_GET, "default", "123456789", 0, &s));
     ck_assert_int_eq(s.last, LATTICE_ERR_TOO_LARGE);
-    data_route(d, op(LATTICE_OP_PUT, "default", "k", 17, &s));
+    issue_route(d, op(LATTICE_OP_PUT, "default", "k", 17, &s));
     ck_assert_int_eq(s.last, LATTICE_ERR_TOO_LARGE);
-    data_route(d, op(LATTICE_OP_KIND_MAX_ + 1, "default", "k", 0, &s));
+    issue_route(d, op(LATTICE_OP_KIND_MAX_ + 1, "default", "k", 0, &s));
     ck_assert_int_eq(s.last, LATTICE_ERR_INVAL);
     ck_assert_int_eq(s.calls, 5);
     /* Every owner gone: LOST at once, no retry. */
-    for (int i = 0; i < 3; i++) c->live[i] = NULL;
-    data_route(d, op(LATTICE_OP_GET, "default", "k", 0, &s));
+    lattice_meta_member *alone = &peers[3].m; /* the servers left the topology */
+    lattice_meta_set_members(d->meta, &alone, 1, "");
+    issue_route(d, op(LATTICE_OP_GET, "default", "k", 0, &s));
     ck_assert_int_eq(s.last, LATTICE_ERR_PARTITION_LOST);
     ck_assert_int_eq(s.calls, 6);
     ck_assert_uint_eq(d->n_pending, 0);
     ck_assert_uint_eq(d->n_dirty, 0);
     /* Before any metadata: the op waits (retry list), nothing fails. */
-    d->meta_valid = false;
-    data_route(d, op(LATTICE_OP_GET, "default", "k", 0, &s));
+    lattice_meta *known = d->meta;
+    lattice_meta_config mc = {true, NULL, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &d->meta), LATTICE_OK);
+    ck_assert(!lattice_meta_valid(d->meta));
+    issue_route(d, op(LATTICE_OP_GET, "default", "k", 0, &s));
     ck_assert_int_eq(s.calls, 6);
     ck_assert_ptr_nonnull(d->retry);
+    lattice_meta_destroy(d->meta);
+    d->meta = known;
     teardown();
 }
 END_TEST
@@ -205,13 +204,13 @@ START_TEST(full_async_acks_when_sent)
     cfg.sync = LATTICE_SYNC_ASYNC;
     build(false, &cfg);
     seen s = {0};
-    data_route(d, op(LATTICE_OP_PUT, "default", "k", 3, &s));
+    issue_route(d, op(LATTICE_OP_PUT, "default", "k", 3, &s));
     ck_assert_int_eq(s.calls, 1);
     ck_assert_int_eq(s.last, LATTICE_OK);
     ck_assert_uint_eq(d->n_pending, 0);
     ck_assert_uint_eq(d->n_dirty, 1);   /* but it did leave */
     /* A read is never "acked when sent". */
-    data_route(d, op(LATTICE_OP_GET, "default", "k", 0, &s));
+    issue_route(d, op(LATTICE_OP_GET, "default", "k", 0, &s));
     ck_assert_int_eq(s.calls, 1);
     ck_assert_uint_eq(d->n_pending, 1);
     teardown();
@@ -230,23 +229,24 @@ START_TEST(reads_from_a_local_backup_copy_and_writes_as_primary)
         char key[32];
         snprintf(key, sizeof key, "k%d", i);
         uint32_t p = lattice_partition_of_key(key, strlen(key), 64);
-        peer *own[2];
-        ck_assert_uint_eq(cache_serving_owners(c, p, own, 2), 2);
+        lattice_meta_member *own[2];
+        ck_assert_uint_eq(lattice_meta_serving_owners(c, p, own, 2), 2);
         seen s = {0};
         size_t before = d->n_dirty;
         if (own[1]->self) {
-            data_route(d, op(LATTICE_OP_GET, "default", key, 0, &s));
+            issue_route(d, op(LATTICE_OP_GET, "default", key, 0, &s));
             ck_assert_int_eq(s.calls, 1); /* answered here, from the local copy */
             ck_assert_int_eq(s.last, LATTICE_ERR_NOT_FOUND);
             ck_assert_uint_eq(d->n_dirty, before);
             backup_reads++;
         } else if (own[0]->self) {
             /* full_sync primary: applied here, replicated to the backup, acked later. */
-            data_route(d, op(LATTICE_OP_PUT, "default", key, 4, &s));
+            issue_route(d, op(LATTICE_OP_PUT, "default", key, 4, &s));
             ck_assert_int_eq(s.calls, 0);
             ck_assert_uint_eq(lattice_store_count(c->store, p), 1);
-            ck_assert(own[1]->n_out > 0);
-            ck_assert_uint_eq(own[1]->out[own[1]->n_out - 1]->kind, CTL_REPLICATE);
+            peer *backup = peer_of(own[1]);
+            ck_assert(backup->n_out > 0);
+            ck_assert_uint_eq(backup->out[backup->n_out - 1]->kind, CTL_REPLICATE);
             primary_writes++;
         }
     }
@@ -258,25 +258,25 @@ START_TEST(reads_from_a_local_backup_copy_and_writes_as_primary)
         char key[32];
         snprintf(key, sizeof key, "k%d", i);
         uint32_t p = lattice_partition_of_key(key, strlen(key), 64);
-        peer *own[2];
-        cache_serving_owners(c, p, own, 2);
+        lattice_meta_member *own[2];
+        lattice_meta_serving_owners(c, p, own, 2);
         if (!own[1]->self) continue;
         seen s = {0};
-        size_t n_out = own[0]->n_out;
-        data_route(d, op(LATTICE_OP_GET, "default", key, 0, &s));
+        size_t n_out = peer_of(own[0])->n_out;
+        issue_route(d, op(LATTICE_OP_GET, "default", key, 0, &s));
         ck_assert_int_eq(s.calls, 0);
-        ck_assert_uint_eq(own[0]->n_out, n_out + 1);
+        ck_assert_uint_eq(peer_of(own[0])->n_out, n_out + 1);
         break;
     }
     /* The wait structures of the unacknowledged writes are the test's to drop. */
     for (pend *p = d->all; p; p = p->next)
-        if (p->type == P_REPL && p->w && --p->w->remaining == 0) {
+        if (p->settle == sync_wait_settle && p->w && --p->w->remaining == 0) {
             lt_free(p->w->org.local);
             lt_free(p->w->value);
             lt_free(p->w);
         }
     for (pend *p = d->all; p; p = p->next)
-        if (p->type == P_REPL) p->op = NULL;
+        if (p->settle == sync_wait_settle) p->op = NULL;
     teardown();
 }
 END_TEST
@@ -297,8 +297,8 @@ START_TEST(resent_writes_are_not_applied_twice)
     for (int i = 0; i < 1000; i++) {
         snprintf(key, sizeof key, "ctr%d", i);
         p = lattice_partition_of_key(key, strlen(key), 64);
-        peer *own[2];
-        cache_serving_owners(c, p, own, 2);
+        lattice_meta_member *own[2];
+        lattice_meta_serving_owners(c, p, own, 2);
         if (own[0]->self) break;
     }
     Latdata__Req q = LATDATA__REQ__INIT;
@@ -314,11 +314,11 @@ START_TEST(resent_writes_are_not_applied_twice)
     org.ident_len = 1;
     for (int round = 0; round < 3; round++) {
         org.rid = (uint64_t)round + 1;
-        data_serve(d, &q, &org);
+        primary_serve(d, &q, &org);
     }
     q.op_seq = 10; /* a new op of the same issuer applies */
     org.rid = 4;
-    data_serve(d, &q, &org);
+    primary_serve(d, &q, &org);
     ck_assert_uint_eq(d->n_boxes, 1);
     reply_box *b = &d->boxes[0];
     ck_assert_uint_eq(b->n, 4);
@@ -347,11 +347,11 @@ START_TEST(resent_writes_are_not_applied_twice)
     r.res_status = LATTICE_OK;
     r.res_num = 42;
     org.rid = 5;
-    data_serve(d, &r, &org);
+    backup_apply(d, &r, &org); /* CTL_REPLICATE goes to the backup stage */
     q.origin = "issuer-2";
     q.op_seq = 3;
     org.rid = 6;
-    data_serve(d, &q, &org);
+    primary_serve(d, &q, &org);
     ck_assert_uint_eq(b->n, 6);
     ck_assert_int_eq(b->out[4]->status, LATTICE_OK);
     ck_assert_int_eq(b->out[5]->num, 42);
@@ -367,6 +367,51 @@ START_TEST(resent_writes_are_not_applied_twice)
 }
 END_TEST
 
+
+/* A pipeline SET k / INCR k (one submission) turned back with AGAIN by a
+ * base check's write freeze goes out again in the order it was submitted:
+ * routed INCR-first, the INCR counted from an absent key (it_resp's
+ * thousand_connections saw INCR = 1 after SET 3). */
+START_TEST(retried_ops_keep_their_order)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    build(false, &cfg);
+    seen s = {0};
+    opx *set = op(LATTICE_OP_PUT, "default", "k", 1, &s);
+    opx *incr = op(LATTICE_OP_INCREMENT, "default", "k", 0, &s);
+    issue_route(d, set);
+    issue_route(d, incr);
+    ck_assert_uint_eq(d->n_pending, 2);
+    lattice_meta_member *own[2];
+    lattice_meta_serving_owners(c, lattice_partition_of_key("k", 1, cfg.partitions), own, 2);
+    peer *prim = peer_of(own[0]);
+    ck_assert_uint_eq(prim->n_out, 2);
+    /* The primary answers both with AGAIN, in order. */
+    for (size_t k = 0; k < 2; k++) {
+        Latdata__Resp rs = LATDATA__RESP__INIT;
+        rs.id = prim->out[k]->id;
+        rs.status = LATTICE_ERR_AGAIN;
+        pend *p = chan_pend_take(d, rs.id);
+        ck_assert_ptr_nonnull(p);
+        p->settle(d, p, &rs);
+        lt_free(p);
+        lt_free(prim->out[k]);
+    }
+    prim->n_out = 0;
+    ck_assert_int_eq(s.calls, 0);
+    ck_assert_ptr_null(retry_take_due(d, 0)); /* not due yet */
+    for (opx *o = retry_take_due(d, UINT64_MAX), *next; o; o = next) {
+        next = o->rnext;
+        issue_route(d, o);
+    }
+    ck_assert_uint_eq(prim->n_out, 2);
+    ck_assert_uint_eq(prim->out[0]->kind, LATTICE_OP_PUT);
+    ck_assert_uint_eq(prim->out[1]->kind, LATTICE_OP_INCREMENT);
+    teardown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("route");
@@ -376,6 +421,7 @@ int main(void)
     tcase_add_test(t, full_async_acks_when_sent);
     tcase_add_test(t, reads_from_a_local_backup_copy_and_writes_as_primary);
     tcase_add_test(t, resent_writes_are_not_applied_twice);
+    tcase_add_test(t, retried_ops_keep_their_order);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -1,7 +1,7 @@
 /*
- * node/ without a network: what the primary does for each operation kind
- * (exec_local / exec_replicate on a real store), and who serves a partition
- * given the affinity base and the live nodes (cache_serving_owners).
+ * ops/ without a network: what the primary does for each operation kind
+ * (exec_local on a real store), what a backup applies (exec_replicate), and
+ * the requests the data channel builds.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -9,10 +9,10 @@
 #include <urcu.h>
 
 #include "lattice/alloc.h"
-#include "data_int.h"
+#include "ops_int.h"
 
 static lattice_region *region;
-static cache_def cache;
+static lattice_meta_cache cache;
 static exec_scratch scratch;
 
 static void setup(void)
@@ -160,7 +160,7 @@ START_TEST(append_expire_ttl)
     /* An expiry already passed: the entry reads as absent. */
     run(LATTICE_OP_PUT, 0, "e", "v", 0, 0, NULL);
     uint32_t p = lattice_partition_of_key("e", 1, 16);
-    lattice_store_entry e = {p, "e", 1, "v", 1, exec_now_ms() - 1000, 99};
+    lattice_store_entry e = {p, "e", 1, "v", 1, lt_wall_ms() - 1000, 99};
     ck_assert_int_eq(lattice_store_put(cache.store, &e, 0), LATTICE_OK);
     r = run(LATTICE_OP_GET, 0, "e", NULL, 0, 0, NULL);
     ck_assert_int_eq(r.status, LATTICE_ERR_NOT_FOUND);
@@ -194,52 +194,10 @@ START_TEST(replicate_applies_only_newer)
 }
 END_TEST
 
-/* ---- serving owners from base + live ---- */
-
-START_TEST(serving_owners_follow_base_and_live_set)
-{
-    lattice_cache_config cfg;
-    lattice_cache_config_init(&cfg, "o");
-    cfg.partitions = 64;
-    cfg.backups = 1;
-    lattice_affinity_node nodes[3] = {{"a:1", NULL, 1}, {"b:1", NULL, 2}, {"c:1", NULL, 3}};
-    cache_def c;
-    memset(&c, 0, sizeof c);
-    c.cfg = cfg;
-    ck_assert_int_eq(lattice_affinity_compute(nodes, 3, &cfg, &c.aff), LATTICE_OK);
-    peer peers[3];
-    memset(peers, 0, sizeof peers);
-    peer *live[3] = {&peers[0], &peers[1], &peers[2]};
-    c.live = live;
-    int lost = 0;
-    for (uint32_t p = 0; p < 64; p++) {
-        uint32_t cnt;
-        const uint16_t *own = lattice_affinity_owners(c.aff, p, &cnt);
-        peer *out[4];
-        ck_assert_uint_eq(cache_serving_owners(&c, p, out, 4), 2);
-        ck_assert_ptr_eq(out[0], live[own[0]]);
-        ck_assert_ptr_eq(out[1], live[own[1]]);
-        /* The primary dies: its first live backup is primary, alone (under-replicated). */
-        peer *saved = live[own[0]];
-        live[own[0]] = NULL;
-        ck_assert_uint_eq(cache_serving_owners(&c, p, out, 4), 1);
-        ck_assert_ptr_eq(out[0], live[own[1]]);
-        /* Both die: no owner left: LOST - the third node never serves it. */
-        peer *saved2 = live[own[1]];
-        live[own[1]] = NULL;
-        if (cache_serving_owners(&c, p, out, 4) == 0) lost++;
-        live[own[0]] = saved;
-        live[own[1]] = saved2;
-    }
-    ck_assert_int_eq(lost, 64);
-    lattice_affinity_free(c.aff);
-}
-END_TEST
-
 START_TEST(request_copies_its_bytes)
 {
     char key[] = "key", val[] = "value";
-    Latdata__Req *r = data_req_new(LATTICE_OP_PUT, "cache", key, 3, val, 5);
+    Latdata__Req *r = chan_req_new(LATTICE_OP_PUT, "cache", key, 3, val, 5);
     ck_assert_ptr_nonnull(r);
     key[0] = 'X';
     val[0] = 'X';
@@ -275,8 +233,7 @@ int main(void)
     tcase_add_test(t, append_expire_ttl);
     tcase_add_test(t, replicate_applies_only_newer);
     suite_add_tcase(s, t);
-    TCase *o = tcase_create("owners");
-    tcase_add_test(o, serving_owners_follow_base_and_live_set);
+    TCase *o = tcase_create("messages");
     tcase_add_test(o, request_copies_its_bytes);
     suite_add_tcase(s, o);
     SRunner *r = srunner_create(s);

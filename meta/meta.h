@@ -1,0 +1,165 @@
+/*
+ * meta/meta.h: the cluster metadata as one node holds it (prefix
+ * lattice_meta_): the cache registry, owner liveness, serving and moving
+ * owners, and the base switch.  No sockets and no clock: the operation path
+ * (ops/) carries the metadata messages and passes the time it read.
+ *
+ * Metadata = every cache's config plus its affinity base (the servers at its
+ * last assignment switch, each "CONSISTENT_ID NODE_ID"), versioned.  The
+ * coordinator (the oldest server) is its only writer: it starts it
+ * (lattice_meta_start), creates and destroys caches, switches bases, and
+ * every other node applies each newer version it receives
+ * (lattice_meta_apply).  docs/CACHES.md, "Cluster metadata".
+ *
+ *   serving owners of p  affinity(base)[p] filtered to base members alive
+ *                        in the current topology - alive meaning the same
+ *                        node id - primary first; none: LOST.
+ *   moving owners of p   affinity(live servers)[p] that do not serve p,
+ *                        while the live servers differ from the base.
+ *   base switch          lattice_meta_switch_due, a pure function of what
+ *                        every server reported in one base check.
+ *
+ * Threads: a lattice_meta and everything it returns belong to one thread
+ * (the node's data thread); the stores it creates need that thread
+ * registered with RCU.  Members are the caller's: lattice_meta keeps the
+ * pointers it was given until the next lattice_meta_set_members, which must
+ * come before a member it holds is freed.
+ */
+#ifndef LATTICE_META_META_H
+#define LATTICE_META_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache.pb-c.h"
+#include "lattice/status.h"
+#include "partition/partition.h"
+#include "storage/storage.h"
+
+/* Caches a grid holds at most (lattice.h's LATTICE_MAX_CACHES; ops/ checks
+ * they agree). */
+#define LATTICE_META_MAX_CACHES 32
+
+/* A node of the current topology as the metadata sees it.  The caller (the
+ * data channel) embeds it in its own per-peer state and keeps it alive. */
+typedef struct lattice_meta_member {
+    char id[64];       /* node id: new at every start (liveness) */
+    char cid[160];     /* consistent id "host:port": stable (affinity) */
+    bool self, server;
+} lattice_meta_member;
+
+/* One cache as this node knows it.  meta writes the config, base, affinity
+ * and owner fields; the operation path owns the store's contents, the
+ * counters and the stats below them (one thread, so no lock). */
+typedef struct lattice_meta_cache {
+    lattice_cache_config cfg;
+    char **base;                       /* affinity base: "CONSISTENT_ID NODE_ID" (as received) */
+    size_t n_base;
+    uint64_t base_version;
+    lattice_affinity *aff;             /* affinity over the base */
+    lattice_meta_member **live;        /* per affinity node: its live member, NULL = gone */
+    lattice_affinity *ideal;           /* affinity over the live servers when they differ from the base */
+    lattice_meta_member **ideal_live;  /* per ideal node: its member */
+    uint64_t frozen_until;             /* monotonic ms: writes answer AGAIN until then (base check) */
+    /* The operation path's: */
+    lattice_store *store;              /* servers only */
+    uint64_t *counter;                 /* per-partition update counter */
+    uint64_t reads, writes, hits, misses;
+    void *rb;                          /* the rebalance executor's state (freed through cache_gone) */
+} lattice_meta_cache;
+
+typedef struct lattice_meta lattice_meta;
+
+typedef struct lattice_meta_config {
+    bool client;                       /* clients hold no store */
+    lattice_region *region;            /* where servers' stores live */
+    /* Called before a cache is freed (destroyed, or replaced by another
+     * config of the same name), so the caller drops what it hangs on it. */
+    void (*cache_gone)(void *arg, lattice_meta_cache *c);
+    void *arg;
+} lattice_meta_config;
+
+lattice_status lattice_meta_create(const lattice_meta_config *c, lattice_meta **out);
+void lattice_meta_destroy(lattice_meta *m);
+
+/* A new topology: its members (pointers kept until the next call), this
+ * node among them, the coordinator's node id.  Recomputes every cache's
+ * live and moving owners. */
+void lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *members, size_t n,
+                              const char *coordinator);
+bool lattice_meta_is_coordinator(const lattice_meta *m);
+const lattice_meta_member *lattice_meta_self(const lattice_meta *m);
+/* The live server set as a number: equal sets, equal numbers (clients do
+ * not count).  Rebalance figures carry it so the switch compares like with like. */
+uint64_t lattice_meta_server_view(const lattice_meta *m);
+
+/* ---- the registry */
+bool lattice_meta_valid(const lattice_meta *m);
+uint64_t lattice_meta_version(const lattice_meta *m);
+size_t lattice_meta_cache_count(const lattice_meta *m);
+lattice_meta_cache *lattice_meta_cache_at(const lattice_meta *m, size_t i);
+/* NULL or "" = "default". */
+lattice_meta_cache *lattice_meta_cache_of(const lattice_meta *m, const char *name);
+/* The packed form of the registry for pushes and replies (NULL: none yet). */
+const Latdata__Meta *lattice_meta_message(const lattice_meta *m);
+
+/* A version from the coordinator: applied when newer than ours and we are
+ * not its writer.  True when applied (caches may have come, gone, moved). */
+bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg);
+
+/* ---- the coordinator's writes (each bumps the version) */
+/* First metadata: cfgs (or a cache "default" when n is 0) on the live servers. */
+void lattice_meta_start(lattice_meta *m, const lattice_cache_config *cfgs, size_t n);
+/* Same name and config: OK; same name, other config: EXISTS; bad spec: INVAL. */
+lattice_status lattice_meta_add(lattice_meta *m, const char *spec);
+lattice_status lattice_meta_remove(lattice_meta *m, const char *name); /* NO_CACHE */
+/* A base check ended (switched or not): a new version whose arrival
+ * releases every server's frozen writes. */
+void lattice_meta_bump(lattice_meta *m);
+
+/* ---- owners (hot path: no allocation) */
+/* Serving owners of p, primary first: fills out[0..max), returns how many. */
+size_t lattice_meta_serving_owners(const lattice_meta_cache *c, uint32_t p, lattice_meta_member **out,
+                                   size_t max);
+/* MOVING owners of p: writes reach them, reads do not. */
+size_t lattice_meta_moving_owners(const lattice_meta_cache *c, uint32_t p, lattice_meta_member **out,
+                                  size_t max);
+
+/* ---- the base switch */
+/* True when c's base is the live server set (nothing to switch). */
+bool lattice_meta_base_is_live(lattice_meta *m, const lattice_meta_cache *c);
+/* Switches c's base to the live servers (base version + 1). */
+lattice_status lattice_meta_switch_base(lattice_meta *m, lattice_meta_cache *c);
+/* Writes of every cache answer AGAIN until now_ms + hold_ms (a base check
+ * counting); hold_ms 0 releases them. */
+void lattice_meta_freeze(lattice_meta *m, uint64_t now_ms, uint64_t hold_ms);
+bool lattice_meta_frozen(const lattice_meta_cache *c, uint64_t now_ms);
+
+/* One server's answer to a base check, for one cache. */
+typedef struct lattice_meta_switch_report {
+    uint64_t entries;          /* primary + backup entries of the cache there */
+    uint32_t rebalance_left;   /* partitions it holds MOVING and has not loaded */
+    uint64_t view;             /* the server view those figures were computed on */
+    uint64_t base_version;     /* ... and the base version */
+} lattice_meta_switch_report;
+
+typedef struct lattice_meta_switch_input {
+    bool base_is_live;         /* the base is the live set already */
+    bool all_answered;         /* every live server answered the check */
+    lattice_rebalance_mode rebalance_mode;
+    uint64_t view;             /* the coordinator's server view now */
+    uint64_t base_version;     /* the cache's base version now */
+    size_t live_servers;
+    const lattice_meta_switch_report *reports;
+    size_t n_reports;
+} lattice_meta_switch_input;
+
+/* The base switch predicate (pure).  Switch when every live server answered,
+ * the base differs from the live set, and either the cache holds no entry
+ * anywhere (nothing to move) or rebalancing is on and every live server
+ * reports its MOVING partitions loaded on this same server view and base
+ * (late affinity).  A server that did not answer cancels the switch. */
+bool lattice_meta_switch_due(const lattice_meta_switch_input *in);
+
+#endif

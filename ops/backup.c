@@ -1,0 +1,55 @@
+/*
+ * backup: backup apply (data thread).
+ *
+ * A copy of a partition - a backup among its serving owners, or a MOVING
+ * owner being filled by rebalance - receives every write its primary
+ * applied as CTL_REPLICATE: (key, value, absolute expiry, version) or a
+ * remove.  It applies a write only if its version is newer than the stored
+ * one (LATTICE_STORE_IF_NEWER: an older write arriving late changes
+ * nothing) and raises its own update counter to it, so after a failover the
+ * new primary numbers its writes above everything it saw.  It keeps the
+ * write's resend record (dedup.c), so should it become primary a resend
+ * gets the first result, and tells a partition that is loading about a
+ * remove (rebal_exec.c: supplied data must not bring the key back).  Then
+ * it answers, which releases one share of the primary's full_sync wait.
+ */
+#include "lattice/log.h"
+#include "ops_int.h"
+#include "rebal_exec.h"
+
+lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
+                              const void *value, size_t value_len, uint64_t expire_ms, uint64_t version,
+                              bool remove)
+{
+    if (!c->store || partition >= c->cfg.partitions || key_len == 0) return LATTICE_ERR_INVAL;
+    if (c->counter[partition] < version) c->counter[partition] = version;
+    if (remove) {
+        int st = lattice_store_remove(c->store, partition, key, key_len);
+        return st == LATTICE_ERR_NOT_FOUND ? LATTICE_OK : st;
+    }
+    lattice_store_entry e = {partition, key, key_len, value, value_len, expire_ms, version};
+    int st = lattice_store_put(c->store, &e, LATTICE_STORE_IF_NEWER);
+    return st == LATTICE_ERR_EXISTS ? LATTICE_OK : st; /* an older write arriving late changes nothing */
+}
+
+void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
+{
+    lattice_op_result r = {0};
+    lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
+    r.status = c ? exec_replicate(c, q->partition, q->key.data, q->key.len, q->value.data, q->value.len,
+                                  q->expire_ms, q->version, q->remove)
+                 : LATTICE_ERR_NO_CACHE;
+    if (r.status == LATTICE_OK && q->op_seq) {
+        /* Should we become primary, a resend of this write gets this result. */
+        lattice_op_result first = {(lattice_status)q->res_status, NULL, 0, q->res_num, q->res_flags};
+        dedup_put(d, dedup_origin_hash(q->origin), q->op_seq, &first);
+    }
+    /* This copy now lacks a write its primary acknowledged (full region,
+     * say): say so, without flooding the log. */
+    if (r.status != LATTICE_OK && d->repl_failed++ % 1000 == 0)
+        LT_LOG(LT_WARN, "data", "cache %s: a replicated write was not applied here: %s (%llu so far)", q->cache,
+               lattice_strerror(r.status), (unsigned long long)d->repl_failed);
+    if (c && q->remove && r.status == LATTICE_OK)
+        rebal_note_remove(c, q->partition, q->key.data, q->key.len, q->version);
+    if (q->id) chan_reply(d, o, &r, NULL, 0, false);
+}

@@ -1,0 +1,76 @@
+/*
+ * Internal to ops/: the control kinds of the data channel, and what
+ * executing one operation on the local store takes (primary.c, backup.c).
+ * Everything here is owned and touched by the data thread only.  Design:
+ * docs/CACHES.md.
+ */
+#ifndef LATTICE_OPS_CACHE_INT_H
+#define LATTICE_OPS_CACHE_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lattice/clock.h"
+#include "lattice/ops.h"
+#include "partition/partition.h"
+#include "meta/meta.h"
+#include "storage/storage.h"
+
+#define LATTICE_DATA_PROTO 1
+#define DATA_MAX_FRAME (64u << 20)   /* a data frame above this is dropped and counted */
+
+/* Control kinds on the data channel (above every lattice_op_kind). */
+enum {
+    CTL_REPLICATE = 100, /* primary -> backup: apply (key, value, expire, version) or remove */
+    CTL_STATS = 101,     /* -> server: per-cache stats of that node */
+    CTL_META_GET = 102,  /* -> coordinator: answer with the cluster metadata */
+    CTL_CREATE = 103,    /* -> coordinator: value = cache spec */
+    CTL_DESTROY = 104,   /* -> coordinator: cache = name */
+    CTL_PART_SIZE = 105, /* -> server: num = primary entries of one cache on that node */
+    CTL_DEMAND = 106,    /* demander -> supplier: key = sender id, value = Demand (rebal_exec.c) */
+    CTL_SUPPLY = 107,    /* supplier -> demander: key = sender id, value = Supply */
+    CTL_DIGEST = 108,    /* -> server: value = digests of its OWNING copies of one cache */
+};
+
+/* The replication a primary's write produces (key, value, expiry, version or
+ * a remove), valid until the next exec call. */
+typedef struct repl_out {
+    bool needed;
+    bool remove;
+    const void *value;
+    size_t value_len;
+    uint64_t expire_ms;
+    uint64_t version;
+} repl_out;
+
+/* One operation as executed by a primary (or a reading backup). */
+typedef struct exec_in {
+    int kind;
+    unsigned flags;
+    uint32_t partition;
+    const void *key;
+    size_t key_len;
+    const void *value;
+    size_t value_len;
+    int64_t delta;
+    uint64_t ttl_ms;
+} exec_in;
+
+/* Result bytes live in *scratch (lt_malloc'd, grown as needed; the caller
+ * frees it eventually). */
+typedef struct exec_scratch {
+    void *old;      /* previous value (store copy) */
+    void *buf;      /* built value (increment/append) */
+    size_t buf_cap;
+} exec_scratch;
+
+void exec_scratch_free(exec_scratch *s);
+/* Executes on the local store.  Writes take the next update counter. */
+void exec_local(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
+/* A backup applies a replicated write: put only if newer, or remove. */
+lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
+                              const void *value, size_t value_len, uint64_t expire_ms, uint64_t version,
+                              bool remove);
+
+
+#endif

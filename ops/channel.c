@@ -1,0 +1,439 @@
+/*
+ * channel: the bottom of the operation path - the data channel's sockets
+ * and frames, the pending-request table, the per-peer and per-identity
+ * outgoing batches, and the acknowledgement of an op (data thread, except
+ * chan_enqueue).
+ *
+ * Requests go DEALER -> ROUTER; their responses come back on the same
+ * DEALER.  Everything bound for one peer within one loop iteration leaves
+ * as one Batch (split into frames of about CHUNK_BYTES), so many requests
+ * are in flight at once and the thread never waits for an answer.  Frames
+ * are checked before use: size, HMAC (when there is a cluster secret),
+ * protocol number, no unknown fields; anything else is dropped and counted.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <urcu.h>
+#include <urcu/wfcqueue.h>
+#include <zmq.h>
+
+#include "cache.pb-c.h"
+#include "base/base.h"
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "ops_int.h"
+
+#define CHUNK_BYTES (4u << 20)
+#define PEND_BUCKETS 65536u
+
+static __thread lattice_ops *on_data_thread; /* the data thread's own lattice_ops */
+
+void chan_enter_thread(lattice_ops *d) { on_data_thread = d; }
+
+/* ------------------------------------------------------------ pending table */
+
+static void pend_link(lattice_ops *d, pend *p)
+{
+    uint32_t b = (uint32_t)(p->id & (PEND_BUCKETS - 1));
+    p->hnext = d->buckets[b];
+    d->buckets[b] = p;
+    p->next = d->all;
+    p->prev = NULL;
+    if (d->all) d->all->prev = p;
+    d->all = p;
+    d->n_pending++;
+}
+
+pend *chan_pend_take(lattice_ops *d, uint64_t id)
+{
+    uint32_t b = (uint32_t)(id & (PEND_BUCKETS - 1));
+    for (pend **pp = &d->buckets[b]; *pp; pp = &(*pp)->hnext) {
+        if ((*pp)->id != id) continue;
+        pend *p = *pp;
+        *pp = p->hnext;
+        if (p->prev) p->prev->next = p->next;
+        else d->all = p->next;
+        if (p->next) p->next->prev = p->prev;
+        d->n_pending--;
+        return p;
+    }
+    return NULL;
+}
+
+pend *chan_pend_new(lattice_ops *d, pend_settle_fn settle, const peer *target)
+{
+    pend *p = lt_calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->id = ++d->next_id;
+    p->settle = settle;
+    p->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
+    snprintf(p->target, sizeof p->target, "%s", target->m.id);
+    pend_link(d, p);
+    return p;
+}
+
+/* ------------------------------------------------------------------- peers */
+
+static void req_free(Latdata__Req *r) { lt_free(r); }
+
+/* A request with its own copies of cache, key, value and origin (one block;
+ * origin NULL = none). */
+Latdata__Req *chan_req_new_from(int kind, const char *cache, const void *key, size_t klen, const void *val,
+                                size_t vlen, const char *origin)
+{
+    size_t cl = cache ? strlen(cache) + 1 : 1, ol = origin ? strlen(origin) + 1 : 0;
+    Latdata__Req *r = lt_malloc(sizeof *r + cl + klen + vlen + ol);
+    if (!r) return NULL;
+    latdata__req__init(r);
+    char *b = (char *)(r + 1);
+    r->kind = (uint32_t)kind;
+    memcpy(b, cache ? cache : "", cl);
+    r->cache = b;
+    b += cl;
+    if (klen) memcpy(b, key, klen);
+    r->key.data = (uint8_t *)b;
+    r->key.len = klen;
+    b += klen;
+    if (vlen) memcpy(b, val, vlen);
+    r->value.data = (uint8_t *)b;
+    r->value.len = vlen;
+    b += vlen;
+    if (ol) {
+        memcpy(b, origin, ol);
+        r->origin = b;
+    }
+    return r;
+}
+
+Latdata__Req *chan_req_new(int kind, const char *cache, const void *key, size_t klen, const void *val,
+                           size_t vlen)
+{
+    return chan_req_new_from(kind, cache, key, klen, val, vlen, NULL);
+}
+
+lattice_status chan_send(lattice_ops *d, peer *p, Latdata__Req *r)
+{
+    if (p->n_out == p->cap_out) {
+        size_t cap = p->cap_out ? p->cap_out * 2 : 64;
+        Latdata__Req **o = lt_realloc(p->out, cap * sizeof *o);
+        if (!o) {
+            req_free(r);
+            return LATTICE_ERR_NOMEM;
+        }
+        p->out = o;
+        p->cap_out = cap;
+    }
+    p->out[p->n_out++] = r;
+    if (!p->dirty) {
+        p->dirty = true;
+        d->dirty[d->n_dirty++] = p;
+    }
+    return LATTICE_OK;
+}
+
+static lattice_status send_frame(lattice_ops *d, void *sock, const uint8_t *ident, size_t ident_len,
+                                 const Latdata__Batch *b)
+{
+    uint8_t *buf, mac[LT_FRAME_MAC_BYTES];
+    size_t n;
+    if (lt_frame_pack(&b->base, d->have_key ? d->key : NULL, &buf, &n, mac) != LATTICE_OK) return LATTICE_ERR_NOMEM;
+    int more = d->have_key ? ZMQ_SNDMORE : 0;
+    int rc = 0;
+    if (ident) rc = zmq_send(sock, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0) rc = zmq_send(sock, buf, n, more | ZMQ_DONTWAIT);
+    if (rc >= 0 && d->have_key) rc = zmq_send(sock, mac, LT_FRAME_MAC_BYTES, ZMQ_DONTWAIT);
+    lt_free(buf);
+    if (rc < 0) {
+        d->send_failed++;
+        return LATTICE_ERR_IO;
+    }
+    return LATTICE_OK;
+}
+
+/* How many of items[0..n) fit one frame of about CHUNK_BYTES (at least 1):
+ * large values are split over several messages so none nears
+ * DATA_MAX_FRAME, which a receiver drops. */
+static size_t chunk_req(Latdata__Req *const *r, size_t n)
+{
+    size_t k = 0, bytes = 0;
+    while (k < n && (k == 0 || bytes + r[k]->key.len + r[k]->value.len + 64 <= CHUNK_BYTES))
+        bytes += r[k]->key.len + r[k]->value.len + 64, k++;
+    return k;
+}
+
+static size_t chunk_resp(Latdata__Resp *const *r, size_t n)
+{
+    size_t k = 0, bytes = 0;
+    while (k < n && (k == 0 || bytes + r[k]->value.len + 128 * r[k]->n_stats + 64 <= CHUNK_BYTES))
+        bytes += r[k]->value.len + 128 * r[k]->n_stats + 64, k++;
+    return k;
+}
+
+static void flush_peer(lattice_ops *d, peer *p)
+{
+    p->dirty = false;
+    if (!p->n_out && !p->push_meta) return;
+    for (size_t at = 0; p->dealer && (at < p->n_out || p->push_meta);) {
+        Latdata__Batch b = LATDATA__BATCH__INIT;
+        b.proto = LATTICE_DATA_PROTO;
+        b.reqs = p->out + at;
+        b.n_reqs = chunk_req(p->out + at, p->n_out - at);
+        const Latdata__Meta *meta = lattice_meta_message(d->meta);
+        if (p->push_meta && meta) b.meta = (Latdata__Meta *)meta;
+        send_frame(d, p->dealer, NULL, 0, &b); /* a lost send is retried by the ops' deadlines */
+        p->push_meta = false;
+        at += b.n_reqs;
+    }
+    for (size_t i = 0; i < p->n_out; i++) req_free(p->out[i]);
+    p->n_out = 0;
+}
+
+void chan_push_meta(lattice_ops *d, peer *p)
+{
+    p->push_meta = true;
+    if (!p->dirty) {
+        p->dirty = true;
+        d->dirty[d->n_dirty++] = p;
+    }
+}
+
+static reply_box *box_for(lattice_ops *d, const uint8_t *ident, size_t len)
+{
+    for (size_t i = 0; i < d->n_boxes; i++)
+        if (d->boxes[i].ident_len == len && memcmp(d->boxes[i].ident, ident, len) == 0) return &d->boxes[i];
+    if (d->n_boxes == d->cap_boxes) {
+        size_t cap = d->cap_boxes ? d->cap_boxes * 2 : 8;
+        reply_box *b = lt_realloc(d->boxes, cap * sizeof *b);
+        if (!b) return NULL;
+        memset(b + d->cap_boxes, 0, (cap - d->cap_boxes) * sizeof *b);
+        d->boxes = b;
+        d->cap_boxes = cap;
+    }
+    reply_box *b = &d->boxes[d->n_boxes++];
+    memcpy(b->ident, ident, len);
+    b->ident_len = len;
+    b->n = 0;
+    b->with_meta = false;
+    return b;
+}
+
+/* Queue a response to a ROUTER identity.  value/stats are copied. */
+void chan_reply(lattice_ops *d, const origin *o, const lattice_op_result *r, Latdata__NodeCacheStats **stats,
+                size_t n_stats, bool with_meta)
+{
+    reply_box *b = box_for(d, o->ident, o->ident_len);
+    if (!b) return;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        Latdata__Resp **x = lt_realloc(b->out, cap * sizeof *x);
+        if (!x) return;
+        b->out = x;
+        b->cap = cap;
+    }
+    Latdata__Resp *resp = lt_malloc(sizeof *resp + r->value_len);
+    if (!resp) return;
+    latdata__resp__init(resp);
+    resp->id = o->rid;
+    resp->status = r->status;
+    resp->num = r->num;
+    resp->flags = r->flags;
+    if (r->value_len) memcpy(resp + 1, r->value, r->value_len);
+    resp->value.data = (uint8_t *)(resp + 1);
+    resp->value.len = r->value_len;
+    resp->stats = stats;
+    resp->n_stats = n_stats;
+    resp->node = d->self_id;
+    b->out[b->n++] = resp;
+    if (with_meta) b->with_meta = true;
+}
+
+static void flush_boxes(lattice_ops *d)
+{
+    for (size_t i = 0; i < d->n_boxes; i++) {
+        reply_box *b = &d->boxes[i];
+        if (!b->n) continue;
+        for (size_t at = 0; at < b->n;) {
+            Latdata__Batch batch = LATDATA__BATCH__INIT;
+            batch.proto = LATTICE_DATA_PROTO;
+            batch.resps = b->out + at;
+            batch.n_resps = chunk_resp(b->out + at, b->n - at);
+            const Latdata__Meta *meta = lattice_meta_message(d->meta);
+            if (at == 0 && b->with_meta && meta) batch.meta = (Latdata__Meta *)meta;
+            send_frame(d, d->router, b->ident, b->ident_len, &batch);
+            at += batch.n_resps;
+        }
+        for (size_t k = 0; k < b->n; k++) {
+            for (size_t s = 0; s < b->out[k]->n_stats; s++) lt_free(b->out[k]->stats[s]);
+            lt_free(b->out[k]->stats);
+            lt_free(b->out[k]);
+        }
+        b->n = 0;
+        b->with_meta = false;
+    }
+    d->n_boxes = 0;
+}
+
+void chan_flush(lattice_ops *d)
+{
+    for (size_t i = 0; i < d->n_dirty; i++) flush_peer(d, d->dirty[i]);
+    d->n_dirty = 0;
+    flush_boxes(d);
+}
+
+peer *chan_peer_by_id(lattice_ops *d, const char *id)
+{
+    for (size_t i = 0; i < d->n_peers; i++)
+        if (strcmp(d->peers[i]->m.id, id) == 0) return d->peers[i];
+    return NULL;
+}
+
+peer *chan_peer_by_cid(lattice_ops *d, const char *cid)
+{
+    for (size_t i = 0; i < d->n_peers; i++)
+        if (strcmp(d->peers[i]->m.cid, cid) == 0) return d->peers[i];
+    return NULL;
+}
+
+void chan_peer_free(peer *p)
+{
+    for (size_t i = 0; i < p->n_out; i++) req_free(p->out[i]);
+    lt_free(p->out);
+    if (p->dealer) zmq_close(p->dealer);
+    lt_free(p);
+}
+
+peer *chan_peer_new(lattice_ops *d, const lattice_member *m, bool self)
+{
+    peer *p = lt_calloc(1, sizeof *p);
+    if (!p) return NULL;
+    snprintf(p->m.id, sizeof p->m.id, "%s", m->id);
+    snprintf(p->m.cid, sizeof p->m.cid, "%s", m->consistent_id);
+    p->m.self = self;
+    p->m.server = m->role == LATTICE_ROLE_SERVER;
+    const char *addr = lattice_member_attr(m, "data_addr");
+    if (addr) snprintf(p->addr, sizeof p->addr, "%s", addr);
+    if (!self && addr && p->m.server) {
+        p->dealer = zmq_socket(d->zctx, ZMQ_DEALER);
+        int zero = 0, hwm = 1000000;
+        if (p->dealer) {
+            zmq_setsockopt(p->dealer, ZMQ_LINGER, &zero, sizeof zero);
+            zmq_setsockopt(p->dealer, ZMQ_SNDHWM, &hwm, sizeof hwm);
+            zmq_setsockopt(p->dealer, ZMQ_RCVHWM, &hwm, sizeof hwm);
+            if (zmq_connect(p->dealer, addr) != 0) {
+                LT_LOG(LT_WARN, "data", "cannot connect to %s: %s", addr, zmq_strerror(errno));
+                zmq_close(p->dealer);
+                p->dealer = NULL;
+            }
+        }
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------- completion */
+
+void chan_complete_local(lattice_ops *d, opx *o, const lattice_op_result *r)
+{
+    (void)d;
+    o->fn(o->arg, o->index, r);
+    lt_free(o);
+}
+
+void chan_complete(lattice_ops *d, const origin *org, const lattice_op_result *r)
+{
+    if (org->local) chan_complete_local(d, org->local, r);
+    else chan_reply(d, org, r, NULL, 0, false);
+}
+
+/* Reads one multi-part message: [ident] body [mac].  Returns the unpacked
+ * batch or NULL (dropped and counted). */
+Latdata__Batch *chan_read_batch(lattice_ops *d, void *sock, bool router, uint8_t *ident, size_t *ident_len)
+{
+    zmq_msg_t parts[4];
+    int n = 0;
+    int more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        more = zmq_msg_more(&m);
+        if (n < 4) parts[n++] = m;
+        else zmq_msg_close(&m);
+    }
+    Latdata__Batch *b = NULL;
+    int first = router ? 1 : 0;
+    int count = n - first;
+    if (n == 0) return NULL;
+    if (router) {
+        size_t il = zmq_msg_size(&parts[0]);
+        if (il > 255) il = 255;
+        memcpy(ident, zmq_msg_data(&parts[0]), il);
+        *ident_len = il;
+    }
+    if (count < 1 || count > 2) {
+        d->malformed++;
+    } else {
+        /* base/'s frame layer: size, MAC, decode, unknown fields at any depth. */
+        zmq_msg_t *mac = count == 2 ? &parts[first + 1] : NULL;
+        ProtobufCMessage *m = NULL;
+        switch (lt_frame_unpack(&latdata__batch__descriptor, zmq_msg_data(&parts[first]), zmq_msg_size(&parts[first]),
+                                mac ? zmq_msg_data(mac) : NULL, mac ? zmq_msg_size(mac) : 0,
+                                d->have_key ? d->key : NULL, DATA_MAX_FRAME, &m)) {
+        case LT_FRAME_OK: b = (Latdata__Batch *)m; break;
+        case LT_FRAME_OVERSIZED: d->oversized++; break;
+        case LT_FRAME_AUTH: d->auth_failed++; break;
+        case LT_FRAME_MALFORMED: d->malformed++; break;
+        }
+        if (b && b->proto != LATTICE_DATA_PROTO) {
+            lt_frame_free(m);
+            b = NULL;
+            d->malformed++;
+        }
+    }
+    for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
+    return b;
+}
+
+void chan_batch_free(Latdata__Batch *b) { lt_frame_free(&b->base); }
+
+void chan_release_pending(lattice_ops *d, bool all)
+{
+    uint64_t now = lt_mono_ms();
+    pend *p = d->all;
+    while (p) {
+        pend *next = p->next;
+        bool gone = all || !chan_peer_by_id(d, p->target);
+        if (gone || now >= p->deadline_ms) {
+            chan_pend_take(d, p->id);
+            p->settle(d, p, NULL);
+            lt_free(p);
+        }
+        p = next;
+    }
+}
+
+/* Any thread: hand an op to the data thread.  A callback submitting its
+ * next op runs on the data thread itself: no eventfd write (a system call
+ * per op) is needed, only the note that the inbox is not empty, so the loop
+ * polls without waiting. */
+lattice_status chan_enqueue(lattice_ops *d, opx *o)
+{
+    if (!atomic_load(&d->accepting)) return LATTICE_ERR_STOPPED;
+    cds_wfcq_node_init(&o->qnode);
+    cds_wfcq_enqueue(&d->qhead, &d->qtail, &o->qnode);
+    if (on_data_thread == d) {
+        d->inbox_pending = true;
+        return LATTICE_OK;
+    }
+    uint64_t one = 1;
+    if (write(d->efd, &one, sizeof one) < 0 && errno != EAGAIN) return LATTICE_ERR_IO;
+    return LATTICE_OK;
+}

@@ -1,0 +1,587 @@
+/*
+ * control: the metadata exchange, the internal calls of the API, stats and
+ * the coordinator's base check - the control traffic of the data channel
+ * (data thread).  What the metadata is and decides lives in meta/; this
+ * file carries it.
+ *
+ * The coordinator is the metadata's only writer: it starts it from its own
+ * --cache list (or a cache "default"), applies CREATE/DESTROY sent by any
+ * node, pushes each new version to every server and answers META_GET,
+ * which every node sends on each topology change and every second.
+ * Base check: while the live servers differ from a cache's base, the
+ * coordinator asks every server for its stats with the freeze flag (on
+ * each topology change, and every BASE_CHECK_MS while a cache waits for
+ * its rebalance), feeds the answers to lattice_meta_switch_due and switches
+ * the bases it allows; the new version it then pushes releases the writes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "ops_int.h"
+#include "rebal_exec.h"
+
+_Static_assert(LATTICE_META_MAX_CACHES == LATTICE_MAX_CACHES, "meta/ and lattice.h disagree on the cache limit");
+
+static void push_meta(lattice_ops *d)
+{
+    for (size_t i = 0; i < d->n_peers; i++)
+        if (d->peers[i]->dealer) chan_push_meta(d, d->peers[i]);
+}
+
+void control_meta_apply(lattice_ops *d, const Latdata__Meta *m)
+{
+    if (lattice_meta_apply(d->meta, m)) rebal_on_change(d);
+}
+
+static void start_base_check(lattice_ops *d);
+static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs);
+#define BASE_CHECK_MS 300
+
+void control_on_topology(lattice_ops *d)
+{
+    if (lattice_meta_is_coordinator(d->meta)) {
+        if (!lattice_meta_valid(d->meta)) lattice_meta_start(d->meta, d->local_cfgs, d->n_local_cfgs);
+        push_meta(d);
+        start_base_check(d);
+    } else {
+        d->last_meta_pull = 0; /* pull now */
+    }
+    rebal_on_change(d);
+}
+
+static void send_ctl(lattice_ops *d, int kind, const char *cache, const char *value, opx *op)
+{
+    peer *coord = chan_peer_by_id(d, d->coordinator);
+    if (!coord || !coord->dealer) {
+        if (op) retry_later(d, op, LATTICE_ERR_TIMEOUT);
+        return;
+    }
+    pend *p = chan_pend_new(d, control_settle_ctl, coord);
+    Latdata__Req *q = p ? chan_req_new(kind, cache, NULL, 0, value, value ? strlen(value) : 0) : NULL;
+    if (!q) {
+        if (op) retry_later(d, op, LATTICE_ERR_TIMEOUT);
+        return;
+    }
+    p->ctl = kind;
+    p->op = op;
+    q->id = p->id;
+    chan_send(d, coord, q);
+}
+
+void control_tick(lattice_ops *d, uint64_t now)
+{
+    if (d->seen_topology && lattice_meta_is_coordinator(d->meta) && lattice_meta_valid(d->meta) && now - d->last_meta_pull >= BASE_CHECK_MS) {
+        /* The coordinator pulls nothing: last_meta_pull paces its base
+         * checks instead (a rebalance ends long after the topology change). */
+        d->last_meta_pull = now;
+        start_base_check(d);
+    }
+    if (!d->seen_topology || lattice_meta_is_coordinator(d->meta)) return;
+    if (now - d->last_meta_pull >= META_PULL_INTERVAL_MS) {
+        d->last_meta_pull = now;
+        send_ctl(d, CTL_META_GET, NULL, NULL, NULL);
+    }
+    if (lattice_meta_valid(d->meta) && !d->creates_sent && !d->client) {
+        d->creates_sent = true;
+        for (size_t i = 0; i < d->n_local_cfgs; i++) {
+            lattice_meta_cache *c = lattice_meta_cache_of(d->meta, d->local_cfgs[i].name);
+            if (c && lattice_cache_config_equal(&c->cfg, &d->local_cfgs[i])) continue;
+            if (c) {
+                LT_LOG(LT_ERROR, "data", "--cache %s differs from the grid's cache of that name; the grid's is used",
+                       d->local_cfgs[i].name);
+                continue;
+            }
+            char spec[1024];
+            lattice_cache_config_format(&d->local_cfgs[i], LATTICE_CACHE_FORMAT_ALL, spec, sizeof spec);
+            send_ctl(d, CTL_CREATE, NULL, spec, NULL);
+        }
+    }
+}
+
+static lattice_status coord_write(lattice_ops *d, int call, const char *arg)
+{
+    lattice_status st = call == LATTICE_OPS_CALL_CREATE ? lattice_meta_add(d->meta, arg) : lattice_meta_remove(d->meta, arg);
+    if (st == LATTICE_OK) push_meta(d);
+    return st;
+}
+
+/* ------------------------------------------------------------------- stats */
+
+static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c)
+{
+    Latdata__NodeCacheStats *s = lt_calloc(1, sizeof *s);
+    if (!s) return NULL;
+    latdata__node_cache_stats__init(s);
+    s->name = c->cfg.name;
+    for (uint32_t p = 0; c->store && p < c->cfg.partitions; p++) {
+        lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1];
+        size_t n = lattice_meta_serving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
+        lattice_meta_member *mov[LATTICE_CACHE_MAX_BACKUPS + 1];
+        size_t nm = lattice_meta_moving_owners(c, p, mov, LATTICE_CACHE_MAX_BACKUPS + 1);
+        for (size_t i = 0; i < nm; i++) {
+            if (!mov[i]->self) continue;
+            s->moving_partitions++;
+            s->moving_entries += lattice_store_count(c->store, p);
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (!own[i]->self) continue;
+            uint64_t cnt = lattice_store_count(c->store, p);
+            if (i == 0) {
+                s->primary_partitions++;
+                s->primary_entries += cnt;
+            } else {
+                s->backup_partitions++;
+                s->backup_entries += cnt;
+            }
+        }
+    }
+    s->reads = c->reads;
+    s->writes = c->writes;
+    s->hits = c->hits;
+    s->misses = c->misses;
+    rebal_figures f;
+    rebal_figures_of(d, c, &f);
+    s->rebalance_left = f.left;
+    s->rebalance_view_major = f.view;
+    s->rebalance_base_version = c->base_version;
+    s->rebalance_total = f.total;
+    s->rebalance_entries = f.entries;
+    s->rebalance_bytes = f.bytes;
+    s->rebalance_elapsed_ms = f.elapsed_ms;
+    s->rebalance_active = f.active;
+    return s;
+}
+
+static void stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n)
+{
+    lattice_ops_stats_node *x = lt_realloc(sr->nodes, (sr->n_nodes + 1) * sizeof *x);
+    if (!x) return;
+    sr->nodes = x;
+    lattice_ops_stats_node *sn = &x[sr->n_nodes];
+    memset(sn, 0, sizeof *sn);
+    snprintf(sn->id, sizeof sn->id, "%s", node ? node : "");
+    sn->caches = lt_calloc(n ? n : 1, sizeof *sn->caches);
+    sn->names = lt_calloc(n ? n : 1, sizeof *sn->names);
+    sn->view_major = lt_calloc(n ? n : 1, sizeof *sn->view_major);
+    sn->base_version = lt_calloc(n ? n : 1, sizeof *sn->base_version);
+    if (!sn->caches || !sn->names || !sn->view_major || !sn->base_version) {
+        lt_free(sn->caches);
+        lt_free(sn->names);
+        lt_free(sn->view_major);
+        lt_free(sn->base_version);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        lattice_cache_node_info *ci = &sn->caches[i];
+        snprintf(ci->id, sizeof ci->id, "%s", sn->id);
+        snprintf(sn->names[i], sizeof sn->names[i], "%s", st[i]->name);
+        ci->primary_entries = st[i]->primary_entries;
+        ci->backup_entries = st[i]->backup_entries;
+        ci->primary_partitions = st[i]->primary_partitions;
+        ci->backup_partitions = st[i]->backup_partitions;
+        ci->reads = st[i]->reads;
+        ci->writes = st[i]->writes;
+        ci->hits = st[i]->hits;
+        ci->misses = st[i]->misses;
+        ci->moving_partitions = st[i]->moving_partitions;
+        ci->moving_entries = st[i]->moving_entries;
+        ci->rebalance_left = st[i]->rebalance_left;
+        ci->rebalance_total = st[i]->rebalance_total;
+        ci->rebalance_entries = st[i]->rebalance_entries;
+        ci->rebalance_bytes = st[i]->rebalance_bytes;
+        ci->rebalance_elapsed_ms = st[i]->rebalance_elapsed_ms;
+        ci->rebalance_active = st[i]->rebalance_active;
+        sn->view_major[i] = st[i]->rebalance_view_major;
+        sn->base_version[i] = st[i]->rebalance_base_version;
+    }
+    sn->n = n;
+    sr->n_nodes++;
+}
+
+static size_t live_server_count(const lattice_ops *d)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->n_peers; i++) n += d->peers[i]->m.server;
+    return n;
+}
+
+/* What the servers told this check about cache c, for the switch predicate. */
+static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache *c)
+{
+    const lattice_ops_stats *sr = b->stats;
+    size_t cap = 0;
+    for (size_t k = 0; sr && k < sr->n_nodes; k++) cap += sr->nodes[k].n;
+    lattice_meta_switch_report *rep = lt_calloc(cap ? cap : 1, sizeof *rep);
+    if (!rep) return false;
+    size_t n = 0;
+    for (size_t k = 0; sr && k < sr->n_nodes; k++)
+        for (size_t j = 0; j < sr->nodes[k].n; j++) {
+            const lattice_cache_node_info *ci = &sr->nodes[k].caches[j];
+            if (strcmp(sr->nodes[k].names[j], c->cfg.name) != 0) continue;
+            rep[n++] = (lattice_meta_switch_report){ci->primary_entries + ci->backup_entries, ci->rebalance_left,
+                                                    sr->nodes[k].view_major[j], sr->nodes[k].base_version[j]};
+        }
+    lattice_meta_switch_input in = {
+        .base_is_live = lattice_meta_base_is_live(d->meta, c),
+        .all_answered = sr && b->sum == 0,
+        .rebalance_mode = c->cfg.rebalance_mode,
+        .view = lattice_meta_server_view(d->meta),
+        .base_version = c->base_version,
+        .live_servers = live_server_count(d),
+        .reports = rep,
+        .n_reports = n,
+    };
+    bool due = lattice_meta_switch_due(&in);
+    lt_free(rep);
+    return due;
+}
+
+static void finish_base_check(lattice_ops *d, bcast *b)
+{
+    d->base_check_running = false;
+    bool changed = false;
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
+        lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
+        if (switch_due(d, b, c) && lattice_meta_switch_base(d->meta, c) == LATTICE_OK) changed = true;
+    }
+    /* Always a new version: its push releases every server's frozen writes. */
+    lattice_meta_freeze(d->meta, 0, 0);
+    lattice_meta_bump(d->meta);
+    push_meta(d);
+    if (changed) {
+        LT_LOG(LT_INFO, "data", "affinity base switched to the %zu live servers (metadata version %llu)",
+               d->n_peers, (unsigned long long)lattice_meta_version(d->meta));
+        rebal_on_change(d);
+    }
+    start_base_check(d); /* the servers changed again while we counted */
+    /* A cache still off the live set waits for its new owners to finish
+     * loading (late affinity): let the next periodic tick (BASE_CHECK_MS)
+     * check again although the server set has not changed - never at once,
+     * or checks (and their write freezes) would run back to back. */
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta) && !d->base_check_running; i++)
+        if (!lattice_meta_base_is_live(d->meta, lattice_meta_cache_at(d->meta, i))) d->checked_servers = 0;
+}
+
+static void stats_free(lattice_ops_stats *sr)
+{
+    if (!sr) return;
+    for (size_t i = 0; i < sr->n_nodes; i++) {
+        lt_free(sr->nodes[i].caches);
+        lt_free(sr->nodes[i].names);
+        lt_free(sr->nodes[i].view_major);
+        lt_free(sr->nodes[i].base_version);
+    }
+    lt_free(sr->nodes);
+    lt_free(sr->cfgs);
+    lt_free(sr);
+}
+
+void lattice_ops_stats_free(lattice_ops_stats *sr) { stats_free(sr); }
+
+/* One part of a broadcast answered (rs) or gave up (rs NULL). */
+static void bcast_part(lattice_ops *d, bcast *b, const Latdata__Resp *rs)
+{
+    if (rs && b->kind == CTL_PART_SIZE) b->sum += rs->num;
+    if (rs && b->kind == CTL_STATS && b->stats) stats_add(b->stats, rs->node, rs->stats, rs->n_stats);
+    if (!rs && !b->op) b->sum = -1; /* base check: a server did not answer: do not switch */
+    if (--b->remaining > 0) return;
+    if (!b->op) {
+        finish_base_check(d, b);
+        stats_free(b->stats);
+    } else {
+        lattice_op_result r = {0};
+        r.num = b->sum;
+        if (b->kind == CTL_STATS) {
+            r.value = b->stats;
+            r.value_len = sizeof *b->stats;
+        }
+        chan_complete_local(d, b->op, &r); /* the caller owns b->stats now */
+    }
+    lt_free(b);
+}
+
+static void settle_bcast(lattice_ops *d, pend *p, const Latdata__Resp *rs) { bcast_part(d, p->b, rs); }
+
+/* SIZE: the sum of primary entries over every server (CTL_PART_SIZE). */
+void control_start_size(lattice_ops *d, opx *o)
+{
+    bcast *b = lt_calloc(1, sizeof *b);
+    if (!b) {
+        lattice_op_result r = {.status = LATTICE_ERR_NOMEM};
+        chan_complete_local(d, o, &r);
+        return;
+    }
+    b->kind = CTL_PART_SIZE;
+    b->op = o;
+    b->remaining = 1;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        peer *p = d->peers[i];
+        if (!p->m.server) continue;
+        if (p->m.self) {
+            lattice_meta_cache *c = lattice_meta_cache_of(d->meta, o->cache);
+            Latdata__Resp rs = LATDATA__RESP__INIT;
+            for (uint32_t k = 0; c && c->store && k < c->cfg.partitions; k++) {
+                lattice_meta_member *own[1];
+                if (lattice_meta_serving_owners(c, k, own, 1) == 1 && own[0]->self) rs.num += (int64_t)lattice_store_count(c->store, k);
+            }
+            b->remaining++;
+            bcast_part(d, b, &rs);
+            continue;
+        }
+        if (!p->dealer) continue;
+        pend *pe = chan_pend_new(d, settle_bcast, p);
+        Latdata__Req *q = pe ? chan_req_new(CTL_PART_SIZE, o->cache, NULL, 0, NULL, 0) : NULL;
+        if (!q) continue;
+        pe->b = b;
+        q->id = pe->id;
+        b->remaining++;
+        chan_send(d, p, q);
+    }
+    bcast_part(d, b, NULL);
+}
+
+/* Sends CTL_STATS to every server; self answers at once. */
+static void start_stats(lattice_ops *d, opx *op)
+{
+    bcast *b = lt_calloc(1, sizeof *b);
+    lattice_ops_stats *sr = lt_calloc(1, sizeof *sr);
+    if (!b || !sr) {
+        lt_free(b);
+        lt_free(sr);
+        if (op) {
+            lattice_op_result r = {.status = LATTICE_ERR_NOMEM};
+            chan_complete_local(d, op, &r);
+        }
+        return;
+    }
+    b->kind = CTL_STATS;
+    b->op = op;
+    b->stats = sr;
+    size_t nc = lattice_meta_cache_count(d->meta);
+    sr->cfgs = lt_calloc(nc ? nc : 1, sizeof *sr->cfgs);
+    for (size_t i = 0; sr->cfgs && i < nc; i++) sr->cfgs[sr->n_caches++] = lattice_meta_cache_at(d->meta, i)->cfg;
+    b->remaining = 1;
+    if (!op) lattice_meta_freeze(d->meta, lt_mono_ms(), FREEZE_MS);
+    for (size_t i = 0; i < d->n_peers; i++) {
+        peer *p = d->peers[i];
+        if (!p->m.server) continue;
+        if (p->m.self) {
+            Latdata__NodeCacheStats *st[LATTICE_MAX_CACHES];
+            size_t n = 0;
+            for (size_t k = 0; k < lattice_meta_cache_count(d->meta); k++)
+                if ((st[n] = node_stats(d, lattice_meta_cache_at(d->meta, k)))) n++;
+            stats_add(sr, d->self_id, st, n);
+            for (size_t k = 0; k < n; k++) lt_free(st[k]);
+            continue;
+        }
+        if (!p->dealer) continue;
+        pend *pe = chan_pend_new(d, settle_bcast, p);
+        Latdata__Req *q = pe ? chan_req_new(CTL_STATS, NULL, NULL, 0, NULL, 0) : NULL;
+        if (!q) continue;
+        pe->b = b;
+        q->id = pe->id;
+        if (!op) q->flags = STATS_FREEZE;
+        b->remaining++;
+        chan_send(d, p, q);
+    }
+    bcast_part(d, b, (const Latdata__Resp *)&(Latdata__Resp)LATDATA__RESP__INIT);
+}
+
+/* FNV-1a over the live servers' node ids (topology order). */
+static uint64_t servers_hash(const lattice_ops *d)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        if (!d->peers[i]->m.server) continue;
+        for (const char *c = d->peers[i]->m.id; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* Only when the set of live servers changed since the last check (a client
+ * joining or leaving changes nothing an assignment depends on). */
+static void start_base_check(lattice_ops *d)
+{
+    if (d->base_check_running) return;
+    uint64_t h = servers_hash(d);
+    if (h == d->checked_servers) return;
+    bool any = false;
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++)
+        any |= !lattice_meta_base_is_live(d->meta, lattice_meta_cache_at(d->meta, i));
+    if (!any) return;
+    d->checked_servers = h;
+    d->base_check_running = true;
+    start_stats(d, NULL);
+}
+
+/* ------------------------------------------------------------ serve / call */
+
+void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
+{
+    lattice_op_result r = {0};
+    switch (q->kind) {
+    case CTL_DEMAND:
+        rebal_on_demand(d, q);
+        return;
+    case CTL_SUPPLY:
+        rebal_on_supply(d, q);
+        return;
+    case CTL_DIGEST:
+        rebal_serve_digest(d, q, o);
+        return;
+    case CTL_STATS: {
+        /* A base check: no write may land after we count, until the
+         * coordinator's next metadata (or FREEZE_MS) releases the caches. */
+        if (q->flags & STATS_FREEZE) lattice_meta_freeze(d->meta, lt_mono_ms(), FREEZE_MS);
+        size_t nc = lattice_meta_cache_count(d->meta);
+        Latdata__NodeCacheStats **st = lt_calloc(nc ? nc : 1, sizeof *st);
+        size_t n = 0;
+        for (size_t k = 0; st && k < nc; k++)
+            if ((st[n] = node_stats(d, lattice_meta_cache_at(d->meta, k)))) n++;
+        chan_reply(d, o, &r, st, n, false); /* the box frees st */
+        return;
+    }
+    case CTL_PART_SIZE: {
+        lattice_meta_cache *c = lattice_meta_cache_of(d->meta, q->cache);
+        for (uint32_t k = 0; c && c->store && k < c->cfg.partitions; k++) {
+            lattice_meta_member *own[1];
+            if (lattice_meta_serving_owners(c, k, own, 1) == 1 && own[0]->self) r.num += (int64_t)lattice_store_count(c->store, k);
+        }
+        chan_reply(d, o, &r, NULL, 0, false);
+        return;
+    }
+    case CTL_META_GET:
+        r.status = lattice_meta_valid(d->meta) ? LATTICE_OK : LATTICE_ERR_AGAIN;
+        chan_reply(d, o, &r, NULL, 0, lattice_meta_valid(d->meta));
+        return;
+    case CTL_CREATE:
+    case CTL_DESTROY: {
+        if (!lattice_meta_is_coordinator(d->meta) || !lattice_meta_valid(d->meta)) {
+            r.status = LATTICE_ERR_AGAIN;
+        } else {
+            char spec[1100];
+            size_t n = q->value.len < sizeof spec - 1 ? q->value.len : sizeof spec - 1;
+            memcpy(spec, q->value.data, n);
+            spec[n] = 0;
+            r.status = coord_write(d, q->kind == CTL_CREATE ? LATTICE_OPS_CALL_CREATE : LATTICE_OPS_CALL_DESTROY, spec);
+        }
+        chan_reply(d, o, &r, NULL, 0, true);
+        return;
+    }
+    default:
+        r.status = LATTICE_ERR_INVAL;
+        chan_reply(d, o, &r, NULL, 0, false);
+    }
+}
+
+static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs)
+{
+    if (!p->op) return;
+    if (!rs || rs->status == LATTICE_ERR_AGAIN) {
+        retry_later(d, p->op, LATTICE_ERR_TIMEOUT);
+        return;
+    }
+    lattice_op_result r = {0};
+    r.status = (lattice_status)rs->status;
+    chan_complete_local(d, p->op, &r);
+}
+
+static void partitions_call(lattice_ops *d, opx *o)
+{
+    lattice_op_result r = {0};
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, o->data);
+    if (!c) {
+        r.status = lattice_meta_valid(d->meta) ? LATTICE_ERR_NO_CACHE : LATTICE_ERR_AGAIN;
+        if (r.status == LATTICE_ERR_AGAIN) retry_later(d, o, LATTICE_ERR_TIMEOUT);
+        else chan_complete_local(d, o, &r);
+        return;
+    }
+    lattice_partitions_info *pi = lt_calloc(1, sizeof *pi);
+    uint32_t copies = c->aff ? lattice_affinity_copies(c->aff) : 0;
+    if (c->ideal && lattice_affinity_copies(c->ideal) > copies) copies = lattice_affinity_copies(c->ideal);
+    if (copies > LATTICE_CACHE_MAX_BACKUPS + 1) copies = LATTICE_CACHE_MAX_BACKUPS + 1;
+    uint32_t maxo = 2 * copies; /* serving owners, then MOVING ones */
+    if (pi) {
+        pi->n_owners = lt_calloc(c->cfg.partitions, sizeof *pi->n_owners);
+        pi->owners = lt_calloc((size_t)c->cfg.partitions * (maxo ? maxo : 1), sizeof *pi->owners);
+    }
+    if (!pi || !pi->n_owners || !pi->owners) {
+        if (pi) {
+            lt_free(pi->n_owners);
+            lt_free(pi->owners);
+            lt_free(pi);
+        }
+        r.status = LATTICE_ERR_NOMEM;
+        chan_complete_local(d, o, &r);
+        return;
+    }
+    snprintf(pi->cache, sizeof pi->cache, "%s", c->cfg.name);
+    pi->major = d->major;
+    pi->minor = d->minor;
+    pi->partitions = c->cfg.partitions;
+    pi->max_owners = maxo;
+    uint32_t live = 0;
+    for (size_t i = 0; i < d->n_peers; i++) live += d->peers[i]->m.server;
+    uint32_t wanted = c->cfg.mode == LATTICE_CACHE_REPLICATED ? live : c->cfg.backups + 1;
+    pi->copies_wanted = wanted < live ? wanted : live;
+    for (uint32_t p = 0; p < c->cfg.partitions; p++) {
+        lattice_meta_member *own[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+        size_t ns = lattice_meta_serving_owners(c, p, own, copies);
+        size_t n = ns + lattice_meta_moving_owners(c, p, own + ns, copies);
+        pi->n_owners[p] = (uint32_t)n;
+        for (size_t i = 0; i < n; i++) {
+            lattice_partition_owner *po = &pi->owners[(size_t)p * maxo + i];
+            snprintf(po->node, sizeof po->node, "%s", own[i]->id);
+            snprintf(po->consistent_id, sizeof po->consistent_id, "%s", own[i]->cid);
+            po->primary = i == 0 && ns > 0;
+            po->state = lattice_partition_state_name(i < ns ? LATTICE_PART_OWNING : LATTICE_PART_MOVING);
+        }
+    }
+    r.value = pi;
+    r.value_len = sizeof *pi;
+    chan_complete_local(d, o, &r);
+}
+
+void control_run_call(lattice_ops *d, opx *o)
+{
+    lattice_op_result r = {0};
+    if (!lattice_meta_valid(d->meta)) {
+        retry_later(d, o, LATTICE_ERR_TIMEOUT);
+        return;
+    }
+    switch (o->call) {
+    case LATTICE_OPS_CALL_STATS: start_stats(d, o); return;
+    case LATTICE_OPS_CALL_PARTITIONS: partitions_call(d, o); return;
+    case LATTICE_OPS_CALL_DIGESTS: rebal_start_digests(d, o); return;
+    case LATTICE_OPS_CALL_CREATE:
+    case LATTICE_OPS_CALL_DESTROY:
+        if (lattice_meta_is_coordinator(d->meta)) {
+            r.status = coord_write(d, o->call, o->data);
+            chan_complete_local(d, o, &r);
+        } else {
+            send_ctl(d, o->call == LATTICE_OPS_CALL_CREATE ? CTL_CREATE : CTL_DESTROY, NULL, o->data, o);
+        }
+        return;
+    default: r.status = LATTICE_ERR_INVAL; chan_complete_local(d, o, &r);
+    }
+}
+
+lattice_status lattice_ops_call(lattice_ops *d, lattice_ops_call_kind call, const char *arg, lattice_op_fn fn,
+                                void *farg)
+{
+    size_t al = arg ? strlen(arg) : 0;
+    opx *o = lt_calloc(1, sizeof *o + al + 1);
+    if (!o) return LATTICE_ERR_NOMEM;
+    if (al) memcpy(o->data, arg, al);
+    o->call = (int)call;
+    o->fn = fn;
+    o->arg = farg;
+    o->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
+    lattice_status st = chan_enqueue(d, o);
+    if (st != LATTICE_OK) lt_free(o);
+    return st;
+}

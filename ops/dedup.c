@@ -1,0 +1,40 @@
+/*
+ * dedup: the resend records (data thread).
+ *
+ * Every write carries its issuer's node id and a sequence number that stays
+ * the same over resends.  The primary records (origin, seq) -> result of
+ * each write it applies, and sends the record with the replicated write, so
+ * every copy has it (backup.c records it there).  A resend - after a
+ * failover, to the former backup - finds the record and gets the first
+ * result without the write being applied again (primary.c): an increment
+ * counts once.  Direct mapped, DEDUP_SLOTS per server: a record overwritten
+ * before its resend arrives lets the resend apply again (the behaviour
+ * without the table).
+ */
+#include "ops_int.h"
+
+uint64_t dedup_origin_hash(const char *node_id)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = node_id ? node_id : ""; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    return h | 1; /* never 0 */
+}
+
+static size_t dedup_slot(uint64_t origin, uint64_t seq)
+{
+    return (size_t)((origin ^ (seq * 0x9E3779B97F4A7C15ull)) >> 16) & (DEDUP_SLOTS - 1);
+}
+
+void dedup_put(lattice_ops *d, uint64_t origin, uint64_t seq, const lattice_op_result *r)
+{
+    if (!d->dedup || !seq) return;
+    dedup_entry *e = &d->dedup[dedup_slot(origin, seq)];
+    *e = (dedup_entry){origin, seq, r->status, r->flags, r->num};
+}
+
+const dedup_entry *dedup_get(const lattice_ops *d, uint64_t origin, uint64_t seq)
+{
+    if (!d->dedup || !seq) return NULL;
+    const dedup_entry *e = &d->dedup[dedup_slot(origin, seq)];
+    return e->seq == seq && e->origin == origin ? e : NULL;
+}

@@ -1,0 +1,170 @@
+/*
+ * issue: where an operation goes (data thread) - the first stage of the
+ * operation path.
+ *
+ *  lattice_ops_submit (any thread) copies each op and hands it to the data
+ *  thread; issue_route then checks: cache known? kind, key and value within
+ *  limits? -> partition -> serving owners (the affinity base filtered to
+ *  live nodes; none: PARTITION_LOST) -> a read with read_from_backup on a
+ *  local owner runs here; else the primary: ourselves (primary.c) or a
+ *  request to its DEALER, kept in the pending table until its answer
+ *  (retry.c settles it: complete, or route again).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "ops_int.h"
+
+static opx *opx_new(lattice_ops *d, const lattice_op *op, lattice_op_fn fn, void *arg, size_t index)
+{
+    size_t kl = op->key ? op->key_len : 0, vl = op->value ? op->value_len : 0;
+    opx *o = lt_malloc(sizeof *o + kl + vl + 1);
+    if (!o) return NULL;
+    memset(o, 0, sizeof *o);
+    o->op = *op;
+    snprintf(o->cache, sizeof o->cache, "%s", op->cache ? op->cache : "default");
+    if (kl) memcpy(o->data, op->key, kl);
+    if (vl) memcpy(o->data + kl, op->value, vl);
+    o->op.key = o->data;
+    o->op.key_len = kl;
+    o->op.value = o->data + kl;
+    o->op.value_len = vl;
+    o->op.cache = o->cache;
+    o->fn = fn;
+    o->arg = arg;
+    o->index = index;
+    o->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
+    return o;
+}
+
+lattice_status lattice_ops_submit(lattice_ops *d, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
+{
+    if (!ops || !n || !fn) return LATTICE_ERR_INVAL;
+    if (!d) return LATTICE_ERR_STOPPED;
+    opx **all = lt_malloc(n * sizeof *all);
+    if (!all) return LATTICE_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        all[i] = opx_new(d, &ops[i], fn, arg, i);
+        if (!all[i]) {
+            while (i--) lt_free(all[i]);
+            lt_free(all);
+            return LATTICE_ERR_NOMEM;
+        }
+    }
+    if (!atomic_load(&d->accepting)) {
+        for (size_t i = 0; i < n; i++) lt_free(all[i]);
+        lt_free(all);
+        return LATTICE_ERR_STOPPED;
+    }
+    for (size_t i = 0; i < n; i++) chan_enqueue(d, all[i]);
+    lt_free(all);
+    return LATTICE_OK;
+}
+
+void issue_route(lattice_ops *d, opx *o)
+{
+    lattice_op_result r = {0};
+    if (!lattice_meta_valid(d->meta)) {
+        retry_later(d, o, LATTICE_ERR_TIMEOUT);
+        return;
+    }
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, o->cache);
+    if (!c) {
+        /* A cache created a moment ago elsewhere may not have reached us yet
+         * (clients learn by pulling): pull now and look again for a while.
+         * The coordinator writes the metadata, so it knows at once. */
+        uint64_t now = lt_mono_ms();
+        if (!o->no_cache_until && !lattice_meta_is_coordinator(d->meta)) {
+            o->no_cache_until = now + NO_CACHE_WAIT_MS;
+            d->last_meta_pull = 0;
+        }
+        if (now < o->no_cache_until) {
+            retry_later(d, o, LATTICE_ERR_NO_CACHE);
+            return;
+        }
+        r.status = LATTICE_ERR_NO_CACHE;
+        chan_complete_local(d, o, &r);
+        return;
+    }
+    lattice_status st = primary_check_limits(c, &o->op);
+    if (st != LATTICE_OK) {
+        r.status = st;
+        chan_complete_local(d, o, &r);
+        return;
+    }
+    if (c->cfg.rebalance_mode == LATTICE_REBALANCE_SYNC && c->ideal) {
+        /* rebalance_mode=sync: while the live servers differ from the
+         * affinity base (a rebalance is due or running) the cache's
+         * operations wait - retried until the switch or their deadline. */
+        retry_later(d, o, LATTICE_ERR_TIMEOUT);
+        return;
+    }
+    if (o->op.kind == LATTICE_OP_SIZE) {
+        control_start_size(d, o);
+        return;
+    }
+    uint32_t p = lattice_partition_of_key(o->op.key, o->op.key_len, c->cfg.partitions);
+    lattice_meta_member *owners[LATTICE_CACHE_MAX_BACKUPS + 1];
+    size_t n = lattice_meta_serving_owners(c, p, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
+    if (n == 0) {
+        r.status = LATTICE_ERR_PARTITION_LOST;
+        chan_complete_local(d, o, &r);
+        return;
+    }
+    exec_in in = {o->op.kind, o->op.flags, p, o->op.key, o->op.key_len, o->op.value, o->op.value_len,
+                  o->op.delta, o->op.ttl_ms};
+    origin org = {.local = o};
+    if (!ops_is_read(o->op.kind) && !o->seq) o->seq = ++d->op_seq;
+    if (ops_is_read(o->op.kind) && c->cfg.read_from_backup && c->store) {
+        for (size_t i = 1; i < n; i++) {
+            if (!owners[i]->self) continue;
+            repl_out repl;
+            exec_local(c, &in, &d->scratch, &r, &repl);
+            chan_complete_local(d, o, &r);
+            return;
+        }
+    }
+    if (owners[0]->self) {
+        if (!ops_is_read(o->op.kind) && lattice_meta_frozen(c, lt_mono_ms())) {
+            retry_later(d, o, LATTICE_ERR_AGAIN); /* a base check is counting: retry shortly */
+            return;
+        }
+        primary_execute(d, c, &in, &org, d->self_id, o->seq);
+        return;
+    }
+    peer *prim = peer_of(owners[0]);
+    if (!prim->dealer) {
+        retry_later(d, o, LATTICE_ERR_TIMEOUT);
+        return;
+    }
+    Latdata__Req *q = chan_req_new_from(o->op.kind, c->cfg.name, o->op.key, o->op.key_len, o->op.value,
+                                        o->op.value_len, o->seq ? d->self_id : NULL);
+    if (!q) {
+        r.status = LATTICE_ERR_NOMEM;
+        chan_complete_local(d, o, &r);
+        return;
+    }
+    q->flags = o->op.flags;
+    q->partition = p;
+    q->ttl_ms = o->op.ttl_ms;
+    q->delta = o->op.delta;
+    q->topo_major = d->major;
+    q->op_seq = o->seq;
+    bool async_write = !ops_is_read(o->op.kind) && c->cfg.sync == LATTICE_SYNC_ASYNC;
+    if (!async_write) {
+        pend *pe = chan_pend_new(d, retry_settle_op, prim);
+        if (!pe) {
+            lt_free(q);
+            r.status = LATTICE_ERR_NOMEM;
+            chan_complete_local(d, o, &r);
+            return;
+        }
+        pe->op = o;
+        pe->deadline_ms = o->deadline_ms;
+        q->id = pe->id;
+    }
+    chan_send(d, prim, q);
+    if (async_write) chan_complete_local(d, o, &r); /* full_async: acknowledged once sent */
+}

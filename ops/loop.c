@@ -1,0 +1,353 @@
+/*
+ * loop: the data thread - poll, dispatch to the stages, topology changes -
+ * and the lifecycle of a lattice_ops (ops/ops.h).
+ *
+ * One thread owns everything in a lattice_ops: the data ROUTER (servers;
+ * requests from peers arrive on it and are answered on it), one DEALER per
+ * server peer (our requests leave on it, their answers come back on it),
+ * every cache's store writes, the pending-request table and the cluster
+ * metadata.  Other threads only push work (lattice_ops_submit,
+ * lattice_ops_call) onto `inbox`, a cds_wfcq queue, and write the eventfd
+ * that zmq_poll watches.
+ *
+ * Loop:  poll -> drain inbox (issue.c routes new ops) -> ROUTER requests
+ * (primary.c executes, backup.c applies, control.c answers) -> DEALER
+ * responses (the pending request's settle: complete, retry, release a
+ * wait) -> every 10 ms: topology change (peers, live owners, metadata pull,
+ * re-route ops whose target left), deadlines, due retries -> flush: one
+ * Batch per peer and per ROUTER identity.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <urcu.h>
+#include <urcu/wfcqueue.h>
+#include <zmq.h>
+
+#include "base/base.h"
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "ops_int.h"
+#include "rebal_exec.h"
+
+#define TICK_MS 10
+#define SWEEP_MS 250
+#define PEND_BUCKETS 65536u
+
+static void ops_free(lattice_ops *d);
+
+static void handle_response(lattice_ops *d, const Latdata__Resp *rs)
+{
+    pend *p = chan_pend_take(d, rs->id);
+    if (!p) return; /* full_async, or already re-routed: nothing waits for it */
+    p->settle(d, p, rs);
+    lt_free(p);
+}
+
+/* A request from a peer: to the stage that serves its kind. */
+static void serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
+{
+    if (q->kind == CTL_REPLICATE) backup_apply(d, q, o);
+    else if (q->kind > CTL_REPLICATE) control_serve(d, q, o);
+    else primary_serve(d, q, o);
+}
+
+static void on_router(lattice_ops *d)
+{
+    for (int k = 0; k < 256; k++) {
+        int ev = 0;
+        size_t evl = sizeof ev;
+        zmq_getsockopt(d->router, ZMQ_EVENTS, &ev, &evl);
+        if (!(ev & ZMQ_POLLIN)) return;
+        uint8_t ident[256];
+        size_t il = 0;
+        Latdata__Batch *b = chan_read_batch(d, d->router, true, ident, &il);
+        if (!b) continue;
+        if (b->meta) control_meta_apply(d, b->meta);
+        for (size_t i = 0; i < b->n_reqs; i++) {
+            origin o = {0};
+            memcpy(o.ident, ident, il);
+            o.ident_len = il;
+            o.rid = b->reqs[i]->id;
+            serve(d, b->reqs[i], &o);
+        }
+        chan_batch_free(b);
+    }
+}
+
+static void on_dealer(lattice_ops *d, peer *p)
+{
+    for (int k = 0; k < 256; k++) {
+        int ev = 0;
+        size_t evl = sizeof ev;
+        zmq_getsockopt(p->dealer, ZMQ_EVENTS, &ev, &evl);
+        if (!(ev & ZMQ_POLLIN)) return;
+        Latdata__Batch *b = chan_read_batch(d, p->dealer, false, NULL, NULL);
+        if (!b) continue;
+        if (b->meta) control_meta_apply(d, b->meta);
+        for (size_t i = 0; i < b->n_resps; i++) handle_response(d, b->resps[i]);
+        chan_batch_free(b);
+    }
+}
+
+static void drain_inbox(lattice_ops *d)
+{
+    uint64_t v;
+    if (read(d->efd, &v, sizeof v) < 0 && errno != EAGAIN) LT_LOG(LT_WARN, "data", "eventfd: %s", strerror(errno));
+    for (;;) {
+        struct cds_wfcq_node *n = __cds_wfcq_dequeue_nonblocking(&d->qhead, &d->qtail);
+        if (!n || n == CDS_WFCQ_WOULDBLOCK) break;
+        opx *o = caa_container_of(n, opx, qnode);
+        if (o->call) control_run_call(d, o);
+        else issue_route(d, o);
+    }
+}
+
+static void run_retries(lattice_ops *d, uint64_t now)
+{
+    for (opx *o = retry_take_due(d, now), *next; o; o = next) {
+        next = o->rnext;
+        if (o->call) control_run_call(d, o);
+        else issue_route(d, o);
+    }
+}
+
+/* Rebuilds peers from a new topology: new servers get a DEALER, departed
+ * ones are closed (their pending requests re-routed). */
+static void on_topology(lattice_ops *d, lattice_topology *t)
+{
+    char self[64];
+    lattice_discovery_local_id(d->disc, self, sizeof self);
+    snprintf(d->self_id, sizeof d->self_id, "%s", self);
+    for (size_t i = 0; i < d->n_peers; i++) d->peers[i]->mark = false;
+    size_t n = lattice_topology_size(t);
+    for (size_t i = 0; i < n; i++) {
+        const lattice_member *m = lattice_topology_member(t, i);
+        peer *p = chan_peer_by_id(d, m->id);
+        if (!p) {
+            if (d->n_peers == DATA_MAX_PEERS) continue;
+            p = chan_peer_new(d, m, strcmp(m->id, self) == 0);
+            if (!p) continue;
+            d->peers[d->n_peers++] = p;
+        }
+        p->mark = true;
+    }
+    /* The metadata gets the new member set before a departed peer is freed:
+     * its owner tables point at members. */
+    peer *gone[DATA_MAX_PEERS];
+    lattice_meta_member *members[DATA_MAX_PEERS];
+    size_t k = 0, n_gone = 0;
+    d->self = NULL;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        peer *p = d->peers[i];
+        if (!p->mark) {
+            gone[n_gone++] = p;
+            continue;
+        }
+        if (p->m.self) d->self = p;
+        members[k] = &p->m;
+        d->peers[k++] = p;
+    }
+    d->n_peers = k;
+    const char *coord = lattice_topology_coordinator(t);
+    snprintf(d->coordinator, sizeof d->coordinator, "%s", coord ? coord : "");
+    lattice_meta_set_members(d->meta, members, k, d->coordinator);
+    for (size_t i = 0; i < n_gone; i++) {
+        for (size_t j = 0; j < d->n_dirty; j++)
+            if (d->dirty[j] == gone[i]) d->dirty[j] = d->dirty[--d->n_dirty];
+        chan_peer_free(gone[i]);
+    }
+    d->major = lattice_topology_major(t);
+    d->minor = lattice_topology_minor(t);
+    chan_release_pending(d, false);
+    control_on_topology(d);
+}
+
+static void check_topology(lattice_ops *d)
+{
+    lattice_topology *t = lattice_discovery_topology(d->disc);
+    if (!t) return;
+    if (lattice_topology_major(t) != d->major || lattice_topology_minor(t) != d->minor || !d->seen_topology) {
+        d->seen_topology = true;
+        on_topology(d, t);
+    }
+    lattice_topology_release(t);
+}
+
+static size_t build_poll(lattice_ops *d, zmq_pollitem_t *items, peer **owners)
+{
+    size_t n = 0;
+    items[n++] = (zmq_pollitem_t){NULL, d->efd, ZMQ_POLLIN, 0};
+    if (d->router) items[n++] = (zmq_pollitem_t){d->router, 0, ZMQ_POLLIN, 0};
+    for (size_t i = 0; i < d->n_peers; i++) {
+        if (!d->peers[i]->dealer) continue;
+        owners[n] = d->peers[i];
+        items[n++] = (zmq_pollitem_t){d->peers[i]->dealer, 0, ZMQ_POLLIN, 0};
+    }
+    return n;
+}
+
+static void *data_main(void *arg)
+{
+    lattice_ops *d = arg;
+    chan_enter_thread(d);
+    rcu_register_thread();
+    zmq_pollitem_t items[DATA_MAX_PEERS + 2];
+    peer *owners[DATA_MAX_PEERS + 2];
+    uint64_t last_tick = 0;
+    while (atomic_load(&d->run_flag)) {
+        size_t n = build_poll(d, items, owners);
+        int rc = zmq_poll(items, (int)n, d->inbox_pending ? 0 : TICK_MS);
+        d->inbox_pending = false;
+        if (rc < 0 && errno != EINTR) break;
+        drain_inbox(d);
+        if (d->router) on_router(d);
+        for (size_t i = 2 - (d->router ? 0 : 1); i < n; i++)
+            if (chan_peer_by_id(d, owners[i]->m.id) == owners[i]) on_dealer(d, owners[i]);
+        uint64_t now = lt_mono_ms();
+        if (now - last_tick >= TICK_MS) {
+            last_tick = now;
+            check_topology(d);
+            if (now - d->last_sweep >= SWEEP_MS) {
+                d->last_sweep = now;
+                chan_release_pending(d, false); /* targets alive but silent: deadlines */
+            }
+            control_tick(d, now);
+            rebal_tick(d, now);
+            run_retries(d, now);
+        }
+        chan_flush(d);
+    }
+    /* Stopping: every op still here ends with STOPPED. */
+    d->running = false;
+    drain_inbox(d);
+    chan_release_pending(d, true);
+    run_retries(d, UINT64_MAX);
+    chan_flush(d);
+    rcu_unregister_thread();
+    return NULL;
+}
+
+/* --------------------------------------------------------------- lifecycle */
+
+lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, const char **attr)
+{
+    *out = NULL;
+    *attr = NULL;
+    lattice_ops *d = lt_calloc(1, sizeof *d);
+    if (!d) return LATTICE_ERR_NOMEM;
+    d->efd = -1;
+    d->buckets = lt_calloc(PEND_BUCKETS, sizeof *d->buckets);
+    d->dirty = lt_calloc(DATA_MAX_PEERS, sizeof *d->dirty);
+    if (!d->buckets || !d->dirty) goto nomem;
+    d->client = c->client;
+    d->op_timeout_ms = c->op_timeout_ms > 0 ? c->op_timeout_ms : LATTICE_DEFAULT_OP_TIMEOUT_MS;
+    d->region_mb = c->region_mb > 0 ? c->region_mb : LATTICE_DEFAULT_REGION_MB;
+    for (size_t i = 0; i < c->n_caches && i < LATTICE_MAX_CACHES; i++) {
+        char err[256];
+        lattice_cache_config cfg;
+        if (lattice_cache_config_parse_spec(&cfg, c->caches[i], err, sizeof err) != LATTICE_OK) {
+            LT_LOG(LT_ERROR, "data", "--cache %s: %s", c->caches[i], err);
+            ops_free(d);
+            return LATTICE_ERR_INVAL;
+        }
+        d->local_cfgs[d->n_local_cfgs++] = cfg;
+    }
+    if (c->secret) {
+        lt_frame_derive_key(c->secret, c->secret_len, "lattice data channel v1", d->key);
+        d->have_key = true;
+    }
+    d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    d->zctx = zmq_ctx_new();
+    if (d->efd < 0 || !d->zctx) goto io;
+    cds_wfcq_init(&d->qhead, &d->qtail);
+    if (!d->client) {
+        d->dedup = lt_calloc(DEDUP_SLOTS, sizeof *d->dedup);
+        if (!d->dedup) goto nomem;
+        lattice_region_config rc = {"data", 0, (uint64_t)d->region_mb, 0, LATTICE_REGION_REJECT};
+        if (lattice_region_create(&rc, &d->region) != LATTICE_OK) goto nomem;
+
+        d->router = zmq_socket(d->zctx, ZMQ_ROUTER);
+        int zero = 0, hwm = 1000000;
+        zmq_setsockopt(d->router, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(d->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
+        zmq_setsockopt(d->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
+        char ep[160];
+        snprintf(ep, sizeof ep, "tcp://%s:*", c->host ? c->host : "127.0.0.1");
+        if (zmq_bind(d->router, ep) != 0) {
+            LT_LOG(LT_ERROR, "data", "cannot bind the data port on %s: %s", ep, zmq_strerror(errno));
+            goto io;
+        }
+        char bound[160];
+        size_t bl = sizeof bound;
+        zmq_getsockopt(d->router, ZMQ_LAST_ENDPOINT, bound, &bl);
+        snprintf(d->attr, sizeof d->attr, "data_addr=%s", bound);
+        *attr = d->attr;
+    }
+    lattice_meta_config mc = {d->client, d->region, rebal_cache_gone, d};
+    if (lattice_meta_create(&mc, &d->meta) != LATTICE_OK) goto nomem;
+    *out = d;
+    return LATTICE_OK;
+nomem:
+    ops_free(d);
+    return LATTICE_ERR_NOMEM;
+io:
+    ops_free(d);
+    return LATTICE_ERR_IO;
+}
+
+lattice_status lattice_ops_start(lattice_ops *d, struct lattice_discovery *disc)
+{
+    d->disc = disc;
+    d->running = true;
+    atomic_store(&d->run_flag, true);
+    atomic_store(&d->accepting, true);
+    if (pthread_create(&d->thread, NULL, data_main, d) != 0) {
+        d->running = false;
+        return LATTICE_ERR_IO;
+    }
+    d->thread_started = true;
+    return LATTICE_OK;
+}
+
+void lattice_ops_stop(lattice_ops *d)
+{
+    if (!d || !d->thread_started) return;
+    atomic_store(&d->accepting, false);
+    atomic_store(&d->run_flag, false);
+    uint64_t one = 1;
+    if (write(d->efd, &one, sizeof one) < 0) LT_LOG(LT_WARN, "data", "eventfd: %s", strerror(errno));
+    pthread_join(d->thread, NULL);
+    d->thread_started = false;
+}
+
+void lattice_ops_destroy(lattice_ops *d)
+{
+    if (d) ops_free(d);
+}
+
+static void ops_free(lattice_ops *d)
+{
+    /* A registered thread is needed for the stores' RCU teardown. */
+    rcu_register_thread();
+    rebal_node_free(d); /* supplier sessions read the stores */
+    if (d->meta) lattice_meta_destroy(d->meta);
+    exec_scratch_free(&d->scratch);
+    for (size_t i = 0; i < d->n_peers; i++) chan_peer_free(d->peers[i]);
+    if (d->region) lattice_region_destroy(d->region);
+    rcu_unregister_thread();
+    for (size_t i = 0; i < d->cap_boxes; i++) lt_free(d->boxes[i].out);
+    lt_free(d->boxes);
+    if (d->router) zmq_close(d->router);
+    if (d->zctx) zmq_ctx_term(d->zctx);
+    if (d->efd >= 0) close(d->efd);
+    lt_free(d->buckets);
+    lt_free(d->dirty);
+    lt_free(d->dedup);
+    lt_free(d);
+}

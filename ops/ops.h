@@ -1,0 +1,101 @@
+/*
+ * ops/ops.h: the operation path of a node (prefix lattice_ops_): the data
+ * thread, its data channel and every stage an operation passes through.
+ *
+ * A node has one lattice_ops.  Its data thread owns the data channel (a
+ * ROUTER others send requests to, a DEALER per server peer), the pending
+ * table, the cluster metadata (meta/) and every store write.  Other threads
+ * only hand work over: lattice_ops_submit (the cache operations of
+ * lattice/ops.h) and lattice_ops_call (stats, create/destroy, partitions,
+ * digests).  Every callback runs on the data thread.
+ *
+ * One PUT, file by file (docs/CACHES.md, "The operation path"):
+ *   issue.c      lattice_ops_submit -> inbox -> route: cache known, limits,
+ *                partition -> serving owners -> primary (here or a request)
+ *   primary.c    the primary checks it serves, de-duplicates resends and
+ *                executes on its store (the update counter is the version)
+ *   backup.c     forwards the write to every other serving and MOVING owner;
+ *                a backup applies it only if newer
+ *   sync_wait.c  full_sync: the acknowledgement waits for every copy
+ *   retry.c      NOT_OWNER / AGAIN / a target that left: re-route later,
+ *                until the op's deadline
+ *   channel.c    sockets, frames, the pending table, the replies (bottom)
+ *   loop.c       the data thread: poll, dispatch, topology changes
+ * The metadata exchange (control.c) and the rebalance executor
+ * (rebal_exec.c) ride on the same channel.
+ *
+ * Lifecycle (node/node.c): init binds the data ROUTER (servers) so its
+ * address can be advertised before discovery starts; start runs the data
+ * thread; stop ends every op still in flight with STOPPED; destroy frees.
+ */
+#ifndef LATTICE_OPS_OPS_H
+#define LATTICE_OPS_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lattice/lattice.h"
+#include "lattice/ops.h"
+#include "partition/partition.h"
+
+struct lattice_discovery;
+typedef struct lattice_ops lattice_ops;
+
+typedef struct lattice_ops_config {
+    bool client;
+    const char *host;               /* bind address of the data ROUTER */
+    const uint8_t *secret;          /* NULL = no MAC */
+    size_t secret_len;
+    const char *const *caches;      /* --cache specs this node brings */
+    size_t n_caches;
+    int region_mb;                  /* 0 = default */
+    int op_timeout_ms;              /* 0 = default */
+} lattice_ops_config;
+
+/* *attr is "data_addr=tcp://..." (owned by the lattice_ops) or NULL for
+ * clients. */
+lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, const char **attr);
+lattice_status lattice_ops_start(lattice_ops *d, struct lattice_discovery *disc);
+void lattice_ops_stop(lattice_ops *d);
+void lattice_ops_destroy(lattice_ops *d);
+
+/* Any thread: lattice_op_submit's contract (lattice/ops.h). */
+lattice_status lattice_ops_submit(lattice_ops *d, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg);
+
+/* Internal calls, run on the data thread: fn gets a result whose value
+ * points at a call-specific struct the caller then owns. */
+typedef enum lattice_ops_call_kind {
+    LATTICE_OPS_CALL_STATS = 1,      /* value: lattice_ops_stats (lattice_ops_stats_free) */
+    LATTICE_OPS_CALL_CREATE = 2,     /* arg: full cache spec */
+    LATTICE_OPS_CALL_DESTROY = 3,    /* arg: cache name */
+    LATTICE_OPS_CALL_PARTITIONS = 4, /* arg: cache name; value: lattice_partitions_info */
+    LATTICE_OPS_CALL_DIGESTS = 5,    /* arg: cache name; value: lattice_ops_digests */
+} lattice_ops_call_kind;
+lattice_status lattice_ops_call(lattice_ops *d, lattice_ops_call_kind call, const char *arg, lattice_op_fn fn,
+                                void *farg);
+
+/* LATTICE_OPS_CALL_STATS: one entry per server node. */
+typedef struct lattice_ops_stats_node {
+    char id[64];
+    size_t n;
+    lattice_cache_node_info *caches; /* caches[i] is the cache names[i] */
+    char (*names)[LATTICE_CACHE_NAME_MAX + 1];
+    uint64_t *view_major, *base_version; /* per cache: what its rebalance figures were computed on */
+} lattice_ops_stats_node;
+typedef struct lattice_ops_stats {
+    size_t n_caches;
+    lattice_cache_config *cfgs;
+    size_t n_nodes;
+    lattice_ops_stats_node *nodes;
+} lattice_ops_stats;
+void lattice_ops_stats_free(lattice_ops_stats *s);
+
+/* LATTICE_OPS_CALL_DIGESTS: every server's digests of its OWNING copies
+ * (d is lt_malloc'd; the struct too). */
+typedef struct lattice_ops_digests {
+    lattice_partition_digest *d;
+    size_t n, cap;
+} lattice_ops_digests;
+
+#endif

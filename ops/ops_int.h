@@ -1,0 +1,272 @@
+/*
+ * Internal to ops/: the data thread's state and the functions each stage
+ * file offers the stages above it.  Everything here belongs to the data
+ * thread, except the fields marked "any thread".
+ *
+ * Files, top to bottom (a file calls only files below it; the pending
+ * table calls back through the settle function its creator gave):
+ *   loop.c       the thread: poll, dispatch, topology, lifecycle
+ *   issue.c      issue and route
+ *   control.c    metadata exchange, internal calls, stats, base check
+ *   backup.c     backup apply
+ *   primary.c    primary execution with de-duplication, forwarding
+ *   sync_wait.c  the full_sync wait
+ *   retry.c      retry and failover re-routing
+ *   rebal_exec.c the rebalance executor (rebal_exec.h)
+ *   dedup.c      the resend records
+ *   channel.c    sockets, frames, pending table, replies, completion
+ * Below them all, the cluster metadata (meta/meta.h: caches, owners, the
+ * base switch) and rebalance/'s network-free core.
+ */
+#ifndef LATTICE_OPS_OPS_INT_H
+#define LATTICE_OPS_OPS_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <urcu/wfcqueue.h>
+
+#include "cache.pb-c.h"
+#include "cache_int.h"
+#include "discovery/discovery.h"
+#include "ops/ops.h"
+
+#define DATA_MAX_PEERS 256
+#define META_PULL_INTERVAL_MS 1000
+#define NO_CACHE_WAIT_MS 300         /* an unknown cache: how long to pull and look again */
+#define FREEZE_MS 2000               /* longest a base check may hold writes back */
+#define STATS_FREEZE 1u              /* CTL_STATS flag: freeze writes before counting */
+
+/* A member of the current topology as the data channel holds it.  Its
+ * identity is the metadata's member (first, so owners meta returns convert
+ * back with peer_of); the rest is the channel's. */
+typedef struct peer {
+    lattice_meta_member m;
+    char addr[160];
+    bool mark, dirty, push_meta;
+    void *dealer;                 /* servers other than self */
+    Latdata__Req **out;           /* requests to send at the next flush */
+    size_t n_out, cap_out;
+} peer;
+
+static inline struct peer *peer_of(lattice_meta_member *m) { return (struct peer *)m; }
+
+typedef struct opx opx;
+
+/* Where a primary's result goes: a local op, or a ROUTER identity + request id. */
+typedef struct origin {
+    opx *local;
+    uint8_t ident[256];
+    size_t ident_len;
+    uint64_t rid;
+} origin;
+
+/* An operation submitted on this node (owned copy of everything). */
+struct opx {
+    struct cds_wfcq_node qnode;
+    lattice_op op;                /* key/value point into data[] */
+    char cache[LATTICE_CACHE_NAME_MAX + 1];
+    lattice_op_fn fn;
+    void *arg;
+    size_t index;
+    uint64_t deadline_ms, next_try_ms;
+    uint64_t seq;                 /* writes: this node's op sequence, kept over resends */
+    uint64_t no_cache_until;      /* unknown cache: pull metadata and retry until then */
+    struct opx *rnext;            /* retry list */
+    int call;                     /* LATTICE_OPS_CALL_* for internal calls, else 0 */
+    char data[];
+};
+
+/* A full_sync write waiting for its backups. */
+typedef struct waitw {
+    int remaining;
+    origin org;
+    lattice_op_result res;
+    void *value;
+} waitw;
+
+/* A request sent to every server (stats, size, base check). */
+typedef struct bcast {
+    int remaining;
+    int kind;                     /* CTL_STATS, CTL_PART_SIZE or CTL_DIGEST */
+    opx *op;                      /* caller (NULL: the coordinator's base check) */
+    int64_t sum;
+    lattice_ops_stats *stats;
+    lattice_ops_digests *digests; /* CTL_DIGEST (rebal_exec.c) */
+} bcast;
+
+
+/* Results of recent writes by (origin, op sequence), on the primary and its
+ * copies, so a write resent after a failover returns its first result
+ * instead of applying twice (an increment would count twice).  Direct
+ * mapped and bounded: an entry overwritten before its resend arrives means
+ * the write is applied again (the behaviour without this table). */
+#define DEDUP_SLOTS 65536u
+typedef struct dedup_entry {
+    uint64_t origin, seq;         /* seq 0 = empty */
+    int32_t status;
+    uint32_t flags;
+    int64_t num;
+} dedup_entry;
+
+typedef struct pend pend;
+/* How a pending request ends: rs is the answer, or NULL when its target
+ * left the topology, its deadline passed or the node stops.  Set by the
+ * stage that sent it; the pending table frees p afterwards. */
+typedef void (*pend_settle_fn)(lattice_ops *d, pend *p, const Latdata__Resp *rs);
+
+struct pend {
+    uint64_t id;
+    struct pend *hnext, *next, *prev;
+    pend_settle_fn settle;
+    char target[64];              /* node id the request went to */
+    opx *op;                      /* an issued op, a control request's caller (may be NULL) */
+    waitw *w;                     /* a replication's full_sync wait */
+    bcast *b;                     /* a broadcast part */
+    int ctl;                      /* control requests: CTL_* */
+    uint64_t deadline_ms;         /* give up on the answer then (UINT64_MAX: only when the target leaves) */
+};
+
+typedef struct reply_box {
+    uint8_t ident[256];
+    size_t ident_len;
+    Latdata__Resp **out;
+    size_t n, cap;
+    bool with_meta;
+} reply_box;
+
+struct lattice_ops {
+    /* set at init, read-only after */
+    bool client, have_key;
+    uint8_t key[32];
+    int op_timeout_ms, region_mb;
+    char attr[200];
+    lattice_cache_config local_cfgs[LATTICE_MAX_CACHES];
+    size_t n_local_cfgs;
+    void *zctx, *router;
+    int efd;
+    lattice_region *region;
+    struct lattice_discovery *disc;
+    pthread_t thread;
+    bool thread_started;
+
+    /* any thread */
+    struct cds_wfcq_head qhead;
+    struct cds_wfcq_tail qtail;
+    atomic_bool run_flag, accepting;
+
+    /* data thread */
+    bool running, seen_topology;
+    bool inbox_pending;           /* enqueued from the data thread itself: poll without waiting */
+    uint64_t major, minor;
+    char self_id[64], coordinator[64];
+    peer *peers[DATA_MAX_PEERS];
+    size_t n_peers;
+    peer *self;
+    peer **dirty;
+    size_t n_dirty;
+    reply_box *boxes;
+    size_t n_boxes, cap_boxes;
+    pend **buckets;
+    pend *all;
+    size_t n_pending;
+    uint64_t next_id;
+    opx *retry, *retry_tail;      /* retry list, first in first out (retry.c) */
+    exec_scratch scratch;
+    dedup_entry *dedup;           /* DEDUP_SLOTS, allocated at init (servers) */
+    uint64_t op_seq;
+
+    /* cluster metadata (meta/) and its exchange (control.c) */
+    lattice_meta *meta;
+    bool creates_sent, base_check_running;
+    uint64_t last_meta_pull, last_sweep;
+    uint64_t checked_servers;     /* hash of the live server set the last base check saw */
+
+    struct rebal_sup *rb_sups;    /* supplier sessions (rebal_exec.c) */
+
+    /* counters (data thread; read for logs) */
+    uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
+};
+
+/* ---- channel.c: the bottom - time, sockets, frames, pending table, replies */
+Latdata__Req *chan_req_new(int kind, const char *cache, const void *key, size_t klen, const void *val,
+                           size_t vlen);
+/* A request with its own copies of everything (one block; origin NULL = none). */
+Latdata__Req *chan_req_new_from(int kind, const char *cache, const void *key, size_t klen, const void *val,
+                                size_t vlen, const char *origin);
+/* Queues r for p's next flush (one Batch per peer per loop iteration); owns r. */
+lattice_status chan_send(lattice_ops *d, peer *p, Latdata__Req *r);
+/* Queues a response to a ROUTER identity (value and stats copied / owned). */
+void chan_reply(lattice_ops *d, const origin *o, const lattice_op_result *r, Latdata__NodeCacheStats **stats,
+                size_t n_stats, bool with_meta);
+/* Marks p to carry the metadata message at the next flush. */
+void chan_push_meta(lattice_ops *d, peer *p);
+void chan_flush(lattice_ops *d);
+peer *chan_peer_by_id(lattice_ops *d, const char *id);
+peer *chan_peer_by_cid(lattice_ops *d, const char *cid);
+peer *chan_peer_new(lattice_ops *d, const lattice_member *m, bool self);
+void chan_peer_free(peer *p);
+/* The data thread names itself (chan_enqueue then skips the eventfd). */
+void chan_enter_thread(lattice_ops *d);
+/* Reads one multi-part message ([ident] body [mac]): the checked batch, or
+ * NULL (dropped and counted).  Free with chan_batch_free. */
+Latdata__Batch *chan_read_batch(lattice_ops *d, void *sock, bool router, uint8_t *ident, size_t *ident_len);
+void chan_batch_free(Latdata__Batch *b);
+/* A pending request to target, answered by settle (deadline: op_timeout_ms). */
+pend *chan_pend_new(lattice_ops *d, pend_settle_fn settle, const peer *target);
+pend *chan_pend_take(lattice_ops *d, uint64_t id);
+/* Settles (rs NULL) every pending request whose target left the topology or
+ * whose deadline passed - or all of them. */
+void chan_release_pending(lattice_ops *d, bool all);
+/* Any thread: hands o to the data thread. */
+lattice_status chan_enqueue(lattice_ops *d, opx *o);
+/* The acknowledgement: a local op's callback (o freed), or a reply. */
+void chan_complete_local(lattice_ops *d, opx *o, const lattice_op_result *r);
+void chan_complete(lattice_ops *d, const origin *org, const lattice_op_result *r);
+
+/* ---- dedup.c: results of recent writes by (origin, op sequence) */
+uint64_t dedup_origin_hash(const char *node_id);
+void dedup_put(lattice_ops *d, uint64_t origin, uint64_t seq, const lattice_op_result *r);
+const dedup_entry *dedup_get(const lattice_ops *d, uint64_t origin, uint64_t seq);
+
+/* ---- retry.c: retry and failover re-routing */
+/* Again after RETRY_MS (another owner may serve by then), or fail at the
+ * deadline: TIMEOUT, or why when it is final (PARTITION_LOST, NO_CACHE). */
+void retry_later(lattice_ops *d, opx *o, lattice_status why);
+/* The settle of an issued op's request (P_OP): an answer completes it,
+ * NOT_OWNER/AGAIN/STOPPED or no answer re-route it. */
+void retry_settle_op(lattice_ops *d, pend *p, const Latdata__Resp *rs);
+/* Takes the ops due for another try (all when stopping); the caller routes them. */
+opx *retry_take_due(lattice_ops *d, uint64_t now);
+
+/* ---- sync_wait.c: a full_sync write waiting for its copies */
+waitw *sync_wait_new(const origin *org, const lattice_op_result *r);
+/* One more copy to wait for: its request's settle is sync_wait_settle. */
+void sync_wait_add(waitw *w, pend *p);
+void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs);
+void sync_wait_release(lattice_ops *d, waitw *w);
+
+/* ---- primary.c: primary execution with de-duplication */
+bool ops_is_read(int kind);
+lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_op *op);
+/* Executes as primary, forwards the write to every other owner and
+ * acknowledges per the cache's sync (origin_id/seq name it for resends). */
+void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org, const char *origin_id,
+                     uint64_t seq);
+/* A request that arrived on our ROUTER for a partition we should be primary of. */
+void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org);
+
+/* ---- backup.c: backup apply */
+void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *org);
+
+/* ---- control.c: metadata exchange, internal calls, stats, base check */
+void control_meta_apply(lattice_ops *d, const Latdata__Meta *m);
+void control_on_topology(lattice_ops *d);
+void control_tick(lattice_ops *d, uint64_t now);
+void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o);
+void control_run_call(lattice_ops *d, opx *o);
+void control_start_size(lattice_ops *d, opx *o);
+
+/* ---- issue.c: issue and route */
+void issue_route(lattice_ops *d, opx *o);
+
+#endif

@@ -1,0 +1,369 @@
+/*
+ * primary: primary execution with de-duplication (data thread).
+ *
+ *  primary_serve    a request that arrived on our ROUTER: the primary checks
+ *                   it is the serving primary in its own view (else
+ *                   NOT_OWNER: the issuer retries), that writes are not
+ *                   frozen by a base check (else AGAIN), then executes.
+ *  primary_execute  a resend of a write applied before gets its first
+ *                   result (dedup.c); otherwise exec_local runs the op and
+ *                   the write goes to every other serving owner and every
+ *                   MOVING owner (CTL_REPLICATE, applied by backup.c); the
+ *                   acknowledgement follows the cache's sync: full_sync once
+ *                   every copy answered (sync_wait.c), else at once.
+ *  exec_local       one op against this node's store.  The data thread is
+ *                   the one writer of every partition this node is primary
+ *                   of: a read-modify-write (increment, append, NX/XX) is
+ *                   atomic because nothing else writes the partition
+ *                   meanwhile (backups' replicated writes come from the one
+ *                   primary).  Every write takes the partition's next update
+ *                   counter and reports the replication it needs.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lattice/alloc.h"
+#include "ops_int.h"
+
+void exec_scratch_free(exec_scratch *s)
+{
+    lt_free(s->old);
+    lt_free(s->buf);
+    memset(s, 0, sizeof *s);
+}
+
+static bool scratch_reserve(exec_scratch *s, size_t n)
+{
+    if (n <= s->buf_cap && s->buf) return true;
+    void *b = lt_realloc(s->buf, n ? n : 1);
+    if (!b) return false;
+    s->buf = b;
+    s->buf_cap = n ? n : 1;
+    return true;
+}
+
+/* Reads the live entry into s->old: OK, NOT_FOUND, or an error. */
+static int read_old(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_store_meta *meta)
+{
+    lt_free(s->old);
+    s->old = NULL;
+    return lattice_store_get_copy(c->store, in->partition, in->key, in->key_len, &s->old, meta);
+}
+
+static uint64_t expiry_for(const lattice_meta_cache *c, uint64_t ttl_ms)
+{
+    uint64_t ttl = ttl_ms ? ttl_ms : c->cfg.expiry_ms;
+    return ttl ? lt_wall_ms() + ttl : 0;
+}
+
+/* Writes (key, value, expire) with the next counter and fills repl. */
+static int write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, size_t vlen, uint64_t expire,
+                       repl_out *repl)
+{
+    uint64_t version = ++c->counter[in->partition];
+    lattice_store_entry e = {in->partition, in->key, in->key_len, v, vlen, expire, version};
+    int st = lattice_store_put(c->store, &e, 0);
+    if (st != LATTICE_OK) return st;
+    c->writes++;
+    *repl = (repl_out){true, false, v, vlen, expire, version};
+    return LATTICE_OK;
+}
+
+static bool parse_i64(const void *v, size_t n, int64_t *out)
+{
+    char tmp[32];
+    if (n == 0 || n >= sizeof tmp) return false;
+    memcpy(tmp, v, n);
+    tmp[n] = 0;
+    /* Redis's rule: the canonical decimal form only (no sign '+', blanks or
+     * leading zeros), so INCR on "01" or " 1" is an error as in Redis. */
+    if (!(tmp[0] == '-' || (tmp[0] >= '0' && tmp[0] <= '9')) || (tmp[0] == '0' && n > 1) || (tmp[0] == '-' && (n == 1 || tmp[1] == '0'))) return false;
+    char *end;
+    errno = 0;
+    long long x = strtoll(tmp, &end, 10);
+    if (errno || *end || end == tmp) return false;
+    *out = x;
+    return true;
+}
+
+static void do_put(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl)
+{
+    lattice_store_meta meta = {0};
+    bool need_old = in->flags & (LATTICE_OP_NX | LATTICE_OP_XX | LATTICE_OP_RETURN_OLD | LATTICE_OP_KEEP_TTL);
+    bool found = false;
+    if (need_old) {
+        int st = read_old(c, in, s, &meta);
+        if (st != LATTICE_OK && st != LATTICE_ERR_NOT_FOUND) {
+            r->status = st;
+            return;
+        }
+        found = st == LATTICE_OK;
+    }
+    if (found) r->flags |= LATTICE_OP_R_FOUND;
+    if (found && (in->flags & LATTICE_OP_RETURN_OLD)) {
+        r->value = s->old;
+        r->value_len = meta.value_len;
+    }
+    if ((in->flags & LATTICE_OP_NX) && found) {
+        r->status = LATTICE_ERR_EXISTS;
+        return;
+    }
+    if ((in->flags & LATTICE_OP_XX) && !found) {
+        r->status = LATTICE_ERR_NOT_FOUND;
+        return;
+    }
+    uint64_t expire = (in->flags & LATTICE_OP_KEEP_TTL) && found ? meta.expire_ms : expiry_for(c, in->ttl_ms);
+    r->status = write_entry(c, in, in->value, in->value_len, expire, repl);
+}
+
+static void do_remove(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl)
+{
+    if (in->flags & LATTICE_OP_RETURN_OLD) {
+        lattice_store_meta meta = {0};
+        int st = read_old(c, in, s, &meta);
+        if (st == LATTICE_OK) {
+            r->value = s->old;
+            r->value_len = meta.value_len;
+            r->flags |= LATTICE_OP_R_FOUND;
+        }
+    }
+    int st = lattice_store_remove(c->store, in->partition, in->key, in->key_len);
+    r->status = st;
+    if (st != LATTICE_OK) return;
+    r->flags |= LATTICE_OP_R_FOUND;
+    c->writes++;
+    uint64_t version = ++c->counter[in->partition];
+    *repl = (repl_out){true, true, NULL, 0, 0, version};
+}
+
+static void do_increment(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl)
+{
+    lattice_store_meta meta = {0};
+    int st = read_old(c, in, s, &meta);
+    int64_t cur = 0;
+    if (st == LATTICE_OK) {
+        if (!parse_i64(s->old, meta.value_len, &cur)) {
+            r->status = LATTICE_ERR_INVAL; /* not an integer: nothing changes */
+            return;
+        }
+    } else if (st != LATTICE_ERR_NOT_FOUND) {
+        r->status = st;
+        return;
+    }
+    int64_t next;
+    if (__builtin_add_overflow(cur, in->delta, &next)) {
+        r->status = LATTICE_ERR_INVAL;
+        return;
+    }
+    if (!scratch_reserve(s, 24)) {
+        r->status = LATTICE_ERR_NOMEM;
+        return;
+    }
+    int len = snprintf(s->buf, 24, "%" PRId64, next);
+    r->status = write_entry(c, in, s->buf, (size_t)len, st == LATTICE_OK ? meta.expire_ms : expiry_for(c, 0), repl);
+    r->num = next;
+}
+
+static void do_append(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl)
+{
+    lattice_store_meta meta = {0};
+    int st = read_old(c, in, s, &meta);
+    if (st != LATTICE_OK && st != LATTICE_ERR_NOT_FOUND) {
+        r->status = st;
+        return;
+    }
+    size_t old_len = st == LATTICE_OK ? meta.value_len : 0;
+    size_t n = old_len + in->value_len;
+    if (n > c->cfg.max_value_bytes) {
+        r->status = LATTICE_ERR_TOO_LARGE;
+        return;
+    }
+    if (!scratch_reserve(s, n)) {
+        r->status = LATTICE_ERR_NOMEM;
+        return;
+    }
+    if (old_len) memcpy(s->buf, s->old, old_len);
+    if (in->value_len) memcpy((char *)s->buf + old_len, in->value, in->value_len);
+    r->status = write_entry(c, in, s->buf, n, st == LATTICE_OK ? meta.expire_ms : expiry_for(c, 0), repl);
+    r->num = (int64_t)n;
+}
+
+static void do_expire(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl)
+{
+    lattice_store_meta meta = {0};
+    int st = read_old(c, in, s, &meta);
+    if (st != LATTICE_OK) {
+        r->status = st;
+        return;
+    }
+    r->flags |= LATTICE_OP_R_FOUND;
+    r->status = write_entry(c, in, s->old, meta.value_len, in->ttl_ms ? lt_wall_ms() + in->ttl_ms : 0, repl);
+}
+
+static void do_read(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r)
+{
+    lattice_store_meta meta = {0};
+    int st = read_old(c, in, s, &meta);
+    c->reads++;
+    if (st == LATTICE_OK) c->hits++;
+    else if (st == LATTICE_ERR_NOT_FOUND) c->misses++;
+    switch (in->kind) {
+    case LATTICE_OP_GET:
+        r->status = st;
+        if (st == LATTICE_OK) {
+            r->value = s->old;
+            r->value_len = meta.value_len;
+            r->flags |= LATTICE_OP_R_FOUND;
+        }
+        break;
+    case LATTICE_OP_CONTAINS:
+        r->status = st == LATTICE_ERR_NOT_FOUND ? LATTICE_OK : st;
+        r->num = st == LATTICE_OK;
+        break;
+    default: /* TTL */
+        r->status = st;
+        if (st == LATTICE_OK) {
+            uint64_t now = lt_wall_ms();
+            r->num = meta.expire_ms == 0 ? -1 : meta.expire_ms > now ? (int64_t)(meta.expire_ms - now) : 0;
+        }
+        break;
+    }
+}
+
+void exec_local(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl)
+{
+    memset(r, 0, sizeof *r);
+    memset(repl, 0, sizeof *repl);
+    if (!c->store) {
+        r->status = LATTICE_ERR_NOT_OWNER;
+        return;
+    }
+    switch (in->kind) {
+    case LATTICE_OP_GET:
+    case LATTICE_OP_CONTAINS:
+    case LATTICE_OP_TTL: do_read(c, in, s, r); break;
+    case LATTICE_OP_PUT: do_put(c, in, s, r, repl); break;
+    case LATTICE_OP_REMOVE: do_remove(c, in, s, r, repl); break;
+    case LATTICE_OP_INCREMENT: do_increment(c, in, s, r, repl); break;
+    case LATTICE_OP_APPEND: do_append(c, in, s, r, repl); break;
+    case LATTICE_OP_EXPIRE: do_expire(c, in, s, r, repl); break;
+    default: r->status = LATTICE_ERR_INVAL; break;
+    }
+}
+
+/* ------------------------------------------------------------ the primary */
+
+bool ops_is_read(int kind)
+{
+    return kind == LATTICE_OP_GET || kind == LATTICE_OP_TTL || kind == LATTICE_OP_CONTAINS;
+}
+
+lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_op *op)
+{
+    if (op->kind < LATTICE_OP_GET || op->kind > LATTICE_OP_KIND_MAX_ || (op->flags & ~LATTICE_OP_FLAGS_ALL_))
+        return LATTICE_ERR_INVAL;
+    if (op->kind == LATTICE_OP_SIZE) return LATTICE_OK;
+    if (op->key_len == 0) return LATTICE_ERR_INVAL;
+    if (op->key_len > c->cfg.max_key_bytes || op->value_len > c->cfg.max_value_bytes) return LATTICE_ERR_TOO_LARGE;
+    return LATTICE_OK;
+}
+
+void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org, const char *origin_id,
+                     uint64_t seq)
+{
+    lattice_op_result r;
+    repl_out repl;
+    uint64_t oh = seq ? dedup_origin_hash(origin_id) : 0;
+    const dedup_entry *seen = ops_is_read(in->kind) ? NULL : dedup_get(d, oh, seq);
+    if (seen) {
+        /* A resend of a write applied here (or replicated here) before: its
+         * first result, without applying it again (a previous value it
+         * returned is not kept: value is empty). */
+        lattice_op_result again = {(lattice_status)seen->status, NULL, 0, seen->num, seen->flags};
+        chan_complete(d, org, &again);
+        return;
+    }
+    exec_local(c, in, &d->scratch, &r, &repl);
+    if (repl.needed) dedup_put(d, oh, seq, &r);
+    /* Every other serving owner, then every MOVING owner: all get the write. */
+    lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+    size_t n = 0;
+    if (repl.needed) {
+        n = lattice_meta_serving_owners(c, in->partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
+        n += lattice_meta_moving_owners(c, in->partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
+    }
+    waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL ? sync_wait_new(org, &r) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        peer *to = peer_of(owners[i]);
+        if (to->m.self || !to->dealer) continue;
+        Latdata__Req *q = chan_req_new_from(CTL_REPLICATE, c->cfg.name, in->key, in->key_len, repl.value,
+                                            repl.value_len, seq ? origin_id : NULL);
+        if (!q) continue;
+        q->partition = in->partition;
+        q->expire_ms = repl.expire_ms;
+        q->version = repl.version;
+        q->remove = repl.remove;
+        if (seq) {
+            q->op_seq = seq;
+            q->res_status = r.status;
+            q->res_num = r.num;
+            q->res_flags = r.flags;
+        }
+        if (w) {
+            pend *p = chan_pend_new(d, sync_wait_settle, to);
+            if (!p) {
+                lt_free(q);
+                continue;
+            }
+            sync_wait_add(w, p);
+            q->id = p->id;
+        }
+        chan_send(d, to, q);
+    }
+    if (w) sync_wait_release(d, w);
+    else chan_complete(d, org, &r);
+}
+
+void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
+{
+    lattice_op_result r = {0};
+    if (!lattice_meta_valid(d->meta)) {
+        r.status = LATTICE_ERR_AGAIN;
+        chan_reply(d, org, &r, NULL, 0, false);
+        return;
+    }
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, q->cache);
+    if (!c) {
+        r.status = LATTICE_ERR_NO_CACHE;
+        chan_reply(d, org, &r, NULL, 0, false);
+        return;
+    }
+    lattice_op op = {(lattice_op_kind)q->kind, q->flags, q->cache, q->key.data, q->key.len, q->value.data,
+                     q->value.len, q->delta, q->ttl_ms};
+    lattice_status st = primary_check_limits(c, &op);
+    if (st == LATTICE_OK && (op.kind == LATTICE_OP_SIZE || q->partition >= c->cfg.partitions ||
+                             q->partition != lattice_partition_of_key(op.key, op.key_len, c->cfg.partitions)))
+        st = LATTICE_ERR_INVAL;
+    if (st != LATTICE_OK) {
+        r.status = st;
+        chan_reply(d, org, &r, NULL, 0, false);
+        return;
+    }
+    lattice_meta_member *own[1];
+    if (lattice_meta_serving_owners(c, q->partition, own, 1) != 1 || !own[0]->self) {
+        r.status = LATTICE_ERR_NOT_OWNER;
+        chan_reply(d, org, &r, NULL, 0, false);
+        return;
+    }
+    if (!ops_is_read(op.kind) && lattice_meta_frozen(c, lt_mono_ms())) {
+        r.status = LATTICE_ERR_AGAIN;
+        chan_reply(d, org, &r, NULL, 0, false);
+        return;
+    }
+    exec_in in = {op.kind, op.flags, q->partition, op.key, op.key_len, op.value, op.value_len, op.delta, op.ttl_ms};
+    primary_execute(d, c, &in, org, q->origin, q->op_seq);
+}

@@ -1,0 +1,58 @@
+/*
+ * sync_wait: the full_sync wait (data thread).
+ *
+ * A full_sync write is acknowledged after the primary and every live backup
+ * and MOVING owner applied it.  The primary creates one wait per write
+ * (remaining = 1 for itself), adds one for each copy it forwarded the write
+ * to, and releases its own share once it is done sending.  Each copy's
+ * answer - or its leaving the topology - releases one share; the last one
+ * delivers the primary's result to the issuer.  A replication request has
+ * no deadline: a full_sync ack must never skip a live backup (the op times
+ * out at its issuer meanwhile).
+ */
+#include <string.h>
+
+#include "lattice/alloc.h"
+#include "ops_int.h"
+
+waitw *sync_wait_new(const origin *org, const lattice_op_result *r)
+{
+    waitw *w = lt_calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->org = *org;
+    w->res = *r;
+    w->remaining = 1; /* the primary's own share, released by it */
+    if (r->value_len) {
+        w->value = lt_malloc(r->value_len);
+        if (w->value) memcpy(w->value, r->value, r->value_len);
+        else w->res.value_len = 0;
+    }
+    return w;
+}
+
+void sync_wait_add(waitw *w, pend *p)
+{
+    p->w = w;
+    p->deadline_ms = UINT64_MAX;
+    w->remaining++;
+}
+
+static void wait_done(lattice_ops *d, waitw *w)
+{
+    lattice_op_result r = w->res;
+    r.value = w->value;
+    chan_complete(d, &w->org, &r);
+    lt_free(w->value);
+    lt_free(w);
+}
+
+void sync_wait_release(lattice_ops *d, waitw *w)
+{
+    if (--w->remaining <= 0) wait_done(d, w);
+}
+
+void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
+{
+    (void)rs; /* applied or not, this copy has answered (or left) */
+    sync_wait_release(d, p->w);
+}

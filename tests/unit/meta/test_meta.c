@@ -1,0 +1,266 @@
+/*
+ * meta/ without a network: who serves a partition given the affinity base
+ * and the live nodes, liveness by node id through the registry's own API,
+ * and the base switch predicate.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <urcu.h>
+
+#include "lattice/alloc.h"
+#include "meta/meta.h"
+
+START_TEST(serving_owners_follow_base_and_live_set)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "o");
+    cfg.partitions = 64;
+    cfg.backups = 1;
+    lattice_affinity_node nodes[3] = {{"a:1", NULL, 1}, {"b:1", NULL, 2}, {"c:1", NULL, 3}};
+    lattice_meta_cache c;
+    memset(&c, 0, sizeof c);
+    c.cfg = cfg;
+    ck_assert_int_eq(lattice_affinity_compute(nodes, 3, &cfg, &c.aff), LATTICE_OK);
+    lattice_meta_member peers[3];
+    memset(peers, 0, sizeof peers);
+    lattice_meta_member *live[3] = {&peers[0], &peers[1], &peers[2]};
+    c.live = live;
+    int lost = 0;
+    for (uint32_t p = 0; p < 64; p++) {
+        uint32_t cnt;
+        const uint16_t *own = lattice_affinity_owners(c.aff, p, &cnt);
+        lattice_meta_member *out[4];
+        ck_assert_uint_eq(lattice_meta_serving_owners(&c, p, out, 4), 2);
+        ck_assert_ptr_eq(out[0], live[own[0]]);
+        ck_assert_ptr_eq(out[1], live[own[1]]);
+        /* The primary dies: its first live backup is primary, alone (under-replicated). */
+        lattice_meta_member *saved = live[own[0]];
+        live[own[0]] = NULL;
+        ck_assert_uint_eq(lattice_meta_serving_owners(&c, p, out, 4), 1);
+        ck_assert_ptr_eq(out[0], live[own[1]]);
+        /* Both die: no owner left: LOST - the third node never serves it. */
+        lattice_meta_member *saved2 = live[own[1]];
+        live[own[1]] = NULL;
+        if (lattice_meta_serving_owners(&c, p, out, 4) == 0) lost++;
+        live[own[0]] = saved;
+        live[own[1]] = saved2;
+    }
+    ck_assert_int_eq(lost, 64);
+    lattice_affinity_free(c.aff);
+}
+END_TEST
+
+
+/* Three servers a, b, c (this node is a), through the registry's API. */
+static lattice_meta_member mem[4];
+static lattice_meta *meta;
+static lattice_region *region;
+
+static void grid(size_t n, const char *const *ids)
+{
+    lattice_meta_member *list[4];
+    for (size_t i = 0; i < n; i++) {
+        memset(&mem[i], 0, sizeof mem[i]);
+        snprintf(mem[i].id, sizeof mem[i].id, "%s", ids[i]);
+        snprintf(mem[i].cid, sizeof mem[i].cid, "%c:1", 'a' + (int)i);
+        mem[i].server = true;
+        mem[i].self = i == 0;
+        list[i] = &mem[i];
+    }
+    lattice_meta_set_members(meta, list, n, ids[0]);
+}
+
+static void meta_setup(void)
+{
+    rcu_register_thread();
+    lattice_region_config rc = {"t", 0, 8, 0, LATTICE_REGION_REJECT};
+    ck_assert_int_eq(lattice_region_create(&rc, &region), LATTICE_OK);
+    lattice_meta_config mc = {false, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &meta), LATTICE_OK);
+}
+
+static void meta_teardown(void)
+{
+    lattice_meta_destroy(meta);
+    lattice_region_destroy(region);
+    rcu_unregister_thread();
+}
+
+START_TEST(a_restarted_server_serves_nothing_until_the_base_switches)
+{
+    static const char *first[] = {"id-a", "id-b", "id-c"};
+    grid(3, first);
+    ck_assert(lattice_meta_is_coordinator(meta));
+    ck_assert(!lattice_meta_valid(meta));
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    lattice_meta_start(meta, &cfg, 1);
+    ck_assert(lattice_meta_valid(meta));
+    ck_assert_uint_eq(lattice_meta_version(meta), 1);
+    lattice_meta_cache *c = lattice_meta_cache_of(meta, NULL);
+    ck_assert_ptr_nonnull(c);
+    ck_assert(lattice_meta_base_is_live(meta, c));
+    ck_assert_ptr_null(c->ideal); /* nothing MOVING */
+    uint64_t view = lattice_meta_server_view(meta);
+    /* c restarts on its old address: same consistent id, new node id. */
+    static const char *again[] = {"id-a", "id-b", "id-c2"};
+    grid(3, again);
+    ck_assert(!lattice_meta_base_is_live(meta, c));
+    ck_assert(lattice_meta_server_view(meta) != view);
+    int moving = 0;
+    for (uint32_t p = 0; p < 64; p++) {
+        lattice_meta_member *own[4], *mov[4];
+        size_t n = lattice_meta_serving_owners(c, p, own, 4);
+        ck_assert(n >= 1); /* backups = 1: every partition keeps a live copy */
+        for (size_t i = 0; i < n; i++) ck_assert_ptr_ne(own[i], &mem[2]); /* not the empty restarted copy */
+        size_t nm = lattice_meta_moving_owners(c, p, mov, 4);
+        for (size_t i = 0; i < nm; i++) moving += mov[i] == &mem[2];
+    }
+    ck_assert_int_gt(moving, 0); /* it holds its partitions MOVING */
+    /* The switch makes it a serving owner again. */
+    ck_assert_int_eq(lattice_meta_switch_base(meta, c), LATTICE_OK);
+    ck_assert_uint_eq(c->base_version, 2);
+    ck_assert(lattice_meta_base_is_live(meta, c));
+    int serving = 0;
+    for (uint32_t p = 0; p < 64; p++) {
+        lattice_meta_member *own[4];
+        size_t n = lattice_meta_serving_owners(c, p, own, 4);
+        for (size_t i = 0; i < n; i++) serving += own[i] == &mem[2];
+    }
+    ck_assert_int_gt(serving, 0);
+}
+END_TEST
+
+START_TEST(a_newer_version_is_applied_and_an_older_one_is_not)
+{
+    static const char *ids[] = {"id-a", "id-b", "id-c"};
+    grid(3, ids);
+    lattice_meta_start(meta, NULL, 0);
+    ck_assert_ptr_nonnull(lattice_meta_cache_of(meta, "default"));
+    ck_assert_int_eq(lattice_meta_add(meta, "x:partitions=16"), LATTICE_OK);
+    ck_assert_int_eq(lattice_meta_add(meta, "x:partitions=16"), LATTICE_OK);
+    ck_assert_int_eq(lattice_meta_add(meta, "x:partitions=32"), LATTICE_ERR_EXISTS);
+    ck_assert_uint_eq(lattice_meta_version(meta), 2);
+    const Latdata__Meta *msg = lattice_meta_message(meta);
+    ck_assert_ptr_nonnull(msg);
+    ck_assert_uint_eq(msg->n_caches, 2);
+    /* Another node (b) learns it from the message. */
+    lattice_meta *other = NULL;
+    lattice_meta_config mc = {true, NULL, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &other), LATTICE_OK);
+    lattice_meta_member list[3];
+    lattice_meta_member *lp[3];
+    for (int i = 0; i < 3; i++) {
+        list[i] = mem[i];
+        list[i].self = i == 1;
+        lp[i] = &list[i];
+    }
+    lattice_meta_set_members(other, lp, 3, "id-a");
+    ck_assert(!lattice_meta_is_coordinator(other));
+    ck_assert(lattice_meta_apply(other, msg));
+    ck_assert_ptr_nonnull(lattice_meta_cache_of(other, "x"));
+    ck_assert(!lattice_meta_apply(other, msg)); /* not newer */
+    ck_assert_int_eq(lattice_meta_remove(meta, "x"), LATTICE_OK);
+    ck_assert_int_eq(lattice_meta_remove(meta, "x"), LATTICE_ERR_NO_CACHE);
+    ck_assert(lattice_meta_apply(other, lattice_meta_message(meta)));
+    ck_assert_ptr_null(lattice_meta_cache_of(other, "x"));
+    ck_assert(!lattice_meta_apply(meta, lattice_meta_message(other))); /* the writer keeps its own */
+    lattice_meta_destroy(other);
+}
+END_TEST
+
+START_TEST(frozen_writes_lapse_by_themselves)
+{
+    static const char *ids[] = {"id-a"};
+    grid(1, ids);
+    lattice_meta_start(meta, NULL, 0);
+    lattice_meta_cache *c = lattice_meta_cache_of(meta, NULL);
+    ck_assert(!lattice_meta_frozen(c, 1000));
+    lattice_meta_freeze(meta, 1000, 2000);
+    ck_assert(lattice_meta_frozen(c, 1000));
+    ck_assert(lattice_meta_frozen(c, 2999));
+    ck_assert(!lattice_meta_frozen(c, 3000));
+    lattice_meta_freeze(meta, 1000, 2000);
+    lattice_meta_freeze(meta, 0, 0);
+    ck_assert(!lattice_meta_frozen(c, 1000));
+}
+END_TEST
+
+/* ---- the base switch predicate ---- */
+
+static lattice_meta_switch_report rep[3];
+
+static lattice_meta_switch_input input(lattice_rebalance_mode mode)
+{
+    for (int i = 0; i < 3; i++) rep[i] = (lattice_meta_switch_report){100, 0, 7, 4};
+    lattice_meta_switch_input in = {false, true, mode, 7, 4, 3, rep, 3};
+    return in;
+}
+
+START_TEST(switch_when_every_new_owner_has_loaded)
+{
+    lattice_meta_switch_input in = input(LATTICE_REBALANCE_ASYNC);
+    ck_assert(lattice_meta_switch_due(&in));
+    in = input(LATTICE_REBALANCE_SYNC);
+    ck_assert(lattice_meta_switch_due(&in));
+}
+END_TEST
+
+START_TEST(no_switch_while_a_server_is_still_loading_or_stale)
+{
+    lattice_meta_switch_input in = input(LATTICE_REBALANCE_ASYNC);
+    rep[1].rebalance_left = 1;
+    ck_assert(!lattice_meta_switch_due(&in));
+    in = input(LATTICE_REBALANCE_ASYNC);
+    rep[2].view = 6; /* loaded, but for another server set */
+    ck_assert(!lattice_meta_switch_due(&in));
+    in = input(LATTICE_REBALANCE_ASYNC);
+    rep[0].base_version = 3; /* ... or against another base */
+    ck_assert(!lattice_meta_switch_due(&in));
+    in = input(LATTICE_REBALANCE_ASYNC);
+    in.n_reports = 2; /* a live server reported nothing for this cache */
+    ck_assert(!lattice_meta_switch_due(&in));
+    in = input(LATTICE_REBALANCE_NONE); /* rebalancing off: data never moves by itself */
+    ck_assert(!lattice_meta_switch_due(&in));
+}
+END_TEST
+
+START_TEST(an_empty_cache_switches_at_once_and_a_silent_server_cancels)
+{
+    lattice_meta_switch_input in = input(LATTICE_REBALANCE_NONE);
+    for (int i = 0; i < 3; i++) rep[i] = (lattice_meta_switch_report){0, 64, 0, 0};
+    ck_assert(lattice_meta_switch_due(&in)); /* no entry anywhere: nothing to move */
+    in.all_answered = false;
+    ck_assert(!lattice_meta_switch_due(&in));
+    in = input(LATTICE_REBALANCE_ASYNC);
+    in.base_is_live = true; /* nothing to switch */
+    ck_assert(!lattice_meta_switch_due(&in));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("meta");
+    TCase *o = tcase_create("owners");
+    tcase_add_test(o, serving_owners_follow_base_and_live_set);
+    suite_add_tcase(s, o);
+    TCase *r = tcase_create("registry");
+    tcase_add_checked_fixture(r, meta_setup, meta_teardown);
+    tcase_add_test(r, a_restarted_server_serves_nothing_until_the_base_switches);
+    tcase_add_test(r, a_newer_version_is_applied_and_an_older_one_is_not);
+    tcase_add_test(r, frozen_writes_lapse_by_themselves);
+    suite_add_tcase(s, r);
+    TCase *w = tcase_create("switch");
+    tcase_add_test(w, switch_when_every_new_owner_has_loaded);
+    tcase_add_test(w, no_switch_while_a_server_is_still_loading_or_stale);
+    tcase_add_test(w, an_empty_cache_switches_at_once_and_a_silent_server_cancels);
+    suite_add_tcase(s, w);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
