@@ -21,7 +21,7 @@ static void teardown(void) { fh_free(&h); }
 static void op(int client, fh_kind kind, const char *key, int64_t value, int64_t inv, int64_t cmp, fh_outcome oc)
 {
     fh_op o = {.invoke = inv, .complete = oc == FH_UNKNOWN ? FH_INF : cmp, .value = value, .client = client,
-               .kind = kind, .outcome = oc};
+               .node = client % 3, .kind = kind, .outcome = oc};
     snprintf(o.key, sizeof o.key, "%s", key);
     fh_add(&h, &o);
 }
@@ -239,6 +239,7 @@ START_TEST(file_round_trip)
         ck_assert_int_eq(back.ops[i].complete, h.ops[i].complete);
         ck_assert_int_eq(back.ops[i].value, h.ops[i].value);
         ck_assert_int_eq(back.ops[i].client, h.ops[i].client);
+        ck_assert_int_eq(back.ops[i].node, h.ops[i].node);
         ck_assert_int_eq(back.ops[i].kind, h.ops[i].kind);
         ck_assert_int_eq(back.ops[i].outcome, h.ops[i].outcome);
         ck_assert_str_eq(back.ops[i].key, h.ops[i].key);
@@ -252,7 +253,7 @@ START_TEST(malformed_file_is_refused)
     char path[] = "/tmp/fault-history-XXXXXX";
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
-    const char bad[] = "1 w k 5 10 20 ok\n1 x k 5 10 20 ok\n";
+    const char bad[] = "1 0 w k 5 10 20 ok\n1 0 x k 5 10 20 ok\n";
     ck_assert_int_eq(write(fd, bad, sizeof bad - 1), (ssize_t)(sizeof bad - 1));
     close(fd);
     ck_assert(!fh_load(&h, path));

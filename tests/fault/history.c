@@ -44,7 +44,7 @@ bool fh_save(const fh_history *h, const char *path, const char *comment)
 {
     FILE *f = fopen(path, "w");
     if (!f) return false;
-    fprintf(f, "# lattice fault history: CLIENT KIND KEY VALUE INVOKE_NS COMPLETE_NS OUTCOME\n");
+    fprintf(f, "# lattice fault history: CLIENT NODE KIND KEY VALUE INVOKE_NS COMPLETE_NS OUTCOME\n");
     if (comment) fprintf(f, "# %s\n", comment);
     for (size_t i = 0; i < h->n; i++) {
         const fh_op *o = &h->ops[i];
@@ -53,7 +53,7 @@ bool fh_save(const fh_history *h, const char *path, const char *comment)
         else snprintf(v, sizeof v, "%" PRId64, o->value);
         if (o->outcome == FH_UNKNOWN) snprintf(c, sizeof c, "-");
         else snprintf(c, sizeof c, "%" PRId64, o->complete);
-        fprintf(f, "%d %c %s %s %" PRId64 " %s %s\n", o->client, kind_char[o->kind], o->key, v, o->invoke, c,
+        fprintf(f, "%d %d %c %s %s %" PRId64 " %s %s\n", o->client, o->node, kind_char[o->kind], o->key, v, o->invoke, c,
                 outcome_name[o->outcome]);
     }
     bool ok = !ferror(f);
@@ -74,7 +74,8 @@ static bool parse_line(char *line, fh_op *o)
 {
     char kind[4], key[FH_KEY_MAX], val[32], inv[32], cmp[32], out[16];
     memset(o, 0, sizeof *o);
-    if (sscanf(line, "%d %3s %47s %31s %31s %31s %15s", &o->client, kind, key, val, inv, cmp, out) != 7) return false;
+    if (sscanf(line, "%d %d %3s %47s %31s %31s %31s %15s", &o->client, &o->node, kind, key, val, inv, cmp, out) != 8)
+        return false;
     const char *k = strchr(kind_char, kind[0]);
     if (!k || kind[1] || !kind[0]) return false;
     o->kind = (fh_kind)(k - kind_char);

@@ -42,6 +42,7 @@ typedef struct fh_op {
     int64_t invoke, complete; /* complete is ignored for FH_UNKNOWN */
     int64_t value;
     int client;
+    int node; /* the node the client sent it to (for diagnosis only) */
     fh_kind kind;
     fh_outcome outcome;
     char key[FH_KEY_MAX];
@@ -59,8 +60,8 @@ void fh_add(fh_history *h, const fh_op *op);
 void fh_append_all(fh_history *dst, const fh_history *src);
 
 /* Text form, one operation a line ("# ..." lines are comments):
- *   CLIENT KIND KEY VALUE INVOKE COMPLETE OUTCOME
- * KIND w|r|i, VALUE a decimal integer or "nil", INVOKE/COMPLETE ns or "-",
+ *   CLIENT NODE KIND KEY VALUE INVOKE COMPLETE OUTCOME
+ * NODE the node index the client talked to, KIND w|r|i, VALUE a decimal integer or "nil", INVOKE/COMPLETE ns or "-",
  * OUTCOME ok|fail|unknown. */
 bool fh_save(const fh_history *h, const char *path, const char *comment);
 /* false (and a message on stderr naming the line) when the file is malformed. */
@@ -77,6 +78,10 @@ typedef struct fh_report {
  * `budget` bounds the search steps per key (0: a default of 20 million);
  * a key that exhausts it counts as inconclusive, never as valid. */
 void fh_check_registers(const fh_history *h, size_t budget, FILE *out, fh_report *r);
+/* For a register key the search rejected: counts the stale reads, reads of
+ * absent after a write, read inversions and reads of a future write, and
+ * shows the first witness of each (check_register calls it). */
+void fh_explain_register(const fh_history *h, const char *key, FILE *out);
 /* Checks every counter key: acknowledged increments return distinct values
  * within [1, attempts], in real-time order; every read lies between what was
  * certainly applied before it started and what could have been by its end. */

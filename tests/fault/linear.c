@@ -356,7 +356,10 @@ static int check_register(const fh_history *h, const char *key, size_t budget, F
         qsort(ops, n, sizeof *ops, by_invoke);
         search s = {.ops = ops, .n = n, .budget = budget};
         verdict = wing_gong(&s);
-        if (verdict == 0 && out) describe(&s, key, out);
+        if (verdict == 0 && out) {
+            describe(&s, key, out);
+            fh_explain_register(h, key, out);
+        }
         if (verdict < 0 && out)
             fprintf(out, "register %s: inconclusive: %zu operations still unsettled after %zu search steps\n", key, n,
                     s.steps);
