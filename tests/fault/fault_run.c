@@ -17,7 +17,7 @@
  * (every partition one primary and its backups, all OWNING), then every key
  * is read through every live node.
  *
- * Scenarios: kill_primary, kill_coordinator, restart_loop, join_leave,
+ * Scenarios: steady (no fault), kill_primary, kill_coordinator, restart_loop, join_leave,
  * two_joins, stop_primary, stop_coordinator, kill_during_rebalance.
  * FAULT_SEED=n fixes the schedule's random choices (which node, how long),
  * the clients' operation mix and values; thread timing is never reproducible,
@@ -51,7 +51,11 @@
 #define MIN_OK_OPS 1000      /* fewer: the verdict would mean little */
 #define MIN_OK_AFTER_FAULT 100
 
-static const char *const CACHE = "default:backups=1,sync=full_sync,read_from_backup=true";
+/* The defaults, spelled out; FAULT_CACHE=SPEC runs the same schedules on
+ * another configuration (to tell what read_from_backup or a sync mode
+ * changes), and the verdict still decides. */
+static const char *const DEFAULT_CACHE = "default:backups=1,sync=full_sync,read_from_backup=true";
+static const char *cache_spec;
 
 typedef struct grid {
     int peer_base, resp_base, capacity;
@@ -107,7 +111,7 @@ static void start_node(int i)
     snprintf(fd, sizeof fd, "%d", FD_MS);
     snprintf(name, sizeof name, "s%d-%d", i, g.incarnation[i]++);
     const char *args[] = {"--port", port, "--port-range", "1", "--ip-finder", g.finder, "--failure-detection-ms", fd,
-                          "--resp-port", rport, "--cache", CACHE, NULL};
+                          "--resp-port", rport, "--cache", cache_spec, NULL};
     g.proc[i] = it_latticed(name, args);
     if (!g.proc[i]) {
         fprintf(stderr, "cannot start node %d\n", i);
@@ -464,6 +468,9 @@ static void stop_one(bool the_coordinator)
     wait_balanced(3);
 }
 
+/* No fault: what the load alone shows. */
+static void steady(void) { msleep(10000); }
+
 static void kill_primary(void) { kill_one(false); }
 static void kill_coordinator(void) { kill_one(true); }
 static void stop_primary(void) { stop_one(false); }
@@ -560,6 +567,7 @@ static const struct {
     int nodes, capacity, preload;
     void (*run)(void);
 } scenarios[] = {
+    {"steady", 3, 3, 0, steady},
     {"kill_primary", 3, 3, 0, kill_primary},
     {"kill_coordinator", 3, 3, 0, kill_coordinator},
     {"restart_loop", 3, 3, 0, restart_loop},
@@ -580,9 +588,9 @@ static int usage(void)
 
 static int verdict(fh_history *h, int64_t t0, int64_t t1)
 {
-    char path[400], comment[200];
+    char path[400], comment[400];
     snprintf(path, sizeof path, "%s/history.txt", it_dir());
-    snprintf(comment, sizeof comment, "scenario %s seed %" PRIu64, scenario, seed);
+    snprintf(comment, sizeof comment, "scenario %s seed %" PRIu64 " cache %s", scenario, seed, cache_spec);
     fh_save(h, path, comment);
     fh_report r;
     bool valid = fh_check(h, stdout, &r);
@@ -598,8 +606,9 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
     if (valid && enough && settled) return 0;
     printf("fault %s: FAILED. The history and the nodes' logs are kept in %s\n"
            "  re-check:  %s/tests/fault/fault_check %s\n"
-           "  replay the schedule:  FAULT_SEED=%" PRIu64 " %s/tests/fault/fault_run %s\n",
-           scenario, it_dir(), LATTICE_BUILD_DIR, path, seed, LATTICE_BUILD_DIR, scenario);
+           "  replay the schedule:  FAULT_SEED=%" PRIu64 "%s%s %s/tests/fault/fault_run %s\n",
+           scenario, it_dir(), LATTICE_BUILD_DIR, path, seed, cache_spec == DEFAULT_CACHE ? "" : " FAULT_CACHE=",
+           cache_spec == DEFAULT_CACHE ? "" : cache_spec, LATTICE_BUILD_DIR, scenario);
     return 1;
 }
 
@@ -614,11 +623,12 @@ int main(int argc, char **argv)
     const char *s = getenv("FAULT_SEED");
     seed = s && *s ? strtoull(s, NULL, 10) : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20));
     sched_rng = seed * 2654435761ULL + 1;
+    cache_spec = getenv("FAULT_CACHE") && *getenv("FAULT_CACHE") ? getenv("FAULT_CACHE") : DEFAULT_CACHE;
     setvbuf(stdout, NULL, _IOLBF, 0);
     char name[64];
     snprintf(name, sizeof name, "fault_%s", scenario);
     it_begin(name);
-    say("seed %" PRIu64 " (FAULT_SEED=%" PRIu64 " repeats this schedule)", seed, seed);
+    say("seed %" PRIu64 " (FAULT_SEED=%" PRIu64 " repeats this schedule), cache %s", seed, seed, cache_spec);
     form_grid(scenarios[which].nodes, scenarios[which].capacity);
     if (scenarios[which].preload) preload(scenarios[which].preload);
     int64_t t0 = now_ns();

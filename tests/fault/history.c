@@ -220,22 +220,21 @@ static size_t check_counter(const fh_history *h, const char *key, FILE *out, siz
     return (bad_range > 0) + (bad_dup > 0) + (bad_order > 0) + (bad_read > 0);
 }
 
-/* Collects each distinct key for which pick() holds (pointers into h). */
-static size_t distinct_keys(const fh_history *h, bool (*pick)(const fh_history *, const char *), const char ***keys)
+size_t fh_distinct_keys(const fh_history *h, const char ***keys)
 {
     size_t n = 0;
     const char **k = malloc((h->n + 1) * sizeof *k);
     if (!k) abort();
     for (size_t i = 0; i < h->n; i++) {
         bool seen = false;
-        for (size_t j = 0; j < n && !seen; j++) seen = !strcmp(k[j], h->ops[i].key);
-        if (!seen && pick(h, h->ops[i].key)) k[n++] = h->ops[i].key;
+        for (size_t j = n; j-- > 0 && !seen;) seen = !strcmp(k[j], h->ops[i].key);
+        if (!seen) k[n++] = h->ops[i].key;
     }
     *keys = k;
     return n;
 }
 
-static bool is_counter(const fh_history *h, const char *key)
+bool fh_is_counter(const fh_history *h, const char *key)
 {
     for (size_t i = 0; i < h->n; i++)
         if (h->ops[i].kind == FH_INCR && !strcmp(h->ops[i].key, key)) return true;
@@ -245,8 +244,9 @@ static bool is_counter(const fh_history *h, const char *key)
 void fh_check_counters(const fh_history *h, FILE *out, fh_report *r)
 {
     const char **keys;
-    size_t n = distinct_keys(h, is_counter, &keys);
+    size_t n = fh_distinct_keys(h, &keys);
     for (size_t i = 0; i < n; i++) {
+        if (!fh_is_counter(h, keys[i])) continue;
         r->keys++;
         r->violations += check_counter(h, keys[i], out, &r->ops_checked) > 0;
     }

@@ -89,6 +89,11 @@ void fh_check_counters(const fh_history *h, FILE *out, fh_report *r);
 /* Both checks; true when there is no violation and nothing inconclusive. */
 bool fh_check(const fh_history *h, FILE *out, fh_report *r);
 
+/* The distinct keys of h, in order of first use (*keys points into h; free
+ * the array), and whether a key is a counter (some INCR touches it). */
+size_t fh_distinct_keys(const fh_history *h, const char ***keys);
+bool fh_is_counter(const fh_history *h, const char *key);
+
 /* The longest stretch of [from, to] in which no operation completed ok (ns). */
 int64_t fh_longest_gap(const fh_history *h, int64_t from, int64_t to);
 size_t fh_count_ok(const fh_history *h, int64_t after);

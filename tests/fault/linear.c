@@ -6,16 +6,22 @@
  *  - failed operations and unknown reads are dropped (they constrain
  *    nothing); an unknown write that no read returned is dropped too: with
  *    unique values, a linearization that places it can drop it and still
- *    explain every read. Every other unknown write gets a return event at
- *    +infinity: it may take effect at any moment after its invoke.
- *  - the call and return events, sorted by time (a call before a return at
- *    the same instant, so touching operations count as concurrent), form a
- *    doubly linked list. The search walks it: at a call it tries to apply
- *    that operation to the register (a read must see the current value);
- *    on success it lifts the operation's call and return out of the list and
- *    starts again from the head; at a return whose operation is still in the
- *    list nothing more can precede it, so it backtracks. The list empties
- *    exactly when every operation is linearized.
+ *    explain every read. Every other unknown write happened: it may take
+ *    effect at any moment after its invoke, and before the first read that
+ *    returned its value completed - that completion serves as its return.
+ *  - the key's history is cut where no operation is in flight; each segment
+ *    is searched from every value the previous segment can end with (so a
+ *    long history costs the sum of its segments, and a violation is placed
+ *    in the segment where it happened).
+ *  - within a segment, the call and return events, sorted by time (a call
+ *    before a return at the same instant, so touching operations count as
+ *    concurrent), form a doubly linked list. The search walks it: at a call
+ *    it tries to apply that operation to the register (a read must see the
+ *    current value); on success it lifts the operation's call and return out
+ *    of the list and starts again from the head; at a return whose operation
+ *    is still in the list nothing more can precede it, so it backtracks.
+ *    When the list is empty every operation is linearized: the value is a
+ *    possible ending, and the search backtracks for the others.
  *  - Lowe's cache: a (set of linearized operations, register value) pair
  *    reached once is never explored again. Operations are numbered in invoke
  *    order, so a reached set is a full prefix plus a few operations beyond
@@ -96,7 +102,7 @@ static bool cache_same(const cache *c, const centry *e, uint64_t hash, int64_t s
 
 static void cache_grow(cache *c)
 {
-    size_t cap = c->cap ? c->cap * 2 : 4096;
+    size_t cap = c->cap ? c->cap * 2 : 64;
     centry *slots = xcalloc(cap, sizeof *slots);
     for (size_t i = 0; i < c->cap; i++) {
         if (!c->slots[i].hash) continue;
@@ -138,12 +144,6 @@ static int by_time(const void *a, const void *b)
     return (x->op > y->op) - (x->op < y->op);
 }
 
-static int by_invoke(const void *a, const void *b)
-{
-    const fh_op *x = *(fh_op *const *)a, *y = *(fh_op *const *)b;
-    return (x->invoke > y->invoke) - (x->invoke < y->invoke);
-}
-
 static void lift(event *e)
 {
     e->prev->next = e->next;
@@ -170,28 +170,44 @@ static const char *op_text(const fh_op *o, char *buf, size_t len)
     char c[24];
     if (o->outcome == FH_UNKNOWN) snprintf(c, sizeof c, "?");
     else snprintf(c, sizeof c, "%" PRId64, o->complete);
-    snprintf(buf, len, "client %d %s %s [%" PRId64 ", %s]%s", o->client, o->kind == FH_WRITE ? "SET" : "GET returned", v,
-             o->invoke, c, o->outcome == FH_UNKNOWN ? " (outcome unknown)" : "");
+    snprintf(buf, len, "client %d on node %d %s %s [%" PRId64 ", %s]%s", o->client, o->node,
+             o->kind == FH_WRITE ? "SET" : "GET returned", v, o->invoke, c,
+             o->outcome == FH_UNKNOWN ? " (outcome unknown)" : "");
     return buf;
 }
 
+/* An operation of the search: `ret` is when it must have taken effect by -
+ * its completion, or for an unknown write the earliest completion of a read
+ * that returned its value. */
+typedef struct lop {
+    const fh_op *o;
+    int64_t ret;
+} lop;
+
 typedef struct search {
-    fh_op **ops;
+    lop *ops; /* one segment, in invoke order */
     size_t n;
-    size_t budget, steps;
+    size_t budget, steps; /* steps: over every segment of the key */
     /* deepest point reached, for the report */
     size_t best_depth, best_op;
     int64_t best_state;
+    int64_t *ends; /* register values the segment can end with */
+    size_t n_ends;
 } search;
 
-/* 1: linearizable, 0: not, -1: budget exhausted. */
-static int wing_gong(search *s)
+static void add_end(search *s, int64_t state)
+{
+    for (size_t i = 0; i < s->n_ends; i++)
+        if (s->ends[i] == state) return;
+    s->ends[s->n_ends++] = state;
+}
+
+static event *build_events(const search *s)
 {
     event *ev = xcalloc(2 * s->n + 1, sizeof *ev);
     for (size_t i = 0; i < s->n; i++) {
-        ev[2 * i] = (event){.op = i, .time = s->ops[i]->invoke, .call = true};
-        int64_t ret = s->ops[i]->outcome == FH_UNKNOWN ? FH_INF : s->ops[i]->complete;
-        ev[2 * i + 1] = (event){.op = i, .time = ret, .call = false};
+        ev[2 * i] = (event){.op = i, .time = s->ops[i].o->invoke, .call = true};
+        ev[2 * i + 1] = (event){.op = i, .time = s->ops[i].ret, .call = false};
     }
     qsort(ev, 2 * s->n, sizeof *ev, by_time);
     event *head = &ev[2 * s->n];
@@ -207,6 +223,15 @@ static int wing_gong(search *s)
         prev = &ev[i];
     }
     free(ret_of);
+    return ev;
+}
+
+/* Explores every linearization of the segment from each start value (the
+ * cache prunes repeats) and collects the values it can end with.
+ * 1: some linearization exists, 0: none, -1: budget exhausted. */
+static int wing_gong(search *s, const int64_t *starts, size_t n_starts)
+{
+    event *ev = build_events(s), *head = &ev[2 * s->n];
     bitset b = {.w = xcalloc(s->n / 64 + 1, sizeof(uint64_t)), .words = s->n / 64 + 1};
     uint64_t *zob = xcalloc(s->n, sizeof *zob);
     for (size_t i = 0; i < s->n; i++) zob[i] = mix64(i * 0x2545f4914f6cdd1dULL + 7);
@@ -214,42 +239,44 @@ static int wing_gong(search *s)
         event *e;
         int64_t state;
     } *stack = xcalloc(s->n + 1, sizeof *stack);
-    size_t depth = 0;
     cache c = {0};
-    int64_t state = FH_NIL;
-    uint64_t zh = 0;
-    event *e = head->next;
-    int verdict = 1;
-    while (head->next) {
-        if (++s->steps > s->budget) {
-            verdict = -1;
-            break;
-        }
-        if (e->call) {
-            const fh_op *o = s->ops[e->op];
-            bool legal = o->kind == FH_WRITE || o->value == state;
-            int64_t next = o->kind == FH_WRITE ? o->value : state;
-            bit_set(&b, e->op);
-            if (legal && cache_add(&c, zh ^ zob[e->op], next, &b)) {
-                stack[depth++] = (struct frame){e, state};
-                state = next;
-                zh ^= zob[e->op];
-                lift(e);
-                e = head->next;
-            } else {
-                bit_clear(&b, e->op);
-                e = e->next;
+    int verdict = 0;
+    for (size_t k = 0; k < n_starts && verdict >= 0; k++) {
+        size_t depth = 0;
+        int64_t state = starts[k];
+        uint64_t zh = 0;
+        event *e = head->next;
+        for (;;) {
+            if (++s->steps > s->budget) {
+                verdict = -1;
+                break;
             }
-        } else {
-            if (depth >= s->best_depth) {
-                s->best_depth = depth;
+            if (head->next && e->call) {
+                const fh_op *o = s->ops[e->op].o;
+                bool legal = o->kind == FH_WRITE || o->value == state;
+                int64_t next = o->kind == FH_WRITE ? o->value : state;
+                bit_set(&b, e->op);
+                if (legal && cache_add(&c, zh ^ zob[e->op], next, &b)) {
+                    stack[depth++] = (struct frame){e, state};
+                    state = next;
+                    zh ^= zob[e->op];
+                    lift(e);
+                    e = head->next;
+                } else {
+                    bit_clear(&b, e->op);
+                    e = e->next;
+                }
+                continue;
+            }
+            if (!head->next) {
+                add_end(s, state); /* all linearized: note it, look for other endings */
+                verdict = 1;
+            } else if (depth >= s->best_depth) {
+                s->best_depth = depth; /* a return nothing can precede: a dead end */
                 s->best_op = e->op;
                 s->best_state = state;
             }
-            if (!depth) {
-                verdict = 0;
-                break;
-            }
+            if (!depth) break;
             struct frame f = stack[--depth];
             e = f.e;
             state = f.state;
@@ -268,46 +295,30 @@ static int wing_gong(search *s)
     return verdict;
 }
 
-static void describe(const search *s, const char *key, FILE *out)
+static void describe(const search *s, const char *key, size_t n_starts, FILE *out)
 {
-    char buf[160];
-    const fh_op *o = s->ops[s->best_op];
-    fprintf(out, "register %s: not linearizable: at best %zu of %zu operations linearize; then %s cannot\n", key,
-            s->best_depth, s->n, op_text(o, buf, sizeof buf));
-    if (s->best_state == FH_NIL) {
-        fprintf(out, "  the register was still absent there\n");
-    } else {
-        for (size_t i = 0; i < s->n; i++)
-            if (s->ops[i]->kind == FH_WRITE && s->ops[i]->value == s->best_state)
-                fprintf(out, "  the register held the value of %s\n", op_text(s->ops[i], buf, sizeof buf));
-    }
+    char buf[200];
+    const fh_op *o = s->ops[s->best_op].o;
+    fprintf(out,
+            "register %s: not linearizable in [%" PRId64 ", %" PRId64 "] ns (%zu operations, %zu possible values "
+            "before): at best %zu linearize; then %s cannot\n",
+            key, s->ops[0].o->invoke, s->ops[s->n - 1].ret, s->n, n_starts, s->best_depth, op_text(o, buf, sizeof buf));
+    if (s->best_state == FH_NIL) fprintf(out, "  the register was still absent there\n");
+    for (size_t i = 0; s->best_state != FH_NIL && i < s->n; i++)
+        if (s->ops[i].o->kind == FH_WRITE && s->ops[i].o->value == s->best_state)
+            fprintf(out, "  the register held the value of %s\n", op_text(s->ops[i].o, buf, sizeof buf));
     /* What it overlapped, and the last write acknowledged before it began. */
-    int64_t end = o->outcome == FH_UNKNOWN ? FH_INF : o->complete;
     const fh_op *last = NULL;
     size_t shown = 0;
     for (size_t i = 0; i < s->n; i++) {
-        const fh_op *w = s->ops[i];
-        int64_t wend = w->outcome == FH_UNKNOWN ? FH_INF : w->complete;
-        if (w->kind == FH_WRITE && wend < o->invoke && (!last || wend > last->complete)) last = w;
-        if (i != s->best_op && w->invoke <= end && wend >= o->invoke && shown++ < 12)
+        const fh_op *w = s->ops[i].o;
+        if (w->kind == FH_WRITE && s->ops[i].ret < o->invoke && (!last || s->ops[i].ret > last->complete)) last = w;
+        if (i != s->best_op && w->invoke <= s->ops[s->best_op].ret && s->ops[i].ret >= o->invoke && shown++ < 12)
             fprintf(out, "  concurrent: %s\n", op_text(w, buf, sizeof buf));
         if (w->kind == FH_WRITE && o->kind == FH_READ && w->value == o->value)
             fprintf(out, "  the value read: %s\n", op_text(w, buf, sizeof buf));
     }
     if (last) fprintf(out, "  the last write acknowledged before it began: %s\n", op_text(last, buf, sizeof buf));
-}
-
-/* A read of a value that no write of this key carries. */
-static bool never_written(const fh_op *r, const int64_t *written, size_t nw)
-{
-    if (r->value == FH_NIL) return false;
-    size_t lo = 0, hi = nw;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (written[mid] < r->value) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo == nw || written[lo] != r->value;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -316,78 +327,129 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Checks one register key: 1 valid, 0 violation, -1 inconclusive. */
-static int check_register(const fh_history *h, const char *key, size_t budget, FILE *out, size_t *checked)
+static bool in_sorted(const int64_t *v, size_t n, int64_t x) { return bsearch(&x, v, n, sizeof *v, cmp_i64) != NULL; }
+
+static int by_lop_invoke(const void *a, const void *b)
 {
-    fh_op **ops = xcalloc(h->n, sizeof *ops);
-    int64_t *written = xcalloc(h->n, sizeof *written), *read = xcalloc(h->n, sizeof *read);
+    const lop *x = a, *y = b;
+    return (x->o->invoke > y->o->invoke) - (x->o->invoke < y->o->invoke);
+}
+
+/* (value, completion) of every ok read, sorted by value then completion. */
+typedef struct seen {
+    int64_t value, at;
+} seen;
+
+static int by_seen(const void *a, const void *b)
+{
+    const seen *x = a, *y = b;
+    if (x->value != y->value) return (x->value > y->value) - (x->value < y->value);
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* The first completion of a read that returned v, or -1. */
+static int64_t first_seen(const seen *r, size_t n, int64_t v)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (r[mid].value < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && r[lo].value == v ? r[lo].at : -1;
+}
+
+/* The key's operations the search needs, each with its effective return;
+ * 0 with a message when the history is malformed or reads a never-written
+ * value (nothing else to search then). */
+static int collect(const fh_history *h, const char *key, FILE *out, lop *ops, size_t *n_out)
+{
+    int64_t *written = xcalloc(h->n, sizeof *written);
+    seen *reads = xcalloc(h->n, sizeof *reads);
     size_t nw = 0, nr = 0, n = 0;
     for (size_t i = 0; i < h->n; i++) {
         const fh_op *o = &h->ops[i];
         if (strcmp(o->key, key)) continue;
         if (o->kind == FH_WRITE && o->outcome != FH_FAIL) written[nw++] = o->value;
-        if (o->kind == FH_READ && o->outcome == FH_OK && o->value != FH_NIL) read[nr++] = o->value;
+        if (o->kind == FH_READ && o->outcome == FH_OK && o->value != FH_NIL) reads[nr++] = (seen){o->value, o->complete};
     }
     qsort(written, nw, sizeof *written, cmp_i64);
-    qsort(read, nr, sizeof *read, cmp_i64);
+    qsort(reads, nr, sizeof *reads, by_seen);
     int verdict = 1;
-    for (size_t i = 1; i < nw; i++)
-        if (written[i] == written[i - 1] && verdict) {
+    for (size_t i = 1; i < nw && verdict; i++)
+        if (written[i] == written[i - 1]) {
             if (out) fprintf(out, "register %s: two writes carry %" PRId64 ": values must be unique\n", key, written[i]);
             verdict = 0;
         }
     for (size_t i = 0; i < h->n && verdict; i++) {
-        fh_op *o = &h->ops[i];
-        if (strcmp(o->key, key) || o->outcome == FH_FAIL) continue;
-        if (o->kind == FH_READ && o->outcome == FH_UNKNOWN) continue;
-        if (o->kind == FH_WRITE && o->outcome == FH_UNKNOWN && !bsearch(&o->value, read, nr, sizeof *read, cmp_i64))
-            continue;
-        if (o->kind == FH_READ && never_written(o, written, nw)) {
-            char buf[160];
+        const fh_op *o = &h->ops[i];
+        if (strcmp(o->key, key) || o->outcome == FH_FAIL || (o->kind == FH_READ && o->outcome == FH_UNKNOWN)) continue;
+        int64_t ret = o->complete;
+        if (o->kind == FH_WRITE && o->outcome == FH_UNKNOWN) {
+            ret = first_seen(reads, nr, o->value);
+            if (ret < 0) continue; /* nobody saw it: a linearization may leave it out */
+            if (ret < o->invoke) ret = o->invoke; /* read before it began: the search rejects that */
+        }
+        if (o->kind == FH_READ && o->value != FH_NIL && !in_sorted(written, nw, o->value)) {
+            char buf[200];
             if (out)
-                fprintf(out, "register %s: %s, a value no write of this key carries\n", key,
-                        op_text(o, buf, sizeof buf));
+                fprintf(out, "register %s: %s, a value no write of this key carries\n", key, op_text(o, buf, sizeof buf));
             verdict = 0;
         }
-        ops[n++] = o;
+        ops[n++] = (lop){o, ret};
     }
-    *checked += n;
-    if (verdict) {
-        qsort(ops, n, sizeof *ops, by_invoke);
-        search s = {.ops = ops, .n = n, .budget = budget};
-        verdict = wing_gong(&s);
-        if (verdict == 0 && out) {
-            describe(&s, key, out);
-            fh_explain_register(h, key, out);
-        }
-        if (verdict < 0 && out)
-            fprintf(out, "register %s: inconclusive: %zu operations still unsettled after %zu search steps\n", key, n,
-                    s.steps);
-    }
-    free(ops);
     free(written);
-    free(read);
+    free(reads);
+    *n_out = n;
     return verdict;
 }
 
-static bool has_incr(const fh_history *h, const char *key)
+/* Checks one register key: 1 valid, 0 violation, -1 inconclusive. The key's
+ * history is cut where no operation is in flight; each segment is searched
+ * from every value the previous one can end with. */
+static int check_register(const fh_history *h, const char *key, size_t budget, FILE *out, size_t *checked)
 {
-    for (size_t i = 0; i < h->n; i++)
-        if (h->ops[i].kind == FH_INCR && !strcmp(h->ops[i].key, key)) return true;
-    return false;
+    lop *ops = xcalloc(h->n + 1, sizeof *ops);
+    size_t n = 0;
+    int verdict = collect(h, key, out, ops, &n);
+    *checked += n;
+    qsort(ops, n, sizeof *ops, by_lop_invoke);
+    int64_t *starts = xcalloc(n + 1, sizeof *starts), *ends = xcalloc(n + 1, sizeof *ends);
+    size_t n_starts = 1;
+    starts[0] = FH_NIL;
+    size_t steps = 0;
+    for (size_t i = 0; i < n && verdict > 0;) {
+        size_t j = i + 1;
+        int64_t reach = ops[i].ret;
+        while (j < n && ops[j].o->invoke <= reach) {
+            if (ops[j].ret > reach) reach = ops[j].ret;
+            j++;
+        }
+        search s = {.ops = ops + i, .n = j - i, .budget = budget, .steps = steps, .ends = ends};
+        verdict = wing_gong(&s, starts, n_starts);
+        steps = s.steps;
+        if (verdict == 0 && out) {
+            describe(&s, key, n_starts, out);
+            fh_explain_register(h, key, out);
+        }
+        if (verdict < 0 && out)
+            fprintf(out, "register %s: inconclusive: the search took more than %zu steps\n", key, budget);
+        memcpy(starts, ends, s.n_ends * sizeof *ends);
+        n_starts = s.n_ends;
+        i = j;
+    }
+    free(starts);
+    free(ends);
+    free(ops);
+    return verdict;
 }
 
 void fh_check_registers(const fh_history *h, size_t budget, FILE *out, fh_report *r)
 {
-    const char **keys = xcalloc(h->n, sizeof *keys);
-    size_t nk = 0;
-    for (size_t i = 0; i < h->n; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < nk && !seen; j++) seen = !strcmp(keys[j], h->ops[i].key);
-        if (!seen) keys[nk++] = h->ops[i].key;
-    }
+    const char **keys;
+    size_t nk = fh_distinct_keys(h, &keys);
     for (size_t k = 0; k < nk; k++) {
-        if (has_incr(h, keys[k])) continue;
+        if (fh_is_counter(h, keys[k])) continue;
         r->keys++;
         int v = check_register(h, keys[k], budget ? budget : 20000000, out, &r->ops_checked);
         r->violations += v == 0;
