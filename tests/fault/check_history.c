@@ -168,6 +168,25 @@ START_TEST(keys_are_independent)
 }
 END_TEST
 
+START_TEST(each_violation_is_counted)
+{
+    /* Two stale reads far apart: two anomalies on one key; the second is
+     * found although the search restarts after the first. */
+    W(0, 1, 0, 1);
+    W(0, 2, 2, 3);
+    R(1, 1, 4, 5);
+    W(0, 3, 10, 11);
+    R(1, 3, 12, 13);
+    W(0, 4, 14, 15);
+    R(1, 3, 16, 17);
+    R(1, 4, 18, 19);
+    fh_report r;
+    ck_assert(!fh_check(&h, stderr, &r));
+    ck_assert_uint_eq(r.violations, 1);
+    ck_assert_uint_eq(r.anomalies, 2);
+}
+END_TEST
+
 #define I(c, v, a, b) op(c, FH_INCR, "n", v, a, b, FH_OK)
 #define RN(c, v, a, b) op(c, FH_READ, "n", v, a, b, FH_OK)
 
@@ -393,6 +412,7 @@ int main(void)
     tcase_add_test(tc, unknown_write_not_before_its_invoke);
     tcase_add_test(tc, many_unread_unknown_writes_are_cheap);
     tcase_add_test(tc, keys_are_independent);
+    tcase_add_test(tc, each_violation_is_counted);
     tcase_add_test(tc, counter_valid);
     tcase_add_test(tc, counter_lost_increment_fails);
     tcase_add_test(tc, counter_doubled_fails);

@@ -24,8 +24,8 @@ int main(int argc, char **argv)
         }
         fh_report r;
         bool ok = fh_check(&h, stdout, &r);
-        printf("%s: %zu operations on %zu keys checked: %zu violations, %zu inconclusive: %s\n", argv[i],
-               r.ops_checked, r.keys, r.violations, r.inconclusive, ok ? "valid" : "NOT VALID");
+        printf("%s: %zu operations on %zu keys checked: %zu keys violated (%zu anomalies), %zu inconclusive: %s\n",
+               argv[i], r.ops_checked, r.keys, r.violations, r.anomalies, r.inconclusive, ok ? "valid" : "NOT VALID");
         if (!ok) rc = 1;
         fh_free(&h);
     }

@@ -596,10 +596,10 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
     bool valid = fh_check(h, stdout, &r);
     size_t ok = fh_count_ok(h, 0), after = fh_count_ok(h, last_fault_ns);
     double gap = (double)fh_longest_gap(h, t0, t1) / 1e9;
-    printf("fault %s: %zu operations checked (%zu ok, %zu ok after the last fault) on %zu keys, %zu violations%s, "
-           "longest unavailability %.2f s, seed %" PRIu64 "\n",
-           scenario, r.ops_checked, ok, after, r.keys, r.violations, r.inconclusive ? " (some inconclusive)" : "", gap,
-           seed);
+    printf("fault %s: %zu operations checked (%zu ok, %zu ok after the last fault) on %zu keys: %zu violations on %zu "
+           "keys%s, longest unavailability %.2f s, seed %" PRIu64 "\n",
+           scenario, r.ops_checked, ok, after, r.keys, r.anomalies, r.violations,
+           r.inconclusive ? " (some inconclusive)" : "", gap, seed);
     bool enough = ok >= MIN_OK_OPS && after >= MIN_OK_AFTER_FAULT;
     if (!enough) printf("fault %s: too few operations succeeded for a meaningful verdict\n", scenario);
     if (!settled) printf("fault %s: the grid did not settle after the faults\n", scenario);

@@ -248,7 +248,9 @@ void fh_check_counters(const fh_history *h, FILE *out, fh_report *r)
     for (size_t i = 0; i < n; i++) {
         if (!fh_is_counter(h, keys[i])) continue;
         r->keys++;
-        r->violations += check_counter(h, keys[i], out, &r->ops_checked) > 0;
+        size_t bad = check_counter(h, keys[i], out, &r->ops_checked);
+        r->violations += bad > 0;
+        r->anomalies += bad;
     }
     free(keys);
 }

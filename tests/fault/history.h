@@ -71,6 +71,8 @@ typedef struct fh_report {
     size_t ops_checked;  /* ok and unknown operations the checks considered */
     size_t keys;         /* distinct keys */
     size_t violations;   /* keys whose history is not valid */
+    size_t anomalies;    /* register segments that cannot be linearized, plus
+                          * one per kind of counter fault */
     size_t inconclusive; /* register keys whose search exceeded its budget */
 } fh_report;
 

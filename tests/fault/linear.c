@@ -169,9 +169,9 @@ static const char *op_text(const fh_op *o, char *buf, size_t len)
     else snprintf(v, sizeof v, "%" PRId64, o->value);
     char c[24];
     if (o->outcome == FH_UNKNOWN) snprintf(c, sizeof c, "?");
-    else snprintf(c, sizeof c, "%" PRId64, o->complete);
-    snprintf(buf, len, "client %d on node %d %s %s [%" PRId64 ", %s]%s", o->client, o->node,
-             o->kind == FH_WRITE ? "SET" : "GET returned", v, o->invoke, c,
+    else snprintf(c, sizeof c, "%.6f", (double)o->complete / 1e9);
+    snprintf(buf, len, "client %d on node %d %s %s [%.6f, %s]%s", o->client, o->node,
+             o->kind == FH_WRITE ? "SET" : "GET returned", v, (double)o->invoke / 1e9, c,
              o->outcome == FH_UNKNOWN ? " (outcome unknown)" : "");
     return buf;
 }
@@ -300,9 +300,10 @@ static void describe(const search *s, const char *key, size_t n_starts, FILE *ou
     char buf[200];
     const fh_op *o = s->ops[s->best_op].o;
     fprintf(out,
-            "register %s: not linearizable in [%" PRId64 ", %" PRId64 "] ns (%zu operations, %zu possible values "
-            "before): at best %zu linearize; then %s cannot\n",
-            key, s->ops[0].o->invoke, s->ops[s->n - 1].ret, s->n, n_starts, s->best_depth, op_text(o, buf, sizeof buf));
+            "register %s: not linearizable in [%.6f, %.6f] s (%zu operations, %zu possible values before): at "
+            "best %zu linearize; then %s cannot\n",
+            key, (double)s->ops[0].o->invoke / 1e9, (double)s->ops[s->n - 1].ret / 1e9, s->n, n_starts, s->best_depth,
+            op_text(o, buf, sizeof buf));
     if (s->best_state == FH_NIL) fprintf(out, "  the register was still absent there\n");
     for (size_t i = 0; s->best_state != FH_NIL && i < s->n; i++)
         if (s->ops[i].o->kind == FH_WRITE && s->ops[i].o->value == s->best_state)
@@ -404,21 +405,35 @@ static int collect(const fh_history *h, const char *key, FILE *out, lop *ops, si
     return verdict;
 }
 
-/* Checks one register key: 1 valid, 0 violation, -1 inconclusive. The key's
+/* Every value a write of the key invoked before t may have left: where the
+ * search restarts after a violation, so that a later segment fails only for
+ * a violation of its own. */
+static size_t values_before(const lop *ops, size_t n, int64_t t, int64_t *out)
+{
+    size_t k = 0;
+    out[k++] = FH_NIL;
+    for (size_t i = 0; i < n && ops[i].o->invoke < t; i++)
+        if (ops[i].o->kind == FH_WRITE) out[k++] = ops[i].o->value;
+    return k;
+}
+
+#define DESCRIBED_PER_KEY 3
+
+/* Checks one register key: the number of segments that cannot be
+ * linearized (0: valid), or -1 when the search ran out of budget. The key's
  * history is cut where no operation is in flight; each segment is searched
  * from every value the previous one can end with. */
-static int check_register(const fh_history *h, const char *key, size_t budget, FILE *out, size_t *checked)
+static long check_register(const fh_history *h, const char *key, size_t budget, FILE *out, size_t *checked)
 {
     lop *ops = xcalloc(h->n + 1, sizeof *ops);
     size_t n = 0;
-    int verdict = collect(h, key, out, ops, &n);
+    long bad = collect(h, key, out, ops, &n) ? 0 : 1;
     *checked += n;
     qsort(ops, n, sizeof *ops, by_lop_invoke);
     int64_t *starts = xcalloc(n + 1, sizeof *starts), *ends = xcalloc(n + 1, sizeof *ends);
-    size_t n_starts = 1;
+    size_t n_starts = 1, steps = 0;
     starts[0] = FH_NIL;
-    size_t steps = 0;
-    for (size_t i = 0; i < n && verdict > 0;) {
+    for (size_t i = 0; i < n && bad >= 0;) {
         size_t j = i + 1;
         int64_t reach = ops[i].ret;
         while (j < n && ops[j].o->invoke <= reach) {
@@ -426,22 +441,31 @@ static int check_register(const fh_history *h, const char *key, size_t budget, F
             j++;
         }
         search s = {.ops = ops + i, .n = j - i, .budget = budget, .steps = steps, .ends = ends};
-        verdict = wing_gong(&s, starts, n_starts);
+        int v = wing_gong(&s, starts, n_starts);
         steps = s.steps;
-        if (verdict == 0 && out) {
-            describe(&s, key, n_starts, out);
-            fh_explain_register(h, key, out);
+        if (v < 0) {
+            if (out) fprintf(out, "register %s: inconclusive: the search took more than %zu steps\n", key, budget);
+            bad = -1;
+            break;
         }
-        if (verdict < 0 && out)
-            fprintf(out, "register %s: inconclusive: the search took more than %zu steps\n", key, budget);
-        memcpy(starts, ends, s.n_ends * sizeof *ends);
-        n_starts = s.n_ends;
+        if (v == 0) {
+            if (out && bad < DESCRIBED_PER_KEY) describe(&s, key, n_starts, out);
+            bad++;
+            n_starts = values_before(ops, n, j < n ? ops[j].o->invoke : FH_INF, starts);
+        } else {
+            memcpy(starts, ends, s.n_ends * sizeof *ends);
+            n_starts = s.n_ends;
+        }
         i = j;
+    }
+    if (bad > 0 && out) {
+        if (bad > DESCRIBED_PER_KEY) fprintf(out, "register %s: %ld segments cannot be linearized\n", key, bad);
+        fh_explain_register(h, key, out);
     }
     free(starts);
     free(ends);
     free(ops);
-    return verdict;
+    return bad;
 }
 
 void fh_check_registers(const fh_history *h, size_t budget, FILE *out, fh_report *r)
@@ -451,8 +475,9 @@ void fh_check_registers(const fh_history *h, size_t budget, FILE *out, fh_report
     for (size_t k = 0; k < nk; k++) {
         if (fh_is_counter(h, keys[k])) continue;
         r->keys++;
-        int v = check_register(h, keys[k], budget ? budget : 20000000, out, &r->ops_checked);
-        r->violations += v == 0;
+        long v = check_register(h, keys[k], budget ? budget : 20000000, out, &r->ops_checked);
+        r->violations += v > 0;
+        r->anomalies += v > 0 ? (size_t)v : 0;
         r->inconclusive += v < 0;
     }
     free(keys);
