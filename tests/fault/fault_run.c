@@ -122,7 +122,8 @@ static void start_node(int i)
 
 static void kill_node(int i, int sig)
 {
-    say("kill -%d node %d (pid %d)", sig, i, (int)g.proc[i]->pid);
+    const char *name = sig == SIGKILL ? "kill -9" : sig == SIGTERM ? "SIGTERM" : sig == SIGSTOP ? "SIGSTOP" : "SIGCONT";
+    say("%s node %d (pid %d)", name, i, (int)g.proc[i]->pid);
     if (sig == SIGKILL || sig == SIGTERM) atomic_store(&g.up[i], false);
     it_signal(g.proc[i], sig);
     if (sig == SIGKILL || sig == SIGTERM) it_wait_exit(g.proc[i], 30000);
