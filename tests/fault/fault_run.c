@@ -526,23 +526,57 @@ static void two_joins(void)
     msleep(2000);
 }
 
-/* Enough entries that moving a quarter of them takes a while. */
+/* Enough entries that moving a quarter of them takes a while; which ones
+ * were acknowledged, so that the end can check that none was lost. */
+static uint8_t *preload_acked;
+static int preload_n, preload_n_acked;
+static char preload_value[101];
+
 static void preload(int keys)
 {
     redisContext *rc = connect_node(0, 30000);
-    if (!rc) exit(1);
-    static char value[101];
-    memset(value, 'x', 100);
+    preload_acked = calloc((size_t)keys, 1);
+    if (!rc || !preload_acked) exit(1);
+    preload_n = keys;
+    memset(preload_value, 'x', 100);
     for (int i = 0; i < keys; i += 1000) {
-        for (int k = i; k < i + 1000 && k < keys; k++) redisAppendCommand(rc, "SET fill:%d %s", k, value);
+        for (int k = i; k < i + 1000 && k < keys; k++) redisAppendCommand(rc, "SET fill:%d %s", k, preload_value);
         for (int k = i; k < i + 1000 && k < keys; k++) {
             redisReply *r;
             if (redisGetReply(rc, (void **)&r) != REDIS_OK) exit(1);
+            preload_acked[k] = r->type == REDIS_REPLY_STATUS;
+            preload_n_acked += preload_acked[k];
             freeReplyObject(r);
         }
     }
     redisFree(rc);
     say("preloaded %d entries", keys);
+}
+
+/* Acknowledged preloaded entries that no longer read back (through the first
+ * live node), after the faults and the settling. */
+static int preload_missing(void)
+{
+    int node = 0;
+    while (node < g.capacity && !atomic_load(&g.up[node])) node++;
+    redisContext *rc = node < g.capacity ? connect_node(node, 30000) : NULL;
+    if (!rc) return preload_n;
+    int missing = 0;
+    for (int i = 0; i < preload_n; i += 1000) {
+        for (int k = i; k < i + 1000 && k < preload_n; k++) redisAppendCommand(rc, "GET fill:%d", k);
+        for (int k = i; k < i + 1000 && k < preload_n; k++) {
+            redisReply *r;
+            if (redisGetReply(rc, (void **)&r) != REDIS_OK) {
+                redisFree(rc);
+                return preload_n;
+            }
+            bool same = r->type == REDIS_REPLY_STRING && !strcmp(r->str, preload_value);
+            missing += preload_acked[k] && !same;
+            freeReplyObject(r);
+        }
+    }
+    redisFree(rc);
+    return missing;
 }
 
 static void kill_during_rebalance(void)
@@ -601,10 +635,14 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
            "keys%s, longest unavailability %.2f s, seed %" PRIu64 "\n",
            scenario, r.ops_checked, ok, after, r.keys, r.anomalies, r.violations,
            r.inconclusive ? " (some inconclusive)" : "", gap, seed);
+    int missing = preload_n ? preload_missing() : 0;
+    if (preload_n)
+        printf("fault %s: %d of %d acknowledged preloaded entries missing afterwards\n", scenario, missing,
+               preload_n_acked);
     bool enough = ok >= MIN_OK_OPS && after >= MIN_OK_AFTER_FAULT;
     if (!enough) printf("fault %s: too few operations succeeded for a meaningful verdict\n", scenario);
     if (!settled) printf("fault %s: the grid did not settle after the faults\n", scenario);
-    if (valid && enough && settled) return 0;
+    if (valid && enough && settled && !missing) return 0;
     printf("fault %s: FAILED. The history and the nodes' logs are kept in %s\n"
            "  re-check:  %s/tests/fault/fault_check %s\n"
            "  replay the schedule:  FAULT_SEED=%" PRIu64 "%s%s %s/tests/fault/fault_run %s\n",
