@@ -631,10 +631,21 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
     bool valid = fh_check(h, stdout, &r);
     size_t ok = fh_count_ok(h, 0), after = fh_count_ok(h, last_fault_ns);
     double gap = (double)fh_longest_gap(h, t0, t1) / 1e9;
-    printf("fault %s: %zu operations checked (%zu ok, %zu ok after the last fault) on %zu keys: %zu violations on %zu "
-           "keys%s, longest unavailability %.2f s, seed %" PRIu64 "\n",
-           scenario, r.ops_checked, ok, after, r.keys, r.anomalies, r.violations,
-           r.inconclusive ? " (some inconclusive)" : "", gap, seed);
+    char line[400];
+    snprintf(line, sizeof line,
+             "fault %s: %zu operations checked (%zu ok, %zu ok after the last fault) on %zu keys: %zu violations on %zu "
+             "keys%s, longest unavailability %.2f s, seed %" PRIu64 "\n",
+             scenario, r.ops_checked, ok, after, r.keys, r.anomalies, r.violations,
+             r.inconclusive ? " (some inconclusive)" : "", gap, seed);
+    fputs(line, stdout);
+    /* FAULT_FIGURES=FILE collects every schedule's line (CTest shows the
+     * output of failed tests only). */
+    const char *fig = getenv("FAULT_FIGURES");
+    FILE *ff = fig && *fig ? fopen(fig, "a") : NULL;
+    if (ff) {
+        fprintf(ff, "%s", line);
+        fclose(ff);
+    }
     int missing = preload_n ? preload_missing() : 0;
     if (preload_n)
         printf("fault %s: %d of %d acknowledged preloaded entries missing afterwards\n", scenario, missing,
