@@ -17,12 +17,15 @@
  * (every partition one primary and its backups, all OWNING), then every key
  * is read through every live node.
  *
- * Scenarios: steady (no fault), kill_primary, kill_coordinator, restart_loop, join_leave,
- * two_joins, stop_primary, stop_coordinator, kill_during_rebalance.
+ * Scenarios: steady (no fault), kill_primary, kill_coordinator, restart_loop,
+ * join_leave, two_joins, stop_primary, stop_coordinator, kill_during_rebalance
+ * (which also reads back every acknowledged preloaded entry).
  * FAULT_SEED=n fixes the schedule's random choices (which node, how long),
  * the clients' operation mix and values; thread timing is never reproducible,
- * so a replay repeats the schedule, not the interleaving. A failing run keeps
- * its history file and the nodes' logs and prints how to re-check and replay.
+ * so a replay repeats the schedule, not the interleaving. FAULT_CACHE=SPEC
+ * runs the schedule on another cache config; FAULT_FIGURES=FILE appends the
+ * summary line to FILE. A failing run keeps its history file and the nodes'
+ * logs and prints how to re-check and replay.
  */
 #include <hiredis.h>
 #include <inttypes.h>
