@@ -1,0 +1,703 @@
+/*
+ * fault_run SCENARIO: a real latticed grid on loopback (default cache:
+ * backups=1, sync=full_sync, read_from_backup=true; --failure-detection-ms
+ * 1000) under a RESP load from clients on every node, through one fault
+ * schedule; the recorded history goes to the checker (history.h), whose
+ * verdict is the test's: no timed assertion anywhere.
+ *
+ * Load: CLIENTS_PER_NODE connections per node. Half of them are "sticky"
+ * (they stay on their node, with a reply timeout longer than any pause, so a
+ * node that wakes from SIGSTOP answers them from whatever view it has); the
+ * others "roam" to the next node when theirs stops answering, as a client
+ * that knows several addresses does. Each does SET with a value no other
+ * write carries and GET on REGISTERS keys, INCR and GET on COUNTERS keys, one
+ * operation at a time, recording invoke and completion (monotonic ns). A
+ * write or INCR without an answer, or answered with an error, is recorded as
+ * unknown: it may have happened. After the schedule, the grid must settle
+ * (every partition one primary and its backups, all OWNING), then every key
+ * is read through every live node.
+ *
+ * Scenarios: steady (no fault), kill_primary, kill_coordinator, restart_loop,
+ * join_leave, two_joins, stop_primary, stop_coordinator, kill_during_rebalance
+ * (which also reads back every acknowledged preloaded entry).
+ * FAULT_SEED=n fixes the schedule's random choices (which node, how long),
+ * the clients' operation mix and values; thread timing is never reproducible,
+ * so a replay repeats the schedule, not the interleaving. FAULT_CACHE=SPEC
+ * runs the schedule on another cache config; FAULT_FIGURES=FILE appends the
+ * summary line to FILE. A failing run keeps its history file and the nodes'
+ * logs and prints how to re-check and replay.
+ */
+#include <hiredis.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "history.h"
+
+#define MAX_NODES 6
+#define CLIENTS_PER_NODE 4
+#define MAX_CLIENTS (MAX_NODES * CLIENTS_PER_NODE)
+#define REGISTERS 5
+#define COUNTERS 2
+#define FD_MS 1000
+#define MAX_OPS_PER_CLIENT 200000
+#define MIN_OK_OPS 1000      /* fewer: the verdict would mean little */
+#define MIN_OK_AFTER_FAULT 100
+
+/* The defaults, spelled out; FAULT_CACHE=SPEC runs the same schedules on
+ * another configuration (to tell what read_from_backup or a sync mode
+ * changes), and the verdict still decides. */
+static const char *const DEFAULT_CACHE = "default:backups=1,sync=full_sync,read_from_backup=true";
+static const char *cache_spec;
+
+typedef struct grid {
+    int peer_base, resp_base, capacity;
+    char finder[64];
+    it_proc *proc[MAX_NODES];
+    int incarnation[MAX_NODES];
+    _Atomic bool up[MAX_NODES]; /* read by roaming clients */
+} grid;
+
+static grid g;
+static const char *scenario;
+static uint64_t seed, sched_rng;
+static _Atomic bool load_stop;
+static _Atomic int64_t load_deadline;
+static int64_t last_fault_ns; /* when the last fault was undone or taken */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("fault %s: [%.1f s] ", scenario, (double)now_ns() / 1e9);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+}
+
+static void msleep(int ms) { usleep((useconds_t)ms * 1000); }
+
+/* ---- the grid ---- */
+
+static void start_node(int i)
+{
+    char port[16], rport[16], fd[16], name[32];
+    snprintf(port, sizeof port, "%d", g.peer_base + i);
+    snprintf(rport, sizeof rport, "%d", g.resp_base + i);
+    snprintf(fd, sizeof fd, "%d", FD_MS);
+    snprintf(name, sizeof name, "s%d-%d", i, g.incarnation[i]++);
+    const char *args[] = {"--port", port, "--port-range", "1", "--ip-finder", g.finder, "--failure-detection-ms", fd,
+                          "--resp-port", rport, "--cache", cache_spec, NULL};
+    g.proc[i] = it_latticed(name, args);
+    if (!g.proc[i]) {
+        fprintf(stderr, "cannot start node %d\n", i);
+        exit(1);
+    }
+    atomic_store(&g.up[i], true);
+}
+
+static void kill_node(int i, int sig)
+{
+    const char *name = sig == SIGKILL ? "kill -9" : sig == SIGTERM ? "SIGTERM" : sig == SIGSTOP ? "SIGSTOP" : "SIGCONT";
+    say("%s node %d (pid %d)", name, i, (int)g.proc[i]->pid);
+    if (sig == SIGKILL || sig == SIGTERM) atomic_store(&g.up[i], false);
+    it_signal(g.proc[i], sig);
+    if (sig == SIGKILL || sig == SIGTERM) it_wait_exit(g.proc[i], 30000);
+}
+
+static redisContext *connect_node(int i, int timeout_ms)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", g.resp_base + i, tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+static bool serving(void *ctx)
+{
+    redisContext *c = connect_node(*(int *)ctx, 2000);
+    if (!c) return false;
+    redisReply *r = redisCommand(c, "SET __ready 1");
+    bool ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
+static bool wait_serving(int i)
+{
+    if (it_wait_for(serving, &i, 60000)) return true;
+    say("node %d never served a SET", i);
+    return false;
+}
+
+static json_t *cli_json(const char *what)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --timeout-ms 5000 --ip-finder '%s' --json %s 2>>%s/cli-errors.log", LATTICE_CLI_PATH,
+             g.finder, what, it_dir());
+    FILE *f = popen(cmd, "r");
+    if (!f) return NULL;
+    static char buf[1 << 21];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    int st = pclose(f);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return NULL;
+    return json_loads(buf, 0, NULL);
+}
+
+/* Every partition of `default`: one primary and min(1, servers-1) backups,
+ * all OWNING, over `*(int *)ctx` servers. */
+static bool balanced(void *ctx)
+{
+    long servers = *(int *)ctx, copies = servers > 1 ? 2 : 1;
+    json_t *pj = cli_json("partitions default");
+    if (!pj) return false;
+    bool ok = json_integer_value(json_object_get(pj, "lost")) == 0 &&
+              json_integer_value(json_object_get(pj, "under_replicated")) == 0 &&
+              json_integer_value(json_object_get(json_object_get(pj, "balance"), "nodes")) == servers;
+    json_t *p, *o;
+    size_t i, k;
+    json_array_foreach(json_object_get(pj, "partitions"), i, p) {
+        long prim = 0, n = 0;
+        json_array_foreach(json_object_get(p, "owners"), k, o) {
+            n++;
+            ok &= !strcmp(json_string_value(json_object_get(o, "state")), "OWNING");
+            prim += !strcmp(json_string_value(json_object_get(o, "role")), "primary");
+        }
+        ok &= prim == 1 && n == copies;
+    }
+    json_decref(pj);
+    return ok;
+}
+
+static bool settled = true; /* false once a wait for balance timed out */
+
+static void wait_balanced(int servers)
+{
+    int64_t t0 = now_ns();
+    if (it_wait_for(balanced, &servers, 90000)) {
+        say("balanced over %d servers after %.2f s", servers, (double)(now_ns() - t0) / 1e9);
+    } else {
+        say("NOT balanced over %d servers within 90 s", servers);
+        settled = false;
+    }
+}
+
+static bool rebalancing(void *ctx)
+{
+    (void)ctx;
+    json_t *j = cli_json("rebalance");
+    bool busy = j && json_is_true(json_object_get(j, "in_progress"));
+    if (j) json_decref(j);
+    return busy;
+}
+
+/* The node index of a RESP or peer port, -1 if none. */
+static int node_of_port(int port, int base)
+{
+    return port >= base && port < base + g.capacity ? port - base : -1;
+}
+
+static int coordinator(void)
+{
+    json_t *top = it_top(g.finder, NULL, NULL);
+    if (!top) return -1;
+    const char *id = json_string_value(json_object_get(top, "coordinator"));
+    int idx = -1;
+    json_t *n;
+    size_t i;
+    json_array_foreach(json_object_get(top, "nodes"), i, n) {
+        const char *nid = json_string_value(json_object_get(n, "id"));
+        const char *cid = json_string_value(json_object_get(n, "consistent_id"));
+        const char *colon = cid ? strrchr(cid, ':') : NULL;
+        if (id && nid && colon && !strcmp(id, nid)) idx = node_of_port(atoi(colon + 1), g.peer_base);
+    }
+    json_decref(top);
+    return idx;
+}
+
+/* The node that serves `key` as primary, as node `via` sees it; -1 if unknown. */
+static int primary_of(const char *key, int via)
+{
+    redisContext *c = connect_node(via, 5000);
+    if (!c) return -1;
+    int idx = -1;
+    redisReply *s = redisCommand(c, "CLUSTER KEYSLOT %s", key);
+    redisReply *r = s && s->type == REDIS_REPLY_INTEGER ? redisCommand(c, "CLUSTER SLOTS") : NULL;
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        redisReply *e = r->element[i];
+        if (e->elements < 3 || s->integer < e->element[0]->integer || s->integer > e->element[1]->integer) continue;
+        if (e->element[2]->elements >= 2) idx = node_of_port((int)e->element[2]->element[1]->integer, g.resp_base);
+    }
+    if (r) freeReplyObject(r);
+    if (s) freeReplyObject(s);
+    redisFree(c);
+    return idx;
+}
+
+/* A server that is primary of some register key and is not the coordinator. */
+static int primary_not_coordinator(int coord)
+{
+    for (int k = 0; k < REGISTERS; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "reg%d", k);
+        int p = primary_of(key, coord >= 0 ? coord : 0);
+        if (p >= 0 && p != coord) {
+            say("node %d is primary of %s (coordinator: node %d)", p, key, coord);
+            return p;
+        }
+    }
+    return coord == 1 ? 2 : 1;
+}
+
+/* ---- the load ---- */
+
+typedef struct client {
+    int id, home;
+    int node; /* where its connection goes */
+    bool sticky;
+    uint64_t rng;
+    int64_t seq;
+    fh_history h;
+    pthread_t thread;
+} client;
+
+static client clients[MAX_CLIENTS];
+static int n_clients;
+static int n_nodes_max; /* nodes a roaming client may try */
+
+static void record(client *c, fh_kind kind, const char *key, int64_t value, int64_t inv, fh_outcome oc)
+{
+    fh_op o = {.invoke = inv, .complete = oc == FH_UNKNOWN ? FH_INF : now_ns(), .value = value, .client = c->id,
+               .node = c->node, .kind = kind, .outcome = oc};
+    snprintf(o.key, sizeof o.key, "%s", key);
+    fh_add(&c->h, &o);
+}
+
+/* One operation on c's connection; false when the connection broke. */
+static bool one_op(client *c, redisContext *rc)
+{
+    char key[16];
+    uint64_t pick = rnd(&c->rng) % 100;
+    fh_kind kind;
+    int64_t value = FH_NIL;
+    redisReply *r;
+    int64_t inv = now_ns();
+    if (pick < 15) {
+        kind = FH_INCR;
+        snprintf(key, sizeof key, "ctr%d", (int)(rnd(&c->rng) % COUNTERS));
+        r = redisCommand(rc, "INCR %s", key);
+    } else if (pick < 55) {
+        kind = FH_WRITE;
+        snprintf(key, sizeof key, "reg%d", (int)(rnd(&c->rng) % REGISTERS));
+        value = (int64_t)(c->id + 1) * 1000000000LL + ++c->seq;
+        r = redisCommand(rc, "SET %s %" PRId64, key, value);
+    } else {
+        kind = FH_READ;
+        bool ctr = pick >= 95;
+        snprintf(key, sizeof key, ctr ? "ctr%d" : "reg%d",
+                 (int)(rnd(&c->rng) % (uint64_t)(ctr ? COUNTERS : REGISTERS)));
+        r = redisCommand(rc, "GET %s", key);
+    }
+    if (!r) {
+        record(c, kind, key, value, inv, FH_UNKNOWN);
+        return false;
+    }
+    fh_outcome oc = FH_OK;
+    if (r->type == REDIS_REPLY_ERROR) {
+        oc = kind == FH_READ ? FH_FAIL : FH_UNKNOWN;
+    } else if (kind == FH_INCR) {
+        oc = r->type == REDIS_REPLY_INTEGER ? FH_OK : FH_UNKNOWN;
+        value = r->integer;
+    } else if (kind == FH_READ) {
+        if (r->type == REDIS_REPLY_STRING) value = strtoll(r->str, NULL, 10);
+        else if (r->type != REDIS_REPLY_NIL) oc = FH_FAIL;
+    } else if (r->type != REDIS_REPLY_STATUS) {
+        oc = FH_UNKNOWN;
+    }
+    record(c, kind, key, value, inv, oc);
+    freeReplyObject(r);
+    return true;
+}
+
+static void *client_main(void *arg)
+{
+    client *c = arg;
+    c->node = c->home;
+    redisContext *rc = NULL;
+    size_t ops = 0;
+    while (!atomic_load(&load_stop) && now_ns() < atomic_load(&load_deadline) && ops < MAX_OPS_PER_CLIENT) {
+        if (!rc && (c->sticky || atomic_load(&g.up[c->node]))) rc = connect_node(c->node, c->sticky ? 10000 : 2000);
+        if (!rc) {
+            if (!c->sticky) c->node = (c->node + 1) % n_nodes_max;
+            msleep(20);
+            continue;
+        }
+        ops++;
+        if (!one_op(c, rc)) {
+            redisFree(rc);
+            rc = NULL;
+            if (!c->sticky) c->node = (c->node + 1) % n_nodes_max;
+        }
+    }
+    if (rc) redisFree(rc);
+    return NULL;
+}
+
+/* Starts CLIENTS_PER_NODE clients on each of nodes [0, nodes); roaming
+ * clients may also use nodes up to `roam` (nodes that join later). */
+static void start_load(int nodes, int roam)
+{
+    n_nodes_max = roam;
+    atomic_store(&load_stop, false);
+    atomic_store(&load_deadline, now_ns() + 400 * 1000000000LL);
+    for (int n = 0; n < nodes; n++)
+        for (int k = 0; k < CLIENTS_PER_NODE; k++) {
+            client *c = &clients[n_clients];
+            c->id = n_clients++;
+            c->home = n;
+            c->sticky = k % 2 == 0;
+            c->rng = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)c->id * 7919 + 1;
+            fh_init(&c->h);
+            pthread_create(&c->thread, NULL, client_main, c);
+        }
+}
+
+static void stop_load(void)
+{
+    atomic_store(&load_stop, true);
+    for (int i = 0; i < n_clients; i++) pthread_join(clients[i].thread, NULL);
+}
+
+/* Every key read once through every live node, after the load stopped. */
+static void final_reads(fh_history *h)
+{
+    for (int n = 0; n < g.capacity; n++) {
+        if (!atomic_load(&g.up[n])) continue;
+        redisContext *rc = connect_node(n, 10000);
+        if (!rc) continue;
+        client c = {.id = 1000 + n, .node = n};
+        fh_init(&c.h);
+        for (int k = 0; k < REGISTERS + COUNTERS; k++) {
+            char key[16];
+            snprintf(key, sizeof key, k < REGISTERS ? "reg%d" : "ctr%d", k < REGISTERS ? k : k - REGISTERS);
+            int64_t inv = now_ns();
+            redisReply *r = redisCommand(rc, "GET %s", key);
+            if (r && r->type == REDIS_REPLY_STRING) record(&c, FH_READ, key, strtoll(r->str, NULL, 10), inv, FH_OK);
+            else if (r && r->type == REDIS_REPLY_NIL) record(&c, FH_READ, key, FH_NIL, inv, FH_OK);
+            else record(&c, FH_READ, key, FH_NIL, inv, FH_FAIL);
+            if (r) freeReplyObject(r);
+        }
+        fh_append_all(h, &c.h);
+        fh_free(&c.h);
+        redisFree(rc);
+    }
+}
+
+/* ---- scenarios ---- */
+
+static void form_grid(int nodes, int capacity)
+{
+    g.capacity = capacity;
+    g.peer_base = it_free_ports(capacity);
+    g.resp_base = it_free_ports(capacity);
+    snprintf(g.finder, sizeof g.finder, "127.0.0.1:%d..%d", g.peer_base, g.peer_base + capacity - 1);
+    /* The first node alone first: it is the coordinator. */
+    start_node(0);
+    if (!wait_serving(0)) exit(1);
+    for (int i = 1; i < nodes; i++) start_node(i);
+    for (int i = 1; i < nodes; i++)
+        if (!wait_serving(i)) exit(1);
+    say("%d nodes serving", nodes);
+}
+
+static int jitter(int lo_ms, int hi_ms) { return lo_ms + (int)(rnd(&sched_rng) % (uint64_t)(hi_ms - lo_ms + 1)); }
+
+static void mark_fault(void) { last_fault_ns = now_ns(); }
+
+static void kill_one(bool the_coordinator)
+{
+    msleep(jitter(3000, 5000));
+    int coord = coordinator();
+    int victim = the_coordinator ? (coord >= 0 ? coord : 0) : primary_not_coordinator(coord);
+    kill_node(victim, SIGKILL);
+    mark_fault();
+    msleep(jitter(3000, 5000));
+    wait_balanced(2);
+}
+
+/* Paused for 3x the failure-detection timeout, then resumed. */
+static void stop_one(bool the_coordinator)
+{
+    msleep(jitter(3000, 5000));
+    int coord = coordinator();
+    int victim = the_coordinator ? (coord >= 0 ? coord : 0) : primary_not_coordinator(coord);
+    kill_node(victim, SIGSTOP);
+    msleep(3 * FD_MS);
+    kill_node(victim, SIGCONT);
+    mark_fault();
+    msleep(jitter(2000, 4000));
+    wait_balanced(3);
+}
+
+/* No fault: what the load alone shows. */
+static void steady(void) { msleep(10000); }
+
+static void kill_primary(void) { kill_one(false); }
+static void kill_coordinator(void) { kill_one(true); }
+static void stop_primary(void) { stop_one(false); }
+static void stop_coordinator(void) { stop_one(true); }
+
+static void restart_loop(void)
+{
+    int64_t end = now_ns() + 60 * 1000000000LL;
+    int cycles = 0;
+    msleep(jitter(2000, 3000));
+    while (now_ns() < end && settled) {
+        int victim = (int)(rnd(&sched_rng) % 3);
+        kill_node(victim, SIGKILL);
+        msleep(jitter(500, 2500));
+        start_node(victim);
+        wait_serving(victim);
+        wait_balanced(3);
+        mark_fault();
+        cycles++;
+        msleep(jitter(500, 2000));
+    }
+    say("%d kill/restart cycles", cycles);
+    msleep(2000);
+}
+
+static void join_leave(void)
+{
+    msleep(jitter(2000, 4000));
+    say("node 3 joins");
+    start_node(3);
+    wait_serving(3);
+    wait_balanced(4);
+    msleep(jitter(1000, 3000));
+    int leaver = 1 + (int)(rnd(&sched_rng) % 3);
+    say("node %d leaves (SIGTERM)", leaver);
+    kill_node(leaver, SIGTERM);
+    mark_fault();
+    wait_balanced(3);
+    msleep(2000);
+}
+
+static void two_joins(void)
+{
+    msleep(jitter(2000, 4000));
+    say("nodes 3 and 4 join at once");
+    start_node(3);
+    start_node(4);
+    wait_serving(3);
+    wait_serving(4);
+    mark_fault();
+    wait_balanced(5);
+    msleep(2000);
+}
+
+/* Enough entries that moving a quarter of them takes a while; which ones
+ * were acknowledged, so that the end can check that none was lost. */
+static uint8_t *preload_acked;
+static int preload_n, preload_n_acked;
+static char preload_value[101];
+
+static void preload(int keys)
+{
+    redisContext *rc = connect_node(0, 30000);
+    preload_acked = calloc((size_t)keys, 1);
+    if (!rc || !preload_acked) exit(1);
+    preload_n = keys;
+    memset(preload_value, 'x', 100);
+    for (int i = 0; i < keys; i += 1000) {
+        for (int k = i; k < i + 1000 && k < keys; k++) redisAppendCommand(rc, "SET fill:%d %s", k, preload_value);
+        for (int k = i; k < i + 1000 && k < keys; k++) {
+            redisReply *r;
+            if (redisGetReply(rc, (void **)&r) != REDIS_OK) exit(1);
+            preload_acked[k] = r->type == REDIS_REPLY_STATUS;
+            preload_n_acked += preload_acked[k];
+            freeReplyObject(r);
+        }
+    }
+    redisFree(rc);
+    say("preloaded %d entries", keys);
+}
+
+/* Acknowledged preloaded entries that no longer read back (through the first
+ * live node), after the faults and the settling. */
+static int preload_missing(void)
+{
+    int node = 0;
+    while (node < g.capacity && !atomic_load(&g.up[node])) node++;
+    redisContext *rc = node < g.capacity ? connect_node(node, 30000) : NULL;
+    if (!rc) return preload_n;
+    int missing = 0;
+    for (int i = 0; i < preload_n; i += 1000) {
+        for (int k = i; k < i + 1000 && k < preload_n; k++) redisAppendCommand(rc, "GET fill:%d", k);
+        for (int k = i; k < i + 1000 && k < preload_n; k++) {
+            redisReply *r;
+            if (redisGetReply(rc, (void **)&r) != REDIS_OK) {
+                redisFree(rc);
+                return preload_n;
+            }
+            bool same = r->type == REDIS_REPLY_STRING && !strcmp(r->str, preload_value);
+            missing += preload_acked[k] && !same;
+            freeReplyObject(r);
+        }
+    }
+    redisFree(rc);
+    return missing;
+}
+
+static void kill_during_rebalance(void)
+{
+    msleep(jitter(1000, 2000));
+    say("node 3 joins");
+    start_node(3);
+    bool seen = it_wait_for(rebalancing, NULL, 20000);
+    msleep(jitter(0, 300));
+    int coord = coordinator();
+    int victim = primary_not_coordinator(coord);
+    say("rebalance %s; killing a supplier", seen ? "in progress" : "not observed in progress");
+    kill_node(victim, SIGKILL);
+    mark_fault();
+    wait_balanced(3);
+    msleep(2000);
+}
+
+/* ---- main ---- */
+
+static const struct {
+    const char *name;
+    int nodes, capacity, preload;
+    void (*run)(void);
+} scenarios[] = {
+    {"steady", 3, 3, 0, steady},
+    {"kill_primary", 3, 3, 0, kill_primary},
+    {"kill_coordinator", 3, 3, 0, kill_coordinator},
+    {"restart_loop", 3, 3, 0, restart_loop},
+    {"join_leave", 3, 4, 0, join_leave},
+    {"two_joins", 3, 5, 0, two_joins},
+    {"stop_primary", 3, 3, 0, stop_primary},
+    {"stop_coordinator", 3, 3, 0, stop_coordinator},
+    {"kill_during_rebalance", 3, 4, 200000, kill_during_rebalance},
+};
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: fault_run SCENARIO   (FAULT_SEED=n fixes the schedule)\nscenarios:");
+    for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) fprintf(stderr, " %s", scenarios[i].name);
+    fprintf(stderr, "\n");
+    return 2;
+}
+
+static int verdict(fh_history *h, int64_t t0, int64_t t1)
+{
+    char path[400], comment[400];
+    snprintf(path, sizeof path, "%s/history.txt", it_dir());
+    snprintf(comment, sizeof comment, "scenario %s seed %" PRIu64 " cache %s", scenario, seed, cache_spec);
+    fh_save(h, path, comment);
+    fh_report r;
+    bool valid = fh_check(h, stdout, &r);
+    size_t ok = fh_count_ok(h, 0), after = fh_count_ok(h, last_fault_ns);
+    double gap = (double)fh_longest_gap(h, t0, t1) / 1e9;
+    char line[400];
+    snprintf(line, sizeof line,
+             "fault %s: %zu operations checked (%zu ok, %zu ok after the last fault) on %zu keys: %zu violations on %zu "
+             "keys%s, longest unavailability %.2f s, seed %" PRIu64 "\n",
+             scenario, r.ops_checked, ok, after, r.keys, r.anomalies, r.violations,
+             r.inconclusive ? " (some inconclusive)" : "", gap, seed);
+    fputs(line, stdout);
+    /* FAULT_FIGURES=FILE collects every schedule's line (CTest shows the
+     * output of failed tests only). */
+    const char *fig = getenv("FAULT_FIGURES");
+    FILE *ff = fig && *fig ? fopen(fig, "a") : NULL;
+    if (ff) {
+        fprintf(ff, "%s", line);
+        fclose(ff);
+    }
+    int missing = preload_n ? preload_missing() : 0;
+    if (preload_n)
+        printf("fault %s: %d of %d acknowledged preloaded entries missing afterwards\n", scenario, missing,
+               preload_n_acked);
+    bool enough = ok >= MIN_OK_OPS && after >= MIN_OK_AFTER_FAULT;
+    if (!enough) printf("fault %s: too few operations succeeded for a meaningful verdict\n", scenario);
+    if (!settled) printf("fault %s: the grid did not settle after the faults\n", scenario);
+    if (valid && enough && settled && !missing) return 0;
+    printf("fault %s: FAILED. The history and the nodes' logs are kept in %s\n"
+           "  re-check:  %s/tests/fault/fault_check %s\n"
+           "  replay the schedule:  FAULT_SEED=%" PRIu64 "%s%s %s/tests/fault/fault_run %s\n",
+           scenario, it_dir(), LATTICE_BUILD_DIR, path, seed, cache_spec == DEFAULT_CACHE ? "" : " FAULT_CACHE=",
+           cache_spec == DEFAULT_CACHE ? "" : cache_spec, LATTICE_BUILD_DIR, scenario);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) return usage();
+    int which = -1;
+    for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
+        if (!strcmp(argv[1], scenarios[i].name)) which = (int)i;
+    if (which < 0) return usage();
+    scenario = scenarios[which].name;
+    const char *s = getenv("FAULT_SEED");
+    seed = s && *s ? strtoull(s, NULL, 10) : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20));
+    sched_rng = seed * 2654435761ULL + 1;
+    cache_spec = getenv("FAULT_CACHE") && *getenv("FAULT_CACHE") ? getenv("FAULT_CACHE") : DEFAULT_CACHE;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    char name[64];
+    snprintf(name, sizeof name, "fault_%s", scenario);
+    it_begin(name);
+    say("seed %" PRIu64 " (FAULT_SEED=%" PRIu64 " repeats this schedule), cache %s", seed, seed, cache_spec);
+    form_grid(scenarios[which].nodes, scenarios[which].capacity);
+    if (scenarios[which].preload) preload(scenarios[which].preload);
+    int64_t t0 = now_ns();
+    start_load(scenarios[which].nodes, scenarios[which].capacity);
+    scenarios[which].run();
+    stop_load();
+    int64_t t1 = now_ns();
+    fh_history all;
+    fh_init(&all);
+    for (int i = 0; i < n_clients; i++) {
+        fh_append_all(&all, &clients[i].h);
+        fh_free(&clients[i].h);
+    }
+    final_reads(&all);
+    int rc = verdict(&all, t0, t1);
+    fh_free(&all);
+    if (rc == 0) it_end();
+    return rc;
+}
