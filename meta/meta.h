@@ -67,6 +67,7 @@ typedef struct lattice_meta_cache {
     uint64_t *counter;                 /* per-partition update counter */
     uint64_t reads, writes, hits, misses;
     void *rb;                          /* the rebalance executor's state (freed through cache_gone) */
+    void *clean;                       /* the commit watermarks (ops/clean.c; freed through cache_gone) */
 } lattice_meta_cache;
 
 typedef struct lattice_meta lattice_meta;

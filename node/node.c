@@ -184,7 +184,11 @@ lattice_status lattice_node_start(const lattice_config *c, lattice_node **out)
 
 void lattice_node_stop(lattice_node *n)
 {
-    if (n) unwind(n);
+    if (!n) return;
+    /* Serve nothing from here on: once the leave is announced, the backups
+     * take over, and this node must not go on acknowledging meanwhile. */
+    if (n->data) lattice_ops_fence(n->data);
+    unwind(n);
 }
 
 lattice_status lattice_node_wait_joined(lattice_node *n, int timeout_ms)

@@ -12,7 +12,13 @@
  * gets the first result, and tells a partition that is loading about a
  * remove (rebal_exec.c: supplied data must not bring the key back).  Then
  * it answers, which releases one share of the primary's full_sync wait.
+ * It notes the version applied and the primary's commit watermark, which
+ * say whether it may answer reads itself (clean.c).  A write from a deposed
+ * primary (an older view that names another primary) is refused with
+ * NOT_OWNER, so that primary does not acknowledge it.
  */
+#include <string.h>
+
 #include "lattice/log.h"
 #include "ops_int.h"
 #include "rebal_exec.h"
@@ -32,13 +38,38 @@ lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const v
     return st == LATTICE_ERR_EXISTS ? LATTICE_OK : st; /* an older write arriving late changes nothing */
 }
 
+/* A write from a primary whose view is older than ours, and that is not the
+ * partition's serving primary in ours, comes from a deposed primary (paused,
+ * cut off, or left): applying it could overwrite what the new primary
+ * acknowledged since.  A sender with the same or a newer view is the
+ * primary of that view. */
+static bool from_deposed_primary(lattice_ops *d, lattice_meta_cache *c, const Latdata__Req *q)
+{
+    if (!q->sender || !q->sender[0]) return false; /* a peer that does not name itself: as before */
+    uint64_t mv = lattice_meta_version(d->meta);
+    bool older = q->topo_major < d->major || (q->topo_major == d->major && q->meta_version < mv);
+    if (!older) return false;
+    lattice_meta_member *own[1];
+    if (q->partition >= c->cfg.partitions || lattice_meta_serving_owners(c, q->partition, own, 1) != 1) return true;
+    return strcmp(own[0]->id, q->sender) != 0;
+}
+
 void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
 {
     lattice_op_result r = {0};
     lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
+    if (c && from_deposed_primary(d, c, q)) {
+        r.status = LATTICE_ERR_NOT_OWNER;
+        if (q->id) chan_reply(d, o, &r, NULL, 0, false);
+        return;
+    }
     r.status = c ? exec_replicate(c, q->partition, q->key.data, q->key.len, q->value.data, q->value.len,
                                   q->expire_ms, q->version, q->remove)
                  : LATTICE_ERR_NO_CACHE;
+    if (r.status == LATTICE_OK) {
+        clean_note_applied(c, q->partition, q->version);
+        clean_note_committed(c, q->partition, q->committed);
+    }
     if (r.status == LATTICE_OK && q->op_seq) {
         /* Should we become primary, a resend of this write gets this result. */
         lattice_op_result first = {(lattice_status)q->res_status, NULL, 0, q->res_num, q->res_flags};
@@ -52,4 +83,10 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
     if (c && q->remove && r.status == LATTICE_OK)
         rebal_note_remove(c, q->partition, q->key.data, q->key.len, q->version);
     if (q->id) chan_reply(d, o, &r, NULL, 0, false);
+}
+
+void backup_clean(lattice_ops *d, const Latdata__Req *q)
+{
+    lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
+    if (c && c->store) clean_note_committed(c, q->partition, q->committed);
 }

@@ -30,6 +30,7 @@ enum {
     CTL_DEMAND = 106,    /* demander -> supplier: key = sender id, value = Demand (rebal_exec.c) */
     CTL_SUPPLY = 107,    /* supplier -> demander: key = sender id, value = Supply */
     CTL_DIGEST = 108,    /* -> server: value = digests of its OWNING copies of one cache */
+    CTL_CLEAN = 109,     /* primary -> copies: partition's writes up to `committed` are acknowledged */
 };
 
 /* The replication a primary's write produces (key, value, expiry, version or

@@ -120,6 +120,14 @@ void issue_route(lattice_ops *d, opx *o)
     if (ops_is_read(o->op.kind) && c->cfg.read_from_backup && c->store) {
         for (size_t i = 1; i < n; i++) {
             if (!owners[i]->self) continue;
+            /* A backup answers only from a clean copy: nothing applied here
+             * that its primary has not acknowledged (clean.c); else the
+             * primary answers.  primary_sync/full_async: as it stands. */
+            if (c->cfg.sync == LATTICE_SYNC_FULL && !clean_copy_is_clean(c, p)) break;
+            if (!ops_serving(d, c)) {
+                retry_later(d, o, LATTICE_ERR_AGAIN);
+                return;
+            }
             repl_out repl;
             exec_local(c, &in, &d->scratch, &r, &repl);
             chan_complete_local(d, o, &r);
@@ -127,8 +135,10 @@ void issue_route(lattice_ops *d, opx *o)
         }
     }
     if (owners[0]->self) {
-        if (!ops_is_read(o->op.kind) && lattice_meta_frozen(c, lt_mono_ms())) {
-            retry_later(d, o, LATTICE_ERR_AGAIN); /* a base check is counting: retry shortly */
+        if (!ops_serving(d, c)) {
+            /* No lease, leaving, or a base switch holds the cache: retry
+             * shortly (the view will have moved on or come back). */
+            retry_later(d, o, LATTICE_ERR_AGAIN);
             return;
         }
         primary_execute(d, c, &in, &org, d->self_id, o->seq);

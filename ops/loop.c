@@ -53,6 +53,7 @@ static void handle_response(lattice_ops *d, const Latdata__Resp *rs)
 static void serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
 {
     if (q->kind == CTL_REPLICATE) backup_apply(d, q, o);
+    else if (q->kind == CTL_CLEAN) backup_clean(d, q);
     else if (q->kind > CTL_REPLICATE) control_serve(d, q, o);
     else primary_serve(d, q, o);
 }
@@ -235,6 +236,18 @@ static void *data_main(void *arg)
 
 /* --------------------------------------------------------------- lifecycle */
 
+/* meta frees a cache: what the executor and the watermarks hang on it first. */
+static void cache_gone(void *arg, lattice_meta_cache *c)
+{
+    rebal_cache_gone(arg, c);
+    clean_cache_gone(c);
+}
+
+void lattice_ops_fence(lattice_ops *d)
+{
+    atomic_store_explicit(&d->fenced, true, memory_order_release);
+}
+
 lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, const char **attr)
 {
     *out = NULL;
@@ -289,7 +302,7 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
         snprintf(d->attr, sizeof d->attr, "data_addr=%s", bound);
         *attr = d->attr;
     }
-    lattice_meta_config mc = {d->client, d->region, rebal_cache_gone, d};
+    lattice_meta_config mc = {d->client, d->region, cache_gone, d};
     if (lattice_meta_create(&mc, &d->meta) != LATTICE_OK) goto nomem;
     *out = d;
     return LATTICE_OK;

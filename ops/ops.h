@@ -56,6 +56,12 @@ typedef struct lattice_ops_config {
 /* *attr is "data_addr=tcp://..." (owned by the lattice_ops) or NULL for
  * clients. */
 lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, const char **attr);
+/* The node is about to leave: from now on it serves no operation (they
+ * answer AGAIN and their issuers retry elsewhere once the topology moves
+ * on), while it still applies what primaries replicate to it.  Call before
+ * discovery announces the leave, so the grid never has two primaries.  Any
+ * thread. */
+void lattice_ops_fence(lattice_ops *d);
 lattice_status lattice_ops_start(lattice_ops *d, struct lattice_discovery *disc);
 void lattice_ops_stop(lattice_ops *d);
 void lattice_ops_destroy(lattice_ops *d);

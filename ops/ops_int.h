@@ -76,12 +76,32 @@ struct opx {
     char data[];
 };
 
-/* A full_sync write waiting for its backups. */
+/* A read at the primary parked behind a write in flight on its key. */
+typedef struct deferred_read {
+    struct deferred_read *next;
+    exec_in in;                   /* key points into key[] */
+    origin org;
+    char key[];
+} deferred_read;
+
+/* A full_sync write waiting for its backups.  While it waits it is also in
+ * its partition's in-flight list (clean.c): reads of its key at the primary
+ * wait for it, and the partition's commit watermark stays below it. */
 typedef struct waitw {
     int remaining;
+    bool rejected;                /* a copy refused it (it saw a newer primary): not acknowledged */
     origin org;
     lattice_op_result res;
     void *value;
+    /* clean.c */
+    lattice_meta_cache *c;        /* NULL: not tracked (or the cache went away) */
+    uint32_t partition;
+    uint64_t version, key_hash;
+    bool done;
+    struct waitw *cnext;          /* the partition's in-flight list, oldest first */
+    deferred_read *reads;         /* reads of the same key waiting for this write */
+    /* Called once the result went out, before w is freed (primary.c). */
+    void (*after)(lattice_ops *d, struct waitw *w);
 } waitw;
 
 /* A request sent to every server (stats, size, base check). */
@@ -153,6 +173,7 @@ struct lattice_ops {
     struct cds_wfcq_head qhead;
     struct cds_wfcq_tail qtail;
     atomic_bool run_flag, accepting;
+    atomic_bool fenced;           /* the node is leaving: serve nothing more (lattice_ops_fence) */
 
     /* data thread */
     bool running, seen_topology;
@@ -244,6 +265,37 @@ waitw *sync_wait_new(const origin *org, const lattice_op_result *r);
 void sync_wait_add(waitw *w, pend *p);
 void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs);
 void sync_wait_release(lattice_ops *d, waitw *w);
+
+/* CTL_CLEAN from a primary: its commit watermark of one partition (backup.c). */
+void backup_clean(lattice_ops *d, const Latdata__Req *q);
+
+/* ---- clean.c: commit watermarks, so every read is linearizable (full_sync) */
+/* May this node serve an operation of c now: it holds its lease (discovery)
+ * and no base switch has frozen the cache. */
+bool ops_serving(lattice_ops *d, const lattice_meta_cache *c);
+/* Primary: the write w (version, key) is in flight to the copies. */
+void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,
+                 const void *key, size_t key_len);
+/* Primary: w was acknowledged (or failed); advances the watermark and tells
+ * the copies.  Returns the reads that waited for w (the caller runs and
+ * frees them). */
+deferred_read *clean_end(lattice_ops *d, waitw *w);
+/* Primary: the write in flight on this key a read must wait for, or NULL. */
+waitw *clean_pending_write(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key,
+                           size_t key_len);
+/* Primary: park a read until w is done (copies in and org). */
+lattice_status clean_defer_read(waitw *w, const exec_in *in, const origin *org);
+/* Primary: the partition's commit watermark (versions <= it are acknowledged). */
+uint64_t clean_committed(const lattice_meta_cache *c, uint32_t partition);
+/* Copy: a replicated write of `version` was applied; `committed` is the
+ * watermark its primary sent along (or in CTL_CLEAN). */
+void clean_note_applied(lattice_meta_cache *c, uint32_t partition, uint64_t version);
+void clean_note_committed(lattice_meta_cache *c, uint32_t partition, uint64_t committed);
+/* Copy: may a read be answered from this copy (no applied write that its
+ * primary has not acknowledged)? */
+bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition);
+/* The cache is going away: forget its in-flight lists (waits keep running). */
+void clean_cache_gone(lattice_meta_cache *c);
 
 /* ---- primary.c: primary execution with de-duplication */
 bool ops_is_read(int kind);

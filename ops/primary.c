@@ -3,8 +3,11 @@
  *
  *  primary_serve    a request that arrived on our ROUTER: the primary checks
  *                   it is the serving primary in its own view (else
- *                   NOT_OWNER: the issuer retries), that writes are not
- *                   frozen by a base check (else AGAIN), then executes.
+ *                   NOT_OWNER: the issuer retries), that it may serve now -
+ *                   its lease holds, it is not leaving, no base switch
+ *                   froze the cache (else AGAIN) - then executes.  A read
+ *                   of a key with a full_sync write in flight waits for
+ *                   that write (clean.c).
  *  primary_execute  a resend of a write applied before gets its first
  *                   result (dedup.c); otherwise exec_local runs the op and
  *                   the write goes to every other serving owner and every
@@ -272,11 +275,51 @@ lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_o
     return LATTICE_OK;
 }
 
+/* A read parked behind a write runs once that write is acknowledged, if
+ * this node still serves the partition as primary. */
+static void rerun_read(lattice_ops *d, lattice_meta_cache *c, deferred_read *rd)
+{
+    lattice_meta_member *own[1];
+    bool mine = c && ops_serving(d, c) && lattice_meta_serving_owners(c, rd->in.partition, own, 1) == 1 &&
+                own[0]->self;
+    if (mine) {
+        primary_execute(d, c, &rd->in, &rd->org, NULL, 0);
+    } else if (rd->org.local) {
+        retry_later(d, rd->org.local, LATTICE_ERR_NOT_OWNER);
+    } else {
+        lattice_op_result again = {.status = LATTICE_ERR_NOT_OWNER};
+        chan_complete(d, &rd->org, &again);
+    }
+}
+
+static void after_write(lattice_ops *d, waitw *w)
+{
+    lattice_meta_cache *c = w->c;
+    deferred_read *rd = clean_end(d, w);
+    while (rd) {
+        deferred_read *next = rd->next;
+        rerun_read(d, c, rd);
+        lt_free(rd);
+        rd = next;
+    }
+}
+
 void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org, const char *origin_id,
                      uint64_t seq)
 {
     lattice_op_result r;
     repl_out repl;
+    if (ops_is_read(in->kind) && c->cfg.sync == LATTICE_SYNC_FULL) {
+        /* Never show a value before it is acknowledged: a read of a key
+         * with a write in flight waits for that write (clean.c). */
+        waitw *pw = clean_pending_write(d, c, in->partition, in->key, in->key_len);
+        if (pw) {
+            if (clean_defer_read(pw, in, org) == LATTICE_OK) return;
+            lattice_op_result nomem = {.status = LATTICE_ERR_NOMEM};
+            chan_complete(d, org, &nomem);
+            return;
+        }
+    }
     uint64_t oh = seq ? dedup_origin_hash(origin_id) : 0;
     const dedup_entry *seen = ops_is_read(in->kind) ? NULL : dedup_get(d, oh, seq);
     if (seen) {
@@ -297,6 +340,11 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
         n += lattice_meta_moving_owners(c, in->partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
     }
     waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL ? sync_wait_new(org, &r) : NULL;
+    if (w) {
+        w->after = after_write;
+        clean_begin(d, c, w, in->partition, repl.version, in->key, in->key_len);
+    }
+    uint64_t committed = clean_committed(c, in->partition);
     for (size_t i = 0; i < n; i++) {
         peer *to = peer_of(owners[i]);
         if (to->m.self || !to->dealer) continue;
@@ -307,6 +355,10 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
         q->expire_ms = repl.expire_ms;
         q->version = repl.version;
         q->remove = repl.remove;
+        q->committed = committed;
+        q->sender = d->self_id;
+        q->topo_major = d->major;
+        q->meta_version = lattice_meta_version(d->meta);
         if (seq) {
             q->op_seq = seq;
             q->res_status = r.status;
@@ -359,7 +411,9 @@ void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
         chan_reply(d, org, &r, NULL, 0, false);
         return;
     }
-    if (!ops_is_read(op.kind) && lattice_meta_frozen(c, lt_mono_ms())) {
+    if (!ops_serving(d, c)) {
+        /* No lease (paused, cut off), leaving, or a base switch holds the
+         * cache: nothing is served from a view others may have left. */
         r.status = LATTICE_ERR_AGAIN;
         chan_reply(d, org, &r, NULL, 0, false);
         return;

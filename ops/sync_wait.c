@@ -8,7 +8,9 @@
  * answer - or its leaving the topology - releases one share; the last one
  * delivers the primary's result to the issuer.  A replication request has
  * no deadline: a full_sync ack must never skip a live backup (the op times
- * out at its issuer meanwhile).
+ * out at its issuer meanwhile).  A copy that refuses the write (it follows a
+ * newer primary: this one was deposed) makes the write unacknowledged: the
+ * issuer retries, and the primary it finds then executes it.
  */
 #include <string.h>
 
@@ -41,7 +43,17 @@ static void wait_done(lattice_ops *d, waitw *w)
 {
     lattice_op_result r = w->res;
     r.value = w->value;
-    chan_complete(d, &w->org, &r);
+    if (!w->rejected) {
+        chan_complete(d, &w->org, &r);
+    } else if (w->org.local) {
+        /* A copy follows a newer primary: this node's write is not
+         * acknowledged; the issuer goes again, to the primary it finds. */
+        retry_later(d, w->org.local, LATTICE_ERR_AGAIN);
+    } else {
+        lattice_op_result again = {.status = LATTICE_ERR_AGAIN};
+        chan_complete(d, &w->org, &again);
+    }
+    if (w->after) w->after(d, w);
     lt_free(w->value);
     lt_free(w);
 }
@@ -53,6 +65,8 @@ void sync_wait_release(lattice_ops *d, waitw *w)
 
 void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
-    (void)rs; /* applied or not, this copy has answered (or left) */
+    /* Applied or not, this copy has answered (or left); one that refused the
+     * write because it follows a newer primary means we are deposed. */
+    if (rs && rs->status == LATTICE_ERR_NOT_OWNER) p->w->rejected = true;
     sync_wait_release(d, p->w);
 }

@@ -1,0 +1,196 @@
+/*
+ * clean: commit watermarks, so that every read of a full_sync cache is
+ * linearizable wherever it is served (data thread).
+ *
+ * A full_sync write is applied by the primary first and by its copies as
+ * CTL_REPLICATE arrives; it is acknowledged once every copy applied it.
+ * Between the two, a value is visible somewhere that is not yet committed
+ * (others may not have it).  The rules, CRAQ's clean/dirty versions per
+ * partition:
+ *
+ *   primary  a write waiting for its copies is in its partition's in-flight
+ *            list (oldest first).  A read of a key with a write in flight
+ *            waits for that write (clean_pending_write / clean_defer_read):
+ *            the primary never shows a value before it is acknowledged.
+ *            The partition's watermark is just below the oldest write in
+ *            flight (every version up to it is acknowledged), or its update
+ *            counter when nothing is in flight.  When the watermark moves it
+ *            goes to every copy (CTL_CLEAN, batched per flush with the other
+ *            requests to that peer), and rides along on every replicate.
+ *   copy     remembers the newest version it applied by replication and the
+ *            newest watermark it heard.  It answers a read itself only while
+ *            it applied nothing above the watermark (clean_copy_is_clean);
+ *            otherwise the read goes to the primary.  A write the copy has
+ *            not received yet is not acknowledged anywhere, so the copy's
+ *            older value is still a linearizable answer.
+ *
+ * A copy that just became one (after a switch or a failover) has heard no
+ * watermark: it forwards reads until its primary's next commit tells it.
+ * primary_sync and full_async caches keep no list: their reads from backups
+ * may be stale by design (docs/CONSISTENCY.md).
+ */
+#include <string.h>
+
+#include "lattice/alloc.h"
+#include "lattice/clock.h"
+#include "ops_int.h"
+
+typedef struct clean_part {
+    uint64_t heard;       /* copy: newest watermark its primary sent */
+    uint64_t applied;     /* copy: newest replicated version applied */
+    uint64_t notified;    /* primary: the watermark last sent to the copies */
+    waitw *head, *tail;   /* primary: writes in flight, oldest first */
+} clean_part;
+
+typedef struct clean_cache {
+    uint32_t parts;
+    clean_part p[];
+} clean_cache;
+
+static clean_cache *state(lattice_meta_cache *c)
+{
+    if (c->clean) return c->clean;
+    clean_cache *cc = lt_calloc(1, sizeof *cc + c->cfg.partitions * sizeof cc->p[0]);
+    if (!cc) return NULL;
+    cc->parts = c->cfg.partitions;
+    c->clean = cc;
+    return cc;
+}
+
+static uint64_t key_hash(const void *key, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ ((const uint8_t *)key)[i]) * 1099511628211ull;
+    return h;
+}
+
+bool ops_serving(lattice_ops *d, const lattice_meta_cache *c)
+{
+    return lattice_discovery_serving(d->disc) && !atomic_load_explicit(&d->fenced, memory_order_acquire) &&
+           !lattice_meta_frozen(c, lt_mono_ms());
+}
+
+void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,
+                 const void *key, size_t key_len)
+{
+    (void)d;
+    clean_cache *cc = state(c);
+    if (!cc || partition >= cc->parts) return; /* untracked: reads of it are not held back (NOMEM only) */
+    w->c = c;
+    w->partition = partition;
+    w->version = version;
+    w->key_hash = key_hash(key, key_len);
+    clean_part *cp = &cc->p[partition];
+    if (cp->tail) cp->tail->cnext = w;
+    else cp->head = w;
+    cp->tail = w;
+}
+
+uint64_t clean_committed(const lattice_meta_cache *c, uint32_t partition)
+{
+    const clean_cache *cc = c->clean;
+    const waitw *h = cc && partition < cc->parts ? cc->p[partition].head : NULL;
+    return h ? h->version - 1 : c->counter[partition];
+}
+
+/* The watermark to every copy that gets the partition's writes. */
+static void tell_copies(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, uint64_t wm)
+{
+    lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+    size_t n = lattice_meta_serving_owners(c, partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
+    n += lattice_meta_moving_owners(c, partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
+    for (size_t i = 0; i < n; i++) {
+        peer *to = peer_of(owners[i]);
+        if (to->m.self || !to->dealer) continue;
+        Latdata__Req *q = chan_req_new_from(CTL_CLEAN, c->cfg.name, NULL, 0, NULL, 0, NULL);
+        if (!q) continue;
+        q->partition = partition;
+        q->committed = wm;
+        chan_send(d, to, q);
+    }
+}
+
+deferred_read *clean_end(lattice_ops *d, waitw *w)
+{
+    deferred_read *reads = w->reads;
+    w->reads = NULL;
+    w->done = true;
+    lattice_meta_cache *c = w->c;
+    clean_cache *cc = c ? c->clean : NULL;
+    if (!cc) return reads;
+    clean_part *cp = &cc->p[w->partition];
+    while (cp->head && cp->head->done) {
+        waitw *h = cp->head;
+        cp->head = h->cnext;
+        h->cnext = NULL;
+        h->c = NULL;
+    }
+    if (!cp->head) cp->tail = NULL;
+    uint64_t wm = clean_committed(c, w->partition);
+    if (wm > cp->notified) {
+        cp->notified = wm;
+        tell_copies(d, c, w->partition, wm);
+    }
+    return reads;
+}
+
+waitw *clean_pending_write(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key,
+                           size_t key_len)
+{
+    (void)d;
+    clean_cache *cc = c->clean;
+    if (!cc || partition >= cc->parts || !cc->p[partition].head) return NULL;
+    uint64_t h = key_hash(key, key_len);
+    waitw *last = NULL; /* the newest write of the key: the read must see it */
+    for (waitw *w = cc->p[partition].head; w; w = w->cnext)
+        if (!w->done && w->key_hash == h) last = w;
+    return last;
+}
+
+lattice_status clean_defer_read(waitw *w, const exec_in *in, const origin *org)
+{
+    deferred_read *r = lt_malloc(sizeof *r + in->key_len);
+    if (!r) return LATTICE_ERR_NOMEM;
+    r->in = *in;
+    memcpy(r->key, in->key, in->key_len);
+    r->in.key = r->key;
+    r->in.value = NULL;
+    r->in.value_len = 0;
+    r->org = *org;
+    r->next = w->reads;
+    w->reads = r;
+    return LATTICE_OK;
+}
+
+void clean_note_applied(lattice_meta_cache *c, uint32_t partition, uint64_t version)
+{
+    clean_cache *cc = state(c);
+    if (cc && partition < cc->parts && version > cc->p[partition].applied) cc->p[partition].applied = version;
+}
+
+void clean_note_committed(lattice_meta_cache *c, uint32_t partition, uint64_t committed)
+{
+    clean_cache *cc = state(c);
+    if (cc && partition < cc->parts && committed > cc->p[partition].heard) cc->p[partition].heard = committed;
+}
+
+bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition)
+{
+    const clean_cache *cc = c->clean;
+    if (!cc || partition >= cc->parts) return true; /* nothing applied by replication yet */
+    return cc->p[partition].applied <= cc->p[partition].heard;
+}
+
+void clean_cache_gone(lattice_meta_cache *c)
+{
+    clean_cache *cc = c->clean;
+    if (!cc) return;
+    for (uint32_t p = 0; p < cc->parts; p++)
+        for (waitw *w = cc->p[p].head, *n; w; w = n) {
+            n = w->cnext;
+            w->cnext = NULL;
+            w->c = NULL; /* its wait completes; its reads are answered AGAIN (primary.c) */
+        }
+    lt_free(cc);
+    c->clean = NULL;
+}
