@@ -262,7 +262,13 @@ int64_t lattice_discovery_lease_until(lattice_discovery *d)
     return atomic_load_explicit(&d->lease_until, memory_order_acquire);
 }
 
-bool lattice_discovery_serving(lattice_discovery *d)
+uint64_t lattice_discovery_incarnation(lattice_discovery *d)
 {
+    return atomic_load_explicit(&d->incarnation, memory_order_acquire);
+}
+
+bool lattice_discovery_serving(lattice_discovery *d, uint64_t incarnation)
+{
+    if (lattice_discovery_incarnation(d) != incarnation) return false;
     return (int64_t)lt_mono_ms() < lattice_discovery_lease_until(d);
 }

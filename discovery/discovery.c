@@ -344,6 +344,7 @@ void ld_begin_join(lattice_discovery *d, const char *why)
     sync_peers(d, NULL);
     d->state = ST_JOINING;
     ld_update_lease(d); /* a joining node serves nothing */
+    atomic_fetch_add_explicit(&d->incarnation, 1, memory_order_acq_rel);
     d->join_time_ms = lt_wall_ms();
     d->join_started_ms = lt_mono_ms();
     d->last_join_send_ms = 0;

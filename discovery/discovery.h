@@ -93,8 +93,13 @@ lattice_status lattice_discovery_stats(lattice_discovery *d, const char *id, lat
 /* Until when (CLOCK_MONOTONIC ms) this server may serve from its view: 0
  * while it is not a member, INT64_MAX for a client.  Any thread; lock-free. */
 int64_t lattice_discovery_lease_until(lattice_discovery *d);
-/* True while the lease is valid now. */
-bool lattice_discovery_serving(lattice_discovery *d);
+/* This node's incarnation: a number that changes whenever it (re)joins under
+ * a new id.  Read it before the topology it goes with. */
+uint64_t lattice_discovery_incarnation(lattice_discovery *d);
+/* True while the lease of that incarnation is valid now: a caller still
+ * acting on an older incarnation's view is never served by the new one's
+ * lease. */
+bool lattice_discovery_serving(lattice_discovery *d, uint64_t incarnation);
 /* Pure: the lease given the send times echoed by the other servers of the
  * topology (acks[0..n_acks), 0 = never), the number of servers counting
  * us, the coordinator's echo (-1 when we are the coordinator, 0 = never)

@@ -111,6 +111,7 @@ struct lattice_discovery {
     size_t n_peers;
     atomic_bool stop_req;
     atomic_int_fast64_t lease_until; /* monotonic ms; written by the discovery thread (lease.c) */
+    atomic_uint_fast64_t incarnation; /* bumped by every (re)join; written by the discovery thread */
     int64_t joined_mono_ms;          /* discovery thread: when this incarnation was admitted */
     int64_t quiet_until_ms;          /* discovery thread: after a stall, no coordinating until then */
     bool thread_started;

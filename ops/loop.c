@@ -118,12 +118,38 @@ static void run_retries(lattice_ops *d, uint64_t now)
     }
 }
 
+/* meta frees a cache: what the executor and the watermarks hang on it first. */
+static void cache_gone(void *arg, lattice_meta_cache *c)
+{
+    rebal_cache_gone(arg, c);
+    clean_cache_gone(c);
+}
+
+/* This node rejoined under a new id (the grid removed its old incarnation,
+ * whose partitions others took over): what it holds may be stale, and
+ * keys removed meanwhile must not come back through it.  It starts over as
+ * the new node it is - no caches, no stores - and pulls the metadata. */
+static void forget_data(lattice_ops *d)
+{
+    if (d->client || !lattice_meta_cache_count(d->meta)) return;
+    LT_LOG(LT_WARN, "data", "rejoined as a new node: dropping the %zu caches' copies of the old incarnation",
+           lattice_meta_cache_count(d->meta));
+    lattice_meta *fresh = NULL;
+    lattice_meta_config mc = {d->client, d->region, cache_gone, d};
+    if (lattice_meta_create(&mc, &fresh) != LATTICE_OK) return; /* NOMEM: keep them (not served: no lease) */
+    lattice_meta_destroy(d->meta);
+    d->meta = fresh;
+    d->creates_sent = false;
+    d->last_meta_pull = 0;
+}
+
 /* Rebuilds peers from a new topology: new servers get a DEALER, departed
  * ones are closed (their pending requests re-routed). */
 static void on_topology(lattice_ops *d, lattice_topology *t)
 {
     char self[64];
     lattice_discovery_local_id(d->disc, self, sizeof self);
+    if (d->self_id[0] && strcmp(d->self_id, self) != 0) forget_data(d);
     snprintf(d->self_id, sizeof d->self_id, "%s", self);
     for (size_t i = 0; i < d->n_peers; i++) d->peers[i]->mark = false;
     size_t n = lattice_topology_size(t);
@@ -171,10 +197,16 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
 
 static void check_topology(lattice_ops *d)
 {
+    /* The incarnation before the topology: should a rejoin fall between
+     * the two reads, we act on the new view under the old number - served
+     * by no lease - until the next check corrects it. */
+    uint64_t inc = lattice_discovery_incarnation(d->disc);
     lattice_topology *t = lattice_discovery_topology(d->disc);
     if (!t) return;
-    if (lattice_topology_major(t) != d->major || lattice_topology_minor(t) != d->minor || !d->seen_topology) {
+    if (lattice_topology_major(t) != d->major || lattice_topology_minor(t) != d->minor || !d->seen_topology ||
+        inc != d->incarnation) {
         d->seen_topology = true;
+        d->incarnation = inc;
         on_topology(d, t);
     }
     lattice_topology_release(t);
@@ -235,13 +267,6 @@ static void *data_main(void *arg)
 }
 
 /* --------------------------------------------------------------- lifecycle */
-
-/* meta frees a cache: what the executor and the watermarks hang on it first. */
-static void cache_gone(void *arg, lattice_meta_cache *c)
-{
-    rebal_cache_gone(arg, c);
-    clean_cache_gone(c);
-}
 
 void lattice_ops_fence(lattice_ops *d)
 {

@@ -179,6 +179,7 @@ struct lattice_ops {
     bool running, seen_topology;
     bool inbox_pending;           /* enqueued from the data thread itself: poll without waiting */
     uint64_t major, minor;
+    uint64_t incarnation;         /* discovery's, of the view we act on (leases are per incarnation) */
     char self_id[64], coordinator[64];
     peer *peers[DATA_MAX_PEERS];
     size_t n_peers;
