@@ -22,15 +22,10 @@
 #define LOAD_NEW_NUM 5u  /* a rebuilt table starts at 5/8 */
 #define LOAD_NEW_DEN 8u
 
-static size_t tags_bytes(uint32_t nslots)
-{
-    return ((size_t)nslots * sizeof(uint32_t) + 7) & ~(size_t)7;
-}
-
 size_t ix_bytes(uint32_t cap)
 {
     uint32_t n = cap + IX_OVERFLOW;
-    return sizeof(struct ix_table) + tags_bytes(n) + (size_t)n * sizeof(uint64_t);
+    return sizeof(struct ix_table) + ix_tags_bytes(cap) + (size_t)n * sizeof(uint64_t);
 }
 
 struct ix_table *ix_new(uint32_t cap)
@@ -41,10 +36,10 @@ struct ix_table *ix_new(uint32_t cap)
     /* Zeroed: every tag IX_EMPTY.  The links need no initial value. */
     struct ix_table *t = lt_malloc(ix_bytes(cap));
     if (!t) return NULL;
-    memset(t, 0, sizeof *t + tags_bytes(n));
+    memset(t, 0, sizeof *t + ix_tags_bytes(cap));
     t->cap = cap;
     t->nslots = n;
-    t->links = (uint64_t *)((uint8_t *)t->tags + tags_bytes(n));
+    t->links = ix_links_at(t, cap);
     return t;
 }
 

@@ -58,9 +58,26 @@ static inline uint32_t ix_tag(uint64_t hash)
     return t < 2 ? 2 : t;
 }
 
+static inline uint32_t ix_home_cap(uint32_t cap, uint32_t tag)
+{
+    return (uint32_t)(((uint64_t)tag * cap) >> 32);
+}
+
 static inline uint32_t ix_home(const struct ix_table *t, uint32_t tag)
 {
-    return (uint32_t)(((uint64_t)tag * t->cap) >> 32);
+    return ix_home_cap(t->cap, tag);
+}
+
+/* Where the links of a table of cap home slots start: computed, not
+ * loaded, so a reader that knows cap need not wait for the table header. */
+static inline size_t ix_tags_bytes(uint32_t cap)
+{
+    return ((size_t)(cap + IX_OVERFLOW) * sizeof(uint32_t) + 7) & ~(size_t)7;
+}
+
+static inline uint64_t *ix_links_at(const struct ix_table *t, uint32_t cap)
+{
+    return (uint64_t *)((uint8_t *)t->tags + ix_tags_bytes(cap));
 }
 
 /* Bytes of a table of cap home slots (what the store reports as index memory). */

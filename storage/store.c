@@ -44,19 +44,18 @@ static void want(struct read_req *q, const lattice_store *s, uint32_t part, cons
     q->want_partition = part;
 }
 
-/* Searches table t for the key q wants; q gets the entry's metadata (and the
- * value when q->vbuf is set).  Returns the slot or -1.  *freep (when given)
- * gets the first free slot the probe passed, or -1.  Readers call it inside
- * rcu_read_lock, writers with the partition lock. */
-static long search(lattice_store *s, const struct ix_table *t, uint32_t tag, struct read_req *q,
-                   long *freep)
+/* Searches table t (of cap home slots) for the key q wants; q gets the
+ * entry's metadata (and the value when q->vbuf is set).  Returns the slot or
+ * -1.  *freep (when given) gets the first free slot the probe passed, or -1.
+ * Readers call it inside rcu_read_lock, writers with the partition lock. */
+static long search(lattice_store *s, const struct ix_table *t, uint32_t cap, uint32_t tag,
+                   struct read_req *q, long *freep)
 {
-    uint32_t i = ix_home(t, tag);
+    uint32_t i = ix_home_cap(cap, tag), end = cap + IX_OVERFLOW;
     const uint32_t *tags = t->tags;
-    uint64_t *links = t->links;
-    __builtin_prefetch(&links[i]);
+    uint64_t *links = ix_links_at(t, cap);
     if (freep) *freep = -1;
-    for (; i < t->nslots; i++) {
+    for (; i < end; i++) {
         uint32_t tg = __atomic_load_n(&tags[i], __ATOMIC_ACQUIRE);
         if (tg == tag) {
             uint64_t link = __atomic_load_n(&links[i], __ATOMIC_ACQUIRE);
@@ -76,16 +75,33 @@ static long search(lattice_store *s, const struct ix_table *t, uint32_t tag, str
     return -1;
 }
 
+static long search_locked(lattice_store *s, const struct ix_table *t, uint32_t tag,
+                          struct read_req *q, long *freep)
+{
+    return search(s, t, t->cap, tag, q, freep);
+}
+
 /* The reader's lookup: searches the current table, and the next one when a
  * rebuild replaced it meanwhile (the old table is frozen, and its links may
- * be stale).  Needs rcu_read_lock. */
+ * be stale).  The home slot comes from the capacity next to the pointer;
+ * the table header's own cap is loaded while the slot's lines are fetched,
+ * and a pair caught mid-swap is read again.  Needs rcu_read_lock. */
 static long read_lookup(lattice_store *s, uint32_t part, uint32_t tag, struct read_req *q)
 {
-    const struct ix_table *t = rcu_dereference(s->tabs[part]);
+    const struct tabref *ref = &s->tabs[part];
+    const struct ix_table *t = rcu_dereference(ref->t);
     while (t) {
-        long i = search(s, t, tag, q, NULL);
+        uint32_t cap = __atomic_load_n(&ref->cap, __ATOMIC_RELAXED);
+        uint32_t home = ix_home_cap(cap, tag);
+        __builtin_prefetch(&t->tags[home]);
+        __builtin_prefetch(&ix_links_at(t, cap)[home]);
+        if (__atomic_load_n(&t->cap, __ATOMIC_RELAXED) != cap) {
+            t = rcu_dereference(ref->t);
+            continue;
+        }
+        long i = search(s, t, cap, tag, q, NULL);
         if (i >= 0) return i;
-        const struct ix_table *now = rcu_dereference(s->tabs[part]);
+        const struct ix_table *now = rcu_dereference(ref->t);
         if (now == t) return -1;
         t = now;
     }
@@ -101,7 +117,8 @@ void store_swap_table(lattice_store *s, struct part *p, struct ix_table *t)
     __atomic_add_fetch(&s->index_bytes, (uint64_t)d, __ATOMIC_RELAXED);
     __atomic_store_n(&p->slots, t ? t->cap : 0, __ATOMIC_RELAXED);
     p->tab = t;
-    rcu_assign_pointer(s->tabs[p->idx], t);
+    __atomic_store_n(&s->tabs[p->idx].cap, t ? t->cap : 0, __ATOMIC_RELAXED);
+    rcu_assign_pointer(s->tabs[p->idx].t, t);
     ix_retire(old);
 }
 
@@ -156,7 +173,7 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
     if (p->tab) {
         struct read_req q = {0};
         want(&q, s, part, key, klen);
-        long i = search(s, p->tab, key_tag(key, klen), &q, NULL);
+        long i = search_locked(s, p->tab, key_tag(key, klen), &q, NULL);
         if (i >= 0 && (!g || (const void *)&p->tab->links[i] != g->skip_node) &&
             LATTICE_LINK_SAME(p->tab->links[i], link)) {
             ix_kill(p->tab, i);
@@ -195,7 +212,7 @@ static void find_locked(lattice_store *s, struct part *p, const lattice_store_en
     memset(&f->q, 0, sizeof f->q);
     want(&f->q, s, p->idx, e->key, e->key_len);
     f->tag = key_tag(e->key, e->key_len);
-    f->slot = search(s, p->tab, f->tag, &f->q, &f->free);
+    f->slot = search_locked(s, p->tab, f->tag, &f->q, &f->free);
     f->live = f->slot >= 0 && !expired(s, f->q.expire, now);
 }
 

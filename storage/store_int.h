@@ -35,10 +35,15 @@ struct lattice_store {
     uint8_t owner;
     uint32_t nparts;
     struct part *parts;
-    /* Readers' copy of each partition's table pointer, packed so a lookup
-     * touches 8 bytes here instead of a struct part.  Published with
-     * rcu_assign_pointer under the partition lock. */
-    struct ix_table **tabs;
+    /* Readers' copy of each partition's table and its capacity, packed so a
+     * lookup touches 16 bytes here instead of a struct part, and can compute
+     * the home slot without waiting for the table header (it checks the
+     * header's cap in parallel).  Written under the partition lock: cap,
+     * then the pointer with rcu_assign_pointer. */
+    struct tabref {
+        struct ix_table *t;
+        uint32_t cap;
+    } *tabs;
     uint64_t (*clock_ms)(void *);
     void *clock_arg;
     uint64_t expirations, evictions, index_bytes; /* atomics */

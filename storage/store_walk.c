@@ -236,7 +236,7 @@ static int copy_pick(lattice_store_cursor *c, const struct ix_table *t, const st
             continue;
         }
         if (__atomic_load_n(&t->tags[k->slot], __ATOMIC_ACQUIRE) != k->tag) return 0; /* removed */
-        return rcu_dereference(s->tabs[c->part]) == t ? 0 : STALE;
+        return rcu_dereference(s->tabs[c->part].t) == t ? 0 : STALE;
     }
 }
 
@@ -287,7 +287,7 @@ int lattice_store_cursor_next(lattice_store_cursor *c, size_t max_entries, size_
     int st;
     rcu_read_lock();
     do {
-        const struct ix_table *t = rcu_dereference(c->s->tabs[c->part]);
+        const struct ix_table *t = rcu_dereference(c->s->tabs[c->part].t);
         st = t ? collect(c, t, max_entries, max_bytes, &count, &used, &next) : LATTICE_OK;
         if (!t) count = 0, next = TAG_END;
     } while (st == STALE);
