@@ -463,8 +463,22 @@ int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
         return LATTICE_ERR_PROTO;
     }
     uint64_t len = head_hdr_len(e, 0) + e->key_len + e->value_len;
-    if (!(v.flags & F_NEXT) && len <= r->max_row && h->free + v.len >= len) {
-        /* In place: same page, same item id, so the link does not change. */
+    uint32_t gap = h->upper - HDR - 2u * h->nitems;
+    if (!(v.flags & F_NEXT) && len <= v.len) {
+        /* Over the old row, at the same offset: no compaction, link and hint
+         * unchanged.  A shorter row leaves a hole that compaction drops. */
+        page_write_begin(h);
+        head_encode((uint8_t *)h + page_items(h)[item], e, owner, 0, 0, 0);
+        h->free = (uint16_t)(h->free + v.len - len);
+        stamp(r, l, h);
+        page_write_end(h);
+        rebucket(r, l, pid);
+        l->row_bytes -= v.len - len;
+        return LATTICE_OK;
+    }
+    if (!(v.flags & F_NEXT) && len <= gap) {
+        /* Into the gap of the same page (no compaction): same item id, so
+         * the link does not change, only its position hint. */
         page_write_begin(h);
         page_remove(h, r->page_size, item, 1, v.len);
         page_place(h, r->page_size, (uint32_t)len, item);
