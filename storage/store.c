@@ -310,6 +310,14 @@ void store_drop_slot(lattice_store *s, struct part *p, long i, uint64_t expire)
     if (expire) __atomic_sub_fetch(&p->expiring, 1, __ATOMIC_RELAXED);
 }
 
+/* A table mostly emptied by removes is rebuilt smaller (tombstones go with
+ * it); without memory for that it just stays as it is. */
+void store_maybe_shrink(lattice_store *s, struct part *p)
+{
+    struct ix_table *t = p->tab;
+    if (t && t->cap > IX_MIN_CAP && (uint64_t)t->live * 8 < t->cap) rebuild(s, p, 0, 0);
+}
+
 int lattice_store_remove(lattice_store *s, uint32_t partition, const void *key, size_t key_len)
 {
     lattice_store_entry e = {.partition = partition, .key = key, .key_len = key_len};
@@ -323,6 +331,7 @@ int lattice_store_remove(lattice_store *s, uint32_t partition, const void *key, 
     if (f.slot >= 0) {
         store_drop_slot(s, p, f.slot, f.q.expire);
         if (!f.live) __atomic_add_fetch(&s->expirations, 1, __ATOMIC_RELAXED);
+        store_maybe_shrink(s, p);
     }
     pthread_mutex_unlock(&p->lock);
     return f.live ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;

@@ -75,6 +75,8 @@ void store_swap_table(lattice_store *s, struct part *p, struct ix_table *t);
 /* Removes the entry in slot i of the partition's table (its row included).
  * Partition lock held, region lock not held. */
 void store_drop_slot(lattice_store *s, struct part *p, long i, uint64_t expire);
+/* Rebuilds a table mostly emptied by removes smaller.  Partition lock held. */
+void store_maybe_shrink(lattice_store *s, struct part *p);
 /* Removes every entry of the partition and drops its table.  Partition lock
  * held. */
 void store_clear_locked(lattice_store *s, struct part *p);

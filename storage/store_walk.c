@@ -59,6 +59,7 @@ static size_t reclaim(lattice_store *s, struct part *p, int only_expired, uint64
     }
     /* A finished walk saw every survivor: none expires before next_min. */
     if (whole || !only_expired) __atomic_store_n(&p->min_expire, next_min, __ATOMIC_RELAXED);
+    if (only_expired && total) store_maybe_shrink(s, p);
     return total;
 }
 
