@@ -249,7 +249,7 @@ static int collect(lattice_store_cursor *c, const struct ix_table *t, size_t max
     uint64_t upto, now = 0;
     long n = select_range(c, t, max_entries, &upto);
     if (n < 0) return LATTICE_ERR_NOMEM;
-    qsort(c->picks, (size_t)n, sizeof *c->picks, pick_cmp);
+    if (n > 1) qsort(c->picks, (size_t)n, sizeof *c->picks, pick_cmp);
     size_t bytes = 0;
     *count = *used = 0;
     *next = upto;
