@@ -177,13 +177,13 @@ static int push_pick(lattice_store_cursor *c, size_t n, uint32_t tag, uint32_t s
 /* Step 1: collects into c->picks every live slot of t with from <= tag <
  * *upto, at least `enough` of them unless the tag space ends first.
  * Returns the count, or -1 out of memory.  RCU read lock held. */
-static long select_range(lattice_store_cursor *c, const struct ix_table *t, size_t enough,
-                         uint64_t *upto)
+static long select_range(lattice_store_cursor *c, const struct ix_table *t, uint64_t from,
+                         size_t enough, uint64_t *upto)
 {
     uint64_t lim = TAG_END;
     size_t n = 0;
     int cut = 0;
-    for (uint32_t i = ix_home(t, (uint32_t)c->from); i < t->nslots; i++) {
+    for (uint32_t i = ix_home(t, (uint32_t)from); i < t->nslots; i++) {
         uint32_t tag = __atomic_load_n(&t->tags[i], __ATOMIC_ACQUIRE);
         if (!cut && n >= enough && i < t->cap) {
             /* Lowest tag with home >= i: ceil(i * 2^32 / cap). */
@@ -191,7 +191,7 @@ static long select_range(lattice_store_cursor *c, const struct ix_table *t, size
             cut = 1;
         }
         if (cut && tag == IX_EMPTY) break;
-        if (tag <= IX_TOMB || tag < c->from || tag >= lim) continue;
+        if (tag <= IX_TOMB || tag < from || tag >= lim) continue;
         if (!push_pick(c, n++, tag, i)) return -1;
     }
     *upto = lim;
@@ -242,36 +242,47 @@ static int copy_pick(lattice_store_cursor *c, const struct ix_table *t, const st
 }
 
 /* One batch from table t: fills c->buf with *count records and sets *next
- * to where the following batch starts. */
+ * to where the following batch starts.  Ranges are selected SELECT_STEP
+ * entries at a time, so a batch cut by max_bytes never sorts more than a
+ * step beyond what it returns. */
+#define SELECT_STEP 256
+
 static int collect(lattice_store_cursor *c, const struct ix_table *t, size_t max_entries,
                    size_t max_bytes, size_t *count, size_t *used, uint64_t *next)
 {
-    uint64_t upto, now = 0;
-    long n = select_range(c, t, max_entries, &upto);
-    if (n < 0) return LATTICE_ERR_NOMEM;
-    if (n > 1) qsort(c->picks, (size_t)n, sizeof *c->picks, pick_cmp);
+    uint64_t from = c->from, now = 0;
     size_t bytes = 0;
     *count = *used = 0;
-    *next = upto;
-    for (long k = 0; k < n; k++) {
-        /* Stop only between runs of equal tags. */
-        if (k && (*count >= max_entries || (max_bytes && bytes >= max_bytes)) &&
-            c->picks[k].tag != c->picks[k - 1].tag) {
-            *next = c->picks[k].tag;
+    for (;;) {
+        uint64_t upto;
+        size_t want = max_entries - *count;
+        long n = select_range(c, t, from, want < SELECT_STEP ? want : SELECT_STEP, &upto);
+        if (n < 0) return LATTICE_ERR_NOMEM;
+        if (n > 1) qsort(c->picks, (size_t)n, sizeof *c->picks, pick_cmp);
+        for (long k = 0; k < n; k++) {
+            /* Stop only between runs of equal tags (and a range never
+             * splits one: equal tags share a home slot). */
+            if ((*count >= max_entries || (max_bytes && bytes >= max_bytes)) &&
+                (k == 0 || c->picks[k].tag != c->picks[k - 1].tag)) {
+                *next = c->picks[k].tag;
+                return LATTICE_OK;
+            }
+            size_t need = 0;
+            int got = copy_pick(c, t, &c->picks[k], *used, &need, &now);
+            if (got == -1) return LATTICE_ERR_NOMEM;
+            if (got == STALE) return STALE;
+            if (got) {
+                const struct rec *r = (const struct rec *)(c->buf + *used);
+                bytes += (size_t)r->klen + r->vlen;
+                *used += need;
+                ++*count;
+            }
+        }
+        *next = upto;
+        if (upto == TAG_END || *count >= max_entries || (max_bytes && bytes >= max_bytes))
             return LATTICE_OK;
-        }
-        size_t need = 0;
-        int got = copy_pick(c, t, &c->picks[k], *used, &need, &now);
-        if (got == -1) return LATTICE_ERR_NOMEM;
-        if (got == STALE) return STALE;
-        if (got) {
-            const struct rec *r = (const struct rec *)(c->buf + *used);
-            bytes += (size_t)r->klen + r->vlen;
-            *used += need;
-            ++*count;
-        }
+        from = upto;
     }
-    return LATTICE_OK;
 }
 
 int lattice_store_cursor_next(lattice_store_cursor *c, size_t max_entries, size_t max_bytes,
