@@ -1,5 +1,6 @@
 /*
- * Data region: page memory, the free list, rows and fragments, eviction.
+ * Data region: page memory, the free lists (lanes), rows and fragments,
+ * eviction.
  *
  * Memory comes from the OS in LATTICE_REGION_CHUNK pieces (lt_map) and is
  * pre-faulted when mapped (MADV_POPULATE_WRITE, else a memset): a first-touch
@@ -7,17 +8,21 @@
  * page.  Chunks are never unmapped before destroy, so a lock-free reader
  * holding any link can always dereference its page.
  *
- * Free list: a data page with live rows sits in bucket free/step (step =
- * page_size / 32), or in none ("full") when free < step.  An insert needing
- * len + 2 bytes (row + item slot) starts at bucket ceil((len+2)/step), where
- * every page is known to fit, and takes the first page of the lowest
- * non-empty bucket (one bit scan of bucket_mask): the fullest page that
- * surely fits, with no page scan.  A page whose last row goes is reset and
- * pushed on the reuse list, which is drained before a new chunk is mapped.
+ * Lanes (region_int.h): REGION_LANES independent free lists, each with its
+ * own lock, so writers of partitions on different lanes never wait for each
+ * other.  Within a lane: a data page with live rows sits in bucket
+ * free/step (step = page_size / 32), or in none ("full") when free < step.
+ * An insert needing len + 2 bytes (row + item slot) starts at bucket
+ * ceil((len+2)/step), where every page is known to fit, and takes the first
+ * page of the lowest non-empty bucket (one bit scan of bucket_mask): the
+ * fullest page that surely fits, with no page scan.  A page whose last row
+ * goes is reset and pushed on its lane's reuse list.  A lane out of pages
+ * takes, in order: its reuse list, another lane's reuse list (try-lock), a
+ * new chunk, and (policy evict) evicts.
  *
  * Page states (page_hdr.bucket): 0..31 in that bucket list; BUCKET_NONE full;
  * BUCKET_REUSE on the reuse list; BUCKET_DETACHED taken by a writer that is
- * filling it (batch insert), in no list.  All under the region lock.
+ * filling it, in no list.  All under the page's lane lock.
  */
 #include <stdio.h>
 #include <string.h>
@@ -37,13 +42,35 @@
 
 static struct page_hdr *hdr_w(const lattice_region *r, uint32_t pid)
 {
-    /* Writer side (region lock held): pid is known to be mapped. */
+    /* Writer side (a lane lock held): pid is known to be mapped. */
     return (struct page_hdr *)(r->chunks[pid >> r->chunk_shift] +
                                ((size_t)(pid & (r->chunk_pages - 1)) << r->page_shift));
 }
 
-void region_lock(lattice_region *r) { pthread_mutex_lock(&r->lock); }
-void region_unlock(lattice_region *r) { pthread_mutex_unlock(&r->lock); }
+struct lane *region_lock(lattice_region *r, uint32_t partition)
+{
+    struct lane *l = &r->lanes[partition % r->nlanes];
+    pthread_mutex_lock(&l->lock);
+    return l;
+}
+
+void region_unlock(struct lane *l) { pthread_mutex_unlock(&l->lock); }
+
+static void lock_all(lattice_region *r)
+{
+    for (int i = 0; i < REGION_LANES; i++) pthread_mutex_lock(&r->lanes[i].lock);
+}
+
+static void unlock_all(lattice_region *r)
+{
+    for (int i = REGION_LANES; i-- > 0;) pthread_mutex_unlock(&r->lanes[i].lock);
+}
+
+/* The lane of a page's rows.  The caller holds that lane (or all). */
+static struct lane *lane_of(lattice_region *r, uint32_t pid)
+{
+    return &r->lanes[hdr_w(r, pid)->lane];
+}
 
 /* ---------------------------------------------------------------- lists */
 
@@ -72,21 +99,21 @@ static int bucket_of(const lattice_region *r, uint32_t free)
     return b >= LATTICE_REGION_BUCKETS ? LATTICE_REGION_BUCKETS - 1 : (int)b;
 }
 
-/* Takes a data page out of whatever list holds it. */
-static void detach(lattice_region *r, uint32_t pid)
+/* Takes a data page out of whatever list of its lane holds it. */
+static void detach(lattice_region *r, struct lane *l, uint32_t pid)
 {
     struct page_hdr *h = hdr_w(r, pid);
     if (h->bucket < LATTICE_REGION_BUCKETS) {
-        list_unlink(r, &r->bucket_head[h->bucket], pid);
-        if (--r->bucket_count[h->bucket] == 0) r->bucket_mask &= ~(1u << h->bucket);
+        list_unlink(r, &l->bucket_head[h->bucket], pid);
+        if (--l->bucket_count[h->bucket] == 0) l->bucket_mask &= ~(1u << h->bucket);
     } else if (h->bucket == BUCKET_NONE) {
-        r->pages_full--;
+        l->pages_full--;
     }
     h->bucket = BUCKET_DETACHED;
 }
 
 /* Puts a detached data page where its free space says; empties go to reuse. */
-static void place(lattice_region *r, uint32_t pid)
+static void place(lattice_region *r, struct lane *l, uint32_t pid)
 {
     struct page_hdr *h = hdr_w(r, pid);
     if (h->live == 0) {
@@ -95,37 +122,44 @@ static void place(lattice_region *r, uint32_t pid)
         page_write_end(h);
         h->kind = KIND_REUSE;
         h->bucket = BUCKET_REUSE;
-        r->pages_data--;
-        r->pages_reuse++;
-        list_push(r, &r->reuse_head, pid);
+        l->pages_data--;
+        l->pages_reuse++;
+        list_push(r, &l->reuse_head, pid);
         return;
     }
     int b = bucket_of(r, h->free);
     h->bucket = (uint8_t)b;
     if (b == BUCKET_NONE) {
-        r->pages_full++;
+        l->pages_full++;
         return;
     }
-    list_push(r, &r->bucket_head[b], pid);
-    r->bucket_count[b]++;
-    r->bucket_mask |= 1u << b;
+    list_push(r, &l->bucket_head[b], pid);
+    l->bucket_count[b]++;
+    l->bucket_mask |= 1u << b;
 }
 
-static void rebucket(lattice_region *r, uint32_t pid)
+static void rebucket(lattice_region *r, struct lane *l, uint32_t pid)
 {
     struct page_hdr *h = hdr_w(r, pid);
     if (h->live && h->bucket == bucket_of(r, h->free)) return;
-    detach(r, pid);
-    place(r, pid);
+    detach(r, l, pid);
+    place(r, l, pid);
 }
 
 /* ---------------------------------------------------------------- memory */
 
-static int map_chunk(lattice_region *r)
+/* Maps one chunk onto lane l's reuse list.  Lane l locked. */
+static int map_chunk(lattice_region *r, struct lane *l)
 {
-    if (r->pages_mapped >= r->max_pages) return LATTICE_ERR_REGION_FULL;
-    uint8_t *c = lt_map(LATTICE_REGION_CHUNK);
-    if (!c) return LATTICE_ERR_NOMEM;
+    pthread_mutex_lock(&r->map_lock);
+    int st = LATTICE_OK;
+    uint8_t *c = NULL;
+    if (r->pages_mapped >= r->max_pages) st = LATTICE_ERR_REGION_FULL;
+    else if (!(c = lt_map(LATTICE_REGION_CHUNK))) st = LATTICE_ERR_NOMEM;
+    if (st != LATTICE_OK) {
+        pthread_mutex_unlock(&r->map_lock);
+        return st;
+    }
     if (madvise(c, LATTICE_REGION_CHUNK, MADV_POPULATE_WRITE) != 0)
         memset(c, 0, LATTICE_REGION_CHUNK);
     uint32_t first = r->pages_mapped;
@@ -136,37 +170,47 @@ static int map_chunk(lattice_region *r)
         page_init_empty(h, r->page_size);
         h->kind = KIND_REUSE;
         h->bucket = BUCKET_REUSE;
-        list_push(r, &r->reuse_head, first + i);
+        h->lane = (uint8_t)l->idx;
+        list_push(r, &l->reuse_head, first + i);
     }
-    r->pages_reuse += r->chunk_pages;
+    l->pages_reuse += r->chunk_pages;
     __atomic_store_n(&r->pages_mapped, first + r->chunk_pages, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&r->map_lock);
     return LATTICE_OK;
 }
 
-static uint64_t rng_next(lattice_region *r)
+/* Moves one empty page from another lane's reuse list to l's.  Lane l
+ * locked; the others are only try-locked.  Returns 1 when it moved one. */
+static int steal_reuse(lattice_region *r, struct lane *l)
 {
-    uint64_t x = r->rng;
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    return r->rng = x;
+    for (uint32_t k = 1; k < r->nlanes; k++) {
+        struct lane *o = &r->lanes[(l->idx + k) % r->nlanes];
+        if (__atomic_load_n(&o->reuse_head, __ATOMIC_RELAXED) == NO_PAGE) continue;
+        if (pthread_mutex_trylock(&o->lock) != 0) continue;
+        uint32_t pid = o->reuse_head;
+        if (pid != NO_PAGE) {
+            list_unlink(r, &o->reuse_head, pid);
+            o->pages_reuse--;
+            hdr_w(r, pid)->lane = (uint8_t)l->idx;
+            list_push(r, &l->reuse_head, pid);
+            l->pages_reuse++;
+        }
+        pthread_mutex_unlock(&o->lock);
+        if (pid != NO_PAGE) return 1;
+    }
+    return 0;
 }
 
-/* Random-2-LRU over pages: evicts the entries whose head rows sit on the
- * less recently used of two sampled data pages.  Returns entries evicted. */
-static int evict_one(lattice_region *r, const struct evict_guard *g)
+static uint64_t rng_next(struct lane *l)
 {
-    uint32_t mapped = r->pages_mapped, cand[2], n = 0;
-    for (int tries = 0; tries < 16 && n < 2 && mapped; tries++) {
-        uint32_t pid = (uint32_t)(rng_next(r) % mapped);
-        struct page_hdr *h = hdr_w(r, pid);
-        if (h->kind == KIND_DATA && h->bucket != BUCKET_DETACHED) cand[n++] = pid;
-    }
-    if (n == 0) return 0;
-    uint32_t pid = cand[0];
-    if (n == 2) {
-        uint32_t a0 = __atomic_load_n(&hdr_w(r, cand[0])->access, __ATOMIC_RELAXED);
-        uint32_t a1 = __atomic_load_n(&hdr_w(r, cand[1])->access, __ATOMIC_RELAXED);
-        if ((int32_t)(r->epoch - a1) > (int32_t)(r->epoch - a0)) pid = cand[1];
-    }
+    uint64_t x = l->rng;
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return l->rng = x;
+}
+
+/* Evicts the entries whose head rows sit on page pid (its lane locked). */
+static int evict_page(lattice_region *r, uint32_t pid, const struct evict_guard *g)
+{
     struct page_hdr *h = hdr_w(r, pid);
     uint8_t *pg = (uint8_t *)h;
     int evicted = 0;
@@ -189,59 +233,94 @@ static int evict_one(lattice_region *r, const struct evict_guard *g)
                                              v.klen, link, g);
         lt_free(key);
     }
-    r->evictions += (uint64_t)evicted;
     return evicted;
 }
 
-/* A detached data page that fits a row of len bytes: from the free-list
- * buckets, the reuse list, a new chunk, or (policy evict) after evicting. */
-static int take_page(lattice_region *r, uint32_t len, const struct evict_guard *g, uint32_t *out)
+/* Random-2-LRU over pages: evicts the entries whose head rows sit on the
+ * less recently used of two sampled data pages, of any lane (another lane is
+ * only try-locked).  Lane l locked.  Returns entries evicted. */
+static int evict_one(lattice_region *r, struct lane *l, const struct evict_guard *g)
+{
+    uint32_t mapped = __atomic_load_n(&r->pages_mapped, __ATOMIC_ACQUIRE), cand[2], n = 0;
+    for (int tries = 0; tries < 16 && n < 2 && mapped; tries++) {
+        uint32_t pid = (uint32_t)(rng_next(l) % mapped);
+        struct page_hdr *h = hdr_w(r, pid);
+        /* Unlocked peek at another lane's page: re-checked under its lock. */
+        if (__atomic_load_n(&h->kind, __ATOMIC_RELAXED) == KIND_DATA &&
+            __atomic_load_n(&h->bucket, __ATOMIC_RELAXED) != BUCKET_DETACHED)
+            cand[n++] = pid;
+    }
+    if (n == 0) return 0;
+    uint32_t pid = cand[0];
+    uint32_t ep = __atomic_load_n(&r->epoch, __ATOMIC_RELAXED);
+    if (n == 2) {
+        uint32_t a0 = __atomic_load_n(&hdr_w(r, cand[0])->access, __ATOMIC_RELAXED);
+        uint32_t a1 = __atomic_load_n(&hdr_w(r, cand[1])->access, __ATOMIC_RELAXED);
+        if ((int32_t)(ep - a1) > (int32_t)(ep - a0)) pid = cand[1];
+    }
+    struct lane *o = &r->lanes[__atomic_load_n(&hdr_w(r, pid)->lane, __ATOMIC_RELAXED)];
+    if (o != l && pthread_mutex_trylock(&o->lock) != 0) return 0;
+    struct page_hdr *h = hdr_w(r, pid);
+    int evicted = 0;
+    if (h->lane == o->idx && h->kind == KIND_DATA && h->bucket != BUCKET_DETACHED)
+        evicted = evict_page(r, pid, g);
+    if (o != l) pthread_mutex_unlock(&o->lock);
+    __atomic_add_fetch(&r->evictions, (uint64_t)evicted, __ATOMIC_RELAXED);
+    return evicted;
+}
+
+/* A detached data page of lane l that fits a row of len bytes: from l's
+ * buckets, its reuse list, another lane's reuse list, a new chunk, or
+ * (policy evict) after evicting. */
+static int take_page(lattice_region *r, struct lane *l, uint32_t len,
+                     const struct evict_guard *g, uint32_t *out)
 {
     uint32_t b0 = (len + 2 + r->step - 1) / r->step;
     int rounds = 0;
     for (;;) {
-        uint32_t m = b0 < LATTICE_REGION_BUCKETS ? r->bucket_mask >> b0 << b0 : 0;
+        uint32_t m = b0 < LATTICE_REGION_BUCKETS ? l->bucket_mask >> b0 << b0 : 0;
         if (m) {
-            uint32_t pid = r->bucket_head[__builtin_ctz(m)];
-            detach(r, pid);
+            uint32_t pid = l->bucket_head[__builtin_ctz(m)];
+            detach(r, l, pid);
             *out = pid;
             return LATTICE_OK;
         }
-        if (r->reuse_head != NO_PAGE) {
-            uint32_t pid = r->reuse_head;
-            list_unlink(r, &r->reuse_head, pid);
-            r->pages_reuse--;
-            r->pages_data++;
+        if (l->reuse_head != NO_PAGE) {
+            uint32_t pid = l->reuse_head;
+            list_unlink(r, &l->reuse_head, pid);
+            l->pages_reuse--;
+            l->pages_data++;
             struct page_hdr *h = hdr_w(r, pid);
             h->kind = KIND_DATA;
             h->bucket = BUCKET_DETACHED;
             *out = pid;
             return LATTICE_OK;
         }
-        int st = map_chunk(r);
+        if (steal_reuse(r, l)) continue;
+        int st = map_chunk(r, l);
         if (st == LATTICE_OK) continue;
         if (st == LATTICE_ERR_NOMEM) return st;
         if (r->policy != LATTICE_REGION_EVICT || rounds++ >= EVICT_ROUNDS)
             return LATTICE_ERR_REGION_FULL;
-        evict_one(r, g);
+        evict_one(r, l, g);
     }
 }
 
-static void stamp(lattice_region *r, struct page_hdr *h)
+static void stamp(lattice_region *r, struct lane *l, struct page_hdr *h)
 {
-    if (++r->epoch_tick % 64 == 0) __atomic_store_n(&r->epoch, r->epoch + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->access, r->epoch, __ATOMIC_RELAXED);
+    if (++l->epoch_tick % 64 == 0) __atomic_add_fetch(&r->epoch, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->access, __atomic_load_n(&r->epoch, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 }
 
 /* ---------------------------------------------------------------- writes */
 
 /* Writes one row of len bytes (head or fragment) into a page that fits. */
-static int put_row(lattice_region *r, const lattice_store_entry *e, uint8_t owner, int cont,
-                   int frag, uint64_t next, uint64_t pos, uint32_t piece, uint32_t len,
-                   uint64_t *link, const struct evict_guard *g)
+static int put_row(lattice_region *r, struct lane *l, const lattice_store_entry *e,
+                   uint8_t owner, int cont, int frag, uint64_t next, uint64_t pos,
+                   uint32_t piece, uint32_t len, uint64_t *link, const struct evict_guard *g)
 {
     uint32_t pid;
-    int st = take_page(r, len, g, &pid);
+    int st = take_page(r, l, len, g, &pid);
     if (st != LATTICE_OK) return st;
     struct page_hdr *h = hdr_w(r, pid);
     page_write_begin(h);
@@ -249,11 +328,11 @@ static int put_row(lattice_region *r, const lattice_store_entry *e, uint8_t owne
     uint8_t *dst = (uint8_t *)h + page_items(h)[item];
     if (cont) cont_encode(dst, e, frag, next, pos, piece);
     else head_encode(dst, e, owner, frag, next, piece);
-    stamp(r, h);
+    stamp(r, l, h);
     page_write_end(h);
-    place(r, pid);
-    r->rows++;
-    r->row_bytes += len;
+    place(r, l, pid);
+    l->rows++;
+    l->row_bytes += len;
     *link = LATTICE_LINK(pid, item) | (uint64_t)page_items(h)[item] << 48;
     return LATTICE_OK;
 }
@@ -262,6 +341,7 @@ static void free_row(lattice_region *r, uint64_t link, uint64_t *next, int *has_
 {
     uint32_t pid = LATTICE_LINK_PAGE(link);
     struct page_hdr *h = hdr_w(r, pid);
+    struct lane *l = lane_of(r, pid);
     struct rowv v;
     uint16_t off = page_items(h)[LATTICE_LINK_ITEM(link)];
     int ok = row_parse((uint8_t *)h, r->page_size, off, &v) == 0;
@@ -270,9 +350,9 @@ static void free_row(lattice_region *r, uint64_t link, uint64_t *next, int *has_
     page_write_begin(h);
     uint32_t len = page_remove(h, r->page_size, LATTICE_LINK_ITEM(link), 0, ok ? v.len : 0);
     page_write_end(h);
-    rebucket(r, pid);
-    r->rows--;
-    r->row_bytes -= len;
+    rebucket(r, l, pid);
+    l->rows--;
+    l->row_bytes -= len;
 }
 
 void region_free_locked(lattice_region *r, uint64_t link)
@@ -281,13 +361,13 @@ void region_free_locked(lattice_region *r, uint64_t link)
     while (more) free_row(r, link, &link, &more);
 }
 
-int region_insert_locked(lattice_region *r, const lattice_store_entry *e, uint8_t owner,
-                         uint64_t *link, const struct evict_guard *g)
+int region_insert_locked(lattice_region *r, struct lane *l, const lattice_store_entry *e,
+                         uint8_t owner, uint64_t *link, const struct evict_guard *g)
 {
     uint64_t total = e->key_len + e->value_len;
     uint32_t hs = head_hdr_len(e, 0);
     if (hs + total <= r->max_row)
-        return put_row(r, e, owner, 0, 0, 0, 0, 0, (uint32_t)(hs + total), link, g);
+        return put_row(r, l, e, owner, 0, 0, 0, 0, 0, (uint32_t)(hs + total), link, g);
 
     /* Fragmented: full continuation rows hold the tail, the head the rest
      * (maybe nothing).  Written last piece first, so each knows its next. */
@@ -301,21 +381,21 @@ int region_insert_locked(lattice_region *r, const lattice_store_entry *e, uint8_
         uint64_t pos = head + j * cap;
         uint32_t piece = (uint32_t)(total - pos < cap ? total - pos : cap);
         uint32_t len = (has_next ? CONT_HDR_NEXT : CONT_HDR_LAST) + piece;
-        uint64_t l;
-        int st = put_row(r, e, owner, 1, has_next, next, pos, piece, len, &l, g);
+        uint64_t lk;
+        int st = put_row(r, l, e, owner, 1, has_next, next, pos, piece, len, &lk, g);
         if (st != LATTICE_OK) {
             if (has_next) region_free_locked(r, next);
             return st;
         }
-        next = l, has_next = 1;
+        next = lk, has_next = 1;
     }
-    int st = put_row(r, e, owner, 0, 1, next, 0, (uint32_t)head, (uint32_t)(hf + head), link, g);
+    int st = put_row(r, l, e, owner, 0, 1, next, 0, (uint32_t)head, (uint32_t)(hf + head), link, g);
     if (st != LATTICE_OK) region_free_locked(r, next);
     return st;
 }
 
-int region_insert_batch_locked(lattice_region *r, const lattice_store_entry *e, size_t n,
-                               uint8_t owner, uint64_t *links, size_t *done,
+int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_store_entry *e,
+                               size_t n, uint8_t owner, uint64_t *links, size_t *done,
                                const struct evict_guard *g)
 {
     uint32_t cur = NO_PAGE;
@@ -326,18 +406,18 @@ int region_insert_batch_locked(lattice_region *r, const lattice_store_entry *e, 
         uint64_t len = head_hdr_len(&e[i], 0) + e[i].key_len + e[i].value_len;
         if (cur != NO_PAGE && (len > r->max_row || !page_fits(h, (uint32_t)len))) {
             /* Release before taking another page: eviction must see it placed. */
-            stamp(r, h);
+            stamp(r, l, h);
             page_write_end(h);
-            place(r, cur);
+            place(r, l, cur);
             cur = NO_PAGE;
         }
         if (len > r->max_row) {
-            st = region_insert_locked(r, &e[i], owner, &links[i], g);
+            st = region_insert_locked(r, l, &e[i], owner, &links[i], g);
             if (st != LATTICE_OK) break;
             continue;
         }
         if (cur == NO_PAGE) {
-            st = take_page(r, (uint32_t)len, g, &cur);
+            st = take_page(r, l, (uint32_t)len, g, &cur);
             if (st != LATTICE_OK) break;
             h = hdr_w(r, cur);
             page_write_begin(h);
@@ -355,21 +435,22 @@ int region_insert_batch_locked(lattice_region *r, const lattice_store_entry *e, 
             item = page_place(h, r->page_size, (uint32_t)len, -1);
         }
         head_encode((uint8_t *)h + it[item], &e[i], owner, 0, 0, 0);
-        r->rows++;
-        r->row_bytes += len;
+        l->rows++;
+        l->row_bytes += len;
         links[i] = LATTICE_LINK(cur, item) | (uint64_t)it[item] << 48;
     }
     if (cur != NO_PAGE) {
-        stamp(r, h);
+        stamp(r, l, h);
         page_write_end(h);
-        place(r, cur);
+        place(r, l, cur);
     }
     *done = i;
     return st;
 }
 
-int region_update_locked(lattice_region *r, uint64_t *linkp, const lattice_store_entry *e,
-                         uint8_t owner, const struct evict_guard *g)
+int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
+                         const lattice_store_entry *e, uint8_t owner,
+                         const struct evict_guard *g)
 {
     uint64_t old = *linkp;
     uint32_t pid = LATTICE_LINK_PAGE(old);
@@ -382,23 +463,37 @@ int region_update_locked(lattice_region *r, uint64_t *linkp, const lattice_store
         return LATTICE_ERR_PROTO;
     }
     uint64_t len = head_hdr_len(e, 0) + e->key_len + e->value_len;
-    if (!(v.flags & F_NEXT) && len <= r->max_row && h->free + v.len >= len) {
-        /* In place: same page, same item id, so the link does not change. */
+    uint32_t gap = h->upper - HDR - 2u * h->nitems;
+    if (!(v.flags & F_NEXT) && len <= v.len) {
+        /* Over the old row, at the same offset: no compaction, link and hint
+         * unchanged.  A shorter row leaves a hole that compaction drops. */
+        page_write_begin(h);
+        head_encode((uint8_t *)h + page_items(h)[item], e, owner, 0, 0, 0);
+        h->free = (uint16_t)(h->free + v.len - len);
+        stamp(r, l, h);
+        page_write_end(h);
+        rebucket(r, l, pid);
+        l->row_bytes -= v.len - len;
+        return LATTICE_OK;
+    }
+    if (!(v.flags & F_NEXT) && len <= gap) {
+        /* Into the gap of the same page (no compaction): same item id, so
+         * the link does not change, only its position hint. */
         page_write_begin(h);
         page_remove(h, r->page_size, item, 1, v.len);
         page_place(h, r->page_size, (uint32_t)len, item);
         head_encode((uint8_t *)h + page_items(h)[item], e, owner, 0, 0, 0);
-        stamp(r, h);
+        stamp(r, l, h);
         page_write_end(h);
-        rebucket(r, pid);
-        r->row_bytes += len - v.len;
+        rebucket(r, l, pid);
+        l->row_bytes += len - v.len;
         /* Same row, new position hint. */
         __atomic_store_n(linkp, LATTICE_LINK(pid, item) | (uint64_t)page_items(h)[item] << 48,
                          __ATOMIC_RELEASE);
         return LATTICE_OK;
     }
     uint64_t nl;
-    int st = region_insert_locked(r, e, owner, &nl, g);
+    int st = region_insert_locked(r, l, e, owner, &nl, g);
     if (st != LATTICE_OK) return st;
     /* Readers holding the old link see its page change and reload the link. */
     __atomic_store_n(linkp, nl, __ATOMIC_RELEASE);
@@ -527,7 +622,7 @@ int lattice_region_create(const lattice_region_config *cfg, lattice_region **out
         lt_free(r);
         return LATTICE_ERR_NOMEM;
     }
-    pthread_mutex_init(&r->lock, NULL);
+    pthread_mutex_init(&r->map_lock, NULL);
     snprintf(r->name, sizeof r->name, "%s", cfg->name ? cfg->name : "default");
     r->page_size = ps;
     r->page_shift = (uint32_t)__builtin_ctz(ps);
@@ -538,11 +633,20 @@ int lattice_region_create(const lattice_region_config *cfg, lattice_region **out
     r->nchunks = (uint32_t)cfg->max_mb;
     r->max_pages = r->nchunks * r->chunk_pages;
     r->policy = cfg->policy;
-    r->reuse_head = NO_PAGE;
-    for (int b = 0; b < LATTICE_REGION_BUCKETS; b++) r->bucket_head[b] = NO_PAGE;
-    r->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)r;
+    for (uint32_t i = 0; i < REGION_LANES; i++) {
+        struct lane *l = &r->lanes[i];
+        pthread_mutex_init(&l->lock, NULL);
+        l->idx = i;
+        l->reuse_head = NO_PAGE;
+        for (int b = 0; b < LATTICE_REGION_BUCKETS; b++) l->bucket_head[b] = NO_PAGE;
+        l->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)(uintptr_t)r + i * 0x632be59bd9b4e019ull);
+    }
+    r->nlanes = (uint32_t)(cfg->max_mb / REGION_MB_PER_LANE);
+    if (r->nlanes < 1) r->nlanes = 1;
+    if (r->nlanes > REGION_LANES) r->nlanes = REGION_LANES;
+    /* Preallocated pages start on lane 0; other lanes take them as they need. */
     for (uint64_t i = 0; i < cfg->prealloc_mb; i++) {
-        if (map_chunk(r) != LATTICE_OK) {
+        if (map_chunk(r, &r->lanes[0]) != LATTICE_OK) {
             lattice_region_destroy(r);
             return LATTICE_ERR_NOMEM;
         }
@@ -556,7 +660,8 @@ void lattice_region_destroy(lattice_region *r)
     if (!r) return;
     for (uint32_t c = 0; c < r->nchunks; c++)
         if (r->chunks[c]) lt_unmap(r->chunks[c], LATTICE_REGION_CHUNK);
-    pthread_mutex_destroy(&r->lock);
+    pthread_mutex_destroy(&r->map_lock);
+    for (int i = 0; i < REGION_LANES; i++) pthread_mutex_destroy(&r->lanes[i].lock);
     lt_free(r->chunks);
     lt_free(r);
 }
@@ -567,7 +672,7 @@ uint32_t lattice_region_page_payload(const lattice_region *r) { return r->max_ro
 int region_attach(lattice_region *r, evict_fn fn, void *ctx, uint8_t *owner)
 {
     int st = LATTICE_ERR_TOO_LARGE;
-    region_lock(r);
+    lock_all(r);
     for (int i = 1; i < MAX_OWNERS; i++) {
         if (!r->owners[i].fn) {
             r->owners[i].fn = fn;
@@ -577,16 +682,16 @@ int region_attach(lattice_region *r, evict_fn fn, void *ctx, uint8_t *owner)
             break;
         }
     }
-    region_unlock(r);
+    unlock_all(r);
     return st;
 }
 
 void region_detach(lattice_region *r, uint8_t owner)
 {
-    region_lock(r);
+    lock_all(r);
     r->owners[owner].fn = NULL;
     r->owners[owner].ctx = NULL;
-    region_unlock(r);
+    unlock_all(r);
 }
 
 static int entry_valid(const lattice_store_entry *e)
@@ -601,13 +706,15 @@ static int entry_check(const lattice_store_entry *e)
     return e->value_len > LATTICE_STORE_MAX_VALUE ? LATTICE_ERR_TOO_LARGE : LATTICE_OK;
 }
 
+/* Raw rows all go through lane 0: they belong to no partition, and one
+ * free list keeps the region API's packing exactly best fit. */
 int lattice_region_insert(lattice_region *r, const lattice_store_entry *e, uint64_t *link)
 {
     int st = link ? entry_check(e) : LATTICE_ERR_INVAL;
     if (st != LATTICE_OK) return st;
-    region_lock(r);
-    st = region_insert_locked(r, e, 0, link, NULL);
-    region_unlock(r);
+    struct lane *l = region_lock(r, 0);
+    st = region_insert_locked(r, l, e, 0, link, NULL);
+    region_unlock(l);
     return st;
 }
 
@@ -620,9 +727,9 @@ int lattice_region_insert_batch(lattice_region *r, const lattice_store_entry *e,
         int st = entry_check(&e[i]);
         if (st != LATTICE_OK) return st;
     }
-    region_lock(r);
-    int st = region_insert_batch_locked(r, e, n, 0, links, done, NULL);
-    region_unlock(r);
+    struct lane *l = region_lock(r, 0);
+    int st = region_insert_batch_locked(r, l, e, n, 0, links, done, NULL);
+    region_unlock(l);
     return st;
 }
 
@@ -653,46 +760,56 @@ int lattice_region_read(lattice_region *r, uint64_t link, lattice_store_visit_fn
 int lattice_region_remove(lattice_region *r, uint64_t link)
 {
     int st = LATTICE_ERR_NOT_FOUND;
-    region_lock(r);
     uint32_t pid = LATTICE_LINK_PAGE(link);
     uint16_t item = LATTICE_LINK_ITEM(link);
-    if (pid < r->pages_mapped) {
-        struct page_hdr *h = hdr_w(r, pid);
-        struct rowv v;
-        if (h->kind == KIND_DATA && item < h->nitems && page_items(h)[item] &&
-            row_parse((uint8_t *)h, r->page_size, page_items(h)[item], &v) == 0 &&
-            (v.flags & F_HEAD) && v.owner == 0) {
-            region_free_locked(r, link);
-            st = LATTICE_OK;
-        }
+    if (pid >= __atomic_load_n(&r->pages_mapped, __ATOMIC_ACQUIRE)) return st;
+    struct page_hdr *h = hdr_w(r, pid);
+    struct lane *l;
+    /* The page's lane changes only while it is empty (no row to remove). */
+    for (;;) {
+        l = &r->lanes[__atomic_load_n(&h->lane, __ATOMIC_RELAXED)];
+        pthread_mutex_lock(&l->lock);
+        if (h->lane == l->idx) break;
+        pthread_mutex_unlock(&l->lock);
     }
-    region_unlock(r);
+    struct rowv v;
+    if (h->kind == KIND_DATA && item < h->nitems && page_items(h)[item] &&
+        row_parse((uint8_t *)h, r->page_size, page_items(h)[item], &v) == 0 &&
+        (v.flags & F_HEAD) && v.owner == 0) {
+        region_free_locked(r, link);
+        st = LATTICE_OK;
+    }
+    region_unlock(l);
     return st;
 }
 
 void lattice_region_metrics_get(lattice_region *r, lattice_region_metrics *m)
 {
     memset(m, 0, sizeof *m);
-    region_lock(r);
+    lock_all(r);
     m->page_size = r->page_size;
     m->pages_max = r->max_pages;
     m->pages_mapped = r->pages_mapped;
-    m->pages_data = r->pages_data;
-    m->pages_reuse = r->pages_reuse;
-    m->pages_full = r->pages_full;
-    for (int b = 0; b < LATTICE_REGION_BUCKETS; b++) m->pages_in_bucket[b] = r->bucket_count[b];
-    m->rows = r->rows;
-    m->row_bytes = r->row_bytes;
-    m->evictions = r->evictions;
-    region_unlock(r);
+    for (int i = 0; i < REGION_LANES; i++) {
+        const struct lane *l = &r->lanes[i];
+        m->pages_data += l->pages_data;
+        m->pages_reuse += l->pages_reuse;
+        m->pages_full += l->pages_full;
+        for (int b = 0; b < LATTICE_REGION_BUCKETS; b++) m->pages_in_bucket[b] += l->bucket_count[b];
+        m->rows += l->rows;
+        m->row_bytes += l->row_bytes;
+    }
+    m->evictions = __atomic_load_n(&r->evictions, __ATOMIC_RELAXED);
+    unlock_all(r);
 }
 
 int lattice_region_page_inspect(lattice_region *r, uint32_t page, lattice_region_page_info *info)
 {
     memset(info, 0, sizeof *info);
     info->bucket = -1;
-    region_lock(r);
-    if (page < r->pages_mapped) {
+    lock_all(r);
+    int st = page < r->pages_mapped ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;
+    if (st == LATTICE_OK) {
         struct page_hdr *h = hdr_w(r, page);
         info->kind = h->kind == KIND_DATA ? LATTICE_PAGE_DATA : LATTICE_PAGE_REUSE;
         info->free = h->free;
@@ -700,6 +817,9 @@ int lattice_region_page_inspect(lattice_region *r, uint32_t page, lattice_region
         info->live = h->live;
         if (h->bucket < LATTICE_REGION_BUCKETS) info->bucket = h->bucket;
     }
-    region_unlock(r);
-    return page < r->pages_mapped ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;
+    unlock_all(r);
+    return st;
 }
+
+void region_lock_all(lattice_region *r) { lock_all(r); }
+void region_unlock_all(lattice_region *r) { unlock_all(r); }

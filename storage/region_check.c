@@ -1,7 +1,7 @@
 /*
  * lattice_region_check: the page-layout and free-list invariants, walked
  * page by page.  Tests call it after every kind of change; it is also a
- * diagnostic for a live region (it holds the region lock while it runs).
+ * diagnostic for a live region (it holds every lane's lock while it runs).
  */
 #include <string.h>
 
@@ -56,7 +56,8 @@ static int check_data_page(const lattice_region *r, uint32_t pid, uint64_t *rows
     return LATTICE_OK;
 }
 
-static int check_list(const lattice_region *r, uint32_t head, uint8_t bucket, uint64_t want)
+static int check_list(const lattice_region *r, const struct lane *l, uint32_t head,
+                      uint8_t bucket, uint64_t want)
 {
     uint64_t n = 0;
     uint32_t prev = NO_PAGE;
@@ -64,6 +65,8 @@ static int check_list(const lattice_region *r, uint32_t head, uint8_t bucket, ui
         struct page_hdr *h = page_hdr(r, pid);
         if (!h || h->bucket != bucket || h->prev != prev || ++n > r->pages_mapped)
             FAIL("list %d: page %u misplaced or list broken", bucket, pid);
+        if (h->lane != l->idx)
+            FAIL("lane %u list %d: page %u belongs to lane %u", l->idx, bucket, pid, h->lane);
         prev = pid;
     }
     if (n != want) FAIL("list %d: %llu pages, counted %llu", bucket, (unsigned long long)n,
@@ -71,45 +74,65 @@ static int check_list(const lattice_region *r, uint32_t head, uint8_t bucket, ui
     return LATTICE_OK;
 }
 
+static int check_lane(const lattice_region *r, const struct lane *l)
+{
+    for (int b = 0; b < LATTICE_REGION_BUCKETS; b++) {
+        if (check_list(r, l, l->bucket_head[b], (uint8_t)b, l->bucket_count[b]) != LATTICE_OK)
+            return LATTICE_ERR_PROTO;
+        if (!!(l->bucket_mask & (1u << b)) != (l->bucket_count[b] > 0))
+            FAIL("lane %u bucket %d: mask bit disagrees with count", l->idx, b);
+    }
+    return check_list(r, l, l->reuse_head, BUCKET_REUSE, l->pages_reuse);
+}
+
+struct counts {
+    uint64_t rows, bytes, data, reuse, full;
+};
+
+static int check_counts(const lattice_region *r, const struct counts *c, uint32_t lane)
+{
+    const struct lane *l = &r->lanes[lane];
+    if (c->data != l->pages_data || c->reuse != l->pages_reuse || c->full != l->pages_full)
+        FAIL("lane %u page counts: data %llu/%llu reuse %llu/%llu full %llu/%llu", lane,
+             (unsigned long long)c->data, (unsigned long long)l->pages_data,
+             (unsigned long long)c->reuse, (unsigned long long)l->pages_reuse,
+             (unsigned long long)c->full, (unsigned long long)l->pages_full);
+    if (c->rows != l->rows || c->bytes != l->row_bytes)
+        FAIL("lane %u row counts: %llu rows %llu bytes, counters say %llu / %llu", lane,
+             (unsigned long long)c->rows, (unsigned long long)c->bytes,
+             (unsigned long long)l->rows, (unsigned long long)l->row_bytes);
+    return check_lane(r, l);
+}
+
 static int check_locked(const lattice_region *r)
 {
-    uint64_t rows = 0, bytes = 0, data = 0, reuse = 0, full = 0;
+    struct counts c[REGION_LANES];
+    memset(c, 0, sizeof c);
     for (uint32_t pid = 0; pid < r->pages_mapped; pid++) {
         struct page_hdr *h = page_hdr(r, pid);
         if (h->seq & 1) FAIL("page %u: left in a write section", pid);
+        if (h->lane >= REGION_LANES) FAIL("page %u: lane %u", pid, h->lane);
+        struct counts *k = &c[h->lane];
         if (h->kind == KIND_REUSE) {
             if (h->live || h->nitems || h->free != r->page_size - HDR || h->bucket != BUCKET_REUSE)
                 FAIL("page %u: on the reuse list but not empty", pid);
-            reuse++;
+            k->reuse++;
             continue;
         }
         if (h->kind != KIND_DATA) FAIL("page %u: unknown kind %u", pid, h->kind);
-        if (check_data_page(r, pid, &rows, &bytes) != LATTICE_OK) return LATTICE_ERR_PROTO;
-        data++;
-        full += h->bucket == BUCKET_NONE;
+        if (check_data_page(r, pid, &k->rows, &k->bytes) != LATTICE_OK) return LATTICE_ERR_PROTO;
+        k->data++;
+        k->full += h->bucket == BUCKET_NONE;
     }
-    if (data != r->pages_data || reuse != r->pages_reuse || full != r->pages_full)
-        FAIL("page counts: data %llu/%llu reuse %llu/%llu full %llu/%llu",
-             (unsigned long long)data, (unsigned long long)r->pages_data,
-             (unsigned long long)reuse, (unsigned long long)r->pages_reuse,
-             (unsigned long long)full, (unsigned long long)r->pages_full);
-    if (rows != r->rows || bytes != r->row_bytes)
-        FAIL("row counts: %llu rows %llu bytes, counters say %llu / %llu",
-             (unsigned long long)rows, (unsigned long long)bytes,
-             (unsigned long long)r->rows, (unsigned long long)r->row_bytes);
-    for (int b = 0; b < LATTICE_REGION_BUCKETS; b++) {
-        if (check_list(r, r->bucket_head[b], (uint8_t)b, r->bucket_count[b]) != LATTICE_OK)
-            return LATTICE_ERR_PROTO;
-        if (!!(r->bucket_mask & (1u << b)) != (r->bucket_count[b] > 0))
-            FAIL("bucket %d: mask bit disagrees with count", b);
-    }
-    return check_list(r, r->reuse_head, BUCKET_REUSE, r->pages_reuse);
+    for (uint32_t i = 0; i < REGION_LANES; i++)
+        if (check_counts(r, &c[i], i) != LATTICE_OK) return LATTICE_ERR_PROTO;
+    return LATTICE_OK;
 }
 
 int lattice_region_check(lattice_region *r)
 {
-    region_lock(r);
+    region_lock_all(r);
     int st = check_locked(r);
-    region_unlock(r);
+    region_unlock_all(r);
     return st;
 }

@@ -13,8 +13,9 @@
  * Compaction moves rows towards the end of the page and rewrites their item
  * offsets, never item ids, so links stay valid.
  *
- * Writers change pages only with the region lock held, inside
- * page_write_begin/page_write_end, which make `seq` odd and then even again.
+ * Writers change a page only with its lane's lock held (see struct lane),
+ * inside page_write_begin/page_write_end, which make `seq` odd and then even
+ * again.
  * Readers read `seq`, copy, and accept the copy only if `seq` was even and
  * unchanged (a seqlock); see region_read_entry.
  */
@@ -37,15 +38,17 @@ enum { KIND_UNMAPPED = 0, KIND_REUSE = 1, KIND_DATA = 2 };
 struct page_hdr {
     uint32_t seq;       /* seqlock: odd while a writer changes the page */
     uint32_t access;    /* region access epoch of the last read/write (LRU) */
-    uint32_t prev;      /* bucket / reuse list neighbours; region lock */
+    uint32_t prev;      /* bucket / reuse list neighbours; lane lock */
     uint32_t next;
     uint16_t nitems;    /* item slots, used and free */
     uint16_t upper;     /* lowest row offset */
     uint16_t free;      /* see the file comment */
     uint16_t live;      /* rows on the page */
-    uint8_t bucket;     /* bucket index, BUCKET_NONE or BUCKET_REUSE; region lock */
-    uint8_t kind;       /* KIND_*; region lock */
-    uint16_t pad;
+    uint8_t bucket;     /* bucket index, BUCKET_NONE or BUCKET_REUSE; lane lock */
+    uint8_t kind;       /* KIND_*; lane lock */
+    uint8_t lane;       /* the lane whose lists hold the page; changes only while the
+                           page is empty, with both lanes locked */
+    uint8_t pad;
 };
 #define HDR ((uint32_t)sizeof(struct page_hdr))
 
@@ -65,7 +68,7 @@ struct rowv {
     uint32_t len;         /* whole row length incl. header */
 };
 
-/* Called by the region, with the region lock held, to evict one entry whose
+/* Called by the region, with the lane of the entry's page locked, to evict one entry whose
  * head row is at `link`.  The owner must not block: it try-locks the
  * partition (unless the guard says this thread already holds it), checks the
  * index still maps key to link, removes the index node and frees the row
@@ -78,8 +81,35 @@ struct evict_guard {
 typedef int (*evict_fn)(void *ctx, uint32_t partition, const void *key, size_t klen,
                         uint64_t link, const struct evict_guard *g);
 
+/* A lane is a free list of its own: writers of different lanes take pages,
+ * write rows and move pages between buckets in parallel.  Every page belongs
+ * to one lane; a store writes the rows of partition p through lane
+ * p % nlanes (raw region rows through lane 0), so a writer holding
+ * its partition's lane may change any row of that partition.  An empty page
+ * may move to another lane (a lane that runs dry takes reuse pages from the
+ * others before the region maps new memory).  Lock order: partition, lane,
+ * map_lock; a thread holding a lane only try-locks another.
+ * The price: free space in one lane's partly filled pages is not offered to
+ * another lane (empty pages are), so a region uses one lane per 8 MiB of
+ * max_mb, up to REGION_LANES: a small region keeps a single best-fit list. */
+#define REGION_LANES 8
+#define REGION_MB_PER_LANE 8
+
+struct lane {
+    pthread_mutex_t lock;   /* its pages' contents and lists, and the fields below */
+    uint32_t idx;
+    uint32_t bucket_head[LATTICE_REGION_BUCKETS];
+    uint32_t bucket_mask;   /* bit b set when bucket b is not empty */
+    uint64_t bucket_count[LATTICE_REGION_BUCKETS];
+    uint32_t reuse_head;
+    uint64_t pages_reuse, pages_data, pages_full;
+    uint64_t rows, row_bytes;
+    uint32_t epoch_tick;
+    uint64_t rng;
+} __attribute__((aligned(64)));
+
 struct lattice_region {
-    pthread_mutex_t lock;   /* every page change, lists and counters below */
+    pthread_mutex_t map_lock; /* mapping chunks (pages_mapped), the owner table */
     char name[32];
     uint32_t page_size;
     uint32_t page_shift;
@@ -92,22 +122,17 @@ struct lattice_region {
     uint8_t **chunks;       /* published with release stores; never unmapped until destroy */
     uint32_t pages_mapped;  /* atomic; readers bound page ids with it */
     lattice_region_policy policy;
+    uint32_t nlanes;          /* lanes in use: 1..REGION_LANES */
+    uint64_t evictions;       /* atomic */
+    uint32_t epoch;           /* atomic LRU clock: bumped every 64 row writes of a lane */
 
-    uint32_t bucket_head[LATTICE_REGION_BUCKETS];
-    uint32_t bucket_mask;   /* bit b set when bucket b is not empty */
-    uint64_t bucket_count[LATTICE_REGION_BUCKETS];
-    uint32_t reuse_head;
-    uint64_t pages_reuse, pages_data, pages_full;
-    uint64_t rows, row_bytes; /* read with relaxed atomics by metrics */
-    uint64_t evictions;
-    uint32_t epoch;           /* LRU clock: bumped every 64 row writes; readers load it */
-    uint32_t epoch_tick;
-    uint64_t rng;
-
+    /* Changed with every lane locked, so an evicting writer (holding one) sees
+     * a stable table. */
     struct {
         evict_fn fn;
         void *ctx;
     } owners[MAX_OWNERS];
+    struct lane lanes[REGION_LANES];
 };
 
 /* ---- page.c: page layout, row codec, seqlock (no locking of their own) ---- */
@@ -254,21 +279,29 @@ int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q);
 
 int region_attach(lattice_region *r, evict_fn fn, void *ctx, uint8_t *owner);
 void region_detach(lattice_region *r, uint8_t owner);
-void region_lock(lattice_region *r);
-void region_unlock(lattice_region *r);
+/* Locks and returns the lane that holds the rows of a store's partition. */
+struct lane *region_lock(lattice_region *r, uint32_t partition);
+void region_unlock(struct lane *l);
+/* Every lane, in order (metrics, checks, the owner table). */
+void region_lock_all(lattice_region *r);
+void region_unlock_all(lattice_region *r);
 
-/* All *_locked functions need the region lock. */
-int region_insert_locked(lattice_region *r, const lattice_store_entry *e, uint8_t owner,
-                         uint64_t *link, const struct evict_guard *g);
+/* All *_locked functions need lane l locked; the rows they write go to l's
+ * pages, the rows they change or free must be on l's pages. */
+int region_insert_locked(lattice_region *r, struct lane *l, const lattice_store_entry *e,
+                         uint8_t owner, uint64_t *link, const struct evict_guard *g);
 /* Packs rows of e[0..n) (none fragmented or not) page by page. */
-int region_insert_batch_locked(lattice_region *r, const lattice_store_entry *e, size_t n,
-                               uint8_t owner, uint64_t *links, size_t *done,
+int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_store_entry *e,
+                               size_t n, uint8_t owner, uint64_t *links, size_t *done,
                                const struct evict_guard *g);
 /* Rewrites the entry at *linkp in place when it fits its page; otherwise
  * writes it elsewhere, publishes the new link in *linkp (release store) and
  * frees the old row.  On error nothing changed. */
-int region_update_locked(lattice_region *r, uint64_t *linkp, const lattice_store_entry *e,
-                         uint8_t owner, const struct evict_guard *g);
+int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
+                         const lattice_store_entry *e, uint8_t owner,
+                         const struct evict_guard *g);
+/* Frees the entry at link (all its pieces); the lock of the lane holding its
+ * pages must be held (the evictor may hold a second lane: the page says). */
 void region_free_locked(lattice_region *r, uint64_t link);
 
 #endif

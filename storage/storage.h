@@ -12,7 +12,7 @@
  *             than a page are split into fragments chained by links.  A free
  *             list keeps data pages in buckets by free space; emptied pages go
  *             to a reuse list that is drained before new memory is mapped.
- *   store   - `partitions` indexes (liburcu cds_lfht, key -> link) over one
+ *   store   - `partitions` indexes (open-addressing tables, key -> link) over one
  *             region; several stores may share one region.  Every entry has a
  *             caller-chosen 64-bit version and an optional absolute expire time.
  *
@@ -23,22 +23,23 @@
  *   thread's reads are simply not protected.
  *   Readers (get, get_all, count, cursors) never take a lock and never wait
  *   for a lock holder: they take rcu_read_lock themselves, look the key up in
- *   the cds_lfht and copy the row out of its page under a per-page sequence
- *   counter, retrying when a writer changed the page meanwhile (at worst they
+ *   the partition's table and copy the row out of its page under a per-page
+ *   sequence counter, retrying when a writer changed the page meanwhile (at worst they
  *   spin for the few hundred nanoseconds a writer spends inside one page).
- *   Metrics take the region lock briefly.  Region pages
+ *   Metrics take the region's lane locks briefly.  Region pages
  *   are never unmapped before the region is destroyed, so a reader can at
- *   worst read a stale page, which the sequence check rejects; index nodes are
- *   recycled only after an RCU grace period.  So a reader never returns a
+ *   worst read a stale page, which the sequence check rejects; replaced index
+ *   tables are freed only after an RCU grace period.  So a reader never returns a
  *   torn or recycled row: it returns a value that the key held at some
  *   instant during the call.
  *   Writers (put, remove, batch insert, clear, expire) serialise per
  *   partition (a mutex per partition) and, for the short time they change
- *   pages, on the region (a mutex per region).  Lock order: partition, then
- *   region.  Any number of writers may run at once; writers to different
- *   partitions run in parallel except while copying rows into pages.
- *   Do not call store functions from inside rcu_read_lock(): writers may wait
- *   for a grace period when memory is short.
+ *   pages, on their partition's lane of the region (a region of max_mb has
+ *   one lane per 8 MiB, up to 8; partition p uses lane p % lanes).  Lock
+ *   order: partition, then lane.  Any number of writers may run at once;
+ *   writers to partitions on different lanes run in parallel throughout.
+ *   Do not call store functions from inside rcu_read_lock(): destroy waits
+ *   for grace periods (rcu_barrier).
  *
  * Memory: every allocation goes through lattice/alloc.h; a failed allocation
  * returns LATTICE_ERR_NOMEM and leaves the store exactly as it was.
@@ -120,12 +121,12 @@ uint32_t lattice_region_page_size(const lattice_region *r);
 uint32_t lattice_region_page_payload(const lattice_region *r);
 
 void lattice_region_metrics_get(lattice_region *r, lattice_region_metrics *m);
-/* Page details (tests and diagnostics).  Takes the region lock. */
+/* Page details (tests and diagnostics).  Takes every lane lock. */
 int lattice_region_page_inspect(lattice_region *r, uint32_t page, lattice_region_page_info *info);
 /* Walks every page and free-list bucket and checks the layout invariants
  * (rows inside the page and disjoint, item table and free counts consistent,
  * each page in exactly the bucket its free space says).  Returns LATTICE_OK or
- * LATTICE_ERR_PROTO after logging the first violation.  Takes the region lock. */
+ * LATTICE_ERR_PROTO after logging the first violation.  Takes every lane lock. */
 int lattice_region_check(lattice_region *r);
 
 /* ----------------------------------------------------------------- entries */
@@ -203,8 +204,8 @@ typedef struct lattice_store_metrics {
     uint64_t entries;      /* indexed entries (incl. expired ones not yet reclaimed) */
     uint64_t expirations;  /* expired entries reclaimed */
     uint64_t evictions;    /* entries evicted from this store */
-    uint64_t index_bytes;  /* index memory: node slabs + cds_lfht buckets (16 bytes each) */
-    uint64_t index_buckets;/* cds_lfht buckets over all partitions (grown at 2 entries/bucket) */
+    uint64_t index_bytes;  /* index memory: the partitions' tables (12 bytes a slot + header) */
+    uint64_t index_buckets;/* home slots of the partitions' tables (load kept in 0.62..0.81) */
     lattice_region_metrics region;
 } lattice_store_metrics;
 
@@ -214,9 +215,9 @@ int lattice_store_create(const lattice_store_config *cfg, lattice_store **out);
  * and all index memory.  No other thread may use the store any more. */
 void lattice_store_destroy(lattice_store *s);
 
-/* Insert or update.  An update rewrites the row in place when it fits in its
- * page (the link does not change), else writes it elsewhere and frees the
- * old row.  Errors: INVAL (bad partition/key), TOO_LARGE, NOMEM, REGION_FULL,
+/* Insert or update.  An update writes over the old row when the new one is
+ * no longer, into the page's gap when it fits there (the link keeps its page
+ * and item either way), else writes it elsewhere and frees the old row.  Errors: INVAL (bad partition/key), TOO_LARGE, NOMEM, REGION_FULL,
  * EXISTS / NOT_FOUND for the conditional flags.  On any error nothing changed. */
 int lattice_store_put(lattice_store *s, const lattice_store_entry *e, unsigned flags);
 

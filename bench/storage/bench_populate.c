@@ -72,13 +72,16 @@ int main(int argc, char **argv)
                         "bench_storage_populate [--quick] [--json]\n"
                         "Put keys 1..N (N = 1M, 2M, 4M, 8M; --quick: 100k, 200k) with 1 and 2 threads\n"
                         "into a store and into a plain cds_lfht of malloc'd entries; prints seconds\n"
-                        "and store/reference time (target <= 2.0).");
+                        "and store/reference time (targets: <= 1.2 with 1 thread, <= 1.5 with 2), and\n"
+                        "how much faster 2 store writers are than 1 (target >= 1.6).");
     if (rc >= 0) return rc;
     rcu_register_thread();
     uint64_t full[] = {1000000, 2000000, 4000000, 8000000}, quick[] = {100000, 200000};
     uint64_t *ns = o.quick ? quick : full;
     int nn = o.quick ? 2 : 4, all_ok = 1, first = 1;
-    if (!o.json) printf("%-9s %7s %10s %10s %8s\n", "N", "threads", "ref s", "store s", "ratio");
+    double store1 = 0;
+    if (!o.json)
+        printf("%-9s %7s %10s %10s %8s %9s\n", "N", "threads", "ref s", "store s", "ratio", "speedup");
     jappend("{\"benchmark\":\"storage_populate\",\"partitions\":%d,\"results\":[", PARTS);
     for (int i = 0; i < nn; i++) {
         for (int threads = 1; threads <= 2; threads++) {
@@ -103,23 +106,27 @@ int main(int argc, char **argv)
             lattice_store_destroy(s);
             lattice_region_destroy(r);
             double ratio = tsr / tr;
-            int ok = ratio <= 2.0;
+            if (threads == 1) store1 = tsr;
+            double speedup = threads == 2 ? store1 / tsr : 1.0;
+            int ok = ratio <= (threads == 1 ? 1.2 : 1.5) && (threads == 1 || speedup >= 1.6);
             all_ok &= ok;
             if (!o.json)
-                printf("%-9llu %7d %10.3f %10.3f %7.2fx%s\n", (unsigned long long)ns[i], threads, tr,
-                       tsr, ratio, ok ? "" : "  (target missed)");
+                printf("%-9llu %7d %10.3f %10.3f %7.2fx %8.2fx%s\n", (unsigned long long)ns[i],
+                       threads, tr, tsr, ratio, speedup, ok ? "" : "  (target missed)");
             jappend("%s{\"n\":%llu,\"threads\":%d,\"reference_s\":%.4f,\"store_s\":%.4f,"
                     "\"store_over_reference\":%.3f,\"store_mops\":%.3f,\"reference_mops\":%.3f,"
-                    "\"target_met\":%s}",
-                    first ? "" : ",", (unsigned long long)ns[i], threads, tr, tsr, ratio,
-                    (double)ns[i] / tsr / 1e6, (double)ns[i] / tr / 1e6, ok ? "true" : "false");
+                    "\"store_speedup_over_1_thread\":%.3f,\"target_met\":%s}",
+                    first ? "" : ",", (unsigned long long)ns[i], threads, tr, tsr, ratio, speedup,
+                    (double)ns[i] / tsr / 1e6, (double)ns[i] / tr / 1e6, speedup, ok ? "true" : "false");
             first = 0;
         }
     }
-    jappend("],\"target\":\"store time <= 2.0x reference\",\"all_targets_met\":%s}",
+    jappend("],\"target\":\"store time <= 1.2x reference (1 thread), <= 1.5x (2 threads); "
+            "2 store writers >= 1.6x faster than 1\",\"all_targets_met\":%s}",
             all_ok ? "true" : "false");
     if (o.json) printf("%s\n", json_buf);
-    else printf("target: store <= 2.0x the reference's time: %s\n", all_ok ? "met" : "MISSED");
+    else printf("targets: store <= 1.2x (1 thread) / 1.5x (2 threads) the reference's time, 2 writers\n"
+                "         >= 1.6x faster than 1: %s\n", all_ok ? "met" : "MISSED");
     rcu_unregister_thread();
     return 0;
 }

@@ -1,0 +1,84 @@
+/*
+ * Internals shared by store.c (writes, reads, lifecycle) and store_walk.c
+ * (clear, expiry, cursors).  Not a public header: only storage/ includes it.
+ *
+ * Locks: part.lock serialises the writers of one partition and guards every
+ * non-atomic field of struct part and the partition's table (index_int.h);
+ * the region lock is taken inside it (never the other way round, except
+ * eviction, which only try-locks partitions).  Readers take rcu_read_lock
+ * only and reach a partition's table through store.tabs[].
+ */
+#ifndef LATTICE_STORAGE_STORE_INT_H
+#define LATTICE_STORAGE_STORE_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "index_int.h"
+#include "region_int.h"
+
+struct part {
+    pthread_mutex_t lock;
+    struct lattice_store *s;
+    struct ix_table *tab; /* lock; NULL until the first write (and after clear) */
+    uint64_t count;       /* atomic; changed under lock */
+    uint64_t expiring;    /* atomic; entries with an expire time */
+    uint64_t slots;       /* atomic read; home slots of the table (metrics) */
+    uint64_t min_expire;  /* atomic read; no entry expires before this (lock) */
+    uint32_t idx;
+};
+
+struct lattice_store {
+    lattice_region *region;
+    uint8_t owner;
+    uint32_t nparts;
+    struct part *parts;
+    /* Readers' copy of each partition's table and its capacity, packed so a
+     * lookup touches 16 bytes here instead of a struct part, and can compute
+     * the home slot without waiting for the table header (it checks the
+     * header's cap in parallel).  Written under the partition lock: cap,
+     * then the pointer with rcu_assign_pointer. */
+    struct tabref {
+        struct ix_table *t;
+        uint32_t cap;
+    } *tabs;
+    uint64_t (*clock_ms)(void *);
+    void *clock_arg;
+    uint64_t expirations, evictions, index_bytes; /* atomics */
+    pthread_mutex_t sweep_lock; /* serialises expire(); guards sweep_part */
+    uint32_t sweep_part;
+    pthread_mutex_t sw_lock; /* sweeper thread state below */
+    pthread_cond_t sw_cond;
+    pthread_t sw_thread;
+    int sw_running, sw_stop;
+    unsigned sw_interval;
+    char name[32];
+};
+
+static inline uint32_t key_tag(const void *key, size_t len)
+{
+    return ix_tag(XXH3_64bits(key, len));
+}
+
+static inline int expired(const lattice_store *s, uint64_t expire, uint64_t *now)
+{
+    if (!expire) return 0;
+    if (!*now) *now = s->clock_ms(s->clock_arg);
+    return expire <= *now;
+}
+
+/* Replaces the partition's table by t (or NULL) for readers and writers and
+ * frees the old one after a grace period.  Partition lock held. */
+void store_swap_table(lattice_store *s, struct part *p, struct ix_table *t);
+/* Removes the entry in slot i of the partition's table (its row included).
+ * Partition lock held, region lock not held. */
+void store_drop_slot(lattice_store *s, struct part *p, long i, uint64_t expire);
+/* Rebuilds a table mostly emptied by removes smaller.  Partition lock held. */
+void store_maybe_shrink(lattice_store *s, struct part *p);
+/* Removes every entry of the partition and drops its table.  Partition lock
+ * held. */
+void store_clear_locked(lattice_store *s, struct part *p);
+
+#endif

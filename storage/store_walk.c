@@ -1,0 +1,320 @@
+/*
+ * Walks over one partition: clear, the expiry sweep, and cursors.
+ *
+ * Cursors.  A cursor's position is a tag: every entry whose tag is below
+ * `from` has been returned.  Tags do not change while an entry lives and a
+ * table is ordered by tag up to probe displacement (a key's home slot is
+ * monotonic in its tag, probes never wrap), so a batch can take "every live
+ * entry with from <= tag < upto" from whatever table is current, across
+ * rebuilds:
+ *   1. scan from the home slot of `from`, collecting live slots with a tag
+ *      >= from; once enough are collected at slot i, set upto to the lowest
+ *      tag whose home is i or later, and keep scanning to the next empty
+ *      slot - every key with a smaller tag sits before it (its probe chain
+ *      from its home never crosses an empty slot);
+ *   2. sort what was collected by tag and copy the rows in that order,
+ *      cutting early for max_entries / max_bytes only where the tag changes,
+ *      so a batch never splits a run of equal tags; the next batch starts at
+ *      the tag of the first entry not returned.
+ * The guarantee: every entry present from open to the end of the walk is
+ * returned exactly once, whatever writers do meanwhile; entries added or
+ * removed meanwhile may or may not be returned.  A slot whose row does not
+ * check out while the table was replaced meanwhile (its link may be stale)
+ * makes the batch start again on the new table.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "store_int.h"
+
+#define TAG_END (1ull << 32)
+#define STALE (-2)
+
+/* ---------------------------------------------------------------- reclaim */
+
+/* Removes every entry of p (or only those expired at now), up to max (0 = no
+ * limit); returns how many.  Partition lock held. */
+static size_t reclaim(lattice_store *s, struct part *p, int only_expired, uint64_t now,
+                      size_t max)
+{
+    struct ix_table *t = p->tab;
+    size_t total = 0;
+    uint64_t next_min = UINT64_MAX;
+    int whole = 1;
+    for (uint32_t i = 0; t && i < t->nslots; i++) {
+        if (t->tags[i] <= IX_TOMB) continue;
+        struct read_req q = {0};
+        if (region_read_entry(s->region, t->links[i], &q) != LATTICE_OK) q.expire = 0;
+        if (only_expired && !(q.expire && q.expire <= now)) {
+            if (q.expire && q.expire < next_min) next_min = q.expire;
+            continue;
+        }
+        store_drop_slot(s, p, (long)i, q.expire);
+        if (++total == max) {
+            whole = 0;
+            break;
+        }
+    }
+    /* A finished walk saw every survivor: none expires before next_min. */
+    if (whole || !only_expired) __atomic_store_n(&p->min_expire, next_min, __ATOMIC_RELAXED);
+    if (only_expired && total) store_maybe_shrink(s, p);
+    return total;
+}
+
+void store_clear_locked(lattice_store *s, struct part *p)
+{
+    if (!p->tab) return;
+    reclaim(s, p, 0, 0, 0);
+    /* Readers still searching the old table find tombstones only. */
+    store_swap_table(s, p, NULL);
+}
+
+int lattice_store_clear(lattice_store *s, uint32_t partition)
+{
+    if (partition >= s->nparts) return LATTICE_ERR_INVAL;
+    struct part *p = &s->parts[partition];
+    pthread_mutex_lock(&p->lock);
+    store_clear_locked(s, p);
+    pthread_mutex_unlock(&p->lock);
+    return LATTICE_OK;
+}
+
+size_t lattice_store_expire(lattice_store *s, size_t max)
+{
+    size_t total = 0;
+    pthread_mutex_lock(&s->sweep_lock);
+    uint64_t now = s->clock_ms(s->clock_arg);
+    for (uint32_t k = 0; k < s->nparts; k++) {
+        uint32_t i = (s->sweep_part + k) & (s->nparts - 1);
+        struct part *p = &s->parts[i];
+        if (!__atomic_load_n(&p->expiring, __ATOMIC_RELAXED) ||
+            __atomic_load_n(&p->min_expire, __ATOMIC_RELAXED) > now)
+            continue;
+        pthread_mutex_lock(&p->lock);
+        size_t n = reclaim(s, p, 1, now, max ? max - total : 0);
+        pthread_mutex_unlock(&p->lock);
+        total += n;
+        if (max && total >= max) {
+            s->sweep_part = i; /* this partition may hold more: resume here */
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->sweep_lock);
+    __atomic_add_fetch(&s->expirations, total, __ATOMIC_RELAXED);
+    return total;
+}
+
+/* ---------------------------------------------------------------- cursors */
+
+struct pick {
+    uint32_t tag;
+    uint32_t slot;
+};
+
+struct rec {
+    uint32_t klen, vlen;
+    uint64_t expire, version;
+};
+
+struct lattice_store_cursor {
+    lattice_store *s;
+    uint32_t part;
+    uint64_t from; /* every entry with a smaller tag was returned; TAG_END: done */
+    uint8_t *buf;  /* the batch's records, delivered after the walk */
+    size_t cap;
+    struct pick *picks;
+    size_t npicks_cap;
+};
+
+int lattice_store_cursor_open(lattice_store *s, uint32_t partition, lattice_store_cursor **out)
+{
+    if (!out) return LATTICE_ERR_INVAL;
+    *out = NULL;
+    if (partition >= s->nparts) return LATTICE_ERR_INVAL;
+    lattice_store_cursor *c = lt_calloc(1, sizeof *c);
+    if (!c) return LATTICE_ERR_NOMEM;
+    c->s = s;
+    c->part = partition;
+    *out = c;
+    return LATTICE_OK;
+}
+
+void lattice_store_cursor_close(lattice_store_cursor *c)
+{
+    if (!c) return;
+    lt_free(c->buf);
+    lt_free(c->picks);
+    lt_free(c);
+}
+
+static int grow_buf(lattice_store_cursor *c, size_t need)
+{
+    if (need <= c->cap) return 1;
+    size_t cap = c->cap ? c->cap : 4096;
+    while (cap < need) cap *= 2;
+    uint8_t *b = lt_realloc(c->buf, cap);
+    if (!b) return 0;
+    c->buf = b;
+    c->cap = cap;
+    return 1;
+}
+
+static int push_pick(lattice_store_cursor *c, size_t n, uint32_t tag, uint32_t slot)
+{
+    if (n == c->npicks_cap) {
+        size_t cap = c->npicks_cap ? c->npicks_cap * 2 : 256;
+        struct pick *np = lt_realloc(c->picks, cap * sizeof *np);
+        if (!np) return 0;
+        c->picks = np;
+        c->npicks_cap = cap;
+    }
+    c->picks[n] = (struct pick){tag, slot};
+    return 1;
+}
+
+/* Step 1: collects into c->picks every live slot of t with from <= tag <
+ * *upto, at least `enough` of them unless the tag space ends first.
+ * Returns the count, or -1 out of memory.  RCU read lock held. */
+static long select_range(lattice_store_cursor *c, const struct ix_table *t, uint64_t from,
+                         size_t enough, uint64_t *upto)
+{
+    uint64_t lim = TAG_END;
+    size_t n = 0;
+    int cut = 0;
+    for (uint32_t i = ix_home(t, (uint32_t)from); i < t->nslots; i++) {
+        uint32_t tag = __atomic_load_n(&t->tags[i], __ATOMIC_ACQUIRE);
+        if (!cut && n >= enough && i < t->cap) {
+            /* Lowest tag with home >= i: ceil(i * 2^32 / cap). */
+            lim = (((uint64_t)i << 32) + t->cap - 1) / t->cap;
+            cut = 1;
+        }
+        if (cut && tag == IX_EMPTY) break;
+        if (tag <= IX_TOMB || tag < from || tag >= lim) continue;
+        if (!push_pick(c, n++, tag, i)) return -1;
+    }
+    *upto = lim;
+    return (long)n;
+}
+
+static int pick_cmp(const void *a, const void *b)
+{
+    uint32_t x = ((const struct pick *)a)->tag, y = ((const struct pick *)b)->tag;
+    return (x > y) - (x < y);
+}
+
+/* Copies the entry of pick k to c->buf + used: 1 copied (*need = bytes
+ * used), 0 skipped (gone or expired), -1 out of memory, STALE when its row
+ * does not check out and the table was replaced.  RCU read lock held. */
+static int copy_pick(lattice_store_cursor *c, const struct ix_table *t, const struct pick *k,
+                     size_t used, size_t *need, uint64_t *now)
+{
+    lattice_store *s = c->s;
+    uint64_t link = __atomic_load_n(&t->links[k->slot], __ATOMIC_ACQUIRE);
+    for (;;) {
+        struct read_req q = {0};
+        if (region_read_entry(s->region, link, &q) != LATTICE_OK) goto moved;
+        size_t sz = (sizeof(struct rec) + q.klen + q.vlen + 7) & ~(size_t)7;
+        if (!grow_buf(c, used + sz)) return -1;
+        uint8_t *base = c->buf + used + sizeof(struct rec);
+        size_t klen = q.klen, vlen = q.vlen;
+        q = (struct read_req){.kbuf = base, .kcap = klen, .vbuf = base + klen, .vcap = vlen};
+        if (region_read_entry(s->region, link, &q) != LATTICE_OK) goto moved;
+        if (q.klen != klen || q.vlen != vlen) continue;
+        /* A stale link may name a recycled row: the key must have this tag. */
+        if (q.owner != s->owner || q.partition != c->part || key_tag(base, klen) != k->tag)
+            goto moved;
+        if (expired(s, q.expire, now)) return 0;
+        struct rec r = {(uint32_t)klen, (uint32_t)vlen, q.expire, q.version};
+        memcpy(c->buf + used, &r, sizeof r);
+        *need = sz;
+        return 1;
+    moved:;
+        uint64_t again = __atomic_load_n(&t->links[k->slot], __ATOMIC_ACQUIRE);
+        if (again != link) {
+            link = again;
+            continue;
+        }
+        if (__atomic_load_n(&t->tags[k->slot], __ATOMIC_ACQUIRE) != k->tag) return 0; /* removed */
+        return rcu_dereference(s->tabs[c->part].t) == t ? 0 : STALE;
+    }
+}
+
+/* One batch from table t: fills c->buf with *count records and sets *next
+ * to where the following batch starts.  Ranges are selected SELECT_STEP
+ * entries at a time, so a batch cut by max_bytes never sorts more than a
+ * step beyond what it returns. */
+#define SELECT_STEP 256
+
+static int collect(lattice_store_cursor *c, const struct ix_table *t, size_t max_entries,
+                   size_t max_bytes, size_t *count, size_t *used, uint64_t *next)
+{
+    uint64_t from = c->from, now = 0;
+    size_t bytes = 0;
+    *count = *used = 0;
+    for (;;) {
+        uint64_t upto;
+        size_t want = max_entries - *count;
+        long n = select_range(c, t, from, want < SELECT_STEP ? want : SELECT_STEP, &upto);
+        if (n < 0) return LATTICE_ERR_NOMEM;
+        if (n > 1) qsort(c->picks, (size_t)n, sizeof *c->picks, pick_cmp);
+        for (long k = 0; k < n; k++) {
+            /* Stop only between runs of equal tags (and a range never
+             * splits one: equal tags share a home slot). */
+            if ((*count >= max_entries || (max_bytes && bytes >= max_bytes)) &&
+                (k == 0 || c->picks[k].tag != c->picks[k - 1].tag)) {
+                *next = c->picks[k].tag;
+                return LATTICE_OK;
+            }
+            size_t need = 0;
+            int got = copy_pick(c, t, &c->picks[k], *used, &need, &now);
+            if (got == -1) return LATTICE_ERR_NOMEM;
+            if (got == STALE) return STALE;
+            if (got) {
+                const struct rec *r = (const struct rec *)(c->buf + *used);
+                bytes += (size_t)r->klen + r->vlen;
+                *used += need;
+                ++*count;
+            }
+        }
+        *next = upto;
+        if (upto == TAG_END || *count >= max_entries || (max_bytes && bytes >= max_bytes))
+            return LATTICE_OK;
+        from = upto;
+    }
+}
+
+int lattice_store_cursor_next(lattice_store_cursor *c, size_t max_entries, size_t max_bytes,
+                              lattice_store_visit_fn fn, void *arg, int *done)
+{
+    int dummy;
+    if (!done) done = &dummy;
+    *done = c->from == TAG_END;
+    if (*done) return LATTICE_OK;
+    if (!fn) return LATTICE_ERR_INVAL;
+    if (max_entries == 0) max_entries = 1;
+    size_t count = 0, used = 0;
+    uint64_t next = TAG_END;
+    int st;
+    rcu_read_lock();
+    do {
+        const struct ix_table *t = rcu_dereference(c->s->tabs[c->part].t);
+        st = t ? collect(c, t, max_entries, max_bytes, &count, &used, &next) : LATTICE_OK;
+        if (!t) count = 0, next = TAG_END;
+    } while (st == STALE);
+    rcu_read_unlock();
+    if (st != LATTICE_OK) return st; /* position unchanged: the caller may retry */
+    c->from = next;
+    /* Delivered after the walk, outside the read-side section. */
+    for (size_t off = 0, i = 0; i < count; i++) {
+        struct rec r;
+        memcpy(&r, c->buf + off, sizeof r);
+        const uint8_t *k = c->buf + off + sizeof r;
+        lattice_store_item item = {c->part, k, r.klen, k + r.klen, r.vlen, r.expire, r.version};
+        fn(arg, &item);
+        off += (sizeof r + r.klen + r.vlen + 7) & ~(size_t)7;
+    }
+    *done = c->from == TAG_END;
+    return LATTICE_OK;
+}
