@@ -686,6 +686,28 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
     }
 }
 
+/* Commands of one batch run concurrently (one submit), so a command whose
+ * key an earlier entry of the batch touches waits for the next batch: a
+ * pipelined SET k then INCR k must run in that order, whatever retries the
+ * first one meets.  A false hit of the filter only splits a batch early. */
+static bool touches_batch_key(batch *b, const lattice_resp_cmd *rc, size_t argc, const lattice_resp_arg *argv)
+{
+    int first, last, step;
+    lattice_resp_cmd_key_spec(rc, &first, &last, &step);
+    if (first <= 0 || step <= 0 || argc <= (size_t)first) return false;
+    long end = last >= 0 ? last : (long)argc + last;
+    if (end >= (long)argc) end = (long)argc - 1;
+    bool hit = false;
+    for (long i = first; i <= end; i += step) {
+        uint64_t h = 1469598103934665603ull;
+        for (size_t k = 0; k < argv[i].len; k++) h = (h ^ (uint8_t)argv[i].ptr[k]) * 1099511628211ull;
+        uint64_t bit = 1ull << (h & 63), *w = &b->keybits[(h >> 6) & 63];
+        hit |= b->n_ents && (*w & bit);
+        *w |= bit;
+    }
+    return hit;
+}
+
 cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_resp_command *cmd)
 {
     size_t argc = cmd->argc;
@@ -709,7 +731,10 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
         lattice_resp_add_error(c->out, LATTICE_RESP_ERR_NOAUTH, strlen(LATTICE_RESP_ERR_NOAUTH));
         return CMD_DONE;
     }
-    if (is_key_command(id)) return key_command(r, b, id, argc, argv);
+    if (is_key_command(id)) {
+        if (touches_batch_key(b, rc, argc, argv)) return CMD_DEFER;
+        return key_command(r, b, id, argc, argv);
+    }
     if (b->n_ents) return CMD_DEFER;
     immediate(r, c, id, argc, argv);
     return CMD_DONE;

@@ -78,6 +78,7 @@ typedef struct batch {
     char *vals;                       /* result values (data thread) */
     size_t vals_len, vals_cap;
     bool vals_nomem;
+    uint64_t keybits[64];             /* hashes of the keys its entries touch (a 4096-bit filter) */
     atomic_size_t remaining;
     struct batch *round_next;         /* io->round: batches of this epoll round */
 } batch;
