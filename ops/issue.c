@@ -117,6 +117,10 @@ void issue_route(lattice_ops *d, opx *o)
                   o->op.delta, o->op.ttl_ms};
     origin org = {.local = o};
     if (!ops_is_read(o->op.kind) && !o->seq) o->seq = ++d->op_seq;
+    if (lattice_meta_frozen(c)) {
+        retry_later(d, o, LATTICE_ERR_AGAIN); /* a base switch is deciding: nothing served here meanwhile */
+        return;
+    }
     if (ops_is_read(o->op.kind) && c->cfg.read_from_backup && c->store) {
         for (size_t i = 1; i < n; i++) {
             if (!owners[i]->self) continue;
@@ -127,10 +131,6 @@ void issue_route(lattice_ops *d, opx *o)
         }
     }
     if (owners[0]->self) {
-        if (!ops_is_read(o->op.kind) && lattice_meta_frozen(c, lt_mono_ms())) {
-            retry_later(d, o, LATTICE_ERR_AGAIN); /* a base check is counting: retry shortly */
-            return;
-        }
         primary_execute(d, c, &in, &org, d->self_id, o->seq);
         return;
     }

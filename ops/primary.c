@@ -3,8 +3,8 @@
  *
  *  primary_serve    a request that arrived on our ROUTER: the primary checks
  *                   it is the serving primary in its own view (else
- *                   NOT_OWNER: the issuer retries), that writes are not
- *                   frozen by a base check (else AGAIN), then executes.
+ *                   NOT_OWNER: the issuer retries), that the cache is not
+ *                   frozen by a base switch (else AGAIN), then executes.
  *  primary_execute  a resend of a write applied before gets its first
  *                   result (dedup.c); otherwise exec_local runs the op and
  *                   the write goes to every other serving owner and every
@@ -296,7 +296,7 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
         n = lattice_meta_serving_owners(c, in->partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
         n += lattice_meta_moving_owners(c, in->partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
     }
-    waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL ? sync_wait_new(org, &r) : NULL;
+    waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL ? sync_wait_new(c, org, &r) : NULL;
     for (size_t i = 0; i < n; i++) {
         peer *to = peer_of(owners[i]);
         if (to->m.self || !to->dealer) continue;
@@ -359,7 +359,7 @@ void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
         chan_reply(d, org, &r, NULL, 0, false);
         return;
     }
-    if (!ops_is_read(op.kind) && lattice_meta_frozen(c, lt_mono_ms())) {
+    if (lattice_meta_frozen(c)) {
         r.status = LATTICE_ERR_AGAIN;
         chan_reply(d, org, &r, NULL, 0, false);
         return;
