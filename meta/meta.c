@@ -36,7 +36,15 @@ struct lattice_meta {
     Latdata__Meta *msg;                /* packed form of the above */
     base_entry *live_buf;              /* the live servers as base entries (callers) */
     base_entry *check_buf;             /* scratch for lattice_meta_base_is_live only */
+    uint64_t next_serial;
 };
+
+/* Every version change ends the freezes it passes (lattice_meta_freeze). */
+static void thaw(lattice_meta *m)
+{
+    for (size_t i = 0; i < m->n_caches; i++)
+        if (m->caches[i]->frozen_at < m->version) m->caches[i]->frozen_at = 0;
+}
 
 /* ------------------------------------------------------------------ members */
 
@@ -213,6 +221,8 @@ void lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *membe
         m->members[m->n_members++] = members[i];
         if (members[i]->self) m->self = members[i];
     }
+    if (strcmp(m->coordinator, coordinator ? coordinator : "") != 0)
+        for (size_t i = 0; i < m->n_caches; i++) m->caches[i]->frozen_at = 0; /* its prepare died with it */
     snprintf(m->coordinator, sizeof m->coordinator, "%s", coordinator ? coordinator : "");
     for (size_t i = 0; i < m->n_caches; i++) cache_relive(m, m->caches[i]);
 }
@@ -301,6 +311,7 @@ static lattice_meta_cache *cache_new(lattice_meta *m, const lattice_cache_config
     lattice_meta_cache *c = lt_calloc(1, sizeof *c);
     if (!c) return NULL;
     c->cfg = *cfg;
+    c->serial = ++m->next_serial;
     c->counter = lt_calloc(cfg->partitions, sizeof *c->counter);
     if (!c->counter) goto fail;
     if (!m->cfg.client) {
@@ -409,16 +420,23 @@ lattice_meta_cache *lattice_meta_cache_of(const lattice_meta *m, const char *nam
     return NULL;
 }
 
-void lattice_meta_freeze(lattice_meta *m, uint64_t now_ms, uint64_t hold_ms)
+lattice_meta_cache *lattice_meta_cache_by_serial(const lattice_meta *m, uint64_t serial)
 {
-    uint64_t until = hold_ms ? now_ms + hold_ms : 0;
-    for (size_t i = 0; i < m->n_caches; i++) m->caches[i]->frozen_until = until;
+    for (size_t i = 0; i < m->n_caches; i++)
+        if (m->caches[i]->serial == serial) return m->caches[i];
+    return NULL;
 }
 
-bool lattice_meta_frozen(const lattice_meta_cache *c, uint64_t now_ms)
+lattice_status lattice_meta_freeze(lattice_meta *m, const char *name, uint64_t version, const char *coordinator)
 {
-    return c->frozen_until && now_ms < c->frozen_until;
+    if (!coordinator || strcmp(coordinator, m->coordinator) != 0 || version < m->version) return LATTICE_ERR_AGAIN;
+    lattice_meta_cache *c = lattice_meta_cache_of(m, name);
+    if (!c) return LATTICE_ERR_NO_CACHE;
+    if (version > c->frozen_at) c->frozen_at = version;
+    return LATTICE_OK;
 }
+
+bool lattice_meta_frozen(const lattice_meta_cache *c) { return c->frozen_at != 0; }
 
 bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg)
 {
@@ -434,7 +452,9 @@ bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg)
             continue;
         }
         lattice_meta_cache *c = lattice_meta_cache_of(m, cfg.name);
+        uint64_t held = 0; /* a replaced cache keeps its freeze: its name was prepared */
         if (c && !lattice_cache_config_equal(&c->cfg, &cfg)) {
+            held = c->frozen_at;
             for (size_t k = 0; k < m->n_caches; k++)
                 if (m->caches[k] == c) remove_cache(m, k);
             c = NULL;
@@ -442,6 +462,7 @@ bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg)
         if (!c) {
             if (add_cache(m, &cfg, cd->base_ids, cd->n_base_ids, cd->base_version) != LATTICE_OK) continue;
             c = m->caches[m->n_caches - 1];
+            c->frozen_at = held;
         } else if (c->base_version != cd->base_version) {
             cache_set_base(m, c, cd->base_ids, cd->n_base_ids, cd->base_version);
         }
@@ -456,7 +477,7 @@ bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg)
     }
     m->version = msg->version;
     m->valid = true;
-    lattice_meta_freeze(m, 0, 0);
+    thaw(m);
     msg_rebuild(m);
     LT_LOG(LT_INFO, "data", "cache metadata version %llu: %zu caches", (unsigned long long)m->version, m->n_caches);
     return true;
@@ -475,6 +496,7 @@ void lattice_meta_start(lattice_meta *m, const lattice_cache_config *cfgs, size_
     for (size_t i = 0; i < n; i++) add_cache(m, &cfgs[i], srv, ns, 1);
     m->version = 1;
     m->valid = true;
+    thaw(m);
     msg_rebuild(m);
     LT_LOG(LT_INFO, "data", "coordinator: cache metadata started with %zu caches", m->n_caches);
 }
@@ -491,6 +513,7 @@ lattice_status lattice_meta_add(lattice_meta *m, const char *spec)
     lattice_status st = add_cache(m, &cfg, srv, n, 1);
     if (st != LATTICE_OK) return st;
     m->version++;
+    thaw(m);
     msg_rebuild(m);
     LT_LOG(LT_INFO, "data", "cache %s created (metadata version %llu)", cfg.name, (unsigned long long)m->version);
     return LATTICE_OK;
@@ -502,6 +525,7 @@ lattice_status lattice_meta_remove(lattice_meta *m, const char *name)
         if (strcmp(m->caches[i]->cfg.name, name) != 0) continue;
         remove_cache(m, i);
         m->version++;
+        thaw(m);
         msg_rebuild(m);
         LT_LOG(LT_INFO, "data", "cache %s destroyed (metadata version %llu)", name, (unsigned long long)m->version);
         return LATTICE_OK;
@@ -512,6 +536,7 @@ lattice_status lattice_meta_remove(lattice_meta *m, const char *name)
 void lattice_meta_bump(lattice_meta *m)
 {
     m->version++;
+    thaw(m);
     msg_rebuild(m);
 }
 

@@ -17,7 +17,9 @@
  *   moving owners of p   affinity(live servers)[p] that do not serve p,
  *                        while the live servers differ from the base.
  *   base switch          lattice_meta_switch_due, a pure function of what
- *                        every server reported in one base check.
+ *                        every server reported in one base check; the
+ *                        freeze that holds a cache's operations while the
+ *                        coordinator decides (lattice_meta_freeze).
  *
  * Threads: a lattice_meta and everything it returns belong to one thread
  * (the node's data thread); the stores it creates need that thread
@@ -61,11 +63,13 @@ typedef struct lattice_meta_cache {
     lattice_meta_member **live;        /* per affinity node: its live member, NULL = gone */
     lattice_affinity *ideal;           /* affinity over the live servers when they differ from the base */
     lattice_meta_member **ideal_live;  /* per ideal node: its member */
-    uint64_t frozen_until;             /* monotonic ms: writes answer AGAIN until then (base check) */
+    uint64_t serial;                   /* unique among the caches this lattice_meta ever held */
+    uint64_t frozen_at;                /* a prepare froze it at this metadata version (0: not frozen) */
     /* The operation path's: */
     lattice_store *store;              /* servers only */
     uint64_t *counter;                 /* per-partition update counter */
     uint64_t reads, writes, hits, misses;
+    uint32_t writes_in_flight;         /* full_sync writes waiting for their copies (sync_wait.c) */
     void *rb;                          /* the rebalance executor's state (freed through cache_gone) */
     void *clean;                       /* the commit watermarks (ops/clean.c; freed through cache_gone) */
 } lattice_meta_cache;
@@ -102,6 +106,9 @@ size_t lattice_meta_cache_count(const lattice_meta *m);
 lattice_meta_cache *lattice_meta_cache_at(const lattice_meta *m, size_t i);
 /* NULL or "" = "default". */
 lattice_meta_cache *lattice_meta_cache_of(const lattice_meta *m, const char *name);
+/* The cache whose serial this is, or NULL once it is gone (destroyed or
+ * replaced): lets a late completion find its cache without a pointer. */
+lattice_meta_cache *lattice_meta_cache_by_serial(const lattice_meta *m, uint64_t serial);
 /* The packed form of the registry for pushes and replies (NULL: none yet). */
 const Latdata__Meta *lattice_meta_message(const lattice_meta *m);
 
@@ -115,8 +122,8 @@ void lattice_meta_start(lattice_meta *m, const lattice_cache_config *cfgs, size_
 /* Same name and config: OK; same name, other config: EXISTS; bad spec: INVAL. */
 lattice_status lattice_meta_add(lattice_meta *m, const char *spec);
 lattice_status lattice_meta_remove(lattice_meta *m, const char *name); /* NO_CACHE */
-/* A base check ended (switched or not): a new version whose arrival
- * releases every server's frozen writes. */
+/* A base check ended (switched or not): a new version, whose arrival
+ * releases every cache a prepare froze. */
 void lattice_meta_bump(lattice_meta *m);
 
 /* ---- owners (hot path: no allocation) */
@@ -132,10 +139,20 @@ size_t lattice_meta_moving_owners(const lattice_meta_cache *c, uint32_t p, latti
 bool lattice_meta_base_is_live(lattice_meta *m, const lattice_meta_cache *c);
 /* Switches c's base to the live servers (base version + 1). */
 lattice_status lattice_meta_switch_base(lattice_meta *m, lattice_meta_cache *c);
-/* Writes of every cache answer AGAIN until now_ms + hold_ms (a base check
- * counting); hold_ms 0 releases them. */
-void lattice_meta_freeze(lattice_meta *m, uint64_t now_ms, uint64_t hold_ms);
-bool lattice_meta_frozen(const lattice_meta_cache *c, uint64_t now_ms);
+/* The freeze of the base switch's prepare round, by metadata version, never
+ * by time.  A prepare from `coordinator` naming `version` freezes cache
+ * `name`: lattice_meta_frozen is true - every operation of it served here
+ * (reads and writes at the primary, reads at a backup) waits - until this
+ * node holds a metadata version newer than `version` (applied, or written
+ * when it is the coordinator), or until the coordinator changes (the new
+ * one runs its own check).  Replicated writes are not held: a primary's
+ * in-flight writes must still complete.
+ *   OK         frozen (or frozen already)
+ *   AGAIN      not frozen: the prepare is stale (we hold a newer version)
+ *              or its sender is not our coordinator
+ *   NO_CACHE   we do not know the cache yet (the switch must wait for us) */
+lattice_status lattice_meta_freeze(lattice_meta *m, const char *name, uint64_t version, const char *coordinator);
+bool lattice_meta_frozen(const lattice_meta_cache *c);
 
 /* One server's answer to a base check, for one cache. */
 typedef struct lattice_meta_switch_report {

@@ -70,7 +70,7 @@ bool ops_serving(lattice_ops *d, const lattice_meta_cache *c)
      * is no lease to hold; a started node always has one. */
     bool lease = !d->disc || lattice_discovery_serving(d->disc, d->incarnation);
     return lease && !atomic_load_explicit(&d->fenced, memory_order_acquire) &&
-           !lattice_meta_frozen(c, lt_mono_ms());
+           !lattice_meta_frozen(c);
 }
 
 void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,

@@ -8,11 +8,25 @@
  * --cache list (or a cache "default"), applies CREATE/DESTROY sent by any
  * node, pushes each new version to every server and answers META_GET,
  * which every node sends on each topology change and every second.
- * Base check: while the live servers differ from a cache's base, the
- * coordinator asks every server for its stats with the freeze flag (on
- * each topology change, and every BASE_CHECK_MS while a cache waits for
- * its rebalance), feeds the answers to lattice_meta_switch_due and switches
- * the bases it allows; the new version it then pushes releases the writes.
+ * Base switch, in three steps, with no timed correctness:
+ *   poll     while the live servers differ from some cache's base (on each
+ *            change of the server set, and every BASE_CHECK_MS while a cache
+ *            waits for its rebalance), the coordinator asks every server for
+ *            its stats - nothing is frozen - and feeds them to
+ *            lattice_meta_switch_due: does a switch look due?
+ *   prepare  only then, for those caches: CTL_STATS with STATS_PREPARE
+ *            naming the coordinator's metadata version V.  A server freezes
+ *            the cache (lattice_meta_freeze: every operation of it served
+ *            there waits until it holds a version newer than V, or its
+ *            coordinator changes) and answers once every full_sync write of
+ *            the cache it started has been acknowledged by its copies, so its
+ *            figures are final and no replication of it is still travelling.
+ *   decide   if every live server prepared and the version is still V, the
+ *            predicate again on the prepared answers: switch the bases it
+ *            allows.  Either way a new version V+1 goes to every server, and
+ *            applying it unfreezes.  Nobody serves a cache under the old base
+ *            once somebody serves it under the new one: a server is frozen
+ *            from its answer until it applies V+1, which carries the new base.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +51,7 @@ void control_meta_apply(lattice_ops *d, const Latdata__Meta *m)
 }
 
 static void start_base_check(lattice_ops *d);
+static void serve_parked(lattice_ops *d);
 static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs);
 #define BASE_CHECK_MS 300
 
@@ -73,6 +88,7 @@ static void send_ctl(lattice_ops *d, int kind, const char *cache, const char *va
 
 void control_tick(lattice_ops *d, uint64_t now)
 {
+    if (d->n_parked) serve_parked(d);
     if (d->seen_topology && lattice_meta_is_coordinator(d->meta) && lattice_meta_valid(d->meta) && now - d->last_meta_pull >= BASE_CHECK_MS) {
         /* The coordinator pulls nothing: last_meta_pull paces its base
          * checks instead (a rebalance ends long after the topology change). */
@@ -239,28 +255,43 @@ static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache 
     return due;
 }
 
+static void start_prepare(lattice_ops *d, uint32_t caches);
+
+/* A poll or a prepare round ended (every part answered or gave up). */
 static void finish_base_check(lattice_ops *d, bcast *b)
 {
     d->base_check_running = false;
-    bool changed = false;
-    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
-        lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
-        if (switch_due(d, b, c) && lattice_meta_switch_base(d->meta, c) == LATTICE_OK) changed = true;
-    }
-    /* Always a new version: its push releases every server's frozen writes. */
-    lattice_meta_freeze(d->meta, 0, 0);
-    lattice_meta_bump(d->meta);
-    push_meta(d);
-    if (changed) {
-        LT_LOG(LT_INFO, "data", "affinity base switched to the %zu live servers (metadata version %llu)",
-               d->n_peers, (unsigned long long)lattice_meta_version(d->meta));
-        rebal_on_change(d);
+    if (!lattice_meta_is_coordinator(d->meta)) return; /* no longer ours to write */
+    if (!b->version) {
+        uint32_t due = 0;
+        for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++)
+            if (switch_due(d, b, lattice_meta_cache_at(d->meta, i))) due |= 1u << i;
+        if (due) {
+            start_prepare(d, due);
+            return;
+        }
+    } else {
+        /* A version written meanwhile (a cache created or destroyed)
+         * released the freezes early: no switch on this round's figures. */
+        bool still = lattice_meta_version(d->meta) == b->version, changed = false;
+        for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
+            lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
+            if (still && (b->caches >> i & 1u) && switch_due(d, b, c) && lattice_meta_switch_base(d->meta, c) == LATTICE_OK)
+                changed = true;
+        }
+        lattice_meta_bump(d->meta); /* always: its arrival unfreezes every prepared server */
+        push_meta(d);
+        if (changed) {
+            LT_LOG(LT_INFO, "data", "affinity base switched to the %zu live servers (metadata version %llu)",
+                   live_server_count(d), (unsigned long long)lattice_meta_version(d->meta));
+            rebal_on_change(d);
+        }
     }
     start_base_check(d); /* the servers changed again while we counted */
     /* A cache still off the live set waits for its new owners to finish
      * loading (late affinity): let the next periodic tick (BASE_CHECK_MS)
-     * check again although the server set has not changed - never at once,
-     * or checks (and their write freezes) would run back to back. */
+     * poll again although the server set has not changed - never at once,
+     * or polls would run back to back. */
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta) && !d->base_check_running; i++)
         if (!lattice_meta_base_is_live(d->meta, lattice_meta_cache_at(d->meta, i))) d->checked_servers = 0;
 }
@@ -286,7 +317,7 @@ static void bcast_part(lattice_ops *d, bcast *b, const Latdata__Resp *rs)
 {
     if (rs && b->kind == CTL_PART_SIZE) b->sum += rs->num;
     if (rs && b->kind == CTL_STATS && b->stats) stats_add(b->stats, rs->node, rs->stats, rs->n_stats);
-    if (!rs && !b->op) b->sum = -1; /* base check: a server did not answer: do not switch */
+    if ((!rs || rs->status != LATTICE_OK) && !b->op) b->sum = -1; /* base check: a server did not answer or prepare: do not switch */
     if (--b->remaining > 0) return;
     if (!b->op) {
         finish_base_check(d, b);
@@ -343,7 +374,8 @@ void control_start_size(lattice_ops *d, opx *o)
     bcast_part(d, b, NULL);
 }
 
-/* Sends CTL_STATS to every server; self answers at once. */
+/* Sends CTL_STATS to every server; self answers at once.  op NULL: the
+ * coordinator's base check polls (nothing is frozen). */
 static void start_stats(lattice_ops *d, opx *op)
 {
     bcast *b = lt_calloc(1, sizeof *b);
@@ -364,7 +396,6 @@ static void start_stats(lattice_ops *d, opx *op)
     sr->cfgs = lt_calloc(nc ? nc : 1, sizeof *sr->cfgs);
     for (size_t i = 0; sr->cfgs && i < nc; i++) sr->cfgs[sr->n_caches++] = lattice_meta_cache_at(d->meta, i)->cfg;
     b->remaining = 1;
-    if (!op) lattice_meta_freeze(d->meta, lt_mono_ms(), FREEZE_MS);
     for (size_t i = 0; i < d->n_peers; i++) {
         peer *p = d->peers[i];
         if (!p->m.server) continue;
@@ -383,9 +414,120 @@ static void start_stats(lattice_ops *d, opx *op)
         if (!q) continue;
         pe->b = b;
         q->id = pe->id;
-        if (!op) q->flags = STATS_FREEZE;
         b->remaining++;
         chan_send(d, p, q);
+    }
+    bcast_part(d, b, (const Latdata__Resp *)&(Latdata__Resp)LATDATA__RESP__INIT);
+}
+
+/* The answer to a prepare: status OK with the cache's final figures, or why
+ * not.  self_pend: the coordinator's own part (its pending entry), else a
+ * reply to org. */
+static void answer_prepare(lattice_ops *d, lattice_meta_cache *c, lattice_status st, const origin *org,
+                           uint64_t self_pend)
+{
+    Latdata__NodeCacheStats **sts = lt_calloc(1, sizeof *sts);
+    size_t n = sts && st == LATTICE_OK && (sts[0] = node_stats(d, c)) ? 1 : 0;
+    if (st == LATTICE_OK && !n) st = LATTICE_ERR_NOMEM;
+    if (!self_pend) {
+        lattice_op_result r = {.status = st};
+        chan_reply(d, org, &r, sts, n, false); /* the box frees sts */
+        return;
+    }
+    pend *p = chan_pend_take(d, self_pend);
+    if (p) { /* NULL: the round gave up on it already */
+        Latdata__Resp rs = LATDATA__RESP__INIT;
+        rs.status = st;
+        rs.node = d->self_id;
+        rs.stats = sts;
+        rs.n_stats = n;
+        p->settle(d, p, &rs);
+        lt_free(p);
+    }
+    for (size_t i = 0; i < n; i++) lt_free(sts[i]);
+    lt_free(sts);
+}
+
+/* A prepare from `coordinator` for cache `name` at metadata version
+ * `version`: freeze, then answer once the cache's full_sync writes drained
+ * (parked until then; control_tick looks again). */
+static void serve_prepare(lattice_ops *d, const char *name, uint64_t version, const char *coordinator,
+                          const origin *org, uint64_t self_pend)
+{
+    lattice_status st = coordinator && *coordinator ? lattice_meta_freeze(d->meta, name, version, coordinator)
+                                                    : LATTICE_ERR_AGAIN;
+    lattice_meta_cache *c = st == LATTICE_OK ? lattice_meta_cache_of(d->meta, name) : NULL;
+    if (c && c->writes_in_flight > 0) {
+        if (d->n_parked < MAX_PARKED_PREPARES) {
+            parked_prepare *pp = &d->parked[d->n_parked++];
+            pp->serial = c->serial;
+            pp->self_pend = self_pend;
+            pp->org = *org;
+            return;
+        }
+        st = LATTICE_ERR_AGAIN; /* still frozen: the coordinator's next version releases it */
+    }
+    answer_prepare(d, c, st, org, self_pend);
+}
+
+/* Parked prepares whose cache drained (or went away) are answered. */
+static void serve_parked(lattice_ops *d)
+{
+    for (size_t i = 0; i < d->n_parked;) {
+        lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, d->parked[i].serial);
+        if (c && c->writes_in_flight > 0) {
+            i++;
+            continue;
+        }
+        parked_prepare pp = d->parked[i];
+        d->parked[i] = d->parked[--d->n_parked];
+        /* Thawed meanwhile (a newer version, another coordinator): that
+         * round is over, and this answer must not count as prepared. */
+        lattice_status st = !c ? LATTICE_ERR_NO_CACHE : lattice_meta_frozen(c) ? LATTICE_OK : LATTICE_ERR_AGAIN;
+        answer_prepare(d, c, st, &pp.org, pp.self_pend);
+    }
+}
+
+/* The prepare round for the caches a poll found due (bit i: cache i). */
+static void start_prepare(lattice_ops *d, uint32_t caches)
+{
+    bcast *b = lt_calloc(1, sizeof *b);
+    lattice_ops_stats *sr = lt_calloc(1, sizeof *sr);
+    if (!b || !sr) {
+        lt_free(b);
+        lt_free(sr);
+        return; /* the next tick polls again */
+    }
+    b->kind = CTL_STATS;
+    b->stats = sr;
+    b->version = lattice_meta_version(d->meta);
+    b->caches = caches;
+    b->remaining = 1;
+    d->base_check_running = true;
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
+        if (!(caches >> i & 1u)) continue;
+        const char *name = lattice_meta_cache_at(d->meta, i)->cfg.name;
+        for (size_t k = 0; k < d->n_peers; k++) {
+            peer *p = d->peers[k];
+            if (!p->m.server) continue;
+            pend *pe = p->m.self || p->dealer ? chan_pend_new(d, settle_bcast, p) : NULL;
+            Latdata__Req *q = pe && !p->m.self ? chan_req_new_from(CTL_STATS, name, NULL, 0, NULL, 0, d->self_id) : NULL;
+            if (!pe || (!p->m.self && !q)) {
+                if (pe) lt_free(chan_pend_take(d, pe->id));
+                b->sum = -1; /* a server we cannot ask is not prepared: no switch */
+                continue;
+            }
+            pe->b = b;
+            b->remaining++;
+            if (p->m.self) {
+                serve_prepare(d, name, b->version, d->self_id, &(origin){0}, pe->id);
+                continue;
+            }
+            q->id = pe->id;
+            q->flags = STATS_PREPARE;
+            q->version = b->version;
+            chan_send(d, p, q);
+        }
     }
     bcast_part(d, b, (const Latdata__Resp *)&(Latdata__Resp)LATDATA__RESP__INIT);
 }
@@ -434,9 +576,10 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
         rebal_serve_digest(d, q, o);
         return;
     case CTL_STATS: {
-        /* A base check: no write may land after we count, until the
-         * coordinator's next metadata (or FREEZE_MS) releases the caches. */
-        if (q->flags & STATS_FREEZE) lattice_meta_freeze(d->meta, lt_mono_ms(), FREEZE_MS);
+        if (q->flags & STATS_PREPARE) {
+            serve_prepare(d, q->cache, q->version, q->origin, o, 0);
+            return;
+        }
         size_t nc = lattice_meta_cache_count(d->meta);
         Latdata__NodeCacheStats **st = lt_calloc(nc ? nc : 1, sizeof *st);
         size_t n = 0;

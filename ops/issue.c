@@ -117,6 +117,10 @@ void issue_route(lattice_ops *d, opx *o)
                   o->op.delta, o->op.ttl_ms};
     origin org = {.local = o};
     if (!ops_is_read(o->op.kind) && !o->seq) o->seq = ++d->op_seq;
+    if (lattice_meta_frozen(c)) {
+        retry_later(d, o, LATTICE_ERR_AGAIN); /* a base switch is deciding: nothing served here meanwhile */
+        return;
+    }
     if (ops_is_read(o->op.kind) && c->cfg.read_from_backup && c->store) {
         for (size_t i = 1; i < n; i++) {
             if (!owners[i]->self) continue;

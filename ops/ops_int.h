@@ -33,8 +33,8 @@
 #define DATA_MAX_PEERS 256
 #define META_PULL_INTERVAL_MS 1000
 #define NO_CACHE_WAIT_MS 300         /* an unknown cache: how long to pull and look again */
-#define FREEZE_MS 2000               /* longest a base check may hold writes back */
-#define STATS_FREEZE 1u              /* CTL_STATS flag: freeze writes before counting */
+#define STATS_PREPARE 1u             /* CTL_STATS flag: the base switch's prepare (control.c) */
+#define MAX_PARKED_PREPARES 64       /* prepares one node holds back at once (more: answered AGAIN) */
 
 /* A member of the current topology as the data channel holds it.  Its
  * identity is the metadata's member (first, so owners meta returns convert
@@ -90,6 +90,7 @@ typedef struct deferred_read {
 typedef struct waitw {
     int remaining;
     bool rejected;                /* a copy refused it (it saw a newer primary): not acknowledged */
+    uint64_t cache_serial;        /* its cache (lattice_meta_cache.serial): counted in writes_in_flight */
     origin org;
     lattice_op_result res;
     void *value;
@@ -112,7 +113,17 @@ typedef struct bcast {
     int64_t sum;
     lattice_ops_stats *stats;
     lattice_ops_digests *digests; /* CTL_DIGEST (rebal_exec.c) */
+    uint64_t version;             /* base check: the metadata version its prepare named (0: a poll) */
+    uint32_t caches;              /* ... and the caches it prepared (bit i: cache i at that version) */
 } bcast;
+
+/* A prepare of the base switch this node answers once every full_sync write
+ * of its cache has drained (control.c). */
+typedef struct parked_prepare {
+    uint64_t serial;              /* the cache (lattice_meta_cache.serial) */
+    uint64_t self_pend;           /* the coordinator's own part: its pending entry; 0: answer org */
+    origin org;
+} parked_prepare;
 
 
 /* Results of recent writes by (origin, op sequence), on the primary and its
@@ -202,6 +213,8 @@ struct lattice_ops {
     bool creates_sent, base_check_running;
     uint64_t last_meta_pull, last_sweep;
     uint64_t checked_servers;     /* hash of the live server set the last base check saw */
+    parked_prepare parked[MAX_PARKED_PREPARES];
+    size_t n_parked;
 
     struct rebal_sup *rb_sups;    /* supplier sessions (rebal_exec.c) */
 
@@ -261,7 +274,8 @@ void retry_settle_op(lattice_ops *d, pend *p, const Latdata__Resp *rs);
 opx *retry_take_due(lattice_ops *d, uint64_t now);
 
 /* ---- sync_wait.c: a full_sync write waiting for its copies */
-waitw *sync_wait_new(const origin *org, const lattice_op_result *r);
+/* A wait for a write of c, counted in c->writes_in_flight until it ends. */
+waitw *sync_wait_new(lattice_meta_cache *c, const origin *org, const lattice_op_result *r);
 /* One more copy to wait for: its request's settle is sync_wait_settle. */
 void sync_wait_add(waitw *w, pend *p);
 void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs);

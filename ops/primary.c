@@ -339,7 +339,7 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
         n = lattice_meta_serving_owners(c, in->partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
         n += lattice_meta_moving_owners(c, in->partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
     }
-    waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL ? sync_wait_new(org, &r) : NULL;
+    waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL ? sync_wait_new(c, org, &r) : NULL;
     if (w) {
         w->after = after_write;
         clean_begin(d, c, w, in->partition, repl.version, in->key, in->key_len);

@@ -8,19 +8,25 @@
  * answer - or its leaving the topology - releases one share; the last one
  * delivers the primary's result to the issuer.  A replication request has
  * no deadline: a full_sync ack must never skip a live backup (the op times
- * out at its issuer meanwhile).  A copy that refuses the write (it follows a
- * newer primary: this one was deposed) makes the write unacknowledged: the
- * issuer retries, and the primary it finds then executes it.
+ * out at its issuer meanwhile).  Each cache counts its waits
+ * (writes_in_flight): the base switch's prepare is answered only once they
+ * drained (control.c), so no replication of an old primary is still on the
+ * way when the coordinator switches.
+ * A copy that refuses the write (it follows a newer primary: this one was
+ * deposed) makes the write unacknowledged: the issuer retries, and the
+ * primary it finds then executes it.
  */
 #include <string.h>
 
 #include "lattice/alloc.h"
 #include "ops_int.h"
 
-waitw *sync_wait_new(const origin *org, const lattice_op_result *r)
+waitw *sync_wait_new(lattice_meta_cache *c, const origin *org, const lattice_op_result *r)
 {
     waitw *w = lt_calloc(1, sizeof *w);
     if (!w) return NULL;
+    w->cache_serial = c->serial;
+    c->writes_in_flight++;
     w->org = *org;
     w->res = *r;
     w->remaining = 1; /* the primary's own share, released by it */
@@ -41,6 +47,8 @@ void sync_wait_add(waitw *w, pend *p)
 
 static void wait_done(lattice_ops *d, waitw *w)
 {
+    lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, w->cache_serial); /* NULL: destroyed meanwhile */
+    if (c) c->writes_in_flight--;
     lattice_op_result r = w->res;
     r.value = w->value;
     if (!w->rejected) {

@@ -1,7 +1,7 @@
 /*
  * meta/ without a network: who serves a partition given the affinity base
  * and the live nodes, liveness by node id through the registry's own API,
- * and the base switch predicate.
+ * the base switch's freeze (by version, never by time) and its predicate.
  */
 #include <check.h>
 #include <stdio.h>
@@ -172,20 +172,118 @@ START_TEST(a_newer_version_is_applied_and_an_older_one_is_not)
 }
 END_TEST
 
-START_TEST(frozen_writes_lapse_by_themselves)
+/* The base switch's freeze on a non-coordinator (b) of the grid a, b, c:
+ * held by metadata version, never by time. */
+static lattice_meta *follower(lattice_meta_member *list, const char *coordinator)
 {
-    static const char *ids[] = {"id-a"};
-    grid(1, ids);
+    lattice_meta *other = NULL;
+    lattice_meta_config mc = {false, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &other), LATTICE_OK);
+    lattice_meta_member *lp[3];
+    for (int i = 0; i < 3; i++) {
+        list[i] = mem[i];
+        list[i].self = i == 1;
+        lp[i] = &list[i];
+    }
+    lattice_meta_set_members(other, lp, 3, coordinator);
+    ck_assert(lattice_meta_apply(other, lattice_meta_message(meta)));
+    return other;
+}
+
+START_TEST(a_prepare_freezes_until_a_newer_version_arrives)
+{
+    static const char *ids[] = {"id-a", "id-b", "id-c"};
+    grid(3, ids);
+    lattice_meta_start(meta, NULL, 0);
+    ck_assert_int_eq(lattice_meta_add(meta, "x:partitions=16"), LATTICE_OK);
+    lattice_meta_member list[3];
+    lattice_meta *b = follower(list, "id-a");
+    uint64_t v = lattice_meta_version(meta);
+    lattice_meta_cache *c = lattice_meta_cache_of(b, NULL), *x = lattice_meta_cache_of(b, "x");
+    ck_assert(!lattice_meta_frozen(c));
+    ck_assert_int_eq(lattice_meta_freeze(b, "default", v, "id-a"), LATTICE_OK);
+    ck_assert(lattice_meta_frozen(c));
+    ck_assert(!lattice_meta_frozen(x)); /* only the prepared cache */
+    ck_assert_int_eq(lattice_meta_freeze(b, "default", v, "id-a"), LATTICE_OK); /* again: still frozen */
+    /* The same version again changes nothing (not newer): still frozen. */
+    ck_assert(!lattice_meta_apply(b, lattice_meta_message(meta)));
+    ck_assert(lattice_meta_frozen(c));
+    /* The coordinator's next version (the switch, or its release) thaws it. */
+    lattice_meta_bump(meta);
+    ck_assert(lattice_meta_apply(b, lattice_meta_message(meta)));
+    ck_assert(!lattice_meta_frozen(lattice_meta_cache_of(b, NULL)));
+    lattice_meta_destroy(b);
+}
+END_TEST
+
+START_TEST(a_node_behind_stays_frozen_until_past_the_prepared_version)
+{
+    static const char *ids[] = {"id-a", "id-b", "id-c"};
+    grid(3, ids);
+    lattice_meta_start(meta, NULL, 0);
+    lattice_meta_member list[3];
+    lattice_meta *b = follower(list, "id-a"); /* b holds version 1 */
+    ck_assert_int_eq(lattice_meta_add(meta, "x:partitions=16"), LATTICE_OK); /* 2: not at b yet */
+    uint64_t v = lattice_meta_version(meta);
+    ck_assert_int_eq(lattice_meta_freeze(b, "default", v, "id-a"), LATTICE_OK);
+    ck_assert_int_eq(lattice_meta_freeze(b, "x", v, "id-a"), LATTICE_ERR_NO_CACHE); /* unknown: not prepared */
+    /* Version 2 arrives late: it is not newer than the prepare's. */
+    ck_assert(lattice_meta_apply(b, lattice_meta_message(meta)));
+    ck_assert(lattice_meta_frozen(lattice_meta_cache_of(b, NULL)));
+    lattice_meta_bump(meta);
+    ck_assert(lattice_meta_apply(b, lattice_meta_message(meta)));
+    ck_assert(!lattice_meta_frozen(lattice_meta_cache_of(b, NULL)));
+    /* A prepare older than what b holds is stale: no freeze. */
+    ck_assert_int_eq(lattice_meta_freeze(b, "default", v, "id-a"), LATTICE_ERR_AGAIN);
+    ck_assert(!lattice_meta_frozen(lattice_meta_cache_of(b, NULL)));
+    lattice_meta_destroy(b);
+}
+END_TEST
+
+START_TEST(a_coordinator_change_releases_and_others_cannot_freeze)
+{
+    static const char *ids[] = {"id-a", "id-b", "id-c"};
+    grid(3, ids);
+    lattice_meta_start(meta, NULL, 0);
+    lattice_meta_member list[3];
+    lattice_meta *b = follower(list, "id-a");
+    uint64_t v = lattice_meta_version(meta);
+    lattice_meta_cache *c = lattice_meta_cache_of(b, NULL);
+    ck_assert_int_eq(lattice_meta_freeze(b, "default", v, "id-c"), LATTICE_ERR_AGAIN); /* not our coordinator */
+    ck_assert_int_eq(lattice_meta_freeze(b, "default", v, ""), LATTICE_ERR_AGAIN);
+    ck_assert(!lattice_meta_frozen(c));
+    ck_assert_int_eq(lattice_meta_freeze(b, "default", v, "id-a"), LATTICE_OK);
+    /* A topology change with the same coordinator keeps the freeze ... */
+    lattice_meta_member *lp[3] = {&list[0], &list[1], &list[2]};
+    lattice_meta_set_members(b, lp, 3, "id-a");
+    ck_assert(lattice_meta_frozen(c));
+    /* ... a new coordinator (a died) releases it: that one runs its own check. */
+    lattice_meta_set_members(b, lp + 1, 2, "id-b");
+    ck_assert(!lattice_meta_frozen(c));
+    lattice_meta_destroy(b);
+}
+END_TEST
+
+START_TEST(the_coordinator_thaws_on_its_own_next_version)
+{
+    static const char *ids[] = {"id-a", "id-b", "id-c"};
+    grid(3, ids);
     lattice_meta_start(meta, NULL, 0);
     lattice_meta_cache *c = lattice_meta_cache_of(meta, NULL);
-    ck_assert(!lattice_meta_frozen(c, 1000));
-    lattice_meta_freeze(meta, 1000, 2000);
-    ck_assert(lattice_meta_frozen(c, 1000));
-    ck_assert(lattice_meta_frozen(c, 2999));
-    ck_assert(!lattice_meta_frozen(c, 3000));
-    lattice_meta_freeze(meta, 1000, 2000);
-    lattice_meta_freeze(meta, 0, 0);
-    ck_assert(!lattice_meta_frozen(c, 1000));
+    ck_assert_int_eq(lattice_meta_freeze(meta, "default", lattice_meta_version(meta), "id-a"), LATTICE_OK);
+    ck_assert(lattice_meta_frozen(c));
+    ck_assert_int_eq(lattice_meta_add(meta, "x:partitions=16"), LATTICE_OK); /* any write of a version */
+    ck_assert(!lattice_meta_frozen(c));
+    ck_assert_int_eq(lattice_meta_freeze(meta, "default", lattice_meta_version(meta), "id-a"), LATTICE_OK);
+    lattice_meta_bump(meta);
+    ck_assert(!lattice_meta_frozen(c));
+    /* Serials name caches for late completions: gone with the cache. */
+    uint64_t sx = lattice_meta_cache_of(meta, "x")->serial;
+    ck_assert_ptr_eq(lattice_meta_cache_by_serial(meta, sx), lattice_meta_cache_of(meta, "x"));
+    ck_assert_int_eq(lattice_meta_remove(meta, "x"), LATTICE_OK);
+    ck_assert_ptr_null(lattice_meta_cache_by_serial(meta, sx));
+    ck_assert_int_eq(lattice_meta_add(meta, "x:partitions=16"), LATTICE_OK);
+    ck_assert_ptr_null(lattice_meta_cache_by_serial(meta, sx)); /* a new x is another cache */
 }
 END_TEST
 
@@ -251,7 +349,10 @@ int main(void)
     tcase_add_checked_fixture(r, meta_setup, meta_teardown);
     tcase_add_test(r, a_restarted_server_serves_nothing_until_the_base_switches);
     tcase_add_test(r, a_newer_version_is_applied_and_an_older_one_is_not);
-    tcase_add_test(r, frozen_writes_lapse_by_themselves);
+    tcase_add_test(r, a_prepare_freezes_until_a_newer_version_arrives);
+    tcase_add_test(r, a_node_behind_stays_frozen_until_past_the_prepared_version);
+    tcase_add_test(r, a_coordinator_change_releases_and_others_cannot_freeze);
+    tcase_add_test(r, the_coordinator_thaws_on_its_own_next_version);
     suite_add_tcase(s, r);
     TCase *w = tcase_create("switch");
     tcase_add_test(w, switch_when_every_new_owner_has_loaded);
