@@ -3,10 +3,9 @@
  *
  *   key --crc16/{hash tag}--> slot (0..16383) --& (partitions-1)--> partition
  *   (server nodes, cache config) --rendezvous--> assignment: owners per partition
- *   per node: partition map = state + update counter per (cache, partition)
+ *   per node and partition: the state of its copy (lattice_partition_state)
  *
- * Everything here is pure and network-free except the partition map, which is
- * the node's mutable view published as RCU snapshots.  The node module turns
+ * Everything here is pure and network-free.  The node module turns
  * its topology snapshot into an array of lattice_affinity_node; every node and
  * every client computes the same assignment from the same input (the hash and
  * mix functions below are part of the cluster's contract: changing them is a
@@ -281,21 +280,20 @@ lattice_status lattice_affinity_health_of(const lattice_affinity *a, const char 
                                           lattice_affinity_health *sum);
 
 /* ------------------------------------------------------------------------ */
-/* Partition states and the node's partition map                             */
+/* Partition states                                                          */
 /* ------------------------------------------------------------------------ */
 
 /*
- * The state of this node's copy of a partition (as Ignite's
- * GridDhtPartitionState).  Writes reach OWNING and MOVING copies; reads are
- * served only by OWNING copies.  A partition this node holds nothing of is
- * EVICTED (also the initial state).  Allowed transitions:
- *
- *   EVICTED -> MOVING (assigned, loading)   EVICTED -> OWNING (new, empty cache)
- *   MOVING  -> OWNING | RENTING | LOST      OWNING  -> RENTING | LOST
- *   RENTING -> EVICTED                      LOST    -> OWNING | EVICTED
- *
- * and any state to itself (no change).  Entering EVICTED resets the update
- * counter to 0.
+ * The state of a node's copy of a partition (as Ignite's
+ * GridDhtPartitionState), as the rebalance executor holds it per cache and
+ * reports it.  Writes reach OWNING and MOVING copies; reads are served only by
+ * OWNING copies.  A partition a node holds nothing of is EVICTED.  The
+ * executor moves a copy EVICTED -> MOVING when this node must load it,
+ * MOVING -> OWNING when it is loaded, MOVING -> LOST when no live copy can
+ * supply it (LOST -> MOVING when the server set changes and one may), and
+ * back to EVICTED when the partition is no longer this node's to load.
+ * RENTING names a copy no longer assigned to a node; the executor drops such a
+ * copy at once, so it goes straight to EVICTED.
  */
 typedef enum lattice_partition_state {
     LATTICE_PART_MOVING = 0,
@@ -308,94 +306,5 @@ typedef enum lattice_partition_state {
 
 /* "MOVING", "OWNING", ... (JSON/CLI); "UNKNOWN" out of range. */
 const char *lattice_partition_state_name(lattice_partition_state s);
-/* Case-insensitive; -1 when unknown. */
-int lattice_partition_state_parse(const char *name);
-bool lattice_partition_state_transition_ok(lattice_partition_state from,
-                                           lattice_partition_state to);
-
-/*
- * The map: per cache, per partition, a state and a 64-bit update counter.
- *
- * RCU rules (liburcu memb flavour):
- *  - Every thread that calls any lattice_partition_map_* function or reads a
- *    snapshot must be registered (rcu_register_thread), including writers:
- *    publishing uses call_rcu.
- *  - States change by publishing a new immutable snapshot (copy, change,
- *    rcu_xchg_pointer, call_rcu to free the old one); writers serialise on the
- *    map's mutex, readers never block and see either the old or the new
- *    snapshot, never a mix.
- *  - A snapshot pointer from lattice_partition_map_snapshot() is valid only
- *    inside the caller's rcu_read_lock() section; do not keep it past
- *    rcu_read_unlock().
- *  - Update counters change on every write, so they are not copied per
- *    snapshot: each cache's counters are shared atomics, reachable from every
- *    snapshot that lists the cache, freed after the last such snapshot.
- */
-typedef struct lattice_partition_map lattice_partition_map;
-typedef struct lattice_partition_snapshot lattice_partition_snapshot;
-
-lattice_status lattice_partition_map_create(lattice_partition_map **out);
-/* Frees the map and waits for its pending RCU callbacks (rcu_barrier): call
- * outside any read-side section, from a registered thread, with no other
- * thread still using the map. */
-void lattice_partition_map_destroy(lattice_partition_map *m);
-
-/* Adds a cache; all partitions EVICTED, counters 0.  EXISTS if already there,
- * INVAL for a bad name or partition count. */
-lattice_status lattice_partition_map_add_cache(lattice_partition_map *m, const char *cache,
-                                               uint32_t partitions);
-/* NO_CACHE if unknown. */
-lattice_status lattice_partition_map_remove_cache(lattice_partition_map *m, const char *cache);
-
-/* Moves partitions parts[0..n) to state `to` in one snapshot.  All or
- * nothing: INVAL (partition out of range or a transition not allowed, the
- * first offender logged) leaves the map unchanged.  NO_CACHE if unknown. */
-lattice_status lattice_partition_map_set_states(lattice_partition_map *m, const char *cache,
-                                                const uint32_t *parts, size_t n,
-                                                lattice_partition_state to);
-lattice_status lattice_partition_map_set_state(lattice_partition_map *m, const char *cache,
-                                               uint32_t part, lattice_partition_state to);
-
-/* State of one partition, read from the current snapshot (takes the read
- * lock itself; nestable inside the caller's own). */
-lattice_status lattice_partition_map_state(lattice_partition_map *m, const char *cache,
-                                           uint32_t part, lattice_partition_state *out);
-
-/* Update counters (lock-free atomics; no snapshot is published).
- *  next:    primary side, returns the incremented counter for a new write.
- *  advance: backup/rebalance side, raises the counter to at least v
- *           (an older v never lowers it); returns the counter after.
- *  counter: reads it.
- * Return 0 with *status set to NO_CACHE/INVAL when cache or part is bad
- * (status may be NULL). */
-uint64_t lattice_partition_map_next_counter(lattice_partition_map *m, const char *cache,
-                                            uint32_t part, lattice_status *status);
-uint64_t lattice_partition_map_advance_counter(lattice_partition_map *m, const char *cache,
-                                               uint32_t part, uint64_t v,
-                                               lattice_status *status);
-uint64_t lattice_partition_map_counter(lattice_partition_map *m, const char *cache,
-                                       uint32_t part, lattice_status *status);
-
-/* Call with rcu_read_lock held; valid until rcu_read_unlock.  Never NULL. */
-const lattice_partition_snapshot *lattice_partition_map_snapshot(lattice_partition_map *m);
-/* Increases by one on every published change. */
-uint64_t lattice_partition_snapshot_version(const lattice_partition_snapshot *s);
-uint32_t lattice_partition_snapshot_cache_count(const lattice_partition_snapshot *s);
-/* Index of a cache in this snapshot, or -1.  Indexes are per snapshot. */
-int32_t lattice_partition_snapshot_cache_index(const lattice_partition_snapshot *s,
-                                               const char *cache);
-const char *lattice_partition_snapshot_cache_name(const lattice_partition_snapshot *s,
-                                                  uint32_t ci);
-uint32_t lattice_partition_snapshot_partitions(const lattice_partition_snapshot *s,
-                                               uint32_t ci);
-/* ci and part must be in range (checked: out of range -> EVICTED). */
-lattice_partition_state lattice_partition_snapshot_state(const lattice_partition_snapshot *s,
-                                                         uint32_t ci, uint32_t part);
-uint64_t lattice_partition_snapshot_counter(const lattice_partition_snapshot *s, uint32_t ci,
-                                            uint32_t part);
-/* How many partitions of cache ci are in each state (counts has
- * LATTICE_PART_STATE_COUNT_ entries). */
-void lattice_partition_snapshot_count_states(const lattice_partition_snapshot *s, uint32_t ci,
-                                             uint32_t *counts);
 
 #endif

@@ -42,7 +42,7 @@
 /* Planner                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* What a node reports about its copy of a partition (its partition map). */
+/* What a node reports about its copy of a partition. */
 typedef struct lattice_rebalance_copy {
     lattice_partition_state state;
     uint64_t counter; /* update counter */
@@ -238,7 +238,7 @@ lattice_status lattice_rebalance_batcher_create(lattice_store *store, const char
                                                 lattice_rebalance_batcher **out);
 /* Builds the next message, numbered `batch`, into an lt_malloc'd *buf.  When
  * the partition is exhausted the message has last set and carries `counter`
- * (read it from the partition map just before: see docs/REBALANCE.md why
+ * (read the partition's update counter just before: see docs/REBALANCE.md why
  * that is enough); *last reports it.  *entries (may be NULL) = entries in it.
  * After last, INVAL.  NOMEM while copying entries out of the cursor ends
  * the batcher (the cursor cannot hand those entries out again): every later
