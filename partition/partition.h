@@ -154,7 +154,7 @@ const char *lattice_rebalance_mode_name(lattice_rebalance_mode m);
 typedef struct lattice_affinity_node {
     const char *consistent_id; /* "host:port", unique and non-empty */
     const char *host;          /* for exclude_neighbors; NULL/"" = its own host */
-    uint64_t order;            /* join order (reported, not used for ranking) */
+    uint64_t order;            /* join order; the assignment does not depend on it */
 } lattice_affinity_node;
 
 #define LATTICE_AFFINITY_MAX_NODES 4096u
@@ -182,8 +182,6 @@ uint32_t lattice_affinity_partitions(const lattice_affinity *a);
 uint32_t lattice_affinity_copies(const lattice_affinity *a);
 uint32_t lattice_affinity_node_count(const lattice_affinity *a);
 const char *lattice_affinity_node_id(const lattice_affinity *a, uint32_t node);
-const char *lattice_affinity_node_host(const lattice_affinity *a, uint32_t node);
-uint64_t lattice_affinity_node_order(const lattice_affinity *a, uint32_t node);
 /* Index of a consistent id, or -1. */
 int32_t lattice_affinity_node_index(const lattice_affinity *a, const char *consistent_id);
 
@@ -195,89 +193,6 @@ const uint16_t *lattice_affinity_owners(const lattice_affinity *a, uint32_t p,
 int32_t lattice_affinity_primary(const lattice_affinity *a, uint32_t p);
 /* Position of node among p's owners: 0 primary, 1.. backups, -1 not an owner. */
 int lattice_affinity_role(const lattice_affinity *a, uint32_t p, uint32_t node);
-
-/* Partitions node owns in the given roles (LATTICE_AFFINITY_ROLE_* bits),
- * in partition order, into out (NULL: only count; else room for
- * lattice_affinity_partitions(a) entries).  Returns how many. */
-#define LATTICE_AFFINITY_ROLE_PRIMARY 1u
-#define LATTICE_AFFINITY_ROLE_BACKUP 2u
-uint32_t lattice_affinity_node_partitions(const lattice_affinity *a, uint32_t node,
-                                          unsigned roles, uint32_t *out);
-
-/* Redis slots 0..16383 grouped into maximal runs whose partitions have the
- * same owner list, for CLUSTER SLOTS/SHARDS: slot s lives in partition
- * s & (partitions-1), so read a run's owners from `partition`.  With fewer
- * than 16384 partitions neighbouring slots fall in different partitions, so
- * expect many short runs (all 16384 slots are always covered, in order).
- * *ranges is lt_malloc'd (lt_free it); NOMEM on allocation failure. */
-typedef struct lattice_slot_range {
-    uint16_t first, last;     /* inclusive */
-    uint32_t partition;       /* partition of `first` */
-} lattice_slot_range;
-
-lattice_status lattice_affinity_slot_ranges(const lattice_affinity *a, lattice_slot_range **ranges,
-                                            size_t *count);
-
-/* How two assignments of the same cache differ, partition by partition. */
-#define LATTICE_AFFINITY_PRIMARY_CHANGED 1u /* another primary (or none) */
-#define LATTICE_AFFINITY_OWNERS_CHANGED 2u  /* the set of owners differs */
-#define LATTICE_AFFINITY_ORDER_CHANGED 4u   /* same owners, other backup order */
-
-typedef struct lattice_affinity_change {
-    uint32_t partition;
-    uint32_t flags;           /* LATTICE_AFFINITY_*_CHANGED */
-} lattice_affinity_change;
-
-/* Lists, in partition order, every partition whose owner list (compared by
- * consistent id) differs between from and to.  *changes is allocated with
- * lt_malloc (free with lt_free; NULL when *count is 0).  INVAL when the
- * partition counts differ. */
-lattice_status lattice_affinity_diff(const lattice_affinity *from, const lattice_affinity *to,
-                                     lattice_affinity_change **changes, size_t *count);
-
-/* Primaries/backups per node. */
-typedef struct lattice_affinity_balance {
-    uint32_t nodes;
-    uint32_t primary_min, primary_max;
-    double primary_avg;
-    uint32_t backup_min, backup_max;
-    double backup_avg;
-} lattice_affinity_balance;
-
-void lattice_affinity_balance_of(const lattice_affinity *a, lattice_affinity_balance *out);
-uint32_t lattice_affinity_primaries_of(const lattice_affinity *a, uint32_t node);
-uint32_t lattice_affinity_backups_of(const lattice_affinity *a, uint32_t node);
-
-/* Redundancy of a partition given which of the assignment's nodes are alive. */
-typedef enum lattice_redundancy {
-    LATTICE_REDUNDANCY_FULL = 0,  /* every assigned copy that can exist is alive */
-    LATTICE_REDUNDANCY_UNDER = 1, /* some copy alive, fewer than wanted */
-    LATTICE_REDUNDANCY_LOST = 2,  /* no assigned owner alive */
-} lattice_redundancy;
-
-const char *lattice_redundancy_name(lattice_redundancy r); /* "full","under","lost" */
-
-/* mask[node] = 1 for each node of a whose consistent id is in live[0..n); ids
- * that a does not know are ignored.  mask has lattice_affinity_node_count(a)
- * bytes.  Returns how many live ids were given that are servers at all
- * (n minus NULL entries), which is what "copies wanted" is measured against. */
-uint32_t lattice_affinity_live_mask(const lattice_affinity *a, const char *const *live,
-                                    size_t n, uint8_t *mask);
-
-/* Wanted copies = min(copies of a, live_servers); LOST when no owner of p is
- * live, UNDER when fewer than wanted are, FULL otherwise. */
-lattice_redundancy lattice_affinity_classify(const lattice_affinity *a, uint32_t p,
-                                             const uint8_t *mask, uint32_t live_servers);
-
-typedef struct lattice_affinity_health {
-    uint32_t full, under, lost;
-} lattice_affinity_health;
-
-/* Classifies every partition (per_partition may be NULL, else has
- * lattice_affinity_partitions(a) entries) and sums them up. */
-lattice_status lattice_affinity_health_of(const lattice_affinity *a, const char *const *live,
-                                          size_t n, lattice_redundancy *per_partition,
-                                          lattice_affinity_health *sum);
 
 /* ------------------------------------------------------------------------ */
 /* Partition states                                                          */

@@ -3,6 +3,7 @@
  * Afterwards every copy of every partition holds exactly what an oracle of
  * the acknowledged writes says, verify finds no conflict, and the copies
  * outside the new owners are the plan's renting list. */
+#include "affinity_view.h"
 #include "rebalance_tests.h"
 
 #define NODES 4
@@ -264,7 +265,7 @@ START_TEST(join_under_load_loses_nothing_and_verifies)
         }
     }
     /* The joiner took about a quarter of the primaries. */
-    uint32_t prim = lattice_affinity_primaries_of(neu, (uint32_t)lattice_affinity_node_index(neu, IDS4[3]));
+    uint32_t prim = av_primaries_of(neu, (uint32_t)lattice_affinity_node_index(neu, IDS4[3]));
     ck_assert_uint_ge(prim, PARTS / 8);
     ck_assert_uint_le(prim, PARTS * 3 / 8);
     lattice_rebalance_plan_free(pl);

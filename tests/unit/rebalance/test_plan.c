@@ -1,5 +1,6 @@
 /* Planner: join, leave, failure, several changes at once, a demander dying
  * mid-plan, stale copies, backups 0/1/2, determinism and bad input. */
+#include "affinity_view.h"
 #include "rebalance_tests.h"
 
 #define MAXN 8
@@ -154,8 +155,8 @@ START_TEST(plan_join_backups_0_1_2)
         ck_assert_uint_eq(nl, 0);
         /* Only the joiner loads, exactly the partitions it now owns. */
         int32_t d = lattice_affinity_node_index(neu, ABCD[3]);
-        uint32_t owned = lattice_affinity_node_partitions(
-            neu, (uint32_t)d, LATTICE_AFFINITY_ROLE_PRIMARY | LATTICE_AFFINITY_ROLE_BACKUP, NULL);
+        uint32_t owned = av_node_partitions(
+            neu, (uint32_t)d, AV_ROLE_PRIMARY | AV_ROLE_BACKUP, NULL);
         ck_assert_uint_gt(owned, 0);
         ck_assert_uint_eq(nt, owned);
         ck_assert_uint_eq(nr, owned); /* each load displaces one old copy */
@@ -216,8 +217,8 @@ START_TEST(plan_failure_restores_redundancy_or_loses)
         const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
         const uint32_t *lost = lattice_rebalance_plan_lost(pl, &nl);
         int32_t dd = lattice_affinity_node_index(old, ABCD[3]);
-        uint32_t d_parts = lattice_affinity_node_partitions(
-            old, (uint32_t)dd, LATTICE_AFFINITY_ROLE_PRIMARY | LATTICE_AFFINITY_ROLE_BACKUP, NULL);
+        uint32_t d_parts = av_node_partitions(
+            old, (uint32_t)dd, AV_ROLE_PRIMARY | AV_ROLE_BACKUP, NULL);
         if (backups == 0) {
             /* D's partitions had one copy: LOST, nothing to load. */
             ck_assert_uint_eq(nl, d_parts);
