@@ -56,8 +56,7 @@ bool lattice_partition_count_valid(uint64_t partitions);
  * A plain value (not opaque on purpose): it is copied into messages, compared
  * and printed by several modules, and holds no pointers, so a struct copy is a
  * full copy.  Always start from lattice_cache_config_init() and change it with
- * the setters/parsers, which validate; a struct filled by hand must pass
- * lattice_cache_config_validate() before use.
+ * the parsers, which validate.
  */
 #define LATTICE_REGION_NAME_MAX 64
 #define LATTICE_CACHE_MAX_BACKUPS 64
@@ -105,12 +104,6 @@ void lattice_cache_config_init(lattice_cache_config *c, const char *name);
  * failure writes a sentence to err (if non-NULL) and returns false. */
 bool lattice_cache_config_name_valid(const char *name, char *err, size_t errlen);
 
-/* Set one option from text.  On any error (unknown key, bad value) the config
- * is unchanged, err gets a sentence naming the key and the accepted values, and
- * LATTICE_ERR_INVAL is returned. */
-lattice_status lattice_cache_config_set(lattice_cache_config *c, const char *key,
-                                        const char *value, char *err, size_t errlen);
-
 /* "k=v,k=v,..." (the part after ':' in --cache).  All or nothing: on error the
  * config is unchanged.  A key given twice is an error.  "" sets nothing. */
 lattice_status lattice_cache_config_parse_list(lattice_cache_config *c, const char *list,
@@ -124,10 +117,6 @@ lattice_status lattice_cache_config_parse_spec(lattice_cache_config *c, const ch
 lattice_status lattice_cache_config_parse_args(lattice_cache_config *c, const char *name,
                                                int argc, const char *const *argv,
                                                char *err, size_t errlen);
-
-/* Checks a whole config (every field in range, names valid). */
-lattice_status lattice_cache_config_validate(const lattice_cache_config *c, char *err,
-                                             size_t errlen);
 
 #define LATTICE_CACHE_FORMAT_ALL 0      /* every key, in the documented order */
 #define LATTICE_CACHE_FORMAT_CHANGED 1  /* only keys that differ from the default */
@@ -143,7 +132,6 @@ bool lattice_cache_config_equal(const lattice_cache_config *a, const lattice_cac
 /* Names as used in specs and JSON ("partitioned", "full_sync", "async"). */
 const char *lattice_cache_mode_name(lattice_cache_mode m);
 const char *lattice_cache_sync_name(lattice_cache_sync s);
-const char *lattice_rebalance_mode_name(lattice_rebalance_mode m);
 
 /* ------------------------------------------------------------------------ */
 /* Rendezvous affinity                                                       */
