@@ -272,15 +272,6 @@ const uint32_t *lattice_rebalance_plan_lost(const lattice_rebalance_plan *p, siz
     return p->lost;
 }
 
-size_t lattice_rebalance_plan_partitions_of(const lattice_rebalance_plan *p, uint32_t demander,
-                                            uint32_t *out)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < p->ntasks; i++)
-        if (p->tasks[i].demander == demander) out[n++] = p->tasks[i].partition;
-    return n;
-}
-
 /* Orders task indexes by (demander rank, supplier list, partition). */
 static int cmp_task(const void *a, const void *b, void *arg)
 {

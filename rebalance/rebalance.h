@@ -118,9 +118,6 @@ const uint32_t *lattice_rebalance_plan_suppliers(const lattice_rebalance_plan *p
 const lattice_rebalance_node_part *lattice_rebalance_plan_renting(const lattice_rebalance_plan *p,
                                                                   size_t *count);
 const uint32_t *lattice_rebalance_plan_lost(const lattice_rebalance_plan *p, size_t *count);
-/* Partitions of one demander, in order, into out (room for every task) -> count. */
-size_t lattice_rebalance_plan_partitions_of(const lattice_rebalance_plan *p, uint32_t demander,
-                                            uint32_t *out);
 
 /* Tasks grouped into demand sessions: tasks of one demander with the same
  * supplier list (same nodes, same order) are loaded in one session, so every
