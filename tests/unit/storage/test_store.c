@@ -866,7 +866,7 @@ START_TEST(keys_longer_than_a_page)
 }
 END_TEST
 
-/* PITFALLS: a cds_lfht can stop growing and degrade into long chains.  Fill
+/* A cds_lfht can stop growing and degrade into long chains.  Fill
  * one partition from a thread that then exits (the case that stalled
  * CDS_LFHT_AUTO_RESIZE here) and check the table grew with it. */
 struct filler {
