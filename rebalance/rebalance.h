@@ -111,12 +111,8 @@ void lattice_rebalance_plan_free(lattice_rebalance_plan *p);
 
 /* Tasks in (partition, demander consistent id) order.  Arrays live as long as
  * the plan. */
-const lattice_rebalance_task *lattice_rebalance_plan_tasks(const lattice_rebalance_plan *p,
-                                                           size_t *count);
 const uint32_t *lattice_rebalance_plan_suppliers(const lattice_rebalance_plan *p,
                                                  size_t *count);
-const lattice_rebalance_node_part *lattice_rebalance_plan_renting(const lattice_rebalance_plan *p,
-                                                                  size_t *count);
 const uint32_t *lattice_rebalance_plan_lost(const lattice_rebalance_plan *p, size_t *count);
 
 /* Tasks grouped into demand sessions: tasks of one demander with the same
@@ -296,8 +292,6 @@ lattice_status lattice_rebalance_applier_apply(lattice_rebalance_applier *a,
 lattice_status lattice_rebalance_applier_note_remove(lattice_rebalance_applier *a,
                                                      uint32_t partition, const void *key,
                                                      size_t key_len, uint64_t version);
-/* Partitions begun and not yet complete. */
-uint32_t lattice_rebalance_applier_pending(const lattice_rebalance_applier *a);
 void lattice_rebalance_applier_free(lattice_rebalance_applier *a);
 
 /* ------------------------------------------------------------------------ */
@@ -385,11 +379,8 @@ lattice_status lattice_rebalance_demander_on_tick(lattice_rebalance_demander *d,
                                                   lattice_rebalance_out *out);
 lattice_rebalance_demander_state lattice_rebalance_demander_state_of(
     const lattice_rebalance_demander *d);
-/* Current supplier index and ids (session) in use. */
-uint32_t lattice_rebalance_demander_supplier(const lattice_rebalance_demander *d);
+/* The ids (session) in use. */
 void lattice_rebalance_demander_ids(const lattice_rebalance_demander *d, lattice_rebalance_ids *ids);
-/* Partition now loading (the next to begin in the applier), or -1 when done. */
-int64_t lattice_rebalance_demander_current(const lattice_rebalance_demander *d);
 void lattice_rebalance_demander_free(lattice_rebalance_demander *d);
 
 /*
@@ -419,8 +410,6 @@ lattice_status lattice_rebalance_supplier_on_tick(lattice_rebalance_supplier *s,
                                                   lattice_rebalance_out *out);
 /* Every batch sent and acknowledged (or this node refused: nothing more to send). */
 bool lattice_rebalance_supplier_done(const lattice_rebalance_supplier *s);
-/* Batches sent and not yet acknowledged. */
-uint32_t lattice_rebalance_supplier_in_flight(const lattice_rebalance_supplier *s);
 void lattice_rebalance_supplier_free(lattice_rebalance_supplier *s);
 
 /* ------------------------------------------------------------------------ */

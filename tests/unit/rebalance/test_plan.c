@@ -2,6 +2,7 @@
  * mid-plan, stale copies, backups 0/1/2, determinism and bad input. */
 #include "affinity_view.h"
 #include "rebalance_tests.h"
+#include "rebalance_view.h"
 
 #define MAXN 8
 #define PARTS 64u
@@ -78,9 +79,9 @@ static void check_plan(struct world *w, const lattice_affinity *ideal,
                        const lattice_rebalance_plan *pl)
 {
     size_t nt, ns, nr, nl;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &ns);
-    const lattice_rebalance_node_part *r = lattice_rebalance_plan_renting(pl, &nr);
+    const lattice_rebalance_node_part *r = rv_plan_renting(pl, &nr);
     const uint32_t *lost = lattice_rebalance_plan_lost(pl, &nl);
     size_t want_tasks = 0, want_rent = 0, want_lost = 0;
     for (uint32_t p = 0; p < PARTS; p++) {
@@ -149,9 +150,9 @@ START_TEST(plan_join_backups_0_1_2)
         lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
         check_plan(&w, neu, pl);
         size_t nt, nl, nr;
-        const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+        const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
         lattice_rebalance_plan_lost(pl, &nl);
-        lattice_rebalance_plan_renting(pl, &nr);
+        rv_plan_renting(pl, &nr);
         ck_assert_uint_eq(nl, 0);
         /* Only the joiner loads, exactly the partitions it now owns. */
         int32_t d = lattice_affinity_node_index(neu, ABCD[3]);
@@ -185,8 +186,8 @@ START_TEST(plan_graceful_leave_leaver_supplies)
         lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
         check_plan(&w, neu, pl);
         size_t nt, nr;
-        const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
-        const lattice_rebalance_node_part *r = lattice_rebalance_plan_renting(pl, &nr);
+        const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
+        const lattice_rebalance_node_part *r = rv_plan_renting(pl, &nr);
         ck_assert_uint_gt(nt, 0);
         int leaver_supplies = 0;
         for (size_t k = 0; k < nt; k++) {
@@ -214,7 +215,7 @@ START_TEST(plan_failure_restores_redundancy_or_loses)
         lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
         check_plan(&w, neu, pl);
         size_t nt, nl;
-        const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+        const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
         const uint32_t *lost = lattice_rebalance_plan_lost(pl, &nl);
         int32_t dd = lattice_affinity_node_index(old, ABCD[3]);
         uint32_t d_parts = av_node_partitions(
@@ -251,7 +252,7 @@ START_TEST(plan_several_changes_at_once)
     lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
     check_plan(&w, neu, pl);
     size_t nt;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     int e = 0, f = 0;
     for (size_t k = 0; k < nt; k++) {
         e |= t[k].demander == 4;
@@ -279,7 +280,7 @@ START_TEST(plan_sessions_group_tasks)
     for (int pol = 0; pol < 2; pol++) {
         lattice_rebalance_plan *pl = plan(&w, old, neu, (lattice_rebalance_policy)pol);
         size_t nt, ns, nss;
-        const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+        const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
         const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &ns);
         lattice_rebalance_session_spec *ss;
         uint32_t *parts;
@@ -329,7 +330,7 @@ START_TEST(plan_demander_dies_mid_plan_replans)
     own_from(&w, old);
     lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
     size_t nt;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     /* D starts loading: its copies are MOVING, half of them finished. */
     for (size_t k = 0; k < nt; k++)
         *cp(&w, 3, t[k].partition) = (lattice_rebalance_copy){
@@ -341,8 +342,8 @@ START_TEST(plan_demander_dies_mid_plan_replans)
     pl = plan(&w, old, back, LATTICE_REBALANCE_PREFER_PRIMARY);
     check_plan(&w, back, pl);
     size_t nr, nl;
-    lattice_rebalance_plan_tasks(pl, &nt);
-    lattice_rebalance_plan_renting(pl, &nr);
+    rv_plan_tasks(pl, &nt);
+    rv_plan_renting(pl, &nr);
     lattice_rebalance_plan_lost(pl, &nl);
     /* The old owners never stopped owning (late affinity): nothing to move. */
     ck_assert_uint_eq(nt, 0);
@@ -371,7 +372,7 @@ START_TEST(plan_never_supplies_from_a_copy_behind)
     lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
     check_plan(&w, neu, pl);
     size_t nt;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     ck_assert_uint_gt(nt, 0);
     for (size_t k = 0; k < nt; k++) {
         int32_t prim = lattice_affinity_primary(old, t[k].partition);
@@ -396,13 +397,13 @@ START_TEST(plan_holder_at_best_counter_needs_no_load)
     own_from(&w, a);
     lattice_rebalance_plan *pl = plan(&w, a, a, LATTICE_REBALANCE_PREFER_PRIMARY);
     size_t nt;
-    lattice_rebalance_plan_tasks(pl, &nt);
+    rv_plan_tasks(pl, &nt);
     ck_assert_uint_eq(nt, 0);
     lattice_rebalance_plan_free(pl);
     cp(&w, 1, 7)->counter -= 1;
     pl = plan(&w, a, a, LATTICE_REBALANCE_PREFER_PRIMARY);
     check_plan(&w, a, pl);
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     ck_assert_uint_eq(nt, 1);
     ck_assert_uint_eq(t[0].partition, 7);
     ck_assert_uint_eq(t[0].demander, 1);
@@ -427,8 +428,8 @@ START_TEST(plan_same_for_any_node_order)
         check_plan(&w, neu, p1);
         check_plan(&r, neu, p2);
         size_t n1, n2;
-        const lattice_rebalance_task *t1 = lattice_rebalance_plan_tasks(p1, &n1);
-        const lattice_rebalance_task *t2 = lattice_rebalance_plan_tasks(p2, &n2);
+        const lattice_rebalance_task *t1 = rv_plan_tasks(p1, &n1);
+        const lattice_rebalance_task *t2 = rv_plan_tasks(p2, &n2);
         ck_assert_uint_eq(n1, n2);
         for (size_t k = 0; k < n1; k++) {
             ck_assert_uint_eq(t1[k].partition, t2[k].partition);
@@ -454,7 +455,7 @@ START_TEST(plan_spread_shares_suppliers)
     lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_SPREAD);
     check_plan(&w, neu, pl);
     size_t nt;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     uint32_t load[4] = {0};
     for (size_t k = 0; k < nt; k++) load[t[k].supplier]++;
     for (int i = 0; i < 3; i++) {
@@ -486,8 +487,8 @@ START_TEST(plan_replicated_join_loads_every_partition)
     lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_SPREAD);
     check_plan(&w, neu, pl);
     size_t nt, nr;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
-    lattice_rebalance_plan_renting(pl, &nr);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
+    rv_plan_renting(pl, &nr);
     ck_assert_uint_eq(nt, PARTS);
     ck_assert_uint_eq(nr, 0);
     uint32_t load[3] = {0};
