@@ -1,6 +1,6 @@
 /*
  * lattice cache create|destroy, lattice caches, lattice partitions CACHE
- * (JSON shapes: DESIGN §7, docs/CACHES.md).
+ * (JSON shapes: docs/CACHES.md).
  */
 #include <jansson.h>
 #include <stdio.h>

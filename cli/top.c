@@ -1,6 +1,7 @@
 /*
  * lattice top: attach as a client node, wait for the topology and for every
- * node's latest heartbeat stats, print the table (or DESIGN §7's JSON),
+ * node's latest heartbeat stats, print the table (or the JSON of
+ * docs/OPERATIONS.md),
  * then detach with a graceful leave.
  */
 #include <jansson.h>

@@ -2,7 +2,7 @@
  * IP finders.  Static: Ignite's address format, resolved once when parsed
  * (IPv4; host names through getaddrinfo).  Multicast: the UDP sockets of
  * `multicast://GROUP:PORT`; the interface is always the node's own --host
- * address, never the kernel's choice (PITFALLS: on the root namespace without
+ * address, never the kernel's choice (on the root namespace without
  * a 224.0.0.0/4 route the kernel sends multicast to eth0).
  */
 #include <arpa/inet.h>

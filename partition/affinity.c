@@ -29,11 +29,8 @@ struct lattice_affinity {
     uint32_t nnodes;
     char **ids;            /* [nnodes], sorted; point into strings */
     char **hosts;          /* [nnodes]; "" when none given */
-    uint64_t *orders;      /* [nnodes] */
     char *strings;         /* one block for every id and host */
     uint16_t *owners;      /* [partitions * copies], primary first */
-    uint32_t *primaries;   /* [nnodes] */
-    uint32_t *backups;     /* [nnodes] */
 };
 
 struct cand {
@@ -102,9 +99,8 @@ static lattice_status copy_nodes(lattice_affinity *a, const lattice_affinity_nod
     lattice_affinity_node *sorted = lt_malloc((n ? n : 1) * sizeof *sorted);
     a->ids = lt_calloc(n ? n : 1, sizeof *a->ids);
     a->hosts = lt_calloc(n ? n : 1, sizeof *a->hosts);
-    a->orders = lt_calloc(n ? n : 1, sizeof *a->orders);
     a->strings = lt_malloc(bytes ? bytes : 1);
-    if (!sorted || !a->ids || !a->hosts || !a->orders || !a->strings) {
+    if (!sorted || !a->ids || !a->hosts || !a->strings) {
         lt_free(sorted);
         return LATTICE_ERR_NOMEM;
     }
@@ -126,7 +122,6 @@ static lattice_status copy_nodes(lattice_affinity *a, const lattice_affinity_nod
         l = strlen(h) + 1;
         a->hosts[i] = memcpy(w, h, l);
         w += l;
-        a->orders[i] = nd->order;
     }
     lt_free(sorted);
     return LATTICE_OK;
@@ -319,10 +314,6 @@ static void assign(lattice_affinity *a, const lattice_cache_config *cfg, struct 
         rank_all(x->c, n);
         for (uint32_t j = 0; j < k; j++) own[j] = (uint16_t)x->c[j].node;
     }
-    for (uint32_t p = 0; p < a->partitions; p++) {
-        const uint16_t *own = &a->owners[(size_t)p * k];
-        for (uint32_t j = 0; j < k; j++) (j == 0 ? a->primaries : a->backups)[own[j]]++;
-    }
 }
 
 lattice_status lattice_affinity_compute(const lattice_affinity_node *nodes, size_t n,
@@ -356,8 +347,6 @@ lattice_status lattice_affinity_compute(const lattice_affinity_node *nodes, size
     if (st != LATTICE_OK) goto fail;
     size_t slots = (size_t)a->partitions * a->copies;
     a->owners = lt_malloc(slots ? slots * sizeof *a->owners : 1);
-    a->primaries = lt_calloc(n ? n : 1, sizeof *a->primaries);
-    a->backups = lt_calloc(n ? n : 1, sizeof *a->backups);
     size_t n1 = n ? n : 1;
     struct scratch x = {
         .h = lt_malloc(n1 * sizeof *x.h),
@@ -367,7 +356,7 @@ lattice_status lattice_affinity_compute(const lattice_affinity_node *nodes, size
         .stamps = lt_calloc(2 * n1, sizeof *x.stamps),
     };
     st = LATTICE_ERR_NOMEM;
-    if (a->owners && a->primaries && a->backups && x.h && x.group && x.c && x.ts && x.stamps) {
+    if (a->owners && x.h && x.group && x.c && x.ts && x.stamps) {
         for (uint32_t i = 0; i < n; i++) x.h[i] = id_hash(a->ids[i]);
         /* x.c is free until assign: borrow it as the host sort's scratch */
         if (cfg->exclude_neighbors) host_groups(a, x.group, (uint32_t *)x.c);
@@ -386,8 +375,8 @@ fail:
 void lattice_affinity_free(lattice_affinity *a)
 {
     if (!a) return;
-    lt_free(a->ids), lt_free(a->hosts), lt_free(a->orders), lt_free(a->strings);
-    lt_free(a->owners), lt_free(a->primaries), lt_free(a->backups);
+    lt_free(a->ids), lt_free(a->hosts), lt_free(a->strings);
+    lt_free(a->owners);
     lt_free(a);
 }
 
@@ -398,16 +387,6 @@ uint32_t lattice_affinity_node_count(const lattice_affinity *a) { return a->nnod
 const char *lattice_affinity_node_id(const lattice_affinity *a, uint32_t node)
 {
     return node < a->nnodes ? a->ids[node] : NULL;
-}
-
-const char *lattice_affinity_node_host(const lattice_affinity *a, uint32_t node)
-{
-    return node < a->nnodes ? a->hosts[node] : NULL;
-}
-
-uint64_t lattice_affinity_node_order(const lattice_affinity *a, uint32_t node)
-{
-    return node < a->nnodes ? a->orders[node] : 0;
 }
 
 int32_t lattice_affinity_node_index(const lattice_affinity *a, const char *id)
@@ -450,206 +429,4 @@ int lattice_affinity_role(const lattice_affinity *a, uint32_t p, uint32_t node)
     for (uint32_t j = 0; j < n; j++)
         if (o[j] == node) return (int)j;
     return -1;
-}
-
-uint32_t lattice_affinity_node_partitions(const lattice_affinity *a, uint32_t node,
-                                          unsigned roles, uint32_t *out)
-{
-    uint32_t n = 0;
-    for (uint32_t p = 0; node < a->nnodes && p < a->partitions; p++) {
-        int r = lattice_affinity_role(a, p, node);
-        if (r < 0) continue;
-        if (!(roles & (r == 0 ? LATTICE_AFFINITY_ROLE_PRIMARY : LATTICE_AFFINITY_ROLE_BACKUP)))
-            continue;
-        if (out) out[n] = p;
-        n++;
-    }
-    return n;
-}
-
-static bool same_owners(const lattice_affinity *a, uint32_t p, uint32_t q)
-{
-    if (p == q || a->copies == 0) return true;
-    return memcmp(&a->owners[(size_t)p * a->copies], &a->owners[(size_t)q * a->copies],
-                  a->copies * sizeof *a->owners) == 0;
-}
-
-lattice_status lattice_affinity_slot_ranges(const lattice_affinity *a, lattice_slot_range **ranges,
-                                            size_t *count)
-{
-    if (!a || !ranges || !count) return LATTICE_ERR_INVAL;
-    *ranges = NULL;
-    *count = 0;
-    uint32_t mask = a->partitions - 1;
-    /* first pass counts the runs, so one allocation of the exact size */
-    size_t n = 1;
-    for (uint32_t s = 1; s < LATTICE_PARTITION_SLOTS; s++)
-        n += !same_owners(a, (s - 1) & mask, s & mask);
-    lattice_slot_range *r = lt_malloc(n * sizeof *r);
-    if (!r) return LATTICE_ERR_NOMEM;
-    size_t k = 0;
-    r[0] = (lattice_slot_range){0, 0, 0};
-    for (uint32_t s = 1; s < LATTICE_PARTITION_SLOTS; s++) {
-        if (same_owners(a, (s - 1) & mask, s & mask)) {
-            r[k].last = (uint16_t)s;
-        } else {
-            k++;
-            r[k] = (lattice_slot_range){(uint16_t)s, (uint16_t)s, s & mask};
-        }
-    }
-    *ranges = r;
-    *count = n;
-    return LATTICE_OK;
-}
-
-/* map[i] = index in `to` of from's node i, or -1.  Both lists are sorted. */
-static void map_nodes(const lattice_affinity *from, const lattice_affinity *to, int32_t *map)
-{
-    uint32_t j = 0;
-    for (uint32_t i = 0; i < from->nnodes; i++) {
-        while (j < to->nnodes && strcmp(to->ids[j], from->ids[i]) < 0) j++;
-        map[i] = j < to->nnodes && strcmp(to->ids[j], from->ids[i]) == 0 ? (int32_t)j : -1;
-    }
-}
-
-static uint32_t compare_owners(const lattice_affinity *from, const lattice_affinity *to,
-                               const int32_t *map, uint32_t p)
-{
-    uint32_t nf, nt;
-    const uint16_t *of = lattice_affinity_owners(from, p, &nf);
-    const uint16_t *ot = lattice_affinity_owners(to, p, &nt);
-    uint32_t flags = 0;
-    int32_t pf = nf ? map[of[0]] : -1, pt = nt ? (int32_t)ot[0] : -1;
-    if (pf != pt || (nf == 0) != (nt == 0)) flags |= LATTICE_AFFINITY_PRIMARY_CHANGED;
-    bool same_set = nf == nt, same_seq = nf == nt;
-    for (uint32_t i = 0; i < nf && same_set; i++) {
-        bool found = false;
-        for (uint32_t j = 0; j < nt && !found; j++) found = map[of[i]] == (int32_t)ot[j];
-        same_set = found;
-        if (same_seq) same_seq = map[of[i]] == (int32_t)ot[i];
-    }
-    if (!same_set)
-        flags |= LATTICE_AFFINITY_OWNERS_CHANGED;
-    else if (!same_seq && !(flags & LATTICE_AFFINITY_PRIMARY_CHANGED))
-        flags |= LATTICE_AFFINITY_ORDER_CHANGED;
-    return flags;
-}
-
-lattice_status lattice_affinity_diff(const lattice_affinity *from, const lattice_affinity *to,
-                                     lattice_affinity_change **changes, size_t *count)
-{
-    if (!from || !to || !changes || !count) return LATTICE_ERR_INVAL;
-    *changes = NULL;
-    *count = 0;
-    if (from->partitions != to->partitions) return LATTICE_ERR_INVAL;
-    int32_t *map = lt_malloc((from->nnodes ? from->nnodes : 1) * sizeof *map);
-    if (!map) return LATTICE_ERR_NOMEM;
-    map_nodes(from, to, map);
-    size_t n = 0, cap = 0;
-    lattice_affinity_change *out = NULL;
-    for (uint32_t p = 0; p < from->partitions; p++) {
-        uint32_t f = compare_owners(from, to, map, p);
-        if (!f) continue;
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            lattice_affinity_change *g = lt_realloc(out, nc * sizeof *g);
-            if (!g) {
-                lt_free(out), lt_free(map);
-                return LATTICE_ERR_NOMEM;
-            }
-            out = g, cap = nc;
-        }
-        out[n].partition = p;
-        out[n].flags = f;
-        n++;
-    }
-    lt_free(map);
-    *changes = out;
-    *count = n;
-    return LATTICE_OK;
-}
-
-void lattice_affinity_balance_of(const lattice_affinity *a, lattice_affinity_balance *out)
-{
-    memset(out, 0, sizeof *out);
-    out->nodes = a->nnodes;
-    if (a->nnodes == 0) return;
-    uint64_t ps = 0, bs = 0;
-    out->primary_min = out->backup_min = UINT32_MAX;
-    for (uint32_t i = 0; i < a->nnodes; i++) {
-        uint32_t p = a->primaries[i], b = a->backups[i];
-        ps += p, bs += b;
-        if (p < out->primary_min) out->primary_min = p;
-        if (p > out->primary_max) out->primary_max = p;
-        if (b < out->backup_min) out->backup_min = b;
-        if (b > out->backup_max) out->backup_max = b;
-    }
-    out->primary_avg = (double)ps / a->nnodes;
-    out->backup_avg = (double)bs / a->nnodes;
-}
-
-uint32_t lattice_affinity_primaries_of(const lattice_affinity *a, uint32_t node)
-{
-    return node < a->nnodes ? a->primaries[node] : 0;
-}
-
-uint32_t lattice_affinity_backups_of(const lattice_affinity *a, uint32_t node)
-{
-    return node < a->nnodes ? a->backups[node] : 0;
-}
-
-const char *lattice_redundancy_name(lattice_redundancy r)
-{
-    switch (r) {
-    case LATTICE_REDUNDANCY_FULL: return "full";
-    case LATTICE_REDUNDANCY_UNDER: return "under";
-    case LATTICE_REDUNDANCY_LOST: return "lost";
-    }
-    return "unknown";
-}
-
-uint32_t lattice_affinity_live_mask(const lattice_affinity *a, const char *const *live,
-                                    size_t n, uint8_t *mask)
-{
-    memset(mask, 0, a->nnodes);
-    uint32_t given = 0;
-    for (size_t i = 0; live && i < n; i++) {
-        if (!live[i]) continue;
-        given++;
-        int32_t x = lattice_affinity_node_index(a, live[i]);
-        if (x >= 0) mask[x] = 1;
-    }
-    return given;
-}
-
-lattice_redundancy lattice_affinity_classify(const lattice_affinity *a, uint32_t p,
-                                             const uint8_t *mask, uint32_t live_servers)
-{
-    uint32_t n;
-    const uint16_t *o = lattice_affinity_owners(a, p, &n);
-    uint32_t alive = 0;
-    for (uint32_t j = 0; j < n; j++) alive += mask[o[j]] != 0;
-    if (alive == 0) return LATTICE_REDUNDANCY_LOST;
-    uint32_t want = n < live_servers ? n : live_servers;
-    return alive < want ? LATTICE_REDUNDANCY_UNDER : LATTICE_REDUNDANCY_FULL;
-}
-
-lattice_status lattice_affinity_health_of(const lattice_affinity *a, const char *const *live,
-                                          size_t n, lattice_redundancy *per_partition,
-                                          lattice_affinity_health *sum)
-{
-    if (!a || !sum) return LATTICE_ERR_INVAL;
-    memset(sum, 0, sizeof *sum);
-    uint8_t *mask = lt_malloc(a->nnodes ? a->nnodes : 1);
-    if (!mask) return LATTICE_ERR_NOMEM;
-    uint32_t servers = lattice_affinity_live_mask(a, live, n, mask);
-    for (uint32_t p = 0; p < a->partitions; p++) {
-        lattice_redundancy r = lattice_affinity_classify(a, p, mask, servers);
-        if (per_partition) per_partition[p] = r;
-        if (r == LATTICE_REDUNDANCY_FULL) sum->full++;
-        else if (r == LATTICE_REDUNDANCY_UNDER) sum->under++;
-        else sum->lost++;
-    }
-    lt_free(mask);
-    return LATTICE_OK;
 }

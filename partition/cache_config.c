@@ -262,28 +262,6 @@ static void unknown_key(const char *key, size_t len, char *err, size_t errlen)
         list);
 }
 
-lattice_status lattice_cache_config_set(lattice_cache_config *c, const char *key,
-                                        const char *value, char *err, size_t errlen)
-{
-    if (!c || !key || !value) {
-        say(err, errlen, "missing cache option or value");
-        return LATTICE_ERR_INVAL;
-    }
-    const struct key *k = find_key(key, strlen(key));
-    if (!k) {
-        unknown_key(key, strlen(key), err, errlen);
-        return LATTICE_ERR_INVAL;
-    }
-    if (!*value) {
-        say(err, errlen, "%s has no value; expected %s", k->name, k->help);
-        return LATTICE_ERR_INVAL;
-    }
-    lattice_cache_config tmp = *c; /* all or nothing */
-    lattice_status st = set_one(&tmp, k, value, err, errlen);
-    if (st == LATTICE_OK) *c = tmp;
-    return st;
-}
-
 /* Applies one "k=v" item of length len; seen[] catches a key given twice. */
 static lattice_status apply_item(lattice_cache_config *c, const char *item, size_t len,
                                  bool *seen, char *err, size_t errlen)
@@ -419,41 +397,6 @@ lattice_status lattice_cache_spec_from_args(const char *name, int argc, const ch
     return LATTICE_OK;
 }
 
-lattice_status lattice_cache_config_validate(const lattice_cache_config *c, char *err,
-                                             size_t errlen)
-{
-    if (!c) {
-        say(err, errlen, "missing cache config");
-        return LATTICE_ERR_INVAL;
-    }
-    if (!lattice_cache_config_name_valid(c->name, err, errlen)) return LATTICE_ERR_INVAL;
-    for (size_t i = 0; i < NKEYS; i++) {
-        const struct key *k = &keys[i];
-        const char *f = (const char *)c + k->off;
-        bool ok = true;
-        if (k->kind == K_ENUM) {
-            int v;
-            memcpy(&v, f, sizeof v);
-            int n = 0;
-            while (k->names[n]) n++;
-            ok = v >= 0 && v < n;
-        } else if (k->kind == K_NAME) {
-            ok = memchr(f, 0, LATTICE_REGION_NAME_MAX + 1) &&
-                 name_ok(k->name, f, LATTICE_REGION_NAME_MAX, NULL, 0);
-        } else if (k->kind != K_BOOL) {
-            uint64_t v = load_u64(c, k);
-            ok = (k->kind == K_U64_NONE && v == 0) || (v >= k->min && v <= k->max);
-            if (k->off == OFF(partitions)) ok = lattice_partition_count_valid(v);
-        }
-        if (!ok) {
-            say(err, errlen, "cache '%s': %s out of range; expected %s", c->name, k->name,
-                k->help);
-            return LATTICE_ERR_INVAL;
-        }
-    }
-    return LATTICE_OK;
-}
-
 /* Writes key k's value as text into v (at least 32 bytes, or region size). */
 static void value_text(const lattice_cache_config *c, const struct key *k, char *v, size_t vlen)
 {
@@ -523,7 +466,3 @@ static const char *enum_name(const char *const *names, int n, int v)
 
 const char *lattice_cache_mode_name(lattice_cache_mode m) { return enum_name(mode_names, 2, (int)m); }
 const char *lattice_cache_sync_name(lattice_cache_sync s) { return enum_name(sync_names, 3, (int)s); }
-const char *lattice_rebalance_mode_name(lattice_rebalance_mode m)
-{
-    return enum_name(rebal_names, 3, (int)m);
-}

@@ -3,10 +3,9 @@
  *
  *   key --crc16/{hash tag}--> slot (0..16383) --& (partitions-1)--> partition
  *   (server nodes, cache config) --rendezvous--> assignment: owners per partition
- *   per node: partition map = state + update counter per (cache, partition)
+ *   per node and partition: the state of its copy (lattice_partition_state)
  *
- * Everything here is pure and network-free except the partition map, which is
- * the node's mutable view published as RCU snapshots.  The node module turns
+ * Everything here is pure and network-free.  The node module turns
  * its topology snapshot into an array of lattice_affinity_node; every node and
  * every client computes the same assignment from the same input (the hash and
  * mix functions below are part of the cluster's contract: changing them is a
@@ -57,8 +56,7 @@ bool lattice_partition_count_valid(uint64_t partitions);
  * A plain value (not opaque on purpose): it is copied into messages, compared
  * and printed by several modules, and holds no pointers, so a struct copy is a
  * full copy.  Always start from lattice_cache_config_init() and change it with
- * the setters/parsers, which validate; a struct filled by hand must pass
- * lattice_cache_config_validate() before use.
+ * the parsers, which validate.
  */
 #define LATTICE_REGION_NAME_MAX 64
 #define LATTICE_CACHE_MAX_BACKUPS 64
@@ -106,12 +104,6 @@ void lattice_cache_config_init(lattice_cache_config *c, const char *name);
  * failure writes a sentence to err (if non-NULL) and returns false. */
 bool lattice_cache_config_name_valid(const char *name, char *err, size_t errlen);
 
-/* Set one option from text.  On any error (unknown key, bad value) the config
- * is unchanged, err gets a sentence naming the key and the accepted values, and
- * LATTICE_ERR_INVAL is returned. */
-lattice_status lattice_cache_config_set(lattice_cache_config *c, const char *key,
-                                        const char *value, char *err, size_t errlen);
-
 /* "k=v,k=v,..." (the part after ':' in --cache).  All or nothing: on error the
  * config is unchanged.  A key given twice is an error.  "" sets nothing. */
 lattice_status lattice_cache_config_parse_list(lattice_cache_config *c, const char *list,
@@ -125,10 +117,6 @@ lattice_status lattice_cache_config_parse_spec(lattice_cache_config *c, const ch
 lattice_status lattice_cache_config_parse_args(lattice_cache_config *c, const char *name,
                                                int argc, const char *const *argv,
                                                char *err, size_t errlen);
-
-/* Checks a whole config (every field in range, names valid). */
-lattice_status lattice_cache_config_validate(const lattice_cache_config *c, char *err,
-                                             size_t errlen);
 
 #define LATTICE_CACHE_FORMAT_ALL 0      /* every key, in the documented order */
 #define LATTICE_CACHE_FORMAT_CHANGED 1  /* only keys that differ from the default */
@@ -144,7 +132,6 @@ bool lattice_cache_config_equal(const lattice_cache_config *a, const lattice_cac
 /* Names as used in specs and JSON ("partitioned", "full_sync", "async"). */
 const char *lattice_cache_mode_name(lattice_cache_mode m);
 const char *lattice_cache_sync_name(lattice_cache_sync s);
-const char *lattice_rebalance_mode_name(lattice_rebalance_mode m);
 
 /* ------------------------------------------------------------------------ */
 /* Rendezvous affinity                                                       */
@@ -155,7 +142,7 @@ const char *lattice_rebalance_mode_name(lattice_rebalance_mode m);
 typedef struct lattice_affinity_node {
     const char *consistent_id; /* "host:port", unique and non-empty */
     const char *host;          /* for exclude_neighbors; NULL/"" = its own host */
-    uint64_t order;            /* join order (reported, not used for ranking) */
+    uint64_t order;            /* join order; the assignment does not depend on it */
 } lattice_affinity_node;
 
 #define LATTICE_AFFINITY_MAX_NODES 4096u
@@ -183,8 +170,6 @@ uint32_t lattice_affinity_partitions(const lattice_affinity *a);
 uint32_t lattice_affinity_copies(const lattice_affinity *a);
 uint32_t lattice_affinity_node_count(const lattice_affinity *a);
 const char *lattice_affinity_node_id(const lattice_affinity *a, uint32_t node);
-const char *lattice_affinity_node_host(const lattice_affinity *a, uint32_t node);
-uint64_t lattice_affinity_node_order(const lattice_affinity *a, uint32_t node);
 /* Index of a consistent id, or -1. */
 int32_t lattice_affinity_node_index(const lattice_affinity *a, const char *consistent_id);
 
@@ -197,105 +182,21 @@ int32_t lattice_affinity_primary(const lattice_affinity *a, uint32_t p);
 /* Position of node among p's owners: 0 primary, 1.. backups, -1 not an owner. */
 int lattice_affinity_role(const lattice_affinity *a, uint32_t p, uint32_t node);
 
-/* Partitions node owns in the given roles (LATTICE_AFFINITY_ROLE_* bits),
- * in partition order, into out (NULL: only count; else room for
- * lattice_affinity_partitions(a) entries).  Returns how many. */
-#define LATTICE_AFFINITY_ROLE_PRIMARY 1u
-#define LATTICE_AFFINITY_ROLE_BACKUP 2u
-uint32_t lattice_affinity_node_partitions(const lattice_affinity *a, uint32_t node,
-                                          unsigned roles, uint32_t *out);
-
-/* Redis slots 0..16383 grouped into maximal runs whose partitions have the
- * same owner list, for CLUSTER SLOTS/SHARDS: slot s lives in partition
- * s & (partitions-1), so read a run's owners from `partition`.  With fewer
- * than 16384 partitions neighbouring slots fall in different partitions, so
- * expect many short runs (all 16384 slots are always covered, in order).
- * *ranges is lt_malloc'd (lt_free it); NOMEM on allocation failure. */
-typedef struct lattice_slot_range {
-    uint16_t first, last;     /* inclusive */
-    uint32_t partition;       /* partition of `first` */
-} lattice_slot_range;
-
-lattice_status lattice_affinity_slot_ranges(const lattice_affinity *a, lattice_slot_range **ranges,
-                                            size_t *count);
-
-/* How two assignments of the same cache differ, partition by partition. */
-#define LATTICE_AFFINITY_PRIMARY_CHANGED 1u /* another primary (or none) */
-#define LATTICE_AFFINITY_OWNERS_CHANGED 2u  /* the set of owners differs */
-#define LATTICE_AFFINITY_ORDER_CHANGED 4u   /* same owners, other backup order */
-
-typedef struct lattice_affinity_change {
-    uint32_t partition;
-    uint32_t flags;           /* LATTICE_AFFINITY_*_CHANGED */
-} lattice_affinity_change;
-
-/* Lists, in partition order, every partition whose owner list (compared by
- * consistent id) differs between from and to.  *changes is allocated with
- * lt_malloc (free with lt_free; NULL when *count is 0).  INVAL when the
- * partition counts differ. */
-lattice_status lattice_affinity_diff(const lattice_affinity *from, const lattice_affinity *to,
-                                     lattice_affinity_change **changes, size_t *count);
-
-/* Primaries/backups per node. */
-typedef struct lattice_affinity_balance {
-    uint32_t nodes;
-    uint32_t primary_min, primary_max;
-    double primary_avg;
-    uint32_t backup_min, backup_max;
-    double backup_avg;
-} lattice_affinity_balance;
-
-void lattice_affinity_balance_of(const lattice_affinity *a, lattice_affinity_balance *out);
-uint32_t lattice_affinity_primaries_of(const lattice_affinity *a, uint32_t node);
-uint32_t lattice_affinity_backups_of(const lattice_affinity *a, uint32_t node);
-
-/* Redundancy of a partition given which of the assignment's nodes are alive. */
-typedef enum lattice_redundancy {
-    LATTICE_REDUNDANCY_FULL = 0,  /* every assigned copy that can exist is alive */
-    LATTICE_REDUNDANCY_UNDER = 1, /* some copy alive, fewer than wanted */
-    LATTICE_REDUNDANCY_LOST = 2,  /* no assigned owner alive */
-} lattice_redundancy;
-
-const char *lattice_redundancy_name(lattice_redundancy r); /* "full","under","lost" */
-
-/* mask[node] = 1 for each node of a whose consistent id is in live[0..n); ids
- * that a does not know are ignored.  mask has lattice_affinity_node_count(a)
- * bytes.  Returns how many live ids were given that are servers at all
- * (n minus NULL entries), which is what "copies wanted" is measured against. */
-uint32_t lattice_affinity_live_mask(const lattice_affinity *a, const char *const *live,
-                                    size_t n, uint8_t *mask);
-
-/* Wanted copies = min(copies of a, live_servers); LOST when no owner of p is
- * live, UNDER when fewer than wanted are, FULL otherwise. */
-lattice_redundancy lattice_affinity_classify(const lattice_affinity *a, uint32_t p,
-                                             const uint8_t *mask, uint32_t live_servers);
-
-typedef struct lattice_affinity_health {
-    uint32_t full, under, lost;
-} lattice_affinity_health;
-
-/* Classifies every partition (per_partition may be NULL, else has
- * lattice_affinity_partitions(a) entries) and sums them up. */
-lattice_status lattice_affinity_health_of(const lattice_affinity *a, const char *const *live,
-                                          size_t n, lattice_redundancy *per_partition,
-                                          lattice_affinity_health *sum);
-
 /* ------------------------------------------------------------------------ */
-/* Partition states and the node's partition map                             */
+/* Partition states                                                          */
 /* ------------------------------------------------------------------------ */
 
 /*
- * The state of this node's copy of a partition (as Ignite's
- * GridDhtPartitionState).  Writes reach OWNING and MOVING copies; reads are
- * served only by OWNING copies.  A partition this node holds nothing of is
- * EVICTED (also the initial state).  Allowed transitions:
- *
- *   EVICTED -> MOVING (assigned, loading)   EVICTED -> OWNING (new, empty cache)
- *   MOVING  -> OWNING | RENTING | LOST      OWNING  -> RENTING | LOST
- *   RENTING -> EVICTED                      LOST    -> OWNING | EVICTED
- *
- * and any state to itself (no change).  Entering EVICTED resets the update
- * counter to 0.
+ * The state of a node's copy of a partition (as Ignite's
+ * GridDhtPartitionState), as the rebalance executor holds it per cache and
+ * reports it.  Writes reach OWNING and MOVING copies; reads are served only by
+ * OWNING copies.  A partition a node holds nothing of is EVICTED.  The
+ * executor moves a copy EVICTED -> MOVING when this node must load it,
+ * MOVING -> OWNING when it is loaded, MOVING -> LOST when no live copy can
+ * supply it (LOST -> MOVING when the server set changes and one may), and
+ * back to EVICTED when the partition is no longer this node's to load.
+ * RENTING names a copy no longer assigned to a node; the executor drops such a
+ * copy at once, so it goes straight to EVICTED.
  */
 typedef enum lattice_partition_state {
     LATTICE_PART_MOVING = 0,
@@ -308,94 +209,5 @@ typedef enum lattice_partition_state {
 
 /* "MOVING", "OWNING", ... (JSON/CLI); "UNKNOWN" out of range. */
 const char *lattice_partition_state_name(lattice_partition_state s);
-/* Case-insensitive; -1 when unknown. */
-int lattice_partition_state_parse(const char *name);
-bool lattice_partition_state_transition_ok(lattice_partition_state from,
-                                           lattice_partition_state to);
-
-/*
- * The map: per cache, per partition, a state and a 64-bit update counter.
- *
- * RCU rules (liburcu memb flavour):
- *  - Every thread that calls any lattice_partition_map_* function or reads a
- *    snapshot must be registered (rcu_register_thread), including writers:
- *    publishing uses call_rcu.
- *  - States change by publishing a new immutable snapshot (copy, change,
- *    rcu_xchg_pointer, call_rcu to free the old one); writers serialise on the
- *    map's mutex, readers never block and see either the old or the new
- *    snapshot, never a mix.
- *  - A snapshot pointer from lattice_partition_map_snapshot() is valid only
- *    inside the caller's rcu_read_lock() section; do not keep it past
- *    rcu_read_unlock().
- *  - Update counters change on every write, so they are not copied per
- *    snapshot: each cache's counters are shared atomics, reachable from every
- *    snapshot that lists the cache, freed after the last such snapshot.
- */
-typedef struct lattice_partition_map lattice_partition_map;
-typedef struct lattice_partition_snapshot lattice_partition_snapshot;
-
-lattice_status lattice_partition_map_create(lattice_partition_map **out);
-/* Frees the map and waits for its pending RCU callbacks (rcu_barrier): call
- * outside any read-side section, from a registered thread, with no other
- * thread still using the map. */
-void lattice_partition_map_destroy(lattice_partition_map *m);
-
-/* Adds a cache; all partitions EVICTED, counters 0.  EXISTS if already there,
- * INVAL for a bad name or partition count. */
-lattice_status lattice_partition_map_add_cache(lattice_partition_map *m, const char *cache,
-                                               uint32_t partitions);
-/* NO_CACHE if unknown. */
-lattice_status lattice_partition_map_remove_cache(lattice_partition_map *m, const char *cache);
-
-/* Moves partitions parts[0..n) to state `to` in one snapshot.  All or
- * nothing: INVAL (partition out of range or a transition not allowed, the
- * first offender logged) leaves the map unchanged.  NO_CACHE if unknown. */
-lattice_status lattice_partition_map_set_states(lattice_partition_map *m, const char *cache,
-                                                const uint32_t *parts, size_t n,
-                                                lattice_partition_state to);
-lattice_status lattice_partition_map_set_state(lattice_partition_map *m, const char *cache,
-                                               uint32_t part, lattice_partition_state to);
-
-/* State of one partition, read from the current snapshot (takes the read
- * lock itself; nestable inside the caller's own). */
-lattice_status lattice_partition_map_state(lattice_partition_map *m, const char *cache,
-                                           uint32_t part, lattice_partition_state *out);
-
-/* Update counters (lock-free atomics; no snapshot is published).
- *  next:    primary side, returns the incremented counter for a new write.
- *  advance: backup/rebalance side, raises the counter to at least v
- *           (an older v never lowers it); returns the counter after.
- *  counter: reads it.
- * Return 0 with *status set to NO_CACHE/INVAL when cache or part is bad
- * (status may be NULL). */
-uint64_t lattice_partition_map_next_counter(lattice_partition_map *m, const char *cache,
-                                            uint32_t part, lattice_status *status);
-uint64_t lattice_partition_map_advance_counter(lattice_partition_map *m, const char *cache,
-                                               uint32_t part, uint64_t v,
-                                               lattice_status *status);
-uint64_t lattice_partition_map_counter(lattice_partition_map *m, const char *cache,
-                                       uint32_t part, lattice_status *status);
-
-/* Call with rcu_read_lock held; valid until rcu_read_unlock.  Never NULL. */
-const lattice_partition_snapshot *lattice_partition_map_snapshot(lattice_partition_map *m);
-/* Increases by one on every published change. */
-uint64_t lattice_partition_snapshot_version(const lattice_partition_snapshot *s);
-uint32_t lattice_partition_snapshot_cache_count(const lattice_partition_snapshot *s);
-/* Index of a cache in this snapshot, or -1.  Indexes are per snapshot. */
-int32_t lattice_partition_snapshot_cache_index(const lattice_partition_snapshot *s,
-                                               const char *cache);
-const char *lattice_partition_snapshot_cache_name(const lattice_partition_snapshot *s,
-                                                  uint32_t ci);
-uint32_t lattice_partition_snapshot_partitions(const lattice_partition_snapshot *s,
-                                               uint32_t ci);
-/* ci and part must be in range (checked: out of range -> EVICTED). */
-lattice_partition_state lattice_partition_snapshot_state(const lattice_partition_snapshot *s,
-                                                         uint32_t ci, uint32_t part);
-uint64_t lattice_partition_snapshot_counter(const lattice_partition_snapshot *s, uint32_t ci,
-                                            uint32_t part);
-/* How many partitions of cache ci are in each state (counts has
- * LATTICE_PART_STATE_COUNT_ entries). */
-void lattice_partition_snapshot_count_states(const lattice_partition_snapshot *s, uint32_t ci,
-                                             uint32_t *counts);
 
 #endif

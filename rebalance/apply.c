@@ -17,24 +17,10 @@
 
 #include "lattice/alloc.h"
 #include "rebalance/rebalance.h"
+#include "rebalance_int.h"
 
 enum { PART_IDLE = 0, PART_LOADING = 1, PART_DONE = 2 };
 
-struct lattice_rebalance_applier {
-    lattice_store *store;
-    char cache[LATTICE_CACHE_NAME_MAX + 1];
-    lattice_rebalance_ids ids;
-    lattice_rebalance_progress *progress;
-    uint8_t *state;        /* per partition: PART_* */
-    uint32_t partitions, pending;
-    lattice_store_entry *ents;
-    size_t ecap;
-    /* Removes seen while partitions load (see note_remove): chained hash of
-     * (partition, key) -> version; tomb_count[p] per partition. */
-    struct tomb **tombs;
-    size_t tomb_buckets, tomb_total;
-    uint32_t *tomb_count;
-};
 
 struct tomb {
     struct tomb *next;
@@ -242,11 +228,6 @@ lattice_status lattice_rebalance_applier_apply(lattice_rebalance_applier *a,
         }
     }
     return LATTICE_OK;
-}
-
-uint32_t lattice_rebalance_applier_pending(const lattice_rebalance_applier *a)
-{
-    return a->pending;
 }
 
 void lattice_rebalance_applier_free(lattice_rebalance_applier *a)

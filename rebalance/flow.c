@@ -24,6 +24,7 @@
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "rebalance/rebalance.h"
+#include "rebalance_int.h"
 
 void lattice_rebalance_flow_config_of(const lattice_cache_config *c,
                                       lattice_rebalance_flow_config *f)
@@ -72,17 +73,6 @@ static int ids_equal(const lattice_rebalance_ids *x, const lattice_rebalance_ids
 
 /* --------------------------------------------------------------- demander */
 
-struct lattice_rebalance_demander {
-    char cache[LATTICE_CACHE_NAME_MAX + 1];
-    lattice_rebalance_ids ids;
-    lattice_rebalance_flow_config cfg;
-    uint32_t *parts;
-    size_t n, cur, first;   /* loading parts[cur]; this session asked for parts[first..n) */
-    uint32_t nsup, sup, tried;
-    uint64_t expected;      /* next batch number accepted */
-    uint64_t deadline;
-    lattice_rebalance_demander_state state;
-};
 
 lattice_status lattice_rebalance_demander_create(const char *cache,
                                                  const lattice_rebalance_ids *ids,
@@ -214,19 +204,9 @@ lattice_rebalance_demander_state lattice_rebalance_demander_state_of(
     return d->state;
 }
 
-uint32_t lattice_rebalance_demander_supplier(const lattice_rebalance_demander *d)
-{
-    return d->sup;
-}
-
 void lattice_rebalance_demander_ids(const lattice_rebalance_demander *d, lattice_rebalance_ids *ids)
 {
     *ids = d->ids;
-}
-
-int64_t lattice_rebalance_demander_current(const lattice_rebalance_demander *d)
-{
-    return d->cur < d->n ? (int64_t)d->parts[d->cur] : -1;
 }
 
 void lattice_rebalance_demander_free(lattice_rebalance_demander *d)
@@ -238,29 +218,7 @@ void lattice_rebalance_demander_free(lattice_rebalance_demander *d)
 
 /* --------------------------------------------------------------- supplier */
 
-struct kept {
-    uint64_t batch;
-    void *buf;
-    size_t len;
-};
 
-struct lattice_rebalance_supplier {
-    lattice_store *store;
-    char cache[LATTICE_CACHE_NAME_MAX + 1];
-    lattice_rebalance_ids ids;
-    lattice_rebalance_flow_config cfg;
-    lattice_rebalance_counter_fn counter_fn;
-    void *counter_arg;
-    uint32_t *parts;
-    size_t n, cur;
-    lattice_rebalance_batcher *b;  /* for parts[cur] */
-    uint32_t window;
-    uint64_t next_batch, acked;    /* built 1..next_batch-1; acked 1..acked */
-    struct kept *kept;             /* unacked batches, oldest first; window entries */
-    uint32_t nkept;
-    bool all_built, sent_any;
-    uint64_t last_send_ms;
-};
 
 lattice_status lattice_rebalance_supplier_create(lattice_store *store,
                                                  const lattice_rebalance_demand *first,
@@ -401,11 +359,6 @@ lattice_status lattice_rebalance_supplier_on_tick(lattice_rebalance_supplier *s,
 bool lattice_rebalance_supplier_done(const lattice_rebalance_supplier *s)
 {
     return s->all_built && s->nkept == 0;
-}
-
-uint32_t lattice_rebalance_supplier_in_flight(const lattice_rebalance_supplier *s)
-{
-    return s->nkept;
 }
 
 void lattice_rebalance_supplier_free(lattice_rebalance_supplier *s)

@@ -9,19 +9,8 @@
 
 #include "lattice/alloc.h"
 #include "rebalance/rebalance.h"
+#include "rebalance_int.h"
 
-struct lattice_rebalance_plan {
-    uint32_t *rank;      /* rank[node] = position by consistent id (for sessions) */
-    size_t nnodes;
-    lattice_rebalance_task *tasks;
-    size_t ntasks, cap_tasks;
-    uint32_t *suppliers;
-    size_t nsup, cap_sup;
-    lattice_rebalance_node_part *renting;
-    size_t nrent, cap_rent;
-    uint32_t *lost;
-    size_t nlost, cap_lost;
-};
 
 struct ctx {
     const lattice_rebalance_plan_input *in;
@@ -246,39 +235,16 @@ void lattice_rebalance_plan_free(lattice_rebalance_plan *p)
     lt_free(p);
 }
 
-const lattice_rebalance_task *lattice_rebalance_plan_tasks(const lattice_rebalance_plan *p,
-                                                           size_t *count)
-{
-    *count = p->ntasks;
-    return p->tasks;
-}
-
 const uint32_t *lattice_rebalance_plan_suppliers(const lattice_rebalance_plan *p, size_t *count)
 {
     *count = p->nsup;
     return p->suppliers;
 }
 
-const lattice_rebalance_node_part *lattice_rebalance_plan_renting(const lattice_rebalance_plan *p,
-                                                                  size_t *count)
-{
-    *count = p->nrent;
-    return p->renting;
-}
-
 const uint32_t *lattice_rebalance_plan_lost(const lattice_rebalance_plan *p, size_t *count)
 {
     *count = p->nlost;
     return p->lost;
-}
-
-size_t lattice_rebalance_plan_partitions_of(const lattice_rebalance_plan *p, uint32_t demander,
-                                            uint32_t *out)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < p->ntasks; i++)
-        if (p->tasks[i].demander == demander) out[n++] = p->tasks[i].partition;
-    return n;
 }
 
 /* Orders task indexes by (demander rank, supplier list, partition). */

@@ -42,7 +42,7 @@
 /* Planner                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* What a node reports about its copy of a partition (its partition map). */
+/* What a node reports about its copy of a partition. */
 typedef struct lattice_rebalance_copy {
     lattice_partition_state state;
     uint64_t counter; /* update counter */
@@ -111,16 +111,9 @@ void lattice_rebalance_plan_free(lattice_rebalance_plan *p);
 
 /* Tasks in (partition, demander consistent id) order.  Arrays live as long as
  * the plan. */
-const lattice_rebalance_task *lattice_rebalance_plan_tasks(const lattice_rebalance_plan *p,
-                                                           size_t *count);
 const uint32_t *lattice_rebalance_plan_suppliers(const lattice_rebalance_plan *p,
                                                  size_t *count);
-const lattice_rebalance_node_part *lattice_rebalance_plan_renting(const lattice_rebalance_plan *p,
-                                                                  size_t *count);
 const uint32_t *lattice_rebalance_plan_lost(const lattice_rebalance_plan *p, size_t *count);
-/* Partitions of one demander, in order, into out (room for every task) -> count. */
-size_t lattice_rebalance_plan_partitions_of(const lattice_rebalance_plan *p, uint32_t demander,
-                                            uint32_t *out);
 
 /* Tasks grouped into demand sessions: tasks of one demander with the same
  * supplier list (same nodes, same order) are loaded in one session, so every
@@ -238,7 +231,7 @@ lattice_status lattice_rebalance_batcher_create(lattice_store *store, const char
                                                 lattice_rebalance_batcher **out);
 /* Builds the next message, numbered `batch`, into an lt_malloc'd *buf.  When
  * the partition is exhausted the message has last set and carries `counter`
- * (read it from the partition map just before: see docs/REBALANCE.md why
+ * (read the partition's update counter just before: see docs/REBALANCE.md why
  * that is enough); *last reports it.  *entries (may be NULL) = entries in it.
  * After last, INVAL.  NOMEM while copying entries out of the cursor ends
  * the batcher (the cursor cannot hand those entries out again): every later
@@ -299,8 +292,6 @@ lattice_status lattice_rebalance_applier_apply(lattice_rebalance_applier *a,
 lattice_status lattice_rebalance_applier_note_remove(lattice_rebalance_applier *a,
                                                      uint32_t partition, const void *key,
                                                      size_t key_len, uint64_t version);
-/* Partitions begun and not yet complete. */
-uint32_t lattice_rebalance_applier_pending(const lattice_rebalance_applier *a);
 void lattice_rebalance_applier_free(lattice_rebalance_applier *a);
 
 /* ------------------------------------------------------------------------ */
@@ -388,11 +379,8 @@ lattice_status lattice_rebalance_demander_on_tick(lattice_rebalance_demander *d,
                                                   lattice_rebalance_out *out);
 lattice_rebalance_demander_state lattice_rebalance_demander_state_of(
     const lattice_rebalance_demander *d);
-/* Current supplier index and ids (session) in use. */
-uint32_t lattice_rebalance_demander_supplier(const lattice_rebalance_demander *d);
+/* The ids (session) in use. */
 void lattice_rebalance_demander_ids(const lattice_rebalance_demander *d, lattice_rebalance_ids *ids);
-/* Partition now loading (the next to begin in the applier), or -1 when done. */
-int64_t lattice_rebalance_demander_current(const lattice_rebalance_demander *d);
 void lattice_rebalance_demander_free(lattice_rebalance_demander *d);
 
 /*
@@ -422,8 +410,6 @@ lattice_status lattice_rebalance_supplier_on_tick(lattice_rebalance_supplier *s,
                                                   lattice_rebalance_out *out);
 /* Every batch sent and acknowledged (or this node refused: nothing more to send). */
 bool lattice_rebalance_supplier_done(const lattice_rebalance_supplier *s);
-/* Batches sent and not yet acknowledged. */
-uint32_t lattice_rebalance_supplier_in_flight(const lattice_rebalance_supplier *s);
 void lattice_rebalance_supplier_free(lattice_rebalance_supplier *s);
 
 /* ------------------------------------------------------------------------ */

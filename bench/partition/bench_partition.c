@@ -26,6 +26,7 @@
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
+#include "affinity_view.h"
 #include "partition/partition.h"
 
 static double min_ms = 40;
@@ -211,8 +212,8 @@ static void section_balance(int json)
         lattice_cache_config c;
         lattice_cache_config_init(&c, "bench");
         lattice_affinity *a = must_compute(n, &c);
-        lattice_affinity_balance b;
-        lattice_affinity_balance_of(a, &b);
+        av_balance b;
+        av_balance_of(a, &b);
         double r = b.primary_max / b.primary_avg;
         if (n <= 16 && r > worst16) worst16 = r;
         if (r > worst32) worst32 = r;
@@ -286,9 +287,9 @@ static void section_join(int json)
         lattice_cache_config c;
         lattice_cache_config_init(&c, "bench");
         lattice_affinity *a = must_compute(n, &c), *b = must_compute(n + 1, &c);
-        lattice_affinity_change *ch;
+        av_change *ch;
         size_t nch;
-        if (lattice_affinity_diff(a, b, &ch, &nch) != LATTICE_OK) exit(1);
+        if (av_diff(a, b, &ch, &nch) != LATTICE_OK) exit(1);
         lt_free(ch);
         /* ideal: the joiner takes its fair share of copies, each a distinct partition */
         double ideal = fmin(1.0, 2.0 / (double)(n + 1));
@@ -319,9 +320,9 @@ static void section_slot_runs(int json)
         lattice_cache_config_init(&c, "bench");
         c.partitions = run_parts[ri / 2];
         lattice_affinity *a = must_compute(n, &c);
-        lattice_slot_range *r;
+        av_slot_range *r;
         size_t runs;
-        if (lattice_affinity_slot_ranges(a, &r, &runs) != LATTICE_OK) exit(1);
+        if (av_slot_ranges(a, &r, &runs) != LATTICE_OK) exit(1);
         if (json)
             printf("%s{\"partitions\":%u,\"nodes\":%zu,\"runs\":%zu}", ri ? "," : "", c.partitions,
                    n, runs);

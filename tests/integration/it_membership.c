@@ -99,7 +99,7 @@ START_TEST(three_node_static_grid_forms_and_top_json_matches_design)
     ck_assert_msg(top != NULL, "3-node grid did not form");
     for (int i = 0; i < 3; i++) ck_assert(it_log_has(g.p[i], " ready: "));
     ck_assert(it_orders_unique(top));
-    /* DESIGN §7: {"topology_version":[major,minor], "coordinator":ID, "nodes":[...]} */
+    /* docs/OPERATIONS.md: {"topology_version":[major,minor], "coordinator":ID, "nodes":[...]} */
     json_t *v = json_object_get(top, "topology_version");
     ck_assert(json_is_array(v) && json_array_size(v) == 2);
     ck_assert(json_is_integer(json_array_get(v, 0)) && json_integer_value(json_array_get(v, 0)) >= 2);

@@ -5,7 +5,8 @@
  * (a veth set down, then up) that splits the grid and merges it again.
  * The test creates and removes them itself; it needs root (CI runs as root)
  * and reports itself skipped otherwise.  Each namespace routes 224.0.0.0/4
- * through its veth (PITFALLS), each node binds its namespace's address.
+ * through its veth (the kernel would pick eth0), each node binds its
+ * namespace's address.
  */
 #include <check.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * API, redis-cli (plain and -c) and redis-benchmark (plain and --cluster)
  * against real latticed grids on loopback.
  *
- *   commands_three_nodes      every DESIGN §7 command with its values and
+ *   commands_three_nodes      every docs/RESP.md command with its values and
  *                             Redis's errors; keys written through one node
  *                             read through the others; RESP3 via HELLO 3
  *   cluster_slots_match_partitions

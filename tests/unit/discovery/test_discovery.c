@@ -151,7 +151,7 @@ START_TEST(wire_drops_oversized_truncated_unknown_and_other_versions)
     u[len] = (9 << 3) | 0; /* field 9: unused in Envelope */
     u[len + 1] = 5;
     ck_assert_int_eq(wire_decode(u, len + 2, NULL, 0, NULL, 4096, &e), WIRE_MALFORMED);
-    /* PITFALLS: an overlong tag for field 0 is kept as an unknown field. */
+    /* protobuf-c keeps an overlong tag for field 0 as an unknown field. */
     const uint8_t odd[] = {0x0a, 0x00, 0x80, 0x00, 0x00};
     ck_assert_int_eq(wire_decode(odd, sizeof odd, NULL, 0, NULL, 4096, &e), WIRE_MALFORMED);
     lt_free(b);

@@ -7,6 +7,6 @@
 TCase *partition_hash_tcase(void);
 TCase *partition_config_tcase(void);
 TCase *partition_affinity_tcase(void);
-TCase *partition_map_tcase(void);
+TCase *partition_state_tcase(void);
 
 #endif

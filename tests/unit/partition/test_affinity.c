@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
+#include "affinity_view.h"
 #include "partition/partition.h"
 #include "partition_tests.h"
 
@@ -29,9 +30,18 @@ static void make_topo(struct topo *t, size_t n, size_t nhosts)
         snprintf(t->hosts[i], sizeof t->hosts[i], "host%zu", nhosts ? i % nhosts : i);
         t->n[i].consistent_id = t->ids[i];
         t->n[i].host = t->hosts[i];
-        t->n[i].order = i + 1;
     }
     t->count = n;
+}
+
+/* The host the topology gave the assignment's node index. */
+static const char *host_of(const struct topo *t, const lattice_affinity *a, uint32_t node)
+{
+    const char *id = lattice_affinity_node_id(a, node);
+    for (size_t i = 0; id && i < t->count; i++)
+        if (strcmp(t->ids[i], id) == 0) return t->hosts[i];
+    ck_abort_msg("node %u is not in the topology", node);
+    return NULL;
 }
 
 static lattice_affinity *compute(const struct topo *t, const lattice_cache_config *c)
@@ -135,9 +145,9 @@ START_TEST(input_order_does_not_matter)
             }
             lattice_affinity *a = compute(&s, &c);
             assert_same_table(ref, a);
-            lattice_affinity_change *ch;
+            av_change *ch;
             size_t nch;
-            ck_assert_int_eq(lattice_affinity_diff(ref, a, &ch, &nch), LATTICE_OK);
+            ck_assert_int_eq(av_diff(ref, a, &ch, &nch), LATTICE_OK);
             ck_assert_uint_eq(nch, 0);
             ck_assert_ptr_null(ch);
             lattice_affinity_free(a);
@@ -169,9 +179,9 @@ START_TEST(join_moves_partitions_only_to_the_joiner)
             t.count = n + 1;
             lattice_affinity *after = compute(&t, &c);
             const char *joiner = t.ids[n];
-            lattice_affinity_change *ch;
+            av_change *ch;
             size_t nch;
-            ck_assert_int_eq(lattice_affinity_diff(before, after, &ch, &nch), LATTICE_OK);
+            ck_assert_int_eq(av_diff(before, after, &ch, &nch), LATTICE_OK);
             size_t k = 0;
             uint32_t joiner_parts = 0;
             for (uint32_t p = 0; p < 1024; p++) {
@@ -221,9 +231,9 @@ START_TEST(leave_moves_only_the_leavers_partitions)
             t.count = n - 1;
             lattice_affinity *after = compute(&t, &c);
             ck_assert_int_eq(lattice_affinity_node_index(after, leaver), -1);
-            lattice_affinity_change *ch;
+            av_change *ch;
             size_t nch;
-            ck_assert_int_eq(lattice_affinity_diff(before, after, &ch, &nch), LATTICE_OK);
+            ck_assert_int_eq(av_diff(before, after, &ch, &nch), LATTICE_OK);
             size_t k = 0;
             for (uint32_t p = 0; p < 1024; p++) {
                 bool changed = k < nch && ch[k].partition == p;
@@ -232,7 +242,7 @@ START_TEST(leave_moves_only_the_leavers_partitions)
                 if (!changed) continue;
                 ck_assert_uint_eq(dropped(before, after, p), 1); /* only the leaver */
                 bool was_primary = strcmp(owner_id(before, p, 0), leaver) == 0;
-                ck_assert_int_eq(!!(ch[k - 1].flags & LATTICE_AFFINITY_PRIMARY_CHANGED), was_primary);
+                ck_assert_int_eq(!!(ch[k - 1].flags & AV_PRIMARY_CHANGED), was_primary);
                 if (was_primary && lattice_affinity_copies(before) > 1) /* first backup takes over */
                     ck_assert_str_eq(owner_id(after, p, 0), owner_id(before, p, 1));
             }
@@ -305,8 +315,8 @@ START_TEST(backups_clamp_to_servers_minus_one)
                 for (uint32_t j = 0; j < i; j++) ck_assert_uint_ne(o[i], o[j]);
             ck_assert_int_eq(lattice_affinity_primary(a, p), n ? (int32_t)o[0] : -1);
         }
-        lattice_affinity_balance b;
-        lattice_affinity_balance_of(a, &b);
+        av_balance b;
+        av_balance_of(a, &b);
         ck_assert_uint_eq(b.nodes, n);
         if (n) ck_assert_uint_eq(b.backup_max + b.backup_min > 0, n > 1);
         lattice_affinity_free(a);
@@ -340,8 +350,8 @@ START_TEST(replicated_every_server_owns_every_partition)
     assert_same_table(a, ex);
     lattice_affinity_free(ex);
     for (uint32_t i = 0; i < 5; i++) {
-        ck_assert_uint_gt(lattice_affinity_primaries_of(a, i), 0);
-        ck_assert_uint_eq(lattice_affinity_primaries_of(a, i) + lattice_affinity_backups_of(a, i), 512);
+        ck_assert_uint_gt(av_primaries_of(a, i), 0);
+        ck_assert_uint_eq(av_primaries_of(a, i) + av_backups_of(a, i), 512);
     }
     lattice_affinity_free(a);
     lattice_affinity_free(p4);
@@ -362,8 +372,7 @@ START_TEST(exclude_neighbors_spreads_copies_over_hosts)
         const uint16_t *o = lattice_affinity_owners(plain, p, &n);
         for (uint32_t i = 0; i < n; i++)
             for (uint32_t j = 0; j < i; j++)
-                same_host += strcmp(lattice_affinity_node_host(plain, o[i]),
-                                    lattice_affinity_node_host(plain, o[j])) == 0;
+                same_host += strcmp(host_of(&t, plain, o[i]), host_of(&t, plain, o[j])) == 0;
     }
     ck_assert_uint_gt(same_host, 0);
     lattice_affinity_free(plain);
@@ -380,8 +389,7 @@ START_TEST(exclude_neighbors_spreads_copies_over_hosts)
             uint32_t distinct = n < 3 ? n : 3;
             for (uint32_t i = 0; i < distinct; i++)
                 for (uint32_t j = 0; j < i; j++)
-                    ck_assert_str_ne(lattice_affinity_node_host(a, o[i]),
-                                     lattice_affinity_node_host(a, o[j]));
+                    ck_assert_str_ne(host_of(&t, a, o[i]), host_of(&t, a, o[j]));
         }
         lattice_affinity_free(a);
     }
@@ -434,8 +442,8 @@ START_TEST(primaries_are_balanced_for_2_to_32_nodes)
         lattice_cache_config c;
         config(&c, 1024, 1);
         lattice_affinity *a = compute(&t, &c);
-        lattice_affinity_balance b;
-        lattice_affinity_balance_of(a, &b);
+        av_balance b;
+        av_balance_of(a, &b);
         double avg = 1024.0 / (double)n;
         ck_assert_double_eq_tol(b.primary_avg, avg, 1e-9);
         ck_assert_double_eq_tol(b.backup_avg, avg, 1e-9);
@@ -448,8 +456,8 @@ START_TEST(primaries_are_balanced_for_2_to_32_nodes)
                       b.backup_max, avg);
         uint32_t sum = 0, bsum = 0;
         for (uint32_t i = 0; i < n; i++) {
-            sum += lattice_affinity_primaries_of(a, i);
-            bsum += lattice_affinity_backups_of(a, i);
+            sum += av_primaries_of(a, i);
+            bsum += av_backups_of(a, i);
         }
         ck_assert_uint_eq(sum, 1024);
         ck_assert_uint_eq(bsum, 1024);
@@ -497,8 +505,6 @@ START_TEST(bad_topologies_and_configs_are_refused)
     t.n[0].host = NULL, t.n[1].host = "";
     c.exclude_neighbors = true;
     a = compute(&t, &c);
-    ck_assert_str_eq(lattice_affinity_node_host(a, 0), "");
-    ck_assert_uint_eq(lattice_affinity_node_order(a, 0), 1);
     ck_assert_ptr_null(lattice_affinity_node_id(a, 4));
     ck_assert_int_eq(lattice_affinity_node_index(a, "nope"), -1);
     ck_assert_int_eq(lattice_affinity_node_index(a, NULL), -1);
@@ -510,9 +516,9 @@ START_TEST(bad_topologies_and_configs_are_refused)
     /* diff across partition counts is refused */
     config(&c, 128, 1);
     lattice_affinity *b = compute(&t, &c);
-    lattice_affinity_change *ch = (lattice_affinity_change *)1;
+    av_change *ch = (av_change *)1;
     size_t nch = 5;
-    ck_assert_int_eq(lattice_affinity_diff(a, b, &ch, &nch), LATTICE_ERR_INVAL);
+    ck_assert_int_eq(av_diff(a, b, &ch, &nch), LATTICE_ERR_INVAL);
     ck_assert_ptr_null(ch);
     ck_assert_uint_eq(nch, 0);
     lattice_affinity_free(a);
@@ -548,15 +554,15 @@ START_TEST(allocation_failures_are_clean_errors)
     /* diff and health under failure */
     t.count = 7;
     lattice_affinity *small = compute(&t, &c);
-    lattice_affinity_change *ch = NULL;
+    av_change *ch = NULL;
     size_t nch;
     lattice_alloc_fail_nth(1);
-    ck_assert_int_eq(lattice_affinity_diff(good, small, &ch, &nch), LATTICE_ERR_NOMEM);
+    ck_assert_int_eq(av_diff(good, small, &ch, &nch), LATTICE_ERR_NOMEM);
     lattice_alloc_fail_nth(2);
-    ck_assert_int_eq(lattice_affinity_diff(good, small, &ch, &nch), LATTICE_ERR_NOMEM);
+    ck_assert_int_eq(av_diff(good, small, &ch, &nch), LATTICE_ERR_NOMEM);
     lattice_alloc_fail_nth(1);
-    lattice_affinity_health h;
-    ck_assert_int_eq(lattice_affinity_health_of(good, NULL, 0, NULL, &h), LATTICE_ERR_NOMEM);
+    av_health h;
+    ck_assert_int_eq(av_health_of(good, NULL, 0, NULL, &h), LATTICE_ERR_NOMEM);
     lattice_alloc_fail_nth(0);
     lattice_affinity_free(small);
     lattice_affinity_free(good);
@@ -570,23 +576,23 @@ START_TEST(redundancy_follows_live_owners)
     lattice_cache_config c;
     config(&c, 1024, 1);
     lattice_affinity *a = compute(&t, &c);
-    lattice_redundancy per[1024];
-    lattice_affinity_health h;
+    av_redundancy per[1024];
+    av_health h;
 
     const char *all[] = {t.ids[0], t.ids[1], t.ids[2]};
-    ck_assert_int_eq(lattice_affinity_health_of(a, all, 3, per, &h), LATTICE_OK);
+    ck_assert_int_eq(av_health_of(a, all, 3, per, &h), LATTICE_OK);
     ck_assert_uint_eq(h.full, 1024);
     ck_assert_uint_eq(h.under + h.lost, 0);
 
     /* node 2 fails: its partitions are under-replicated, the rest full */
     const char *two[] = {t.ids[0], t.ids[1], "10.9.9.9:1" /* joined since: ignored */};
-    ck_assert_int_eq(lattice_affinity_health_of(a, two, 3, per, &h), LATTICE_OK);
+    ck_assert_int_eq(av_health_of(a, two, 3, per, &h), LATTICE_OK);
     uint32_t owned_by_2 = 0;
     int32_t x2 = lattice_affinity_node_index(a, t.ids[2]);
     for (uint32_t p = 0; p < 1024; p++) {
         bool o = lattice_affinity_role(a, p, (uint32_t)x2) >= 0;
         owned_by_2 += o;
-        ck_assert_int_eq(per[p], o ? LATTICE_REDUNDANCY_UNDER : LATTICE_REDUNDANCY_FULL);
+        ck_assert_int_eq(per[p], o ? AV_REDUNDANCY_UNDER : AV_REDUNDANCY_FULL);
     }
     ck_assert_uint_eq(h.under, owned_by_2);
     ck_assert_uint_eq(h.lost, 0);
@@ -594,29 +600,29 @@ START_TEST(redundancy_follows_live_owners)
     /* nodes 1 and 2 fail: partitions owned only by them are lost; with one
      * server left, one copy is all that can exist, so the rest are full */
     const char *one[] = {t.ids[0]};
-    ck_assert_int_eq(lattice_affinity_health_of(a, one, 1, per, &h), LATTICE_OK);
+    ck_assert_int_eq(av_health_of(a, one, 1, per, &h), LATTICE_OK);
     int32_t x0 = lattice_affinity_node_index(a, t.ids[0]);
     uint32_t lost = 0;
     for (uint32_t p = 0; p < 1024; p++) {
         bool has0 = lattice_affinity_role(a, p, (uint32_t)x0) >= 0;
         lost += !has0;
-        ck_assert_int_eq(per[p], has0 ? LATTICE_REDUNDANCY_FULL : LATTICE_REDUNDANCY_LOST);
+        ck_assert_int_eq(per[p], has0 ? AV_REDUNDANCY_FULL : AV_REDUNDANCY_LOST);
     }
     ck_assert_uint_gt(lost, 0);
     ck_assert_uint_eq(h.lost, lost);
     ck_assert_uint_eq(h.full, 1024 - lost);
 
     /* nobody alive: everything lost */
-    ck_assert_int_eq(lattice_affinity_health_of(a, NULL, 0, NULL, &h), LATTICE_OK);
+    ck_assert_int_eq(av_health_of(a, NULL, 0, NULL, &h), LATTICE_OK);
     ck_assert_uint_eq(h.lost, 1024);
-    ck_assert_str_eq(lattice_redundancy_name(LATTICE_REDUNDANCY_UNDER), "under");
-    ck_assert_int_eq(lattice_affinity_health_of(NULL, NULL, 0, NULL, &h), LATTICE_ERR_INVAL);
+    ck_assert_str_eq(av_redundancy_name(AV_REDUNDANCY_UNDER), "under");
+    ck_assert_int_eq(av_health_of(NULL, NULL, 0, NULL, &h), LATTICE_ERR_INVAL);
     lattice_affinity_free(a);
 
     /* an empty topology: no owners, all lost */
     lattice_affinity *e = NULL;
     ck_assert_int_eq(lattice_affinity_compute(NULL, 0, &c, &e), LATTICE_OK);
-    ck_assert_int_eq(lattice_affinity_health_of(e, NULL, 0, NULL, &h), LATTICE_OK);
+    ck_assert_int_eq(av_health_of(e, NULL, 0, NULL, &h), LATTICE_OK);
     ck_assert_uint_eq(h.lost, 1024);
     lattice_affinity_free(e);
 }
@@ -631,23 +637,23 @@ START_TEST(node_partition_lists_match_roles)
     lattice_affinity *a = compute(&t, &c);
     uint32_t list[256], total_primary = 0;
     for (uint32_t node = 0; node < 5; node++) {
-        uint32_t np = lattice_affinity_node_partitions(a, node, LATTICE_AFFINITY_ROLE_PRIMARY, list);
-        ck_assert_uint_eq(np, lattice_affinity_primaries_of(a, node));
+        uint32_t np = av_node_partitions(a, node, AV_ROLE_PRIMARY, list);
+        ck_assert_uint_eq(np, av_primaries_of(a, node));
         for (uint32_t i = 0; i < np; i++) {
             ck_assert_int_eq(lattice_affinity_role(a, list[i], node), 0);
             if (i) ck_assert_uint_lt(list[i - 1], list[i]);
         }
         total_primary += np;
-        uint32_t nb = lattice_affinity_node_partitions(a, node, LATTICE_AFFINITY_ROLE_BACKUP, list);
-        ck_assert_uint_eq(nb, lattice_affinity_backups_of(a, node));
+        uint32_t nb = av_node_partitions(a, node, AV_ROLE_BACKUP, list);
+        ck_assert_uint_eq(nb, av_backups_of(a, node));
         for (uint32_t i = 0; i < nb; i++) ck_assert_int_gt(lattice_affinity_role(a, list[i], node), 0);
-        uint32_t any = lattice_affinity_node_partitions(
-            a, node, LATTICE_AFFINITY_ROLE_PRIMARY | LATTICE_AFFINITY_ROLE_BACKUP, NULL);
+        uint32_t any = av_node_partitions(
+            a, node, AV_ROLE_PRIMARY | AV_ROLE_BACKUP, NULL);
         ck_assert_uint_eq(any, np + nb);
     }
     ck_assert_uint_eq(total_primary, 256);
-    ck_assert_uint_eq(lattice_affinity_node_partitions(a, 5, LATTICE_AFFINITY_ROLE_PRIMARY, list), 0);
-    ck_assert_uint_eq(lattice_affinity_node_partitions(a, 0, 0, list), 0);
+    ck_assert_uint_eq(av_node_partitions(a, 5, AV_ROLE_PRIMARY, list), 0);
+    ck_assert_uint_eq(av_node_partitions(a, 0, 0, list), 0);
     lattice_affinity_free(a);
 }
 END_TEST
@@ -656,9 +662,9 @@ END_TEST
  * each of its slots' partitions; neighbouring runs differ. */
 static void check_ranges(const lattice_affinity *a)
 {
-    lattice_slot_range *r;
+    av_slot_range *r;
     size_t n;
-    ck_assert_int_eq(lattice_affinity_slot_ranges(a, &r, &n), LATTICE_OK);
+    ck_assert_int_eq(av_slot_ranges(a, &r, &n), LATTICE_OK);
     ck_assert_uint_gt(n, 0);
     uint32_t parts = lattice_affinity_partitions(a), next = 0;
     for (size_t i = 0; i < n; i++) {
@@ -698,18 +704,18 @@ START_TEST(slot_ranges_cover_every_slot_with_its_owners)
         t.count = n;
         config(&c, 1024, 1);
         lattice_affinity *a = compute(&t, &c);
-        lattice_slot_range *r;
+        av_slot_range *r;
         size_t cnt;
-        ck_assert_int_eq(lattice_affinity_slot_ranges(a, &r, &cnt), LATTICE_OK);
+        ck_assert_int_eq(av_slot_ranges(a, &r, &cnt), LATTICE_OK);
         ck_assert_uint_eq(cnt, 1);
         ck_assert_uint_eq(r[0].first, 0);
         ck_assert_uint_eq(r[0].last, 16383);
         lt_free(r);
         lattice_alloc_fail_nth(1);
-        ck_assert_int_eq(lattice_affinity_slot_ranges(a, &r, &cnt), LATTICE_ERR_NOMEM);
+        ck_assert_int_eq(av_slot_ranges(a, &r, &cnt), LATTICE_ERR_NOMEM);
         lattice_alloc_fail_nth(0);
         ck_assert_ptr_null(r);
-        ck_assert_int_eq(lattice_affinity_slot_ranges(a, NULL, &cnt), LATTICE_ERR_INVAL);
+        ck_assert_int_eq(av_slot_ranges(a, NULL, &cnt), LATTICE_ERR_INVAL);
         lattice_affinity_free(a);
     }
 }

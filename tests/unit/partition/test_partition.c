@@ -9,7 +9,7 @@ int main(void)
     suite_add_tcase(s, partition_hash_tcase());
     suite_add_tcase(s, partition_config_tcase());
     suite_add_tcase(s, partition_affinity_tcase());
-    suite_add_tcase(s, partition_map_tcase());
+    suite_add_tcase(s, partition_state_tcase());
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
     int failed = srunner_ntests_failed(r);

@@ -2,6 +2,7 @@
  * simulated clock: prefetch window, ack sequence, throttle, timeouts and
  * refusals switching supplier, stale batches from an old supplier, resume. */
 #include "rebalance_tests.h"
+#include "rebalance_view.h"
 
 #define NSUP 3
 #define QMAX 4096
@@ -69,7 +70,7 @@ static void to_supplier(struct net *n, struct qmsg *m)
                          LATTICE_OK);
         ck_assert_int_eq(lattice_rebalance_supplier_on_demand(n->s[i], &dm, n->now, &o), LATTICE_OK);
     }
-    uint32_t fl = lattice_rebalance_supplier_in_flight(n->s[i]);
+    uint32_t fl = rv_supplier_in_flight(n->s[i]);
     if (fl > n->max_in_flight) n->max_in_flight = fl;
     ck_assert_uint_le(fl, n->cfg.prefetch);
     n->sent[i] += (int)o.count;
@@ -213,8 +214,8 @@ START_TEST(flow_session_moves_partitions_acks_in_order)
     net_open(&n, 4, 300, 3, 0, 4096);
     ck_assert_int_eq(run(&n), LATTICE_REBALANCE_DEMANDER_DONE);
     check_copied(&n, 4, 0);
-    ck_assert_uint_eq(lattice_rebalance_demander_supplier(n.d), 0);
-    ck_assert_int_eq(lattice_rebalance_demander_current(n.d), -1);
+    ck_assert_uint_eq(rv_demander_supplier(n.d), 0);
+    ck_assert_int_eq(rv_demander_current(n.d), -1);
     /* Every batch acknowledged once, in order, by the next demand. */
     ck_assert_uint_eq(n.nacks, n.batches_applied);
     for (size_t i = 0; i < n.nacks; i++) ck_assert_uint_eq(n.acks[i], i + 1);
@@ -252,7 +253,7 @@ START_TEST(flow_timeout_switches_supplier)
     n.dead[0] = 1; /* silent from the start */
     ck_assert_int_eq(run(&n), LATTICE_REBALANCE_DEMANDER_DONE);
     check_copied(&n, 3, 1);
-    ck_assert_uint_eq(lattice_rebalance_demander_supplier(n.d), 1);
+    ck_assert_uint_eq(rv_demander_supplier(n.d), 1);
     lattice_rebalance_ids ids;
     lattice_rebalance_demander_ids(n.d, &ids);
     ck_assert_uint_eq(ids.session, 2);
@@ -271,7 +272,7 @@ START_TEST(flow_supplier_dies_mid_stream)
     n.dies_after[1] = 15;
     ck_assert_int_eq(run(&n), LATTICE_REBALANCE_DEMANDER_DONE);
     check_copied(&n, 3, 2);
-    ck_assert_uint_eq(lattice_rebalance_demander_supplier(n.d), 2);
+    ck_assert_uint_eq(rv_demander_supplier(n.d), 2);
     lattice_rebalance_ids ids;
     lattice_rebalance_demander_ids(n.d, &ids);
     ck_assert_uint_eq(ids.session, 3);
@@ -297,7 +298,7 @@ START_TEST(flow_lone_supplier_is_asked_again)
     check_copied(&n, 2, 0);
     lattice_rebalance_demander_ids(n.d, &ids);
     ck_assert_uint_eq(ids.session, 2);
-    ck_assert_uint_eq(lattice_rebalance_demander_supplier(n.d), 0);
+    ck_assert_uint_eq(rv_demander_supplier(n.d), 0);
     net_close(&n);
     rcu_unregister_thread();
 }
@@ -314,7 +315,7 @@ START_TEST(flow_refusal_switches_at_once)
     check_copied(&n, 2, 1);
     ck_assert_uint_eq(n.now, t0); /* no timeout was needed */
     ck_assert(lattice_rebalance_supplier_done(n.s[0])); /* the refuser has nothing pending */
-    ck_assert_uint_eq(lattice_rebalance_supplier_in_flight(n.s[0]), 0);
+    ck_assert_uint_eq(rv_supplier_in_flight(n.s[0]), 0);
     net_close(&n);
     rcu_unregister_thread();
 }
@@ -415,7 +416,7 @@ START_TEST(supplier_resume_resends_unacked)
         lattice_rebalance_supply_free(sp);
     }
     lattice_rebalance_out_clear(&o);
-    ck_assert_uint_eq(lattice_rebalance_supplier_in_flight(s), 3);
+    ck_assert_uint_eq(rv_supplier_in_flight(s), 3);
     /* An ack beyond what was sent, or another session: refused, no change. */
     dm.resume = false;
     dm.ack = 99;
@@ -424,7 +425,7 @@ START_TEST(supplier_resume_resends_unacked)
     dm.ids.session = 2;
     ck_assert_int_eq(lattice_rebalance_supplier_on_demand(s, &dm, 2, &o), LATTICE_ERR_INVAL);
     ck_assert_uint_eq(o.count, 0);
-    ck_assert_uint_eq(lattice_rebalance_supplier_in_flight(s), 3);
+    ck_assert_uint_eq(rv_supplier_in_flight(s), 3);
     lattice_rebalance_supplier_free(s);
     t_env_close(&e);
     rcu_unregister_thread();
@@ -465,11 +466,11 @@ START_TEST(flow_random_supplies_keep_the_contract)
             if (seed % 7 == 0) sid.session += (uint32_t)(seed >> 8) % 3;
             if (seed % 11 == 0) sid.rebalance_id--;
             if (seed % 13 == 0) sid.topology_major++;
-            int64_t curp = lattice_rebalance_demander_current(d);
+            int64_t curp = rv_demander_current(d);
             uint32_t p = (seed >> 16) % 3 ? (curp >= 0 ? (uint32_t)curp : 0) : (uint32_t)(seed >> 20) % 8;
             uint64_t batch = accepted_in_session + ((seed >> 24) % 4 ? 1 : (seed >> 28) % 4);
             if (batch == 0) batch = 1;
-            uint32_t from = (seed >> 32) % 5 ? lattice_rebalance_demander_supplier(d) : (uint32_t)(seed >> 36) % 2;
+            uint32_t from = (seed >> 32) % 5 ? rv_demander_supplier(d) : (uint32_t)(seed >> 36) % 2;
             void *buf;
             size_t len;
             if ((seed >> 40) % 17 == 0) {
@@ -494,7 +495,7 @@ START_TEST(flow_random_supplies_keep_the_contract)
             ck_assert_int_eq(lattice_rebalance_demander_on_supply(d, from, s, now, &o, &ev), LATTICE_OK);
             if (ev == LATTICE_REBALANCE_ACCEPT) {
                 ck_assert_int_eq(before, LATTICE_REBALANCE_DEMANDER_WAITING);
-                ck_assert_uint_eq(from, lattice_rebalance_demander_supplier(d));
+                ck_assert_uint_eq(from, rv_demander_supplier(d));
                 ck_assert_mem_eq(&sid, &cur, sizeof sid);
                 ck_assert_int_eq((int64_t)p, curp);
                 ck_assert_uint_eq(batch, accepted_in_session + 1);

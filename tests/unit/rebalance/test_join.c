@@ -3,7 +3,9 @@
  * Afterwards every copy of every partition holds exactly what an oracle of
  * the acknowledged writes says, verify finds no conflict, and the copies
  * outside the new owners are the plan's renting list. */
+#include "affinity_view.h"
 #include "rebalance_tests.h"
+#include "rebalance_view.h"
 
 #define NODES 4
 #define PARTS 64u
@@ -118,7 +120,7 @@ static void run_session(struct grid *g, const lattice_rebalance_session_spec *ss
     lattice_rebalance_out_init(&to_dem);
     ck_assert_int_eq(lattice_rebalance_demander_start(dm, 0, &to_sup), LATTICE_OK);
     while (to_sup.count) {
-        g->loading_part = lattice_rebalance_demander_current(dm);
+        g->loading_part = rv_demander_current(dm);
         for (size_t i = 0; i < to_sup.count; i++) {
             uint32_t s = sup[to_sup.msgs[i].to];
             lattice_rebalance_demand dd;
@@ -161,7 +163,7 @@ static void run_session(struct grid *g, const lattice_rebalance_session_spec *ss
     }
     ck_assert_int_eq(lattice_rebalance_demander_state_of(dm), LATTICE_REBALANCE_DEMANDER_DONE);
     ck_assert(lattice_rebalance_supplier_done(sp));
-    ck_assert_uint_eq(lattice_rebalance_applier_pending(g->applier), 0);
+    ck_assert_uint_eq(rv_applier_pending(g->applier), 0);
     lattice_rebalance_supplier_free(sp);
     lattice_rebalance_demander_free(dm);
     lattice_rebalance_applier_free(g->applier);
@@ -195,9 +197,9 @@ START_TEST(join_under_load_loses_nothing_and_verifies)
     lattice_rebalance_plan *pl;
     ck_assert_int_eq(lattice_rebalance_plan_compute(&in, &pl), LATTICE_OK);
     size_t nt, ns, nr;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &ns);
-    const lattice_rebalance_node_part *rent = lattice_rebalance_plan_renting(pl, &nr);
+    const lattice_rebalance_node_part *rent = rv_plan_renting(pl, &nr);
     ck_assert_uint_gt(nt, 0);
     for (size_t k = 0; k < nt; k++) ck_assert_uint_eq(t[k].demander, 3);
     lattice_rebalance_session_spec *ss;
@@ -264,7 +266,7 @@ START_TEST(join_under_load_loses_nothing_and_verifies)
         }
     }
     /* The joiner took about a quarter of the primaries. */
-    uint32_t prim = lattice_affinity_primaries_of(neu, (uint32_t)lattice_affinity_node_index(neu, IDS4[3]));
+    uint32_t prim = av_primaries_of(neu, (uint32_t)lattice_affinity_node_index(neu, IDS4[3]));
     ck_assert_uint_ge(prim, PARTS / 8);
     ck_assert_uint_le(prim, PARTS * 3 / 8);
     lattice_rebalance_plan_free(pl);

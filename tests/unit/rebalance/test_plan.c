@@ -1,6 +1,8 @@
 /* Planner: join, leave, failure, several changes at once, a demander dying
  * mid-plan, stale copies, backups 0/1/2, determinism and bad input. */
+#include "affinity_view.h"
 #include "rebalance_tests.h"
+#include "rebalance_view.h"
 
 #define MAXN 8
 #define PARTS 64u
@@ -77,9 +79,9 @@ static void check_plan(struct world *w, const lattice_affinity *ideal,
                        const lattice_rebalance_plan *pl)
 {
     size_t nt, ns, nr, nl;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &ns);
-    const lattice_rebalance_node_part *r = lattice_rebalance_plan_renting(pl, &nr);
+    const lattice_rebalance_node_part *r = rv_plan_renting(pl, &nr);
     const uint32_t *lost = lattice_rebalance_plan_lost(pl, &nl);
     size_t want_tasks = 0, want_rent = 0, want_lost = 0;
     for (uint32_t p = 0; p < PARTS; p++) {
@@ -148,14 +150,14 @@ START_TEST(plan_join_backups_0_1_2)
         lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
         check_plan(&w, neu, pl);
         size_t nt, nl, nr;
-        const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+        const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
         lattice_rebalance_plan_lost(pl, &nl);
-        lattice_rebalance_plan_renting(pl, &nr);
+        rv_plan_renting(pl, &nr);
         ck_assert_uint_eq(nl, 0);
         /* Only the joiner loads, exactly the partitions it now owns. */
         int32_t d = lattice_affinity_node_index(neu, ABCD[3]);
-        uint32_t owned = lattice_affinity_node_partitions(
-            neu, (uint32_t)d, LATTICE_AFFINITY_ROLE_PRIMARY | LATTICE_AFFINITY_ROLE_BACKUP, NULL);
+        uint32_t owned = av_node_partitions(
+            neu, (uint32_t)d, AV_ROLE_PRIMARY | AV_ROLE_BACKUP, NULL);
         ck_assert_uint_gt(owned, 0);
         ck_assert_uint_eq(nt, owned);
         ck_assert_uint_eq(nr, owned); /* each load displaces one old copy */
@@ -184,8 +186,8 @@ START_TEST(plan_graceful_leave_leaver_supplies)
         lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
         check_plan(&w, neu, pl);
         size_t nt, nr;
-        const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
-        const lattice_rebalance_node_part *r = lattice_rebalance_plan_renting(pl, &nr);
+        const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
+        const lattice_rebalance_node_part *r = rv_plan_renting(pl, &nr);
         ck_assert_uint_gt(nt, 0);
         int leaver_supplies = 0;
         for (size_t k = 0; k < nt; k++) {
@@ -213,11 +215,11 @@ START_TEST(plan_failure_restores_redundancy_or_loses)
         lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
         check_plan(&w, neu, pl);
         size_t nt, nl;
-        const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+        const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
         const uint32_t *lost = lattice_rebalance_plan_lost(pl, &nl);
         int32_t dd = lattice_affinity_node_index(old, ABCD[3]);
-        uint32_t d_parts = lattice_affinity_node_partitions(
-            old, (uint32_t)dd, LATTICE_AFFINITY_ROLE_PRIMARY | LATTICE_AFFINITY_ROLE_BACKUP, NULL);
+        uint32_t d_parts = av_node_partitions(
+            old, (uint32_t)dd, AV_ROLE_PRIMARY | AV_ROLE_BACKUP, NULL);
         if (backups == 0) {
             /* D's partitions had one copy: LOST, nothing to load. */
             ck_assert_uint_eq(nl, d_parts);
@@ -250,7 +252,7 @@ START_TEST(plan_several_changes_at_once)
     lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
     check_plan(&w, neu, pl);
     size_t nt;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     int e = 0, f = 0;
     for (size_t k = 0; k < nt; k++) {
         e |= t[k].demander == 4;
@@ -278,7 +280,7 @@ START_TEST(plan_sessions_group_tasks)
     for (int pol = 0; pol < 2; pol++) {
         lattice_rebalance_plan *pl = plan(&w, old, neu, (lattice_rebalance_policy)pol);
         size_t nt, ns, nss;
-        const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+        const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
         const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &ns);
         lattice_rebalance_session_spec *ss;
         uint32_t *parts;
@@ -328,7 +330,7 @@ START_TEST(plan_demander_dies_mid_plan_replans)
     own_from(&w, old);
     lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
     size_t nt;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     /* D starts loading: its copies are MOVING, half of them finished. */
     for (size_t k = 0; k < nt; k++)
         *cp(&w, 3, t[k].partition) = (lattice_rebalance_copy){
@@ -340,8 +342,8 @@ START_TEST(plan_demander_dies_mid_plan_replans)
     pl = plan(&w, old, back, LATTICE_REBALANCE_PREFER_PRIMARY);
     check_plan(&w, back, pl);
     size_t nr, nl;
-    lattice_rebalance_plan_tasks(pl, &nt);
-    lattice_rebalance_plan_renting(pl, &nr);
+    rv_plan_tasks(pl, &nt);
+    rv_plan_renting(pl, &nr);
     lattice_rebalance_plan_lost(pl, &nl);
     /* The old owners never stopped owning (late affinity): nothing to move. */
     ck_assert_uint_eq(nt, 0);
@@ -370,7 +372,7 @@ START_TEST(plan_never_supplies_from_a_copy_behind)
     lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
     check_plan(&w, neu, pl);
     size_t nt;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     ck_assert_uint_gt(nt, 0);
     for (size_t k = 0; k < nt; k++) {
         int32_t prim = lattice_affinity_primary(old, t[k].partition);
@@ -395,13 +397,13 @@ START_TEST(plan_holder_at_best_counter_needs_no_load)
     own_from(&w, a);
     lattice_rebalance_plan *pl = plan(&w, a, a, LATTICE_REBALANCE_PREFER_PRIMARY);
     size_t nt;
-    lattice_rebalance_plan_tasks(pl, &nt);
+    rv_plan_tasks(pl, &nt);
     ck_assert_uint_eq(nt, 0);
     lattice_rebalance_plan_free(pl);
     cp(&w, 1, 7)->counter -= 1;
     pl = plan(&w, a, a, LATTICE_REBALANCE_PREFER_PRIMARY);
     check_plan(&w, a, pl);
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     ck_assert_uint_eq(nt, 1);
     ck_assert_uint_eq(t[0].partition, 7);
     ck_assert_uint_eq(t[0].demander, 1);
@@ -426,8 +428,8 @@ START_TEST(plan_same_for_any_node_order)
         check_plan(&w, neu, p1);
         check_plan(&r, neu, p2);
         size_t n1, n2;
-        const lattice_rebalance_task *t1 = lattice_rebalance_plan_tasks(p1, &n1);
-        const lattice_rebalance_task *t2 = lattice_rebalance_plan_tasks(p2, &n2);
+        const lattice_rebalance_task *t1 = rv_plan_tasks(p1, &n1);
+        const lattice_rebalance_task *t2 = rv_plan_tasks(p2, &n2);
         ck_assert_uint_eq(n1, n2);
         for (size_t k = 0; k < n1; k++) {
             ck_assert_uint_eq(t1[k].partition, t2[k].partition);
@@ -453,7 +455,7 @@ START_TEST(plan_spread_shares_suppliers)
     lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_SPREAD);
     check_plan(&w, neu, pl);
     size_t nt;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     uint32_t load[4] = {0};
     for (size_t k = 0; k < nt; k++) load[t[k].supplier]++;
     for (int i = 0; i < 3; i++) {
@@ -485,8 +487,8 @@ START_TEST(plan_replicated_join_loads_every_partition)
     lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_SPREAD);
     check_plan(&w, neu, pl);
     size_t nt, nr;
-    const lattice_rebalance_task *t = lattice_rebalance_plan_tasks(pl, &nt);
-    lattice_rebalance_plan_renting(pl, &nr);
+    const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
+    rv_plan_renting(pl, &nr);
     ck_assert_uint_eq(nt, PARTS);
     ck_assert_uint_eq(nr, 0);
     uint32_t load[3] = {0};

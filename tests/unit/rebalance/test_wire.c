@@ -2,6 +2,7 @@
  * exactly-once delivery, version rule under racing writes, stale batches. */
 #include "rebalance.pb-c.h"
 #include "rebalance_tests.h"
+#include "rebalance_view.h"
 
 static const lattice_rebalance_ids IDS = {7, 1, 42, 1};
 
@@ -543,7 +544,7 @@ static void move_partition(struct t_env *src, struct t_env *dst, uint32_t part, 
     ck_assert_int_eq(lattice_rebalance_applier_create(dst->store, "orders", &IDS, pr, &a),
                      LATTICE_OK);
     ck_assert_int_eq(lattice_rebalance_applier_begin(a, part, true), LATTICE_OK);
-    ck_assert_uint_eq(lattice_rebalance_applier_pending(a), 1);
+    ck_assert_uint_eq(rv_applier_pending(a), 1);
     lattice_rebalance_batcher *b;
     ck_assert_int_eq(lattice_rebalance_batcher_create(src->store, "orders", &IDS, part, limit, &b),
                      LATTICE_OK);
@@ -564,7 +565,7 @@ static void move_partition(struct t_env *src, struct t_env *dst, uint32_t part, 
         lt_free(buf);
         if (race) race(dst, batch);
     }
-    ck_assert_uint_eq(lattice_rebalance_applier_pending(a), 0);
+    ck_assert_uint_eq(rv_applier_pending(a), 0);
     lattice_rebalance_batcher_free(b);
     lattice_rebalance_applier_free(a);
 }
@@ -758,7 +759,7 @@ START_TEST(applier_ignores_stale_and_unexpected)
         lt_free(buf);
         lattice_rebalance_batcher_free(b);
     }
-    ck_assert_uint_eq(lattice_rebalance_applier_pending(a), 1);
+    ck_assert_uint_eq(rv_applier_pending(a), 1);
     /* A batch for a partition not begun, and one of another cache. */
     size_t len;
     void *buf = one_supply(&src, 2, &len);
