@@ -11,6 +11,7 @@
  * Rendezvous ranking keeps the others' order when one drops out, so when a
  * primary dies its first live backup is primary at the new topology.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +37,14 @@ struct lattice_meta {
     Latdata__Meta *msg;                /* packed form of the above */
     base_entry *live_buf;              /* the live servers as base entries (callers) */
     base_entry *check_buf;             /* scratch for lattice_meta_base_is_live only */
-    uint64_t next_serial;
 };
+
+/* Cache serials are unique in the process, not only in one lattice_meta: a
+ * node that rejoins as a new one starts a new lattice_meta while full_sync
+ * waits of the old one's caches are still settling, and a reused serial
+ * made such a wait count down the new cache's writes_in_flight (it wrapped,
+ * and every base switch prepare then waited for ever). */
+static atomic_uint_fast64_t next_serial;
 
 /* Every version change ends the freezes it passes (lattice_meta_freeze). */
 static void thaw(lattice_meta *m)
@@ -311,7 +318,7 @@ static lattice_meta_cache *cache_new(lattice_meta *m, const lattice_cache_config
     lattice_meta_cache *c = lt_calloc(1, sizeof *c);
     if (!c) return NULL;
     c->cfg = *cfg;
-    c->serial = ++m->next_serial;
+    c->serial = atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed) + 1;
     c->counter = lt_calloc(cfg->partitions, sizeof *c->counter);
     if (!c->counter) goto fail;
     if (!m->cfg.client) {

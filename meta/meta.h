@@ -63,7 +63,7 @@ typedef struct lattice_meta_cache {
     lattice_meta_member **live;        /* per affinity node: its live member, NULL = gone */
     lattice_affinity *ideal;           /* affinity over the live servers when they differ from the base */
     lattice_meta_member **ideal_live;  /* per ideal node: its member */
-    uint64_t serial;                   /* unique among the caches this lattice_meta ever held */
+    uint64_t serial;                   /* unique among the caches of this process, ever */
     uint64_t frozen_at;                /* a prepare froze it at this metadata version (0: not frozen) */
     /* The operation path's: */
     lattice_store *store;              /* servers only */

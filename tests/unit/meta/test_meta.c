@@ -284,6 +284,19 @@ START_TEST(the_coordinator_thaws_on_its_own_next_version)
     ck_assert_ptr_null(lattice_meta_cache_by_serial(meta, sx));
     ck_assert_int_eq(lattice_meta_add(meta, "x:partitions=16"), LATTICE_OK);
     ck_assert_ptr_null(lattice_meta_cache_by_serial(meta, sx)); /* a new x is another cache */
+    /* A node that rejoins as a new one starts a new registry while waits of
+     * the old one still settle: its caches never reuse an old serial. */
+    uint64_t sd = lattice_meta_cache_of(meta, "default")->serial;
+    lattice_meta *again = NULL;
+    lattice_meta_config mc = {false, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &again), LATTICE_OK);
+    lattice_meta_member *lp[1] = {&mem[0]};
+    lattice_meta_set_members(again, lp, 1, mem[0].id);
+    lattice_meta_start(again, NULL, 0);
+    ck_assert_ptr_nonnull(lattice_meta_cache_of(again, "default"));
+    ck_assert_ptr_null(lattice_meta_cache_by_serial(again, sd));
+    ck_assert_ptr_null(lattice_meta_cache_by_serial(again, sx));
+    lattice_meta_destroy(again);
 }
 END_TEST
 
