@@ -10,7 +10,10 @@
  * no deadline: a full_sync ack must never skip a live backup (the op times
  * out at its issuer meanwhile).  A copy that refuses the write (it follows a
  * newer primary: this one was deposed) makes the write unacknowledged: the
- * issuer retries, and the primary it finds then executes it.
+ * issuer retries, and the primary it finds then executes it.  A copy that
+ * refuses it for lack of room (REGION_FULL) makes it fail: before answering,
+ * the primary puts the key's previous value back everywhere (primary.c,
+ * undo_write), so the copies stay equal and the client gets REGION_FULL.
  */
 #include <string.h>
 
@@ -41,6 +44,7 @@ void sync_wait_add(waitw *w, pend *p)
 
 static void wait_done(lattice_ops *d, waitw *w)
 {
+    if (w->full && !w->rejected && w->on_full && w->on_full(d, w)) return; /* re-armed: ends later */
     lattice_op_result r = w->res;
     r.value = w->value;
     if (!w->rejected) {
@@ -68,5 +72,8 @@ void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
     /* Applied or not, this copy has answered (or left); one that refused the
      * write because it follows a newer primary means we are deposed. */
     if (rs && rs->status == LATTICE_ERR_NOT_OWNER) p->w->rejected = true;
+    /* One without room for it: the write must not be acknowledged, and the
+     * copies that applied it must get the previous value back (primary.c). */
+    if (rs && rs->status == LATTICE_ERR_REGION_FULL) p->w->full = true;
     sync_wait_release(d, p->w);
 }
