@@ -15,7 +15,10 @@
  * It notes the version applied and the primary's commit watermark, which
  * say whether it may answer reads itself (clean.c).  A write from a deposed
  * primary (an older view that names another primary) is refused with
- * NOT_OWNER, so that primary does not acknowledge it.
+ * NOT_OWNER, so that primary does not acknowledge it.  A write this copy
+ * has no room for is answered REGION_FULL and changes nothing here (a copy
+ * never makes room on its own: the copies would differ); a full_sync
+ * primary then undoes the write everywhere (primary.c).
  */
 #include <string.h>
 
@@ -75,8 +78,9 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
         lattice_op_result first = {(lattice_status)q->res_status, NULL, 0, q->res_num, q->res_flags};
         dedup_put(d, dedup_origin_hash(q->origin), q->op_seq, &first);
     }
-    /* This copy now lacks a write its primary acknowledged (full region,
-     * say): say so, without flooding the log. */
+    /* This copy did not apply a write (a full region, say): a full_sync
+     * primary undoes it and does not acknowledge it; for the other syncs
+     * the copy now lacks it.  Say so, without flooding the log. */
     if (r.status != LATTICE_OK && d->repl_failed++ % 1000 == 0)
         LT_LOG(LT_WARN, "data", "cache %s: a replicated write was not applied here: %s (%llu so far)", q->cache,
                lattice_strerror(r.status), (unsigned long long)d->repl_failed);

@@ -91,6 +91,12 @@ typedef struct waitw {
     int remaining;
     bool rejected;                /* a copy refused it (it saw a newer primary): not acknowledged */
     uint64_t cache_serial;        /* its cache (lattice_meta_cache.serial): counted in writes_in_flight */
+    bool full;                    /* a copy refused it for lack of room (REGION_FULL) */
+    /* primary.c: called instead of acknowledging when `full`; puts the
+     * previous value back on every copy, re-arming this wait, and returns
+     * true (the wait then ends with REGION_FULL).  `undo` is its record. */
+    bool (*on_full)(lattice_ops *d, struct waitw *w);
+    void *undo;
     origin org;
     lattice_op_result res;
     void *value;

@@ -13,7 +13,9 @@
  *                   the write goes to every other serving owner and every
  *                   MOVING owner (CTL_REPLICATE, applied by backup.c); the
  *                   acknowledgement follows the cache's sync: full_sync once
- *                   every copy answered (sync_wait.c), else at once.
+ *                   every copy answered (sync_wait.c), else at once.  A
+ *                   full_sync write one copy has no room for is undone on
+ *                   every copy and fails with REGION_FULL (undo_write).
  *  exec_local       one op against this node's store.  The data thread is
  *                   the one writer of every partition this node is primary
  *                   of: a read-modify-write (increment, append, NX/XX) is
@@ -30,6 +32,7 @@
 #include <time.h>
 
 #include "lattice/alloc.h"
+#include "lattice/log.h"
 #include "ops_int.h"
 
 void exec_scratch_free(exec_scratch *s)
@@ -67,10 +70,14 @@ static uint64_t expiry_for(const lattice_meta_cache *c, uint64_t ttl_ms)
 static int write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, size_t vlen, uint64_t expire,
                        repl_out *repl)
 {
-    uint64_t version = ++c->counter[in->partition];
+    /* The counter moves only with a write that happened: a refused one
+     * (a full region) is not replicated, so the copies' counters would
+     * otherwise lag behind the primary's (`lattice verify` compares them). */
+    uint64_t version = c->counter[in->partition] + 1;
     lattice_store_entry e = {in->partition, in->key, in->key_len, v, vlen, expire, version};
     int st = lattice_store_put(c->store, &e, 0);
     if (st != LATTICE_OK) return st;
+    c->counter[in->partition] = version;
     c->writes++;
     *repl = (repl_out){true, false, v, vlen, expire, version};
     return LATTICE_OK;
@@ -292,6 +299,132 @@ static void rerun_read(lattice_ops *d, lattice_meta_cache *c, deferred_read *rd)
     }
 }
 
+/* The previous state of a key a full_sync write changes, kept until the
+ * write is acknowledged: should a copy have no room for the write, the
+ * primary writes this back everywhere (with a new version) instead of
+ * acknowledging.  Allocated in one piece: key, then origin id, then value. */
+typedef struct undo_rec {
+    uint32_t partition;
+    bool had_old;
+    int round; /* 0: the write was refused; 1: writing the previous value back was */
+    uint64_t old_expire, oh, seq;
+    size_t key_len, old_len;
+    const char *origin_id; /* NULL: the write carried no op sequence */
+    char *key;
+    char *old;
+    char buf[];
+} undo_rec;
+
+static undo_rec *undo_capture(const lattice_meta_cache *c, const exec_in *in, const char *origin_id, uint64_t seq)
+{
+    void *old = NULL;
+    lattice_store_meta meta = {0};
+    int st = lattice_store_get_copy(c->store, in->partition, in->key, in->key_len, &old, &meta);
+    if (st != LATTICE_OK && st != LATTICE_ERR_NOT_FOUND) return NULL;
+    size_t idn = seq && origin_id ? strlen(origin_id) + 1 : 0;
+    size_t oldn = st == LATTICE_OK ? meta.value_len : 0;
+    undo_rec *u = lt_malloc(sizeof *u + in->key_len + idn + oldn);
+    if (u) {
+        *u = (undo_rec){in->partition, st == LATTICE_OK, 0, meta.expire_ms, dedup_origin_hash(seq ? origin_id : NULL), seq,
+                        in->key_len, oldn, NULL, u->buf, u->buf + in->key_len + idn};
+        memcpy(u->key, in->key, in->key_len);
+        if (idn) u->origin_id = memcpy(u->buf + in->key_len, origin_id, idn);
+        if (oldn) memcpy(u->old, old, oldn);
+    }
+    lt_free(old);
+    return u;
+}
+
+/* Sends the write to every other serving owner, then every MOVING owner;
+ * with w, each answer releases one share of it. */
+static void send_copies(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
+                        const repl_out *repl, const char *origin_id, uint64_t seq, const lattice_op_result *r, waitw *w)
+{
+    lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+    size_t n = lattice_meta_serving_owners(c, partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
+    n += lattice_meta_moving_owners(c, partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
+    uint64_t committed = clean_committed(c, partition);
+    for (size_t i = 0; i < n; i++) {
+        peer *to = peer_of(owners[i]);
+        if (to->m.self || !to->dealer) continue;
+        Latdata__Req *q = chan_req_new_from(CTL_REPLICATE, c->cfg.name, key, key_len, repl->value, repl->value_len,
+                                            seq ? origin_id : NULL);
+        if (!q) continue;
+        q->partition = partition;
+        q->expire_ms = repl->expire_ms;
+        q->version = repl->version;
+        q->remove = repl->remove;
+        q->committed = committed;
+        q->sender = d->self_id;
+        q->topo_major = d->major;
+        q->meta_version = lattice_meta_version(d->meta);
+        if (seq) {
+            q->op_seq = seq;
+            q->res_status = r->status;
+            q->res_num = r->num;
+            q->res_flags = r->flags;
+        }
+        if (w) {
+            pend *p = chan_pend_new(d, sync_wait_settle, to);
+            if (!p) {
+                lt_free(q);
+                continue;
+            }
+            sync_wait_add(w, p);
+            q->id = p->id;
+        }
+        chan_send(d, to, q);
+    }
+}
+
+/* A copy had no room for the write: nothing may acknowledge it, and the
+ * copies that applied it (this one included) must hold what they held
+ * before, or they would differ from the copy that refused.  So the previous
+ * value (or the key's absence) is written back here with the next version
+ * and replicated like any write, on the same wait: the key stays in flight
+ * and the partition's watermark below the refused write until every copy
+ * has the previous value again, so no read ever shows the refused value as
+ * committed.  Then the issuer gets REGION_FULL.  A copy that refused the
+ * write still holds the previous row, so writing it back there needs no
+ * room; elsewhere it can fail only if the previous value was longer and the
+ * region filled meanwhile: then (here, or on a copy: round 1) the key is
+ * removed everywhere instead, which always fits (logged). */
+static bool undo_write(lattice_ops *d, waitw *w)
+{
+    undo_rec *u = w->undo;
+    lattice_meta_cache *c = w->c; /* NULL once the cache is gone (clean.c) */
+    lattice_op_result full = {.status = LATTICE_ERR_REGION_FULL};
+    w->full = false;
+    lt_free(w->value);
+    w->value = NULL;
+    w->res = full;
+    if (u->round++ > 0) w->on_full = NULL;
+    if (!c || !c->store) return false; /* nothing left to undo: just refuse */
+    uint64_t version = ++c->counter[u->partition];
+    repl_out repl = {true, !u->had_old, u->old, u->old_len, u->old_expire, version};
+    int st = LATTICE_ERR_NOT_FOUND;
+    if (u->round > 1)
+        LT_LOG(LT_WARN, "data", "cache %s: a copy had no room to undo a refused write: the key is removed",
+               c->cfg.name);
+    else if (u->had_old) {
+        lattice_store_entry e = {u->partition, u->key, u->key_len, u->old, u->old_len, u->old_expire, version};
+        st = lattice_store_put(c->store, &e, 0);
+        if (st != LATTICE_OK)
+            LT_LOG(LT_WARN, "data", "cache %s: a refused write could not be undone here (%s): the key is removed",
+                   c->cfg.name, lattice_strerror(st));
+    }
+    if (st != LATTICE_OK) {
+        repl = (repl_out){true, true, NULL, 0, 0, version};
+        lattice_store_remove(c->store, u->partition, u->key, u->key_len);
+    }
+    c->writes++;
+    if (u->seq) dedup_put(d, u->oh, u->seq, &full); /* a resend gets the refusal, not the first OK */
+    w->remaining = 1;
+    send_copies(d, c, u->partition, u->key, u->key_len, &repl, u->origin_id, u->seq, &full, w);
+    sync_wait_release(d, w);
+    return true;
+}
+
 static void after_write(lattice_ops *d, waitw *w)
 {
     lattice_meta_cache *c = w->c;
@@ -302,6 +435,8 @@ static void after_write(lattice_ops *d, waitw *w)
         lt_free(rd);
         rd = next;
     }
+    lt_free(w->undo);
+    w->undo = NULL;
 }
 
 void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org, const char *origin_id,
@@ -309,7 +444,8 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
 {
     lattice_op_result r;
     repl_out repl;
-    if (ops_is_read(in->kind) && c->cfg.sync == LATTICE_SYNC_FULL) {
+    bool full_sync = c->cfg.sync == LATTICE_SYNC_FULL;
+    if (ops_is_read(in->kind) && full_sync) {
         /* Never show a value before it is acknowledged: a read of a key
          * with a write in flight waits for that write (clean.c). */
         waitw *pw = clean_pending_write(d, c, in->partition, in->key, in->key_len);
@@ -330,52 +466,33 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
         chan_complete(d, org, &again);
         return;
     }
-    exec_local(c, in, &d->scratch, &r, &repl);
-    if (repl.needed) dedup_put(d, oh, seq, &r);
-    /* Every other serving owner, then every MOVING owner: all get the write. */
     lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
     size_t n = 0;
-    if (repl.needed) {
+    if (!ops_is_read(in->kind)) {
         n = lattice_meta_serving_owners(c, in->partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
         n += lattice_meta_moving_owners(c, in->partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
     }
-    waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL ? sync_wait_new(c, org, &r) : NULL;
+    /* A full_sync write to several copies keeps the key's previous state
+     * until it is acknowledged (undo_write); without it (NOMEM) the write
+     * is refused rather than risk copies that differ. */
+    undo_rec *u = n > 1 && full_sync && c->store ? undo_capture(c, in, origin_id, seq) : NULL;
+    if (n > 1 && full_sync && c->store && !u) {
+        lattice_op_result nomem = {.status = LATTICE_ERR_NOMEM};
+        chan_complete(d, org, &nomem);
+        return;
+    }
+    exec_local(c, in, &d->scratch, &r, &repl);
+    if (repl.needed) dedup_put(d, oh, seq, &r);
+    waitw *w = repl.needed && n > 1 && full_sync ? sync_wait_new(c, org, &r) : NULL;
     if (w) {
         w->after = after_write;
+        w->on_full = undo_write;
+        w->undo = u;
+        u = NULL;
         clean_begin(d, c, w, in->partition, repl.version, in->key, in->key_len);
     }
-    uint64_t committed = clean_committed(c, in->partition);
-    for (size_t i = 0; i < n; i++) {
-        peer *to = peer_of(owners[i]);
-        if (to->m.self || !to->dealer) continue;
-        Latdata__Req *q = chan_req_new_from(CTL_REPLICATE, c->cfg.name, in->key, in->key_len, repl.value,
-                                            repl.value_len, seq ? origin_id : NULL);
-        if (!q) continue;
-        q->partition = in->partition;
-        q->expire_ms = repl.expire_ms;
-        q->version = repl.version;
-        q->remove = repl.remove;
-        q->committed = committed;
-        q->sender = d->self_id;
-        q->topo_major = d->major;
-        q->meta_version = lattice_meta_version(d->meta);
-        if (seq) {
-            q->op_seq = seq;
-            q->res_status = r.status;
-            q->res_num = r.num;
-            q->res_flags = r.flags;
-        }
-        if (w) {
-            pend *p = chan_pend_new(d, sync_wait_settle, to);
-            if (!p) {
-                lt_free(q);
-                continue;
-            }
-            sync_wait_add(w, p);
-            q->id = p->id;
-        }
-        chan_send(d, to, q);
-    }
+    lt_free(u);
+    if (repl.needed) send_copies(d, c, in->partition, in->key, in->key_len, &repl, origin_id, seq, &r, w);
     if (w) sync_wait_release(d, w);
     else chan_complete(d, org, &r);
 }

@@ -14,7 +14,10 @@
  * way when the coordinator switches.
  * A copy that refuses the write (it follows a newer primary: this one was
  * deposed) makes the write unacknowledged: the issuer retries, and the
- * primary it finds then executes it.
+ * primary it finds then executes it.  A copy that refuses it for lack of
+ * room (REGION_FULL) makes it fail: before answering, the primary puts the
+ * key's previous value back everywhere (primary.c, undo_write), so the
+ * copies stay equal and the client gets REGION_FULL.
  */
 #include <string.h>
 
@@ -47,6 +50,7 @@ void sync_wait_add(waitw *w, pend *p)
 
 static void wait_done(lattice_ops *d, waitw *w)
 {
+    if (w->full && !w->rejected && w->on_full && w->on_full(d, w)) return; /* re-armed: ends later */
     lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, w->cache_serial); /* NULL: destroyed meanwhile */
     if (c) c->writes_in_flight--;
     lattice_op_result r = w->res;
@@ -76,5 +80,8 @@ void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
     /* Applied or not, this copy has answered (or left); one that refused the
      * write because it follows a newer primary means we are deposed. */
     if (rs && rs->status == LATTICE_ERR_NOT_OWNER) p->w->rejected = true;
+    /* One without room for it: the write must not be acknowledged, and the
+     * copies that applied it must get the previous value back (primary.c). */
+    if (rs && rs->status == LATTICE_ERR_REGION_FULL) p->w->full = true;
     sync_wait_release(d, p->w);
 }

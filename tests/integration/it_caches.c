@@ -648,6 +648,66 @@ START_TEST(bad_frames_on_the_data_port_are_dropped)
 }
 END_TEST
 
+/* A 3-node grid with small regions filled well past them (reject, the
+ * default): a write a copy has no room for fails with REGION_FULL on every
+ * copy - the primary undoes its own change - so every acknowledged write
+ * reads back, no refused write left anything behind, and `lattice verify`
+ * finds the copies equal.  Before, a backup without room logged it and the
+ * primary acknowledged anyway: those writes were missing on the backup. */
+START_TEST(full_regions_refuse_without_losing_acknowledged_writes)
+{
+    it_begin("caches_full");
+    const char *extra[] = {"--region-mb", "4", NULL};
+    start_grid(3, extra);
+    lattice_node *c = attach(true, 0);
+    wait_grid(c, 3);
+    wait_ready(c, "default");
+    enum { N = 3000, VSZ = 3000 };
+    static uint8_t acked[N];
+    static char val[VSZ + 1];
+    long n_acked = 0, n_full = 0;
+    for (long i = 0; i < N; i++) {
+        char key[48];
+        key_of(key, sizeof key, "full", i);
+        memset(val, 'x', VSZ);
+        int h = snprintf(val, sizeof val, "v%08ld", i);
+        val[h] = 'x';
+        lattice_status st = lattice_cache_put(c, "default", key, strlen(key), val, VSZ);
+        ck_assert_msg(st == LATTICE_OK || st == LATTICE_ERR_REGION_FULL, "put %ld: %s", i, lattice_strerror(st));
+        acked[i] = st == LATTICE_OK;
+        n_acked += acked[i];
+        n_full += !acked[i];
+    }
+    printf("full regions: %ld of %d writes acknowledged, %ld refused (REGION_FULL)\n", n_acked, N, n_full);
+    ck_assert_int_gt(n_acked, 0);
+    ck_assert_int_gt(n_full, 0);
+    char out[1 << 16];
+    int rc = run(out, sizeof out, "%s --ip-finder %s --json verify default", LATTICE_CLI_PATH, finder);
+    json_t *j = json_loads(out, 0, NULL);
+    ck_assert_msg(rc == 0 && j, "verify: rc %d: %.300s", rc, out);
+    ck_assert_msg(json_array_size(json_object_get(j, "conflicts")) == 0, "verify: %.300s", out);
+    json_decref(j);
+    for (long i = 0; i < N; i++) {
+        char key[48];
+        key_of(key, sizeof key, "full", i);
+        void *v = NULL;
+        size_t vl = 0;
+        lattice_status st = lattice_cache_get(c, "default", key, strlen(key), &v, &vl);
+        if (acked[i]) {
+            ck_assert_msg(st == LATTICE_OK && vl == VSZ, "acknowledged %s: %s", key, lattice_strerror(st));
+            char want[16];
+            int h = snprintf(want, sizeof want, "v%08ld", i);
+            ck_assert_int_eq(memcmp(v, want, (size_t)h), 0);
+        } else {
+            ck_assert_msg(st == LATTICE_ERR_NOT_FOUND, "refused %s reads %s", key, lattice_strerror(st));
+        }
+        lt_free(v);
+    }
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("caches");
@@ -658,6 +718,7 @@ int main(void)
     tcase_add_test(tc, primary_sync_and_full_async_as_documented);
     tcase_add_test(tc, runtime_cache_cli_and_bad_requests);
     tcase_add_test(tc, bad_frames_on_the_data_port_are_dropped);
+    tcase_add_test(tc, full_regions_refuse_without_losing_acknowledged_writes);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

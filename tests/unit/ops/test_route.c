@@ -476,6 +476,89 @@ START_TEST(reads_see_only_acknowledged_writes)
 }
 END_TEST
 
+/* Answers the newest full_sync replication this node sent with `status`. */
+static void answer_replication(lattice_status status)
+{
+    pend *pw = NULL;
+    for (pend *x = d->all; x; x = x->next)
+        if (x->settle == sync_wait_settle) pw = x;
+    ck_assert_ptr_nonnull(pw);
+    Latdata__Resp rs = LATDATA__RESP__INIT;
+    rs.status = status;
+    pend *taken = chan_pend_take(d, pw->id);
+    ck_assert_ptr_eq(taken, pw);
+    taken->settle(d, taken, &rs);
+    lt_free(taken);
+}
+
+static size_t stored_len(uint32_t p, const char *key)
+{
+    void *v = NULL;
+    lattice_store_meta meta = {0};
+    int st = lattice_store_get_copy(c->store, p, key, strlen(key), &v, &meta);
+    lt_free(v);
+    return st == LATTICE_OK ? meta.value_len : 0;
+}
+
+/* A backup without room for a full_sync write: the write is not
+ * acknowledged; the primary writes the previous value back and sends it to
+ * the copies, and only once they have it does the issuer get REGION_FULL
+ * (a read meanwhile waits, then sees the previous value).  A new key
+ * refused that way is removed again. */
+START_TEST(a_write_a_copy_has_no_room_for_is_undone)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    build(true, &cfg);
+    char pk[32];
+    uint32_t p;
+    lattice_meta_member *own[2];
+    key_where_self_is(0, pk, sizeof pk, &p, own);
+    seen w1 = {0};
+    issue_route(d, op(LATTICE_OP_PUT, "default", pk, 4, &w1));
+    answer_replication(LATTICE_OK);
+    ck_assert_int_eq(w1.last, LATTICE_OK);
+    ck_assert_uint_eq(stored_len(p, pk), 4);
+
+    seen w2 = {0}, r = {0};
+    size_t out = peer_of(own[1])->n_out;
+    issue_route(d, op(LATTICE_OP_PUT, "default", pk, 9, &w2));
+    ck_assert_uint_eq(stored_len(p, pk), 9);
+    answer_replication(LATTICE_ERR_REGION_FULL);
+    ck_assert_int_eq(w2.calls, 0); /* not acknowledged: the undo is on its way */
+    ck_assert_uint_eq(stored_len(p, pk), 4);
+    ck_assert_uint_gt(peer_of(own[1])->n_out, out);
+    issue_route(d, op(LATTICE_OP_GET, "default", pk, 0, &r));
+    ck_assert_int_eq(r.calls, 0); /* the key is still in flight */
+    answer_replication(LATTICE_OK);
+    ck_assert_int_eq(w2.calls, 1);
+    ck_assert_int_eq(w2.last, LATTICE_ERR_REGION_FULL);
+    ck_assert_int_eq(r.calls, 1);
+    ck_assert_int_eq(r.last, LATTICE_OK);
+
+    /* A new key refused that way is absent again (on this copy at once). */
+    char nk[32];
+    uint32_t np = 0;
+    lattice_meta_member *nown[2];
+    for (int i = 0;; i++) {
+        ck_assert_int_lt(i, 2000);
+        snprintf(nk, sizeof nk, "n%d", i);
+        np = lattice_partition_of_key(nk, strlen(nk), 64);
+        if (lattice_meta_serving_owners(c, np, nown, 2) == 2 && nown[0]->self) break;
+    }
+    seen w3 = {0};
+    issue_route(d, op(LATTICE_OP_PUT, "default", nk, 5, &w3));
+    ck_assert_uint_eq(stored_len(np, nk), 5);
+    answer_replication(LATTICE_ERR_REGION_FULL);
+    void *v = NULL;
+    ck_assert_int_eq(lattice_store_get_copy(c->store, np, nk, strlen(nk), &v, NULL), LATTICE_ERR_NOT_FOUND);
+    answer_replication(LATTICE_OK);
+    ck_assert_int_eq(w3.last, LATTICE_ERR_REGION_FULL);
+    teardown();
+}
+END_TEST
+
 /* A pipeline SET k / INCR k (one submission) turned back with AGAIN by a
  * base check's write freeze goes out again in the order it was submitted:
  * routed INCR-first, the INCR counted from an absent key (it_resp's
@@ -531,6 +614,7 @@ int main(void)
     tcase_add_test(t, resent_writes_are_not_applied_twice);
     tcase_add_test(t, retried_ops_keep_their_order);
     tcase_add_test(t, reads_see_only_acknowledged_writes);
+    tcase_add_test(t, a_write_a_copy_has_no_room_for_is_undone);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
