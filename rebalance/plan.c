@@ -151,18 +151,6 @@ static int plan_partition(struct ctx *c, lattice_rebalance_plan *pl, uint32_t p,
         pl->nsup += ncand;
         c->load[cand[0]]++;
     }
-    /* Copies outside the ideal owners go RENTING once the switch happens. */
-    for (size_t r = 0; r < in->node_count; r++) {
-        uint32_t i = c->by_id[r];
-        const lattice_rebalance_copy *cp = copy_of(c, i, p);
-        if (!in->live[i] || (cp->state != LATTICE_PART_OWNING && cp->state != LATTICE_PART_MOVING))
-            continue;
-        int32_t ii = lattice_affinity_node_index(in->ideal, in->nodes[i]);
-        if (ii >= 0 && lattice_affinity_role(in->ideal, p, (uint32_t)ii) >= 0) continue;
-        if (grow((void **)&pl->renting, &pl->cap_rent, pl->nrent + 1, sizeof *pl->renting))
-            return -1;
-        pl->renting[pl->nrent++] = (lattice_rebalance_node_part){.node = i, .partition = p};
-    }
     return 0;
 }
 
@@ -230,7 +218,6 @@ void lattice_rebalance_plan_free(lattice_rebalance_plan *p)
     lt_free(p->rank);
     lt_free(p->tasks);
     lt_free(p->suppliers);
-    lt_free(p->renting);
     lt_free(p->lost);
     lt_free(p);
 }

@@ -84,17 +84,13 @@ typedef struct lattice_rebalance_task {
     uint32_t supplier_count; /*   lattice_rebalance_plan_suppliers(plan)[first..first+count) */
 } lattice_rebalance_task;
 
-typedef struct lattice_rebalance_node_part {
-    uint32_t node;
-    uint32_t partition;
-} lattice_rebalance_node_part;
-
 typedef struct lattice_rebalance_plan lattice_rebalance_plan;
 
 /*
  * Rules (per partition p):
  *  - best = the highest counter among live OWNING copies of p.  No live
- *    OWNING copy: p is LOST (no task, nothing renting).
+ *    OWNING copy: p is LOST (no task).  (Copies outside the ideal owners are
+ *    not the plan's business: the executor evicts them at the switch.)
  *  - suppliers = live OWNING copies at best (a copy behind another never
  *    supplies), in preference order (policy above), the preferred first.
  *  - each live ideal owner that is not OWNING at best gets a full-load task

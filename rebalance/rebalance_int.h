@@ -17,8 +17,6 @@ struct lattice_rebalance_plan {
     size_t ntasks, cap_tasks;
     uint32_t *suppliers;
     size_t nsup, cap_sup;
-    lattice_rebalance_node_part *renting;
-    size_t nrent, cap_rent;
     uint32_t *lost;
     size_t nlost, cap_lost;
 };

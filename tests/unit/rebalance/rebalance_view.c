@@ -9,12 +9,6 @@ const lattice_rebalance_task *rv_plan_tasks(const lattice_rebalance_plan *p, siz
     return p->tasks;
 }
 
-const lattice_rebalance_node_part *rv_plan_renting(const lattice_rebalance_plan *p, size_t *count)
-{
-    *count = p->nrent;
-    return p->renting;
-}
-
 uint32_t rv_applier_pending(const lattice_rebalance_applier *a) { return a->pending; }
 
 uint32_t rv_demander_supplier(const lattice_rebalance_demander *d) { return d->sup; }

@@ -1,6 +1,6 @@
 /*
  * What the rebalance suite inspects inside rebalance/'s handles: a plan's
- * tasks and renting list, an applier's pending partitions, a demander's
+ * tasks, an applier's pending partitions, a demander's
  * supplier and current partition, a supplier's unacknowledged batches.  The
  * running node reads none of it (it executes plan_sessions and reacts to the
  * machines' outputs), so these views live with the tests.
@@ -11,8 +11,7 @@
 #include "rebalance/rebalance.h"
 
 const lattice_rebalance_task *rv_plan_tasks(const lattice_rebalance_plan *p, size_t *count);
-/* Copies that fall outside the ideal owners: evicted after the switch. */
-const lattice_rebalance_node_part *rv_plan_renting(const lattice_rebalance_plan *p, size_t *count);
+
 /* Partitions begun and not yet complete. */
 uint32_t rv_applier_pending(const lattice_rebalance_applier *a);
 /* Current supplier index. */

@@ -74,16 +74,15 @@ static int is_ideal_owner(const lattice_affinity *ideal, const char *id, uint32_
 
 /* What must hold for any plan: after the tasks, every live ideal owner holds
  * the best copy; suppliers are live OWNING copies at the best counter; copies
- * outside the ideal owners are exactly the renting list. */
+ * outside the ideal owners get no task. */
 static void check_plan(struct world *w, const lattice_affinity *ideal,
                        const lattice_rebalance_plan *pl)
 {
-    size_t nt, ns, nr, nl;
+    size_t nt, ns, nl;
     const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
     const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &ns);
-    const lattice_rebalance_node_part *r = rv_plan_renting(pl, &nr);
     const uint32_t *lost = lattice_rebalance_plan_lost(pl, &nl);
-    size_t want_tasks = 0, want_rent = 0, want_lost = 0;
+    size_t want_tasks = 0, want_lost = 0;
     for (uint32_t p = 0; p < PARTS; p++) {
         int any = 0;
         uint64_t best = 0;
@@ -124,16 +123,9 @@ static void check_plan(struct world *w, const lattice_affinity *ideal,
             } else {
                 ck_assert_msg(has_task == 0, "%s needs no task for %u", w->ids[i], p);
             }
-            if (!owner && (c->state == LATTICE_PART_OWNING || c->state == LATTICE_PART_MOVING)) {
-                int found = 0;
-                for (size_t k = 0; k < nr; k++) found |= r[k].node == i && r[k].partition == p;
-                ck_assert_msg(found, "%s's copy of %u should be renting", w->ids[i], p);
-                want_rent++;
-            }
         }
     }
     ck_assert_uint_eq(nt, want_tasks);
-    ck_assert_uint_eq(nr, want_rent);
     ck_assert_uint_eq(nl, want_lost);
 }
 
@@ -149,10 +141,9 @@ START_TEST(plan_join_backups_0_1_2)
         own_from(&w, old);
         lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
         check_plan(&w, neu, pl);
-        size_t nt, nl, nr;
+        size_t nt, nl;
         const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
         lattice_rebalance_plan_lost(pl, &nl);
-        rv_plan_renting(pl, &nr);
         ck_assert_uint_eq(nl, 0);
         /* Only the joiner loads, exactly the partitions it now owns. */
         int32_t d = lattice_affinity_node_index(neu, ABCD[3]);
@@ -160,7 +151,6 @@ START_TEST(plan_join_backups_0_1_2)
             neu, (uint32_t)d, AV_ROLE_PRIMARY | AV_ROLE_BACKUP, NULL);
         ck_assert_uint_gt(owned, 0);
         ck_assert_uint_eq(nt, owned);
-        ck_assert_uint_eq(nr, owned); /* each load displaces one old copy */
         for (size_t k = 0; k < nt; k++) {
             ck_assert_uint_eq(t[k].demander, 3);
             /* The serving primary supplies. */
@@ -185,9 +175,8 @@ START_TEST(plan_graceful_leave_leaver_supplies)
         own_from(&w, old);
         lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_PREFER_PRIMARY);
         check_plan(&w, neu, pl);
-        size_t nt, nr;
+        size_t nt;
         const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
-        const lattice_rebalance_node_part *r = rv_plan_renting(pl, &nr);
         ck_assert_uint_gt(nt, 0);
         int leaver_supplies = 0;
         for (size_t k = 0; k < nt; k++) {
@@ -196,7 +185,6 @@ START_TEST(plan_graceful_leave_leaver_supplies)
         }
         /* With no backups the leaver holds the only copy: it must supply. */
         if (backups == 0) ck_assert(leaver_supplies);
-        for (size_t k = 0; k < nr; k++) ck_assert_uint_eq(r[k].node, 3);
         lattice_rebalance_plan_free(pl);
         lattice_affinity_free(old);
         lattice_affinity_free(neu);
@@ -341,13 +329,11 @@ START_TEST(plan_demander_dies_mid_plan_replans)
     lattice_affinity *back = aff(ABCD, 3, 1);
     pl = plan(&w, old, back, LATTICE_REBALANCE_PREFER_PRIMARY);
     check_plan(&w, back, pl);
-    size_t nr, nl;
+    size_t nl;
     rv_plan_tasks(pl, &nt);
-    rv_plan_renting(pl, &nr);
     lattice_rebalance_plan_lost(pl, &nl);
     /* The old owners never stopped owning (late affinity): nothing to move. */
     ck_assert_uint_eq(nt, 0);
-    ck_assert_uint_eq(nr, 0);
     ck_assert_uint_eq(nl, 0);
     lattice_rebalance_plan_free(pl);
     lattice_affinity_free(old);
@@ -471,7 +457,7 @@ END_TEST
 START_TEST(plan_replicated_join_loads_every_partition)
 {
     /* Replicated cache: every node owns every partition, so a joiner loads
-     * them all and no copy turns renting. */
+     * them all. */
     struct world w;
     world_init(&w, ABCD, 4);
     lattice_affinity_node nodes[4];
@@ -486,11 +472,9 @@ START_TEST(plan_replicated_join_loads_every_partition)
     own_from(&w, old);
     lattice_rebalance_plan *pl = plan(&w, old, neu, LATTICE_REBALANCE_SPREAD);
     check_plan(&w, neu, pl);
-    size_t nt, nr;
+    size_t nt;
     const lattice_rebalance_task *t = rv_plan_tasks(pl, &nt);
-    rv_plan_renting(pl, &nr);
     ck_assert_uint_eq(nt, PARTS);
-    ck_assert_uint_eq(nr, 0);
     uint32_t load[3] = {0};
     for (size_t k = 0; k < nt; k++) {
         ck_assert_uint_eq(t[k].demander, 3);
