@@ -435,7 +435,7 @@ static void start_plan(lattice_ops *d, lattice_meta_cache *c, struct rebal_cache
             return;
         }
     }
-    LT_LOG(LT_INFO, "rebalance", "cache %s: rebalance %llu started: %lld partitions in %zu sessions (topology %llu.%llu)",
+    LT_LOG(LT_INFO, "rebalance", "cache %s: rebalance %llu started: %lld partitions in %zu sessions (data thread's view %llu.%llu)",
            c->cfg.name, (unsigned long long)rc->rebalance_id, (long long)total, rc->ns, (unsigned long long)d->major,
            (unsigned long long)d->minor);
 }
