@@ -294,6 +294,12 @@ void backup_clean(lattice_ops *d, const Latdata__Req *q);
 /* May this node serve an operation of c now: it holds its lease (discovery)
  * and no base switch has frozen the cache. */
 bool ops_serving(lattice_ops *d, const lattice_meta_cache *c);
+/* True when this server reaches no strict majority of the baseline (its
+ * lease is gone too); *num (may be NULL) gets LATTICE_OPS_QUORUM_NUM. */
+bool ops_no_quorum(lattice_ops *d, int64_t *num);
+/* What a node that is not serving answers: NO_QUORUM (final, *num set) or
+ * AGAIN (retried: a takeover, a pause, a base switch). */
+lattice_status ops_refusal(lattice_ops *d, int64_t *num);
 /* Primary: the write w (version, key) is in flight to the copies. */
 void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,
                  const void *key, size_t key_len);

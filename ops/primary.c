@@ -531,7 +531,7 @@ void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
     if (!ops_serving(d, c)) {
         /* No lease (paused, cut off), leaving, or a base switch holds the
          * cache: nothing is served from a view others may have left. */
-        r.status = LATTICE_ERR_AGAIN;
+        r.status = ops_refusal(d, &r.num);
         chan_reply(d, org, &r, NULL, 0, false);
         return;
     }
