@@ -87,6 +87,11 @@ bool ops_no_quorum(lattice_ops *d, int64_t *num)
     return true;
 }
 
+bool ops_before_incarnation(const lattice_ops *d, uint64_t topo_major)
+{
+    return topo_major && topo_major < d->self_since_major;
+}
+
 lattice_status ops_refusal(lattice_ops *d, int64_t *num)
 {
     return ops_no_quorum(d, num) ? LATTICE_ERR_NO_QUORUM : LATTICE_ERR_AGAIN;
