@@ -59,7 +59,11 @@
  * another configuration (to tell what read_from_backup or a sync mode
  * changes), and the verdict still decides. */
 static const char *const DEFAULT_CACHE = "default:backups=1,sync=full_sync,read_from_backup=true";
-static const char *cache_spec;
+/* Two nodes cut off at once are two failures for the majority: with one
+ * backup, the partitions whose both copies were on the cut-off side would
+ * have no copy there (docs/CONSISTENCY.md, "Network partitions"). */
+static const char *const TWO_BACKUPS_CACHE = "default:backups=2,sync=full_sync,read_from_backup=true";
+static const char *cache_spec, *own_cache;
 
 typedef struct grid {
     int peer_base, resp_base, capacity;
@@ -206,11 +210,18 @@ static json_t *cli_json(const char *what)
     return json_loads(buf, 0, NULL);
 }
 
-/* Every partition of `default`: one primary and min(1, servers-1) backups,
- * all OWNING, over `*(int *)ctx` servers. */
+/* The cache's backups (from its spec; 1 when it names none). */
+static long spec_backups(void)
+{
+    const char *b = strstr(cache_spec, "backups=");
+    return b ? strtol(b + 8, NULL, 10) : 1;
+}
+
+/* Every partition of `default`: one primary and min(backups, servers-1)
+ * backups, all OWNING, over `*(int *)ctx` servers. */
 static bool balanced(void *ctx)
 {
-    long servers = *(int *)ctx, copies = servers > 1 ? 2 : 1;
+    long servers = *(int *)ctx, copies = spec_backups() + 1 < servers ? spec_backups() + 1 : servers;
     json_t *pj = cli_json("partitions default");
     if (!pj) return false;
     bool ok = json_integer_value(json_object_get(pj, "lost")) == 0 &&
@@ -753,20 +764,21 @@ static const struct {
     int nodes, capacity, preload;
     void (*run)(void);
     bool net, refusal; /* in namespaces; the cut-off side must refuse with "no quorum" */
+    const char *cache; /* NULL: DEFAULT_CACHE (FAULT_CACHE overrides either) */
 } scenarios[] = {
-    {"steady", 3, 3, 0, steady, false, false},
-    {"kill_primary", 3, 3, 0, kill_primary, false, false},
-    {"kill_coordinator", 3, 3, 0, kill_coordinator, false, false},
-    {"restart_loop", 3, 3, 0, restart_loop, false, false},
-    {"join_leave", 3, 4, 0, join_leave, false, false},
-    {"two_joins", 3, 5, 0, two_joins, false, false},
-    {"stop_primary", 3, 3, 0, stop_primary, false, false},
-    {"stop_coordinator", 3, 3, 0, stop_coordinator, false, false},
-    {"kill_during_rebalance", 3, 4, 200000, kill_during_rebalance, false, false},
-    {"partition_one_of_three", 3, 3, 0, partition_one_of_three, true, true},
-    {"partition_two_of_five", 5, 5, 0, partition_two_of_five, true, true},
-    {"partition_coordinator", 3, 3, 0, partition_coordinator, true, true},
-    {"partition_flap", 3, 3, 0, partition_flap, true, false},
+    {"steady", 3, 3, 0, steady, false, false, NULL},
+    {"kill_primary", 3, 3, 0, kill_primary, false, false, NULL},
+    {"kill_coordinator", 3, 3, 0, kill_coordinator, false, false, NULL},
+    {"restart_loop", 3, 3, 0, restart_loop, false, false, NULL},
+    {"join_leave", 3, 4, 0, join_leave, false, false, NULL},
+    {"two_joins", 3, 5, 0, two_joins, false, false, NULL},
+    {"stop_primary", 3, 3, 0, stop_primary, false, false, NULL},
+    {"stop_coordinator", 3, 3, 0, stop_coordinator, false, false, NULL},
+    {"kill_during_rebalance", 3, 4, 200000, kill_during_rebalance, false, false, NULL},
+    {"partition_one_of_three", 3, 3, 0, partition_one_of_three, true, true, NULL},
+    {"partition_two_of_five", 5, 5, 0, partition_two_of_five, true, true, TWO_BACKUPS_CACHE},
+    {"partition_coordinator", 3, 3, 0, partition_coordinator, true, true, NULL},
+    {"partition_flap", 3, 3, 0, partition_flap, true, false, NULL},
 };
 static int which = -1;
 
@@ -824,8 +836,8 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
     printf("fault %s: FAILED. The history and the nodes' logs are kept in %s\n"
            "  re-check:  %s/tests/fault/fault_check %s\n"
            "  replay the schedule:  FAULT_SEED=%" PRIu64 "%s%s %s/tests/fault/fault_run %s\n",
-           scenario, it_dir(), LATTICE_BUILD_DIR, path, seed, cache_spec == DEFAULT_CACHE ? "" : " FAULT_CACHE=",
-           cache_spec == DEFAULT_CACHE ? "" : cache_spec, LATTICE_BUILD_DIR, scenario);
+           scenario, it_dir(), LATTICE_BUILD_DIR, path, seed, cache_spec == own_cache ? "" : " FAULT_CACHE=",
+           cache_spec == own_cache ? "" : cache_spec, LATTICE_BUILD_DIR, scenario);
     return 1;
 }
 
@@ -839,7 +851,8 @@ int main(int argc, char **argv)
     const char *s = getenv("FAULT_SEED");
     seed = s && *s ? strtoull(s, NULL, 10) : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20));
     sched_rng = seed * 2654435761ULL + 1;
-    cache_spec = getenv("FAULT_CACHE") && *getenv("FAULT_CACHE") ? getenv("FAULT_CACHE") : DEFAULT_CACHE;
+    own_cache = scenarios[which].cache ? scenarios[which].cache : DEFAULT_CACHE;
+    cache_spec = getenv("FAULT_CACHE") && *getenv("FAULT_CACHE") ? getenv("FAULT_CACHE") : own_cache;
     setvbuf(stdout, NULL, _IOLBF, 0);
     char name[64];
     snprintf(name, sizeof name, "fault_%s", scenario);
