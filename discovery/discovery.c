@@ -478,6 +478,12 @@ static void coordinate(lattice_discovery *d, int64_t now)
     if (!nch && !d->n_pending && !takeover) return;
     uint64_t next = t->next_order;
     for (size_t i = 0; i < d->n_pending && nk < CAP; i++) {
+        /* The same host:port twice in one batch (a node that rejoined again
+         * before its first attempt was admitted): only the newest counts. */
+        bool newer = false;
+        for (size_t k = i + 1; k < d->n_pending && !newer; k++)
+            newer = strcmp(d->pending[k].consistent_id, d->pending[i].consistent_id) == 0;
+        if (newer) continue;
         d->pending[i].order = next++;
         keep[nk++] = &d->pending[i];
         add_change(chs, chp, &nch, d->pending[i].id, LATTICE_EVENT_JOINED);
@@ -934,8 +940,15 @@ static void maybe_seed(lattice_discovery *d, int64_t now)
     self_member(d, &me, 1);
     const lattice_member *ms[1] = {&me};
     lattice_topology *t = topo_build(1, 0, 2, (uint32_t)d->fd_ms, d->id, ms, 1);
-    const char *baseline[1] = {d->consistent_id}; /* the first server: the grid's first baseline */
-    if (t && !topo_set_baseline(t, baseline, 1, 1)) {
+    /* The first server of a new grid is its first baseline.  A node that
+     * was in a grid and is rejoining it keeps that grid's baseline: seeding
+     * a grid of its own (the others did not answer in time, as after a
+     * partition heals) must not hand it a quorum of one. */
+    const lattice_topology *old = d->view;
+    const char *first[1] = {d->consistent_id};
+    bool inherit = old && old->n_baseline;
+    if (t && !topo_set_baseline(t, inherit ? (const char *const *)old->baseline : first,
+                                inherit ? old->n_baseline : 1, inherit ? old->baseline_version : 1)) {
         topo_put(t);
         t = NULL;
     }
