@@ -931,7 +931,12 @@ static void maybe_seed(lattice_discovery *d, int64_t now)
 {
     int64_t wait = ELECT_WAIT_MS;
     if (d->mcast && (int64_t)d->m_attempts * d->m_wait_ms > wait) wait = (int64_t)d->m_attempts * d->m_wait_ms;
-    if (d->client || now - d->join_started_ms < wait) return;
+    /* A node that was in a grid only ever rejoins one: it was removed or
+     * dissolved by a grid that exists, which may answer late (after a
+     * partition heals, connections come back seconds apart).  A grid of its
+     * own would start with a quorum of one beside it and metadata of its
+     * own; restarting the process is the way to start a new grid. */
+    if (d->client || d->view || now - d->join_started_ms < wait) return;
     if (d->saw_cluster_ms && now - d->saw_cluster_ms < ELECT_WAIT_MS) return;
     for (size_t i = 0; i < d->n_joiners; i++)
         if (now - d->joiners[i].seen_ms < ELECT_WAIT_MS && strcmp(d->joiners[i].key, d->consistent_id) < 0)
@@ -940,15 +945,8 @@ static void maybe_seed(lattice_discovery *d, int64_t now)
     self_member(d, &me, 1);
     const lattice_member *ms[1] = {&me};
     lattice_topology *t = topo_build(1, 0, 2, (uint32_t)d->fd_ms, d->id, ms, 1);
-    /* The first server of a new grid is its first baseline.  A node that
-     * was in a grid and is rejoining it keeps that grid's baseline: seeding
-     * a grid of its own (the others did not answer in time, as after a
-     * partition heals) must not hand it a quorum of one. */
-    const lattice_topology *old = d->view;
-    const char *first[1] = {d->consistent_id};
-    bool inherit = old && old->n_baseline;
-    if (t && !topo_set_baseline(t, inherit ? (const char *const *)old->baseline : first,
-                                inherit ? old->n_baseline : 1, inherit ? old->baseline_version : 1)) {
+    const char *first[1] = {d->consistent_id}; /* the first server: the grid's first baseline */
+    if (t && !topo_set_baseline(t, first, 1, 1)) {
         topo_put(t);
         t = NULL;
     }
