@@ -95,7 +95,11 @@ void lattice_discovery_quorum(lattice_discovery *d, lattice_quorum *q)
     pthread_mutex_unlock(&d->stats_lock);
     int lease_ms = (t->fd_ms >= 100 ? (int)t->fd_ms : d->fd_ms) / 2; /* ld_lease_ms without d->cur */
     q->reachable = lattice_quorum_reachable(acks, n_acks, self_counts, (int64_t)lt_mono_ms(), lease_ms);
-    q->has_quorum = d->client || q->reachable > q->baseline / 2;
+    /* Admitted less than a lease ago, a node has not heard the echoes of
+     * its first heartbeats yet: that is no lost quorum (its operations wait
+     * for the lease instead of being refused). */
+    bool young = (int64_t)lt_mono_ms() - atomic_load(&d->joined_mono_ms) < lease_ms;
+    q->has_quorum = d->client || young || q->reachable > q->baseline / 2;
     q->baseline_version = t->baseline_version;
     topo_put(t);
 }

@@ -136,7 +136,7 @@ struct lattice_discovery {
     atomic_bool stop_req;
     atomic_int_fast64_t lease_until; /* monotonic ms; written by the discovery thread (lease.c) */
     atomic_uint_fast64_t incarnation; /* bumped by every (re)join; written by the discovery thread */
-    int64_t joined_mono_ms;          /* discovery thread: when this incarnation was admitted */
+    _Atomic int64_t joined_mono_ms;  /* when this incarnation was admitted (written by the discovery thread) */
     int64_t quiet_until_ms;          /* discovery thread: after a stall, no coordinating until then */
     int auto_adjust_ms;              /* --baseline-auto-adjust-ms (-1: never) */
     absent_cid absent[MAX_PEERS];    /* discovery thread (coordinator): baseline members missing */

@@ -959,8 +959,10 @@ START_TEST(lost_partition_is_clusterdown)
 {
     it_begin("resp_lost");
     const char *extra[] = {"--cache", "default:backups=0", NULL};
-    start_grid(2, 2, extra);
-    wait_spread(2);
+    /* Three servers: one killed leaves two of three, a quorum of the
+     * baseline (of two, the survivor alone would refuse everything). */
+    start_grid(3, 3, extra);
+    wait_spread(3);
     ck_assert_int_eq(slots_ports(0, slot_p, slot_n), 16384);
     /* One key on each node, by CLUSTER KEYSLOT and CLUSTER SLOTS. */
     char on[2][32] = {"", ""};
