@@ -93,8 +93,14 @@ void lattice_discovery_quorum(lattice_discovery *d, lattice_quorum *q)
     pthread_mutex_lock(&d->stats_lock);
     size_t n_acks = ld_baseline_acks(d, t, self, acks, &q->baseline, &self_counts, &coord);
     pthread_mutex_unlock(&d->stats_lock);
-    int lease_ms = (t->fd_ms >= 100 ? (int)t->fd_ms : d->fd_ms) / 2; /* ld_lease_ms without d->cur */
-    q->reachable = lattice_quorum_reachable(acks, n_acks, self_counts, (int64_t)lt_mono_ms(), lease_ms);
+    /* Reached: an echo younger than the failure-detection timeout, not the
+     * lease.  A lease lapses for a moment under load (a late echo) and
+     * comes back: that retries.  Quorum is lost only when the baseline
+     * majority has been silent as long as it takes the other side to
+     * remove us - then nothing here can be served, and refusing tells the
+     * client to go elsewhere. */
+    int fd_ms = t->fd_ms >= 100 ? (int)t->fd_ms : d->fd_ms, lease_ms = fd_ms / 2;
+    q->reachable = lattice_quorum_reachable(acks, n_acks, self_counts, (int64_t)lt_mono_ms(), fd_ms);
     /* Admitted less than a lease ago, a node has not heard the echoes of
      * its first heartbeats yet: that is no lost quorum (its operations wait
      * for the lease instead of being refused). */
