@@ -119,8 +119,8 @@ size_t lattice_quorum_reachable(const int64_t *acks, size_t n_acks, bool self_co
 /* ---- baseline and quorum (docs/CONSISTENCY.md, "Baseline and quorum") ---- */
 
 /* This node's quorum now (any thread): a strict majority of the baseline
- * echoed a heartbeat within the failure-detection timeout (or this
- * incarnation is younger than a lease).  A client reports has_quorum (it
+ * is still in its topology - not removed as silent for the failure-
+ * detection timeout.  A client reports has_quorum (it
  * holds nothing to fence) with the baseline figures of its view. */
 void lattice_discovery_quorum(lattice_discovery *d, lattice_quorum *out);
 /* op: LATTICE_BASELINE_SET/ADD/REMOVE (topology.h). */

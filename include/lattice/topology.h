@@ -69,8 +69,8 @@ enum { LATTICE_BASELINE_SET = 1, LATTICE_BASELINE_ADD = 2, LATTICE_BASELINE_REMO
 
 typedef struct lattice_quorum {
     bool has_quorum;
-    size_t reachable;          /* baseline servers that echoed a heartbeat within the failure-
-                                  detection timeout, this node included */
+    size_t reachable;          /* baseline servers in this node's topology (not removed as silent),
+                                  this node included */
     size_t baseline;           /* baseline size */
     uint64_t baseline_version;
 } lattice_quorum;
