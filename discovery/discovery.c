@@ -365,6 +365,22 @@ void ld_begin_join(lattice_discovery *d, const char *why)
            d->client ? "client" : "server", d->my_addr, d->n_statics, d->mcast ? ", multicast" : "");
 }
 
+/* Servers of p in cur's baseline. */
+static size_t baseline_kept(const lattice_topology *cur, const Latdisc__Topology *p)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_members; i++)
+        n += !p->members[i]->client && topo_in_baseline(cur, p->members[i]->consistent_id);
+    return n;
+}
+
+/* Would adopting p leave no strict majority of our baseline where ours has
+ * one?  Only a view that removed servers can (joins never lower it). */
+static bool shrinks_below_quorum(const lattice_topology *cur, const Latdisc__Topology *p)
+{
+    return cur->n_baseline && ld_present_quorum(cur) && baseline_kept(cur, p) <= cur->n_baseline / 2;
+}
+
 /* A topology arrived from `sender`. */
 static void on_topology(lattice_discovery *d, const Latdisc__Envelope *e)
 {
@@ -402,6 +418,23 @@ static void on_topology(lattice_discovery *d, const Latdisc__Envelope *e)
                         strcmp(p->coordinator, cur->coordinator) != 0;
         if (!newer && !takeover) return;
         if (!contains_me && !in_view) return;
+        if (shrinks_below_quorum(cur, p)) {
+            /* Its coordinator removed servers it could not hear and kept no
+             * strict majority of the baseline: it is the side that is cut
+             * off, or the first to wake from a stall the whole machine
+             * took.  Adopting its view would move us to the minority - and
+             * a node it drops rejoins as a new one and drops its copies.
+             * We keep ours, and our coordinator removes it instead: it then
+             * rejoins this side (refused, or merged: it holds no quorum). */
+            peer *s = find_peer(d, p->coordinator);
+            if (s && !s->defected)
+                LT_LOG(LT_WARN, MOD, "ignoring topology %llu.%llu of %.8s: it keeps %zu of the %zu baseline servers, no "
+                       "strict majority; removing %.8s instead", (unsigned long long)p->major,
+                       (unsigned long long)p->minor, p->coordinator, baseline_kept(cur, p), cur->n_baseline,
+                       p->coordinator);
+            if (s) s->defected = true;
+            return;
+        }
         if (!contains_me) {
             if (d->state == ST_LEAVING) {
                 d->state = ST_STOPPED; /* our leave was announced */
@@ -429,7 +462,7 @@ static const lattice_member *effective_coordinator(lattice_discovery *d, int64_t
         if (m->role != LATTICE_ROLE_SERVER) continue;
         if (strcmp(m->id, d->id) == 0) return d->state == ST_LEAVING ? NULL : m;
         peer *p = find_peer(d, m->id);
-        if (p && !p->leaving && now - p->last_heard_ms <= ld_cfd(d)) return m;
+        if (p && !p->leaving && !p->defected && now - p->last_heard_ms <= ld_cfd(d)) return m;
     }
     return NULL;
 }
@@ -472,7 +505,7 @@ static void coordinate(lattice_discovery *d, int64_t now)
         for (size_t k = 0; k < d->n_pending; k++)
             replaced |= strcmp(d->pending[k].consistent_id, m->consistent_id) == 0;
         if (p && p->leaving) add_change(chs, chp, &nch, m->id, LATTICE_EVENT_LEFT);
-        else if (silent || replaced) add_change(chs, chp, &nch, m->id, LATTICE_EVENT_FAILED);
+        else if (silent || replaced || p->defected) add_change(chs, chp, &nch, m->id, LATTICE_EVENT_FAILED);
         else keep[nk++] = m;
     }
     if (!nch && !d->n_pending && !takeover) return;
@@ -607,7 +640,12 @@ static void on_heartbeat(lattice_discovery *d, const Latdisc__Envelope *e, const
     if (d->state != ST_JOINED && d->state != ST_LEAVING) return;
     const lattice_topology *t = d->cur;
     if (!is_member(t, e->sender)) {
-        if (was_removed(d, e->sender))
+        /* Only a view that holds a quorum of the baseline sends a member
+         * away: a node that removed everyone it could not hear (cut off,
+         * or the first to wake from a stall) would otherwise make the
+         * majority rejoin and drop its copies (on_topology ignores its
+         * view for the same reason). */
+        if (was_removed(d, e->sender) && ld_present_quorum(t))
             ld_reply_refusal(d, route, REF_REMOVED, "you were removed from the topology; rejoin with a new id",
                              e->sender);
         return;
@@ -1039,6 +1077,27 @@ static int tick_ms(const lattice_discovery *d)
     return t < 10 ? 10 : t > LOOP_TICK_MS * 5 ? LOOP_TICK_MS * 5 : t;
 }
 
+/* The discovery thread stood still since its last look (a pause, or a
+ * machine too busy to run it): our lease lapsed meanwhile, so nothing was
+ * served from the stale view; whether the grid removed us, its answers to
+ * our next heartbeats say (a removed node is refused and rejoins as a new
+ * one).  Rejoining on our own would turn mere scheduling delay into dropped
+ * copies.  Until a failure detection period has passed we do not
+ * coordinate: what we hear now is older than what the others decided
+ * meanwhile, and the others may have stood still too - the first to wake
+ * must not remove the rest.  Half the timeout counts: a peer's last
+ * heartbeat may be a fifth of it older than the stall. */
+static void note_stall(lattice_discovery *d, int64_t now)
+{
+    int64_t gap = now - d->last_loop_ms;
+    d->last_loop_ms = now;
+    if (d->state != ST_JOINED || gap <= ld_cfd(d) / 2) return;
+    LT_LOG(LT_WARN, MOD, "this node was stalled for %lld ms (failure detection %d ms): serving "
+           "nothing until the grid confirms it is still a member", (long long)gap, ld_cfd(d));
+    d->quiet_until_ms = now + ld_cfd(d);
+    ld_update_lease(d);
+}
+
 void *ld_thread_main(void *arg)
 {
     lattice_discovery *d = arg;
@@ -1050,23 +1109,12 @@ void *ld_thread_main(void *arg)
         size_t n = build_poll(d, it);
         zmq_poll(it, (int)n, tick_ms(d));
         int64_t now = lt_mono_ms();
-        int64_t gap = now - d->last_loop_ms;
-        d->last_loop_ms = now;
-        if (d->state == ST_JOINED && gap > ld_cfd(d)) {
-            /* Our lease lapsed while we stood still, so nothing was served
-             * from the stale view; whether the grid removed us, its answers
-             * to our next heartbeats say (a removed node is refused and
-             * rejoins as a new one).  Rejoining on our own would turn mere
-             * scheduling delay into dropped copies.  Until a failure
-             * detection period has passed we do not coordinate: what we
-             * hear now is older than what the others decided meanwhile. */
-            LT_LOG(LT_WARN, MOD, "this node was stalled for %lld ms (failure detection %d ms): serving "
-                   "nothing until the grid confirms it is still a member", (long long)gap, ld_cfd(d));
-            d->quiet_until_ms = now + ld_cfd(d);
-            ld_update_lease(d);
-        }
+        note_stall(d, now);
         drain_all(d);
+        /* Again: a stall while draining leaves what we heard as old as
+         * before it, and nobody may be judged silent on that. */
         now = lt_mono_ms();
+        note_stall(d, now);
         if (d->state == ST_JOINING) {
             send_joins(d, now);
             maybe_seed(d, now);
