@@ -418,21 +418,19 @@ static void on_topology(lattice_discovery *d, const Latdisc__Envelope *e)
                         strcmp(p->coordinator, cur->coordinator) != 0;
         if (!newer && !takeover) return;
         if (!contains_me && !in_view) return;
-        if (shrinks_below_quorum(cur, p)) {
-            /* Its coordinator removed servers it could not hear and kept no
-             * strict majority of the baseline: it is the side that is cut
-             * off, or the first to wake from a stall the whole machine
-             * took.  Adopting its view would move us to the minority - and
-             * a node it drops rejoins as a new one and drops its copies.
-             * We keep ours, and our coordinator removes it instead: it then
-             * rejoins this side (refused, or merged: it holds no quorum). */
-            peer *s = find_peer(d, p->coordinator);
-            if (s && !s->defected)
-                LT_LOG(LT_WARN, MOD, "ignoring topology %llu.%llu of %.8s: it keeps %zu of the %zu baseline servers, no "
-                       "strict majority; removing %.8s instead", (unsigned long long)p->major,
-                       (unsigned long long)p->minor, p->coordinator, baseline_kept(cur, p), cur->n_baseline,
-                       p->coordinator);
-            if (s) s->defected = true;
+        if (!contains_me && shrinks_below_quorum(cur, p)) {
+            /* Its coordinator removed us with servers it could not hear and
+             * kept no strict majority of the baseline: it is the side that
+             * is cut off, or the first to wake from a stall the whole
+             * machine took.  Rejoining on its word would drop our copies -
+             * and the majority's, had it sent the same to all of them.  We
+             * keep our view; it is silent to us now (we are not in its
+             * view), so our coordinator removes it, and it merges back into
+             * this side as a new node (it holds no quorum). */
+            if (gate(d, 10))
+                LT_LOG(LT_WARN, MOD, "ignoring topology %llu.%llu of %.8s: it drops this node and keeps %zu of the %zu "
+                       "baseline servers, no strict majority", (unsigned long long)p->major,
+                       (unsigned long long)p->minor, p->coordinator, baseline_kept(cur, p), cur->n_baseline);
             return;
         }
         if (!contains_me) {
@@ -462,7 +460,7 @@ static const lattice_member *effective_coordinator(lattice_discovery *d, int64_t
         if (m->role != LATTICE_ROLE_SERVER) continue;
         if (strcmp(m->id, d->id) == 0) return d->state == ST_LEAVING ? NULL : m;
         peer *p = find_peer(d, m->id);
-        if (p && !p->leaving && !p->defected && now - p->last_heard_ms <= ld_cfd(d)) return m;
+        if (p && !p->leaving && now - p->last_heard_ms <= ld_cfd(d)) return m;
     }
     return NULL;
 }
@@ -505,7 +503,7 @@ static void coordinate(lattice_discovery *d, int64_t now)
         for (size_t k = 0; k < d->n_pending; k++)
             replaced |= strcmp(d->pending[k].consistent_id, m->consistent_id) == 0;
         if (p && p->leaving) add_change(chs, chp, &nch, m->id, LATTICE_EVENT_LEFT);
-        else if (silent || replaced || p->defected) add_change(chs, chp, &nch, m->id, LATTICE_EVENT_FAILED);
+        else if (silent || replaced) add_change(chs, chp, &nch, m->id, LATTICE_EVENT_FAILED);
         else keep[nk++] = m;
     }
     if (!nch && !d->n_pending && !takeover) return;

@@ -45,7 +45,6 @@ typedef struct peer {
     int64_t ack_ms;  /* our send time of the newest heartbeat it acknowledged (0: none) */
     uint64_t hb_major, hb_minor; /* the topology version its latest heartbeat reported */
     bool leaving;
-    bool defected;   /* it announced a view without quorum that drops us (on_topology): remove it */
     bool have_stats;
     lattice_node_stats stats;
 } peer;
