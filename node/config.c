@@ -239,7 +239,7 @@ static void usage(FILE *f)
           "  --resp-max-multibulk N    most arguments of one command (default 1048576)\n"
           "  --resp-max-inline N       longest inline command / header line (default 65536)\n"
           "  --resp-output-limit N     close a client with more than N reply bytes pending (default 0 = none)\n"
-          "  --http-port N             validated and kept: the HTTP endpoint arrives with the HTTP work\n"
+          "  --http-port N             serve /metrics, /health, /topology, /caches over HTTP on this port\n"
           "  --help, --version\n",
           f);
 }

@@ -24,6 +24,7 @@ struct lattice_node {
     size_t secret_len;
     lattice_discovery *discovery;
     lattice_ops *data;
+    node_metrics *metrics;  /* from the first module on: every submit counts */
     size_t started;         /* modules started so far (stop unwinds these) */
     size_t inited;
 };
@@ -101,7 +102,21 @@ static void data_destroy(lattice_node *n)
     n->data = NULL;
 }
 
+static lattice_status metrics_init(lattice_node *n)
+{
+    n->metrics = node_metrics_new();
+    return n->metrics ? LATTICE_OK : LATTICE_ERR_NOMEM;
+}
+static lattice_status metrics_start(lattice_node *n) { (void)n; return LATTICE_OK; }
+static void metrics_stop(lattice_node *n) { (void)n; }
+static void metrics_destroy(lattice_node *n)
+{
+    node_metrics_free(n->metrics);
+    n->metrics = NULL;
+}
+
 static const module modules[] = {
+    {"metrics", metrics_init, metrics_start, metrics_stop, metrics_destroy},
     {"data", data_init, data_start, data_stop, data_destroy},
     {"discovery", disc_init, disc_start, disc_stop, disc_destroy},
 };
@@ -205,6 +220,7 @@ lattice_status lattice_node_subscribe(lattice_node *n, lattice_event_fn fn, void
 
 void lattice_node_id(lattice_node *n, char *buf, size_t len) { lattice_discovery_local_id(n->discovery, buf, len); }
 lattice_ops *lattice_node_ops(lattice_node *n) { return n->data; }
+node_metrics *lattice_node_metrics_of(lattice_node *n) { return n->metrics; }
 int lattice_node_port(lattice_node *n) { return lattice_discovery_port(n->discovery); }
 
 lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_node_stats *out)

@@ -588,3 +588,13 @@ void lattice_respd_destroy(lattice_respd *r)
     pthread_mutex_destroy(&r->view_lock);
     lt_free(r);
 }
+
+void lattice_respd_stats_get(const lattice_respd *r, lattice_respd_stats *out)
+{
+    lattice_respd *w = (lattice_respd *)r; /* atomic loads only: C11 atomics take no const object */
+    int c = atomic_load(&w->n_clients);
+    out->clients = c > 0 ? (uint64_t)c : 0;
+    out->connections = atomic_load(&w->total_conns);
+    out->commands = atomic_load(&w->total_cmds);
+    out->rejected = atomic_load(&w->rejected_conns);
+}
