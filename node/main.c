@@ -36,6 +36,20 @@ static lattice_status resp_bind(latticed_options *o, lattice_respd **out)
     return st;
 }
 
+/* No --ip-finder: look for the local grid where nodes bind by default,
+ * HOST:47500..47509 (Ignite's default range) with HOST the node's --host,
+ * so a second bare latticed joins the first instead of seeding a grid of
+ * its own.  The string lives in `o`. */
+static lattice_status default_finder(latticed_options *o)
+{
+    if (o->node.n_finders) return LATTICE_OK;
+    char spec[128], err[256];
+    snprintf(spec, sizeof spec, "%s:%d..%d", o->node.host, LATTICE_DEFAULT_PORT, LATTICE_DEFAULT_PORT + 9);
+    lattice_status st = latticed_option_set(o, "ip-finder", spec, err, sizeof err);
+    if (st != LATTICE_OK) LT_LOG(LT_ERROR, "node", "default --ip-finder %s: %s", spec, err);
+    return st;
+}
+
 /* The HTTP endpoint's socket, bound before the node: NULL without
  * --http-port. */
 static lattice_status http_bind(latticed_options *o, lattice_httpd **out)
@@ -100,7 +114,8 @@ int main(int argc, char **argv)
     lattice_respd *resp = NULL;
     lattice_httpd *http = NULL;
     lattice_node *n = NULL;
-    lattice_status st = resp_bind(&o, &resp);
+    lattice_status st = default_finder(&o);
+    if (st == LATTICE_OK) st = resp_bind(&o, &resp);
     if (st == LATTICE_OK) st = http_bind(&o, &http);
     if (st == LATTICE_OK) st = lattice_node_start(&o.node, &n);
     if (st == LATTICE_OK) st = serve(n, resp, http);
