@@ -37,7 +37,11 @@ void cli_print_json(struct json_t *o);
 /* True when a command's own arguments (argv[1..]) ask for --help or -h. */
 bool cli_wants_help(int argc, char **argv);
 
-/* Attach as a client node (prints why on failure). NULL when it cannot join. */
+/* attach.c: attach as a client node (prints why on failure). NULL when it
+ * cannot join. */
 lattice_node *cli_attach(cli_globals *g);
+/* Print why `what` failed with st: the refusal named (secret, cluster name,
+ * protocol), or the finders nobody answered at. */
+void cli_explain(const cli_globals *g, const char *what, lattice_status st);
 
 #endif

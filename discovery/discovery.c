@@ -747,6 +747,7 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
     case LATDISC__ENVELOPE__BODY_LEAVE: on_leave(d, e); break;
     case LATDISC__ENVELOPE__BODY_HELLO: ld_on_hello(d, e, route); break;
     case LATDISC__ENVELOPE__BODY_DISSOLVE: ld_on_dissolve(d, e); break;
+    case LATDISC__ENVELOPE__BODY_INSPECT: ld_on_inspect(d, route); break;
     default: cnt(&d->c_malformed); break; /* probes belong on UDP */
     }
 }

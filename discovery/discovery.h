@@ -63,6 +63,15 @@ lattice_status lattice_finder_parse_static(const char *spec, int default_port, i
 lattice_status lattice_finder_parse_multicast(const char *spec, char group[64], int *port);
 bool lattice_finder_is_multicast(const char *spec);
 
+/* ---- inspection (inspect.c): a view of the grid without joining ---- */
+
+/* Asks every static finder address of c (cluster, finders, secret; the rest
+ * unused) for its view; the first answer within timeout_ms wins.
+ * UNSUPPORTED with a multicast finder (nothing to ask directly), AUTH /
+ * CLUSTER / PROTO when only refusals came back, TIMEOUT when nothing did. */
+lattice_status lattice_discovery_inspect(const lattice_discovery_config *c, int timeout_ms,
+                                         lattice_inspection **out);
+
 /* ---- lifecycle ---- */
 
 lattice_status lattice_discovery_init(const lattice_discovery_config *c, lattice_discovery **out);

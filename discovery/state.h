@@ -214,6 +214,8 @@ void ld_update_lease(lattice_discovery *d);
 void ld_note_candidate(lattice_discovery *d, const char *addr);
 void ld_send_hellos(lattice_discovery *d, int64_t now);
 void ld_on_hello(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route);
+/* inspect.c: answer an Inspect from outside the topology (discovery thread). */
+void ld_on_inspect(lattice_discovery *d, const zmq_msg_t *route);
 void ld_on_dissolve(lattice_discovery *d, const Latdisc__Envelope *e);
 
 #endif

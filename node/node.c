@@ -136,39 +136,47 @@ void lattice_config_init(lattice_config *c)
     c->multicast_wait_ms = 300;
 }
 
-static lattice_status read_secret(lattice_node *n, const char *path)
+/* The secret file's contents into *out (lt_malloc'd, 1..64 KiB, a trailing
+ * newline dropped). */
+static lattice_status read_secret(const char *path, uint8_t **out, size_t *out_len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         LT_LOG(LT_ERROR, "node", "cannot read --secret-file %s: %s", path, strerror(errno));
         return LATTICE_ERR_INVAL;
     }
-    n->secret = lt_malloc(MAX_SECRET_BYTES);
-    if (!n->secret) {
+    uint8_t *secret = lt_malloc(MAX_SECRET_BYTES);
+    if (!secret) {
         fclose(f);
         return LATTICE_ERR_NOMEM;
     }
-    n->secret_len = fread(n->secret, 1, MAX_SECRET_BYTES, f);
+    size_t len = fread(secret, 1, MAX_SECRET_BYTES, f);
     bool more = fgetc(f) != EOF;
     fclose(f);
     /* A trailing newline is not part of the secret (echo secret > file). */
-    while (n->secret_len && (n->secret[n->secret_len - 1] == '\n' || n->secret[n->secret_len - 1] == '\r'))
-        n->secret_len--;
-    if (n->secret_len == 0 || more) {
+    while (len && (secret[len - 1] == '\n' || secret[len - 1] == '\r')) len--;
+    if (len == 0 || more) {
         LT_LOG(LT_ERROR, "node", "--secret-file %s must hold 1..%d bytes", path, MAX_SECRET_BYTES);
+        lt_free(secret);
         return LATTICE_ERR_INVAL;
     }
+    *out = secret;
+    *out_len = len;
     return LATTICE_OK;
+}
+
+static void forget_secret(uint8_t *secret, size_t len)
+{
+    if (!secret) return;
+    memset(secret, 0, len);
+    lt_free(secret);
 }
 
 static void unwind(lattice_node *n)
 {
     while (n->started) modules[--n->started].stop(n);
     while (n->inited) modules[--n->inited].destroy(n);
-    if (n->secret) {
-        memset(n->secret, 0, n->secret_len);
-        lt_free(n->secret);
-    }
+    forget_secret(n->secret, n->secret_len);
     lt_free(n);
 }
 
@@ -179,7 +187,7 @@ lattice_status lattice_node_start(const lattice_config *c, lattice_node **out)
     lattice_node *n = lt_calloc(1, sizeof *n);
     if (!n) return LATTICE_ERR_NOMEM;
     n->cfg = *c;
-    lattice_status st = c->secret_file ? read_secret(n, c->secret_file) : LATTICE_OK;
+    lattice_status st = c->secret_file ? read_secret(c->secret_file, &n->secret, &n->secret_len) : LATTICE_OK;
     for (; st == LATTICE_OK && n->inited < N_MODULES; n->inited++) {
         st = modules[n->inited].init(n);
         if (st != LATTICE_OK) LT_LOG(LT_ERROR, "node", "%s: init failed: %s", modules[n->inited].name, lattice_strerror(st));
@@ -227,4 +235,24 @@ int lattice_node_port(lattice_node *n) { return lattice_discovery_port(n->discov
 lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_node_stats *out)
 {
     return lattice_discovery_stats(n->discovery, id, out);
+}
+
+lattice_status lattice_inspect(const lattice_config *c, int timeout_ms, lattice_inspection **out)
+{
+    if (!c || !out) return LATTICE_ERR_INVAL;
+    *out = NULL;
+    uint8_t *secret = NULL;
+    size_t len = 0;
+    lattice_status st = c->secret_file ? read_secret(c->secret_file, &secret, &len) : LATTICE_OK;
+    if (st != LATTICE_OK) return st;
+    lattice_discovery_config dc = {
+        .cluster = c->cluster,
+        .finders = c->finders,
+        .n_finders = c->n_finders,
+        .secret = secret,
+        .secret_len = len,
+    };
+    st = lattice_discovery_inspect(&dc, timeout_ms, out);
+    forget_secret(secret, len);
+    return st;
 }
