@@ -356,13 +356,15 @@ void ld_begin_join(lattice_discovery *d, const char *why)
     pthread_mutex_unlock(&d->pub_lock);
     for (size_t i = 0; i < d->n_pending; i++) member_free_fields(&d->pending[i]);
     d->n_pending = 0;
+    ld_refresh_dns(d, lt_mono_ms(), true);
     for (size_t i = 0; i < d->n_statics; i++) {
         char a[128];
         snprintf(a, sizeof a, "tcp://%s:%d", d->statics[i].host, d->statics[i].port);
         ld_ensure_conn(d, a, true);
     }
-    LT_LOG(LT_INFO, MOD, "joining cluster '%s' as %s %s (%zu static addresses%s)", d->cluster,
-           d->client ? "client" : "server", d->my_addr, d->n_statics, d->mcast ? ", multicast" : "");
+    LT_LOG(LT_INFO, MOD, "joining cluster '%s' as %s %s (%zu static addresses%s%s)", d->cluster,
+           d->client ? "client" : "server", d->my_addr, d->n_statics, d->mcast ? ", multicast" : "",
+           d->n_dns ? ", dns" : "");
 }
 
 /* A topology arrived from `sender`. */
@@ -1038,6 +1040,7 @@ void *ld_thread_main(void *arg)
         }
         drain_all(d);
         now = lt_mono_ms();
+        ld_refresh_dns(d, now, false);
         if (d->state == ST_JOINING) {
             send_joins(d, now);
             maybe_seed(d, now);

@@ -3,7 +3,8 @@
  * without joining - so inspecting never bumps the topology version, and a
  * grid whose coordinator just died answers at once (no join to wait for).
  *
- * The asker opens a DEALER to every static finder address and sends one
+ * The asker opens a DEALER to every static finder address (dns:// names
+ * resolved once) and sends one
  * Inspect envelope (MAC'd with the cluster key like every peer frame).  Any
  * member (joined or leaving) answers on its peer ROUTER with an
  * InspectAnswer: its current topology and, per member, the stats of its
@@ -210,12 +211,19 @@ lattice_status lattice_discovery_inspect(const lattice_discovery_config *c, int 
     for (size_t i = 0; i < c->n_finders; i++) {
         if (lattice_finder_is_multicast(c->finders[i])) return LATTICE_ERR_UNSUPPORTED;
         size_t k = 0;
-        lattice_status st = lattice_finder_parse_static(c->finders[i], LATTICE_DEFAULT_PORT, 10, addrs + n,
-                                                        MAX_ADDRS - n, &k);
-        if (st != LATTICE_OK) return st;
+        if (lattice_finder_is_dns(c->finders[i])) {
+            char name[256];
+            int port;
+            if (lattice_finder_parse_dns(c->finders[i], name, &port) != LATTICE_OK) return LATTICE_ERR_INVAL;
+            lattice_finder_resolve_dns(name, port, addrs + n, MAX_ADDRS - n, &k); /* none yet: others may answer */
+        } else {
+            lattice_status st = lattice_finder_parse_static(c->finders[i], LATTICE_DEFAULT_PORT, 10, addrs + n,
+                                                            MAX_ADDRS - n, &k);
+            if (st != LATTICE_OK) return st;
+        }
         n += k;
     }
-    if (!n) return LATTICE_ERR_INVAL;
+    if (!n) return LATTICE_ERR_TIMEOUT; /* dns:// names without records: nobody to ask */
     uint8_t key[LT_FRAME_KEY_BYTES];
     if (c->secret) wire_derive_key(c->secret, c->secret_len, key);
     void *ctx = zmq_ctx_new();
