@@ -73,6 +73,7 @@ static void print_json(const view *v)
     json_t *root = json_pack("{s:[I,I], s:s, s:o}", "topology_version", (json_int_t)lattice_topology_major(t),
                              (json_int_t)lattice_topology_minor(t), "coordinator", lattice_topology_coordinator(t),
                              "nodes", nodes);
+    json_object_set_new(root, "quorum", cli_quorum_json(t));
     if (v->x) json_object_set_new(root, "answered_by", json_string(lattice_inspection_source(v->x)));
     cli_print_json(root);
 }
@@ -90,11 +91,12 @@ static void print_table(const view *v)
     size_t servers = 0, sz = lattice_topology_size(t);
     for (size_t i = 0; i < sz; i++) servers += lattice_topology_member(t, i)->role == LATTICE_ROLE_SERVER;
     const lattice_member *coord = lattice_topology_find(t, lattice_topology_coordinator(t));
-    printf("Topology %llu.%llu   coordinator %s   %zu node%s (%zu server%s, %zu client%s)\n\n",
+    printf("Topology %llu.%llu   coordinator %s   %zu node%s (%zu server%s, %zu client%s)\n",
            (unsigned long long)lattice_topology_major(t), (unsigned long long)lattice_topology_minor(t),
            coord ? coord->consistent_id : lattice_topology_coordinator(t), sz, sz == 1 ? "" : "s", servers,
            servers == 1 ? "" : "s", sz - servers, sz - servers == 1 ? "" : "s");
-    printf("%-21s %-8s %-7s %5s %-6s %-15s %9s %6s %10s  %s\n", "NODE", "ID8", "STATE", "ORDER", "ROLE", "HOST",
+    cli_quorum_line(t);
+    printf("\n%-21s %-8s %-7s %5s %-6s %-15s %9s %6s %10s  %s\n", "NODE", "ID8", "STATE", "ORDER", "ROLE", "HOST",
            "UPTIME", "CPU", "MEMORY", "LAST HEARD");
     for (size_t i = 0; i < sz; i++) {
         const lattice_member *m = lattice_topology_member(t, i);
@@ -147,7 +149,8 @@ int cli_top(cli_globals *g, int argc, char **argv)
              "CPU load, memory (RSS) and when it was last heard.\n"
              "With --json: {\"topology_version\":[major,minor], \"coordinator\":ID, \"answered_by\":ADDR,\n"
              "  \"nodes\":[{\"id\",\"consistent_id\",\"order\",\"role\",\"addr\",\"host\",\"uptime_ms\",\"state\",\n"
-             "  \"silent_ms\",\"cpu_load\",\"memory_rss_bytes\",\"dropped\":{...},\"attrs\":{...}}]}");
+             "  \"silent_ms\",\"cpu_load\",\"memory_rss_bytes\",\"dropped\":{...},\"attrs\":{...}}],\n"
+             "  \"quorum\":{\"baseline_version\",\"baseline_nodes\",\"baseline_in_topology\",\"has_quorum\"}}");
         return 0;
     }
     /* --json is global (before the command) but accepted here too. */

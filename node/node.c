@@ -56,6 +56,7 @@ static lattice_status disc_init(lattice_node *n)
         .multicast_wait_ms = c->multicast_wait_ms,
         .attrs = c->attrs,
         .n_attrs = c->n_attrs,
+        .baseline_auto_adjust_ms = c->baseline_auto_adjust_ms,
     };
     return lattice_discovery_init(&dc, &n->discovery);
 }
@@ -134,6 +135,7 @@ void lattice_config_init(lattice_config *c)
     c->max_message_bytes = LATTICE_DEFAULT_MAX_MESSAGE_BYTES;
     c->multicast_attempts = 2;
     c->multicast_wait_ms = 300;
+    c->baseline_auto_adjust_ms = LATTICE_DEFAULT_BASELINE_AUTO_ADJUST_MS;
 }
 
 /* The secret file's contents into *out (lt_malloc'd, 1..64 KiB, a trailing
@@ -231,6 +233,15 @@ void lattice_node_id(lattice_node *n, char *buf, size_t len) { lattice_discovery
 lattice_ops *lattice_node_ops(lattice_node *n) { return n->data; }
 node_metrics *lattice_node_metrics_of(lattice_node *n) { return n->metrics; }
 int lattice_node_port(lattice_node *n) { return lattice_discovery_port(n->discovery); }
+void lattice_node_quorum(lattice_node *n, lattice_quorum *out) { lattice_discovery_quorum(n->discovery, out); }
+
+lattice_status lattice_node_baseline_change(lattice_node *n, int op, const char *const *cids, size_t count,
+                                            bool force, int timeout_ms, uint64_t *version, char *why,
+                                            size_t why_len)
+{
+    return lattice_discovery_baseline_change(n->discovery, op, cids, count, force, timeout_ms, version, why,
+                                             why_len);
+}
 
 lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_node_stats *out)
 {

@@ -121,6 +121,7 @@ void control_tick(lattice_ops *d, uint64_t now)
 
 static lattice_status coord_write(lattice_ops *d, int call, const char *arg)
 {
+    if (ops_no_quorum(d, NULL)) return LATTICE_ERR_NO_QUORUM; /* the registry is the quorum side's */
     lattice_status st = call == LATTICE_OPS_CALL_CREATE ? lattice_meta_add(d->meta, arg) : lattice_meta_remove(d->meta, arg);
     if (st == LATTICE_OK) push_meta(d);
     return st;
@@ -552,7 +553,9 @@ static uint64_t servers_hash(const lattice_ops *d)
  * joining or leaving changes nothing an assignment depends on). */
 static void start_base_check(lattice_ops *d)
 {
-    if (d->base_check_running) return;
+    /* A coordinator without quorum (the minority side of a partition)
+     * never moves a base: the side with quorum decides affinity. */
+    if (d->base_check_running || ops_no_quorum(d, NULL)) return;
     uint64_t h = servers_hash(d);
     if (h == d->checked_servers) return;
     bool any = false;

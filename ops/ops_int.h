@@ -196,6 +196,12 @@ struct lattice_ops {
     bool running, seen_topology;
     bool inbox_pending;           /* enqueued from the data thread itself: poll without waiting */
     uint64_t major, minor;
+    /* The topology major that first listed this incarnation (this node id).
+     * A request routed by an older view was meant for a previous one - TCP
+     * delivers what it queued during a partition once the link returns,
+     * seconds later, to the new incarnation - and is refused (NOT_OWNER):
+     * executed now, it would overwrite what was acknowledged meanwhile. */
+    uint64_t self_since_major;
     uint64_t incarnation;         /* discovery's, of the view we act on (leases are per incarnation) */
     char self_id[64], coordinator[64];
     peer *peers[DATA_MAX_PEERS];
@@ -301,6 +307,15 @@ void backup_clean(lattice_ops *d, const Latdata__Req *q);
 /* May this node serve an operation of c now: it holds its lease (discovery)
  * and no base switch has frozen the cache. */
 bool ops_serving(lattice_ops *d, const lattice_meta_cache *c);
+/* True when this server reaches no strict majority of the baseline (its
+ * lease is gone too); *num (may be NULL) gets LATTICE_OPS_QUORUM_NUM. */
+bool ops_no_quorum(lattice_ops *d, int64_t *num);
+/* What a node that is not serving answers: NO_QUORUM (final, *num set) or
+ * AGAIN (retried: a takeover, a pause, a base switch). */
+lattice_status ops_refusal(lattice_ops *d, int64_t *num);
+/* A request or replicated write its sender routed by a view older than this
+ * incarnation (self_since_major): meant for a previous one. */
+bool ops_before_incarnation(const lattice_ops *d, uint64_t topo_major);
 /* Primary: the write w (version, key) is in flight to the copies. */
 void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,
                  const void *key, size_t key_len);

@@ -541,7 +541,8 @@ void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
         return;
     }
     lattice_meta_member *own[1];
-    if (lattice_meta_serving_owners(c, q->partition, own, 1) != 1 || !own[0]->self) {
+    if (lattice_meta_serving_owners(c, q->partition, own, 1) != 1 || !own[0]->self ||
+        ops_before_incarnation(d, q->topo_major)) {
         r.status = LATTICE_ERR_NOT_OWNER;
         chan_reply(d, org, &r, NULL, 0, false);
         return;
@@ -549,7 +550,7 @@ void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
     if (!ops_serving(d, c)) {
         /* No lease (paused, cut off), leaving, or a base switch holds the
          * cache: nothing is served from a view others may have left. */
-        r.status = LATTICE_ERR_AGAIN;
+        r.status = ops_refusal(d, &r.num);
         chan_reply(d, org, &r, NULL, 0, false);
         return;
     }
