@@ -256,8 +256,12 @@ int cli_verify(cli_globals *g, int argc, char **argv)
     size_t nd = 0;
     lattice_status st = lattice_cache_digests(n, argv[1], &pd, &nd);
     lattice_node_stop(n);
+    if (st == LATTICE_ERR_NO_CACHE) {
+        fprintf(stderr, "lattice verify: no cache named '%s' (lattice caches lists them)\n", argv[1]);
+        return 1;
+    }
     if (st != LATTICE_OK) {
-        fprintf(stderr, "lattice verify: %s\n", lattice_strerror(st));
+        fprintf(stderr, "lattice verify %s: %s\n", argv[1], lattice_strerror(st));
         return 1;
     }
     char (*names)[64] = lt_calloc(nd ? nd : 1, sizeof *names);

@@ -192,8 +192,10 @@ static void sync_conns(lattice_discovery *d, const lattice_topology *t)
 static void fire(lattice_discovery *d, const sub *subs, size_t ns, int k, const lattice_member *m,
                  const lattice_topology *t, bool quiet)
 {
+    /* Clients come and go with every application start: debug, not info. */
     if (!quiet)
-        LT_LOG(LT_INFO, MOD, "node %.8s (%s, %s) %s; topology %llu.%llu, %zu nodes", m->id, m->consistent_id,
+        LT_LOG(m->role == LATTICE_ROLE_CLIENT ? LT_DEBUG : LT_INFO, MOD,
+               "node %.8s (%s, %s) %s; topology %llu.%llu, %zu nodes", m->id, m->consistent_id,
                m->role == LATTICE_ROLE_CLIENT ? "client" : "server", kind_name(k), (unsigned long long)t->major,
                (unsigned long long)t->minor, t->n);
     (void)d;

@@ -74,8 +74,8 @@ void lattice_httpd_add_metrics(lattice_httpd *h, lattice_httpd_metrics_fn fn, vo
     h->n_extra++;
 }
 
-/* The node serves when it is a member of a topology it sees, and every
- * partition of every cache has a serving (OWNING) copy. */
+/* The node serves when it is a member of a topology it sees, holds quorum,
+ * and every partition of every cache has a serving (OWNING) copy. */
 int http_health(lattice_node *n, FILE *out)
 {
     lattice_topology *t = lattice_node_topology(n);
@@ -95,6 +95,14 @@ int http_health(lattice_node *n, FILE *out)
     lattice_topology_release(t);
     if (!member) {
         fputs("not a member of the current topology: rejoining\n", out);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    /* A server cut off from the majority of the baseline refuses every
+     * operation (NO_QUORUM): it does not serve. */
+    lattice_quorum q;
+    lattice_node_quorum(n, &q);
+    if (!q.has_quorum) {
+        fprintf(out, "no quorum: %zu of %zu baseline servers reachable\n", q.reachable, q.baseline);
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     }
     lattice_cache_info *ci = NULL;

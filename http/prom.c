@@ -61,6 +61,13 @@ static void node_part(lattice_node *n, FILE *o, const char *self)
     sample(o, "lattice_peers", servers + clients > 0 && me ? servers + clients - 1 : servers + clients);
     family(o, "lattice_coordinator", "gauge", "1 when this node is the coordinator");
     sample(o, "lattice_coordinator", t && !strcmp(lattice_topology_coordinator(t), self));
+    lattice_quorum q;
+    lattice_node_quorum(n, &q);
+    family(o, "lattice_quorum", "gauge", "1 while this node holds quorum (a strict majority of the baseline)");
+    sample(o, "lattice_quorum", q.has_quorum);
+    family(o, "lattice_baseline_servers", "gauge", "baseline servers: all of them, and those this node reaches");
+    fprintf(o, "lattice_baseline_servers{state=\"baseline\"} %zu\nlattice_baseline_servers{state=\"reachable\"} %zu\n",
+            q.baseline, q.reachable);
     family(o, "lattice_node_info", "gauge", "this node: id, consistent id, role and version (value 1)");
     fputs("lattice_node_info{id=\"", o);
     esc(o, self);
