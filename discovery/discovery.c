@@ -192,8 +192,10 @@ static void sync_conns(lattice_discovery *d, const lattice_topology *t)
 static void fire(lattice_discovery *d, const sub *subs, size_t ns, int k, const lattice_member *m,
                  const lattice_topology *t, bool quiet)
 {
+    /* Clients come and go with every application start: debug, not info. */
     if (!quiet)
-        LT_LOG(LT_INFO, MOD, "node %.8s (%s, %s) %s; topology %llu.%llu, %zu nodes", m->id, m->consistent_id,
+        LT_LOG(m->role == LATTICE_ROLE_CLIENT ? LT_DEBUG : LT_INFO, MOD,
+               "node %.8s (%s, %s) %s; topology %llu.%llu, %zu nodes", m->id, m->consistent_id,
                m->role == LATTICE_ROLE_CLIENT ? "client" : "server", kind_name(k), (unsigned long long)t->major,
                (unsigned long long)t->minor, t->n);
     (void)d;
@@ -356,13 +358,15 @@ void ld_begin_join(lattice_discovery *d, const char *why)
     pthread_mutex_unlock(&d->pub_lock);
     for (size_t i = 0; i < d->n_pending; i++) member_free_fields(&d->pending[i]);
     d->n_pending = 0;
+    ld_refresh_dns(d, lt_mono_ms(), true);
     for (size_t i = 0; i < d->n_statics; i++) {
         char a[128];
         snprintf(a, sizeof a, "tcp://%s:%d", d->statics[i].host, d->statics[i].port);
         ld_ensure_conn(d, a, true);
     }
-    LT_LOG(LT_INFO, MOD, "joining cluster '%s' as %s %s (%zu static addresses%s)", d->cluster,
-           d->client ? "client" : "server", d->my_addr, d->n_statics, d->mcast ? ", multicast" : "");
+    LT_LOG(LT_INFO, MOD, "joining cluster '%s' as %s %s (%zu static addresses%s%s)", d->cluster,
+           d->client ? "client" : "server", d->my_addr, d->n_statics, d->mcast ? ", multicast" : "",
+           d->n_dns ? ", dns" : "");
 }
 
 /* Servers of p in cur's baseline. */
@@ -805,6 +809,7 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
     case LATDISC__ENVELOPE__BODY_LEAVE: on_leave(d, e); break;
     case LATDISC__ENVELOPE__BODY_HELLO: ld_on_hello(d, e, route); break;
     case LATDISC__ENVELOPE__BODY_DISSOLVE: ld_on_dissolve(d, e); break;
+    case LATDISC__ENVELOPE__BODY_INSPECT: ld_on_inspect(d, route); break;
     case LATDISC__ENVELOPE__BODY_BASELINE_CHANGE: ld_on_baseline_change(d, e, route); break;
     case LATDISC__ENVELOPE__BODY_BASELINE_ANSWER: ld_on_baseline_answer(d, e); break;
     default: cnt(&d->c_malformed); break; /* probes belong on UDP */
@@ -1109,8 +1114,10 @@ void *ld_thread_main(void *arg)
         int64_t now = lt_mono_ms();
         note_stall(d, now);
         drain_all(d);
-        /* Again: a stall while draining leaves what we heard as old as
-         * before it, and nobody may be judged silent on that. */
+        ld_refresh_dns(d, lt_mono_ms(), false);
+        /* Again: a stall while draining (or resolving a name) leaves what
+         * we heard as old as before it, and nobody may be judged silent on
+         * that. */
         now = lt_mono_ms();
         note_stall(d, now);
         if (d->state == ST_JOINING) {
