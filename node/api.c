@@ -15,7 +15,7 @@
 lattice_status lattice_op_submit(lattice_node *node, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
 {
     if (!node) return LATTICE_ERR_INVAL;
-    return lattice_ops_submit(lattice_node_ops(node), ops, n, fn, arg);
+    return node_metrics_submit(lattice_node_metrics_of(node), lattice_node_ops(node), ops, n, fn, arg);
 }
 
 /* ------------------------------------------------------------- blocking */

@@ -277,6 +277,8 @@ static void *data_main(void *arg)
 
 /* --------------------------------------------------------------- lifecycle */
 
+lattice_region *lattice_ops_region(lattice_ops *d) { return d ? d->region : NULL; }
+
 void lattice_ops_fence(lattice_ops *d)
 {
     atomic_store_explicit(&d->fenced, true, memory_order_release);

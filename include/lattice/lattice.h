@@ -112,6 +112,13 @@ int lattice_node_port(lattice_node *n);
 /* Graceful stop: announces `left`, waits briefly for the coordinator, frees. */
 void lattice_node_stop(lattice_node *n);
 
+/* A view of the grid without joining it (lattice/topology.h, "inspection"):
+ * asks the static finders of c (cluster, finders, secret_file are used) and
+ * keeps the first member's answer.  The topology version does not move.
+ * UNSUPPORTED with a multicast finder; AUTH / CLUSTER / PROTO when only
+ * refusals came back; TIMEOUT when no member answered within timeout_ms.
+ * Free *out with lattice_inspection_free. */
+lattice_status lattice_inspect(const lattice_config *c, int timeout_ms, lattice_inspection **out);
 /* ---- baseline and quorum (docs/CONSISTENCY.md, "Baseline and quorum") ----
  *
  * The quorum of this node now: a server without it refuses every cache

@@ -532,6 +532,31 @@ static void stop_one(bool the_coordinator)
     wait_balanced(3);
 }
 
+/* The whole machine stands still (every node paused for 3x the timeout)
+ * and one node that is not the coordinator wakes first, long enough to
+ * find every other server silent and remove them in its own view - a view
+ * with no majority of the baseline.  When the others wake, that view must
+ * not win: the majority keeps its own and removes the early riser, which
+ * rejoins; nothing acknowledged is lost.  Before, the others adopted the
+ * early riser's view, rejoined as new nodes and dropped their copies
+ * (partitions LOST, acknowledged writes gone), as seen on a loaded
+ * machine. */
+static void stop_all_one_wakes(void)
+{
+    msleep(jitter(3000, 5000));
+    int coord = coordinator();
+    int early = primary_not_coordinator(coord);
+    for (int i = 0; i < 3; i++) kill_node(i, SIGSTOP);
+    msleep(3 * FD_MS);
+    kill_node(early, SIGCONT);
+    msleep(3 * FD_MS);
+    for (int i = 0; i < 3; i++)
+        if (i != early) kill_node(i, SIGCONT);
+    mark_fault();
+    msleep(jitter(2000, 4000));
+    wait_balanced(3);
+}
+
 /* No fault: what the load alone shows. */
 static void steady(void) { msleep(10000); }
 
@@ -774,6 +799,7 @@ static const struct {
     {"two_joins", 3, 5, 0, two_joins, false, false, NULL},
     {"stop_primary", 3, 3, 0, stop_primary, false, false, NULL},
     {"stop_coordinator", 3, 3, 0, stop_coordinator, false, false, NULL},
+    {"stop_all_one_wakes", 3, 3, 0, stop_all_one_wakes, false, false, NULL},
     {"kill_during_rebalance", 3, 4, 200000, kill_during_rebalance, false, false, NULL},
     {"partition_one_of_three", 3, 3, 0, partition_one_of_three, true, true, NULL},
     {"partition_two_of_five", 5, 5, 0, partition_two_of_five, true, true, TWO_BACKUPS_CACHE},

@@ -436,7 +436,7 @@ START_TEST(runtime_cache_cli_and_bad_requests)
     ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s get rt hello", L, finder), 0);
     ck_assert_str_eq(out, "world\n");
     ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s get nosuch hello", L, finder), 1);
-    ck_assert_ptr_nonnull(strstr(out, "no such cache"));
+    ck_assert_ptr_nonnull(strstr(out, "no cache named 'nosuch'"));
     ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s put rt a-key-longer-than-16 v", L, finder), 1);
     ck_assert_ptr_nonnull(strstr(out, "lattice put:"));
     ck_assert_int_eq(run(out, sizeof out, "%s get --help", L), 0);
@@ -538,7 +538,7 @@ START_TEST(runtime_cache_cli_and_bad_requests)
     json_decref(pj);
     ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache destroy rt", L, finder), 0);
     ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s get rt ctr", L, finder), 1);
-    ck_assert_ptr_nonnull(strstr(out, "no such cache"));
+    ck_assert_ptr_nonnull(strstr(out, "no cache named 'rt'"));
     lattice_node_stop(late);
     lattice_node_stop(c);
     it_end();
