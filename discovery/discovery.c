@@ -378,11 +378,21 @@ static size_t baseline_kept(const lattice_topology *cur, const Latdisc__Topology
     return n;
 }
 
-/* Would adopting p leave no strict majority of our baseline where ours has
- * one?  Only a view that removed servers can (joins never lower it). */
-static bool shrinks_below_quorum(const lattice_topology *cur, const Latdisc__Topology *p)
+/* Does p drop a strict majority of our baseline - servers of our view that
+ * p no longer lists?  Then its coordinator is on the smaller side for
+ * certain: the servers it could not hear hold the quorum, not it. */
+static bool drops_baseline_majority(const lattice_topology *cur, const Latdisc__Topology *p)
 {
-    return cur->n_baseline && ld_present_quorum(cur) && baseline_kept(cur, p) <= cur->n_baseline / 2;
+    if (!cur->n_baseline) return false;
+    size_t dropped = 0;
+    for (size_t i = 0; i < cur->n; i++) {
+        const lattice_member *m = &cur->members[i];
+        if (m->role != LATTICE_ROLE_SERVER || !topo_in_baseline(cur, m->consistent_id)) continue;
+        bool kept = false;
+        for (size_t k = 0; k < p->n_members && !kept; k++) kept = strcmp(p->members[k]->id, m->id) == 0;
+        dropped += !kept;
+    }
+    return dropped > cur->n_baseline / 2;
 }
 
 /* A topology arrived from `sender`. */
@@ -422,18 +432,18 @@ static void on_topology(lattice_discovery *d, const Latdisc__Envelope *e)
                         strcmp(p->coordinator, cur->coordinator) != 0;
         if (!newer && !takeover) return;
         if (!contains_me && !in_view) return;
-        if (!contains_me && shrinks_below_quorum(cur, p)) {
-            /* Its coordinator removed us with servers it could not hear and
-             * kept no strict majority of the baseline: it is the side that
-             * is cut off, or the first to wake from a stall the whole
-             * machine took.  Rejoining on its word would drop our copies -
+        if (!contains_me && drops_baseline_majority(cur, p)) {
+            /* Its coordinator removed us with servers it could not hear that
+             * form a strict majority of the baseline: it is the side that is
+             * cut off, or the first to wake from a stall the whole machine
+             * took.  Rejoining on its word would drop our copies -
              * and the majority's, had it sent the same to all of them.  We
              * keep our view; it is silent to us now (we are not in its
              * view), so our coordinator removes it, and it merges back into
              * this side as a new node (it holds no quorum). */
             if (gate(d, 10))
-                LT_LOG(LT_WARN, MOD, "ignoring topology %llu.%llu of %.8s: it drops this node and keeps %zu of the %zu "
-                       "baseline servers, no strict majority", (unsigned long long)p->major,
+                LT_LOG(LT_WARN, MOD, "ignoring topology %llu.%llu of %.8s: it drops this node with a majority of the "
+                       "baseline and keeps %zu of the %zu baseline servers", (unsigned long long)p->major,
                        (unsigned long long)p->minor, p->coordinator, baseline_kept(cur, p), cur->n_baseline);
             return;
         }
