@@ -18,22 +18,6 @@
 
 #include "harness.h"
 
-static int run(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run(char *out, size_t cap, const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static char out[1 << 21];
 
@@ -48,13 +32,13 @@ START_TEST(cli_mistakes_get_messages_that_name_the_thing)
 {
     it_begin("cli_messages");
     const char *L = LATTICE_CLI_PATH;
-    ck_assert_int_eq(run(out, sizeof out, "%s --version", L), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --version", L), 0);
     ck_assert_ptr_nonnull(strstr(out, "lattice 0.1.0"));
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder garbage top", L), 1);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder garbage top", L), 1);
     ck_assert_msg(strstr(out, "bad finder") && strstr(out, "garbage") && strstr(out, "want HOST[:PORT[..PORT]]"), "%s", out);
-    ck_assert_int_eq(run(out, sizeof out, "%s bench --threads 0", L), 2);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s bench --threads 0", L), 2);
     ck_assert_msg(strstr(out, "--threads wants 1..4096, not '0'"), "%s", out);
-    ck_assert_int_eq(run(out, sizeof out, "%s cache create x bogus=1", L), 2);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s cache create x bogus=1", L), 2);
     /* The list of known options is whole: its last one is there. */
     ck_assert_msg(strstr(out, "'bogus'") && strstr(out, "max_value_bytes"), "%s", out);
 
@@ -65,35 +49,35 @@ START_TEST(cli_mistakes_get_messages_that_name_the_thing)
     const char *args[] = {"--port", port, "--port-range", "1", "--ip-finder", finder, NULL};
     it_proc *p = it_latticed("node", args);
     ck_assert(it_wait_log(p, " ready: ", 20000));
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s get nosuch k", L, finder), 1);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s get nosuch k", L, finder), 1);
     ck_assert_msg(strstr(out, "no cache named 'nosuch'"), "%s", out);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s partitions nosuch", L, finder), 1);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s partitions nosuch", L, finder), 1);
     ck_assert_msg(strstr(out, "no cache named 'nosuch'"), "%s", out);
 
     /* 600 KB: more than one argument may hold (MAX_ARG_STRLEN is 128 KiB). */
     const char *big = it_write_file("big.txt", "");
     ck_assert_int_eq(it_sh("head -c 450000 /dev/urandom | base64 -w0 > %s", big), 0);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s put default from-stdin - < %s", L, finder, big), 0);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s put default from-file --file %s", L, finder, big), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s put default from-stdin - < %s", L, finder, big), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s put default from-file --file %s", L, finder, big), 0);
     for (int i = 0; i < 2; i++) {
         char cmd[512];
         snprintf(cmd, sizeof cmd, "%s --ip-finder %s get default %s | head -c -1 | cmp -s - %s", L, finder,
                  i ? "from-file" : "from-stdin", big);
         ck_assert_msg(it_sh("%s", cmd) == 0, "the value read back differs (%s)", i ? "file" : "stdin");
     }
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s put default k --file /nonexistent", L, finder), 2);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s put default k --file /nonexistent", L, finder), 2);
     ck_assert_msg(strstr(out, "cannot read /nonexistent"), "%s", out);
 
     /* partitions: a summary of a few lines; --detail every partition. */
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s partitions default", L, finder), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s partitions default", L, finder), 0);
     ck_assert_msg(lines(out) < 30, "the summary has %zu lines", lines(out));
     char cid[32];
     snprintf(cid, sizeof cid, "127.0.0.1:%d", b);
     ck_assert_msg(strstr(out, cid) && strstr(out, "PRIMARIES"), "%s", out);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s partitions default --detail", L, finder), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s partitions default --detail", L, finder), 0);
     ck_assert_int_ge(lines(out), 1024);
     /* caches names nodes by consistent id too. */
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s caches", L, finder), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s caches", L, finder), 0);
     ck_assert_msg(strstr(out, cid) != NULL, "%s", out);
     it_end();
 }

@@ -185,26 +185,11 @@ static void load_stop_and_check(load *l)
 
 /* ---- CLI ---- */
 
-static int run(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run(char *out, size_t cap, const char *fmt, ...)
-{
-    char cmd[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = 0;
-    int rc = pclose(f);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 static json_t *cli_json(const char *what)
 {
     static char buf[1 << 21];
-    if (run(buf, sizeof buf, "%s --ip-finder %s --cluster %s --json %s", LATTICE_CLI_PATH, finder, cluster, what) != 0) return NULL;
+    if (it_capture_stdout(buf, sizeof buf, "%s --ip-finder %s --cluster %s --json %s", LATTICE_CLI_PATH, finder, cluster, what) != 0) return NULL;
     return json_loads(buf, 0, NULL);
 }
 
@@ -255,7 +240,7 @@ static void wait_balanced(balanced_ctx *b, int timeout_ms)
     bool ok = it_wait_for(balanced, b, timeout_ms);
     if (!ok) {
         char out[4096];
-        run(out, sizeof out, "%s --ip-finder %s --cluster %s partitions default | tail -3", LATTICE_CLI_PATH, finder, cluster);
+        it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s partitions default | tail -3", LATTICE_CLI_PATH, finder, cluster);
         fprintf(stderr, "%s", out);
     }
     ck_assert_msg(ok, "never rebalanced to %ld nodes x %ld copies", b->nodes, b->copies);
@@ -264,7 +249,7 @@ static void wait_balanced(balanced_ctx *b, int timeout_ms)
 static void verify_clean(void)
 {
     char out[1 << 16];
-    int rc = run(out, sizeof out, "%s --ip-finder %s --cluster %s --json verify default", LATTICE_CLI_PATH, finder, cluster);
+    int rc = it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s --json verify default", LATTICE_CLI_PATH, finder, cluster);
     json_t *j = json_loads(out, 0, NULL);
     ck_assert_msg(rc == 0 && j, "verify: rc %d: %s", rc, out);
     ck_assert_int_eq(json_array_size(json_object_get(j, "conflicts")), 0);
@@ -416,7 +401,7 @@ START_TEST(throttled_rebalance_shows_progress)
             ck_assert_str_eq(pi->owners[(size_t)p * pi->max_owners + i].state, "OWNING");
     lattice_partitions_info_free(pi);
     char out[8192];
-    ck_assert_int_eq(run(out, sizeof out, "timeout 60 %s --ip-finder %s --cluster %s rebalance --watch --interval-ms 300",
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "timeout 60 %s --ip-finder %s --cluster %s rebalance --watch --interval-ms 300",
                          LATTICE_CLI_PATH, finder, cluster),
                      0);
     ck_assert_msg(strstr(out, "default ["), "no progress bar in: %s", out);
@@ -552,15 +537,15 @@ START_TEST(stale_supply_is_ignored)
     /* Bad input to the commands: usage errors (2) or a plain error (1), never a crash. */
     char out[4096];
     const char *L = LATTICE_CLI_PATH;
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify a b 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify nosuch 2>&1", L, finder, cluster), 1);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify 'bad name!' 2>&1", L, finder, cluster), 1);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms 5 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms x 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --bogus 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --max-s 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance 2>&1", L, finder, cluster), 0);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s verify 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s verify a b 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s verify nosuch 2>&1", L, finder, cluster), 1);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s verify 'bad name!' 2>&1", L, finder, cluster), 1);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms 5 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms x 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --bogus 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --max-s 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance 2>&1", L, finder, cluster), 0);
     ck_assert_msg(strstr(out, "default [") && strstr(out, "(idle)"), "rebalance: %s", out);
     lattice_node_stop(c);
     it_end();
