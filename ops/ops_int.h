@@ -70,6 +70,7 @@ struct opx {
     size_t index;
     uint64_t deadline_ms, next_try_ms;
     uint64_t seq;                 /* writes: this node's op sequence, kept over resends */
+    char origin[64];              /* ... and the node id it was first sent under (issue.c) */
     uint64_t no_cache_until;      /* unknown cache: pull metadata and retry until then */
     struct opx *rnext;            /* retry list */
     int call;                     /* LATTICE_OPS_CALL_* for internal calls, else 0 */
