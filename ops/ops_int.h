@@ -106,6 +106,8 @@ typedef struct waitw {
     uint32_t partition;
     uint64_t version, key_hash;
     bool done;
+    bool linked;                  /* in its partition's in-flight list */
+    bool finished;                /* its wait ended while still linked: clean.c frees it when it leaves the list */
     struct waitw *cnext;          /* the partition's in-flight list, oldest first */
     deferred_read *reads;         /* reads of the same key waiting for this write */
     /* Called once the result went out, before w is freed (primary.c). */

@@ -74,7 +74,11 @@ static void wait_done(lattice_ops *d, waitw *w)
     }
     if (w->after) w->after(d, w);
     lt_free(w->value);
-    lt_free(w);
+    w->value = NULL;
+    /* Still in its partition's in-flight list (an older write there is
+     * not done yet): clean.c frees it when it leaves the list. */
+    if (w->linked) w->finished = true;
+    else lt_free(w);
 }
 
 void sync_wait_release(lattice_ops *d, waitw *w)
