@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -235,9 +236,41 @@ static bool balanced(void *ctx)
     return ok;
 }
 
-static void wait_balanced(balanced_ctx *b, int timeout_ms)
+/* What `lattice rebalance` says is moving, as one number that changes
+ * whenever an entry arrives or a partition completes anywhere. */
+static long rebalance_progress(void)
 {
-    bool ok = it_wait_for(balanced, b, timeout_ms);
+    json_t *j = cli_json("rebalance");
+    long n = -1;
+    json_t *cs = j ? json_object_get(j, "caches") : NULL, *x;
+    size_t i;
+    json_array_foreach(cs, i, x) n += json_integer_value(json_object_get(x, "entries_received")) * 1000 +
+                                      json_integer_value(json_object_get(x, "partitions_left"));
+    if (j) json_decref(j);
+    return n;
+}
+
+/* Waits until the grid is balanced.  A throttled rebalance takes as long as
+ * its throttle says, and a busy machine slows it further: the wait fails
+ * only when nothing moved for stall_ms (or after four minutes in all). */
+static void wait_balanced(balanced_ctx *b, int stall_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t start = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, moved = start;
+    long last = rebalance_progress();
+    bool ok = false;
+    for (;;) {
+        if ((ok = it_wait_for(balanced, b, 2000))) break;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        long cur = rebalance_progress();
+        if (cur != last) {
+            last = cur;
+            moved = now;
+        }
+        if (now - moved > stall_ms || now - start > 240000) break;
+    }
     if (!ok) {
         char out[4096];
         it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s partitions default | tail -3", LATTICE_CLI_PATH, finder, cluster);
