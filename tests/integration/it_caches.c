@@ -135,6 +135,31 @@ static json_t *partitions_json(const char *cache)
     return json_loads(buf, 0, NULL);
 }
 
+/* Every one of `nodes` servers is primary of some partition of `cache`: its
+ * affinity base covers them all.  A cache created while the grid formed
+ * starts on the servers there were; with rebalance_mode=none it moves to
+ * the full set only while it is still empty, so a test that relies on data
+ * on every node waits for this before its first write. */
+typedef struct spread_ctx {
+    const char *cache;
+    long nodes;
+} spread_ctx;
+
+static bool spread(void *ctx)
+{
+    spread_ctx *s = ctx;
+    json_t *pj = partitions_json(s->cache);
+    long n = pj ? (long)json_integer_value(json_object_get(json_object_get(pj, "balance"), "nodes")) : 0;
+    if (pj) json_decref(pj);
+    return n == s->nodes;
+}
+
+static void wait_spread(const char *cache, long nodes)
+{
+    spread_ctx s = {cache, nodes};
+    ck_assert_msg(it_wait_for(spread, &s, 30000), "cache %s never spread over %ld servers", cache, nodes);
+}
+
 static json_t *cache_in(json_t *all, const char *name)
 {
     json_t *arr = json_object_get(all, "caches"), *c;
@@ -289,6 +314,8 @@ START_TEST(kill9_full_sync_loses_no_acknowledged_write)
     wait_grid(c, 3);
     wait_ready(c, "default");
     wait_ready(c, "solo");
+    wait_spread("solo", 3);
+    wait_spread("default", 3);
     /* A backups=0 cache with data on every node, for the LOST check below. */
     put_range(c, "solo", "s", 3000);
 
