@@ -109,7 +109,9 @@ struct lane {
 } __attribute__((aligned(64)));
 
 struct lattice_region {
-    pthread_mutex_t map_lock; /* mapping chunks (pages_mapped), the owner table */
+    pthread_mutex_t map_lock; /* publishing chunks (pages_mapped, chunks[]), pages_inflight */
+    pthread_cond_t map_cond;  /* signalled when a chunk in flight is published or given up */
+    uint32_t pages_inflight;  /* pages of chunks being mapped outside every lock; map_lock */
     char name[32];
     uint32_t page_size;
     uint32_t page_shift;
