@@ -47,11 +47,37 @@ static struct page_hdr *hdr_w(const lattice_region *r, uint32_t pid)
                                ((size_t)(pid & (r->chunk_pages - 1)) << r->page_shift));
 }
 
-struct lane *region_lock(lattice_region *r, uint32_t partition)
+/* Writer threads are numbered the first time they write to any region;
+ * thread n writes through lane n % nlanes, so two writers get lanes of their
+ * own (their own open pages, lists and lock) whatever partitions they write. */
+static uint32_t writers_seen; /* atomic */
+static __thread uint32_t writer_no = UINT32_MAX;
+
+struct lane *region_lock_writer(lattice_region *r)
 {
-    struct lane *l = &r->lanes[partition % r->nlanes];
+    if (writer_no == UINT32_MAX) writer_no = __atomic_fetch_add(&writers_seen, 1, __ATOMIC_RELAXED);
+    struct lane *l = &r->lanes[writer_no % r->nlanes];
     pthread_mutex_lock(&l->lock);
     return l;
+}
+
+struct lane *region_lock_page(lattice_region *r, uint64_t link)
+{
+    const struct page_hdr *h = page_hdr(r, LATTICE_LINK_PAGE(link));
+    /* The page holds a row, so its lane cannot change; the re-check only
+     * guards a caller that passes a link whose row is already gone. */
+    for (;;) {
+        struct lane *l = &r->lanes[__atomic_load_n(&h->lane, __ATOMIC_RELAXED)];
+        pthread_mutex_lock(&l->lock);
+        if (h->lane == l->idx) return l;
+        pthread_mutex_unlock(&l->lock);
+    }
+}
+
+static struct lane *lock_lane0(lattice_region *r)
+{
+    pthread_mutex_lock(&r->lanes[0].lock);
+    return &r->lanes[0];
 }
 
 void region_unlock(struct lane *l) { pthread_mutex_unlock(&l->lock); }
@@ -478,9 +504,11 @@ int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_
     return st;
 }
 
-int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
-                         const lattice_store_entry *e, uint8_t owner,
-                         const struct evict_guard *g)
+/* Rewrites the entry at *linkp within its page when it fits there (lane l
+ * is that page's, locked).  Returns 1 when it did, 0 when the row must move,
+ * -1 when no row is there. */
+static int update_in_page(lattice_region *r, struct lane *l, uint64_t *linkp,
+                          const lattice_store_entry *e, uint8_t owner)
 {
     uint64_t old = *linkp;
     uint32_t pid = LATTICE_LINK_PAGE(old);
@@ -490,7 +518,7 @@ int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
     if (row_parse((uint8_t *)h, r->page_size, page_items(h)[item], &v) != 0) {
         LT_LOG(LT_ERROR, "storage", "region %s: no row at page %u item %u to update", r->name,
                pid, item);
-        return LATTICE_ERR_PROTO;
+        return -1;
     }
     uint64_t len = head_hdr_len(e, 0) + e->key_len + e->value_len;
     uint32_t gap = h->upper - HDR - 2u * h->nitems;
@@ -504,7 +532,7 @@ int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
         page_write_end(h);
         rebucket(r, l, pid);
         l->row_bytes -= v.len - len;
-        return LATTICE_OK;
+        return 1;
     }
     if (!(v.flags & F_NEXT) && len <= gap) {
         /* Into the gap of the same page (no compaction): same item id, so
@@ -517,18 +545,39 @@ int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
         page_write_end(h);
         rebucket(r, l, pid);
         l->row_bytes += len - v.len;
-        /* Same row, new position hint. */
         __atomic_store_n(linkp, LATTICE_LINK(pid, item) | (uint64_t)page_items(h)[item] << 48,
                          __ATOMIC_RELEASE);
-        return LATTICE_OK;
+        return 1;
     }
+    return 0;
+}
+
+int region_update(lattice_region *r, uint64_t *linkp, const lattice_store_entry *e,
+                  uint8_t owner, const struct evict_guard *g)
+{
+    uint64_t old = *linkp;
+    struct lane *l = region_lock_page(r, old);
+    int done = update_in_page(r, l, linkp, e, owner);
+    region_unlock(l);
+    if (done) return done > 0 ? LATTICE_OK : LATTICE_ERR_PROTO;
+    /* Relocation: the new row through this writer's lane, then the old one
+     * freed under its page's lane - one lane at a time, never two. */
     uint64_t nl;
+    l = region_lock_writer(r);
     int st = region_insert_locked(r, l, e, owner, &nl, g);
+    region_unlock(l);
     if (st != LATTICE_OK) return st;
     /* Readers holding the old link see its page change and reload the link. */
     __atomic_store_n(linkp, nl, __ATOMIC_RELEASE);
-    region_free_locked(r, old);
+    region_free(r, old);
     return LATTICE_OK;
+}
+
+void region_free(lattice_region *r, uint64_t link)
+{
+    struct lane *l = region_lock_page(r, link);
+    region_free_locked(r, link);
+    region_unlock(l);
 }
 
 /* ---------------------------------------------------------------- reads */
@@ -746,7 +795,7 @@ int lattice_region_insert(lattice_region *r, const lattice_store_entry *e, uint6
 {
     int st = link ? entry_check(e) : LATTICE_ERR_INVAL;
     if (st != LATTICE_OK) return st;
-    struct lane *l = region_lock(r, 0);
+    struct lane *l = lock_lane0(r);
     st = region_insert_locked(r, l, e, 0, link, NULL);
     region_unlock(l);
     return st;
@@ -761,7 +810,7 @@ int lattice_region_insert_batch(lattice_region *r, const lattice_store_entry *e,
         int st = entry_check(&e[i]);
         if (st != LATTICE_OK) return st;
     }
-    struct lane *l = region_lock(r, 0);
+    struct lane *l = lock_lane0(r);
     int st = region_insert_batch_locked(r, l, e, n, 0, links, done, NULL);
     region_unlock(l);
     return st;

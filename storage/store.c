@@ -235,9 +235,7 @@ static int update_locked(lattice_store *s, struct part *p, struct found *f,
 {
     uint64_t *linkp = &p->tab->links[f->slot];
     struct evict_guard g = {s, p->idx, linkp};
-    struct lane *l = region_lock(s->region, p->idx);
-    int st = region_update_locked(s->region, l, linkp, e, s->owner, &g);
-    region_unlock(l);
+    int st = region_update(s->region, linkp, e, s->owner, &g);
     if (st != LATTICE_OK) return st;
     if (!f->live) __atomic_add_fetch(&s->expirations, 1, __ATOMIC_RELAXED);
     int64_t d = (e->expire_ms != 0) - (f->q.expire != 0);
@@ -269,7 +267,7 @@ static int insert_locked(lattice_store *s, struct part *p, const lattice_store_e
     }
     struct evict_guard g = {s, p->idx, NULL};
     uint64_t link;
-    struct lane *l = region_lock(s->region, p->idx);
+    struct lane *l = region_lock_writer(s->region);
     int st = region_insert_locked(s->region, l, e, s->owner, &link, &g);
     region_unlock(l);
     if (st != LATTICE_OK) return st;
@@ -302,9 +300,7 @@ void store_drop_slot(lattice_store *s, struct part *p, long i, uint64_t expire)
      * gone, reloads the same link and moves on. */
     uint64_t link = p->tab->links[i];
     ix_kill(p->tab, i);
-    struct lane *l = region_lock(s->region, p->idx);
-    region_free_locked(s->region, link);
-    region_unlock(l);
+    region_free(s->region, link);
     __atomic_sub_fetch(&p->count, 1, __ATOMIC_RELAXED);
     if (expire) __atomic_sub_fetch(&p->expiring, 1, __ATOMIC_RELAXED);
 }
@@ -358,7 +354,7 @@ static int flush(lattice_store *s, struct part *p, struct pending *pd, size_t *a
     }
     struct evict_guard g = {s, p->idx, NULL};
     size_t done = 0;
-    struct lane *l = region_lock(s->region, p->idx);
+    struct lane *l = region_lock_writer(s->region);
     st = region_insert_batch_locked(s->region, l, pd->e, pd->n, s->owner, pd->link, &done, &g);
     region_unlock(l);
     for (size_t i = 0; i < done; i++) {
@@ -366,9 +362,7 @@ static int flush(lattice_store *s, struct part *p, struct pending *pd, size_t *a
         int cst = claim_slot(s, p, pd->tag[i], &slot);
         if (cst != LATTICE_OK) {
             /* No memory for a larger table: these rows go again. */
-            l = region_lock(s->region, p->idx);
-            for (size_t j = i; j < done; j++) region_free_locked(s->region, pd->link[j]);
-            region_unlock(l);
+            for (size_t j = i; j < done; j++) region_free(s->region, pd->link[j]);
             done = i;
             st = cst;
             break;
