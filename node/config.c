@@ -135,6 +135,9 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
     } else if (!strcmp(k, "region-mb")) {
         if (!parse_int(v, 1, 1 << 20, &o->region_mb)) BAD("--region-mb wants 1..1048576");
         o->node.region_mb = o->region_mb;
+    } else if (!strcmp(k, "region-policy")) {
+        if (!v || (strcmp(v, "evict") && strcmp(v, "reject"))) BAD("--region-policy wants evict or reject");
+        o->node.region_evict = !strcmp(v, "evict");
     }
     else if (!strcmp(k, "resp-port")) { if (!parse_int(v, 1, 65535, &r->port)) BAD("--resp-port wants 1..65535"); }
     else if (!strcmp(k, "requirepass")) STR(r->password);
@@ -195,6 +198,7 @@ static const struct option long_opts[] = {
     {"port-range", required_argument, 0, 1}, {"ip-finder", required_argument, 0, 1},
     {"client", no_argument, 0, 1},           {"cache", required_argument, 0, 1},
     {"region-mb", required_argument, 0, 1},  {"failure-detection-ms", required_argument, 0, 1},
+    {"region-policy", required_argument, 0, 1},
     {"secret-file", required_argument, 0, 1}, {"resp-port", required_argument, 0, 1},
     {"http-port", required_argument, 0, 1},  {"log-level", required_argument, 0, 1},
     {"max-message-bytes", required_argument, 0, 1}, {"multicast-attempts", required_argument, 0, 1},
@@ -228,7 +232,11 @@ static void usage(FILE *f)
           "  --attr KEY=VALUE          repeatable: a string attribute advertised in the topology\n"
           "  --log-level L             error|warn|info|debug|trace (default info)\n"
           "  --cache NAME[:k=v,...]    repeatable: a cache this node declares (docs/CACHES.md)\n"
-          "  --region-mb N             data region bound in MiB (default 256); full: writes fail with REGION_FULL\n"
+          "  --region-mb N             data region bound in MiB (default 256)\n"
+          "  --region-policy P         when the region is full: reject (default) fails writes with\n"
+          "                            REGION_FULL (RESP -OOM); evict evicts least recently used\n"
+          "                            entries, chosen by each partition's primary and removed on\n"
+          "                            every copy\n"
           "  --resp-port N             serve the Redis protocol (RESP2/3) on this port (docs/RESP.md)\n"
           "  --requirepass PASS        RESP clients must AUTH with PASS first\n"
           "  --resp-cache NAME         cache the RESP commands use (default: default)\n"

@@ -83,6 +83,7 @@ static lattice_status data_init(lattice_node *n)
         .caches = c->caches,
         .n_caches = c->n_caches,
         .region_mb = c->region_mb,
+        .region_evict = c->region_evict,
         .op_timeout_ms = c->op_timeout_ms,
     };
     const char *attr = NULL;

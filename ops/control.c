@@ -48,6 +48,7 @@ static void push_meta(lattice_ops *d)
 void control_meta_apply(lattice_ops *d, const Latdata__Meta *m)
 {
     if (lattice_meta_apply(d->meta, m)) rebal_on_change(d);
+    evict_attach(d);
 }
 
 static void start_base_check(lattice_ops *d);
@@ -59,6 +60,7 @@ void control_on_topology(lattice_ops *d)
 {
     if (lattice_meta_is_coordinator(d->meta)) {
         if (!lattice_meta_valid(d->meta)) lattice_meta_start(d->meta, d->local_cfgs, d->n_local_cfgs);
+        evict_attach(d);
         push_meta(d);
         start_base_check(d);
     } else {
@@ -158,6 +160,7 @@ static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c
     s->writes = c->writes;
     s->hits = c->hits;
     s->misses = c->misses;
+    s->evictions = evict_count(d, c);
     rebal_figures f;
     rebal_figures_of(d, c, &f);
     s->rebalance_left = f.left;
@@ -202,6 +205,7 @@ static void stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCach
         ci->writes = st[i]->writes;
         ci->hits = st[i]->hits;
         ci->misses = st[i]->misses;
+        ci->evictions = st[i]->evictions;
         ci->moving_partitions = st[i]->moving_partitions;
         ci->moving_entries = st[i]->moving_entries;
         ci->rebalance_left = st[i]->rebalance_left;

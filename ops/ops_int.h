@@ -224,6 +224,13 @@ struct lattice_ops {
 
     struct rebal_sup *rb_sups;    /* supplier sessions (rebal_exec.c) */
 
+    /* eviction across copies (evict.c; region_evict set at init) */
+    bool region_evict;
+    struct evict_rec **evq;       /* evictions not yet sent to the copies */
+    size_t n_evq, cap_evq;
+    struct evict_ctx *evc[LATTICE_META_MAX_CACHES];
+    size_t n_evc;
+
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
 };
@@ -318,6 +325,16 @@ bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition);
 /* The cache is going away: forget its in-flight lists (waits keep running). */
 void clean_cache_gone(lattice_meta_cache *c);
 
+/* ---- evict.c: eviction across copies (--region-policy evict) */
+/* Hooks every cache's store that has none yet (after the caches changed). */
+void evict_attach(lattice_ops *d);
+/* Sends the evictions recorded since the last call to the copies. */
+void evict_flush(lattice_ops *d);
+/* Entries this node evicted from c as primary. */
+uint64_t evict_count(lattice_ops *d, const lattice_meta_cache *c);
+void evict_cache_gone(lattice_ops *d, lattice_meta_cache *c);
+void evict_free(lattice_ops *d);
+
 /* ---- primary.c: primary execution with de-duplication */
 bool ops_is_read(int kind);
 lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_op *op);
@@ -325,6 +342,10 @@ lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_o
  * acknowledges per the cache's sync (origin_id/seq name it for resends). */
 void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org, const char *origin_id,
                      uint64_t seq);
+/* The key was evicted here (evict.c): remove it on every other copy with the
+ * partition's next counter, tracked as a full_sync write with no issuer. */
+void primary_replicate_removal(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key,
+                               size_t key_len);
 /* A request that arrived on our ROUTER for a partition we should be primary of. */
 void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org);
 

@@ -606,12 +606,16 @@ static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_res
 {
     lattice_resp_out *o = c->out;
     if (argc >= 2 && eq(&argv[1], "get") && argc >= 3) {
-        char port[16], clients[16];
+        char port[16], clients[16], maxmem[24];
         snprintf(port, sizeof port, "%d", r->port);
         snprintf(clients, sizeof clients, "%d", r->cfg.max_clients);
+        snprintf(maxmem, sizeof maxmem, "%lld", r->cfg.maxmemory);
+        /* The region's policy in Redis's names: evict is an approximated
+         * LRU over every key (allkeys-lru), reject is noeviction. */
         const char *kv[][2] = {{"save", ""}, {"appendonly", "no"}, {"databases", "1"},
                                {"cluster-enabled", "yes"}, {"port", port}, {"maxclients", clients},
-                               {"maxmemory", "0"}, {"timeout", "0"}};
+                               {"maxmemory", maxmem}, {"timeout", "0"},
+                               {"maxmemory-policy", r->cfg.maxmemory_evicts ? "allkeys-lru" : "noeviction"}};
         size_t nkv = sizeof kv / sizeof kv[0];
         const char *hit[16][2];
         size_t n = 0;

@@ -71,6 +71,8 @@ typedef struct lattice_config {
     const char *caches[LATTICE_MAX_CACHES]; /* "NAME[:k=v,...]" caches this node declares */
     size_t n_caches;                  /* none anywhere: the grid has a cache "default" */
     int region_mb;                    /* data region bound in MiB; default 256 */
+    bool region_evict;                /* a full region evicts (primary-chosen, replicated as removes)
+                                         instead of refusing writes with REGION_FULL; default false */
     int op_timeout_ms;                /* an operation's deadline, retries included; default 15000 */
 } lattice_config;
 
@@ -153,6 +155,7 @@ typedef struct lattice_cache_node_info {
     uint64_t primary_entries, backup_entries;
     uint32_t primary_partitions, backup_partitions;
     uint64_t reads, writes, hits, misses;
+    uint64_t evictions;               /* entries evicted as primary (--region-policy evict), removed on every copy */
     uint32_t moving_partitions;       /* held MOVING: writes reach them, reads do not */
     uint64_t moving_entries;
     /* Rebalance on this node: MOVING partitions not loaded yet, partitions
