@@ -51,17 +51,15 @@ static long search(lattice_store *s, const struct ix_table *t, uint32_t cap, uin
                    struct read_req *q, long *freep)
 {
     uint32_t i = ix_home_cap(cap, tag), end = cap + IX_OVERFLOW;
-    const uint32_t *tags = t->tags;
-    uint64_t *links = ix_links_at(t, cap);
     if (freep) *freep = -1;
     for (; i < end; i++) {
-        uint32_t tg = __atomic_load_n(&tags[i], __ATOMIC_ACQUIRE);
+        uint32_t tg = ix_tag_at(t, i);
         if (tg == tag) {
-            uint64_t link = __atomic_load_n(&links[i], __ATOMIC_ACQUIRE);
+            uint64_t link = ix_link_at(t, i);
             for (;;) {
                 if (region_read_entry(s->region, link, q) == LATTICE_OK && q->match) return i;
                 /* Not our row any more: the entry moved (reload) or is going away. */
-                uint64_t again = __atomic_load_n(&links[i], __ATOMIC_ACQUIRE);
+                uint64_t again = ix_link_at(t, i);
                 if (again == link) break;
                 link = again;
             }
@@ -92,8 +90,7 @@ static long read_lookup(lattice_store *s, uint32_t part, uint32_t tag, struct re
     while (t) {
         uint32_t cap = __atomic_load_n(&ref->cap, __ATOMIC_RELAXED);
         uint32_t home = ix_home_cap(cap, tag);
-        __builtin_prefetch(&t->tags[home]);
-        __builtin_prefetch(&ix_links_at(t, cap)[home]);
+        __builtin_prefetch(ix_tagp(t, home));
         if (__atomic_load_n(&t->cap, __ATOMIC_RELAXED) != cap) {
             t = rcu_dereference(ref->t);
             continue;
@@ -173,8 +170,8 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
         struct read_req q = {0};
         want(&q, s, part, key, klen);
         long i = search_locked(s, p->tab, key_tag(key, klen), &q, NULL);
-        if (i >= 0 && (!g || (const void *)&p->tab->links[i] != g->skip_node) &&
-            LATTICE_LINK_SAME(p->tab->links[i], link)) {
+        if (i >= 0 && (!g || (const void *)ix_linkp(p->tab, (uint32_t)i) != g->skip_node) &&
+            LATTICE_LINK_SAME(*ix_linkp(p->tab, (uint32_t)i), link)) {
             /* Before the row goes: the key may point into its page. */
             if (s->hook.evicted) s->hook.evicted(s->hook.arg, part, key, klen, q.version);
             ix_kill(p->tab, i);
@@ -235,7 +232,7 @@ static void note_expiry(struct part *p, uint64_t expire_ms)
 static int update_locked(lattice_store *s, struct part *p, struct found *f,
                          const lattice_store_entry *e)
 {
-    uint64_t *linkp = &p->tab->links[f->slot];
+    uint64_t *linkp = ix_linkp(p->tab, (uint32_t)f->slot);
     struct evict_guard g = {s, p->idx, linkp};
     int st = region_update(s->region, linkp, e, s->owner, &g);
     if (st != LATTICE_OK) return st;
@@ -300,7 +297,7 @@ void store_drop_slot(lattice_store *s, struct part *p, long i, uint64_t expire)
 {
     /* Tombstone first: a reader that still loads the link finds its row
      * gone, reloads the same link and moves on. */
-    uint64_t link = p->tab->links[i];
+    uint64_t link = *ix_linkp(p->tab, (uint32_t)i);
     ix_kill(p->tab, i);
     region_free(s->region, link);
     __atomic_sub_fetch(&p->count, 1, __ATOMIC_RELAXED);
