@@ -208,7 +208,7 @@ typedef struct lattice_store_metrics {
     uint64_t entries;      /* indexed entries (incl. expired ones not yet reclaimed) */
     uint64_t expirations;  /* expired entries reclaimed */
     uint64_t evictions;    /* entries evicted from this store */
-    uint64_t index_bytes;  /* index memory: the partitions' tables (12 bytes a slot + header) */
+    uint64_t index_bytes;  /* index memory: the partitions' tables (12.8 bytes a slot + header) */
     uint64_t index_buckets;/* home slots of the partitions' tables (load kept in 0.62..0.81) */
     lattice_region_metrics region;
 } lattice_store_metrics;
