@@ -24,6 +24,7 @@
  * BUCKET_REUSE on the reuse list; BUCKET_DETACHED taken by a writer that is
  * filling it, in no list.  All under the page's lane lock.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -34,6 +35,7 @@
 
 #define BUCKET_DETACHED 0xfd
 #define EVICT_ROUNDS 64
+#define EVICT_BUSY_ROUNDS 4096 /* rounds lost to another lane's lock being held */
 #define SPIN_LIMIT 100000000u
 
 #ifndef MADV_POPULATE_WRITE
@@ -294,7 +296,8 @@ static int evict_page(lattice_region *r, uint32_t pid, const struct evict_guard 
 
 /* Random-2-LRU over pages: evicts the entries whose head rows sit on the
  * less recently used of two sampled data pages, of any lane (another lane is
- * only try-locked).  Lane l locked.  Returns entries evicted. */
+ * only try-locked).  Lane l locked.  Returns entries evicted, or -1 when the
+ * chosen page's lane was busy. */
 static int evict_one(lattice_region *r, struct lane *l, const struct evict_guard *g)
 {
     uint32_t mapped = __atomic_load_n(&r->pages_mapped, __ATOMIC_ACQUIRE), cand[2], n = 0;
@@ -315,7 +318,7 @@ static int evict_one(lattice_region *r, struct lane *l, const struct evict_guard
         if ((int32_t)(ep - a1) > (int32_t)(ep - a0)) pid = cand[1];
     }
     struct lane *o = &r->lanes[__atomic_load_n(&hdr_w(r, pid)->lane, __ATOMIC_RELAXED)];
-    if (o != l && pthread_mutex_trylock(&o->lock) != 0) return 0;
+    if (o != l && pthread_mutex_trylock(&o->lock) != 0) return -1;
     struct page_hdr *h = hdr_w(r, pid);
     int evicted = 0;
     if (h->lane == o->idx && h->kind == KIND_DATA && h->bucket != BUCKET_DETACHED)
@@ -332,7 +335,7 @@ static int take_page(lattice_region *r, struct lane *l, uint32_t len,
                      const struct evict_guard *g, uint32_t *out)
 {
     uint32_t b0 = (len + 2 + r->step - 1) / r->step;
-    int rounds = 0;
+    int rounds = 0, busy = 0;
     for (;;) {
         uint32_t m = b0 < LATTICE_REGION_BUCKETS ? l->bucket_mask >> b0 << b0 : 0;
         if (m) {
@@ -356,9 +359,13 @@ static int take_page(lattice_region *r, struct lane *l, uint32_t len,
         int st = map_chunk(r, l);
         if (st == LATTICE_OK) continue;
         if (st == LATTICE_ERR_NOMEM) return st;
-        if (r->policy != LATTICE_REGION_EVICT || rounds++ >= EVICT_ROUNDS)
+        if (r->policy != LATTICE_REGION_EVICT || rounds >= EVICT_ROUNDS)
             return LATTICE_ERR_REGION_FULL;
-        evict_one(r, l, g);
+        /* A round lost to another writer holding the sampled page's lane is
+         * not a sign that nothing can be evicted: with more writers than
+         * lanes it happens often.  Such rounds count against a larger bound. */
+        if (evict_one(r, l, g) >= 0 || ++busy >= EVICT_BUSY_ROUNDS) rounds++;
+        else sched_yield();
     }
 }
 
@@ -598,18 +605,49 @@ static int seq_same(const struct page_hdr *h, uint32_t s)
     return __atomic_load_n(&h->seq, __ATOMIC_RELAXED) == s;
 }
 
+/* memcmp(a, b, n) != 0 and memcpy for the short keys and values most rows
+ * have, without a library call: two overlapping 8- or 4-byte accesses cover
+ * 4..16 bytes. */
+static inline int differ(const uint8_t *a, const uint8_t *b, uint64_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t a0, a1, b0, b1;
+        memcpy(&a0, a, 8), memcpy(&a1, a + n - 8, 8);
+        memcpy(&b0, b, 8), memcpy(&b1, b + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) != 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t a0, a1, b0, b1;
+        memcpy(&a0, a, 4), memcpy(&a1, a + n - 4, 4);
+        memcpy(&b0, b, 4), memcpy(&b1, b + n - 4, 4);
+        return ((a0 ^ b0) | (a1 ^ b1)) != 0;
+    }
+    return memcmp(a, b, n) != 0;
+}
+
+static inline void copy(uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t a, b;
+        memcpy(&a, src, 8), memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8), memcpy(dst + n - 8, &b, 8);
+    } else {
+        memcpy(dst, src, n);
+    }
+}
+
 /* Compares / copies payload bytes [pos, pos+len) of one piece. */
 static void take_piece(struct read_req *q, uint64_t pos, const uint8_t *src, uint64_t len)
 {
     uint64_t kpart = 0;
     if (pos < q->klen) {
         kpart = q->klen - pos < len ? q->klen - pos : len;
-        if (q->want_key && q->match && memcmp(src, (const uint8_t *)q->want_key + pos, kpart))
+        if (q->want_key && q->match && differ(src, (const uint8_t *)q->want_key + pos, kpart))
             q->match = 0;
-        if (q->kbuf && q->klen <= q->kcap) memcpy((uint8_t *)q->kbuf + pos, src, kpart);
+        if (q->kbuf && q->klen <= q->kcap) copy((uint8_t *)q->kbuf + pos, src, kpart);
     }
     if (len > kpart && q->vbuf && q->vlen <= q->vcap)
-        memcpy((uint8_t *)q->vbuf + (pos + kpart - q->klen), src + kpart, len - kpart);
+        copy((uint8_t *)q->vbuf + (pos + kpart - q->klen), src + kpart, len - kpart);
 }
 
 /* Reads the continuation chain from next; 0 when consistent, -1 to retry. */
@@ -636,16 +674,27 @@ static int read_chain(lattice_region *r, struct read_req *q, uint64_t next, uint
     }
 }
 
-/* A varint of at most max bytes; *bad set when it runs longer. */
+/* A varint of at most max bytes (max >= 2); *bad set when it runs longer.
+ * One- and two-byte varints (most partitions, lengths, versions) take no
+ * loop. */
 static inline uint64_t varint_fast(const uint8_t **pp, int max, int *bad)
 {
     const uint8_t *p = *pp;
-    uint64_t v = 0;
-    for (int i = 0; i < max; i++) {
-        uint8_t b = *p++;
+    uint64_t v = p[0];
+    if (v < 0x80) {
+        *pp = p + 1;
+        return v;
+    }
+    v = (v & 0x7f) | (uint64_t)(p[1] & 0x7f) << 7;
+    if (p[1] < 0x80) {
+        *pp = p + 2;
+        return v;
+    }
+    for (int i = 2; i < max; i++) {
+        uint8_t b = p[i];
         v |= (uint64_t)(b & 0x7f) << (7 * i);
         if (!(b & 0x80)) {
-            *pp = p;
+            *pp = p + i + 1;
             return v;
         }
     }

@@ -51,23 +51,26 @@ static long search(lattice_store *s, const struct ix_table *t, uint32_t cap, uin
                    struct read_req *q, long *freep)
 {
     uint32_t i = ix_home_cap(cap, tag), end = cap + IX_OVERFLOW;
+    /* Walk line by line: no division per probed slot. */
+    const struct ix_line *ln = &t->lines[i / IX_LINE_SLOTS];
+    uint32_t pos = i % IX_LINE_SLOTS;
     if (freep) *freep = -1;
     for (; i < end; i++) {
-        uint32_t tg = ix_tag_at(t, i);
+        uint32_t tg = __atomic_load_n(&ln->tags[pos], __ATOMIC_ACQUIRE);
         if (tg == tag) {
-            uint64_t link = ix_link_at(t, i);
+            uint64_t link = __atomic_load_n(&ln->links[pos], __ATOMIC_ACQUIRE);
             for (;;) {
                 if (region_read_entry(s->region, link, q) == LATTICE_OK && q->match) return i;
                 /* Not our row any more: the entry moved (reload) or is going away. */
-                uint64_t again = ix_link_at(t, i);
+                uint64_t again = __atomic_load_n(&ln->links[pos], __ATOMIC_ACQUIRE);
                 if (again == link) break;
                 link = again;
             }
-            continue;
+        } else if (tg <= IX_TOMB) {
+            if (freep && *freep < 0) *freep = (long)i;
+            if (tg == IX_EMPTY) return -1;
         }
-        if (tg > IX_TOMB) continue;
-        if (freep && *freep < 0) *freep = (long)i;
-        if (tg == IX_EMPTY) return -1;
+        if (++pos == IX_LINE_SLOTS) pos = 0, ln++;
     }
     return -1;
 }
