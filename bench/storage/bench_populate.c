@@ -116,7 +116,7 @@ int main(int argc, char **argv)
             jappend("%s{\"n\":%llu,\"threads\":%d,\"reference_s\":%.4f,\"store_s\":%.4f,"
                     "\"store_over_reference\":%.3f,\"store_mops\":%.3f,\"reference_mops\":%.3f,"
                     "\"store_speedup_over_1_thread\":%.3f,\"target_met\":%s}",
-                    first ? "" : ",", (unsigned long long)ns[i], threads, tr, tsr, ratio, speedup,
+                    first ? "" : ",", (unsigned long long)ns[i], threads, tr, tsr, ratio,
                     (double)ns[i] / tsr / 1e6, (double)ns[i] / tr / 1e6, speedup, ok ? "true" : "false");
             first = 0;
         }
