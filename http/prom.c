@@ -146,6 +146,10 @@ static void ops_part(const lattice_node_metrics *m, FILE *o)
     X("lattice_cache_writes_total", "counter", "writes this node applied as owner")                          \
     X("lattice_cache_hits_total", "counter", "reads that found the key")                                     \
     X("lattice_cache_misses_total", "counter", "reads that did not find the key")                            \
+    X("lattice_cache_evictions_total", "counter", "entries this node evicted as primary (removed on every copy)") \
+    X("lattice_cache_expirations_total", "counter", "expired entries this node's copy reclaimed")            \
+    X("lattice_cache_index_bytes", "gauge", "memory of this node's index of the cache")                      \
+    X("lattice_cache_replication_in_flight", "gauge", "full_sync writes applied here as primary, waiting for their copies") \
     X("lattice_cache_size", "gauge", "entries of the cache over every server (primary copies)")             \
     X("lattice_rebalance_active", "gauge", "1 while a rebalance of the cache runs or is scheduled here")    \
     X("lattice_rebalance_partitions", "gauge", "partitions the current rebalance loads here: total, left")  \
@@ -172,6 +176,10 @@ static void cache_sample(FILE *o, const char *fam, const lattice_cache_info *c, 
                : !strcmp(fam, "lattice_cache_writes_total")         ? x->writes
                : !strcmp(fam, "lattice_cache_hits_total")           ? x->hits
                : !strcmp(fam, "lattice_cache_misses_total")         ? x->misses
+               : !strcmp(fam, "lattice_cache_evictions_total")      ? x->evictions
+               : !strcmp(fam, "lattice_cache_expirations_total")    ? x->expirations
+               : !strcmp(fam, "lattice_cache_index_bytes")          ? x->index_bytes
+               : !strcmp(fam, "lattice_cache_replication_in_flight") ? x->writes_in_flight
                : !strcmp(fam, "lattice_cache_size")                 ? c->size
                : !strcmp(fam, "lattice_rebalance_active")           ? x->rebalance_active
                : !strcmp(fam, "lattice_rebalance_received_entries") ? x->rebalance_entries

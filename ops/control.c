@@ -204,6 +204,13 @@ static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c
     s->hits = c->hits;
     s->misses = c->misses;
     s->evictions = evict_count(d, c);
+    if (c->store) {
+        lattice_store_metrics sm;
+        lattice_store_metrics_get(c->store, &sm);
+        s->expirations = sm.expirations;
+        s->index_bytes = sm.index_bytes;
+    }
+    s->writes_in_flight = c->writes_in_flight;
     rebal_figures f;
     rebal_figures_of(d, c, &f);
     s->rebalance_left = f.left;
@@ -313,6 +320,9 @@ static void stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCach
         ci->hits = st[i]->hits;
         ci->misses = st[i]->misses;
         ci->evictions = st[i]->evictions;
+        ci->expirations = st[i]->expirations;
+        ci->index_bytes = st[i]->index_bytes;
+        ci->writes_in_flight = st[i]->writes_in_flight;
         ci->moving_partitions = st[i]->moving_partitions;
         ci->moving_entries = st[i]->moving_entries;
         ci->rebalance_left = st[i]->rebalance_left;

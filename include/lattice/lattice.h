@@ -187,6 +187,9 @@ typedef struct lattice_cache_node_info {
     uint32_t primary_partitions, backup_partitions;
     uint64_t reads, writes, hits, misses;
     uint64_t evictions;               /* entries evicted as primary (--region-policy evict), removed on every copy */
+    uint64_t expirations;             /* expired entries this node's copy reclaimed (TTL) */
+    uint64_t index_bytes;             /* memory of this node's index of the cache (its partitions' tables) */
+    uint32_t writes_in_flight;        /* full_sync writes this node applied as primary, not yet acknowledged by every copy */
     uint32_t moving_partitions;       /* held MOVING: writes reach them, reads do not */
     uint64_t moving_entries;
     /* Rebalance on this node: MOVING partitions not loaded yet, partitions

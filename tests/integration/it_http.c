@@ -149,6 +149,18 @@ static bool healthy(void *ctx)
     return http_req(health_port, "GET", "/health", body, sizeof body) == 200;
 }
 
+/* Node expired_port's /metrics counts expired entries of cache default. */
+static int expired_port;
+static bool expired(void *ctx)
+{
+    (void)ctx;
+    json_t *m = metrics(expired_port);
+    const char *cache_default[] = {"cache", "default", NULL};
+    bool yes = m && sample(m, "lattice_cache_expirations_total", cache_default) > 0;
+    if (m) json_decref(m);
+    return yes;
+}
+
 START_TEST(metrics_parse_and_follow_the_clients)
 {
     it_begin("http_metrics");
@@ -199,7 +211,20 @@ START_TEST(metrics_parse_and_follow_the_clients)
     ck_assert(sample(m, "lattice_region_row_bytes", NULL) > 0);
     const char *cache_default[] = {"cache", "default", NULL};
     ck_assert_double_eq(sample(m, "lattice_cache_size", cache_default), N);
+    ck_assert_str_eq(family_type(m, "lattice_cache_expirations"), "counter");
+    ck_assert(sample(m, "lattice_cache_index_bytes", cache_default) > 0);
+    /* Nothing is waiting for a copy once every SET was answered. */
+    ck_assert_double_eq(sample(m, "lattice_cache_replication_in_flight", cache_default), 0);
+    ck_assert_double_eq(sample(m, "lattice_cache_evictions_total", cache_default), 0);
     json_decref(m);
+    /* Keys with a 1 ms TTL: each copy's sweeper reclaims them and says so. */
+    for (int i = 0; i < 20; i++) {
+        redisReply *x = redisCommand(c, "SET ttl:%d v PX 1", i);
+        ck_assert(x && x->type == REDIS_REPLY_STATUS);
+        freeReplyObject(x);
+    }
+    expired_port = g.http;
+    ck_assert_msg(it_wait_for(expired, NULL, 30000), "lattice_cache_expirations_total never counted the expired keys");
     /* With one backup, each node holds every entry: its primaries and the
      * other's backups. */
     for (int i = 0; i < 2; i++) {
