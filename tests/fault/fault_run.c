@@ -306,10 +306,10 @@ static void owners_of(const char *key, int via, int *primary, int *backup)
     redisReply *r = s && s->type == REDIS_REPLY_INTEGER ? redisCommand(c, "CLUSTER SLOTS") : NULL;
     for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
         redisReply *e = r->element[i];
-        if (e->elements < 4 || s->integer < e->element[0]->integer || s->integer > e->element[1]->integer) continue;
+        if (e->elements < 3 || s->integer < e->element[0]->integer || s->integer > e->element[1]->integer) continue;
         if (e->element[2]->elements >= 2)
             *primary = node_of(e->element[2]->element[0]->str, (int)e->element[2]->element[1]->integer, g.resp_base);
-        if (e->element[3]->elements >= 2)
+        if (e->elements >= 4 && e->element[3]->elements >= 2)
             *backup = node_of(e->element[3]->element[0]->str, (int)e->element[3]->element[1]->integer, g.resp_base);
     }
     if (r) freeReplyObject(r);
@@ -320,21 +320,9 @@ static void owners_of(const char *key, int via, int *primary, int *backup)
 /* The node that serves `key` as primary, as node `via` sees it; -1 if unknown. */
 static int primary_of(const char *key, int via)
 {
-    redisContext *c = connect_node(via, 5000);
-    if (!c) return -1;
-    int idx = -1;
-    redisReply *s = redisCommand(c, "CLUSTER KEYSLOT %s", key);
-    redisReply *r = s && s->type == REDIS_REPLY_INTEGER ? redisCommand(c, "CLUSTER SLOTS") : NULL;
-    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
-        redisReply *e = r->element[i];
-        if (e->elements < 3 || s->integer < e->element[0]->integer || s->integer > e->element[1]->integer) continue;
-        if (e->element[2]->elements >= 2)
-            idx = node_of(e->element[2]->element[0]->str, (int)e->element[2]->element[1]->integer, g.resp_base);
-    }
-    if (r) freeReplyObject(r);
-    if (s) freeReplyObject(s);
-    redisFree(c);
-    return idx;
+    int p, b;
+    owners_of(key, via, &p, &b);
+    return p;
 }
 
 /* A server that is primary of some register key and is not the coordinator. */
