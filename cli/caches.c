@@ -1,5 +1,5 @@
 /*
- * lattice cache create|destroy, lattice caches, lattice partitions CACHE
+ * lattice cache create|destroy|reset-lost, lattice caches, lattice partitions CACHE
  * (JSON shapes: docs/CACHES.md).
  */
 #include <jansson.h>
@@ -14,6 +14,9 @@ int cli_cache(cli_globals *g, int argc, char **argv)
 {
     static const char use[] = "usage: lattice [GLOBAL OPTIONS] cache create NAME [k=v ...]\n"
                               "       lattice [GLOBAL OPTIONS] cache destroy NAME\n"
+                              "       lattice [GLOBAL OPTIONS] cache reset-lost NAME\n"
+                              "  reset-lost gives up the LOST partitions of NAME (every copy gone): they serve\n"
+                              "  again, empty, and the cache's assignment can move on.  Their data is lost.\n"
                               "  keys: mode=partitioned|replicated partitions=N backups=N sync=full_sync|primary_sync|full_async\n"
                               "        read_from_backup=true|false expiry_ms=N max_key_bytes=N max_value_bytes=N ...\n";
     if (cli_wants_help(argc, argv)) {
@@ -22,7 +25,8 @@ int cli_cache(cli_globals *g, int argc, char **argv)
     }
     bool create = argc >= 3 && !strcmp(argv[1], "create");
     bool destroy = argc == 3 && !strcmp(argv[1], "destroy");
-    if (!create && !destroy) {
+    bool reset = argc == 3 && !strcmp(argv[1], "reset-lost");
+    if (!create && !destroy && !reset) {
         fputs(use, stderr);
         return 2;
     }
@@ -37,11 +41,18 @@ int cli_cache(cli_globals *g, int argc, char **argv)
     }
     lattice_node *n = cli_attach(g);
     if (!n) return 1;
-    lattice_status st = create ? lattice_cache_create(n, spec) : lattice_cache_destroy(n, argv[2]);
+    uint32_t lost = 0;
+    lattice_status st = create   ? lattice_cache_create(n, spec)
+                        : reset  ? lattice_cache_reset_lost(n, argv[2], &lost)
+                                 : lattice_cache_destroy(n, argv[2]);
     if (g->json) {
         json_t *o = json_pack("{s:s, s:s, s:b}", "op", argv[1], "cache", argv[2], "ok", st == LATTICE_OK);
         if (st != LATTICE_OK) json_object_set_new(o, "error", json_string(lattice_strerror(st)));
+        if (reset && st == LATTICE_OK) json_object_set_new(o, "lost_partitions", json_integer(lost));
         cli_print_json(o);
+    } else if (reset && st == LATTICE_OK) {
+        if (lost) printf("cache %s: %u LOST partitions given up; they serve again, empty\n", argv[2], lost);
+        else printf("cache %s: no partition is LOST\n", argv[2]);
     } else if (st == LATTICE_OK) {
         printf("cache %s %s\n", argv[2], create ? "created" : "destroyed");
     } else {

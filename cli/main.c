@@ -18,7 +18,7 @@ static const cli_command commands[] = {
     {"get", "get CACHE KEY: print a value", cli_kv},
     {"put", "put CACHE KEY VALUE|-|--file FILE: store a value (argument, standard input or file)", cli_kv},
     {"del", "del CACHE KEY: remove a key", cli_kv},
-    {"cache", "cache create NAME [k=v...] | cache destroy NAME", cli_cache},
+    {"cache", "cache create NAME [k=v...] | cache destroy NAME | cache reset-lost NAME", cli_cache},
     {"caches", "every cache: mode, partitions, backups, sync, size; per node entries and partitions, reads/writes/hits/misses", cli_caches},
     {"bench", "load generator: get, put, putget, putall; ops/s every second, p50/p99/p99.9 latency", cli_bench},
     {"partitions", "partitions CACHE [--detail]: lost/under-replicated partitions, primaries and backups per node, balance", cli_partitions},

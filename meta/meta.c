@@ -222,6 +222,8 @@ static void cache_relive(lattice_meta *m, lattice_meta_cache *c)
 
 /* ------------------------------------------------------------ lost partitions */
 
+static void msg_rebuild(lattice_meta *m);
+
 static void lost_clear(lattice_meta_cache *c)
 {
     for (size_t i = 0; i < c->n_lost; i++) {
@@ -335,6 +337,26 @@ bool lattice_meta_set_restorer(lattice_meta_cache *c, uint32_t p, const char *id
 }
 
 void lattice_meta_record_lost(lattice_meta *m, bool on) { m->record_lost = on; }
+
+lattice_status lattice_meta_reset_lost(lattice_meta *m, const char *name, uint32_t *n_lost)
+{
+    lattice_meta_cache *c = lattice_meta_cache_of(m, name);
+    *n_lost = 0;
+    if (!c) return LATTICE_ERR_NO_CACHE;
+    for (uint32_t p = 0; p < c->cfg.partitions; p++) {
+        lattice_meta_member *own[1];
+        *n_lost += lattice_meta_serving_owners(c, p, own, 1) == 0;
+    }
+    if (!*n_lost) return LATTICE_OK;
+    c->lost_reset = c->base_version;
+    lost_clear(c);
+    m->version++;
+    thaw(m);
+    msg_rebuild(m);
+    LT_LOG(LT_WARN, "data", "cache %s: %u LOST partitions given up on the operator's word: they serve again, empty "
+                            "(metadata version %llu)", c->cfg.name, *n_lost, (unsigned long long)m->version);
+    return LATTICE_OK;
+}
 
 /* After a topology change at the coordinator: every partition of c that
  * some serving owner served under the previous members (old_live, per
@@ -562,6 +584,7 @@ static void msg_rebuild(lattice_meta *m)
         cd->base_version = c->base_version;
         cd->lost = c->lost_msg;
         cd->n_lost = c->lost_msg ? c->n_lost : 0;
+        cd->lost_reset = c->lost_reset;
         x->caches[x->n_caches++] = cd;
     }
     m->msg = x;
@@ -646,6 +669,7 @@ bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg)
             cache_set_base(m, c, cd->base_ids, cd->n_base_ids, cd->base_version);
         }
         lost_parse(c, cd->lost, cd->n_lost);
+        c->lost_reset = cd->lost_reset;
         for (size_t k = 0; k < m->n_caches; k++)
             if (m->caches[k] == c) keep[k] = true;
     }

@@ -79,6 +79,7 @@ typedef struct lattice_meta_cache {
     lattice_meta_member **ideal_live;  /* per ideal node: its member */
     uint64_t serial;                   /* unique among the caches of this process, ever */
     uint64_t frozen_at;                /* a prepare froze it at this metadata version (0: not frozen) */
+    uint64_t lost_reset;               /* lattice_meta_reset_lost: at this base version (0: never) */
     lattice_meta_lost *lost;           /* by partition, ascending */
     size_t n_lost;
     char **lost_msg;                   /* lost[i].msg, for the message */
@@ -165,6 +166,12 @@ size_t lattice_meta_lost_owner_count(const lattice_meta_lost *l);
 /* Coordinator: p is restored by node id (NULL: none).  True when it changed
  * (then lattice_meta_bump publishes it). */
 bool lattice_meta_set_restorer(lattice_meta_cache *c, uint32_t p, const char *id);
+/* Coordinator, on an operator's word (`lattice cache reset-lost`): every
+ * partition of cache `name` without a serving owner is given up - its
+ * owners-to-be take it as empty (c->lost_reset = the base version), its
+ * records end.  *n_lost: how many there were (none: nothing changes).
+ * NO_CACHE. */
+lattice_status lattice_meta_reset_lost(lattice_meta *m, const char *name, uint32_t *n_lost);
 
 /* ---- the base switch */
 /* True when c's base is the live server set (nothing to switch). */

@@ -122,12 +122,30 @@ void control_tick(lattice_ops *d, uint64_t now)
     }
 }
 
-static lattice_status coord_write(lattice_ops *d, int call, const char *arg)
+static lattice_status coord_write(lattice_ops *d, int call, const char *arg, int64_t *num)
 {
     if (ops_no_quorum(d, NULL)) return LATTICE_ERR_NO_QUORUM; /* the registry is the quorum side's */
-    lattice_status st = call == LATTICE_OPS_CALL_CREATE ? lattice_meta_add(d->meta, arg) : lattice_meta_remove(d->meta, arg);
-    if (st == LATTICE_OK) push_meta(d);
+    uint32_t lost = 0;
+    lattice_status st = call == LATTICE_OPS_CALL_CREATE    ? lattice_meta_add(d->meta, arg)
+                        : call == LATTICE_OPS_CALL_DESTROY ? lattice_meta_remove(d->meta, arg)
+                                                           : lattice_meta_reset_lost(d->meta, arg, &lost);
+    if (num) *num = lost;
+    if (st == LATTICE_OK) {
+        push_meta(d);
+        if (lost) rebal_on_change(d); /* this node may be an owner-to-be too */
+    }
     return st;
+}
+
+static int ctl_of_call(int call)
+{
+    return call == LATTICE_OPS_CALL_CREATE ? CTL_CREATE : call == LATTICE_OPS_CALL_DESTROY ? CTL_DESTROY : CTL_RESET_LOST;
+}
+
+static int call_of_ctl(int kind)
+{
+    return kind == CTL_CREATE ? LATTICE_OPS_CALL_CREATE : kind == CTL_DESTROY ? LATTICE_OPS_CALL_DESTROY
+                                                                                : LATTICE_OPS_CALL_RESET_LOST;
 }
 
 /* ------------------------------------------------------------------- stats */
@@ -737,7 +755,8 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
         chan_reply(d, o, &r, NULL, 0, lattice_meta_valid(d->meta));
         return;
     case CTL_CREATE:
-    case CTL_DESTROY: {
+    case CTL_DESTROY:
+    case CTL_RESET_LOST: {
         if (!lattice_meta_is_coordinator(d->meta) || !lattice_meta_valid(d->meta)) {
             r.status = LATTICE_ERR_AGAIN;
         } else {
@@ -745,7 +764,7 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
             size_t n = q->value.len < sizeof spec - 1 ? q->value.len : sizeof spec - 1;
             memcpy(spec, q->value.data, n);
             spec[n] = 0;
-            r.status = coord_write(d, q->kind == CTL_CREATE ? LATTICE_OPS_CALL_CREATE : LATTICE_OPS_CALL_DESTROY, spec);
+            r.status = coord_write(d, call_of_ctl((int)q->kind), spec, &r.num);
         }
         chan_reply(d, o, &r, NULL, 0, true);
         return;
@@ -765,6 +784,7 @@ static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs)
     }
     lattice_op_result r = {0};
     r.status = (lattice_status)rs->status;
+    r.num = rs->num;
     chan_complete_local(d, p->op, &r);
 }
 
@@ -837,11 +857,12 @@ void control_run_call(lattice_ops *d, opx *o)
     case LATTICE_OPS_CALL_DIGESTS: rebal_start_digests(d, o); return;
     case LATTICE_OPS_CALL_CREATE:
     case LATTICE_OPS_CALL_DESTROY:
+    case LATTICE_OPS_CALL_RESET_LOST:
         if (lattice_meta_is_coordinator(d->meta)) {
-            r.status = coord_write(d, o->call, o->data);
+            r.status = coord_write(d, o->call, o->data, &r.num);
             chan_complete_local(d, o, &r);
         } else {
-            send_ctl(d, o->call == LATTICE_OPS_CALL_CREATE ? CTL_CREATE : CTL_DESTROY, NULL, o->data, o);
+            send_ctl(d, ctl_of_call(o->call), NULL, o->data, o);
         }
         return;
     default: r.status = LATTICE_ERR_INVAL; chan_complete_local(d, o, &r);

@@ -83,6 +83,7 @@ typedef enum lattice_ops_call_kind {
     LATTICE_OPS_CALL_DESTROY = 3,    /* arg: cache name */
     LATTICE_OPS_CALL_PARTITIONS = 4, /* arg: cache name; value: lattice_partitions_info */
     LATTICE_OPS_CALL_DIGESTS = 5,    /* arg: cache name; value: lattice_ops_digests */
+    LATTICE_OPS_CALL_RESET_LOST = 6, /* arg: cache name; num: the LOST partitions given up */
 } lattice_ops_call_kind;
 lattice_status lattice_ops_call(lattice_ops *d, lattice_ops_call_kind call, const char *arg, lattice_op_fn fn,
                                 void *farg);

@@ -131,6 +131,23 @@ static bool take_restores(lattice_ops *d, lattice_meta_cache *c, struct rebal_ca
     return changed;
 }
 
+/* `lattice cache reset-lost` at this base: a LOST copy is taken as loaded,
+ * empty (the operator gave its data up), so the base can switch. */
+static bool reset_applies(const lattice_meta_cache *c) { return c->lost_reset && c->lost_reset == c->base_version; }
+
+static uint32_t give_up_lost(lattice_meta_cache *c, struct rebal_cache *rc)
+{
+    uint32_t n = 0;
+    for (uint32_t p = 0; reset_applies(c) && p < rc->parts; p++) {
+        if (rc->copy[p] != LATTICE_PART_LOST) continue;
+        lattice_store_clear(c->store, p);
+        rc->copy[p] = LATTICE_PART_OWNING;
+        n++;
+    }
+    if (n) LT_LOG(LT_WARN, "rebalance", "cache %s: %u LOST partitions taken as empty (reset-lost)", c->cfg.name, n);
+    return n;
+}
+
 static void send_msgs(lattice_ops *d, int kind, const char *cache, peer *const *to_peer,
                       lattice_rebalance_out *out)
 {
@@ -280,6 +297,7 @@ void rebal_on_change(lattice_ops *d)
         if (!rc) continue;
         bool changed = recompute(c, rc);
         changed |= take_restores(d, c, rc);
+        changed |= give_up_lost(c, rc) > 0;
         uint64_t view = lattice_meta_server_view(d->meta);
         bool new_view = rc->view != view || rc->base_version != c->base_version;
         rc->view = view;
@@ -402,6 +420,7 @@ static int64_t sessions_of(lattice_meta_cache *c, struct rebal_cache *rc, const 
         rc->copy[lp[i]] = LATTICE_PART_LOST;
         (*lost)++;
     }
+    if (*lost && give_up_lost(c, rc) == *lost) *lost = 0;
     const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &nsup);
     lattice_rebalance_session_spec *spec = NULL;
     uint32_t *parts = NULL;

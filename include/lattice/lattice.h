@@ -180,6 +180,11 @@ lattice_status lattice_cache_get_all(lattice_node *n, const char *cache, lattice
  * exists with another config (the same config is OK), INVAL on a bad spec. */
 lattice_status lattice_cache_create(lattice_node *n, const char *spec);
 lattice_status lattice_cache_destroy(lattice_node *n, const char *name);
+/* Gives up the cache's LOST partitions (no live copy, none coming back - a
+ * kill of every owner): their owners-to-be serve them again, empty, and the
+ * cache's assignment can move on (docs/OPERATIONS.md).  *partitions (may be
+ * NULL): how many were LOST.  NO_CACHE; NO_QUORUM on a side without it. */
+lattice_status lattice_cache_reset_lost(lattice_node *n, const char *name, uint32_t *partitions);
 
 typedef struct lattice_cache_node_info {
     char id[64];                      /* node id */

@@ -361,6 +361,71 @@ START_TEST(kill9_mid_rebalance_replans)
 }
 END_TEST
 
+static long lost_partitions(void)
+{
+    json_t *pj = cli_json("partitions default");
+    long n = pj ? (long)json_integer_value(json_object_get(pj, "lost")) : -1;
+    if (pj) json_decref(pj);
+    return n;
+}
+
+static bool some_lost(void *ctx)
+{
+    (void)ctx;
+    return lost_partitions() > 0;
+}
+
+/* backups=0 and a kill -9: the dead server's partitions are LOST, and with
+ * nothing to load them from the cache's assignment cannot move on.  `lattice
+ * cache reset-lost` gives them up: they serve again, empty, on the survivors,
+ * every other key keeps its value, and the grid balances over the two. */
+START_TEST(reset_lost_gives_up_the_partitions_of_a_killed_server)
+{
+    it_begin("rebalance_reset_lost");
+    it_proc *srv[6];
+    const char *extra[] = {"--cache", "default:backups=0", NULL};
+    start_grid(srv, 3, 3, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    balanced_ctx b3 = {3, 1, NULL, 0, 0};
+    wait_balanced(&b3, 30000);
+    const long N = 6000;
+    put_range(c, "k", N);
+    it_signal(srv[1], SIGKILL);
+    wait_grid(c, 2);
+    ck_assert_msg(it_wait_for(some_lost, NULL, 30000), "no partition LOST after the only copy's server died");
+    long lost = lost_partitions();
+    char out[4096];
+    int rc = it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s --json cache reset-lost default",
+                               LATTICE_CLI_PATH, finder, cluster);
+    json_t *j = json_loads(out, 0, NULL);
+    ck_assert_msg(rc == 0 && j, "reset-lost: rc %d: %s", rc, out);
+    ck_assert(json_is_true(json_object_get(j, "ok")));
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "lost_partitions")), lost);
+    json_decref(j);
+    balanced_ctx b2 = {2, 1, NULL, 0, 0};
+    wait_balanced(&b2, 30000);
+    ck_assert_int_eq(lost_partitions(), 0);
+    /* The survivors' keys kept their values; the dead server's are gone. */
+    long present = count_present(c, "default", "k", N, NULL);
+    printf("reset-lost: %ld partitions given up, %ld of %ld keys still present\n", lost, present, N);
+    ck_assert_int_gt(present, 0);
+    ck_assert_int_lt(present, N);
+    /* Every partition takes writes again, and the copies agree. */
+    put_range(c, "k", N);
+    ck_assert_int_eq(count_present(c, "default", "k", N, NULL), N);
+    verify_clean();
+    /* Nothing left to give up. */
+    rc = it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s cache reset-lost default", LATTICE_CLI_PATH,
+                           finder, cluster);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_ptr_nonnull(strstr(out, "no partition is LOST"));
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
 /* A graceful leave (SIGTERM) and, on its own, a kill -9: partitions short of
  * a copy get a new one over the survivors - back to 2 OWNING copies each. */
 START_TEST(leave_and_failure_restore_redundancy)
@@ -603,6 +668,9 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tc_of("leave");
     tcase_add_loop_test(tc, leave_and_failure_restore_redundancy, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tc_of("reset_lost");
+    tcase_add_test(tc, reset_lost_gives_up_the_partitions_of_a_killed_server);
     suite_add_tcase(s, tc);
     tc = tc_of("throttle");
     tcase_add_test(tc, throttled_rebalance_shows_progress);
