@@ -376,6 +376,17 @@ START_TEST(a_partition_that_loses_every_owner_at_once_is_recorded_until_the_swit
     ck_assert_str_eq(lattice_meta_lost_of(oc, first)->restorer, "id-b2");
     ck_assert_str_eq(lattice_meta_lost_of(oc, first)->owners, want[first]);
     ck_assert_str_eq(lattice_meta_lost_of(oc, c->lost[1 % both].partition)->restorer, "");
+    /* An operator gives them up instead: the records end, and every node
+     * learns at which base version the LOST partitions count as empty. */
+    uint32_t given = 0;
+    ck_assert_int_eq(lattice_meta_reset_lost(meta, "nope", &given), LATTICE_ERR_NO_CACHE);
+    ck_assert_int_eq(lattice_meta_reset_lost(meta, "default", &given), LATTICE_OK);
+    ck_assert_uint_eq(given, (uint32_t)both);
+    ck_assert_uint_eq(c->n_lost, 0);
+    ck_assert_uint_eq(c->lost_reset, c->base_version);
+    ck_assert(lattice_meta_apply(other, lattice_meta_message(meta)));
+    ck_assert_uint_eq(lattice_meta_cache_of(other, NULL)->lost_reset, c->base_version);
+    ck_assert_uint_eq(lattice_meta_cache_of(other, NULL)->n_lost, 0);
     /* The switch ends them, and so does the next version at the follower. */
     ck_assert_int_eq(lattice_meta_switch_base(meta, c), LATTICE_OK);
     ck_assert_uint_eq(c->n_lost, 0);
