@@ -153,7 +153,9 @@ static int call_of_ctl(int kind)
 #define MAX_SALVAGE_REPORT 16384u
 
 /* One block (the reply box frees it with one lt_free): the stats, then the
- * kept copies it reports (salvage.c), then their incarnation id. */
+ * kept copies it reports (salvage.c), their incarnation id, and the cache's
+ * name - a copy: the box may be flushed after the cache is gone (a rejoin
+ * frees every cache between a stats answer and the flush). */
 static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c)
 {
     size_t ns = 0;
@@ -166,8 +168,9 @@ static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c
         entries = lt_malloc(max * sizeof *entries);
         if (parts && counters && entries) ns = salvage_report(d, c, parts, counters, entries, max);
     }
-    Latdata__NodeCacheStats *s =
-        lt_calloc(1, sizeof *s + ns * (sizeof(Latdata__Salvage *) + sizeof(Latdata__Salvage)) + sizeof d->salvage_id);
+    size_t name_len = strlen(c->cfg.name) + 1;
+    Latdata__NodeCacheStats *s = lt_calloc(
+        1, sizeof *s + ns * (sizeof(Latdata__Salvage *) + sizeof(Latdata__Salvage)) + sizeof d->salvage_id + name_len);
     if (!s) {
         lt_free(parts);
         lt_free(counters);
@@ -175,10 +178,12 @@ static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c
         return NULL;
     }
     latdata__node_cache_stats__init(s);
+    Latdata__Salvage **ptr = (Latdata__Salvage **)(s + 1);
+    Latdata__Salvage *sv = (Latdata__Salvage *)(ptr + ns);
+    char *inc = (char *)(sv + ns);
+    s->name = inc + sizeof d->salvage_id;
+    memcpy(s->name, c->cfg.name, name_len);
     if (ns) {
-        Latdata__Salvage **ptr = (Latdata__Salvage **)(s + 1);
-        Latdata__Salvage *sv = (Latdata__Salvage *)(ptr + ns);
-        char *inc = (char *)(sv + ns);
         memcpy(inc, d->salvage_id, sizeof d->salvage_id);
         for (size_t i = 0; i < ns; i++) {
             latdata__salvage__init(&sv[i]);
@@ -194,7 +199,6 @@ static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c
     lt_free(parts);
     lt_free(counters);
     lt_free(entries);
-    s->name = c->cfg.name;
     for (uint32_t p = 0; c->store && p < c->cfg.partitions; p++) {
         lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1];
         size_t n = lattice_meta_serving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
