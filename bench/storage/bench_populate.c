@@ -43,6 +43,7 @@ static double run(int kind, struct cds_lfht *ht, lattice_store *s, uint64_t n, i
 {
     pthread_t th[2];
     struct job j[2];
+    if (threads < 1 || threads > 2) threads = threads < 1 ? 1 : 2; /* the runs use 1 and 2 */
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, (unsigned)threads);
     for (int t = 0; t < threads; t++) {

@@ -51,6 +51,7 @@ static double run(int kind, struct cds_lfht *ht, lattice_store *s, const uint64_
     pthread_t th[2];
     struct job j[2];
     pthread_barrier_t bar;
+    if (threads < 1 || threads > 2) threads = threads < 1 ? 1 : 2; /* the runs use 1 and 2 */
     pthread_barrier_init(&bar, NULL, (unsigned)threads);
     for (int t = 0; t < threads; t++) {
         j[t] = (struct job){kind, ht, s, keys, ops, 0, (uint64_t)t * (SEQ / 2), &bar, 0, 0, 0};
