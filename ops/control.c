@@ -398,6 +398,26 @@ static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache 
         .n_reports = n,
     };
     bool due = lattice_meta_switch_due(&in);
+    /* A switch that waits for long says on what, every 10 s (the figures of
+     * a live server that is not ready, or who did not answer). */
+    uint64_t now = lt_mono_ms();
+    if (due || in.base_is_live) {
+        d->switch_waiting_since = 0;
+    } else if (!d->switch_waiting_since) {
+        d->switch_waiting_since = now;
+    } else if (now - d->switch_waiting_since > 10000 && now - d->switch_logged > 10000) {
+        d->switch_logged = now;
+        char why[512] = "";
+        size_t w = 0;
+        for (size_t k = 0; k < n && w < sizeof why - 80; k++)
+            if (rep[k].rebalance_left || rep[k].view != in.view || rep[k].base_version != in.base_version)
+                w += (size_t)snprintf(why + w, sizeof why - w, " [left %u, view %s, base %llu]", rep[k].rebalance_left,
+                                      rep[k].view == in.view ? "same" : "other", (unsigned long long)rep[k].base_version);
+        LT_LOG(LT_INFO, "data",
+               "cache %s: base switch waiting for %llu s: %zu of %zu servers reported%s%s (base %llu)", c->cfg.name,
+               (unsigned long long)(now - d->switch_waiting_since) / 1000, n, in.live_servers,
+               in.all_answered ? "" : ", not all answered", why, (unsigned long long)in.base_version);
+    }
     lt_free(rep);
     return due;
 }

@@ -230,6 +230,7 @@ struct lattice_ops {
     lattice_meta *meta;
     bool creates_sent, base_check_running;
     uint64_t last_meta_pull, last_sweep;
+    uint64_t switch_waiting_since, switch_logged; /* a base switch waiting on the figures (control.c) */
     uint64_t checked_servers;     /* hash of the live server set the last base check saw */
     parked_prepare parked[MAX_PARKED_PREPARES];
     size_t n_parked;
