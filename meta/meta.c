@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "meta/meta.h"
@@ -134,11 +135,8 @@ uint64_t lattice_meta_server_view(const lattice_meta *m)
     for (size_t i = 0; i < m->n_members; i++) {
         const lattice_meta_member *x = m->members[i];
         if (!x->server) continue;
-        uint64_t h = 1469598103934665603ull;
-        for (const char *s = x->cid; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-        h = (h ^ ' ') * 1099511628211ull;
-        for (const char *s = x->id; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-        sum += h;
+        uint64_t h = lt_fnv1a_add(lt_fnv1a(x->cid, strlen(x->cid)), " ", 1);
+        sum += lt_fnv1a_add(h, x->id, strlen(x->id));
     }
     return sum ? sum : 1;
 }

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "ops_int.h"
@@ -710,12 +711,9 @@ static void start_prepare(lattice_ops *d, uint32_t caches)
 /* FNV-1a over the live servers' node ids (topology order). */
 static uint64_t servers_hash(const lattice_ops *d)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < d->n_peers; i++) {
-        if (!d->peers[i]->m.server) continue;
-        for (const char *c = d->peers[i]->m.id; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
-        h = (h ^ 0xff) * 1099511628211ull;
-    }
+    uint64_t h = LT_FNV1A_BASIS;
+    for (size_t i = 0; i < d->n_peers; i++)
+        if (d->peers[i]->m.server) h = lt_fnv1a_add(h, d->peers[i]->m.id, strlen(d->peers[i]->m.id) + 1);
     return h;
 }
 
