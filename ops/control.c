@@ -424,6 +424,7 @@ static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache 
 }
 
 static void start_prepare(lattice_ops *d, uint32_t caches);
+static uint64_t servers_hash(const lattice_ops *d);
 
 /* A poll or a prepare round ended (every part answered or gave up). */
 static void finish_base_check(lattice_ops *d, bcast *b)
@@ -460,13 +461,11 @@ static void finish_base_check(lattice_ops *d, bcast *b)
             rebal_on_change(d);
         }
     }
-    start_base_check(d); /* the servers changed again while we counted */
-    /* A cache still off the live set waits for its new owners to finish
-     * loading (late affinity): let the next periodic tick (BASE_CHECK_MS)
-     * poll again although the server set has not changed - never at once,
-     * or polls would run back to back. */
-    for (size_t i = 0; i < lattice_meta_cache_count(d->meta) && !d->base_check_running; i++)
-        if (!lattice_meta_base_is_live(d->meta, lattice_meta_cache_at(d->meta, i))) d->checked_servers = 0;
+    /* The servers changed while we counted: check again at once.  A cache
+     * still off an unchanged live set waits for its new owners to finish
+     * loading (late affinity): the next periodic tick (BASE_CHECK_MS) polls
+     * again - never at once, or polls would run back to back. */
+    if (servers_hash(d) != b->servers) start_base_check(d);
 }
 
 static void stats_free(lattice_ops_stats *sr)
@@ -540,7 +539,10 @@ void control_start_size(lattice_ops *d, opx *o)
         if (!p->dealer) continue;
         pend *pe = chan_pend_new(d, settle_bcast, p);
         Latdata__Req *q = pe ? chan_req_new(CTL_PART_SIZE, o->cache, NULL, 0, NULL, 0) : NULL;
-        if (!q) continue;
+        if (!q) { /* out of memory: the pending entry must not settle a part never counted */
+            if (pe) lt_free(chan_pend_take(d, pe->id));
+            continue;
+        }
         pe->b = b;
         q->id = pe->id;
         b->remaining++;
@@ -567,6 +569,7 @@ static void start_stats(lattice_ops *d, opx *op)
     b->kind = CTL_STATS;
     b->op = op;
     b->stats = sr;
+    b->servers = servers_hash(d);
     size_t nc = lattice_meta_cache_count(d->meta);
     sr->cfgs = lt_calloc(nc ? nc : 1, sizeof *sr->cfgs);
     for (size_t i = 0; sr->cfgs && i < nc; i++) sr->cfgs[sr->n_caches++] = lattice_meta_cache_at(d->meta, i)->cfg;
@@ -587,7 +590,11 @@ static void start_stats(lattice_ops *d, opx *op)
         if (!p->dealer) continue;
         pend *pe = chan_pend_new(d, settle_bcast, p);
         Latdata__Req *q = pe ? chan_req_new(CTL_STATS, NULL, NULL, 0, NULL, 0) : NULL;
-        if (!q) continue;
+        if (!q) { /* out of memory: this server is not counted (a base check does not switch) */
+            if (pe) lt_free(chan_pend_take(d, pe->id));
+            if (!op) b->sum = -1;
+            continue;
+        }
         pe->b = b;
         q->id = pe->id;
         b->remaining++;
@@ -678,6 +685,7 @@ static void start_prepare(lattice_ops *d, uint32_t caches)
     b->stats = sr;
     b->version = lattice_meta_version(d->meta);
     b->caches = caches;
+    b->servers = servers_hash(d);
     b->remaining = 1;
     d->base_check_running = true;
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
@@ -717,20 +725,23 @@ static uint64_t servers_hash(const lattice_ops *d)
     return h;
 }
 
-/* Only when the set of live servers changed since the last check (a client
- * joining or leaving changes nothing an assignment depends on). */
+/* A poll while some cache's base is not the live server set - on each
+ * topology change, every BASE_CHECK_MS (control_tick) and at once after a
+ * round during which the servers changed.  Whether a poll is needed depends
+ * on the bases and the live set only, never on which set an earlier check
+ * saw: a switch decided on figures polled from servers A can make a later
+ * set B live, and the set can then go back to A (a server that joined
+ * during the poll leaves) - a base check remembering "A was checked" would
+ * never look again. */
 static void start_base_check(lattice_ops *d)
 {
     /* A coordinator without quorum (the minority side of a partition)
      * never moves a base: the side with quorum decides affinity. */
     if (d->base_check_running || ops_no_quorum(d, NULL)) return;
-    uint64_t h = servers_hash(d);
-    if (h == d->checked_servers) return;
     bool any = false;
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++)
         any |= !lattice_meta_base_is_live(d->meta, lattice_meta_cache_at(d->meta, i));
     if (!any) return;
-    d->checked_servers = h;
     d->base_check_running = true;
     start_stats(d, NULL);
 }

@@ -125,6 +125,7 @@ typedef struct bcast {
     lattice_ops_digests *digests; /* CTL_DIGEST (rebal_exec.c) */
     uint64_t version;             /* base check: the metadata version its prepare named (0: a poll) */
     uint32_t caches;              /* ... and the caches it prepared (bit i: cache i at that version) */
+    uint64_t servers;             /* base check: the live server set it started on (servers_hash) */
     struct salvage_rep *salv;     /* base check: the kept copies the servers reported (control.c) */
     size_t n_salv;
 } bcast;
@@ -231,7 +232,6 @@ struct lattice_ops {
     bool creates_sent, base_check_running;
     uint64_t last_meta_pull, last_sweep;
     uint64_t switch_waiting_since, switch_logged; /* a base switch waiting on the figures (control.c) */
-    uint64_t checked_servers;     /* hash of the live server set the last base check saw */
     parked_prepare parked[MAX_PARKED_PREPARES];
     size_t n_parked;
 
