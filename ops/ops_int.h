@@ -36,6 +36,7 @@
 #define NO_CACHE_WAIT_MS 300         /* an unknown cache: how long to pull and look again */
 #define STATS_PREPARE 1u             /* CTL_STATS flag: the base switch's prepare (control.c) */
 #define MAX_PARKED_PREPARES 64       /* prepares one node holds back at once (more: answered AGAIN) */
+enum { DROP_MALFORMED, DROP_OVERSIZED, DROP_AUTH, DROP_REASONS }; /* why channel.c dropped a frame */
 
 /* A member of the current topology as the data channel holds it.  Its
  * identity is the metadata's member (first, so owners meta returns convert
@@ -251,6 +252,7 @@ struct lattice_ops {
 
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
+    uint64_t drop_logged_ms[DROP_REASONS]; /* when a drop of each reason was last logged (channel.c) */
 };
 
 /* ---- channel.c: the bottom - time, sockets, frames, pending table, replies */
