@@ -404,6 +404,14 @@ void control_tick(lattice_ops *d, uint64_t now);
 void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o);
 void control_run_call(lattice_ops *d, opx *o);
 void control_start_size(lattice_ops *d, opx *o);
+/* One server's CTL_STATS answer (node id, per-cache stats) as a node of sr. */
+void control_stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n);
+/* LATTICE_OPS_CALL_PARTITIONS: the owners of every partition of `cache` as
+ * meta holds them, with `live` servers in the topology of version
+ * major.minor.  NO_CACHE; AGAIN while meta holds no metadata yet; NOMEM.
+ * Also what inspect.c answers a non-member with. */
+lattice_status control_partitions_info(const lattice_meta *meta, const char *cache, uint32_t live,
+                                      uint64_t major, uint64_t minor, lattice_partitions_info **out);
 
 /* ---- issue.c: issue and route */
 void issue_route(lattice_ops *d, opx *o);
