@@ -331,16 +331,26 @@ lattice_status lattice_cache_digests(lattice_node *n, const char *cache, lattice
 
 /* ------------------------------------------- the same, by inspection */
 
-/* What the inspection calls ask with: x's topology and c's secret (read
- * into *secret, node_forget_secret it after). */
+#define INSPECT_MAX_SILENT 64
+
+/* What the inspection calls ask with: x's topology, the members x saw
+ * silent (ids into silent[], borrowed from x) and c's secret (read into
+ * *secret, node_forget_secret it after). */
 static lattice_status inspect_setup(const lattice_config *c, const lattice_inspection *x, int timeout_ms,
-                                    lattice_ops_inspect *in, uint8_t **secret)
+                                    lattice_ops_inspect *in, const char **silent, uint8_t **secret)
 {
     memset(in, 0, sizeof *in);
     *secret = NULL;
     if (!c || !x) return LATTICE_ERR_INVAL;
     in->topology = lattice_inspection_topology(x);
     in->timeout_ms = timeout_ms;
+    in->silent = silent;
+    for (size_t i = 0; i < lattice_topology_size(in->topology) && in->n_silent < INSPECT_MAX_SILENT; i++) {
+        const lattice_member *m = lattice_topology_member(in->topology, i);
+        lattice_member_state ms;
+        if (lattice_inspection_member(x, m->id, &ms) == LATTICE_OK && !strcmp(ms.state, "silent"))
+            silent[in->n_silent++] = m->id;
+    }
     lattice_status st = c->secret_file ? node_read_secret(c->secret_file, secret, &in->secret_len) : LATTICE_OK;
     in->secret = *secret;
     return st;
@@ -353,8 +363,9 @@ lattice_status lattice_inspect_caches_info(const lattice_config *c, const lattic
     *out = NULL;
     *count = 0;
     lattice_ops_inspect in = {0};
+    const char *silent[INSPECT_MAX_SILENT];
     uint8_t *secret;
-    lattice_status st = inspect_setup(c, x, timeout_ms, &in, &secret);
+    lattice_status st = inspect_setup(c, x, timeout_ms, &in, silent, &secret);
     lattice_ops_stats *sr = NULL;
     if (st == LATTICE_OK) st = lattice_ops_inspect_stats(&in, &sr);
     node_forget_secret(secret, in.secret_len);
@@ -367,8 +378,9 @@ lattice_status lattice_inspect_partitions(const lattice_config *c, const lattice
     if (!out) return LATTICE_ERR_INVAL;
     *out = NULL;
     lattice_ops_inspect in = {0};
+    const char *silent[INSPECT_MAX_SILENT];
     uint8_t *secret;
-    lattice_status st = inspect_setup(c, x, timeout_ms, &in, &secret);
+    lattice_status st = inspect_setup(c, x, timeout_ms, &in, silent, &secret);
     if (st == LATTICE_OK) st = lattice_ops_inspect_partitions(&in, cache ? cache : "default", out);
     node_forget_secret(secret, in.secret_len);
     return st;
@@ -381,8 +393,9 @@ lattice_status lattice_inspect_digests(const lattice_config *c, const lattice_in
     *out = NULL;
     *count = 0;
     lattice_ops_inspect in = {0};
+    const char *silent[INSPECT_MAX_SILENT];
     uint8_t *secret;
-    lattice_status st = inspect_setup(c, x, timeout_ms, &in, &secret);
+    lattice_status st = inspect_setup(c, x, timeout_ms, &in, silent, &secret);
     lattice_ops_digests *dr = NULL;
     if (st == LATTICE_OK) st = lattice_ops_inspect_digests(&in, cache ? cache : "default", &dr);
     node_forget_secret(secret, in.secret_len);

@@ -34,6 +34,7 @@ typedef struct server {
     lattice_meta_member *m;
     void *sock;
     bool coordinator;
+    bool silent;                  /* not waited for (lattice_ops_inspect.silent) */
     bool meta_ok;                 /* answered META_GET with its metadata */
     uint64_t meta_again_at;       /* answered AGAIN: resend then (0: not due) */
     Latdata__Batch *answer;       /* the batch holding the RID_ASK answer (kept until the end) */
@@ -108,6 +109,7 @@ static lattice_status open_asker(asker *a, const lattice_ops_inspect *in, int ki
         server *sv = &a->s[a->n];
         sv->m = m;
         sv->coordinator = coord && !strcmp(coord, t->id);
+        for (size_t k = 0; k < in->n_silent; k++) sv->silent |= !strcmp(in->silent[k], t->id);
         sv->sock = zmq_socket(a->ctx, ZMQ_DEALER);
         int zero = 0;
         if (!sv->sock) return LATTICE_ERR_IO;
@@ -181,16 +183,19 @@ static void read_one(asker *a, server *sv)
 }
 
 /* The metadata is known once the coordinator (its only writer) gave it, or
- * every server did; the question once every server answered it. */
+ * every server did; the question once every server answered it.  Silent
+ * servers are not waited for: one that answers all the same counts. */
 static bool done(const asker *a)
 {
-    bool meta = false, all_meta = true, all = true;
+    bool meta = false, all_meta = true, any_meta = false, all = true;
     for (size_t i = 0; i < a->n; i++) {
-        meta |= a->s[i].coordinator && a->s[i].meta_ok;
-        all_meta &= a->s[i].meta_ok;
-        all &= !a->kind || a->s[i].resp != NULL;
+        const server *sv = &a->s[i];
+        meta |= sv->coordinator && sv->meta_ok;
+        any_meta |= sv->meta_ok;
+        all_meta &= sv->meta_ok || sv->silent;
+        all &= !a->kind || sv->resp != NULL || sv->silent;
     }
-    return (meta || all_meta) && all;
+    return (meta || (all_meta && any_meta)) && all;
 }
 
 /* Asks and waits until done() or the deadline. */

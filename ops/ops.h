@@ -126,6 +126,11 @@ typedef struct lattice_ops_inspect {
     const uint8_t *secret;          /* NULL = no MAC */
     size_t secret_len;
     int timeout_ms;
+    /* Node ids the inspection saw silent (a heartbeat late: most likely
+     * dead, soon removed): asked, but not waited for - as a client node
+     * stops waiting once a dead server leaves its topology. */
+    const char *const *silent;
+    size_t n_silent;
 } lattice_ops_inspect;
 /* Every server's stats; a server that did not answer in time is left out. */
 lattice_status lattice_ops_inspect_stats(const lattice_ops_inspect *in, lattice_ops_stats **out);
