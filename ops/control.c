@@ -311,7 +311,7 @@ static bool pick_restorers(lattice_ops *d, const bcast *b)
     return changed;
 }
 
-static void stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n)
+void control_stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n)
 {
     lattice_ops_stats_node *x = lt_realloc(sr->nodes, (sr->n_nodes + 1) * sizeof *x);
     if (!x) return;
@@ -488,7 +488,7 @@ void lattice_ops_stats_free(lattice_ops_stats *sr) { stats_free(sr); }
 static void bcast_part(lattice_ops *d, bcast *b, const Latdata__Resp *rs)
 {
     if (rs && b->kind == CTL_PART_SIZE) b->sum += rs->num;
-    if (rs && b->kind == CTL_STATS && b->stats) stats_add(b->stats, rs->node, rs->stats, rs->n_stats);
+    if (rs && b->kind == CTL_STATS && b->stats) control_stats_add(b->stats, rs->node, rs->stats, rs->n_stats);
     if (rs && b->kind == CTL_STATS && !b->op) salvage_add(b, rs->node, rs->stats, rs->n_stats);
     if ((!rs || rs->status != LATTICE_OK) && !b->op) b->sum = -1; /* base check: a server did not answer or prepare: do not switch */
     if (--b->remaining > 0) return;
@@ -582,7 +582,7 @@ static void start_stats(lattice_ops *d, opx *op)
             size_t n = 0;
             for (size_t k = 0; k < lattice_meta_cache_count(d->meta); k++)
                 if ((st[n] = node_stats(d, lattice_meta_cache_at(d->meta, k)))) n++;
-            stats_add(sr, d->self_id, st, n);
+            control_stats_add(sr, d->self_id, st, n);
             if (!op) salvage_add(b, d->self_id, st, n);
             for (size_t k = 0; k < n; k++) lt_free(st[k]);
             continue;
@@ -821,16 +821,12 @@ static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs)
     chan_complete_local(d, p->op, &r);
 }
 
-static void partitions_call(lattice_ops *d, opx *o)
+lattice_status control_partitions_info(const lattice_meta *meta, const char *cache, uint32_t live,
+                                      uint64_t major, uint64_t minor, lattice_partitions_info **out)
 {
-    lattice_op_result r = {0};
-    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, o->data);
-    if (!c) {
-        r.status = lattice_meta_valid(d->meta) ? LATTICE_ERR_NO_CACHE : LATTICE_ERR_AGAIN;
-        if (r.status == LATTICE_ERR_AGAIN) retry_later(d, o, LATTICE_ERR_TIMEOUT);
-        else chan_complete_local(d, o, &r);
-        return;
-    }
+    *out = NULL;
+    lattice_meta_cache *c = lattice_meta_cache_of(meta, cache);
+    if (!c) return lattice_meta_valid(meta) ? LATTICE_ERR_NO_CACHE : LATTICE_ERR_AGAIN;
     lattice_partitions_info *pi = lt_calloc(1, sizeof *pi);
     uint32_t copies = c->aff ? lattice_affinity_copies(c->aff) : 0;
     if (c->ideal && lattice_affinity_copies(c->ideal) > copies) copies = lattice_affinity_copies(c->ideal);
@@ -846,17 +842,13 @@ static void partitions_call(lattice_ops *d, opx *o)
             lt_free(pi->owners);
             lt_free(pi);
         }
-        r.status = LATTICE_ERR_NOMEM;
-        chan_complete_local(d, o, &r);
-        return;
+        return LATTICE_ERR_NOMEM;
     }
     snprintf(pi->cache, sizeof pi->cache, "%s", c->cfg.name);
-    pi->major = d->major;
-    pi->minor = d->minor;
+    pi->major = major;
+    pi->minor = minor;
     pi->partitions = c->cfg.partitions;
     pi->max_owners = maxo;
-    uint32_t live = 0;
-    for (size_t i = 0; i < d->n_peers; i++) live += d->peers[i]->m.server;
     uint32_t wanted = c->cfg.mode == LATTICE_CACHE_REPLICATED ? live : c->cfg.backups + 1;
     pi->copies_wanted = wanted < live ? wanted : live;
     for (uint32_t p = 0; p < c->cfg.partitions; p++) {
@@ -872,8 +864,21 @@ static void partitions_call(lattice_ops *d, opx *o)
             po->state = lattice_partition_state_name(i < ns ? LATTICE_PART_OWNING : LATTICE_PART_MOVING);
         }
     }
+    *out = pi;
+    return LATTICE_OK;
+}
+
+static void partitions_call(lattice_ops *d, opx *o)
+{
+    lattice_op_result r = {0};
+    lattice_partitions_info *pi = NULL;
+    r.status = control_partitions_info(d->meta, o->data, (uint32_t)live_server_count(d), d->major, d->minor, &pi);
+    if (r.status == LATTICE_ERR_AGAIN) {
+        retry_later(d, o, LATTICE_ERR_TIMEOUT);
+        return;
+    }
     r.value = pi;
-    r.value_len = sizeof *pi;
+    r.value_len = pi ? sizeof *pi : 0;
     chan_complete_local(d, o, &r);
 }
 
