@@ -130,9 +130,10 @@ lattice_status lattice_discovery_start(lattice_discovery *d)
         return st;
     }
     lattice_log_set_node(d->id); /* before the thread exists: no race on the tag */
-    if (ld_dns_start(d) != LATTICE_OK) {
+    st = ld_dns_start(d);
+    if (st != LATTICE_OK) {
         ld_close_sockets(d);
-        return LATTICE_ERR_IO;
+        return st;
     }
     if (pthread_create(&d->thr, NULL, ld_thread_main, d) != 0) {
         ld_dns_stop(d);

@@ -27,6 +27,7 @@
  *   with a new reason, AAAA-only, a lookup slower than LD_DNS_SLOW_MS), never
  *   once per tick.
  */
+#include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
@@ -58,6 +59,7 @@ struct ld_dns_shared {
     int ports[LD_MAX_DNS];
     dns_answer ans[LD_MAX_DNS];
     dns_answer scratch; /* not shared: the discovery thread's copy (ld_dns_poll) */
+    dns_answer work;    /* not shared: the answer the resolver builds outside the lock */
 };
 
 static void shared_put(ld_dns_shared *s)
@@ -74,9 +76,9 @@ static void shared_put(ld_dns_shared *s)
 static void *resolver_main(void *arg)
 {
     ld_dns_shared *s = arg;
-    dns_answer *a = lt_calloc(1, sizeof *a); /* the answer being built, outside the lock */
+    dns_answer *a = &s->work;
     pthread_mutex_lock(&s->lock);
-    while (!s->stop && a) {
+    while (!s->stop) {
         for (size_t i = 0; i < s->n && !s->stop; i++) {
             s->ans[i].busy_since_ms = lt_mono_ms();
             char name[256];
@@ -94,11 +96,10 @@ static void *resolver_main(void *arg)
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_sec += LD_DNS_REFRESH_MS / 1000;
-        while (!s->stop && pthread_cond_timedwait(&s->cv, &s->lock, &until) == 0) {
-        }
+        int rc = 0;
+        while (!s->stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&s->cv, &s->lock, &until);
     }
     pthread_mutex_unlock(&s->lock);
-    lt_free(a);
     shared_put(s);
     return NULL;
 }
