@@ -85,8 +85,8 @@ static void *resolver_main(void *arg)
             int port = s->ports[i];
             memcpy(name, s->names[i], sizeof name);
             pthread_mutex_unlock(&s->lock);
-            a->st = lattice_finder_resolve_dns(name, port, a->addrs, LD_DNS_MAX_ADDRS, &a->n, &a->n_v6,
-                                                  a->v6_first, &a->gai_err);
+            a->st = lattice_finder_resolve_dns(name, port, a->addrs, LD_DNS_MAX_ADDRS, &a->n, &a->n_v6, a->v6_first,
+                                               &a->gai_err);
             pthread_mutex_lock(&s->lock);
             uint64_t gen = s->ans[i].gen + 1;
             s->ans[i] = *a;
