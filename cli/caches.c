@@ -111,6 +111,8 @@ int cli_caches(cli_globals *g, int argc, char **argv)
                 json_object_set_new(last, "moving_partitions", json_integer((json_int_t)x->moving_partitions));
                 json_object_set_new(last, "evictions", json_integer((json_int_t)x->evictions));
                 json_object_set_new(last, "moving_entries", json_integer((json_int_t)x->moving_entries));
+                json_object_set_new(last, "bytes", json_integer((json_int_t)x->row_bytes));
+                json_object_set_new(last, "pages", json_integer((json_int_t)x->pages));
                 json_object_set_new(last, "consistent_id", json_string(node_name(t, x->id)));
             }
             json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:s, s:b, s:I, s:s, s:o}", "name", ci[i].name,

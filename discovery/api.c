@@ -130,7 +130,13 @@ lattice_status lattice_discovery_start(lattice_discovery *d)
         return st;
     }
     lattice_log_set_node(d->id); /* before the thread exists: no race on the tag */
+    st = ld_dns_start(d);
+    if (st != LATTICE_OK) {
+        ld_close_sockets(d);
+        return st;
+    }
     if (pthread_create(&d->thr, NULL, ld_thread_main, d) != 0) {
+        ld_dns_stop(d);
         ld_close_sockets(d);
         return LATTICE_ERR_IO;
     }
@@ -146,6 +152,7 @@ void lattice_discovery_stop(lattice_discovery *d)
     ssize_t w = write(d->wake_fd, &one, sizeof one);
     (void)w;
     pthread_join(d->thr, NULL);
+    ld_dns_stop(d);
     d->thread_started = false;
     ld_close_sockets(d);
 }

@@ -358,7 +358,7 @@ void ld_begin_join(lattice_discovery *d, const char *why)
     pthread_mutex_unlock(&d->pub_lock);
     for (size_t i = 0; i < d->n_pending; i++) member_free_fields(&d->pending[i]);
     d->n_pending = 0;
-    ld_refresh_dns(d, lt_mono_ms(), true);
+    ld_dns_poll(d, lt_mono_ms());
     for (size_t i = 0; i < d->n_statics; i++) {
         char a[128];
         snprintf(a, sizeof a, "tcp://%s:%d", d->statics[i].host, d->statics[i].port);
@@ -988,6 +988,9 @@ static void maybe_seed(lattice_discovery *d, int64_t now)
      * own would start with a quorum of one beside it and metadata of its
      * own; restarting the process is the way to start a new grid. */
     if (d->client || d->view || now - d->join_started_ms < wait) return;
+    /* A dns:// name not answered yet may name the grid (a slow name server
+     * must not make every node of a headless service seed its own). */
+    if (!ld_dns_answered(d)) return;
     if (d->saw_cluster_ms && now - d->saw_cluster_ms < ELECT_WAIT_MS) return;
     for (size_t i = 0; i < d->n_joiners; i++)
         if (now - d->joiners[i].seen_ms < ELECT_WAIT_MS && strcmp(d->joiners[i].key, d->consistent_id) < 0)
@@ -1135,8 +1138,8 @@ void *ld_thread_main(void *arg)
         int64_t now = lt_mono_ms();
         note_stall(d, now);
         drain_all(d);
-        ld_refresh_dns(d, lt_mono_ms(), false);
-        /* Again: a stall while draining (or resolving a name) leaves what
+        ld_dns_poll(d, now);
+        /* Again: a stall while draining leaves what
          * we heard as old as before it, and nobody may be judged silent on
          * that. */
         now = lt_mono_ms();

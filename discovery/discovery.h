@@ -70,10 +70,14 @@ bool lattice_finder_is_multicast(const char *spec);
  * DNS spec or the name is empty or not a host name. */
 bool lattice_finder_is_dns(const char *spec);
 lattice_status lattice_finder_parse_dns(const char *spec, char name[256], int *port);
-/* Every A record of name (deduplicated) with port, into out[0..max).
- * NOT_FOUND when it has none. */
+/* Every A record of name (deduplicated) with port, into out[0..max); the
+ * AAAA records are counted into *n_v6 and the first named in v6_first (both
+ * may be NULL): Lattice peers listen on IPv4 only, so they are no join
+ * targets.  NOT_FOUND when the name has no record (*gai_err, if not NULL,
+ * gets getaddrinfo's code); OK with *n == 0 when it has only AAAA records.
+ * Blocks as long as the name servers take. */
 lattice_status lattice_finder_resolve_dns(const char *name, int port, lattice_finder_addr *out, size_t max,
-                                          size_t *n);
+                                          size_t *n, size_t *n_v6, char v6_first[64], int *gai_err);
 
 /* ---- inspection (inspect.c): a view of the grid without joining ---- */
 

@@ -1,8 +1,8 @@
 /*
  * IP finders.  Static: Ignite's address format, resolved once when parsed
  * (IPv4; host names through getaddrinfo).  DNS: `dns://NAME[:PORT]`, every
- * A record of NAME, resolved again every LD_DNS_REFRESH_MS on the discovery
- * thread (a Kubernetes headless service lists its ready pods so).  Multicast: the UDP sockets of
+ * A record of NAME, resolved again every LD_DNS_REFRESH_MS by the resolver
+ * thread of dns.c (a Kubernetes headless service lists its ready pods so).  Multicast: the UDP sockets of
  * `multicast://GROUP:PORT`; the interface is always the node's own --host
  * address, never the kernel's choice (on the root namespace without
  * a 224.0.0.0/4 route the kernel sends multicast to eth0).
@@ -126,13 +126,28 @@ lattice_status lattice_finder_parse_dns(const char *spec, char name[256], int *p
     return LATTICE_OK;
 }
 
-lattice_status lattice_finder_resolve_dns(const char *name, int port, lattice_finder_addr *out, size_t max, size_t *n)
+lattice_status lattice_finder_resolve_dns(const char *name, int port, lattice_finder_addr *out, size_t max, size_t *n,
+                                          size_t *n_v6, char v6_first[64], int *gai_err)
 {
     *n = 0;
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    if (getaddrinfo(name, NULL, &hints, &res) != 0) return LATTICE_ERR_NOT_FOUND;
-    for (struct addrinfo *a = res; a && *n < max; a = a->ai_next) {
+    size_t v6 = 0;
+    if (gai_err) *gai_err = 0;
+    if (v6_first) v6_first[0] = 0;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(name, NULL, &hints, &res);
+    if (rc != 0) {
+        if (gai_err) *gai_err = rc;
+        if (n_v6) *n_v6 = 0;
+        return LATTICE_ERR_NOT_FOUND;
+    }
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
         char h[64];
+        if (a->ai_family == AF_INET6) {
+            if (v6_first && !v6) inet_ntop(AF_INET6, &((struct sockaddr_in6 *)a->ai_addr)->sin6_addr, v6_first, 64);
+            v6++;
+            continue;
+        }
+        if (a->ai_family != AF_INET || *n >= max) continue;
         inet_ntop(AF_INET, &((struct sockaddr_in *)a->ai_addr)->sin_addr, h, sizeof h);
         bool dup = false;
         for (size_t i = 0; i < *n && !dup; i++) dup = !strcmp(out[i].host, h);
@@ -142,34 +157,8 @@ lattice_status lattice_finder_resolve_dns(const char *name, int port, lattice_fi
         (*n)++;
     }
     freeaddrinfo(res);
-    return *n ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;
-}
-
-void ld_refresh_dns(lattice_discovery *d, int64_t now, bool force)
-{
-    if (!d->n_dns || (!force && now - d->last_dns_ms < LD_DNS_REFRESH_MS)) return;
-    d->last_dns_ms = now;
-    size_t n = d->n_fixed;
-    for (size_t i = 0; i < d->n_dns; i++) {
-        size_t k = 0;
-        lattice_status st =
-            lattice_finder_resolve_dns(d->dns[i].name, d->dns[i].port, d->statics + n, MAX_STATIC - n, &k);
-        if (st != LATTICE_OK && !d->dns[i].warned) {
-            LT_LOG(LT_WARN, "discovery", "dns://%s: no A record (yet); asking again every %d s", d->dns[i].name,
-                   LD_DNS_REFRESH_MS / 1000);
-            d->dns[i].warned = true;
-        }
-        if (st == LATTICE_OK) d->dns[i].warned = false;
-        n += k;
-    }
-    d->n_statics = n;
-    /* New addresses become join targets at once (and Hello targets of a
-     * coordinator); ones that went away are just no longer asked. */
-    for (size_t i = d->n_fixed; i < n; i++) {
-        char a[128];
-        snprintf(a, sizeof a, "tcp://%s:%d", d->statics[i].host, d->statics[i].port);
-        if (strcmp(a, d->my_addr) != 0) ld_ensure_conn(d, a, true);
-    }
+    if (n_v6) *n_v6 = v6;
+    return *n || v6 ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;
 }
 
 bool lattice_finder_is_multicast(const char *spec)

@@ -215,7 +215,7 @@ lattice_status lattice_discovery_inspect(const lattice_discovery_config *c, int 
             char name[256];
             int port;
             if (lattice_finder_parse_dns(c->finders[i], name, &port) != LATTICE_OK) return LATTICE_ERR_INVAL;
-            lattice_finder_resolve_dns(name, port, addrs + n, MAX_ADDRS - n, &k); /* none yet: others may answer */
+            lattice_finder_resolve_dns(name, port, addrs + n, MAX_ADDRS - n, &k, NULL, NULL, NULL); /* none yet: others may answer */
         } else {
             lattice_status st = lattice_finder_parse_static(c->finders[i], LATTICE_DEFAULT_PORT, 10, addrs + n,
                                                             MAX_ADDRS - n, &k);

@@ -22,6 +22,8 @@
 #define MAX_STATIC 512
 #define LD_MAX_DNS 8            /* dns:// finders */
 #define LD_DNS_REFRESH_MS 5000  /* how often they are resolved again */
+#define LD_DNS_SLOW_MS 5000     /* a lookup running this long is logged (once) */
+#define LD_DNS_MAX_ADDRS 64     /* usable addresses kept per name */
 #define MAX_JOINERS 64
 #define MAX_PENDING 64
 #define MAX_REMOVED 128
@@ -79,6 +81,19 @@ typedef struct bl_request {
     char text[256];
 } bl_request;
 
+/* A dns:// finder as the discovery thread sees it (dns.c). */
+typedef struct ld_dns_name {
+    char name[256];
+    int port;
+    uint64_t seen_gen;  /* the resolver's answers taken so far (0: none yet) */
+    lattice_finder_addr good[LD_DNS_MAX_ADDRS]; /* the last good answer's IPv4 addresses */
+    size_t n_good;
+    bool logged_ok, slow_logged; /* what was logged last, so each change is logged once */
+    int logged_err;
+    size_t n_v6_logged;
+} ld_dns_name;
+typedef struct ld_dns_shared ld_dns_shared;
+
 typedef struct sub {
     lattice_event_fn fn;
     void *ctx;
@@ -92,10 +107,10 @@ struct lattice_discovery {
     uint8_t key[LT_FRAME_KEY_BYTES];
     lattice_finder_addr statics[MAX_STATIC]; /* [0, n_fixed): static finders; then dns:// results */
     size_t n_statics;
-    size_t n_fixed;          /* set at init; the rest is rewritten by ld_refresh_dns (discovery thread) */
-    struct { char name[256]; int port; bool warned; } dns[LD_MAX_DNS];
+    size_t n_fixed;          /* set at init; the rest is rewritten by ld_dns_poll (discovery thread) */
+    ld_dns_name dns[LD_MAX_DNS]; /* name, port immutable after init; the rest discovery thread */
     size_t n_dns;
-    int64_t last_dns_ms;
+    ld_dns_shared *dns_shared;   /* the resolver's hand-over block (dns.c); set by start, cleared by stop */
     char mgroup[64];
     int mport, m_attempts, m_wait_ms;
     lattice_attr attrs[LATTICE_MAX_ATTRS];
@@ -279,10 +294,16 @@ bool ld_announce_baseline(lattice_discovery *d, const char *const *cids, size_t 
 void ld_note_candidate(lattice_discovery *d, const char *addr);
 void ld_send_hellos(lattice_discovery *d, int64_t now);
 void ld_on_hello(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route);
-/* finder.c: resolve the dns:// finders again when LD_DNS_REFRESH_MS passed
- * (or now with force); new addresses become join targets.  Discovery
- * thread (getaddrinfo blocks it meanwhile: keep the resolver near). */
-void ld_refresh_dns(lattice_discovery *d, int64_t now, bool force);
+/* dns.c: the dns:// finders' resolver thread.  start (API thread, before
+ * the discovery thread) starts it when there are dns:// finders; stop never
+ * waits for a running lookup.  poll (discovery thread, every tick) takes new
+ * answers: changed addresses become join targets, a failed or slow lookup
+ * keeps the last good ones.  answered: every name has had one answer (a
+ * server does not seed a grid of its own before). */
+lattice_status ld_dns_start(lattice_discovery *d);
+void ld_dns_stop(lattice_discovery *d);
+void ld_dns_poll(lattice_discovery *d, int64_t now);
+bool ld_dns_answered(const lattice_discovery *d);
 /* inspect.c: answer an Inspect from outside the topology (discovery thread). */
 void ld_on_inspect(lattice_discovery *d, const zmq_msg_t *route);
 void ld_on_dissolve(lattice_discovery *d, const Latdisc__Envelope *e);

@@ -63,12 +63,17 @@ int http_topology(lattice_node *n, FILE *out)
 
 static json_t *cache_node_json(const lattice_cache_node_info *x)
 {
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "id", x->id, "primary_entries",
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "id", x->id, "primary_entries",
                      (json_int_t)x->primary_entries, "backup_entries", (json_int_t)x->backup_entries,
                      "primary_partitions", (json_int_t)x->primary_partitions, "backup_partitions",
                      (json_int_t)x->backup_partitions, "reads", (json_int_t)x->reads, "writes", (json_int_t)x->writes,
                      "hits", (json_int_t)x->hits, "misses", (json_int_t)x->misses, "moving_partitions",
                      (json_int_t)x->moving_partitions, "moving_entries", (json_int_t)x->moving_entries);
+    if (o) {
+        json_object_set_new(o, "bytes", json_integer((json_int_t)x->row_bytes));
+        json_object_set_new(o, "pages", json_integer((json_int_t)x->pages));
+    }
+    return o;
 }
 
 int http_caches(lattice_node *n, FILE *out)

@@ -6,7 +6,8 @@
  * Per node: topology version, members, this node's heartbeat stats, the
  * operations it issued (by kind and result, latency histograms), its data
  * region.  Per cache: this node's entries and partitions (primary, backup,
- * moving), reads/writes/hits/misses, its rebalance progress, and the
+ * moving), reads/writes/hits/misses, its rows' bytes and pages in the
+ * region (exact, kept by the store), its rebalance progress, and the
  * cache's size over the grid.
  */
 #include <microhttpd.h>
@@ -149,6 +150,9 @@ static void ops_part(const lattice_node_metrics *m, FILE *o)
     X("lattice_cache_evictions_total", "counter", "entries this node evicted as primary (removed on every copy)") \
     X("lattice_cache_expirations_total", "counter", "expired entries this node's copy reclaimed")            \
     X("lattice_cache_index_bytes", "gauge", "memory of this node's index of the cache")                      \
+    X("lattice_cache_bytes", "gauge", "bytes of this node's rows of the cache in the data region, row headers included") \
+    X("lattice_cache_rows", "gauge", "row pieces of this node's copy of the cache (an entry over a page is several)") \
+    X("lattice_cache_pages", "gauge", "data pages this node's rows of the cache fill packed (pages are shared by caches)") \
     X("lattice_cache_replication_in_flight", "gauge", "full_sync writes applied here as primary, waiting for their copies") \
     X("lattice_cache_size", "gauge", "entries of the cache over every server (primary copies)")             \
     X("lattice_rebalance_active", "gauge", "1 while a rebalance of the cache runs or is scheduled here")    \
@@ -179,6 +183,9 @@ static void cache_sample(FILE *o, const char *fam, const lattice_cache_info *c, 
                : !strcmp(fam, "lattice_cache_evictions_total")      ? x->evictions
                : !strcmp(fam, "lattice_cache_expirations_total")    ? x->expirations
                : !strcmp(fam, "lattice_cache_index_bytes")          ? x->index_bytes
+               : !strcmp(fam, "lattice_cache_bytes")                ? x->row_bytes
+               : !strcmp(fam, "lattice_cache_rows")                 ? x->rows
+               : !strcmp(fam, "lattice_cache_pages")                ? x->pages
                : !strcmp(fam, "lattice_cache_replication_in_flight") ? x->writes_in_flight
                : !strcmp(fam, "lattice_cache_size")                 ? c->size
                : !strcmp(fam, "lattice_rebalance_active")           ? x->rebalance_active

@@ -232,6 +232,11 @@ static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c
         lattice_store_metrics_get(c->store, &sm);
         s->expirations = sm.expirations;
         s->index_bytes = sm.index_bytes;
+        lattice_store_usage u;
+        lattice_store_usage_get(c->store, &u);
+        s->row_bytes = u.row_bytes;
+        s->rows = u.rows;
+        s->pages = u.pages;
     }
     s->writes_in_flight = c->writes_in_flight;
     rebal_figures f;
@@ -345,6 +350,9 @@ void control_stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCac
         ci->evictions = st[i]->evictions;
         ci->expirations = st[i]->expirations;
         ci->index_bytes = st[i]->index_bytes;
+        ci->row_bytes = st[i]->row_bytes;
+        ci->rows = st[i]->rows;
+        ci->pages = st[i]->pages;
         ci->writes_in_flight = st[i]->writes_in_flight;
         ci->moving_partitions = st[i]->moving_partitions;
         ci->moving_entries = st[i]->moving_entries;

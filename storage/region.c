@@ -396,11 +396,15 @@ static int put_row(lattice_region *r, struct lane *l, const lattice_store_entry 
     place(r, l, pid);
     l->rows++;
     l->row_bytes += len;
+    l->owner_rows[owner]++;
+    l->owner_bytes[owner] += len;
     *link = LATTICE_LINK(pid, item) | (uint64_t)page_items(h)[item] << 48;
     return LATTICE_OK;
 }
 
-static void free_row(lattice_region *r, uint64_t link, uint64_t *next, int *has_next)
+/* *owner: the entry's owner, read from its head row (the first call) and
+ * charged for its continuation rows, which carry none. */
+static void free_row(lattice_region *r, uint64_t link, uint64_t *next, int *has_next, uint8_t *owner)
 {
     uint32_t pid = LATTICE_LINK_PAGE(link);
     struct page_hdr *h = hdr_w(r, pid);
@@ -410,18 +414,22 @@ static void free_row(lattice_region *r, uint64_t link, uint64_t *next, int *has_
     int ok = row_parse((uint8_t *)h, r->page_size, off, &v) == 0;
     *has_next = ok && (v.flags & F_NEXT);
     *next = v.next;
+    if (ok && (v.flags & F_HEAD)) *owner = v.owner;
     page_write_begin(h);
     uint32_t len = page_remove(h, r->page_size, LATTICE_LINK_ITEM(link), 0, ok ? v.len : 0);
     page_write_end(h);
     rebucket(r, l, pid);
     l->rows--;
     l->row_bytes -= len;
+    l->owner_rows[*owner]--;
+    l->owner_bytes[*owner] -= len;
 }
 
 void region_free_locked(lattice_region *r, uint64_t link)
 {
     int more = 1;
-    while (more) free_row(r, link, &link, &more);
+    uint8_t owner = 0;
+    while (more) free_row(r, link, &link, &more, &owner);
 }
 
 int region_insert_locked(lattice_region *r, struct lane *l, const lattice_store_entry *e,
@@ -500,6 +508,8 @@ int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_
         head_encode((uint8_t *)h + it[item], &e[i], owner, 0, 0, 0);
         l->rows++;
         l->row_bytes += len;
+        l->owner_rows[owner]++;
+        l->owner_bytes[owner] += len;
         links[i] = LATTICE_LINK(cur, item) | (uint64_t)it[item] << 48;
     }
     if (cur != NO_PAGE) {
@@ -539,6 +549,8 @@ static int update_in_page(lattice_region *r, struct lane *l, uint64_t *linkp,
         page_write_end(h);
         rebucket(r, l, pid);
         l->row_bytes -= v.len - len;
+        l->owner_bytes[v.owner] -= v.len;
+        l->owner_bytes[owner] += len;
         return 1;
     }
     if (!(v.flags & F_NEXT) && len <= gap) {
@@ -552,6 +564,8 @@ static int update_in_page(lattice_region *r, struct lane *l, uint64_t *linkp,
         page_write_end(h);
         rebucket(r, l, pid);
         l->row_bytes += len - v.len;
+        l->owner_bytes[v.owner] -= v.len;
+        l->owner_bytes[owner] += len;
         __atomic_store_n(linkp, LATTICE_LINK(pid, item) | (uint64_t)page_items(h)[item] << 48,
                          __ATOMIC_RELEASE);
         return 1;
@@ -989,6 +1003,17 @@ void lattice_region_metrics_get(lattice_region *r, lattice_region_metrics *m)
         m->row_bytes += l->row_bytes;
     }
     m->evictions = __atomic_load_n(&r->evictions, __ATOMIC_RELAXED);
+    unlock_all(r);
+}
+
+void region_owner_usage(lattice_region *r, uint8_t owner, uint64_t *rows, uint64_t *bytes)
+{
+    *rows = *bytes = 0;
+    lock_all(r);
+    for (int i = 0; i < REGION_LANES; i++) {
+        *rows += r->lanes[i].owner_rows[owner];
+        *bytes += r->lanes[i].owner_bytes[owner];
+    }
     unlock_all(r);
 }
 

@@ -1,10 +1,12 @@
 /*
  * lattice_region_check: the page-layout and free-list invariants, walked
- * page by page.  Tests call it after every kind of change; it is also a
+ * page by page, and the row counters (per lane and per owner) against the
+ * rows found.  Tests call it after every kind of change; it is also a
  * diagnostic for a live region (it holds every lane's lock while it runs).
  */
 #include <string.h>
 
+#include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "region_int.h"
 
@@ -21,8 +23,36 @@ static int expected_bucket(const lattice_region *r, uint32_t free)
     return b >= LATTICE_REGION_BUCKETS ? LATTICE_REGION_BUCKETS - 1 : (int)b;
 }
 
+/* Rows and bytes per owner, found by the walk: a head row and the
+ * continuation rows its chain links count for the head's owner. */
+struct owned {
+    uint64_t rows[MAX_OWNERS], bytes[MAX_OWNERS];
+};
+
+static int charge_chain(const lattice_region *r, const struct rowv *head, struct owned *o)
+{
+    o->rows[head->owner]++;
+    o->bytes[head->owner] += head->len;
+    uint64_t next = head->next;
+    int more = head->flags & F_NEXT;
+    for (uint32_t n = 0; more; n++) {
+        uint32_t pid = LATTICE_LINK_PAGE(next);
+        uint8_t *pg = pid < r->pages_mapped ? page_addr(r, pid) : NULL;
+        struct rowv v;
+        if (!pg || n > r->pages_mapped * (r->page_size / 4u) ||
+            LATTICE_LINK_ITEM(next) >= ((struct page_hdr *)pg)->nitems ||
+            row_parse(pg, r->page_size, page_items(pg)[LATTICE_LINK_ITEM(next)], &v) != 0 || !(v.flags & F_CONT))
+            FAIL("page %u item %u: a fragment chain is broken", pid, LATTICE_LINK_ITEM(next));
+        o->rows[head->owner]++;
+        o->bytes[head->owner] += v.len;
+        next = v.next;
+        more = v.flags & F_NEXT;
+    }
+    return LATTICE_OK;
+}
+
 static int check_data_page(const lattice_region *r, uint32_t pid, uint64_t *rows,
-                           uint64_t *bytes)
+                           uint64_t *bytes, struct owned *o)
 {
     static __thread uint8_t occ[LATTICE_REGION_MAX_PAGE];
     uint8_t *pg = page_addr(r, pid);
@@ -43,6 +73,7 @@ static int check_data_page(const lattice_region *r, uint32_t pid, uint64_t *rows
         }
         live++;
         sum += v.len;
+        if ((v.flags & F_HEAD) && charge_chain(r, &v, o) != LATTICE_OK) return LATTICE_ERR_PROTO;
     }
     if (h->nitems && !it[h->nitems - 1]) FAIL("page %u: free slot at the end of the table", pid);
     if (live != h->live || live == 0) FAIL("page %u: %u rows, header says %u", pid, live, h->live);
@@ -104,7 +135,23 @@ static int check_counts(const lattice_region *r, const struct counts *c, uint32_
     return check_lane(r, l);
 }
 
-static int check_locked(const lattice_region *r)
+/* The lanes' per-owner counters, summed, against the walk's. */
+static int check_owners(const lattice_region *r, const struct owned *o)
+{
+    for (int w = 0; w < MAX_OWNERS; w++) {
+        uint64_t rows = 0, bytes = 0;
+        for (int i = 0; i < REGION_LANES; i++) {
+            rows += r->lanes[i].owner_rows[w];
+            bytes += r->lanes[i].owner_bytes[w];
+        }
+        if (rows != o->rows[w] || bytes != o->bytes[w])
+            FAIL("owner %d: %llu rows %llu bytes, counters say %llu / %llu", w, (unsigned long long)o->rows[w],
+                 (unsigned long long)o->bytes[w], (unsigned long long)rows, (unsigned long long)bytes);
+    }
+    return LATTICE_OK;
+}
+
+static int check_locked(const lattice_region *r, struct owned *o)
 {
     struct counts c[REGION_LANES];
     memset(c, 0, sizeof c);
@@ -120,19 +167,22 @@ static int check_locked(const lattice_region *r)
             continue;
         }
         if (h->kind != KIND_DATA) FAIL("page %u: unknown kind %u", pid, h->kind);
-        if (check_data_page(r, pid, &k->rows, &k->bytes) != LATTICE_OK) return LATTICE_ERR_PROTO;
+        if (check_data_page(r, pid, &k->rows, &k->bytes, o) != LATTICE_OK) return LATTICE_ERR_PROTO;
         k->data++;
         k->full += h->bucket == BUCKET_NONE;
     }
     for (uint32_t i = 0; i < REGION_LANES; i++)
         if (check_counts(r, &c[i], i) != LATTICE_OK) return LATTICE_ERR_PROTO;
-    return LATTICE_OK;
+    return check_owners(r, o);
 }
 
 int lattice_region_check(lattice_region *r)
 {
+    struct owned *o = lt_calloc(1, sizeof *o);
+    if (!o) return LATTICE_ERR_NOMEM;
     region_lock_all(r);
-    int st = check_locked(r);
+    int st = check_locked(r, o);
     region_unlock_all(r);
+    lt_free(o);
     return st;
 }

@@ -107,6 +107,9 @@ struct lane {
     uint32_t reuse_head;
     uint64_t pages_reuse, pages_data, pages_full;
     uint64_t rows, row_bytes;
+    /* The same per owner (rows of a fragmented entry charged to its head's
+     * owner), so a store's share of a shared region is exact without a scan. */
+    uint64_t owner_rows[MAX_OWNERS], owner_bytes[MAX_OWNERS];
     uint32_t epoch_tick;
     uint64_t rng;
 } __attribute__((aligned(64)));
@@ -284,6 +287,9 @@ int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q);
 
 int region_attach(lattice_region *r, evict_fn fn, void *ctx, uint8_t *owner);
 void region_detach(lattice_region *r, uint8_t owner);
+/* Rows and row bytes (headers included) of owner, summed over the lanes
+ * under their locks. */
+void region_owner_usage(lattice_region *r, uint8_t owner, uint64_t *rows, uint64_t *bytes);
 /* Locks and returns the calling thread's lane, for writing new rows. */
 struct lane *region_lock_writer(lattice_region *r);
 /* Locks and returns the lane of the page holding the row at link. */

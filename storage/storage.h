@@ -300,4 +300,19 @@ void lattice_store_sweeper_stop(lattice_store *s);
 void lattice_store_metrics_get(lattice_store *s, lattice_store_metrics *m);
 uint32_t lattice_store_partitions(const lattice_store *s);
 
+/* This store's share of its region, exact at any instant between writes: the
+ * region counts every row it writes and frees by the row's owner (inserts,
+ * updates in place or moved, batch inserts, removes, clear, expiry,
+ * eviction; compaction moves rows without changing them), so no scan.
+ * Pages are shared by every store of a region, so `pages` is what the rows
+ * fill packed - row bytes plus their item slots over the bytes a page holds
+ * after its header, rounded up - not a count of the pages they sit on.
+ * Takes the region's lane locks briefly. */
+typedef struct lattice_store_usage {
+    uint64_t rows;      /* row pieces (a fragmented entry counts each piece) */
+    uint64_t row_bytes; /* bytes of those rows, row headers included, item slots not */
+    uint64_t pages;
+} lattice_store_usage;
+void lattice_store_usage_get(lattice_store *s, lattice_store_usage *u);
+
 #endif

@@ -698,3 +698,10 @@ void lattice_store_metrics_get(lattice_store *s, lattice_store_metrics *m)
         m->index_buckets += __atomic_load_n(&s->parts[i].slots, __ATOMIC_RELAXED);
     lattice_region_metrics_get(s->region, &m->region);
 }
+
+void lattice_store_usage_get(lattice_store *s, lattice_store_usage *u)
+{
+    region_owner_usage(s->region, s->owner, &u->rows, &u->row_bytes);
+    uint64_t room = s->region->page_size - HDR, used = u->row_bytes + 2 * u->rows;
+    u->pages = (used + room - 1) / room;
+}

@@ -203,6 +203,12 @@ typedef struct lattice_cache_node_info {
     uint32_t rebalance_left, rebalance_total;
     uint64_t rebalance_entries, rebalance_bytes, rebalance_elapsed_ms;
     bool rebalance_active;
+    /* This node's rows of the cache in the data region it shares with every
+     * other cache: their bytes (row headers included, counted as rows are
+     * written and freed), the row pieces, and the pages they fill packed
+     * (row bytes and item slots over a page's room; not the pages they sit
+     * on, which other caches' rows share). */
+    uint64_t row_bytes, rows, pages;
 } lattice_cache_node_info;
 
 typedef struct lattice_cache_info {

@@ -218,6 +218,9 @@ START_TEST(put_100k_read_back_everywhere)
         long held = json_integer_value(json_object_get(x, "primary_entries")) +
                     json_integer_value(json_object_get(x, "backup_entries"));
         ck_assert_int_eq(held, 2000);
+        /* Its rows: each at least its value ("v%08ld", 9 bytes) and a key. */
+        ck_assert_int_ge(json_integer_value(json_object_get(x, "bytes")), 2000 * 10);
+        ck_assert_int_ge(json_integer_value(json_object_get(x, "pages")), 1);
     }
     json_decref(all);
 

@@ -97,7 +97,8 @@ typedef struct grid {
     it_proc *p[2];
 } grid;
 
-static void start_two(grid *g, const char *cache)
+/* Two servers with the cache spec (and a second one, may be NULL). */
+static void start_two(grid *g, const char *cache, const char *cache2)
 {
     g->peer = it_free_ports(2);
     g->resp = it_free_ports(2);
@@ -110,7 +111,8 @@ static void start_two(grid *g, const char *cache)
         snprintf(hp, sizeof hp, "%d", g->http + i);
         snprintf(name, sizeof name, "n%d", i);
         const char *args[] = {"--port", port, "--port-range", "1", "--ip-finder", g->finder, "--failure-detection-ms",
-                              "1000", "--resp-port", rp, "--http-port", hp, "--cache", cache, NULL};
+                              "1000", "--resp-port", rp, "--http-port", hp, "--cache", cache,
+                              cache2 ? "--cache" : NULL, cache2, NULL};
         g->p[i] = it_latticed(name, args);
     }
 }
@@ -165,7 +167,7 @@ START_TEST(metrics_parse_and_follow_the_clients)
 {
     it_begin("http_metrics");
     grid g;
-    start_two(&g, "default:backups=1");
+    start_two(&g, "default:backups=1", NULL);
     want_servers w = {g.http, 2};
     ck_assert_msg(it_wait_for(sees_servers, &w, 30000), "node 0's /metrics never showed 2 servers");
     w.port = g.http + 1;
@@ -263,6 +265,117 @@ START_TEST(metrics_parse_and_follow_the_clients)
 }
 END_TEST
 
+/* What one node's /metrics and /caches say of a cache's rows. */
+typedef struct usage_want {
+    int http;
+    const char *cache;
+    double lo, hi;    /* lattice_cache_bytes in [lo, hi] */
+    double bytes, pages, region_data;
+} usage_want;
+
+static bool usage_in_range(void *ctx)
+{
+    usage_want *w = ctx;
+    json_t *m = metrics(w->http);
+    if (!m) return false;
+    const char *lab[] = {"cache", w->cache, NULL}, *data[] = {"state", "data", NULL};
+    w->bytes = sample(m, "lattice_cache_bytes", lab);
+    w->pages = sample(m, "lattice_cache_pages", lab);
+    w->region_data = sample(m, "lattice_region_pages", data);
+    bool ok = w->bytes >= w->lo && w->bytes <= w->hi && !strcmp(family_type(m, "lattice_cache_bytes"), "gauge") &&
+              !strcmp(family_type(m, "lattice_cache_pages"), "gauge");
+    json_decref(m);
+    return ok;
+}
+
+/* GET /caches: the "bytes" of cache name summed over its nodes (-1 when a
+ * node's entry lacks "bytes" or "pages"). */
+static double caches_bytes(int http, const char *name)
+{
+    if (http_req(http, "GET", "/caches", body, sizeof body) != 200) return -1;
+    json_t *cs = json_loads(body, 0, NULL), *c;
+    size_t i;
+    double sum = -1;
+    json_array_foreach(json_object_get(cs, "caches"), i, c) {
+        if (strcmp(json_string_value(json_object_get(c, "name")), name) != 0) continue;
+        size_t k;
+        json_t *x;
+        sum = 0;
+        json_array_foreach(json_object_get(c, "nodes"), k, x) {
+            json_t *b = json_object_get(x, "bytes");
+            if (!json_is_integer(b) || !json_is_integer(json_object_get(x, "pages"))) {
+                sum = -1;
+                break;
+            }
+            sum += (double)json_integer_value(b);
+        }
+    }
+    json_decref(cs);
+    return sum;
+}
+
+/* lattice_cache_bytes and _pages follow a cache's data on each node (both
+ * hold every entry: one backup), not the region's: another cache on the
+ * same region stays at zero; overwrites with smaller values shrink them, and
+ * deleting every key brings them back to zero. */
+START_TEST(cache_bytes_and_pages_follow_the_data)
+{
+    it_begin("http_cache_bytes");
+    grid g;
+    start_two(&g, "default:backups=1", "other:backups=1");
+    health_port = g.http;
+    ck_assert_msg(it_wait_for(healthy, NULL, 30000), "/health: %s", body);
+    health_port = g.http + 1;
+    ck_assert_msg(it_wait_for(healthy, NULL, 30000), "/health: %s", body);
+    redisContext *c = redisConnect("127.0.0.1", g.resp);
+    ck_assert(c && !c->err);
+    enum { N = 300, BIG = 1000, SMALL = 10, KEY = 9 }; /* keys "key:%05d" */
+    static char v[BIG];
+    memset(v, 'x', sizeof v);
+    for (int i = 0; i < N; i++) {
+        redisReply *r = redisCommand(c, "SET key:%05d %b", i, v, (size_t)BIG);
+        ck_assert(r && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    /* A row holds its key and value and a header of a few dozen bytes at most. */
+    for (int i = 0; i < 2; i++) {
+        usage_want w = {g.http + i, "default", N * (KEY + BIG), N * (KEY + BIG + 40.0), 0, 0, 0};
+        ck_assert_msg(it_wait_for(usage_in_range, &w, 30000), "node %d: lattice_cache_bytes %.0f, want %.0f..%.0f", i,
+                      w.bytes, w.lo, w.hi);
+        ck_assert_msg(w.pages >= w.bytes / 4096 && w.pages <= w.region_data, "node %d: %.0f pages for %.0f bytes, "
+                      "%.0f data pages in the region", i, w.pages, w.bytes, w.region_data);
+        usage_want o = {g.http + i, "other", 0, 0, 0, 0, 0};
+        ck_assert_msg(usage_in_range(&o), "node %d: cache other has %.0f bytes, %.0f pages", i, o.bytes, o.pages);
+        ck_assert_double_eq(o.pages, 0);
+    }
+    double js = caches_bytes(g.http, "default");
+    ck_assert_msg(js >= 2.0 * N * (KEY + BIG) && js <= 2.0 * N * (KEY + BIG + 40), "/caches bytes %.0f", js);
+    for (int i = 0; i < N; i++) {
+        redisReply *r = redisCommand(c, "SET key:%05d %b", i, v, (size_t)SMALL);
+        ck_assert(r && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    for (int i = 0; i < 2; i++) {
+        usage_want w = {g.http + i, "default", N * (KEY + SMALL), N * (KEY + SMALL + 40.0), 0, 0, 0};
+        ck_assert_msg(it_wait_for(usage_in_range, &w, 30000), "node %d after overwrites: %.0f bytes, want %.0f..%.0f",
+                      i, w.bytes, w.lo, w.hi);
+    }
+    for (int i = 0; i < N; i++) {
+        redisReply *r = redisCommand(c, "DEL key:%05d", i);
+        ck_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+        freeReplyObject(r);
+    }
+    for (int i = 0; i < 2; i++) {
+        usage_want w = {g.http + i, "default", 0, 0, 0, 0, 0};
+        ck_assert_msg(it_wait_for(usage_in_range, &w, 30000), "node %d after DEL: %.0f bytes", i, w.bytes);
+        ck_assert_double_eq(w.pages, 0);
+    }
+    ck_assert_double_eq(caches_bytes(g.http + 1, "default"), 0);
+    redisFree(c);
+    it_end();
+}
+END_TEST
+
 START_TEST(health_says_503_and_why_while_the_node_does_not_serve)
 {
     it_begin("http_health");
@@ -308,6 +421,7 @@ int main(void)
     TCase *tc = tcase_create("http");
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, metrics_parse_and_follow_the_clients);
+    tcase_add_test(tc, cache_bytes_and_pages_follow_the_data);
     tcase_add_test(tc, health_says_503_and_why_while_the_node_does_not_serve);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -4,7 +4,13 @@
 # API's functions under a versioned SONAME; examples/hello_client.c builds
 # against the prefix with pkg-config alone and runs against a grid of the
 # installed latticed; the man pages render; `cpack -G DEB` makes a .deb whose
-# dependencies this Debian satisfies (dpkg --dry-run) and whose latticed runs.
+# dependencies this Debian satisfies (dpkg --dry-run) and whose latticed runs;
+# dpkg installs it, removes it (the conffile stays) and purges it (nothing
+# stays) in a throwaway root: `dpkg --root` into the test's temp dir, with a
+# dpkg database of its own that starts as a copy of this system's, so the
+# .deb's dependencies are checked against what is installed here while the
+# machine's own database, files and ld.so cache are never touched (and two
+# runs at once do not share dpkg's lock).
 # Usage: it_install.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
@@ -108,4 +114,58 @@ dpkg-deb -x "$deb" "$t/root"
 grep -q "^ExecStart=/usr/bin/latticed --config /etc/lattice/latticed.conf\$" "$t/root/usr/lib/systemd/system/latticed.service" \
   || fail "the .deb's unit: $(grep ExecStart "$t/root/usr/lib/systemd/system/latticed.service")"
 "$t/root/usr/bin/latticed" --version | grep -q "latticed 0.1.0" || fail "the .deb's latticed does not run"
+
+# dpkg -i, -r, -P of the .deb in a throwaway root ($r).  The maintainer
+# scripts run outside a chroot (the root has no /bin/sh), with DPKG_ROOT set;
+# cpack's postinst/postrm call a bare `ldconfig`, so PATH gives them one that
+# records the call and updates only the root's lib directory.
+r=$t/dpkgroot
+mkdir -p "$r/var/lib/dpkg/info" "$r/var/lib/dpkg/updates" "$t/shim"
+cp /var/lib/dpkg/status "$r/var/lib/dpkg/status"
+# Every copied package "has no files" here; empty lists say so without a warning each.
+dpkg-query -W -f='${binary:Package}\n' | while read -r p; do : >"$r/var/lib/dpkg/info/$p.list"; done
+cat >"$t/shim/ldconfig" <<EOF_SHIM
+#!/bin/sh
+[ -n "\$DPKG_ROOT" ] || { echo "ldconfig: no DPKG_ROOT" >&2; exit 1; }
+echo "ldconfig \$* (DPKG_ROOT \$DPKG_ROOT)" >>"$t/ldconfig.calls"
+exec /sbin/ldconfig -n "\$DPKG_ROOT/usr/lib"
+EOF_SHIM
+chmod +x "$t/shim/ldconfig"
+rdpkg() { PATH=$t/shim:$PATH dpkg --root="$r" --force-script-chrootless "$@"; }
+rdpkg -i "$deb" >"$t/dpkg-i.log" 2>&1 || fail "dpkg -i of the .deb failed: $(tail -5 "$t/dpkg-i.log")"
+[ "$(dpkg-query --root="$r" -W -f='${db:Status-Abbrev}' lattice)" = "ii " ] \
+  || fail "after dpkg -i lattice is '$(dpkg-query --root="$r" -W -f='${db:Status-Abbrev}' lattice)', want ii"
+grep -q "^ldconfig .*(DPKG_ROOT $r)" "$t/ldconfig.calls" 2>/dev/null || fail "the .deb's postinst did not run ldconfig"
+dpkg-query --root="$r" -L lattice >"$t/dpkg-L.list"
+# The layout docs/OPERATIONS.md lists, under /usr (and /etc), each file on disk and owned by the package.
+for f in /usr/bin/latticed /usr/bin/lattice /usr/lib/liblattice.so /usr/lib/liblattice.so.0 \
+         /usr/lib/pkgconfig/lattice.pc /usr/include/lattice/lattice.h /usr/include/lattice/ops.h \
+         /usr/include/lattice/metrics.h /usr/share/man/man1/latticed.1 /usr/share/man/man1/lattice.1 \
+         /usr/lib/systemd/system/latticed.service /etc/lattice/latticed.conf; do
+  [ -e "$r$f" ] || fail "dpkg -i did not put $f in place"
+  grep -qx "$f" "$t/dpkg-L.list" || fail "dpkg does not list $f as the package's"
+done
+for h in "$src"/include/lattice/*.h; do
+  [ -e "$r/usr/include/lattice/$(basename "$h")" ] || fail "dpkg -i did not install include/lattice/$(basename "$h")"
+done
+[ "$(objdump -p "$r/usr/lib/liblattice.so.0" | awk '/SONAME/ {print $2}')" = liblattice.so.0 ] \
+  || fail "the installed liblattice.so.0 has SONAME '$(objdump -p "$r/usr/lib/liblattice.so.0" | awk '/SONAME/ {print $2}')'"
+dpkg-query --root="$r" -W -f='${Conffiles}\n' lattice | grep -q "^ /etc/lattice/latticed.conf [0-9a-f]\{32\}" \
+  || fail "dpkg did not register /etc/lattice/latticed.conf as a conffile"
+[ "$(PKG_CONFIG_PATH=$r/usr/lib/pkgconfig pkg-config --variable=includedir lattice)" -ef "$r/usr/include" ] \
+  || fail "the installed lattice.pc does not point at the installed headers"
+"$r/usr/bin/latticed" --version | grep -q "latticed 0.1.0" || fail "the installed latticed --version does not run"
+"$r/usr/bin/lattice" --version | grep -q "0.1.0" || fail "the installed lattice --version does not run"
+"$r/usr/bin/latticed" --config "$r/etc/lattice/latticed.conf" --help >/dev/null || fail "the installed config does not parse"
+# Remove keeps the (edited) conffile, as Debian does; purge takes it too.
+echo "# edited by it_install" >>"$r/etc/lattice/latticed.conf"
+rdpkg -r lattice >"$t/dpkg-r.log" 2>&1 || fail "dpkg -r failed: $(tail -5 "$t/dpkg-r.log")"
+[ "$(dpkg-query --root="$r" -W -f='${db:Status-Abbrev}' lattice)" = "rc " ] || fail "after dpkg -r lattice is not rc"
+[ ! -e "$r/usr/bin/latticed" ] || fail "dpkg -r left /usr/bin/latticed"
+[ -e "$r/etc/lattice/latticed.conf" ] || fail "dpkg -r removed the edited conffile"
+rdpkg -P lattice >"$t/dpkg-P.log" 2>&1 || fail "dpkg -P failed: $(tail -5 "$t/dpkg-P.log")"
+if dpkg-query --root="$r" -W lattice >/dev/null 2>&1; then fail "dpkg -P left lattice in the database"; fi
+left=$(cd "$r" && find . ! -type d ! -path './var/lib/dpkg/*' | sort)
+[ -z "$left" ] || fail "dpkg -P left files: $left"
+[ ! -e "$r/etc/lattice" ] && [ ! -e "$r/usr/include/lattice" ] || fail "dpkg -P left the package's directories"
 echo "it_install: 1 passed, 0 failed"
