@@ -353,6 +353,7 @@ void ld_begin_join(lattice_discovery *d, const char *why)
     d->last_probe_ms = 0;
     d->saw_cluster_ms = 0;
     d->n_joiners = 0;
+    ld_seed_reset(d);
     pthread_mutex_lock(&d->pub_lock);
     d->refused = LATTICE_OK;
     pthread_mutex_unlock(&d->pub_lock);
@@ -726,6 +727,7 @@ static void on_heartbeat_ack(lattice_discovery *d, const Latdisc__Envelope *e)
 static void on_refusal(lattice_discovery *d, const Latdisc__Envelope *e, bool authenticated)
 {
     const Latdisc__Refusal *r = e->refusal;
+    ld_note_heard(d, e->sender_addr);
     if (r->reason == REF_REMOVED) {
         /* Only about our current id: a frame our previous incarnation left
          * in a queue must not make this one rejoin. */
@@ -797,11 +799,19 @@ static bool admissible(lattice_discovery *d, const Latdisc__Envelope *e, const z
 
 static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route)
 {
+    ld_note_heard(d, e->sender_addr);
     if (e->body_case == LATDISC__ENVELOPE__BODY_REFUSAL) {
         on_refusal(d, e, true);
         return;
     }
     if (!admissible(d, e, route)) return;
+    /* A frame of our cluster from a grid's member (a coordinator's hello to
+     * non-members, a redirect, a topology): a grid is there and will take
+     * us - never start one beside it.  Joins and "joining" answers come
+     * from servers as new as we are; inspections from no member at all. */
+    if (d->state == ST_JOINING && e->body_case != LATDISC__ENVELOPE__BODY_JOIN &&
+        e->body_case != LATDISC__ENVELOPE__BODY_JOINING && e->body_case != LATDISC__ENVELOPE__BODY_INSPECT)
+        d->saw_cluster_ms = lt_mono_ms();
     /* Any frame from a member proves it alive. */
     pthread_mutex_lock(&d->stats_lock);
     peer *p = find_peer(d, e->sender);
@@ -991,10 +1001,11 @@ static void maybe_seed(lattice_discovery *d, int64_t now)
     /* A dns:// name not answered yet may name the grid (a slow name server
      * must not make every node of a headless service seed its own). */
     if (!ld_dns_answered(d)) return;
-    if (d->saw_cluster_ms && now - d->saw_cluster_ms < ELECT_WAIT_MS) return;
+    if (d->saw_cluster_ms && now - d->saw_cluster_ms < ld_seed_hold_ms(d)) return;
     for (size_t i = 0; i < d->n_joiners; i++)
         if (now - d->joiners[i].seen_ms < ELECT_WAIT_MS && strcmp(d->joiners[i].key, d->consistent_id) < 0)
             return;
+    if (ld_seed_held(d, now)) return;
     lattice_member me;
     self_member(d, &me, 1);
     const lattice_member *ms[1] = {&me};

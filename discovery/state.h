@@ -134,6 +134,11 @@ struct lattice_discovery {
     size_t n_cands;
     joiner_seen joiners[MAX_JOINERS];
     size_t n_joiners;
+    char heard[MAX_CONNS][128]; /* this join: addresses a frame came from (seed.c) */
+    size_t n_heard;
+    int64_t silent_since_ms, last_listen_probe_ms; /* a finder address that listens but sent nothing */
+    char silent_addr[128];
+    bool silent_gave_up;
     lattice_member pending[MAX_PENDING];
     size_t n_pending;
     char removed[MAX_REMOVED][64];
@@ -253,6 +258,12 @@ void *ld_thread_main(void *arg);
 int ld_cfd(const lattice_discovery *d);
 /* Drop the current view and join again (why != NULL: as a new node, logged). */
 void ld_begin_join(lattice_discovery *d, const char *why);
+/* seed.c: may this joining server start a grid of its own yet? */
+void ld_seed_reset(lattice_discovery *d);
+void ld_note_heard(lattice_discovery *d, const char *addr);
+bool ld_seed_held(lattice_discovery *d, int64_t now);
+/* How long a grid heard of (saw_cluster_ms) or a silent listener holds seeding back. */
+int64_t ld_seed_hold_ms(const lattice_discovery *d);
 /* e to every member of t but us (or only to only_addr), encoded once. */
 void ld_send_members(lattice_discovery *d, const lattice_topology *t, const char *only_addr,
                      const Latdisc__Envelope *e);

@@ -302,12 +302,50 @@ START_TEST(a_taken_port_moves_the_node_to_the_next_in_range)
     ck_assert(it_wait_log(p, " ready: ", WAIT_MS));
     snprintf(taken, sizeof taken, "peer port %d is taken", base);
     ck_assert(it_log_has(p, taken));
+    /* The listener on the taken port accepts connections and says nothing:
+     * the node held back (it might have been a paused grid), then started a
+     * grid of its own - once the listener's backlog is full, or after 5
+     * failure-detection timeouts. */
+    ck_assert(it_log_has(p, "accepts connections but sent nothing"));
     json_t *top = wait_top(finder, 1, 0, NULL);
     ck_assert_ptr_nonnull(top);
     snprintf(cid, sizeof cid, "127.0.0.1:%d", base + 1);
     ck_assert_ptr_nonnull(it_node_by_cid(top, cid));
     json_decref(top);
     close(fd);
+    it_end();
+}
+END_TEST
+
+/* A fresh server beside a grid that does not answer - paused (SIGSTOP),
+ * its port still accepting connections - must not start a grid of its own:
+ * with a quorum of one it would acknowledge writes that vanish when it
+ * merges into the real grid.  It says why it waits and joins the grid as
+ * soon as that answers. */
+START_TEST(a_fresh_server_waits_for_a_paused_grid)
+{
+    it_begin("paused_grid");
+    int base = it_free_ports(2);
+    char finder[64], port0[16], port1[16];
+    snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", base, base + 1);
+    snprintf(port0, sizeof port0, "%d", base);
+    snprintf(port1, sizeof port1, "%d", base + 1);
+    const char *a0[] = {"--port", port0, "--port-range", "1", "--ip-finder", finder, "--failure-detection-ms", FD, NULL};
+    const char *a1[] = {"--port", port1, "--port-range", "1", "--ip-finder", finder, "--failure-detection-ms", FD, NULL};
+    it_proc *p0 = it_latticed("node0", a0);
+    ck_assert(it_wait_log(p0, " ready: ", WAIT_MS));
+    it_signal(p0, SIGSTOP);
+    it_proc *p1 = it_latticed("node1", a1);
+    ck_assert(it_wait_log(p1, "accepts connections but sent nothing", WAIT_MS));
+    it_signal(p0, SIGCONT);
+    ck_assert(it_wait_log(p1, " ready: ", WAIT_MS));
+    ck_assert_msg(!it_log_has(p1, "as its first node"), "node1 started a grid beside the paused one");
+    json_t *top = wait_top(finder, 2, 0, NULL);
+    ck_assert_ptr_nonnull(top);
+    char cid0[32];
+    snprintf(cid0, sizeof cid0, "127.0.0.1:%d", base);
+    ck_assert_str_eq(json_string_value(json_object_get(top, "coordinator")), id_of(top, cid0));
+    json_decref(top);
     it_end();
 }
 END_TEST
@@ -412,6 +450,7 @@ int main(void)
     tcase_add_test(tc, sigstopped_coordinator_is_removed_and_rejoins_with_a_new_id);
     tcase_add_test(tc, graceful_stop_is_announced_as_left);
     tcase_add_test(tc, a_taken_port_moves_the_node_to_the_next_in_range);
+    tcase_add_test(tc, a_fresh_server_waits_for_a_paused_grid);
     tcase_add_test(tc, client_node_is_listed_as_client_and_reconnects_after_its_server_dies);
     tcase_add_test(tc, a_node_restarted_on_its_port_before_detection_replaces_its_old_self);
     suite_add_tcase(s, tc);
