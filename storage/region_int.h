@@ -120,6 +120,7 @@ struct lattice_region {
     uint32_t page_shift;
     uint32_t step;          /* bucket width: page_size / LATTICE_REGION_BUCKETS */
     uint32_t max_row;       /* largest row on one page: P - HDR - 2 */
+    int wide_copy;          /* the CPU has AVX-512BW: batches copy with masked moves */
     uint32_t chunk_pages;   /* pages per chunk (power of two) */
     uint32_t chunk_shift;
     uint32_t max_pages;
