@@ -896,6 +896,43 @@ static inline int head_parse_fast(const uint8_t *pg, uint32_t page_size, uint32_
     return 0;
 }
 
+int region_read_small(lattice_region *r, uint64_t link, struct small_get *g)
+{
+    uint32_t hint = (uint32_t)(link >> 48), item = LATTICE_LINK_ITEM(link);
+    const uint8_t *pg = page_addr(r, LATTICE_LINK_PAGE(link));
+    /* A head row of this form has at most 8 + 4 + 10 + 8 header bytes, so
+     * one bounds check covers the header; the slot must lie in the page
+     * whatever nitems says. */
+    if (!pg || hint < HDR || hint + 32 > r->page_size || HDR + 2 * item >= hint) return -1;
+    struct page_hdr *h = (struct page_hdr *)pg;
+    /* Header, slot and row loads do not depend on each other: the row is
+     * read where the hint says and accepted only if the slot says so too. */
+    uint32_t s = __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE);
+    uint16_t nitems = h->nitems, off = page_items((void *)pg)[item];
+    const uint8_t *p = pg + hint;
+    uint64_t w;
+    memcpy(&w, p, 8);
+    if ((w ^ g->head) & g->head_mask) return -1;
+    p += g->head_len;
+    int bad = 0;
+    uint64_t vl = varint_fast(&p, 4, &bad), version = varint_fast(&p, 10, &bad), expire = 0;
+    if (pg[hint] & F_EXPIRE) {
+        for (int i = 0; i < 8; i++) expire |= (uint64_t)p[i] << (8 * i);
+        p += 8;
+    }
+    if (bad || vl > LATTICE_STORE_MAX_VALUE || (uint64_t)(p - pg) + g->klen + vl > r->page_size)
+        return -1;
+    int mine = !differ(p, g->key, g->klen);
+    if (mine && vl && vl <= g->cap) copy(g->buf, p + g->klen, vl);
+    if (s & 1 || off != hint || item >= nitems || !seq_same(h, s)) return -1;
+    if (!mine) return 0;
+    g->vlen = vl, g->version = version, g->expire = expire;
+    uint32_t ep = __atomic_load_n(&r->epoch, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&h->access, __ATOMIC_RELAXED) != ep)
+        __atomic_store_n(&h->access, ep, __ATOMIC_RELAXED);
+    return 1;
+}
+
 int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q)
 {
     unsigned spins = 0;
