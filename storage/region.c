@@ -577,7 +577,7 @@ append_rows(lattice_region *r, struct lane *l, uint32_t pid, const lattice_store
             if (x->expire_ms) p = put_fixed(p, x->expire_ms, 8);
         }
         copy(p, x->key, x->key_len);
-        copy(p + x->key_len, x->value, x->value_len);
+        if (x->value_len) copy(p + x->key_len, x->value, x->value_len); /* value may be NULL */
         links[j] = LATTICE_LINK(pid, nit) | (uint64_t)upper << 48;
         nit++;
         bytes += len;
