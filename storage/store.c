@@ -82,7 +82,8 @@ static long search_locked(lattice_store *s, const struct ix_table *t, uint32_t t
 }
 
 /* A partition's table and its capacity as published together; 0 while a
- * writer is changing them (try again).  Needs rcu_read_lock. */
+ * writer is changing them (the caller takes the general path: a reader
+ * never waits for a writer here).  Needs rcu_read_lock. */
 static int tabref_read(const struct tabref *ref, const struct ix_table **t, uint32_t *cap)
 {
     uint32_t seq = __atomic_load_n(&ref->seq, __ATOMIC_ACQUIRE);
@@ -94,18 +95,17 @@ static int tabref_read(const struct tabref *ref, const struct ix_table **t, uint
 
 /* The reader's lookup: searches the current table, and the next one when a
  * rebuild replaced it meanwhile (the old table is frozen, and its links may
- * be stale).  Needs rcu_read_lock. */
+ * be stale).  The general path: it takes the capacity from the table
+ * header, which never changes for a table, so it never waits for a writer
+ * swapping tables.  Needs rcu_read_lock. */
 static long read_lookup(lattice_store *s, uint32_t part, uint32_t tag, struct read_req *q)
 {
     const struct tabref *ref = &s->tabs[part];
-    const struct ix_table *t;
-    uint32_t cap;
-    while (!tabref_read(ref, &t, &cap)) caa_cpu_relax();
+    const struct ix_table *t = rcu_dereference(ref->t);
     while (t) {
-        long i = search(s, t, cap, tag, q, NULL);
+        long i = search(s, t, t->cap, tag, q, NULL);
         if (i >= 0) return i;
-        const struct ix_table *now;
-        while (!tabref_read(ref, &now, &cap)) caa_cpu_relax();
+        const struct ix_table *now = rcu_dereference(ref->t);
         if (now == t) return -1;
         t = now;
     }
@@ -118,7 +118,7 @@ static long read_lookup(lattice_store *s, uint32_t part, uint32_t tag, struct re
  * FAST_NO when the general path (read_lookup) must decide: a row that
  * moved, is fragmented or torn, a tag shared with another key, a table
  * being replaced.  Needs rcu_read_lock. */
-#define FAST_NO 1
+#define FAST_NO (-1) /* no lattice_status is negative */
 static int get_fast(lattice_store *s, uint32_t part, uint32_t tag, struct small_get *g)
 {
     const struct tabref *ref = &s->tabs[part];
