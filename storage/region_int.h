@@ -150,6 +150,12 @@ static inline uint8_t *page_addr(const lattice_region *r, uint32_t pid)
     if (!c) return NULL;
     return c + ((size_t)(pid & (r->chunk_pages - 1)) << r->page_shift);
 }
+/* Writer side (a lane lock held): pid is known to be mapped. */
+static inline struct page_hdr *hdr_w(const lattice_region *r, uint32_t pid)
+{
+    return (struct page_hdr *)(r->chunks[pid >> r->chunk_shift] +
+                               ((size_t)(pid & (r->chunk_pages - 1)) << r->page_shift));
+}
 static inline struct page_hdr *page_hdr(const lattice_region *r, uint32_t pid)
 {
     return (struct page_hdr *)page_addr(r, pid);
@@ -338,6 +344,14 @@ int region_insert_locked(lattice_region *r, struct lane *l, const lattice_store_
 int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_store_entry *e,
                                size_t n, uint8_t owner, uint64_t *links, size_t *done,
                                const struct evict_guard *g);
+/* region_batch.c: appends rows e[i..n) to the gap of page pid (lane l
+ * locked, inside a write section, no free item slot on the page) for as
+ * long as they fit there unfragmented; returns the first row not written. */
+size_t region_append_run(lattice_region *r, struct lane *l, uint32_t pid,
+                         const lattice_store_entry *e, size_t i, size_t n, uint8_t owner,
+                         uint64_t *links);
+/* Whether this CPU has what region_append_run's masked copy needs. */
+int region_wide_copy_supported(void);
 /* Rewrites the entry at *linkp in place when it fits its page; otherwise
  * writes it through the caller's lane, publishes the new link in *linkp
  * (release store) and frees the old row.  Takes the lanes it needs (none
