@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "region_int.h"
@@ -41,13 +42,6 @@
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
-
-static struct page_hdr *hdr_w(const lattice_region *r, uint32_t pid)
-{
-    /* Writer side (a lane lock held): pid is known to be mapped. */
-    return (struct page_hdr *)(r->chunks[pid >> r->chunk_shift] +
-                               ((size_t)(pid & (r->chunk_pages - 1)) << r->page_shift));
-}
 
 /* Writer threads are numbered the first time they write to any region;
  * thread n writes through lane n % nlanes, so two writers get lanes of their
@@ -472,8 +466,8 @@ int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_
     uint32_t cur = NO_PAGE;
     struct page_hdr *h = NULL;
     int st = LATTICE_OK;
-    size_t i;
-    for (i = 0; i < n; i++) {
+    size_t i = 0;
+    while (i < n) {
         uint64_t len = head_hdr_len(&e[i], 0) + e[i].key_len + e[i].value_len;
         if (cur != NO_PAGE && (len > r->max_row || !page_fits(h, (uint32_t)len))) {
             /* Release before taking another page: eviction must see it placed. */
@@ -485,6 +479,7 @@ int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_
         if (len > r->max_row) {
             st = region_insert_locked(r, l, &e[i], owner, &links[i], g);
             if (st != LATTICE_OK) break;
+            i++;
             continue;
         }
         if (cur == NO_PAGE) {
@@ -493,24 +488,23 @@ int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_
             h = hdr_w(r, cur);
             page_write_begin(h);
         }
-        uint16_t item, *it = page_items(h);
-        if (h->live == h->nitems && h->upper - HDR - 2u * h->nitems >= len + 2) {
-            /* Common case in a batch: no free slot to look for, room in the
-             * gap, so append without page_place's general path. */
-            item = h->nitems++;
-            h->upper -= (uint16_t)len;
-            it[item] = h->upper;
-            h->live++;
-            h->free -= (uint16_t)(len + 2);
-        } else {
-            item = page_place(h, r->page_size, (uint32_t)len, -1);
+        if (h->live == h->nitems) {
+            size_t j = region_append_run(r, l, cur, e, i, n, owner, links);
+            if (j > i) {
+                i = j;
+                continue;
+            }
         }
-        head_encode((uint8_t *)h + it[item], &e[i], owner, 0, 0, 0);
+        /* A free slot to reuse, or a row that fits only after compaction. */
+        uint16_t item = page_place(h, r->page_size, (uint32_t)len, -1);
+        uint16_t off = page_items(h)[item];
+        head_encode((uint8_t *)h + off, &e[i], owner, 0, 0, 0);
         l->rows++;
         l->row_bytes += len;
         l->owner_rows[owner]++;
         l->owner_bytes[owner] += len;
-        links[i] = LATTICE_LINK(cur, item) | (uint64_t)it[item] << 48;
+        links[i] = LATTICE_LINK(cur, item) | (uint64_t)off << 48;
+        i++;
     }
     if (cur != NO_PAGE) {
         stamp(r, l, h);
@@ -754,6 +748,43 @@ static inline int head_parse_fast(const uint8_t *pg, uint32_t page_size, uint32_
     return 0;
 }
 
+int region_read_small(lattice_region *r, uint64_t link, struct small_get *g)
+{
+    uint32_t hint = (uint32_t)(link >> 48), item = LATTICE_LINK_ITEM(link);
+    const uint8_t *pg = page_addr(r, LATTICE_LINK_PAGE(link));
+    /* A head row of this form has at most 8 + 4 + 10 + 8 header bytes, so
+     * one bounds check covers the header; the slot must lie in the page
+     * whatever nitems says. */
+    if (!pg || hint < HDR || hint + 32 > r->page_size || HDR + 2 * item >= hint) return -1;
+    struct page_hdr *h = (struct page_hdr *)pg;
+    /* Header, slot and row loads do not depend on each other: the row is
+     * read where the hint says and accepted only if the slot says so too. */
+    uint32_t s = __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE);
+    uint16_t nitems = h->nitems, off = page_items((void *)pg)[item];
+    const uint8_t *p = pg + hint;
+    uint64_t w;
+    memcpy(&w, p, 8);
+    if ((w ^ g->head) & g->head_mask) return -1;
+    p += g->head_len;
+    int bad = 0;
+    uint64_t vl = varint_fast(&p, 4, &bad), version = varint_fast(&p, 10, &bad), expire = 0;
+    if (pg[hint] & F_EXPIRE) {
+        for (int i = 0; i < 8; i++) expire |= (uint64_t)p[i] << (8 * i);
+        p += 8;
+    }
+    if (bad || vl > LATTICE_STORE_MAX_VALUE || (uint64_t)(p - pg) + g->klen + vl > r->page_size)
+        return -1;
+    int mine = !differ(p, g->key, g->klen);
+    if (mine && vl && vl <= g->cap) copy(g->buf, p + g->klen, vl);
+    if (s & 1 || off != hint || item >= nitems || !seq_same(h, s)) return -1;
+    if (!mine) return 0;
+    g->vlen = vl, g->version = version, g->expire = expire;
+    uint32_t ep = __atomic_load_n(&r->epoch, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&h->access, __ATOMIC_RELAXED) != ep)
+        __atomic_store_n(&h->access, ep, __ATOMIC_RELAXED);
+    return 1;
+}
+
 int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q)
 {
     unsigned spins = 0;
@@ -828,6 +859,7 @@ int lattice_region_create(const lattice_region_config *cfg, lattice_region **out
     r->page_shift = (uint32_t)__builtin_ctz(ps);
     r->step = ps / LATTICE_REGION_BUCKETS;
     r->max_row = ps - HDR - 2;
+    r->wide_copy = region_wide_copy_supported();
     r->chunk_pages = LATTICE_REGION_CHUNK / ps;
     r->chunk_shift = (uint32_t)__builtin_ctz(r->chunk_pages);
     r->nchunks = (uint32_t)cfg->max_mb;

@@ -81,30 +81,63 @@ static long search_locked(lattice_store *s, const struct ix_table *t, uint32_t t
     return search(s, t, t->cap, tag, q, freep);
 }
 
+/* A partition's table and its capacity as published together; 0 while a
+ * writer is changing them (the caller takes the general path: a reader
+ * never waits for a writer here).  Needs rcu_read_lock. */
+static int tabref_read(const struct tabref *ref, const struct ix_table **t, uint32_t *cap)
+{
+    uint32_t seq = __atomic_load_n(&ref->seq, __ATOMIC_ACQUIRE);
+    *t = rcu_dereference(ref->t);
+    *cap = __atomic_load_n(&ref->cap, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return !(seq & 1) && __atomic_load_n(&ref->seq, __ATOMIC_RELAXED) == seq;
+}
+
 /* The reader's lookup: searches the current table, and the next one when a
  * rebuild replaced it meanwhile (the old table is frozen, and its links may
- * be stale).  The home slot comes from the capacity next to the pointer;
- * the table header's own cap is loaded while the slot's lines are fetched,
- * and a pair caught mid-swap is read again.  Needs rcu_read_lock. */
+ * be stale).  The general path: it takes the capacity from the table
+ * header, which never changes for a table, so it never waits for a writer
+ * swapping tables.  Needs rcu_read_lock. */
 static long read_lookup(lattice_store *s, uint32_t part, uint32_t tag, struct read_req *q)
 {
     const struct tabref *ref = &s->tabs[part];
     const struct ix_table *t = rcu_dereference(ref->t);
     while (t) {
-        uint32_t cap = __atomic_load_n(&ref->cap, __ATOMIC_RELAXED);
-        uint32_t home = ix_home_cap(cap, tag);
-        __builtin_prefetch(ix_tagp(t, home));
-        if (__atomic_load_n(&t->cap, __ATOMIC_RELAXED) != cap) {
-            t = rcu_dereference(ref->t);
-            continue;
-        }
-        long i = search(s, t, cap, tag, q, NULL);
+        long i = search(s, t, t->cap, tag, q, NULL);
         if (i >= 0) return i;
         const struct ix_table *now = rcu_dereference(ref->t);
         if (now == t) return -1;
         t = now;
     }
     return -1;
+}
+
+/* The common get, answered from the first matching slot of the current
+ * table and region_read_small (row read at its position hint: one round of
+ * misses for the table line, one for the page).  Returns a get's status, or
+ * FAST_NO when the general path (read_lookup) must decide: a row that
+ * moved, is fragmented or torn, a tag shared with another key, a table
+ * being replaced.  Needs rcu_read_lock. */
+#define FAST_NO (-1) /* no lattice_status is negative */
+static int get_fast(lattice_store *s, uint32_t part, uint32_t tag, struct small_get *g)
+{
+    const struct tabref *ref = &s->tabs[part];
+    const struct ix_table *t;
+    uint32_t cap;
+    if (!tabref_read(ref, &t, &cap)) return FAST_NO;
+    if (!t) return LATTICE_ERR_NOT_FOUND;
+    uint32_t i = ix_home_cap(cap, tag), end = cap + IX_OVERFLOW;
+    const struct ix_line *ln = &t->lines[i / IX_LINE_SLOTS];
+    for (uint32_t pos = i % IX_LINE_SLOTS; i < end; i++) {
+        uint32_t tg = __atomic_load_n(&ln->tags[pos], __ATOMIC_ACQUIRE);
+        if (tg == tag) {
+            uint64_t link = __atomic_load_n(&ln->links[pos], __ATOMIC_ACQUIRE);
+            return region_read_small(s->region, link, g) > 0 ? LATTICE_OK : FAST_NO;
+        }
+        if (tg == IX_EMPTY) break;
+        if (++pos == IX_LINE_SLOTS) pos = 0, ln++;
+    }
+    return rcu_dereference(ref->t) == t ? LATTICE_ERR_NOT_FOUND : FAST_NO;
 }
 
 /* ---------------------------------------------------------------- tables */
@@ -116,8 +149,12 @@ void store_swap_table(lattice_store *s, struct part *p, struct ix_table *t)
     __atomic_add_fetch(&s->index_bytes, (uint64_t)d, __ATOMIC_RELAXED);
     __atomic_store_n(&p->slots, t ? t->cap : 0, __ATOMIC_RELAXED);
     p->tab = t;
-    __atomic_store_n(&s->tabs[p->idx].cap, t ? t->cap : 0, __ATOMIC_RELAXED);
-    rcu_assign_pointer(s->tabs[p->idx].t, t);
+    struct tabref *ref = &s->tabs[p->idx];
+    __atomic_store_n(&ref->seq, ref->seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&ref->cap, t ? t->cap : 0, __ATOMIC_RELAXED);
+    rcu_assign_pointer(ref->t, t);
+    __atomic_store_n(&ref->seq, ref->seq + 1, __ATOMIC_RELEASE);
     ix_retire(old);
 }
 
@@ -473,21 +510,32 @@ int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, siz
     if (partition >= s->nparts || !key || key_len == 0 || key_len > LATTICE_STORE_MAX_KEY ||
         (!buf && cap))
         return LATTICE_ERR_INVAL;
-    struct read_req q = {.vbuf = buf, .vcap = buf ? cap : 0};
-    if (!buf) q.vbuf = &q, q.vcap = 0; /* copy nothing, but a 0-byte value "fits" */
-    want(&q, s, partition, key, key_len);
     uint32_t tag = key_tag(key, key_len);
+    struct small_get g;
+    small_get_init(&g, s->owner, partition, key, key_len, buf, buf ? cap : 0);
     rcu_read_lock();
-    long slot = read_lookup(s, partition, tag, &q);
+    int st = get_fast(s, partition, tag, &g);
     rcu_read_unlock();
-    uint64_t now = 0;
-    if (slot < 0 || expired(s, q.expire, &now)) return LATTICE_ERR_NOT_FOUND;
-    if (meta) {
-        meta->value_len = q.vlen;
-        meta->expire_ms = q.expire;
-        meta->version = q.version;
+    size_t vlen = g.vlen;
+    uint64_t expire = g.expire, version = g.version;
+    if (st == FAST_NO) {
+        struct read_req q = {.vbuf = buf, .vcap = buf ? cap : 0};
+        if (!buf) q.vbuf = &q, q.vcap = 0; /* copy nothing, but a 0-byte value "fits" */
+        want(&q, s, partition, key, key_len);
+        rcu_read_lock();
+        long slot = read_lookup(s, partition, tag, &q);
+        rcu_read_unlock();
+        st = slot < 0 ? LATTICE_ERR_NOT_FOUND : LATTICE_OK;
+        vlen = q.vlen, expire = q.expire, version = q.version;
     }
-    return q.vlen > cap ? LATTICE_ERR_TOO_LARGE : LATTICE_OK;
+    uint64_t now = 0;
+    if (st != LATTICE_OK || expired(s, expire, &now)) return LATTICE_ERR_NOT_FOUND;
+    if (meta) {
+        meta->value_len = vlen;
+        meta->expire_ms = expire;
+        meta->version = version;
+    }
+    return vlen > cap ? LATTICE_ERR_TOO_LARGE : LATTICE_OK;
 }
 
 int lattice_store_get_copy(lattice_store *s, uint32_t partition, const void *key,

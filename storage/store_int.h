@@ -36,13 +36,15 @@ struct lattice_store {
     uint32_t nparts;
     struct part *parts;
     /* Readers' copy of each partition's table and its capacity, packed so a
-     * lookup touches 16 bytes here instead of a struct part, and can compute
-     * the home slot without waiting for the table header (it checks the
-     * header's cap in parallel).  Written under the partition lock: cap,
-     * then the pointer with rcu_assign_pointer. */
+     * lookup touches 16 bytes here instead of a struct part, and computes
+     * the home slot without loading the table header (a line of its own,
+     * one more miss per get).  The pair is written under the partition
+     * lock inside a seqlock (seq odd while it changes), so a reader takes t
+     * and cap only as they were published together (tabref_read). */
     struct tabref {
         struct ix_table *t;
         uint32_t cap;
+        uint32_t seq;
     } *tabs;
     uint64_t (*clock_ms)(void *);
     void *clock_arg;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "helpers.h"
+#include "lattice/clock.h"
 
 enum { KEYS = 2048, PARTS = 8, WRITER_OPS = 150000 };
 
@@ -271,6 +272,115 @@ START_TEST(a_writer_is_not_refused_while_memory_is_still_being_mapped)
 }
 END_TEST
 
+/* ---- small rows read at their position hint while they move ---- */
+
+/* Gets of small entries are answered from the row at the link's position
+ * hint (page header, item slot and row loaded at once).  One writer keeps
+ * those rows moving under two readers: same-size, shorter and longer
+ * overwrites (in place, into the page's gap, relocated), removes and puts
+ * again, on 1 KiB pages so pages compact often; some entries carry an
+ * expire time, partitions go past 127 (two-byte varints).  A reader must
+ * only ever see the value of the version it is told. */
+enum { SMALL_KEYS = 600, SMALL_PARTS = 256, SMALL_OPS = 300000 };
+
+static size_t small_len(uint64_t version)
+{
+    uint64_t x = mix64(version + 5);
+    return x % 5 == 0 ? 40 + x % 30 : x % 24;
+}
+
+struct small_shared {
+    lattice_store *s;
+    int done;                  /* atomic */
+    uint64_t hits, bad;        /* atomics */
+};
+
+static int small_key(char *k, uint64_t id)
+{
+    /* Keys of 1..20 bytes. */
+    int n = 1 + (int)(id % 20);
+    memset(k, 'a' + (int)(id % 26), (size_t)n);
+    memcpy(k, &id, n < 8 ? (size_t)n : 8);
+    return n;
+}
+
+static void *small_writer(void *arg)
+{
+    struct small_shared *sh = arg;
+    rcu_register_thread();
+    uint8_t v[80];
+    char k[24];
+    uint64_t seed = 3, version = 0;
+    for (int op = 0; op < SMALL_OPS; op++) {
+        seed = mix64(seed + (uint64_t)op);
+        uint64_t id = seed % SMALL_KEYS;
+        int kl = small_key(k, id);
+        uint32_t part = (uint32_t)(id * 7 % SMALL_PARTS);
+        if ((seed >> 30) % 10 == 0) {
+            int st = lattice_store_remove(sh->s, part, k, (size_t)kl);
+            if (st != LATTICE_OK && st != LATTICE_ERR_NOT_FOUND) __atomic_add_fetch(&sh->bad, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        uint64_t ver = ++version;
+        size_t len = small_len(ver);
+        fill_value(v, len, id, ver);
+        lattice_store_entry e = {part, k, (size_t)kl, v, len, id % 3 ? 0 : lt_wall_ms() + 3600000, ver};
+        if (lattice_store_put(sh->s, &e, 0) != LATTICE_OK) __atomic_add_fetch(&sh->bad, 1, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&sh->done, 1, __ATOMIC_RELEASE);
+    rcu_unregister_thread();
+    return NULL;
+}
+
+static void *small_reader(void *arg)
+{
+    struct small_shared *sh = arg;
+    rcu_register_thread();
+    uint64_t seed = (uint64_t)(uintptr_t)&seed, hits = 0, bad = 0;
+    uint8_t buf[80];
+    char k[24];
+    while (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE)) {
+        seed = mix64(seed + 1);
+        uint64_t id = seed % SMALL_KEYS;
+        int kl = small_key(k, id);
+        lattice_store_meta m;
+        int st = lattice_store_get(sh->s, (uint32_t)(id * 7 % SMALL_PARTS), k, (size_t)kl, buf,
+                                   sizeof buf, &m);
+        if (st == LATTICE_OK) {
+            hits++;
+            if (m.value_len != small_len(m.version) || !value_ok(buf, m.value_len, id, m.version) ||
+                (m.expire_ms != 0) != (id % 3 == 0))
+                bad++;
+        } else if (st != LATTICE_ERR_NOT_FOUND) {
+            bad++;
+        }
+    }
+    __atomic_add_fetch(&sh->hits, hits, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&sh->bad, bad, __ATOMIC_RELAXED);
+    rcu_unregister_thread();
+    return NULL;
+}
+
+START_TEST(small_rows_read_at_their_hint_while_they_move)
+{
+    rcu_register_thread();
+    struct small_shared sh = {0};
+    lattice_region *r = new_region(1024, 16, LATTICE_REGION_REJECT);
+    sh.s = new_store(r, SMALL_PARTS, NULL);
+    pthread_t w, rd[2];
+    ck_assert_int_eq(pthread_create(&w, NULL, small_writer, &sh), 0);
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&rd[i], NULL, small_reader, &sh), 0);
+    pthread_join(w, NULL);
+    for (int i = 0; i < 2; i++) pthread_join(rd[i], NULL);
+    ck_assert_uint_eq(sh.bad, 0);
+    ck_assert_uint_gt(sh.hits, 1000);
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    lattice_store_destroy(sh.s);
+    lattice_region_destroy(r);
+    rcu_unregister_thread();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("storage_concurrent");
@@ -280,6 +390,7 @@ int main(void)
     tcase_add_test(tc, readers_and_writers_while_evicting);
     tcase_add_test(tc, more_writers_than_lanes_while_evicting);
     tcase_add_test(tc, a_writer_is_not_refused_while_memory_is_still_being_mapped);
+    tcase_add_test(tc, small_rows_read_at_their_hint_while_they_move);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
