@@ -208,6 +208,7 @@ typedef enum lattice_resp_cmd_id {
     LATTICE_RESP_CMD_CLUSTER, LATTICE_RESP_CMD_CLUSTER_INFO, LATTICE_RESP_CMD_CLUSTER_SLOTS,
     LATTICE_RESP_CMD_CLUSTER_SHARDS, LATTICE_RESP_CMD_CLUSTER_NODES,
     LATTICE_RESP_CMD_CLUSTER_KEYSLOT, LATTICE_RESP_CMD_CLUSTER_MYID,
+    LATTICE_RESP_CMD_READONLY, LATTICE_RESP_CMD_READWRITE, LATTICE_RESP_CMD_ASKING,
     LATTICE_RESP_CMD_SUB_HELP,   /* COMMAND/CLIENT/CLUSTER HELP */
     LATTICE_RESP_CMD_ID_COUNT_
 } lattice_resp_cmd_id;
@@ -292,6 +293,7 @@ size_t lattice_resp_cmd_top_count(void);
 #define LATTICE_RESP_ERR_DB_INDEX    "ERR DB index is out of range"
 #define LATTICE_RESP_ERR_NOPROTO     "NOPROTO unsupported protocol version"
 #define LATTICE_RESP_ERR_CLIENT_NAME "ERR Client names cannot contain spaces, newlines or special characters."
+#define LATTICE_RESP_ERR_CROSSSLOT   "CROSSSLOT Keys in request don't hash to the same slot"
 #define LATTICE_RESP_ERR_HELLO_NOAUTH "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 
 /* "ERR unknown command '<name>', with args beginning with: '<a>' '<b>' " */

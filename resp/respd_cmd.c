@@ -211,7 +211,9 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
              op_add(b, e, LATTICE_OP_EXPIRE, 0, &argv[1], NULL, 0, 0);
         break;
     case LATTICE_RESP_CMD_DBSIZE:
-        ok = op_add(b, e, LATTICE_OP_SIZE, 0, NULL, NULL, 0, 0);
+        /* As Redis Cluster: the keys this node holds (as primary); the grid
+         * total is `lattice caches` and INFO keyspace. */
+        ok = op_add(b, e, LATTICE_OP_SIZE, LATTICE_OP_LOCAL, NULL, NULL, 0, 0);
         break;
     default:
         ok = false;
@@ -644,6 +646,15 @@ static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_res
     lattice_resp_add_error(o, err, strlen(err));
 }
 
+static void cmd_cluster_mode(conn *c, lattice_resp_cmd_id id)
+{
+    /* READONLY/READWRITE come only from cluster clients. */
+    c->aware = AWARE_YES;
+    if (id == LATTICE_RESP_CMD_READONLY) c->readonly = true;
+    if (id == LATTICE_RESP_CMD_READWRITE) c->readonly = false;
+    lattice_resp_add_simple(c->out, "OK", 2);
+}
+
 static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
 {
     lattice_resp_out *o = c->out;
@@ -682,6 +693,9 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
     case LATTICE_RESP_CMD_CLIENT_SETINFO:
     case LATTICE_RESP_CMD_CLIENT_ID:
     case LATTICE_RESP_CMD_CLIENT_INFO: cmd_client(r, c, id, argv); break;
+    case LATTICE_RESP_CMD_READONLY:
+    case LATTICE_RESP_CMD_READWRITE:
+    case LATTICE_RESP_CMD_ASKING: cmd_cluster_mode(c, id); break;
     default: respd_cluster(r, c, id, argc, argv); break;
     }
 }
@@ -706,6 +720,50 @@ static bool touches_batch_key(batch *b, const lattice_resp_cmd *rc, size_t argc,
         *w |= bit;
     }
     return hit;
+}
+
+/* A connection still learning whether it routes by the slot map saw a key
+ * command on `slot` that this node serves. */
+static void learn_slot(conn *c, uint16_t slot)
+{
+    for (uint8_t i = 0; i < c->n_seen; i++)
+        if (c->seen[i] == slot) return;
+    c->seen[c->n_seen++] = slot;
+    if (c->n_seen == AWARE_SLOTS) c->aware = AWARE_YES;
+}
+
+/* Redis Cluster's manners for a key command (docs/RESP.md, "Redirection"):
+ * true with err = CROSSSLOT or MOVED when a cluster-aware connection sent
+ * it to the wrong node; false when it runs here (proxied if need be).  A
+ * connection that has not shown yet whether it routes by the slot map is
+ * cluster-aware once AWARE_SLOTS distinct slots it used were all served
+ * here, and plain for good at its first key this node does not serve. */
+static bool misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size_t argc,
+                      const lattice_resp_arg *argv, char *err)
+{
+    if (r->cfg.moved == LATTICE_RESPD_MOVED_NEVER || c->aware == AWARE_NO) return false;
+    bool aware = r->cfg.moved == LATTICE_RESPD_MOVED_ALWAYS || c->aware == AWARE_YES;
+    int first, last, step;
+    lattice_resp_cmd_key_spec(rc, &first, &last, &step);
+    if (first <= 0 || step <= 0 || argc <= (size_t)first) return false;
+    long end = last >= 0 ? last : (long)argc + last;
+    if (end >= (long)argc) end = (long)argc - 1;
+    uint16_t slot = lattice_key_slot(argv[first].ptr, argv[first].len);
+    for (long i = first + step; i <= end; i += step) {
+        if (lattice_key_slot(argv[i].ptr, argv[i].len) == slot) continue;
+        if (aware) {
+            snprintf(err, LATTICE_RESP_ERR_MAX, "%s", LATTICE_RESP_ERR_CROSSSLOT);
+            return true;
+        }
+        c->aware = AWARE_NO; /* a cluster client never sends this */
+        return false;
+    }
+    bool ro = lattice_resp_cmd_flags(rc) & LATTICE_RESP_F_READONLY;
+    respd_where w = respd_route(r, slot, c->readonly && ro, err);
+    if (aware) return w == RESPD_MOVED;
+    if (w == RESPD_MOVED) c->aware = AWARE_NO;
+    else if (w == RESPD_HERE) learn_slot(c, slot); /* HERE_ALL: every client looks aware */
+    return false;
 }
 
 cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_resp_command *cmd)
@@ -733,6 +791,7 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
     }
     if (is_key_command(id)) {
         if (touches_batch_key(b, rc, argc, argv)) return CMD_DEFER;
+        if (misrouted(r, c, rc, argc, argv, err)) return ent_error(b, err);
         return key_command(r, b, id, argc, argv);
     }
     if (b->n_ents) return CMD_DEFER;

@@ -23,6 +23,12 @@
 #define BATCH_MAX_CMDS 1024          /* commands of one submit; the rest waits */
 #define SLOTS_CACHE_MS 250           /* a CLUSTER view is reused this long */
 #define CACHE_NAME_MAX 64            /* bytes of a cache name (docs/CACHES.md) */
+#define AWARE_SLOTS 32               /* distinct served slots that mark a connection cluster-aware */
+
+/* Whether a connection routes by the slot map (docs/RESP.md, "Redirection"):
+ * AWARE_YES connections get MOVED for a key this node does not serve,
+ * the others are proxied. */
+enum { AWARE_LEARNING = 0, AWARE_YES = 1, AWARE_NO = 2 };
 
 struct io_thread;
 struct respd_view;
@@ -40,6 +46,10 @@ typedef struct conn {
     bool dead;                        /* fd closed; free when the batch returns */
     bool authed;
     bool want_out;                    /* EPOLLOUT armed */
+    bool readonly;                    /* READONLY: reads of slots this node replicates run here */
+    uint8_t aware;                    /* AWARE_* */
+    uint8_t n_seen;                   /* AWARE_LEARNING: distinct slots in seen[] */
+    uint16_t seen[AWARE_SLOTS];
     long long id;
     uint64_t last_ms;
     char name[128];
@@ -142,6 +152,13 @@ void respd_cluster(struct lattice_respd *r, conn *c, lattice_resp_cmd_id id, siz
                    const lattice_resp_arg *argv);
 void respd_info(struct lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv);
 void respd_view_free(struct respd_view *v);
+/* Where a command on `slot` runs for a cluster-aware connection: here
+ * (this node is the slot's primary, or a serving replica and replica_ok;
+ * RESPD_HERE_ALL when this node is every slot's primary), or elsewhere:
+ * then moved holds "MOVED <slot> <ip>:<port>" (LATTICE_RESP_ERR_MAX bytes).
+ * A slot whose primary is unknown runs here (the ops API answers). */
+typedef enum { RESPD_HERE, RESPD_HERE_ALL, RESPD_MOVED } respd_where;
+respd_where respd_route(struct lattice_respd *r, uint16_t slot, bool replica_ok, char *moved);
 /* Redis-style 40 hex digit node name for a Lattice node id. */
 void respd_node_name(const char *id, char out[41]);
 
