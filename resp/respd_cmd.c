@@ -646,12 +646,11 @@ static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_res
     lattice_resp_add_error(o, err, strlen(err));
 }
 
-static void cmd_cluster_mode(conn *c, lattice_resp_cmd_id id)
+static void cmd_cluster_mode(conn *c)
 {
-    /* READONLY/READWRITE come only from cluster clients. */
+    /* READONLY/READWRITE/ASKING come only from cluster clients.  Reads of
+     * replicated slots run here either way (misrouted). */
     c->aware = AWARE_YES;
-    if (id == LATTICE_RESP_CMD_READONLY) c->readonly = true;
-    if (id == LATTICE_RESP_CMD_READWRITE) c->readonly = false;
     lattice_resp_add_simple(c->out, "OK", 2);
 }
 
@@ -695,7 +694,7 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
     case LATTICE_RESP_CMD_CLIENT_INFO: cmd_client(r, c, id, argv); break;
     case LATTICE_RESP_CMD_READONLY:
     case LATTICE_RESP_CMD_READWRITE:
-    case LATTICE_RESP_CMD_ASKING: cmd_cluster_mode(c, id); break;
+    case LATTICE_RESP_CMD_ASKING: cmd_cluster_mode(c); break;
     default: respd_cluster(r, c, id, argc, argv); break;
     }
 }
@@ -737,7 +736,8 @@ static void learn_slot(conn *c, uint16_t slot)
  * it to the wrong node; false when it runs here (proxied if need be).  A
  * connection that has not shown yet whether it routes by the slot map is
  * cluster-aware once AWARE_SLOTS distinct slots it used were all served
- * here, and plain for good at its first key this node does not serve. */
+ * here (reads: as primary or replica), and plain for good at its first key
+ * this node does not serve. */
 static bool misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size_t argc,
                       const lattice_resp_arg *argv, char *err)
 {
@@ -758,8 +758,13 @@ static bool misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, siz
         c->aware = AWARE_NO; /* a cluster client never sends this */
         return false;
     }
+    /* A read of a slot this node replicates runs here on any connection,
+     * not only after READONLY (Redis answers MOVED without it): a backup
+     * answers only clean reads (docs/CONSISTENCY.md), so it is as current as
+     * the primary, and clients that keep one connection per node (ioredis)
+     * cannot send READONLY to a node that is also a primary. */
     bool ro = lattice_resp_cmd_flags(rc) & LATTICE_RESP_F_READONLY;
-    respd_where w = respd_route(r, slot, c->readonly && ro, err);
+    respd_where w = respd_route(r, slot, ro, err);
     if (aware) return w == RESPD_MOVED;
     if (w == RESPD_MOVED) c->aware = AWARE_NO;
     else if (w == RESPD_HERE) learn_slot(c, slot); /* HERE_ALL: every client looks aware */

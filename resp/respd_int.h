@@ -46,7 +46,6 @@ typedef struct conn {
     bool dead;                        /* fd closed; free when the batch returns */
     bool authed;
     bool want_out;                    /* EPOLLOUT armed */
-    bool readonly;                    /* READONLY: reads of slots this node replicates run here */
     uint8_t aware;                    /* AWARE_* */
     uint8_t n_seen;                   /* AWARE_LEARNING: distinct slots in seen[] */
     uint16_t seen[AWARE_SLOTS];
@@ -153,7 +152,7 @@ void respd_cluster(struct lattice_respd *r, conn *c, lattice_resp_cmd_id id, siz
 void respd_info(struct lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv);
 void respd_view_free(struct respd_view *v);
 /* Where a command on `slot` runs for a cluster-aware connection: here
- * (this node is the slot's primary, or a serving replica and replica_ok;
+ * (this node is the slot's primary, or a serving replica and replica_ok: a read;
  * RESPD_HERE_ALL when this node is every slot's primary), or elsewhere:
  * then moved holds "MOVED <slot> <ip>:<port>" (LATTICE_RESP_ERR_MAX bytes).
  * A slot whose primary is unknown runs here (the ops API answers). */
