@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
@@ -55,7 +56,7 @@ static uintptr_t arena_put(batch *b, const void *p, size_t n)
     return off + 1;
 }
 
-static ent *ent_new(batch *b, lattice_resp_cmd_id cmd)
+ent *respd_ent_new(batch *b, lattice_resp_cmd_id cmd)
 {
     if (!grow((void **)&b->ents, &b->cap_ents, b->n_ents + 1, sizeof *b->ents)) return NULL;
     ent *e = &b->ents[b->n_ents++];
@@ -65,8 +66,8 @@ static ent *ent_new(batch *b, lattice_resp_cmd_id cmd)
     return e;
 }
 
-static bool op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const lattice_resp_arg *key,
-                   const lattice_resp_arg *val, int64_t delta, uint64_t ttl)
+bool respd_op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const lattice_resp_arg *key,
+                  const lattice_resp_arg *val, int64_t delta, uint64_t ttl)
 {
     if (!grow((void **)&b->ops, &b->cap_ops, b->n_ops + 1, sizeof *b->ops)) return false;
     if (!grow((void **)&b->res, &b->cap_res, b->n_ops + 1, sizeof *b->res)) return false;
@@ -95,9 +96,9 @@ static bool op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const
     return true;
 }
 
-static cmd_outcome ent_error(batch *b, const char *msg)
+cmd_outcome respd_ent_error(batch *b, const char *msg)
 {
-    ent *e = ent_new(b, ENT_ERROR);
+    ent *e = respd_ent_new(b, ENT_ERROR);
     uintptr_t off = e ? arena_put(b, msg, strlen(msg)) : 0;
     if (!off) return b->n_ents ? CMD_BATCHED : CMD_DONE; /* out of memory: the batch fails as a whole */
     e->first = (uint32_t)(off - 1);
@@ -111,21 +112,22 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
                                const lattice_resp_arg *argv)
 {
     (void)r;
+    if (respd_is_str_command(id)) return respd_str_command(b, id, argc, argv);
     char err[LATTICE_RESP_ERR_MAX];
-    ent *e = ent_new(b, id);
+    ent *e = respd_ent_new(b, id);
     if (!e) return CMD_DONE;
     bool ok = true;
     switch (id) {
     case LATTICE_RESP_CMD_GET:
     case LATTICE_RESP_CMD_STRLEN:
-        ok = op_add(b, e, LATTICE_OP_GET, 0, &argv[1], NULL, 0, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_GET, 0, &argv[1], NULL, 0, 0);
         break;
     case LATTICE_RESP_CMD_SET: {
         lattice_resp_set_opts so;
         int64_t now = (int64_t)lt_wall_ms();
         if (lattice_resp_parse_set(argc, argv, now, &so, err) != LATTICE_OK) {
             b->n_ents--;
-            return ent_error(b, err);
+            return respd_ent_error(b, err);
         }
         unsigned f = 0;
         if (so.flags & LATTICE_RESP_SET_NX) f |= LATTICE_OP_NX;
@@ -136,10 +138,10 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
         if (so.expire_at_ms && so.expire_at_ms <= now) {
             /* Already expired: Redis stores and expires it at once. */
             e->sflags |= SET_F_EXPIRED;
-            ok = op_add(b, e, LATTICE_OP_REMOVE, f & LATTICE_OP_RETURN_OLD, &argv[1], NULL, 0, 0);
+            ok = respd_op_add(b, e, LATTICE_OP_REMOVE, f & LATTICE_OP_RETURN_OLD, &argv[1], NULL, 0, 0);
         } else {
             uint64_t ttl = so.expire_at_ms ? (uint64_t)(so.expire_at_ms - now) : 0;
-            ok = op_add(b, e, LATTICE_OP_PUT, f, &argv[1], &argv[2], 0, ttl);
+            ok = respd_op_add(b, e, LATTICE_OP_PUT, f, &argv[1], &argv[2], 0, ttl);
         }
         break;
     }
@@ -147,14 +149,14 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
     case LATTICE_RESP_CMD_EXISTS:
     case LATTICE_RESP_CMD_MGET:
         for (size_t i = 1; ok && i < argc; i++)
-            ok = op_add(b, e,
+            ok = respd_op_add(b, e,
                         id == LATTICE_RESP_CMD_DEL      ? LATTICE_OP_REMOVE
                         : id == LATTICE_RESP_CMD_EXISTS ? LATTICE_OP_CONTAINS
                                                         : LATTICE_OP_GET,
                         0, &argv[i], NULL, 0, 0);
         break;
     case LATTICE_RESP_CMD_MSET:
-        for (size_t i = 1; ok && i + 1 < argc; i += 2) ok = op_add(b, e, LATTICE_OP_PUT, 0, &argv[i], &argv[i + 1], 0, 0);
+        for (size_t i = 1; ok && i + 1 < argc; i += 2) ok = respd_op_add(b, e, LATTICE_OP_PUT, 0, &argv[i], &argv[i + 1], 0, 0);
         break;
     case LATTICE_RESP_CMD_INCR:
     case LATTICE_RESP_CMD_DECR:
@@ -164,21 +166,21 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
         if ((id == LATTICE_RESP_CMD_INCRBY || id == LATTICE_RESP_CMD_DECRBY) &&
             !lattice_resp_string2ll(argv[2].ptr, argv[2].len, &d)) {
             b->n_ents--;
-            return ent_error(b, LATTICE_RESP_ERR_NOT_INTEGER);
+            return respd_ent_error(b, LATTICE_RESP_ERR_NOT_INTEGER);
         }
         if (id == LATTICE_RESP_CMD_DECRBY && d == LLONG_MIN) {
             b->n_ents--;
-            return ent_error(b, "ERR decrement would overflow");
+            return respd_ent_error(b, "ERR decrement would overflow");
         }
         if (id == LATTICE_RESP_CMD_DECR || id == LATTICE_RESP_CMD_DECRBY) d = -d;
-        ok = op_add(b, e, LATTICE_OP_INCREMENT, 0, &argv[1], NULL, d, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_INCREMENT, 0, &argv[1], NULL, d, 0);
         break;
     }
     case LATTICE_RESP_CMD_APPEND:
-        ok = op_add(b, e, LATTICE_OP_APPEND, 0, &argv[1], &argv[2], 0, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_APPEND, 0, &argv[1], &argv[2], 0, 0);
         break;
     case LATTICE_RESP_CMD_GETDEL:
-        ok = op_add(b, e, LATTICE_OP_REMOVE, LATTICE_OP_RETURN_OLD, &argv[1], NULL, 0, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_REMOVE, LATTICE_OP_RETURN_OLD, &argv[1], NULL, 0, 0);
         break;
     case LATTICE_RESP_CMD_EXPIRE:
     case LATTICE_RESP_CMD_PEXPIRE: {
@@ -187,33 +189,33 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
         if (lattice_resp_parse_expire(argc, argv, id == LATTICE_RESP_CMD_EXPIRE ? 1000 : 1, now, &xo, err) !=
             LATTICE_OK) {
             b->n_ents--;
-            return ent_error(b, err);
+            return respd_ent_error(b, err);
         }
         e->sflags = (uint16_t)xo.flags;
         e->when_ms = xo.when_ms;
         if (xo.flags) { /* NX/XX/GT/LT: read the TTL first; respd_op_done goes on */
-            ok = op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0);
+            ok = respd_op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0);
             if (ok) b->res[e->first].cond_expire = true;
         }
         else if (xo.when_ms <= now)
-            ok = op_add(b, e, LATTICE_OP_REMOVE, 0, &argv[1], NULL, 0, 0);
+            ok = respd_op_add(b, e, LATTICE_OP_REMOVE, 0, &argv[1], NULL, 0, 0);
         else
-            ok = op_add(b, e, LATTICE_OP_EXPIRE, 0, &argv[1], NULL, 0, (uint64_t)(xo.when_ms - now));
+            ok = respd_op_add(b, e, LATTICE_OP_EXPIRE, 0, &argv[1], NULL, 0, (uint64_t)(xo.when_ms - now));
         break;
     }
     case LATTICE_RESP_CMD_TTL:
     case LATTICE_RESP_CMD_PTTL:
-        ok = op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0);
         break;
     case LATTICE_RESP_CMD_PERSIST:
         /* Both go to the key's primary in one message, in this order. */
-        ok = op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0) &&
-             op_add(b, e, LATTICE_OP_EXPIRE, 0, &argv[1], NULL, 0, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0) &&
+             respd_op_add(b, e, LATTICE_OP_EXPIRE, 0, &argv[1], NULL, 0, 0);
         break;
     case LATTICE_RESP_CMD_DBSIZE:
         /* As Redis Cluster: the keys this node holds (as primary); the grid
          * total is `lattice caches` and INFO keyspace. */
-        ok = op_add(b, e, LATTICE_OP_SIZE, LATTICE_OP_LOCAL, NULL, NULL, 0, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_SIZE, LATTICE_OP_LOCAL, NULL, NULL, 0, 0);
         break;
     default:
         ok = false;
@@ -221,14 +223,15 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
     if (!ok) {
         b->n_ops = e->first;
         b->n_ents--;
-        return ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+        return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
     }
     return CMD_BATCHED;
 }
 
 static bool is_key_command(lattice_resp_cmd_id id)
 {
-    return (id >= LATTICE_RESP_CMD_GET && id <= LATTICE_RESP_CMD_PERSIST) || id == LATTICE_RESP_CMD_DBSIZE;
+    return (id >= LATTICE_RESP_CMD_GET && id <= LATTICE_RESP_CMD_PERSIST) || id == LATTICE_RESP_CMD_DBSIZE ||
+           respd_is_str_command(id);
 }
 
 /* ---- data thread ---- */
@@ -280,11 +283,12 @@ static void expire_phase2(batch *b, size_t i, const lattice_op_result *res)
     int64_t now = (int64_t)lt_wall_ms();
     bool has = res->num >= 0;
     int64_t cur = has ? now + res->num : 0;
+    /* Every given condition must hold: XX LT on a key without a TTL is 0. */
     bool go = true;
-    if (e->sflags & LATTICE_RESP_EXPIRE_NX) go = !has;
-    if (e->sflags & LATTICE_RESP_EXPIRE_XX) go = has;
-    if (e->sflags & LATTICE_RESP_EXPIRE_GT) go = has && e->when_ms > cur;
-    if (e->sflags & LATTICE_RESP_EXPIRE_LT) go = !has || e->when_ms < cur;
+    if (e->sflags & LATTICE_RESP_EXPIRE_NX) go &= !has;
+    if (e->sflags & LATTICE_RESP_EXPIRE_XX) go &= has;
+    if (e->sflags & LATTICE_RESP_EXPIRE_GT) go &= has && e->when_ms > cur;
+    if (e->sflags & LATTICE_RESP_EXPIRE_LT) go &= !has || e->when_ms < cur;
     x->status = LATTICE_ERR_NOT_FOUND; /* "not set": reply 0 */
     if (!go) return;
     size_t *ctx = lt_malloc(2 * sizeof(size_t));
@@ -333,7 +337,7 @@ void respd_add_status_error(lattice_resp_out *o, lattice_status st)
     lattice_resp_add_error(o, m, strlen(m));
 }
 
-static void add_value(lattice_resp_out *o, const batch *b, const opres *x)
+void respd_add_value(lattice_resp_out *o, const batch *b, const opres *x)
 {
     lattice_resp_add_bulk(o, b->vals + x->voff, x->vlen);
 }
@@ -355,7 +359,7 @@ static void set_reply(lattice_resp_out *o, const batch *b, const ent *e, const o
     if (!done && x->status != LATTICE_ERR_EXISTS && x->status != LATTICE_ERR_NOT_FOUND) {
         respd_add_status_error(o, x->status);
     } else if (get) {
-        if ((x->flags & LATTICE_OP_R_FOUND) && x->has_value) add_value(o, b, x);
+        if ((x->flags & LATTICE_OP_R_FOUND) && x->has_value) respd_add_value(o, b, x);
         else lattice_resp_add_null(o);
     } else if (done) {
         lattice_resp_add_simple(o, "OK", 2);
@@ -370,6 +374,10 @@ static void entry_reply(lattice_resp_out *o, const batch *b, const ent *e)
         lattice_resp_add_error(o, b->arena + e->first, e->n);
         return;
     }
+    if (respd_is_str_command((lattice_resp_cmd_id)e->cmd)) {
+        respd_str_reply(o, b, e);
+        return;
+    }
     const opres *x = &b->res[e->first];
     const opres *bad = first_error(b, e);
     if (bad && e->cmd != LATTICE_RESP_CMD_SET) {
@@ -380,11 +388,11 @@ static void entry_reply(lattice_resp_out *o, const batch *b, const ent *e)
     long long cnt = 0;
     switch (e->cmd) {
     case LATTICE_RESP_CMD_GET:
-        if (ok && x->has_value) add_value(o, b, x);
+        if (ok && x->has_value) respd_add_value(o, b, x);
         else lattice_resp_add_null(o);
         break;
     case LATTICE_RESP_CMD_GETDEL:
-        if (ok && x->has_value && (x->flags & LATTICE_OP_R_FOUND)) add_value(o, b, x);
+        if (ok && x->has_value && (x->flags & LATTICE_OP_R_FOUND)) respd_add_value(o, b, x);
         else lattice_resp_add_null(o);
         break;
     case LATTICE_RESP_CMD_STRLEN: lattice_resp_add_int(o, ok ? (long long)x->vlen : 0); break;
@@ -401,7 +409,7 @@ static void entry_reply(lattice_resp_out *o, const batch *b, const ent *e)
         lattice_resp_add_array(o, e->n);
         for (uint32_t k = 0; k < e->n; k++) {
             const opres *y = &b->res[e->first + k];
-            if (y->status == LATTICE_OK && y->has_value) add_value(o, b, y);
+            if (y->status == LATTICE_OK && y->has_value) respd_add_value(o, b, y);
             else lattice_resp_add_null(o);
         }
         break;
@@ -681,6 +689,17 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
         c->closing = true;
         break;
     case LATTICE_RESP_CMD_INFO: respd_info(r, c, argc, argv); break;
+    case LATTICE_RESP_CMD_TIME: {
+        char sec[24], usec[24];
+        struct timespec ts; /* Redis's TIME has microseconds; lt_wall_ms only ms */
+        clock_gettime(CLOCK_REALTIME, &ts);
+        size_t ns = lattice_resp_ll2string(sec, (long long)ts.tv_sec);
+        size_t nu = lattice_resp_ll2string(usec, (long long)(ts.tv_nsec / 1000));
+        lattice_resp_add_array(o, 2);
+        lattice_resp_add_bulk(o, sec, ns);
+        lattice_resp_add_bulk(o, usec, nu);
+        break;
+    }
     case LATTICE_RESP_CMD_SUB_HELP: cmd_help(c, &argv[0]); break;
     case LATTICE_RESP_CMD_COMMAND:
     case LATTICE_RESP_CMD_COMMAND_COUNT:
@@ -784,19 +803,19 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
     }
     const lattice_resp_cmd *rc = lattice_resp_cmd_resolve(argc, argv, err);
     if (!rc) {
-        if (b->n_ents) return ent_error(b, err);
+        if (b->n_ents) return respd_ent_error(b, err);
         lattice_resp_add_error(c->out, err, strlen(err));
         return CMD_DONE;
     }
     lattice_resp_cmd_id id = lattice_resp_cmd_id_of(rc);
     if (!c->authed && !(lattice_resp_cmd_flags(rc) & LATTICE_RESP_F_NO_AUTH)) {
-        if (b->n_ents) return ent_error(b, LATTICE_RESP_ERR_NOAUTH);
+        if (b->n_ents) return respd_ent_error(b, LATTICE_RESP_ERR_NOAUTH);
         lattice_resp_add_error(c->out, LATTICE_RESP_ERR_NOAUTH, strlen(LATTICE_RESP_ERR_NOAUTH));
         return CMD_DONE;
     }
     if (is_key_command(id)) {
         if (touches_batch_key(b, rc, argc, argv)) return CMD_DEFER;
-        if (misrouted(r, c, rc, argc, argv, err)) return ent_error(b, err);
+        if (misrouted(r, c, rc, argc, argv, err)) return respd_ent_error(b, err);
         return key_command(r, b, id, argc, argv);
     }
     if (b->n_ents) return CMD_DEFER;

@@ -60,7 +60,8 @@ typedef struct ent {
     uint16_t cmd;                     /* lattice_resp_cmd_id */
     uint16_t sflags;                  /* SET/EXPIRE option flags */
     uint32_t first, n;                /* ops [first, first+n) */
-    int64_t when_ms;                  /* conditional EXPIRE: the new deadline */
+    int64_t when_ms;                  /* conditional EXPIRE: the new deadline; ranges: start */
+    int64_t arg2;                     /* ranges: end; GETBIT: the offset */
 } ent;
 
 typedef struct opres {
@@ -145,6 +146,23 @@ void respd_op_done(void *arg, size_t i, const lattice_op_result *res);
 void respd_add_status_error(lattice_resp_out *o, lattice_status st);
 /* Data thread: hands a finished batch back to its connection's IO thread. */
 void respd_batch_return(batch *b);
+
+/* respd_cmd.c, for the command files: an entry of command id, an op of
+ * it (key/val copied into the batch's arena), an error reply kept in order. */
+ent *respd_ent_new(batch *b, lattice_resp_cmd_id cmd);
+bool respd_op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const lattice_resp_arg *key,
+                  const lattice_resp_arg *val, int64_t delta, uint64_t ttl);
+cmd_outcome respd_ent_error(batch *b, const char *msg);
+/* The value an op returned (vals arena). */
+void respd_add_value(lattice_resp_out *o, const batch *b, const opres *x);
+
+/* respd_str.c: the string and keyspace commands beyond the first set
+ * (SETEX ... BITCOUNT in lattice_resp_cmd_id).  respd_str_command turns
+ * one into ops of a new entry (or an error entry); respd_str_reply encodes
+ * its reply once the ops came back. */
+bool respd_is_str_command(lattice_resp_cmd_id id);
+cmd_outcome respd_str_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv);
+void respd_str_reply(lattice_resp_out *o, const batch *b, const ent *e);
 
 /* respd_cluster.c: CLUSTER and INFO. */
 void respd_cluster(struct lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t argc,
