@@ -89,6 +89,7 @@ int cli_caches(cli_globals *g, int argc, char **argv)
                                                        (json_int_t)x->hits, "misses", (json_int_t)x->misses));
                 json_t *last = json_array_get(nodes, json_array_size(nodes) - 1);
                 json_object_set_new(last, "moving_partitions", json_integer((json_int_t)x->moving_partitions));
+                json_object_set_new(last, "evictions", json_integer((json_int_t)x->evictions));
                 json_object_set_new(last, "moving_entries", json_integer((json_int_t)x->moving_entries));
             }
             json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:s, s:b, s:I, s:s, s:o}", "name", ci[i].name,

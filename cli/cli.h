@@ -30,12 +30,17 @@ int cli_partitions(cli_globals *g, int argc, char **argv);
 int cli_bench(cli_globals *g, int argc, char **argv);
 int cli_rebalance(cli_globals *g, int argc, char **argv);
 int cli_verify(cli_globals *g, int argc, char **argv);
+int cli_baseline(cli_globals *g, int argc, char **argv);
 
 /* Print o as one compact JSON line on stdout, then release it. */
 struct json_t;
 void cli_print_json(struct json_t *o);
 /* True when a command's own arguments (argv[1..]) ask for --help or -h. */
 bool cli_wants_help(int argc, char **argv);
+
+/* The quorum of the side this topology shows (baseline.c), for top. */
+struct json_t *cli_quorum_json(const lattice_topology *t);
+void cli_quorum_line(const lattice_topology *t);
 
 /* Attach as a client node (prints why on failure). NULL when it cannot join. */
 lattice_node *cli_attach(cli_globals *g);

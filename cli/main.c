@@ -24,6 +24,7 @@ static const cli_command commands[] = {
     {"partitions", "partitions CACHE: owners, roles and states of each partition; balance summary", cli_partitions},
     {"rebalance", "rebalance [--watch]: partitions left, entries/bytes moved, rate, estimate per cache", cli_rebalance},
     {"verify", "verify CACHE: compare every copy's content hash, size and counter; exit 3 on conflict", cli_verify},
+    {"baseline", "baseline [show] | set|add|remove [--force] CONSISTENT_ID...: the servers that count for quorum", cli_baseline},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

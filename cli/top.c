@@ -121,6 +121,7 @@ static void print_json(lattice_node *n, const lattice_topology *t, const char *s
     json_t *root = json_pack("{s:[I,I], s:s, s:s, s:o}", "topology_version", (json_int_t)lattice_topology_major(t),
                              (json_int_t)lattice_topology_minor(t), "coordinator", lattice_topology_coordinator(t),
                              "self", self, "nodes", nodes);
+    json_object_set_new(root, "quorum", cli_quorum_json(t));
     cli_print_json(root);
 }
 
@@ -135,11 +136,12 @@ static void print_table(lattice_node *n, const lattice_topology *t, const char *
 {
     size_t servers = 0, sz = lattice_topology_size(t);
     for (size_t i = 0; i < sz; i++) servers += lattice_topology_member(t, i)->role == LATTICE_ROLE_SERVER;
-    printf("Topology %llu.%llu   coordinator %.8s   %zu node%s (%zu server%s, %zu client%s)\n\n",
+    printf("Topology %llu.%llu   coordinator %.8s   %zu node%s (%zu server%s, %zu client%s)\n",
            (unsigned long long)lattice_topology_major(t), (unsigned long long)lattice_topology_minor(t),
            lattice_topology_coordinator(t), sz, sz == 1 ? "" : "s", servers, servers == 1 ? "" : "s",
            sz - servers, sz - servers == 1 ? "" : "s");
-    printf("%-9s %-21s %5s %-6s %-27s %-15s %9s %6s %10s %6s %10s\n", "ID8", "CONSISTENT ID", "ORDER", "ROLE",
+    cli_quorum_line(t);
+    printf("\n%-9s %-21s %5s %-6s %-27s %-15s %9s %6s %10s %6s %10s\n", "ID8", "CONSISTENT ID", "ORDER", "ROLE",
            "ADDRESS", "HOST", "UPTIME", "CPU", "MEMORY", "PARTS", "ENTRIES");
     for (size_t i = 0; i < sz; i++) {
         const lattice_member *m = lattice_topology_member(t, i);
@@ -174,7 +176,8 @@ int cli_top(cli_globals *g, int argc, char **argv)
              "partitions and entries held over every cache (primary + backup copies).\n"
              "With --json: {\"topology_version\":[major,minor], \"coordinator\":ID, \"self\":ID,\n"
              "  \"nodes\":[{\"id\",\"consistent_id\",\"order\",\"role\",\"addr\",\"host\",\"uptime_ms\",\n"
-             "  \"cpu_load\",\"memory_rss_bytes\",\"partitions\",\"entries\",\"dropped\":{...},\"attrs\":{...},\"self\"}]}");
+             "  \"cpu_load\",\"memory_rss_bytes\",\"partitions\",\"entries\",\"dropped\":{...},\"attrs\":{...},\"self\"}],\n"
+             "  \"quorum\":{\"baseline_version\",\"baseline_nodes\",\"baseline_in_topology\",\"has_quorum\"}}");
         return 0;
     }
     /* --json is global (before the command) but accepted here too. */

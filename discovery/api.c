@@ -97,6 +97,9 @@ lattice_status lattice_discovery_init(const lattice_discovery_config *c, lattice
     pthread_mutex_init(&d->pub_lock, NULL);
     pthread_mutex_init(&d->stats_lock, NULL);
     pthread_cond_init(&d->joined_cv, NULL);
+    pthread_mutex_init(&d->bl_lock, NULL);
+    pthread_cond_init(&d->bl_cv, NULL);
+    d->auto_adjust_ms = c->baseline_auto_adjust_ms;
     new_uuid(d->id);
     *out = d;
     if (st != LATTICE_OK) {
@@ -151,6 +154,8 @@ void lattice_discovery_destroy(lattice_discovery *d)
     pthread_mutex_destroy(&d->pub_lock);
     pthread_mutex_destroy(&d->stats_lock);
     pthread_cond_destroy(&d->joined_cv);
+    pthread_mutex_destroy(&d->bl_lock);
+    pthread_cond_destroy(&d->bl_cv);
     sodium_memzero(d->key, sizeof d->key);
     lt_free(d);
 }

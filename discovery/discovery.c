@@ -483,6 +483,10 @@ static void coordinate(lattice_discovery *d, int64_t now)
         add_change(chs, chp, &nch, d->pending[i].id, LATTICE_EVENT_JOINED);
     }
     lattice_topology *nt = topo_build(t->major + 1, 0, next, (uint32_t)d->fd_ms, d->id, keep, nk);
+    if (nt && !topo_set_baseline(nt, (const char *const *)t->baseline, t->n_baseline, t->baseline_version)) {
+        topo_put(nt);
+        nt = NULL;
+    }
     if (!nt) return; /* out of memory: try again next tick */
     if (takeover)
         LT_LOG(LT_WARN, MOD, "coordinator %.8s is gone; taking over as coordinator", t->coordinator);
@@ -507,6 +511,22 @@ static void coordinate(lattice_discovery *d, int64_t now)
     adopt(d, nt, chp, nch); /* frees nothing the changes point to: ids live in t/pending */
     for (size_t i = 0; i < d->n_pending; i++) member_free_fields(&d->pending[i]);
     d->n_pending = 0;
+}
+
+bool ld_announce_baseline(lattice_discovery *d, const char *const *cids, size_t n)
+{
+    const lattice_topology *t = d->cur;
+    const lattice_member *ms[MAX_PEERS + MAX_PENDING];
+    size_t k = 0;
+    for (size_t i = 0; i < t->n && k < MAX_PEERS + MAX_PENDING; i++) ms[k++] = &t->members[i];
+    lattice_topology *nt = topo_build(t->major, t->minor + 1, t->next_order, (uint32_t)d->fd_ms, d->id, ms, k);
+    if (!nt || !topo_set_baseline(nt, cids, n, t->baseline_version + 1)) {
+        topo_put(nt);
+        return false;
+    }
+    send_topology(d, nt, NULL, 0, NULL);
+    adopt(d, nt, NULL, 0);
+    return true;
 }
 
 /* ------------------------------------------------------------- handlers */
@@ -613,6 +633,8 @@ static void on_heartbeat(lattice_discovery *d, const Latdisc__Envelope *e, const
         const Latdisc__Stats *s = h->stats;
         first = !p->have_stats;
         p->have_stats = true;
+        p->hb_major = h->major;
+        p->hb_minor = h->minor;
         p->stats = (lattice_node_stats){s->cpu_load, s->rss_bytes, s->uptime_ms, s->frames_in, s->malformed,
                                         s->oversized, s->auth_failed, s->refused, s->handshake_failed};
     }
@@ -747,6 +769,8 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
     case LATDISC__ENVELOPE__BODY_LEAVE: on_leave(d, e); break;
     case LATDISC__ENVELOPE__BODY_HELLO: ld_on_hello(d, e, route); break;
     case LATDISC__ENVELOPE__BODY_DISSOLVE: ld_on_dissolve(d, e); break;
+    case LATDISC__ENVELOPE__BODY_BASELINE_CHANGE: ld_on_baseline_change(d, e, route); break;
+    case LATDISC__ENVELOPE__BODY_BASELINE_ANSWER: ld_on_baseline_answer(d, e); break;
     default: cnt(&d->c_malformed); break; /* probes belong on UDP */
     }
 }
@@ -910,6 +934,11 @@ static void maybe_seed(lattice_discovery *d, int64_t now)
     self_member(d, &me, 1);
     const lattice_member *ms[1] = {&me};
     lattice_topology *t = topo_build(1, 0, 2, (uint32_t)d->fd_ms, d->id, ms, 1);
+    const char *baseline[1] = {d->consistent_id}; /* the first server: the grid's first baseline */
+    if (t && !topo_set_baseline(t, baseline, 1, 1)) {
+        topo_put(t);
+        t = NULL;
+    }
     if (!t) return;
     Latdisc__Change ch, *chp = &ch;
     latdisc__change__init(&ch);
@@ -942,6 +971,7 @@ static void joined_tick(lattice_discovery *d, int64_t now)
     const lattice_member *c = effective_coordinator(d, now);
     if (c && strcmp(c->id, d->id) == 0 && now >= d->quiet_until_ms) {
         coordinate(d, now);
+        if (d->state == ST_JOINED) ld_baseline_tick(d, now);
         if (d->state == ST_JOINED) ld_send_hellos(d, now);
     }
 }
@@ -1043,6 +1073,7 @@ void *ld_thread_main(void *arg)
         } else if (d->state == ST_JOINED) {
             joined_tick(d, now);
         }
+        ld_baseline_pump(d, now);
     }
     leave_grid(d);
     d->state = ST_STOPPED;

@@ -21,7 +21,7 @@
 #include "lattice/topology.h"
 
 #define LATTICE_PROTO_MAJOR 1
-#define LATTICE_PROTO_MINOR 0
+#define LATTICE_PROTO_MINOR 1
 #define LATTICE_MCAST_DEFAULT_GROUP "228.1.2.4"
 #define LATTICE_MCAST_DEFAULT_PORT 47400
 
@@ -41,6 +41,10 @@ typedef struct lattice_discovery_config {
     int multicast_attempts, multicast_wait_ms;
     const char *const *attrs; /* "k=v" */
     size_t n_attrs;
+    /* A baseline member gone from the topology this long is removed from
+     * the baseline by a coordinator holding quorum; -1: never (0 from a
+     * zeroed config: at once). */
+    int baseline_auto_adjust_ms;
 } lattice_discovery_config;
 
 /* ---- IP finders (pure; unit-tested) ---- */
@@ -100,11 +104,33 @@ uint64_t lattice_discovery_incarnation(lattice_discovery *d);
  * acting on an older incarnation's view is never served by the new one's
  * lease. */
 bool lattice_discovery_serving(lattice_discovery *d, uint64_t incarnation);
-/* Pure: the lease given the send times echoed by the other servers of the
- * topology (acks[0..n_acks), 0 = never), the number of servers counting
- * us, the coordinator's echo (-1 when we are the coordinator, 0 = never)
- * and the lease length.  Needs the coordinator's echo and a strict
- * majority of the servers counting us; returns 0 when either is missing. */
-int64_t lattice_lease_until(const int64_t *acks, size_t n_acks, size_t n_servers, int64_t coord_ack, int lease_ms);
+/* Pure: the lease given the send times echoed by the other baseline
+ * servers of the topology (acks[0..n_acks), 0 = never), the size of the
+ * baseline, whether we are in it, the coordinator's echo (-1 when we are
+ * the coordinator, 0 = never) and the lease length.  Needs the
+ * coordinator's echo and a strict majority of the baseline (us included
+ * when self_counts); returns 0 when either is missing. */
+int64_t lattice_lease_until(const int64_t *acks, size_t n_acks, size_t n_baseline, bool self_counts,
+                            int64_t coord_ack, int lease_ms);
+/* Pure: how many baseline servers are reachable - us (self_counts) and
+ * every one whose echo is younger than lease_ms at `now`. */
+size_t lattice_quorum_reachable(const int64_t *acks, size_t n_acks, bool self_counts, int64_t now, int lease_ms);
+
+/* ---- baseline and quorum (docs/CONSISTENCY.md, "Baseline and quorum") ---- */
+
+/* This node's quorum now (any thread).  A client reports has_quorum (it
+ * holds nothing to fence) with the baseline figures of its view. */
+void lattice_discovery_quorum(lattice_discovery *d, lattice_quorum *out);
+/* op: LATTICE_BASELINE_SET/ADD/REMOVE (topology.h). */
+/* Ask the coordinator to change the baseline and wait for its answer (any
+ * thread but the discovery thread).  OK once the coordinator announced a
+ * topology holding the change (*version: its baseline version); INVAL for
+ * a consistent id that is not a server of the topology (set, add) or not
+ * in the baseline (remove), or an empty result; NO_QUORUM when the
+ * coordinator holds no quorum and `force` is false; TIMEOUT without an
+ * answer.  why (may be NULL) gets the coordinator's text. */
+lattice_status lattice_discovery_baseline_change(lattice_discovery *d, int op, const char *const *cids, size_t n,
+                                                 bool force, int timeout_ms, uint64_t *version, char *why,
+                                                 size_t why_len);
 
 #endif

@@ -25,6 +25,12 @@ struct lattice_topology {
     char *coordinator;
     size_t n;
     lattice_member *members; /* sorted by order */
+    /* The baseline (consistent ids of the servers that count for quorum),
+     * sorted, and its version; set by topo_set_baseline before the
+     * snapshot is published, never after. */
+    char **baseline;
+    size_t n_baseline;
+    uint64_t baseline_version;
 };
 
 /* Deep copy of members[0..n) into a new snapshot with one reference. NULL on
@@ -32,6 +38,10 @@ struct lattice_topology {
 lattice_topology *topo_build(uint64_t major, uint64_t minor, uint64_t next_order, uint32_t fd_ms,
                              const char *coordinator, const lattice_member *const *members, size_t n);
 lattice_topology *topo_from_proto(const Latdisc__Topology *p);
+/* Give a snapshot that is not yet published its baseline (copied, sorted,
+ * duplicates dropped).  false on allocation failure (t keeps none). */
+bool topo_set_baseline(lattice_topology *t, const char *const *cids, size_t n, uint64_t version);
+bool topo_in_baseline(const lattice_topology *t, const char *cid);
 void topo_get(lattice_topology *t);
 void topo_put(lattice_topology *t);
 /* Fill a proto view of t (strings borrowed from t; free with
@@ -74,9 +84,12 @@ lattice_status wire_encode(const Latdisc__Envelope *e, const uint8_t *key, uint8
 void wire_derive_key(const uint8_t *secret, size_t len, uint8_t key[LT_FRAME_KEY_BYTES]);
 
 /* ---- merging (merge.c) ---- */
-/* Does our grid (my_servers, coordinator host:port) dissolve into theirs?
- * Fewer servers yields; a tie: the larger coordinator host:port yields. */
-bool merge_yields(size_t my_servers, const char *my_coord_cid, size_t their_servers, const char *their_coord_cid);
+/* Does our grid (quorum of its baseline present, servers, coordinator
+ * host:port) dissolve into theirs?  A grid without quorum yields to one
+ * with it; otherwise fewer servers yields; a tie: the larger coordinator
+ * host:port yields. */
+bool merge_yields(bool my_quorum, size_t my_servers, const char *my_coord_cid, bool their_quorum,
+                  size_t their_servers, const char *their_coord_cid);
 
 /* ---- process stats ---- */
 typedef struct proc_sampler {

@@ -2,9 +2,13 @@
  * Merging grids that formed apart (a partition that healed, a seed that
  * never heard of us).  Now and then each coordinator sends its view (Hello)
  * to the finder addresses outside its topology.  Two views with no member in
- * common are two grids; the one with fewer servers (a tie: the larger
- * coordinator host:port) dissolves, and its members rejoin the other as new
- * nodes - the smaller side's ids, like a restarted node's, do not survive.
+ * common are two grids; the one without a quorum of its baseline present
+ * dissolves into one with it - else the one with fewer servers (a tie: the
+ * larger coordinator host:port) - and its members rejoin the other as new
+ * nodes: the dissolved side's ids and copies, like a restarted node's, do
+ * not survive.  Quorum comes first because the side holding it is the only
+ * one that acknowledged writes while apart; a side that grew by joins
+ * without quorum could otherwise outnumber it and make it drop them.
  * Discovery thread only.
  */
 
@@ -16,10 +20,12 @@
 #include "state.h"
 #include "lattice/log.h"
 
-bool merge_yields(size_t my_servers, const char *my_coord_cid, size_t their_servers, const char *their_coord_cid)
+bool merge_yields(bool my_quorum, size_t my_servers, const char *my_coord_cid, bool their_quorum,
+                  size_t their_servers, const char *their_coord_cid)
 {
-    /* Both coordinators apply this to the same two facts, so exactly one
-     * side yields (equal counts and equal host:port cannot both be live). */
+    /* Both coordinators apply this to the same facts, so exactly one side
+     * yields (equal counts and equal host:port cannot both be live). */
+    if (my_quorum != their_quorum) return their_quorum;
     if (their_servers != my_servers) return their_servers > my_servers;
     return strcmp(their_coord_cid, my_coord_cid) < 0;
 }
@@ -137,11 +143,13 @@ void ld_on_hello(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg
     size_t mine = 0;
     for (size_t i = 0; i < t->n; i++) mine += t->members[i].role == LATTICE_ROLE_SERVER;
     size_t theirs = servers_in_proto(f);
-    bool yield = merge_yields(mine, me->consistent_id, theirs, fcid);
+    bool my_q = ld_present_quorum(t), their_q = ld_present_quorum_proto(f);
+    bool yield = merge_yields(my_q, mine, me->consistent_id, their_q, theirs, fcid);
     if (!yield) return;
     char why[512], who[128];
-    snprintf(why, sizeof why, "found another grid of cluster '%.64s' (%zu servers, coordinator %s) while this one has %zu; merging into it",
-             d->cluster, theirs, printable(fcid, who, sizeof who), mine);
+    snprintf(why, sizeof why, "found another grid of cluster '%.64s' (%zu servers%s, coordinator %s) while this one has %zu%s; merging into it",
+             d->cluster, theirs, their_q ? ", quorum" : "", printable(fcid, who, sizeof who), mine,
+             my_q ? "" : " and no quorum of its baseline");
     const char *join_addr = NULL;
     for (size_t i = 0; i < f->n_members; i++)
         if (strcmp(f->members[i]->id, f->coordinator) == 0) join_addr = f->members[i]->addr;

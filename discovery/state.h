@@ -43,6 +43,7 @@ typedef struct peer {
     char id[64];
     int64_t last_heard_ms;
     int64_t ack_ms;  /* our send time of the newest heartbeat it acknowledged (0: none) */
+    uint64_t hb_major, hb_minor; /* the topology version its latest heartbeat reported */
     bool leaving;
     bool have_stats;
     lattice_node_stats stats;
@@ -52,6 +53,29 @@ typedef struct joiner_seen {
     char key[128];
     int64_t seen_ms;
 } joiner_seen;
+
+/* A baseline member the coordinator misses from the topology, since when
+ * (auto-adjust, baseline.c). */
+typedef struct absent_cid {
+    char cid[128];
+    int64_t since_ms;
+} absent_cid;
+
+/* An API thread's baseline change, handed to the discovery thread. */
+enum bl_state { BL_IDLE, BL_QUEUED, BL_SENT, BL_DONE };
+#define BL_MAX_CIDS 64
+typedef struct bl_request {
+    enum bl_state state;
+    int op;
+    bool force;
+    uint64_t id;
+    size_t n;
+    char cids[BL_MAX_CIDS][128];
+    int64_t sent_ms;
+    lattice_status status;
+    uint64_t version;
+    char text[256];
+} bl_request;
 
 typedef struct sub {
     lattice_event_fn fn;
@@ -114,6 +138,15 @@ struct lattice_discovery {
     atomic_uint_fast64_t incarnation; /* bumped by every (re)join; written by the discovery thread */
     int64_t joined_mono_ms;          /* discovery thread: when this incarnation was admitted */
     int64_t quiet_until_ms;          /* discovery thread: after a stall, no coordinating until then */
+    int auto_adjust_ms;              /* --baseline-auto-adjust-ms (-1: never) */
+    absent_cid absent[MAX_PEERS];    /* discovery thread (coordinator): baseline members missing */
+    size_t n_absent;
+    char bl_last_sender[64];         /* discovery thread: the last change applied, for resends */
+    uint64_t bl_last_id, bl_last_version;
+    pthread_mutex_t bl_lock;         /* guards bl; never held with pub_lock or stats_lock */
+    pthread_cond_t bl_cv;
+    bl_request bl;
+    uint64_t bl_next_id;             /* under bl_lock */
     bool thread_started;
     pthread_t thr;
     atomic_uint_fast64_t c_frames, c_malformed, c_oversized, c_auth, c_refused, c_handshake;
@@ -209,6 +242,32 @@ void ld_send_members(lattice_discovery *d, const lattice_topology *t, const char
 int ld_lease_ms(const lattice_discovery *d);
 /* Recompute d->lease_until from the peers' acks and the current view. */
 void ld_update_lease(lattice_discovery *d);
+
+/* Echo times of the baseline servers of t other than self_id, and how the
+ * lease counts them (lease.c).  Call on the discovery thread or with
+ * stats_lock held. */
+size_t ld_baseline_acks(lattice_discovery *d, const lattice_topology *t, const char *self_id,
+                        int64_t *acks, size_t *n_baseline, bool *self_counts, int64_t *coord_ack);
+
+/* ---- baseline.c ---- */
+/* Quorum now, on the discovery thread: reachable baseline servers of n. */
+bool ld_quorum_now(lattice_discovery *d, int64_t now, size_t *reachable, size_t *n);
+/* Servers of t that are baseline members, and whether they are a strict
+ * majority of t's baseline (a legacy topology without one: true). */
+bool ld_present_quorum(const lattice_topology *t);
+bool ld_present_quorum_proto(const Latdisc__Topology *p);
+/* Coordinator: keep the baseline current (joins at once, departures after
+ * auto_adjust_ms), one change at a time. */
+void ld_baseline_tick(lattice_discovery *d, int64_t now);
+/* Every loop: hand an API thread's change request on (or apply it). */
+void ld_baseline_pump(lattice_discovery *d, int64_t now);
+void ld_on_baseline_change(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route);
+void ld_on_baseline_answer(lattice_discovery *d, const Latdisc__Envelope *e);
+
+/* ---- discovery.c, for baseline.c ---- */
+/* Coordinator: announce t's members again under (major, minor + 1) with
+ * this baseline, and adopt it.  False on allocation failure. */
+bool ld_announce_baseline(lattice_discovery *d, const char *const *cids, size_t n);
 
 /* ---- merge.c: grids that formed apart ---- */
 void ld_note_candidate(lattice_discovery *d, const char *addr);

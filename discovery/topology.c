@@ -28,6 +28,8 @@ static void topo_free(lattice_topology *t)
     for (size_t i = 0; i < t->n; i++) member_free_fields(&t->members[i]);
     lt_free(t->members);
     lt_free(t->coordinator);
+    for (size_t i = 0; i < t->n_baseline; i++) lt_free(t->baseline[i]);
+    lt_free(t->baseline);
     lt_free(t);
 }
 
@@ -93,6 +95,38 @@ lattice_topology *topo_build(uint64_t major, uint64_t minor, uint64_t next_order
     return t;
 }
 
+static int by_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+bool topo_set_baseline(lattice_topology *t, const char *const *cids, size_t n, uint64_t version)
+{
+    char **b = n ? lt_calloc(n, sizeof *b) : NULL;
+    if (n && !b) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(b[i] = dup_or_empty(cids[i]))) {
+            for (size_t k = 0; k < i; k++) lt_free(b[k]);
+            lt_free(b);
+            return false;
+        }
+    qsort(b, n, sizeof *b, by_str);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k && strcmp(b[k - 1], b[i]) == 0) lt_free(b[i]);
+        else b[k++] = b[i];
+    }
+    for (size_t i = 0; i < t->n_baseline; i++) lt_free(t->baseline[i]);
+    lt_free(t->baseline);
+    t->baseline = b;
+    t->n_baseline = k;
+    t->baseline_version = version;
+    return true;
+}
+
+bool topo_in_baseline(const lattice_topology *t, const char *cid)
+{
+    if (!t || !cid) return false;
+    return t->n_baseline && bsearch(&cid, t->baseline, t->n_baseline, sizeof *t->baseline, by_str) != NULL;
+}
+
 void member_from_proto_view(const Latdisc__Member *p, lattice_member *m, lattice_attr *attrs,
                             size_t max_attrs)
 {
@@ -127,6 +161,10 @@ lattice_topology *topo_from_proto(const Latdisc__Topology *p)
         ptrs[i] = &views[i];
     }
     t = topo_build(p->major, p->minor, p->next_order, p->failure_detection_ms, p->coordinator, ptrs, n);
+    if (t && !topo_set_baseline(t, (const char *const *)p->baseline, p->n_baseline, p->baseline_version)) {
+        topo_put(t);
+        t = NULL;
+    }
 out:
     lt_free(views);
     lt_free(ptrs);
@@ -186,6 +224,9 @@ lattice_status topo_to_proto(const lattice_topology *t, Latdisc__Topology *p)
     p->next_order = t->next_order;
     p->failure_detection_ms = t->fd_ms;
     p->coordinator = t->coordinator;
+    p->baseline = t->baseline; /* borrowed, like the strings */
+    p->n_baseline = t->n_baseline;
+    p->baseline_version = t->baseline_version;
     if (!t->n) return LATTICE_OK;
     void *blk = lt_calloc(t->n, sizeof(Latdisc__Member *) + sizeof(Latdisc__Member));
     if (!blk) return LATTICE_ERR_NOMEM;
@@ -229,6 +270,14 @@ const lattice_member *lattice_topology_find(const lattice_topology *t, const cha
     for (size_t i = 0; t && id && i < t->n; i++)
         if (strcmp(t->members[i].id, id) == 0) return &t->members[i];
     return NULL;
+}
+
+size_t lattice_topology_baseline_size(const lattice_topology *t) { return t->n_baseline; }
+uint64_t lattice_topology_baseline_version(const lattice_topology *t) { return t->baseline_version; }
+
+const char *lattice_topology_baseline_at(const lattice_topology *t, size_t i)
+{
+    return i < t->n_baseline ? t->baseline[i] : NULL;
 }
 
 const char *lattice_member_attr(const lattice_member *m, const char *key)

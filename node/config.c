@@ -101,6 +101,7 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
     else if (!strcmp(k, "port")) { if (!parse_int(v, 0, 65535, &c->port)) BAD("--port wants 0 (any free port) or 1..65535, not '%s'", v ? v : ""); }
     else if (!strcmp(k, "port-range")) { if (!parse_int(v, 1, 10000, &c->port_range)) BAD("--port-range wants 1..10000, not '%s'", v ? v : ""); }
     else if (!strcmp(k, "failure-detection-ms")) { if (!parse_int(v, 100, 3600000, &c->failure_detection_ms)) BAD("--failure-detection-ms wants 100..3600000, not '%s'", v ? v : ""); }
+    else if (!strcmp(k, "baseline-auto-adjust-ms")) { if (!parse_int(v, -1, 86400000, &c->baseline_auto_adjust_ms)) BAD("--baseline-auto-adjust-ms wants -1 (never) or 0..86400000, not '%s'", v ? v : ""); }
     else if (!strcmp(k, "max-message-bytes")) { if (!parse_int(v, 1024, 256 << 20, &c->max_message_bytes)) BAD("--max-message-bytes wants 1024..268435456, not '%s'", v ? v : ""); }
     else if (!strcmp(k, "multicast-attempts")) { if (!parse_int(v, 1, 100, &c->multicast_attempts)) BAD("--multicast-attempts wants 1..100"); }
     else if (!strcmp(k, "multicast-wait-ms")) { if (!parse_int(v, 10, 60000, &c->multicast_wait_ms)) BAD("--multicast-wait-ms wants 10..60000"); }
@@ -135,6 +136,9 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
     } else if (!strcmp(k, "region-mb")) {
         if (!parse_int(v, 1, 1 << 20, &o->region_mb)) BAD("--region-mb wants 1..1048576");
         o->node.region_mb = o->region_mb;
+    } else if (!strcmp(k, "region-policy")) {
+        if (!v || (strcmp(v, "evict") && strcmp(v, "reject"))) BAD("--region-policy wants evict or reject");
+        o->node.region_evict = !strcmp(v, "evict");
     }
     else if (!strcmp(k, "resp-port")) { if (!parse_int(v, 1, 65535, &r->port)) BAD("--resp-port wants 1..65535"); }
     else if (!strcmp(k, "requirepass")) STR(r->password);
@@ -201,6 +205,8 @@ static const struct option long_opts[] = {
     {"port-range", required_argument, 0, 1}, {"ip-finder", required_argument, 0, 1},
     {"client", no_argument, 0, 1},           {"cache", required_argument, 0, 1},
     {"region-mb", required_argument, 0, 1},  {"failure-detection-ms", required_argument, 0, 1},
+    {"baseline-auto-adjust-ms", required_argument, 0, 1},
+    {"region-policy", required_argument, 0, 1},
     {"secret-file", required_argument, 0, 1}, {"resp-port", required_argument, 0, 1},
     {"http-port", required_argument, 0, 1},  {"log-level", required_argument, 0, 1},
     {"max-message-bytes", required_argument, 0, 1}, {"multicast-attempts", required_argument, 0, 1},
@@ -227,6 +233,8 @@ static void usage(FILE *f)
           "                            47500..47509) or multicast://GROUP[:PORT] (228.1.2.4:47400)\n"
           "  --client                  client mode: listed as client, never coordinator, holds no data\n"
           "  --failure-detection-ms N  remove a node silent this long (default 10000)\n"
+          "  --baseline-auto-adjust-ms N  a baseline server gone this long stops counting for quorum\n"
+          "                            (default 60000: well above a restart; -1 = only `lattice baseline`)\n"
           "  --secret-file FILE        cluster secret: every peer frame carries an HMAC keyed by it\n"
           "  --max-message-bytes N     drop control frames above N bytes (default 1048576)\n"
           "  --multicast-attempts N    probes before a lone server starts a grid (default 2)\n"
@@ -234,7 +242,11 @@ static void usage(FILE *f)
           "  --attr KEY=VALUE          repeatable: a string attribute advertised in the topology\n"
           "  --log-level L             error|warn|info|debug|trace (default info)\n"
           "  --cache NAME[:k=v,...]    repeatable: a cache this node declares (docs/CACHES.md)\n"
-          "  --region-mb N             data region bound in MiB (default 256); full: writes fail with REGION_FULL\n"
+          "  --region-mb N             data region bound in MiB (default 256)\n"
+          "  --region-policy P         when the region is full: reject (default) fails writes with\n"
+          "                            REGION_FULL (RESP -OOM); evict evicts least recently used\n"
+          "                            entries, chosen by each partition's primary and removed on\n"
+          "                            every copy\n"
           "  --resp-port N             serve the Redis protocol (RESP2/3) on this port (docs/RESP.md)\n"
           "  --requirepass PASS        RESP clients must AUTH with PASS first\n"
           "  --resp-cache NAME         cache the RESP commands use (default: default)\n"

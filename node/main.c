@@ -25,6 +25,8 @@ static lattice_status resp_bind(latticed_options *o, lattice_respd **out)
     *out = NULL;
     if (!o->resp.port || o->node.client) return LATTICE_OK;
     o->resp.host = o->node.host;
+    o->resp.maxmemory = (long long)(o->node.region_mb > 0 ? o->node.region_mb : LATTICE_DEFAULT_REGION_MB) << 20;
+    o->resp.maxmemory_evicts = o->node.region_evict;
     lattice_status st = lattice_respd_bind(&o->resp, out);
     if (st == LATTICE_OK) st = lattice_respd_advertise(*out, &o->node);
     if (st != LATTICE_OK) {

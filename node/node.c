@@ -55,6 +55,7 @@ static lattice_status disc_init(lattice_node *n)
         .multicast_wait_ms = c->multicast_wait_ms,
         .attrs = c->attrs,
         .n_attrs = c->n_attrs,
+        .baseline_auto_adjust_ms = c->baseline_auto_adjust_ms,
     };
     return lattice_discovery_init(&dc, &n->discovery);
 }
@@ -83,6 +84,7 @@ static lattice_status data_init(lattice_node *n)
         .caches = c->caches,
         .n_caches = c->n_caches,
         .region_mb = c->region_mb,
+        .region_evict = c->region_evict,
         .op_timeout_ms = c->op_timeout_ms,
     };
     const char *attr = NULL;
@@ -118,6 +120,7 @@ void lattice_config_init(lattice_config *c)
     c->max_message_bytes = LATTICE_DEFAULT_MAX_MESSAGE_BYTES;
     c->multicast_attempts = 2;
     c->multicast_wait_ms = 300;
+    c->baseline_auto_adjust_ms = LATTICE_DEFAULT_BASELINE_AUTO_ADJUST_MS;
 }
 
 static lattice_status read_secret(lattice_node *n, const char *path)
@@ -206,6 +209,15 @@ lattice_status lattice_node_subscribe(lattice_node *n, lattice_event_fn fn, void
 void lattice_node_id(lattice_node *n, char *buf, size_t len) { lattice_discovery_local_id(n->discovery, buf, len); }
 lattice_ops *lattice_node_ops(lattice_node *n) { return n->data; }
 int lattice_node_port(lattice_node *n) { return lattice_discovery_port(n->discovery); }
+void lattice_node_quorum(lattice_node *n, lattice_quorum *out) { lattice_discovery_quorum(n->discovery, out); }
+
+lattice_status lattice_node_baseline_change(lattice_node *n, int op, const char *const *cids, size_t count,
+                                            bool force, int timeout_ms, uint64_t *version, char *why,
+                                            size_t why_len)
+{
+    return lattice_discovery_baseline_change(n->discovery, op, cids, count, force, timeout_ms, version, why,
+                                             why_len);
+}
 
 lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_node_stats *out)
 {

@@ -61,7 +61,7 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
 {
     lattice_op_result r = {0};
     lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
-    if (c && from_deposed_primary(d, c, q)) {
+    if (c && (from_deposed_primary(d, c, q) || ops_before_incarnation(d, q->topo_major))) {
         r.status = LATTICE_ERR_NOT_OWNER;
         if (q->id) chan_reply(d, o, &r, NULL, 0, false);
         return;

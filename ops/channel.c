@@ -347,7 +347,7 @@ void chan_complete_local(lattice_ops *d, opx *o, const lattice_op_result *r)
 void chan_complete(lattice_ops *d, const origin *org, const lattice_op_result *r)
 {
     if (org->local) chan_complete_local(d, org->local, r);
-    else chan_reply(d, org, r, NULL, 0, false);
+    else if (org->ident_len) chan_reply(d, org, r, NULL, 0, false); /* else: no issuer (an eviction) */
 }
 
 /* Reads one multi-part message: [ident] body [mac].  Returns the unpacked

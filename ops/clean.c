@@ -73,6 +73,30 @@ bool ops_serving(lattice_ops *d, const lattice_meta_cache *c)
            !lattice_meta_frozen(c);
 }
 
+bool ops_no_quorum(lattice_ops *d, int64_t *num)
+{
+    /* The lease is the cheap test (an atomic): a node holding one has
+     * quorum.  Without it, the lease may be down for a moment only - a
+     * takeover in flight, a pause just ended - while a majority of the
+     * baseline is still reachable: that retries; no majority is final. */
+    if (d->client || !d->disc || lattice_discovery_serving(d->disc, d->incarnation)) return false;
+    lattice_quorum q;
+    lattice_discovery_quorum(d->disc, &q);
+    if (q.has_quorum) return false;
+    if (num) *num = LATTICE_OPS_QUORUM_NUM(q.reachable, q.baseline);
+    return true;
+}
+
+bool ops_before_incarnation(const lattice_ops *d, uint64_t topo_major)
+{
+    return topo_major && topo_major < d->self_since_major;
+}
+
+lattice_status ops_refusal(lattice_ops *d, int64_t *num)
+{
+    return ops_no_quorum(d, num) ? LATTICE_ERR_NO_QUORUM : LATTICE_ERR_AGAIN;
+}
+
 void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,
                  const void *key, size_t key_len)
 {

@@ -48,6 +48,7 @@ static void push_meta(lattice_ops *d)
 void control_meta_apply(lattice_ops *d, const Latdata__Meta *m)
 {
     if (lattice_meta_apply(d->meta, m)) rebal_on_change(d);
+    evict_attach(d);
 }
 
 static void start_base_check(lattice_ops *d);
@@ -59,6 +60,7 @@ void control_on_topology(lattice_ops *d)
 {
     if (lattice_meta_is_coordinator(d->meta)) {
         if (!lattice_meta_valid(d->meta)) lattice_meta_start(d->meta, d->local_cfgs, d->n_local_cfgs);
+        evict_attach(d);
         push_meta(d);
         start_base_check(d);
     } else {
@@ -119,6 +121,7 @@ void control_tick(lattice_ops *d, uint64_t now)
 
 static lattice_status coord_write(lattice_ops *d, int call, const char *arg)
 {
+    if (ops_no_quorum(d, NULL)) return LATTICE_ERR_NO_QUORUM; /* the registry is the quorum side's */
     lattice_status st = call == LATTICE_OPS_CALL_CREATE ? lattice_meta_add(d->meta, arg) : lattice_meta_remove(d->meta, arg);
     if (st == LATTICE_OK) push_meta(d);
     return st;
@@ -158,6 +161,7 @@ static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c
     s->writes = c->writes;
     s->hits = c->hits;
     s->misses = c->misses;
+    s->evictions = evict_count(d, c);
     rebal_figures f;
     rebal_figures_of(d, c, &f);
     s->rebalance_left = f.left;
@@ -202,6 +206,7 @@ static void stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCach
         ci->writes = st[i]->writes;
         ci->hits = st[i]->hits;
         ci->misses = st[i]->misses;
+        ci->evictions = st[i]->evictions;
         ci->moving_partitions = st[i]->moving_partitions;
         ci->moving_entries = st[i]->moving_entries;
         ci->rebalance_left = st[i]->rebalance_left;
@@ -550,7 +555,9 @@ static uint64_t servers_hash(const lattice_ops *d)
  * joining or leaving changes nothing an assignment depends on). */
 static void start_base_check(lattice_ops *d)
 {
-    if (d->base_check_running) return;
+    /* A coordinator without quorum (the minority side of a partition)
+     * never moves a base: the side with quorum decides affinity. */
+    if (d->base_check_running || ops_no_quorum(d, NULL)) return;
     uint64_t h = servers_hash(d);
     if (h == d->checked_servers) return;
     bool any = false;

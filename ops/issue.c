@@ -101,6 +101,13 @@ void issue_route(lattice_ops *d, opx *o)
         retry_later(d, o, LATTICE_ERR_TIMEOUT);
         return;
     }
+    if (ops_no_quorum(d, &r.num)) {
+        /* Refused here, whichever node is the key's primary: this side of
+         * the grid may not acknowledge anything (docs/CONSISTENCY.md). */
+        r.status = LATTICE_ERR_NO_QUORUM;
+        chan_complete_local(d, o, &r);
+        return;
+    }
     if (o->op.kind == LATTICE_OP_SIZE) {
         control_start_size(d, o);
         return;

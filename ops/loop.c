@@ -76,6 +76,7 @@ static void on_router(lattice_ops *d)
             o.ident_len = il;
             o.rid = b->reqs[i]->id;
             serve(d, b->reqs[i], &o);
+            evict_flush(d);
         }
         chan_batch_free(b);
     }
@@ -91,7 +92,10 @@ static void on_dealer(lattice_ops *d, peer *p)
         Latdata__Batch *b = chan_read_batch(d, p->dealer, false, NULL, NULL);
         if (!b) continue;
         if (b->meta) control_meta_apply(d, b->meta);
-        for (size_t i = 0; i < b->n_resps; i++) handle_response(d, b->resps[i]);
+        for (size_t i = 0; i < b->n_resps; i++) {
+            handle_response(d, b->resps[i]);
+            evict_flush(d);
+        }
         chan_batch_free(b);
     }
 }
@@ -106,6 +110,7 @@ static void drain_inbox(lattice_ops *d)
         opx *o = caa_container_of(n, opx, qnode);
         if (o->call) control_run_call(d, o);
         else issue_route(d, o);
+        evict_flush(d);
     }
 }
 
@@ -115,6 +120,7 @@ static void run_retries(lattice_ops *d, uint64_t now)
         next = o->rnext;
         if (o->call) control_run_call(d, o);
         else issue_route(d, o);
+        evict_flush(d);
     }
 }
 
@@ -123,6 +129,7 @@ static void cache_gone(void *arg, lattice_meta_cache *c)
 {
     rebal_cache_gone(arg, c);
     clean_cache_gone(c);
+    evict_cache_gone(arg, c);
 }
 
 /* This node rejoined under a new id (the grid removed its old incarnation,
@@ -150,6 +157,7 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
     char self[64];
     lattice_discovery_local_id(d->disc, self, sizeof self);
     if (d->self_id[0] && strcmp(d->self_id, self) != 0) forget_data(d);
+    if (strcmp(d->self_id, self) != 0) d->self_since_major = lattice_topology_major(t);
     snprintf(d->self_id, sizeof d->self_id, "%s", self);
     for (size_t i = 0; i < d->n_peers; i++) d->peers[i]->mark = false;
     size_t n = lattice_topology_size(t);
@@ -252,6 +260,7 @@ static void *data_main(void *arg)
             }
             control_tick(d, now);
             rebal_tick(d, now);
+            evict_flush(d);
             run_retries(d, now);
         }
         chan_flush(d);
@@ -307,7 +316,9 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
     if (!d->client) {
         d->dedup = lt_calloc(DEDUP_SLOTS, sizeof *d->dedup);
         if (!d->dedup) goto nomem;
-        lattice_region_config rc = {"data", 0, (uint64_t)d->region_mb, 0, LATTICE_REGION_REJECT};
+        d->region_evict = c->region_evict;
+        lattice_region_config rc = {"data", 0, (uint64_t)d->region_mb, 0,
+                                    d->region_evict ? LATTICE_REGION_EVICT : LATTICE_REGION_REJECT};
         if (lattice_region_create(&rc, &d->region) != LATTICE_OK) goto nomem;
 
         d->router = zmq_socket(d->zctx, ZMQ_ROUTER);
@@ -375,6 +386,7 @@ static void ops_free(lattice_ops *d)
     rcu_register_thread();
     rebal_node_free(d); /* supplier sessions read the stores */
     if (d->meta) lattice_meta_destroy(d->meta);
+    evict_free(d);
     exec_scratch_free(&d->scratch);
     for (size_t i = 0; i < d->n_peers; i++) chan_peer_free(d->peers[i]);
     if (d->region) lattice_region_destroy(d->region);

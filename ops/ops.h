@@ -50,6 +50,7 @@ typedef struct lattice_ops_config {
     const char *const *caches;      /* --cache specs this node brings */
     size_t n_caches;
     int region_mb;                  /* 0 = default */
+    bool region_evict;              /* a full region evicts (evict.c) instead of refusing writes */
     int op_timeout_ms;              /* 0 = default */
 } lattice_ops_config;
 

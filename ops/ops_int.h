@@ -196,6 +196,12 @@ struct lattice_ops {
     bool running, seen_topology;
     bool inbox_pending;           /* enqueued from the data thread itself: poll without waiting */
     uint64_t major, minor;
+    /* The topology major that first listed this incarnation (this node id).
+     * A request routed by an older view was meant for a previous one - TCP
+     * delivers what it queued during a partition once the link returns,
+     * seconds later, to the new incarnation - and is refused (NOT_OWNER):
+     * executed now, it would overwrite what was acknowledged meanwhile. */
+    uint64_t self_since_major;
     uint64_t incarnation;         /* discovery's, of the view we act on (leases are per incarnation) */
     char self_id[64], coordinator[64];
     peer *peers[DATA_MAX_PEERS];
@@ -223,6 +229,13 @@ struct lattice_ops {
     size_t n_parked;
 
     struct rebal_sup *rb_sups;    /* supplier sessions (rebal_exec.c) */
+
+    /* eviction across copies (evict.c; region_evict set at init) */
+    bool region_evict;
+    struct evict_rec **evq;       /* evictions not yet sent to the copies */
+    size_t n_evq, cap_evq;
+    struct evict_ctx *evc[LATTICE_META_MAX_CACHES];
+    size_t n_evc;
 
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
@@ -294,6 +307,15 @@ void backup_clean(lattice_ops *d, const Latdata__Req *q);
 /* May this node serve an operation of c now: it holds its lease (discovery)
  * and no base switch has frozen the cache. */
 bool ops_serving(lattice_ops *d, const lattice_meta_cache *c);
+/* True when this server reaches no strict majority of the baseline (its
+ * lease is gone too); *num (may be NULL) gets LATTICE_OPS_QUORUM_NUM. */
+bool ops_no_quorum(lattice_ops *d, int64_t *num);
+/* What a node that is not serving answers: NO_QUORUM (final, *num set) or
+ * AGAIN (retried: a takeover, a pause, a base switch). */
+lattice_status ops_refusal(lattice_ops *d, int64_t *num);
+/* A request or replicated write its sender routed by a view older than this
+ * incarnation (self_since_major): meant for a previous one. */
+bool ops_before_incarnation(const lattice_ops *d, uint64_t topo_major);
 /* Primary: the write w (version, key) is in flight to the copies. */
 void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,
                  const void *key, size_t key_len);
@@ -318,6 +340,16 @@ bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition);
 /* The cache is going away: forget its in-flight lists (waits keep running). */
 void clean_cache_gone(lattice_meta_cache *c);
 
+/* ---- evict.c: eviction across copies (--region-policy evict) */
+/* Hooks every cache's store that has none yet (after the caches changed). */
+void evict_attach(lattice_ops *d);
+/* Sends the evictions recorded since the last call to the copies. */
+void evict_flush(lattice_ops *d);
+/* Entries this node evicted from c as primary. */
+uint64_t evict_count(lattice_ops *d, const lattice_meta_cache *c);
+void evict_cache_gone(lattice_ops *d, lattice_meta_cache *c);
+void evict_free(lattice_ops *d);
+
 /* ---- primary.c: primary execution with de-duplication */
 bool ops_is_read(int kind);
 lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_op *op);
@@ -325,6 +357,10 @@ lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_o
  * acknowledges per the cache's sync (origin_id/seq name it for resends). */
 void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org, const char *origin_id,
                      uint64_t seq);
+/* The key was evicted here (evict.c): remove it on every other copy with the
+ * partition's next counter, tracked as a full_sync write with no issuer. */
+void primary_replicate_removal(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key,
+                               size_t key_len);
 /* A request that arrived on our ROUTER for a partition we should be primary of. */
 void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org);
 

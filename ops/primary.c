@@ -497,6 +497,24 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
     else chan_complete(d, org, &r);
 }
 
+void primary_replicate_removal(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key,
+                               size_t key_len)
+{
+    lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+    size_t n = lattice_meta_serving_owners(c, partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
+    n += lattice_meta_moving_owners(c, partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
+    repl_out repl = {true, true, NULL, 0, 0, ++c->counter[partition]};
+    lattice_op_result r = {.status = LATTICE_OK};
+    origin none = {0}; /* no issuer: chan_complete drops the result */
+    waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL ? sync_wait_new(c, &none, &r) : NULL;
+    if (w) {
+        w->after = after_write;
+        clean_begin(d, c, w, partition, repl.version, key, key_len);
+    }
+    send_copies(d, c, partition, key, key_len, &repl, NULL, 0, &r, w);
+    if (w) sync_wait_release(d, w);
+}
+
 void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
 {
     lattice_op_result r = {0};
@@ -523,7 +541,8 @@ void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
         return;
     }
     lattice_meta_member *own[1];
-    if (lattice_meta_serving_owners(c, q->partition, own, 1) != 1 || !own[0]->self) {
+    if (lattice_meta_serving_owners(c, q->partition, own, 1) != 1 || !own[0]->self ||
+        ops_before_incarnation(d, q->topo_major)) {
         r.status = LATTICE_ERR_NOT_OWNER;
         chan_reply(d, org, &r, NULL, 0, false);
         return;
@@ -531,7 +550,7 @@ void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
     if (!ops_serving(d, c)) {
         /* No lease (paused, cut off), leaving, or a base switch holds the
          * cache: nothing is served from a view others may have left. */
-        r.status = LATTICE_ERR_AGAIN;
+        r.status = ops_refusal(d, &r.num);
         chan_reply(d, org, &r, NULL, 0, false);
         return;
     }

@@ -52,7 +52,11 @@ void retry_settle_op(lattice_ops *d, pend *p, const Latdata__Resp *rs)
         return;
     }
     lattice_status st = (lattice_status)rs->status;
-    if (st == LATTICE_ERR_NOT_OWNER || st == LATTICE_ERR_AGAIN || st == LATTICE_ERR_STOPPED) {
+    /* A primary without quorum while this server has it: that primary is
+     * on the far side of a cut and will be failed over - retry.  Otherwise
+     * (a client, or this side has no quorum either) the refusal stands. */
+    bool far_side = st == LATTICE_ERR_NO_QUORUM && !d->client && !ops_no_quorum(d, NULL);
+    if (st == LATTICE_ERR_NOT_OWNER || st == LATTICE_ERR_AGAIN || st == LATTICE_ERR_STOPPED || far_side) {
         retry_later(d, o, st);
         return;
     }

@@ -55,6 +55,8 @@ typedef struct lattice_respd_config {
     long long max_multibulk;     /* 0 = 1048576 elements */
     long long max_inline;        /* 0 = 65536 bytes */
     long long output_limit;      /* bytes pending per client; 0 = unlimited (Redis's default) */
+    long long maxmemory;         /* CONFIG GET maxmemory: the node's region bound in bytes */
+    bool maxmemory_evicts;       /* CONFIG GET maxmemory-policy: allkeys-lru, else noeviction */
     int moved;                   /* LATTICE_RESPD_MOVED_*: which clients get MOVED; 0 = AWARE */
 } lattice_respd_config;
 

@@ -330,10 +330,25 @@ void respd_add_status_error(lattice_resp_out *o, lattice_status st)
     case LATTICE_ERR_REGION_FULL: snprintf(m, sizeof m, "OOM command not allowed when used memory > 'maxmemory'."); break;
     case LATTICE_ERR_NOMEM: snprintf(m, sizeof m, "OOM command not allowed when used memory > 'maxmemory'."); break;
     case LATTICE_ERR_PARTITION_LOST: snprintf(m, sizeof m, "CLUSTERDOWN Hash slot not served"); break;
+    case LATTICE_ERR_NO_QUORUM: snprintf(m, sizeof m, "CLUSTERDOWN no quorum"); break;
     case LATTICE_ERR_NO_CACHE: snprintf(m, sizeof m, "ERR no such cache"); break;
     case LATTICE_ERR_TIMEOUT: snprintf(m, sizeof m, "TRYAGAIN the grid did not answer in time"); break;
     default: snprintf(m, sizeof m, "ERR %s", lattice_strerror(st)); break;
     }
+    lattice_resp_add_error(o, m, strlen(m));
+}
+
+/* An op's failure: as respd_add_status_error, with what only the result
+ * carries (NO_QUORUM: how many baseline nodes the grid side reaches). */
+void respd_add_result_error(lattice_resp_out *o, const opres *x)
+{
+    if (x->status != LATTICE_ERR_NO_QUORUM) {
+        respd_add_status_error(o, x->status);
+        return;
+    }
+    char m[160];
+    snprintf(m, sizeof m, "CLUSTERDOWN no quorum: %zu of %zu baseline nodes reachable",
+             LATTICE_OPS_QUORUM_REACHABLE(x->num), LATTICE_OPS_QUORUM_BASELINE(x->num));
     lattice_resp_add_error(o, m, strlen(m));
 }
 
@@ -357,7 +372,7 @@ static void set_reply(lattice_resp_out *o, const batch *b, const ent *e, const o
     bool get = e->sflags & LATTICE_RESP_SET_GET;
     bool done = x->status == LATTICE_OK || ((e->sflags & SET_F_EXPIRED) && x->status == LATTICE_ERR_NOT_FOUND);
     if (!done && x->status != LATTICE_ERR_EXISTS && x->status != LATTICE_ERR_NOT_FOUND) {
-        respd_add_status_error(o, x->status);
+        respd_add_result_error(o, x);
     } else if (get) {
         if ((x->flags & LATTICE_OP_R_FOUND) && x->has_value) respd_add_value(o, b, x);
         else lattice_resp_add_null(o);
@@ -381,7 +396,7 @@ static void entry_reply(lattice_resp_out *o, const batch *b, const ent *e)
     const opres *x = &b->res[e->first];
     const opres *bad = first_error(b, e);
     if (bad && e->cmd != LATTICE_RESP_CMD_SET) {
-        respd_add_status_error(o, bad->status);
+        respd_add_result_error(o, bad);
         return;
     }
     bool ok = x->status == LATTICE_OK;
@@ -616,12 +631,16 @@ static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_res
 {
     lattice_resp_out *o = c->out;
     if (argc >= 2 && eq(&argv[1], "get") && argc >= 3) {
-        char port[16], clients[16];
+        char port[16], clients[16], maxmem[24];
         snprintf(port, sizeof port, "%d", r->port);
         snprintf(clients, sizeof clients, "%d", r->cfg.max_clients);
+        snprintf(maxmem, sizeof maxmem, "%lld", r->cfg.maxmemory);
+        /* The region's policy in Redis's names: evict is an approximated
+         * LRU over every key (allkeys-lru), reject is noeviction. */
         const char *kv[][2] = {{"save", ""}, {"appendonly", "no"}, {"databases", "1"},
                                {"cluster-enabled", "yes"}, {"port", port}, {"maxclients", clients},
-                               {"maxmemory", "0"}, {"timeout", "0"}};
+                               {"maxmemory", maxmem}, {"timeout", "0"},
+                               {"maxmemory-policy", r->cfg.maxmemory_evicts ? "allkeys-lru" : "noeviction"}};
         size_t nkv = sizeof kv / sizeof kv[0];
         const char *hit[16][2];
         size_t n = 0;

@@ -153,6 +153,8 @@ ent *respd_ent_new(batch *b, lattice_resp_cmd_id cmd);
 bool respd_op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const lattice_resp_arg *key,
                   const lattice_resp_arg *val, int64_t delta, uint64_t ttl);
 cmd_outcome respd_ent_error(batch *b, const char *msg);
+/* An op's failure, with what only its result carries (NO_QUORUM counts). */
+void respd_add_result_error(lattice_resp_out *o, const opres *x);
 /* The value an op returned (vals arena). */
 void respd_add_value(lattice_resp_out *o, const batch *b, const opres *x);
 

@@ -271,7 +271,7 @@ void respd_str_reply(lattice_resp_out *o, const batch *b, const ent *e)
         const opres *y = &b->res[e->first + k];
         if (y->status != LATTICE_OK && y->status != LATTICE_ERR_NOT_FOUND &&
             !(e->cmd == LATTICE_RESP_CMD_SETNX && y->status == LATTICE_ERR_EXISTS)) {
-            respd_add_status_error(o, y->status);
+            respd_add_result_error(o, y);
             return;
         }
     }

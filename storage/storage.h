@@ -211,6 +211,23 @@ typedef struct lattice_store_metrics {
 
 /* Registers the store with its region (at most 255 stores per region). */
 int lattice_store_create(const lattice_store_config *cfg, lattice_store **out);
+/* Eviction across copies.  A region with policy evict frees room by evicting
+ * entries of the stores on it; a grid keeps its copies equal by letting only
+ * a partition's primary evict, and by sending each eviction to the other
+ * copies like a remove.  may_evict (NULL: every partition) says whether this
+ * store's entries of a partition may be evicted here; evicted hears of each
+ * entry evicted from this store, before its row is freed (key valid only
+ * during the call; version is the entry's).  Both are called by the thread
+ * whose write needs room, with a partition lock of this store and a lane
+ * lock of the region held: they must not call any store or region
+ * function.  h NULL removes the hook.  Takes every partition lock. */
+typedef struct lattice_store_evict_hook {
+    int (*may_evict)(void *arg, uint32_t partition);
+    void (*evicted)(void *arg, uint32_t partition, const void *key, size_t key_len, uint64_t version);
+    void *arg;
+} lattice_store_evict_hook;
+void lattice_store_set_evict_hook(lattice_store *s, const lattice_store_evict_hook *h);
+
 /* Stops the sweeper if running, frees every row of this store from the region
  * and all index memory.  No other thread may use the store any more. */
 void lattice_store_destroy(lattice_store *s);

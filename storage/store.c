@@ -169,12 +169,14 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
     int held = g && g->store == s && g->partition == part;
     if (!held && pthread_mutex_trylock(&p->lock) != 0) return 0;
     int done = 0;
-    if (p->tab) {
+    if (p->tab && (!s->hook.may_evict || s->hook.may_evict(s->hook.arg, part))) {
         struct read_req q = {0};
         want(&q, s, part, key, klen);
         long i = search_locked(s, p->tab, key_tag(key, klen), &q, NULL);
         if (i >= 0 && (!g || (const void *)&p->tab->links[i] != g->skip_node) &&
             LATTICE_LINK_SAME(p->tab->links[i], link)) {
+            /* Before the row goes: the key may point into its page. */
+            if (s->hook.evicted) s->hook.evicted(s->hook.arg, part, key, klen, q.version);
             ix_kill(p->tab, i);
             region_free_locked(s->region, link);
             __atomic_sub_fetch(&p->count, 1, __ATOMIC_RELAXED);
@@ -610,6 +612,15 @@ void lattice_store_sweeper_stop(lattice_store *s)
     pthread_mutex_lock(&s->sw_lock);
     s->sw_running = 0;
     pthread_mutex_unlock(&s->sw_lock);
+}
+
+void lattice_store_set_evict_hook(lattice_store *s, const lattice_store_evict_hook *h)
+{
+    /* Under every partition lock: an evicting writer holds one of them, or
+     * try-locks it, so no eviction sees half a hook. */
+    for (uint32_t i = 0; i < s->nparts; i++) pthread_mutex_lock(&s->parts[i].lock);
+    s->hook = h ? *h : (lattice_store_evict_hook){0};
+    for (uint32_t i = s->nparts; i-- > 0;) pthread_mutex_unlock(&s->parts[i].lock);
 }
 
 int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)

@@ -47,6 +47,7 @@ struct lattice_store {
     uint64_t (*clock_ms)(void *);
     void *clock_arg;
     uint64_t expirations, evictions, index_bytes; /* atomics */
+    lattice_store_evict_hook hook; /* changed with every partition lock held */
     pthread_mutex_t sweep_lock; /* serialises expire(); guards sweep_part */
     uint32_t sweep_part;
     pthread_mutex_t sw_lock; /* sweeper thread state below */

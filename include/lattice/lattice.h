@@ -52,6 +52,9 @@
 #define LATTICE_MAX_CACHES 32
 #define LATTICE_DEFAULT_REGION_MB 256
 #define LATTICE_DEFAULT_OP_TIMEOUT_MS 15000
+/* docs/CONFIGURATION.md says why a minute: far above a restart or a short
+ * network cut, so neither churns the baseline. */
+#define LATTICE_DEFAULT_BASELINE_AUTO_ADJUST_MS 60000
 
 typedef struct lattice_config {
     const char *cluster;              /* default "lattice" */
@@ -71,7 +74,11 @@ typedef struct lattice_config {
     const char *caches[LATTICE_MAX_CACHES]; /* "NAME[:k=v,...]" caches this node declares */
     size_t n_caches;                  /* none anywhere: the grid has a cache "default" */
     int region_mb;                    /* data region bound in MiB; default 256 */
+    bool region_evict;                /* a full region evicts (primary-chosen, replicated as removes)
+                                         instead of refusing writes with REGION_FULL; default false */
     int op_timeout_ms;                /* an operation's deadline, retries included; default 15000 */
+    int baseline_auto_adjust_ms;      /* a baseline server gone this long leaves the baseline;
+                                         -1 never; default LATTICE_DEFAULT_BASELINE_AUTO_ADJUST_MS */
 } lattice_config;
 
 /* Fill defaults (pointers NULL, numbers as documented above). */
@@ -104,6 +111,25 @@ void lattice_node_id(lattice_node *n, char *buf, size_t len);
 int lattice_node_port(lattice_node *n);
 /* Graceful stop: announces `left`, waits briefly for the coordinator, frees. */
 void lattice_node_stop(lattice_node *n);
+
+/* ---- baseline and quorum (docs/CONSISTENCY.md, "Baseline and quorum") ----
+ *
+ * The quorum of this node now: a server without it refuses every cache
+ * operation with LATTICE_ERR_NO_QUORUM (a client always has it; the
+ * servers it talks to refuse instead).  Cheap: no message. */
+void lattice_node_quorum(lattice_node *n, lattice_quorum *out);
+/* Change the baseline (the topology's lattice_topology_baseline_*): op is
+ * LATTICE_BASELINE_SET, _ADD or _REMOVE with consistent ids ("host:port").
+ * Set and add name servers of the topology; remove, baseline members; the
+ * result is never empty.  Without quorum the coordinator refuses
+ * (NO_QUORUM) unless force - force only for servers gone for good: a
+ * forced change on a cut-off side can let both sides serve.  OK once the
+ * coordinator announced the change (*version, may be NULL: the baseline
+ * version holding it); INVAL with the reason in why (may be NULL);
+ * TIMEOUT without an answer. */
+lattice_status lattice_node_baseline_change(lattice_node *n, int op, const char *const *cids, size_t count,
+                                            bool force, int timeout_ms, uint64_t *version, char *why,
+                                            size_t why_len);
 
 /* ---- caches (blocking; asynchronous forms: lattice/ops.h) ----
  *
@@ -153,6 +179,7 @@ typedef struct lattice_cache_node_info {
     uint64_t primary_entries, backup_entries;
     uint32_t primary_partitions, backup_partitions;
     uint64_t reads, writes, hits, misses;
+    uint64_t evictions;               /* entries evicted as primary (--region-policy evict), removed on every copy */
     uint32_t moving_partitions;       /* held MOVING: writes reach them, reads do not */
     uint64_t moving_entries;
     /* Rebalance on this node: MOVING partitions not loaded yet, partitions

@@ -89,6 +89,13 @@ typedef struct lattice_op {
     uint64_t ttl_ms;        /* PUT, EXPIRE */
 } lattice_op;
 
+/* A NO_QUORUM result carries in num how many baseline servers the refusing
+ * node reached and the baseline's size ("no quorum: 1 of 3 baseline nodes
+ * reachable"). */
+#define LATTICE_OPS_QUORUM_NUM(reachable, baseline) ((int64_t)(reachable) << 16 | (int64_t)((baseline) & 0xffff))
+#define LATTICE_OPS_QUORUM_REACHABLE(num) ((size_t)((num) >> 16))
+#define LATTICE_OPS_QUORUM_BASELINE(num) ((size_t)((num) & 0xffff))
+
 typedef struct lattice_op_result {
     lattice_status status;
     const void *value;      /* valid only during the callback */

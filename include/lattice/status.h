@@ -2,7 +2,7 @@
  * Lattice status codes.  Every fallible function in every module returns one
  * of these, so a caller can tell "retry" (AGAIN, TIMEOUT, NOT_OWNER) from
  * "your request is wrong" (INVAL, TOO_LARGE, NO_CACHE) from "the grid cannot
- * do it now" (REGION_FULL, PARTITION_LOST) from "broken" (IO, PROTO).
+ * do it now" (REGION_FULL, PARTITION_LOST, NO_QUORUM) from "broken" (IO, PROTO).
  *
  * Values are stable: they travel on the wire in error replies.  Append only.
  */
@@ -29,6 +29,7 @@ typedef enum lattice_status {
     LATTICE_ERR_STOPPED = 16,       /* node is stopping or not started */
     LATTICE_ERR_UNSUPPORTED = 17,   /* valid request this build refuses */
     LATTICE_ERR_EXPIRED = 18,       /* entry exists but its expiry passed */
+    LATTICE_ERR_NO_QUORUM = 19,     /* this node's side of the grid holds no strict majority of the baseline */
     LATTICE_STATUS_COUNT_
 } lattice_status;
 

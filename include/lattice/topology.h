@@ -12,6 +12,7 @@
 #ifndef LATTICE_TOPOLOGY_H
 #define LATTICE_TOPOLOGY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +51,28 @@ const lattice_member *lattice_topology_member(const lattice_topology *t, size_t 
 /* NULL when absent. */
 const lattice_member *lattice_topology_find(const lattice_topology *t, const char *id);
 const char *lattice_member_attr(const lattice_member *m, const char *key);
+
+/* The baseline topology this snapshot carries: the consistent ids of the
+ * servers that count for quorum (sorted), and its version (docs/
+ * CONSISTENCY.md, "Baseline and quorum").  A baseline member need not be in
+ * the topology (it may be down or cut off); i < baseline_size. */
+size_t lattice_topology_baseline_size(const lattice_topology *t);
+const char *lattice_topology_baseline_at(const lattice_topology *t, size_t i);
+uint64_t lattice_topology_baseline_version(const lattice_topology *t);
+
+/* A node's quorum: whether the servers it reaches (itself included) are a
+ * strict majority of the baseline.  A server without quorum serves nothing
+ * (LATTICE_ERR_NO_QUORUM); a client has no quorum of its own to hold and
+ * always reports has_quorum. */
+/* Baseline changes (lattice_node_baseline_change in lattice.h). */
+enum { LATTICE_BASELINE_SET = 1, LATTICE_BASELINE_ADD = 2, LATTICE_BASELINE_REMOVE = 3 };
+
+typedef struct lattice_quorum {
+    bool has_quorum;
+    size_t reachable;          /* baseline servers reached, this node included */
+    size_t baseline;           /* baseline size */
+    uint64_t baseline_version;
+} lattice_quorum;
 
 /* What each node reports about itself in its heartbeats. */
 typedef struct lattice_node_stats {

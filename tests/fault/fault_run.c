@@ -43,6 +43,7 @@
 
 #include "harness.h"
 #include "history.h"
+#include "netns.h"
 
 #define MAX_NODES 6
 #define CLIENTS_PER_NODE 4
@@ -58,11 +59,17 @@
  * another configuration (to tell what read_from_backup or a sync mode
  * changes), and the verdict still decides. */
 static const char *const DEFAULT_CACHE = "default:backups=1,sync=full_sync,read_from_backup=true";
-static const char *cache_spec;
+/* Two nodes cut off at once are two failures for the majority: with one
+ * backup, the partitions whose both copies were on the cut-off side would
+ * have no copy there (docs/CONSISTENCY.md, "Network partitions"). */
+static const char *const TWO_BACKUPS_CACHE = "default:backups=2,sync=full_sync,read_from_backup=true";
+static const char *cache_spec, *own_cache;
 
 typedef struct grid {
     int peer_base, resp_base, capacity;
-    char finder[64];
+    char finder[256];
+    bool net;  /* in network namespaces (partition schedules): nodes at f.host[i], RESP port 6379 */
+    fnet f;
     it_proc *proc[MAX_NODES];
     int incarnation[MAX_NODES];
     _Atomic bool up[MAX_NODES]; /* read by roaming clients */
@@ -74,6 +81,11 @@ static uint64_t seed, sched_rng;
 static _Atomic bool load_stop;
 static _Atomic int64_t load_deadline;
 static int64_t last_fault_ns; /* when the last fault was undone or taken */
+/* Partition schedules: when the cut began, which nodes it cut off, and
+ * the "no quorum" refusals each node's clients received after it. */
+static _Atomic int64_t cut_ns;
+static bool cut_off[MAX_NODES];
+static _Atomic long no_quorum[MAX_NODES];
 
 static int64_t now_ns(void)
 {
@@ -106,6 +118,17 @@ static void msleep(int ms) { usleep((useconds_t)ms * 1000); }
 
 /* ---- the grid ---- */
 
+#define NET_RESP_PORT 6379
+
+static void start_net_node(int i, const char *name)
+{
+    char fd[16];
+    snprintf(fd, sizeof fd, "%d", FD_MS);
+    const char *argv[] = {LATTICED_PATH, "--host", g.f.host[i], "--port", "47500", "--port-range", "1", "--ip-finder",
+                          g.f.finder, "--failure-detection-ms", fd, "--resp-port", "6379", "--cache", cache_spec, NULL};
+    g.proc[i] = it_spawn(name, g.f.ns[i], argv);
+}
+
 static void start_node(int i)
 {
     char port[16], rport[16], fd[16], name[32];
@@ -113,6 +136,12 @@ static void start_node(int i)
     snprintf(rport, sizeof rport, "%d", g.resp_base + i);
     snprintf(fd, sizeof fd, "%d", FD_MS);
     snprintf(name, sizeof name, "s%d-%d", i, g.incarnation[i]++);
+    if (g.net) {
+        start_net_node(i, name);
+        if (!g.proc[i]) exit(1);
+        atomic_store(&g.up[i], true);
+        return;
+    }
     const char *args[] = {"--port", port, "--port-range", "1", "--ip-finder", g.finder, "--failure-detection-ms", fd,
                           "--resp-port", rport, "--cache", cache_spec, NULL};
     g.proc[i] = it_latticed(name, args);
@@ -135,7 +164,8 @@ static void kill_node(int i, int sig)
 static redisContext *connect_node(int i, int timeout_ms)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", g.resp_base + i, tv);
+    redisContext *c = g.net ? redisConnectWithTimeout(g.f.host[i], NET_RESP_PORT, tv)
+                            : redisConnectWithTimeout("127.0.0.1", g.resp_base + i, tv);
     if (!c || c->err) {
         if (c) redisFree(c);
         return NULL;
@@ -164,9 +194,12 @@ static bool wait_serving(int i)
 
 static json_t *cli_json(const char *what)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s --timeout-ms 5000 --ip-finder '%s' --json %s 2>>%s/cli-errors.log", LATTICE_CLI_PATH,
-             g.finder, what, it_dir());
+    char cmd[1024], where[128] = "";
+    /* In namespaces the CLI runs in the ctl one: a client node must reach
+     * every server, and they it. */
+    if (g.net) snprintf(where, sizeof where, "ip netns exec %s ", g.f.ctl);
+    snprintf(cmd, sizeof cmd, "%s%s%s%s --timeout-ms 5000 --ip-finder '%s' --json %s 2>>%s/cli-errors.log", where,
+             LATTICE_CLI_PATH, g.net ? " --host " : "", g.net ? g.f.ctl_host : "", g.finder, what, it_dir());
     FILE *f = popen(cmd, "r");
     if (!f) return NULL;
     static char buf[1 << 21];
@@ -177,11 +210,18 @@ static json_t *cli_json(const char *what)
     return json_loads(buf, 0, NULL);
 }
 
-/* Every partition of `default`: one primary and min(1, servers-1) backups,
- * all OWNING, over `*(int *)ctx` servers. */
+/* The cache's backups (from its spec; 1 when it names none). */
+static long spec_backups(void)
+{
+    const char *b = strstr(cache_spec, "backups=");
+    return b ? strtol(b + 8, NULL, 10) : 1;
+}
+
+/* Every partition of `default`: one primary and min(backups, servers-1)
+ * backups, all OWNING, over `*(int *)ctx` servers. */
 static bool balanced(void *ctx)
 {
-    long servers = *(int *)ctx, copies = servers > 1 ? 2 : 1;
+    long servers = *(int *)ctx, copies = spec_backups() + 1 < servers ? spec_backups() + 1 : servers;
     json_t *pj = cli_json("partitions default");
     if (!pj) return false;
     bool ok = json_integer_value(json_object_get(pj, "lost")) == 0 &&
@@ -224,15 +264,20 @@ static bool rebalancing(void *ctx)
     return busy;
 }
 
-/* The node index of a RESP or peer port, -1 if none. */
-static int node_of_port(int port, int base)
+/* The node index of a RESP or peer port (on loopback) or address (in
+ * namespaces), -1 if none. */
+static int node_of(const char *ip, int port, int base)
 {
-    return port >= base && port < base + g.capacity ? port - base : -1;
+    if (!g.net) return port >= base && port < base + g.capacity ? port - base : -1;
+    for (int i = 0; ip && i < g.capacity; i++)
+        if (!strcmp(ip, g.f.host[i])) return i;
+    return -1;
 }
 
 static int coordinator(void)
 {
-    json_t *top = it_top(g.finder, NULL, NULL);
+    const char *extra[] = {"--host", g.f.ctl_host, NULL};
+    json_t *top = g.net ? it_top(g.finder, extra, g.f.ctl) : it_top(g.finder, NULL, NULL);
     if (!top) return -1;
     const char *id = json_string_value(json_object_get(top, "coordinator"));
     int idx = -1;
@@ -242,7 +287,9 @@ static int coordinator(void)
         const char *nid = json_string_value(json_object_get(n, "id"));
         const char *cid = json_string_value(json_object_get(n, "consistent_id"));
         const char *colon = cid ? strrchr(cid, ':') : NULL;
-        if (id && nid && colon && !strcmp(id, nid)) idx = node_of_port(atoi(colon + 1), g.peer_base);
+        char ip[64];
+        snprintf(ip, sizeof ip, "%.*s", colon ? (int)(colon - cid) : 0, cid ? cid : "");
+        if (id && nid && colon && !strcmp(id, nid)) idx = node_of(ip, atoi(colon + 1), g.peer_base);
     }
     json_decref(top);
     return idx;
@@ -259,7 +306,8 @@ static int primary_of(const char *key, int via)
     for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
         redisReply *e = r->element[i];
         if (e->elements < 3 || s->integer < e->element[0]->integer || s->integer > e->element[1]->integer) continue;
-        if (e->element[2]->elements >= 2) idx = node_of_port((int)e->element[2]->element[1]->integer, g.resp_base);
+        if (e->element[2]->elements >= 2)
+            idx = node_of(e->element[2]->element[0]->str, (int)e->element[2]->element[1]->integer, g.resp_base);
     }
     if (r) freeReplyObject(r);
     if (s) freeReplyObject(s);
@@ -338,6 +386,8 @@ static bool one_op(client *c, redisContext *rc)
     fh_outcome oc = FH_OK;
     if (r->type == REDIS_REPLY_ERROR) {
         oc = kind == FH_READ ? FH_FAIL : FH_UNKNOWN;
+        int64_t cut = atomic_load(&cut_ns);
+        if (cut && inv > cut && strstr(r->str, "no quorum")) atomic_fetch_add(&no_quorum[c->node], 1);
     } else if (kind == FH_INCR) {
         oc = r->type == REDIS_REPLY_INTEGER ? FH_OK : FH_UNKNOWN;
         value = r->integer;
@@ -428,12 +478,22 @@ static void final_reads(fh_history *h)
 
 /* ---- scenarios ---- */
 
+#define SKIPPED 77 /* CTest's SKIP_RETURN_CODE: no network namespaces here (not root) */
+
 static void form_grid(int nodes, int capacity)
 {
     g.capacity = capacity;
-    g.peer_base = it_free_ports(capacity);
-    g.resp_base = it_free_ports(capacity);
-    snprintf(g.finder, sizeof g.finder, "127.0.0.1:%d..%d", g.peer_base, g.peer_base + capacity - 1);
+    if (g.net) {
+        if (!fnet_setup(&g.f, capacity)) {
+            say("SKIPPED: the partition schedules need network namespaces (root)");
+            exit(SKIPPED);
+        }
+        snprintf(g.finder, sizeof g.finder, "%s", g.f.finder);
+    } else {
+        g.peer_base = it_free_ports(capacity);
+        g.resp_base = it_free_ports(capacity);
+        snprintf(g.finder, sizeof g.finder, "127.0.0.1:%d..%d", g.peer_base, g.peer_base + capacity - 1);
+    }
     /* The first node alone first: it is the coordinator. */
     start_node(0);
     if (!wait_serving(0)) exit(1);
@@ -598,23 +658,129 @@ static void kill_during_rebalance(void)
     msleep(2000);
 }
 
+/* ---- partitions (network namespaces) ----
+ *
+ * Each cuts nodes off with their clients still attached on both sides (the
+ * client links cross no cut), holds the cut for 5 x the failure-detection
+ * timeout - long enough for both sides to remove each other and for the
+ * cut-off side to make itself coordinator - heals, and waits until one
+ * topology holds every node with every partition balanced.  The checker
+ * judges every history; besides, the cut-off side must have refused with
+ * "no quorum" (a minority that only timed out would prove nothing), and
+ * `lattice verify` must find every copy equal once the load stopped. */
+
+#define CUT_MS (5 * FD_MS)
+
+static void cut(const int *nodes, int k)
+{
+    char who[64] = "";
+    for (int j = 0; j < k; j++) {
+        snprintf(who + strlen(who), sizeof who - strlen(who), "%s%d", j ? ", " : "", nodes[j]);
+        cut_off[nodes[j]] = true;
+    }
+    say("cutting off node%s %s from the other %d", k > 1 ? "s" : "", who, g.f.n - k);
+    fnet_isolate(&g.f, nodes, k);
+    atomic_store(&cut_ns, now_ns());
+    mark_fault();
+}
+
+static void heal_and_settle(void)
+{
+    fnet_heal(&g.f);
+    say("healed");
+    mark_fault();
+    wait_balanced(g.f.n);
+}
+
+static void partition_one_of_three(void)
+{
+    msleep(jitter(3000, 5000));
+    int victim = primary_not_coordinator(coordinator());
+    cut(&victim, 1);
+    msleep(CUT_MS);
+    heal_and_settle();
+    msleep(2000);
+}
+
+static void partition_two_of_five(void)
+{
+    msleep(jitter(3000, 5000));
+    int coord = coordinator(), side[2];
+    side[0] = primary_not_coordinator(coord);
+    side[1] = (side[0] + 1) % 5 == coord ? (side[0] + 2) % 5 : (side[0] + 1) % 5;
+    cut(side, 2);
+    msleep(CUT_MS);
+    heal_and_settle();
+    msleep(2000);
+}
+
+static void partition_coordinator(void)
+{
+    msleep(jitter(3000, 5000));
+    int coord = coordinator();
+    if (coord < 0) coord = 0;
+    say("node %d is the coordinator", coord);
+    cut(&coord, 1);
+    msleep(CUT_MS);
+    heal_and_settle();
+    msleep(2000);
+}
+
+/* A link that flaps: down, up, every second for 10 s. */
+static void partition_flap(void)
+{
+    msleep(jitter(3000, 5000));
+    int victim = primary_not_coordinator(coordinator());
+    cut_off[victim] = true;
+    atomic_store(&cut_ns, now_ns());
+    say("node %d's link flaps: down/up every second for 10 s", victim);
+    for (int k = 0; k < 5; k++) {
+        fnet_link(&g.f, victim, false);
+        mark_fault();
+        msleep(1000);
+        fnet_link(&g.f, victim, true);
+        mark_fault();
+        msleep(1000);
+    }
+    wait_balanced(g.f.n);
+    msleep(2000);
+}
+
+/* `lattice verify default` after the load stopped: every copy the same. */
+static bool copies_verified(void)
+{
+    json_t *v = cli_json("verify default"); /* NULL also when it exits 3: conflicts */
+    json_t *c = v ? json_object_get(v, "conflicts") : NULL;
+    bool ok = json_is_array(c) && json_array_size(c) == 0 && json_integer_value(json_object_get(v, "copies")) > 0;
+    say("lattice verify default: %s", !v ? "failed to run" : ok ? "every copy the same" : "CONFLICTS");
+    if (v) json_decref(v);
+    return ok;
+}
+
 /* ---- main ---- */
 
 static const struct {
     const char *name;
     int nodes, capacity, preload;
     void (*run)(void);
+    bool net, refusal; /* in namespaces; the cut-off side must refuse with "no quorum" */
+    const char *cache; /* NULL: DEFAULT_CACHE (FAULT_CACHE overrides either) */
 } scenarios[] = {
-    {"steady", 3, 3, 0, steady},
-    {"kill_primary", 3, 3, 0, kill_primary},
-    {"kill_coordinator", 3, 3, 0, kill_coordinator},
-    {"restart_loop", 3, 3, 0, restart_loop},
-    {"join_leave", 3, 4, 0, join_leave},
-    {"two_joins", 3, 5, 0, two_joins},
-    {"stop_primary", 3, 3, 0, stop_primary},
-    {"stop_coordinator", 3, 3, 0, stop_coordinator},
-    {"kill_during_rebalance", 3, 4, 200000, kill_during_rebalance},
+    {"steady", 3, 3, 0, steady, false, false, NULL},
+    {"kill_primary", 3, 3, 0, kill_primary, false, false, NULL},
+    {"kill_coordinator", 3, 3, 0, kill_coordinator, false, false, NULL},
+    {"restart_loop", 3, 3, 0, restart_loop, false, false, NULL},
+    {"join_leave", 3, 4, 0, join_leave, false, false, NULL},
+    {"two_joins", 3, 5, 0, two_joins, false, false, NULL},
+    {"stop_primary", 3, 3, 0, stop_primary, false, false, NULL},
+    {"stop_coordinator", 3, 3, 0, stop_coordinator, false, false, NULL},
+    {"kill_during_rebalance", 3, 4, 200000, kill_during_rebalance, false, false, NULL},
+    {"partition_one_of_three", 3, 3, 0, partition_one_of_three, true, true, NULL},
+    {"partition_two_of_five", 5, 5, 0, partition_two_of_five, true, true, TWO_BACKUPS_CACHE},
+    {"partition_coordinator", 3, 3, 0, partition_coordinator, true, true, NULL},
+    {"partition_flap", 3, 3, 0, partition_flap, true, false, NULL},
 };
+static int which = -1;
 
 static int usage(void)
 {
@@ -656,19 +822,28 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
     bool enough = ok >= MIN_OK_OPS && after >= MIN_OK_AFTER_FAULT;
     if (!enough) printf("fault %s: too few operations succeeded for a meaningful verdict\n", scenario);
     if (!settled) printf("fault %s: the grid did not settle after the faults\n", scenario);
-    if (valid && enough && settled && !missing) return 0;
+    bool refused = true, verified = true;
+    if (scenarios[which].net) {
+        long minority = 0, majority = 0;
+        for (int i = 0; i < g.capacity; i++) *(cut_off[i] ? &minority : &majority) += atomic_load(&no_quorum[i]);
+        printf("fault %s: %ld \"no quorum\" refusals on the cut-off side, %ld on the other\n", scenario, minority,
+               majority);
+        refused = !scenarios[which].refusal || minority > 0;
+        if (!refused) printf("fault %s: the cut-off side never refused for lack of quorum\n", scenario);
+        verified = copies_verified();
+    }
+    if (valid && enough && settled && !missing && refused && verified) return 0;
     printf("fault %s: FAILED. The history and the nodes' logs are kept in %s\n"
            "  re-check:  %s/tests/fault/fault_check %s\n"
            "  replay the schedule:  FAULT_SEED=%" PRIu64 "%s%s %s/tests/fault/fault_run %s\n",
-           scenario, it_dir(), LATTICE_BUILD_DIR, path, seed, cache_spec == DEFAULT_CACHE ? "" : " FAULT_CACHE=",
-           cache_spec == DEFAULT_CACHE ? "" : cache_spec, LATTICE_BUILD_DIR, scenario);
+           scenario, it_dir(), LATTICE_BUILD_DIR, path, seed, cache_spec == own_cache ? "" : " FAULT_CACHE=",
+           cache_spec == own_cache ? "" : cache_spec, LATTICE_BUILD_DIR, scenario);
     return 1;
 }
 
 int main(int argc, char **argv)
 {
     if (argc != 2) return usage();
-    int which = -1;
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
         if (!strcmp(argv[1], scenarios[i].name)) which = (int)i;
     if (which < 0) return usage();
@@ -676,11 +851,13 @@ int main(int argc, char **argv)
     const char *s = getenv("FAULT_SEED");
     seed = s && *s ? strtoull(s, NULL, 10) : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20));
     sched_rng = seed * 2654435761ULL + 1;
-    cache_spec = getenv("FAULT_CACHE") && *getenv("FAULT_CACHE") ? getenv("FAULT_CACHE") : DEFAULT_CACHE;
+    own_cache = scenarios[which].cache ? scenarios[which].cache : DEFAULT_CACHE;
+    cache_spec = getenv("FAULT_CACHE") && *getenv("FAULT_CACHE") ? getenv("FAULT_CACHE") : own_cache;
     setvbuf(stdout, NULL, _IOLBF, 0);
     char name[64];
     snprintf(name, sizeof name, "fault_%s", scenario);
     it_begin(name);
+    g.net = scenarios[which].net;
     say("seed %" PRIu64 " (FAULT_SEED=%" PRIu64 " repeats this schedule), cache %s", seed, seed, cache_spec);
     form_grid(scenarios[which].nodes, scenarios[which].capacity);
     if (scenarios[which].preload) preload(scenarios[which].preload);

@@ -222,6 +222,11 @@ START_TEST(topology_sorts_by_order_and_round_trips_through_the_wire)
     const lattice_member *ms[] = {&m1, &m2};
     lattice_topology *t = topo_build(3, 1, 6, 1000, "id-2", ms, 2);
     ck_assert_ptr_nonnull(t);
+    /* The baseline is kept sorted and without duplicates, and may name a
+     * server that is not in the topology (down or cut off). */
+    const char *bl[] = {"h:9", "h:1", "h:9"};
+    ck_assert(topo_set_baseline(t, bl, 3, 7));
+    ck_assert(topo_in_baseline(t, "h:1") && topo_in_baseline(t, "h:9") && !topo_in_baseline(t, "h:2"));
     ck_assert_uint_eq(lattice_topology_size(t), 2);
     ck_assert_str_eq(lattice_topology_member(t, 0)->id, "id-2");
     ck_assert_ptr_null(lattice_topology_member(t, 2));
@@ -246,6 +251,11 @@ START_TEST(topology_sorts_by_order_and_round_trips_through_the_wire)
     ck_assert_int_eq(lattice_topology_member(u, 0)->role, LATTICE_ROLE_CLIENT);
     ck_assert_uint_eq(lattice_topology_member(u, 1)->order, 5);
     ck_assert_str_eq(lattice_member_attr(lattice_topology_member(u, 1), "data_addr"), "tcp://127.0.0.1:9");
+    ck_assert_uint_eq(lattice_topology_baseline_size(u), 2);
+    ck_assert_str_eq(lattice_topology_baseline_at(u, 0), "h:1");
+    ck_assert_str_eq(lattice_topology_baseline_at(u, 1), "h:9");
+    ck_assert_ptr_null(lattice_topology_baseline_at(u, 2));
+    ck_assert_uint_eq(lattice_topology_baseline_version(u), 7);
     /* References: a copy outlives the original's release. */
     topo_get(u);
     topo_put(u);
@@ -272,16 +282,34 @@ END_TEST
 
 START_TEST(the_smaller_grid_yields_and_exactly_one_side_does)
 {
-    ck_assert(merge_yields(1, "10.0.0.3:47500", 2, "10.0.0.1:47500"));
-    ck_assert(!merge_yields(2, "10.0.0.1:47500", 1, "10.0.0.3:47500"));
+    ck_assert(merge_yields(false, 1, "10.0.0.3:47500", false, 2, "10.0.0.1:47500"));
+    ck_assert(!merge_yields(false, 2, "10.0.0.1:47500", false, 1, "10.0.0.3:47500"));
     /* More servers wins even against a smaller host:port. */
-    ck_assert(!merge_yields(3, "10.0.0.9:47500", 2, "10.0.0.1:47500"));
+    ck_assert(!merge_yields(false, 3, "10.0.0.9:47500", false, 2, "10.0.0.1:47500"));
     /* A tie: the larger coordinator host:port yields, and only it. */
-    ck_assert(merge_yields(2, "10.0.0.2:47500", 2, "10.0.0.1:47500"));
-    ck_assert(!merge_yields(2, "10.0.0.1:47500", 2, "10.0.0.2:47500"));
+    ck_assert(merge_yields(false, 2, "10.0.0.2:47500", false, 2, "10.0.0.1:47500"));
+    ck_assert(!merge_yields(false, 2, "10.0.0.1:47500", false, 2, "10.0.0.2:47500"));
     for (size_t a = 1; a < 4; a++)
         for (size_t b = 1; b < 4; b++)
-            ck_assert(merge_yields(a, "h:1", b, "h:2") != merge_yields(b, "h:2", a, "h:1"));
+            ck_assert(merge_yields(false, a, "h:1", false, b, "h:2") != merge_yields(false, b, "h:2", false, a, "h:1"));
+}
+END_TEST
+
+/* The side that held quorum is the only one that acknowledged writes while
+ * apart: it never dissolves into a side without quorum, however many
+ * servers joined there. */
+START_TEST(a_grid_without_quorum_yields_to_one_with_it_whatever_its_size)
+{
+    ck_assert(merge_yields(false, 3, "10.0.0.1:47500", true, 2, "10.0.0.9:47500"));
+    ck_assert(!merge_yields(true, 2, "10.0.0.9:47500", false, 3, "10.0.0.1:47500"));
+    ck_assert(!merge_yields(true, 1, "10.0.0.9:47500", false, 5, "10.0.0.1:47500"));
+    /* Both with (a forced baseline) or both without: the size rule. */
+    ck_assert(merge_yields(true, 1, "h:1", true, 2, "h:2"));
+    for (int qa = 0; qa < 2; qa++)
+        for (int qb = 0; qb < 2; qb++)
+            for (size_t a = 1; a < 4; a++)
+                for (size_t b = 1; b < 4; b++)
+                    ck_assert(merge_yields(qa, a, "h:1", qb, b, "h:2") != merge_yields(qb, b, "h:2", qa, a, "h:1"));
 }
 END_TEST
 
@@ -435,23 +463,45 @@ START_TEST(lease_needs_the_coordinator_and_a_majority)
 {
     int64_t acks[4] = {1000, 900, 0, 0};
     /* Alone: no one to ask. */
-    ck_assert(lattice_lease_until(NULL, 0, 1, -1, 500) == INT64_MAX);
+    ck_assert(lattice_lease_until(NULL, 0, 1, true, -1, 500) == INT64_MAX);
     /* 3 servers, we coordinate: one more echo is a majority; the newest counts. */
-    ck_assert_int_eq(lattice_lease_until(acks, 2, 3, -1, 500), 1500);
+    ck_assert_int_eq(lattice_lease_until(acks, 2, 3, true, -1, 500), 1500);
     /* Not the coordinator: its echo bounds the lease too. */
-    ck_assert_int_eq(lattice_lease_until(acks, 2, 3, 900, 500), 1400);
-    ck_assert_int_eq(lattice_lease_until(acks, 2, 3, 0, 500), 0); /* never heard */
+    ck_assert_int_eq(lattice_lease_until(acks, 2, 3, true, 900, 500), 1400);
+    ck_assert_int_eq(lattice_lease_until(acks, 2, 3, true, 0, 500), 0); /* never heard */
     /* 5 servers: we need 2 others; the second-newest echo decides. */
-    ck_assert_int_eq(lattice_lease_until(acks, 4, 5, -1, 500), 1400);
+    ck_assert_int_eq(lattice_lease_until(acks, 4, 5, true, -1, 500), 1400);
     /* 5 servers with only one echo: no majority, no lease. */
     int64_t one[4] = {0, 1000, 0, 0};
-    ck_assert_int_eq(lattice_lease_until(one, 4, 5, -1, 500), 0);
+    ck_assert_int_eq(lattice_lease_until(one, 4, 5, true, -1, 500), 0);
     /* 2 servers: the other one is the majority. */
-    ck_assert_int_eq(lattice_lease_until(one, 1, 2, -1, 500), 0);
-    ck_assert_int_eq(lattice_lease_until(acks, 1, 2, 1000, 500), 1500);
+    ck_assert_int_eq(lattice_lease_until(one, 1, 2, true, -1, 500), 0);
+    ck_assert_int_eq(lattice_lease_until(acks, 1, 2, true, 1000, 500), 1500);
     /* Fewer echo slots than a majority needs. */
-    ck_assert_int_eq(lattice_lease_until(acks, 1, 5, -1, 500), 0);
-    ck_assert_int_eq(lattice_lease_until(acks, 0, 0, -1, 500), 0);
+    ck_assert_int_eq(lattice_lease_until(acks, 1, 5, true, -1, 500), 0);
+    ck_assert_int_eq(lattice_lease_until(acks, 0, 0, true, -1, 500), 0);
+}
+END_TEST
+
+/* The lease counts the baseline, not the topology: a side that removed the
+ * others (a topology of one) still needs a majority of the baseline, and a
+ * server outside the baseline counts only the baseline's echoes. */
+START_TEST(lease_needs_a_majority_of_the_baseline_not_of_the_topology)
+{
+    int64_t acks[2] = {1000, 900};
+    /* Cut off alone, coordinator of itself, baseline of 3: no lease. */
+    ck_assert_int_eq(lattice_lease_until(NULL, 0, 3, true, -1, 500), 0);
+    /* Outside a baseline of 3: two baseline echoes are its majority. */
+    ck_assert_int_eq(lattice_lease_until(acks, 2, 3, false, -1, 500), 1400);
+    ck_assert_int_eq(lattice_lease_until(acks, 1, 3, false, -1, 500), 0);
+    /* Baseline of 1 (a first server), us in it: the coordinator's echo only. */
+    ck_assert(lattice_lease_until(NULL, 0, 1, true, -1, 500) == INT64_MAX);
+    /* Reachable: us plus every echo younger than the lease. */
+    ck_assert_uint_eq(lattice_quorum_reachable(acks, 2, true, 1200, 500), 3);
+    ck_assert_uint_eq(lattice_quorum_reachable(acks, 2, true, 1450, 500), 2);
+    ck_assert_uint_eq(lattice_quorum_reachable(acks, 2, false, 1600, 500), 0);
+    int64_t never[1] = {0};
+    ck_assert_uint_eq(lattice_quorum_reachable(never, 1, true, 10, 500), 1);
 }
 END_TEST
 
@@ -463,6 +513,8 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, static_finder_accepts_ignite_formats);
     tcase_add_test(tc, lease_needs_the_coordinator_and_a_majority);
+    tcase_add_test(tc, lease_needs_a_majority_of_the_baseline_not_of_the_topology);
+    tcase_add_test(tc, a_grid_without_quorum_yields_to_one_with_it_whatever_its_size);
     tcase_add_test(tc, static_finder_rejects_bad_specs);
     tcase_add_test(tc, multicast_finder_parses_group_and_port);
     tcase_add_test(tc, wire_round_trips_with_and_without_a_key);

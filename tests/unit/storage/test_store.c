@@ -574,6 +574,87 @@ START_TEST(full_region_evicts_least_recently_used)
 }
 END_TEST
 
+/* The grid's rule: only partitions the hook allows lose entries, and every
+ * entry evicted is reported once, with its key and version, while it is
+ * still stored.  A write that could only make room in a protected partition
+ * fails with REGION_FULL and changes nothing. */
+struct evict_log {
+    lattice_store *s;
+    uint32_t allowed_mask;
+    uint64_t reported, bad;
+    uint8_t *seen; /* by id */
+};
+
+static int hook_may(void *arg, uint32_t partition)
+{
+    struct evict_log *l = arg;
+    return (l->allowed_mask >> partition) & 1;
+}
+
+static void hook_evicted(void *arg, uint32_t partition, const void *key, size_t klen, uint64_t version)
+{
+    struct evict_log *l = arg;
+    char kk[32];
+    if (klen >= sizeof kk) {
+        l->bad++;
+        return;
+    }
+    memcpy(kk, key, klen);
+    kk[klen] = 0;
+    uint64_t id = strtoull(kk + 4, NULL, 10); /* key_of: "key:%08llu" */
+    if (!((l->allowed_mask >> partition) & 1) || id % 4 != partition || version != 1 || l->seen[id]) l->bad++;
+    l->seen[id] = 1;
+    l->reported++;
+}
+
+START_TEST(evict_hook_limits_eviction_to_allowed_partitions)
+{
+    enum { N = 20000 };
+    lattice_region *r = new_region(4096, 1, LATTICE_REGION_EVICT);
+    lattice_store *s = new_store(r, 4, NULL);
+    struct evict_log l = {s, 0x3, 0, 0, calloc(N, 1)}; /* partitions 0 and 1 may evict */
+    lattice_store_evict_hook h = {hook_may, hook_evicted, &l};
+    lattice_store_set_evict_hook(s, &h);
+    uint8_t v[200];
+    char k[32];
+    uint64_t ok = 0, full = 0;
+    uint8_t *stored = calloc(N, 1);
+    for (uint64_t id = 0; id < N; id++) {
+        lattice_store_entry e = ent(k, id, v, 200, 1, 4);
+        int st = lattice_store_put(s, &e, 0);
+        ck_assert(st == LATTICE_OK || st == LATTICE_ERR_REGION_FULL);
+        if (st == LATTICE_OK) ok++, stored[id] = 1;
+        else full++;
+    }
+    ck_assert_uint_eq(l.bad, 0);
+    ck_assert_uint_gt(l.reported, 0);
+    lattice_store_metrics m;
+    lattice_store_metrics_get(s, &m);
+    ck_assert_uint_eq(m.evictions, l.reported);
+    ck_assert_uint_eq(m.entries + m.evictions, ok);
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    /* Every acknowledged entry of a protected partition is still there; an
+     * allowed partition's entry is there exactly when it was not reported. */
+    for (uint64_t id = 0; id < N; id++) {
+        char kk[32];
+        int kl = key_of(kk, sizeof kk, id);
+        lattice_store_meta mm;
+        int st = lattice_store_get(s, (uint32_t)(id % 4), kk, (size_t)kl, NULL, 0, &mm);
+        if (st == LATTICE_ERR_TOO_LARGE) st = LATTICE_OK; /* found; no buffer given */
+        ck_assert_int_eq(st, stored[id] && !l.seen[id] ? LATTICE_OK : LATTICE_ERR_NOT_FOUND);
+    }
+    uint64_t protected_present = lattice_store_count(s, 2) + lattice_store_count(s, 3);
+    ck_assert_uint_gt(protected_present, 0);
+    /* Once the protected partitions fill the region, writes there are refused. */
+    ck_assert_uint_gt(full, 0);
+    lattice_store_set_evict_hook(s, NULL);
+    free(l.seen);
+    free(stored);
+    lattice_store_destroy(s);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 START_TEST(full_region_rejects_and_keeps_what_was_stored)
 {
     lattice_region *r = new_region(4096, 1, LATTICE_REGION_REJECT);
@@ -930,6 +1011,7 @@ int main(void)
     tcase_add_test(tc, clear_empties_one_partition_only);
     tcase_add_test(tc, full_region_evicts_least_recently_used);
     tcase_add_test(tc, full_region_rejects_and_keeps_what_was_stored);
+    tcase_add_test(tc, evict_hook_limits_eviction_to_allowed_partitions);
     tcase_add_test(tc, failing_the_nth_allocation_never_corrupts);
     tcase_add_test(tc, bad_input_gets_a_clear_status);
     tcase_add_test(tc, index_tables_grow_with_their_partition);
