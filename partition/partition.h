@@ -97,7 +97,7 @@ typedef struct lattice_cache_config {
     uint64_t rebalance_throttle_ms;   /* 0 */
     uint64_t rebalance_delay_ms;      /* 0 */
     uint64_t max_key_bytes;           /* 65536 */
-    uint64_t max_value_bytes;         /* 1048576 */
+    uint64_t max_value_bytes;         /* 536870912 (512 MiB, Redis's largest string) */
 } lattice_cache_config;
 
 /* Every option at its default, with the given name (NULL or invalid -> ""). */

@@ -10,6 +10,10 @@
  *   redis_cli_cluster       --resp-moved always: redis-cli -c follows MOVED
  *                           to every node; redis-cli --cluster check sees the
  *                           right key count and every slot covered
+ *   large_values            the default largest value is Redis's 512 MB: a
+ *                           100 MiB value proxied to another primary and
+ *                           replicated reads back whole from a third node; one
+ *                           the data region cannot hold is -OOM
  *   cluster_clients         redis-py, ioredis and node-redis cluster clients
  *                           (replica reads on): direct routing, then kill -9
  *                           and restart of a node: each client finds the new
@@ -284,6 +288,50 @@ START_TEST(moved_readonly_dbsize)
 }
 END_TEST
 
+START_TEST(large_values)
+{
+    it_begin("resp_large");
+    const char *extra[] = {"--cache", "default:backups=1", "--region-mb", "160", NULL};
+    start_grid(3, extra);
+    wait_spread(3, 3, -1);
+    char k1[64], k0[64];
+    key_on(&map_a, 1, 0, false, "big-", k1, sizeof k1); /* primary node 1, backup node 2 */
+    key_on(&map_a, 0, -1, false, "huge-", k0, sizeof k0); /* primary node 0: refused where it arrives */
+    size_t n = 100u << 20;
+    char *v = malloc(n);
+    ck_assert_ptr_nonnull(v);
+    for (size_t i = 0; i < n; i++) v[i] = (char)('a' + (i * 7919) % 26);
+    redisContext *c = conn_to(0);
+    struct timeval tv = {120, 0};
+    redisSetTimeout(c, tv);
+    redisReply *r = redisCommand(c, "SET %s %b", k1, v, n);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "OK"), "SET 100 MiB: %s", r && r->str ? r->str : "?");
+    freeReplyObject(r);
+    redisContext *d = conn_to(2);
+    redisSetTimeout(d, tv);
+    r = redisCommand(d, "GET %s", k1);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STRING && r->len == n && !memcmp(r->str, v, n), "GET of the 100 MiB value");
+    freeReplyObject(r);
+    ck_assert_int_eq(int_reply(d, "STRLEN big-dummy"), 0);
+    /* Larger than the 160 MiB region: refused as Redis refuses a write over maxmemory. */
+    size_t huge = 200u << 20;
+    char *h = realloc(v, huge);
+    ck_assert_ptr_nonnull(h);
+    memset(h, 'x', huge);
+    r = redisCommand(c, "SET %s %b", k0, h, huge);
+    ck_assert_msg(r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "OOM command not allowed", 23), "SET 200 MiB: %s",
+                  r && r->str ? r->str : "?");
+    freeReplyObject(r);
+    free(h);
+    r = redisCommand(d, "GET %s", k1);
+    ck_assert(r && r->type == REDIS_REPLY_STRING && r->len == n);
+    freeReplyObject(r);
+    redisFree(c);
+    redisFree(d);
+    it_end();
+}
+END_TEST
+
 /* Runs a shell command; its output in out_buf. */
 static char out_buf[1 << 16];
 static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -463,6 +511,7 @@ int main(int argc, char **argv)
     } tests[] = {
         {"moved_readonly_dbsize", &moved_readonly_dbsize},
         {"redis_cli_cluster", &redis_cli_cluster},
+        {"large_values", &large_values},
         {"cluster_clients", &cluster_clients},
     };
     Suite *s = suite_create("resp_cluster");
