@@ -44,6 +44,8 @@ static const struct lattice_resp_cmd command_subs[] = {
      {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
     {"command|list", LATTICE_RESP_CMD_COMMAND_LIST, -2, 0, 0, 0, 0, NULL, 0,
      {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
+    {"command|getkeys", LATTICE_RESP_CMD_COMMAND_GETKEYS, -4, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "", "", ""}},
 };
 
 static const struct lattice_resp_cmd client_subs[] = {
@@ -295,6 +297,7 @@ const char *lattice_resp_cmd_name(const lattice_resp_cmd *c) { return c->name; }
 lattice_resp_cmd_id lattice_resp_cmd_id_of(const lattice_resp_cmd *c) { return c->id; }
 int lattice_resp_cmd_arity(const lattice_resp_cmd *c) { return c->arity; }
 uint32_t lattice_resp_cmd_flags(const lattice_resp_cmd *c) { return c->flags; }
+const char *lattice_resp_cmd_acl(const lattice_resp_cmd *c) { return c->redis.acl; }
 
 void lattice_resp_cmd_key_spec(const lattice_resp_cmd *c, int *first, int *last, int *step)
 {

@@ -207,7 +207,7 @@ typedef enum lattice_resp_cmd_id {
     LATTICE_RESP_CMD_HELLO, LATTICE_RESP_CMD_SELECT, LATTICE_RESP_CMD_DBSIZE,
     LATTICE_RESP_CMD_INFO, LATTICE_RESP_CMD_QUIT, LATTICE_RESP_CMD_TIME,
     LATTICE_RESP_CMD_COMMAND, LATTICE_RESP_CMD_COMMAND_COUNT, LATTICE_RESP_CMD_COMMAND_INFO,
-    LATTICE_RESP_CMD_COMMAND_DOCS, LATTICE_RESP_CMD_COMMAND_LIST,
+    LATTICE_RESP_CMD_COMMAND_DOCS, LATTICE_RESP_CMD_COMMAND_LIST, LATTICE_RESP_CMD_COMMAND_GETKEYS,
     LATTICE_RESP_CMD_CLIENT, LATTICE_RESP_CMD_CLIENT_SETNAME, LATTICE_RESP_CMD_CLIENT_GETNAME,
     LATTICE_RESP_CMD_CLIENT_SETINFO, LATTICE_RESP_CMD_CLIENT_ID, LATTICE_RESP_CMD_CLIENT_INFO,
     LATTICE_RESP_CMD_CLUSTER, LATTICE_RESP_CMD_CLUSTER_INFO, LATTICE_RESP_CMD_CLUSTER_SLOTS,
@@ -253,6 +253,8 @@ const char *lattice_resp_cmd_name(const lattice_resp_cmd *c); /* "get", "cluster
 lattice_resp_cmd_id lattice_resp_cmd_id_of(const lattice_resp_cmd *c);
 int lattice_resp_cmd_arity(const lattice_resp_cmd *c);  /* Redis: -N = at least N */
 uint32_t lattice_resp_cmd_flags(const lattice_resp_cmd *c);
+/* Redis's ACL categories of the command, space separated ("@read @string @fast"). */
+const char *lattice_resp_cmd_acl(const lattice_resp_cmd *c);
 /* Key spec as Redis's (first, last, step); last < 0 counts from the end
  * (-1 = last argument); first == 0 = no keys. */
 void lattice_resp_cmd_key_spec(const lattice_resp_cmd *c, int *first, int *last, int *step);

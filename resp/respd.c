@@ -71,6 +71,7 @@ lattice_status lattice_respd_bind(const lattice_respd_config *c, lattice_respd *
     lattice_respd *r = lt_calloc(1, sizeof *r);
     if (!r) return LATTICE_ERR_NOMEM;
     r->cfg = *c;
+    atomic_store(&r->idle_timeout_s, c->idle_timeout_s);
     lattice_resp_limits d = lattice_resp_default_limits();
     r->limits = d;
     if (c->max_bulk > 0) r->limits.max_bulk_len = (uint64_t)c->max_bulk;
@@ -393,6 +394,7 @@ static void process(lattice_respd *r, conn *c)
         }
         if (!b) {
             b = lt_calloc(1, sizeof *b);
+            if (b) b->start_us = respd_now_us();
             if (!b) {
                 c->closing = true;
                 break;
@@ -467,7 +469,7 @@ static void drain_returns(io_thread *io)
 
 static void idle_sweep(io_thread *io)
 {
-    int t = io->r->cfg.idle_timeout_s;
+    int t = atomic_load(&io->r->idle_timeout_s);
     if (t <= 0) return;
     uint64_t now = lt_mono_ms();
     for (conn *c = io->conns, *nx; c; c = nx) {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "lattice/alloc.h"
@@ -418,6 +419,78 @@ static bool want(size_t argc, const lattice_resp_arg *argv, const char *section,
     return false;
 }
 
+static void human(char *buf, size_t len, double v)
+{
+    const char *u = "B";
+    if (v >= 1024 * 1024 * 1024.0) v /= 1024 * 1024 * 1024.0, u = "G";
+    else if (v >= 1024 * 1024.0) v /= 1024 * 1024.0, u = "M";
+    else if (v >= 1024.0) v /= 1024.0, u = "K";
+    snprintf(buf, len, "%.2f%s", v, u);
+}
+
+static void info_memory(lattice_respd *r, sbuf *b)
+{
+    /* The process's resident size is what the node reports; the data
+     * region's bound is maxmemory. */
+    char self[64] = "", used[32], maxh[32];
+    lattice_node_stats st = {0};
+    lattice_node_id(r->node, self, sizeof self);
+    lattice_node_stats_of(r->node, self, &st);
+    human(used, sizeof used, (double)st.rss_bytes);
+    human(maxh, sizeof maxh, (double)r->cfg.maxmemory);
+    sb_add(b,
+           "# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\nused_memory_rss:%llu\r\n"
+           "used_memory_rss_human:%s\r\nmaxmemory:%lld\r\nmaxmemory_human:%s\r\nmaxmemory_policy:%s\r\n"
+           "mem_allocator:libc\r\n\r\n",
+           (unsigned long long)st.rss_bytes, used, (unsigned long long)st.rss_bytes, used, r->cfg.maxmemory, maxh,
+           r->cfg.maxmemory_evicts ? "allkeys-lru" : "noeviction");
+}
+
+static void info_cpu(sbuf *b)
+{
+    struct rusage self, kids;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);
+    sb_add(b,
+           "# CPU\r\nused_cpu_sys:%ld.%06ld\r\nused_cpu_user:%ld.%06ld\r\nused_cpu_sys_children:%ld.%06ld\r\n"
+           "used_cpu_user_children:%ld.%06ld\r\n\r\n",
+           (long)self.ru_stime.tv_sec, (long)self.ru_stime.tv_usec, (long)self.ru_utime.tv_sec,
+           (long)self.ru_utime.tv_usec, (long)kids.ru_stime.tv_sec, (long)kids.ru_stime.tv_usec,
+           (long)kids.ru_utime.tv_sec, (long)kids.ru_utime.tv_usec);
+}
+
+static void info_replication(lattice_respd *r, sbuf *b)
+{
+    /* Every node is a primary of some partitions and a backup of others;
+     * Redis has no word for that, so each says master (as CLUSTER NODES). */
+    char self[64] = "", name[41];
+    lattice_node_id(r->node, self, sizeof self);
+    respd_node_name(self, name);
+    sb_add(b,
+           "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n"
+           "master_replid:%s\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n"
+           "master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
+           "repl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n\r\n",
+           name);
+}
+
+static void info_commandstats(lattice_respd *r, sbuf *b)
+{
+    sb_add(b, "# Commandstats\r\n");
+    bool done[LATTICE_RESP_CMD_ID_COUNT_] = {false};
+    for (size_t i = 0; i < lattice_resp_cmd_count(); i++) {
+        const lattice_resp_cmd *rc = lattice_resp_cmd_at(i);
+        lattice_resp_cmd_id id = lattice_resp_cmd_id_of(rc);
+        if (id >= LATTICE_RESP_CMD_ID_COUNT_ || done[id]) continue; /* HELP: counted under the first */
+        done[id] = true;
+        unsigned long long calls = atomic_load(&r->cmd_calls[id]), usec = atomic_load(&r->cmd_usec[id]);
+        if (!calls) continue;
+        sb_add(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=0,failed_calls=0\r\n",
+               lattice_resp_cmd_name(rc), calls, usec, (double)usec / (double)calls);
+    }
+    sb_add(b, "\r\n");
+}
+
 void respd_info(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv)
 {
     sbuf b = {0};
@@ -432,10 +505,19 @@ void respd_info(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *
     if (want(argc, argv, "clients", true))
         sb_add(&b, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\n\r\n", atomic_load(&r->n_clients),
                r->cfg.max_clients);
+    if (want(argc, argv, "memory", true)) info_memory(r, &b);
+    if (want(argc, argv, "persistence", true))
+        sb_add(&b,
+               "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\n"
+               "rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\n"
+               "aof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\n\r\n");
     if (want(argc, argv, "stats", true))
         sb_add(&b, "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\nrejected_connections:%llu\r\n\r\n",
                (unsigned long long)atomic_load(&r->total_conns), (unsigned long long)atomic_load(&r->total_cmds),
                (unsigned long long)atomic_load(&r->rejected_conns));
+    if (want(argc, argv, "replication", true)) info_replication(r, &b);
+    if (want(argc, argv, "cpu", true)) info_cpu(&b);
+    if (want(argc, argv, "commandstats", false)) info_commandstats(r, &b);
     if (want(argc, argv, "cluster", true)) sb_add(&b, "# Cluster\r\ncluster_enabled:1\r\n\r\n");
     if (want(argc, argv, "keyspace", true)) {
         uint64_t size = 0;

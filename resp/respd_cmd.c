@@ -448,10 +448,21 @@ static void entry_reply(lattice_resp_out *o, const batch *b, const ent *e)
     }
 }
 
+uint64_t respd_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 void respd_batch_replies(lattice_respd *r, conn *c, batch *b)
 {
-    (void)r;
-    for (size_t i = 0; i < b->n_ents; i++) entry_reply(c->out, b, &b->ents[i]);
+    uint64_t took = respd_now_us() - b->start_us;
+    for (size_t i = 0; i < b->n_ents; i++) {
+        entry_reply(c->out, b, &b->ents[i]);
+        uint16_t id = b->ents[i].cmd;
+        if (id != ENT_ERROR && id < LATTICE_RESP_CMD_ID_COUNT_) atomic_fetch_add(&r->cmd_usec[id], took);
+    }
 }
 
 void respd_batch_free(batch *b)
@@ -555,6 +566,77 @@ static void cmd_help(conn *c, const lattice_resp_arg *parent)
     add_lines(c->out, eq(parent, "command") ? command_help : eq(parent, "client") ? client_help : cluster_help);
 }
 
+/* COMMAND LIST [FILTERBY MODULE name | ACLCAT cat | PATTERN pat]: every
+ * command and subcommand (Redis 7.0 lists both), filtered. */
+static void command_list(lattice_resp_out *o, size_t argc, const lattice_resp_arg *argv)
+{
+    int kind = 0; /* 0 all, 1 module, 2 aclcat, 3 pattern */
+    char what[130] = "";
+    if (argc > 2) {
+        if (argc != 5 || !eq(&argv[2], "filterby")) {
+            lattice_resp_add_error(o, LATTICE_RESP_ERR_SYNTAX, strlen(LATTICE_RESP_ERR_SYNTAX));
+            return;
+        }
+        kind = eq(&argv[3], "module") ? 1 : eq(&argv[3], "aclcat") ? 2 : eq(&argv[3], "pattern") ? 3 : -1;
+        if (kind < 0) {
+            lattice_resp_add_error(o, LATTICE_RESP_ERR_SYNTAX, strlen(LATTICE_RESP_ERR_SYNTAX));
+            return;
+        }
+        snprintf(what, sizeof what, "%s%.*s", kind == 2 ? "@" : "", (int)(argv[4].len > 127 ? 127 : argv[4].len),
+                 argv[4].ptr);
+    }
+    size_t n = 0, total = lattice_resp_cmd_count();
+    bool *hit = lt_calloc(total ? total : 1, sizeof *hit);
+    if (!hit) {
+        respd_add_status_error(o, LATTICE_ERR_NOMEM);
+        return;
+    }
+    for (size_t i = 0; i < total; i++) {
+        const lattice_resp_cmd *rc = lattice_resp_cmd_at(i);
+        const char *name = lattice_resp_cmd_name(rc), *acl = lattice_resp_cmd_acl(rc);
+        bool in = kind == 0;
+        if (kind == 2) { /* the category as a whole word of the command's list */
+            size_t wl = strlen(what);
+            for (const char *p = acl; !in && (p = strcasestr(p, what)); p += wl)
+                in = (p == acl || p[-1] == ' ') && (p[wl] == ' ' || p[wl] == '\0');
+        }
+        if (kind == 3) in = fnmatch(what, name, FNM_CASEFOLD) == 0;
+        hit[i] = in; /* kind 1: no modules, nothing */
+        n += in;
+    }
+    lattice_resp_add_array(o, n);
+    for (size_t i = 0; i < total; i++) {
+        if (!hit[i]) continue;
+        const char *name = lattice_resp_cmd_name(lattice_resp_cmd_at(i));
+        lattice_resp_add_bulk(o, name, strlen(name));
+    }
+    lt_free(hit);
+}
+
+/* COMMAND GETKEYS command arg...: the key positions as Redis 7.0 finds them. */
+static void command_getkeys(lattice_resp_out *o, size_t argc, const lattice_resp_arg *argv)
+{
+    const char *err = NULL;
+    const lattice_resp_cmd *rc = lattice_resp_cmd_lookup(argv[2].ptr, argv[2].len);
+    if (rc && (lattice_resp_cmd_flags(rc) & LATTICE_RESP_F_CONTAINER) && argc > 3)
+        rc = lattice_resp_cmd_lookup_sub(rc, argv[3].ptr, argv[3].len);
+    int first = 0, last, step, arity = rc ? lattice_resp_cmd_arity(rc) : 0;
+    if (rc) lattice_resp_cmd_key_spec(rc, &first, &last, &step);
+    size_t n = argc - 2;
+    if (!rc) err = "ERR Invalid command specified";
+    else if (first <= 0) err = "ERR The command has no key arguments";
+    else if ((arity > 0 && (size_t)arity != n) || n < (size_t)(arity < 0 ? -arity : 0))
+        err = "ERR Invalid number of arguments specified for command";
+    size_t idx[256], k = 0;
+    if (!err && !(k = lattice_resp_cmd_keys(rc, n, idx, 256))) err = "ERR Invalid arguments specified for command";
+    if (err) {
+        lattice_resp_add_error(o, err, strlen(err));
+        return;
+    }
+    lattice_resp_add_array(o, k);
+    for (size_t i = 0; i < k; i++) lattice_resp_add_bulk(o, argv[2 + idx[i]].ptr, argv[2 + idx[i]].len);
+}
+
 static void cmd_command(conn *c, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
 {
     lattice_resp_out *o = c->out;
@@ -571,17 +653,12 @@ static void cmd_command(conn *c, lattice_resp_cmd_id id, size_t argc, const latt
     } else if (id == LATTICE_RESP_CMD_COMMAND_DOCS) {
         /* No documentation is served; clients fall back to their own. */
         st = lattice_resp_add_map(o, 0);
+    } else if (id == LATTICE_RESP_CMD_COMMAND_GETKEYS) {
+        command_getkeys(o, argc, argv);
     } else {
-        size_t n = lattice_resp_cmd_top_count();
-        lattice_resp_add_array(o, n);
-        for (size_t i = 0, k = 0; i < lattice_resp_cmd_count() && k < n; i++) {
-            const char *name = lattice_resp_cmd_name(lattice_resp_cmd_at(i));
-            if (strchr(name, '|')) continue;
-            lattice_resp_add_bulk(o, name, strlen(name));
-            k++;
-        }
+        command_list(o, argc, argv);
     }
-    if (st != LATTICE_OK) c->closing = true; /* a partial multi-element reply */
+    if (st != LATTICE_OK || lattice_resp_out_overflowed(o)) c->closing = true; /* a partial multi-element reply */
 }
 
 static void cmd_client(lattice_respd *r, conn *c, lattice_resp_cmd_id id, const lattice_resp_arg *argv)
@@ -627,11 +704,66 @@ static void cmd_client(lattice_respd *r, conn *c, lattice_resp_cmd_id id, const 
 /* CONFIG GET with the few parameters clients ask for (redis-benchmark asks
  * for save and appendonly); CONFIG SET/RESETSTAT are accepted as no-ops
  * would mislead, so they are refused. */
+void respd_reset_stats(lattice_respd *r)
+{
+    atomic_store(&r->total_conns, 0);
+    atomic_store(&r->total_cmds, 0);
+    atomic_store(&r->rejected_conns, 0);
+    for (size_t i = 0; i < LATTICE_RESP_CMD_ID_COUNT_; i++) {
+        atomic_store(&r->cmd_calls[i], 0);
+        atomic_store(&r->cmd_usec[i], 0);
+    }
+}
+
+/* CONFIG SET param value [param value ...] as Redis 7: only `timeout` (the
+ * idle timeout) changes at run time; the other parameters CONFIG GET shows
+ * are immutable here, anything else unknown.  Every pair is checked before
+ * any is applied. */
+static bool config_set(lattice_respd *r, size_t argc, const lattice_resp_arg *argv, char *err)
+{
+    static const char *const fixed[] = {"save", "appendonly", "databases", "cluster-enabled", "port",
+                                        "maxclients", "maxmemory", "maxmemory-policy"};
+    if (argc < 4) {
+        lattice_resp_err_arity("config|set", err);
+        return false;
+    }
+    if (argc % 2) {
+        snprintf(err, LATTICE_RESP_ERR_MAX, "%s", LATTICE_RESP_ERR_SYNTAX);
+        return false;
+    }
+    long long timeout = -1;
+    for (size_t i = 2; i + 1 < argc; i += 2) {
+        int n = (int)(argv[i].len > 128 ? 128 : argv[i].len);
+        if (eq(&argv[i], "timeout")) {
+            if (!lattice_resp_string2ll(argv[i + 1].ptr, argv[i + 1].len, &timeout) || timeout < 0 || timeout > INT_MAX) {
+                snprintf(err, LATTICE_RESP_ERR_MAX,
+                         "ERR CONFIG SET failed (possibly related to argument '%.*s') - argument couldn't be parsed into an integer",
+                         n, argv[i].ptr);
+                return false;
+            }
+            continue;
+        }
+        bool known = false;
+        for (size_t k = 0; k < sizeof fixed / sizeof fixed[0]; k++) known |= eq(&argv[i], fixed[k]);
+        if (known)
+            snprintf(err, LATTICE_RESP_ERR_MAX,
+                     "ERR CONFIG SET failed (possibly related to argument '%.*s') - can't set immutable config", n,
+                     argv[i].ptr);
+        else
+            snprintf(err, LATTICE_RESP_ERR_MAX, "ERR Unknown option or number of arguments for CONFIG SET - '%.*s'", n,
+                     argv[i].ptr);
+        return false;
+    }
+    if (timeout >= 0) atomic_store(&r->idle_timeout_s, (int)timeout);
+    return true;
+}
+
 static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv)
 {
     lattice_resp_out *o = c->out;
     if (argc >= 2 && eq(&argv[1], "get") && argc >= 3) {
-        char port[16], clients[16], maxmem[24];
+        char port[16], clients[16], maxmem[24], timeout[16];
+        snprintf(timeout, sizeof timeout, "%d", atomic_load(&r->idle_timeout_s));
         snprintf(port, sizeof port, "%d", r->port);
         snprintf(clients, sizeof clients, "%d", r->cfg.max_clients);
         snprintf(maxmem, sizeof maxmem, "%lld", r->cfg.maxmemory);
@@ -639,7 +771,7 @@ static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_res
          * LRU over every key (allkeys-lru), reject is noeviction. */
         const char *kv[][2] = {{"save", ""}, {"appendonly", "no"}, {"databases", "1"},
                                {"cluster-enabled", "yes"}, {"port", port}, {"maxclients", clients},
-                               {"maxmemory", maxmem}, {"timeout", "0"},
+                               {"maxmemory", maxmem}, {"timeout", timeout},
                                {"maxmemory-policy", r->cfg.maxmemory_evicts ? "allkeys-lru" : "noeviction"}};
         size_t nkv = sizeof kv / sizeof kv[0];
         const char *hit[16][2];
@@ -666,6 +798,19 @@ static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_res
     char err[LATTICE_RESP_ERR_MAX];
     if (argc >= 2 && eq(&argv[1], "get")) {
         lattice_resp_err_arity("config|get", err);
+    } else if (argc >= 2 && eq(&argv[1], "resetstat")) {
+        if (argc != 2) {
+            lattice_resp_err_arity("config|resetstat", err);
+        } else {
+            respd_reset_stats(r);
+            lattice_resp_add_simple(o, "OK", 2);
+            return;
+        }
+    } else if (argc >= 2 && eq(&argv[1], "set")) {
+        if (config_set(r, argc, argv, err)) {
+            lattice_resp_add_simple(o, "OK", 2);
+            return;
+        }
     } else {
         snprintf(err, sizeof err, "ERR unknown subcommand '%.*s'. Try CONFIG HELP.",
                  (int)(argc >= 2 ? (argv[1].len > 128 ? 128 : argv[1].len) : 0), argc >= 2 ? argv[1].ptr : "");
@@ -724,7 +869,8 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
     case LATTICE_RESP_CMD_COMMAND_COUNT:
     case LATTICE_RESP_CMD_COMMAND_INFO:
     case LATTICE_RESP_CMD_COMMAND_DOCS:
-    case LATTICE_RESP_CMD_COMMAND_LIST: cmd_command(c, id, argc, argv); break;
+    case LATTICE_RESP_CMD_COMMAND_LIST:
+    case LATTICE_RESP_CMD_COMMAND_GETKEYS: cmd_command(c, id, argc, argv); break;
     case LATTICE_RESP_CMD_CLIENT_SETNAME:
     case LATTICE_RESP_CMD_CLIENT_GETNAME:
     case LATTICE_RESP_CMD_CLIENT_SETINFO:
@@ -834,10 +980,14 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
     }
     if (is_key_command(id)) {
         if (touches_batch_key(b, rc, argc, argv)) return CMD_DEFER;
+        atomic_fetch_add(&r->cmd_calls[id], 1);
         if (misrouted(r, c, rc, argc, argv, err)) return respd_ent_error(b, err);
         return key_command(r, b, id, argc, argv);
     }
     if (b->n_ents) return CMD_DEFER;
+    uint64_t t0 = respd_now_us();
     immediate(r, c, id, argc, argv);
+    atomic_fetch_add(&r->cmd_calls[id], 1);
+    atomic_fetch_add(&r->cmd_usec[id], respd_now_us() - t0);
     return CMD_DONE;
 }

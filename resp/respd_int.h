@@ -90,6 +90,7 @@ typedef struct batch {
     bool vals_nomem;
     uint64_t keybits[64];             /* hashes of the keys its entries touch (a 4096-bit filter) */
     atomic_size_t remaining;
+    uint64_t start_us;                /* when its first command was parsed (commandstats) */
     struct batch *round_next;         /* io->round: batches of this epoll round */
 } batch;
 
@@ -124,7 +125,11 @@ struct lattice_respd {
     atomic_bool stop;
     atomic_int n_clients;
     atomic_llong next_id;
+    atomic_int idle_timeout_s;        /* cfg.idle_timeout_s, changed by CONFIG SET timeout */
     atomic_ullong total_conns, total_cmds, rejected_conns;
+    /* INFO commandstats, per lattice_resp_cmd_id: calls, and microseconds
+     * from parse to reply (a key command's include its grid round trip). */
+    atomic_ullong cmd_calls[LATTICE_RESP_CMD_ID_COUNT_], cmd_usec[LATTICE_RESP_CMD_ID_COUNT_];
     uint64_t start_ms;
     pthread_mutex_t view_lock;        /* guards view */
     struct respd_view *view;
@@ -165,6 +170,11 @@ void respd_add_value(lattice_resp_out *o, const batch *b, const opres *x);
 bool respd_is_str_command(lattice_resp_cmd_id id);
 cmd_outcome respd_str_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv);
 void respd_str_reply(lattice_resp_out *o, const batch *b, const ent *e);
+
+/* CONFIG RESETSTAT: the counters INFO stats and commandstats show. */
+void respd_reset_stats(struct lattice_respd *r);
+/* Monotonic microseconds (commandstats). */
+uint64_t respd_now_us(void);
 
 /* respd_cluster.c: CLUSTER and INFO. */
 void respd_cluster(struct lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t argc,

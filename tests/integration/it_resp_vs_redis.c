@@ -7,7 +7,8 @@
  *                      TYPE, EXPIREAT, PEXPIREAT, EXPIRETIME, PEXPIRETIME,
  *                      GETRANGE/SUBSTR, GETBIT, BITCOUNT, EXPIRE's NX/XX/
  *                      GT/LT combinations, and the older commands beside
- *                      them; TIME's shape
+ *                      them; COMMAND GETKEYS and LIST FILTERBY, CONFIG SET
+ *                      and RESETSTAT; TIME's shape
  *
  * The script avoids what differs by nature: a TTL read right after it was
  * set is the same second on both; PEXPIRETIME is compared only for keys
@@ -113,6 +114,14 @@ static const char *const script[] = {
     "BITCOUNT bits 1 100", "BITCOUNT bits -100 -99", "BITCOUNT empty", "BITCOUNT bits 3 17 BIT",
     "GETBIT bits 1", "GETBIT bits 7", "GETBIT bits 100", "GETBIT bits -1", "GETBIT bits x",
     "GETBIT bits 4294967296", "GETBIT bits 4294967295", "GETBIT nokey 0", "GETBIT bits",
+    /* introspection with deterministic answers */
+    "COMMAND GETKEYS set a b", "COMMAND GETKEYS ping x", "COMMAND GETKEYS nosuch x", "COMMAND GETKEYS get a b",
+    "COMMAND GETKEYS mset a", "COMMAND GETKEYS mset a b c d", "COMMAND GETKEYS del a b", "COMMAND GETKEYS set a",
+    "COMMAND GETKEYS cluster keyslot", "COMMAND GETKEYS get", "COMMAND LIST x", "COMMAND LIST FILTERBY bogus x",
+    "COMMAND LIST FILTERBY MODULE x", "COMMAND LIST FILTERBY PATTERN getb*", "COMMAND LIST FILTERBY PATTERN",
+    "CONFIG SET foo bar", "CONFIG SET maxclients", "CONFIG SET timeout 5 foo", "CONFIG SET databases 3",
+    "CONFIG SET timeout abc", "CONFIG SET timeout 7", "CONFIG GET timeout", "CONFIG SET timeout 0",
+    "CONFIG RESETSTAT x", "CONFIG RESETSTAT", "CONFIG GET",
     /* the first set, beside them */
     "INCR n", "INCRBY n 10", "APPEND n 5", "STRLEN n", "GETDEL n", "GETDEL n", "MSET a 1 b 2", "MGET a b nokey",
     "EXISTS a b nokey a", "DEL a b nokey", "SET k v NX", "SET k v XX GET", "SET k w GET", "SET k v EX 0",
