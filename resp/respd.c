@@ -202,7 +202,7 @@ static void accept_all(io_thread *io)
         c->io = io;
         c->id = atomic_fetch_add(&r->next_id, 1);
         c->authed = !r->need_auth;
-        c->last_ms = lt_mono_ms();
+        c->last_ms = c->since_ms = lt_mono_ms();
         lattice_resp_parser_set_auth_required(c->parser, r->need_auth);
         char ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);

@@ -555,6 +555,7 @@ static void cmd_help(conn *c, const lattice_resp_arg *parent)
     static const char *const client_help[] = {
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GETNAME", "    Return the name of the current connection.",
         "ID", "    Return the ID of the current connection.", "INFO", "    Return information about the current client connection.",
+        "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
         "SETINFO <option> <value>", "    Set client meta attr. Options are LIB-NAME and LIB-VER.", "SETNAME <name>",
         "    Assign the name <name> to the current connection.", "HELP", "    Print this help.", NULL};
     static const char *const cluster_help[] = {
@@ -665,7 +666,7 @@ static void cmd_client(lattice_respd *r, conn *c, lattice_resp_cmd_id id, const 
 {
     lattice_resp_out *o = c->out;
     (void)r;
-    char line[512];
+    char line[1024];
     switch (id) {
     case LATTICE_RESP_CMD_CLIENT_SETNAME:
         if (!lattice_resp_client_name_ok(argv[2].ptr, argv[2].len) || argv[2].len >= sizeof c->name) {
@@ -693,11 +694,24 @@ static void cmd_client(lattice_respd *r, conn *c, lattice_resp_cmd_id id, const 
         lattice_resp_add_simple(o, "OK", 2);
         return;
     case LATTICE_RESP_CMD_CLIENT_ID: lattice_resp_add_int(o, c->id); return;
-    default: /* CLIENT INFO */
-        snprintf(line, sizeof line, "id=%lld addr=%s laddr=%s:%d fd=%d name=%s db=0 resp=%d\n", c->id, c->addr, r->host,
-                 r->port, c->fd, c->name, lattice_resp_out_proto(o));
+    case LATTICE_RESP_CMD_CLIENT_NO_EVICT:
+        /* No client is ever evicted here (no maxmemory-clients): on/off are both true. */
+        if (eq(&argv[2], "on") || eq(&argv[2], "off")) lattice_resp_add_simple(o, "OK", 2);
+        else lattice_resp_add_error(o, LATTICE_RESP_ERR_SYNTAX, strlen(LATTICE_RESP_ERR_SYNTAX));
+        return;
+    default: { /* CLIENT INFO, Redis 7.0's fields (no pub/sub, no MULTI: their counters are 0 / -1) */
+        uint64_t now = lt_mono_ms();
+        size_t qbuf = c->rlen - c->roff, pending = lattice_resp_out_pending(o);
+        snprintf(line, sizeof line,
+                 "id=%lld addr=%s laddr=%s:%d fd=%d name=%s age=%llu idle=%llu flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 "
+                 "qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%d rbp=%zu obl=0 oll=0 omem=%zu tot-mem=%zu events=r "
+                 "cmd=client|info user=default redir=-1 resp=%d\n",
+                 c->id, c->addr, r->host, r->port, c->fd, c->name, (unsigned long long)((now - c->since_ms) / 1000),
+                 (unsigned long long)((now - c->last_ms) / 1000), qbuf, (size_t)RBUF_SIZE - c->rlen, RBUF_SIZE, c->rlen,
+                 pending, RBUF_SIZE + pending + lattice_resp_parser_memory(c->parser), lattice_resp_out_proto(o));
         lattice_resp_add_verbatim(o, "txt", line, strlen(line));
         return;
+    }
     }
 }
 
@@ -875,7 +889,8 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
     case LATTICE_RESP_CMD_CLIENT_GETNAME:
     case LATTICE_RESP_CMD_CLIENT_SETINFO:
     case LATTICE_RESP_CMD_CLIENT_ID:
-    case LATTICE_RESP_CMD_CLIENT_INFO: cmd_client(r, c, id, argv); break;
+    case LATTICE_RESP_CMD_CLIENT_INFO:
+    case LATTICE_RESP_CMD_CLIENT_NO_EVICT: cmd_client(r, c, id, argv); break;
     case LATTICE_RESP_CMD_READONLY:
     case LATTICE_RESP_CMD_READWRITE:
     case LATTICE_RESP_CMD_ASKING: cmd_cluster_mode(c); break;

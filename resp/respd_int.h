@@ -51,6 +51,7 @@ typedef struct conn {
     uint16_t seen[AWARE_SLOTS];
     long long id;
     uint64_t last_ms;
+    uint64_t since_ms;                /* accepted (CLIENT INFO age) */
     char name[128];
     char addr[64];
 } conn;
