@@ -516,7 +516,7 @@ int main(int argc, char **argv)
     };
     Suite *s = suite_create("resp_cluster");
     TCase *tc = tcase_create("grid");
-    tcase_set_timeout(tc, 400);
+    tcase_set_timeout(tc, 700); /* cluster_clients: up to 3 x 90 s per wait_spread after the kill and the restart */
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         bool want = argc < 2;
         for (int a = 1; a < argc; a++) want |= !strcmp(argv[a], tests[i].name);
