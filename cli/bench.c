@@ -214,7 +214,10 @@ int cli_bench(cli_globals *g, int argc, char **argv)
     const char *opname = "put", *cache = "default";
     optind = 1;
     int ch;
-    while ((ch = getopt_long(argc, argv, "", o, NULL)) != -1) {
+    static const struct { int ch; long lo, hi; } bounds[] = {{'t', 1, 4096}, {'d', 1, 600}, {'w', 0, 60},
+                                                            {'k', 1, 10000000}, {'v', 0, 1 << 20}, {'b', 1, 10000}};
+    int idx = 0;
+    while ((ch = getopt_long(argc, argv, "", o, &idx)) != -1) {
         bool ok = true;
         switch (ch) {
         case 'o': opname = optarg; break;
@@ -229,8 +232,11 @@ int cli_bench(cli_globals *g, int argc, char **argv)
         default: return usage(stderr, 2);
         }
         if (!ok) {
-            fprintf(stderr, "lattice bench: bad value '%s'\n", optarg);
-            return usage(stderr, 2);
+            long lo = 0, hi = 0;
+            for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++)
+                if (bounds[i].ch == ch) lo = bounds[i].lo, hi = bounds[i].hi;
+            fprintf(stderr, "lattice bench: --%s wants %ld..%ld, not '%s'\n", o[idx].name, lo, hi, optarg);
+            return 2;
         }
     }
     if (optind != argc) return usage(stderr, 2);

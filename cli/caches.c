@@ -1,5 +1,5 @@
 /*
- * lattice cache create|destroy, lattice caches, lattice partitions CACHE
+ * lattice cache create|destroy|reset-lost, lattice caches, lattice partitions CACHE
  * (JSON shapes: docs/CACHES.md).
  */
 #include <jansson.h>
@@ -14,6 +14,9 @@ int cli_cache(cli_globals *g, int argc, char **argv)
 {
     static const char use[] = "usage: lattice [GLOBAL OPTIONS] cache create NAME [k=v ...]\n"
                               "       lattice [GLOBAL OPTIONS] cache destroy NAME\n"
+                              "       lattice [GLOBAL OPTIONS] cache reset-lost NAME\n"
+                              "  reset-lost gives up the LOST partitions of NAME (every copy gone): they serve\n"
+                              "  again, empty, and the cache's assignment can move on.  Their data is lost.\n"
                               "  keys: mode=partitioned|replicated partitions=N backups=N sync=full_sync|primary_sync|full_async\n"
                               "        read_from_backup=true|false expiry_ms=N max_key_bytes=N max_value_bytes=N ...\n";
     if (cli_wants_help(argc, argv)) {
@@ -22,13 +25,14 @@ int cli_cache(cli_globals *g, int argc, char **argv)
     }
     bool create = argc >= 3 && !strcmp(argv[1], "create");
     bool destroy = argc == 3 && !strcmp(argv[1], "destroy");
-    if (!create && !destroy) {
+    bool reset = argc == 3 && !strcmp(argv[1], "reset-lost");
+    if (!create && !destroy && !reset) {
         fputs(use, stderr);
         return 2;
     }
     char spec[LATTICE_CACHE_SPEC_MAX];
     if (create) {
-        char err[256];
+        char err[1024]; /* the parser lists every option on an unknown one */
         if (lattice_cache_spec_from_args(argv[2], argc - 3, (const char *const *)argv + 3, spec, sizeof spec, err,
                                          sizeof err) != LATTICE_OK) {
             fprintf(stderr, "lattice cache create: %s\n", err);
@@ -37,11 +41,18 @@ int cli_cache(cli_globals *g, int argc, char **argv)
     }
     lattice_node *n = cli_attach(g);
     if (!n) return 1;
-    lattice_status st = create ? lattice_cache_create(n, spec) : lattice_cache_destroy(n, argv[2]);
+    uint32_t lost = 0;
+    lattice_status st = create   ? lattice_cache_create(n, spec)
+                        : reset  ? lattice_cache_reset_lost(n, argv[2], &lost)
+                                 : lattice_cache_destroy(n, argv[2]);
     if (g->json) {
         json_t *o = json_pack("{s:s, s:s, s:b}", "op", argv[1], "cache", argv[2], "ok", st == LATTICE_OK);
         if (st != LATTICE_OK) json_object_set_new(o, "error", json_string(lattice_strerror(st)));
+        if (reset && st == LATTICE_OK) json_object_set_new(o, "lost_partitions", json_integer(lost));
         cli_print_json(o);
+    } else if (reset && st == LATTICE_OK) {
+        if (lost) printf("cache %s: %u LOST partitions given up; they serve again, empty\n", argv[2], lost);
+        else printf("cache %s: no partition is LOST\n", argv[2]);
     } else if (st == LATTICE_OK) {
         printf("cache %s %s\n", argv[2], create ? "created" : "destroyed");
     } else {
@@ -51,6 +62,14 @@ int cli_cache(cli_globals *g, int argc, char **argv)
     fflush(stdout);
     lattice_node_stop(n);
     return st == LATTICE_OK ? 0 : 1;
+}
+
+/* Nodes are named by consistent id (host:port) everywhere the CLI prints
+ * them; the id (a UUID per start) when the node already left. */
+static const char *node_name(const lattice_topology *t, const char *id)
+{
+    const lattice_member *m = t ? lattice_topology_find(t, id) : NULL;
+    return m ? m->consistent_id : id;
 }
 
 int cli_caches(cli_globals *g, int argc, char **argv)
@@ -74,6 +93,7 @@ int cli_caches(cli_globals *g, int argc, char **argv)
         lattice_node_stop(n);
         return 1;
     }
+    lattice_topology *t = lattice_node_topology(n);
     if (g->json) {
         json_t *arr = json_array();
         for (size_t i = 0; i < nc; i++) {
@@ -91,6 +111,7 @@ int cli_caches(cli_globals *g, int argc, char **argv)
                 json_object_set_new(last, "moving_partitions", json_integer((json_int_t)x->moving_partitions));
                 json_object_set_new(last, "evictions", json_integer((json_int_t)x->evictions));
                 json_object_set_new(last, "moving_entries", json_integer((json_int_t)x->moving_entries));
+                json_object_set_new(last, "consistent_id", json_string(node_name(t, x->id)));
             }
             json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:s, s:b, s:I, s:s, s:o}", "name", ci[i].name,
                                                  "mode", ci[i].mode, "partitions", (json_int_t)ci[i].partitions,
@@ -107,7 +128,7 @@ int cli_caches(cli_globals *g, int argc, char **argv)
                    "moving", "reads", "writes", "hits", "misses");
             for (size_t k = 0; k < ci[i].n_nodes; k++) {
                 lattice_cache_node_info *x = &ci[i].nodes[k];
-                printf("  %-38s %10llu %10llu %6u %6u %6u %10llu %10llu %10llu %10llu\n", x->id,
+                printf("  %-38s %10llu %10llu %6u %6u %6u %10llu %10llu %10llu %10llu\n", node_name(t, x->id),
                        (unsigned long long)x->primary_entries, (unsigned long long)x->backup_entries,
                        x->primary_partitions, x->backup_partitions, x->moving_partitions, (unsigned long long)x->reads,
                        (unsigned long long)x->writes, (unsigned long long)x->hits, (unsigned long long)x->misses);
@@ -115,6 +136,7 @@ int cli_caches(cli_globals *g, int argc, char **argv)
         }
     }
     fflush(stdout);
+    if (t) lattice_topology_release(t);
     lattice_caches_info_free(ci, nc);
     lattice_node_stop(n);
     return 0;
@@ -123,12 +145,14 @@ int cli_caches(cli_globals *g, int argc, char **argv)
 int cli_partitions(cli_globals *g, int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
-        puts("usage: lattice [GLOBAL OPTIONS] partitions CACHE\n  each partition's owners (primary first) with "
-             "their state; a partition with no live owner is LOST;\n  balance: min/avg/max primaries per node");
+        puts("usage: lattice [GLOBAL OPTIONS] partitions CACHE [--detail]\n  a summary: partitions lost and "
+             "under-replicated, primaries and backups per node, balance (min/avg/max primaries);\n  --detail (and "
+             "--json) also every partition's owners (primary first) with their state");
         return 0;
     }
-    if (argc != 2) {
-        fprintf(stderr, "usage: lattice [GLOBAL OPTIONS] partitions CACHE\n");
+    bool detail = argc == 3 && !strcmp(argv[2], "--detail");
+    if (argc != 2 && !detail) {
+        fprintf(stderr, "usage: lattice [GLOBAL OPTIONS] partitions CACHE [--detail]\n");
         return 2;
     }
     lattice_node *n = cli_attach(g);
@@ -136,12 +160,15 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
     lattice_partitions_info *pi = NULL;
     lattice_status st = lattice_cache_partitions(n, argv[1], &pi);
     if (st != LATTICE_OK) {
-        fprintf(stderr, "lattice partitions: %s\n", lattice_strerror(st));
+        if (st == LATTICE_ERR_NO_CACHE)
+            fprintf(stderr, "lattice partitions: no cache named '%s' (lattice caches lists them)\n", argv[1]);
+        else
+            fprintf(stderr, "lattice partitions %s: %s\n", argv[1], lattice_strerror(st));
         lattice_node_stop(n);
         return 1;
     }
-    /* primaries per node, for the balance summary */
-    json_t *count = json_object();
+    /* primaries per node, for the balance summary; backups per node */
+    json_t *count = json_object(), *backups = json_object();
     uint32_t lost = 0, under = 0;
     json_t *parts = json_array();
     for (uint32_t p = 0; p < pi->partitions; p++) {
@@ -153,10 +180,9 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
             json_array_append_new(owners, json_pack("{s:s, s:s, s:s, s:s}", "node", o->node, "consistent_id",
                                                     o->consistent_id, "role", o->primary ? "primary" : "backup",
                                                     "state", o->state));
-            if (o->primary) {
-                json_t *c = json_object_get(count, o->node);
-                json_object_set_new(count, o->node, json_integer(c ? json_integer_value(c) + 1 : 1));
-            }
+            json_t *tally = o->primary ? count : backups;
+            json_t *c = json_object_get(tally, o->consistent_id);
+            json_object_set_new(tally, o->consistent_id, json_integer(c ? json_integer_value(c) + 1 : 1));
         }
         uint32_t serving = 0;
         for (uint32_t i = 0; i < pi->n_owners[p]; i++)
@@ -188,7 +214,18 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
         printf("cache %s, topology %llu.%llu, %u partitions, %u lost, %u under-replicated (copies wanted %u)\n",
                pi->cache, (unsigned long long)pi->major, (unsigned long long)pi->minor, pi->partitions, lost, under,
                pi->copies_wanted);
+        printf("  %-21s %9s %9s\n", "NODE", "PRIMARIES", "BACKUPS");
+        json_object_foreach(count, k, v) {
+            json_t *b = json_object_get(backups, k);
+            printf("  %-21s %9lld %9lld\n", k, (long long)json_integer_value(v), b ? (long long)json_integer_value(b) : 0LL);
+        }
+        json_object_foreach(backups, k, v)
+            if (!json_object_get(count, k)) printf("  %-21s %9d %9lld\n", k, 0, (long long)json_integer_value(v));
+        /* The partitions that need attention, at most 20 unless --detail. */
+        unsigned shown = 0;
         for (uint32_t p = 0; p < pi->partitions; p++) {
+            const char *red = json_string_value(json_object_get(json_array_get(parts, p), "redundancy"));
+            if (!detail && (!strcmp(red, "full") || ++shown > 20)) continue;
             printf("  %5u:", p);
             if (!pi->n_owners[p] || !pi->owners[(size_t)p * pi->max_owners].primary) printf(" LOST");
             for (uint32_t i = 0; i < pi->n_owners[p]; i++) {
@@ -197,10 +234,12 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
             }
             putchar('\n');
         }
+        if (!detail && shown > 20) printf("  ... %u more lost or under-replicated (--detail lists every partition)\n", shown - 20);
         printf("balance: primaries per node min %ld avg %.1f max %ld over %ld nodes\n", mn < 0 ? 0 : mn, avg, mx, nn);
         json_decref(parts);
     }
     json_decref(count);
+    json_decref(backups);
     fflush(stdout);
     lattice_partitions_info_free(pi);
     lattice_node_stop(n);

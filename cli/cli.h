@@ -42,7 +42,13 @@ bool cli_wants_help(int argc, char **argv);
 struct json_t *cli_quorum_json(const lattice_topology *t);
 void cli_quorum_line(const lattice_topology *t);
 
-/* Attach as a client node (prints why on failure). NULL when it cannot join. */
+/* attach.c: attach as a client node (prints why on failure). NULL when it
+ * cannot join. */
 lattice_node *cli_attach(cli_globals *g);
+/* --host not given: the local address that routes to the first finder. */
+void cli_pick_host(cli_globals *g);
+/* Print why `what` failed with st: the refusal named (secret, cluster name,
+ * protocol), or the finders nobody answered at. */
+void cli_explain(const cli_globals *g, const char *what, lattice_status st);
 
 #endif

@@ -14,14 +14,14 @@
 #include "lattice/log.h"
 
 static const cli_command commands[] = {
-    {"top", "topology version, coordinator and every node (id, order, role, address, uptime, CPU, memory)", cli_top},
+    {"top", "topology version, coordinator and every node with its state (without joining the grid)", cli_top},
     {"get", "get CACHE KEY: print a value", cli_kv},
-    {"put", "put CACHE KEY VALUE: store a value", cli_kv},
+    {"put", "put CACHE KEY VALUE|-|--file FILE: store a value (argument, standard input or file)", cli_kv},
     {"del", "del CACHE KEY: remove a key", cli_kv},
-    {"cache", "cache create NAME [k=v...] | cache destroy NAME", cli_cache},
+    {"cache", "cache create NAME [k=v...] | cache destroy NAME | cache reset-lost NAME", cli_cache},
     {"caches", "every cache: mode, partitions, backups, sync, size; per node entries and partitions, reads/writes/hits/misses", cli_caches},
     {"bench", "load generator: get, put, putget, putall; ops/s every second, p50/p99/p99.9 latency", cli_bench},
-    {"partitions", "partitions CACHE: owners, roles and states of each partition; balance summary", cli_partitions},
+    {"partitions", "partitions CACHE [--detail]: lost/under-replicated partitions, primaries and backups per node, balance", cli_partitions},
     {"rebalance", "rebalance [--watch]: partitions left, entries/bytes moved, rate, estimate per cache", cli_rebalance},
     {"verify", "verify CACHE: compare every copy's content hash, size and counter; exit 3 on conflict", cli_verify},
     {"baseline", "baseline [show] | set|add|remove [--force] CONSISTENT_ID...: the servers that count for quorum", cli_baseline},
@@ -37,11 +37,11 @@ static void usage(FILE *f)
           "                       (neither given: 127.0.0.1:47500..47509)\n"
           "  --cluster NAME       cluster name (default lattice)\n"
           "  --secret-file FILE   the cluster secret, as given to latticed\n"
-          "  --host ADDR          local address to attach from (default 127.0.0.1)\n"
+          "  --host ADDR          local address to attach from (default: the one that routes to the grid)\n"
           "  --timeout-ms N       how long to wait for the grid (default 10000)\n"
           "  --json               machine-readable output (one JSON object)\n"
           "  --log-level L        error|warn|info|debug (default error)\n"
-          "  --help\n\nCommands:\n",
+          "  --help, --version\n\nCommands:\n",
           f);
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
@@ -51,7 +51,8 @@ static const struct option opts[] = {
     {"cluster", required_argument, 0, 'n'},   {"secret-file", required_argument, 0, 's'},
     {"host", required_argument, 0, 'H'},      {"timeout-ms", required_argument, 0, 't'},
     {"json", no_argument, 0, 'j'},            {"log-level", required_argument, 0, 'l'},
-    {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    {"help", no_argument, 0, 'h'},            {"version", no_argument, 0, 'V'},
+    {0, 0, 0, 0}};
 
 void cli_print_json(json_t *o)
 {
@@ -73,6 +74,7 @@ int main(int argc, char **argv)
     cli_globals g;
     memset(&g, 0, sizeof g);
     lattice_config_init(&g.node);
+    g.node.host = NULL; /* --host, else cli_pick_host's choice */
     g.node.client = true;
     g.node.port = 0; /* an ephemeral peer port: never takes a server's */
     g.timeout_ms = 10000;
@@ -118,6 +120,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'h': usage(stdout); return 0;
+        case 'V': printf("lattice %s\n", LATTICE_VERSION); return 0;
         default: usage(stderr); return 2;
         }
     }
@@ -126,6 +129,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!g.node.n_finders) g.node.finders[g.node.n_finders++] = "127.0.0.1:47500..47509";
+    cli_pick_host(&g);
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[optind], commands[i].name) == 0) return commands[i].run(&g, argc - optind, argv + optind);
     fprintf(stderr, "lattice: unknown command '%s'\n", argv[optind]);

@@ -65,6 +65,73 @@ static lattice_status gather(lattice_node *n, lattice_rebalance_progress **out, 
     return LATTICE_OK;
 }
 
+/* 999 -> "999 B", 20400000 -> "20.4 MB" (unit "B", "B/s"); entries: "1.2M entries". */
+static void units(double v, const char *unit, char *out, size_t len)
+{
+    static const char *sfx[] = {"", "k", "M", "G", "T"};
+    int i = 0;
+    while (v >= 1000.0 && i < 4) v /= 1000.0, i++;
+    bool bytes = unit[0] == 'B';
+    if (i == 0) snprintf(out, len, "%.0f %s", v, unit);
+    else snprintf(out, len, bytes ? "%.1f %s%s" : "%.1f%s %s", v, sfx[i], unit);
+}
+
+/* What --watch saw of one cache when its progress last moved: the estimate
+ * is the partitions left at the rate this command itself observed, so it
+ * says "?" until a partition completed while watching, and never "0s"
+ * while partitions are left. */
+typedef struct seen {
+    char cache[LATTICE_CACHE_NAME_MAX + 1];
+    uint64_t t0_ms;
+    uint32_t done0;
+    uint64_t bytes0, t_bytes0;
+} seen;
+
+static double estimate(seen *w, size_t *nw, const lattice_rebalance_progress *p, uint64_t now, double *bytes_per_s)
+{
+    seen *x = NULL;
+    for (size_t i = 0; i < *nw && !x; i++)
+        if (!strcmp(w[i].cache, p->cache)) x = &w[i];
+    if (!x && *nw < 64) {
+        x = &w[(*nw)++];
+        snprintf(x->cache, sizeof x->cache, "%s", p->cache);
+        x->t0_ms = x->t_bytes0 = now;
+        x->done0 = p->partitions_done;
+        x->bytes0 = p->bytes_received;
+    }
+    *bytes_per_s = 0;
+    if (!x) return -1;
+    if (p->partitions_done < x->done0 || p->bytes_received < x->bytes0) { /* a new rebalance began */
+        x->t0_ms = x->t_bytes0 = now;
+        x->done0 = p->partitions_done;
+        x->bytes0 = p->bytes_received;
+    }
+    if (now > x->t_bytes0) *bytes_per_s = (double)(p->bytes_received - x->bytes0) * 1000.0 / (double)(now - x->t_bytes0);
+    uint32_t left = p->partitions_total - p->partitions_done;
+    if (!left) return 0;
+    if (p->partitions_done <= x->done0 || now <= x->t0_ms) return -1;
+    return (double)left * (double)(now - x->t0_ms) / 1000.0 / (double)(p->partitions_done - x->done0);
+}
+
+static void print_line(const lattice_rebalance_progress *p, bool busy, double eta, double bps)
+{
+    uint32_t left = p->partitions_total - p->partitions_done;
+    double pct = p->partitions_total ? 100.0 * (double)p->partitions_done / (double)p->partitions_total : 100.0;
+    char bar[21], ent[32], bytes[32], rate[32], est[32];
+    unsigned full = (unsigned)(pct / 5.0);
+    memset(bar, '#', full > 20 ? 20 : full);
+    memset(bar + (full > 20 ? 20 : full), '-', 20 - (full > 20 ? 20 : full));
+    bar[20] = 0;
+    units((double)p->entries_received, "entries", ent, sizeof ent);
+    units((double)p->bytes_received, "B", bytes, sizeof bytes);
+    units(bps, "B/s", rate, sizeof rate);
+    if (eta < 0) snprintf(est, sizeof est, "eta ?");
+    else if (eta < 1 && left) snprintf(est, sizeof est, "eta <1s");
+    else snprintf(est, sizeof est, "eta %.0fs", eta);
+    printf("%s [%s] %3.0f%% %u/%u partitions left, %s, %s, %s, %s%s\n", p->cache, bar, pct, left,
+           p->partitions_total, ent, bytes, rate, est, busy ? "" : "  (idle)");
+}
+
 int cli_rebalance(cli_globals *g, int argc, char **argv)
 {
     static const char use[] =
@@ -72,7 +139,9 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
         "  per cache: partitions left to load, entries and bytes moved, rate and estimate\n"
         "  (sums over the servers' current plans).  --watch redraws a progress bar every\n"
         "  interval (default 1000 ms) until no rebalance runs and nothing is MOVING, Ctrl-C,\n"
-        "  or --max-s seconds (default 600).  --json: one object\n"
+        "  or --max-s seconds (default 600); its estimate is the partitions left at the rate\n"
+        "  it watched them complete (\"?\" until one did).  --json: one object (with --watch,\n"
+        "  one per interval, a line each)\n"
         "  {\"in_progress\":bool,\"caches\":[{\"name\",\"partitions_moving\",\"partitions_left\",\n"
         "  \"partitions_total\",\"entries_received\",\"bytes_received\",\"bytes_per_s\",\n"
         "  \"entries_per_s\",\"eta_s\"}]}\n";
@@ -103,6 +172,8 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
     signal(SIGINT, on_sigint);
     uint64_t end = lt_mono_ms() + (uint64_t)max_s * 1000u;
     int rc = 0;
+    seen w[64];
+    size_t nw = 0;
     for (;;) {
         lattice_rebalance_progress *p = NULL;
         size_t np = 0;
@@ -114,7 +185,9 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
             break;
         }
         uint64_t now = lt_mono_ms();
-        if (g->json && !watch) {
+        double eta[64], bps[64];
+        for (size_t i = 0; i < np && i < 64; i++) eta[i] = watch ? estimate(w, &nw, &p[i], now, &bps[i]) : -1;
+        if (g->json) {
             size_t need = lattice_rebalance_progress_json(p, np, now, NULL, 0) + 1;
             char *buf = lt_malloc(need);
             if (buf) {
@@ -122,15 +195,29 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
                 json_t *j = json_loads(buf, 0, NULL);
                 if (j) {
                     json_object_set_new(j, "in_progress", json_boolean(busy));
+                    json_t *c;
+                    size_t k;
+                    json_array_foreach(json_object_get(j, "caches"), k, c)
+                        if (watch && k < 64) {
+                            json_object_set_new(c, "eta_s", json_real(eta[k]));
+                            json_object_set_new(c, "bytes_per_s", json_real(bps[k]));
+                        }
                     cli_print_json(j);
                 }
                 lt_free(buf);
             }
         } else {
             for (size_t i = 0; i < np; i++) {
-                char line[256];
-                lattice_rebalance_progress_bar(&p[i], now, 20, line, sizeof line);
-                printf("%s%s\n", line, busy ? "" : "  (idle)");
+                double r = 0, e = i < 64 ? eta[i] : -1;
+                if (!watch) {
+                    lattice_rebalance_rate rr;
+                    lattice_rebalance_progress_rate(&p[i], now, &rr);
+                    e = rr.eta_s;
+                    r = rr.bytes_per_s;
+                } else if (i < 64) {
+                    r = bps[i];
+                }
+                print_line(&p[i], busy, e, r);
             }
         }
         fflush(stdout);
@@ -169,8 +256,12 @@ int cli_verify(cli_globals *g, int argc, char **argv)
     size_t nd = 0;
     lattice_status st = lattice_cache_digests(n, argv[1], &pd, &nd);
     lattice_node_stop(n);
+    if (st == LATTICE_ERR_NO_CACHE) {
+        fprintf(stderr, "lattice verify: no cache named '%s' (lattice caches lists them)\n", argv[1]);
+        return 1;
+    }
     if (st != LATTICE_OK) {
-        fprintf(stderr, "lattice verify: %s\n", lattice_strerror(st));
+        fprintf(stderr, "lattice verify %s: %s\n", argv[1], lattice_strerror(st));
         return 1;
     }
     char (*names)[64] = lt_calloc(nd ? nd : 1, sizeof *names);

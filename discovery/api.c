@@ -30,6 +30,15 @@ static lattice_status parse_finders(lattice_discovery *d, const lattice_discover
             d->mcast = true;
             continue;
         }
+        if (lattice_finder_is_dns(f)) {
+            if (d->n_dns == LD_MAX_DNS ||
+                lattice_finder_parse_dns(f, d->dns[d->n_dns].name, &d->dns[d->n_dns].port) != LATTICE_OK) {
+                LT_LOG(LT_ERROR, MOD, "bad dns finder '%s' (want dns://NAME[:PORT], at most %d)", f, LD_MAX_DNS);
+                return LATTICE_ERR_INVAL;
+            }
+            d->n_dns++;
+            continue;
+        }
         size_t n = 0;
         /* Without a port, Ignite's rule: the first 10 ports from ours (47500). */
         int dport = d->port ? d->port : LATTICE_DEFAULT_PORT;
@@ -42,6 +51,7 @@ static lattice_status parse_finders(lattice_discovery *d, const lattice_discover
         }
         d->n_statics += n;
     }
+    d->n_fixed = d->n_statics;
     return LATTICE_OK;
 }
 

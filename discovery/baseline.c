@@ -84,17 +84,20 @@ void lattice_discovery_quorum(lattice_discovery *d, lattice_quorum *q)
 {
     memset(q, 0, sizeof *q);
     q->has_quorum = d->client;
-    char self[64];
-    lattice_discovery_local_id(d, self, sizeof self);
     lattice_topology *t = lattice_discovery_topology(d);
     if (!t) return;
-    int64_t acks[LATTICE_LEASE_MAX_PEERS], coord;
-    bool self_counts;
-    pthread_mutex_lock(&d->stats_lock);
-    size_t n_acks = ld_baseline_acks(d, t, self, acks, &q->baseline, &self_counts, &coord);
-    pthread_mutex_unlock(&d->stats_lock);
-    int lease_ms = (t->fd_ms >= 100 ? (int)t->fd_ms : d->fd_ms) / 2; /* ld_lease_ms without d->cur */
-    q->reachable = lattice_quorum_reachable(acks, n_acks, self_counts, (int64_t)lt_mono_ms(), lease_ms);
+    /* Reached: a baseline server still in this node's topology.  A lease
+     * lapses for a moment under load (late echoes, an overloaded node) and
+     * comes back: that retries.  Quorum is lost once this side removed the
+     * majority of the baseline from its view - silent for the whole
+     * failure-detection timeout, as long as the other side takes to remove
+     * us - and then refusing tells the client to go elsewhere. */
+    q->baseline = t->n_baseline;
+    for (size_t i = 0; i < t->n_baseline; i++) q->reachable += present_server(t, t->baseline[i]);
+    if (!t->n_baseline) { /* a topology without a baseline: every server counts */
+        for (size_t i = 0; i < t->n; i++) q->baseline += t->members[i].role == LATTICE_ROLE_SERVER;
+        q->reachable = q->baseline;
+    }
     q->has_quorum = d->client || q->reachable > q->baseline / 2;
     q->baseline_version = t->baseline_version;
     topo_put(t);

@@ -192,8 +192,10 @@ static void sync_conns(lattice_discovery *d, const lattice_topology *t)
 static void fire(lattice_discovery *d, const sub *subs, size_t ns, int k, const lattice_member *m,
                  const lattice_topology *t, bool quiet)
 {
+    /* Clients come and go with every application start: debug, not info. */
     if (!quiet)
-        LT_LOG(LT_INFO, MOD, "node %.8s (%s, %s) %s; topology %llu.%llu, %zu nodes", m->id, m->consistent_id,
+        LT_LOG(m->role == LATTICE_ROLE_CLIENT ? LT_DEBUG : LT_INFO, MOD,
+               "node %.8s (%s, %s) %s; topology %llu.%llu, %zu nodes", m->id, m->consistent_id,
                m->role == LATTICE_ROLE_CLIENT ? "client" : "server", kind_name(k), (unsigned long long)t->major,
                (unsigned long long)t->minor, t->n);
     (void)d;
@@ -356,13 +358,41 @@ void ld_begin_join(lattice_discovery *d, const char *why)
     pthread_mutex_unlock(&d->pub_lock);
     for (size_t i = 0; i < d->n_pending; i++) member_free_fields(&d->pending[i]);
     d->n_pending = 0;
+    ld_refresh_dns(d, lt_mono_ms(), true);
     for (size_t i = 0; i < d->n_statics; i++) {
         char a[128];
         snprintf(a, sizeof a, "tcp://%s:%d", d->statics[i].host, d->statics[i].port);
         ld_ensure_conn(d, a, true);
     }
-    LT_LOG(LT_INFO, MOD, "joining cluster '%s' as %s %s (%zu static addresses%s)", d->cluster,
-           d->client ? "client" : "server", d->my_addr, d->n_statics, d->mcast ? ", multicast" : "");
+    LT_LOG(LT_INFO, MOD, "joining cluster '%s' as %s %s (%zu static addresses%s%s)", d->cluster,
+           d->client ? "client" : "server", d->my_addr, d->n_statics, d->mcast ? ", multicast" : "",
+           d->n_dns ? ", dns" : "");
+}
+
+/* Servers of p in cur's baseline. */
+static size_t baseline_kept(const lattice_topology *cur, const Latdisc__Topology *p)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_members; i++)
+        n += !p->members[i]->client && topo_in_baseline(cur, p->members[i]->consistent_id);
+    return n;
+}
+
+/* Does p drop a strict majority of our baseline - servers of our view that
+ * p no longer lists?  Then its coordinator is on the smaller side for
+ * certain: the servers it could not hear hold the quorum, not it. */
+static bool drops_baseline_majority(const lattice_topology *cur, const Latdisc__Topology *p)
+{
+    if (!cur->n_baseline) return false;
+    size_t dropped = 0;
+    for (size_t i = 0; i < cur->n; i++) {
+        const lattice_member *m = &cur->members[i];
+        if (m->role != LATTICE_ROLE_SERVER || !topo_in_baseline(cur, m->consistent_id)) continue;
+        bool kept = false;
+        for (size_t k = 0; k < p->n_members && !kept; k++) kept = strcmp(p->members[k]->id, m->id) == 0;
+        dropped += !kept;
+    }
+    return dropped > cur->n_baseline / 2;
 }
 
 /* A topology arrived from `sender`. */
@@ -402,6 +432,21 @@ static void on_topology(lattice_discovery *d, const Latdisc__Envelope *e)
                         strcmp(p->coordinator, cur->coordinator) != 0;
         if (!newer && !takeover) return;
         if (!contains_me && !in_view) return;
+        if (!contains_me && drops_baseline_majority(cur, p)) {
+            /* Its coordinator removed us with servers it could not hear that
+             * form a strict majority of the baseline: it is the side that is
+             * cut off, or the first to wake from a stall the whole machine
+             * took.  Rejoining on its word would drop our copies -
+             * and the majority's, had it sent the same to all of them.  We
+             * keep our view; it is silent to us now (we are not in its
+             * view), so our coordinator removes it, and it merges back into
+             * this side as a new node (it holds no quorum). */
+            if (gate(d, 10))
+                LT_LOG(LT_WARN, MOD, "ignoring topology %llu.%llu of %.8s: it drops this node with a majority of the "
+                       "baseline and keeps %zu of the %zu baseline servers", (unsigned long long)p->major,
+                       (unsigned long long)p->minor, p->coordinator, baseline_kept(cur, p), cur->n_baseline);
+            return;
+        }
         if (!contains_me) {
             if (d->state == ST_LEAVING) {
                 d->state = ST_STOPPED; /* our leave was announced */
@@ -478,6 +523,12 @@ static void coordinate(lattice_discovery *d, int64_t now)
     if (!nch && !d->n_pending && !takeover) return;
     uint64_t next = t->next_order;
     for (size_t i = 0; i < d->n_pending && nk < CAP; i++) {
+        /* The same host:port twice in one batch (a node that rejoined again
+         * before its first attempt was admitted): only the newest counts. */
+        bool newer = false;
+        for (size_t k = i + 1; k < d->n_pending && !newer; k++)
+            newer = strcmp(d->pending[k].consistent_id, d->pending[i].consistent_id) == 0;
+        if (newer) continue;
         d->pending[i].order = next++;
         keep[nk++] = &d->pending[i];
         add_change(chs, chp, &nch, d->pending[i].id, LATTICE_EVENT_JOINED);
@@ -607,7 +658,12 @@ static void on_heartbeat(lattice_discovery *d, const Latdisc__Envelope *e, const
     if (d->state != ST_JOINED && d->state != ST_LEAVING) return;
     const lattice_topology *t = d->cur;
     if (!is_member(t, e->sender)) {
-        if (was_removed(d, e->sender))
+        /* Only a view that holds a quorum of the baseline sends a member
+         * away: a node that removed everyone it could not hear (cut off,
+         * or the first to wake from a stall) would otherwise make the
+         * majority rejoin and drop its copies (on_topology ignores its
+         * view for the same reason). */
+        if (was_removed(d, e->sender) && ld_present_quorum(t))
             ld_reply_refusal(d, route, REF_REMOVED, "you were removed from the topology; rejoin with a new id",
                              e->sender);
         return;
@@ -769,6 +825,7 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
     case LATDISC__ENVELOPE__BODY_LEAVE: on_leave(d, e); break;
     case LATDISC__ENVELOPE__BODY_HELLO: ld_on_hello(d, e, route); break;
     case LATDISC__ENVELOPE__BODY_DISSOLVE: ld_on_dissolve(d, e); break;
+    case LATDISC__ENVELOPE__BODY_INSPECT: ld_on_inspect(d, route); break;
     case LATDISC__ENVELOPE__BODY_BASELINE_CHANGE: ld_on_baseline_change(d, e, route); break;
     case LATDISC__ENVELOPE__BODY_BASELINE_ANSWER: ld_on_baseline_answer(d, e); break;
     default: cnt(&d->c_malformed); break; /* probes belong on UDP */
@@ -925,7 +982,12 @@ static void maybe_seed(lattice_discovery *d, int64_t now)
 {
     int64_t wait = ELECT_WAIT_MS;
     if (d->mcast && (int64_t)d->m_attempts * d->m_wait_ms > wait) wait = (int64_t)d->m_attempts * d->m_wait_ms;
-    if (d->client || now - d->join_started_ms < wait) return;
+    /* A node that was in a grid only ever rejoins one: it was removed or
+     * dissolved by a grid that exists, which may answer late (after a
+     * partition heals, connections come back seconds apart).  A grid of its
+     * own would start with a quorum of one beside it and metadata of its
+     * own; restarting the process is the way to start a new grid. */
+    if (d->client || d->view || now - d->join_started_ms < wait) return;
     if (d->saw_cluster_ms && now - d->saw_cluster_ms < ELECT_WAIT_MS) return;
     for (size_t i = 0; i < d->n_joiners; i++)
         if (now - d->joiners[i].seen_ms < ELECT_WAIT_MS && strcmp(d->joiners[i].key, d->consistent_id) < 0)
@@ -934,8 +996,8 @@ static void maybe_seed(lattice_discovery *d, int64_t now)
     self_member(d, &me, 1);
     const lattice_member *ms[1] = {&me};
     lattice_topology *t = topo_build(1, 0, 2, (uint32_t)d->fd_ms, d->id, ms, 1);
-    const char *baseline[1] = {d->consistent_id}; /* the first server: the grid's first baseline */
-    if (t && !topo_set_baseline(t, baseline, 1, 1)) {
+    const char *first[1] = {d->consistent_id}; /* the first server: the grid's first baseline */
+    if (t && !topo_set_baseline(t, first, 1, 1)) {
         topo_put(t);
         t = NULL;
     }
@@ -1039,6 +1101,27 @@ static int tick_ms(const lattice_discovery *d)
     return t < 10 ? 10 : t > LOOP_TICK_MS * 5 ? LOOP_TICK_MS * 5 : t;
 }
 
+/* The discovery thread stood still since its last look (a pause, or a
+ * machine too busy to run it): our lease lapsed meanwhile, so nothing was
+ * served from the stale view; whether the grid removed us, its answers to
+ * our next heartbeats say (a removed node is refused and rejoins as a new
+ * one).  Rejoining on our own would turn mere scheduling delay into dropped
+ * copies.  Until a failure detection period has passed we do not
+ * coordinate: what we hear now is older than what the others decided
+ * meanwhile, and the others may have stood still too - the first to wake
+ * must not remove the rest.  Half the timeout counts: a peer's last
+ * heartbeat may be a fifth of it older than the stall. */
+static void note_stall(lattice_discovery *d, int64_t now)
+{
+    int64_t gap = now - d->last_loop_ms;
+    d->last_loop_ms = now;
+    if (d->state != ST_JOINED || gap <= ld_cfd(d) / 2) return;
+    LT_LOG(LT_WARN, MOD, "this node was stalled for %lld ms (failure detection %d ms): serving "
+           "nothing until the grid confirms it is still a member", (long long)gap, ld_cfd(d));
+    d->quiet_until_ms = now + ld_cfd(d);
+    ld_update_lease(d);
+}
+
 void *ld_thread_main(void *arg)
 {
     lattice_discovery *d = arg;
@@ -1050,23 +1133,14 @@ void *ld_thread_main(void *arg)
         size_t n = build_poll(d, it);
         zmq_poll(it, (int)n, tick_ms(d));
         int64_t now = lt_mono_ms();
-        int64_t gap = now - d->last_loop_ms;
-        d->last_loop_ms = now;
-        if (d->state == ST_JOINED && gap > ld_cfd(d)) {
-            /* Our lease lapsed while we stood still, so nothing was served
-             * from the stale view; whether the grid removed us, its answers
-             * to our next heartbeats say (a removed node is refused and
-             * rejoins as a new one).  Rejoining on our own would turn mere
-             * scheduling delay into dropped copies.  Until a failure
-             * detection period has passed we do not coordinate: what we
-             * hear now is older than what the others decided meanwhile. */
-            LT_LOG(LT_WARN, MOD, "this node was stalled for %lld ms (failure detection %d ms): serving "
-                   "nothing until the grid confirms it is still a member", (long long)gap, ld_cfd(d));
-            d->quiet_until_ms = now + ld_cfd(d);
-            ld_update_lease(d);
-        }
+        note_stall(d, now);
         drain_all(d);
+        ld_refresh_dns(d, lt_mono_ms(), false);
+        /* Again: a stall while draining (or resolving a name) leaves what
+         * we heard as old as before it, and nobody may be judged silent on
+         * that. */
         now = lt_mono_ms();
+        note_stall(d, now);
         if (d->state == ST_JOINING) {
             send_joins(d, now);
             maybe_seed(d, now);

@@ -66,6 +66,23 @@ lattice_status lattice_finder_parse_static(const char *spec, int default_port, i
  * multicast spec or the group is not in 224.0.0.0/4. */
 lattice_status lattice_finder_parse_multicast(const char *spec, char group[64], int *port);
 bool lattice_finder_is_multicast(const char *spec);
+/* "dns://NAME[:PORT]" (PORT default 47500) -> name, port.  INVAL when not a
+ * DNS spec or the name is empty or not a host name. */
+bool lattice_finder_is_dns(const char *spec);
+lattice_status lattice_finder_parse_dns(const char *spec, char name[256], int *port);
+/* Every A record of name (deduplicated) with port, into out[0..max).
+ * NOT_FOUND when it has none. */
+lattice_status lattice_finder_resolve_dns(const char *name, int port, lattice_finder_addr *out, size_t max,
+                                          size_t *n);
+
+/* ---- inspection (inspect.c): a view of the grid without joining ---- */
+
+/* Asks every static finder address of c (cluster, finders, secret; the rest
+ * unused) for its view; the first answer within timeout_ms wins.
+ * UNSUPPORTED with a multicast finder (nothing to ask directly), AUTH /
+ * CLUSTER / PROTO when only refusals came back, TIMEOUT when nothing did. */
+lattice_status lattice_discovery_inspect(const lattice_discovery_config *c, int timeout_ms,
+                                         lattice_inspection **out);
 
 /* ---- lifecycle ---- */
 
@@ -118,7 +135,9 @@ size_t lattice_quorum_reachable(const int64_t *acks, size_t n_acks, bool self_co
 
 /* ---- baseline and quorum (docs/CONSISTENCY.md, "Baseline and quorum") ---- */
 
-/* This node's quorum now (any thread).  A client reports has_quorum (it
+/* This node's quorum now (any thread): a strict majority of the baseline
+ * is still in its topology - not removed as silent for the failure-
+ * detection timeout.  A client reports has_quorum (it
  * holds nothing to fence) with the baseline figures of its view. */
 void lattice_discovery_quorum(lattice_discovery *d, lattice_quorum *out);
 /* op: LATTICE_BASELINE_SET/ADD/REMOVE (topology.h). */

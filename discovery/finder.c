@@ -1,6 +1,8 @@
 /*
  * IP finders.  Static: Ignite's address format, resolved once when parsed
- * (IPv4; host names through getaddrinfo).  Multicast: the UDP sockets of
+ * (IPv4; host names through getaddrinfo).  DNS: `dns://NAME[:PORT]`, every
+ * A record of NAME, resolved again every LD_DNS_REFRESH_MS on the discovery
+ * thread (a Kubernetes headless service lists its ready pods so).  Multicast: the UDP sockets of
  * `multicast://GROUP:PORT`; the interface is always the node's own --host
  * address, never the kernel's choice (on the root namespace without
  * a 224.0.0.0/4 route the kernel sends multicast to eth0).
@@ -17,6 +19,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "lattice/log.h"
+#include "state.h"
 
 static bool parse_port(const char *s, size_t len, int *out)
 {
@@ -102,6 +106,70 @@ lattice_status lattice_finder_parse_static(const char *spec, int default_port, i
         b = c + 1;
     }
     return LATTICE_OK;
+}
+
+bool lattice_finder_is_dns(const char *spec) { return spec && strncmp(spec, "dns://", 6) == 0; }
+
+lattice_status lattice_finder_parse_dns(const char *spec, char name[256], int *port)
+{
+    if (!lattice_finder_is_dns(spec)) return LATTICE_ERR_INVAL;
+    const char *s = spec + 6;
+    const char *colon = strchr(s, ':');
+    size_t nl = colon ? (size_t)(colon - s) : strlen(s);
+    if (nl == 0 || nl >= 256) return LATTICE_ERR_INVAL;
+    for (size_t i = 0; i < nl; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '.' && s[i] != '_') return LATTICE_ERR_INVAL;
+    memcpy(name, s, nl);
+    name[nl] = 0;
+    *port = LATTICE_DEFAULT_PORT;
+    if (colon && !parse_port(colon + 1, strlen(colon + 1), port)) return LATTICE_ERR_INVAL;
+    return LATTICE_OK;
+}
+
+lattice_status lattice_finder_resolve_dns(const char *name, int port, lattice_finder_addr *out, size_t max, size_t *n)
+{
+    *n = 0;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(name, NULL, &hints, &res) != 0) return LATTICE_ERR_NOT_FOUND;
+    for (struct addrinfo *a = res; a && *n < max; a = a->ai_next) {
+        char h[64];
+        inet_ntop(AF_INET, &((struct sockaddr_in *)a->ai_addr)->sin_addr, h, sizeof h);
+        bool dup = false;
+        for (size_t i = 0; i < *n && !dup; i++) dup = !strcmp(out[i].host, h);
+        if (dup) continue;
+        snprintf(out[*n].host, sizeof out[*n].host, "%s", h);
+        out[*n].port = port;
+        (*n)++;
+    }
+    freeaddrinfo(res);
+    return *n ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;
+}
+
+void ld_refresh_dns(lattice_discovery *d, int64_t now, bool force)
+{
+    if (!d->n_dns || (!force && now - d->last_dns_ms < LD_DNS_REFRESH_MS)) return;
+    d->last_dns_ms = now;
+    size_t n = d->n_fixed;
+    for (size_t i = 0; i < d->n_dns; i++) {
+        size_t k = 0;
+        lattice_status st =
+            lattice_finder_resolve_dns(d->dns[i].name, d->dns[i].port, d->statics + n, MAX_STATIC - n, &k);
+        if (st != LATTICE_OK && !d->dns[i].warned) {
+            LT_LOG(LT_WARN, "discovery", "dns://%s: no A record (yet); asking again every %d s", d->dns[i].name,
+                   LD_DNS_REFRESH_MS / 1000);
+            d->dns[i].warned = true;
+        }
+        if (st == LATTICE_OK) d->dns[i].warned = false;
+        n += k;
+    }
+    d->n_statics = n;
+    /* New addresses become join targets at once (and Hello targets of a
+     * coordinator); ones that went away are just no longer asked. */
+    for (size_t i = d->n_fixed; i < n; i++) {
+        char a[128];
+        snprintf(a, sizeof a, "tcp://%s:%d", d->statics[i].host, d->statics[i].port);
+        if (strcmp(a, d->my_addr) != 0) ld_ensure_conn(d, a, true);
+    }
 }
 
 bool lattice_finder_is_multicast(const char *spec)

@@ -20,6 +20,8 @@
 #define MAX_CONNS 512
 #define MAX_PEERS 256
 #define MAX_STATIC 512
+#define LD_MAX_DNS 8            /* dns:// finders */
+#define LD_DNS_REFRESH_MS 5000  /* how often they are resolved again */
 #define MAX_JOINERS 64
 #define MAX_PENDING 64
 #define MAX_REMOVED 128
@@ -88,8 +90,12 @@ struct lattice_discovery {
     int port, port_range, fd_ms, max_msg;
     bool client, has_key, mcast;
     uint8_t key[LT_FRAME_KEY_BYTES];
-    lattice_finder_addr statics[MAX_STATIC];
+    lattice_finder_addr statics[MAX_STATIC]; /* [0, n_fixed): static finders; then dns:// results */
     size_t n_statics;
+    size_t n_fixed;          /* set at init; the rest is rewritten by ld_refresh_dns (discovery thread) */
+    struct { char name[256]; int port; bool warned; } dns[LD_MAX_DNS];
+    size_t n_dns;
+    int64_t last_dns_ms;
     char mgroup[64];
     int mport, m_attempts, m_wait_ms;
     lattice_attr attrs[LATTICE_MAX_ATTRS];
@@ -136,7 +142,7 @@ struct lattice_discovery {
     atomic_bool stop_req;
     atomic_int_fast64_t lease_until; /* monotonic ms; written by the discovery thread (lease.c) */
     atomic_uint_fast64_t incarnation; /* bumped by every (re)join; written by the discovery thread */
-    int64_t joined_mono_ms;          /* discovery thread: when this incarnation was admitted */
+    _Atomic int64_t joined_mono_ms;  /* when this incarnation was admitted (written by the discovery thread) */
     int64_t quiet_until_ms;          /* discovery thread: after a stall, no coordinating until then */
     int auto_adjust_ms;              /* --baseline-auto-adjust-ms (-1: never) */
     absent_cid absent[MAX_PEERS];    /* discovery thread (coordinator): baseline members missing */
@@ -273,6 +279,12 @@ bool ld_announce_baseline(lattice_discovery *d, const char *const *cids, size_t 
 void ld_note_candidate(lattice_discovery *d, const char *addr);
 void ld_send_hellos(lattice_discovery *d, int64_t now);
 void ld_on_hello(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route);
+/* finder.c: resolve the dns:// finders again when LD_DNS_REFRESH_MS passed
+ * (or now with force); new addresses become join targets.  Discovery
+ * thread (getaddrinfo blocks it meanwhile: keep the resolver near). */
+void ld_refresh_dns(lattice_discovery *d, int64_t now, bool force);
+/* inspect.c: answer an Inspect from outside the topology (discovery thread). */
+void ld_on_inspect(lattice_discovery *d, const zmq_msg_t *route);
 void ld_on_dissolve(lattice_discovery *d, const Latdisc__Envelope *e);
 
 #endif

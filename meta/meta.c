@@ -37,6 +37,7 @@ struct lattice_meta {
     Latdata__Meta *msg;                /* packed form of the above */
     base_entry *live_buf;              /* the live servers as base entries (callers) */
     base_entry *check_buf;             /* scratch for lattice_meta_base_is_live only */
+    bool record_lost;                  /* lattice_meta_record_lost */
 };
 
 /* Cache serials are unique in the process, not only in one lattice_meta: a
@@ -219,9 +220,193 @@ static void cache_relive(lattice_meta *m, lattice_meta_cache *c)
     }
 }
 
-void lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *members, size_t n,
+/* ------------------------------------------------------------ lost partitions */
+
+static void msg_rebuild(lattice_meta *m);
+
+static void lost_clear(lattice_meta_cache *c)
+{
+    for (size_t i = 0; i < c->n_lost; i++) {
+        lt_free(c->lost[i].owners);
+        lt_free(c->lost[i].msg);
+    }
+    lt_free(c->lost);
+    lt_free(c->lost_msg);
+    c->lost = NULL;
+    c->lost_msg = NULL;
+    c->n_lost = 0;
+}
+
+/* l->msg from its fields; false: out of memory. */
+static bool lost_format(lattice_meta_lost *l)
+{
+    size_t need = strlen(l->owners) + strlen(l->restorer) + 16;
+    char *x = lt_malloc(need);
+    if (!x) return false;
+    snprintf(x, need, "%u %s %s", l->partition, l->restorer[0] ? l->restorer : "-", l->owners);
+    lt_free(l->msg);
+    l->msg = x;
+    return true;
+}
+
+static void lost_reindex(lattice_meta_cache *c)
+{
+    lt_free(c->lost_msg);
+    c->lost_msg = lt_calloc(c->n_lost ? c->n_lost : 1, sizeof *c->lost_msg);
+    for (size_t i = 0; c->lost_msg && i < c->n_lost; i++) c->lost_msg[i] = c->lost[i].msg;
+}
+
+/* Inserts a record for p (kept sorted); false: out of memory or present. */
+static bool lost_add(lattice_meta_cache *c, uint32_t p, const char *restorer, const char *owners)
+{
+    if (lattice_meta_lost_of(c, p) || p >= c->cfg.partitions) return false;
+    lattice_meta_lost *x = lt_realloc(c->lost, (c->n_lost + 1) * sizeof *x);
+    if (!x) return false;
+    c->lost = x;
+    lattice_meta_lost l = {p, "", lt_strdup(owners), NULL};
+    snprintf(l.restorer, sizeof l.restorer, "%s", restorer && strcmp(restorer, "-") ? restorer : "");
+    if (!l.owners || !lost_format(&l)) {
+        lt_free(l.owners);
+        return false;
+    }
+    size_t at = c->n_lost;
+    while (at > 0 && c->lost[at - 1].partition > p) at--;
+    memmove(&c->lost[at + 1], &c->lost[at], (c->n_lost - at) * sizeof *c->lost);
+    c->lost[at] = l;
+    c->n_lost++;
+    lost_reindex(c);
+    return true;
+}
+
+/* The records a metadata message carries ("P RESTORER|- OWNERS"). */
+static void lost_parse(lattice_meta_cache *c, char *const *msg, size_t n)
+{
+    lost_clear(c);
+    for (size_t i = 0; i < n; i++) {
+        unsigned p = 0;
+        char restorer[64];
+        int used = 0;
+        if (sscanf(msg[i], "%u %63s %n", &p, restorer, &used) != 2 || !msg[i][used]) {
+            LT_LOG(LT_WARN, "data", "metadata: cache %s: bad lost record '%s' ignored", c->cfg.name, msg[i]);
+            continue;
+        }
+        lost_add(c, p, restorer, msg[i] + used);
+    }
+}
+
+const lattice_meta_lost *lattice_meta_lost_of(const lattice_meta_cache *c, uint32_t p)
+{
+    size_t lo = 0, hi = c->n_lost;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->lost[mid].partition < p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->n_lost && c->lost[lo].partition == p ? &c->lost[lo] : NULL;
+}
+
+bool lattice_meta_lost_names(const lattice_meta_lost *l, const char *id)
+{
+    size_t n = strlen(id);
+    for (const char *s = l->owners; n && (s = strstr(s, id)); s += n)
+        if ((s == l->owners || s[-1] == ' ') && (s[n] == ' ' || !s[n])) return true;
+    return false;
+}
+
+size_t lattice_meta_lost_owner_count(const lattice_meta_lost *l)
+{
+    size_t n = 0;
+    for (const char *s = l->owners; *s; s++)
+        if (*s != ' ' && (s == l->owners || s[-1] == ' ')) n++;
+    return n;
+}
+
+bool lattice_meta_set_restorer(lattice_meta_cache *c, uint32_t p, const char *id)
+{
+    lattice_meta_lost *l = (lattice_meta_lost *)lattice_meta_lost_of(c, p);
+    if (!l || strcmp(l->restorer, id ? id : "") == 0) return false;
+    char was[64];
+    memcpy(was, l->restorer, sizeof was);
+    snprintf(l->restorer, sizeof l->restorer, "%s", id ? id : "");
+    if (!lost_format(l)) {
+        memcpy(l->restorer, was, sizeof was);
+        return false;
+    }
+    lost_reindex(c);
+    return true;
+}
+
+void lattice_meta_record_lost(lattice_meta *m, bool on) { m->record_lost = on; }
+
+lattice_status lattice_meta_reset_lost(lattice_meta *m, const char *name, uint32_t *n_lost)
+{
+    lattice_meta_cache *c = lattice_meta_cache_of(m, name);
+    *n_lost = 0;
+    if (!c) return LATTICE_ERR_NO_CACHE;
+    for (uint32_t p = 0; p < c->cfg.partitions; p++) {
+        lattice_meta_member *own[1];
+        *n_lost += lattice_meta_serving_owners(c, p, own, 1) == 0;
+    }
+    if (!*n_lost) return LATTICE_OK;
+    c->lost_reset = c->base_version;
+    lost_clear(c);
+    m->version++;
+    thaw(m);
+    msg_rebuild(m);
+    LT_LOG(LT_WARN, "data", "cache %s: %u LOST partitions given up on the operator's word: they serve again, empty "
+                            "(metadata version %llu)", c->cfg.name, *n_lost, (unsigned long long)m->version);
+    return LATTICE_OK;
+}
+
+/* After a topology change at the coordinator: every partition of c that
+ * some serving owner served under the previous members (old_live, per
+ * affinity node) and none serves now. */
+static bool note_lost(lattice_meta_cache *c, lattice_meta_member *const *old_live)
+{
+    bool added = false;
+    for (uint32_t p = 0; c->aff && p < c->cfg.partitions; p++) {
+        uint32_t cnt = 0;
+        const uint16_t *own = lattice_affinity_owners(c->aff, p, &cnt);
+        size_t before = 0, now = 0, len = 1;
+        for (uint32_t i = 0; i < cnt; i++) {
+            before += old_live[own[i]] != NULL;
+            now += c->live[own[i]] != NULL;
+            if (old_live[own[i]]) len += strlen(old_live[own[i]]->id) + 1;
+        }
+        if (!before || now || lattice_meta_lost_of(c, p)) continue;
+        char *owners = lt_malloc(len);
+        if (!owners) continue;
+        owners[0] = 0;
+        for (uint32_t i = 0; i < cnt; i++) {
+            if (!old_live[own[i]]) continue;
+            if (owners[0]) strcat(owners, " ");
+            strcat(owners, old_live[own[i]]->id);
+        }
+        added |= lost_add(c, p, NULL, owners);
+        lt_free(owners);
+    }
+    if (added) {
+        size_t n = 0;
+        for (size_t i = 0; i < c->n_lost; i++) n += !c->lost[i].restorer[0];
+        LT_LOG(LT_WARN, "data",
+               "cache %s: %zu partitions lost every serving owner at once; kept until their owners' copies come back",
+               c->cfg.name, n);
+    }
+    return added;
+}
+
+bool lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *members, size_t n,
                               const char *coordinator)
 {
+    /* The old live owners, for lost records: the members they point to stay
+     * alive until this call returns (meta.h). */
+    lattice_meta_member **old[LATTICE_META_MAX_CACHES] = {0};
+    bool rec = m->record_lost && m->valid;
+    for (size_t i = 0; rec && i < m->n_caches; i++) {
+        lattice_meta_cache *c = m->caches[i];
+        size_t nb = c->aff ? lattice_affinity_node_count(c->aff) : 0;
+        if (nb && (old[i] = lt_malloc(nb * sizeof *old[i]))) memcpy(old[i], c->live, nb * sizeof *old[i]);
+    }
     m->n_members = 0;
     m->self = NULL;
     for (size_t i = 0; i < n && m->n_members < MAX_MEMBERS; i++) {
@@ -232,6 +417,12 @@ void lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *membe
         for (size_t i = 0; i < m->n_caches; i++) m->caches[i]->frozen_at = 0; /* its prepare died with it */
     snprintf(m->coordinator, sizeof m->coordinator, "%s", coordinator ? coordinator : "");
     for (size_t i = 0; i < m->n_caches; i++) cache_relive(m, m->caches[i]);
+    bool added = false;
+    for (size_t i = 0; i < m->n_caches; i++) {
+        if (old[i] && lattice_meta_is_coordinator(m)) added |= note_lost(m->caches[i], old[i]);
+        lt_free(old[i]);
+    }
+    return added;
 }
 
 bool lattice_meta_is_coordinator(const lattice_meta *m)
@@ -255,6 +446,7 @@ static void cache_free(lattice_meta *m, lattice_meta_cache *c)
     lattice_affinity_free(c->ideal);
     lt_free(c->ideal_live);
     lt_free(c->counter);
+    lost_clear(c);
     lt_free(c);
 }
 
@@ -390,6 +582,9 @@ static void msg_rebuild(lattice_meta *m)
         cd->base_ids = c->base;
         cd->n_base_ids = c->n_base;
         cd->base_version = c->base_version;
+        cd->lost = c->lost_msg;
+        cd->n_lost = c->lost_msg ? c->n_lost : 0;
+        cd->lost_reset = c->lost_reset;
         x->caches[x->n_caches++] = cd;
     }
     m->msg = x;
@@ -473,6 +668,8 @@ bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg)
         } else if (c->base_version != cd->base_version) {
             cache_set_base(m, c, cd->base_ids, cd->n_base_ids, cd->base_version);
         }
+        lost_parse(c, cd->lost, cd->n_lost);
+        c->lost_reset = cd->lost_reset;
         for (size_t k = 0; k < m->n_caches; k++)
             if (m->caches[k] == c) keep[k] = true;
     }
@@ -554,6 +751,7 @@ lattice_status lattice_meta_switch_base(lattice_meta *m, lattice_meta_cache *c)
     char *srv[MAX_MEMBERS];
     size_t n = live_servers(m, NULL, srv);
     lattice_status st = cache_set_base(m, c, srv, n, c->base_version + 1);
+    if (st == LATTICE_OK) lost_clear(c); /* every partition has a serving copy again */
     msg_rebuild(m); /* the message borrowed the old base strings */
     return st;
 }
@@ -561,7 +759,7 @@ lattice_status lattice_meta_switch_base(lattice_meta *m, lattice_meta_cache *c)
 bool lattice_meta_switch_due(const lattice_meta_switch_input *in)
 {
     if (!in->all_answered || in->base_is_live) return false;
-    uint64_t total = 0;
+    uint64_t total = in->kept_entries;
     size_t ready = 0;
     for (size_t i = 0; i < in->n_reports; i++) {
         const lattice_meta_switch_report *r = &in->reports[i];

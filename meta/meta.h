@@ -54,6 +54,20 @@ typedef struct lattice_meta_member {
 /* One cache as this node knows it.  meta writes the config, base, affinity
  * and owner fields; the operation path owns the store's contents, the
  * counters and the stats below them (one thread, so no lock). */
+/* A partition whose every serving owner left in one topology change (a
+ * network cut, a pause): no live copy serves it, and the copies of those
+ * owners - kept by their processes when they rejoin under new ids
+ * (ops/salvage.c) - are the only ones that hold its acknowledged writes.
+ * The coordinator records it (lattice_meta_set_members) and picks the
+ * restorer once every one of those owners reported its kept copy; the
+ * record ends with the next base switch. */
+typedef struct lattice_meta_lost {
+    uint32_t partition;
+    char restorer[64];                 /* node id of the live server restoring it; "" none yet */
+    char *owners;                      /* the owners' node ids before the loss, space-separated */
+    char *msg;                         /* "P RESTORER|- OWNERS" as the metadata carries it */
+} lattice_meta_lost;
+
 typedef struct lattice_meta_cache {
     lattice_cache_config cfg;
     char **base;                       /* affinity base: "CONSISTENT_ID NODE_ID" (as received) */
@@ -65,6 +79,10 @@ typedef struct lattice_meta_cache {
     lattice_meta_member **ideal_live;  /* per ideal node: its member */
     uint64_t serial;                   /* unique among the caches of this process, ever */
     uint64_t frozen_at;                /* a prepare froze it at this metadata version (0: not frozen) */
+    uint64_t lost_reset;               /* lattice_meta_reset_lost: at this base version (0: never) */
+    lattice_meta_lost *lost;           /* by partition, ascending */
+    size_t n_lost;
+    char **lost_msg;                   /* lost[i].msg, for the message */
     /* The operation path's: */
     lattice_store *store;              /* servers only */
     uint64_t *counter;                 /* per-partition update counter */
@@ -90,9 +108,15 @@ void lattice_meta_destroy(lattice_meta *m);
 
 /* A new topology: its members (pointers kept until the next call), this
  * node among them, the coordinator's node id.  Recomputes every cache's
- * live and moving owners. */
-void lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *members, size_t n,
+ * live and moving owners.  With recording on (lattice_meta_record_lost) and
+ * this node the coordinator, every partition that had serving owners before
+ * and has none now gets a lost record naming them; true when one was added
+ * (the caller publishes a new version: lattice_meta_bump). */
+bool lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *members, size_t n,
                               const char *coordinator);
+/* Recording of lost partitions: only a coordinator with quorum records (a
+ * minority's view of who left is not the grid's).  Off by default. */
+void lattice_meta_record_lost(lattice_meta *m, bool on);
 bool lattice_meta_is_coordinator(const lattice_meta *m);
 const lattice_meta_member *lattice_meta_self(const lattice_meta *m);
 /* The live server set as a number: equal sets, equal numbers (clients do
@@ -134,6 +158,21 @@ size_t lattice_meta_serving_owners(const lattice_meta_cache *c, uint32_t p, latt
 size_t lattice_meta_moving_owners(const lattice_meta_cache *c, uint32_t p, lattice_meta_member **out,
                                   size_t max);
 
+/* ---- lost partitions (lattice_meta_lost) */
+const lattice_meta_lost *lattice_meta_lost_of(const lattice_meta_cache *c, uint32_t p);
+/* True when id is one of the owners the record names. */
+bool lattice_meta_lost_names(const lattice_meta_lost *l, const char *id);
+size_t lattice_meta_lost_owner_count(const lattice_meta_lost *l);
+/* Coordinator: p is restored by node id (NULL: none).  True when it changed
+ * (then lattice_meta_bump publishes it). */
+bool lattice_meta_set_restorer(lattice_meta_cache *c, uint32_t p, const char *id);
+/* Coordinator, on an operator's word (`lattice cache reset-lost`): every
+ * partition of cache `name` without a serving owner is given up - its
+ * owners-to-be take it as empty (c->lost_reset = the base version), its
+ * records end.  *n_lost: how many there were (none: nothing changes).
+ * NO_CACHE. */
+lattice_status lattice_meta_reset_lost(lattice_meta *m, const char *name, uint32_t *n_lost);
+
 /* ---- the base switch */
 /* True when c's base is the live server set (nothing to switch). */
 bool lattice_meta_base_is_live(lattice_meta *m, const lattice_meta_cache *c);
@@ -169,6 +208,7 @@ typedef struct lattice_meta_switch_input {
     uint64_t view;             /* the coordinator's server view now */
     uint64_t base_version;     /* the cache's base version now */
     size_t live_servers;
+    uint64_t kept_entries;     /* entries of kept copies reported for lost partitions */
     const lattice_meta_switch_report *reports;
     size_t n_reports;
 } lattice_meta_switch_input;

@@ -15,7 +15,7 @@
 lattice_status lattice_op_submit(lattice_node *node, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
 {
     if (!node) return LATTICE_ERR_INVAL;
-    return lattice_ops_submit(lattice_node_ops(node), ops, n, fn, arg);
+    return node_metrics_submit(lattice_node_metrics_of(node), lattice_node_ops(node), ops, n, fn, arg);
 }
 
 /* ------------------------------------------------------------- blocking */
@@ -207,7 +207,7 @@ lattice_status lattice_cache_get_all(lattice_node *n, const char *cache, lattice
     return batch(n, cache, kvs, count, false);
 }
 
-static lattice_status call(lattice_node *n, lattice_ops_call_kind c, const char *arg, void **ptr)
+static lattice_status call_num(lattice_node *n, lattice_ops_call_kind c, const char *arg, void **ptr, int64_t *num)
 {
     lattice_ops *d = n ? lattice_node_ops(n) : NULL;
     if (!d) return LATTICE_ERR_STOPPED;
@@ -217,7 +217,13 @@ static lattice_status call(lattice_node *n, lattice_ops_call_kind c, const char 
     if (st != LATTICE_OK) return st;
     waiter_wait(&w);
     if (ptr) *ptr = r.status == LATTICE_OK ? w.ptr : NULL;
+    if (num) *num = r.num;
     return r.status;
+}
+
+static lattice_status call(lattice_node *n, lattice_ops_call_kind c, const char *arg, void **ptr)
+{
+    return call_num(n, c, arg, ptr, NULL);
 }
 
 lattice_status lattice_cache_create(lattice_node *n, const char *spec)
@@ -234,6 +240,16 @@ lattice_status lattice_cache_destroy(lattice_node *n, const char *name)
 {
     if (!name || !lattice_cache_config_name_valid(name, NULL, 0)) return LATTICE_ERR_INVAL;
     return call(n, LATTICE_OPS_CALL_DESTROY, name, NULL);
+}
+
+lattice_status lattice_cache_reset_lost(lattice_node *n, const char *name, uint32_t *partitions)
+{
+    if (partitions) *partitions = 0;
+    if (!name || !lattice_cache_config_name_valid(name, NULL, 0)) return LATTICE_ERR_INVAL;
+    int64_t num = 0;
+    lattice_status st = call_num(n, LATTICE_OPS_CALL_RESET_LOST, name, NULL, &num);
+    if (partitions && st == LATTICE_OK) *partitions = (uint32_t)num;
+    return st;
 }
 
 lattice_status lattice_caches_info(lattice_node *n, lattice_cache_info **out, size_t *count)

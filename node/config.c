@@ -83,6 +83,16 @@ static bool valid_cache_spec(const char *s, char *why, size_t len)
     return lattice_cache_config_parse_spec(&cfg, s, why, len) == LATTICE_OK;
 }
 
+/* One --ip-finder spec of any kind parses (a static one resolves). */
+static bool finder_ok(const char *v, lattice_finder_addr *tmp, size_t max, size_t *n)
+{
+    char name[256];
+    int port;
+    if (lattice_finder_is_multicast(v)) return lattice_finder_parse_multicast(v, name, &port) == LATTICE_OK;
+    if (lattice_finder_is_dns(v)) return lattice_finder_parse_dns(v, name, &port) == LATTICE_OK;
+    return lattice_finder_parse_static(v, LATTICE_DEFAULT_PORT, 10, tmp, max, n) == LATTICE_OK;
+}
+
 lattice_status latticed_option_set(latticed_options *o, const char *key, const char *v, char *err, size_t errlen)
 {
     char k[64];
@@ -109,13 +119,10 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
     else if (!strcmp(k, "ip-finder")) {
         if (c->n_finders == LATTICE_MAX_FINDERS) BAD("at most %d --ip-finder", LATTICE_MAX_FINDERS);
         STR(c->finders[c->n_finders]);
-        char g[64];
-        int port;
         static lattice_finder_addr tmp[512]; /* parse-time scratch, main thread only */
         size_t n;
-        if (lattice_finder_is_multicast(v) ? lattice_finder_parse_multicast(v, g, &port) != LATTICE_OK
-                                           : lattice_finder_parse_static(v, 47500, 10, tmp, 512, &n) != LATTICE_OK)
-            BAD("bad --ip-finder '%s' (want HOST[:PORT[..PORT]][,...] or multicast://GROUP[:PORT])", v);
+        if (!finder_ok(v, tmp, 512, &n))
+            BAD("bad --ip-finder '%s' (want HOST[:PORT[..PORT]][,...], multicast://GROUP[:PORT] or dns://NAME[:PORT])", v);
         c->n_finders++;
     } else if (!strcmp(k, "attr")) {
         if (c->n_attrs == LATTICE_MAX_ATTRS) BAD("at most %d --attr", LATTICE_MAX_ATTRS);
@@ -230,7 +237,9 @@ static void usage(FILE *f)
           "  --port N                  peer port (default 47500; 0 = any free port, handy for --client)\n"
           "  --port-range K            when the port is taken try the next, up to K ports (default 100)\n"
           "  --ip-finder SPEC          repeatable: HOST[:PORT[..PORT]][,...] (Ignite format; no port =\n"
-          "                            47500..47509) or multicast://GROUP[:PORT] (228.1.2.4:47400)\n"
+          "                            47500..47509), multicast://GROUP[:PORT] (228.1.2.4:47400) or\n"
+          "                            dns://NAME[:PORT] (every A record, resolved again every 5 s);\n"
+          "                            none given: --host's 47500..47509, where bare nodes bind\n"
           "  --client                  client mode: listed as client, never coordinator, holds no data\n"
           "  --failure-detection-ms N  remove a node silent this long (default 10000)\n"
           "  --baseline-auto-adjust-ms N  a baseline server gone this long stops counting for quorum\n"
@@ -259,7 +268,7 @@ static void usage(FILE *f)
           "  --resp-output-limit N     close a client with more than N reply bytes pending (default 0 = none)\n"
           "  --resp-moved M            MOVED for: aware (clients that route by the slot map; default),\n"
           "                            always (every client, as Redis Cluster: redis-cli -c), never\n"
-          "  --http-port N             validated and kept: the HTTP endpoint arrives with the HTTP work\n"
+          "  --http-port N             serve /metrics, /health, /topology, /caches over HTTP on this port\n"
           "  --help, --version\n",
           f);
 }

@@ -4,9 +4,9 @@
  * waits for SIGTERM/SIGINT (blocked in every thread, taken with sigwait),
  * then stops gracefully so the grid announces this node as `left`.
  *
- * Order: the RESP port is bound before the node starts, so the node joins
+ * Order: the RESP and HTTP ports are bound before the node starts, so the node joins
  * advertising "resp_port" (CLUSTER SLOTS reads it on every member) and a
- * port in use fails the start; RESP's IO threads end before the node stops
+ * port in use fails the start; RESP's IO threads and HTTP's threads end before the node stops
  * (they submit to it), and its memory goes after (op callbacks ran).
  */
 #include <signal.h>
@@ -16,6 +16,7 @@
 #include "lattice/lattice.h"
 #include "lattice/log.h"
 #include "node.h"
+#include "http/http.h"
 #include "resp/resp.h"
 
 /* The RESP endpoint's sockets, bound before the node: NULL on a client or
@@ -37,6 +38,62 @@ static lattice_status resp_bind(latticed_options *o, lattice_respd **out)
     return st;
 }
 
+/* No --ip-finder: look for the local grid where nodes bind by default,
+ * HOST:47500..47509 (Ignite's default range) with HOST the node's --host,
+ * so a second bare latticed joins the first instead of seeding a grid of
+ * its own.  The string lives in `o`. */
+static lattice_status default_finder(latticed_options *o)
+{
+    if (o->node.n_finders) return LATTICE_OK;
+    char spec[128], err[256];
+    snprintf(spec, sizeof spec, "%s:%d..%d", o->node.host, LATTICE_DEFAULT_PORT, LATTICE_DEFAULT_PORT + 9);
+    lattice_status st = latticed_option_set(o, "ip-finder", spec, err, sizeof err);
+    if (st != LATTICE_OK) LT_LOG(LT_ERROR, "node", "default --ip-finder %s: %s", spec, err);
+    return st;
+}
+
+/* The HTTP endpoint's socket, bound before the node: NULL without
+ * --http-port. */
+static lattice_status http_bind(latticed_options *o, lattice_httpd **out)
+{
+    *out = NULL;
+    if (!o->http_port) return LATTICE_OK;
+    lattice_httpd_config hc = {o->node.host, o->http_port};
+    lattice_status st = lattice_httpd_bind(&hc, out);
+    if (st != LATTICE_OK) LT_LOG(LT_ERROR, "node", "http: cannot serve port %d: %s", o->http_port, lattice_strerror(st));
+    return st;
+}
+
+/* The RESP endpoint's part of /metrics. */
+static void resp_metrics(void *ctx, FILE *o)
+{
+    lattice_respd_stats s;
+    lattice_respd_stats_get(ctx, &s);
+    static const char *const fam[][3] = {
+        {"lattice_resp_clients", "gauge", "RESP clients connected now"},
+        {"lattice_resp_connections_total", "counter", "RESP connections accepted"},
+        {"lattice_resp_rejected_connections_total", "counter", "RESP connections refused (max clients)"},
+        {"lattice_resp_commands_total", "counter", "RESP commands processed"},
+    };
+    const uint64_t v[] = {s.clients, s.connections, s.rejected, s.commands};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        fprintf(o, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", fam[i][0], fam[i][2], fam[i][0], fam[i][1], fam[i][0],
+                (unsigned long long)v[i]);
+}
+
+/* Starts the endpoints bound before the node; stops the node on failure. */
+static lattice_status serve(lattice_node *n, lattice_respd *resp, lattice_httpd *http)
+{
+    lattice_status st = resp ? lattice_respd_start(resp, n) : LATTICE_OK;
+    if (st == LATTICE_OK && http) {
+        if (resp) lattice_httpd_add_metrics(http, resp_metrics, resp);
+        st = lattice_httpd_start(http, n);
+        if (st != LATTICE_OK && resp) lattice_respd_stop(resp);
+    }
+    if (st != LATTICE_OK) lattice_node_stop(n);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     latticed_options o;
@@ -47,7 +104,6 @@ int main(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     }
     lattice_log_set_level(o.log_level);
-    if (o.http_port) LT_LOG(LT_WARN, "node", "--http-port %d accepted; the HTTP endpoint is not served by this build yet", o.http_port);
 
     /* Block the stop signals before any thread exists: only sigwait sees them. */
     sigset_t set;
@@ -57,16 +113,17 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    lattice_respd *resp;
+    lattice_respd *resp = NULL;
+    lattice_httpd *http = NULL;
     lattice_node *n = NULL;
-    lattice_status st = resp_bind(&o, &resp);
+    lattice_status st = default_finder(&o);
+    if (st == LATTICE_OK) st = resp_bind(&o, &resp);
+    if (st == LATTICE_OK) st = http_bind(&o, &http);
     if (st == LATTICE_OK) st = lattice_node_start(&o.node, &n);
-    if (st == LATTICE_OK && resp) {
-        st = lattice_respd_start(resp, n);
-        if (st != LATTICE_OK) lattice_node_stop(n);
-    }
+    if (st == LATTICE_OK) st = serve(n, resp, http);
     if (st != LATTICE_OK) {
         LT_LOG(LT_ERROR, "node", "cannot start: %s", lattice_strerror(st));
+        lattice_httpd_destroy(http);
         lattice_respd_destroy(resp);
         latticed_options_free(&o);
         return 1;
@@ -76,8 +133,10 @@ int main(int argc, char **argv)
     int sig = 0;
     sigwait(&set, &sig);
     LT_LOG(LT_INFO, "node", "signal %d: stopping", sig);
+    lattice_httpd_stop(http);
     if (resp) lattice_respd_stop(resp);
     lattice_node_stop(n);
+    lattice_httpd_destroy(http);
     lattice_respd_destroy(resp);
     LT_LOG(LT_INFO, "node", "stopped");
     latticed_options_free(&o);

@@ -24,6 +24,7 @@ struct lattice_node {
     size_t secret_len;
     lattice_discovery *discovery;
     lattice_ops *data;
+    node_metrics *metrics;  /* from the first module on: every submit counts */
     size_t started;         /* modules started so far (stop unwinds these) */
     size_t inited;
 };
@@ -103,7 +104,21 @@ static void data_destroy(lattice_node *n)
     n->data = NULL;
 }
 
+static lattice_status metrics_init(lattice_node *n)
+{
+    n->metrics = node_metrics_new();
+    return n->metrics ? LATTICE_OK : LATTICE_ERR_NOMEM;
+}
+static lattice_status metrics_start(lattice_node *n) { (void)n; return LATTICE_OK; }
+static void metrics_stop(lattice_node *n) { (void)n; }
+static void metrics_destroy(lattice_node *n)
+{
+    node_metrics_free(n->metrics);
+    n->metrics = NULL;
+}
+
 static const module modules[] = {
+    {"metrics", metrics_init, metrics_start, metrics_stop, metrics_destroy},
     {"data", data_init, data_start, data_stop, data_destroy},
     {"discovery", disc_init, disc_start, disc_stop, disc_destroy},
 };
@@ -123,39 +138,47 @@ void lattice_config_init(lattice_config *c)
     c->baseline_auto_adjust_ms = LATTICE_DEFAULT_BASELINE_AUTO_ADJUST_MS;
 }
 
-static lattice_status read_secret(lattice_node *n, const char *path)
+/* The secret file's contents into *out (lt_malloc'd, 1..64 KiB, a trailing
+ * newline dropped). */
+static lattice_status read_secret(const char *path, uint8_t **out, size_t *out_len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         LT_LOG(LT_ERROR, "node", "cannot read --secret-file %s: %s", path, strerror(errno));
         return LATTICE_ERR_INVAL;
     }
-    n->secret = lt_malloc(MAX_SECRET_BYTES);
-    if (!n->secret) {
+    uint8_t *secret = lt_malloc(MAX_SECRET_BYTES);
+    if (!secret) {
         fclose(f);
         return LATTICE_ERR_NOMEM;
     }
-    n->secret_len = fread(n->secret, 1, MAX_SECRET_BYTES, f);
+    size_t len = fread(secret, 1, MAX_SECRET_BYTES, f);
     bool more = fgetc(f) != EOF;
     fclose(f);
     /* A trailing newline is not part of the secret (echo secret > file). */
-    while (n->secret_len && (n->secret[n->secret_len - 1] == '\n' || n->secret[n->secret_len - 1] == '\r'))
-        n->secret_len--;
-    if (n->secret_len == 0 || more) {
+    while (len && (secret[len - 1] == '\n' || secret[len - 1] == '\r')) len--;
+    if (len == 0 || more) {
         LT_LOG(LT_ERROR, "node", "--secret-file %s must hold 1..%d bytes", path, MAX_SECRET_BYTES);
+        lt_free(secret);
         return LATTICE_ERR_INVAL;
     }
+    *out = secret;
+    *out_len = len;
     return LATTICE_OK;
+}
+
+static void forget_secret(uint8_t *secret, size_t len)
+{
+    if (!secret) return;
+    memset(secret, 0, len);
+    lt_free(secret);
 }
 
 static void unwind(lattice_node *n)
 {
     while (n->started) modules[--n->started].stop(n);
     while (n->inited) modules[--n->inited].destroy(n);
-    if (n->secret) {
-        memset(n->secret, 0, n->secret_len);
-        lt_free(n->secret);
-    }
+    forget_secret(n->secret, n->secret_len);
     lt_free(n);
 }
 
@@ -166,7 +189,7 @@ lattice_status lattice_node_start(const lattice_config *c, lattice_node **out)
     lattice_node *n = lt_calloc(1, sizeof *n);
     if (!n) return LATTICE_ERR_NOMEM;
     n->cfg = *c;
-    lattice_status st = c->secret_file ? read_secret(n, c->secret_file) : LATTICE_OK;
+    lattice_status st = c->secret_file ? read_secret(c->secret_file, &n->secret, &n->secret_len) : LATTICE_OK;
     for (; st == LATTICE_OK && n->inited < N_MODULES; n->inited++) {
         st = modules[n->inited].init(n);
         if (st != LATTICE_OK) LT_LOG(LT_ERROR, "node", "%s: init failed: %s", modules[n->inited].name, lattice_strerror(st));
@@ -208,6 +231,7 @@ lattice_status lattice_node_subscribe(lattice_node *n, lattice_event_fn fn, void
 
 void lattice_node_id(lattice_node *n, char *buf, size_t len) { lattice_discovery_local_id(n->discovery, buf, len); }
 lattice_ops *lattice_node_ops(lattice_node *n) { return n->data; }
+node_metrics *lattice_node_metrics_of(lattice_node *n) { return n->metrics; }
 int lattice_node_port(lattice_node *n) { return lattice_discovery_port(n->discovery); }
 void lattice_node_quorum(lattice_node *n, lattice_quorum *out) { lattice_discovery_quorum(n->discovery, out); }
 
@@ -222,4 +246,24 @@ lattice_status lattice_node_baseline_change(lattice_node *n, int op, const char 
 lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_node_stats *out)
 {
     return lattice_discovery_stats(n->discovery, id, out);
+}
+
+lattice_status lattice_inspect(const lattice_config *c, int timeout_ms, lattice_inspection **out)
+{
+    if (!c || !out) return LATTICE_ERR_INVAL;
+    *out = NULL;
+    uint8_t *secret = NULL;
+    size_t len = 0;
+    lattice_status st = c->secret_file ? read_secret(c->secret_file, &secret, &len) : LATTICE_OK;
+    if (st != LATTICE_OK) return st;
+    lattice_discovery_config dc = {
+        .cluster = c->cluster,
+        .finders = c->finders,
+        .n_finders = c->n_finders,
+        .secret = secret,
+        .secret_len = len,
+    };
+    st = lattice_discovery_inspect(&dc, timeout_ms, out);
+    forget_secret(secret, len);
+    return st;
 }

@@ -6,10 +6,21 @@
 #define LATTICE_NODE_INT_H
 
 #include "lattice/lattice.h"
+#include "lattice/ops.h"
 
 /* The node's operation path (api.c submits to it); valid from
  * lattice_node_start until lattice_node_stop. */
 struct lattice_ops;
 struct lattice_ops *lattice_node_ops(lattice_node *n);
+
+/* metrics.c: the counters of the operations this node issued
+ * (lattice/metrics.h).  lattice_op_submit goes through node_metrics_submit,
+ * which counts each result before the caller's callback runs. */
+typedef struct node_metrics node_metrics;
+node_metrics *node_metrics_new(void);
+void node_metrics_free(node_metrics *m);
+node_metrics *lattice_node_metrics_of(lattice_node *n);
+lattice_status node_metrics_submit(node_metrics *m, struct lattice_ops *ops, const struct lattice_op *o, size_t n,
+                                   lattice_op_fn fn, void *arg);
 
 #endif

@@ -34,6 +34,7 @@ enum {
     CTL_SUPPLY = 107,    /* supplier -> demander: key = sender id, value = Supply */
     CTL_DIGEST = 108,    /* -> server: value = digests of its OWNING copies of one cache */
     CTL_CLEAN = 109,     /* primary -> copies: partition's writes up to `committed` are acknowledged */
+    CTL_RESET_LOST = 110,/* -> coordinator: cache = name; num = the LOST partitions given up */
 };
 
 /* The replication a primary's write produces (key, value, expiry, version or

@@ -107,6 +107,7 @@ void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t parti
     w->partition = partition;
     w->version = version;
     w->key_hash = key_hash(key, key_len);
+    w->linked = true;
     clean_part *cp = &cc->p[partition];
     if (cp->tail) cp->tail->cnext = w;
     else cp->head = w;
@@ -151,6 +152,11 @@ deferred_read *clean_end(lattice_ops *d, waitw *w)
         cp->head = h->cnext;
         h->cnext = NULL;
         h->c = NULL;
+        h->linked = false;
+        /* Waits end out of order (a topology change releases them in any
+         * order): one that ended behind an older one stayed listed, and
+         * is freed only now that it leaves the list. */
+        if (h->finished) lt_free(h);
     }
     if (!cp->head) cp->tail = NULL;
     uint64_t wm = clean_committed(c, w->partition);
@@ -216,7 +222,9 @@ void clean_cache_gone(lattice_meta_cache *c)
         for (waitw *w = cc->p[p].head, *n; w; w = n) {
             n = w->cnext;
             w->cnext = NULL;
-            w->c = NULL; /* its wait completes; its reads are answered AGAIN (primary.c) */
+            w->linked = false;
+            if (w->finished) lt_free(w);
+            else w->c = NULL; /* its wait completes; its reads are answered AGAIN (primary.c) */
         }
     lt_free(cc);
     c->clean = NULL;

@@ -47,7 +47,10 @@ static void push_meta(lattice_ops *d)
 
 void control_meta_apply(lattice_ops *d, const Latdata__Meta *m)
 {
-    if (lattice_meta_apply(d->meta, m)) rebal_on_change(d);
+    if (lattice_meta_apply(d->meta, m)) {
+        rebal_on_change(d);
+        salvage_prune(d);
+    }
     evict_attach(d);
 }
 
@@ -119,22 +122,83 @@ void control_tick(lattice_ops *d, uint64_t now)
     }
 }
 
-static lattice_status coord_write(lattice_ops *d, int call, const char *arg)
+static lattice_status coord_write(lattice_ops *d, int call, const char *arg, int64_t *num)
 {
     if (ops_no_quorum(d, NULL)) return LATTICE_ERR_NO_QUORUM; /* the registry is the quorum side's */
-    lattice_status st = call == LATTICE_OPS_CALL_CREATE ? lattice_meta_add(d->meta, arg) : lattice_meta_remove(d->meta, arg);
-    if (st == LATTICE_OK) push_meta(d);
+    uint32_t lost = 0;
+    lattice_status st = call == LATTICE_OPS_CALL_CREATE    ? lattice_meta_add(d->meta, arg)
+                        : call == LATTICE_OPS_CALL_DESTROY ? lattice_meta_remove(d->meta, arg)
+                                                           : lattice_meta_reset_lost(d->meta, arg, &lost);
+    if (num) *num = lost;
+    if (st == LATTICE_OK) {
+        push_meta(d);
+        if (lost) rebal_on_change(d); /* this node may be an owner-to-be too */
+    }
     return st;
+}
+
+static int ctl_of_call(int call)
+{
+    return call == LATTICE_OPS_CALL_CREATE ? CTL_CREATE : call == LATTICE_OPS_CALL_DESTROY ? CTL_DESTROY : CTL_RESET_LOST;
+}
+
+static int call_of_ctl(int kind)
+{
+    return kind == CTL_CREATE ? LATTICE_OPS_CALL_CREATE : kind == CTL_DESTROY ? LATTICE_OPS_CALL_DESTROY
+                                                                                : LATTICE_OPS_CALL_RESET_LOST;
 }
 
 /* ------------------------------------------------------------------- stats */
 
+#define MAX_SALVAGE_REPORT 16384u
+
+/* One block (the reply box frees it with one lt_free): the stats, then the
+ * kept copies it reports (salvage.c), their incarnation id, and the cache's
+ * name - a copy: the box may be flushed after the cache is gone (a rejoin
+ * frees every cache between a stats answer and the flush). */
 static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c)
 {
-    Latdata__NodeCacheStats *s = lt_calloc(1, sizeof *s);
-    if (!s) return NULL;
+    size_t ns = 0;
+    uint32_t *parts = NULL;
+    uint64_t *counters = NULL, *entries = NULL;
+    if (d->n_salvage && c->n_lost) {
+        size_t max = c->n_lost < MAX_SALVAGE_REPORT ? c->n_lost : MAX_SALVAGE_REPORT;
+        parts = lt_malloc(max * sizeof *parts);
+        counters = lt_malloc(max * sizeof *counters);
+        entries = lt_malloc(max * sizeof *entries);
+        if (parts && counters && entries) ns = salvage_report(d, c, parts, counters, entries, max);
+    }
+    size_t name_len = strlen(c->cfg.name) + 1;
+    Latdata__NodeCacheStats *s = lt_calloc(
+        1, sizeof *s + ns * (sizeof(Latdata__Salvage *) + sizeof(Latdata__Salvage)) + sizeof d->salvage_id + name_len);
+    if (!s) {
+        lt_free(parts);
+        lt_free(counters);
+        lt_free(entries);
+        return NULL;
+    }
     latdata__node_cache_stats__init(s);
-    s->name = c->cfg.name;
+    Latdata__Salvage **ptr = (Latdata__Salvage **)(s + 1);
+    Latdata__Salvage *sv = (Latdata__Salvage *)(ptr + ns);
+    char *inc = (char *)(sv + ns);
+    s->name = inc + sizeof d->salvage_id;
+    memcpy(s->name, c->cfg.name, name_len);
+    if (ns) {
+        memcpy(inc, d->salvage_id, sizeof d->salvage_id);
+        for (size_t i = 0; i < ns; i++) {
+            latdata__salvage__init(&sv[i]);
+            sv[i].partition = parts[i];
+            sv[i].incarnation = inc;
+            sv[i].counter = counters[i];
+            sv[i].entries = entries[i];
+            ptr[i] = &sv[i];
+        }
+        s->salvage = ptr;
+        s->n_salvage = ns;
+    }
+    lt_free(parts);
+    lt_free(counters);
+    lt_free(entries);
     for (uint32_t p = 0; c->store && p < c->cfg.partitions; p++) {
         lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1];
         size_t n = lattice_meta_serving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
@@ -162,6 +226,13 @@ static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c
     s->hits = c->hits;
     s->misses = c->misses;
     s->evictions = evict_count(d, c);
+    if (c->store) {
+        lattice_store_metrics sm;
+        lattice_store_metrics_get(c->store, &sm);
+        s->expirations = sm.expirations;
+        s->index_bytes = sm.index_bytes;
+    }
+    s->writes_in_flight = c->writes_in_flight;
     rebal_figures f;
     rebal_figures_of(d, c, &f);
     s->rebalance_left = f.left;
@@ -173,6 +244,70 @@ static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c
     s->rebalance_elapsed_ms = f.elapsed_ms;
     s->rebalance_active = f.active;
     return s;
+}
+
+/* A kept copy one server reported in a base check (salvage.c). */
+typedef struct salvage_rep {
+    char cache[LATTICE_CACHE_NAME_MAX + 1];
+    char node[64], inc[64];
+    uint32_t partition;
+    uint64_t counter, entries;
+} salvage_rep;
+
+static void salvage_add(bcast *b, const char *node, Latdata__NodeCacheStats *const *st, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < st[i]->n_salvage; k++) {
+            const Latdata__Salvage *sv = st[i]->salvage[k];
+            salvage_rep *x = lt_realloc(b->salv, (b->n_salv + 1) * sizeof *x);
+            if (!x) return;
+            b->salv = x;
+            salvage_rep *r = &x[b->n_salv++];
+            snprintf(r->cache, sizeof r->cache, "%s", st[i]->name ? st[i]->name : "");
+            snprintf(r->node, sizeof r->node, "%s", node ? node : "");
+            snprintf(r->inc, sizeof r->inc, "%s", sv->incarnation ? sv->incarnation : "");
+            r->partition = sv->partition;
+            r->counter = sv->counter;
+            r->entries = sv->entries;
+        }
+}
+
+/* The restorer of each lost partition of the caches, from a poll's reports:
+ * once every owner its record names reported a kept copy, the live server
+ * holding the one with the highest counter (the copies differ only by
+ * writes no client saw acknowledged: a full_sync write is acknowledged once
+ * every copy has it).  A restorer that left is replaced the same way.
+ * True when a record changed (the caller publishes a version). */
+static bool pick_restorers(lattice_ops *d, const bcast *b)
+{
+    bool changed = false;
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
+        lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
+        size_t picked = 0;
+        for (size_t k = 0; k < c->n_lost; k++) {
+            const lattice_meta_lost *l = &c->lost[k];
+            peer *cur = l->restorer[0] ? chan_peer_by_id(d, l->restorer) : NULL;
+            if (cur && cur->m.server) continue;
+            const salvage_rep *best = NULL;
+            size_t reported = 0;
+            for (size_t j = 0; j < b->n_salv; j++) {
+                const salvage_rep *r = &b->salv[j];
+                if (r->partition != l->partition || strcmp(r->cache, c->cfg.name) || !lattice_meta_lost_names(l, r->inc))
+                    continue;
+                reported++;
+                if (!best || r->counter > best->counter) best = r;
+            }
+            const char *who = best && reported >= lattice_meta_lost_owner_count(l) ? best->node : NULL;
+            if (lattice_meta_set_restorer(c, l->partition, who)) {
+                changed = true;
+                picked += who != NULL;
+            }
+        }
+        if (picked)
+            LT_LOG(LT_INFO, "data", "cache %s: %zu lost partitions found every former owner's copy; restoring them",
+                   c->cfg.name, picked);
+    }
+    return changed;
 }
 
 static void stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n)
@@ -207,6 +342,9 @@ static void stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCach
         ci->hits = st[i]->hits;
         ci->misses = st[i]->misses;
         ci->evictions = st[i]->evictions;
+        ci->expirations = st[i]->expirations;
+        ci->index_bytes = st[i]->index_bytes;
+        ci->writes_in_flight = st[i]->writes_in_flight;
         ci->moving_partitions = st[i]->moving_partitions;
         ci->moving_entries = st[i]->moving_entries;
         ci->rebalance_left = st[i]->rebalance_left;
@@ -245,6 +383,9 @@ static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache 
             rep[n++] = (lattice_meta_switch_report){ci->primary_entries + ci->backup_entries, ci->rebalance_left,
                                                     sr->nodes[k].view_major[j], sr->nodes[k].base_version[j]};
         }
+    uint64_t kept = 0;
+    for (size_t j = 0; j < b->n_salv; j++)
+        if (strcmp(b->salv[j].cache, c->cfg.name) == 0) kept += b->salv[j].entries + 1;
     lattice_meta_switch_input in = {
         .base_is_live = lattice_meta_base_is_live(d->meta, c),
         .all_answered = sr && b->sum == 0,
@@ -252,10 +393,31 @@ static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache 
         .view = lattice_meta_server_view(d->meta),
         .base_version = c->base_version,
         .live_servers = live_server_count(d),
+        .kept_entries = kept,
         .reports = rep,
         .n_reports = n,
     };
     bool due = lattice_meta_switch_due(&in);
+    /* A switch that waits for long says on what, every 10 s (the figures of
+     * a live server that is not ready, or who did not answer). */
+    uint64_t now = lt_mono_ms();
+    if (due || in.base_is_live) {
+        d->switch_waiting_since = 0;
+    } else if (!d->switch_waiting_since) {
+        d->switch_waiting_since = now;
+    } else if (now - d->switch_waiting_since > 10000 && now - d->switch_logged > 10000) {
+        d->switch_logged = now;
+        char why[512] = "";
+        size_t w = 0;
+        for (size_t k = 0; k < n && w < sizeof why - 80; k++)
+            if (rep[k].rebalance_left || rep[k].view != in.view || rep[k].base_version != in.base_version)
+                w += (size_t)snprintf(why + w, sizeof why - w, " [left %u, view %s, base %llu]", rep[k].rebalance_left,
+                                      rep[k].view == in.view ? "same" : "other", (unsigned long long)rep[k].base_version);
+        LT_LOG(LT_INFO, "data",
+               "cache %s: base switch waiting for %llu s: %zu of %zu servers reported%s%s (base %llu)", c->cfg.name,
+               (unsigned long long)(now - d->switch_waiting_since) / 1000, n, in.live_servers,
+               in.all_answered ? "" : ", not all answered", why, (unsigned long long)in.base_version);
+    }
     lt_free(rep);
     return due;
 }
@@ -268,6 +430,11 @@ static void finish_base_check(lattice_ops *d, bcast *b)
     d->base_check_running = false;
     if (!lattice_meta_is_coordinator(d->meta)) return; /* no longer ours to write */
     if (!b->version) {
+        if (pick_restorers(d, b)) {
+            lattice_meta_bump(d->meta);
+            push_meta(d);
+            rebal_on_change(d);
+        }
         uint32_t due = 0;
         for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++)
             if (switch_due(d, b, lattice_meta_cache_at(d->meta, i))) due |= 1u << i;
@@ -322,11 +489,13 @@ static void bcast_part(lattice_ops *d, bcast *b, const Latdata__Resp *rs)
 {
     if (rs && b->kind == CTL_PART_SIZE) b->sum += rs->num;
     if (rs && b->kind == CTL_STATS && b->stats) stats_add(b->stats, rs->node, rs->stats, rs->n_stats);
+    if (rs && b->kind == CTL_STATS && !b->op) salvage_add(b, rs->node, rs->stats, rs->n_stats);
     if ((!rs || rs->status != LATTICE_OK) && !b->op) b->sum = -1; /* base check: a server did not answer or prepare: do not switch */
     if (--b->remaining > 0) return;
     if (!b->op) {
         finish_base_check(d, b);
         stats_free(b->stats);
+        lt_free(b->salv);
     } else {
         lattice_op_result r = {0};
         r.num = b->sum;
@@ -412,6 +581,7 @@ static void start_stats(lattice_ops *d, opx *op)
             for (size_t k = 0; k < lattice_meta_cache_count(d->meta); k++)
                 if ((st[n] = node_stats(d, lattice_meta_cache_at(d->meta, k)))) n++;
             stats_add(sr, d->self_id, st, n);
+            if (!op) salvage_add(b, d->self_id, st, n);
             for (size_t k = 0; k < n; k++) lt_free(st[k]);
             continue;
         }
@@ -611,7 +781,8 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
         chan_reply(d, o, &r, NULL, 0, lattice_meta_valid(d->meta));
         return;
     case CTL_CREATE:
-    case CTL_DESTROY: {
+    case CTL_DESTROY:
+    case CTL_RESET_LOST: {
         if (!lattice_meta_is_coordinator(d->meta) || !lattice_meta_valid(d->meta)) {
             r.status = LATTICE_ERR_AGAIN;
         } else {
@@ -619,7 +790,7 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
             size_t n = q->value.len < sizeof spec - 1 ? q->value.len : sizeof spec - 1;
             memcpy(spec, q->value.data, n);
             spec[n] = 0;
-            r.status = coord_write(d, q->kind == CTL_CREATE ? LATTICE_OPS_CALL_CREATE : LATTICE_OPS_CALL_DESTROY, spec);
+            r.status = coord_write(d, call_of_ctl((int)q->kind), spec, &r.num);
         }
         chan_reply(d, o, &r, NULL, 0, true);
         return;
@@ -639,6 +810,7 @@ static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs)
     }
     lattice_op_result r = {0};
     r.status = (lattice_status)rs->status;
+    r.num = rs->num;
     chan_complete_local(d, p->op, &r);
 }
 
@@ -711,11 +883,12 @@ void control_run_call(lattice_ops *d, opx *o)
     case LATTICE_OPS_CALL_DIGESTS: rebal_start_digests(d, o); return;
     case LATTICE_OPS_CALL_CREATE:
     case LATTICE_OPS_CALL_DESTROY:
+    case LATTICE_OPS_CALL_RESET_LOST:
         if (lattice_meta_is_coordinator(d->meta)) {
-            r.status = coord_write(d, o->call, o->data);
+            r.status = coord_write(d, o->call, o->data, &r.num);
             chan_complete_local(d, o, &r);
         } else {
-            send_ctl(d, o->call == LATTICE_OPS_CALL_CREATE ? CTL_CREATE : CTL_DESTROY, NULL, o->data, o);
+            send_ctl(d, ctl_of_call(o->call), NULL, o->data, o);
         }
         return;
     default: r.status = LATTICE_ERR_INVAL; chan_complete_local(d, o, &r);

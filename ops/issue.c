@@ -123,7 +123,14 @@ void issue_route(lattice_ops *d, opx *o)
     exec_in in = {o->op.kind, o->op.flags, p, o->op.key, o->op.key_len, o->op.value, o->op.value_len,
                   o->op.delta, o->op.ttl_ms};
     origin org = {.local = o};
-    if (!ops_is_read(o->op.kind) && !o->seq) o->seq = ++d->op_seq;
+    if (!ops_is_read(o->op.kind) && !o->seq) {
+        /* The write's name for resends: this node's id now, kept even if
+         * the node rejoins under a new id before a resend - a resend named
+         * by the new id would miss the first result and apply twice (an
+         * INCR counted twice after a pause, fault_stop_coordinator). */
+        o->seq = ++d->op_seq;
+        snprintf(o->origin, sizeof o->origin, "%s", d->self_id);
+    }
     if (lattice_meta_frozen(c)) {
         retry_later(d, o, LATTICE_ERR_AGAIN); /* a base switch is deciding: nothing served here meanwhile */
         return;
@@ -152,7 +159,7 @@ void issue_route(lattice_ops *d, opx *o)
             retry_later(d, o, LATTICE_ERR_AGAIN);
             return;
         }
-        primary_execute(d, c, &in, &org, d->self_id, o->seq);
+        primary_execute(d, c, &in, &org, o->origin, o->seq);
         return;
     }
     peer *prim = peer_of(owners[0]);
@@ -161,7 +168,7 @@ void issue_route(lattice_ops *d, opx *o)
         return;
     }
     Latdata__Req *q = chan_req_new_from(o->op.kind, c->cfg.name, o->op.key, o->op.key_len, o->op.value,
-                                        o->op.value_len, o->seq ? d->self_id : NULL);
+                                        o->op.value_len, o->seq ? o->origin : NULL);
     if (!q) {
         r.status = LATTICE_ERR_NOMEM;
         chan_complete_local(d, o, &r);

@@ -135,7 +135,9 @@ static void cache_gone(void *arg, lattice_meta_cache *c)
 /* This node rejoined under a new id (the grid removed its old incarnation,
  * whose partitions others took over): what it holds may be stale, and
  * keys removed meanwhile must not come back through it.  It starts over as
- * the new node it is - no caches, no stores - and pulls the metadata. */
+ * the new node it is - no caches, no stores - and pulls the metadata.  The
+ * old stores are kept aside (salvage.c) for the partitions nobody else
+ * held; the first metadata frees every copy nobody needs. */
 static void forget_data(lattice_ops *d)
 {
     if (d->client || !lattice_meta_cache_count(d->meta)) return;
@@ -144,6 +146,7 @@ static void forget_data(lattice_ops *d)
     lattice_meta *fresh = NULL;
     lattice_meta_config mc = {d->client, d->region, cache_gone, d};
     if (lattice_meta_create(&mc, &fresh) != LATTICE_OK) return; /* NOMEM: keep them (not served: no lease) */
+    salvage_keep(d, d->meta);
     lattice_meta_destroy(d->meta);
     d->meta = fresh;
     d->creates_sent = false;
@@ -191,7 +194,10 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
     d->n_peers = k;
     const char *coord = lattice_topology_coordinator(t);
     snprintf(d->coordinator, sizeof d->coordinator, "%s", coord ? coord : "");
-    lattice_meta_set_members(d->meta, members, k, d->coordinator);
+    /* Only a coordinator with quorum records partitions that lost every
+     * owner (a minority's view of who left is not the grid's). */
+    lattice_meta_record_lost(d->meta, !ops_no_quorum(d, NULL));
+    if (lattice_meta_set_members(d->meta, members, k, d->coordinator)) lattice_meta_bump(d->meta);
     for (size_t i = 0; i < n_gone; i++) {
         for (size_t j = 0; j < d->n_dirty; j++)
             if (d->dirty[j] == gone[i]) d->dirty[j] = d->dirty[--d->n_dirty];
@@ -276,6 +282,8 @@ static void *data_main(void *arg)
 }
 
 /* --------------------------------------------------------------- lifecycle */
+
+lattice_region *lattice_ops_region(lattice_ops *d) { return d ? d->region : NULL; }
 
 void lattice_ops_fence(lattice_ops *d)
 {
@@ -386,6 +394,7 @@ static void ops_free(lattice_ops *d)
     rcu_register_thread();
     rebal_node_free(d); /* supplier sessions read the stores */
     if (d->meta) lattice_meta_destroy(d->meta);
+    salvage_free(d);
     evict_free(d);
     exec_scratch_free(&d->scratch);
     for (size_t i = 0; i < d->n_peers; i++) chan_peer_free(d->peers[i]);

@@ -67,6 +67,11 @@ lattice_status lattice_ops_start(lattice_ops *d, struct lattice_discovery *disc)
 void lattice_ops_stop(lattice_ops *d);
 void lattice_ops_destroy(lattice_ops *d);
 
+/* The data region (NULL on a client), valid until destroy: its metrics may
+ * be read from any thread (storage/storage.h, lattice_region_metrics_get). */
+struct lattice_region;
+struct lattice_region *lattice_ops_region(lattice_ops *d);
+
 /* Any thread: lattice_op_submit's contract (lattice/ops.h). */
 lattice_status lattice_ops_submit(lattice_ops *d, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg);
 
@@ -78,6 +83,7 @@ typedef enum lattice_ops_call_kind {
     LATTICE_OPS_CALL_DESTROY = 3,    /* arg: cache name */
     LATTICE_OPS_CALL_PARTITIONS = 4, /* arg: cache name; value: lattice_partitions_info */
     LATTICE_OPS_CALL_DIGESTS = 5,    /* arg: cache name; value: lattice_ops_digests */
+    LATTICE_OPS_CALL_RESET_LOST = 6, /* arg: cache name; num: the LOST partitions given up */
 } lattice_ops_call_kind;
 lattice_status lattice_ops_call(lattice_ops *d, lattice_ops_call_kind call, const char *arg, lattice_op_fn fn,
                                 void *farg);

@@ -14,6 +14,7 @@
  *   retry.c      retry and failover re-routing
  *   rebal_exec.c the rebalance executor (rebal_exec.h)
  *   dedup.c      the resend records
+ *   salvage.c    copies kept over a rejoin for partitions that lost every owner
  *   channel.c    sockets, frames, pending table, replies, completion
  * Below them all, the cluster metadata (meta/meta.h: caches, owners, the
  * base switch) and rebalance/'s network-free core.
@@ -70,6 +71,7 @@ struct opx {
     size_t index;
     uint64_t deadline_ms, next_try_ms;
     uint64_t seq;                 /* writes: this node's op sequence, kept over resends */
+    char origin[64];              /* ... and the node id it was first sent under (issue.c) */
     uint64_t no_cache_until;      /* unknown cache: pull metadata and retry until then */
     struct opx *rnext;            /* retry list */
     int call;                     /* LATTICE_OPS_CALL_* for internal calls, else 0 */
@@ -105,6 +107,8 @@ typedef struct waitw {
     uint32_t partition;
     uint64_t version, key_hash;
     bool done;
+    bool linked;                  /* in its partition's in-flight list */
+    bool finished;                /* its wait ended while still linked: clean.c frees it when it leaves the list */
     struct waitw *cnext;          /* the partition's in-flight list, oldest first */
     deferred_read *reads;         /* reads of the same key waiting for this write */
     /* Called once the result went out, before w is freed (primary.c). */
@@ -121,6 +125,8 @@ typedef struct bcast {
     lattice_ops_digests *digests; /* CTL_DIGEST (rebal_exec.c) */
     uint64_t version;             /* base check: the metadata version its prepare named (0: a poll) */
     uint32_t caches;              /* ... and the caches it prepared (bit i: cache i at that version) */
+    struct salvage_rep *salv;     /* base check: the kept copies the servers reported (control.c) */
+    size_t n_salv;
 } bcast;
 
 /* A prepare of the base switch this node answers once every full_sync write
@@ -224,6 +230,7 @@ struct lattice_ops {
     lattice_meta *meta;
     bool creates_sent, base_check_running;
     uint64_t last_meta_pull, last_sweep;
+    uint64_t switch_waiting_since, switch_logged; /* a base switch waiting on the figures (control.c) */
     uint64_t checked_servers;     /* hash of the live server set the last base check saw */
     parked_prepare parked[MAX_PARKED_PREPARES];
     size_t n_parked;
@@ -236,6 +243,11 @@ struct lattice_ops {
     size_t n_evq, cap_evq;
     struct evict_ctx *evc[LATTICE_META_MAX_CACHES];
     size_t n_evc;
+
+    /* copies kept from the previous incarnation (salvage.c) */
+    struct salvage_cache *salvage;
+    size_t n_salvage;
+    char salvage_id[64];          /* the node id they were held under */
 
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
@@ -276,6 +288,22 @@ lattice_status chan_enqueue(lattice_ops *d, opx *o);
 /* The acknowledgement: a local op's callback (o freed), or a reply. */
 void chan_complete_local(lattice_ops *d, opx *o, const lattice_op_result *r);
 void chan_complete(lattice_ops *d, const origin *org, const lattice_op_result *r);
+
+/* ---- salvage.c: copies kept over a rejoin (lattice_meta_lost) */
+typedef struct salvage_cache salvage_cache;
+/* Takes old's stores (before it is destroyed) unless a set is kept already. */
+void salvage_keep(lattice_ops *d, lattice_meta *old);
+/* After a metadata version: frees every kept copy no lost record asks for. */
+void salvage_prune(lattice_ops *d);
+/* The kept copies of c's lost partitions whose record names this node's old
+ * id: partitions, counters, entries (up to max); how many. */
+size_t salvage_report(lattice_ops *d, const lattice_meta_cache *c, uint32_t *parts, uint64_t *counters,
+                      uint64_t *entries, size_t max);
+/* Moves the kept copy of p into c's store with its counter (adding its
+ * entries to *entries); false when there is none or it does not fit
+ * (nothing changed then). */
+bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, uint64_t *entries);
+void salvage_free(lattice_ops *d);
 
 /* ---- dedup.c: results of recent writes by (origin, op sequence) */
 uint64_t dedup_origin_hash(const char *node_id);

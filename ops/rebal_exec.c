@@ -92,6 +92,62 @@ static bool self_among(lattice_meta_member *const *own, size_t n)
     return false;
 }
 
+/* The live server restoring lost partition p from a kept copy (salvage.c),
+ * or NULL. */
+static peer *restorer_of(lattice_ops *d, const lattice_meta_cache *c, uint32_t p)
+{
+    const lattice_meta_lost *l = c->n_lost ? lattice_meta_lost_of(c, p) : NULL;
+    peer *r = l && l->restorer[0] ? chan_peer_by_id(d, l->restorer) : NULL;
+    return r && r->m.server ? r : NULL;
+}
+
+/* Lost partitions this node holds MOVING whose restorer the coordinator
+ * named: this node, which moves its kept copy in (the copy is loaded), or
+ * another, which supplies it (a LOST copy can be planned again).  True
+ * when a copy changed state. */
+static bool take_restores(lattice_ops *d, lattice_meta_cache *c, struct rebal_cache *rc)
+{
+    bool changed = false;
+    uint32_t restored = 0;
+    uint64_t entries = 0;
+    for (size_t i = 0; i < c->n_lost; i++) {
+        uint32_t p = c->lost[i].partition;
+        if (p >= rc->parts || (rc->copy[p] != LATTICE_PART_MOVING && rc->copy[p] != LATTICE_PART_LOST)) continue;
+        peer *r = restorer_of(d, c, p);
+        if (!r) continue;
+        if (r->m.self) {
+            if (!salvage_restore(d, c, p, &entries)) continue;
+            rc->copy[p] = LATTICE_PART_OWNING;
+            restored++;
+            changed = true;
+        } else if (rc->copy[p] == LATTICE_PART_LOST) {
+            rc->copy[p] = LATTICE_PART_MOVING;
+            changed = true;
+        }
+    }
+    if (restored)
+        LT_LOG(LT_INFO, "rebalance", "cache %s: %u lost partitions restored from the copies kept by incarnation %s (%llu entries)",
+               c->cfg.name, restored, d->salvage_id, (unsigned long long)entries);
+    return changed;
+}
+
+/* `lattice cache reset-lost` at this base: a LOST copy is taken as loaded,
+ * empty (the operator gave its data up), so the base can switch. */
+static bool reset_applies(const lattice_meta_cache *c) { return c->lost_reset && c->lost_reset == c->base_version; }
+
+static uint32_t give_up_lost(lattice_meta_cache *c, struct rebal_cache *rc)
+{
+    uint32_t n = 0;
+    for (uint32_t p = 0; reset_applies(c) && p < rc->parts; p++) {
+        if (rc->copy[p] != LATTICE_PART_LOST) continue;
+        lattice_store_clear(c->store, p);
+        rc->copy[p] = LATTICE_PART_OWNING;
+        n++;
+    }
+    if (n) LT_LOG(LT_WARN, "rebalance", "cache %s: %u LOST partitions taken as empty (reset-lost)", c->cfg.name, n);
+    return n;
+}
+
 static void send_msgs(lattice_ops *d, int kind, const char *cache, peer *const *to_peer,
                       lattice_rebalance_out *out)
 {
@@ -240,6 +296,8 @@ void rebal_on_change(lattice_ops *d)
         struct rebal_cache *rc = ensure(d, c);
         if (!rc) continue;
         bool changed = recompute(c, rc);
+        changed |= take_restores(d, c, rc);
+        changed |= give_up_lost(c, rc) > 0;
         uint64_t view = lattice_meta_server_view(d->meta);
         bool new_view = rc->view != view || rc->base_version != c->base_version;
         rc->view = view;
@@ -334,6 +392,10 @@ static lattice_rebalance_plan *plan_of(lattice_ops *d, lattice_meta_cache *c, st
                 if (&srv[k]->m == own[i])
                     copies[k * rc->parts + p].state = i < ns ? LATTICE_PART_OWNING : LATTICE_PART_MOVING;
         if (rc->copy[p] == LATTICE_PART_OWNING) copies[*self * rc->parts + p].state = LATTICE_PART_OWNING;
+        /* A lost partition's restorer holds its one current copy. */
+        peer *r = restorer_of(d, c, p);
+        for (size_t k = 0; r && k < n; k++)
+            if (srv[k] == r) copies[k * rc->parts + p].state = LATTICE_PART_OWNING;
     }
     lattice_rebalance_plan_input in = {c->aff, c->ideal, ids, n, live, copies, LATTICE_REBALANCE_PREFER_PRIMARY};
     lattice_rebalance_plan *pl = NULL;
@@ -358,6 +420,7 @@ static int64_t sessions_of(lattice_meta_cache *c, struct rebal_cache *rc, const 
         rc->copy[lp[i]] = LATTICE_PART_LOST;
         (*lost)++;
     }
+    if (*lost && give_up_lost(c, rc) == *lost) *lost = 0;
     const uint32_t *sup = lattice_rebalance_plan_suppliers(pl, &nsup);
     lattice_rebalance_session_spec *spec = NULL;
     uint32_t *parts = NULL;
@@ -548,7 +611,11 @@ static lattice_status supply_counter(void *arg, uint32_t partition, uint64_t *co
     if (partition >= c->cfg.partitions) return LATTICE_ERR_INVAL;
     lattice_meta_member *own[MAX_OWNERS];
     size_t n = lattice_meta_serving_owners(c, partition, own, MAX_OWNERS);
-    if (!self_among(own, n)) return LATTICE_ERR_NOT_OWNER;
+    /* Or the restorer of a lost partition, once its kept copy is in. */
+    const struct rebal_cache *rc = c->rb;
+    peer *rs = n || !rc ? NULL : restorer_of(rc->d, c, partition);
+    bool restored = rs && rs->m.self && rc && rc->copy[partition] == LATTICE_PART_OWNING;
+    if (!self_among(own, n) && !restored) return LATTICE_ERR_NOT_OWNER;
     *counter = c->counter[partition];
     return LATTICE_OK;
 }

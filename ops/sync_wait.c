@@ -13,7 +13,9 @@
  * drained (control.c), so no replication of an old primary is still on the
  * way when the coordinator switches.
  * A copy that refuses the write (it follows a newer primary: this one was
- * deposed) makes the write unacknowledged: the issuer retries, and the
+ * deposed), or a lease that lapsed before the last share came in (this
+ * node was cut off or paused, and a copy "left" only because this side
+ * removed it), makes the write unacknowledged: the issuer retries, and the
  * primary it finds then executes it.  A copy that refuses it for lack of
  * room (REGION_FULL) makes it fail: before answering, the primary puts the
  * key's previous value back everywhere (primary.c, undo_write), so the
@@ -51,6 +53,11 @@ void sync_wait_add(waitw *w, pend *p)
 static void wait_done(lattice_ops *d, waitw *w)
 {
     if (w->full && !w->rejected && w->on_full && w->on_full(d, w)) return; /* re-armed: ends later */
+    /* A copy that left the topology released its share without applying
+     * the write.  That is an acknowledgement only while this node still
+     * serves: on a cut-off side the copies "left" because this side
+     * removed them, and the side with quorum never saw the write. */
+    if (!w->rejected && d->disc && !lattice_discovery_serving(d->disc, d->incarnation)) w->rejected = true;
     lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, w->cache_serial); /* NULL: destroyed meanwhile */
     if (c) c->writes_in_flight--;
     lattice_op_result r = w->res;
@@ -67,7 +74,11 @@ static void wait_done(lattice_ops *d, waitw *w)
     }
     if (w->after) w->after(d, w);
     lt_free(w->value);
-    lt_free(w);
+    w->value = NULL;
+    /* Still in its partition's in-flight list (an older write there is
+     * not done yet): clean.c frees it when it leaves the list. */
+    if (w->linked) w->finished = true;
+    else lt_free(w);
 }
 
 void sync_wait_release(lattice_ops *d, waitw *w)

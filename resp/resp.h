@@ -82,4 +82,11 @@ void lattice_respd_stop(lattice_respd *r);
  * no-op. */
 void lattice_respd_destroy(lattice_respd *r);
 
+/* What the HTTP endpoint's /metrics shows of RESP; any thread, until destroy. */
+typedef struct lattice_respd_stats {
+    uint64_t clients;            /* connected now */
+    uint64_t connections, commands, rejected; /* since start */
+} lattice_respd_stats;
+void lattice_respd_stats_get(const lattice_respd *r, lattice_respd_stats *out);
+
 #endif

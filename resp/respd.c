@@ -54,6 +54,25 @@ static int listen_on(const char *host, int port)
     return fd;
 }
 
+/* The IO threads' listeners share the port through SO_REUSEPORT, which would
+ * as gladly share it with another process that set it too (half the
+ * connections each).  So first bind it once without SO_REUSEPORT: that
+ * fails while any socket listens there, and succeeds over a TIME-WAIT
+ * (SO_REUSEADDR), so a restarted node gets its port back at once. */
+static bool port_free(const char *host, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    bool ok = inet_pton(AF_INET, host, &a.sin_addr) == 1 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return ok;
+}
+
 /* Many clients need many descriptors: take the hard limit. */
 static void raise_nofile(void)
 {
@@ -93,6 +112,13 @@ lattice_status lattice_respd_bind(const lattice_respd_config *c, lattice_respd *
     pthread_mutex_init(&r->view_lock, NULL);
     atomic_init(&r->next_id, 1);
     raise_nofile();
+    if (!port_free(r->host, r->port)) {
+        LT_LOG(LT_ERROR, "resp", "cannot listen on %s:%d: %s%s", r->host, r->port, strerror(errno),
+               errno == EADDRINUSE ? " (another process serves that port; pick another --resp-port)" : "");
+        r->n_io = 0; /* no IO thread state set up yet */
+        lattice_respd_destroy(r);
+        return LATTICE_ERR_IO;
+    }
     for (int i = 0; i < r->n_io; i++) {
         io_thread *io = &r->io[i];
         io->r = r;
@@ -589,4 +615,14 @@ void lattice_respd_destroy(lattice_respd *r)
     respd_view_free(r->view);
     pthread_mutex_destroy(&r->view_lock);
     lt_free(r);
+}
+
+void lattice_respd_stats_get(const lattice_respd *r, lattice_respd_stats *out)
+{
+    lattice_respd *w = (lattice_respd *)r; /* atomic loads only: C11 atomics take no const object */
+    int c = atomic_load(&w->n_clients);
+    out->clients = c > 0 ? (uint64_t)c : 0;
+    out->connections = atomic_load(&w->total_conns);
+    out->commands = atomic_load(&w->total_cmds);
+    out->rejected = atomic_load(&w->rejected_conns);
 }

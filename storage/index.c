@@ -5,8 +5,8 @@
  *
  * Load: a table is rebuilt when live + tombstones would pass 13/16 of its
  * home slots, to the capacity that puts the live keys at 5/8.  So the load
- * stays between 0.62 and 0.81 while a partition grows (12 bytes a slot:
- * 15-19 bytes per entry), and capacities are not powers of two (the home
+ * stays between 0.62 and 0.81 while a partition grows (12.8 bytes a slot:
+ * 16-21 bytes per entry), and capacities are not powers of two (the home
  * slot is a multiply-shift, which works for any capacity).  A rebuild copies
  * slots only - it never reads a row - so growing costs a few slot copies per
  * entry, amortised.
@@ -22,28 +22,37 @@
 #define LOAD_NEW_NUM 5u  /* a rebuilt table starts at 5/8 */
 #define LOAD_NEW_DEN 8u
 
+static uint32_t lines_for(uint32_t cap)
+{
+    return (cap + IX_OVERFLOW + IX_LINE_SLOTS - 1) / IX_LINE_SLOTS;
+}
+
 size_t ix_bytes(uint32_t cap)
 {
-    uint32_t n = cap + IX_OVERFLOW;
-    return sizeof(struct ix_table) + ix_tags_bytes(cap) + (size_t)n * sizeof(uint64_t);
+    /* With the slack that aligns the lines to cache lines. */
+    return sizeof(struct ix_table) + (size_t)lines_for(cap) * sizeof(struct ix_line) + 63;
 }
 
 struct ix_table *ix_new(uint32_t cap)
 {
     if (cap < IX_MIN_CAP) cap = IX_MIN_CAP;
     if (cap > IX_MAX_CAP) return NULL;
-    uint32_t n = cap + IX_OVERFLOW;
-    /* Zeroed: every tag IX_EMPTY.  The links need no initial value. */
-    struct ix_table *t = lt_malloc(ix_bytes(cap));
-    if (!t) return NULL;
-    memset(t, 0, sizeof *t + ix_tags_bytes(cap));
+    void *mem = lt_malloc(ix_bytes(cap));
+    if (!mem) return NULL;
+    struct ix_table *t = (struct ix_table *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+    /* Zeroed: every tag IX_EMPTY (the links need no initial value, but the
+     * lines are one memset). */
+    memset(t, 0, sizeof *t + (size_t)lines_for(cap) * sizeof(struct ix_line));
     t->cap = cap;
-    t->nslots = n;
-    t->links = ix_links_at(t, cap);
+    t->nslots = cap + IX_OVERFLOW;
+    t->mem = mem;
     return t;
 }
 
-void ix_free(struct ix_table *t) { lt_free(t); }
+void ix_free(struct ix_table *t)
+{
+    if (t) lt_free(t->mem);
+}
 
 static void retire_cb(struct rcu_head *h)
 {
@@ -73,22 +82,22 @@ uint32_t ix_cap_for(uint64_t live, uint32_t more)
 long ix_free_slot(const struct ix_table *t, uint32_t tag)
 {
     for (uint32_t i = ix_home(t, tag); i < t->nslots; i++)
-        if (t->tags[i] <= IX_TOMB) return (long)i;
+        if (*ix_tagp(t, i) <= IX_TOMB) return (long)i;
     return -1;
 }
 
 void ix_fill(struct ix_table *t, long i, uint32_t tag, uint64_t link)
 {
-    if (t->tags[i] == IX_EMPTY) t->used++;
+    if (*ix_tagp(t, (uint32_t)i) == IX_EMPTY) t->used++;
     t->live++;
-    __atomic_store_n(&t->links[i], link, __ATOMIC_RELEASE);
-    __atomic_store_n(&t->tags[i], tag, __ATOMIC_RELEASE);
+    __atomic_store_n(ix_linkp(t, (uint32_t)i), link, __ATOMIC_RELEASE);
+    __atomic_store_n(ix_tagp(t, (uint32_t)i), tag, __ATOMIC_RELEASE);
 }
 
 void ix_kill(struct ix_table *t, long i)
 {
     t->live--;
-    __atomic_store_n(&t->tags[i], IX_TOMB, __ATOMIC_RELEASE);
+    __atomic_store_n(ix_tagp(t, (uint32_t)i), IX_TOMB, __ATOMIC_RELEASE);
 }
 
 struct ix_table *ix_rebuild(const struct ix_table *old, uint32_t cap)
@@ -98,17 +107,17 @@ struct ix_table *ix_rebuild(const struct ix_table *old, uint32_t cap)
         if (!t) return NULL;
         int fits = 1;
         for (uint32_t i = 0; fits && i < old->nslots; i++) {
-            uint32_t tag = old->tags[i];
+            uint32_t tag = *ix_tagp(old, i);
             if (tag <= IX_TOMB) continue;
             /* Not yet published: plain stores are enough. */
             uint32_t j = ix_home(t, tag);
-            while (j < t->nslots && t->tags[j] != IX_EMPTY) j++;
+            while (j < t->nslots && *ix_tagp(t, j) != IX_EMPTY) j++;
             if (j == t->nslots) {
                 fits = 0;
                 break;
             }
-            t->tags[j] = tag;
-            t->links[j] = old->links[i];
+            *ix_tagp(t, j) = tag;
+            *ix_linkp(t, j) = *ix_linkp(old, i);
             t->live++;
             t->used++;
         }

@@ -2,9 +2,14 @@
  * The per-partition index (index.c): an open-addressing table of
  * (tag, link) slots.  Not a public header: only storage/ includes it.
  *
- *   tags[0 .. nslots)   uint32: 0 empty, 1 tombstone, else the key's tag
- *   links[0 .. nslots)  uint64: the entry's head-row link (with its position
- *                       hint), valid while the tag is a key's
+ *   slot i lives in cache line i / 5 of the table, at position i % 5:
+ *     struct ix_line { uint32 tags[5]; pad; uint64 links[5]; }  (64 bytes)
+ *   tag   0 empty, 1 tombstone, else the key's tag
+ *   link  the entry's head-row link (with its position hint), valid while
+ *         the tag is a key's
+ * A slot's tag and link share one cache line, so a probe costs one line
+ * (two only when the probe crosses a line), not one for the tags and one
+ * for the links.
  *
  * tag = the top 32 bits of the key's 64-bit hash (values 0 and 1 map to 2).
  * A key's home slot is (tag * cap) >> 32: monotonic in the tag, so the table
@@ -42,14 +47,22 @@
 #define IX_MIN_CAP 16u
 #define IX_MAX_CAP (1u << 30)
 
+#define IX_LINE_SLOTS 5u
+
+struct ix_line {
+    uint32_t tags[IX_LINE_SLOTS];
+    uint32_t pad;
+    uint64_t links[IX_LINE_SLOTS];
+} __attribute__((aligned(64)));
+
 struct ix_table {
     struct rcu_head rcu;
     uint32_t cap;    /* home slots */
     uint32_t nslots; /* cap + IX_OVERFLOW */
     uint32_t live;   /* slots holding a key; partition lock */
     uint32_t used;   /* live + tombstones; partition lock */
-    uint64_t *links; /* nslots links, in the same allocation */
-    uint32_t tags[];
+    void *mem;       /* what was allocated (the table is aligned inside it) */
+    struct ix_line lines[]; /* ceil(nslots / 5) lines, cache-line aligned */
 };
 
 static inline uint32_t ix_tag(uint64_t hash)
@@ -68,16 +81,26 @@ static inline uint32_t ix_home(const struct ix_table *t, uint32_t tag)
     return ix_home_cap(t->cap, tag);
 }
 
-/* Where the links of a table of cap home slots start: computed, not
- * loaded, so a reader that knows cap need not wait for the table header. */
-static inline size_t ix_tags_bytes(uint32_t cap)
+/* Slot i's tag and link: computed from the table address alone, so a
+ * reader that knows cap need not wait for the table header. */
+static inline uint32_t *ix_tagp(const struct ix_table *t, uint32_t i)
 {
-    return ((size_t)(cap + IX_OVERFLOW) * sizeof(uint32_t) + 7) & ~(size_t)7;
+    return (uint32_t *)&t->lines[i / IX_LINE_SLOTS].tags[i % IX_LINE_SLOTS];
 }
 
-static inline uint64_t *ix_links_at(const struct ix_table *t, uint32_t cap)
+static inline uint64_t *ix_linkp(const struct ix_table *t, uint32_t i)
 {
-    return (uint64_t *)((uint8_t *)t->tags + ix_tags_bytes(cap));
+    return (uint64_t *)&t->lines[i / IX_LINE_SLOTS].links[i % IX_LINE_SLOTS];
+}
+
+static inline uint32_t ix_tag_at(const struct ix_table *t, uint32_t i)
+{
+    return __atomic_load_n(ix_tagp(t, i), __ATOMIC_ACQUIRE);
+}
+
+static inline uint64_t ix_link_at(const struct ix_table *t, uint32_t i)
+{
+    return __atomic_load_n(ix_linkp(t, i), __ATOMIC_ACQUIRE);
 }
 
 /* Bytes of a table of cap home slots (what the store reports as index memory). */

@@ -24,6 +24,7 @@
  * BUCKET_REUSE on the reuse list; BUCKET_DETACHED taken by a writer that is
  * filling it, in no list.  All under the page's lane lock.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -34,6 +35,7 @@
 
 #define BUCKET_DETACHED 0xfd
 #define EVICT_ROUNDS 64
+#define EVICT_BUSY_ROUNDS 4096 /* rounds lost to another lane's lock being held */
 #define SPIN_LIMIT 100000000u
 
 #ifndef MADV_POPULATE_WRITE
@@ -47,11 +49,37 @@ static struct page_hdr *hdr_w(const lattice_region *r, uint32_t pid)
                                ((size_t)(pid & (r->chunk_pages - 1)) << r->page_shift));
 }
 
-struct lane *region_lock(lattice_region *r, uint32_t partition)
+/* Writer threads are numbered the first time they write to any region;
+ * thread n writes through lane n % nlanes, so two writers get lanes of their
+ * own (their own open pages, lists and lock) whatever partitions they write. */
+static uint32_t writers_seen; /* atomic */
+static __thread uint32_t writer_no = UINT32_MAX;
+
+struct lane *region_lock_writer(lattice_region *r)
 {
-    struct lane *l = &r->lanes[partition % r->nlanes];
+    if (writer_no == UINT32_MAX) writer_no = __atomic_fetch_add(&writers_seen, 1, __ATOMIC_RELAXED);
+    struct lane *l = &r->lanes[writer_no % r->nlanes];
     pthread_mutex_lock(&l->lock);
     return l;
+}
+
+struct lane *region_lock_page(lattice_region *r, uint64_t link)
+{
+    const struct page_hdr *h = page_hdr(r, LATTICE_LINK_PAGE(link));
+    /* The page holds a row, so its lane cannot change; the re-check only
+     * guards a caller that passes a link whose row is already gone. */
+    for (;;) {
+        struct lane *l = &r->lanes[__atomic_load_n(&h->lane, __ATOMIC_RELAXED)];
+        pthread_mutex_lock(&l->lock);
+        if (h->lane == l->idx) return l;
+        pthread_mutex_unlock(&l->lock);
+    }
+}
+
+static struct lane *lock_lane0(lattice_region *r)
+{
+    pthread_mutex_lock(&r->lanes[0].lock);
+    return &r->lanes[0];
 }
 
 void region_unlock(struct lane *l) { pthread_mutex_unlock(&l->lock); }
@@ -148,35 +176,65 @@ static void rebucket(lattice_region *r, struct lane *l, uint32_t pid)
 
 /* ---------------------------------------------------------------- memory */
 
-/* Maps one chunk onto lane l's reuse list.  Lane l locked. */
+/* Maps one chunk onto lane l's reuse list.  Lane l is locked on entry and
+ * on return, but released while the chunk is mapped and faulted in (~3 ms
+ * for 1 MiB here), so neither this lane's other writers nor other lanes'
+ * writers that need memory wait for the faults: several chunks may be in
+ * flight at once, each counted in pages_inflight against the bound.  A
+ * chunk gets its place (chunk slot, page ids) only when it is published,
+ * so pages_mapped always covers published chunks only.  Returns OK when the
+ * caller should look at its lists again (memory arrived, or another
+ * writer's chunk it waited for was published), REGION_FULL at the bound,
+ * NOMEM when the OS refused. */
 static int map_chunk(lattice_region *r, struct lane *l)
 {
     pthread_mutex_lock(&r->map_lock);
-    int st = LATTICE_OK;
-    uint8_t *c = NULL;
-    if (r->pages_mapped >= r->max_pages) st = LATTICE_ERR_REGION_FULL;
-    else if (!(c = lt_map(LATTICE_REGION_CHUNK))) st = LATTICE_ERR_NOMEM;
-    if (st != LATTICE_OK) {
+    if (r->pages_mapped + r->pages_inflight + r->chunk_pages > r->max_pages) {
+        int wait = r->pages_inflight != 0;
+        if (wait) {
+            /* The bound is taken by chunks still being faulted in: wait for
+             * them rather than report a full region (or evict). */
+            pthread_mutex_unlock(&l->lock);
+            while (r->pages_inflight) pthread_cond_wait(&r->map_cond, &r->map_lock);
+        }
         pthread_mutex_unlock(&r->map_lock);
-        return st;
+        if (wait) pthread_mutex_lock(&l->lock);
+        return wait ? LATTICE_OK : LATTICE_ERR_REGION_FULL;
     }
-    if (madvise(c, LATTICE_REGION_CHUNK, MADV_POPULATE_WRITE) != 0)
-        memset(c, 0, LATTICE_REGION_CHUNK);
-    uint32_t first = r->pages_mapped;
-    __atomic_store_n(&r->chunks[first >> r->chunk_shift], c, __ATOMIC_RELEASE);
-    /* Push in reverse so the lowest page id is handed out first. */
-    for (uint32_t i = r->chunk_pages; i-- > 0;) {
-        struct page_hdr *h = (struct page_hdr *)(c + ((size_t)i << r->page_shift));
-        page_init_empty(h, r->page_size);
-        h->kind = KIND_REUSE;
-        h->bucket = BUCKET_REUSE;
-        h->lane = (uint8_t)l->idx;
-        list_push(r, &l->reuse_head, first + i);
-    }
-    l->pages_reuse += r->chunk_pages;
-    __atomic_store_n(&r->pages_mapped, first + r->chunk_pages, __ATOMIC_RELEASE);
+    r->pages_inflight += r->chunk_pages;
     pthread_mutex_unlock(&r->map_lock);
-    return LATTICE_OK;
+    pthread_mutex_unlock(&l->lock);
+
+    uint8_t *c = lt_map(LATTICE_REGION_CHUNK);
+    if (c) {
+        if (madvise(c, LATTICE_REGION_CHUNK, MADV_POPULATE_WRITE) != 0)
+            memset(c, 0, LATTICE_REGION_CHUNK);
+        for (uint32_t i = 0; i < r->chunk_pages; i++) {
+            struct page_hdr *h = (struct page_hdr *)(c + ((size_t)i << r->page_shift));
+            page_init_empty(h, r->page_size);
+            h->kind = KIND_REUSE;
+            h->bucket = BUCKET_REUSE;
+            h->lane = (uint8_t)l->idx;
+        }
+    }
+
+    /* Lane, then map_lock (the lock order): the pages go on the list in the
+     * same critical section that makes them visible, so a check or an
+     * evictor never sees a mapped page that is in no list. */
+    pthread_mutex_lock(&l->lock);
+    pthread_mutex_lock(&r->map_lock);
+    r->pages_inflight -= r->chunk_pages;
+    if (c) {
+        uint32_t first = r->pages_mapped;
+        __atomic_store_n(&r->chunks[first >> r->chunk_shift], c, __ATOMIC_RELEASE);
+        /* Pushed in reverse so the lowest page id is handed out first. */
+        for (uint32_t i = r->chunk_pages; i-- > 0;) list_push(r, &l->reuse_head, first + i);
+        l->pages_reuse += r->chunk_pages;
+        __atomic_store_n(&r->pages_mapped, first + r->chunk_pages, __ATOMIC_RELEASE);
+    }
+    pthread_cond_broadcast(&r->map_cond);
+    pthread_mutex_unlock(&r->map_lock);
+    return c ? LATTICE_OK : LATTICE_ERR_NOMEM;
 }
 
 /* Moves one empty page from another lane's reuse list to l's.  Lane l
@@ -238,7 +296,8 @@ static int evict_page(lattice_region *r, uint32_t pid, const struct evict_guard 
 
 /* Random-2-LRU over pages: evicts the entries whose head rows sit on the
  * less recently used of two sampled data pages, of any lane (another lane is
- * only try-locked).  Lane l locked.  Returns entries evicted. */
+ * only try-locked).  Lane l locked.  Returns entries evicted, or -1 when the
+ * chosen page's lane was busy. */
 static int evict_one(lattice_region *r, struct lane *l, const struct evict_guard *g)
 {
     uint32_t mapped = __atomic_load_n(&r->pages_mapped, __ATOMIC_ACQUIRE), cand[2], n = 0;
@@ -259,7 +318,7 @@ static int evict_one(lattice_region *r, struct lane *l, const struct evict_guard
         if ((int32_t)(ep - a1) > (int32_t)(ep - a0)) pid = cand[1];
     }
     struct lane *o = &r->lanes[__atomic_load_n(&hdr_w(r, pid)->lane, __ATOMIC_RELAXED)];
-    if (o != l && pthread_mutex_trylock(&o->lock) != 0) return 0;
+    if (o != l && pthread_mutex_trylock(&o->lock) != 0) return -1;
     struct page_hdr *h = hdr_w(r, pid);
     int evicted = 0;
     if (h->lane == o->idx && h->kind == KIND_DATA && h->bucket != BUCKET_DETACHED)
@@ -276,7 +335,7 @@ static int take_page(lattice_region *r, struct lane *l, uint32_t len,
                      const struct evict_guard *g, uint32_t *out)
 {
     uint32_t b0 = (len + 2 + r->step - 1) / r->step;
-    int rounds = 0;
+    int rounds = 0, busy = 0;
     for (;;) {
         uint32_t m = b0 < LATTICE_REGION_BUCKETS ? l->bucket_mask >> b0 << b0 : 0;
         if (m) {
@@ -300,9 +359,13 @@ static int take_page(lattice_region *r, struct lane *l, uint32_t len,
         int st = map_chunk(r, l);
         if (st == LATTICE_OK) continue;
         if (st == LATTICE_ERR_NOMEM) return st;
-        if (r->policy != LATTICE_REGION_EVICT || rounds++ >= EVICT_ROUNDS)
+        if (r->policy != LATTICE_REGION_EVICT || rounds >= EVICT_ROUNDS)
             return LATTICE_ERR_REGION_FULL;
-        evict_one(r, l, g);
+        /* A round lost to another writer holding the sampled page's lane is
+         * not a sign that nothing can be evicted: with more writers than
+         * lanes it happens often.  Such rounds count against a larger bound. */
+        if (evict_one(r, l, g) >= 0 || ++busy >= EVICT_BUSY_ROUNDS) rounds++;
+        else sched_yield();
     }
 }
 
@@ -448,9 +511,11 @@ int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_
     return st;
 }
 
-int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
-                         const lattice_store_entry *e, uint8_t owner,
-                         const struct evict_guard *g)
+/* Rewrites the entry at *linkp within its page when it fits there (lane l
+ * is that page's, locked).  Returns 1 when it did, 0 when the row must move,
+ * -1 when no row is there. */
+static int update_in_page(lattice_region *r, struct lane *l, uint64_t *linkp,
+                          const lattice_store_entry *e, uint8_t owner)
 {
     uint64_t old = *linkp;
     uint32_t pid = LATTICE_LINK_PAGE(old);
@@ -460,7 +525,7 @@ int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
     if (row_parse((uint8_t *)h, r->page_size, page_items(h)[item], &v) != 0) {
         LT_LOG(LT_ERROR, "storage", "region %s: no row at page %u item %u to update", r->name,
                pid, item);
-        return LATTICE_ERR_PROTO;
+        return -1;
     }
     uint64_t len = head_hdr_len(e, 0) + e->key_len + e->value_len;
     uint32_t gap = h->upper - HDR - 2u * h->nitems;
@@ -474,7 +539,7 @@ int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
         page_write_end(h);
         rebucket(r, l, pid);
         l->row_bytes -= v.len - len;
-        return LATTICE_OK;
+        return 1;
     }
     if (!(v.flags & F_NEXT) && len <= gap) {
         /* Into the gap of the same page (no compaction): same item id, so
@@ -487,18 +552,39 @@ int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
         page_write_end(h);
         rebucket(r, l, pid);
         l->row_bytes += len - v.len;
-        /* Same row, new position hint. */
         __atomic_store_n(linkp, LATTICE_LINK(pid, item) | (uint64_t)page_items(h)[item] << 48,
                          __ATOMIC_RELEASE);
-        return LATTICE_OK;
+        return 1;
     }
+    return 0;
+}
+
+int region_update(lattice_region *r, uint64_t *linkp, const lattice_store_entry *e,
+                  uint8_t owner, const struct evict_guard *g)
+{
+    uint64_t old = *linkp;
+    struct lane *l = region_lock_page(r, old);
+    int done = update_in_page(r, l, linkp, e, owner);
+    region_unlock(l);
+    if (done) return done > 0 ? LATTICE_OK : LATTICE_ERR_PROTO;
+    /* Relocation: the new row through this writer's lane, then the old one
+     * freed under its page's lane - one lane at a time, never two. */
     uint64_t nl;
+    l = region_lock_writer(r);
     int st = region_insert_locked(r, l, e, owner, &nl, g);
+    region_unlock(l);
     if (st != LATTICE_OK) return st;
     /* Readers holding the old link see its page change and reload the link. */
     __atomic_store_n(linkp, nl, __ATOMIC_RELEASE);
-    region_free_locked(r, old);
+    region_free(r, old);
     return LATTICE_OK;
+}
+
+void region_free(lattice_region *r, uint64_t link)
+{
+    struct lane *l = region_lock_page(r, link);
+    region_free_locked(r, link);
+    region_unlock(l);
 }
 
 /* ---------------------------------------------------------------- reads */
@@ -519,18 +605,49 @@ static int seq_same(const struct page_hdr *h, uint32_t s)
     return __atomic_load_n(&h->seq, __ATOMIC_RELAXED) == s;
 }
 
+/* memcmp(a, b, n) != 0 and memcpy for the short keys and values most rows
+ * have, without a library call: two overlapping 8- or 4-byte accesses cover
+ * 4..16 bytes. */
+static inline int differ(const uint8_t *a, const uint8_t *b, uint64_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t a0, a1, b0, b1;
+        memcpy(&a0, a, 8), memcpy(&a1, a + n - 8, 8);
+        memcpy(&b0, b, 8), memcpy(&b1, b + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) != 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t a0, a1, b0, b1;
+        memcpy(&a0, a, 4), memcpy(&a1, a + n - 4, 4);
+        memcpy(&b0, b, 4), memcpy(&b1, b + n - 4, 4);
+        return ((a0 ^ b0) | (a1 ^ b1)) != 0;
+    }
+    return memcmp(a, b, n) != 0;
+}
+
+static inline void copy(uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t a, b;
+        memcpy(&a, src, 8), memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8), memcpy(dst + n - 8, &b, 8);
+    } else {
+        memcpy(dst, src, n);
+    }
+}
+
 /* Compares / copies payload bytes [pos, pos+len) of one piece. */
 static void take_piece(struct read_req *q, uint64_t pos, const uint8_t *src, uint64_t len)
 {
     uint64_t kpart = 0;
     if (pos < q->klen) {
         kpart = q->klen - pos < len ? q->klen - pos : len;
-        if (q->want_key && q->match && memcmp(src, (const uint8_t *)q->want_key + pos, kpart))
+        if (q->want_key && q->match && differ(src, (const uint8_t *)q->want_key + pos, kpart))
             q->match = 0;
-        if (q->kbuf && q->klen <= q->kcap) memcpy((uint8_t *)q->kbuf + pos, src, kpart);
+        if (q->kbuf && q->klen <= q->kcap) copy((uint8_t *)q->kbuf + pos, src, kpart);
     }
     if (len > kpart && q->vbuf && q->vlen <= q->vcap)
-        memcpy((uint8_t *)q->vbuf + (pos + kpart - q->klen), src + kpart, len - kpart);
+        copy((uint8_t *)q->vbuf + (pos + kpart - q->klen), src + kpart, len - kpart);
 }
 
 /* Reads the continuation chain from next; 0 when consistent, -1 to retry. */
@@ -557,6 +674,72 @@ static int read_chain(lattice_region *r, struct read_req *q, uint64_t next, uint
     }
 }
 
+/* A varint of at most max bytes (max >= 2); *bad set when it runs longer.
+ * One- and two-byte varints (most partitions, lengths, versions) take no
+ * loop. */
+static inline uint64_t varint_fast(const uint8_t **pp, int max, int *bad)
+{
+    const uint8_t *p = *pp;
+    uint64_t v = p[0];
+    if (v < 0x80) {
+        *pp = p + 1;
+        return v;
+    }
+    v = (v & 0x7f) | (uint64_t)(p[1] & 0x7f) << 7;
+    if (p[1] < 0x80) {
+        *pp = p + 2;
+        return v;
+    }
+    for (int i = 2; i < max; i++) {
+        uint8_t b = p[i];
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *pp = p + i + 1;
+            return v;
+        }
+    }
+    *bad = 1;
+    return 0;
+}
+
+/* The reader's common case - an unfragmented head row whose header lies
+ * wholly inside the page - parsed with one bounds check instead of one per
+ * byte: its varints are at most 3 (partition), 3 (key), 4 (value) and 10
+ * (version) bytes, so the header is at most 2 + 20 + 8 bytes.  The checks on
+ * the values are row_parse's: the bytes may be garbage.  -1: not such a row
+ * (the caller falls back to row_parse). */
+static inline int head_parse_fast(const uint8_t *pg, uint32_t page_size, uint32_t off,
+                                  struct rowv *v)
+{
+    if (off < HDR || off + 32 > page_size) return -1;
+    const uint8_t *p = pg + off;
+    if ((p[0] & (F_HEAD | F_CONT | F_NEXT)) != F_HEAD) return -1;
+    v->flags = p[0];
+    v->owner = p[1];
+    p += 2;
+    int bad = 0;
+    uint64_t part = varint_fast(&p, 3, &bad), kl = varint_fast(&p, 3, &bad);
+    uint64_t vl = varint_fast(&p, 4, &bad);
+    v->version = varint_fast(&p, 10, &bad);
+    if (bad || part >= LATTICE_STORE_MAX_PARTITIONS || kl > LATTICE_STORE_MAX_KEY ||
+        vl > LATTICE_STORE_MAX_VALUE)
+        return -1;
+    v->partition = (uint32_t)part, v->klen = (uint32_t)kl, v->vlen = (uint32_t)vl;
+    v->expire = 0;
+    if (v->flags & F_EXPIRE) {
+        uint64_t x = 0;
+        for (int i = 0; i < 8; i++) x |= (uint64_t)p[i] << (8 * i);
+        v->expire = x;
+        p += 8;
+    }
+    v->next = 0;
+    v->piece_len = v->klen + v->vlen;
+    v->payload_off = (uint32_t)(p - pg);
+    if ((uint64_t)v->payload_off + v->piece_len > page_size) return -1;
+    v->len = v->payload_off + v->piece_len - off;
+    return 0;
+}
+
 int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q)
 {
     unsigned spins = 0;
@@ -578,8 +761,10 @@ int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q)
         uint16_t nitems = h->nitems;
         uint16_t off = item < nitems ? page_items((void *)pg)[item] : 0;
         struct rowv v;
-        if (!off || row_parse(pg, r->page_size, off, &v) != 0 || !(v.flags & F_HEAD) ||
-            v.piece_len > (uint64_t)v.klen + v.vlen) {
+        if (!off ||
+            (head_parse_fast(pg, r->page_size, off, &v) != 0 &&
+             row_parse(pg, r->page_size, off, &v) != 0) ||
+            !(v.flags & F_HEAD) || v.piece_len > (uint64_t)v.klen + v.vlen) {
             if (seq_same(h, s)) return LATTICE_ERR_NOT_FOUND;
             continue;
         }
@@ -623,6 +808,7 @@ int lattice_region_create(const lattice_region_config *cfg, lattice_region **out
         return LATTICE_ERR_NOMEM;
     }
     pthread_mutex_init(&r->map_lock, NULL);
+    pthread_cond_init(&r->map_cond, NULL);
     snprintf(r->name, sizeof r->name, "%s", cfg->name ? cfg->name : "default");
     r->page_size = ps;
     r->page_shift = (uint32_t)__builtin_ctz(ps);
@@ -645,11 +831,13 @@ int lattice_region_create(const lattice_region_config *cfg, lattice_region **out
     if (r->nlanes < 1) r->nlanes = 1;
     if (r->nlanes > REGION_LANES) r->nlanes = REGION_LANES;
     /* Preallocated pages start on lane 0; other lanes take them as they need. */
-    for (uint64_t i = 0; i < cfg->prealloc_mb; i++) {
-        if (map_chunk(r, &r->lanes[0]) != LATTICE_OK) {
-            lattice_region_destroy(r);
-            return LATTICE_ERR_NOMEM;
-        }
+    pthread_mutex_lock(&r->lanes[0].lock);
+    int st = LATTICE_OK;
+    for (uint64_t i = 0; st == LATTICE_OK && i < cfg->prealloc_mb; i++) st = map_chunk(r, &r->lanes[0]);
+    pthread_mutex_unlock(&r->lanes[0].lock);
+    if (st != LATTICE_OK) {
+        lattice_region_destroy(r);
+        return LATTICE_ERR_NOMEM;
     }
     *out = r;
     return LATTICE_OK;
@@ -661,6 +849,7 @@ void lattice_region_destroy(lattice_region *r)
     for (uint32_t c = 0; c < r->nchunks; c++)
         if (r->chunks[c]) lt_unmap(r->chunks[c], LATTICE_REGION_CHUNK);
     pthread_mutex_destroy(&r->map_lock);
+    pthread_cond_destroy(&r->map_cond);
     for (int i = 0; i < REGION_LANES; i++) pthread_mutex_destroy(&r->lanes[i].lock);
     lt_free(r->chunks);
     lt_free(r);
@@ -712,7 +901,7 @@ int lattice_region_insert(lattice_region *r, const lattice_store_entry *e, uint6
 {
     int st = link ? entry_check(e) : LATTICE_ERR_INVAL;
     if (st != LATTICE_OK) return st;
-    struct lane *l = region_lock(r, 0);
+    struct lane *l = lock_lane0(r);
     st = region_insert_locked(r, l, e, 0, link, NULL);
     region_unlock(l);
     return st;
@@ -727,7 +916,7 @@ int lattice_region_insert_batch(lattice_region *r, const lattice_store_entry *e,
         int st = entry_check(&e[i]);
         if (st != LATTICE_OK) return st;
     }
-    struct lane *l = region_lock(r, 0);
+    struct lane *l = lock_lane0(r);
     int st = region_insert_batch_locked(r, l, e, n, 0, links, done, NULL);
     region_unlock(l);
     return st;

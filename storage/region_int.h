@@ -83,12 +83,15 @@ typedef int (*evict_fn)(void *ctx, uint32_t partition, const void *key, size_t k
 
 /* A lane is a free list of its own: writers of different lanes take pages,
  * write rows and move pages between buckets in parallel.  Every page belongs
- * to one lane; a store writes the rows of partition p through lane
- * p % nlanes (raw region rows through lane 0), so a writer holding
- * its partition's lane may change any row of that partition.  An empty page
- * may move to another lane (a lane that runs dry takes reuse pages from the
- * others before the region maps new memory).  Lock order: partition, lane,
- * map_lock; a thread holding a lane only try-locks another.
+ * to one lane.  A writer thread writes new rows through its own lane (thread
+ * n uses lane n % nlanes; raw region rows go through lane 0), so two writers
+ * fill open pages of their own whatever partitions they write, and every
+ * piece of one entry sits on one lane's pages.  A row is changed or freed
+ * under the lock of the lane its page belongs to (region_lock_page).  An
+ * empty page may move to another lane (a lane that runs dry takes reuse
+ * pages from the others before the region maps new memory); a page with
+ * rows never does.  Lock order: partition, lane, map_lock; a thread holds
+ * one lane at a time, except an evictor, which only try-locks a second.
  * The price: free space in one lane's partly filled pages is not offered to
  * another lane (empty pages are), so a region uses one lane per 8 MiB of
  * max_mb, up to REGION_LANES: a small region keeps a single best-fit list. */
@@ -109,7 +112,9 @@ struct lane {
 } __attribute__((aligned(64)));
 
 struct lattice_region {
-    pthread_mutex_t map_lock; /* mapping chunks (pages_mapped), the owner table */
+    pthread_mutex_t map_lock; /* publishing chunks (pages_mapped, chunks[]), pages_inflight */
+    pthread_cond_t map_cond;  /* signalled when a chunk in flight is published or given up */
+    uint32_t pages_inflight;  /* pages of chunks being mapped outside every lock; map_lock */
     char name[32];
     uint32_t page_size;
     uint32_t page_shift;
@@ -279,8 +284,10 @@ int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q);
 
 int region_attach(lattice_region *r, evict_fn fn, void *ctx, uint8_t *owner);
 void region_detach(lattice_region *r, uint8_t owner);
-/* Locks and returns the lane that holds the rows of a store's partition. */
-struct lane *region_lock(lattice_region *r, uint32_t partition);
+/* Locks and returns the calling thread's lane, for writing new rows. */
+struct lane *region_lock_writer(lattice_region *r);
+/* Locks and returns the lane of the page holding the row at link. */
+struct lane *region_lock_page(lattice_region *r, uint64_t link);
 void region_unlock(struct lane *l);
 /* Every lane, in order (metrics, checks, the owner table). */
 void region_lock_all(lattice_region *r);
@@ -295,11 +302,13 @@ int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_
                                size_t n, uint8_t owner, uint64_t *links, size_t *done,
                                const struct evict_guard *g);
 /* Rewrites the entry at *linkp in place when it fits its page; otherwise
- * writes it elsewhere, publishes the new link in *linkp (release store) and
- * frees the old row.  On error nothing changed. */
-int region_update_locked(lattice_region *r, struct lane *l, uint64_t *linkp,
-                         const lattice_store_entry *e, uint8_t owner,
-                         const struct evict_guard *g);
+ * writes it through the caller's lane, publishes the new link in *linkp
+ * (release store) and frees the old row.  Takes the lanes it needs (none
+ * may be held).  On error nothing changed. */
+int region_update(lattice_region *r, uint64_t *linkp, const lattice_store_entry *e,
+                  uint8_t owner, const struct evict_guard *g);
+/* region_free_locked under the lane of the row's page (none may be held). */
+void region_free(lattice_region *r, uint64_t link);
 /* Frees the entry at link (all its pieces); the lock of the lane holding its
  * pages must be held (the evictor may hold a second lane: the page says). */
 void region_free_locked(lattice_region *r, uint64_t link);

@@ -34,10 +34,14 @@
  *   instant during the call.
  *   Writers (put, remove, batch insert, clear, expire) serialise per
  *   partition (a mutex per partition) and, for the short time they change
- *   pages, on their partition's lane of the region (a region of max_mb has
- *   one lane per 8 MiB, up to 8; partition p uses lane p % lanes).  Lock
- *   order: partition, then lane.  Any number of writers may run at once;
- *   writers to partitions on different lanes run in parallel throughout.
+ *   pages, on a lane of the region (a region of max_mb has one lane per
+ *   8 MiB, up to 8: each its own free list and lock).  A thread writes new
+ *   rows through a lane of its own (threads take lanes round robin), and
+ *   changes or frees a row under the lane of the row's page.  Lock order:
+ *   partition, then lane.  Any number of writers may run at once; writers
+ *   to different partitions run in parallel throughout, each filling its
+ *   own pages, as long as there are no more writer threads than lanes.
+ *   Memory is mapped and faulted in outside every lock.
  *   Do not call store functions from inside rcu_read_lock(): destroy waits
  *   for grace periods (rcu_barrier).
  *
@@ -204,7 +208,7 @@ typedef struct lattice_store_metrics {
     uint64_t entries;      /* indexed entries (incl. expired ones not yet reclaimed) */
     uint64_t expirations;  /* expired entries reclaimed */
     uint64_t evictions;    /* entries evicted from this store */
-    uint64_t index_bytes;  /* index memory: the partitions' tables (12 bytes a slot + header) */
+    uint64_t index_bytes;  /* index memory: the partitions' tables (12.8 bytes a slot + header) */
     uint64_t index_buckets;/* home slots of the partitions' tables (load kept in 0.62..0.81) */
     lattice_region_metrics region;
 } lattice_store_metrics;

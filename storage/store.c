@@ -51,25 +51,26 @@ static long search(lattice_store *s, const struct ix_table *t, uint32_t cap, uin
                    struct read_req *q, long *freep)
 {
     uint32_t i = ix_home_cap(cap, tag), end = cap + IX_OVERFLOW;
-    const uint32_t *tags = t->tags;
-    uint64_t *links = ix_links_at(t, cap);
+    /* Walk line by line: no division per probed slot. */
+    const struct ix_line *ln = &t->lines[i / IX_LINE_SLOTS];
+    uint32_t pos = i % IX_LINE_SLOTS;
     if (freep) *freep = -1;
     for (; i < end; i++) {
-        uint32_t tg = __atomic_load_n(&tags[i], __ATOMIC_ACQUIRE);
+        uint32_t tg = __atomic_load_n(&ln->tags[pos], __ATOMIC_ACQUIRE);
         if (tg == tag) {
-            uint64_t link = __atomic_load_n(&links[i], __ATOMIC_ACQUIRE);
+            uint64_t link = __atomic_load_n(&ln->links[pos], __ATOMIC_ACQUIRE);
             for (;;) {
                 if (region_read_entry(s->region, link, q) == LATTICE_OK && q->match) return i;
                 /* Not our row any more: the entry moved (reload) or is going away. */
-                uint64_t again = __atomic_load_n(&links[i], __ATOMIC_ACQUIRE);
+                uint64_t again = __atomic_load_n(&ln->links[pos], __ATOMIC_ACQUIRE);
                 if (again == link) break;
                 link = again;
             }
-            continue;
+        } else if (tg <= IX_TOMB) {
+            if (freep && *freep < 0) *freep = (long)i;
+            if (tg == IX_EMPTY) return -1;
         }
-        if (tg > IX_TOMB) continue;
-        if (freep && *freep < 0) *freep = (long)i;
-        if (tg == IX_EMPTY) return -1;
+        if (++pos == IX_LINE_SLOTS) pos = 0, ln++;
     }
     return -1;
 }
@@ -92,8 +93,7 @@ static long read_lookup(lattice_store *s, uint32_t part, uint32_t tag, struct re
     while (t) {
         uint32_t cap = __atomic_load_n(&ref->cap, __ATOMIC_RELAXED);
         uint32_t home = ix_home_cap(cap, tag);
-        __builtin_prefetch(&t->tags[home]);
-        __builtin_prefetch(&ix_links_at(t, cap)[home]);
+        __builtin_prefetch(ix_tagp(t, home));
         if (__atomic_load_n(&t->cap, __ATOMIC_RELAXED) != cap) {
             t = rcu_dereference(ref->t);
             continue;
@@ -173,8 +173,8 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
         struct read_req q = {0};
         want(&q, s, part, key, klen);
         long i = search_locked(s, p->tab, key_tag(key, klen), &q, NULL);
-        if (i >= 0 && (!g || (const void *)&p->tab->links[i] != g->skip_node) &&
-            LATTICE_LINK_SAME(p->tab->links[i], link)) {
+        if (i >= 0 && (!g || (const void *)ix_linkp(p->tab, (uint32_t)i) != g->skip_node) &&
+            LATTICE_LINK_SAME(*ix_linkp(p->tab, (uint32_t)i), link)) {
             /* Before the row goes: the key may point into its page. */
             if (s->hook.evicted) s->hook.evicted(s->hook.arg, part, key, klen, q.version);
             ix_kill(p->tab, i);
@@ -235,11 +235,9 @@ static void note_expiry(struct part *p, uint64_t expire_ms)
 static int update_locked(lattice_store *s, struct part *p, struct found *f,
                          const lattice_store_entry *e)
 {
-    uint64_t *linkp = &p->tab->links[f->slot];
+    uint64_t *linkp = ix_linkp(p->tab, (uint32_t)f->slot);
     struct evict_guard g = {s, p->idx, linkp};
-    struct lane *l = region_lock(s->region, p->idx);
-    int st = region_update_locked(s->region, l, linkp, e, s->owner, &g);
-    region_unlock(l);
+    int st = region_update(s->region, linkp, e, s->owner, &g);
     if (st != LATTICE_OK) return st;
     if (!f->live) __atomic_add_fetch(&s->expirations, 1, __ATOMIC_RELAXED);
     int64_t d = (e->expire_ms != 0) - (f->q.expire != 0);
@@ -271,7 +269,7 @@ static int insert_locked(lattice_store *s, struct part *p, const lattice_store_e
     }
     struct evict_guard g = {s, p->idx, NULL};
     uint64_t link;
-    struct lane *l = region_lock(s->region, p->idx);
+    struct lane *l = region_lock_writer(s->region);
     int st = region_insert_locked(s->region, l, e, s->owner, &link, &g);
     region_unlock(l);
     if (st != LATTICE_OK) return st;
@@ -302,11 +300,9 @@ void store_drop_slot(lattice_store *s, struct part *p, long i, uint64_t expire)
 {
     /* Tombstone first: a reader that still loads the link finds its row
      * gone, reloads the same link and moves on. */
-    uint64_t link = p->tab->links[i];
+    uint64_t link = *ix_linkp(p->tab, (uint32_t)i);
     ix_kill(p->tab, i);
-    struct lane *l = region_lock(s->region, p->idx);
-    region_free_locked(s->region, link);
-    region_unlock(l);
+    region_free(s->region, link);
     __atomic_sub_fetch(&p->count, 1, __ATOMIC_RELAXED);
     if (expire) __atomic_sub_fetch(&p->expiring, 1, __ATOMIC_RELAXED);
 }
@@ -360,7 +356,7 @@ static int flush(lattice_store *s, struct part *p, struct pending *pd, size_t *a
     }
     struct evict_guard g = {s, p->idx, NULL};
     size_t done = 0;
-    struct lane *l = region_lock(s->region, p->idx);
+    struct lane *l = region_lock_writer(s->region);
     st = region_insert_batch_locked(s->region, l, pd->e, pd->n, s->owner, pd->link, &done, &g);
     region_unlock(l);
     for (size_t i = 0; i < done; i++) {
@@ -368,9 +364,7 @@ static int flush(lattice_store *s, struct part *p, struct pending *pd, size_t *a
         int cst = claim_slot(s, p, pd->tag[i], &slot);
         if (cst != LATTICE_OK) {
             /* No memory for a larger table: these rows go again. */
-            l = region_lock(s->region, p->idx);
-            for (size_t j = i; j < done; j++) region_free_locked(s->region, pd->link[j]);
-            region_unlock(l);
+            for (size_t j = i; j < done; j++) region_free(s->region, pd->link[j]);
             done = i;
             st = cst;
             break;

@@ -44,9 +44,9 @@ static size_t reclaim(lattice_store *s, struct part *p, int only_expired, uint64
     uint64_t next_min = UINT64_MAX;
     int whole = 1;
     for (uint32_t i = 0; t && i < t->nslots; i++) {
-        if (t->tags[i] <= IX_TOMB) continue;
+        if (*ix_tagp(t, i) <= IX_TOMB) continue;
         struct read_req q = {0};
-        if (region_read_entry(s->region, t->links[i], &q) != LATTICE_OK) q.expire = 0;
+        if (region_read_entry(s->region, *ix_linkp(t, i), &q) != LATTICE_OK) q.expire = 0;
         if (only_expired && !(q.expire && q.expire <= now)) {
             if (q.expire && q.expire < next_min) next_min = q.expire;
             continue;
@@ -184,7 +184,7 @@ static long select_range(lattice_store_cursor *c, const struct ix_table *t, uint
     size_t n = 0;
     int cut = 0;
     for (uint32_t i = ix_home(t, (uint32_t)from); i < t->nslots; i++) {
-        uint32_t tag = __atomic_load_n(&t->tags[i], __ATOMIC_ACQUIRE);
+        uint32_t tag = ix_tag_at(t, i);
         if (!cut && n >= enough && i < t->cap) {
             /* Lowest tag with home >= i: ceil(i * 2^32 / cap). */
             lim = (((uint64_t)i << 32) + t->cap - 1) / t->cap;
@@ -211,7 +211,7 @@ static int copy_pick(lattice_store_cursor *c, const struct ix_table *t, const st
                      size_t used, size_t *need, uint64_t *now)
 {
     lattice_store *s = c->s;
-    uint64_t link = __atomic_load_n(&t->links[k->slot], __ATOMIC_ACQUIRE);
+    uint64_t link = ix_link_at(t, k->slot);
     for (;;) {
         struct read_req q = {0};
         if (region_read_entry(s->region, link, &q) != LATTICE_OK) goto moved;
@@ -231,12 +231,12 @@ static int copy_pick(lattice_store_cursor *c, const struct ix_table *t, const st
         *need = sz;
         return 1;
     moved:;
-        uint64_t again = __atomic_load_n(&t->links[k->slot], __ATOMIC_ACQUIRE);
+        uint64_t again = ix_link_at(t, k->slot);
         if (again != link) {
             link = again;
             continue;
         }
-        if (__atomic_load_n(&t->tags[k->slot], __ATOMIC_ACQUIRE) != k->tag) return 0; /* removed */
+        if (ix_tag_at(t, k->slot) != k->tag) return 0; /* removed */
         return rcu_dereference(s->tabs[c->part].t) == t ? 0 : STALE;
     }
 }

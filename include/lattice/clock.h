@@ -1,10 +1,12 @@
 /*
- * The project's two clocks, in milliseconds.  Every module reads time through
+ * The project's two clocks, in milliseconds (the monotonic one also in microseconds).  Every module reads time through
  * these, so there is one definition of "now" and one rounding (down).
  *
  *   lt_mono_ms()  CLOCK_MONOTONIC: never jumps, never goes back; the base of
  *                 every timeout, deadline and rate.  Its zero is arbitrary
  *                 (boot), so it never travels between processes.
+ *   lt_mono_us()  the same monotonic clock in microseconds: for latencies
+ *                 shorter than a millisecond (the operation histograms).
  *   lt_wall_ms()  CLOCK_REALTIME, ms since the Unix epoch: for what another
  *                 process or a human reads (entry expiry, join times, uptime
  *                 shown by the CLI).  May jump when the system clock is set.
@@ -19,6 +21,7 @@
 #include <stdint.h>
 
 uint64_t lt_mono_ms(void);
+uint64_t lt_mono_us(void);
 uint64_t lt_wall_ms(void);
 
 #endif

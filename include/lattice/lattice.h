@@ -112,6 +112,13 @@ int lattice_node_port(lattice_node *n);
 /* Graceful stop: announces `left`, waits briefly for the coordinator, frees. */
 void lattice_node_stop(lattice_node *n);
 
+/* A view of the grid without joining it (lattice/topology.h, "inspection"):
+ * asks the static finders of c (cluster, finders, secret_file are used) and
+ * keeps the first member's answer.  The topology version does not move.
+ * UNSUPPORTED with a multicast finder; AUTH / CLUSTER / PROTO when only
+ * refusals came back; TIMEOUT when no member answered within timeout_ms.
+ * Free *out with lattice_inspection_free. */
+lattice_status lattice_inspect(const lattice_config *c, int timeout_ms, lattice_inspection **out);
 /* ---- baseline and quorum (docs/CONSISTENCY.md, "Baseline and quorum") ----
  *
  * The quorum of this node now: a server without it refuses every cache
@@ -173,6 +180,11 @@ lattice_status lattice_cache_get_all(lattice_node *n, const char *cache, lattice
  * exists with another config (the same config is OK), INVAL on a bad spec. */
 lattice_status lattice_cache_create(lattice_node *n, const char *spec);
 lattice_status lattice_cache_destroy(lattice_node *n, const char *name);
+/* Gives up the cache's LOST partitions (no live copy, none coming back - a
+ * kill of every owner): their owners-to-be serve them again, empty, and the
+ * cache's assignment can move on (docs/OPERATIONS.md).  *partitions (may be
+ * NULL): how many were LOST.  NO_CACHE; NO_QUORUM on a side without it. */
+lattice_status lattice_cache_reset_lost(lattice_node *n, const char *name, uint32_t *partitions);
 
 typedef struct lattice_cache_node_info {
     char id[64];                      /* node id */
@@ -180,6 +192,9 @@ typedef struct lattice_cache_node_info {
     uint32_t primary_partitions, backup_partitions;
     uint64_t reads, writes, hits, misses;
     uint64_t evictions;               /* entries evicted as primary (--region-policy evict), removed on every copy */
+    uint64_t expirations;             /* expired entries this node's copy reclaimed (TTL) */
+    uint64_t index_bytes;             /* memory of this node's index of the cache (its partitions' tables) */
+    uint32_t writes_in_flight;        /* full_sync writes this node applied as primary, not yet acknowledged by every copy */
     uint32_t moving_partitions;       /* held MOVING: writes reach them, reads do not */
     uint64_t moving_entries;
     /* Rebalance on this node: MOVING partitions not loaded yet, partitions

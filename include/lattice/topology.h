@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lattice/status.h"
+
 #define LATTICE_DEFAULT_PORT 47500 /* a node's peer port unless configured */
 #define LATTICE_MAX_ATTRS 16       /* attributes a member advertises, at most */
 
@@ -69,7 +71,8 @@ enum { LATTICE_BASELINE_SET = 1, LATTICE_BASELINE_ADD = 2, LATTICE_BASELINE_REMO
 
 typedef struct lattice_quorum {
     bool has_quorum;
-    size_t reachable;          /* baseline servers reached, this node included */
+    size_t reachable;          /* baseline servers in this node's topology (not removed as silent),
+                                  this node included */
     size_t baseline;           /* baseline size */
     uint64_t baseline_version;
 } lattice_quorum;
@@ -95,5 +98,27 @@ enum lattice_event_kind { LATTICE_EVENT_JOINED = 1, LATTICE_EVENT_LEFT = 2, LATT
  * borrowed for the call; a removed member is described by the old view. */
 typedef void (*lattice_event_fn)(void *ctx, int kind, const lattice_member *member,
                                  const lattice_topology *topology);
+
+/* ---- inspection: a grid seen from outside (lattice_inspect, lattice.h) ----
+ *
+ * One member's answer: its topology and what it hears of every member.  The
+ * asker never joined, so the topology version did not move for it. */
+typedef struct lattice_inspection lattice_inspection;
+
+typedef struct lattice_member_state {
+    int have_stats;                   /* a heartbeat of it was heard */
+    lattice_node_stats stats;
+    uint64_t silent_ms;               /* since the answering member last heard it */
+    const char *state;                /* "alive", "silent" (missed heartbeats, not removed yet), "leaving" */
+} lattice_member_state;
+
+/* Borrowed: valid until lattice_inspection_free. */
+const lattice_topology *lattice_inspection_topology(const lattice_inspection *i);
+/* The peer address that answered. */
+const char *lattice_inspection_source(const lattice_inspection *i);
+/* LATTICE_ERR_NOT_FOUND when id is not in the topology; out->state is
+ * valid until lattice_inspection_free. */
+lattice_status lattice_inspection_member(const lattice_inspection *i, const char *id, lattice_member_state *out);
+void lattice_inspection_free(lattice_inspection *i);
 
 #endif

@@ -295,24 +295,34 @@ static int coordinator(void)
     return idx;
 }
 
-/* The node that serves `key` as primary, as node `via` sees it; -1 if unknown. */
-static int primary_of(const char *key, int via)
+/* The nodes that serve `key` - primary, then its first backup - as node
+ * `via` sees them (-1 if unknown). */
+static void owners_of(const char *key, int via, int *primary, int *backup)
 {
+    *primary = *backup = -1;
     redisContext *c = connect_node(via, 5000);
-    if (!c) return -1;
-    int idx = -1;
+    if (!c) return;
     redisReply *s = redisCommand(c, "CLUSTER KEYSLOT %s", key);
     redisReply *r = s && s->type == REDIS_REPLY_INTEGER ? redisCommand(c, "CLUSTER SLOTS") : NULL;
     for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
         redisReply *e = r->element[i];
         if (e->elements < 3 || s->integer < e->element[0]->integer || s->integer > e->element[1]->integer) continue;
         if (e->element[2]->elements >= 2)
-            idx = node_of(e->element[2]->element[0]->str, (int)e->element[2]->element[1]->integer, g.resp_base);
+            *primary = node_of(e->element[2]->element[0]->str, (int)e->element[2]->element[1]->integer, g.resp_base);
+        if (e->elements >= 4 && e->element[3]->elements >= 2)
+            *backup = node_of(e->element[3]->element[0]->str, (int)e->element[3]->element[1]->integer, g.resp_base);
     }
     if (r) freeReplyObject(r);
     if (s) freeReplyObject(s);
     redisFree(c);
-    return idx;
+}
+
+/* The node that serves `key` as primary, as node `via` sees it; -1 if unknown. */
+static int primary_of(const char *key, int via)
+{
+    int p, b;
+    owners_of(key, via, &p, &b);
+    return p;
 }
 
 /* A server that is primary of some register key and is not the coordinator. */
@@ -532,6 +542,31 @@ static void stop_one(bool the_coordinator)
     wait_balanced(3);
 }
 
+/* The whole machine stands still (every node paused for 3x the timeout)
+ * and one node that is not the coordinator wakes first, long enough to
+ * find every other server silent and remove them in its own view - a view
+ * with no majority of the baseline.  When the others wake, that view must
+ * not win: the majority keeps its own and removes the early riser, which
+ * rejoins; nothing acknowledged is lost.  Before, the others adopted the
+ * early riser's view, rejoined as new nodes and dropped their copies
+ * (partitions LOST, acknowledged writes gone), as seen on a loaded
+ * machine. */
+static void stop_all_one_wakes(void)
+{
+    msleep(jitter(3000, 5000));
+    int coord = coordinator();
+    int early = primary_not_coordinator(coord);
+    for (int i = 0; i < 3; i++) kill_node(i, SIGSTOP);
+    msleep(3 * FD_MS);
+    kill_node(early, SIGCONT);
+    msleep(3 * FD_MS);
+    for (int i = 0; i < 3; i++)
+        if (i != early) kill_node(i, SIGCONT);
+    mark_fault();
+    msleep(jitter(2000, 4000));
+    wait_balanced(3);
+}
+
 /* No fault: what the load alone shows. */
 static void steady(void) { msleep(10000); }
 
@@ -714,6 +749,35 @@ static void partition_two_of_five(void)
     msleep(2000);
 }
 
+/* Both copies of a register's partition cut off together (backups=1, 2 of
+ * 5): the majority has no copy of it and refuses it (PARTITION_LOST) while
+ * the cut lasts; at the heal the cut-off owners rejoin as new nodes and
+ * bring their kept copies back (ops/salvage.c).  The register's history and
+ * every preloaded entry of those partitions must come through. */
+static void partition_every_copy(void)
+{
+    msleep(jitter(3000, 5000));
+    int coord = coordinator(), side[2] = {-1, -1};
+    for (int k = 0; k < REGISTERS && side[1] < 0; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "reg%d", k);
+        int p, b;
+        owners_of(key, coord >= 0 ? coord : 0, &p, &b);
+        if (p < 0 || b < 0 || p == coord || b == coord) continue;
+        say("nodes %d and %d hold every copy of %s (coordinator: node %d)", p, b, key, coord);
+        side[0] = p;
+        side[1] = b;
+    }
+    if (side[1] < 0) { /* no register clear of the coordinator: any two others */
+        side[0] = (coord + 1) % 5;
+        side[1] = (coord + 2) % 5;
+    }
+    cut(side, 2);
+    msleep(CUT_MS);
+    heal_and_settle();
+    msleep(2000);
+}
+
 static void partition_coordinator(void)
 {
     msleep(jitter(3000, 5000));
@@ -774,9 +838,11 @@ static const struct {
     {"two_joins", 3, 5, 0, two_joins, false, false, NULL},
     {"stop_primary", 3, 3, 0, stop_primary, false, false, NULL},
     {"stop_coordinator", 3, 3, 0, stop_coordinator, false, false, NULL},
+    {"stop_all_one_wakes", 3, 3, 0, stop_all_one_wakes, false, false, NULL},
     {"kill_during_rebalance", 3, 4, 200000, kill_during_rebalance, false, false, NULL},
     {"partition_one_of_three", 3, 3, 0, partition_one_of_three, true, true, NULL},
     {"partition_two_of_five", 5, 5, 0, partition_two_of_five, true, true, TWO_BACKUPS_CACHE},
+    {"partition_every_copy", 5, 5, 20000, partition_every_copy, true, true, NULL},
     {"partition_coordinator", 3, 3, 0, partition_coordinator, true, true, NULL},
     {"partition_flap", 3, 3, 0, partition_flap, true, false, NULL},
 };

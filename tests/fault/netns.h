@@ -14,7 +14,9 @@
  *   ctl:      10.X.0.100 on br0, for the lattice CLI (a client node must
  *             reach every server and be reached by them)
  *
- * X comes from the process id, so two runs at once use other addresses.
+ * X comes from the process id, moved on past any 10.X the root namespace
+ * still routes, so two runs at once (or one whose namespaces are still being
+ * deleted) use other addresses.
  * Every namespace is registered with the harness guardian (it_guard_netns),
  * which deletes them - and with them every veth, the root ends included -
  * however the process ends.  Needs root.

@@ -90,7 +90,7 @@ static void guardian(int rfd)
         if (sscanf(l, "N %63s", ns) == 1) it_sh("ip netns del %s 2>/dev/null", ns);
     }
     free(copy2);
-    if (ok) it_sh("rm -rf '%s'", dir);
+    if (ok && !getenv("IT_KEEP")) it_sh("rm -rf '%s'", dir); /* IT_KEEP=1 keeps a passing test's logs */
     _exit(0);
 }
 
@@ -355,6 +355,38 @@ const char *it_write_file(const char *name, const char *content)
         fclose(f);
     }
     return p;
+}
+
+static int capture(char *out, size_t cap, bool with_stderr, const char *fmt, va_list ap)
+{
+    char cmd[4096];
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    if (with_stderr) strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+    out[0] = 0;
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int it_capture(char *out, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int st = capture(out, cap, true, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+int it_capture_stdout(char *out, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int st = capture(out, cap, false, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 int it_sh(const char *fmt, ...)

@@ -61,5 +61,10 @@ bool it_orders_unique(json_t *top);
 const char *it_write_file(const char *name, const char *content);
 /* Run a shell command (for ip netns ...); returns exit status. */
 int it_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Runs a shell command and captures its output (at most cap - 1 bytes, NUL
+ * terminated): stdout and stderr, or (it_capture_stdout) stdout alone, for
+ * JSON.  Returns its exit status, -1 when it could not run. */
+int it_capture(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int it_capture_stdout(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

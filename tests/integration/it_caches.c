@@ -135,6 +135,31 @@ static json_t *partitions_json(const char *cache)
     return json_loads(buf, 0, NULL);
 }
 
+/* Every one of `nodes` servers is primary of some partition of `cache`: its
+ * affinity base covers them all.  A cache created while the grid formed
+ * starts on the servers there were; with rebalance_mode=none it moves to
+ * the full set only while it is still empty, so a test that relies on data
+ * on every node waits for this before its first write. */
+typedef struct spread_ctx {
+    const char *cache;
+    long nodes;
+} spread_ctx;
+
+static bool spread(void *ctx)
+{
+    spread_ctx *s = ctx;
+    json_t *pj = partitions_json(s->cache);
+    long n = pj ? (long)json_integer_value(json_object_get(json_object_get(pj, "balance"), "nodes")) : 0;
+    if (pj) json_decref(pj);
+    return n == s->nodes;
+}
+
+static void wait_spread(const char *cache, long nodes)
+{
+    spread_ctx s = {cache, nodes};
+    ck_assert_msg(it_wait_for(spread, &s, 30000), "cache %s never spread over %ld servers", cache, nodes);
+}
+
 static json_t *cache_in(json_t *all, const char *name)
 {
     json_t *arr = json_object_get(all, "caches"), *c;
@@ -289,6 +314,8 @@ START_TEST(kill9_full_sync_loses_no_acknowledged_write)
     wait_grid(c, 3);
     wait_ready(c, "default");
     wait_ready(c, "solo");
+    wait_spread("solo", 3);
+    wait_spread("default", 3);
     /* A backups=0 cache with data on every node, for the LOST check below. */
     put_range(c, "solo", "s", 3000);
 
@@ -400,22 +427,6 @@ END_TEST
 /* A cache created at run time (CLI) is known to a node that joins later;
  * unknown cache, oversized key/value and a full region get clear errors
  * and leave stored data intact; the CLI's get/put/del/cache. */
-static int run(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run(char *out, size_t cap, const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 START_TEST(runtime_cache_cli_and_bad_requests)
 {
@@ -427,20 +438,20 @@ START_TEST(runtime_cache_cli_and_bad_requests)
     wait_grid(c, 2);
     wait_ready(c, "default");
     const char *L = LATTICE_CLI_PATH;
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache create rt backups=1 max_key_bytes=16 max_value_bytes=64 rebalance_mode=none", L, finder), 0);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache create rt backups=1 max_key_bytes=16 max_value_bytes=64 rebalance_mode=none", L, finder), 0);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache create rt backups=2", L, finder), 1);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s cache create rt backups=1 max_key_bytes=16 max_value_bytes=64 rebalance_mode=none", L, finder), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s cache create rt backups=1 max_key_bytes=16 max_value_bytes=64 rebalance_mode=none", L, finder), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s cache create rt backups=2", L, finder), 1);
     ck_assert_ptr_nonnull(strstr(out, "another config"));
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache create 'bad name'", L, finder), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s put rt hello world", L, finder), 0);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s get rt hello", L, finder), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s cache create 'bad name'", L, finder), 2);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s put rt hello world", L, finder), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s get rt hello", L, finder), 0);
     ck_assert_str_eq(out, "world\n");
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s get nosuch hello", L, finder), 1);
-    ck_assert_ptr_nonnull(strstr(out, "no such cache"));
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s put rt a-key-longer-than-16 v", L, finder), 1);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s get nosuch hello", L, finder), 1);
+    ck_assert_ptr_nonnull(strstr(out, "no cache named 'nosuch'"));
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s put rt a-key-longer-than-16 v", L, finder), 1);
     ck_assert_ptr_nonnull(strstr(out, "lattice put:"));
-    ck_assert_int_eq(run(out, sizeof out, "%s get --help", L), 0);
-    ck_assert_int_eq(run(out, sizeof out, "%s put rt onlykey", L), 2);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s get --help", L), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s put rt onlykey", L), 2);
 
     /* API: bad requests get their own errors; the stored value is unharmed. */
     char big[100];
@@ -529,16 +540,16 @@ START_TEST(runtime_cache_cli_and_bad_requests)
     printf("joiner: %u partitions MOVING, %llu entries written to them\n", moving, (unsigned long long)moving_entries);
     ck_assert_uint_gt(moving_entries, 0);
 
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s del rt hello", L, finder), 0);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s del rt hello", L, finder), 1);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --json partitions rt", L, finder), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s del rt hello", L, finder), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s del rt hello", L, finder), 1);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s --json partitions rt", L, finder), 0);
     json_t *pj = json_loads(out, 0, NULL);
     ck_assert_ptr_nonnull(pj);
     ck_assert_int_eq(json_array_size(json_object_get(pj, "partitions")), 1024);
     json_decref(pj);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s cache destroy rt", L, finder), 0);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s get rt ctr", L, finder), 1);
-    ck_assert_ptr_nonnull(strstr(out, "no such cache"));
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s cache destroy rt", L, finder), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s get rt ctr", L, finder), 1);
+    ck_assert_ptr_nonnull(strstr(out, "no cache named 'rt'"));
     lattice_node_stop(late);
     lattice_node_stop(c);
     it_end();
@@ -654,7 +665,7 @@ END_TEST
 static long grid_evictions(const char *cache)
 {
     char out[1 << 16];
-    int rc = run(out, sizeof out, "%s --ip-finder %s --json caches", LATTICE_CLI_PATH, finder);
+    int rc = it_capture(out, sizeof out, "%s --ip-finder %s --json caches", LATTICE_CLI_PATH, finder);
     json_t *j = json_loads(out, 0, NULL);
     ck_assert_msg(rc == 0 && j, "caches: rc %d: %.300s", rc, out);
     long sum = -1;
@@ -702,7 +713,7 @@ static void fill_past_regions(bool evict)
     wait_grid(c, 3);
     wait_ready(c, "default");
     char out[1 << 16];
-    ck_assert_int_eq(run(out, sizeof out, "redis-cli -p %d CONFIG GET maxmemory*", base + 4), 0);
+    ck_assert_int_eq(it_capture(out, sizeof out, "redis-cli -p %d CONFIG GET maxmemory*", base + 4), 0);
     ck_assert_msg(strstr(out, evict ? "allkeys-lru" : "noeviction") && strstr(out, "4194304"), "%s", out);
     enum { N = 3000, VSZ = 3000 };
     static uint8_t acked[N];
@@ -721,7 +732,7 @@ static void fill_past_regions(bool evict)
         n_full += !acked[i];
     }
     ck_assert_int_gt(n_acked, 0);
-    int rc = run(out, sizeof out, "%s --ip-finder %s --json verify default", LATTICE_CLI_PATH, finder);
+    int rc = it_capture(out, sizeof out, "%s --ip-finder %s --json verify default", LATTICE_CLI_PATH, finder);
     json_t *j = json_loads(out, 0, NULL);
     ck_assert_msg(rc == 0 && j, "verify: rc %d: %.300s", rc, out);
     ck_assert_msg(json_array_size(json_object_get(j, "conflicts")) == 0, "verify: %.300s", out);

@@ -198,11 +198,29 @@ START_TEST(kill9_of_coordinator_and_of_another_node_is_detected_by_every_survivo
 }
 END_TEST
 
+/* The baseline counts n servers (it grows one server at a time after the
+ * grid forms; a pause before that leaves the others without quorum). */
+typedef struct baseline_want {
+    const char *finder;
+    long n;
+} baseline_want;
+
+static bool baseline_counts(void *ctx)
+{
+    baseline_want *w = ctx;
+    json_t *top = it_top(w->finder, NULL, NULL);
+    bool ok = top && json_integer_value(json_object_get(json_object_get(top, "quorum"), "baseline_nodes")) == w->n;
+    json_decref(top);
+    return ok;
+}
+
 START_TEST(sigstopped_coordinator_is_removed_and_rejoins_with_a_new_id)
 {
     it_begin("sigstop");
     grid g;
     grid_start(&g, 3, NULL);
+    baseline_want bw = {g.finder, 3};
+    ck_assert_msg(it_wait_for(baseline_counts, &bw, WAIT_MS), "the baseline never counted the three servers");
     json_t *top = wait_top(g.finder, 3, 0, NULL);
     ck_assert_ptr_nonnull(top);
     int c = index_of_order1(&g, top);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -185,26 +186,11 @@ static void load_stop_and_check(load *l)
 
 /* ---- CLI ---- */
 
-static int run(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run(char *out, size_t cap, const char *fmt, ...)
-{
-    char cmd[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t n = fread(out, 1, cap - 1, f);
-    out[n] = 0;
-    int rc = pclose(f);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 static json_t *cli_json(const char *what)
 {
     static char buf[1 << 21];
-    if (run(buf, sizeof buf, "%s --ip-finder %s --cluster %s --json %s", LATTICE_CLI_PATH, finder, cluster, what) != 0) return NULL;
+    if (it_capture_stdout(buf, sizeof buf, "%s --ip-finder %s --cluster %s --json %s", LATTICE_CLI_PATH, finder, cluster, what) != 0) return NULL;
     return json_loads(buf, 0, NULL);
 }
 
@@ -250,12 +236,44 @@ static bool balanced(void *ctx)
     return ok;
 }
 
-static void wait_balanced(balanced_ctx *b, int timeout_ms)
+/* What `lattice rebalance` says is moving, as one number that changes
+ * whenever an entry arrives or a partition completes anywhere. */
+static long rebalance_progress(void)
 {
-    bool ok = it_wait_for(balanced, b, timeout_ms);
+    json_t *j = cli_json("rebalance");
+    long n = -1;
+    json_t *cs = j ? json_object_get(j, "caches") : NULL, *x;
+    size_t i;
+    json_array_foreach(cs, i, x) n += json_integer_value(json_object_get(x, "entries_received")) * 1000 +
+                                      json_integer_value(json_object_get(x, "partitions_left"));
+    if (j) json_decref(j);
+    return n;
+}
+
+/* Waits until the grid is balanced.  A throttled rebalance takes as long as
+ * its throttle says, and a busy machine slows it further: the wait fails
+ * only when nothing moved for stall_ms (or after four minutes in all). */
+static void wait_balanced(balanced_ctx *b, int stall_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t start = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, moved = start;
+    long last = rebalance_progress();
+    bool ok = false;
+    for (;;) {
+        if ((ok = it_wait_for(balanced, b, 2000))) break;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        long cur = rebalance_progress();
+        if (cur != last) {
+            last = cur;
+            moved = now;
+        }
+        if (now - moved > stall_ms || now - start > 240000) break;
+    }
     if (!ok) {
         char out[4096];
-        run(out, sizeof out, "%s --ip-finder %s --cluster %s partitions default | tail -3", LATTICE_CLI_PATH, finder, cluster);
+        it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s partitions default | tail -3", LATTICE_CLI_PATH, finder, cluster);
         fprintf(stderr, "%s", out);
     }
     ck_assert_msg(ok, "never rebalanced to %ld nodes x %ld copies", b->nodes, b->copies);
@@ -264,7 +282,7 @@ static void wait_balanced(balanced_ctx *b, int timeout_ms)
 static void verify_clean(void)
 {
     char out[1 << 16];
-    int rc = run(out, sizeof out, "%s --ip-finder %s --cluster %s --json verify default", LATTICE_CLI_PATH, finder, cluster);
+    int rc = it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s --json verify default", LATTICE_CLI_PATH, finder, cluster);
     json_t *j = json_loads(out, 0, NULL);
     ck_assert_msg(rc == 0 && j, "verify: rc %d: %s", rc, out);
     ck_assert_int_eq(json_array_size(json_object_get(j, "conflicts")), 0);
@@ -343,6 +361,71 @@ START_TEST(kill9_mid_rebalance_replans)
 }
 END_TEST
 
+static long lost_partitions(void)
+{
+    json_t *pj = cli_json("partitions default");
+    long n = pj ? (long)json_integer_value(json_object_get(pj, "lost")) : -1;
+    if (pj) json_decref(pj);
+    return n;
+}
+
+static bool some_lost(void *ctx)
+{
+    (void)ctx;
+    return lost_partitions() > 0;
+}
+
+/* backups=0 and a kill -9: the dead server's partitions are LOST, and with
+ * nothing to load them from the cache's assignment cannot move on.  `lattice
+ * cache reset-lost` gives them up: they serve again, empty, on the survivors,
+ * every other key keeps its value, and the grid balances over the two. */
+START_TEST(reset_lost_gives_up_the_partitions_of_a_killed_server)
+{
+    it_begin("rebalance_reset_lost");
+    it_proc *srv[6];
+    const char *extra[] = {"--cache", "default:backups=0", NULL};
+    start_grid(srv, 3, 3, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    balanced_ctx b3 = {3, 1, NULL, 0, 0};
+    wait_balanced(&b3, 30000);
+    const long N = 6000;
+    put_range(c, "k", N);
+    it_signal(srv[1], SIGKILL);
+    wait_grid(c, 2);
+    ck_assert_msg(it_wait_for(some_lost, NULL, 30000), "no partition LOST after the only copy's server died");
+    long lost = lost_partitions();
+    char out[4096];
+    int rc = it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s --json cache reset-lost default",
+                               LATTICE_CLI_PATH, finder, cluster);
+    json_t *j = json_loads(out, 0, NULL);
+    ck_assert_msg(rc == 0 && j, "reset-lost: rc %d: %s", rc, out);
+    ck_assert(json_is_true(json_object_get(j, "ok")));
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "lost_partitions")), lost);
+    json_decref(j);
+    balanced_ctx b2 = {2, 1, NULL, 0, 0};
+    wait_balanced(&b2, 30000);
+    ck_assert_int_eq(lost_partitions(), 0);
+    /* The survivors' keys kept their values; the dead server's are gone. */
+    long present = count_present(c, "default", "k", N, NULL);
+    printf("reset-lost: %ld partitions given up, %ld of %ld keys still present\n", lost, present, N);
+    ck_assert_int_gt(present, 0);
+    ck_assert_int_lt(present, N);
+    /* Every partition takes writes again, and the copies agree. */
+    put_range(c, "k", N);
+    ck_assert_int_eq(count_present(c, "default", "k", N, NULL), N);
+    verify_clean();
+    /* Nothing left to give up. */
+    rc = it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s cache reset-lost default", LATTICE_CLI_PATH,
+                           finder, cluster);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_ptr_nonnull(strstr(out, "no partition is LOST"));
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
 /* A graceful leave (SIGTERM) and, on its own, a kill -9: partitions short of
  * a copy get a new one over the survivors - back to 2 OWNING copies each. */
 START_TEST(leave_and_failure_restore_redundancy)
@@ -416,7 +499,7 @@ START_TEST(throttled_rebalance_shows_progress)
             ck_assert_str_eq(pi->owners[(size_t)p * pi->max_owners + i].state, "OWNING");
     lattice_partitions_info_free(pi);
     char out[8192];
-    ck_assert_int_eq(run(out, sizeof out, "timeout 60 %s --ip-finder %s --cluster %s rebalance --watch --interval-ms 300",
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "timeout 60 %s --ip-finder %s --cluster %s rebalance --watch --interval-ms 300",
                          LATTICE_CLI_PATH, finder, cluster),
                      0);
     ck_assert_msg(strstr(out, "default ["), "no progress bar in: %s", out);
@@ -552,15 +635,15 @@ START_TEST(stale_supply_is_ignored)
     /* Bad input to the commands: usage errors (2) or a plain error (1), never a crash. */
     char out[4096];
     const char *L = LATTICE_CLI_PATH;
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify a b 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify nosuch 2>&1", L, finder, cluster), 1);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s verify 'bad name!' 2>&1", L, finder, cluster), 1);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms 5 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms x 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --bogus 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --max-s 2>&1", L, finder, cluster), 2);
-    ck_assert_int_eq(run(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance 2>&1", L, finder, cluster), 0);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s verify 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s verify a b 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s verify nosuch 2>&1", L, finder, cluster), 1);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s verify 'bad name!' 2>&1", L, finder, cluster), 1);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms 5 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --interval-ms x 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --bogus 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance --max-s 2>&1", L, finder, cluster), 2);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s rebalance 2>&1", L, finder, cluster), 0);
     ck_assert_msg(strstr(out, "default [") && strstr(out, "(idle)"), "rebalance: %s", out);
     lattice_node_stop(c);
     it_end();
@@ -585,6 +668,9 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tc_of("leave");
     tcase_add_loop_test(tc, leave_and_failure_restore_redundancy, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tc_of("reset_lost");
+    tcase_add_test(tc, reset_lost_gives_up_the_partitions_of_a_killed_server);
     suite_add_tcase(s, tc);
     tc = tc_of("throttle");
     tcase_add_test(tc, throttled_rebalance_shows_progress);

@@ -971,12 +971,25 @@ static bool key_lost(void *p)
     return ok;
 }
 
+/* The baseline counts n servers: until it does, a kill can leave the side
+ * without quorum (the baseline grows one server at a time). */
+static bool baseline_has(void *ctx)
+{
+    json_t *top = it_top(finder, NULL, NULL);
+    bool ok = top && json_integer_value(json_object_get(json_object_get(top, "quorum"), "baseline_nodes")) ==
+                         *(long *)ctx;
+    json_decref(top);
+    return ok;
+}
+
 START_TEST(lost_partition_is_clusterdown)
 {
     it_begin("resp_lost");
     const char *extra[] = {"--cache", "default:backups=0", NULL};
-    start_grid(2, 2, extra);
-    wait_spread(2);
+    /* Three servers: one killed leaves two of three, a quorum of the
+     * baseline (of two, the survivor alone would refuse everything). */
+    start_grid(3, 3, extra);
+    wait_spread(3);
     ck_assert_int_eq(slots_ports(0, slot_p, slot_n), 16384);
     /* One key on each node, by CLUSTER KEYSLOT and CLUSTER SLOTS. */
     char on[2][32] = {"", ""};
@@ -993,6 +1006,8 @@ START_TEST(lost_partition_is_clusterdown)
     expect_status(c, "OK", "SET %s a", on[0]);
     expect_status(c, "OK", "SET %s b", on[1]);
     redisFree(c);
+    long three = 3;
+    ck_assert_msg(it_wait_for(baseline_has, &three, 30000), "the baseline never counted the three servers");
     it_signal(srv[1], SIGKILL);
     lost_ctx x = {on[1]};
     ck_assert_msg(it_wait_for(key_lost, &x, 30000), "a key of the killed node (backups=0) never got CLUSTERDOWN");

@@ -300,6 +300,103 @@ START_TEST(the_coordinator_thaws_on_its_own_next_version)
 }
 END_TEST
 
+/* Two of three servers leave in one change (cut off together): every
+ * partition both of them owned is recorded with them - only by a recording
+ * coordinator - travels in the metadata, takes a restorer, and ends at the
+ * base switch. */
+START_TEST(a_partition_that_loses_every_owner_at_once_is_recorded_until_the_switch)
+{
+    static lattice_meta_member all[3], alone[1];
+    lattice_meta_member *lp[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&all[i], 0, sizeof all[i]);
+        snprintf(all[i].id, sizeof all[i].id, "id-%c", 'a' + i);
+        snprintf(all[i].cid, sizeof all[i].cid, "%c:1", 'a' + i);
+        all[i].server = true;
+        all[i].self = i == 0;
+        lp[i] = &all[i];
+    }
+    alone[0] = all[0];
+    lattice_meta_member *la = &alone[0];
+    ck_assert(!lattice_meta_set_members(meta, lp, 3, "id-a"));
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    cfg.backups = 1;
+    lattice_meta_start(meta, &cfg, 1);
+    lattice_meta_cache *c = lattice_meta_cache_of(meta, NULL);
+    /* The partitions b and c own together, primary first. */
+    int both = 0;
+    char want[64][160];
+    for (uint32_t p = 0; p < 64; p++) {
+        lattice_meta_member *own[4];
+        size_t n = lattice_meta_serving_owners(c, p, own, 4);
+        want[p][0] = 0;
+        if (n == 2 && own[0] != &all[0] && own[1] != &all[0]) {
+            snprintf(want[p], sizeof want[p], "%s %s", own[0]->id, own[1]->id);
+            both++;
+        }
+    }
+    ck_assert_int_gt(both, 0);
+    /* Without recording (a side without quorum): nothing. */
+    ck_assert(!lattice_meta_set_members(meta, &la, 1, "id-a"));
+    ck_assert_uint_eq(c->n_lost, 0);
+    ck_assert(!lattice_meta_set_members(meta, lp, 3, "id-a"));
+    lattice_meta_record_lost(meta, true);
+    ck_assert(lattice_meta_set_members(meta, &la, 1, "id-a"));
+    ck_assert_uint_eq(c->n_lost, (size_t)both);
+    for (uint32_t p = 0; p < 64; p++) {
+        const lattice_meta_lost *l = lattice_meta_lost_of(c, p);
+        ck_assert(!want[p][0] == !l);
+        if (!l) continue;
+        ck_assert_str_eq(l->owners, want[p]);
+        ck_assert_uint_eq(lattice_meta_lost_owner_count(l), 2);
+        ck_assert(lattice_meta_lost_names(l, "id-b") && lattice_meta_lost_names(l, "id-c"));
+        ck_assert(!lattice_meta_lost_names(l, "id-a") && !lattice_meta_lost_names(l, "id-"));
+        ck_assert_str_eq(l->restorer, "");
+    }
+    /* Leaving again records nothing new. */
+    ck_assert(!lattice_meta_set_members(meta, &la, 1, "id-a"));
+    uint32_t first = c->lost[0].partition;
+    ck_assert(lattice_meta_set_restorer(c, first, "id-b2"));
+    ck_assert(!lattice_meta_set_restorer(c, first, "id-b2"));
+    lattice_meta_bump(meta);
+    /* A follower gets every record, restorer included. */
+    lattice_meta *other = NULL;
+    lattice_meta_config mc = {true, NULL, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &other), LATTICE_OK);
+    static lattice_meta_member fol[1];
+    fol[0] = all[1];
+    fol[0].self = true;
+    lattice_meta_member *lf = &fol[0];
+    lattice_meta_set_members(other, &lf, 1, "id-a");
+    ck_assert(lattice_meta_apply(other, lattice_meta_message(meta)));
+    lattice_meta_cache *oc = lattice_meta_cache_of(other, NULL);
+    ck_assert_uint_eq(oc->n_lost, (size_t)both);
+    ck_assert_str_eq(lattice_meta_lost_of(oc, first)->restorer, "id-b2");
+    ck_assert_str_eq(lattice_meta_lost_of(oc, first)->owners, want[first]);
+    ck_assert_str_eq(lattice_meta_lost_of(oc, c->lost[1 % both].partition)->restorer, "");
+    /* An operator gives them up instead: the records end, and every node
+     * learns at which base version the LOST partitions count as empty. */
+    uint32_t given = 0;
+    ck_assert_int_eq(lattice_meta_reset_lost(meta, "nope", &given), LATTICE_ERR_NO_CACHE);
+    ck_assert_int_eq(lattice_meta_reset_lost(meta, "default", &given), LATTICE_OK);
+    ck_assert_uint_eq(given, (uint32_t)both);
+    ck_assert_uint_eq(c->n_lost, 0);
+    ck_assert_uint_eq(c->lost_reset, c->base_version);
+    ck_assert(lattice_meta_apply(other, lattice_meta_message(meta)));
+    ck_assert_uint_eq(lattice_meta_cache_of(other, NULL)->lost_reset, c->base_version);
+    ck_assert_uint_eq(lattice_meta_cache_of(other, NULL)->n_lost, 0);
+    /* The switch ends them, and so does the next version at the follower. */
+    ck_assert_int_eq(lattice_meta_switch_base(meta, c), LATTICE_OK);
+    ck_assert_uint_eq(c->n_lost, 0);
+    lattice_meta_bump(meta);
+    ck_assert(lattice_meta_apply(other, lattice_meta_message(meta)));
+    ck_assert_uint_eq(lattice_meta_cache_of(other, NULL)->n_lost, 0);
+    lattice_meta_destroy(other);
+}
+END_TEST
+
 /* ---- the base switch predicate ---- */
 
 static lattice_meta_switch_report rep[3];
@@ -307,7 +404,7 @@ static lattice_meta_switch_report rep[3];
 static lattice_meta_switch_input input(lattice_rebalance_mode mode)
 {
     for (int i = 0; i < 3; i++) rep[i] = (lattice_meta_switch_report){100, 0, 7, 4};
-    lattice_meta_switch_input in = {false, true, mode, 7, 4, 3, rep, 3};
+    lattice_meta_switch_input in = {false, true, mode, 7, 4, 3, 0, rep, 3};
     return in;
 }
 
@@ -344,6 +441,9 @@ START_TEST(an_empty_cache_switches_at_once_and_a_silent_server_cancels)
     lattice_meta_switch_input in = input(LATTICE_REBALANCE_NONE);
     for (int i = 0; i < 3; i++) rep[i] = (lattice_meta_switch_report){0, 64, 0, 0};
     ck_assert(lattice_meta_switch_due(&in)); /* no entry anywhere: nothing to move */
+    in.kept_entries = 1; /* ... but a lost partition's kept copy is coming back */
+    ck_assert(!lattice_meta_switch_due(&in));
+    in.kept_entries = 0;
     in.all_answered = false;
     ck_assert(!lattice_meta_switch_due(&in));
     in = input(LATTICE_REBALANCE_ASYNC);
@@ -366,6 +466,7 @@ int main(void)
     tcase_add_test(r, a_node_behind_stays_frozen_until_past_the_prepared_version);
     tcase_add_test(r, a_coordinator_change_releases_and_others_cannot_freeze);
     tcase_add_test(r, the_coordinator_thaws_on_its_own_next_version);
+    tcase_add_test(r, a_partition_that_loses_every_owner_at_once_is_recorded_until_the_switch);
     suite_add_tcase(s, r);
     TCase *w = tcase_create("switch");
     tcase_add_test(w, switch_when_every_new_owner_has_loaded);

@@ -278,6 +278,7 @@ START_TEST(reads_from_a_local_backup_copy_and_writes_as_primary)
         if (p->settle == sync_wait_settle && p->w && --p->w->remaining == 0) {
             lt_free(p->w->org.local);
             lt_free(p->w->value);
+            lt_free(p->w->undo);
             lt_free(p->w);
         }
     for (pend *p = d->all; p; p = p->next)

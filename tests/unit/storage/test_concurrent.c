@@ -1,4 +1,4 @@
-/* Many readers and two writers at once.  Writers store values that are a
+/* Many readers and several writers at once.  Writers store values that are a
  * function of (key, version), with lengths that also follow from the version
  * (some fragmented); readers and cursor walkers check that every value they
  * see is exactly the one for the version it claims: a torn, recycled or
@@ -147,16 +147,19 @@ static void *walker(void *arg)
     return NULL;
 }
 
-static void run(int evict)
+/* Writer threads write new rows through lanes of their own and update or
+ * free each other's rows under the rows' lanes; mb picks how many lanes
+ * (one per 8 MiB) and writers how many threads share them. */
+static void run(int evict, uint64_t mb, int writers)
 {
     rcu_register_thread();
     struct shared sh = {0};
-    sh.r = new_region(4096, evict ? 1 : 64, evict ? LATTICE_REGION_EVICT : LATTICE_REGION_REJECT);
+    sh.r = new_region(4096, mb, evict ? LATTICE_REGION_EVICT : LATTICE_REGION_REJECT);
     sh.s = new_store(sh.r, PARTS, NULL);
     /* With eviction, a second store on the region fills it first: the
      * writers then evict its entries and their own. */
     lattice_store *filler = evict ? new_store(sh.r, 4, NULL) : NULL;
-    for (uint64_t id = 0; evict && id < 4000; id++) {
+    for (uint64_t id = 0; evict && id < (mb == 1 ? 4000 : 6000 * mb); id++) {
         char k[32];
         static uint8_t v[9100];
         lattice_store_entry e = make(&sh, id, k, v);
@@ -164,12 +167,12 @@ static void run(int evict)
         e.partition %= 4;
         ck_assert_int_eq(lattice_store_put(filler, &e, 0), LATTICE_OK);
     }
-    sh.writers_left = 2;
-    pthread_t w[2], rd[2], wk;
-    for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&w[i], NULL, writer, &sh), 0);
+    sh.writers_left = writers;
+    pthread_t w[4], rd[2], wk;
+    for (int i = 0; i < writers; i++) ck_assert_int_eq(pthread_create(&w[i], NULL, writer, &sh), 0);
     for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&rd[i], NULL, reader, &sh), 0);
     ck_assert_int_eq(pthread_create(&wk, NULL, walker, &sh), 0);
-    for (int i = 0; i < 2; i++) pthread_join(w[i], NULL);
+    for (int i = 0; i < writers; i++) pthread_join(w[i], NULL);
     for (int i = 0; i < 2; i++) pthread_join(rd[i], NULL);
     pthread_join(wk, NULL);
     ck_assert_uint_eq(sh.bad, 0);
@@ -202,10 +205,70 @@ static void run(int evict)
     rcu_unregister_thread();
 }
 
-START_TEST(readers_and_writers_at_once) { run(0); }
+START_TEST(readers_and_writers_at_once) { run(0, 64, 2); }
 END_TEST
 
-START_TEST(readers_and_writers_while_evicting) { run(1); }
+START_TEST(readers_and_writers_while_evicting) { run(1, 1, 2); }
+END_TEST
+
+/* Three writers on two lanes: a lane shared by two writers, evictions that
+ * take entries from the other lane's pages. */
+START_TEST(more_writers_than_lanes_while_evicting) { run(1, 16, 3); }
+END_TEST
+
+/* ---- memory mapped while writers run ---- */
+
+struct filler {
+    lattice_store *s;
+    lattice_region *r;
+    uint32_t partition;
+    uint64_t stored, mapped_at_full, max_pages;
+};
+
+static void *fill_region(void *arg)
+{
+    struct filler *f = arg;
+    rcu_register_thread();
+    uint8_t v[500];
+    char k[32];
+    for (uint64_t id = f->partition;; id += 2) {
+        fill_value(v, sizeof v, id, 1);
+        int kl = key_of(k, sizeof k, id);
+        lattice_store_entry e = {f->partition, k, (size_t)kl, v, sizeof v, 0, 1};
+        int st = lattice_store_put(f->s, &e, 0);
+        if (st == LATTICE_ERR_REGION_FULL) break;
+        ck_assert_int_eq(st, LATTICE_OK);
+        f->stored++;
+    }
+    lattice_region_metrics m;
+    lattice_region_metrics_get(f->r, &m);
+    f->mapped_at_full = m.pages_mapped;
+    f->max_pages = m.pages_max;
+    rcu_unregister_thread();
+    return NULL;
+}
+
+START_TEST(a_writer_is_not_refused_while_memory_is_still_being_mapped)
+{
+    /* Chunks are faulted in outside every lock, several at once.  Two writers
+     * fill an 8 MiB region (one lane) from empty: when one of them is told
+     * the region is full, every chunk must already be mapped - not still in
+     * flight for the other writer, which would make "full" a lie and (with
+     * policy evict) evict entries for room that was on its way. */
+    for (int round = 0; round < 5; round++) {
+        lattice_region *r = new_region(4096, 8, LATTICE_REGION_REJECT);
+        lattice_store *s = new_store(r, 2, NULL);
+        struct filler f[2] = {{s, r, 0, 0, 0, 0}, {s, r, 1, 0, 0, 0}};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, fill_region, &f[i]), 0);
+        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        for (int i = 0; i < 2; i++) ck_assert_uint_eq(f[i].mapped_at_full, f[i].max_pages);
+        ck_assert_uint_gt(f[0].stored + f[1].stored, 8u * 1024 * 1024 / 600);
+        ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+        lattice_store_destroy(s);
+        lattice_region_destroy(r);
+    }
+}
 END_TEST
 
 int main(void)
@@ -215,6 +278,8 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, readers_and_writers_at_once);
     tcase_add_test(tc, readers_and_writers_while_evicting);
+    tcase_add_test(tc, more_writers_than_lanes_while_evicting);
+    tcase_add_test(tc, a_writer_is_not_refused_while_memory_is_still_being_mapped);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

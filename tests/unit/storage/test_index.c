@@ -239,23 +239,42 @@ END_TEST
 
 /* ---- lanes ---- */
 
-START_TEST(lanes_hand_empty_pages_to_each_other)
+struct fill_job {
+    lattice_store *s;
+    uint32_t partition;
+    uint64_t first, n;
+};
+
+/* Puts keys first, first+2, ... into the partition until the region is full. */
+static void *fill_until_full(void *arg)
 {
-    /* 16 MiB: two lanes; partition 0 writes through lane 0, partition 1
-     * through lane 1.  Partition 0 fills the whole region; once it is
-     * emptied, partition 1 gets those pages without the region mapping
-     * anything new, and holds as many entries. */
-    lattice_region *r = new_region(4096, 16, LATTICE_REGION_REJECT);
-    lattice_store *s = new_store(r, 2, NULL);
+    struct fill_job *j = arg;
+    rcu_register_thread();
     uint8_t v[200];
     char k[32];
-    uint64_t n0 = 0, n1 = 0;
-    for (;; n0++) {
-        lattice_store_entry e = ent(k, 2 * n0, v, 200, 1, 2);
-        int st = lattice_store_put(s, &e, 0);
+    for (j->n = 0;; j->n++) {
+        lattice_store_entry e = ent(k, j->first + 2 * j->n, v, 200, 1, 2);
+        e.partition = j->partition;
+        int st = lattice_store_put(j->s, &e, 0);
         if (st == LATTICE_ERR_REGION_FULL) break;
         ck_assert_int_eq(st, LATTICE_OK);
     }
+    rcu_unregister_thread();
+    return NULL;
+}
+
+START_TEST(lanes_hand_empty_pages_to_each_other)
+{
+    /* 16 MiB: two lanes, and each writer thread writes through its own.
+     * One thread fills the whole region; once it is emptied, a second
+     * thread (the other lane) gets those pages without the region mapping
+     * anything new, and holds as many entries. */
+    lattice_region *r = new_region(4096, 16, LATTICE_REGION_REJECT);
+    lattice_store *s = new_store(r, 2, NULL);
+    struct fill_job j0 = {s, 0, 0, 0}, j1 = {s, 1, 1, 0};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, fill_until_full, &j0), 0);
+    pthread_join(th, NULL);
     lattice_region_metrics m;
     lattice_region_metrics_get(r, &m);
     uint64_t mapped = m.pages_mapped;
@@ -263,17 +282,14 @@ START_TEST(lanes_hand_empty_pages_to_each_other)
     ck_assert_int_eq(lattice_store_clear(s, 0), LATTICE_OK);
     lattice_region_metrics_get(r, &m);
     ck_assert_uint_eq(m.pages_reuse, mapped);
-    for (;; n1++) {
-        lattice_store_entry e = ent(k, 2 * n1 + 1, v, 200, 1, 2);
-        int st = lattice_store_put(s, &e, 0);
-        if (st == LATTICE_ERR_REGION_FULL) break;
-        ck_assert_int_eq(st, LATTICE_OK);
-    }
+    ck_assert_int_eq(pthread_create(&th, NULL, fill_until_full, &j1), 0);
+    pthread_join(th, NULL);
     lattice_region_metrics_get(r, &m);
     ck_assert_uint_eq(m.pages_mapped, mapped);
-    ck_assert_uint_eq(n1, n0);
+    ck_assert_uint_eq(j1.n, j0.n);
     ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
-    for (uint64_t i = 0; i < n1; i += 13) {
+    char k[32];
+    for (uint64_t i = 0; i < j1.n; i += 13) {
         int kl = key_of(k, sizeof k, 2 * i + 1);
         uint8_t b[200];
         ck_assert_int_eq(lattice_store_get(s, 1, k, (size_t)kl, b, sizeof b, NULL), LATTICE_OK);

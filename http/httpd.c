@@ -1,0 +1,220 @@
+/*
+ * httpd: the listening socket, libmicrohttpd's daemon, routing, and /health.
+ *
+ * Every page is built into an open_memstream buffer, then handed to
+ * libmicrohttpd, which frees it after sending (MHD_RESPMEM_MUST_FREE).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "http/http.h"
+#include "http_int.h"
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+
+#define MAX_EXTRA 4
+#define MAX_CONNECTIONS 64
+
+struct lattice_httpd {
+    int fd;                     /* listening socket; libmicrohttpd owns it once started */
+    int port;
+    lattice_node *node;
+    struct MHD_Daemon *mhd;
+    struct {
+        lattice_httpd_metrics_fn fn;
+        void *ctx;
+    } extra[MAX_EXTRA];
+    size_t n_extra;
+};
+
+lattice_status lattice_httpd_bind(const lattice_httpd_config *c, lattice_httpd **out)
+{
+    *out = NULL;
+    if (!c || c->port < 1 || c->port > 65535) return LATTICE_ERR_INVAL;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c->port)};
+    const char *host = c->host ? c->host : "127.0.0.1";
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+        LT_LOG(LT_ERROR, "http", "--host %s is not an IPv4 address", host);
+        return LATTICE_ERR_INVAL;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return LATTICE_ERR_IO;
+    /* SO_REUSEADDR: bind over a TIME-WAIT of a stopped node; never
+     * SO_REUSEPORT, which would let two live processes share the port. */
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 64) != 0) {
+        LT_LOG(LT_ERROR, "http", "cannot listen on %s:%d: %s%s", host, c->port, strerror(errno),
+               errno == EADDRINUSE ? " (another process serves that port; pick another --http-port)" : "");
+        close(fd);
+        return LATTICE_ERR_IO;
+    }
+    lattice_httpd *h = lt_calloc(1, sizeof *h);
+    if (!h) {
+        close(fd);
+        return LATTICE_ERR_NOMEM;
+    }
+    h->fd = fd;
+    h->port = c->port;
+    *out = h;
+    return LATTICE_OK;
+}
+
+void lattice_httpd_add_metrics(lattice_httpd *h, lattice_httpd_metrics_fn fn, void *ctx)
+{
+    if (h->n_extra == MAX_EXTRA) return;
+    h->extra[h->n_extra].fn = fn;
+    h->extra[h->n_extra].ctx = ctx;
+    h->n_extra++;
+}
+
+/* The node serves when it is a member of a topology it sees, holds quorum,
+ * and every partition of every cache has a serving (OWNING) copy. */
+int http_health(lattice_node *n, FILE *out)
+{
+    lattice_topology *t = lattice_node_topology(n);
+    if (!t) {
+        /* A refusal (secret, cluster name, protocol) is the likely reason:
+         * wait_joined names it once peers refused for a second. */
+        lattice_status why = lattice_node_wait_joined(n, 1);
+        if (why == LATTICE_ERR_AUTH || why == LATTICE_ERR_CLUSTER || why == LATTICE_ERR_PROTO)
+            fprintf(out, "not in a grid: joins refused: %s\n", lattice_strerror(why));
+        else
+            fputs("not in a grid yet: still joining\n", out);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    char self[64];
+    lattice_node_id(n, self, sizeof self);
+    bool member = lattice_topology_find(t, self) != NULL;
+    lattice_topology_release(t);
+    if (!member) {
+        fputs("not a member of the current topology: rejoining\n", out);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    /* A server cut off from the majority of the baseline refuses every
+     * operation (NO_QUORUM): it does not serve. */
+    lattice_quorum q;
+    lattice_node_quorum(n, &q);
+    if (!q.has_quorum) {
+        fprintf(out, "no quorum: %zu of %zu baseline servers reachable\n", q.reachable, q.baseline);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    lattice_cache_info *ci = NULL;
+    size_t nc = 0;
+    lattice_status st = lattice_caches_info(n, &ci, &nc);
+    if (st != LATTICE_OK) {
+        fprintf(out, "cannot read the caches: %s\n", lattice_strerror(st));
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    int code = MHD_HTTP_OK;
+    for (size_t i = 0; i < nc; i++) {
+        lattice_partitions_info *p = NULL;
+        if (lattice_cache_partitions(n, ci[i].name, &p) != LATTICE_OK) continue; /* destroyed meanwhile */
+        uint32_t lost = 0;
+        for (uint32_t k = 0; k < p->partitions; k++)
+            lost += p->n_owners[k] == 0 || strcmp(p->owners[(size_t)k * p->max_owners].state, "OWNING") != 0;
+        if (lost) {
+            fprintf(out, "cache %s: %u of %u partitions have no serving copy\n", ci[i].name, lost, p->partitions);
+            code = MHD_HTTP_SERVICE_UNAVAILABLE;
+        }
+        lattice_partitions_info_free(p);
+    }
+    lattice_caches_info_free(ci, nc);
+    if (code == MHD_HTTP_OK) fputs("ok\n", out);
+    return code;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, int code, const char *type, char *body, size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)code, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_len, void **state)
+{
+    (void)version;
+    (void)upload;
+    lattice_httpd *h = cls;
+    /* libmicrohttpd calls twice: first with the headers only. */
+    if (!*state) {
+        *state = h;
+        return MHD_YES;
+    }
+    if (*upload_len) {
+        *upload_len = 0; /* every page is a GET: a body is read and ignored */
+        return MHD_YES;
+    }
+    char *body = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&body, &len);
+    if (!out) return MHD_NO;
+    int code;
+    const char *type = "text/plain; charset=utf-8";
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if (!get) {
+        fprintf(out, "%s is not served: every page is a GET\n", method);
+        code = MHD_HTTP_METHOD_NOT_ALLOWED;
+    } else if (!strcmp(url, "/metrics")) {
+        code = http_metrics(h->node, out);
+        for (size_t i = 0; i < h->n_extra; i++) h->extra[i].fn(h->extra[i].ctx, out);
+        type = "text/plain; version=0.0.4; charset=utf-8";
+    } else if (!strcmp(url, "/health")) {
+        code = http_health(h->node, out);
+    } else if (!strcmp(url, "/topology")) {
+        code = http_topology(h->node, out);
+        type = "application/json";
+    } else if (!strcmp(url, "/caches")) {
+        code = http_caches(h->node, out);
+        type = "application/json";
+    } else {
+        fprintf(out, "no page %s: try /metrics, /health, /topology or /caches\n", url);
+        code = MHD_HTTP_NOT_FOUND;
+    }
+    fclose(out);
+    return reply(c, code, type, body, len);
+}
+
+lattice_status lattice_httpd_start(lattice_httpd *h, lattice_node *n)
+{
+    h->node = n;
+    h->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG, 0,
+                              NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)h->fd,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                              (unsigned)30, MHD_OPTION_END);
+    if (!h->mhd) {
+        LT_LOG(LT_ERROR, "http", "cannot start serving port %d", h->port);
+        return LATTICE_ERR_IO;
+    }
+    h->fd = -1; /* closed by MHD_stop_daemon from now on */
+    LT_LOG(LT_INFO, "http", "serving /metrics /health /topology /caches on port %d", h->port);
+    return LATTICE_OK;
+}
+
+void lattice_httpd_stop(lattice_httpd *h)
+{
+    if (!h || !h->mhd) return;
+    MHD_stop_daemon(h->mhd);
+    h->mhd = NULL;
+}
+
+void lattice_httpd_destroy(lattice_httpd *h)
+{
+    if (!h) return;
+    lattice_httpd_stop(h);
+    if (h->fd >= 0) close(h->fd);
+    lt_free(h);
+}

@@ -1,0 +1,231 @@
+/*
+ * salvage: the copies a node keeps when it rejoins under a new id (data
+ * thread).
+ *
+ * A node that rejoins as a new one normally starts empty: what it held may
+ * be stale (the grid served its partitions meanwhile), and keys removed
+ * since must not come back through it.  One case is different: a partition
+ * whose every serving owner left in one topology change - two servers of a
+ * backups=1 cache cut off together - had no live copy on the side that
+ * carried on, so nobody wrote it there, and the cut-off owners' copies hold
+ * all its acknowledged writes.  Dropping them would lose those writes.
+ *
+ * So forget_data() hands the old incarnation's stores here instead of
+ * freeing them.  The coordinator recorded each such partition with the node
+ * ids of the owners it had just before (lattice_meta_lost); this node
+ * reports, in every base check, the kept copies of the partitions whose
+ * record names its old id, with their update counters.  Once every owner a
+ * record names has reported, the coordinator picks the copy with the highest
+ * counter (they differ only by writes no client saw acknowledged) and names
+ * its holder the restorer; the restorer moves that copy into its new store,
+ * and from there the rebalance loads the partition into its other owners
+ * (the planner sees the restorer's copy as the one OWNING copy).  The next
+ * base switch ends the record.  A copy no record names is freed at the first
+ * metadata this node applies; one a record names is kept until the record
+ * ends (its restorer may leave and another be picked).
+ *
+ * A node keeps one set of copies: a second rejoin before they were used
+ * keeps the first set (the incarnation in between held nothing of them).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "ops_int.h"
+
+struct salvage_cache {
+    lattice_cache_config cfg;
+    lattice_store *store;
+    uint64_t *counter;
+    uint8_t *held; /* per partition: still kept */
+};
+
+static void cache_drop(salvage_cache *s)
+{
+    if (s->store) lattice_store_destroy(s->store);
+    lt_free(s->counter);
+    lt_free(s->held);
+    memset(s, 0, sizeof *s);
+}
+
+void salvage_free(lattice_ops *d)
+{
+    for (size_t i = 0; i < d->n_salvage; i++) cache_drop(&d->salvage[i]);
+    lt_free(d->salvage);
+    d->salvage = NULL;
+    d->n_salvage = 0;
+    d->salvage_id[0] = 0;
+}
+
+void salvage_keep(lattice_ops *d, lattice_meta *old)
+{
+    if (d->n_salvage) return; /* the first set is the one that held data */
+    size_t n = lattice_meta_cache_count(old);
+    d->salvage = lt_calloc(n ? n : 1, sizeof *d->salvage);
+    if (!d->salvage) return;
+    for (size_t i = 0; i < n; i++) {
+        lattice_meta_cache *c = lattice_meta_cache_at(old, i);
+        uint8_t *held = lt_malloc(c->cfg.partitions);
+        if (!c->store || !c->counter || !held) {
+            lt_free(held);
+            continue;
+        }
+        memset(held, 1, c->cfg.partitions);
+        salvage_cache *s = &d->salvage[d->n_salvage++];
+        s->cfg = c->cfg;
+        s->store = c->store;
+        s->counter = c->counter;
+        s->held = held;
+        /* The meta frees the cache without them; the eviction hook named it. */
+        lattice_store_set_evict_hook(s->store, NULL);
+        c->store = NULL;
+        c->counter = NULL;
+    }
+    snprintf(d->salvage_id, sizeof d->salvage_id, "%s", d->self_id);
+}
+
+/* The kept cache matching c (same name and config), or NULL. */
+static salvage_cache *of(lattice_ops *d, const lattice_meta_cache *c)
+{
+    for (size_t i = 0; i < d->n_salvage; i++)
+        if (d->salvage[i].store && lattice_cache_config_equal(&d->salvage[i].cfg, &c->cfg)) return &d->salvage[i];
+    return NULL;
+}
+
+/* Whether the kept copy of p is one a record asks for. */
+static bool wanted(const lattice_ops *d, const lattice_meta_cache *c, const salvage_cache *s, uint32_t p)
+{
+    const lattice_meta_lost *l = lattice_meta_lost_of(c, p);
+    return s->held[p] && l && lattice_meta_lost_names(l, d->salvage_id);
+}
+
+void salvage_prune(lattice_ops *d)
+{
+    if (!d->n_salvage || !lattice_meta_valid(d->meta)) return;
+    size_t kept_caches = 0;
+    for (size_t i = 0; i < d->n_salvage; i++) {
+        salvage_cache *s = &d->salvage[i];
+        if (!s->store) continue;
+        lattice_meta_cache *c = lattice_meta_cache_of(d->meta, s->cfg.name);
+        bool any = false;
+        for (uint32_t p = 0; c && lattice_cache_config_equal(&c->cfg, &s->cfg) && p < s->cfg.partitions; p++) {
+            if (!s->held[p]) continue;
+            if (wanted(d, c, s, p)) {
+                any = true;
+                continue;
+            }
+            s->held[p] = 0;
+            lattice_store_clear(s->store, p);
+        }
+        if (any) {
+            kept_caches++;
+            continue;
+        }
+        LT_LOG(LT_INFO, "data", "cache %s: the copies kept from incarnation %s are not needed; freed", s->cfg.name,
+               d->salvage_id);
+        cache_drop(s);
+    }
+    if (!kept_caches) salvage_free(d);
+}
+
+size_t salvage_report(lattice_ops *d, const lattice_meta_cache *c, uint32_t *parts, uint64_t *counters,
+                      uint64_t *entries, size_t max)
+{
+    salvage_cache *s = of(d, c);
+    size_t n = 0;
+    for (size_t i = 0; s && i < c->n_lost && n < max; i++) {
+        uint32_t p = c->lost[i].partition;
+        if (p >= s->cfg.partitions || !wanted(d, c, s, p)) continue;
+        /* Only an owner-to-be restores (it keeps the copy after the switch). */
+        lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1];
+        size_t nm = lattice_meta_moving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
+        bool mine = false;
+        for (size_t k = 0; k < nm && !mine; k++) mine = own[k]->self;
+        if (!mine) continue;
+        parts[n] = p;
+        counters[n] = s->counter[p];
+        entries[n] = lattice_store_count(s->store, p);
+        n++;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------- restore */
+
+typedef struct copy_buf {
+    lattice_store_entry *e;
+    size_t n, cap;
+    bool failed;
+} copy_buf;
+
+static int collect(void *arg, const lattice_store_item *it)
+{
+    copy_buf *b = arg;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        lattice_store_entry *x = lt_realloc(b->e, cap * sizeof *x);
+        if (!x) {
+            b->failed = true;
+            return 1;
+        }
+        b->e = x;
+        b->cap = cap;
+    }
+    void *k = lt_malloc(it->key_len), *v = lt_malloc(it->value_len ? it->value_len : 1);
+    if (!k || !v) {
+        lt_free(k);
+        lt_free(v);
+        b->failed = true;
+        return 1;
+    }
+    memcpy(k, it->key, it->key_len);
+    memcpy(v, it->value, it->value_len);
+    b->e[b->n++] = (lattice_store_entry){it->partition, k, it->key_len, v, it->value_len, it->expire_ms, it->version};
+    return 0;
+}
+
+static void buf_clear(copy_buf *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        lt_free((void *)b->e[i].key);
+        lt_free((void *)b->e[i].value);
+    }
+    b->n = 0;
+}
+
+bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, uint64_t *entries)
+{
+    salvage_cache *s = of(d, c);
+    if (!s || !c->store || p >= s->cfg.partitions || !wanted(d, c, s, p)) return false;
+    /* Copied in slices: entries are read out of the kept store (whose
+     * pointers live only in the walk's callback) and written into the new
+     * one outside it.  The kept copy is left whole until the end, so a
+     * failure (a full region) leaves nothing half-moved: the new store's
+     * partition is cleared and the record stays for another try. */
+    lattice_store_clear(c->store, p);
+    lattice_store_cursor *cur = NULL;
+    copy_buf b = {0};
+    int st = lattice_store_cursor_open(s->store, p, &cur);
+    uint64_t moved = 0;
+    for (int done = 0; st == LATTICE_OK && !done;) {
+        st = lattice_store_cursor_next(cur, 256, 1u << 20, collect, &b, &done);
+        if (b.failed) st = LATTICE_ERR_NOMEM;
+        for (size_t i = 0; st == LATTICE_OK && i < b.n; i++) st = lattice_store_put(c->store, &b.e[i], 0);
+        moved += b.n;
+        buf_clear(&b);
+    }
+    if (cur) lattice_store_cursor_close(cur);
+    lt_free(b.e);
+    if (st != LATTICE_OK) {
+        lattice_store_clear(c->store, p);
+        LT_LOG(LT_WARN, "data", "cache %s: partition %u: cannot restore the copy of incarnation %s: %s", c->cfg.name,
+               p, d->salvage_id, lattice_strerror(st));
+        return false;
+    }
+    c->counter[p] = s->counter[p];
+    s->held[p] = 0;
+    lattice_store_clear(s->store, p);
+    *entries += moved;
+    return true;
+}
