@@ -1,17 +1,30 @@
 // ioredis's and node-redis's cluster clients (npm, tests/clients/package.json)
-// driven line by line by tests/integration/it_resp_clients.c, with the same
+// driven line by line by tests/integration/it_resp_cluster.c, with the same
 // commands as cluster_py.py:
 //
-//   node cluster_node.js ioredis|node-redis PORT
-//   write PREFIX N | read PREFIX N | multi PREFIX | quit
+//   node cluster_node.js ioredis|node-redis PORT...   (every node's RESP port)
+//   write PREFIX N | read PREFIX N | quit
 //
 // Reads go to replicas (ioredis scaleReads: "slave", node-redis useReplicas),
-// which makes both clients send READONLY.  Every command is retried on errors
-// for up to 60 s (a killed node is being replaced meanwhile).
+// which makes both clients send READONLY.  Every command is retried for up
+// to 60 s (a killed node is being replaced meanwhile).  Each answer line
+// ends with the number of retries it took, for the test's log.
+//
+// What an application must do itself, and so this driver does:
+// - node-redis 4.7 re-reads the slot map only on MOVED/ASK, never on a
+//   connection error, and queues every command for a dead node until it
+//   comes back (its offline queue).  So the driver turns the queue off
+//   (such a command fails at once) and, on any error that is not a Redis
+//   error reply, replaces the client by a new one from the root nodes.
+// - A command given up on (its timeout, or its client replaced) may still be
+//   executed later: node-redis sends what it had queued when the node comes
+//   back.  Each key is only ever set to one value here, so a late duplicate
+//   SET cannot change what a read sees; a GET answered late is ignored.
 "use strict";
 const readline = require("readline");
 
-const [kind, port] = [process.argv[2], Number(process.argv[3])];
+const kind = process.argv[2];
+const ports = process.argv.slice(3).map(Number);
 
 function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 
@@ -21,71 +34,78 @@ function withTimeout(p, ms) {
     .finally(() => clearTimeout(t));
 }
 
-async function retry(fn) {
+function ioredis() {
+  const { Cluster } = require("ioredis");
+  const c = new Cluster(ports.map((port) => ({ host: "127.0.0.1", port })), { scaleReads: "slave", commandTimeout: 5000 });
+  return { c, replace: async () => {}, isReply: () => true };
+}
+
+// node-redis: a client whose connect() failed cannot connect again, so a new
+// one per try.
+async function nodeRedisConnect() {
+  const { createCluster } = require("redis");
+  for (;;) {
+    const x = createCluster({
+      rootNodes: ports.map((port) => ({ url: `redis://127.0.0.1:${port}` })),
+      useReplicas: true,
+      defaults: { disableOfflineQueue: true, socket: { connectTimeout: 2000 } },
+    });
+    x.on("error", () => {});
+    try {
+      await withTimeout(x.connect(), 5000);
+      return x;
+    } catch (e) {
+      x.disconnect().catch(() => {});
+      await sleep(100);
+    }
+  }
+}
+
+async function nodeRedis() {
+  const { ErrorReply } = require("redis");
+  const h = { c: await nodeRedisConnect(), isReply: (e) => e instanceof ErrorReply };
+  h.replace = async () => {
+    const old = h.c;
+    h.c = await nodeRedisConnect();
+    old.disconnect().catch(() => {});
+  };
+  return h;
+}
+
+let retries = 0;
+
+async function retry(h, fn) {
   const deadline = Date.now() + 60000;
   for (;;) {
     try {
-      return await withTimeout(fn(), 5000);
+      return await withTimeout(fn(h.c), 5000);
     } catch (e) {
       if (Date.now() > deadline) throw new Error("gave up: " + e.message);
-      await sleep(50);
+      retries++;
+      if (!h.isReply(e)) await h.replace();
+      else await sleep(50); // CLUSTERDOWN, TRYAGAIN: the grid is switching
     }
   }
-}
-
-async function connect() {
-  if (kind === "ioredis") {
-    const { Cluster } = require("ioredis");
-    const c = new Cluster([{ host: "127.0.0.1", port }], { scaleReads: "slave", commandTimeout: 5000 });
-    await retry(() => c.ping());
-    return {
-      set: (k, v) => c.set(k, v),
-      get: (k) => c.get(k),
-      multi: (tag) => c.multi().incr(tag + "a").set(tag + "b", "x").get(tag + "a").exec()
-        .then((rs) => rs.map(([err, v]) => (err ? "ERR" : String(v)))),
-      quit: () => c.quit(),
-    };
-  }
-  const { createCluster } = require("redis");
-  // A client whose connect() failed cannot connect again: a new one per try.
-  const c = await retry(async () => {
-    const x = createCluster({ rootNodes: [{ url: `redis://127.0.0.1:${port}` }], useReplicas: true });
-    x.on("error", () => {});
-    try {
-      await withTimeout(x.connect(), 4000);
-    } catch (e) {
-      x.disconnect().catch(() => {});
-      throw e;
-    }
-    return x;
-  });
-  return {
-    set: (k, v) => c.set(k, v),
-    get: (k) => c.get(k),
-    multi: (tag) => c.multi().incr(tag + "a").set(tag + "b", "x").get(tag + "a").exec()
-      .then((rs) => rs.map(String)),
-    quit: () => c.quit(),
-  };
 }
 
 async function main() {
-  const c = await connect();
+  const h = kind === "ioredis" ? ioredis() : await nodeRedis();
+  await retry(h, (c) => (kind === "ioredis" ? c.ping() : c.get("warmup")));
   const rl = readline.createInterface({ input: process.stdin });
   for await (const line of rl) {
     const w = line.trim().split(/\s+/);
     let out;
+    retries = 0;
     try {
       if (w[0] === "write") {
-        for (let i = 0; i < Number(w[2]); i++) await retry(() => c.set(`${w[1]}${i}`, `${w[1]}-v${i}`));
+        for (let i = 0; i < Number(w[2]); i++) await retry(h, (c) => c.set(`${w[1]}${i}`, `${w[1]}-v${i}`));
         out = "ok";
       } else if (w[0] === "read") {
         out = "ok";
         for (let i = 0; i < Number(w[2]); i++) {
-          const got = await retry(() => c.get(`${w[1]}${i}`));
+          const got = await retry(h, (c) => c.get(`${w[1]}${i}`));
           if (got !== `${w[1]}-v${i}`) { out = `bad ${w[1]}${i} ${got}`; break; }
         }
-      } else if (w[0] === "multi") {
-        out = "ok " + (await retry(() => c.multi(`{${w[1]}}`))).join(" ");
       } else if (w[0] === "quit") {
         break;
       } else {
@@ -94,9 +114,9 @@ async function main() {
     } catch (e) {
       out = "error " + e.message;
     }
-    process.stdout.write(String(out).replace(/\n/g, " ") + "\n");
+    process.stdout.write(`${String(out).replace(/\n/g, " ")} (${retries} retries)\n`);
   }
-  try { await withTimeout(c.quit(), 2000); } catch (e) { /* closing anyway */ }
+  try { await withTimeout(h.c.quit(), 2000); } catch (e) { /* closing anyway */ }
   process.exit(0);
 }
 
