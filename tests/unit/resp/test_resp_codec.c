@@ -695,7 +695,7 @@ START_TEST(command_table_reply_is_well_formed_in_both_protocols)
         free(buf);
         lattice_resp_out_free(o);
     }
-    ck_assert_uint_eq(lattice_resp_cmd_top_count(), 49);
+    ck_assert_uint_eq(lattice_resp_cmd_top_count(), 51);
 }
 END_TEST
 
