@@ -63,6 +63,8 @@ static const struct lattice_resp_cmd client_subs[] = {
      {"noscript loading stale", "@slow @connection", "nondeterministic_output", "", ""}},
     {"client|no-evict", LATTICE_RESP_CMD_CLIENT_NO_EVICT, 3, AD, 0, 0, 0, NULL, 0,
      {"admin noscript loading stale", "@admin @slow @dangerous @connection", "", "", ""}},
+    {"client|reply", LATTICE_RESP_CMD_CLIENT_REPLY, 3, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "", "", ""}},
 };
 
 static const struct lattice_resp_cmd cluster_subs[] = {

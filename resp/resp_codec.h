@@ -146,6 +146,9 @@ size_t lattice_resp_out_pending(const lattice_resp_out *o);
  * the limit and calling lattice_resp_out_clear_overflow. */
 int lattice_resp_out_overflowed(const lattice_resp_out *o);
 void lattice_resp_out_clear_overflow(lattice_resp_out *o);
+/* While muted (Redis's CLIENT REPLY OFF / SKIP), every appender returns
+ * LATTICE_OK and appends nothing. */
+void lattice_resp_out_set_muted(lattice_resp_out *o, int muted);
 /* Fill up to max iovecs with the pending bytes, oldest first; returns the
  * count.  Valid until the next append or consume. */
 int lattice_resp_out_iov(const lattice_resp_out *o, struct iovec *iov, int max);
@@ -211,7 +214,7 @@ typedef enum lattice_resp_cmd_id {
     LATTICE_RESP_CMD_COMMAND_DOCS, LATTICE_RESP_CMD_COMMAND_LIST, LATTICE_RESP_CMD_COMMAND_GETKEYS,
     LATTICE_RESP_CMD_CLIENT, LATTICE_RESP_CMD_CLIENT_SETNAME, LATTICE_RESP_CMD_CLIENT_GETNAME,
     LATTICE_RESP_CMD_CLIENT_SETINFO, LATTICE_RESP_CMD_CLIENT_ID, LATTICE_RESP_CMD_CLIENT_INFO,
-    LATTICE_RESP_CMD_CLIENT_NO_EVICT,
+    LATTICE_RESP_CMD_CLIENT_NO_EVICT, LATTICE_RESP_CMD_CLIENT_REPLY,
     LATTICE_RESP_CMD_CLUSTER, LATTICE_RESP_CMD_CLUSTER_INFO, LATTICE_RESP_CMD_CLUSTER_SLOTS,
     LATTICE_RESP_CMD_CLUSTER_SHARDS, LATTICE_RESP_CMD_CLUSTER_NODES,
     LATTICE_RESP_CMD_CLUSTER_KEYSLOT, LATTICE_RESP_CMD_CLUSTER_MYID,

@@ -427,10 +427,20 @@ static void process(lattice_respd *r, conn *c)
             }
             b->r = r;
         }
+        /* CLIENT REPLY: a reply written now, or an entry replied later,
+         * is dropped when the connection was off or skipping as the
+         * command ran (Redis's resetClient order: skip lasts one command). */
+        bool mute = c->reply_off || c->reply_skip;
+        size_t ents_before = b->n_ents;
+        lattice_resp_out_set_muted(c->out, mute);
         cmd_outcome oc = respd_command(r, c, b, &cmd);
+        lattice_resp_out_set_muted(c->out, 0);
         if (oc != CMD_DEFER) {
             c->roff += used;
             atomic_fetch_add(&r->total_cmds, 1);
+            for (size_t i = ents_before; i < b->n_ents; i++) b->ents[i].mute = mute;
+            c->reply_skip = c->reply_skip_next;
+            c->reply_skip_next = false;
         }
         if (oc == CMD_DEFER || b->n_ents >= BATCH_MAX_CMDS) {
             if (b->n_ops) break; /* the rest is parsed again after the batch */

@@ -459,7 +459,9 @@ void respd_batch_replies(lattice_respd *r, conn *c, batch *b)
 {
     uint64_t took = respd_now_us() - b->start_us;
     for (size_t i = 0; i < b->n_ents; i++) {
+        lattice_resp_out_set_muted(c->out, b->ents[i].mute);
         entry_reply(c->out, b, &b->ents[i]);
+        lattice_resp_out_set_muted(c->out, 0);
         uint16_t id = b->ents[i].cmd;
         if (id != ENT_ERROR && id < LATTICE_RESP_CMD_ID_COUNT_) atomic_fetch_add(&r->cmd_usec[id], took);
     }
@@ -556,6 +558,7 @@ static void cmd_help(conn *c, const lattice_resp_arg *parent)
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GETNAME", "    Return the name of the current connection.",
         "ID", "    Return the ID of the current connection.", "INFO", "    Return information about the current client connection.",
         "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
+        "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
         "SETINFO <option> <value>", "    Set client meta attr. Options are LIB-NAME and LIB-VER.", "SETNAME <name>",
         "    Assign the name <name> to the current connection.", "HELP", "    Print this help.", NULL};
     static const char *const cluster_help[] = {
@@ -694,6 +697,19 @@ static void cmd_client(lattice_respd *r, conn *c, lattice_resp_cmd_id id, const 
         lattice_resp_add_simple(o, "OK", 2);
         return;
     case LATTICE_RESP_CMD_CLIENT_ID: lattice_resp_add_int(o, c->id); return;
+    case LATTICE_RESP_CMD_CLIENT_REPLY: /* Redis's CLIENT REPLY: ON answers, OFF and SKIP cannot */
+        if (eq(&argv[2], "on")) {
+            c->reply_off = c->reply_skip = false;
+            lattice_resp_out_set_muted(o, 0);
+            lattice_resp_add_simple(o, "OK", 2);
+        } else if (eq(&argv[2], "off")) {
+            c->reply_off = true;
+        } else if (eq(&argv[2], "skip")) {
+            if (!c->reply_off) c->reply_skip_next = true;
+        } else {
+            lattice_resp_add_error(o, LATTICE_RESP_ERR_SYNTAX, strlen(LATTICE_RESP_ERR_SYNTAX));
+        }
+        return;
     case LATTICE_RESP_CMD_CLIENT_NO_EVICT:
         /* No client is ever evicted here (no maxmemory-clients): on/off are both true. */
         if (eq(&argv[2], "on") || eq(&argv[2], "off")) lattice_resp_add_simple(o, "OK", 2);
@@ -890,7 +906,8 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
     case LATTICE_RESP_CMD_CLIENT_SETINFO:
     case LATTICE_RESP_CMD_CLIENT_ID:
     case LATTICE_RESP_CMD_CLIENT_INFO:
-    case LATTICE_RESP_CMD_CLIENT_NO_EVICT: cmd_client(r, c, id, argv); break;
+    case LATTICE_RESP_CMD_CLIENT_NO_EVICT:
+    case LATTICE_RESP_CMD_CLIENT_REPLY: cmd_client(r, c, id, argv); break;
     case LATTICE_RESP_CMD_READONLY:
     case LATTICE_RESP_CMD_READWRITE:
     case LATTICE_RESP_CMD_ASKING: cmd_cluster_mode(c); break;

@@ -48,6 +48,9 @@ typedef struct conn {
     bool want_out;                    /* EPOLLOUT armed */
     uint8_t aware;                    /* AWARE_* */
     uint8_t n_seen;                   /* AWARE_LEARNING: distinct slots in seen[] */
+    /* CLIENT REPLY: off drops every reply; skip drops the current command's,
+     * skip_next (CLIENT REPLY SKIP) becomes skip for the next command. */
+    bool reply_off, reply_skip, reply_skip_next;
     uint16_t seen[AWARE_SLOTS];
     long long id;
     uint64_t last_ms;
@@ -60,6 +63,7 @@ typedef struct conn {
 typedef struct ent {
     uint16_t cmd;                     /* lattice_resp_cmd_id */
     uint16_t sflags;                  /* SET/EXPIRE option flags */
+    bool mute;                        /* sent under CLIENT REPLY OFF/SKIP: no reply */
     uint32_t first, n;                /* ops [first, first+n) */
     int64_t when_ms;                  /* conditional EXPIRE: the new deadline; ranges: start */
     int64_t arg2;                     /* ranges: end; GETBIT: the offset */

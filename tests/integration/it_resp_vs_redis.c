@@ -76,6 +76,24 @@ static size_t ask(int fd, const char *line, char *out, size_t cap)
     return len;
 }
 
+/* A pipeline sent in one write, its replies read until the final ECHO's:
+ * for commands that answer nothing (CLIENT REPLY OFF/SKIP). */
+static size_t ask_pipeline(int fd, const char *block, char *out, size_t cap)
+{
+    static const char tail[] = "ECHO end-marker\r\n", marker[] = "$10\r\nend-marker\r\n";
+    size_t n = strlen(block);
+    ck_assert_int_eq(write(fd, block, n), (ssize_t)n);
+    ck_assert_int_eq(write(fd, tail, sizeof tail - 1), (ssize_t)(sizeof tail - 1));
+    size_t len = 0;
+    while (len < sizeof marker - 1 || memcmp(out + len - (sizeof marker - 1), marker, sizeof marker - 1)) {
+        ssize_t k = read(fd, out + len, cap - len - 1);
+        ck_assert_msg(k > 0, "no end to the pipeline's replies");
+        len += (size_t)k;
+    }
+    out[len] = 0;
+    return len;
+}
+
 static const char *const script[] = {
     /* SETEX / PSETEX / SETNX / GETSET */
     "SET s1 hello", "SETEX s2 100 v", "TTL s2", "GET s2", "SETEX s2 0 v", "SETEX s2 -5 v", "SETEX s2 x v",
@@ -184,6 +202,16 @@ START_TEST(strings_and_keys)
         ck_assert_msg(nw == ng && !memcmp(want, got, nw), "'%s': redis-server answered\n%s\nlattice answered\n%s",
                       script[i], want, got);
     }
+    /* CLIENT REPLY: what is dropped, key commands (answered later) and
+     * others mixed in one pipeline. */
+    static const char reply_block[] =
+        "CLIENT REPLY OFF\r\nSET a 1\r\nGET a\r\nBOGUS\r\nCLIENT REPLY SKIP\r\nCLIENT REPLY ON\r\nGET a\r\n"
+        "CLIENT REPLY SKIP\r\nGET a\r\nGET a\r\nCLIENT REPLY SKIP\r\nCLIENT REPLY SKIP\r\nINCR a\r\nINCR a\r\n"
+        "CLIENT REPLY bogus\r\nCLIENT REPLY\r\nCLIENT REPLY OFF\r\nCLIENT REPLY SKIP\r\nPING\r\nCLIENT REPLY ON\r\n"
+        "CLIENT REPLY SKIP\r\nMSET b 1 c 2\r\nMGET b c\r\nCLIENT REPLY SKIP\r\nPING\r\nDEL a b c\r\n";
+    size_t nw = ask_pipeline(rfd, reply_block, want, sizeof want);
+    size_t ng = ask_pipeline(lfd, reply_block, got, sizeof got);
+    ck_assert_msg(nw == ng && !memcmp(want, got, nw), "CLIENT REPLY: redis-server answered\n%s\nlattice answered\n%s", want, got);
     /* CLIENT INFO: Redis 7.0's fields, in its order (the values differ). */
     ask(rfd, "CLIENT INFO", want, sizeof want);
     ask(lfd, "CLIENT INFO", got, sizeof got);
