@@ -2,7 +2,7 @@
 // driven line by line by tests/integration/it_resp_cluster.c, with the same
 // commands as cluster_py.py:
 //
-//   node cluster_node.js ioredis|node-redis PORT...   (every node's RESP port)
+//   node cluster_node.js ioredis|node-redis PORT...   (the RESP ports to start from)
 //   write PREFIX N | read PREFIX N | quit
 //
 // Reads go to replicas (ioredis scaleReads: "slave", node-redis useReplicas),
