@@ -72,4 +72,17 @@ void lt_frame_free(ProtobufCMessage *m);
 lattice_status lt_frame_pack(const ProtobufCMessage *m, const uint8_t *key, uint8_t **buf, size_t *len,
                              uint8_t mac[LT_FRAME_MAC_BYTES]);
 
+/* 64-bit FNV-1a: the project's one small-key hash (key shards of the
+ * clean-read and dedup tables, the live-server view, node-id hashes).
+ * Stable: nodes compare values of it, so it never changes between builds.
+ * lt_fnv1a_add continues a hash (start from LT_FNV1A_BASIS). */
+#define LT_FNV1A_BASIS UINT64_C(0xcbf29ce484222325)
+static inline uint64_t lt_fnv1a_add(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
+static inline uint64_t lt_fnv1a(const void *p, size_t n) { return lt_fnv1a_add(LT_FNV1A_BASIS, p, n); }
+
 #endif

@@ -1,6 +1,9 @@
 /*
- * Attaching to the grid: as a client node (commands that read or write
- * caches), or by inspection (top: no join, the topology version stays).
+ * Attaching to the grid: as a client node (commands that write: get/put/
+ * del, cache, bench, baseline changes), or by inspection (top, caches,
+ * partitions, rebalance, verify, baseline show: no join, so the topology
+ * version stays where it is).  With a multicast finder there is no address
+ * to inspect, and those commands attach as a client node instead.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -55,6 +58,77 @@ lattice_node *cli_attach(cli_globals *g)
         return NULL;
     }
     return n;
+}
+
+int cli_source_open(cli_globals *g, const char *what, cli_source *s)
+{
+    memset(s, 0, sizeof *s);
+    lattice_status st = lattice_inspect(&g->node, g->timeout_ms, &s->x);
+    if (st == LATTICE_OK) {
+        s->t = lattice_inspection_topology(s->x);
+        return 0;
+    }
+    if (st != LATTICE_ERR_UNSUPPORTED) {
+        cli_explain(g, what, st);
+        return 1;
+    }
+    s->n = cli_attach(g);
+    if (!s->n) return 1;
+    s->t = s->held = lattice_node_topology(s->n);
+    if (!s->t) {
+        fprintf(stderr, "lattice %s: lost the grid while reading it\n", what);
+        cli_source_close(s);
+        return 1;
+    }
+    return 0;
+}
+
+int cli_source_refresh(cli_globals *g, const char *what, cli_source *s)
+{
+    if (s->n) {
+        lattice_topology *t = lattice_node_topology(s->n);
+        if (!t) return 0; /* between views: keep the last one */
+        lattice_topology_release(s->held);
+        s->t = s->held = t;
+        return 0;
+    }
+    lattice_inspection *x = NULL;
+    lattice_status st = lattice_inspect(&g->node, g->timeout_ms, &x);
+    if (st != LATTICE_OK) {
+        cli_explain(g, what, st);
+        return 1;
+    }
+    lattice_inspection_free(s->x);
+    s->x = x;
+    s->t = lattice_inspection_topology(x);
+    return 0;
+}
+
+void cli_source_close(cli_source *s)
+{
+    lattice_inspection_free(s->x);
+    if (s->held) lattice_topology_release(s->held);
+    if (s->n) lattice_node_stop(s->n);
+    memset(s, 0, sizeof *s);
+}
+
+lattice_status cli_source_caches(const cli_globals *g, cli_source *s, lattice_cache_info **ci, size_t *nc)
+{
+    return s->x ? lattice_inspect_caches_info(&g->node, s->x, g->timeout_ms, ci, nc) : lattice_caches_info(s->n, ci, nc);
+}
+
+lattice_status cli_source_partitions(const cli_globals *g, cli_source *s, const char *cache,
+                                     lattice_partitions_info **pi)
+{
+    return s->x ? lattice_inspect_partitions(&g->node, s->x, cache, g->timeout_ms, pi)
+                : lattice_cache_partitions(s->n, cache, pi);
+}
+
+lattice_status cli_source_digests(const cli_globals *g, cli_source *s, const char *cache,
+                                  lattice_partition_digest **pd, size_t *nd)
+{
+    return s->x ? lattice_inspect_digests(&g->node, s->x, cache, g->timeout_ms, pd, nd)
+                : lattice_cache_digests(s->n, cache, pd, nd);
 }
 
 /* The local address the kernel would use to reach the first finder's host:

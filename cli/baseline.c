@@ -114,32 +114,37 @@ int cli_baseline(cli_globals *g, int argc, char **argv)
     }
     if (op && argc <= first) return usage(stderr);
     if (!op && argc > 2) return usage(stderr);
-    lattice_node *n = cli_attach(g);
+    if (!op) { /* show: the topology an inspection gives carries the baseline */
+        cli_source src;
+        if (cli_source_open(g, "baseline", &src)) return 1;
+        show(src.t, g->json);
+        fflush(stdout);
+        cli_source_close(&src);
+        return 0;
+    }
+    lattice_node *n = cli_attach(g); /* a change: the coordinator answers members */
     if (!n) return 1;
     int rc = 0;
     uint64_t version = 0;
-    if (op) {
-        char why[256];
-        lattice_status st = lattice_node_baseline_change(n, op, (const char *const *)argv + first,
-                                                         (size_t)(argc - first), force, g->timeout_ms, &version,
-                                                         why, sizeof why);
-        if (st != LATTICE_OK) {
-            fprintf(stderr, "lattice baseline %s: %s%s%s\n", verb, lattice_strerror(st), why[0] ? ": " : "", why);
-            rc = 1;
-        } else if (!g->json) {
-            printf("baseline version %llu\n", (unsigned long long)version);
-        }
+    char why[256];
+    lattice_status st = lattice_node_baseline_change(n, op, (const char *const *)argv + first, (size_t)(argc - first),
+                                                     force, g->timeout_ms, &version, why, sizeof why);
+    if (st != LATTICE_OK) {
+        fprintf(stderr, "lattice baseline %s: %s%s%s\n", verb, lattice_strerror(st), why[0] ? ": " : "", why);
+        rc = 1;
+    } else if (!g->json) {
+        printf("baseline version %llu\n", (unsigned long long)version);
     }
     lattice_topology *t = rc == 0 ? lattice_node_topology(n) : NULL;
     /* The answer and the announcement travel apart: show the view that
      * holds the change (bounded: the change is made either way). */
-    for (int i = 0; op && t && lattice_topology_baseline_version(t) < version && i < 100; i++) {
+    for (int i = 0; t && lattice_topology_baseline_version(t) < version && i < 100; i++) {
         lattice_topology_release(t);
         usleep(20000);
         t = lattice_node_topology(n);
     }
     if (t) {
-        if (!op || !g->json) show(t, g->json);
+        if (!g->json) show(t, false);
         else cli_print_json(cli_quorum_json(t));
         lattice_topology_release(t);
     }

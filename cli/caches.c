@@ -83,17 +83,17 @@ int cli_caches(cli_globals *g, int argc, char **argv)
         fprintf(stderr, "usage: lattice [GLOBAL OPTIONS] caches\n");
         return 2;
     }
-    lattice_node *n = cli_attach(g);
-    if (!n) return 1;
+    cli_source src;
+    if (cli_source_open(g, "caches", &src)) return 1;
     lattice_cache_info *ci = NULL;
     size_t nc = 0;
-    lattice_status st = lattice_caches_info(n, &ci, &nc);
+    lattice_status st = cli_source_caches(g, &src, &ci, &nc);
     if (st != LATTICE_OK) {
         fprintf(stderr, "lattice caches: %s\n", lattice_strerror(st));
-        lattice_node_stop(n);
+        cli_source_close(&src);
         return 1;
     }
-    lattice_topology *t = lattice_node_topology(n);
+    const lattice_topology *t = src.t;
     if (g->json) {
         json_t *arr = json_array();
         for (size_t i = 0; i < nc; i++) {
@@ -136,9 +136,8 @@ int cli_caches(cli_globals *g, int argc, char **argv)
         }
     }
     fflush(stdout);
-    if (t) lattice_topology_release(t);
     lattice_caches_info_free(ci, nc);
-    lattice_node_stop(n);
+    cli_source_close(&src);
     return 0;
 }
 
@@ -155,16 +154,16 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
         fprintf(stderr, "usage: lattice [GLOBAL OPTIONS] partitions CACHE [--detail]\n");
         return 2;
     }
-    lattice_node *n = cli_attach(g);
-    if (!n) return 1;
+    cli_source src;
+    if (cli_source_open(g, "partitions", &src)) return 1;
     lattice_partitions_info *pi = NULL;
-    lattice_status st = lattice_cache_partitions(n, argv[1], &pi);
+    lattice_status st = cli_source_partitions(g, &src, argv[1], &pi);
+    cli_source_close(&src);
     if (st != LATTICE_OK) {
         if (st == LATTICE_ERR_NO_CACHE)
             fprintf(stderr, "lattice partitions: no cache named '%s' (lattice caches lists them)\n", argv[1]);
         else
             fprintf(stderr, "lattice partitions %s: %s\n", argv[1], lattice_strerror(st));
-        lattice_node_stop(n);
         return 1;
     }
     /* primaries per node, for the balance summary; backups per node */
@@ -242,6 +241,5 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
     json_decref(backups);
     fflush(stdout);
     lattice_partitions_info_free(pi);
-    lattice_node_stop(n);
     return 0;
 }

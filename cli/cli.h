@@ -45,6 +45,28 @@ void cli_quorum_line(const lattice_topology *t);
 /* attach.c: attach as a client node (prints why on failure). NULL when it
  * cannot join. */
 lattice_node *cli_attach(cli_globals *g);
+/* Where an inspection command (top, caches, partitions, rebalance, verify,
+ * baseline show) reads the grid: an inspection (lattice_inspect: no join,
+ * the topology version does not move), or - multicast finders only, no
+ * address to ask - a client node. */
+typedef struct cli_source {
+    lattice_inspection *x;
+    lattice_node *n;
+    const lattice_topology *t;  /* x's, or the node's (held) */
+    lattice_topology *held;
+} cli_source;
+/* 0, or the exit status with why printed (naming `what`). */
+int cli_source_open(cli_globals *g, const char *what, cli_source *s);
+/* A fresh view (rebalance --watch: servers come and go): 0 or 1 as open. */
+int cli_source_refresh(cli_globals *g, const char *what, cli_source *s);
+void cli_source_close(cli_source *s);
+/* lattice_caches_info, lattice_cache_partitions and lattice_cache_digests
+ * (lattice.h) from the source: by inspection, or the client node's. */
+lattice_status cli_source_caches(const cli_globals *g, cli_source *s, lattice_cache_info **ci, size_t *nc);
+lattice_status cli_source_partitions(const cli_globals *g, cli_source *s, const char *cache,
+                                     lattice_partitions_info **pi);
+lattice_status cli_source_digests(const cli_globals *g, cli_source *s, const char *cache,
+                                  lattice_partition_digest **pd, size_t *nd);
 /* --host not given: the local address that routes to the first finder. */
 void cli_pick_host(cli_globals *g);
 /* Print why `what` failed with st: the refusal named (secret, cluster name,

@@ -44,6 +44,9 @@ static void usage(FILE *f)
           "  --help, --version\n\nCommands:\n",
           f);
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fputs("\ntop, caches, partitions, rebalance, verify and baseline (show) inspect the grid without joining it\n"
+          "(the topology version does not move); the other commands attach as a client node for the call.\n",
+          f);
 }
 
 static const struct option opts[] = {

@@ -1,9 +1,9 @@
 /*
  * lattice rebalance [--watch] and lattice verify CACHE (docs/REBALANCE.md,
- * "In the grid").  Both attach as a client node: rebalance reads every
- * server's per-cache rebalance figures from the stats, verify collects every
- * OWNING copy's partition digests and compares them with the core's
- * comparator.
+ * "In the grid").  Both read the grid by inspection, without joining it
+ * (cli_source): rebalance reads every server's per-cache rebalance figures
+ * from the stats, verify collects every OWNING copy's partition digests and
+ * compares them with the core's comparator.
  */
 #include <jansson.h>
 #include <signal.h>
@@ -27,11 +27,12 @@ static void on_sigint(int sig)
 
 /* Sums every server's figures per cache into progress structs; *busy when a
  * plan runs anywhere or a partition is still MOVING (not switched yet). */
-static lattice_status gather(lattice_node *n, lattice_rebalance_progress **out, size_t *count, bool *busy)
+static lattice_status gather(const cli_globals *g, cli_source *src, lattice_rebalance_progress **out, size_t *count,
+                             bool *busy)
 {
     lattice_cache_info *ci = NULL;
     size_t nc = 0;
-    lattice_status st = lattice_caches_info(n, &ci, &nc);
+    lattice_status st = cli_source_caches(g, src, &ci, &nc);
     if (st != LATTICE_OK) return st;
     lattice_rebalance_progress *p = lt_calloc(nc ? nc : 1, sizeof *p);
     if (!p) {
@@ -167,18 +168,26 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
         fputs("lattice rebalance: --interval-ms 50..60000, --max-s 1..86400\n", stderr);
         return 2;
     }
-    lattice_node *n = cli_attach(g);
-    if (!n) return 1;
+    cli_source src;
+    if (cli_source_open(g, "rebalance", &src)) return 1;
     signal(SIGINT, on_sigint);
     uint64_t end = lt_mono_ms() + (uint64_t)max_s * 1000u;
     int rc = 0;
     seen w[64];
     size_t nw = 0;
+    bool first = true;
     for (;;) {
         lattice_rebalance_progress *p = NULL;
         size_t np = 0;
         bool busy = false;
-        lattice_status st = gather(n, &p, &np, &busy);
+        /* Every round asks the grid as it is now: servers join and leave
+         * during a rebalance. */
+        if (!first && cli_source_refresh(g, "rebalance", &src)) {
+            rc = 1;
+            break;
+        }
+        first = false;
+        lattice_status st = gather(g, &src, &p, &np, &busy);
         if (st != LATTICE_OK) {
             fprintf(stderr, "lattice rebalance: %s\n", lattice_strerror(st));
             rc = 1;
@@ -226,7 +235,7 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
         usleep((useconds_t)interval * 1000u);
         if (interrupted) break;
     }
-    lattice_node_stop(n);
+    cli_source_close(&src);
     return rc;
 }
 
@@ -250,12 +259,12 @@ int cli_verify(cli_globals *g, int argc, char **argv)
         fputs(use, stderr);
         return 2;
     }
-    lattice_node *n = cli_attach(g);
-    if (!n) return 1;
+    cli_source src;
+    if (cli_source_open(g, "verify", &src)) return 1;
     lattice_partition_digest *pd = NULL;
     size_t nd = 0;
-    lattice_status st = lattice_cache_digests(n, argv[1], &pd, &nd);
-    lattice_node_stop(n);
+    lattice_status st = cli_source_digests(g, &src, argv[1], &pd, &nd);
+    cli_source_close(&src);
     if (st == LATTICE_ERR_NO_CACHE) {
         fprintf(stderr, "lattice verify: no cache named '%s' (lattice caches lists them)\n", argv[1]);
         return 1;

@@ -13,15 +13,7 @@
 #include "cli.h"
 #include "lattice/clock.h"
 
-/* Where the figures come from: an inspection, or a client node's own view. */
-typedef struct view {
-    lattice_inspection *x;
-    lattice_node *n;
-    const lattice_topology *t;
-    lattice_topology *held; /* the node's reference */
-} view;
-
-static void member_state(const view *v, const lattice_member *m, lattice_member_state *s)
+static void member_state(const cli_source *v, const lattice_member *m, lattice_member_state *s)
 {
     memset(s, 0, sizeof *s);
     s->state = "alive";
@@ -40,7 +32,7 @@ static uint64_t uptime_of(const lattice_member *m, const lattice_member_state *s
     return s->have_stats ? s->stats.uptime_ms : now > m->start_time_ms ? now - m->start_time_ms : 0;
 }
 
-static json_t *node_json(const view *v, const lattice_member *m)
+static json_t *node_json(const cli_source *v, const lattice_member *m)
 {
     lattice_member_state s;
     member_state(v, m, &s);
@@ -64,7 +56,7 @@ static json_t *node_json(const view *v, const lattice_member *m)
     return o;
 }
 
-static void print_json(const view *v)
+static void print_json(const cli_source *v)
 {
     const lattice_topology *t = v->t;
     json_t *nodes = json_array();
@@ -85,7 +77,7 @@ static void fmt_uptime(uint64_t ms, char *b, size_t n)
     else snprintf(b, n, "%02llu:%02llu:%02llu", (unsigned long long)(s / 3600), (unsigned long long)(s % 3600 / 60), (unsigned long long)(s % 60));
 }
 
-static void print_table(const view *v)
+static void print_table(const cli_source *v)
 {
     const lattice_topology *t = v->t;
     size_t servers = 0, sz = lattice_topology_size(t);
@@ -115,30 +107,6 @@ static void print_table(const view *v)
     if (v->x) printf("\n(answered by %s; partitions and entries per node: lattice caches)\n", lattice_inspection_source(v->x));
 }
 
-/* The view by inspection, or - multicast finders only - by attaching. */
-static int open_view(cli_globals *g, view *v)
-{
-    memset(v, 0, sizeof *v);
-    lattice_status st = lattice_inspect(&g->node, g->timeout_ms, &v->x);
-    if (st == LATTICE_OK) {
-        v->t = lattice_inspection_topology(v->x);
-        return 0;
-    }
-    if (st != LATTICE_ERR_UNSUPPORTED) {
-        cli_explain(g, "top", st);
-        return 1;
-    }
-    v->n = cli_attach(g);
-    if (!v->n) return 1;
-    v->t = v->held = lattice_node_topology(v->n);
-    if (!v->t) {
-        fprintf(stderr, "lattice top: lost the grid while reading it\n");
-        lattice_node_stop(v->n);
-        return 1;
-    }
-    return 0;
-}
-
 int cli_top(cli_globals *g, int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
@@ -162,14 +130,12 @@ int cli_top(cli_globals *g, int argc, char **argv)
         fprintf(stderr, "lattice top: unexpected argument '%s' (see lattice top --help)\n", argv[i]);
         return 2;
     }
-    view v;
-    int rc = open_view(g, &v);
+    cli_source v;
+    int rc = cli_source_open(g, "top", &v);
     if (rc) return rc;
     if (g->json) print_json(&v);
     else print_table(&v);
     fflush(stdout);
-    lattice_inspection_free(v.x);
-    if (v.held) lattice_topology_release(v.held);
-    if (v.n) lattice_node_stop(v.n);
+    cli_source_close(&v);
     return 0;
 }

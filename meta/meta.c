@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "meta/meta.h"
@@ -37,7 +38,6 @@ struct lattice_meta {
     Latdata__Meta *msg;                /* packed form of the above */
     base_entry *live_buf;              /* the live servers as base entries (callers) */
     base_entry *check_buf;             /* scratch for lattice_meta_base_is_live only */
-    bool record_lost;                  /* lattice_meta_record_lost */
 };
 
 /* Cache serials are unique in the process, not only in one lattice_meta: a
@@ -134,11 +134,8 @@ uint64_t lattice_meta_server_view(const lattice_meta *m)
     for (size_t i = 0; i < m->n_members; i++) {
         const lattice_meta_member *x = m->members[i];
         if (!x->server) continue;
-        uint64_t h = 1469598103934665603ull;
-        for (const char *s = x->cid; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-        h = (h ^ ' ') * 1099511628211ull;
-        for (const char *s = x->id; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-        sum += h;
+        uint64_t h = lt_fnv1a_add(lt_fnv1a(x->cid, strlen(x->cid)), " ", 1);
+        sum += lt_fnv1a_add(h, x->id, strlen(x->id));
     }
     return sum ? sum : 1;
 }
@@ -336,8 +333,6 @@ bool lattice_meta_set_restorer(lattice_meta_cache *c, uint32_t p, const char *id
     return true;
 }
 
-void lattice_meta_record_lost(lattice_meta *m, bool on) { m->record_lost = on; }
-
 lattice_status lattice_meta_reset_lost(lattice_meta *m, const char *name, uint32_t *n_lost)
 {
     lattice_meta_cache *c = lattice_meta_cache_of(m, name);
@@ -401,7 +396,7 @@ bool lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *membe
     /* The old live owners, for lost records: the members they point to stay
      * alive until this call returns (meta.h). */
     lattice_meta_member **old[LATTICE_META_MAX_CACHES] = {0};
-    bool rec = m->record_lost && m->valid;
+    bool rec = m->valid;
     for (size_t i = 0; rec && i < m->n_caches; i++) {
         lattice_meta_cache *c = m->caches[i];
         size_t nb = c->aff ? lattice_affinity_node_count(c->aff) : 0;

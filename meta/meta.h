@@ -108,15 +108,18 @@ void lattice_meta_destroy(lattice_meta *m);
 
 /* A new topology: its members (pointers kept until the next call), this
  * node among them, the coordinator's node id.  Recomputes every cache's
- * live and moving owners.  With recording on (lattice_meta_record_lost) and
- * this node the coordinator, every partition that had serving owners before
- * and has none now gets a lost record naming them; true when one was added
- * (the caller publishes a new version: lattice_meta_bump). */
+ * live and moving owners.  With this node the coordinator (and the
+ * metadata valid), every partition that had serving owners before and has
+ * none now gets a lost record naming them; true when one was added (the
+ * caller publishes a new version: lattice_meta_bump).  A coordinator records
+ * with or without quorum: a grid that lost its quorum with the owners (one
+ * server killed, another stalled past the failure detection) regains it
+ * when the stalled one rejoins under a new id, and that node's kept copies
+ * are wanted only if a record names its old id.  A minority's records go
+ * when its side dissolves into the quorum's at a heal (its metadata with
+ * them). */
 bool lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *members, size_t n,
                               const char *coordinator);
-/* Recording of lost partitions: only a coordinator with quorum records (a
- * minority's view of who left is not the grid's).  Off by default. */
-void lattice_meta_record_lost(lattice_meta *m, bool on);
 bool lattice_meta_is_coordinator(const lattice_meta *m);
 const lattice_meta_member *lattice_meta_self(const lattice_meta *m);
 /* The live server set as a number: equal sets, equal numbers (clients do

@@ -252,14 +252,10 @@ lattice_status lattice_cache_reset_lost(lattice_node *n, const char *name, uint3
     return st;
 }
 
-lattice_status lattice_caches_info(lattice_node *n, lattice_cache_info **out, size_t *count)
+/* The caches of sr (freed here) with every server's figures, as
+ * lattice_caches_info returns them. */
+static lattice_status caches_from_stats(lattice_ops_stats *sr, lattice_cache_info **out, size_t *count)
 {
-    if (!out || !count) return LATTICE_ERR_INVAL;
-    *out = NULL;
-    *count = 0;
-    lattice_ops_stats *sr = NULL;
-    lattice_status st = call(n, LATTICE_OPS_CALL_STATS, NULL, (void **)&sr);
-    if (st != LATTICE_OK || !sr) return st != LATTICE_OK ? st : LATTICE_ERR_NOMEM;
     lattice_cache_info *ci = lt_calloc(sr->n_caches ? sr->n_caches : 1, sizeof *ci);
     if (!ci) {
         lattice_ops_stats_free(sr);
@@ -289,6 +285,17 @@ lattice_status lattice_caches_info(lattice_node *n, lattice_cache_info **out, si
     return LATTICE_OK;
 }
 
+lattice_status lattice_caches_info(lattice_node *n, lattice_cache_info **out, size_t *count)
+{
+    if (!out || !count) return LATTICE_ERR_INVAL;
+    *out = NULL;
+    *count = 0;
+    lattice_ops_stats *sr = NULL;
+    lattice_status st = call(n, LATTICE_OPS_CALL_STATS, NULL, (void **)&sr);
+    if (st != LATTICE_OK || !sr) return st != LATTICE_OK ? st : LATTICE_ERR_NOMEM;
+    return caches_from_stats(sr, out, count);
+}
+
 void lattice_caches_info_free(lattice_cache_info *c, size_t count)
 {
     for (size_t i = 0; c && i < count; i++) lt_free(c[i].nodes);
@@ -302,6 +309,14 @@ lattice_status lattice_cache_partitions(lattice_node *n, const char *cache, latt
     return call(n, LATTICE_OPS_CALL_PARTITIONS, cache ? cache : "default", (void **)out);
 }
 
+static lattice_status digests_out(lattice_ops_digests *dr, lattice_partition_digest **out, size_t *count)
+{
+    *out = dr->d;
+    *count = dr->n;
+    lt_free(dr);
+    return LATTICE_OK;
+}
+
 lattice_status lattice_cache_digests(lattice_node *n, const char *cache, lattice_partition_digest **out,
                                      size_t *count)
 {
@@ -311,10 +326,80 @@ lattice_status lattice_cache_digests(lattice_node *n, const char *cache, lattice
     lattice_ops_digests *dr = NULL;
     lattice_status st = call(n, LATTICE_OPS_CALL_DIGESTS, cache ? cache : "default", (void **)&dr);
     if (st != LATTICE_OK || !dr) return st != LATTICE_OK ? st : LATTICE_ERR_NOMEM;
-    *out = dr->d;
-    *count = dr->n;
-    lt_free(dr);
-    return LATTICE_OK;
+    return digests_out(dr, out, count);
+}
+
+/* ------------------------------------------- the same, by inspection */
+
+#define INSPECT_MAX_SILENT 64
+
+/* What the inspection calls ask with: x's topology, the members x saw
+ * silent (ids into silent[], borrowed from x) and c's secret (read into
+ * *secret, node_forget_secret it after). */
+static lattice_status inspect_setup(const lattice_config *c, const lattice_inspection *x, int timeout_ms,
+                                    lattice_ops_inspect *in, const char **silent, uint8_t **secret)
+{
+    memset(in, 0, sizeof *in);
+    *secret = NULL;
+    if (!c || !x) return LATTICE_ERR_INVAL;
+    in->topology = lattice_inspection_topology(x);
+    in->timeout_ms = timeout_ms;
+    in->silent = silent;
+    for (size_t i = 0; i < lattice_topology_size(in->topology) && in->n_silent < INSPECT_MAX_SILENT; i++) {
+        const lattice_member *m = lattice_topology_member(in->topology, i);
+        lattice_member_state ms;
+        if (lattice_inspection_member(x, m->id, &ms) == LATTICE_OK && !strcmp(ms.state, "silent"))
+            silent[in->n_silent++] = m->id;
+    }
+    lattice_status st = c->secret_file ? node_read_secret(c->secret_file, secret, &in->secret_len) : LATTICE_OK;
+    in->secret = *secret;
+    return st;
+}
+
+lattice_status lattice_inspect_caches_info(const lattice_config *c, const lattice_inspection *x, int timeout_ms,
+                                           lattice_cache_info **out, size_t *count)
+{
+    if (!out || !count) return LATTICE_ERR_INVAL;
+    *out = NULL;
+    *count = 0;
+    lattice_ops_inspect in = {0};
+    const char *silent[INSPECT_MAX_SILENT];
+    uint8_t *secret;
+    lattice_status st = inspect_setup(c, x, timeout_ms, &in, silent, &secret);
+    lattice_ops_stats *sr = NULL;
+    if (st == LATTICE_OK) st = lattice_ops_inspect_stats(&in, &sr);
+    node_forget_secret(secret, in.secret_len);
+    return st == LATTICE_OK ? caches_from_stats(sr, out, count) : st;
+}
+
+lattice_status lattice_inspect_partitions(const lattice_config *c, const lattice_inspection *x, const char *cache,
+                                          int timeout_ms, lattice_partitions_info **out)
+{
+    if (!out) return LATTICE_ERR_INVAL;
+    *out = NULL;
+    lattice_ops_inspect in = {0};
+    const char *silent[INSPECT_MAX_SILENT];
+    uint8_t *secret;
+    lattice_status st = inspect_setup(c, x, timeout_ms, &in, silent, &secret);
+    if (st == LATTICE_OK) st = lattice_ops_inspect_partitions(&in, cache ? cache : "default", out);
+    node_forget_secret(secret, in.secret_len);
+    return st;
+}
+
+lattice_status lattice_inspect_digests(const lattice_config *c, const lattice_inspection *x, const char *cache,
+                                       int timeout_ms, lattice_partition_digest **out, size_t *count)
+{
+    if (!out || !count) return LATTICE_ERR_INVAL;
+    *out = NULL;
+    *count = 0;
+    lattice_ops_inspect in = {0};
+    const char *silent[INSPECT_MAX_SILENT];
+    uint8_t *secret;
+    lattice_status st = inspect_setup(c, x, timeout_ms, &in, silent, &secret);
+    lattice_ops_digests *dr = NULL;
+    if (st == LATTICE_OK) st = lattice_ops_inspect_digests(&in, cache ? cache : "default", &dr);
+    node_forget_secret(secret, in.secret_len);
+    return st == LATTICE_OK ? digests_out(dr, out, count) : st;
 }
 
 void lattice_partition_digests_free(lattice_partition_digest *d) { lt_free(d); }

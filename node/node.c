@@ -138,9 +138,7 @@ void lattice_config_init(lattice_config *c)
     c->baseline_auto_adjust_ms = LATTICE_DEFAULT_BASELINE_AUTO_ADJUST_MS;
 }
 
-/* The secret file's contents into *out (lt_malloc'd, 1..64 KiB, a trailing
- * newline dropped). */
-static lattice_status read_secret(const char *path, uint8_t **out, size_t *out_len)
+lattice_status node_read_secret(const char *path, uint8_t **out, size_t *out_len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -167,7 +165,7 @@ static lattice_status read_secret(const char *path, uint8_t **out, size_t *out_l
     return LATTICE_OK;
 }
 
-static void forget_secret(uint8_t *secret, size_t len)
+void node_forget_secret(uint8_t *secret, size_t len)
 {
     if (!secret) return;
     memset(secret, 0, len);
@@ -178,7 +176,7 @@ static void unwind(lattice_node *n)
 {
     while (n->started) modules[--n->started].stop(n);
     while (n->inited) modules[--n->inited].destroy(n);
-    forget_secret(n->secret, n->secret_len);
+    node_forget_secret(n->secret, n->secret_len);
     lt_free(n);
 }
 
@@ -189,7 +187,7 @@ lattice_status lattice_node_start(const lattice_config *c, lattice_node **out)
     lattice_node *n = lt_calloc(1, sizeof *n);
     if (!n) return LATTICE_ERR_NOMEM;
     n->cfg = *c;
-    lattice_status st = c->secret_file ? read_secret(c->secret_file, &n->secret, &n->secret_len) : LATTICE_OK;
+    lattice_status st = c->secret_file ? node_read_secret(c->secret_file, &n->secret, &n->secret_len) : LATTICE_OK;
     for (; st == LATTICE_OK && n->inited < N_MODULES; n->inited++) {
         st = modules[n->inited].init(n);
         if (st != LATTICE_OK) LT_LOG(LT_ERROR, "node", "%s: init failed: %s", modules[n->inited].name, lattice_strerror(st));
@@ -254,7 +252,7 @@ lattice_status lattice_inspect(const lattice_config *c, int timeout_ms, lattice_
     *out = NULL;
     uint8_t *secret = NULL;
     size_t len = 0;
-    lattice_status st = c->secret_file ? read_secret(c->secret_file, &secret, &len) : LATTICE_OK;
+    lattice_status st = c->secret_file ? node_read_secret(c->secret_file, &secret, &len) : LATTICE_OK;
     if (st != LATTICE_OK) return st;
     lattice_discovery_config dc = {
         .cluster = c->cluster,
@@ -264,6 +262,6 @@ lattice_status lattice_inspect(const lattice_config *c, int timeout_ms, lattice_
         .secret_len = len,
     };
     st = lattice_discovery_inspect(&dc, timeout_ms, out);
-    forget_secret(secret, len);
+    node_forget_secret(secret, len);
     return st;
 }

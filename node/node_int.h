@@ -13,6 +13,12 @@
 struct lattice_ops;
 struct lattice_ops *lattice_node_ops(lattice_node *n);
 
+/* node.c: the secret file's contents into *out (lt_malloc'd, 1..64 KiB, a
+ * trailing newline dropped; INVAL, logged, otherwise); node_forget_secret
+ * wipes and frees them. */
+lattice_status node_read_secret(const char *path, uint8_t **out, size_t *out_len);
+void node_forget_secret(uint8_t *secret, size_t len);
+
 /* metrics.c: the counters of the operations this node issued
  * (lattice/metrics.h).  lattice_op_submit goes through node_metrics_submit,
  * which counts each result before the caller's callback runs. */

@@ -350,6 +350,18 @@ void chan_complete(lattice_ops *d, const origin *org, const lattice_op_result *r
     else if (org->ident_len) chan_reply(d, org, r, NULL, 0, false); /* else: no issuer (an eviction) */
 }
 
+/* A frame that failed the checks: counted, and logged at most once a
+ * second per reason - repeated bad input from a peer or an outside asker
+ * must not flood the log, but its first occurrence is always there. */
+static void dropped(lattice_ops *d, uint64_t *counter, int reason, const char *why)
+{
+    (*counter)++;
+    uint64_t now = lt_mono_ms();
+    if (d->drop_logged_ms[reason] && now - d->drop_logged_ms[reason] < 1000) return;
+    d->drop_logged_ms[reason] = now;
+    LT_LOG(LT_WARN, "data", "dropped a data-channel frame %s (%llu so far)", why, (unsigned long long)*counter);
+}
+
 /* Reads one multi-part message: [ident] body [mac].  Returns the unpacked
  * batch or NULL (dropped and counted). */
 Latdata__Batch *chan_read_batch(lattice_ops *d, void *sock, bool router, uint8_t *ident, size_t *ident_len)
@@ -379,7 +391,7 @@ Latdata__Batch *chan_read_batch(lattice_ops *d, void *sock, bool router, uint8_t
         *ident_len = il;
     }
     if (count < 1 || count > 2) {
-        d->malformed++;
+        dropped(d, &d->malformed, DROP_MALFORMED, "with a wrong frame count");
     } else {
         /* base/'s frame layer: size, MAC, decode, unknown fields at any depth. */
         zmq_msg_t *mac = count == 2 ? &parts[first + 1] : NULL;
@@ -388,14 +400,16 @@ Latdata__Batch *chan_read_batch(lattice_ops *d, void *sock, bool router, uint8_t
                                 mac ? zmq_msg_data(mac) : NULL, mac ? zmq_msg_size(mac) : 0,
                                 d->have_key ? d->key : NULL, DATA_MAX_FRAME, &m)) {
         case LT_FRAME_OK: b = (Latdata__Batch *)m; break;
-        case LT_FRAME_OVERSIZED: d->oversized++; break;
-        case LT_FRAME_AUTH: d->auth_failed++; break;
-        case LT_FRAME_MALFORMED: d->malformed++; break;
+        case LT_FRAME_OVERSIZED: dropped(d, &d->oversized, DROP_OVERSIZED, "above 64 MiB"); break;
+        case LT_FRAME_AUTH:
+            dropped(d, &d->auth_failed, DROP_AUTH, "that failed authentication (check --secret-file)");
+            break;
+        case LT_FRAME_MALFORMED: dropped(d, &d->malformed, DROP_MALFORMED, "that does not decode"); break;
         }
         if (b && b->proto != LATTICE_DATA_PROTO) {
             lt_frame_free(m);
             b = NULL;
-            d->malformed++;
+            dropped(d, &d->malformed, DROP_MALFORMED, "of another data protocol version");
         }
     }
     for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);

@@ -31,6 +31,7 @@
  */
 #include <string.h>
 
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "ops_int.h"
@@ -59,9 +60,7 @@ static clean_cache *state(lattice_meta_cache *c)
 
 static uint64_t key_hash(const void *key, size_t len)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++) h = (h ^ ((const uint8_t *)key)[i]) * 1099511628211ull;
-    return h;
+    return lt_fnv1a(key, len);
 }
 
 bool ops_serving(lattice_ops *d, const lattice_meta_cache *c)

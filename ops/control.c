@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "ops_int.h"
@@ -310,7 +311,7 @@ static bool pick_restorers(lattice_ops *d, const bcast *b)
     return changed;
 }
 
-static void stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n)
+void control_stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n)
 {
     lattice_ops_stats_node *x = lt_realloc(sr->nodes, (sr->n_nodes + 1) * sizeof *x);
     if (!x) return;
@@ -423,6 +424,7 @@ static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache 
 }
 
 static void start_prepare(lattice_ops *d, uint32_t caches);
+static uint64_t servers_hash(const lattice_ops *d);
 
 /* A poll or a prepare round ended (every part answered or gave up). */
 static void finish_base_check(lattice_ops *d, bcast *b)
@@ -459,13 +461,11 @@ static void finish_base_check(lattice_ops *d, bcast *b)
             rebal_on_change(d);
         }
     }
-    start_base_check(d); /* the servers changed again while we counted */
-    /* A cache still off the live set waits for its new owners to finish
-     * loading (late affinity): let the next periodic tick (BASE_CHECK_MS)
-     * poll again although the server set has not changed - never at once,
-     * or polls would run back to back. */
-    for (size_t i = 0; i < lattice_meta_cache_count(d->meta) && !d->base_check_running; i++)
-        if (!lattice_meta_base_is_live(d->meta, lattice_meta_cache_at(d->meta, i))) d->checked_servers = 0;
+    /* The servers changed while we counted: check again at once.  A cache
+     * still off an unchanged live set waits for its new owners to finish
+     * loading (late affinity): the next periodic tick (BASE_CHECK_MS) polls
+     * again - never at once, or polls would run back to back. */
+    if (servers_hash(d) != b->servers) start_base_check(d);
 }
 
 static void stats_free(lattice_ops_stats *sr)
@@ -488,7 +488,7 @@ void lattice_ops_stats_free(lattice_ops_stats *sr) { stats_free(sr); }
 static void bcast_part(lattice_ops *d, bcast *b, const Latdata__Resp *rs)
 {
     if (rs && b->kind == CTL_PART_SIZE) b->sum += rs->num;
-    if (rs && b->kind == CTL_STATS && b->stats) stats_add(b->stats, rs->node, rs->stats, rs->n_stats);
+    if (rs && b->kind == CTL_STATS && b->stats) control_stats_add(b->stats, rs->node, rs->stats, rs->n_stats);
     if (rs && b->kind == CTL_STATS && !b->op) salvage_add(b, rs->node, rs->stats, rs->n_stats);
     if ((!rs || rs->status != LATTICE_OK) && !b->op) b->sum = -1; /* base check: a server did not answer or prepare: do not switch */
     if (--b->remaining > 0) return;
@@ -541,7 +541,10 @@ void control_start_size(lattice_ops *d, opx *o)
         if (!p->dealer) continue;
         pend *pe = chan_pend_new(d, settle_bcast, p);
         Latdata__Req *q = pe ? chan_req_new(CTL_PART_SIZE, o->cache, NULL, 0, NULL, 0) : NULL;
-        if (!q) continue;
+        if (!q) { /* out of memory: the pending entry must not settle a part never counted */
+            if (pe) lt_free(chan_pend_take(d, pe->id));
+            continue;
+        }
         pe->b = b;
         q->id = pe->id;
         b->remaining++;
@@ -568,6 +571,7 @@ static void start_stats(lattice_ops *d, opx *op)
     b->kind = CTL_STATS;
     b->op = op;
     b->stats = sr;
+    b->servers = servers_hash(d);
     size_t nc = lattice_meta_cache_count(d->meta);
     sr->cfgs = lt_calloc(nc ? nc : 1, sizeof *sr->cfgs);
     for (size_t i = 0; sr->cfgs && i < nc; i++) sr->cfgs[sr->n_caches++] = lattice_meta_cache_at(d->meta, i)->cfg;
@@ -580,7 +584,7 @@ static void start_stats(lattice_ops *d, opx *op)
             size_t n = 0;
             for (size_t k = 0; k < lattice_meta_cache_count(d->meta); k++)
                 if ((st[n] = node_stats(d, lattice_meta_cache_at(d->meta, k)))) n++;
-            stats_add(sr, d->self_id, st, n);
+            control_stats_add(sr, d->self_id, st, n);
             if (!op) salvage_add(b, d->self_id, st, n);
             for (size_t k = 0; k < n; k++) lt_free(st[k]);
             continue;
@@ -588,7 +592,11 @@ static void start_stats(lattice_ops *d, opx *op)
         if (!p->dealer) continue;
         pend *pe = chan_pend_new(d, settle_bcast, p);
         Latdata__Req *q = pe ? chan_req_new(CTL_STATS, NULL, NULL, 0, NULL, 0) : NULL;
-        if (!q) continue;
+        if (!q) { /* out of memory: this server is not counted (a base check does not switch) */
+            if (pe) lt_free(chan_pend_take(d, pe->id));
+            if (!op) b->sum = -1;
+            continue;
+        }
         pe->b = b;
         q->id = pe->id;
         b->remaining++;
@@ -679,6 +687,7 @@ static void start_prepare(lattice_ops *d, uint32_t caches)
     b->stats = sr;
     b->version = lattice_meta_version(d->meta);
     b->caches = caches;
+    b->servers = servers_hash(d);
     b->remaining = 1;
     d->base_check_running = true;
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
@@ -712,29 +721,29 @@ static void start_prepare(lattice_ops *d, uint32_t caches)
 /* FNV-1a over the live servers' node ids (topology order). */
 static uint64_t servers_hash(const lattice_ops *d)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < d->n_peers; i++) {
-        if (!d->peers[i]->m.server) continue;
-        for (const char *c = d->peers[i]->m.id; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
-        h = (h ^ 0xff) * 1099511628211ull;
-    }
+    uint64_t h = LT_FNV1A_BASIS;
+    for (size_t i = 0; i < d->n_peers; i++)
+        if (d->peers[i]->m.server) h = lt_fnv1a_add(h, d->peers[i]->m.id, strlen(d->peers[i]->m.id) + 1);
     return h;
 }
 
-/* Only when the set of live servers changed since the last check (a client
- * joining or leaving changes nothing an assignment depends on). */
+/* A poll while some cache's base is not the live server set - on each
+ * topology change, every BASE_CHECK_MS (control_tick) and at once after a
+ * round during which the servers changed.  Whether a poll is needed depends
+ * on the bases and the live set only, never on which set an earlier check
+ * saw: a switch decided on figures polled from servers A can make a later
+ * set B live, and the set can then go back to A (a server that joined
+ * during the poll leaves) - a base check remembering "A was checked" would
+ * never look again. */
 static void start_base_check(lattice_ops *d)
 {
     /* A coordinator without quorum (the minority side of a partition)
      * never moves a base: the side with quorum decides affinity. */
     if (d->base_check_running || ops_no_quorum(d, NULL)) return;
-    uint64_t h = servers_hash(d);
-    if (h == d->checked_servers) return;
     bool any = false;
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++)
         any |= !lattice_meta_base_is_live(d->meta, lattice_meta_cache_at(d->meta, i));
     if (!any) return;
-    d->checked_servers = h;
     d->base_check_running = true;
     start_stats(d, NULL);
 }
@@ -814,16 +823,12 @@ static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs)
     chan_complete_local(d, p->op, &r);
 }
 
-static void partitions_call(lattice_ops *d, opx *o)
+lattice_status control_partitions_info(const lattice_meta *meta, const char *cache, uint32_t live,
+                                      uint64_t major, uint64_t minor, lattice_partitions_info **out)
 {
-    lattice_op_result r = {0};
-    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, o->data);
-    if (!c) {
-        r.status = lattice_meta_valid(d->meta) ? LATTICE_ERR_NO_CACHE : LATTICE_ERR_AGAIN;
-        if (r.status == LATTICE_ERR_AGAIN) retry_later(d, o, LATTICE_ERR_TIMEOUT);
-        else chan_complete_local(d, o, &r);
-        return;
-    }
+    *out = NULL;
+    lattice_meta_cache *c = lattice_meta_cache_of(meta, cache);
+    if (!c) return lattice_meta_valid(meta) ? LATTICE_ERR_NO_CACHE : LATTICE_ERR_AGAIN;
     lattice_partitions_info *pi = lt_calloc(1, sizeof *pi);
     uint32_t copies = c->aff ? lattice_affinity_copies(c->aff) : 0;
     if (c->ideal && lattice_affinity_copies(c->ideal) > copies) copies = lattice_affinity_copies(c->ideal);
@@ -839,17 +844,13 @@ static void partitions_call(lattice_ops *d, opx *o)
             lt_free(pi->owners);
             lt_free(pi);
         }
-        r.status = LATTICE_ERR_NOMEM;
-        chan_complete_local(d, o, &r);
-        return;
+        return LATTICE_ERR_NOMEM;
     }
     snprintf(pi->cache, sizeof pi->cache, "%s", c->cfg.name);
-    pi->major = d->major;
-    pi->minor = d->minor;
+    pi->major = major;
+    pi->minor = minor;
     pi->partitions = c->cfg.partitions;
     pi->max_owners = maxo;
-    uint32_t live = 0;
-    for (size_t i = 0; i < d->n_peers; i++) live += d->peers[i]->m.server;
     uint32_t wanted = c->cfg.mode == LATTICE_CACHE_REPLICATED ? live : c->cfg.backups + 1;
     pi->copies_wanted = wanted < live ? wanted : live;
     for (uint32_t p = 0; p < c->cfg.partitions; p++) {
@@ -865,8 +866,21 @@ static void partitions_call(lattice_ops *d, opx *o)
             po->state = lattice_partition_state_name(i < ns ? LATTICE_PART_OWNING : LATTICE_PART_MOVING);
         }
     }
+    *out = pi;
+    return LATTICE_OK;
+}
+
+static void partitions_call(lattice_ops *d, opx *o)
+{
+    lattice_op_result r = {0};
+    lattice_partitions_info *pi = NULL;
+    r.status = control_partitions_info(d->meta, o->data, (uint32_t)live_server_count(d), d->major, d->minor, &pi);
+    if (r.status == LATTICE_ERR_AGAIN) {
+        retry_later(d, o, LATTICE_ERR_TIMEOUT);
+        return;
+    }
     r.value = pi;
-    r.value_len = sizeof *pi;
+    r.value_len = pi ? sizeof *pi : 0;
     chan_complete_local(d, o, &r);
 }
 

@@ -11,13 +11,15 @@
  * before its resend arrives lets the resend apply again (the behaviour
  * without the table).
  */
+#include <string.h>
+
+#include "base/base.h"
 #include "ops_int.h"
 
 uint64_t dedup_origin_hash(const char *node_id)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const char *c = node_id ? node_id : ""; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
-    return h | 1; /* never 0 */
+    const char *s = node_id ? node_id : "";
+    return lt_fnv1a(s, strlen(s)) | 1; /* never 0 */
 }
 
 static size_t dedup_slot(uint64_t origin, uint64_t seq)

@@ -194,9 +194,6 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
     d->n_peers = k;
     const char *coord = lattice_topology_coordinator(t);
     snprintf(d->coordinator, sizeof d->coordinator, "%s", coord ? coord : "");
-    /* Only a coordinator with quorum records partitions that lost every
-     * owner (a minority's view of who left is not the grid's). */
-    lattice_meta_record_lost(d->meta, !ops_no_quorum(d, NULL));
     if (lattice_meta_set_members(d->meta, members, k, d->coordinator)) lattice_meta_bump(d->meta);
     for (size_t i = 0; i < n_gone; i++) {
         for (size_t j = 0; j < d->n_dirty; j++)

@@ -111,4 +111,34 @@ typedef struct lattice_ops_digests {
     size_t n, cap;
 } lattice_ops_digests;
 
+/* ---- inspection (inspect.c): the data channel asked from outside ----
+ *
+ * What `lattice caches`, `partitions`, `rebalance` and `verify` read
+ * without joining: the asker is no member, so the topology version does
+ * not move.  It asks every server of `topology` (an inspection's, which
+ * names their data_addr) directly, as a client node would, with the data
+ * channel's MAC from the cluster secret, and waits at most timeout_ms on
+ * the caller's thread (no lattice_ops needed).  Results are the internal
+ * calls' (LATTICE_OPS_CALL_STATS, _PARTITIONS, _DIGESTS), owned by the
+ * caller; TIMEOUT when no server gave its metadata in time. */
+typedef struct lattice_ops_inspect {
+    const lattice_topology *topology;
+    const uint8_t *secret;          /* NULL = no MAC */
+    size_t secret_len;
+    int timeout_ms;
+    /* Node ids the inspection saw silent (a heartbeat late: most likely
+     * dead, soon removed): asked, but not waited for - as a client node
+     * stops waiting once a dead server leaves its topology. */
+    const char *const *silent;
+    size_t n_silent;
+} lattice_ops_inspect;
+/* Every server's stats; a server that did not answer in time is left out. */
+lattice_status lattice_ops_inspect_stats(const lattice_ops_inspect *in, lattice_ops_stats **out);
+/* NO_CACHE when the metadata has no such cache. */
+lattice_status lattice_ops_inspect_partitions(const lattice_ops_inspect *in, const char *cache,
+                                              lattice_partitions_info **out);
+/* Every server's digests of its OWNING copies: TIMEOUT unless all answered. */
+lattice_status lattice_ops_inspect_digests(const lattice_ops_inspect *in, const char *cache,
+                                           lattice_ops_digests **out);
+
 #endif

@@ -36,6 +36,7 @@
 #define NO_CACHE_WAIT_MS 300         /* an unknown cache: how long to pull and look again */
 #define STATS_PREPARE 1u             /* CTL_STATS flag: the base switch's prepare (control.c) */
 #define MAX_PARKED_PREPARES 64       /* prepares one node holds back at once (more: answered AGAIN) */
+enum { DROP_MALFORMED, DROP_OVERSIZED, DROP_AUTH, DROP_REASONS }; /* why channel.c dropped a frame */
 
 /* A member of the current topology as the data channel holds it.  Its
  * identity is the metadata's member (first, so owners meta returns convert
@@ -125,6 +126,7 @@ typedef struct bcast {
     lattice_ops_digests *digests; /* CTL_DIGEST (rebal_exec.c) */
     uint64_t version;             /* base check: the metadata version its prepare named (0: a poll) */
     uint32_t caches;              /* ... and the caches it prepared (bit i: cache i at that version) */
+    uint64_t servers;             /* base check: the live server set it started on (servers_hash) */
     struct salvage_rep *salv;     /* base check: the kept copies the servers reported (control.c) */
     size_t n_salv;
 } bcast;
@@ -231,7 +233,6 @@ struct lattice_ops {
     bool creates_sent, base_check_running;
     uint64_t last_meta_pull, last_sweep;
     uint64_t switch_waiting_since, switch_logged; /* a base switch waiting on the figures (control.c) */
-    uint64_t checked_servers;     /* hash of the live server set the last base check saw */
     parked_prepare parked[MAX_PARKED_PREPARES];
     size_t n_parked;
 
@@ -251,6 +252,7 @@ struct lattice_ops {
 
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
+    uint64_t drop_logged_ms[DROP_REASONS]; /* when a drop of each reason was last logged (channel.c) */
 };
 
 /* ---- channel.c: the bottom - time, sockets, frames, pending table, replies */
@@ -402,6 +404,14 @@ void control_tick(lattice_ops *d, uint64_t now);
 void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o);
 void control_run_call(lattice_ops *d, opx *o);
 void control_start_size(lattice_ops *d, opx *o);
+/* One server's CTL_STATS answer (node id, per-cache stats) as a node of sr. */
+void control_stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n);
+/* LATTICE_OPS_CALL_PARTITIONS: the owners of every partition of `cache` as
+ * meta holds them, with `live` servers in the topology of version
+ * major.minor.  NO_CACHE; AGAIN while meta holds no metadata yet; NOMEM.
+ * Also what inspect.c answers a non-member with. */
+lattice_status control_partitions_info(const lattice_meta *meta, const char *cache, uint32_t live,
+                                      uint64_t major, uint64_t minor, lattice_partitions_info **out);
 
 /* ---- issue.c: issue and route */
 void issue_route(lattice_ops *d, opx *o);

@@ -805,7 +805,7 @@ static lattice_status own_digests(lattice_meta_cache *c, uint8_t **buf, size_t *
     return LATTICE_OK;
 }
 
-static bool unpack_digests(lattice_ops_digests *dr, const char *node, const uint8_t *b, size_t len)
+bool rebal_unpack_digests(lattice_ops_digests *dr, const char *node, const uint8_t *b, size_t len)
 {
     if (len % DIGEST_WIRE) return false;
     for (size_t i = 0; i < len; i += DIGEST_WIRE)
@@ -847,7 +847,7 @@ static void digest_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
     bcast *b = p->b;
     if (!rs || rs->status != LATTICE_OK ||
-        !unpack_digests(b->digests, rs->node, rs->value.data, rs->value.len))
+        !rebal_unpack_digests(b->digests, rs->node, rs->value.data, rs->value.len))
         b->sum = -1;
     if (--b->remaining == 0) digests_finish(d, b);
 }
@@ -874,7 +874,7 @@ void rebal_start_digests(lattice_ops *d, opx *o)
         if (p->m.self) {
             uint8_t *buf = NULL;
             size_t len = 0;
-            if (!c->store || own_digests(c, &buf, &len) != LATTICE_OK || !unpack_digests(dr, d->self_id, buf, len))
+            if (!c->store || own_digests(c, &buf, &len) != LATTICE_OK || !rebal_unpack_digests(dr, d->self_id, buf, len))
                 b->sum = -1;
             lt_free(buf);
             continue;

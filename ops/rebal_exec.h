@@ -53,6 +53,10 @@ void rebal_figures_of(const lattice_ops *d, const lattice_meta_cache *c, rebal_f
  * OWNING copies (CTL_DIGEST); the call's result value is a lattice_ops_digests. */
 void rebal_start_digests(lattice_ops *d, opx *o);
 void rebal_serve_digest(lattice_ops *d, const Latdata__Req *q, const origin *o);
+/* Appends the digests one server sent (a CTL_DIGEST answer's value) to dr,
+ * named by that server's node id; false when the value is not whole
+ * digests (or out of memory). */
+bool rebal_unpack_digests(lattice_ops_digests *dr, const char *node, const uint8_t *b, size_t len);
 
 void rebal_cache_free(struct rebal_cache *rc);
 /* meta's cache_gone hook: drops c's rebalance state (before its store goes). */

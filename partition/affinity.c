@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 
@@ -50,12 +51,7 @@ static inline uint64_t fmix64(uint64_t k)
 
 static uint64_t id_hash(const char *s)
 {
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= UINT64_C(0x100000001b3);
-    }
-    return fmix64(h);
+    return fmix64(lt_fnv1a(s, strlen(s)));
 }
 
 static inline uint64_t part_key(uint32_t p)

@@ -272,4 +272,23 @@ lattice_status lattice_cache_digests(lattice_node *n, const char *cache, lattice
                                      size_t *count);
 void lattice_partition_digests_free(lattice_partition_digest *d);
 
+/* ---- the same figures by inspection (no join) ----
+ *
+ * lattice_caches_info, lattice_cache_partitions and lattice_cache_digests
+ * read from outside the grid: x (lattice_inspect's answer) names every
+ * server, and each is asked directly over its data channel, authenticated
+ * with c's secret_file - the asker never joins, so the topology version
+ * does not move (what `lattice caches`, `partitions`, `rebalance` and
+ * `verify` use).  The results are the same structs, freed the same way;
+ * partitions reports x's topology version.  timeout_ms bounds the wait: a
+ * server that did not answer in time is left out of the caches' nodes, and
+ * makes the digests TIMEOUT; TIMEOUT too when no server gave the cache
+ * metadata.  NO_CACHE for an unknown cache (partitions, digests). */
+lattice_status lattice_inspect_caches_info(const lattice_config *c, const lattice_inspection *x, int timeout_ms,
+                                           lattice_cache_info **out, size_t *count);
+lattice_status lattice_inspect_partitions(const lattice_config *c, const lattice_inspection *x, const char *cache,
+                                          int timeout_ms, lattice_partitions_info **out);
+lattice_status lattice_inspect_digests(const lattice_config *c, const lattice_inspection *x, const char *cache,
+                                       int timeout_ms, lattice_partition_digest **out, size_t *count);
+
 #endif

@@ -4,7 +4,11 @@
  * leave: 5.0 became 175.0 in 17 minutes), and right after a kill -9 - of the
  * coordinator, too - it answers within its 2 s timeout and shows the dead
  * node as "silent" until the grid removes it.  Clients that do join (other
- * commands, applications) are logged at debug, not info.
+ * commands, applications) are logged at debug, not info.  So do the other
+ * inspection commands - caches, partitions, rebalance, verify, baseline -
+ * which ask the servers' data channels from outside: with figures that
+ * match what was written, the usual errors for a wrong secret or cluster,
+ * and servers that log and drop bad frames sent there.
  */
 #include <check.h>
 #include <signal.h>
@@ -12,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <zmq.h>
 
 #include "harness.h"
 
@@ -145,6 +151,226 @@ START_TEST(top_answers_at_once_after_a_kill_and_shows_the_dead_node)
 }
 END_TEST
 
+
+/* ------------------------------------------ every inspection command */
+
+static char out[1 << 20];
+
+/* `lattice --ip-finder F --secret-file S --json ARGS` (stdout), parsed;
+ * NULL unless it exited 0 with JSON.  *rc (may be NULL): its status. */
+static json_t *cli_json(const char *finder, const char *secret, const char *args, int *rc)
+{
+    int st = it_capture_stdout(out, sizeof out, "%s --ip-finder '%s' --secret-file %s --json %s", LATTICE_CLI_PATH,
+                               finder, secret, args);
+    if (rc) *rc = st;
+    return st == 0 ? json_loads(out, 0, NULL) : NULL;
+}
+
+static long long jint(json_t *o, const char *k) { return (long long)json_integer_value(json_object_get(o, k)); }
+
+typedef struct settled {
+    const char *finder, *secret;
+} settled;
+
+/* Three servers, every partition with one primary and one backup, OWNING. */
+static bool grid_settled(void *ctx)
+{
+    settled *s = ctx;
+    json_t *j = cli_json(s->finder, s->secret, "partitions default", NULL);
+    bool ok = j && jint(j, "lost") == 0 && jint(j, "under_replicated") == 0 &&
+              jint(json_object_get(j, "balance"), "nodes") == 3;
+    json_t *p;
+    size_t i;
+    json_array_foreach(ok ? json_object_get(j, "partitions") : NULL, i, p)
+    {
+        json_t *owners = json_object_get(p, "owners"), *o;
+        size_t k;
+        int prim = 0;
+        ok &= json_array_size(owners) == 2;
+        json_array_foreach(owners, k, o)
+        {
+            prim += !strcmp(json_string_value(json_object_get(o, "role")), "primary");
+            ok &= !strcmp(json_string_value(json_object_get(o, "state")), "OWNING");
+        }
+        ok &= prim == 1;
+    }
+    json_decref(j);
+    return ok;
+}
+
+static json_t *top_of(const char *finder, const char *secret)
+{
+    const char *extra[] = {"--secret-file", secret, NULL};
+    return it_top(finder, extra, NULL);
+}
+
+static int log_count(const it_proc *p, const char *needle)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "grep -c -- '%s' %s", needle, p->log);
+    int st = it_capture_stdout(out, sizeof out, "%s", cmd);
+    return st == 0 || st == 1 ? atoi(out) : -1;
+}
+
+/* Sends frames (count parts of len bytes each) to a data channel address. */
+static void send_raw(const char *addr, int parts, size_t len)
+{
+    void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 2000;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    ck_assert_int_eq(zmq_connect(s, addr), 0);
+    char buf[64];
+    memset(buf, 0x5a, sizeof buf);
+    for (int i = 0; i < parts; i++) ck_assert_int_ge(zmq_send(s, buf, len, i + 1 < parts ? ZMQ_SNDMORE : 0), 0);
+    zmq_close(s); /* the linger delivers it */
+    zmq_ctx_term(ctx);
+}
+
+START_TEST(every_inspection_command_leaves_the_topology_version_alone)
+{
+    it_begin("inspect_commands");
+    int base = it_free_ports(3), resp = it_free_ports(1);
+    char finder[64], port[3][16], rport[16];
+    snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", base, base + 2);
+    snprintf(rport, sizeof rport, "%d", resp);
+    const char *secret = it_write_file("grid.secret", "inspect me not\n");
+    const char *wrong = it_write_file("wrong.secret", "some other secret\n");
+    it_proc *p[3];
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(port[i], sizeof port[i], "%d", base + i);
+        snprintf(name, sizeof name, "n%d", i);
+        /* debug: client joins are logged at debug - the check below sees them */
+        const char *args[] = {"--port", port[i], "--port-range", "1", "--ip-finder", finder, "--secret-file", secret,
+                              "--failure-detection-ms", "1000", "--log-level", "debug",
+                              i == 0 ? "--resp-port" : NULL, rport, NULL};
+        p[i] = it_latticed(name, args);
+        ck_assert(it_wait_log(p[i], " ready: ", 20000));
+    }
+    settled st = {finder, secret};
+    ck_assert_msg(it_wait_for(grid_settled, &st, 30000), "the grid never settled: %s", out);
+    json_t *t = top_of(finder, secret);
+    ck_assert_ptr_nonnull(t);
+    json_t *v = json_object_get(t, "topology_version");
+    long long major = (long long)json_integer_value(json_array_get(v, 0)),
+              minor = (long long)json_integer_value(json_array_get(v, 1));
+    char data_addr[128];
+    char cid0[32];
+    snprintf(cid0, sizeof cid0, "127.0.0.1:%d", base);
+    json_t *n0 = it_node_by_cid(t, cid0);
+    ck_assert_ptr_nonnull(n0);
+    snprintf(data_addr, sizeof data_addr, "%s",
+             json_string_value(json_object_get(json_object_get(n0, "attrs"), "data_addr")));
+    json_decref(t);
+    ck_assert_msg(!strncmp(data_addr, "tcp://", 6), "no data_addr in top: %s", data_addr);
+    int joins[3];
+    for (int i = 0; i < 3; i++) joins[i] = log_count(p[i], ", client) joined");
+
+    /* 500 entries through RESP (no join either). */
+    ck_assert_int_eq(it_sh("for i in $(seq 1 500); do echo \"SET k$i v$i\"; done | redis-cli -p %d >/dev/null", resp), 0);
+
+    int rc;
+    json_t *j = cli_json(finder, secret, "caches", &rc);
+    ck_assert_msg(j, "caches: rc %d: %s", rc, out);
+    json_t *c = json_array_get(json_object_get(j, "caches"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(c, "name")), "default");
+    ck_assert_int_eq(jint(c, "size"), 500);
+    json_t *nodes = json_object_get(c, "nodes"), *x;
+    size_t i;
+    long long prim = 0, back = 0, pp = 0, bp = 0;
+    ck_assert_int_eq(json_array_size(nodes), 3);
+    json_array_foreach(nodes, i, x)
+    {
+        prim += jint(x, "primary_entries");
+        back += jint(x, "backup_entries");
+        pp += jint(x, "primary_partitions");
+        bp += jint(x, "backup_partitions");
+    }
+    ck_assert_int_eq(prim, 500);
+    ck_assert_int_eq(back, 500);
+    ck_assert_int_eq(pp, 1024);
+    ck_assert_int_eq(bp, 1024);
+    json_decref(j);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder '%s' --secret-file %s caches",
+                                       LATTICE_CLI_PATH, finder, secret), 0);
+    ck_assert_msg(strstr(out, "size 500") && strstr(out, "127.0.0.1:"), "%s", out);
+
+    j = cli_json(finder, secret, "partitions default", &rc);
+    ck_assert_msg(j, "partitions: rc %d: %s", rc, out);
+    ck_assert_int_eq(json_array_size(json_object_get(j, "partitions")), 1024);
+    ck_assert_int_eq(jint(j, "lost") + jint(j, "under_replicated"), 0);
+    v = json_object_get(j, "topology_version");
+    ck_assert_int_eq(json_integer_value(json_array_get(v, 0)), major); /* the grid's: no join of ours in it */
+    ck_assert_int_eq(json_integer_value(json_array_get(v, 1)), minor);
+    json_decref(j);
+
+    j = cli_json(finder, secret, "rebalance", &rc);
+    ck_assert_msg(j, "rebalance: rc %d: %s", rc, out);
+    ck_assert(json_is_false(json_object_get(j, "in_progress")));
+    c = json_array_get(json_object_get(j, "caches"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(c, "name")), "default");
+    ck_assert_int_eq(jint(c, "partitions_moving"), 0);
+    json_decref(j);
+    ck_assert_int_eq(it_capture_stdout(out, sizeof out, "%s --ip-finder '%s' --secret-file %s rebalance --watch --max-s 5",
+                                       LATTICE_CLI_PATH, finder, secret), 0);
+    ck_assert_msg(strstr(out, "default") && strstr(out, "(idle)"), "%s", out);
+
+    j = cli_json(finder, secret, "verify default", &rc);
+    ck_assert_msg(j, "verify: rc %d: %s", rc, out);
+    ck_assert_int_eq(jint(j, "partitions"), 1024);
+    ck_assert_int_eq(jint(j, "copies"), 2048);
+    ck_assert_int_eq(json_array_size(json_object_get(j, "conflicts")), 0);
+    json_decref(j);
+
+    j = cli_json(finder, secret, "baseline", &rc);
+    ck_assert_msg(j, "baseline: rc %d: %s", rc, out);
+    ck_assert_int_eq(jint(j, "baseline_nodes"), 3);
+    ck_assert(json_is_true(json_object_get(j, "has_quorum")));
+    json_array_foreach(json_object_get(j, "baseline"), i, x) ck_assert(json_is_true(json_object_get(x, "online")));
+    json_decref(j);
+
+    /* A wrong secret, no secret, another cluster name: told so, nothing joins. */
+    static const char *const cmds[] = {"caches", "partitions default", "rebalance", "verify default", "baseline"};
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder '%s' --secret-file %s %s", LATTICE_CLI_PATH,
+                                    finder, wrong, cmds[k]), 1);
+        ck_assert_msg(strstr(out, "the grid refused the cluster secret (check --secret-file"), "%s: %s", cmds[k], out);
+        ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder '%s' %s", LATTICE_CLI_PATH, finder, cmds[k]), 1);
+        ck_assert_msg(strstr(out, "the grid refused the cluster secret"), "%s: %s", cmds[k], out);
+        ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder '%s' --cluster other --secret-file %s %s",
+                                    LATTICE_CLI_PATH, finder, secret, cmds[k]), 1);
+        ck_assert_msg(strstr(out, "belong to another cluster than 'other'"), "%s: %s", cmds[k], out);
+    }
+
+    /* Bad frames on a server's data channel: dropped with a log line, and
+     * it keeps serving. */
+    send_raw(data_addr, 1, 40);  /* no MAC where the grid has a secret */
+    send_raw(data_addr, 3, 8);   /* a wrong frame count */
+    ck_assert(it_wait_log(p[0], "dropped a data-channel frame that failed authentication", 10000));
+    ck_assert(it_wait_log(p[0], "dropped a data-channel frame with a wrong frame count", 10000));
+    j = cli_json(finder, secret, "caches", &rc);
+    ck_assert_msg(j, "caches after bad frames: rc %d: %s", rc, out);
+    ck_assert_int_eq(jint(json_array_get(json_object_get(j, "caches"), 0), "size"), 500);
+    json_decref(j);
+
+    /* None of it joined: the version is where it was, no server saw a client. */
+    t = top_of(finder, secret);
+    ck_assert_ptr_nonnull(t);
+    v = json_object_get(t, "topology_version");
+    ck_assert_msg(json_integer_value(json_array_get(v, 0)) == major && json_integer_value(json_array_get(v, 1)) == minor,
+                  "the inspection commands moved the topology from %lld.%lld to %lld.%lld", major, minor,
+                  (long long)json_integer_value(json_array_get(v, 0)), (long long)json_integer_value(json_array_get(v, 1)));
+    ck_assert_int_eq(it_clients(t), 0);
+    json_decref(t);
+    for (int k = 0; k < 3; k++) ck_assert_int_eq(log_count(p[k], ", client) joined"), joins[k]);
+    /* ... which they would have logged: a command that does attach. */
+    ck_assert_int_eq(it_sh("%s --ip-finder '%s' --secret-file %s put default k v >/dev/null 2>&1", LATTICE_CLI_PATH,
+                           finder, secret), 0);
+    ck_assert(it_wait_log(p[0], ", client) joined", 10000));
+    it_end();
+}
+END_TEST
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -153,6 +379,7 @@ int main(void)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, inspection_leaves_the_topology_version_alone);
     tcase_add_test(tc, top_answers_at_once_after_a_kill_and_shows_the_dead_node);
+    tcase_add_test(tc, every_inspection_command_leaves_the_topology_version_alone);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -93,6 +93,16 @@ START_TEST(three_namespaces_find_each_other_by_multicast)
     /* Only multicast could have found them: no static finder was given, and
      * every node used the default port in its own namespace. */
     ck_assert(it_log_has(p[0], "0 static addresses, multicast"));
+    /* With no address to inspect, the inspection commands attach as a
+     * client node and still read every server. */
+    static char out[1 << 16];
+    int rc = it_capture_stdout(out, sizeof out,
+                               "ip netns exec %s %s --host 10.77.0.1 --ip-finder multicast://228.1.2.4:47400 --json caches",
+                               ns[0], LATTICE_CLI_PATH);
+    json_t *j = rc == 0 ? json_loads(out, 0, NULL) : NULL;
+    ck_assert_msg(j, "caches by multicast: rc %d: %s", rc, out);
+    ck_assert_int_eq(json_array_size(json_object_get(json_array_get(json_object_get(j, "caches"), 0), "nodes")), 3);
+    json_decref(j);
     it_end();
 }
 END_TEST

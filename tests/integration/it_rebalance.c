@@ -426,6 +426,68 @@ START_TEST(reset_lost_gives_up_the_partitions_of_a_killed_server)
 }
 END_TEST
 
+#define PAUSE_KEYS 4000L
+
+/* Every key k-0..PAUSE_KEYS-1 answers (a value or "absent"), none "partition lost". */
+static bool reads_all(void *ctx)
+{
+    lattice_node *n = ctx;
+    enum { B = 500 };
+    char keys[B][48];
+    lattice_kv kv[B];
+    bool ok = true;
+    for (long i = 0; i < PAUSE_KEYS && ok; i += B) {
+        for (long k = 0; k < B; k++) {
+            key_of(keys[k], sizeof keys[k], "k", i + k);
+            kv[k] = (lattice_kv){keys[k], strlen(keys[k]), NULL, 0, 0};
+        }
+        ok = lattice_cache_get_all(n, "default", kv, B) == LATTICE_OK;
+        for (long k = 0; k < B; k++) lt_free(kv[k].value);
+    }
+    return ok;
+}
+
+/* backups=0 on two servers, one of them paused (SIGSTOP) until the other
+ * removed it: the survivor alone is 1 of 2 baseline nodes, without quorum,
+ * and its partitions lost their only owner.  The paused one resumes, finds
+ * itself removed and rejoins under a new id, which gives the grid its
+ * quorum back.  Its copies hold every acknowledged write of those
+ * partitions and must come back: the coordinator records the lost
+ * partitions with or without quorum, the rejoined node keeps the copies a
+ * record names, and every key reads back.  (A coordinator that recorded
+ * only with quorum named nothing, and the rejoined node freed half the
+ * keys.) */
+START_TEST(a_pause_that_cost_the_quorum_loses_no_data)
+{
+    it_begin("rebalance_pause_no_quorum");
+    it_proc *srv[2];
+    const char *extra[] = {"--cache", "default:backups=0", NULL};
+    start_grid(srv, 2, 2, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 2);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    balanced_ctx b2 = {2, 1, NULL, 0, 0};
+    wait_balanced(&b2, 30000);
+    const long N = PAUSE_KEYS;
+    put_range(c, "k", N);
+    it_signal(srv[1], SIGSTOP);
+    wait_grid(c, 1); /* removed: past the failure detection */
+    it_signal(srv[1], SIGCONT);
+    ck_assert(it_wait_log(srv[1], "rejoining as a new node", 30000));
+    wait_grid(c, 2);
+    wait_balanced(&b2, 30000);
+    /* The client pulls the switched metadata within a second; until then
+     * its view still has the partitions without a serving owner. */
+    ck_assert(it_wait_for(reads_all, c, 20000));
+    long present = count_present(c, "default", "k", N, NULL);
+    printf("pause without quorum: %ld of %ld keys present after the rejoin\n", present, N);
+    ck_assert_int_eq(present, N);
+    verify_clean();
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
 /* A graceful leave (SIGTERM) and, on its own, a kill -9: partitions short of
  * a copy get a new one over the survivors - back to 2 OWNING copies each. */
 START_TEST(leave_and_failure_restore_redundancy)
@@ -448,6 +510,67 @@ START_TEST(leave_and_failure_restore_redundancy)
     wait_balanced(&b, 90000);
     ck_assert_int_eq(count_present(c, "default", "k", N, NULL), N);
     verify_clean();
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+/* The join order of the server on port `port` (top's "order"), 0 if absent. */
+static long order_of_port(int port)
+{
+    const char *extra[] = {"--cluster", cluster, NULL};
+    json_t *top = it_top(finder, extra, NULL);
+    char cid[32];
+    snprintf(cid, sizeof cid, "127.0.0.1:%d", port);
+    json_t *node = top ? it_node_by_cid(top, cid) : NULL;
+    long order = node ? (long)json_integer_value(json_object_get(node, "order")) : 0;
+    if (top) json_decref(top);
+    return order;
+}
+
+/* The base follows every server set, also one seen before.  On an empty
+ * grid two servers join at once: the first one's join starts a base check,
+ * and when the second joins while that check runs, the switch it decides
+ * takes both.  The last to join then leaves, which brings back the server
+ * set the check started on, then the other one leaves.  Each time every
+ * partition must end up with 2 OWNING copies over the live servers (3
+ * servers stay: with the two that come and go on the same ports, hence the
+ * same consistent ids, the baseline is 5 and 3 of 5 keep quorum).  A
+ * coordinator that remembered "this server set was checked" never checked
+ * that set again: a base switch that never came. */
+START_TEST(base_follows_a_server_set_seen_before)
+{
+    it_begin("rebalance_set_seen_before");
+    it_proc *srv[3], *extra_srv[2];
+    const char *extra[] = {"--cache", "default:backups=1", NULL};
+    start_grid(srv, 3, 5, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    for (int round = 0; round < 6; round++) {
+        for (int j = 0; j < 2; j++) {
+            char name[16];
+            snprintf(name, sizeof name, "r%dj%d", round, j);
+            extra_srv[j] = start_one(name, base_port + 3 + j, extra);
+        }
+        wait_grid(c, 5);
+        balanced_ctx b5 = {5, 2, NULL, 0, 0};
+        wait_balanced(&b5, 30000);
+        int last = order_of_port(base_port + 4) > order_of_port(base_port + 3);
+        int leave[2] = {last, !last};
+        for (int k = 0; k < 2; k++) {
+            it_signal(extra_srv[leave[k]], SIGTERM);
+            ck_assert(it_wait_exit(extra_srv[leave[k]], 20000));
+            wait_grid(c, 4 - k);
+            balanced_ctx b = {4 - k, 2, NULL, 0, 0};
+            wait_balanced(&b, 30000);
+        }
+        printf("round %d: 5 -> 4 -> 3 servers, every partition 2 OWNING copies each time\n", round);
+    }
+    /* And the grid still takes and keeps data. */
+    const long N = 3000;
+    put_range(c, "k", N);
+    ck_assert_int_eq(count_present(c, "default", "k", N, NULL), N);
     lattice_node_stop(c);
     it_end();
 }
@@ -668,6 +791,12 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tc_of("leave");
     tcase_add_loop_test(tc, leave_and_failure_restore_redundancy, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tc_of("seen_before");
+    tcase_add_test(tc, base_follows_a_server_set_seen_before);
+    suite_add_tcase(s, tc);
+    tc = tc_of("pause_no_quorum");
+    tcase_add_test(tc, a_pause_that_cost_the_quorum_loses_no_data);
     suite_add_tcase(s, tc);
     tc = tc_of("reset_lost");
     tcase_add_test(tc, reset_lost_gives_up_the_partitions_of_a_killed_server);

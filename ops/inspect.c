@@ -1,0 +1,292 @@
+/*
+ * inspect: the data channel asked from outside the topology - what
+ * `lattice caches`, `partitions`, `rebalance` and `verify` read without
+ * joining, so they never move the topology version (docs/CACHES.md,
+ * "Inspection").
+ *
+ * The asker holds an inspection's topology (discovery/inspect.c), which
+ * names every server's data_addr.  It opens one DEALER per server and sends
+ * the requests a client node would send, with the same MAC: META_GET to
+ * every server (the coordinator's answer, or else the newest of them, is
+ * the metadata), and STATS or DIGEST to every server.  The servers answer
+ * as they answer any peer - the data channel never asks who is a member -
+ * so nothing on them changes.  The answers are turned into the results of
+ * the calls a client node makes (control.c builds the partition map from
+ * the metadata exactly as for LATTICE_OPS_CALL_PARTITIONS), with no data
+ * thread: the caller's thread polls until every server answered or the
+ * deadline passed.  A frame failing the checks of the frame layer is
+ * dropped, as on the data thread.
+ */
+#include <string.h>
+#include <zmq.h>
+
+#include "base/base.h"
+#include "lattice/alloc.h"
+#include "lattice/clock.h"
+#include "ops_int.h"
+#include "rebal_exec.h"
+
+#define RID_META 1     /* request ids: one DEALER per server, so two fixed ids do */
+#define RID_ASK 2
+#define AGAIN_MS 100   /* a server without metadata yet (it just started): ask again */
+
+typedef struct server {
+    lattice_meta_member *m;
+    void *sock;
+    bool coordinator;
+    bool silent;                  /* not waited for (lattice_ops_inspect.silent) */
+    bool meta_ok;                 /* answered META_GET with its metadata */
+    uint64_t meta_again_at;       /* answered AGAIN: resend then (0: not due) */
+    Latdata__Batch *answer;       /* the batch holding the RID_ASK answer (kept until the end) */
+    const Latdata__Resp *resp;
+} server;
+
+typedef struct asker {
+    const lattice_ops_inspect *in;
+    void *ctx;
+    uint8_t key[LT_FRAME_KEY_BYTES];
+    bool have_key;
+    lattice_meta *meta;
+    lattice_meta_member *members; /* every member of the topology */
+    lattice_meta_member **mp;
+    size_t n_members;
+    server *s;                    /* the servers with a data address */
+    size_t n;
+    int kind;                     /* CTL_STATS, CTL_DIGEST or 0 (metadata only) */
+    const char *cache;
+} asker;
+
+static lattice_status send_req(asker *a, server *sv, int kind, uint64_t id)
+{
+    Latdata__Req *q = chan_req_new(kind, a->cache, NULL, 0, NULL, 0);
+    if (!q) return LATTICE_ERR_NOMEM;
+    q->id = id;
+    Latdata__Batch b = LATDATA__BATCH__INIT;
+    b.proto = LATTICE_DATA_PROTO;
+    b.reqs = &q;
+    b.n_reqs = 1;
+    uint8_t *buf, mac[LT_FRAME_MAC_BYTES];
+    size_t len;
+    lattice_status st = lt_frame_pack(&b.base, a->have_key ? a->key : NULL, &buf, &len, mac);
+    lt_free(q);
+    if (st != LATTICE_OK) return st;
+    /* The DEALER queues it until connected (no ZMQ_IMMEDIATE); a send it
+     * refuses all the same leaves that server unanswered at the deadline. */
+    if (zmq_send(sv->sock, buf, len, ZMQ_DONTWAIT | (a->have_key ? ZMQ_SNDMORE : 0)) >= 0 && a->have_key)
+        zmq_send(sv->sock, mac, LT_FRAME_MAC_BYTES, ZMQ_DONTWAIT);
+    lt_free(buf);
+    return LATTICE_OK;
+}
+
+static lattice_status open_asker(asker *a, const lattice_ops_inspect *in, int kind, const char *cache)
+{
+    memset(a, 0, sizeof *a);
+    a->in = in;
+    a->kind = kind;
+    a->cache = cache;
+    if (in->secret) {
+        lt_frame_derive_key(in->secret, in->secret_len, "lattice data channel v1", a->key);
+        a->have_key = true;
+    }
+    size_t nt = lattice_topology_size(in->topology);
+    a->members = lt_calloc(nt ? nt : 1, sizeof *a->members);
+    a->mp = lt_calloc(nt ? nt : 1, sizeof *a->mp);
+    a->s = lt_calloc(nt ? nt : 1, sizeof *a->s);
+    lattice_meta_config mc = {.client = true};
+    if (!a->members || !a->mp || !a->s || lattice_meta_create(&mc, &a->meta) != LATTICE_OK) return LATTICE_ERR_NOMEM;
+    a->ctx = zmq_ctx_new();
+    if (!a->ctx) return LATTICE_ERR_IO;
+    const char *coord = lattice_topology_coordinator(in->topology);
+    for (size_t i = 0; i < nt; i++) {
+        const lattice_member *t = lattice_topology_member(in->topology, i);
+        lattice_meta_member *m = &a->members[a->n_members];
+        snprintf(m->id, sizeof m->id, "%s", t->id);
+        snprintf(m->cid, sizeof m->cid, "%s", t->consistent_id);
+        m->server = t->role == LATTICE_ROLE_SERVER;
+        a->mp[a->n_members++] = m;
+        const char *addr = lattice_member_attr(t, "data_addr");
+        if (!m->server || !addr) continue;
+        server *sv = &a->s[a->n];
+        sv->m = m;
+        sv->coordinator = coord && !strcmp(coord, t->id);
+        for (size_t k = 0; k < in->n_silent; k++) sv->silent |= !strcmp(in->silent[k], t->id);
+        sv->sock = zmq_socket(a->ctx, ZMQ_DEALER);
+        int zero = 0;
+        if (!sv->sock) return LATTICE_ERR_IO;
+        zmq_setsockopt(sv->sock, ZMQ_LINGER, &zero, sizeof zero);
+        a->n++;
+        if (zmq_connect(sv->sock, addr) != 0) continue; /* never answers: the deadline settles it */
+        send_req(a, sv, CTL_META_GET, RID_META);
+        if (kind) send_req(a, sv, kind, RID_ASK);
+    }
+    lattice_meta_set_members(a->meta, a->mp, a->n_members, coord);
+    return a->n ? LATTICE_OK : LATTICE_ERR_TIMEOUT;
+}
+
+static void close_asker(asker *a)
+{
+    for (size_t i = 0; a->s && i < a->n; i++) {
+        if (a->s[i].answer) chan_batch_free(a->s[i].answer);
+        if (a->s[i].sock) zmq_close(a->s[i].sock);
+    }
+    if (a->ctx) zmq_ctx_term(a->ctx);
+    if (a->meta) lattice_meta_destroy(a->meta);
+    lt_free(a->s);
+    lt_free(a->mp);
+    lt_free(a->members);
+}
+
+/* One message from sv's DEALER: its metadata applied, its answers noted. */
+static void read_one(asker *a, server *sv)
+{
+    zmq_msg_t parts[3];
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sv->sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        more = zmq_msg_more(&m);
+        if (n < 3) parts[n++] = m;
+        else zmq_msg_close(&m);
+    }
+    ProtobufCMessage *pm = NULL;
+    if (n == 1 || n == 2)
+        lt_frame_unpack(&latdata__batch__descriptor, zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]),
+                        n == 2 ? zmq_msg_data(&parts[1]) : NULL, n == 2 ? zmq_msg_size(&parts[1]) : 0,
+                        a->have_key ? a->key : NULL, DATA_MAX_FRAME, &pm);
+    for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
+    Latdata__Batch *b = (Latdata__Batch *)pm;
+    if (!b) return;
+    if (b->proto != LATTICE_DATA_PROTO) {
+        chan_batch_free(b);
+        return;
+    }
+    if (b->meta) lattice_meta_apply(a->meta, b->meta);
+    bool keep = false;
+    for (size_t i = 0; i < b->n_resps; i++) {
+        const Latdata__Resp *rs = b->resps[i];
+        if (rs->id == RID_META && rs->status == LATTICE_OK) {
+            sv->meta_ok = true;
+            sv->meta_again_at = 0;
+        } else if (rs->id == RID_META) {
+            sv->meta_again_at = lt_mono_ms() + AGAIN_MS;
+        } else if (rs->id == RID_ASK && !sv->resp) {
+            sv->resp = rs;
+            sv->answer = b;
+            keep = true;
+        }
+    }
+    if (!keep) chan_batch_free(b);
+}
+
+/* The metadata is known once the coordinator (its only writer) gave it, or
+ * every server did; the question once every server answered it.  Silent
+ * servers are not waited for: one that answers all the same counts. */
+static bool done(const asker *a)
+{
+    bool meta = false, all_meta = true, any_meta = false, all = true;
+    for (size_t i = 0; i < a->n; i++) {
+        const server *sv = &a->s[i];
+        meta |= sv->coordinator && sv->meta_ok;
+        any_meta |= sv->meta_ok;
+        all_meta &= sv->meta_ok || sv->silent;
+        all &= !a->kind || sv->resp != NULL || sv->silent;
+    }
+    return (meta || (all_meta && any_meta)) && all;
+}
+
+/* Asks and waits until done() or the deadline. */
+static void run(asker *a)
+{
+    zmq_pollitem_t *items = lt_calloc(a->n, sizeof *items);
+    if (!items) return;
+    for (size_t i = 0; i < a->n; i++) items[i] = (zmq_pollitem_t){a->s[i].sock, 0, ZMQ_POLLIN, 0};
+    uint64_t until = lt_mono_ms() + (uint64_t)(a->in->timeout_ms > 0 ? a->in->timeout_ms : 1);
+    while (!done(a) && lt_mono_ms() < until) {
+        uint64_t now = lt_mono_ms();
+        for (size_t i = 0; i < a->n; i++)
+            if (a->s[i].meta_again_at && now >= a->s[i].meta_again_at) {
+                a->s[i].meta_again_at = 0;
+                send_req(a, &a->s[i], CTL_META_GET, RID_META);
+            }
+        if (zmq_poll(items, (int)a->n, 20) <= 0) continue;
+        for (size_t i = 0; i < a->n; i++)
+            if (items[i].revents & ZMQ_POLLIN) read_one(a, &a->s[i]);
+    }
+    lt_free(items);
+}
+
+lattice_status lattice_ops_inspect_stats(const lattice_ops_inspect *in, lattice_ops_stats **out)
+{
+    *out = NULL;
+    asker a;
+    lattice_status st = open_asker(&a, in, CTL_STATS, NULL);
+    if (st == LATTICE_OK) run(&a);
+    lattice_ops_stats *sr = st == LATTICE_OK ? lt_calloc(1, sizeof *sr) : NULL;
+    if (st == LATTICE_OK && !lattice_meta_valid(a.meta)) st = LATTICE_ERR_TIMEOUT;
+    else if (st == LATTICE_OK && !sr) st = LATTICE_ERR_NOMEM;
+    if (st == LATTICE_OK) {
+        size_t nc = lattice_meta_cache_count(a.meta);
+        sr->cfgs = lt_calloc(nc ? nc : 1, sizeof *sr->cfgs);
+        for (size_t i = 0; sr->cfgs && i < nc; i++) sr->cfgs[sr->n_caches++] = lattice_meta_cache_at(a.meta, i)->cfg;
+        /* In topology order; a server that did not answer in time is left
+         * out, as a client node leaves out one that left. */
+        for (size_t i = 0; i < a.n; i++) {
+            const Latdata__Resp *rs = a.s[i].resp;
+            if (rs && rs->status == LATTICE_OK) control_stats_add(sr, a.s[i].m->id, rs->stats, rs->n_stats);
+        }
+        *out = sr;
+    } else {
+        lt_free(sr);
+    }
+    close_asker(&a);
+    return st;
+}
+
+lattice_status lattice_ops_inspect_partitions(const lattice_ops_inspect *in, const char *cache,
+                                              lattice_partitions_info **out)
+{
+    *out = NULL;
+    asker a;
+    lattice_status st = open_asker(&a, in, 0, NULL);
+    if (st == LATTICE_OK) {
+        run(&a);
+        const lattice_topology *t = in->topology;
+        st = control_partitions_info(a.meta, cache, (uint32_t)a.n, lattice_topology_major(t),
+                                     lattice_topology_minor(t), out);
+        if (st == LATTICE_ERR_AGAIN) st = LATTICE_ERR_TIMEOUT; /* no server gave its metadata */
+    }
+    close_asker(&a);
+    return st;
+}
+
+lattice_status lattice_ops_inspect_digests(const lattice_ops_inspect *in, const char *cache,
+                                           lattice_ops_digests **out)
+{
+    *out = NULL;
+    asker a;
+    lattice_status st = open_asker(&a, in, CTL_DIGEST, cache);
+    if (st == LATTICE_OK) run(&a);
+    if (st == LATTICE_OK && !lattice_meta_valid(a.meta)) st = LATTICE_ERR_TIMEOUT;
+    else if (st == LATTICE_OK && !lattice_meta_cache_of(a.meta, cache)) st = LATTICE_ERR_NO_CACHE;
+    lattice_ops_digests *dr = st == LATTICE_OK ? lt_calloc(1, sizeof *dr) : NULL;
+    if (st == LATTICE_OK && !dr) st = LATTICE_ERR_NOMEM;
+    /* Every server's copies, or no answer: a missing one would hide its
+     * conflicts (as for a client node, TIMEOUT). */
+    for (size_t i = 0; st == LATTICE_OK && i < a.n; i++) {
+        const Latdata__Resp *rs = a.s[i].resp;
+        if (!rs || rs->status != LATTICE_OK) st = LATTICE_ERR_TIMEOUT;
+        else if (!rebal_unpack_digests(dr, a.s[i].m->id, rs->value.data, rs->value.len)) st = LATTICE_ERR_TIMEOUT;
+    }
+    if (st == LATTICE_OK) {
+        *out = dr;
+    } else if (dr) {
+        lt_free(dr->d);
+        lt_free(dr);
+    }
+    close_asker(&a);
+    return st;
+}
