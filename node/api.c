@@ -417,3 +417,8 @@ void lattice_partitions_info_free(lattice_partitions_info *p)
 _Static_assert(LATTICE_KEY_SLOTS == LATTICE_PARTITION_SLOTS, "lattice.h's slot count is partition/'s");
 
 uint16_t lattice_key_slot(const void *key, size_t len) { return lattice_partition_key_slot(key, len); }
+
+uint32_t lattice_slot_partition(uint32_t slot, uint32_t partitions)
+{
+    return lattice_partition_of_slot(slot, partitions);
+}

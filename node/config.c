@@ -156,6 +156,12 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
     else if (!strcmp(k, "resp-max-bulk")) { if (!parse_ll(v, 1, 1LL << 40, &r->max_bulk)) BAD("--resp-max-bulk wants 1..1099511627776 bytes"); }
     else if (!strcmp(k, "resp-max-multibulk")) { if (!parse_ll(v, 1, INT32_MAX, &r->max_multibulk)) BAD("--resp-max-multibulk wants 1..2147483647"); }
     else if (!strcmp(k, "resp-max-inline")) { if (!parse_ll(v, 16, 1LL << 30, &r->max_inline)) BAD("--resp-max-inline wants 16..1073741824 bytes"); }
+    else if (!strcmp(k, "resp-moved")) {
+        if (!strcmp(v, "aware")) r->moved = LATTICE_RESPD_MOVED_AWARE;
+        else if (!strcmp(v, "always")) r->moved = LATTICE_RESPD_MOVED_ALWAYS;
+        else if (!strcmp(v, "never")) r->moved = LATTICE_RESPD_MOVED_NEVER;
+        else BAD("--resp-moved wants aware, always or never");
+    }
     else if (!strcmp(k, "resp-output-limit")) { if (!parse_ll(v, 0, 1LL << 40, &r->output_limit)) BAD("--resp-output-limit wants 0 (unlimited)..1099511627776 bytes"); }
     else if (!strcmp(k, "http-port")) { if (!parse_int(v, 1, 65535, &o->http_port)) BAD("--http-port wants 1..65535"); }
     else BAD("unknown option '%s'", key);
@@ -216,7 +222,7 @@ static const struct option long_opts[] = {
     {"resp-io-threads", required_argument, 0, 1}, {"resp-max-clients", required_argument, 0, 1},
     {"resp-timeout", required_argument, 0, 1}, {"resp-max-bulk", required_argument, 0, 1},
     {"resp-max-multibulk", required_argument, 0, 1}, {"resp-max-inline", required_argument, 0, 1},
-    {"resp-output-limit", required_argument, 0, 1},
+    {"resp-output-limit", required_argument, 0, 1}, {"resp-moved", required_argument, 0, 1},
     {"help", no_argument, 0, 'h'},           {"version", no_argument, 0, 'V'},
     {0, 0, 0, 0}};
 
@@ -260,6 +266,8 @@ static void usage(FILE *f)
           "  --resp-max-multibulk N    most arguments of one command (default 1048576)\n"
           "  --resp-max-inline N       longest inline command / header line (default 65536)\n"
           "  --resp-output-limit N     close a client with more than N reply bytes pending (default 0 = none)\n"
+          "  --resp-moved M            MOVED for: aware (clients that route by the slot map; default),\n"
+          "                            always (every client, as Redis Cluster: redis-cli -c), never\n"
           "  --http-port N             serve /metrics, /health, /topology, /caches over HTTP on this port\n"
           "  --help, --version\n",
           f);

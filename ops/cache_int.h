@@ -17,7 +17,10 @@
 #include "storage/storage.h"
 
 #define LATTICE_DATA_PROTO 1
-#define DATA_MAX_FRAME (64u << 20)   /* a data frame above this is dropped and counted */
+/* A data frame above this is dropped and counted.  One value of the largest
+ * max_value_bytes (512 MiB) plus its key (<= 16 MiB) and framing must fit:
+ * a frame holds at least one whole request (chunk_req). */
+#define DATA_MAX_FRAME (544u << 20)
 
 /* Control kinds on the data channel (above every lattice_op_kind). */
 enum {

@@ -518,7 +518,8 @@ static void bcast_part(lattice_ops *d, bcast *b, const Latdata__Resp *rs)
 
 static void settle_bcast(lattice_ops *d, pend *p, const Latdata__Resp *rs) { bcast_part(d, p->b, rs); }
 
-/* SIZE: the sum of primary entries over every server (CTL_PART_SIZE). */
+/* SIZE: the sum of primary entries over every server (CTL_PART_SIZE), or
+ * with LATTICE_OP_LOCAL this node's alone. */
 void control_start_size(lattice_ops *d, opx *o)
 {
     bcast *b = lt_calloc(1, sizeof *b);
@@ -530,9 +531,10 @@ void control_start_size(lattice_ops *d, opx *o)
     b->kind = CTL_PART_SIZE;
     b->op = o;
     b->remaining = 1;
+    bool local = o->op.flags & LATTICE_OP_LOCAL; /* Redis Cluster's DBSIZE: this node's share */
     for (size_t i = 0; i < d->n_peers; i++) {
         peer *p = d->peers[i];
-        if (!p->m.server) continue;
+        if (!p->m.server || (local && !p->m.self)) continue;
         if (p->m.self) {
             lattice_meta_cache *c = lattice_meta_cache_of(d->meta, o->cache);
             Latdata__Resp rs = LATDATA__RESP__INIT;

@@ -98,7 +98,9 @@ void lattice_cache_config_init(lattice_cache_config *c, const char *name)
     c->rebalance_throttle_ms = 0;
     c->rebalance_delay_ms = 0;
     c->max_key_bytes = 65536;
-    c->max_value_bytes = 1048576;
+    /* Redis's proto-max-bulk-len: what a Redis user may store; the region
+     * bound (--region-mb) still refuses what does not fit (REGION_FULL). */
+    c->max_value_bytes = 536870912;
 }
 
 /* Shared by cache and region names: they end up in file names, metric labels

@@ -72,12 +72,19 @@ uint16_t lattice_partition_key_slot(const void *key, size_t len)
     return key_crc(key, len) & (LATTICE_PARTITION_SLOTS - 1);
 }
 
-uint32_t lattice_partition_of_key(const void *key, size_t len, uint32_t partitions)
+uint32_t lattice_partition_of_slot(uint32_t slot, uint32_t partitions)
 {
     /* An invalid count would index out of range in every caller's table; map
      * it to partition 0 rather than trusting it (callers validate anyway). */
-    if (!lattice_partition_count_valid(partitions)) return 0;
-    return key_crc(key, len) & (partitions - 1);
+    if (!lattice_partition_count_valid(partitions) || slot >= LATTICE_PARTITION_SLOTS) return 0;
+    /* The high bits of the slot: partitions divides 16384, so each
+     * partition is one contiguous run of 16384 / partitions slots. */
+    return slot / (LATTICE_PARTITION_SLOTS / partitions);
+}
+
+uint32_t lattice_partition_of_key(const void *key, size_t len, uint32_t partitions)
+{
+    return lattice_partition_of_slot(lattice_partition_key_slot(key, len), partitions);
 }
 
 bool lattice_partition_count_valid(uint64_t partitions)

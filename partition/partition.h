@@ -1,7 +1,7 @@
 /*
  * partition: how a cache's keys are split over the server nodes.
  *
- *   key --crc16/{hash tag}--> slot (0..16383) --& (partitions-1)--> partition
+ *   key --crc16/{hash tag}--> slot (0..16383) --/ (16384/partitions)--> partition
  *   (server nodes, cache config) --rendezvous--> assignment: owners per partition
  *   per node and partition: the state of its copy (lattice_partition_state)
  *
@@ -41,8 +41,11 @@ void lattice_partition_hash_part(const void *key, size_t len, size_t *off, size_
 /* The Redis Cluster slot of a key (CLUSTER KEYSLOT): crc16(hash part) & 16383. */
 uint16_t lattice_partition_key_slot(const void *key, size_t len);
 
-/* partition = crc16(hash part) & (partitions - 1).  partitions must be valid
- * (lattice_partition_count_valid); slot s of Redis lives in s & (partitions-1). */
+/* partition = slot / (16384 / partitions): each partition is one contiguous
+ * range of Redis slots, so CLUSTER SLOTS lists at most one range per
+ * partition.  An invalid count (lattice_partition_count_valid) or slot gives 0. */
+uint32_t lattice_partition_of_slot(uint32_t slot, uint32_t partitions);
+/* lattice_partition_of_slot(lattice_partition_key_slot(key, len), partitions). */
 uint32_t lattice_partition_of_key(const void *key, size_t len, uint32_t partitions);
 
 /* True for a power of two in 1..LATTICE_PARTITION_MAX. */
@@ -94,7 +97,7 @@ typedef struct lattice_cache_config {
     uint64_t rebalance_throttle_ms;   /* 0 */
     uint64_t rebalance_delay_ms;      /* 0 */
     uint64_t max_key_bytes;           /* 65536 */
-    uint64_t max_value_bytes;         /* 1048576 */
+    uint64_t max_value_bytes;         /* 536870912 (512 MiB, Redis's largest string) */
 } lattice_cache_config;
 
 /* Every option at its default, with the given name (NULL or invalid -> ""). */

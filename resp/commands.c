@@ -44,6 +44,8 @@ static const struct lattice_resp_cmd command_subs[] = {
      {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
     {"command|list", LATTICE_RESP_CMD_COMMAND_LIST, -2, 0, 0, 0, 0, NULL, 0,
      {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
+    {"command|getkeys", LATTICE_RESP_CMD_COMMAND_GETKEYS, -4, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow @connection", "", "", ""}},
 };
 
 static const struct lattice_resp_cmd client_subs[] = {
@@ -59,6 +61,10 @@ static const struct lattice_resp_cmd client_subs[] = {
      {"noscript loading stale", "@slow @connection", "", "", ""}},
     {"client|info", LATTICE_RESP_CMD_CLIENT_INFO, 2, 0, 0, 0, 0, NULL, 0,
      {"noscript loading stale", "@slow @connection", "nondeterministic_output", "", ""}},
+    {"client|no-evict", LATTICE_RESP_CMD_CLIENT_NO_EVICT, 3, AD, 0, 0, 0, NULL, 0,
+     {"admin noscript loading stale", "@admin @slow @dangerous @connection", "", "", ""}},
+    {"client|reply", LATTICE_RESP_CMD_CLIENT_REPLY, 3, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale", "@slow @connection", "", "", ""}},
 };
 
 static const struct lattice_resp_cmd cluster_subs[] = {
@@ -118,6 +124,42 @@ static const struct lattice_resp_cmd table[] = {
      {"readonly fast", "@keyspace @read @fast", "nondeterministic_output", "RO access", ""}},
     {"persist", LATTICE_RESP_CMD_PERSIST, 2, W | F, 1, 1, 1, NULL, 0,
      {"write fast", "@keyspace @write @fast", "", "RW update", ""}},
+    {"setex", LATTICE_RESP_CMD_SETEX, 4, W | OOM, 1, 1, 1, NULL, 0,
+     {"write denyoom", "@write @string @slow", "", "OW update", ""}},
+    {"psetex", LATTICE_RESP_CMD_PSETEX, 4, W | OOM, 1, 1, 1, NULL, 0,
+     {"write denyoom", "@write @string @slow", "", "OW update", ""}},
+    {"setnx", LATTICE_RESP_CMD_SETNX, 3, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "OW insert", ""}},
+    {"getset", LATTICE_RESP_CMD_GETSET, 3, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW access update", ""}},
+    {"getex", LATTICE_RESP_CMD_GETEX, -2, W | F, 1, 1, 1, NULL, 0,
+     {"write fast", "@write @string @fast", "", "RW access update", "RW and UPDATE because it changes the TTL"}},
+    {"unlink", LATTICE_RESP_CMD_UNLINK, -2, W | F, 1, -1, 1, NULL, 0,
+     {"write fast", "@keyspace @write @fast", "request_policy:multi_shard response_policy:agg_sum", "RM delete", ""}},
+    {"touch", LATTICE_RESP_CMD_TOUCH, -2, R | F, 1, -1, 1, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "request_policy:multi_shard response_policy:agg_sum", "RO", ""}},
+    {"type", LATTICE_RESP_CMD_TYPE, 2, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "", "RO", ""}},
+    {"expireat", LATTICE_RESP_CMD_EXPIREAT, -3, W | F, 1, 1, 1, NULL, 0,
+     {"write fast", "@keyspace @write @fast", "", "RW update", ""}},
+    {"pexpireat", LATTICE_RESP_CMD_PEXPIREAT, -3, W | F, 1, 1, 1, NULL, 0,
+     {"write fast", "@keyspace @write @fast", "", "RW update", ""}},
+    {"expiretime", LATTICE_RESP_CMD_EXPIRETIME, 2, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "", "RO access", ""}},
+    {"pexpiretime", LATTICE_RESP_CMD_PEXPIRETIME, 2, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@keyspace @read @fast", "", "RO access", ""}},
+    {"getrange", LATTICE_RESP_CMD_GETRANGE, 4, R, 1, 1, 1, NULL, 0,
+     {"readonly", "@read @string @slow", "", "RO access", ""}},
+    {"substr", LATTICE_RESP_CMD_SUBSTR, 4, R, 1, 1, 1, NULL, 0,
+     {"readonly", "@read @string @slow", "", "RO access", ""}},
+    {"getbit", LATTICE_RESP_CMD_GETBIT, 3, R | F, 1, 1, 1, NULL, 0,
+     {"readonly fast", "@read @bitmap @fast", "", "RO access", ""}},
+    {"bitcount", LATTICE_RESP_CMD_BITCOUNT, -2, R, 1, 1, 1, NULL, 0,
+     {"readonly", "@read @bitmap @slow", "", "RO access", ""}},
+    {"bitpos", LATTICE_RESP_CMD_BITPOS, -3, R, 1, 1, 1, NULL, 0,
+     {"readonly", "@read @bitmap @slow", "", "RO access", ""}},
+    {"lcs", LATTICE_RESP_CMD_LCS, -3, R, 1, 2, 1, NULL, 0,
+     {"readonly", "@read @string @slow", "", "RO access", ""}},
     {"ping", LATTICE_RESP_CMD_PING, -1, F, 0, 0, 0, NULL, 0,
      {"fast", "@fast @connection", "request_policy:all_shards response_policy:all_succeeded", "", ""}},
     {"echo", LATTICE_RESP_CMD_ECHO, 2, F, 0, 0, 0, NULL, 0,
@@ -132,8 +174,16 @@ static const struct lattice_resp_cmd table[] = {
      {"readonly fast", "@keyspace @read @fast", "request_policy:all_shards response_policy:agg_sum", "", ""}},
     {"info", LATTICE_RESP_CMD_INFO, -1, 0, 0, 0, 0, NULL, 0,
      {"loading stale", "@slow @dangerous", "nondeterministic_output request_policy:all_shards response_policy:special", "", ""}},
+    {"time", LATTICE_RESP_CMD_TIME, 1, F, 0, 0, 0, NULL, 0,
+     {"loading stale fast", "@fast", "nondeterministic_output", "", ""}},
     {"quit", LATTICE_RESP_CMD_QUIT, -1, F | NA, 0, 0, 0, NULL, 0,
      {"noscript loading stale fast no_auth allow_busy", "@fast @connection", "", "", ""}},
+    {"readonly", LATTICE_RESP_CMD_READONLY, 1, F, 0, 0, 0, NULL, 0,
+     {"loading stale fast", "@fast @connection", "", "", ""}},
+    {"readwrite", LATTICE_RESP_CMD_READWRITE, 1, F, 0, 0, 0, NULL, 0,
+     {"loading stale fast", "@fast @connection", "", "", ""}},
+    {"asking", LATTICE_RESP_CMD_ASKING, 1, F, 0, 0, 0, NULL, 0,
+     {"fast", "@fast @connection", "", "", ""}},
     {"command", LATTICE_RESP_CMD_COMMAND, -1, CT, 0, 0, 0, command_subs, N_OF(command_subs),
      {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
     {"client", LATTICE_RESP_CMD_CLIENT, -2, CT, 0, 0, 0, client_subs, N_OF(client_subs),
@@ -154,7 +204,7 @@ static const struct lattice_resp_cmd *find(const struct lattice_resp_cmd *t, siz
 
 const lattice_resp_cmd *lattice_resp_cmd_lookup(const char *name, size_t len)
 {
-    /* Short names only: the longest is 7 bytes; this also keeps a NUL inside
+    /* Short names only: the longest is 11 bytes; this also keeps a NUL inside
      * argv[0] from matching a prefix. */
     if (len == 0 || len > 16 || memchr(name, '\0', len)) return NULL;
     return find(table, N_OF(table), 0, name, len);
@@ -255,6 +305,7 @@ const char *lattice_resp_cmd_name(const lattice_resp_cmd *c) { return c->name; }
 lattice_resp_cmd_id lattice_resp_cmd_id_of(const lattice_resp_cmd *c) { return c->id; }
 int lattice_resp_cmd_arity(const lattice_resp_cmd *c) { return c->arity; }
 uint32_t lattice_resp_cmd_flags(const lattice_resp_cmd *c) { return c->flags; }
+const char *lattice_resp_cmd_acl(const lattice_resp_cmd *c) { return c->redis.acl; }
 
 void lattice_resp_cmd_key_spec(const lattice_resp_cmd *c, int *first, int *last, int *step)
 {

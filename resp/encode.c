@@ -38,6 +38,7 @@ struct lattice_resp_out {
     size_t limit; /* 0 = unlimited */
     int proto;    /* 2 or 3 */
     int overflowed;
+    int muted;    /* CLIENT REPLY OFF/SKIP: appenders drop what they are given */
 };
 
 lattice_resp_out *lattice_resp_out_new(size_t limit, int proto)
@@ -68,6 +69,7 @@ int lattice_resp_out_proto(const lattice_resp_out *o) { return o->proto; }
 void lattice_resp_out_set_limit(lattice_resp_out *o, size_t limit) { o->limit = limit; }
 size_t lattice_resp_out_pending(const lattice_resp_out *o) { return o->pending; }
 int lattice_resp_out_overflowed(const lattice_resp_out *o) { return o->overflowed; }
+void lattice_resp_out_set_muted(lattice_resp_out *o, int muted) { o->muted = muted; }
 
 void lattice_resp_out_clear_overflow(lattice_resp_out *o)
 {
@@ -172,6 +174,7 @@ static lattice_status put(lattice_resp_out *o, const char *pre, size_t pn, const
                           size_t bn, int crlf, int sanitize)
 {
     lattice_status st = LATTICE_OK;
+    if (o->muted) return LATTICE_OK;
     size_t n = pn + bn + (crlf ? 2 : 0);
     char *d = reserve(o, n, &st);
     if (!d) return st;
@@ -286,6 +289,7 @@ lattice_status lattice_resp_add_command(lattice_resp_out *o, size_t argc, const 
     size_t total = header(h, '*', (long long)argc);
     for (size_t i = 0; i < argc; i++) total += header(h, '$', (long long)argv[i].len) + argv[i].len + 2;
     lattice_status st = LATTICE_OK;
+    if (o->muted) return LATTICE_OK;
     char *d = reserve(o, total, &st);
     if (!d) return st;
     size_t k = header(d, '*', (long long)argc);

@@ -57,7 +57,14 @@ typedef struct lattice_respd_config {
     long long output_limit;      /* bytes pending per client; 0 = unlimited (Redis's default) */
     long long maxmemory;         /* CONFIG GET maxmemory: the node's region bound in bytes */
     bool maxmemory_evicts;       /* CONFIG GET maxmemory-policy: allkeys-lru, else noeviction */
+    int moved;                   /* LATTICE_RESPD_MOVED_*: which clients get MOVED; 0 = AWARE */
 } lattice_respd_config;
+
+/* Which connections are redirected with MOVED (docs/RESP.md, "Redirection");
+ * the others are proxied to the key's primary. */
+#define LATTICE_RESPD_MOVED_AWARE 0   /* connections that route by the slot map */
+#define LATTICE_RESPD_MOVED_ALWAYS 1  /* every connection, as Redis Cluster (redis-cli -c) */
+#define LATTICE_RESPD_MOVED_NEVER 2   /* none: every key is proxied */
 
 typedef struct lattice_respd lattice_respd;
 

@@ -146,6 +146,9 @@ size_t lattice_resp_out_pending(const lattice_resp_out *o);
  * the limit and calling lattice_resp_out_clear_overflow. */
 int lattice_resp_out_overflowed(const lattice_resp_out *o);
 void lattice_resp_out_clear_overflow(lattice_resp_out *o);
+/* While muted (Redis's CLIENT REPLY OFF / SKIP), every appender returns
+ * LATTICE_OK and appends nothing. */
+void lattice_resp_out_set_muted(lattice_resp_out *o, int muted);
 /* Fill up to max iovecs with the pending bytes, oldest first; returns the
  * count.  Valid until the next append or consume. */
 int lattice_resp_out_iov(const lattice_resp_out *o, struct iovec *iov, int max);
@@ -198,16 +201,24 @@ typedef enum lattice_resp_cmd_id {
     LATTICE_RESP_CMD_DECRBY, LATTICE_RESP_CMD_APPEND, LATTICE_RESP_CMD_STRLEN,
     LATTICE_RESP_CMD_GETDEL, LATTICE_RESP_CMD_EXPIRE, LATTICE_RESP_CMD_PEXPIRE,
     LATTICE_RESP_CMD_TTL, LATTICE_RESP_CMD_PTTL, LATTICE_RESP_CMD_PERSIST,
+    LATTICE_RESP_CMD_SETEX, LATTICE_RESP_CMD_PSETEX, LATTICE_RESP_CMD_SETNX, LATTICE_RESP_CMD_GETSET,
+    LATTICE_RESP_CMD_GETEX, LATTICE_RESP_CMD_UNLINK, LATTICE_RESP_CMD_TOUCH, LATTICE_RESP_CMD_TYPE,
+    LATTICE_RESP_CMD_EXPIREAT, LATTICE_RESP_CMD_PEXPIREAT, LATTICE_RESP_CMD_EXPIRETIME,
+    LATTICE_RESP_CMD_PEXPIRETIME, LATTICE_RESP_CMD_GETRANGE, LATTICE_RESP_CMD_SUBSTR,
+    LATTICE_RESP_CMD_GETBIT, LATTICE_RESP_CMD_BITCOUNT, LATTICE_RESP_CMD_BITPOS,
+    LATTICE_RESP_CMD_LCS, /* last key command of this block */
     LATTICE_RESP_CMD_PING, LATTICE_RESP_CMD_ECHO, LATTICE_RESP_CMD_AUTH,
     LATTICE_RESP_CMD_HELLO, LATTICE_RESP_CMD_SELECT, LATTICE_RESP_CMD_DBSIZE,
-    LATTICE_RESP_CMD_INFO, LATTICE_RESP_CMD_QUIT,
+    LATTICE_RESP_CMD_INFO, LATTICE_RESP_CMD_QUIT, LATTICE_RESP_CMD_TIME,
     LATTICE_RESP_CMD_COMMAND, LATTICE_RESP_CMD_COMMAND_COUNT, LATTICE_RESP_CMD_COMMAND_INFO,
-    LATTICE_RESP_CMD_COMMAND_DOCS, LATTICE_RESP_CMD_COMMAND_LIST,
+    LATTICE_RESP_CMD_COMMAND_DOCS, LATTICE_RESP_CMD_COMMAND_LIST, LATTICE_RESP_CMD_COMMAND_GETKEYS,
     LATTICE_RESP_CMD_CLIENT, LATTICE_RESP_CMD_CLIENT_SETNAME, LATTICE_RESP_CMD_CLIENT_GETNAME,
     LATTICE_RESP_CMD_CLIENT_SETINFO, LATTICE_RESP_CMD_CLIENT_ID, LATTICE_RESP_CMD_CLIENT_INFO,
+    LATTICE_RESP_CMD_CLIENT_NO_EVICT, LATTICE_RESP_CMD_CLIENT_REPLY,
     LATTICE_RESP_CMD_CLUSTER, LATTICE_RESP_CMD_CLUSTER_INFO, LATTICE_RESP_CMD_CLUSTER_SLOTS,
     LATTICE_RESP_CMD_CLUSTER_SHARDS, LATTICE_RESP_CMD_CLUSTER_NODES,
     LATTICE_RESP_CMD_CLUSTER_KEYSLOT, LATTICE_RESP_CMD_CLUSTER_MYID,
+    LATTICE_RESP_CMD_READONLY, LATTICE_RESP_CMD_READWRITE, LATTICE_RESP_CMD_ASKING,
     LATTICE_RESP_CMD_SUB_HELP,   /* COMMAND/CLIENT/CLUSTER HELP */
     LATTICE_RESP_CMD_ID_COUNT_
 } lattice_resp_cmd_id;
@@ -247,6 +258,8 @@ const char *lattice_resp_cmd_name(const lattice_resp_cmd *c); /* "get", "cluster
 lattice_resp_cmd_id lattice_resp_cmd_id_of(const lattice_resp_cmd *c);
 int lattice_resp_cmd_arity(const lattice_resp_cmd *c);  /* Redis: -N = at least N */
 uint32_t lattice_resp_cmd_flags(const lattice_resp_cmd *c);
+/* Redis's ACL categories of the command, space separated ("@read @string @fast"). */
+const char *lattice_resp_cmd_acl(const lattice_resp_cmd *c);
 /* Key spec as Redis's (first, last, step); last < 0 counts from the end
  * (-1 = last argument); first == 0 = no keys. */
 void lattice_resp_cmd_key_spec(const lattice_resp_cmd *c, int *first, int *last, int *step);
@@ -292,6 +305,8 @@ size_t lattice_resp_cmd_top_count(void);
 #define LATTICE_RESP_ERR_DB_INDEX    "ERR DB index is out of range"
 #define LATTICE_RESP_ERR_NOPROTO     "NOPROTO unsupported protocol version"
 #define LATTICE_RESP_ERR_CLIENT_NAME "ERR Client names cannot contain spaces, newlines or special characters."
+#define LATTICE_RESP_ERR_BIT_OFFSET  "ERR bit offset is not an integer or out of range"
+#define LATTICE_RESP_ERR_CROSSSLOT   "CROSSSLOT Keys in request don't hash to the same slot"
 #define LATTICE_RESP_ERR_HELLO_NOAUTH "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 
 /* "ERR unknown command '<name>', with args beginning with: '<a>' '<b>' " */

@@ -90,6 +90,7 @@ lattice_status lattice_respd_bind(const lattice_respd_config *c, lattice_respd *
     lattice_respd *r = lt_calloc(1, sizeof *r);
     if (!r) return LATTICE_ERR_NOMEM;
     r->cfg = *c;
+    atomic_store(&r->idle_timeout_s, c->idle_timeout_s);
     lattice_resp_limits d = lattice_resp_default_limits();
     r->limits = d;
     if (c->max_bulk > 0) r->limits.max_bulk_len = (uint64_t)c->max_bulk;
@@ -227,7 +228,7 @@ static void accept_all(io_thread *io)
         c->io = io;
         c->id = atomic_fetch_add(&r->next_id, 1);
         c->authed = !r->need_auth;
-        c->last_ms = lt_mono_ms();
+        c->last_ms = c->since_ms = lt_mono_ms();
         lattice_resp_parser_set_auth_required(c->parser, r->need_auth);
         char ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
@@ -419,16 +420,27 @@ static void process(lattice_respd *r, conn *c)
         }
         if (!b) {
             b = lt_calloc(1, sizeof *b);
+            if (b) b->start_us = respd_now_us();
             if (!b) {
                 c->closing = true;
                 break;
             }
             b->r = r;
         }
+        /* CLIENT REPLY: a reply written now, or an entry replied later,
+         * is dropped when the connection was off or skipping as the
+         * command ran (Redis's resetClient order: skip lasts one command). */
+        bool mute = c->reply_off || c->reply_skip;
+        size_t ents_before = b->n_ents;
+        lattice_resp_out_set_muted(c->out, mute);
         cmd_outcome oc = respd_command(r, c, b, &cmd);
+        lattice_resp_out_set_muted(c->out, 0);
         if (oc != CMD_DEFER) {
             c->roff += used;
             atomic_fetch_add(&r->total_cmds, 1);
+            for (size_t i = ents_before; i < b->n_ents; i++) b->ents[i].mute = mute;
+            c->reply_skip = c->reply_skip_next;
+            c->reply_skip_next = false;
         }
         if (oc == CMD_DEFER || b->n_ents >= BATCH_MAX_CMDS) {
             if (b->n_ops) break; /* the rest is parsed again after the batch */
@@ -493,7 +505,7 @@ static void drain_returns(io_thread *io)
 
 static void idle_sweep(io_thread *io)
 {
-    int t = io->r->cfg.idle_timeout_s;
+    int t = atomic_load(&io->r->idle_timeout_s);
     if (t <= 0) return;
     uint64_t now = lt_mono_ms();
     for (conn *c = io->conns, *nx; c; c = nx) {

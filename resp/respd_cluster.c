@@ -1,18 +1,20 @@
 /*
- * respd: CLUSTER and INFO.  The CLUSTER replies describe the live affinity
- * of the endpoint's cache: Redis slot s lives in partition
- * s & (partitions - 1), whose serving owners (primary first, as this node
+ * respd: CLUSTER, INFO and the redirection of cluster-aware clients.  The
+ * CLUSTER replies describe the live affinity of the endpoint's cache: Redis
+ * slot s lives in partition lattice_slot_partition(s) - one contiguous slot
+ * range per partition - whose serving owners (primary first, as this node
  * sees them: lattice_cache_partitions) are described by their RESP address
- * (the node's host and its "resp_port" attribute).  Consecutive slots with
- * the same owner list form one range.  A view is built at most every
+ * (the node's host and its "resp_port" attribute).  Neighbouring partitions
+ * with the same owner list form one range.  A view is built at most every
  * SLOTS_CACHE_MS and whenever the topology version changed, so cluster-aware
- * clients follow joins and failures.
+ * clients follow joins and failures; respd_moved reads the same view.
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "lattice/alloc.h"
@@ -43,7 +45,15 @@ struct respd_view {
     size_t n_owners;
     size_t slots_ok;
     int self;                    /* index in nodes, or -1 */
+    uint32_t partitions;         /* 0: no partition table (then nothing is redirected) */
+    int32_t *primary;            /* per partition: index in nodes of its primary, or -1 */
+    uint8_t *self_role;          /* per partition: ROLE_* of this node's serving copy */
+    bool primary_of_all;         /* this node is every partition's primary */
 };
+
+#define ROLE_NONE 0
+#define ROLE_PRIMARY 1
+#define ROLE_REPLICA 2
 
 void respd_node_name(const char *id, char out[41])
 {
@@ -65,6 +75,8 @@ void respd_view_free(struct respd_view *v)
     lt_free(v->nodes);
     lt_free(v->ranges);
     lt_free(v->owners);
+    lt_free(v->primary);
+    lt_free(v->self_role);
     lt_free(v);
 }
 
@@ -103,20 +115,24 @@ static void view_nodes(lattice_respd *r, struct respd_view *v, lattice_topology 
 static void view_ranges(lattice_respd *r, struct respd_view *v)
 {
     lattice_partitions_info *pi = NULL;
-    if (lattice_cache_partitions(r->node, r->cache, &pi) != LATTICE_OK || !pi || !pi->partitions) {
+    if (lattice_cache_partitions(r->node, r->cache, &pi) != LATTICE_OK || !pi || !pi->partitions ||
+        pi->partitions > LATTICE_KEY_SLOTS) {
         lattice_partitions_info_free(pi);
         return;
     }
-    v->ranges = lt_malloc(LATTICE_KEY_SLOTS * sizeof *v->ranges);
-    v->owners = lt_malloc((size_t)LATTICE_KEY_SLOTS * (pi->max_owners ? pi->max_owners : 1) * sizeof *v->owners);
-    if (!v->ranges || !v->owners) {
+    uint32_t np = pi->partitions, width = LATTICE_KEY_SLOTS / np;
+    v->ranges = lt_malloc(np * sizeof *v->ranges);
+    v->owners = lt_malloc((size_t)np * (pi->max_owners ? pi->max_owners : 1) * sizeof *v->owners);
+    v->primary = lt_malloc(np * sizeof *v->primary);
+    v->self_role = lt_calloc(np, sizeof *v->self_role);
+    if (!v->ranges || !v->owners || !v->primary || !v->self_role) {
         lattice_partitions_info_free(pi);
         return;
     }
     uint32_t cur[64];
-    for (uint32_t s = 0; s < LATTICE_KEY_SLOTS; s++) {
-        uint32_t p = s & (pi->partitions - 1);
+    for (uint32_t p = 0; p < np; p++) {
         uint32_t n = 0;
+        v->primary[p] = -1;
         for (uint32_t k = 0; k < pi->n_owners[p] && n < 64; k++) {
             const lattice_partition_owner *ow = &pi->owners[(size_t)p * pi->max_owners + k];
             /* Serving (OWNING) owners come first; MOVING copies take no
@@ -128,19 +144,27 @@ static void view_ranges(lattice_respd *r, struct respd_view *v)
             else if (k == 0) break; /* the primary has no RESP address: not served here */
         }
         if (n == 0) continue;
-        vrange *last = v->n_ranges ? &v->ranges[v->n_ranges - 1] : NULL;
-        if (last && last->last + 1u == s && last->n == n && !memcmp(&v->owners[last->off], cur, n * sizeof *cur)) {
-            last->last = (uint16_t)s;
+        v->primary[p] = (int32_t)cur[0];
+        for (uint32_t k = 0; k < n; k++)
+            if ((int)cur[k] == v->self) v->self_role[p] = k == 0 ? ROLE_PRIMARY : ROLE_REPLICA;
+        uint16_t first = (uint16_t)(p * width), last = (uint16_t)(p * width + width - 1);
+        vrange *prev = v->n_ranges ? &v->ranges[v->n_ranges - 1] : NULL;
+        if (prev && prev->last + 1u == first && prev->n == n && !memcmp(&v->owners[prev->off], cur, n * sizeof *cur)) {
+            prev->last = last;
         } else {
             vrange *x = &v->ranges[v->n_ranges++];
-            x->first = x->last = (uint16_t)s;
+            x->first = first;
+            x->last = last;
             x->off = (uint32_t)v->n_owners;
             x->n = n;
             memcpy(&v->owners[v->n_owners], cur, n * sizeof *cur);
             v->n_owners += n;
         }
-        v->slots_ok++;
+        v->slots_ok += width;
     }
+    v->partitions = np;
+    v->primary_of_all = true;
+    for (uint32_t p = 0; p < np; p++) v->primary_of_all &= v->self_role[p] == ROLE_PRIMARY;
     lattice_partitions_info_free(pi);
 }
 
@@ -168,6 +192,29 @@ static struct respd_view *view_get(lattice_respd *r)
     }
     if (t) lattice_topology_release(t);
     return v;
+}
+
+respd_where respd_route(lattice_respd *r, uint16_t slot, bool replica_ok, char *moved)
+{
+    respd_where w = RESPD_HERE;
+    struct respd_view *v = view_get(r);
+    if (v && v->partitions && v->self >= 0 && v->primary_of_all) {
+        w = RESPD_HERE_ALL;
+    } else if (v && v->partitions && v->self >= 0) {
+        uint32_t p = lattice_slot_partition(slot, v->partitions);
+        uint8_t role = v->self_role[p];
+        if (role == ROLE_PRIMARY || (role == ROLE_REPLICA && replica_ok)) {
+            w = RESPD_HERE;
+        } else if (v->primary[p] >= 0) {
+            const vnode *nd = &v->nodes[v->primary[p]];
+            snprintf(moved, LATTICE_RESP_ERR_MAX, "MOVED %u %s:%d", slot, nd->ip, nd->port);
+            w = RESPD_MOVED;
+        }
+        /* No primary with an address: run here, the ops API answers
+         * (CLUSTERDOWN when the partition is lost). */
+    }
+    pthread_mutex_unlock(&r->view_lock);
+    return w;
 }
 
 static void add_str(lattice_resp_out *o, const char *s) { lattice_resp_add_bulk(o, s, strlen(s)); }
@@ -351,6 +398,9 @@ void respd_cluster(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t arg
     default: lattice_resp_add_error(o, LATTICE_RESP_ERR_SYNTAX, strlen(LATTICE_RESP_ERR_SYNTAX)); break;
     }
     pthread_mutex_unlock(&r->view_lock);
+    /* A client that reads the slot map routes by it: from now on its
+     * misrouted keys get MOVED instead of being proxied. */
+    if (id != LATTICE_RESP_CMD_CLUSTER_INFO) c->aware = AWARE_YES;
     (void)before;
     if (lattice_resp_out_overflowed(o)) c->closing = true;
 }
@@ -369,6 +419,78 @@ static bool want(size_t argc, const lattice_resp_arg *argv, const char *section,
     return false;
 }
 
+static void human(char *buf, size_t len, double v)
+{
+    const char *u = "B";
+    if (v >= 1024 * 1024 * 1024.0) v /= 1024 * 1024 * 1024.0, u = "G";
+    else if (v >= 1024 * 1024.0) v /= 1024 * 1024.0, u = "M";
+    else if (v >= 1024.0) v /= 1024.0, u = "K";
+    snprintf(buf, len, "%.2f%s", v, u);
+}
+
+static void info_memory(lattice_respd *r, sbuf *b)
+{
+    /* The process's resident size is what the node reports; the data
+     * region's bound is maxmemory. */
+    char self[64] = "", used[32], maxh[32];
+    lattice_node_stats st = {0};
+    lattice_node_id(r->node, self, sizeof self);
+    lattice_node_stats_of(r->node, self, &st);
+    human(used, sizeof used, (double)st.rss_bytes);
+    human(maxh, sizeof maxh, (double)r->cfg.maxmemory);
+    sb_add(b,
+           "# Memory\r\nused_memory:%llu\r\nused_memory_human:%s\r\nused_memory_rss:%llu\r\n"
+           "used_memory_rss_human:%s\r\nmaxmemory:%lld\r\nmaxmemory_human:%s\r\nmaxmemory_policy:%s\r\n"
+           "mem_allocator:libc\r\n\r\n",
+           (unsigned long long)st.rss_bytes, used, (unsigned long long)st.rss_bytes, used, r->cfg.maxmemory, maxh,
+           r->cfg.maxmemory_evicts ? "allkeys-lru" : "noeviction");
+}
+
+static void info_cpu(sbuf *b)
+{
+    struct rusage self, kids;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);
+    sb_add(b,
+           "# CPU\r\nused_cpu_sys:%ld.%06ld\r\nused_cpu_user:%ld.%06ld\r\nused_cpu_sys_children:%ld.%06ld\r\n"
+           "used_cpu_user_children:%ld.%06ld\r\n\r\n",
+           (long)self.ru_stime.tv_sec, (long)self.ru_stime.tv_usec, (long)self.ru_utime.tv_sec,
+           (long)self.ru_utime.tv_usec, (long)kids.ru_stime.tv_sec, (long)kids.ru_stime.tv_usec,
+           (long)kids.ru_utime.tv_sec, (long)kids.ru_utime.tv_usec);
+}
+
+static void info_replication(lattice_respd *r, sbuf *b)
+{
+    /* Every node is a primary of some partitions and a backup of others;
+     * Redis has no word for that, so each says master (as CLUSTER NODES). */
+    char self[64] = "", name[41];
+    lattice_node_id(r->node, self, sizeof self);
+    respd_node_name(self, name);
+    sb_add(b,
+           "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n"
+           "master_replid:%s\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n"
+           "master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
+           "repl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n\r\n",
+           name);
+}
+
+static void info_commandstats(lattice_respd *r, sbuf *b)
+{
+    sb_add(b, "# Commandstats\r\n");
+    bool done[LATTICE_RESP_CMD_ID_COUNT_] = {false};
+    for (size_t i = 0; i < lattice_resp_cmd_count(); i++) {
+        const lattice_resp_cmd *rc = lattice_resp_cmd_at(i);
+        lattice_resp_cmd_id id = lattice_resp_cmd_id_of(rc);
+        if (id >= LATTICE_RESP_CMD_ID_COUNT_ || done[id]) continue; /* HELP: counted under the first */
+        done[id] = true;
+        unsigned long long calls = atomic_load(&r->cmd_calls[id]), usec = atomic_load(&r->cmd_usec[id]);
+        if (!calls) continue;
+        sb_add(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=0,failed_calls=0\r\n",
+               lattice_resp_cmd_name(rc), calls, usec, (double)usec / (double)calls);
+    }
+    sb_add(b, "\r\n");
+}
+
 void respd_info(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv)
 {
     sbuf b = {0};
@@ -383,10 +505,19 @@ void respd_info(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *
     if (want(argc, argv, "clients", true))
         sb_add(&b, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\n\r\n", atomic_load(&r->n_clients),
                r->cfg.max_clients);
+    if (want(argc, argv, "memory", true)) info_memory(r, &b);
+    if (want(argc, argv, "persistence", true))
+        sb_add(&b,
+               "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\n"
+               "rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\n"
+               "aof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\n\r\n");
     if (want(argc, argv, "stats", true))
         sb_add(&b, "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\nrejected_connections:%llu\r\n\r\n",
                (unsigned long long)atomic_load(&r->total_conns), (unsigned long long)atomic_load(&r->total_cmds),
                (unsigned long long)atomic_load(&r->rejected_conns));
+    if (want(argc, argv, "replication", true)) info_replication(r, &b);
+    if (want(argc, argv, "cpu", true)) info_cpu(&b);
+    if (want(argc, argv, "commandstats", false)) info_commandstats(r, &b);
     if (want(argc, argv, "cluster", true)) sb_add(&b, "# Cluster\r\ncluster_enabled:1\r\n\r\n");
     if (want(argc, argv, "keyspace", true)) {
         uint64_t size = 0;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
@@ -55,7 +56,7 @@ static uintptr_t arena_put(batch *b, const void *p, size_t n)
     return off + 1;
 }
 
-static ent *ent_new(batch *b, lattice_resp_cmd_id cmd)
+ent *respd_ent_new(batch *b, lattice_resp_cmd_id cmd)
 {
     if (!grow((void **)&b->ents, &b->cap_ents, b->n_ents + 1, sizeof *b->ents)) return NULL;
     ent *e = &b->ents[b->n_ents++];
@@ -65,8 +66,8 @@ static ent *ent_new(batch *b, lattice_resp_cmd_id cmd)
     return e;
 }
 
-static bool op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const lattice_resp_arg *key,
-                   const lattice_resp_arg *val, int64_t delta, uint64_t ttl)
+bool respd_op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const lattice_resp_arg *key,
+                  const lattice_resp_arg *val, int64_t delta, uint64_t ttl)
 {
     if (!grow((void **)&b->ops, &b->cap_ops, b->n_ops + 1, sizeof *b->ops)) return false;
     if (!grow((void **)&b->res, &b->cap_res, b->n_ops + 1, sizeof *b->res)) return false;
@@ -95,9 +96,9 @@ static bool op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const
     return true;
 }
 
-static cmd_outcome ent_error(batch *b, const char *msg)
+cmd_outcome respd_ent_error(batch *b, const char *msg)
 {
-    ent *e = ent_new(b, ENT_ERROR);
+    ent *e = respd_ent_new(b, ENT_ERROR);
     uintptr_t off = e ? arena_put(b, msg, strlen(msg)) : 0;
     if (!off) return b->n_ents ? CMD_BATCHED : CMD_DONE; /* out of memory: the batch fails as a whole */
     e->first = (uint32_t)(off - 1);
@@ -111,21 +112,22 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
                                const lattice_resp_arg *argv)
 {
     (void)r;
+    if (respd_is_str_command(id)) return respd_str_command(b, id, argc, argv);
     char err[LATTICE_RESP_ERR_MAX];
-    ent *e = ent_new(b, id);
+    ent *e = respd_ent_new(b, id);
     if (!e) return CMD_DONE;
     bool ok = true;
     switch (id) {
     case LATTICE_RESP_CMD_GET:
     case LATTICE_RESP_CMD_STRLEN:
-        ok = op_add(b, e, LATTICE_OP_GET, 0, &argv[1], NULL, 0, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_GET, 0, &argv[1], NULL, 0, 0);
         break;
     case LATTICE_RESP_CMD_SET: {
         lattice_resp_set_opts so;
         int64_t now = (int64_t)lt_wall_ms();
         if (lattice_resp_parse_set(argc, argv, now, &so, err) != LATTICE_OK) {
             b->n_ents--;
-            return ent_error(b, err);
+            return respd_ent_error(b, err);
         }
         unsigned f = 0;
         if (so.flags & LATTICE_RESP_SET_NX) f |= LATTICE_OP_NX;
@@ -136,10 +138,10 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
         if (so.expire_at_ms && so.expire_at_ms <= now) {
             /* Already expired: Redis stores and expires it at once. */
             e->sflags |= SET_F_EXPIRED;
-            ok = op_add(b, e, LATTICE_OP_REMOVE, f & LATTICE_OP_RETURN_OLD, &argv[1], NULL, 0, 0);
+            ok = respd_op_add(b, e, LATTICE_OP_REMOVE, f & LATTICE_OP_RETURN_OLD, &argv[1], NULL, 0, 0);
         } else {
             uint64_t ttl = so.expire_at_ms ? (uint64_t)(so.expire_at_ms - now) : 0;
-            ok = op_add(b, e, LATTICE_OP_PUT, f, &argv[1], &argv[2], 0, ttl);
+            ok = respd_op_add(b, e, LATTICE_OP_PUT, f, &argv[1], &argv[2], 0, ttl);
         }
         break;
     }
@@ -147,14 +149,14 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
     case LATTICE_RESP_CMD_EXISTS:
     case LATTICE_RESP_CMD_MGET:
         for (size_t i = 1; ok && i < argc; i++)
-            ok = op_add(b, e,
+            ok = respd_op_add(b, e,
                         id == LATTICE_RESP_CMD_DEL      ? LATTICE_OP_REMOVE
                         : id == LATTICE_RESP_CMD_EXISTS ? LATTICE_OP_CONTAINS
                                                         : LATTICE_OP_GET,
                         0, &argv[i], NULL, 0, 0);
         break;
     case LATTICE_RESP_CMD_MSET:
-        for (size_t i = 1; ok && i + 1 < argc; i += 2) ok = op_add(b, e, LATTICE_OP_PUT, 0, &argv[i], &argv[i + 1], 0, 0);
+        for (size_t i = 1; ok && i + 1 < argc; i += 2) ok = respd_op_add(b, e, LATTICE_OP_PUT, 0, &argv[i], &argv[i + 1], 0, 0);
         break;
     case LATTICE_RESP_CMD_INCR:
     case LATTICE_RESP_CMD_DECR:
@@ -164,21 +166,21 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
         if ((id == LATTICE_RESP_CMD_INCRBY || id == LATTICE_RESP_CMD_DECRBY) &&
             !lattice_resp_string2ll(argv[2].ptr, argv[2].len, &d)) {
             b->n_ents--;
-            return ent_error(b, LATTICE_RESP_ERR_NOT_INTEGER);
+            return respd_ent_error(b, LATTICE_RESP_ERR_NOT_INTEGER);
         }
         if (id == LATTICE_RESP_CMD_DECRBY && d == LLONG_MIN) {
             b->n_ents--;
-            return ent_error(b, "ERR decrement would overflow");
+            return respd_ent_error(b, "ERR decrement would overflow");
         }
         if (id == LATTICE_RESP_CMD_DECR || id == LATTICE_RESP_CMD_DECRBY) d = -d;
-        ok = op_add(b, e, LATTICE_OP_INCREMENT, 0, &argv[1], NULL, d, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_INCREMENT, 0, &argv[1], NULL, d, 0);
         break;
     }
     case LATTICE_RESP_CMD_APPEND:
-        ok = op_add(b, e, LATTICE_OP_APPEND, 0, &argv[1], &argv[2], 0, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_APPEND, 0, &argv[1], &argv[2], 0, 0);
         break;
     case LATTICE_RESP_CMD_GETDEL:
-        ok = op_add(b, e, LATTICE_OP_REMOVE, LATTICE_OP_RETURN_OLD, &argv[1], NULL, 0, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_REMOVE, LATTICE_OP_RETURN_OLD, &argv[1], NULL, 0, 0);
         break;
     case LATTICE_RESP_CMD_EXPIRE:
     case LATTICE_RESP_CMD_PEXPIRE: {
@@ -187,31 +189,33 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
         if (lattice_resp_parse_expire(argc, argv, id == LATTICE_RESP_CMD_EXPIRE ? 1000 : 1, now, &xo, err) !=
             LATTICE_OK) {
             b->n_ents--;
-            return ent_error(b, err);
+            return respd_ent_error(b, err);
         }
         e->sflags = (uint16_t)xo.flags;
         e->when_ms = xo.when_ms;
         if (xo.flags) { /* NX/XX/GT/LT: read the TTL first; respd_op_done goes on */
-            ok = op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0);
+            ok = respd_op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0);
             if (ok) b->res[e->first].cond_expire = true;
         }
         else if (xo.when_ms <= now)
-            ok = op_add(b, e, LATTICE_OP_REMOVE, 0, &argv[1], NULL, 0, 0);
+            ok = respd_op_add(b, e, LATTICE_OP_REMOVE, 0, &argv[1], NULL, 0, 0);
         else
-            ok = op_add(b, e, LATTICE_OP_EXPIRE, 0, &argv[1], NULL, 0, (uint64_t)(xo.when_ms - now));
+            ok = respd_op_add(b, e, LATTICE_OP_EXPIRE, 0, &argv[1], NULL, 0, (uint64_t)(xo.when_ms - now));
         break;
     }
     case LATTICE_RESP_CMD_TTL:
     case LATTICE_RESP_CMD_PTTL:
-        ok = op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0);
         break;
     case LATTICE_RESP_CMD_PERSIST:
         /* Both go to the key's primary in one message, in this order. */
-        ok = op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0) &&
-             op_add(b, e, LATTICE_OP_EXPIRE, 0, &argv[1], NULL, 0, 0);
+        ok = respd_op_add(b, e, LATTICE_OP_TTL, 0, &argv[1], NULL, 0, 0) &&
+             respd_op_add(b, e, LATTICE_OP_EXPIRE, 0, &argv[1], NULL, 0, 0);
         break;
     case LATTICE_RESP_CMD_DBSIZE:
-        ok = op_add(b, e, LATTICE_OP_SIZE, 0, NULL, NULL, 0, 0);
+        /* As Redis Cluster: the keys this node holds (as primary); the grid
+         * total is `lattice caches` and INFO keyspace. */
+        ok = respd_op_add(b, e, LATTICE_OP_SIZE, LATTICE_OP_LOCAL, NULL, NULL, 0, 0);
         break;
     default:
         ok = false;
@@ -219,14 +223,15 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
     if (!ok) {
         b->n_ops = e->first;
         b->n_ents--;
-        return ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+        return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
     }
     return CMD_BATCHED;
 }
 
 static bool is_key_command(lattice_resp_cmd_id id)
 {
-    return (id >= LATTICE_RESP_CMD_GET && id <= LATTICE_RESP_CMD_PERSIST) || id == LATTICE_RESP_CMD_DBSIZE;
+    return (id >= LATTICE_RESP_CMD_GET && id <= LATTICE_RESP_CMD_PERSIST) || id == LATTICE_RESP_CMD_DBSIZE ||
+           respd_is_str_command(id);
 }
 
 /* ---- data thread ---- */
@@ -278,11 +283,12 @@ static void expire_phase2(batch *b, size_t i, const lattice_op_result *res)
     int64_t now = (int64_t)lt_wall_ms();
     bool has = res->num >= 0;
     int64_t cur = has ? now + res->num : 0;
+    /* Every given condition must hold: XX LT on a key without a TTL is 0. */
     bool go = true;
-    if (e->sflags & LATTICE_RESP_EXPIRE_NX) go = !has;
-    if (e->sflags & LATTICE_RESP_EXPIRE_XX) go = has;
-    if (e->sflags & LATTICE_RESP_EXPIRE_GT) go = has && e->when_ms > cur;
-    if (e->sflags & LATTICE_RESP_EXPIRE_LT) go = !has || e->when_ms < cur;
+    if (e->sflags & LATTICE_RESP_EXPIRE_NX) go &= !has;
+    if (e->sflags & LATTICE_RESP_EXPIRE_XX) go &= has;
+    if (e->sflags & LATTICE_RESP_EXPIRE_GT) go &= has && e->when_ms > cur;
+    if (e->sflags & LATTICE_RESP_EXPIRE_LT) go &= !has || e->when_ms < cur;
     x->status = LATTICE_ERR_NOT_FOUND; /* "not set": reply 0 */
     if (!go) return;
     size_t *ctx = lt_malloc(2 * sizeof(size_t));
@@ -334,7 +340,7 @@ void respd_add_status_error(lattice_resp_out *o, lattice_status st)
 
 /* An op's failure: as respd_add_status_error, with what only the result
  * carries (NO_QUORUM: how many baseline nodes the grid side reaches). */
-static void add_result_error(lattice_resp_out *o, const opres *x)
+void respd_add_result_error(lattice_resp_out *o, const opres *x)
 {
     if (x->status != LATTICE_ERR_NO_QUORUM) {
         respd_add_status_error(o, x->status);
@@ -346,7 +352,7 @@ static void add_result_error(lattice_resp_out *o, const opres *x)
     lattice_resp_add_error(o, m, strlen(m));
 }
 
-static void add_value(lattice_resp_out *o, const batch *b, const opres *x)
+void respd_add_value(lattice_resp_out *o, const batch *b, const opres *x)
 {
     lattice_resp_add_bulk(o, b->vals + x->voff, x->vlen);
 }
@@ -366,9 +372,9 @@ static void set_reply(lattice_resp_out *o, const batch *b, const ent *e, const o
     bool get = e->sflags & LATTICE_RESP_SET_GET;
     bool done = x->status == LATTICE_OK || ((e->sflags & SET_F_EXPIRED) && x->status == LATTICE_ERR_NOT_FOUND);
     if (!done && x->status != LATTICE_ERR_EXISTS && x->status != LATTICE_ERR_NOT_FOUND) {
-        add_result_error(o, x);
+        respd_add_result_error(o, x);
     } else if (get) {
-        if ((x->flags & LATTICE_OP_R_FOUND) && x->has_value) add_value(o, b, x);
+        if ((x->flags & LATTICE_OP_R_FOUND) && x->has_value) respd_add_value(o, b, x);
         else lattice_resp_add_null(o);
     } else if (done) {
         lattice_resp_add_simple(o, "OK", 2);
@@ -383,21 +389,25 @@ static void entry_reply(lattice_resp_out *o, const batch *b, const ent *e)
         lattice_resp_add_error(o, b->arena + e->first, e->n);
         return;
     }
+    if (respd_is_str_command((lattice_resp_cmd_id)e->cmd)) {
+        respd_str_reply(o, b, e);
+        return;
+    }
     const opres *x = &b->res[e->first];
     const opres *bad = first_error(b, e);
     if (bad && e->cmd != LATTICE_RESP_CMD_SET) {
-        add_result_error(o, bad);
+        respd_add_result_error(o, bad);
         return;
     }
     bool ok = x->status == LATTICE_OK;
     long long cnt = 0;
     switch (e->cmd) {
     case LATTICE_RESP_CMD_GET:
-        if (ok && x->has_value) add_value(o, b, x);
+        if (ok && x->has_value) respd_add_value(o, b, x);
         else lattice_resp_add_null(o);
         break;
     case LATTICE_RESP_CMD_GETDEL:
-        if (ok && x->has_value && (x->flags & LATTICE_OP_R_FOUND)) add_value(o, b, x);
+        if (ok && x->has_value && (x->flags & LATTICE_OP_R_FOUND)) respd_add_value(o, b, x);
         else lattice_resp_add_null(o);
         break;
     case LATTICE_RESP_CMD_STRLEN: lattice_resp_add_int(o, ok ? (long long)x->vlen : 0); break;
@@ -414,7 +424,7 @@ static void entry_reply(lattice_resp_out *o, const batch *b, const ent *e)
         lattice_resp_add_array(o, e->n);
         for (uint32_t k = 0; k < e->n; k++) {
             const opres *y = &b->res[e->first + k];
-            if (y->status == LATTICE_OK && y->has_value) add_value(o, b, y);
+            if (y->status == LATTICE_OK && y->has_value) respd_add_value(o, b, y);
             else lattice_resp_add_null(o);
         }
         break;
@@ -438,10 +448,23 @@ static void entry_reply(lattice_resp_out *o, const batch *b, const ent *e)
     }
 }
 
+uint64_t respd_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 void respd_batch_replies(lattice_respd *r, conn *c, batch *b)
 {
-    (void)r;
-    for (size_t i = 0; i < b->n_ents; i++) entry_reply(c->out, b, &b->ents[i]);
+    uint64_t took = respd_now_us() - b->start_us;
+    for (size_t i = 0; i < b->n_ents; i++) {
+        lattice_resp_out_set_muted(c->out, b->ents[i].mute);
+        entry_reply(c->out, b, &b->ents[i]);
+        lattice_resp_out_set_muted(c->out, 0);
+        uint16_t id = b->ents[i].cmd;
+        if (id != ENT_ERROR && id < LATTICE_RESP_CMD_ID_COUNT_) atomic_fetch_add(&r->cmd_usec[id], took);
+    }
 }
 
 void respd_batch_free(batch *b)
@@ -534,6 +557,8 @@ static void cmd_help(conn *c, const lattice_resp_arg *parent)
     static const char *const client_help[] = {
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GETNAME", "    Return the name of the current connection.",
         "ID", "    Return the ID of the current connection.", "INFO", "    Return information about the current client connection.",
+        "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
+        "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
         "SETINFO <option> <value>", "    Set client meta attr. Options are LIB-NAME and LIB-VER.", "SETNAME <name>",
         "    Assign the name <name> to the current connection.", "HELP", "    Print this help.", NULL};
     static const char *const cluster_help[] = {
@@ -543,6 +568,77 @@ static void cmd_help(conn *c, const lattice_resp_arg *parent)
         "    Return information about slot range mappings and the nodes associated with them.", "SLOTS",
         "    Return information about slots range mappings.", "HELP", "    Print this help.", NULL};
     add_lines(c->out, eq(parent, "command") ? command_help : eq(parent, "client") ? client_help : cluster_help);
+}
+
+/* COMMAND LIST [FILTERBY MODULE name | ACLCAT cat | PATTERN pat]: every
+ * command and subcommand (Redis 7.0 lists both), filtered. */
+static void command_list(lattice_resp_out *o, size_t argc, const lattice_resp_arg *argv)
+{
+    int kind = 0; /* 0 all, 1 module, 2 aclcat, 3 pattern */
+    char what[130] = "";
+    if (argc > 2) {
+        if (argc != 5 || !eq(&argv[2], "filterby")) {
+            lattice_resp_add_error(o, LATTICE_RESP_ERR_SYNTAX, strlen(LATTICE_RESP_ERR_SYNTAX));
+            return;
+        }
+        kind = eq(&argv[3], "module") ? 1 : eq(&argv[3], "aclcat") ? 2 : eq(&argv[3], "pattern") ? 3 : -1;
+        if (kind < 0) {
+            lattice_resp_add_error(o, LATTICE_RESP_ERR_SYNTAX, strlen(LATTICE_RESP_ERR_SYNTAX));
+            return;
+        }
+        snprintf(what, sizeof what, "%s%.*s", kind == 2 ? "@" : "", (int)(argv[4].len > 127 ? 127 : argv[4].len),
+                 argv[4].ptr);
+    }
+    size_t n = 0, total = lattice_resp_cmd_count();
+    bool *hit = lt_calloc(total ? total : 1, sizeof *hit);
+    if (!hit) {
+        respd_add_status_error(o, LATTICE_ERR_NOMEM);
+        return;
+    }
+    for (size_t i = 0; i < total; i++) {
+        const lattice_resp_cmd *rc = lattice_resp_cmd_at(i);
+        const char *name = lattice_resp_cmd_name(rc), *acl = lattice_resp_cmd_acl(rc);
+        bool in = kind == 0;
+        if (kind == 2) { /* the category as a whole word of the command's list */
+            size_t wl = strlen(what);
+            for (const char *p = acl; !in && (p = strcasestr(p, what)); p += wl)
+                in = (p == acl || p[-1] == ' ') && (p[wl] == ' ' || p[wl] == '\0');
+        }
+        if (kind == 3) in = fnmatch(what, name, FNM_CASEFOLD) == 0;
+        hit[i] = in; /* kind 1: no modules, nothing */
+        n += in;
+    }
+    lattice_resp_add_array(o, n);
+    for (size_t i = 0; i < total; i++) {
+        if (!hit[i]) continue;
+        const char *name = lattice_resp_cmd_name(lattice_resp_cmd_at(i));
+        lattice_resp_add_bulk(o, name, strlen(name));
+    }
+    lt_free(hit);
+}
+
+/* COMMAND GETKEYS command arg...: the key positions as Redis 7.0 finds them. */
+static void command_getkeys(lattice_resp_out *o, size_t argc, const lattice_resp_arg *argv)
+{
+    const char *err = NULL;
+    const lattice_resp_cmd *rc = lattice_resp_cmd_lookup(argv[2].ptr, argv[2].len);
+    if (rc && (lattice_resp_cmd_flags(rc) & LATTICE_RESP_F_CONTAINER) && argc > 3)
+        rc = lattice_resp_cmd_lookup_sub(rc, argv[3].ptr, argv[3].len);
+    int first = 0, last, step, arity = rc ? lattice_resp_cmd_arity(rc) : 0;
+    if (rc) lattice_resp_cmd_key_spec(rc, &first, &last, &step);
+    size_t n = argc - 2;
+    if (!rc) err = "ERR Invalid command specified";
+    else if (first <= 0) err = "ERR The command has no key arguments";
+    else if ((arity > 0 && (size_t)arity != n) || n < (size_t)(arity < 0 ? -arity : 0))
+        err = "ERR Invalid number of arguments specified for command";
+    size_t idx[256], k = 0;
+    if (!err && !(k = lattice_resp_cmd_keys(rc, n, idx, 256))) err = "ERR Invalid arguments specified for command";
+    if (err) {
+        lattice_resp_add_error(o, err, strlen(err));
+        return;
+    }
+    lattice_resp_add_array(o, k);
+    for (size_t i = 0; i < k; i++) lattice_resp_add_bulk(o, argv[2 + idx[i]].ptr, argv[2 + idx[i]].len);
 }
 
 static void cmd_command(conn *c, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
@@ -561,24 +657,19 @@ static void cmd_command(conn *c, lattice_resp_cmd_id id, size_t argc, const latt
     } else if (id == LATTICE_RESP_CMD_COMMAND_DOCS) {
         /* No documentation is served; clients fall back to their own. */
         st = lattice_resp_add_map(o, 0);
+    } else if (id == LATTICE_RESP_CMD_COMMAND_GETKEYS) {
+        command_getkeys(o, argc, argv);
     } else {
-        size_t n = lattice_resp_cmd_top_count();
-        lattice_resp_add_array(o, n);
-        for (size_t i = 0, k = 0; i < lattice_resp_cmd_count() && k < n; i++) {
-            const char *name = lattice_resp_cmd_name(lattice_resp_cmd_at(i));
-            if (strchr(name, '|')) continue;
-            lattice_resp_add_bulk(o, name, strlen(name));
-            k++;
-        }
+        command_list(o, argc, argv);
     }
-    if (st != LATTICE_OK) c->closing = true; /* a partial multi-element reply */
+    if (st != LATTICE_OK || lattice_resp_out_overflowed(o)) c->closing = true; /* a partial multi-element reply */
 }
 
 static void cmd_client(lattice_respd *r, conn *c, lattice_resp_cmd_id id, const lattice_resp_arg *argv)
 {
     lattice_resp_out *o = c->out;
     (void)r;
-    char line[512];
+    char line[1024];
     switch (id) {
     case LATTICE_RESP_CMD_CLIENT_SETNAME:
         if (!lattice_resp_client_name_ok(argv[2].ptr, argv[2].len) || argv[2].len >= sizeof c->name) {
@@ -606,22 +697,103 @@ static void cmd_client(lattice_respd *r, conn *c, lattice_resp_cmd_id id, const 
         lattice_resp_add_simple(o, "OK", 2);
         return;
     case LATTICE_RESP_CMD_CLIENT_ID: lattice_resp_add_int(o, c->id); return;
-    default: /* CLIENT INFO */
-        snprintf(line, sizeof line, "id=%lld addr=%s laddr=%s:%d fd=%d name=%s db=0 resp=%d\n", c->id, c->addr, r->host,
-                 r->port, c->fd, c->name, lattice_resp_out_proto(o));
+    case LATTICE_RESP_CMD_CLIENT_REPLY: /* Redis's CLIENT REPLY: ON answers, OFF and SKIP cannot */
+        if (eq(&argv[2], "on")) {
+            c->reply_off = c->reply_skip = false;
+            lattice_resp_out_set_muted(o, 0);
+            lattice_resp_add_simple(o, "OK", 2);
+        } else if (eq(&argv[2], "off")) {
+            c->reply_off = true;
+        } else if (eq(&argv[2], "skip")) {
+            if (!c->reply_off) c->reply_skip_next = true;
+        } else {
+            lattice_resp_add_error(o, LATTICE_RESP_ERR_SYNTAX, strlen(LATTICE_RESP_ERR_SYNTAX));
+        }
+        return;
+    case LATTICE_RESP_CMD_CLIENT_NO_EVICT:
+        /* No client is ever evicted here (no maxmemory-clients): on/off are both true. */
+        if (eq(&argv[2], "on") || eq(&argv[2], "off")) lattice_resp_add_simple(o, "OK", 2);
+        else lattice_resp_add_error(o, LATTICE_RESP_ERR_SYNTAX, strlen(LATTICE_RESP_ERR_SYNTAX));
+        return;
+    default: { /* CLIENT INFO, Redis 7.0's fields (no pub/sub, no MULTI: their counters are 0 / -1) */
+        uint64_t now = lt_mono_ms();
+        size_t qbuf = c->rlen - c->roff, pending = lattice_resp_out_pending(o);
+        snprintf(line, sizeof line,
+                 "id=%lld addr=%s laddr=%s:%d fd=%d name=%s age=%llu idle=%llu flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 "
+                 "qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%d rbp=%zu obl=0 oll=0 omem=%zu tot-mem=%zu events=r "
+                 "cmd=client|info user=default redir=-1 resp=%d\n",
+                 c->id, c->addr, r->host, r->port, c->fd, c->name, (unsigned long long)((now - c->since_ms) / 1000),
+                 (unsigned long long)((now - c->last_ms) / 1000), qbuf, (size_t)RBUF_SIZE - c->rlen, RBUF_SIZE, c->rlen,
+                 pending, RBUF_SIZE + pending + lattice_resp_parser_memory(c->parser), lattice_resp_out_proto(o));
         lattice_resp_add_verbatim(o, "txt", line, strlen(line));
         return;
+    }
     }
 }
 
 /* CONFIG GET with the few parameters clients ask for (redis-benchmark asks
  * for save and appendonly); CONFIG SET/RESETSTAT are accepted as no-ops
  * would mislead, so they are refused. */
+void respd_reset_stats(lattice_respd *r)
+{
+    atomic_store(&r->total_conns, 0);
+    atomic_store(&r->total_cmds, 0);
+    atomic_store(&r->rejected_conns, 0);
+    for (size_t i = 0; i < LATTICE_RESP_CMD_ID_COUNT_; i++) {
+        atomic_store(&r->cmd_calls[i], 0);
+        atomic_store(&r->cmd_usec[i], 0);
+    }
+}
+
+/* CONFIG SET param value [param value ...] as Redis 7: only `timeout` (the
+ * idle timeout) changes at run time; the other parameters CONFIG GET shows
+ * are immutable here, anything else unknown.  Every pair is checked before
+ * any is applied. */
+static bool config_set(lattice_respd *r, size_t argc, const lattice_resp_arg *argv, char *err)
+{
+    static const char *const fixed[] = {"save", "appendonly", "databases", "cluster-enabled", "port",
+                                        "maxclients", "maxmemory", "maxmemory-policy"};
+    if (argc < 4) {
+        lattice_resp_err_arity("config|set", err);
+        return false;
+    }
+    if (argc % 2) {
+        snprintf(err, LATTICE_RESP_ERR_MAX, "%s", LATTICE_RESP_ERR_SYNTAX);
+        return false;
+    }
+    long long timeout = -1;
+    for (size_t i = 2; i + 1 < argc; i += 2) {
+        int n = (int)(argv[i].len > 128 ? 128 : argv[i].len);
+        if (eq(&argv[i], "timeout")) {
+            if (!lattice_resp_string2ll(argv[i + 1].ptr, argv[i + 1].len, &timeout) || timeout < 0 || timeout > INT_MAX) {
+                snprintf(err, LATTICE_RESP_ERR_MAX,
+                         "ERR CONFIG SET failed (possibly related to argument '%.*s') - argument couldn't be parsed into an integer",
+                         n, argv[i].ptr);
+                return false;
+            }
+            continue;
+        }
+        bool known = false;
+        for (size_t k = 0; k < sizeof fixed / sizeof fixed[0]; k++) known |= eq(&argv[i], fixed[k]);
+        if (known)
+            snprintf(err, LATTICE_RESP_ERR_MAX,
+                     "ERR CONFIG SET failed (possibly related to argument '%.*s') - can't set immutable config", n,
+                     argv[i].ptr);
+        else
+            snprintf(err, LATTICE_RESP_ERR_MAX, "ERR Unknown option or number of arguments for CONFIG SET - '%.*s'", n,
+                     argv[i].ptr);
+        return false;
+    }
+    if (timeout >= 0) atomic_store(&r->idle_timeout_s, (int)timeout);
+    return true;
+}
+
 static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv)
 {
     lattice_resp_out *o = c->out;
     if (argc >= 2 && eq(&argv[1], "get") && argc >= 3) {
-        char port[16], clients[16], maxmem[24];
+        char port[16], clients[16], maxmem[24], timeout[16];
+        snprintf(timeout, sizeof timeout, "%d", atomic_load(&r->idle_timeout_s));
         snprintf(port, sizeof port, "%d", r->port);
         snprintf(clients, sizeof clients, "%d", r->cfg.max_clients);
         snprintf(maxmem, sizeof maxmem, "%lld", r->cfg.maxmemory);
@@ -629,7 +801,7 @@ static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_res
          * LRU over every key (allkeys-lru), reject is noeviction. */
         const char *kv[][2] = {{"save", ""}, {"appendonly", "no"}, {"databases", "1"},
                                {"cluster-enabled", "yes"}, {"port", port}, {"maxclients", clients},
-                               {"maxmemory", maxmem}, {"timeout", "0"},
+                               {"maxmemory", maxmem}, {"timeout", timeout},
                                {"maxmemory-policy", r->cfg.maxmemory_evicts ? "allkeys-lru" : "noeviction"}};
         size_t nkv = sizeof kv / sizeof kv[0];
         const char *hit[16][2];
@@ -656,11 +828,32 @@ static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_res
     char err[LATTICE_RESP_ERR_MAX];
     if (argc >= 2 && eq(&argv[1], "get")) {
         lattice_resp_err_arity("config|get", err);
+    } else if (argc >= 2 && eq(&argv[1], "resetstat")) {
+        if (argc != 2) {
+            lattice_resp_err_arity("config|resetstat", err);
+        } else {
+            respd_reset_stats(r);
+            lattice_resp_add_simple(o, "OK", 2);
+            return;
+        }
+    } else if (argc >= 2 && eq(&argv[1], "set")) {
+        if (config_set(r, argc, argv, err)) {
+            lattice_resp_add_simple(o, "OK", 2);
+            return;
+        }
     } else {
         snprintf(err, sizeof err, "ERR unknown subcommand '%.*s'. Try CONFIG HELP.",
                  (int)(argc >= 2 ? (argv[1].len > 128 ? 128 : argv[1].len) : 0), argc >= 2 ? argv[1].ptr : "");
     }
     lattice_resp_add_error(o, err, strlen(err));
+}
+
+static void cmd_cluster_mode(conn *c)
+{
+    /* READONLY/READWRITE/ASKING come only from cluster clients.  Reads of
+     * replicated slots run here either way (misrouted). */
+    c->aware = AWARE_YES;
+    lattice_resp_add_simple(c->out, "OK", 2);
 }
 
 static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
@@ -690,17 +883,34 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
         c->closing = true;
         break;
     case LATTICE_RESP_CMD_INFO: respd_info(r, c, argc, argv); break;
+    case LATTICE_RESP_CMD_TIME: {
+        char sec[24], usec[24];
+        struct timespec ts; /* Redis's TIME has microseconds; lt_wall_ms only ms */
+        clock_gettime(CLOCK_REALTIME, &ts);
+        size_t ns = lattice_resp_ll2string(sec, (long long)ts.tv_sec);
+        size_t nu = lattice_resp_ll2string(usec, (long long)(ts.tv_nsec / 1000));
+        lattice_resp_add_array(o, 2);
+        lattice_resp_add_bulk(o, sec, ns);
+        lattice_resp_add_bulk(o, usec, nu);
+        break;
+    }
     case LATTICE_RESP_CMD_SUB_HELP: cmd_help(c, &argv[0]); break;
     case LATTICE_RESP_CMD_COMMAND:
     case LATTICE_RESP_CMD_COMMAND_COUNT:
     case LATTICE_RESP_CMD_COMMAND_INFO:
     case LATTICE_RESP_CMD_COMMAND_DOCS:
-    case LATTICE_RESP_CMD_COMMAND_LIST: cmd_command(c, id, argc, argv); break;
+    case LATTICE_RESP_CMD_COMMAND_LIST:
+    case LATTICE_RESP_CMD_COMMAND_GETKEYS: cmd_command(c, id, argc, argv); break;
     case LATTICE_RESP_CMD_CLIENT_SETNAME:
     case LATTICE_RESP_CMD_CLIENT_GETNAME:
     case LATTICE_RESP_CMD_CLIENT_SETINFO:
     case LATTICE_RESP_CMD_CLIENT_ID:
-    case LATTICE_RESP_CMD_CLIENT_INFO: cmd_client(r, c, id, argv); break;
+    case LATTICE_RESP_CMD_CLIENT_INFO:
+    case LATTICE_RESP_CMD_CLIENT_NO_EVICT:
+    case LATTICE_RESP_CMD_CLIENT_REPLY: cmd_client(r, c, id, argv); break;
+    case LATTICE_RESP_CMD_READONLY:
+    case LATTICE_RESP_CMD_READWRITE:
+    case LATTICE_RESP_CMD_ASKING: cmd_cluster_mode(c); break;
     default: respd_cluster(r, c, id, argc, argv); break;
     }
 }
@@ -727,6 +937,56 @@ static bool touches_batch_key(batch *b, const lattice_resp_cmd *rc, size_t argc,
     return hit;
 }
 
+/* A connection still learning whether it routes by the slot map saw a key
+ * command on `slot` that this node serves. */
+static void learn_slot(conn *c, uint16_t slot)
+{
+    for (uint8_t i = 0; i < c->n_seen; i++)
+        if (c->seen[i] == slot) return;
+    c->seen[c->n_seen++] = slot;
+    if (c->n_seen == AWARE_SLOTS) c->aware = AWARE_YES;
+}
+
+/* Redis Cluster's manners for a key command (docs/RESP.md, "Redirection"):
+ * true with err = CROSSSLOT or MOVED when a cluster-aware connection sent
+ * it to the wrong node; false when it runs here (proxied if need be).  A
+ * connection that has not shown yet whether it routes by the slot map is
+ * cluster-aware once AWARE_SLOTS distinct slots it used were all served
+ * here (reads: as primary or replica), and plain for good at its first key
+ * this node does not serve. */
+static bool misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size_t argc,
+                      const lattice_resp_arg *argv, char *err)
+{
+    if (r->cfg.moved == LATTICE_RESPD_MOVED_NEVER || c->aware == AWARE_NO) return false;
+    bool aware = r->cfg.moved == LATTICE_RESPD_MOVED_ALWAYS || c->aware == AWARE_YES;
+    int first, last, step;
+    lattice_resp_cmd_key_spec(rc, &first, &last, &step);
+    if (first <= 0 || step <= 0 || argc <= (size_t)first) return false;
+    long end = last >= 0 ? last : (long)argc + last;
+    if (end >= (long)argc) end = (long)argc - 1;
+    uint16_t slot = lattice_key_slot(argv[first].ptr, argv[first].len);
+    for (long i = first + step; i <= end; i += step) {
+        if (lattice_key_slot(argv[i].ptr, argv[i].len) == slot) continue;
+        if (aware) {
+            snprintf(err, LATTICE_RESP_ERR_MAX, "%s", LATTICE_RESP_ERR_CROSSSLOT);
+            return true;
+        }
+        c->aware = AWARE_NO; /* a cluster client never sends this */
+        return false;
+    }
+    /* A read of a slot this node replicates runs here on any connection,
+     * not only after READONLY (Redis answers MOVED without it): a backup
+     * answers only clean reads (docs/CONSISTENCY.md), so it is as current as
+     * the primary, and clients that keep one connection per node (ioredis)
+     * cannot send READONLY to a node that is also a primary. */
+    bool ro = lattice_resp_cmd_flags(rc) & LATTICE_RESP_F_READONLY;
+    respd_where w = respd_route(r, slot, ro, err);
+    if (aware) return w == RESPD_MOVED;
+    if (w == RESPD_MOVED) c->aware = AWARE_NO;
+    else if (w == RESPD_HERE) learn_slot(c, slot); /* HERE_ALL: every client looks aware */
+    return false;
+}
+
 cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_resp_command *cmd)
 {
     size_t argc = cmd->argc;
@@ -740,21 +1000,26 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
     }
     const lattice_resp_cmd *rc = lattice_resp_cmd_resolve(argc, argv, err);
     if (!rc) {
-        if (b->n_ents) return ent_error(b, err);
+        if (b->n_ents) return respd_ent_error(b, err);
         lattice_resp_add_error(c->out, err, strlen(err));
         return CMD_DONE;
     }
     lattice_resp_cmd_id id = lattice_resp_cmd_id_of(rc);
     if (!c->authed && !(lattice_resp_cmd_flags(rc) & LATTICE_RESP_F_NO_AUTH)) {
-        if (b->n_ents) return ent_error(b, LATTICE_RESP_ERR_NOAUTH);
+        if (b->n_ents) return respd_ent_error(b, LATTICE_RESP_ERR_NOAUTH);
         lattice_resp_add_error(c->out, LATTICE_RESP_ERR_NOAUTH, strlen(LATTICE_RESP_ERR_NOAUTH));
         return CMD_DONE;
     }
     if (is_key_command(id)) {
         if (touches_batch_key(b, rc, argc, argv)) return CMD_DEFER;
+        atomic_fetch_add(&r->cmd_calls[id], 1);
+        if (misrouted(r, c, rc, argc, argv, err)) return respd_ent_error(b, err);
         return key_command(r, b, id, argc, argv);
     }
     if (b->n_ents) return CMD_DEFER;
+    uint64_t t0 = respd_now_us();
     immediate(r, c, id, argc, argv);
+    atomic_fetch_add(&r->cmd_calls[id], 1);
+    atomic_fetch_add(&r->cmd_usec[id], respd_now_us() - t0);
     return CMD_DONE;
 }

@@ -23,6 +23,12 @@
 #define BATCH_MAX_CMDS 1024          /* commands of one submit; the rest waits */
 #define SLOTS_CACHE_MS 250           /* a CLUSTER view is reused this long */
 #define CACHE_NAME_MAX 64            /* bytes of a cache name (docs/CACHES.md) */
+#define AWARE_SLOTS 32               /* distinct served slots that mark a connection cluster-aware */
+
+/* Whether a connection routes by the slot map (docs/RESP.md, "Redirection"):
+ * AWARE_YES connections get MOVED for a key this node does not serve,
+ * the others are proxied. */
+enum { AWARE_LEARNING = 0, AWARE_YES = 1, AWARE_NO = 2 };
 
 struct io_thread;
 struct respd_view;
@@ -40,8 +46,15 @@ typedef struct conn {
     bool dead;                        /* fd closed; free when the batch returns */
     bool authed;
     bool want_out;                    /* EPOLLOUT armed */
+    uint8_t aware;                    /* AWARE_* */
+    uint8_t n_seen;                   /* AWARE_LEARNING: distinct slots in seen[] */
+    /* CLIENT REPLY: off drops every reply; skip drops the current command's,
+     * skip_next (CLIENT REPLY SKIP) becomes skip for the next command. */
+    bool reply_off, reply_skip, reply_skip_next;
+    uint16_t seen[AWARE_SLOTS];
     long long id;
     uint64_t last_ms;
+    uint64_t since_ms;                /* accepted (CLIENT INFO age) */
     char name[128];
     char addr[64];
 } conn;
@@ -50,8 +63,10 @@ typedef struct conn {
 typedef struct ent {
     uint16_t cmd;                     /* lattice_resp_cmd_id */
     uint16_t sflags;                  /* SET/EXPIRE option flags */
+    bool mute;                        /* sent under CLIENT REPLY OFF/SKIP: no reply */
     uint32_t first, n;                /* ops [first, first+n) */
-    int64_t when_ms;                  /* conditional EXPIRE: the new deadline */
+    int64_t when_ms;                  /* conditional EXPIRE: the new deadline; ranges: start */
+    int64_t arg2;                     /* ranges: end; GETBIT: the offset */
 } ent;
 
 typedef struct opres {
@@ -80,6 +95,7 @@ typedef struct batch {
     bool vals_nomem;
     uint64_t keybits[64];             /* hashes of the keys its entries touch (a 4096-bit filter) */
     atomic_size_t remaining;
+    uint64_t start_us;                /* when its first command was parsed (commandstats) */
     struct batch *round_next;         /* io->round: batches of this epoll round */
 } batch;
 
@@ -114,7 +130,11 @@ struct lattice_respd {
     atomic_bool stop;
     atomic_int n_clients;
     atomic_llong next_id;
+    atomic_int idle_timeout_s;        /* cfg.idle_timeout_s, changed by CONFIG SET timeout */
     atomic_ullong total_conns, total_cmds, rejected_conns;
+    /* INFO commandstats, per lattice_resp_cmd_id: calls, and microseconds
+     * from parse to reply (a key command's include its grid round trip). */
+    atomic_ullong cmd_calls[LATTICE_RESP_CMD_ID_COUNT_], cmd_usec[LATTICE_RESP_CMD_ID_COUNT_];
     uint64_t start_ms;
     pthread_mutex_t view_lock;        /* guards view */
     struct respd_view *view;
@@ -137,11 +157,42 @@ void respd_add_status_error(lattice_resp_out *o, lattice_status st);
 /* Data thread: hands a finished batch back to its connection's IO thread. */
 void respd_batch_return(batch *b);
 
+/* respd_cmd.c, for the command files: an entry of command id, an op of
+ * it (key/val copied into the batch's arena), an error reply kept in order. */
+ent *respd_ent_new(batch *b, lattice_resp_cmd_id cmd);
+bool respd_op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const lattice_resp_arg *key,
+                  const lattice_resp_arg *val, int64_t delta, uint64_t ttl);
+cmd_outcome respd_ent_error(batch *b, const char *msg);
+/* An op's failure, with what only its result carries (NO_QUORUM counts). */
+void respd_add_result_error(lattice_resp_out *o, const opres *x);
+/* The value an op returned (vals arena). */
+void respd_add_value(lattice_resp_out *o, const batch *b, const opres *x);
+
+/* respd_str.c: the string and keyspace commands beyond the first set
+ * (SETEX ... BITCOUNT in lattice_resp_cmd_id).  respd_str_command turns
+ * one into ops of a new entry (or an error entry); respd_str_reply encodes
+ * its reply once the ops came back. */
+bool respd_is_str_command(lattice_resp_cmd_id id);
+cmd_outcome respd_str_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv);
+void respd_str_reply(lattice_resp_out *o, const batch *b, const ent *e);
+
+/* CONFIG RESETSTAT: the counters INFO stats and commandstats show. */
+void respd_reset_stats(struct lattice_respd *r);
+/* Monotonic microseconds (commandstats). */
+uint64_t respd_now_us(void);
+
 /* respd_cluster.c: CLUSTER and INFO. */
 void respd_cluster(struct lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t argc,
                    const lattice_resp_arg *argv);
 void respd_info(struct lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv);
 void respd_view_free(struct respd_view *v);
+/* Where a command on `slot` runs for a cluster-aware connection: here
+ * (this node is the slot's primary, or a serving replica and replica_ok: a read;
+ * RESPD_HERE_ALL when this node is every slot's primary), or elsewhere:
+ * then moved holds "MOVED <slot> <ip>:<port>" (LATTICE_RESP_ERR_MAX bytes).
+ * A slot whose primary is unknown runs here (the ops API answers). */
+typedef enum { RESPD_HERE, RESPD_HERE_ALL, RESPD_MOVED } respd_where;
+respd_where respd_route(struct lattice_respd *r, uint16_t slot, bool replica_ok, char *moved);
 /* Redis-style 40 hex digit node name for a Lattice node id. */
 void respd_node_name(const char *id, char out[41]);
 

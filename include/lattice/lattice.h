@@ -228,11 +228,14 @@ void lattice_caches_info_free(lattice_cache_info *c, size_t count);
 
 /* Keys and slots (docs/PARTITIONS.md): a key's slot is Redis Cluster's,
  * CRC16 (XMODEM) of the key or of its {hash tag}, modulo LATTICE_KEY_SLOTS;
- * slot s lives in partition s & (partitions - 1), whose owners
- * lattice_cache_partitions() below lists (CLUSTER SLOTS is built so).
- * Pure: needs no node. */
+ * slot s lives in partition s / (LATTICE_KEY_SLOTS / partitions)
+ * (lattice_slot_partition), so a partition is one contiguous slot range,
+ * whose owners lattice_cache_partitions() below lists (CLUSTER SLOTS is
+ * built so).  Pure: need no node.  An invalid partition count or slot
+ * gives partition 0. */
 #define LATTICE_KEY_SLOTS 16384u
 uint16_t lattice_key_slot(const void *key, size_t len);
+uint32_t lattice_slot_partition(uint32_t slot, uint32_t partitions);
 
 /* Who serves each partition of a cache, as this node sees it now. */
 typedef struct lattice_partition_owner {

@@ -32,7 +32,9 @@
  *   TTL            num = ms left, -1 no expiry; NOT_FOUND when absent.
  *   CONTAINS       num = 1/0 (status OK either way).
  *   SIZE           num = entries in the cache over every server (primaries);
- *                  key ignored.
+ *                  key ignored.  flag LOCAL: only the entries of the
+ *                  partitions this node is primary of (Redis Cluster's
+ *                  DBSIZE), answered without asking other servers.
  * Errors common to all: NO_CACHE, INVAL (empty key, bad kind), TOO_LARGE
  * (key/value above the cache's max_key_bytes/max_value_bytes), REGION_FULL,
  * PARTITION_LOST (no live copy), TIMEOUT (no primary answered within the
@@ -69,7 +71,8 @@ typedef enum lattice_op_kind {
 #define LATTICE_OP_XX 0x2u          /* PUT only if present (replace, SET XX) */
 #define LATTICE_OP_RETURN_OLD 0x4u  /* PUT/REMOVE: return the previous value */
 #define LATTICE_OP_KEEP_TTL 0x8u    /* PUT: keep the entry's expiry */
-#define LATTICE_OP_FLAGS_ALL_ 0xfu
+#define LATTICE_OP_LOCAL 0x10u      /* SIZE: this node's primary entries only */
+#define LATTICE_OP_FLAGS_ALL_ 0x1fu
 
 /* Result flags. */
 #define LATTICE_OP_R_FOUND 0x1u     /* the key held a live entry before the op */

@@ -33,23 +33,25 @@ lattice_status av_slot_ranges(const lattice_affinity *a, av_slot_range **ranges,
     if (!a || !ranges || !count) return LATTICE_ERR_INVAL;
     *ranges = NULL;
     *count = 0;
-    uint32_t mask = lattice_affinity_partitions(a) - 1;
+    uint32_t parts = lattice_affinity_partitions(a);
+#define P(s) lattice_partition_of_slot((s), parts)
     /* first pass counts the runs, so one allocation of the exact size */
     size_t n = 1;
     for (uint32_t s = 1; s < LATTICE_PARTITION_SLOTS; s++)
-        n += !same_owners(a, (s - 1) & mask, s & mask);
+        n += !same_owners(a, P(s - 1), P(s));
     av_slot_range *r = lt_malloc(n * sizeof *r);
     if (!r) return LATTICE_ERR_NOMEM;
     size_t k = 0;
     r[0] = (av_slot_range){0, 0, 0};
     for (uint32_t s = 1; s < LATTICE_PARTITION_SLOTS; s++) {
-        if (same_owners(a, (s - 1) & mask, s & mask)) {
+        if (same_owners(a, P(s - 1), P(s))) {
             r[k].last = (uint16_t)s;
         } else {
             k++;
-            r[k] = (av_slot_range){(uint16_t)s, (uint16_t)s, s & mask};
+            r[k] = (av_slot_range){(uint16_t)s, (uint16_t)s, P(s)};
         }
     }
+#undef P
     *ranges = r;
     *count = n;
     return LATTICE_OK;

@@ -24,9 +24,9 @@ uint32_t av_node_partitions(const lattice_affinity *a, uint32_t node,
 
 /* Redis slots 0..16383 grouped into maximal runs whose partitions have the
  * same owner list, for CLUSTER SLOTS/SHARDS: slot s lives in partition
- * s & (partitions-1), so read a run's owners from `partition`.  With fewer
- * than 16384 partitions neighbouring slots fall in different partitions, so
- * expect many short runs (all 16384 slots are always covered, in order).
+ * lattice_partition_of_slot(s), so read a run's owners from `partition`.
+ * A partition is one contiguous slot range, so there are at most as many
+ * runs as partitions (all 16384 slots are always covered, in order).
  * *ranges is lt_malloc'd (lt_free it); NOMEM on allocation failure. */
 typedef struct av_slot_range {
     uint16_t first, last;     /* inclusive */

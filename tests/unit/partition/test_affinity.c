@@ -670,11 +670,11 @@ static void check_ranges(const lattice_affinity *a)
     for (size_t i = 0; i < n; i++) {
         ck_assert_uint_eq(r[i].first, next);
         ck_assert_uint_le(r[i].first, r[i].last);
-        ck_assert_uint_eq(r[i].partition, r[i].first & (parts - 1));
+        ck_assert_uint_eq(r[i].partition, lattice_partition_of_slot(r[i].first, parts));
         uint32_t cr, cs;
         const uint16_t *orun = lattice_affinity_owners(a, r[i].partition, &cr);
         for (uint32_t s = r[i].first; s <= r[i].last; s++) {
-            const uint16_t *os = lattice_affinity_owners(a, s & (parts - 1), &cs);
+            const uint16_t *os = lattice_affinity_owners(a, lattice_partition_of_slot(s, parts), &cs);
             ck_assert_uint_eq(cr, cs);
             if (cr) ck_assert_int_eq(memcmp(orun, os, cr * sizeof *orun), 0);
         }
@@ -685,6 +685,7 @@ static void check_ranges(const lattice_affinity *a)
         next = r[i].last + 1u;
     }
     ck_assert_uint_eq(next, LATTICE_PARTITION_SLOTS);
+    ck_assert_uint_le(n, parts); /* compact: at most one run per partition */
     lt_free(r);
 }
 

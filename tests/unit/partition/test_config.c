@@ -27,7 +27,7 @@ START_TEST(defaults_are_the_documented_ones)
     ck_assert_uint_eq(c.rebalance_throttle_ms, 0);
     ck_assert_uint_eq(c.rebalance_delay_ms, 0);
     ck_assert_uint_eq(c.max_key_bytes, 65536);
-    ck_assert_uint_eq(c.max_value_bytes, 1048576);
+    ck_assert_uint_eq(c.max_value_bytes, 536870912);
     ck_assert_str_eq(lattice_cache_mode_name(c.mode), "partitioned");
     ck_assert_str_eq(lattice_cache_sync_name(c.sync), "full_sync");
     ck_assert_str_eq(lattice_cache_sync_name((lattice_cache_sync)9), "unknown");
@@ -41,7 +41,7 @@ START_TEST(defaults_are_the_documented_ones)
                      "read_from_backup=true,expiry_ms=none,region=default,"
                      "exclude_neighbors=false,rebalance_mode=async,rebalance_batch_bytes=524288,"
                      "rebalance_prefetch=3,rebalance_throttle_ms=0,rebalance_delay_ms=0,"
-                     "max_key_bytes=65536,max_value_bytes=1048576");
+                     "max_key_bytes=65536,max_value_bytes=536870912");
 }
 END_TEST
 

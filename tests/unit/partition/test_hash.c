@@ -112,7 +112,7 @@ START_TEST(hash_tags_follow_the_redis_rule)
 }
 END_TEST
 
-START_TEST(partition_is_slot_masked_for_every_valid_count)
+START_TEST(partition_is_a_contiguous_slot_range_for_every_valid_count)
 {
     char key[32];
     for (int k = 0; k < 2000; k++) {
@@ -121,9 +121,19 @@ START_TEST(partition_is_slot_masked_for_every_valid_count)
         for (uint32_t parts = 1; parts <= LATTICE_PARTITION_MAX; parts <<= 1) {
             uint32_t p = lattice_partition_of_key(key, (size_t)len, parts);
             ck_assert_uint_lt(p, parts);
-            ck_assert_uint_eq(p, slot & (parts - 1));
+            ck_assert_uint_eq(p, slot / (LATTICE_PARTITION_SLOTS / parts));
         }
     }
+    /* each partition is one run of 16384 / parts slots, in slot order */
+    for (uint32_t parts = 1; parts <= LATTICE_PARTITION_MAX; parts <<= 1) {
+        uint32_t width = LATTICE_PARTITION_SLOTS / parts;
+        for (uint32_t s = 0; s < LATTICE_PARTITION_SLOTS; s++) {
+            ck_assert_uint_eq(lattice_partition_of_slot(s, parts), s / width);
+            if (s) ck_assert_uint_le(lattice_partition_of_slot(s - 1, parts), lattice_partition_of_slot(s, parts));
+        }
+        ck_assert_uint_eq(lattice_partition_of_slot(LATTICE_PARTITION_SLOTS - 1, parts), parts - 1);
+    }
+    ck_assert_uint_eq(lattice_partition_of_slot(16384, 1024), 0);
     /* tagged keys stay together at every count */
     for (uint32_t parts = 1; parts <= LATTICE_PARTITION_MAX; parts <<= 1)
         ck_assert_uint_eq(lattice_partition_of_key("{user1000}.a", 12, parts),
@@ -155,7 +165,7 @@ TCase *partition_hash_tcase(void)
     tcase_add_test(tc, crc16_table_matches_bitwise_definition_on_binary_data);
     tcase_add_test(tc, key_slots_match_redis);
     tcase_add_test(tc, hash_tags_follow_the_redis_rule);
-    tcase_add_test(tc, partition_is_slot_masked_for_every_valid_count);
+    tcase_add_test(tc, partition_is_a_contiguous_slot_range_for_every_valid_count);
     tcase_add_test(tc, partition_counts_are_validated);
     return tc;
 }

@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""redis-py's cluster client (Debian's python3-redis) driven line by line by
+tests/integration/it_resp_cluster.c: the test writes a command on stdin and
+reads one line back.
+
+  write PREFIX N   SET PREFIX<i> = PREFIX-v<i> for i < N   -> "ok"
+  read PREFIX N    GET each through replica reads          -> "ok" | "bad KEY GOT"
+  quit
+
+  cluster_py.py PORT...   (the first is the startup node)
+
+Every command is retried on errors for up to 60 s: while a killed node is
+being replaced the client may see connection errors, and its job is to find
+the new owner by itself.  One exception: redis-py 4.3.4 cannot re-read the
+slot map while a node it knew is down (NodesManager.initialize deep-copies
+connection kwargs that hold a lock and raises RedisClusterException "cannot
+pickle '_thread.lock' object"), so on that error the driver does what an
+application must: a new client, from the next port that answers.  Run with
+/usr/bin/python3 (Debian's packages).
+"""
+import sys
+import time
+
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
+
+ports = [int(p) for p in sys.argv[1:]]
+client = [None]
+
+
+def connect(port):
+    client[0] = RedisCluster(host="127.0.0.1", port=port, read_from_replicas=True,
+                             socket_timeout=5, decode_responses=True)
+
+
+def retry(fn):
+    deadline = time.time() + 60
+    turn = 0
+    while True:
+        try:
+            return fn(client[0])
+        except Exception as e:  # the client's own errors: connection, MOVED loops
+            if time.time() > deadline:
+                raise RuntimeError("gave up: %r" % e)
+            if isinstance(e, RedisClusterException) and "pickle" in str(e):
+                for _ in ports:  # the next port that answers
+                    turn += 1
+                    try:
+                        connect(ports[turn % len(ports)])
+                        break
+                    except Exception:
+                        pass
+            time.sleep(0.05)
+
+
+def main():
+    connect(ports[0])
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        cmd = words[0]
+        try:
+            if cmd == "write":
+                prefix, n = words[1], int(words[2])
+                for i in range(n):
+                    retry(lambda rc: rc.set("%s%d" % (prefix, i), "%s-v%d" % (prefix, i)))
+                out = "ok"
+            elif cmd == "read":
+                prefix, n = words[1], int(words[2])
+                out = "ok"
+                for i in range(n):
+                    got = retry(lambda rc: rc.get("%s%d" % (prefix, i)))
+                    if got != "%s-v%d" % (prefix, i):
+                        out = "bad %s%d %r" % (prefix, i, got)
+                        break
+            elif cmd == "quit":
+                break
+            else:
+                out = "unknown " + cmd
+        except Exception as e:
+            out = "error %r" % e
+        print(out.replace("\n", " "), flush=True)
+    client[0].close()
+
+
+if __name__ == "__main__":
+    main()
