@@ -41,53 +41,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-
-static char finder[64];
-static int peer_base, resp_base;
-static it_proc *srv[4];
-
-/* Starts node i of a grid (peer port peer_base+i, RESP port resp_base+i). */
-static void start_node(int i, const char *const *extra)
-{
-    char port[16], rport[16], name[16];
-    snprintf(port, sizeof port, "%d", peer_base + i);
-    snprintf(rport, sizeof rport, "%d", resp_base + i);
-    snprintf(name, sizeof name, "s%d", i);
-    const char *args[40] = {"--port", port, "--port-range", "1", "--ip-finder", finder,
-                            "--failure-detection-ms", "1000", "--resp-port", rport};
-    int k = 10;
-    for (int e = 0; extra && extra[e] && k < 38; e++) args[k++] = extra[e];
-    args[k] = NULL;
-    srv[i] = it_latticed(name, args);
-    ck_assert_ptr_nonnull(srv[i]);
-}
-
-static void start_grid(int n, int capacity, const char *const *extra)
-{
-    peer_base = it_free_ports(capacity);
-    resp_base = it_free_ports(capacity);
-    snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", peer_base, peer_base + capacity - 1);
-    for (int i = 0; i < n; i++) start_node(i, extra);
-}
-
-static redisContext *conn_to(int i)
-{
-    struct timeval tv = {10, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base + i, tv);
-    ck_assert_msg(c && !c->err, "connect to RESP port %d: %s", resp_base + i, c ? c->errstr : "?");
-    redisSetTimeout(c, tv);
-    return c;
-}
-
-static redisReply *cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL, "no reply to '%s': %s", fmt, c->errstr);
-    return r;
-}
+#include "resp_grid.h"
 
 /* Each helper runs a command, checks the reply's type and value, frees it. */
 static void expect_status(redisContext *c, const char *want, const char *fmt, ...)
@@ -164,25 +118,6 @@ static void wait_serving(int i)
     ck_assert_msg(it_wait_for(serving, &i, 30000), "node %d never served SET over RESP", i);
 }
 
-/* Runs a shell command; returns its stdout (static buffer) and exit code. */
-static char out_buf[1 << 20];
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-    char c[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c, sizeof c, fmt, ap);
-    va_end(ap);
-    char full[4200];
-    snprintf(full, sizeof full, "%s 2>&1", c);
-    FILE *f = popen(full, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(out_buf, 1, sizeof out_buf - 1, f);
-    out_buf[n] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* ---- raw sockets, for bytes no well-behaved client sends ---- */
 

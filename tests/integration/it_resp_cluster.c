@@ -36,62 +36,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-
-static char finder[64];
-static int peer_base, resp_base;
-static it_proc *srv[4];
-
-static void start_node(int i, const char *const *extra)
-{
-    char port[16], rport[16], name[16];
-    snprintf(port, sizeof port, "%d", peer_base + i);
-    snprintf(rport, sizeof rport, "%d", resp_base + i);
-    snprintf(name, sizeof name, "s%d", i);
-    const char *args[40] = {"--port", port, "--port-range", "1", "--ip-finder", finder,
-                            "--failure-detection-ms", "1000", "--resp-port", rport};
-    int k = 10;
-    for (int e = 0; extra && extra[e] && k < 38; e++) args[k++] = extra[e];
-    args[k] = NULL;
-    srv[i] = it_latticed(name, args);
-    ck_assert_ptr_nonnull(srv[i]);
-}
-
-static void start_grid(int n, const char *const *extra)
-{
-    peer_base = it_free_ports(n);
-    resp_base = it_free_ports(n);
-    snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", peer_base, peer_base + n - 1);
-    for (int i = 0; i < n; i++) start_node(i, extra);
-}
-
-static redisContext *try_conn(int i)
-{
-    struct timeval tv = {5, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base + i, tv);
-    if (c && c->err) {
-        redisFree(c);
-        return NULL;
-    }
-    if (c) redisSetTimeout(c, tv);
-    return c;
-}
-
-static redisContext *conn_to(int i)
-{
-    redisContext *c = try_conn(i);
-    ck_assert_msg(c != NULL, "connect to RESP port %d", resp_base + i);
-    return c;
-}
-
-static redisReply *cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(r != NULL, "no reply to '%s': %s", fmt, c->errstr);
-    return r;
-}
+#include "resp_grid.h"
 
 /* The reply's text (string, status or error) equals want. */
 static void expect_text(redisContext *c, int type, const char *want, const char *fmt, ...)
@@ -215,7 +160,7 @@ START_TEST(moved_readonly_dbsize)
 {
     it_begin("resp_moved");
     const char *extra[] = {"--cache", "default:backups=1,partitions=256", NULL};
-    start_grid(3, extra);
+    start_grid(3, 3, extra);
     wait_spread(3, 3, -1);
     ck_assert_msg(map_a.ranges <= 256, "CLUSTER SLOTS lists %zu ranges for 256 partitions", map_a.ranges);
     char k1[64], k0[64], r0[64];
@@ -303,7 +248,7 @@ START_TEST(large_values)
      * replicated: several copies and first-touch page faults) once took over
      * the grid's 15 s operation deadline on a busy machine (TRYAGAIN). */
     const char *extra[] = {"--cache", "default:backups=1", "--region-mb", "64", "--failure-detection-ms", "10000", NULL};
-    start_grid(3, extra);
+    start_grid(3, 3, extra);
     wait_spread(3, 3, -1);
     char k1[64], k0[64];
     key_on(&map_a, 1, 0, false, "big-", k1, sizeof k1); /* primary node 1, backup node 2 */
@@ -343,24 +288,6 @@ START_TEST(large_values)
 }
 END_TEST
 
-/* Runs a shell command; its output in out_buf. */
-static char out_buf[1 << 16];
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-    char c[4096], full[4200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c, sizeof c, fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof full, "%s 2>&1", c);
-    FILE *f = popen(full, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(out_buf, 1, sizeof out_buf - 1, f);
-    out_buf[n] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static long long commands_of(int i)
 {
@@ -378,7 +305,7 @@ START_TEST(redis_cli_cluster)
 {
     it_begin("resp_cli_cluster");
     const char *extra[] = {"--cache", "default:backups=1", "--resp-moved", "always", NULL};
-    start_grid(3, extra);
+    start_grid(3, 3, extra);
     wait_spread(3, 3, -1);
     long long before[3];
     for (int i = 0; i < 3; i++) before[i] = commands_of(i);
@@ -484,7 +411,7 @@ START_TEST(cluster_clients)
 {
     it_begin("resp_clients");
     const char *extra[] = {"--cache", "default:backups=1,sync=full_sync", NULL};
-    start_grid(3, extra);
+    start_grid(3, 3, extra);
     wait_spread(3, 3, -1);
     char port[16], port2[16], js[600], py[600];
     snprintf(port, sizeof port, "%d", resp_base);
