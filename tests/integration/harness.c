@@ -399,3 +399,21 @@ int it_sh(const char *fmt, ...)
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+void it_add_named(TCase *tc, const it_named *list, size_t n, int argc, char **argv)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool want = argc < 2;
+        for (int a = 1; a < argc; a++) want |= !strcmp(argv[a], list[i].name);
+        if (want) tcase_add_test(tc, *list[i].test);
+    }
+}
+
+int it_run_suite(Suite *s)
+{
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}

@@ -11,6 +11,7 @@
 #ifndef LATTICE_IT_HARNESS_H
 #define LATTICE_IT_HARNESS_H
 
+#include <check.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <sys/types.h>
@@ -66,5 +67,15 @@ int it_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * JSON.  Returns its exit status, -1 when it could not run. */
 int it_capture(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int it_capture_stdout(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A test a program runs by name: `it_x [NAME...]` runs only the named ones. */
+typedef struct it_named {
+    const char *name;
+    const TTest *const *test;
+} it_named;
+/* Adds to tc the tests of list named on the command line (all without names). */
+void it_add_named(TCase *tc, const it_named *list, size_t n, int argc, char **argv);
+/* Runs the suite; the exit status of the test program (0: every test passed). */
+int it_run_suite(Suite *s);
 
 #endif

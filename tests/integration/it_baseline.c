@@ -195,9 +195,5 @@ int main(void)
     tcase_add_test(tc, an_operator_retires_a_stopped_server_and_unknown_ids_are_refused);
     tcase_add_test(tc, a_server_gone_for_the_auto_adjust_time_leaves_the_baseline);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

@@ -802,9 +802,5 @@ int main(void)
     tcase_add_test(tc, full_regions_refuse_without_losing_acknowledged_writes);
     tcase_add_test(tc, full_regions_evict_on_primaries_and_keep_copies_equal);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

@@ -139,9 +139,5 @@ int main(void)
     tcase_add_test(tc, cli_mistakes_get_messages_that_name_the_thing);
     tcase_add_test(tc, grid_reports_a_dead_node_once_and_survives_a_closed_pipe);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

@@ -157,9 +157,5 @@ int main(void)
     tcase_add_test(tc, lattice_cli_options_and_errors);
     tcase_add_test(tc, grid_launcher_forms_a_grid_prints_top_and_stops_every_node);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

@@ -288,9 +288,5 @@ int main(void)
     tcase_add_test(tc, aaaa_records_are_named_and_skipped);
     tcase_add_test(tc, a_bad_dns_finder_is_refused_with_its_format);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

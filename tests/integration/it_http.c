@@ -424,9 +424,5 @@ int main(void)
     tcase_add_test(tc, cache_bytes_and_pages_follow_the_data);
     tcase_add_test(tc, health_says_503_and_why_while_the_node_does_not_serve);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

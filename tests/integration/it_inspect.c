@@ -381,9 +381,5 @@ int main(void)
     tcase_add_test(tc, top_answers_at_once_after_a_kill_and_shows_the_dead_node);
     tcase_add_test(tc, every_inspection_command_leaves_the_topology_version_alone);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

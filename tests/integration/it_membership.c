@@ -454,9 +454,5 @@ int main(void)
     tcase_add_test(tc, client_node_is_listed_as_client_and_reconnects_after_its_server_dies);
     tcase_add_test(tc, a_node_restarted_on_its_port_before_detection_replaces_its_old_self);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

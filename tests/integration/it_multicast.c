@@ -231,9 +231,5 @@ int main(void)
     tcase_add_test(tc, multicast_probes_are_authenticated_and_static_combines_with_multicast);
     tcase_add_test(tc, a_partitioned_node_is_removed_and_merges_back_when_the_link_returns);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

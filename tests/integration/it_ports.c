@@ -187,9 +187,5 @@ int main(void)
     tcase_add_test(tc, a_stopped_node_restarts_on_its_ports_at_once);
     tcase_add_test(tc, a_bare_latticed_joins_the_local_grid);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

@@ -807,9 +807,5 @@ int main(void)
     tc = tc_of("stale");
     tcase_add_test(tc, stale_supply_is_ignored);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

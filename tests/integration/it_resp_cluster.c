@@ -468,10 +468,7 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        const TTest *const *t;
-    } tests[] = {
+    static const it_named tests[] = {
         {"moved_readonly_dbsize", &moved_readonly_dbsize},
         {"redis_cli_cluster", &redis_cli_cluster},
         {"large_values", &large_values},
@@ -480,15 +477,7 @@ int main(int argc, char **argv)
     Suite *s = suite_create("resp_cluster");
     TCase *tc = tcase_create("grid");
     tcase_set_timeout(tc, 700); /* seconds on a quiet machine; a busy one may need each wait_spread's 90 s */
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        bool want = argc < 2;
-        for (int a = 1; a < argc; a++) want |= !strcmp(argv[a], tests[i].name);
-        if (want) tcase_add_test(tc, *tests[i].t);
-    }
+    it_add_named(tc, tests, sizeof tests / sizeof tests[0], argc, argv);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

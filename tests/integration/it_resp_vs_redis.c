@@ -241,24 +241,13 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        const TTest *const *t;
-    } tests[] = {
+    static const it_named tests[] = {
         {"strings_and_keys", &strings_and_keys},
     };
     Suite *s = suite_create("resp_vs_redis");
     TCase *tc = tcase_create("grid");
     tcase_set_timeout(tc, 120);
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        bool want = argc < 2;
-        for (int a = 1; a < argc; a++) want |= !strcmp(argv[a], tests[i].name);
-        if (want) tcase_add_test(tc, *tests[i].t);
-    }
+    it_add_named(tc, tests, sizeof tests / sizeof tests[0], argc, argv);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }

@@ -300,9 +300,5 @@ int main(void)
     tcase_add_test(tc, a_node_without_or_with_a_wrong_secret_is_refused_and_gets_no_topology);
     tcase_add_test(tc, garbage_truncated_oversized_and_unknown_field_frames_are_dropped_and_counted);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return it_run_suite(s);
 }
