@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "run_suite.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "lattice/status.h"
@@ -88,9 +89,5 @@ int main(void)
     tcase_add_test(tc, alloc_sticky_failure_until_disarmed);
     tcase_add_test(tc, log_levels_parse_and_filter);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lt_run_suite(s);
 }

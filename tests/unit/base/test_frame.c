@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "run_suite.h"
 #include "base/base.h"
 #include "cache.pb-c.h"
 #include "discovery.pb-c.h"
@@ -252,9 +253,5 @@ int main(void)
     tcase_add_test(tc, allocation_failure_while_decoding_is_a_drop);
     tcase_add_test(tc, keys_are_blake2b_of_the_secret_keyed_by_the_channel);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lt_run_suite(s);
 }

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "run_suite.h"
 #include "discovery/discovery.h"
 #include "internal.h"
 #include "lattice/alloc.h"
@@ -528,9 +529,5 @@ int main(void)
     tcase_add_test(tc, two_nodes_join_see_events_and_leave_through_the_api);
     tcase_add_test(tc, a_missing_secret_file_fails_start);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return lt_run_suite(s);
 }

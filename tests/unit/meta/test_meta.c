@@ -9,6 +9,7 @@
 #include <string.h>
 #include <urcu.h>
 
+#include "run_suite.h"
 #include "lattice/alloc.h"
 #include "meta/meta.h"
 
@@ -468,9 +469,5 @@ int main(void)
     tcase_add_test(w, no_switch_while_a_server_is_still_loading_or_stale);
     tcase_add_test(w, an_empty_cache_switches_at_once_and_a_silent_server_cancels);
     suite_add_tcase(s, w);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return lt_run_suite(s);
 }

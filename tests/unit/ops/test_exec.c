@@ -8,6 +8,7 @@
 #include <string.h>
 #include <urcu.h>
 
+#include "run_suite.h"
 #include "lattice/alloc.h"
 #include "ops_int.h"
 
@@ -236,9 +237,5 @@ int main(void)
     TCase *o = tcase_create("messages");
     tcase_add_test(o, request_copies_its_bytes);
     suite_add_tcase(s, o);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return lt_run_suite(s);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <urcu.h>
 
+#include "run_suite.h"
 #include "lattice/alloc.h"
 #include "ops_int.h"
 
@@ -619,9 +620,5 @@ int main(void)
     tcase_add_test(t, reads_see_only_acknowledged_writes);
     tcase_add_test(t, a_write_a_copy_has_no_room_for_is_undone);
     suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return lt_run_suite(s);
 }

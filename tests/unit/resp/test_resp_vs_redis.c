@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "run_suite.h"
 #include "resp_codec.h"
 
 static pid_t redis_pid = -1;
@@ -335,9 +336,5 @@ int main(void)
     tcase_add_test(t, hello_reply_equals_redis);
     tcase_set_timeout(t, 60);
     suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lt_run_suite(s);
 }

@@ -5,6 +5,7 @@
  * reference; a failed chunk map at every N keeps exactly the rows written.
  * The suite also runs against the library built without the AVX-512 copy
  * (test_storage_batch_plain), so both copy paths are covered on any CPU. */
+#include "run_suite.h"
 #include "helpers.h"
 
 struct ent {
@@ -202,9 +203,5 @@ int main(void)
     tcase_add_test(tc, batches_and_removes_churn_against_a_reference);
     tcase_add_test(tc, a_failed_chunk_map_at_every_n_keeps_exactly_the_rows_written);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lt_run_suite(s);
 }

@@ -1,6 +1,7 @@
 /* A long random churn (insert, update, conditional put, batch, remove,
  * expiry, sweeps; 1.2M operations, fixed seed) checked operation by operation
  * against a plain reference array. */
+#include "run_suite.h"
 #include "helpers.h"
 
 enum { KEYS = 10000, PARTS = 8, OPS = 1200000 };
@@ -165,9 +166,5 @@ int main(void)
     tcase_set_timeout(tc, 280);
     tcase_add_test(tc, random_churn_matches_a_reference_map);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lt_run_suite(s);
 }

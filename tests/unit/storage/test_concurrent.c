@@ -5,6 +5,7 @@
  * half-written row cannot pass. */
 #include <pthread.h>
 
+#include "run_suite.h"
 #include "helpers.h"
 #include "lattice/clock.h"
 
@@ -392,9 +393,5 @@ int main(void)
     tcase_add_test(tc, a_writer_is_not_refused_while_memory_is_still_being_mapped);
     tcase_add_test(tc, small_rows_read_at_their_hint_while_they_move);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lt_run_suite(s);
 }

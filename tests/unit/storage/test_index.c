@@ -4,6 +4,7 @@
  * presizing, and empty pages moving between lanes. */
 #include <pthread.h>
 
+#include "run_suite.h"
 #include "helpers.h"
 
 static lattice_store_entry ent(char *k, uint64_t id, uint8_t *v, size_t vlen, uint64_t ver,
@@ -313,9 +314,5 @@ int main(void)
     tcase_add_test(tc, a_failed_allocation_at_every_n_leaves_the_index_intact);
     tcase_add_test(tc, lanes_hand_empty_pages_to_each_other);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lt_run_suite(s);
 }

@@ -1,5 +1,6 @@
 /* Data region: slotted page layout, link stability, fragments, free-list
  * buckets and page reuse, batch packing, a full region, bad input. */
+#include "run_suite.h"
 #include "helpers.h"
 
 static lattice_store_entry mk(char *kbuf, uint64_t id, uint8_t *vbuf, size_t vlen)
@@ -460,9 +461,5 @@ int main(void)
     tcase_add_test(tc, bad_input_gets_a_clear_status);
     tcase_add_test(tc, failed_allocations_leave_the_region_intact);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lt_run_suite(s);
 }

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "run_suite.h"
 #include "helpers.h"
 
 static lattice_store_entry ent(char *k, uint64_t id, uint8_t *v, size_t vlen, uint64_t ver,
@@ -1018,9 +1019,5 @@ int main(void)
     tcase_add_test(tc, keys_longer_than_a_page);
     tcase_add_test(tc, sweeps_find_expiry_lowered_by_an_update);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lt_run_suite(s);
 }

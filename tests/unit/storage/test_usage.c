@@ -3,6 +3,7 @@
  * computed apart from the counters: a scan of the store's entries, a twin
  * store given the same writes on a region of its own, and the region's
  * totals (which lattice_region_check verifies page by page, per owner too). */
+#include "run_suite.h"
 #include "helpers.h"
 
 /* The documented head row (storage/page.c): flags, owner, varints of
@@ -221,9 +222,5 @@ int main(void)
     tcase_add_test(tc, usage_equals_the_rows_a_scan_finds);
     tcase_add_test(tc, fragmented_rows_count_for_their_store);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lt_run_suite(s);
 }

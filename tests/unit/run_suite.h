@@ -1,0 +1,17 @@
+/* The unit tests' main(): run a Check suite, exit 0 only when every test passed. */
+#ifndef LATTICE_TEST_RUN_SUITE_H
+#define LATTICE_TEST_RUN_SUITE_H
+
+#include <check.h>
+#include <stdlib.h>
+
+static inline int lt_run_suite(Suite *s)
+{
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#endif
