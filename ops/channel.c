@@ -137,23 +137,27 @@ lattice_status chan_send(lattice_ops *d, peer *p, Latdata__Req *r)
     return LATTICE_OK;
 }
 
-static lattice_status send_frame(lattice_ops *d, void *sock, const uint8_t *ident, size_t ident_len,
-                                 const Latdata__Batch *b)
+lattice_status chan_send_batch(void *sock, const uint8_t *key, const uint8_t *ident, size_t ident_len,
+                               const Latdata__Batch *b)
 {
     uint8_t *buf, mac[LT_FRAME_MAC_BYTES];
     size_t n;
-    if (lt_frame_pack(&b->base, d->have_key ? d->key : NULL, &buf, &n, mac) != LATTICE_OK) return LATTICE_ERR_NOMEM;
-    int more = d->have_key ? ZMQ_SNDMORE : 0;
+    if (lt_frame_pack(&b->base, key, &buf, &n, mac) != LATTICE_OK) return LATTICE_ERR_NOMEM;
+    int more = key ? ZMQ_SNDMORE : 0;
     int rc = 0;
     if (ident) rc = zmq_send(sock, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (rc >= 0) rc = zmq_send(sock, buf, n, more | ZMQ_DONTWAIT);
-    if (rc >= 0 && d->have_key) rc = zmq_send(sock, mac, LT_FRAME_MAC_BYTES, ZMQ_DONTWAIT);
+    if (rc >= 0 && key) rc = zmq_send(sock, mac, LT_FRAME_MAC_BYTES, ZMQ_DONTWAIT);
     lt_free(buf);
-    if (rc < 0) {
-        d->send_failed++;
-        return LATTICE_ERR_IO;
-    }
-    return LATTICE_OK;
+    return rc < 0 ? LATTICE_ERR_IO : LATTICE_OK;
+}
+
+static lattice_status send_frame(lattice_ops *d, void *sock, const uint8_t *ident, size_t ident_len,
+                                 const Latdata__Batch *b)
+{
+    lattice_status st = chan_send_batch(sock, d->have_key ? d->key : NULL, ident, ident_len, b);
+    if (st == LATTICE_ERR_IO) d->send_failed++;
+    return st;
 }
 
 /* How many of items[0..n) fit one frame of about CHUNK_BYTES (at least 1):

@@ -65,17 +65,11 @@ static lattice_status send_req(asker *a, server *sv, int kind, uint64_t id)
     b.proto = LATTICE_DATA_PROTO;
     b.reqs = &q;
     b.n_reqs = 1;
-    uint8_t *buf, mac[LT_FRAME_MAC_BYTES];
-    size_t len;
-    lattice_status st = lt_frame_pack(&b.base, a->have_key ? a->key : NULL, &buf, &len, mac);
-    lt_free(q);
-    if (st != LATTICE_OK) return st;
     /* The DEALER queues it until connected (no ZMQ_IMMEDIATE); a send it
      * refuses all the same leaves that server unanswered at the deadline. */
-    if (zmq_send(sv->sock, buf, len, ZMQ_DONTWAIT | (a->have_key ? ZMQ_SNDMORE : 0)) >= 0 && a->have_key)
-        zmq_send(sv->sock, mac, LT_FRAME_MAC_BYTES, ZMQ_DONTWAIT);
-    lt_free(buf);
-    return LATTICE_OK;
+    lattice_status st = chan_send_batch(sv->sock, a->have_key ? a->key : NULL, NULL, 0, &b);
+    lt_free(q);
+    return st == LATTICE_ERR_NOMEM ? st : LATTICE_OK;
 }
 
 static lattice_status open_asker(asker *a, const lattice_ops_inspect *in, int kind, const char *cache)
@@ -85,7 +79,7 @@ static lattice_status open_asker(asker *a, const lattice_ops_inspect *in, int ki
     a->kind = kind;
     a->cache = cache;
     if (in->secret) {
-        lt_frame_derive_key(in->secret, in->secret_len, "lattice data channel v1", a->key);
+        lt_frame_derive_key(in->secret, in->secret_len, DATA_KEY_CONTEXT, a->key);
         a->have_key = true;
     }
     size_t nt = lattice_topology_size(in->topology);

@@ -311,7 +311,7 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
         d->local_cfgs[d->n_local_cfgs++] = cfg;
     }
     if (c->secret) {
-        lt_frame_derive_key(c->secret, c->secret_len, "lattice data channel v1", d->key);
+        lt_frame_derive_key(c->secret, c->secret_len, DATA_KEY_CONTEXT, d->key);
         d->have_key = true;
     }
     d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

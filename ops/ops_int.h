@@ -32,6 +32,9 @@
 #include "ops/ops.h"
 
 #define DATA_MAX_PEERS 256
+/* The HMAC key of the data channel is derived from the cluster secret with
+ * this context (lt_frame_derive_key): every sender and receiver uses it. */
+#define DATA_KEY_CONTEXT "lattice data channel v1"
 #define META_PULL_INTERVAL_MS 1000
 #define NO_CACHE_WAIT_MS 300         /* an unknown cache: how long to pull and look again */
 #define STATS_PREPARE 1u             /* CTL_STATS flag: the base switch's prepare (control.c) */
@@ -256,6 +259,11 @@ struct lattice_ops {
 };
 
 /* ---- channel.c: the bottom - time, sockets, frames, pending table, replies */
+/* Packs b (with an HMAC frame under key, when key is not NULL) and sends it
+ * on sock without blocking, after a ROUTER identity frame when ident is not
+ * NULL: NOMEM, IO (the socket refused it) or OK. */
+lattice_status chan_send_batch(void *sock, const uint8_t *key, const uint8_t *ident, size_t ident_len,
+                               const Latdata__Batch *b);
 Latdata__Req *chan_req_new(int kind, const char *cache, const void *key, size_t klen, const void *val,
                            size_t vlen);
 /* A request with its own copies of everything (one block; origin NULL = none). */

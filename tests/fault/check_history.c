@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "history.h"
+#include "run_suite.h"
 
 static fh_history h;
 
@@ -422,9 +423,5 @@ int main(void)
     tcase_add_loop_test(tc, random_histories_pass_and_mutants_fail, 0, 40);
     tcase_add_test(tc, large_history_checks_within_budget);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return lt_run_suite(s);
 }

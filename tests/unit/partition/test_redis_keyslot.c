@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "partition/partition.h"
+#include "run_suite.h"
 
 #define KEYS 6000
 #define BATCH 200
@@ -235,9 +236,7 @@ int main(void)
     SRunner *r = srunner_create(su);
     /* no fork: the server started by the test is stopped by this process */
     srunner_set_fork_status(r, CK_NOFORK);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
+    int rc = lt_run_runner(r);
     stop_redis();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rc;
 }

@@ -10,6 +10,7 @@
 
 #include "lattice/alloc.h"
 #include "resp_codec.h"
+#include "run_suite.h"
 
 Suite *resp_parser_suite(void);
 
@@ -738,8 +739,5 @@ int main(void)
 {
     SRunner *r = srunner_create(resp_codec_suite());
     srunner_add_suite(r, resp_parser_suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lt_run_runner(r);
 }
