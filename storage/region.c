@@ -33,6 +33,7 @@
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "region_int.h"
+#include "region_read.h"
 
 #define BUCKET_DETACHED 0xfd
 #define EVICT_ROUNDS 64
@@ -613,37 +614,6 @@ static int seq_same(const struct page_hdr *h, uint32_t s)
     return __atomic_load_n(&h->seq, __ATOMIC_RELAXED) == s;
 }
 
-/* memcmp(a, b, n) != 0 and memcpy for the short keys and values most rows
- * have, without a library call: two overlapping 8- or 4-byte accesses cover
- * 4..16 bytes. */
-static inline int differ(const uint8_t *a, const uint8_t *b, uint64_t n)
-{
-    if (n >= 8 && n <= 16) {
-        uint64_t a0, a1, b0, b1;
-        memcpy(&a0, a, 8), memcpy(&a1, a + n - 8, 8);
-        memcpy(&b0, b, 8), memcpy(&b1, b + n - 8, 8);
-        return ((a0 ^ b0) | (a1 ^ b1)) != 0;
-    }
-    if (n >= 4 && n < 8) {
-        uint32_t a0, a1, b0, b1;
-        memcpy(&a0, a, 4), memcpy(&a1, a + n - 4, 4);
-        memcpy(&b0, b, 4), memcpy(&b1, b + n - 4, 4);
-        return ((a0 ^ b0) | (a1 ^ b1)) != 0;
-    }
-    return memcmp(a, b, n) != 0;
-}
-
-static inline void copy(uint8_t *dst, const uint8_t *src, uint64_t n)
-{
-    if (n >= 8 && n <= 16) {
-        uint64_t a, b;
-        memcpy(&a, src, 8), memcpy(&b, src + n - 8, 8);
-        memcpy(dst, &a, 8), memcpy(dst + n - 8, &b, 8);
-    } else {
-        memcpy(dst, src, n);
-    }
-}
-
 /* Compares / copies payload bytes [pos, pos+len) of one piece. */
 static void take_piece(struct read_req *q, uint64_t pos, const uint8_t *src, uint64_t len)
 {
@@ -682,34 +652,6 @@ static int read_chain(lattice_region *r, struct read_req *q, uint64_t next, uint
     }
 }
 
-/* A varint of at most max bytes (max >= 2); *bad set when it runs longer.
- * One- and two-byte varints (most partitions, lengths, versions) take no
- * loop. */
-static inline uint64_t varint_fast(const uint8_t **pp, int max, int *bad)
-{
-    const uint8_t *p = *pp;
-    uint64_t v = p[0];
-    if (v < 0x80) {
-        *pp = p + 1;
-        return v;
-    }
-    v = (v & 0x7f) | (uint64_t)(p[1] & 0x7f) << 7;
-    if (p[1] < 0x80) {
-        *pp = p + 2;
-        return v;
-    }
-    for (int i = 2; i < max; i++) {
-        uint8_t b = p[i];
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *pp = p + i + 1;
-            return v;
-        }
-    }
-    *bad = 1;
-    return 0;
-}
-
 /* The reader's common case - an unfragmented head row whose header lies
  * wholly inside the page - parsed with one bounds check instead of one per
  * byte: its varints are at most 3 (partition), 3 (key), 4 (value) and 10
@@ -746,43 +688,6 @@ static inline int head_parse_fast(const uint8_t *pg, uint32_t page_size, uint32_
     if ((uint64_t)v->payload_off + v->piece_len > page_size) return -1;
     v->len = v->payload_off + v->piece_len - off;
     return 0;
-}
-
-int region_read_small(lattice_region *r, uint64_t link, struct small_get *g)
-{
-    uint32_t hint = (uint32_t)(link >> 48), item = LATTICE_LINK_ITEM(link);
-    const uint8_t *pg = page_addr(r, LATTICE_LINK_PAGE(link));
-    /* A head row of this form has at most 8 + 4 + 10 + 8 header bytes, so
-     * one bounds check covers the header; the slot must lie in the page
-     * whatever nitems says. */
-    if (!pg || hint < HDR || hint + 32 > r->page_size || HDR + 2 * item >= hint) return -1;
-    struct page_hdr *h = (struct page_hdr *)pg;
-    /* Header, slot and row loads do not depend on each other: the row is
-     * read where the hint says and accepted only if the slot says so too. */
-    uint32_t s = __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE);
-    uint16_t nitems = h->nitems, off = page_items((void *)pg)[item];
-    const uint8_t *p = pg + hint;
-    uint64_t w;
-    memcpy(&w, p, 8);
-    if ((w ^ g->head) & g->head_mask) return -1;
-    p += g->head_len;
-    int bad = 0;
-    uint64_t vl = varint_fast(&p, 4, &bad), version = varint_fast(&p, 10, &bad), expire = 0;
-    if (pg[hint] & F_EXPIRE) {
-        for (int i = 0; i < 8; i++) expire |= (uint64_t)p[i] << (8 * i);
-        p += 8;
-    }
-    if (bad || vl > LATTICE_STORE_MAX_VALUE || (uint64_t)(p - pg) + g->klen + vl > r->page_size)
-        return -1;
-    int mine = !differ(p, g->key, g->klen);
-    if (mine && vl && vl <= g->cap) copy(g->buf, p + g->klen, vl);
-    if (s & 1 || off != hint || item >= nitems || !seq_same(h, s)) return -1;
-    if (!mine) return 0;
-    g->vlen = vl, g->version = version, g->expire = expire;
-    uint32_t ep = __atomic_load_n(&r->epoch, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&h->access, __ATOMIC_RELAXED) != ep)
-        __atomic_store_n(&h->access, ep, __ATOMIC_RELAXED);
-    return 1;
 }
 
 int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q)

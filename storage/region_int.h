@@ -292,42 +292,6 @@ struct read_req {
  * when no head row is there.  Lock-free; retries torn reads itself. */
 int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q);
 
-/* A get's request for region_read_small: the wanted key (owner, partition)
- * and where its value goes, then what the row said.  `head` is the start a
- * head row of this key must have - flags F_HEAD, owner, varint partition,
- * varint key length: at most 2 + 3 + 3 bytes - so the row is checked with
- * one 8-byte compare (under `head_mask`) instead of parsing two varints;
- * small_get_init fills them. */
-struct small_get {
-    const void *key;
-    size_t klen;
-    void *buf;           /* the value is copied here when vlen <= cap */
-    size_t cap;
-    uint64_t head, head_mask;
-    uint32_t head_len;
-    size_t vlen;         /* results, when it returns 1 */
-    uint64_t version, expire;
-};
-
-static inline void small_get_init(struct small_get *g, uint8_t owner, uint32_t partition,
-                                  const void *key, size_t klen, void *buf, size_t cap)
-{
-    uint8_t b[8] = {F_HEAD, owner};
-    uint8_t *p = varint_put(varint_put(b + 2, partition), klen);
-    g->key = key, g->klen = klen, g->buf = buf, g->cap = cap;
-    g->head_len = (uint32_t)(p - b);
-    memcpy(&g->head, b, 8);
-    /* The first head_len bytes as they lie in memory, without the expire
-     * flag of the first one. */
-    uint64_t ones = g->head_len >= 8 ? ~0ull : (1ull << (8 * g->head_len)) - 1;
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    g->head_mask = (ones << (64 - 8 * g->head_len)) & ~((uint64_t)F_EXPIRE << 56);
-#else
-    g->head_mask = ones & ~(uint64_t)F_EXPIRE;
-#endif
-    g->vlen = 0, g->version = 0, g->expire = 0;
-}
-int region_read_small(lattice_region *r, uint64_t link, struct small_get *g);
 int region_attach(lattice_region *r, evict_fn fn, void *ctx, uint8_t *owner);
 void region_detach(lattice_region *r, uint8_t owner);
 /* Rows and row bytes (headers included) of owner, summed over the lanes

@@ -21,6 +21,7 @@
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "lattice/log.h"
+#include "region_read.h"
 #include "store_int.h"
 
 #define BATCH_PEND 64
@@ -114,27 +115,30 @@ static long read_lookup(lattice_store *s, uint32_t part, uint32_t tag, struct re
 
 /* The common get, answered from the first matching slot of the current
  * table and region_read_small (row read at its position hint: one round of
- * misses for the table line, one for the page).  Returns a get's status, or
- * FAST_NO when the general path (read_lookup) must decide: a row that
- * moved, is fragmented or torn, a tag shared with another key, a table
- * being replaced.  Needs rcu_read_lock. */
+ * misses for the table line, one for the page), all inline in
+ * lattice_store_get.  Returns a get's status, or FAST_NO when the general
+ * path (read_lookup) must decide: a row that moved, is fragmented or torn, a
+ * tag shared with another key, a table being replaced.  Needs
+ * rcu_read_lock. */
 #define FAST_NO (-1) /* no lattice_status is negative */
-static int get_fast(lattice_store *s, uint32_t part, uint32_t tag, struct small_get *g)
+static inline __attribute__((always_inline)) int get_fast(lattice_store *s, uint32_t part,
+                                                          uint32_t tag, struct small_get *g)
 {
     const struct tabref *ref = &s->tabs[part];
     const struct ix_table *t;
     uint32_t cap;
     if (!tabref_read(ref, &t, &cap)) return FAST_NO;
     if (!t) return LATTICE_ERR_NOT_FOUND;
-    uint32_t i = ix_home_cap(cap, tag), end = cap + IX_OVERFLOW;
+    uint32_t i = ix_home_cap(cap, tag), left = cap + IX_OVERFLOW - i;
     const struct ix_line *ln = &t->lines[i / IX_LINE_SLOTS];
-    for (uint32_t pos = i % IX_LINE_SLOTS; i < end; i++) {
+    for (uint32_t pos = i % IX_LINE_SLOTS;;) {
         uint32_t tg = __atomic_load_n(&ln->tags[pos], __ATOMIC_ACQUIRE);
         if (tg == tag) {
             uint64_t link = __atomic_load_n(&ln->links[pos], __ATOMIC_ACQUIRE);
-            return region_read_small(s->region, link, g) > 0 ? LATTICE_OK : FAST_NO;
+            return region_read_small(s->region, link, s->heads[part], g) > 0 ? LATTICE_OK
+                                                                               : FAST_NO;
         }
-        if (tg == IX_EMPTY) break;
+        if (tg == IX_EMPTY || !--left) break;
         if (++pos == IX_LINE_SLOTS) pos = 0, ln++;
     }
     return rcu_dereference(ref->t) == t ? LATTICE_ERR_NOT_FOUND : FAST_NO;
@@ -504,30 +508,10 @@ int lattice_store_put_all(lattice_store *s, const lattice_store_entry *e, size_t
 
 /* ---------------------------------------------------------------- reads */
 
-int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, size_t key_len,
-                      void *buf, size_t cap, lattice_store_meta *meta)
+/* A get's answer from the entry's status, value length and metadata. */
+static inline int get_done(lattice_store *s, int st, size_t vlen, uint64_t expire,
+                           uint64_t version, size_t cap, lattice_store_meta *meta)
 {
-    if (partition >= s->nparts || !key || key_len == 0 || key_len > LATTICE_STORE_MAX_KEY ||
-        (!buf && cap))
-        return LATTICE_ERR_INVAL;
-    uint32_t tag = key_tag(key, key_len);
-    struct small_get g;
-    small_get_init(&g, s->owner, partition, key, key_len, buf, buf ? cap : 0);
-    rcu_read_lock();
-    int st = get_fast(s, partition, tag, &g);
-    rcu_read_unlock();
-    size_t vlen = g.vlen;
-    uint64_t expire = g.expire, version = g.version;
-    if (st == FAST_NO) {
-        struct read_req q = {.vbuf = buf, .vcap = buf ? cap : 0};
-        if (!buf) q.vbuf = &q, q.vcap = 0; /* copy nothing, but a 0-byte value "fits" */
-        want(&q, s, partition, key, key_len);
-        rcu_read_lock();
-        long slot = read_lookup(s, partition, tag, &q);
-        rcu_read_unlock();
-        st = slot < 0 ? LATTICE_ERR_NOT_FOUND : LATTICE_OK;
-        vlen = q.vlen, expire = q.expire, version = q.version;
-    }
     uint64_t now = 0;
     if (st != LATTICE_OK || expired(s, expire, &now)) return LATTICE_ERR_NOT_FOUND;
     if (meta) {
@@ -536,6 +520,40 @@ int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, siz
         meta->version = version;
     }
     return vlen > cap ? LATTICE_ERR_TOO_LARGE : LATTICE_OK;
+}
+
+/* What get_fast left to decide: the general reader (any row shape, moved
+ * rows, a table being replaced).  Out of line, so that the common get
+ * keeps its request in registers. */
+static __attribute__((noinline)) int get_general(lattice_store *s, uint32_t partition,
+                                                 uint32_t tag, const void *key, size_t key_len,
+                                                 void *buf, size_t cap, lattice_store_meta *meta)
+{
+    struct read_req q = {.vbuf = buf, .vcap = cap};
+    if (!buf) q.vbuf = &q, q.vcap = 0; /* copy nothing, but a 0-byte value "fits" */
+    want(&q, s, partition, key, key_len);
+    rcu_read_lock();
+    long slot = read_lookup(s, partition, tag, &q);
+    rcu_read_unlock();
+    return get_done(s, slot < 0 ? LATTICE_ERR_NOT_FOUND : LATTICE_OK, q.vlen, q.expire,
+                    q.version, cap, meta);
+}
+
+int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, size_t key_len,
+                      void *buf, size_t cap, lattice_store_meta *meta)
+{
+    /* One branch for every bad argument (key_len 0 wraps).  (!buf && cap)
+     * is refused, so without a buffer cap is 0. */
+    if (__builtin_expect((partition >= s->nparts) | !key | (key_len - 1 >= LATTICE_STORE_MAX_KEY) |
+                             (!buf & (cap != 0)), 0))
+        return LATTICE_ERR_INVAL;
+    uint32_t tag = key_tag(key, key_len);
+    struct small_get g = {key, key_len, buf, cap, 0, 0, 0}; /* never escapes: kept in registers */
+    rcu_read_lock();
+    int st = get_fast(s, partition, tag, &g);
+    rcu_read_unlock();
+    if (st == FAST_NO) return get_general(s, partition, tag, key, key_len, buf, cap, meta);
+    return get_done(s, st, g.vlen, g.expire, g.version, cap, meta);
 }
 
 int lattice_store_get_copy(lattice_store *s, uint32_t partition, const void *key,
@@ -677,9 +695,11 @@ int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
     if (!s) return LATTICE_ERR_NOMEM;
     s->parts = lt_calloc(cfg->partitions, sizeof *s->parts);
     s->tabs = lt_calloc(cfg->partitions, sizeof *s->tabs);
-    if (!s->parts || !s->tabs) {
+    s->heads = lt_calloc(cfg->partitions, sizeof *s->heads);
+    if (!s->parts || !s->tabs || !s->heads) {
         lt_free(s->parts);
         lt_free(s->tabs);
+        lt_free(s->heads);
         lt_free(s);
         return LATTICE_ERR_NOMEM;
     }
@@ -692,10 +712,12 @@ int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
     if (st != LATTICE_OK) {
         lt_free(s->parts);
         lt_free(s->tabs);
+        lt_free(s->heads);
         lt_free(s);
         return st;
     }
     for (uint32_t i = 0; i < s->nparts; i++) {
+        s->heads[i] = head_prefix(s->owner, i);
         pthread_mutex_init(&s->parts[i].lock, NULL);
         s->parts[i].s = s;
         s->parts[i].idx = i;
@@ -731,6 +753,7 @@ void lattice_store_destroy(lattice_store *s)
     pthread_cond_destroy(&s->sw_cond);
     lt_free(s->parts);
     lt_free(s->tabs);
+    lt_free(s->heads);
     lt_free(s);
 }
 
