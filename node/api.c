@@ -153,7 +153,7 @@ lattice_status lattice_cache_replace(lattice_node *n, const char *cache, const v
 lattice_status lattice_cache_increment(lattice_node *n, const char *cache, const void *key, size_t key_len,
                                        int64_t delta, int64_t *result)
 {
-    lattice_op op = {LATTICE_OP_INCREMENT, 0, cache, key, key_len, NULL, 0, delta, 0};
+    lattice_op op = {LATTICE_OP_INCREMENT, 0, cache, key, key_len, NULL, 0, delta, 0, 0};
     int64_t v = 0;
     lattice_status st = one(n, &op, NULL, NULL, &v, NULL);
     if (result) *result = v;
@@ -162,7 +162,7 @@ lattice_status lattice_cache_increment(lattice_node *n, const char *cache, const
 
 lattice_status lattice_cache_size(lattice_node *n, const char *cache, uint64_t *size)
 {
-    lattice_op op = {LATTICE_OP_SIZE, 0, cache, NULL, 0, NULL, 0, 0, 0};
+    lattice_op op = {LATTICE_OP_SIZE, 0, cache, NULL, 0, NULL, 0, 0, 0, 0};
     int64_t v = 0;
     lattice_status st = one(n, &op, NULL, NULL, &v, NULL);
     if (size) *size = v > 0 ? (uint64_t)v : 0;

@@ -128,6 +128,8 @@ const char *lattice_op_kind_name(int kind)
         [LATTICE_OP_GET] = "get",       [LATTICE_OP_PUT] = "put",       [LATTICE_OP_REMOVE] = "remove",
         [LATTICE_OP_INCREMENT] = "increment", [LATTICE_OP_APPEND] = "append", [LATTICE_OP_EXPIRE] = "expire",
         [LATTICE_OP_TTL] = "ttl",       [LATTICE_OP_CONTAINS] = "contains", [LATTICE_OP_SIZE] = "size",
+        [LATTICE_OP_SETRANGE] = "setrange", [LATTICE_OP_SETBIT] = "setbit", [LATTICE_OP_INCRBYFLOAT] = "incrbyfloat",
+        [LATTICE_OP_TXN] = "txn",
     };
     return kind >= 1 && kind <= LATTICE_OP_KIND_MAX_ ? names[kind] : "unknown";
 }

@@ -66,9 +66,10 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
         if (q->id) chan_reply(d, o, &r, NULL, 0, false);
         return;
     }
-    r.status = c ? exec_replicate(c, q->partition, q->key.data, q->key.len, q->value.data, q->value.len,
-                                  q->expire_ms, q->version, q->remove)
-                 : LATTICE_ERR_NO_CACHE;
+    if (!c) r.status = LATTICE_ERR_NO_CACHE;
+    else if (q->kind == CTL_REPLICATE_TXN) r.status = txn_apply_copy(d, c, q);
+    else r.status = exec_replicate(c, q->partition, q->key.data, q->key.len, q->value.data, q->value.len,
+                                   q->expire_ms, q->version, q->remove);
     if (r.status == LATTICE_OK) {
         clean_note_applied(c, q->partition, q->version);
         clean_note_committed(c, q->partition, q->committed);

@@ -35,6 +35,7 @@ enum {
     CTL_DIGEST = 108,    /* -> server: value = digests of its OWNING copies of one cache */
     CTL_CLEAN = 109,     /* primary -> copies: partition's writes up to `committed` are acknowledged */
     CTL_RESET_LOST = 110,/* -> coordinator: cache = name; num = the LOST partitions given up */
+    CTL_REPLICATE_TXN = 111, /* primary -> copies: a transaction's writes, applied together (txn.c) */
 };
 
 /* The replication a primary's write produces (key, value, expiry, version or
@@ -72,6 +73,19 @@ typedef struct exec_scratch {
 void exec_scratch_free(exec_scratch *s);
 /* Executes on the local store.  Writes take the next update counter. */
 void exec_local(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
+/* rmw.c: SETRANGE, SETBIT, INCRBYFLOAT (lattice/ops.h), on the primary;
+ * and what they share with primary.c's kinds. */
+void exec_setrange(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
+void exec_setbit(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
+void exec_incrbyfloat(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
+/* Redis's long double text (ld2string, human form) into buf; its length. */
+size_t exec_format_ld(char *buf, size_t cap, long double v);
+bool exec_scratch_reserve(exec_scratch *s, size_t n);
+int exec_read_old(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_store_meta *meta);
+uint64_t exec_expiry_for(const lattice_meta_cache *c, uint64_t ttl_ms);
+/* Writes (key, value, expire) with the partition's next counter and fills repl. */
+int exec_write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, size_t vlen, uint64_t expire,
+                     repl_out *repl);
 /* A backup applies a replicated write: put only if newer, or remove. */
 lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
                               const void *value, size_t value_len, uint64_t expire_ms, uint64_t version,

@@ -166,6 +166,14 @@ deferred_read *clean_end(lattice_ops *d, waitw *w)
     return reads;
 }
 
+/* A transaction's other keys (txn.c). */
+static bool has_hash(const waitw *w, uint64_t h)
+{
+    for (size_t i = 0; i < w->n_more_keys; i++)
+        if (w->more_keys[i] == h) return true;
+    return false;
+}
+
 waitw *clean_pending_write(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key,
                            size_t key_len)
 {
@@ -175,7 +183,7 @@ waitw *clean_pending_write(lattice_ops *d, lattice_meta_cache *c, uint32_t parti
     uint64_t h = key_hash(key, key_len);
     waitw *last = NULL; /* the newest write of the key: the read must see it */
     for (waitw *w = cc->p[partition].head; w; w = w->cnext)
-        if (!w->done && w->key_hash == h) last = w;
+        if (!w->done && (w->key_hash == h || has_hash(w, h))) last = w;
     return last;
 }
 

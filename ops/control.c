@@ -88,6 +88,7 @@ static void send_ctl(lattice_ops *d, int kind, const char *cache, const char *va
     }
     p->ctl = kind;
     p->op = op;
+    if (kind == CTL_META_GET) p->pull = ++d->pulls_sent;
     q->id = p->id;
     chan_send(d, coord, q);
 }
@@ -820,6 +821,8 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
 
 static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
+    /* The answer's metadata, if any, is applied by now (loop.c). */
+    if (p->pull > d->pulls_ended) d->pulls_ended = p->pull;
     if (!p->op) return;
     if (!rs || rs->status == LATTICE_ERR_AGAIN) {
         retry_later(d, p->op, LATTICE_ERR_TIMEOUT);

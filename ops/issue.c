@@ -112,10 +112,28 @@ void issue_route(lattice_ops *d, opx *o)
         control_start_size(d, o);
         return;
     }
-    uint32_t p = lattice_partition_of_key(o->op.key, o->op.key_len, c->cfg.partitions);
+    bool walk = walk_is_kind(o->op.kind); /* partition-addressed (walk.c) */
+    if (walk && o->op.partition >= c->cfg.partitions) {
+        r.status = LATTICE_ERR_INVAL;
+        chan_complete_local(d, o, &r);
+        return;
+    }
+    uint32_t p = walk ? o->op.partition : lattice_partition_of_key(o->op.key, o->op.key_len, c->cfg.partitions);
     lattice_meta_member *owners[LATTICE_CACHE_MAX_BACKUPS + 1];
     size_t n = lattice_meta_serving_owners(c, p, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
     if (n == 0) {
+        /* A client learns a base switch by pulling (once a second): the
+         * partition may serve again already.  So it pulls now and looks
+         * again once that pull ended (answered, or given up), or at the
+         * op's deadline.  Servers get the metadata pushed. */
+        if (d->client && !o->lost_mark) {
+            o->lost_mark = d->pulls_sent + 1;
+            d->last_meta_pull = 0;
+        }
+        if (d->client && d->pulls_ended < o->lost_mark) {
+            retry_later(d, o, LATTICE_ERR_PARTITION_LOST);
+            return;
+        }
         r.status = LATTICE_ERR_PARTITION_LOST;
         chan_complete_local(d, o, &r);
         return;
@@ -123,7 +141,7 @@ void issue_route(lattice_ops *d, opx *o)
     exec_in in = {o->op.kind, o->op.flags, p, o->op.key, o->op.key_len, o->op.value, o->op.value_len,
                   o->op.delta, o->op.ttl_ms};
     origin org = {.local = o};
-    if (!ops_is_read(o->op.kind) && !o->seq) {
+    if (!ops_is_read(o->op.kind) && !walk && !o->seq) {
         /* The write's name for resends: this node's id now, kept even if
          * the node rejoins under a new id before a resend - a resend named
          * by the new id would miss the first result and apply twice (an
@@ -159,7 +177,13 @@ void issue_route(lattice_ops *d, opx *o)
             retry_later(d, o, LATTICE_ERR_AGAIN);
             return;
         }
-        primary_execute(d, c, &in, &org, o->origin, o->seq);
+        if (walk) walk_execute(d, c, &in, &org);
+        else primary_execute(d, c, &in, &org, o->origin, o->seq);
+        return;
+    }
+    if (walk && (o->op.flags & LATTICE_OP_LOCAL)) {
+        r.status = LATTICE_ERR_NOT_OWNER; /* another node's: not this walk's */
+        chan_complete_local(d, o, &r);
         return;
     }
     peer *prim = peer_of(owners[0]);
@@ -180,7 +204,8 @@ void issue_route(lattice_ops *d, opx *o)
     q->delta = o->op.delta;
     q->topo_major = d->major;
     q->op_seq = o->seq;
-    bool async_write = !ops_is_read(o->op.kind) && c->cfg.sync == LATTICE_SYNC_ASYNC;
+    /* A transaction's results are its answer: it waits for the primary even on full_async. */
+    bool async_write = !ops_is_read(o->op.kind) && !walk && o->op.kind != LATTICE_OP_TXN && c->cfg.sync == LATTICE_SYNC_ASYNC;
     if (!async_write) {
         pend *pe = chan_pend_new(d, retry_settle_op, prim);
         if (!pe) {

@@ -52,7 +52,7 @@ static void handle_response(lattice_ops *d, const Latdata__Resp *rs)
 /* A request from a peer: to the stage that serves its kind. */
 static void serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
 {
-    if (q->kind == CTL_REPLICATE) backup_apply(d, q, o);
+    if (q->kind == CTL_REPLICATE || q->kind == CTL_REPLICATE_TXN) backup_apply(d, q, o);
     else if (q->kind == CTL_CLEAN) backup_clean(d, q);
     else if (q->kind > CTL_REPLICATE) control_serve(d, q, o);
     else primary_serve(d, q, o);
@@ -405,5 +405,6 @@ static void ops_free(lattice_ops *d)
     lt_free(d->buckets);
     lt_free(d->dirty);
     lt_free(d->dedup);
+    txn_free(d);
     lt_free(d);
 }

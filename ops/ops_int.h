@@ -10,6 +10,7 @@
  *   control.c    metadata exchange, internal calls, stats, base check
  *   backup.c     backup apply
  *   primary.c    primary execution with de-duplication, forwarding
+ *   walk.c       the partition-addressed kinds (WALK, CLEAR) at the primary
  *   sync_wait.c  the full_sync wait
  *   retry.c      retry and failover re-routing
  *   rebal_exec.c the rebalance executor (rebal_exec.h)
@@ -77,6 +78,7 @@ struct opx {
     uint64_t seq;                 /* writes: this node's op sequence, kept over resends */
     char origin[64];              /* ... and the node id it was first sent under (issue.c) */
     uint64_t no_cache_until;      /* unknown cache: pull metadata and retry until then */
+    uint64_t lost_mark;           /* a client's PARTITION_LOST: retried until metadata pull lost_mark ended */
     struct opx *rnext;            /* retry list */
     int call;                     /* LATTICE_OPS_CALL_* for internal calls, else 0 */
     char data[];
@@ -87,6 +89,8 @@ typedef struct deferred_read {
     struct deferred_read *next;
     exec_in in;                   /* key points into key[] */
     origin org;
+    char origin_id[64];           /* a transaction's issuer and op sequence (0: none), kept for its rerun */
+    uint64_t seq;
     char key[];
 } deferred_read;
 
@@ -110,6 +114,8 @@ typedef struct waitw {
     lattice_meta_cache *c;        /* NULL: not tracked (or the cache went away) */
     uint32_t partition;
     uint64_t version, key_hash;
+    uint64_t *more_keys;          /* a transaction: the hashes of every key it wrote (txn.c owns them) */
+    size_t n_more_keys;
     bool done;
     bool linked;                  /* in its partition's in-flight list */
     bool finished;                /* its wait ended while still linked: clean.c frees it when it leaves the list */
@@ -171,6 +177,7 @@ struct pend {
     waitw *w;                     /* a replication's full_sync wait */
     bcast *b;                     /* a broadcast part */
     int ctl;                      /* control requests: CTL_* */
+    uint64_t pull;                /* CTL_META_GET: its number (pulls_sent) */
     uint64_t deadline_ms;         /* give up on the answer then (UINT64_MAX: only when the target leaves) */
 };
 
@@ -229,12 +236,14 @@ struct lattice_ops {
     opx *retry, *retry_tail;      /* retry list, first in first out (retry.c) */
     exec_scratch scratch;
     dedup_entry *dedup;           /* DEDUP_SLOTS, allocated at init (servers) */
+    struct txn_kept *txn_kept;    /* results of recent transactions for their resends (txn.c) */
     uint64_t op_seq;
 
     /* cluster metadata (meta/) and its exchange (control.c) */
     lattice_meta *meta;
     bool creates_sent, base_check_running;
     uint64_t last_meta_pull, last_sweep;
+    uint64_t pulls_sent, pulls_ended; /* metadata pulls (CTL_META_GET) numbered from 1: the last sent, the highest ended */
     uint64_t switch_waiting_since, switch_logged; /* a base switch waiting on the figures (control.c) */
     parked_prepare parked[MAX_PARKED_PREPARES];
     size_t n_parked;
@@ -399,8 +408,47 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
  * partition's next counter, tracked as a full_sync write with no issuer. */
 void primary_replicate_removal(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key,
                                size_t key_len);
+/* Sends a write (kind CTL_REPLICATE or CTL_REPLICATE_TXN, payload in repl)
+ * to every other serving owner, then every MOVING owner; with w, each answer
+ * releases one share of it. */
+void primary_send_copies(lattice_ops *d, lattice_meta_cache *c, int kind, uint32_t partition, const void *key,
+                         size_t key_len, const repl_out *repl, const char *origin_id, uint64_t seq,
+                         const lattice_op_result *r, waitw *w);
+/* A full_sync write's wait, in the partition's in-flight list from `version`
+ * on (clean.c); it owns undo from then on.  NULL: NOMEM (undo not taken). */
+waitw *primary_wait_begin(lattice_ops *d, lattice_meta_cache *c, const origin *org, const lattice_op_result *r,
+                          bool (*on_full)(lattice_ops *d, waitw *w), void *undo, void (*after)(lattice_ops *d, waitw *w),
+                          uint32_t partition, uint64_t version, const void *key, size_t key_len);
+/* An undo's start (a copy had no room): the wait will end with REGION_FULL,
+ * a second refusal undoes no more (round counts them).  The cache to undo
+ * in, or NULL when it is gone. */
+lattice_meta_cache *primary_undo_begin(waitw *w, int *round);
+/* The end of a full_sync write's wait: its parked reads run, its undo record goes. */
+void primary_after_write(lattice_ops *d, waitw *w);
 /* A request that arrived on our ROUTER for a partition we should be primary of. */
 void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org);
+
+/* ---- txn.c: transactions (LATTICE_OP_TXN, lattice/txn.h) */
+/* The primary runs in (kind TXN) as primary_execute does a write: resends,
+ * full_sync wait, clean reads of every key, undo on a copy's REGION_FULL. */
+void txn_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org, const char *origin_id,
+                 uint64_t seq);
+/* A copy applies q (CTL_REPLICATE_TXN): every write, in order; keeps the
+ * result for a resend.  Not OK: a write failed (the primary undoes all). */
+lattice_status txn_apply_copy(lattice_ops *d, lattice_meta_cache *c, const Latdata__Req *q);
+void txn_free(lattice_ops *d);
+/* The execution alone, on c's store (no network, no wait; unit tests): the
+ * result and the write list a copy would apply (both lt_malloc'd, the
+ * caller frees them). */
+typedef struct txn_local_out {
+    void *result, *writes;
+    size_t result_len, writes_len;
+    uint32_t n_writes;
+    bool aborted;
+} txn_local_out;
+lattice_status txn_run_local(lattice_meta_cache *c, uint32_t partition, const void *req, size_t len, uint64_t epoch,
+                             exec_scratch *s, txn_local_out *out);
+lattice_status txn_apply_writes(lattice_meta_cache *c, uint32_t partition, const void *writes, size_t len);
 
 /* ---- backup.c: backup apply */
 void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *org);
@@ -420,6 +468,11 @@ void control_stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCac
  * Also what inspect.c answers a non-member with. */
 lattice_status control_partitions_info(const lattice_meta *meta, const char *cache, uint32_t live,
                                       uint64_t major, uint64_t minor, lattice_partitions_info **out);
+
+/* ---- walk.c: the partition-addressed kinds (WALK, CLEAR) at the primary */
+bool walk_is_kind(int kind);
+/* Runs in->kind on in->partition as its primary and answers org. */
+void walk_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org);
 
 /* ---- issue.c: issue and route */
 void issue_route(lattice_ops *d, opx *o);

@@ -67,7 +67,7 @@ static uint64_t expiry_for(const lattice_meta_cache *c, uint64_t ttl_ms)
 }
 
 /* Writes (key, value, expire) with the next counter and fills repl. */
-static int write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, size_t vlen, uint64_t expire,
+int exec_write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, size_t vlen, uint64_t expire,
                        repl_out *repl)
 {
     /* The counter moves only with a write that happened: a refused one
@@ -82,6 +82,14 @@ static int write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, 
     *repl = (repl_out){true, false, v, vlen, expire, version};
     return LATTICE_OK;
 }
+
+/* For the read-modify-write kinds of rmw.c. */
+bool exec_scratch_reserve(exec_scratch *s, size_t n) { return scratch_reserve(s, n); }
+int exec_read_old(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_store_meta *meta)
+{
+    return read_old(c, in, s, meta);
+}
+uint64_t exec_expiry_for(const lattice_meta_cache *c, uint64_t ttl_ms) { return expiry_for(c, ttl_ms); }
 
 static bool parse_i64(const void *v, size_t n, int64_t *out)
 {
@@ -127,7 +135,7 @@ static void do_put(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, la
         return;
     }
     uint64_t expire = (in->flags & LATTICE_OP_KEEP_TTL) && found ? meta.expire_ms : expiry_for(c, in->ttl_ms);
-    r->status = write_entry(c, in, in->value, in->value_len, expire, repl);
+    r->status = exec_write_entry(c, in, in->value, in->value_len, expire, repl);
 }
 
 static void do_remove(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl)
@@ -174,7 +182,7 @@ static void do_increment(lattice_meta_cache *c, const exec_in *in, exec_scratch 
         return;
     }
     int len = snprintf(s->buf, 24, "%" PRId64, next);
-    r->status = write_entry(c, in, s->buf, (size_t)len, st == LATTICE_OK ? meta.expire_ms : expiry_for(c, 0), repl);
+    r->status = exec_write_entry(c, in, s->buf, (size_t)len, st == LATTICE_OK ? meta.expire_ms : expiry_for(c, 0), repl);
     r->num = next;
 }
 
@@ -198,7 +206,7 @@ static void do_append(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
     }
     if (old_len) memcpy(s->buf, s->old, old_len);
     if (in->value_len) memcpy((char *)s->buf + old_len, in->value, in->value_len);
-    r->status = write_entry(c, in, s->buf, n, st == LATTICE_OK ? meta.expire_ms : expiry_for(c, 0), repl);
+    r->status = exec_write_entry(c, in, s->buf, n, st == LATTICE_OK ? meta.expire_ms : expiry_for(c, 0), repl);
     r->num = (int64_t)n;
 }
 
@@ -211,7 +219,7 @@ static void do_expire(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
         return;
     }
     r->flags |= LATTICE_OP_R_FOUND;
-    r->status = write_entry(c, in, s->old, meta.value_len, in->ttl_ms ? lt_wall_ms() + in->ttl_ms : 0, repl);
+    r->status = exec_write_entry(c, in, s->old, meta.value_len, in->ttl_ms ? lt_wall_ms() + in->ttl_ms : 0, repl);
 }
 
 static void do_read(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r)
@@ -261,6 +269,9 @@ void exec_local(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, latti
     case LATTICE_OP_INCREMENT: do_increment(c, in, s, r, repl); break;
     case LATTICE_OP_APPEND: do_append(c, in, s, r, repl); break;
     case LATTICE_OP_EXPIRE: do_expire(c, in, s, r, repl); break;
+    case LATTICE_OP_SETRANGE: exec_setrange(c, in, s, r, repl); break;
+    case LATTICE_OP_SETBIT: exec_setbit(c, in, s, r, repl); break;
+    case LATTICE_OP_INCRBYFLOAT: exec_incrbyfloat(c, in, s, r, repl); break;
     default: r->status = LATTICE_ERR_INVAL; break;
     }
 }
@@ -276,9 +287,11 @@ lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_o
 {
     if (op->kind < LATTICE_OP_GET || op->kind > LATTICE_OP_KIND_MAX_ || (op->flags & ~LATTICE_OP_FLAGS_ALL_))
         return LATTICE_ERR_INVAL;
-    if (op->kind == LATTICE_OP_SIZE) return LATTICE_OK;
+    if (op->kind == LATTICE_OP_SIZE || walk_is_kind(op->kind)) return LATTICE_OK;
     if (op->key_len == 0) return LATTICE_ERR_INVAL;
-    if (op->key_len > c->cfg.max_key_bytes || op->value_len > c->cfg.max_value_bytes) return LATTICE_ERR_TOO_LARGE;
+    /* A transaction's value holds its sub-operations, each checked by txn.c. */
+    size_t vmax = op->kind == LATTICE_OP_TXN ? (size_t)DATA_MAX_FRAME / 2 : c->cfg.max_value_bytes;
+    if (op->key_len > c->cfg.max_key_bytes || op->value_len > vmax) return LATTICE_ERR_TOO_LARGE;
     return LATTICE_OK;
 }
 
@@ -290,7 +303,7 @@ static void rerun_read(lattice_ops *d, lattice_meta_cache *c, deferred_read *rd)
     bool mine = c && ops_serving(d, c) && lattice_meta_serving_owners(c, rd->in.partition, own, 1) == 1 &&
                 own[0]->self;
     if (mine) {
-        primary_execute(d, c, &rd->in, &rd->org, NULL, 0);
+        primary_execute(d, c, &rd->in, &rd->org, rd->seq ? rd->origin_id : NULL, rd->seq);
     } else if (rd->org.local) {
         retry_later(d, rd->org.local, LATTICE_ERR_NOT_OWNER);
     } else {
@@ -337,8 +350,9 @@ static undo_rec *undo_capture(const lattice_meta_cache *c, const exec_in *in, co
 
 /* Sends the write to every other serving owner, then every MOVING owner;
  * with w, each answer releases one share of it. */
-static void send_copies(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
-                        const repl_out *repl, const char *origin_id, uint64_t seq, const lattice_op_result *r, waitw *w)
+void primary_send_copies(lattice_ops *d, lattice_meta_cache *c, int kind, uint32_t partition, const void *key,
+                         size_t key_len, const repl_out *repl, const char *origin_id, uint64_t seq,
+                         const lattice_op_result *r, waitw *w)
 {
     lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
     size_t n = lattice_meta_serving_owners(c, partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
@@ -347,7 +361,7 @@ static void send_copies(lattice_ops *d, lattice_meta_cache *c, uint32_t partitio
     for (size_t i = 0; i < n; i++) {
         peer *to = peer_of(owners[i]);
         if (to->m.self || !to->dealer) continue;
-        Latdata__Req *q = chan_req_new_from(CTL_REPLICATE, c->cfg.name, key, key_len, repl->value, repl->value_len,
+        Latdata__Req *q = chan_req_new_from(kind, c->cfg.name, key, key_len, repl->value, repl->value_len,
                                             seq ? origin_id : NULL);
         if (!q) continue;
         q->partition = partition;
@@ -389,17 +403,23 @@ static void send_copies(lattice_ops *d, lattice_meta_cache *c, uint32_t partitio
  * room; elsewhere it can fail only if the previous value was longer and the
  * region filled meanwhile: then (here, or on a copy: round 1) the key is
  * removed everywhere instead, which always fits (logged). */
-static bool undo_write(lattice_ops *d, waitw *w)
+lattice_meta_cache *primary_undo_begin(waitw *w, int *round)
 {
-    undo_rec *u = w->undo;
-    lattice_meta_cache *c = w->c; /* NULL once the cache is gone (clean.c) */
     lattice_op_result full = {.status = LATTICE_ERR_REGION_FULL};
     w->full = false;
     lt_free(w->value);
     w->value = NULL;
     w->res = full;
-    if (u->round++ > 0) w->on_full = NULL;
-    if (!c || !c->store) return false; /* nothing left to undo: just refuse */
+    if ((*round)++ > 0) w->on_full = NULL;
+    return w->c && w->c->store ? w->c : NULL; /* w->c: NULL once the cache is gone (clean.c) */
+}
+
+static bool undo_write(lattice_ops *d, waitw *w)
+{
+    undo_rec *u = w->undo;
+    lattice_op_result full = {.status = LATTICE_ERR_REGION_FULL};
+    lattice_meta_cache *c = primary_undo_begin(w, &u->round);
+    if (!c) return false; /* nothing left to undo: just refuse */
     uint64_t version = ++c->counter[u->partition];
     repl_out repl = {true, !u->had_old, u->old, u->old_len, u->old_expire, version};
     int st = LATTICE_ERR_NOT_FOUND;
@@ -420,12 +440,12 @@ static bool undo_write(lattice_ops *d, waitw *w)
     c->writes++;
     if (u->seq) dedup_put(d, u->oh, u->seq, &full); /* a resend gets the refusal, not the first OK */
     w->remaining = 1;
-    send_copies(d, c, u->partition, u->key, u->key_len, &repl, u->origin_id, u->seq, &full, w);
+    primary_send_copies(d, c, CTL_REPLICATE, u->partition, u->key, u->key_len, &repl, u->origin_id, u->seq, &full, w);
     sync_wait_release(d, w);
     return true;
 }
 
-static void after_write(lattice_ops *d, waitw *w)
+void primary_after_write(lattice_ops *d, waitw *w)
 {
     lattice_meta_cache *c = w->c;
     deferred_read *rd = clean_end(d, w);
@@ -439,12 +459,29 @@ static void after_write(lattice_ops *d, waitw *w)
     w->undo = NULL;
 }
 
+waitw *primary_wait_begin(lattice_ops *d, lattice_meta_cache *c, const origin *org, const lattice_op_result *r,
+                          bool (*on_full)(lattice_ops *d, waitw *w), void *undo, void (*after)(lattice_ops *d, waitw *w),
+                          uint32_t partition, uint64_t version, const void *key, size_t key_len)
+{
+    waitw *w = sync_wait_new(c, org, r);
+    if (!w) return NULL;
+    w->after = after;
+    w->on_full = on_full;
+    w->undo = undo;
+    clean_begin(d, c, w, partition, version, key, key_len);
+    return w;
+}
+
 void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org, const char *origin_id,
                      uint64_t seq)
 {
     lattice_op_result r;
     repl_out repl;
     bool full_sync = c->cfg.sync == LATTICE_SYNC_FULL;
+    if (in->kind == LATTICE_OP_TXN) {
+        txn_execute(d, c, in, org, origin_id, seq); /* several keys in one step (txn.c) */
+        return;
+    }
     if (ops_is_read(in->kind) && full_sync) {
         /* Never show a value before it is acknowledged: a read of a key
          * with a write in flight waits for that write (clean.c). */
@@ -483,16 +520,13 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
     }
     exec_local(c, in, &d->scratch, &r, &repl);
     if (repl.needed) dedup_put(d, oh, seq, &r);
-    waitw *w = repl.needed && n > 1 && full_sync ? sync_wait_new(c, org, &r) : NULL;
-    if (w) {
-        w->after = after_write;
-        w->on_full = undo_write;
-        w->undo = u;
-        u = NULL;
-        clean_begin(d, c, w, in->partition, repl.version, in->key, in->key_len);
-    }
-    lt_free(u);
-    if (repl.needed) send_copies(d, c, in->partition, in->key, in->key_len, &repl, origin_id, seq, &r, w);
+    waitw *w = repl.needed && n > 1 && full_sync
+                   ? primary_wait_begin(d, c, org, &r, undo_write, u, primary_after_write, in->partition, repl.version,
+                                        in->key, in->key_len)
+                   : NULL;
+    if (!w) lt_free(u);
+    if (repl.needed)
+        primary_send_copies(d, c, CTL_REPLICATE, in->partition, in->key, in->key_len, &repl, origin_id, seq, &r, w);
     if (w) sync_wait_release(d, w);
     else chan_complete(d, org, &r);
 }
@@ -506,12 +540,11 @@ void primary_replicate_removal(lattice_ops *d, lattice_meta_cache *c, uint32_t p
     repl_out repl = {true, true, NULL, 0, 0, ++c->counter[partition]};
     lattice_op_result r = {.status = LATTICE_OK};
     origin none = {0}; /* no issuer: chan_complete drops the result */
-    waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL ? sync_wait_new(c, &none, &r) : NULL;
-    if (w) {
-        w->after = after_write;
-        clean_begin(d, c, w, partition, repl.version, key, key_len);
-    }
-    send_copies(d, c, partition, key, key_len, &repl, NULL, 0, &r, w);
+    waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL
+                   ? primary_wait_begin(d, c, &none, &r, NULL, NULL, primary_after_write, partition, repl.version, key,
+                                        key_len)
+                   : NULL;
+    primary_send_copies(d, c, CTL_REPLICATE, partition, key, key_len, &repl, NULL, 0, &r, w);
     if (w) sync_wait_release(d, w);
 }
 
@@ -530,10 +563,11 @@ void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
         return;
     }
     lattice_op op = {(lattice_op_kind)q->kind, q->flags, q->cache, q->key.data, q->key.len, q->value.data,
-                     q->value.len, q->delta, q->ttl_ms};
+                     q->value.len, q->delta, q->ttl_ms, q->partition};
     lattice_status st = primary_check_limits(c, &op);
     if (st == LATTICE_OK && (op.kind == LATTICE_OP_SIZE || q->partition >= c->cfg.partitions ||
-                             q->partition != lattice_partition_of_key(op.key, op.key_len, c->cfg.partitions)))
+                             (!walk_is_kind(op.kind) &&
+                              q->partition != lattice_partition_of_key(op.key, op.key_len, c->cfg.partitions))))
         st = LATTICE_ERR_INVAL;
     if (st != LATTICE_OK) {
         r.status = st;
@@ -555,5 +589,6 @@ void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
         return;
     }
     exec_in in = {op.kind, op.flags, q->partition, op.key, op.key_len, op.value, op.value_len, op.delta, op.ttl_ms};
-    primary_execute(d, c, &in, org, q->origin, q->op_seq);
+    if (walk_is_kind(op.kind)) walk_execute(d, c, &in, org);
+    else primary_execute(d, c, &in, org, q->origin, q->op_seq);
 }

@@ -65,6 +65,22 @@ static const struct lattice_resp_cmd client_subs[] = {
      {"admin noscript loading stale", "@admin @slow @dangerous @connection", "", "", ""}},
     {"client|reply", LATTICE_RESP_CMD_CLIENT_REPLY, 3, 0, 0, 0, 0, NULL, 0,
      {"noscript loading stale", "@slow @connection", "", "", ""}},
+    {"client|list", LATTICE_RESP_CMD_CLIENT_LIST, -2, AD, 0, 0, 0, NULL, 0,
+     {"admin noscript loading stale", "@admin @slow @dangerous @connection", "nondeterministic_output", "", ""}},
+    {"client|kill", LATTICE_RESP_CMD_CLIENT_KILL, -3, AD, 0, 0, 0, NULL, 0,
+     {"admin noscript loading stale", "@admin @slow @dangerous @connection", "", "", ""}},
+};
+
+static const struct lattice_resp_cmd slowlog_subs[] = {
+    {"slowlog|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow", "", "", ""}},
+    {"slowlog|get", LATTICE_RESP_CMD_SLOWLOG_GET, -2, AD, 0, 0, 0, NULL, 0,
+     {"admin loading stale", "@admin @slow @dangerous", "request_policy:all_nodes nondeterministic_output", "", ""}},
+    {"slowlog|len", LATTICE_RESP_CMD_SLOWLOG_LEN, 2, AD, 0, 0, 0, NULL, 0,
+     {"admin loading stale", "@admin @slow @dangerous",
+      "request_policy:all_nodes response_policy:agg_sum nondeterministic_output", "", ""}},
+    {"slowlog|reset", LATTICE_RESP_CMD_SLOWLOG_RESET, 2, AD, 0, 0, 0, NULL, 0,
+     {"admin loading stale", "@admin @slow @dangerous", "request_policy:all_nodes response_policy:all_succeeded", "", ""}},
 };
 
 static const struct lattice_resp_cmd cluster_subs[] = {
@@ -82,6 +98,19 @@ static const struct lattice_resp_cmd cluster_subs[] = {
      {"stale", "@slow", "", "", ""}},
     {"cluster|myid", LATTICE_RESP_CMD_CLUSTER_MYID, 2, AD, 0, 0, 0, NULL, 0,
      {"stale", "@slow", "", "", ""}},
+};
+
+static const struct lattice_resp_cmd object_subs[] = {
+    {"object|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@keyspace @slow", "", "", ""}},
+    {"object|encoding", LATTICE_RESP_CMD_OBJECT_ENCODING, 3, R, 2, 2, 1, NULL, 0,
+     {"readonly", "@keyspace @read @slow", "nondeterministic_output", "RO", ""}},
+    {"object|freq", LATTICE_RESP_CMD_OBJECT_FREQ, 3, R, 2, 2, 1, NULL, 0,
+     {"readonly", "@keyspace @read @slow", "nondeterministic_output", "RO", ""}},
+    {"object|idletime", LATTICE_RESP_CMD_OBJECT_IDLETIME, 3, R, 2, 2, 1, NULL, 0,
+     {"readonly", "@keyspace @read @slow", "nondeterministic_output", "RO", ""}},
+    {"object|refcount", LATTICE_RESP_CMD_OBJECT_REFCOUNT, 3, R, 2, 2, 1, NULL, 0,
+     {"readonly", "@keyspace @read @slow", "nondeterministic_output", "RO", ""}},
 };
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -160,6 +189,18 @@ static const struct lattice_resp_cmd table[] = {
      {"readonly", "@read @bitmap @slow", "", "RO access", ""}},
     {"lcs", LATTICE_RESP_CMD_LCS, -3, R, 1, 2, 1, NULL, 0,
      {"readonly", "@read @string @slow", "", "RO access", ""}},
+    {"setrange", LATTICE_RESP_CMD_SETRANGE, 4, W | OOM, 1, 1, 1, NULL, 0,
+     {"write denyoom", "@write @string @slow", "", "RW update", ""}},
+    {"setbit", LATTICE_RESP_CMD_SETBIT, 4, W | OOM, 1, 1, 1, NULL, 0,
+     {"write denyoom", "@write @bitmap @slow", "", "RW access update", ""}},
+    {"incrbyfloat", LATTICE_RESP_CMD_INCRBYFLOAT, 3, W | OOM | F, 1, 1, 1, NULL, 0,
+     {"write denyoom fast", "@write @string @fast", "", "RW access update", ""}},
+    {"dump", LATTICE_RESP_CMD_DUMP, 2, R, 1, 1, 1, NULL, 0,
+     {"readonly", "@keyspace @read @slow", "nondeterministic_output", "RO access", ""}},
+    {"restore", LATTICE_RESP_CMD_RESTORE, -4, W | OOM, 1, 1, 1, NULL, 0,
+     {"write denyoom", "@keyspace @write @slow @dangerous", "", "OW update", ""}},
+    {"object", LATTICE_RESP_CMD_OBJECT, -2, CT, 0, 0, 0, object_subs, N_OF(object_subs),
+     {"", "@slow", "", "", ""}},
     {"ping", LATTICE_RESP_CMD_PING, -1, F, 0, 0, 0, NULL, 0,
      {"fast", "@fast @connection", "request_policy:all_shards response_policy:all_succeeded", "", ""}},
     {"echo", LATTICE_RESP_CMD_ECHO, 2, F, 0, 0, 0, NULL, 0,
@@ -184,10 +225,45 @@ static const struct lattice_resp_cmd table[] = {
      {"loading stale fast", "@fast @connection", "", "", ""}},
     {"asking", LATTICE_RESP_CMD_ASKING, 1, F, 0, 0, 0, NULL, 0,
      {"fast", "@fast @connection", "", "", ""}},
+    {"scan", LATTICE_RESP_CMD_SCAN, -2, R, 0, 0, 0, NULL, 0,
+     {"readonly", "@keyspace @read @slow", "nondeterministic_output request_policy:special", "", ""}},
+    {"keys", LATTICE_RESP_CMD_KEYS, 2, R, 0, 0, 0, NULL, 0,
+     {"readonly", "@keyspace @read @slow @dangerous", "request_policy:all_shards nondeterministic_output_order", "", ""}},
+    {"randomkey", LATTICE_RESP_CMD_RANDOMKEY, 1, R, 0, 0, 0, NULL, 0,
+     {"readonly", "@keyspace @read @slow", "request_policy:all_shards nondeterministic_output", "", ""}},
+    {"flushdb", LATTICE_RESP_CMD_FLUSHDB, -1, W, 0, 0, 0, NULL, 0,
+     {"write", "@keyspace @write @slow @dangerous", "request_policy:all_shards response_policy:all_succeeded", "", ""}},
+    {"flushall", LATTICE_RESP_CMD_FLUSHALL, -1, W, 0, 0, 0, NULL, 0,
+     {"write", "@keyspace @write @slow @dangerous", "request_policy:all_shards response_policy:all_succeeded", "", ""}},
+    /* transactions and same-slot multi-key commands (respd_tx.c) */
+    {"multi", LATTICE_RESP_CMD_MULTI, 1, F, 0, 0, 0, NULL, 0,
+     {"noscript loading stale fast allow_busy", "@fast @transaction", "", "", ""}},
+    {"exec", LATTICE_RESP_CMD_EXEC, 1, 0, 0, 0, 0, NULL, 0,
+     {"noscript loading stale skip_slowlog", "@slow @transaction", "", "", ""}},
+    {"discard", LATTICE_RESP_CMD_DISCARD, 1, F, 0, 0, 0, NULL, 0,
+     {"noscript loading stale fast allow_busy", "@fast @transaction", "", "", ""}},
+    {"watch", LATTICE_RESP_CMD_WATCH, -2, R | F, 1, -1, 1, NULL, 0,
+     {"noscript loading stale fast allow_busy", "@fast @transaction", "", "RO", ""}},
+    {"unwatch", LATTICE_RESP_CMD_UNWATCH, 1, F, 0, 0, 0, NULL, 0,
+     {"noscript loading stale fast allow_busy", "@fast @transaction", "", "", ""}},
+    {"rename", LATTICE_RESP_CMD_RENAME, 3, W, 1, 2, 1, NULL, 0,
+     {"write", "@keyspace @write @slow", "", "RW access delete|OW update", ""}},
+    {"renamenx", LATTICE_RESP_CMD_RENAMENX, 3, W | F, 1, 2, 1, NULL, 0,
+     {"write fast", "@keyspace @write @fast", "", "RW access delete|OW insert", ""}},
+    {"copy", LATTICE_RESP_CMD_COPY, -3, W | OOM, 1, 2, 1, NULL, 0,
+     {"write denyoom", "@keyspace @write @slow", "", "RO access|OW update", ""}},
+    {"msetnx", LATTICE_RESP_CMD_MSETNX, -3, W | OOM, 1, -1, 2, NULL, 0,
+     {"write denyoom", "@write @string @slow", "request_policy:multi_shard response_policy:agg_min", "OW insert", ""}},
     {"command", LATTICE_RESP_CMD_COMMAND, -1, CT, 0, 0, 0, command_subs, N_OF(command_subs),
      {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
     {"client", LATTICE_RESP_CMD_CLIENT, -2, CT, 0, 0, 0, client_subs, N_OF(client_subs),
      {"", "@slow", "", "", ""}},
+    {"slowlog", LATTICE_RESP_CMD_SLOWLOG, -2, CT, 0, 0, 0, slowlog_subs, N_OF(slowlog_subs),
+     {"", "@slow", "", "", ""}},
+    {"monitor", LATTICE_RESP_CMD_MONITOR, 1, AD, 0, 0, 0, NULL, 0,
+     {"admin noscript loading stale", "@admin @slow @dangerous", "", "", ""}},
+    {"reset", LATTICE_RESP_CMD_RESET, 1, NA | F, 0, 0, 0, NULL, 0,
+     {"noscript loading stale fast no_auth allow_busy", "@fast @connection", "", "", ""}},
     {"cluster", LATTICE_RESP_CMD_CLUSTER, -2, CT, 0, 0, 0, cluster_subs, N_OF(cluster_subs),
      {"", "@slow", "", "", ""}},
 };
@@ -433,8 +509,10 @@ static lattice_status add_words(lattice_resp_out *o, const char *words, int bulk
     return st;
 }
 
-/* The key spec: {[notes,] flags, begin_search {index}, find_keys {range}}. */
-static lattice_status add_key_spec(lattice_resp_out *o, const lattice_resp_cmd *c)
+/* A key spec: {[notes,] flags, begin_search {index}, find_keys {range}}.
+ * key_flags "A|B" are two specs, one key each (RENAME's source, destination). */
+static lattice_status add_one_key_spec(lattice_resp_out *o, const lattice_resp_cmd *c, const char *flags, int index,
+                                       int lastkey)
 {
     lattice_status st = LATTICE_OK;
     int notes = c->redis.notes[0] != '\0';
@@ -444,7 +522,7 @@ static lattice_status add_key_spec(lattice_resp_out *o, const lattice_resp_cmd *
         ADD(add_cstr(o, c->redis.notes));
     }
     ADD(add_cstr(o, "flags"));
-    ADD(add_words(o, c->redis.key_flags, 0));
+    ADD(add_words(o, flags, 0));
     ADD(add_cstr(o, "begin_search"));
     ADD(lattice_resp_add_map(o, 2));
     ADD(add_cstr(o, "type"));
@@ -452,7 +530,7 @@ static lattice_status add_key_spec(lattice_resp_out *o, const lattice_resp_cmd *
     ADD(add_cstr(o, "spec"));
     ADD(lattice_resp_add_map(o, 1));
     ADD(add_cstr(o, "index"));
-    ADD(lattice_resp_add_int(o, c->first_key));
+    ADD(lattice_resp_add_int(o, index));
     ADD(add_cstr(o, "find_keys"));
     ADD(lattice_resp_add_map(o, 2));
     ADD(add_cstr(o, "type"));
@@ -460,13 +538,29 @@ static lattice_status add_key_spec(lattice_resp_out *o, const lattice_resp_cmd *
     ADD(add_cstr(o, "spec"));
     ADD(lattice_resp_add_map(o, 3));
     ADD(add_cstr(o, "lastkey"));
-    /* Relative to the first key, as Redis's key specs. */
-    ADD(lattice_resp_add_int(o, c->last_key >= 0 ? c->last_key - c->first_key : c->last_key));
+    ADD(lattice_resp_add_int(o, lastkey));
     ADD(add_cstr(o, "keystep"));
     ADD(lattice_resp_add_int(o, c->key_step));
     ADD(add_cstr(o, "limit"));
     ADD(lattice_resp_add_int(o, 0));
     return st;
+}
+
+static size_t n_key_specs(const lattice_resp_cmd *c)
+{
+    return c->first_key <= 0 ? 0 : strchr(c->redis.key_flags, '|') ? 2 : 1;
+}
+
+static lattice_status add_key_specs(lattice_resp_out *o, const lattice_resp_cmd *c)
+{
+    const char *bar = strchr(c->redis.key_flags, '|');
+    if (!bar) /* lastkey relative to the first key, as Redis's key specs */
+        return add_one_key_spec(o, c, c->redis.key_flags, c->first_key,
+                                c->last_key >= 0 ? c->last_key - c->first_key : c->last_key);
+    char first[64];
+    snprintf(first, sizeof first, "%.*s", (int)(bar - c->redis.key_flags), c->redis.key_flags);
+    lattice_status st = add_one_key_spec(o, c, first, c->first_key, 0);
+    return st == LATTICE_OK ? add_one_key_spec(o, c, bar + 1, c->first_key + 1, 0) : st;
 }
 
 lattice_status lattice_resp_add_command_info(lattice_resp_out *o, const lattice_resp_cmd *c)
@@ -482,8 +576,8 @@ lattice_status lattice_resp_add_command_info(lattice_resp_out *o, const lattice_
     ADD(lattice_resp_add_int(o, c->key_step));
     ADD(add_words(o, c->redis.acl, 0));
     ADD(add_words(o, c->redis.tips, 1)); /* Redis sends tips as bulk strings */
-    ADD(lattice_resp_add_array(o, c->first_key > 0));
-    if (c->first_key > 0) ADD(add_key_spec(o, c));
+    ADD(lattice_resp_add_array(o, n_key_specs(c)));
+    if (c->first_key > 0) ADD(add_key_specs(o, c));
     ADD(lattice_resp_add_array(o, c->nsubs));
     for (size_t i = 0; i < c->nsubs; i++) ADD(lattice_resp_add_command_info(o, &c->subs[i]));
     return st;

@@ -219,7 +219,20 @@ typedef enum lattice_resp_cmd_id {
     LATTICE_RESP_CMD_CLUSTER_SHARDS, LATTICE_RESP_CMD_CLUSTER_NODES,
     LATTICE_RESP_CMD_CLUSTER_KEYSLOT, LATTICE_RESP_CMD_CLUSTER_MYID,
     LATTICE_RESP_CMD_READONLY, LATTICE_RESP_CMD_READWRITE, LATTICE_RESP_CMD_ASKING,
-    LATTICE_RESP_CMD_SUB_HELP,   /* COMMAND/CLIENT/CLUSTER HELP */
+    LATTICE_RESP_CMD_SUB_HELP,   /* COMMAND/CLIENT/CLUSTER/OBJECT/SLOWLOG HELP */
+    /* read-modify-write and object commands (respd_rmw.c), keys first */
+    LATTICE_RESP_CMD_SETRANGE, LATTICE_RESP_CMD_SETBIT, LATTICE_RESP_CMD_INCRBYFLOAT,
+    LATTICE_RESP_CMD_DUMP, LATTICE_RESP_CMD_RESTORE, LATTICE_RESP_CMD_OBJECT_ENCODING,
+    LATTICE_RESP_CMD_OBJECT_REFCOUNT, LATTICE_RESP_CMD_OBJECT_IDLETIME, LATTICE_RESP_CMD_OBJECT_FREQ,
+    LATTICE_RESP_CMD_OBJECT,
+    LATTICE_RESP_CMD_CLIENT_LIST, LATTICE_RESP_CMD_CLIENT_KILL, LATTICE_RESP_CMD_SLOWLOG, LATTICE_RESP_CMD_SLOWLOG_GET,
+    LATTICE_RESP_CMD_SLOWLOG_LEN, LATTICE_RESP_CMD_SLOWLOG_RESET, LATTICE_RESP_CMD_MONITOR, LATTICE_RESP_CMD_RESET, /* respd_intro.c */
+    LATTICE_RESP_CMD_SCAN, LATTICE_RESP_CMD_KEYS, LATTICE_RESP_CMD_RANDOMKEY, /* keyspace walks (respd_walk.c) */
+    LATTICE_RESP_CMD_FLUSHDB, LATTICE_RESP_CMD_FLUSHALL,
+    /* transactions and same-slot multi-key commands (respd_tx.c) */
+    LATTICE_RESP_CMD_MULTI, LATTICE_RESP_CMD_EXEC, LATTICE_RESP_CMD_DISCARD, LATTICE_RESP_CMD_WATCH,
+    LATTICE_RESP_CMD_UNWATCH, LATTICE_RESP_CMD_RENAME, LATTICE_RESP_CMD_RENAMENX, LATTICE_RESP_CMD_COPY,
+    LATTICE_RESP_CMD_MSETNX,
     LATTICE_RESP_CMD_ID_COUNT_
 } lattice_resp_cmd_id;
 
@@ -394,5 +407,10 @@ lattice_status lattice_resp_parse_hello(size_t argc, const lattice_resp_arg *arg
 
 /* Redis's client-name rule: only '!'..'~'; empty is allowed. */
 int lattice_resp_client_name_ok(const char *name, size_t len);
+
+/* Redis 7.0's glob match (stringmatchlen, match.c): 1 when s matches.
+ * pattern[plen] must be a readable NUL (Redis reads one byte past a class
+ * or a trailing `*`, its strings being NUL-terminated). */
+int lattice_resp_stringmatch(const char *pattern, size_t plen, const char *s, size_t slen, int nocase);
 
 #endif

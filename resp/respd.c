@@ -110,6 +110,7 @@ lattice_status lattice_respd_bind(const lattice_respd_config *c, lattice_respd *
     r->port = c->port;
     r->start_ms = lt_mono_ms();
     pthread_mutex_init(&r->view_lock, NULL);
+    respd_intro_init(r);
     atomic_init(&r->next_id, 1);
     raise_nofile();
     if (!port_free(r->host, r->port)) {
@@ -125,6 +126,7 @@ lattice_status lattice_respd_bind(const lattice_respd_config *c, lattice_respd *
         io->index = i;
         io->ep = io->efd = -1;
         cds_wfcq_init(&io->qhead, &io->qtail);
+        cds_wfcq_init(&io->xhead, &io->xtail);
         io->lfd = listen_on(r->host, r->port);
         if (io->lfd < 0) {
             LT_LOG(LT_ERROR, "resp", "cannot listen on %s:%d: %s", r->host, r->port, strerror(errno));
@@ -167,10 +169,30 @@ static void arm(conn *c)
 
 static void conn_free(conn *c)
 {
+    respd_tx_free(c);
     lattice_resp_parser_free(c->parser);
     lattice_resp_out_free(c->out);
     lt_free(c->rbuf);
     lt_free(c);
+}
+
+/* A dead connection no batch refers to any more: freed after the epoll
+ * round, since a later event of the round may still name it (a flush that
+ * failed while batches returned, or a CLIENT KILL, closes connections
+ * other than the one whose event is handled). */
+static void conn_bury(conn *c)
+{
+    c->next = c->io->graves;
+    c->io->graves = c;
+}
+
+static void free_graves(io_thread *io)
+{
+    while (io->graves) {
+        conn *c = io->graves;
+        io->graves = c->next;
+        conn_free(c);
+    }
 }
 
 /* Closes the socket now; the struct goes when no batch refers to it. */
@@ -178,6 +200,7 @@ static void conn_close(conn *c)
 {
     io_thread *io = c->io;
     if (c->dead) return;
+    if (c->mon) respd_mon_detach(c);
     epoll_ctl(io->ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->dead = true;
@@ -186,8 +209,10 @@ static void conn_close(conn *c)
     if (c->next) c->next->prev = c->prev;
     io->n_conns--;
     atomic_fetch_sub(&io->r->n_clients, 1);
-    if (!c->in_flight) conn_free(c);
+    if (!c->in_flight) conn_bury(c);
 }
+
+void respd_conn_close(conn *c) { conn_close(c); }
 
 static void accept_all(io_thread *io)
 {
@@ -275,6 +300,11 @@ static bool flush(conn *c)
     return true;
 }
 
+void respd_conn_flush(conn *c)
+{
+    if (flush(c)) arm(c);
+}
+
 /* A batch is ready: its ops go out with the others of this epoll round
  * (flush_round), so connections read together cost one submit. */
 static void queue_batch(lattice_respd *r, conn *c, batch *b)
@@ -332,7 +362,7 @@ static void fail_batch(lattice_respd *r, batch *b, lattice_status st)
     c->in_flight = false;
     respd_batch_free(b);
     if (c->dead) {
-        conn_free(c);
+        conn_bury(c);
         return;
     }
     respd_add_status_error(c->out, st);
@@ -442,6 +472,7 @@ static void process(lattice_respd *r, conn *c)
             c->reply_skip = c->reply_skip_next;
             c->reply_skip_next = false;
         }
+        if (b->xreq) break; /* CLIENT LIST/KILL: its legs go out alone */
         if (oc == CMD_DEFER || b->n_ents >= BATCH_MAX_CMDS) {
             if (b->n_ops) break; /* the rest is parsed again after the batch */
             /* Only error replies so far: nothing to wait for, go on. */
@@ -449,6 +480,10 @@ static void process(lattice_respd *r, conn *c)
             respd_batch_free(b);
             b = NULL;
         }
+    }
+    if (b && b->xreq && !c->dead) {
+        respd_intro_post(r, c, b);
+        return;
     }
     if (b && b->n_ents && !b->n_ops && !c->dead) {
         respd_batch_replies(r, c, b); /* only error entries: nothing to submit */
@@ -491,7 +526,7 @@ static void drain_returns(io_thread *io)
         conn *c = b->c;
         c->in_flight = false;
         if (c->dead) {
-            conn_free(c);
+            conn_bury(c);
             respd_batch_free(b);
             continue;
         }
@@ -546,12 +581,16 @@ static void *io_main(void *arg)
                 if (!c->dead) arm(c);
             }
         }
+        /* After the events: CLIENT KILL and a dropped monitor close
+         * connections that later entries of ev[] may name. */
+        respd_intro_drain(io);
         flush_round(io);
         uint64_t now = lt_mono_ms();
         if (now - last_sweep >= 1000) {
             idle_sweep(io);
             last_sweep = now;
         }
+        free_graves(io);
     }
     return NULL;
 }
@@ -605,6 +644,7 @@ void lattice_respd_stop(lattice_respd *r)
 void lattice_respd_destroy(lattice_respd *r)
 {
     if (!r) return;
+    respd_intro_destroy(r); /* legs still queued: their batches go to the queues drained below */
     for (int i = 0; i < r->n_io; i++) {
         io_thread *io = &r->io[i];
         /* Every callback has run (the node stopped first): batches still
@@ -617,6 +657,7 @@ void lattice_respd_destroy(lattice_respd *r)
             respd_batch_free(b);
         }
         while (io->conns) conn_close(io->conns);
+        free_graves(io);
         if (io->lfd >= 0) close(io->lfd);
         if (io->efd >= 0) close(io->efd);
         if (io->ep >= 0) close(io->ep);
@@ -624,6 +665,8 @@ void lattice_respd_destroy(lattice_respd *r)
     }
     respd_view_free(r->view);
     pthread_mutex_destroy(&r->view_lock);
+    pthread_mutex_destroy(&r->slow_lock);
+    pthread_mutex_destroy(&r->mon_lock);
     lt_free(r);
 }
 

@@ -217,6 +217,14 @@ respd_where respd_route(lattice_respd *r, uint16_t slot, bool replica_ok, char *
     return w;
 }
 
+uint32_t respd_partitions(lattice_respd *r)
+{
+    struct respd_view *v = view_get(r);
+    uint32_t n = v ? v->partitions : 0;
+    pthread_mutex_unlock(&r->view_lock);
+    return n;
+}
+
 static void add_str(lattice_resp_out *o, const char *s) { lattice_resp_add_bulk(o, s, strlen(s)); }
 
 static void cluster_slots(lattice_resp_out *o, const struct respd_view *v)

@@ -96,23 +96,32 @@ bool respd_op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const 
     return true;
 }
 
+ent *respd_ent_bytes(batch *b, lattice_resp_cmd_id cmd, const void *p, size_t n)
+{
+    ent *e = respd_ent_new(b, cmd);
+    uintptr_t off = e ? arena_put(b, p, n) : 0;
+    if (!off) return NULL;
+    e->first = (uint32_t)(off - 1);
+    e->n = (uint32_t)n;
+    return e;
+}
+
 cmd_outcome respd_ent_error(batch *b, const char *msg)
 {
-    ent *e = respd_ent_new(b, ENT_ERROR);
-    uintptr_t off = e ? arena_put(b, msg, strlen(msg)) : 0;
-    if (!off) return b->n_ents ? CMD_BATCHED : CMD_DONE; /* out of memory: the batch fails as a whole */
-    e->first = (uint32_t)(off - 1);
-    e->n = (uint32_t)strlen(msg);
+    if (!respd_ent_bytes(b, ENT_ERROR, msg, strlen(msg)))
+        return b->n_ents ? CMD_BATCHED : CMD_DONE; /* out of memory: the batch fails as a whole */
     return CMD_BATCHED;
 }
 
 /* ---- key commands -> ops ---- */
 
-static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id id, size_t argc,
-                               const lattice_resp_arg *argv)
+cmd_outcome respd_key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id id, size_t argc,
+                              const lattice_resp_arg *argv)
 {
     (void)r;
     if (respd_is_str_command(id)) return respd_str_command(b, id, argc, argv);
+    if (respd_is_rmw_command(id)) return respd_rmw_command(b, id, argc, argv);
+    if (respd_is_tx_key_command(id)) return respd_tx_key_command(b, id, argc, argv, false);
     char err[LATTICE_RESP_ERR_MAX];
     ent *e = respd_ent_new(b, id);
     if (!e) return CMD_DONE;
@@ -228,10 +237,11 @@ static cmd_outcome key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id i
     return CMD_BATCHED;
 }
 
-static bool is_key_command(lattice_resp_cmd_id id)
+bool respd_is_key_command(lattice_resp_cmd_id id)
 {
     return (id >= LATTICE_RESP_CMD_GET && id <= LATTICE_RESP_CMD_PERSIST) || id == LATTICE_RESP_CMD_DBSIZE ||
-           respd_is_str_command(id);
+           respd_is_str_command(id) || respd_is_rmw_command(id) || respd_is_walk_command(id) ||
+           respd_is_tx_key_command(id);
 }
 
 /* ---- data thread ---- */
@@ -256,7 +266,7 @@ static void store_result(batch *b, size_t i, const lattice_op_result *res)
     }
 }
 
-static void release(batch *b)
+void respd_batch_release(batch *b)
 {
     if (atomic_fetch_sub(&b->remaining, 1) == 1) respd_batch_return(b);
 }
@@ -268,7 +278,7 @@ static void phase2_done(void *arg, size_t i, const lattice_op_result *res)
     size_t idx = ((size_t *)arg)[1];
     store_result(b, idx, res);
     lt_free(arg);
-    release(b);
+    respd_batch_release(b);
 }
 
 /* Conditional EXPIRE: the TTL came back; decide and maybe expire. */
@@ -314,9 +324,10 @@ void respd_op_done(void *arg, size_t i, const lattice_op_result *res)
     batch *b = arg;
     if (res) {
         if (b->res[i].cond_expire) expire_phase2(b, i, res);
+        else if (b->res[i].walk) respd_walk_first(b, i, res);
         else store_result(b, i, res);
     }
-    release(b);
+    respd_batch_release(b);
 }
 
 /* ---- replies of a returned batch (IO thread) ---- */
@@ -326,7 +337,7 @@ void respd_add_status_error(lattice_resp_out *o, lattice_status st)
     char m[160];
     switch (st) {
     case LATTICE_ERR_INVAL: snprintf(m, sizeof m, "%s", LATTICE_RESP_ERR_NOT_INTEGER); break;
-    case LATTICE_ERR_TOO_LARGE: snprintf(m, sizeof m, "ERR string exceeds maximum allowed size"); break;
+    case LATTICE_ERR_TOO_LARGE: snprintf(m, sizeof m, "ERR string exceeds maximum allowed size (proto-max-bulk-len)"); break;
     case LATTICE_ERR_REGION_FULL: snprintf(m, sizeof m, "OOM command not allowed when used memory > 'maxmemory'."); break;
     case LATTICE_ERR_NOMEM: snprintf(m, sizeof m, "OOM command not allowed when used memory > 'maxmemory'."); break;
     case LATTICE_ERR_PARTITION_LOST: snprintf(m, sizeof m, "CLUSTERDOWN Hash slot not served"); break;
@@ -383,14 +394,30 @@ static void set_reply(lattice_resp_out *o, const batch *b, const ent *e, const o
     }
 }
 
-static void entry_reply(lattice_resp_out *o, const batch *b, const ent *e)
+void respd_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool in_exec)
 {
     if (e->cmd == ENT_ERROR) {
         lattice_resp_add_error(o, b->arena + e->first, e->n);
         return;
     }
+    if (respd_is_tx_command((lattice_resp_cmd_id)e->cmd) || (in_exec && e->cmd == LATTICE_RESP_CMD_PING)) {
+        respd_tx_entry_reply(o, b, e, in_exec);
+        return;
+    }
     if (respd_is_str_command((lattice_resp_cmd_id)e->cmd)) {
         respd_str_reply(o, b, e);
+        return;
+    }
+    if (respd_is_rmw_command((lattice_resp_cmd_id)e->cmd)) {
+        respd_rmw_reply(o, b, e);
+        return;
+    }
+    if (e->cmd == LATTICE_RESP_CMD_CLIENT_LIST || e->cmd == LATTICE_RESP_CMD_CLIENT_KILL) {
+        respd_intro_reply(o, b, e);
+        return;
+    }
+    if (respd_is_walk_command((lattice_resp_cmd_id)e->cmd)) {
+        respd_walk_reply(o, b, e);
         return;
     }
     const opres *x = &b->res[e->first];
@@ -460,21 +487,30 @@ void respd_batch_replies(lattice_respd *r, conn *c, batch *b)
     uint64_t took = respd_now_us() - b->start_us;
     for (size_t i = 0; i < b->n_ents; i++) {
         lattice_resp_out_set_muted(c->out, b->ents[i].mute);
-        entry_reply(c->out, b, &b->ents[i]);
+        uint16_t cmd = b->ents[i].cmd;
+        if (cmd == LATTICE_RESP_CMD_WATCH || cmd == LATTICE_RESP_CMD_EXEC) respd_tx_reply(c, b, &b->ents[i]);
+        else respd_entry_reply(c->out, b, &b->ents[i], false);
         lattice_resp_out_set_muted(c->out, 0);
         uint16_t id = b->ents[i].cmd;
         if (id != ENT_ERROR && id < LATTICE_RESP_CMD_ID_COUNT_) atomic_fetch_add(&r->cmd_usec[id], took);
+        if (b->ents[i].slow) respd_slowlog_add_kept(r, c, b, &b->ents[i], took);
     }
 }
 
 void respd_batch_free(batch *b)
 {
     if (!b) return;
+    for (size_t i = 0; i < b->n_ents; i++) {
+        respd_walk_free(b->ents[i].walk);
+        respd_batch_free(b->ents[i].sub);
+    }
     lt_free(b->ents);
     lt_free(b->ops);
     lt_free(b->res);
     lt_free(b->arena);
     lt_free(b->vals);
+    lt_free(b->slow);
+    respd_intro_free(b->xreq);
     lt_free(b);
 }
 
@@ -557,6 +593,14 @@ static void cmd_help(conn *c, const lattice_resp_arg *parent)
     static const char *const client_help[] = {
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GETNAME", "    Return the name of the current connection.",
         "ID", "    Return the ID of the current connection.", "INFO", "    Return information about the current client connection.",
+        "KILL <ip:port>", "    Kill connection made from <ip:port>.", "KILL <option> <value> [<option> <value> [...]]",
+        "    Kill connections. Options are:", "    * ADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made from the specified address", "    * LADDR (<ip:port>|<unixsocket>:0)",
+        "      Kill connections made to specified local address", "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Kill connections by type.", "    * USER <username>", "      Kill connections authenticated by <username>.",
+        "    * SKIPME (YES|NO)", "      Skip killing current connection (default: yes).", "LIST [options ...]",
+        "    Return information about client connections. Options:", "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Return clients of specified type.",
         "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
         "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
         "SETINFO <option> <value>", "    Set client meta attr. Options are LIB-NAME and LIB-VER.", "SETNAME <name>",
@@ -567,7 +611,19 @@ static void cmd_help(conn *c, const lattice_resp_arg *parent)
         "    Return the node id.", "NODES", "    Return cluster configuration seen by node.", "SHARDS",
         "    Return information about slot range mappings and the nodes associated with them.", "SLOTS",
         "    Return information about slots range mappings.", "HELP", "    Print this help.", NULL};
-    add_lines(c->out, eq(parent, "command") ? command_help : eq(parent, "client") ? client_help : cluster_help);
+    if (eq(parent, "object")) {
+        respd_object_help(c->out);
+        return;
+    }
+    static const char *const slowlog_help[] = {
+        "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "GET [<count>]",
+        "    Return top <count> entries from the slowlog (default: 10, -1 mean all).", "    Entries are made of:",
+        "    id, timestamp, time in microseconds, arguments array, client IP and port,", "    client name", "LEN",
+        "    Return the length of the slowlog.", "RESET", "    Reset the slowlog.", "HELP", "    Prints this help.", NULL};
+    add_lines(c->out, eq(parent, "command") ? command_help
+                      : eq(parent, "client") ? client_help
+                      : eq(parent, "slowlog") ? slowlog_help
+                                              : cluster_help);
 }
 
 /* COMMAND LIST [FILTERBY MODULE name | ACLCAT cat | PATTERN pat]: every
@@ -715,20 +771,27 @@ static void cmd_client(lattice_respd *r, conn *c, lattice_resp_cmd_id id, const 
         if (eq(&argv[2], "on") || eq(&argv[2], "off")) lattice_resp_add_simple(o, "OK", 2);
         else lattice_resp_add_error(o, LATTICE_RESP_ERR_SYNTAX, strlen(LATTICE_RESP_ERR_SYNTAX));
         return;
-    default: { /* CLIENT INFO, Redis 7.0's fields (no pub/sub, no MULTI: their counters are 0 / -1) */
-        uint64_t now = lt_mono_ms();
-        size_t qbuf = c->rlen - c->roff, pending = lattice_resp_out_pending(o);
-        snprintf(line, sizeof line,
-                 "id=%lld addr=%s laddr=%s:%d fd=%d name=%s age=%llu idle=%llu flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 "
-                 "qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%d rbp=%zu obl=0 oll=0 omem=%zu tot-mem=%zu events=r "
-                 "cmd=client|info user=default redir=-1 resp=%d\n",
-                 c->id, c->addr, r->host, r->port, c->fd, c->name, (unsigned long long)((now - c->since_ms) / 1000),
-                 (unsigned long long)((now - c->last_ms) / 1000), qbuf, (size_t)RBUF_SIZE - c->rlen, RBUF_SIZE, c->rlen,
-                 pending, RBUF_SIZE + pending + lattice_resp_parser_memory(c->parser), lattice_resp_out_proto(o));
-        lattice_resp_add_verbatim(o, "txt", line, strlen(line));
+    default: /* CLIENT INFO */
+        lattice_resp_add_verbatim(o, "txt", line, respd_client_line(r, c, line, sizeof line));
         return;
     }
-    }
+}
+
+/* Redis 7.0's fields (no pub/sub, no MULTI: their counters are 0 / -1);
+ * flags O: a monitor. */
+size_t respd_client_line(lattice_respd *r, conn *c, char *buf, size_t cap)
+{
+    uint64_t now = lt_mono_ms();
+    size_t qbuf = c->rlen - c->roff, pending = lattice_resp_out_pending(c->out);
+    int n = snprintf(buf, cap,
+             "id=%lld addr=%s laddr=%s:%d fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 "
+             "qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%d rbp=%zu obl=0 oll=0 omem=%zu tot-mem=%zu events=r "
+             "cmd=%s user=default redir=-1 resp=%d\n",
+             c->id, c->addr, r->host, r->port, c->fd, c->name, (unsigned long long)((now - c->since_ms) / 1000),
+             (unsigned long long)((now - c->last_ms) / 1000), c->mon ? "O" : "N", qbuf, (size_t)RBUF_SIZE - c->rlen,
+             RBUF_SIZE, c->rlen, pending, RBUF_SIZE + pending + lattice_resp_parser_memory(c->parser),
+             c->last_cmd ? c->last_cmd : "NULL", lattice_resp_out_proto(c->out));
+    return n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
 }
 
 /* CONFIG GET with the few parameters clients ask for (redis-benchmark asks
@@ -746,7 +809,8 @@ void respd_reset_stats(lattice_respd *r)
 }
 
 /* CONFIG SET param value [param value ...] as Redis 7: only `timeout` (the
- * idle timeout) changes at run time; the other parameters CONFIG GET shows
+ * idle timeout), slowlog-log-slower-than and slowlog-max-len change at run
+ * time; the other parameters CONFIG GET shows
  * are immutable here, anything else unknown.  Every pair is checked before
  * any is applied. */
 static bool config_set(lattice_respd *r, size_t argc, const lattice_resp_arg *argv, char *err)
@@ -761,9 +825,24 @@ static bool config_set(lattice_respd *r, size_t argc, const lattice_resp_arg *ar
         snprintf(err, LATTICE_RESP_ERR_MAX, "%s", LATTICE_RESP_ERR_SYNTAX);
         return false;
     }
-    long long timeout = -1;
+    long long timeout = -1, slower = LLONG_MIN, maxlen = -1;
     for (size_t i = 2; i + 1 < argc; i += 2) {
         int n = (int)(argv[i].len > 128 ? 128 : argv[i].len);
+        bool sl = eq(&argv[i], "slowlog-log-slower-than");
+        if (sl || eq(&argv[i], "slowlog-max-len")) { /* Redis 7.0: long longs, -1 / 0 up */
+            long long v;
+            const char *why = NULL;
+            if (!lattice_resp_string2ll(argv[i + 1].ptr, argv[i + 1].len, &v)) why = "argument couldn't be parsed into an integer";
+            else if (v < (sl ? -1 : 0)) why = sl ? "argument must be between -1 and 9223372036854775807 inclusive"
+                                                 : "argument must be between 0 and 9223372036854775807 inclusive";
+            if (why) {
+                snprintf(err, LATTICE_RESP_ERR_MAX, "ERR CONFIG SET failed (possibly related to argument '%.*s') - %s", n,
+                         argv[i].ptr, why);
+                return false;
+            }
+            *(sl ? &slower : &maxlen) = v;
+            continue;
+        }
         if (eq(&argv[i], "timeout")) {
             if (!lattice_resp_string2ll(argv[i + 1].ptr, argv[i + 1].len, &timeout) || timeout < 0 || timeout > INT_MAX) {
                 snprintf(err, LATTICE_RESP_ERR_MAX,
@@ -785,6 +864,8 @@ static bool config_set(lattice_respd *r, size_t argc, const lattice_resp_arg *ar
         return false;
     }
     if (timeout >= 0) atomic_store(&r->idle_timeout_s, (int)timeout);
+    if (slower != LLONG_MIN) atomic_store(&r->slow_slower_than, slower);
+    if (maxlen >= 0) atomic_store(&r->slow_max_len, maxlen);
     return true;
 }
 
@@ -792,8 +873,10 @@ static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_res
 {
     lattice_resp_out *o = c->out;
     if (argc >= 2 && eq(&argv[1], "get") && argc >= 3) {
-        char port[16], clients[16], maxmem[24], timeout[16];
+        char port[16], clients[16], maxmem[24], timeout[16], slower[24], maxlen[24];
         snprintf(timeout, sizeof timeout, "%d", atomic_load(&r->idle_timeout_s));
+        snprintf(slower, sizeof slower, "%lld", (long long)atomic_load(&r->slow_slower_than));
+        snprintf(maxlen, sizeof maxlen, "%lld", (long long)atomic_load(&r->slow_max_len));
         snprintf(port, sizeof port, "%d", r->port);
         snprintf(clients, sizeof clients, "%d", r->cfg.max_clients);
         snprintf(maxmem, sizeof maxmem, "%lld", r->cfg.maxmemory);
@@ -802,7 +885,8 @@ static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_res
         const char *kv[][2] = {{"save", ""}, {"appendonly", "no"}, {"databases", "1"},
                                {"cluster-enabled", "yes"}, {"port", port}, {"maxclients", clients},
                                {"maxmemory", maxmem}, {"timeout", timeout},
-                               {"maxmemory-policy", r->cfg.maxmemory_evicts ? "allkeys-lru" : "noeviction"}};
+                               {"maxmemory-policy", r->cfg.maxmemory_evicts ? "allkeys-lru" : "noeviction"},
+                               {"slowlog-log-slower-than", slower}, {"slowlog-max-len", maxlen}};
         size_t nkv = sizeof kv / sizeof kv[0];
         const char *hit[16][2];
         size_t n = 0;
@@ -882,6 +966,14 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
         lattice_resp_add_simple(o, "OK", 2);
         c->closing = true;
         break;
+    case LATTICE_RESP_CMD_RESET: /* Redis's clearClientConnectionState: the state this endpoint keeps */
+        c->reply_off = c->reply_skip = c->reply_skip_next = false;
+        c->name[0] = '\0';
+        if (c->mon) respd_mon_detach(c);
+        lattice_resp_out_set_proto(o, 2);
+        set_authed(r, c, false);
+        lattice_resp_add_simple(o, "RESET", 5);
+        break;
     case LATTICE_RESP_CMD_INFO: respd_info(r, c, argc, argv); break;
     case LATTICE_RESP_CMD_TIME: {
         char sec[24], usec[24];
@@ -954,8 +1046,8 @@ static void learn_slot(conn *c, uint16_t slot)
  * cluster-aware once AWARE_SLOTS distinct slots it used were all served
  * here (reads: as primary or replica), and plain for good at its first key
  * this node does not serve. */
-static bool misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size_t argc,
-                      const lattice_resp_arg *argv, char *err)
+bool respd_misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size_t argc,
+                     const lattice_resp_arg *argv, char *err)
 {
     if (r->cfg.moved == LATTICE_RESPD_MOVED_NEVER || c->aware == AWARE_NO) return false;
     bool aware = r->cfg.moved == LATTICE_RESPD_MOVED_ALWAYS || c->aware == AWARE_YES;
@@ -994,11 +1086,21 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
     char err[LATTICE_RESP_ERR_MAX];
     if (eq(&argv[0], "config")) { /* not a command of the table: CONFIG GET for tools only */
         if (b->n_ents) return CMD_DEFER;
+        uint64_t t0 = respd_now_us();
+        if (argc >= 2) /* CLIENT LIST's cmd= */
+            c->last_cmd = eq(&argv[1], "get") ? "config|get" : eq(&argv[1], "set") ? "config|set"
+                        : eq(&argv[1], "resetstat") ? "config|resetstat" : "config";
         if (!c->authed) lattice_resp_add_error(c->out, LATTICE_RESP_ERR_NOAUTH, strlen(LATTICE_RESP_ERR_NOAUTH));
         else cmd_config(r, c, argc, argv);
+        if (c->authed && respd_slowlog_wants(r)) respd_slowlog_add(r, c, argc, argv, respd_now_us() - t0);
         return CMD_DONE;
     }
+    if (b->sealed) return CMD_DEFER; /* after WATCH / EXEC: the next batch */
     const lattice_resp_cmd *rc = lattice_resp_cmd_resolve(argc, argv, err);
+    if (respd_tx_in_multi(c) && !(rc && lattice_resp_cmd_id_of(rc) == LATTICE_RESP_CMD_QUIT))
+        return respd_tx_command(r, c, b, rc, argc, argv, err); /* queued, or MULTI's own commands */
+    if (rc && respd_is_tx_command(lattice_resp_cmd_id_of(rc)) && !respd_is_tx_key_command(lattice_resp_cmd_id_of(rc)))
+        return respd_tx_command(r, c, b, rc, argc, argv, err);
     if (!rc) {
         if (b->n_ents) return respd_ent_error(b, err);
         lattice_resp_add_error(c->out, err, strlen(err));
@@ -1010,16 +1112,38 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
         lattice_resp_add_error(c->out, LATTICE_RESP_ERR_NOAUTH, strlen(LATTICE_RESP_ERR_NOAUTH));
         return CMD_DONE;
     }
-    if (is_key_command(id)) {
+    if (respd_is_key_command(id)) {
+        if (c->mon) return respd_ent_error(b, "ERR Replica can't interact with the keyspace"); /* as Redis */
+        if (b->sealed || (respd_is_walk_command(id) && b->n_ents)) return CMD_DEFER;
         if (touches_batch_key(b, rc, argc, argv)) return CMD_DEFER;
         atomic_fetch_add(&r->cmd_calls[id], 1);
-        if (misrouted(r, c, rc, argc, argv, err)) return respd_ent_error(b, err);
-        return key_command(r, b, id, argc, argv);
+        bool walk = respd_is_walk_command(id); /* no key: never misrouted */
+        if (!walk && respd_misrouted(r, c, rc, argc, argv, err)) return respd_ent_error(b, err);
+        c->last_cmd = lattice_resp_cmd_name(rc);
+        if (atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
+        size_t n_before = b->n_ents;
+        cmd_outcome oc = walk ? respd_walk_command(r, c, b, id, argc, argv) : respd_key_command(r, b, id, argc, argv);
+        if (b->n_ents > n_before && b->ents[b->n_ents - 1].cmd != ENT_ERROR && respd_slowlog_wants(r))
+            respd_slowlog_keep(b, &b->ents[b->n_ents - 1], argc, argv);
+        return oc;
     }
     if (b->n_ents) return CMD_DEFER;
+    c->last_cmd = lattice_resp_cmd_name(rc);
+    if (atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
+    if (id == LATTICE_RESP_CMD_CLIENT_LIST || id == LATTICE_RESP_CMD_CLIENT_KILL) {
+        /* Its legs go to every IO thread; time, like a key command's, is
+         * counted until the reply (respd_batch_replies). */
+        atomic_fetch_add(&r->cmd_calls[id], 1);
+        cmd_outcome oc = respd_intro_command(r, c, b, id, argc, argv);
+        if (b->xreq && respd_slowlog_wants(r)) respd_slowlog_keep(b, &b->ents[b->n_ents - 1], argc, argv);
+        return oc;
+    }
     uint64_t t0 = respd_now_us();
-    immediate(r, c, id, argc, argv);
+    if (id >= LATTICE_RESP_CMD_SLOWLOG && id <= LATTICE_RESP_CMD_MONITOR) respd_intro_command(r, c, b, id, argc, argv);
+    else immediate(r, c, id, argc, argv);
+    uint64_t took = respd_now_us() - t0;
     atomic_fetch_add(&r->cmd_calls[id], 1);
-    atomic_fetch_add(&r->cmd_usec[id], respd_now_us() - t0);
+    atomic_fetch_add(&r->cmd_usec[id], took);
+    if (respd_slowlog_wants(r)) respd_slowlog_add(r, c, argc, argv, took);
     return CMD_DONE;
 }

@@ -32,6 +32,8 @@ enum { AWARE_LEARNING = 0, AWARE_YES = 1, AWARE_NO = 2 };
 
 struct io_thread;
 struct respd_view;
+struct respd_xreq;
+struct respd_mon;
 
 typedef struct conn {
     int fd;
@@ -55,8 +57,11 @@ typedef struct conn {
     long long id;
     uint64_t last_ms;
     uint64_t since_ms;                /* accepted (CLIENT INFO age) */
+    const char *last_cmd;             /* CLIENT LIST cmd=: the table's name of the last command, NULL before */
+    struct respd_mon *mon;            /* MONITOR: this connection's feed (respd_intro.c) */
     char name[128];
     char addr[64];
+    struct respd_tx *tx;              /* MULTI / WATCH state (respd_tx.c); NULL: none */
 } conn;
 
 /* One command of a batch and where its ops are. */
@@ -67,6 +72,9 @@ typedef struct ent {
     uint32_t first, n;                /* ops [first, first+n) */
     int64_t when_ms;                  /* conditional EXPIRE: the new deadline; ranges: start */
     int64_t arg2;                     /* ranges: end; GETBIT: the offset */
+    uint32_t slow;                    /* SLOWLOG: its argv in batch->slow from slow - 1; 0 = none kept */
+    struct walker *walk;              /* KEYS, RANDOMKEY, FLUSH*: its walk (respd_walk.c) */
+    struct batch *sub;                /* EXEC: the queued commands (owned; respd_tx.c) */
 } ent;
 
 typedef struct opres {
@@ -76,6 +84,7 @@ typedef struct opres {
     size_t voff, vlen;                /* value in batch->vals */
     bool has_value;
     bool cond_expire;                 /* TTL read of EXPIRE NX/XX/GT/LT: phase 2 follows */
+    bool walk;                        /* the first op of a walk: respd_walk_first goes on */
     uint32_t ent;                     /* index of its entry */
 } opres;
 
@@ -95,8 +104,12 @@ typedef struct batch {
     bool vals_nomem;
     uint64_t keybits[64];             /* hashes of the keys its entries touch (a 4096-bit filter) */
     atomic_size_t remaining;
+    bool sealed;                      /* holds a keyspace walk, or ends with WATCH / EXEC: nothing more joins it */
     uint64_t start_us;                /* when its first command was parsed (commandstats) */
     struct batch *round_next;         /* io->round: batches of this epoll round */
+    struct respd_xreq *xreq;          /* CLIENT LIST/KILL: legs out to the IO threads instead of ops */
+    char *slow;                       /* SLOWLOG: packed argv of its key commands */
+    size_t slow_len, slow_cap;
 } batch;
 
 typedef struct io_thread {
@@ -112,7 +125,14 @@ typedef struct io_thread {
     conn *conns;
     size_t n_conns;
     batch *round;                     /* ready, submitted at the end of the round */
+    conn *graves;                     /* dead connections, freed at the end of the round (respd.c) */
     size_t round_ops;
+    /* respd_intro.c: requests of other threads' CLIENT LIST/KILL (legs)
+     * for this thread's connections, woken by efd; mon_wake: a monitor of
+     * this thread has lines waiting. */
+    struct cds_wfcq_head xhead;
+    struct cds_wfcq_tail xtail;
+    atomic_bool mon_wake;
 } io_thread;
 
 struct lattice_respd {
@@ -138,6 +158,15 @@ struct lattice_respd {
     uint64_t start_ms;
     pthread_mutex_t view_lock;        /* guards view */
     struct respd_view *view;
+    /* SLOWLOG (respd_intro.c): newest first; slow_lock guards the list. */
+    atomic_llong slow_slower_than, slow_max_len;
+    pthread_mutex_t slow_lock;
+    struct respd_slow *slow_head, *slow_tail;
+    long long slow_len, slow_next_id;
+    /* MONITOR (respd_intro.c): every monitor of every IO thread. */
+    pthread_mutex_t mon_lock;
+    struct respd_mon *mons;
+    atomic_int n_mons;
 };
 
 /* respd_cmd.c: the commands. */
@@ -176,10 +205,90 @@ bool respd_is_str_command(lattice_resp_cmd_id id);
 cmd_outcome respd_str_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv);
 void respd_str_reply(lattice_resp_out *o, const batch *b, const ent *e);
 
+/* respd_rmw.c: SETRANGE, SETBIT, INCRBYFLOAT, DUMP, RESTORE and OBJECT's
+ * key subcommands (SETRANGE ... OBJECT_FREQ in lattice_resp_cmd_id), as
+ * respd_str.c's; respd_object_help answers OBJECT HELP. */
+bool respd_is_rmw_command(lattice_resp_cmd_id id);
+cmd_outcome respd_rmw_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv);
+void respd_rmw_reply(lattice_resp_out *o, const batch *b, const ent *e);
+void respd_object_help(lattice_resp_out *o);
+/* respd_walk.c: SCAN, KEYS, RANDOMKEY, FLUSHDB, FLUSHALL - walks of every
+ * partition (or, for a cluster-aware connection, of those this node is
+ * primary of).  A walk command is alone in its batch (b->sealed), so it
+ * runs after what was sent before it and before what follows. */
+bool respd_is_walk_command(lattice_resp_cmd_id id);
+cmd_outcome respd_walk_command(struct lattice_respd *r, conn *c, batch *b, lattice_resp_cmd_id id, size_t argc,
+                               const lattice_resp_arg *argv);
+/* Data thread: the first op of a walk came back (opres.walk). */
+void respd_walk_first(batch *b, size_t i, const lattice_op_result *res);
+void respd_walk_reply(lattice_resp_out *o, const batch *b, const ent *e);
+void respd_walk_free(struct walker *w);
+/* respd_cmd.c: the data thread's share of b ends (the last hands it back). */
+void respd_batch_release(batch *b);
+
 /* CONFIG RESETSTAT: the counters INFO stats and commandstats show. */
 void respd_reset_stats(struct lattice_respd *r);
 /* Monotonic microseconds (commandstats). */
 uint64_t respd_now_us(void);
+
+/* respd.c, for respd_intro.c: close a connection of the calling IO thread;
+ * write what it has pending (and re-arm it). */
+void respd_conn_close(conn *c);
+void respd_conn_flush(conn *c);
+
+/* respd_cmd.c: the CLIENT INFO line of c (Redis 7.0's fields, "\n"
+ * ended; c's IO thread only); its length (at most cap - 1). */
+size_t respd_client_line(struct lattice_respd *r, conn *c, char *buf, size_t cap);
+
+/* respd_intro.c: CLIENT LIST/KILL, SLOWLOG, MONITOR (docs/RESP.md). */
+void respd_intro_init(struct lattice_respd *r);
+void respd_intro_destroy(struct lattice_respd *r);
+/* CLIENT LIST/KILL as the only entry of b (CMD_BATCHED: b->xreq set), or
+ * an error entry; SLOWLOG and MONITOR answered at once into c->out. */
+cmd_outcome respd_intro_command(struct lattice_respd *r, conn *c, batch *b, lattice_resp_cmd_id id, size_t argc,
+                                const lattice_resp_arg *argv);
+/* Sends b's legs to every IO thread; c waits as for a batch. */
+void respd_intro_post(struct lattice_respd *r, conn *c, batch *b);
+/* IO thread, after each round of events: legs to answer, monitor lines to send. */
+void respd_intro_drain(io_thread *io);
+void respd_intro_reply(lattice_resp_out *o, const batch *b, const ent *e);
+void respd_intro_free(struct respd_xreq *x);
+/* A command ran (slowlog: took microseconds) / is about to run (monitor). */
+bool respd_slowlog_wants(struct lattice_respd *r);
+void respd_slowlog_add(struct lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv, uint64_t took_us);
+/* Key commands: keep argv in the batch now (e->slow), log at reply time. */
+void respd_slowlog_keep(batch *b, ent *e, size_t argc, const lattice_resp_arg *argv);
+void respd_slowlog_add_kept(struct lattice_respd *r, conn *c, const batch *b, const ent *e, uint64_t took_us);
+void respd_monitor_feed(struct lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size_t argc,
+                        const lattice_resp_arg *argv);
+/* A monitor connection closes: it leaves the monitors. */
+void respd_mon_detach(conn *c);
+/* respd_cmd.c, for respd_tx.c: what a key command is and does, Redis
+ * Cluster's routing check, an entry replying constant bytes (arena), and
+ * one entry's reply (in_exec: queued in a transaction). */
+bool respd_is_key_command(lattice_resp_cmd_id id);
+cmd_outcome respd_key_command(struct lattice_respd *r, batch *b, lattice_resp_cmd_id id, size_t argc,
+                              const lattice_resp_arg *argv);
+bool respd_misrouted(struct lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size_t argc,
+                     const lattice_resp_arg *argv, char *err);
+ent *respd_ent_bytes(batch *b, lattice_resp_cmd_id cmd, const void *p, size_t n);
+void respd_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool in_exec);
+
+/* respd_tx.c: MULTI/EXEC/DISCARD/WATCH/UNWATCH, RENAME/RENAMENX/COPY/MSETNX. */
+bool respd_is_tx_command(lattice_resp_cmd_id id);
+bool respd_is_tx_key_command(lattice_resp_cmd_id id);
+bool respd_tx_in_multi(const conn *c);
+/* A transaction command, or any command while MULTI is open (rc NULL: err
+ * says why it did not resolve). */
+cmd_outcome respd_tx_command(struct lattice_respd *r, conn *c, batch *b, const lattice_resp_cmd *rc, size_t argc,
+                             const lattice_resp_arg *argv, char *err);
+/* RENAME, RENAMENX, COPY, MSETNX as an entry of b (in_multi: a queued sub-op). */
+cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
+                                 bool in_multi);
+/* WATCH and EXEC replies (they change c's state). */
+void respd_tx_reply(conn *c, const batch *b, const ent *e);
+void respd_tx_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool in_exec);
+void respd_tx_free(conn *c);
 
 /* respd_cluster.c: CLUSTER and INFO. */
 void respd_cluster(struct lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t argc,
@@ -193,6 +302,8 @@ void respd_view_free(struct respd_view *v);
  * A slot whose primary is unknown runs here (the ops API answers). */
 typedef enum { RESPD_HERE, RESPD_HERE_ALL, RESPD_MOVED } respd_where;
 respd_where respd_route(struct lattice_respd *r, uint16_t slot, bool replica_ok, char *moved);
+/* The partitions of the endpoint's cache as the current view knows them (0: not yet). */
+uint32_t respd_partitions(struct lattice_respd *r);
 /* Redis-style 40 hex digit node name for a Lattice node id. */
 void respd_node_name(const char *id, char out[41]);
 

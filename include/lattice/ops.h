@@ -35,6 +35,45 @@
  *                  key ignored.  flag LOCAL: only the entries of the
  *                  partitions this node is primary of (Redis Cluster's
  *                  DBSIZE), answered without asking other servers.
+ *   SETRANGE       writes value at byte offset delta (>= 0), padding with
+ *                  zero bytes (absent = empty); num = new length.  An empty
+ *                  value changes nothing (num = current length, 0 absent).
+ *                  TOO_LARGE when offset + length > max_value_bytes.
+ *   SETBIT         sets bit delta (>= 0; bit 0 = the first byte's high bit)
+ *                  to value ("0" or "1", one byte), growing the value with
+ *                  zero bytes (absent = empty); num = the bit's old value.
+ *                  TOO_LARGE when the bit's byte lies past max_value_bytes.
+ *   INCRBYFLOAT    value = the increment as text; adds it to the entry's
+ *                  number (absent = 0) in long double, stores it as Redis
+ *                  formats it; value = the new text.  INVAL with num 0 when
+ *                  either is no valid float, num 1 when the sum is NaN or
+ *                  infinite.  SETRANGE, SETBIT and INCRBYFLOAT keep the TTL.
+ *   WALK           partition-addressed (the key is unused): the keys of the
+ *                  live entries of `partition` whose position is >= ttl_ms,
+ *                  in position order, about delta of them (capped at
+ *                  LATTICE_OP_WALK_MAX, and at ~1 MiB of keys).  A key's
+ *                  position (lattice_op_walk_position) is a 48-bit hash of
+ *                  the whole key: the same on every node, so a walk goes on
+ *                  where it stopped after the partition moved.  Keys of one
+ *                  position are never split between two answers.  value =
+ *                  lattice_op_walk_* encoding; num = the position to go on
+ *                  from, or -1 when no key is left above the last one.
+ *                  flag LOCAL: NOT_OWNER at once unless this node is the
+ *                  partition's primary (nothing is sent).
+ *   CLEAR          partition-addressed: removes up to LATTICE_OP_CLEAR_MAX
+ *                  entries of `partition` at its primary whose version is
+ *                  at most ttl_ms (0: the partition's update counter now),
+ *                  each removal replicated to every other copy with the
+ *                  partition's next counter; answered once every copy
+ *                  applied them (whatever the cache's sync mode).  num =
+ *                  the bound used (pass it as ttl_ms to the next round, so
+ *                  what was written since stays); flag R_MORE when the
+ *                  partition may hold more; value = WALK's header (the
+ *                  partition count, no keys).
+ *   TXN            value = sub-operations (and watches) on keys of one
+ *                  partition, run by its primary in one step and
+ *                  replicated as one unit; value of the result = every
+ *                  sub-operation's result (lattice/txn.h).
  * Errors common to all: NO_CACHE, INVAL (empty key, bad kind), TOO_LARGE
  * (key/value above the cache's max_key_bytes/max_value_bytes), REGION_FULL,
  * PARTITION_LOST (no live copy), TIMEOUT (no primary answered within the
@@ -43,7 +82,8 @@
  * Acknowledgement (the callback) of writes follows the cache's sync mode:
  * full_sync after the primary and every live backup applied, primary_sync
  * after the primary applied, full_async as soon as the request left this
- * node (its outcome is never reported: status OK).
+ * node (its outcome is never reported: status OK) - except TXN, answered
+ * by the primary on every sync mode (its result is the sub-results).
  */
 #ifndef LATTICE_OPS_H
 #define LATTICE_OPS_H
@@ -63,7 +103,13 @@ typedef enum lattice_op_kind {
     LATTICE_OP_TTL = 7,
     LATTICE_OP_CONTAINS = 8,
     LATTICE_OP_SIZE = 9,
-    LATTICE_OP_KIND_MAX_ = 9,
+    LATTICE_OP_SETRANGE = 10,
+    LATTICE_OP_SETBIT = 11,
+    LATTICE_OP_INCRBYFLOAT = 12,
+    LATTICE_OP_WALK = 13,
+    LATTICE_OP_CLEAR = 14,
+    LATTICE_OP_TXN = 15,        /* sub-operations of one partition in one step: lattice/txn.h */
+    LATTICE_OP_KIND_MAX_ = 15,
 } lattice_op_kind;
 
 /* Request flags. */
@@ -71,11 +117,16 @@ typedef enum lattice_op_kind {
 #define LATTICE_OP_XX 0x2u          /* PUT only if present (replace, SET XX) */
 #define LATTICE_OP_RETURN_OLD 0x4u  /* PUT/REMOVE: return the previous value */
 #define LATTICE_OP_KEEP_TTL 0x8u    /* PUT: keep the entry's expiry */
-#define LATTICE_OP_LOCAL 0x10u      /* SIZE: this node's primary entries only */
+#define LATTICE_OP_LOCAL 0x10u      /* SIZE, WALK: this node's primary entries only */
 #define LATTICE_OP_FLAGS_ALL_ 0x1fu
 
 /* Result flags. */
 #define LATTICE_OP_R_FOUND 0x1u     /* the key held a live entry before the op */
+#define LATTICE_OP_R_MORE 0x2u      /* CLEAR: the partition may hold more entries */
+
+#define LATTICE_OP_WALK_MAX 4096u   /* keys of one WALK answer at most */
+#define LATTICE_OP_CLEAR_MAX 1024u  /* entries one CLEAR removes at most */
+#define LATTICE_OP_WALK_POS_MAX ((1ull << 48) - 1)
 
 typedef struct lattice_op {
     lattice_op_kind kind;
@@ -83,10 +134,11 @@ typedef struct lattice_op {
     const char *cache;      /* NULL = "default" */
     const void *key;
     size_t key_len;
-    const void *value;      /* PUT, APPEND */
+    const void *value;      /* PUT, APPEND, SETRANGE, SETBIT, INCRBYFLOAT */
     size_t value_len;
-    int64_t delta;          /* INCREMENT */
-    uint64_t ttl_ms;        /* PUT, EXPIRE */
+    int64_t delta;          /* INCREMENT; SETRANGE, SETBIT: the offset */
+    uint64_t ttl_ms;        /* PUT, EXPIRE; WALK: the position to start at */
+    uint32_t partition;     /* WALK, CLEAR: the partition (they have no key) */
 } lattice_op;
 
 /* A NO_QUORUM result carries in num how many baseline servers the refusing
@@ -115,21 +167,56 @@ typedef void (*lattice_op_fn)(void *arg, size_t i, const lattice_op_result *r);
 lattice_status lattice_op_submit(lattice_node *node, const lattice_op *ops, size_t n,
                                  lattice_op_fn fn, void *arg);
 
+/* WALK's answer: u32 partitions of the cache, u32 n, then n times (u32
+ * length, key bytes); little-endian.  lattice_op_walk_next reads the key at
+ * *off (start at LATTICE_OP_WALK_HDR): 1 and the key, 0 at the end or on a
+ * malformed value. */
+#define LATTICE_OP_WALK_HDR 8u
+static inline uint32_t lattice_op_walk_u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline int lattice_op_walk_next(const void *value, size_t len, size_t *off, const char **key,
+                                       size_t *key_len)
+{
+    const unsigned char *v = (const unsigned char *)value;
+    if (*off + 4 > len) return 0;
+    uint32_t n = lattice_op_walk_u32(v + *off);
+    if (n > len - *off - 4) return 0;
+    *key = (const char *)v + *off + 4;
+    *key_len = n;
+    *off += 4 + (size_t)n;
+    return 1;
+}
+/* A key's WALK position: 48 bits of a mixed 64-bit FNV-1a of the whole key. */
+static inline uint64_t lattice_op_walk_position(const void *key, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)key;
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 1099511628211ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h >> 16;
+}
+
 /* Builders (plain values; no copies until submit). */
 static inline lattice_op lattice_op_get(const char *cache, const void *key, size_t key_len)
 {
-    lattice_op o = {LATTICE_OP_GET, 0, cache, key, key_len, NULL, 0, 0, 0};
+    lattice_op o = {LATTICE_OP_GET, 0, cache, key, key_len, NULL, 0, 0, 0, 0};
     return o;
 }
 static inline lattice_op lattice_op_put(const char *cache, const void *key, size_t key_len,
                                         const void *value, size_t value_len)
 {
-    lattice_op o = {LATTICE_OP_PUT, 0, cache, key, key_len, value, value_len, 0, 0};
+    lattice_op o = {LATTICE_OP_PUT, 0, cache, key, key_len, value, value_len, 0, 0, 0};
     return o;
 }
 static inline lattice_op lattice_op_remove(const char *cache, const void *key, size_t key_len)
 {
-    lattice_op o = {LATTICE_OP_REMOVE, 0, cache, key, key_len, NULL, 0, 0, 0};
+    lattice_op o = {LATTICE_OP_REMOVE, 0, cache, key, key_len, NULL, 0, 0, 0, 0};
     return o;
 }
 

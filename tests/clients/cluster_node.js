@@ -106,6 +106,19 @@ async function main() {
           const got = await retry(h, (c) => c.get(`${w[1]}${i}`));
           if (got !== `${w[1]}-v${i}`) { out = `bad ${w[1]}${i} ${got}`; break; }
         }
+      } else if (w[0] === "tx") {
+        // MULTI INCR {P}a INCR {P}b EXEC through the cluster client's own
+        // transaction API: each EXEC answers the same number twice, one more each time.
+        out = "ok";
+        const a = `{${w[1]}}a`, b = `{${w[1]}}b`;
+        for (let i = 1; i <= Number(w[2]); i++) {
+          const r = await retry(h, (c) => c.multi().incr(a).incr(b).exec());
+          const x = kind === "ioredis" ? r.map((e) => e[1]) : r;
+          if (!Array.isArray(x) || x.length !== 2 || Number(x[0]) !== i || Number(x[1]) !== i) {
+            out = `bad tx ${i} ${JSON.stringify(r)}`;
+            break;
+          }
+        }
       } else if (w[0] === "quit") {
         break;
       } else {

@@ -5,6 +5,7 @@ reads one line back.
 
   write PREFIX N   SET PREFIX<i> = PREFIX-v<i> for i < N   -> "ok"
   read PREFIX N    GET each through replica reads          -> "ok" | "bad KEY GOT"
+  tx PREFIX N      N x MULTI INCR {PREFIX}a INCR {PREFIX}b EXEC -> "ok" | "bad tx I GOT"
   quit
 
   cluster_py.py PORT...   (the first is the startup node)
@@ -73,6 +74,24 @@ def main():
                     got = retry(lambda rc: rc.get("%s%d" % (prefix, i)))
                     if got != "%s-v%d" % (prefix, i):
                         out = "bad %s%d %r" % (prefix, i, got)
+                        break
+            elif cmd == "tx":
+                # redis-py 4.3.4's cluster client has no transactions (its
+                # pipeline refuses transaction=True): what an application
+                # does is a transaction on the key's node's own client.
+                prefix, n = words[1], int(words[2])
+                a, b = "{%s}a" % prefix, "{%s}b" % prefix
+                out = "ok"
+
+                def one(rc):
+                    p = rc.get_node_from_key(a).redis_connection.pipeline(transaction=True)
+                    p.incr(a)
+                    p.incr(b)
+                    return p.execute()
+                for i in range(1, n + 1):
+                    got = retry(one)
+                    if got != [i, i]:
+                        out = "bad tx %d %r" % (i, got)
                         break
             elif cmd == "quit":
                 break

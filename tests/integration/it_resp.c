@@ -25,11 +25,19 @@
  *   lost_partition_is_clusterdown
  *                             backups=0 and a kill -9: that node's keys get
  *                             CLUSTERDOWN, the survivor's still serve
+ *   rmw_atomic_on_grid        SETBIT, INCRBYFLOAT, SETRANGE from 4 clients at
+ *                             once on 3 nodes (backups=1 full_sync): exact
+ *                             results, copies agree, a kill -9 loses nothing
+ *   introspection_io_threads  CLIENT LIST/KILL over connections of two IO
+ *                             threads, MONITOR of another connection, a
+ *                             monitor that never reads is dropped
  */
 #include <arpa/inet.h>
 #include <check.h>
 #include <hiredis.h>
+#include <jansson.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdarg.h>
@@ -972,6 +980,312 @@ START_TEST(lost_partition_is_clusterdown)
 }
 END_TEST
 
+/* ---- rmw_atomic_on_grid: SETBIT, INCRBYFLOAT, SETRANGE from several
+ * connections at once (each proxied to the key's primary), backups=1
+ * full_sync: no update is lost, every INCRBYFLOAT saw a distinct total,
+ * the copies agree (`lattice verify`), and the values survive the
+ * primary's kill -9. ---- */
+
+#define RMW_THREADS 4
+#define RMW_ROUNDS 120
+
+typedef struct rmw_worker {
+    int t;
+    pthread_t th;
+    int errors;          /* replies that were not what the command must answer */
+    char first_err[160];
+    double sums[RMW_ROUNDS];
+} rmw_worker;
+
+static void rmw_bad(rmw_worker *w, const char *what, const redisReply *r)
+{
+    if (!w->errors++)
+        snprintf(w->first_err, sizeof w->first_err, "%s: %s", what, r ? (r->str ? r->str : "(not a string)") : "no reply");
+}
+
+static void *rmw_work(void *arg)
+{
+    rmw_worker *w = arg;
+    struct timeval tv = {30, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base + w->t % 3, tv);
+    if (!c || c->err) {
+        rmw_bad(w, "connect", NULL);
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    char slot[2] = {(char)('a' + w->t), (char)('a' + w->t)};
+    for (int i = 0; i < RMW_ROUNDS; i++) {
+        long long n = (long long)w->t * RMW_ROUNDS + i;
+        redisReply *r = redisCommand(c, "SETBIT rmw:bits %lld 1", n);
+        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 0) rmw_bad(w, "SETBIT", r); /* each bit once */
+        if (r) freeReplyObject(r);
+        r = redisCommand(c, "INCRBYFLOAT rmw:sum 0.5");
+        if (!r || r->type != REDIS_REPLY_STRING) rmw_bad(w, "INCRBYFLOAT", r);
+        else w->sums[i] = strtod(r->str, NULL);
+        if (r) freeReplyObject(r);
+        r = redisCommand(c, "SETRANGE rmw:range %lld %b", 2 * n, slot, (size_t)2);
+        if (!r || r->type != REDIS_REPLY_INTEGER) rmw_bad(w, "SETRANGE", r);
+        if (r) freeReplyObject(r);
+    }
+    redisFree(c);
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The three keys hold exactly what every update together makes. */
+static bool rmw_values_exact(redisContext *c, char *why, size_t cap)
+{
+    enum { N = RMW_THREADS * RMW_ROUNDS };
+    char bits[N / 8], range[2 * N];
+    memset(bits, 0xff, sizeof bits);
+    for (int k = 0; k < N; k++) range[2 * k] = range[2 * k + 1] = (char)('a' + k / RMW_ROUNDS);
+    char sum[32];
+    snprintf(sum, sizeof sum, "%d", N / 2);
+    redisReply *r = redisCommand(c, "GET rmw:bits");
+    bool ok = r && r->type == REDIS_REPLY_STRING && r->len == sizeof bits && !memcmp(r->str, bits, sizeof bits);
+    if (!ok) snprintf(why, cap, "rmw:bits: %zu bytes", r && r->type == REDIS_REPLY_STRING ? r->len : 0);
+    if (r) freeReplyObject(r);
+    r = ok ? redisCommand(c, "GET rmw:sum") : NULL;
+    if (ok && !(ok = r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, sum)))
+        snprintf(why, cap, "rmw:sum: %s, want %s", r && r->str ? r->str : "?", sum);
+    if (r) freeReplyObject(r);
+    r = ok ? redisCommand(c, "GET rmw:range") : NULL;
+    if (ok && !(ok = r && r->type == REDIS_REPLY_STRING && r->len == sizeof range && !memcmp(r->str, range, sizeof range)))
+        snprintf(why, cap, "rmw:range differs (%zu bytes)", r && r->type == REDIS_REPLY_STRING ? r->len : 0);
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+typedef struct rmw_read_ctx {
+    int node;
+    char why[160];
+} rmw_read_ctx;
+
+static bool rmw_reads_exact(void *p)
+{
+    rmw_read_ctx *x = p;
+    redisContext *c = try_conn(x->node);
+    bool ok = c && rmw_values_exact(c, x->why, sizeof x->why);
+    if (c) redisFree(c);
+    return ok;
+}
+
+/* The RESP port of the primary of key's slot, from node i's CLUSTER SLOTS. */
+static int rmw_primary_port(int i, const char *key)
+{
+    redisContext *c = conn_to(i);
+    redisReply *k = cmd(c, "CLUSTER KEYSLOT %s", key), *r = cmd(c, "CLUSTER SLOTS");
+    int port = -1;
+    for (size_t e = 0; e < r->elements; e++) {
+        redisReply *rg = r->element[e];
+        if (rg->element[0]->integer <= k->integer && k->integer <= rg->element[1]->integer)
+            port = (int)rg->element[2]->element[1]->integer;
+    }
+    freeReplyObject(k);
+    freeReplyObject(r);
+    redisFree(c);
+    return port;
+}
+
+START_TEST(rmw_atomic_on_grid)
+{
+    it_begin("resp_rmw_grid");
+    const char *extra[] = {"--cache", "default:backups=1,sync=full_sync", NULL};
+    start_grid(3, 3, extra);
+    wait_spread(3);
+    for (int i = 0; i < 3; i++) wait_serving(i);
+    static rmw_worker w[RMW_THREADS];
+    for (int t = 0; t < RMW_THREADS; t++) {
+        w[t].t = t;
+        ck_assert_int_eq(pthread_create(&w[t].th, NULL, rmw_work, &w[t]), 0);
+    }
+    for (int t = 0; t < RMW_THREADS; t++) pthread_join(w[t].th, NULL);
+    static double all[RMW_THREADS * RMW_ROUNDS];
+    for (int t = 0; t < RMW_THREADS; t++) {
+        ck_assert_msg(w[t].errors == 0, "worker %d: %d bad replies, first %s", t, w[t].errors, w[t].first_err);
+        memcpy(all + t * RMW_ROUNDS, w[t].sums, sizeof w[t].sums);
+    }
+    /* Every INCRBYFLOAT answered a different total: 0.5, 1, ... in all. */
+    qsort(all, RMW_THREADS * RMW_ROUNDS, sizeof all[0], cmp_double);
+    for (int k = 0; k < RMW_THREADS * RMW_ROUNDS; k++)
+        ck_assert_msg(all[k] == 0.5 * (k + 1), "INCRBYFLOAT results: #%d is %g", k, all[k]);
+    rmw_read_ctx rd = {0, ""};
+    ck_assert_msg(rmw_reads_exact(&rd), "after the updates: %s", rd.why);
+    int rc = it_capture(out_buf, sizeof out_buf, "%s --ip-finder %s --json verify default", LATTICE_CLI_PATH, finder);
+    json_t *j = json_loads(out_buf, 0, NULL);
+    ck_assert_msg(rc == 0 && j, "verify: rc %d: %.300s", rc, out_buf);
+    ck_assert_msg(json_array_size(json_object_get(j, "conflicts")) == 0, "verify: %.300s", out_buf);
+    json_decref(j);
+    /* The primary of the bitmap dies: a survivor serves the same values. */
+    int victim = rmw_primary_port(0, "rmw:bits") - resp_base;
+    ck_assert_msg(victim >= 0 && victim < 3, "no primary for rmw:bits");
+    it_signal(srv[victim], SIGKILL);
+    rd.node = (victim + 1) % 3;
+    ck_assert_msg(it_wait_for(rmw_reads_exact, &rd, 60000), "after the primary's kill: %s", rd.why);
+    it_end();
+}
+END_TEST
+
+/* ---- end of rmw_atomic_on_grid ---- */
+
+/* ---- CLIENT LIST/KILL, MONITOR across IO threads ---- */
+
+enum { IC = 12 };
+
+/* CLIENT LIST's line of connection id, copied into line; false when absent. */
+static bool list_line_of(const char *list, long long id, char *line, size_t cap)
+{
+    char want[40];
+    snprintf(want, sizeof want, "id=%lld ", id);
+    for (const char *p = list; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (strncmp(p, want, strlen(want))) continue;
+        const char *e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        snprintf(line, cap, "%.*s", (int)n, p);
+        return true;
+    }
+    return false;
+}
+
+typedef struct gone_ctx {
+    redisContext *c;
+    long long id;
+} gone_ctx;
+
+static bool client_gone(void *p)
+{
+    gone_ctx *g = p;
+    redisReply *r = cmd(g->c, "CLIENT LIST");
+    char line[1024];
+    bool gone = !list_line_of(r->str, g->id, line, sizeof line);
+    freeReplyObject(r);
+    return gone;
+}
+
+START_TEST(introspection_io_threads)
+{
+    it_begin("resp_intro");
+    const char *extra[] = {"--resp-io-threads", "2", NULL};
+    start_grid(1, 1, extra);
+    wait_serving(0);
+    /* Twelve connections: the kernel spreads them over both IO threads'
+     * sockets (SO_REUSEPORT); CLIENT LIST must see every one. */
+    redisContext *cs[IC];
+    long long ids[IC];
+    for (int i = 0; i < IC; i++) {
+        cs[i] = conn_to(0);
+        expect_status(cs[i], "OK", "CLIENT SETNAME conn%d", i);
+        redisReply *r = cmd(cs[i], "CLIENT ID");
+        ids[i] = r->integer;
+        freeReplyObject(r);
+    }
+    redisReply *r = cmd(cs[0], "CLIENT LIST");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    for (int i = 0; i < IC; i++) {
+        char line[1024], name[32];
+        ck_assert_msg(list_line_of(r->str, ids[i], line, sizeof line), "id %lld missing from\n%s", ids[i], r->str);
+        snprintf(name, sizeof name, " name=conn%d ", i);
+        ck_assert_msg(strstr(line, name), "connection %d's line: %s", i, line);
+        ck_assert_msg(strstr(line, i ? " cmd=client|id " : " cmd=client|list "), "connection %d's cmd: %s", i, line);
+    }
+    freeReplyObject(r);
+    r = cmd(cs[1], "CLIENT LIST ID %lld %lld 999999", ids[5], ids[2]);
+    char l5[1024], l2[1024];
+    ck_assert(list_line_of(r->str, ids[5], l5, sizeof l5) && list_line_of(r->str, ids[2], l2, sizeof l2));
+    ck_assert_msg(strstr(r->str, l5) < strstr(r->str, l2), "CLIENT LIST ID keeps the order asked: %s", r->str);
+    ck_assert_int_eq(strchr(strchr(r->str, '\n') + 1, '\n') - r->str + 1, (long)strlen(r->str)); /* two lines */
+    freeReplyObject(r);
+    /* CLIENT KILL ID closes exactly that one, whichever thread owns it. */
+    for (int k = 2; k <= 3; k++) expect_int(cs[0], 1, "CLIENT KILL ID %lld", ids[k]);
+    expect_int(cs[0], 0, "CLIENT KILL ID %lld", ids[2]);
+    for (int k = 2; k <= 3; k++) {
+        r = redisCommand(cs[k], "PING");
+        ck_assert_msg(!r, "a killed connection still answers");
+        redisFree(cs[k]);
+        cs[k] = NULL;
+    }
+    for (int i = 0; i < IC; i++)
+        if (cs[i]) expect_status(cs[i], "PONG", "PING");
+    r = cmd(cs[0], "CLIENT LIST");
+    char line[1024];
+    ck_assert(!list_line_of(r->str, ids[2], line, sizeof line) && !list_line_of(r->str, ids[3], line, sizeof line));
+    ck_assert(list_line_of(r->str, ids[4], line, sizeof line));
+    freeReplyObject(r);
+    /* Killing itself: the reply, then the close. */
+    expect_int(cs[11], 1, "CLIENT KILL ID %lld SKIPME no", ids[11]);
+    ck_assert_msg(!redisCommand(cs[11], "PING"), "CLIENT KILL of itself must close after the reply");
+    redisFree(cs[11]);
+    cs[11] = NULL;
+    /* MONITOR sees the commands of another connection, in Redis's format. */
+    r = cmd(cs[5], "CLIENT INFO");
+    char addr[64] = "";
+    ck_assert(sscanf(strstr(r->str, "addr="), "addr=%63s", addr) == 1);
+    freeReplyObject(r);
+    expect_status(cs[4], "OK", "MONITOR");
+    expect_status(cs[5], "OK", "SET mk %b", "v\x00\"1", (size_t)4);
+    expect_status(cs[5], "PONG", "PING");
+    char want[160];
+    snprintf(want, sizeof want, " [0 %s] \"SET\" \"mk\" \"v\\x00\\\"1\"", addr);
+    ck_assert_int_eq(redisGetReply(cs[4], (void **)&r), REDIS_OK);
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS && strstr(r->str, want) && r->str[0] >= '1', "monitor line '%s'", r->str);
+    freeReplyObject(r);
+    ck_assert_int_eq(redisGetReply(cs[4], (void **)&r), REDIS_OK);
+    ck_assert_msg(strstr(r->str, "] \"PING\""), "monitor line '%s'", r->str);
+    freeReplyObject(r);
+    r = cmd(cs[0], "CLIENT LIST ID %lld", ids[4]);
+    ck_assert_msg(strstr(r->str, " flags=O "), "a monitor's flags: %s", r->str);
+    freeReplyObject(r);
+    redisFree(cs[4]);
+    cs[4] = NULL;
+    /* A monitor that never reads (a small receive buffer) is dropped once
+     * its feed passes the bound; the node keeps serving the others. */
+    int m = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    setsockopt(m, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)resp_base)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ck_assert_int_eq(connect(m, (struct sockaddr *)&a, sizeof a), 0);
+    static const char mon_req[] = "CLIENT ID\r\nMONITOR\r\n";
+    ck_assert_int_eq(write(m, mon_req, sizeof mon_req - 1), (ssize_t)(sizeof mon_req - 1));
+    char head[64] = "";
+    size_t hl = 0;
+    while (!strstr(head, "+OK\r\n") && hl < sizeof head - 1) {
+        ssize_t n = read(m, head + hl, sizeof head - 1 - hl);
+        ck_assert(n > 0);
+        hl += (size_t)n;
+        head[hl] = 0;
+    }
+    gone_ctx g = {cs[0], atoll(head + 1)};
+    ck_assert(g.id > 0);
+    static char big[64 * 1024];
+    memset(big, 'm', sizeof big - 1);
+    bool dropped = false;
+    for (int round = 0; round < 100 && !dropped; round++) { /* at most 2000 x 64 KB */
+        for (int k = 0; k < 20; k++) redisAppendCommand(cs[6], "SET flood %s", big);
+        for (int k = 0; k < 20; k++) {
+            ck_assert_int_eq(redisGetReply(cs[6], (void **)&r), REDIS_OK);
+            ck_assert_str_eq(r->str, "OK");
+            freeReplyObject(r);
+        }
+        dropped = client_gone(&g);
+    }
+    ck_assert_msg(dropped, "a monitor that never reads was never dropped");
+    close(m);
+    for (int i = 0; i < IC; i++)
+        if (cs[i]) expect_status(cs[i], "PONG", "PING");
+    expect_int(cs[7], (long long)strlen(big), "STRLEN flood");
+    for (int i = 0; i < IC; i++)
+        if (cs[i]) redisFree(cs[i]);
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
@@ -984,6 +1298,8 @@ int main(int argc, char **argv)
         {"thousand_connections", &thousand_connections},
         {"max_clients_and_idle_timeout", &max_clients_and_idle_timeout},
         {"lost_partition_is_clusterdown", &lost_partition_is_clusterdown},
+        {"rmw_atomic_on_grid", &rmw_atomic_on_grid},
+        {"introspection_io_threads", &introspection_io_threads},
     };
     Suite *s = suite_create("resp");
     TCase *tc = tcase_create("grid");

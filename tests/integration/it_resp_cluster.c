@@ -20,7 +20,8 @@
  *                           client finds the new owners by itself (what each
  *                           client needs its application to do for that is
  *                           in tests/clients/) and the restarted node serves
- *                           again
+ *                           again; MULTI/EXEC through each client's
+ *                           transaction API
  *
  * `it_resp_cluster NAME...` runs some.
  */
@@ -447,6 +448,9 @@ START_TEST(cluster_clients)
     }
     /* Replica reads (READONLY on the clients' replica connections). */
     drivers_say(d, 3, "ok", "read");
+    /* MULTI/EXEC through each client's transaction API (redis-py: on the
+     * key's node's own client), 300 each on its own slot. */
+    drivers_say(d, 3, "ok", "tx");
 
     /* kill -9 of node 1, then its restart: the clients find the owners of
      * its slots, and later learn (MOVED) that it serves again. */

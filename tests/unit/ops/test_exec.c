@@ -223,6 +223,133 @@ START_TEST(request_copies_its_bytes)
 }
 END_TEST
 
+/* ---- SETRANGE, SETBIT, INCRBYFLOAT (ops/rmw.c) ---- */
+
+static void assert_bytes(const lattice_op_result *r, const char *want, size_t n)
+{
+    ck_assert_int_eq(r->status, LATTICE_OK);
+    ck_assert_uint_eq(r->value_len, n);
+    ck_assert_int_eq(memcmp(r->value, want, n), 0);
+}
+
+START_TEST(setrange_pads_keeps_ttl_and_bounds)
+{
+    repl_out rp;
+    lattice_op_result r = run(LATTICE_OP_SETRANGE, 0, "s", "ab", 3, 0, &rp);
+    ck_assert_int_eq(r.status, LATTICE_OK);
+    ck_assert_int_eq(r.num, 5);
+    ck_assert(rp.needed && !rp.remove && rp.value_len == 5);
+    r = run(LATTICE_OP_SETRANGE, 0, "s", "X", 0, 0, NULL);
+    ck_assert_int_eq(r.num, 5);
+    r = run(LATTICE_OP_GET, 0, "s", NULL, 0, 0, NULL);
+    assert_bytes(&r, "X\0\0ab", 5);
+    /* An empty value writes nothing: the length as it is, no key made. */
+    r = run(LATTICE_OP_SETRANGE, 0, "none", "", 10, 0, &rp);
+    ck_assert_int_eq(r.status, LATTICE_OK);
+    ck_assert_int_eq(r.num, 0);
+    ck_assert(!rp.needed);
+    r = run(LATTICE_OP_CONTAINS, 0, "none", NULL, 0, 0, NULL);
+    ck_assert_int_eq(r.num, 0);
+    r = run(LATTICE_OP_SETRANGE, 0, "s", "", 10, 0, NULL);
+    ck_assert_int_eq(r.num, 5);
+    /* The expiry survives; past max_value_bytes (64) is TOO_LARGE. */
+    run(LATTICE_OP_EXPIRE, 0, "s", NULL, 0, 100000, NULL);
+    r = run(LATTICE_OP_SETRANGE, 0, "s", "ab", 62, 0, NULL);
+    ck_assert_int_eq(r.num, 64);
+    r = run(LATTICE_OP_TTL, 0, "s", NULL, 0, 0, NULL);
+    ck_assert(r.num > 0);
+    r = run(LATTICE_OP_SETRANGE, 0, "s", "ab", 63, 0, &rp);
+    ck_assert_int_eq(r.status, LATTICE_ERR_TOO_LARGE);
+    ck_assert(!rp.needed);
+    r = run(LATTICE_OP_SETRANGE, 0, "s", "a", INT64_MAX, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_ERR_TOO_LARGE);
+    r = run(LATTICE_OP_SETRANGE, 0, "s", "a", -1, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_ERR_INVAL);
+}
+END_TEST
+
+START_TEST(setbit_old_bit_growth_and_no_change)
+{
+    repl_out rp;
+    lattice_op_result r = run(LATTICE_OP_SETBIT, 0, "b", "1", 7, 0, &rp);
+    ck_assert_int_eq(r.status, LATTICE_OK);
+    ck_assert_int_eq(r.num, 0);
+    ck_assert(rp.needed);
+    r = run(LATTICE_OP_GET, 0, "b", NULL, 0, 0, NULL);
+    assert_bytes(&r, "\x01", 1);
+    /* The same bit again: its old value, and nothing written or replicated. */
+    uint64_t before = cache.counter[lattice_partition_of_key("b", 1, 16)];
+    r = run(LATTICE_OP_SETBIT, 0, "b", "1", 7, 0, &rp);
+    ck_assert_int_eq(r.num, 1);
+    ck_assert(!rp.needed);
+    ck_assert_uint_eq(cache.counter[lattice_partition_of_key("b", 1, 16)], before);
+    run(LATTICE_OP_SETBIT, 0, "b", "1", 0, 0, NULL);
+    r = run(LATTICE_OP_SETBIT, 0, "b", "0", 7, 0, NULL);
+    ck_assert_int_eq(r.num, 1);
+    r = run(LATTICE_OP_SETBIT, 0, "b", "1", 17, 0, NULL);
+    ck_assert_int_eq(r.num, 0);
+    r = run(LATTICE_OP_GET, 0, "b", NULL, 0, 0, NULL);
+    assert_bytes(&r, "\x80\x00\x40", 3);
+    /* Clearing a bit past the end still grows the value (Redis does too). */
+    r = run(LATTICE_OP_SETBIT, 0, "b", "0", 39, 0, NULL);
+    r = run(LATTICE_OP_GET, 0, "b", NULL, 0, 0, NULL);
+    assert_bytes(&r, "\x80\x00\x40\x00\x00", 5);
+    r = run(LATTICE_OP_SETBIT, 0, "b", "1", 64 * 8 - 1, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_OK);
+    r = run(LATTICE_OP_SETBIT, 0, "b", "1", 64 * 8, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_ERR_TOO_LARGE);
+    ck_assert_int_eq(run(LATTICE_OP_SETBIT, 0, "b", "2", 1, 0, NULL).status, LATTICE_ERR_INVAL);
+    ck_assert_int_eq(run(LATTICE_OP_SETBIT, 0, "b", "", 1, 0, NULL).status, LATTICE_ERR_INVAL);
+    ck_assert_int_eq(run(LATTICE_OP_SETBIT, 0, "b", "1", -1, 0, NULL).status, LATTICE_ERR_INVAL);
+}
+END_TEST
+
+START_TEST(incrbyfloat_formats_as_redis_and_refuses)
+{
+    /* redis-server 7.0's answers to the same INCRBYFLOAT sequence. */
+    static const struct {
+        const char *incr, *want;
+    } steps[] = {
+        {"10.5", "10.5"}, {"0.1", "10.6"}, {"-5.0e3", "-4989.39999999999999991"}, {"4989.4", "0"}, {"3.0e3", "3000"},
+        {"-3000.25", "-0.25"}, {"0.25", "0"}, {"1e-20", "0"}, {"0x10", "16"},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        lattice_op_result r = run(LATTICE_OP_INCRBYFLOAT, 0, "f", steps[i].incr, 0, 0, NULL);
+        ck_assert_msg(r.status == LATTICE_OK, "step %zu: %d", i, r.status);
+        assert_bytes(&r, steps[i].want, strlen(steps[i].want));
+        r = run(LATTICE_OP_GET, 0, "f", NULL, 0, 0, NULL);
+        assert_value(&r, steps[i].want);
+    }
+    /* The expiry is kept. */
+    run(LATTICE_OP_EXPIRE, 0, "f", NULL, 0, 100000, NULL);
+    run(LATTICE_OP_INCRBYFLOAT, 0, "f", "1", 0, 0, NULL);
+    ck_assert(run(LATTICE_OP_TTL, 0, "f", NULL, 0, 0, NULL).num > 0);
+    /* Not a float (either side): INVAL, num 0, nothing written. */
+    static const char *const bad[] = {"abc", "", " 1", "1 ", "nan", "1e99999", NULL};
+    for (int i = 0; bad[i]; i++) {
+        repl_out rp;
+        lattice_op_result r = run(LATTICE_OP_INCRBYFLOAT, 0, "f", bad[i], 0, 0, &rp);
+        ck_assert_msg(r.status == LATTICE_ERR_INVAL && r.num == 0 && !rp.needed, "'%s'", bad[i]);
+    }
+    run(LATTICE_OP_PUT, 0, "nf", "12abc", 0, 0, NULL);
+    lattice_op_result r = run(LATTICE_OP_INCRBYFLOAT, 0, "nf", "1", 0, 0, NULL);
+    ck_assert(r.status == LATTICE_ERR_INVAL && r.num == 0);
+    /* A sum that overflows to infinity: INVAL, num 1, the value kept. */
+    run(LATTICE_OP_PUT, 0, "big", "1e4932", 0, 0, NULL);
+    r = run(LATTICE_OP_INCRBYFLOAT, 0, "big", "1e4932", 0, 0, NULL);
+    ck_assert(r.status == LATTICE_ERR_INVAL && r.num == 1);
+    r = run(LATTICE_OP_GET, 0, "big", NULL, 0, 0, NULL);
+    assert_value(&r, "1e4932");
+    r = run(LATTICE_OP_INCRBYFLOAT, 0, "big", "inf", 0, 0, NULL);
+    ck_assert(r.status == LATTICE_ERR_INVAL && r.num == 1);
+    /* A result longer than max_value_bytes (64): TOO_LARGE. */
+    r = run(LATTICE_OP_INCRBYFLOAT, 0, "big", "1", 0, 0, NULL);
+    ck_assert_int_eq(r.status, LATTICE_ERR_TOO_LARGE);
+}
+END_TEST
+
+/* ---- end of the rmw kinds ---- */
+
 int main(void)
 {
     Suite *s = suite_create("node");
@@ -233,6 +360,9 @@ int main(void)
     tcase_add_test(t, increment_only_on_integers);
     tcase_add_test(t, append_expire_ttl);
     tcase_add_test(t, replicate_applies_only_newer);
+    tcase_add_test(t, setrange_pads_keeps_ttl_and_bounds);
+    tcase_add_test(t, setbit_old_bit_growth_and_no_change);
+    tcase_add_test(t, incrbyfloat_formats_as_redis_and_refuses);
     suite_add_tcase(s, t);
     TCase *o = tcase_create("messages");
     tcase_add_test(o, request_copies_its_bytes);

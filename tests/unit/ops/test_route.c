@@ -109,7 +109,7 @@ static opx *op(int kind, const char *cache, const char *key, size_t vlen, seen *
     memcpy(o->data, key, kl);
     memset(o->data + kl, 'v', vlen);
     snprintf(o->cache, sizeof o->cache, "%s", cache);
-    o->op = (lattice_op){(lattice_op_kind)kind, 0, o->cache, o->data, kl, o->data + kl, vlen, 0, 0};
+    o->op = (lattice_op){(lattice_op_kind)kind, 0, o->cache, o->data, kl, o->data + kl, vlen, 0, 0, 0};
     o->fn = cb;
     o->arg = s;
     o->deadline_ms = lt_mono_ms() + 1000;

@@ -1,0 +1,194 @@
+/*
+ * lattice/txn.h: the payload of a LATTICE_OP_TXN operation (prefix
+ * lattice_txn_) - sub-operations on keys of one partition, executed by the
+ * partition's primary in one step, all-or-nothing for readers and
+ * replicated as one unit (docs/CONSISTENCY.md, "Transactions").
+ *
+ * Header-only, so the endpoints (which see only the public API) and the
+ * primary share one encoding.  Little-endian, length-prefixed:
+ *
+ *   request (op.value)  u8 1, u32 n_watch, watch*, u32 n_ops, sub*
+ *     watch             u32 klen, key, u8 mode, u64 version, u64 epoch
+ *     sub               u8 kind, u32 flags, u32 klen, key, u32 vlen, value,
+ *                       i64 delta, u64 ttl_ms
+ *   result (r.value)    u8 1, u32 n, (i32 status, u32 flags, i64 num,
+ *                       u32 vlen, value)*  - one per sub, in order
+ *
+ * op.key is any key of the transaction (it routes the op); every key must
+ * map to that key's partition (else INVAL).  A sub is a lattice_op kind
+ * (GET ... CONTAINS: as a single op would run, with its result) or one of
+ * the TXN_* kinds below.  Watches are checked first: when one fails
+ * nothing runs and the result has flag LATTICE_OP_R_ABORTED (no value).
+ * The op's status is OK once it ran (each sub has its own status), or an
+ * error of the whole (INVAL malformed, TOO_LARGE, NOT_OWNER, ...).
+ * A resend after a failover (same issuer and op sequence) of a transaction
+ * applied before gets the first result again when the copy kept it (its
+ * last LATTICE_TXN_RESULTS_KEPT transactions, results up to
+ * LATTICE_TXN_RESULT_KEEP_MAX bytes), else status OK with flag
+ * LATTICE_OP_R_LOST and no value: applied once, its replies unknown.
+ */
+#ifndef LATTICE_TXN_H
+#define LATTICE_TXN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "lattice/ops.h"
+
+#define LATTICE_TXN_FORMAT 1
+#define LATTICE_TXN_RESULTS_KEPT 1024u
+#define LATTICE_TXN_RESULT_KEEP_MAX (1u << 20)
+
+/* Sub-operation kinds only a transaction has. */
+enum {
+    /* WATCH's read: flags R_FOUND and num = the entry's version when the key
+     * is live, else num = the partition's update counter; value = the 8-byte
+     * epoch (the primary's incarnation).  Status OK. */
+    LATTICE_TXN_VERSION = 64,
+    /* value = destination key.  Moves the value and its expiry there
+     * (RENAME); flag LATTICE_OP_NX: only if the destination is absent, else
+     * EXISTS (RENAMENX).  NOT_FOUND: no source.  Source == destination: OK
+     * (NX: EXISTS), nothing changes. */
+    LATTICE_TXN_RENAME = 65,
+    /* value = destination key.  Copies value and expiry (COPY); flag
+     * LATTICE_OP_XX replaces a live destination, else EXISTS. */
+    LATTICE_TXN_COPY = 66,
+};
+
+/* Watch modes. */
+enum {
+    LATTICE_TXN_W_VERSION = 0, /* live, with this version, same epoch */
+    LATTICE_TXN_W_COUNTER = 1, /* absent, partition counter unchanged, same epoch */
+    LATTICE_TXN_W_ABSENT = 2,  /* absent (MSETNX) */
+};
+
+/* Result flags of the whole transaction. */
+#define LATTICE_OP_R_ABORTED 0x2u /* a watch failed: nothing ran */
+#define LATTICE_OP_R_LOST 0x4u    /* a resend of an applied transaction whose results were not kept */
+
+typedef struct lattice_txn_watch {
+    const void *key;
+    size_t key_len;
+    uint8_t mode;
+    uint64_t version, epoch;
+} lattice_txn_watch;
+
+typedef struct lattice_txn_sub_result {
+    int32_t status;
+    uint32_t flags;
+    int64_t num;
+    const void *value;
+    size_t value_len;
+} lattice_txn_sub_result;
+
+/* ---- the byte layer ---- */
+
+typedef struct lattice_txn_buf {
+    uint8_t *p;
+    size_t len, cap;
+    bool failed; /* a size check failed (writers: no room; readers: truncated) */
+} lattice_txn_buf;
+
+static inline void lattice_txn_put(lattice_txn_buf *b, const void *src, size_t n)
+{
+    if (b->failed || b->len + n > b->cap) {
+        b->failed = true;
+        return;
+    }
+    if (n) memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+static inline void lattice_txn_put_u(lattice_txn_buf *b, uint64_t v, int bytes)
+{
+    uint8_t t[8];
+    for (int i = 0; i < bytes; i++) t[i] = (uint8_t)(v >> (8 * i));
+    lattice_txn_put(b, t, (size_t)bytes);
+}
+static inline uint64_t lattice_txn_get_u(lattice_txn_buf *b, int bytes)
+{
+    if (b->failed || b->len + (size_t)bytes > b->cap) {
+        b->failed = true;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++) v |= (uint64_t)b->p[b->len + (size_t)i] << (8 * i);
+    b->len += (size_t)bytes;
+    return v;
+}
+/* A length-prefixed byte string: points into the buffer. */
+static inline const void *lattice_txn_get_bytes(lattice_txn_buf *b, size_t *n)
+{
+    *n = (size_t)lattice_txn_get_u(b, 4);
+    if (b->failed || *n > b->cap - b->len) {
+        b->failed = true;
+        *n = 0;
+        return NULL;
+    }
+    const void *p = b->p + b->len;
+    b->len += *n;
+    return p;
+}
+static inline void lattice_txn_put_bytes(lattice_txn_buf *b, const void *p, size_t n)
+{
+    lattice_txn_put_u(b, n, 4);
+    lattice_txn_put(b, p, n);
+}
+
+/* ---- request ---- */
+
+static inline size_t lattice_txn_request_size(const lattice_txn_watch *w, size_t nw, const lattice_op *ops, size_t n)
+{
+    size_t s = 9;
+    for (size_t i = 0; i < nw; i++) s += 4 + w[i].key_len + 17;
+    for (size_t i = 0; i < n; i++) s += 1 + 4 + 4 + ops[i].key_len + 4 + ops[i].value_len + 16;
+    return s;
+}
+/* Writes the request into out (cap bytes, lattice_txn_request_size):
+ * bytes written, 0 when it does not fit.  ops[i].kind may be a TXN_* kind. */
+static inline size_t lattice_txn_request_encode(const lattice_txn_watch *w, size_t nw, const lattice_op *ops, size_t n,
+                                                void *out, size_t cap)
+{
+    lattice_txn_buf b = {(uint8_t *)out, 0, cap, false};
+    lattice_txn_put_u(&b, LATTICE_TXN_FORMAT, 1);
+    lattice_txn_put_u(&b, nw, 4);
+    for (size_t i = 0; i < nw; i++) {
+        lattice_txn_put_bytes(&b, w[i].key, w[i].key_len);
+        lattice_txn_put_u(&b, w[i].mode, 1);
+        lattice_txn_put_u(&b, w[i].version, 8);
+        lattice_txn_put_u(&b, w[i].epoch, 8);
+    }
+    lattice_txn_put_u(&b, n, 4);
+    for (size_t i = 0; i < n; i++) {
+        lattice_txn_put_u(&b, (uint64_t)ops[i].kind, 1);
+        lattice_txn_put_u(&b, ops[i].flags, 4);
+        lattice_txn_put_bytes(&b, ops[i].key, ops[i].key_len);
+        lattice_txn_put_bytes(&b, ops[i].value, ops[i].value_len);
+        lattice_txn_put_u(&b, (uint64_t)ops[i].delta, 8);
+        lattice_txn_put_u(&b, ops[i].ttl_ms, 8);
+    }
+    return b.failed ? 0 : b.len;
+}
+
+/* ---- result ---- */
+
+/* Reads the header of a result: the number of subs, or -1 when malformed.
+ * Then lattice_txn_result_next once per sub. */
+static inline long lattice_txn_result_begin(lattice_txn_buf *b, const void *value, size_t len)
+{
+    *b = (lattice_txn_buf){(uint8_t *)(uintptr_t)value, 0, len, false};
+    if (lattice_txn_get_u(b, 1) != LATTICE_TXN_FORMAT) return -1;
+    uint64_t n = lattice_txn_get_u(b, 4);
+    return b->failed || n > len ? -1 : (long)n;
+}
+static inline bool lattice_txn_result_next(lattice_txn_buf *b, lattice_txn_sub_result *r)
+{
+    r->status = (int32_t)lattice_txn_get_u(b, 4);
+    r->flags = (uint32_t)lattice_txn_get_u(b, 4);
+    r->num = (int64_t)lattice_txn_get_u(b, 8);
+    r->value = lattice_txn_get_bytes(b, &r->value_len);
+    return !b->failed;
+}
+
+#endif

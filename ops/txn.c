@@ -1,0 +1,687 @@
+/*
+ * txn: transactions - sub-operations on keys of one partition run by its
+ * primary in one step (data thread).  The request and result layout is
+ * lattice/txn.h; docs/CONSISTENCY.md ("Transactions") states the contract.
+ *
+ *  txn_execute   at the primary.  The data thread is the one writer of the
+ *                partition, so running every sub-operation without
+ *                yielding is atomic there.  Before it runs:
+ *                - full_sync: if any of its keys has a write in flight, the
+ *                  whole transaction waits for the newest such write (as a
+ *                  read does, clean.c), so it never reads or builds on a
+ *                  value that is not acknowledged;
+ *                - a resend (same issuer, op sequence) of one applied
+ *                  before gets the kept result (txn_kept) or R_LOST - it is
+ *                  never applied twice (dedup.c holds its record);
+ *                - its watches are checked: one failed, nothing runs.
+ *                Its writes take consecutive versions of the partition's
+ *                counter and go to every copy as ONE CTL_REPLICATE_TXN
+ *                (the writes in order + the result).  The full_sync wait is
+ *                one waitw listing every written key, so a read of any of
+ *                them waits for all of them, and the partition's watermark
+ *                stays below the first write until every copy answered.
+ *  txn_apply_copy  at a copy: applies every write (only if newer, as
+ *                backup.c) and keeps the result for a resend.  A write it
+ *                has no room for makes it answer REGION_FULL - having
+ *                applied the writes before that one: the primary then
+ *                writes the previous state of every key the transaction
+ *                wrote back on every copy, as one unit again (txn_undo), so
+ *                no copy keeps a part of it and nothing acknowledged it.
+ *  txn_run       the execution proper, with no network (unit-tested).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "lattice/txn.h"
+#include "ops_int.h"
+#include "rebal_exec.h"
+
+/* ---- growable buffers over lattice_txn_buf ---- */
+
+static bool buf_reserve(lattice_txn_buf *b, size_t more)
+{
+    if (b->failed) return false;
+    if (b->len + more <= b->cap) return true;
+    size_t nc = b->cap ? b->cap * 2 : 256;
+    while (nc < b->len + more) nc *= 2;
+    uint8_t *p = lt_realloc(b->p, nc);
+    if (!p) {
+        b->failed = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = nc;
+    return true;
+}
+
+static void buf_free(lattice_txn_buf *b)
+{
+    lt_free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- the request ---- */
+
+typedef struct txn_sub {
+    int kind;
+    unsigned flags;
+    const void *key, *value;
+    size_t key_len, value_len;
+    int64_t delta;
+    uint64_t ttl_ms;
+} txn_sub;
+
+typedef struct txn_req {
+    size_t n_watch, n_subs;
+    lattice_txn_watch *watch;
+    txn_sub *subs;
+} txn_req;
+
+static void req_free(txn_req *q)
+{
+    lt_free(q->watch);
+    lt_free(q->subs);
+    memset(q, 0, sizeof *q);
+}
+
+static bool sub_kind_ok(int kind)
+{
+    return (kind >= LATTICE_OP_GET && kind <= LATTICE_OP_CONTAINS) || kind == LATTICE_OP_SETRANGE ||
+           kind == LATTICE_OP_SETBIT || kind == LATTICE_OP_INCRBYFLOAT || kind == LATTICE_TXN_VERSION ||
+           kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY;
+}
+
+static bool names_key(int kind)
+{
+    return kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY; /* value = a destination key */
+}
+
+static lattice_status key_ok(const lattice_meta_cache *c, uint32_t partition, const void *key, size_t len)
+{
+    if (len == 0) return LATTICE_ERR_INVAL;
+    if (len > c->cfg.max_key_bytes) return LATTICE_ERR_TOO_LARGE;
+    return lattice_partition_of_key(key, len, c->cfg.partitions) == partition ? LATTICE_OK : LATTICE_ERR_INVAL;
+}
+
+/* Decodes and checks a request: every key in `partition`, within limits. */
+static lattice_status req_decode(const lattice_meta_cache *c, uint32_t partition, const void *v, size_t len,
+                                 txn_req *q)
+{
+    memset(q, 0, sizeof *q);
+    lattice_txn_buf b = {(uint8_t *)(uintptr_t)v, 0, len, false};
+    if (lattice_txn_get_u(&b, 1) != LATTICE_TXN_FORMAT) return LATTICE_ERR_INVAL;
+    uint64_t nw = lattice_txn_get_u(&b, 4);
+    if (b.failed || nw > len / 21) return LATTICE_ERR_INVAL; /* each watch takes >= 21 bytes */
+    q->n_watch = (size_t)nw;
+    q->watch = lt_calloc(nw ? nw : 1, sizeof *q->watch);
+    if (!q->watch) return LATTICE_ERR_NOMEM;
+    lattice_status st = LATTICE_OK;
+    for (size_t i = 0; i < q->n_watch && st == LATTICE_OK; i++) {
+        lattice_txn_watch *w = &q->watch[i];
+        w->key = lattice_txn_get_bytes(&b, &w->key_len);
+        w->mode = (uint8_t)lattice_txn_get_u(&b, 1);
+        w->version = lattice_txn_get_u(&b, 8);
+        w->epoch = lattice_txn_get_u(&b, 8);
+        if (b.failed || w->mode > LATTICE_TXN_W_ABSENT) st = LATTICE_ERR_INVAL;
+        else st = key_ok(c, partition, w->key, w->key_len);
+    }
+    uint64_t ns = lattice_txn_get_u(&b, 4);
+    if (st != LATTICE_OK || b.failed || ns > len / 29) return st != LATTICE_OK ? st : LATTICE_ERR_INVAL;
+    q->n_subs = (size_t)ns;
+    q->subs = lt_calloc(ns ? ns : 1, sizeof *q->subs);
+    if (!q->subs) return LATTICE_ERR_NOMEM;
+    for (size_t i = 0; i < q->n_subs && st == LATTICE_OK; i++) {
+        txn_sub *s = &q->subs[i];
+        s->kind = (int)lattice_txn_get_u(&b, 1);
+        s->flags = (unsigned)lattice_txn_get_u(&b, 4);
+        s->key = lattice_txn_get_bytes(&b, &s->key_len);
+        s->value = lattice_txn_get_bytes(&b, &s->value_len);
+        s->delta = (int64_t)lattice_txn_get_u(&b, 8);
+        s->ttl_ms = lattice_txn_get_u(&b, 8);
+        if (b.failed || !sub_kind_ok(s->kind) || (s->flags & ~(LATTICE_OP_FLAGS_ALL_ & ~LATTICE_OP_LOCAL)))
+            st = LATTICE_ERR_INVAL;
+        else if ((st = key_ok(c, partition, s->key, s->key_len)) != LATTICE_OK)
+            ;
+        else if (names_key(s->kind))
+            st = key_ok(c, partition, s->value, s->value_len);
+        else if (s->value_len > c->cfg.max_value_bytes)
+            st = LATTICE_ERR_TOO_LARGE;
+    }
+    if (st == LATTICE_OK && b.len != len) st = LATTICE_ERR_INVAL; /* trailing bytes */
+    return st;
+}
+
+/* ---- execution (txn_run) ---- */
+
+/* What a run produced: the result encoding, the writes to replicate
+ * (u32 klen, key, u8 remove, u64 expire, u64 version, u32 vlen, value)*,
+ * and the hashes of the keys written. */
+typedef struct txn_out {
+    lattice_txn_buf res, wr;
+    uint32_t n_writes;
+    uint64_t first_version, last_version;
+    uint64_t *hashes;
+    size_t n_hashes, cap_hashes;
+    bool aborted;
+} txn_out;
+
+static void out_free(txn_out *o)
+{
+    buf_free(&o->res);
+    buf_free(&o->wr);
+    lt_free(o->hashes);
+    memset(o, 0, sizeof *o);
+}
+
+static void add_result(txn_out *o, const lattice_op_result *r)
+{
+    if (!buf_reserve(&o->res, 24 + r->value_len)) return;
+    lattice_txn_put_u(&o->res, (uint32_t)r->status, 4);
+    lattice_txn_put_u(&o->res, r->flags, 4);
+    lattice_txn_put_u(&o->res, (uint64_t)r->num, 8);
+    lattice_txn_put_bytes(&o->res, r->value, r->value_len);
+}
+
+static void add_write(txn_out *o, const void *key, size_t klen, const repl_out *w)
+{
+    if (!buf_reserve(&o->wr, 29 + klen + w->value_len)) return;
+    lattice_txn_put_bytes(&o->wr, key, klen);
+    lattice_txn_put_u(&o->wr, w->remove, 1);
+    lattice_txn_put_u(&o->wr, w->expire_ms, 8);
+    lattice_txn_put_u(&o->wr, w->version, 8);
+    lattice_txn_put_bytes(&o->wr, w->remove ? NULL : w->value, w->remove ? 0 : w->value_len);
+    if (!o->n_writes++) o->first_version = w->version;
+    o->last_version = w->version;
+    uint64_t h = lt_fnv1a(key, klen);
+    for (size_t i = 0; i < o->n_hashes; i++)
+        if (o->hashes[i] == h) return;
+    if (o->n_hashes == o->cap_hashes) {
+        size_t nc = o->cap_hashes ? 2 * o->cap_hashes : 8;
+        uint64_t *p = lt_realloc(o->hashes, nc * sizeof *p);
+        if (!p) {
+            o->wr.failed = true; /* an untracked key would let a read see it early: fail the run */
+            return;
+        }
+        o->hashes = p;
+        o->cap_hashes = nc;
+    }
+    o->hashes[o->n_hashes++] = h;
+}
+
+static void remove_key(lattice_meta_cache *c, uint32_t partition, const void *key, size_t klen, txn_out *o)
+{
+    if (lattice_store_remove(c->store, partition, key, klen) != LATTICE_OK) return;
+    c->writes++;
+    repl_out rm = {true, true, NULL, 0, 0, ++c->counter[partition]};
+    add_write(o, key, klen, &rm);
+}
+
+/* RENAME / RENAMENX / COPY: the source's value and absolute expiry to the
+ * destination (s->value), then (RENAME) the source removed. */
+static void run_move(lattice_meta_cache *c, uint32_t partition, const txn_sub *s, exec_scratch *sc,
+                     lattice_op_result *r, txn_out *o)
+{
+    lattice_store_meta meta = {0};
+    lt_free(sc->old);
+    sc->old = NULL;
+    int st = lattice_store_get_copy(c->store, partition, s->key, s->key_len, &sc->old, &meta);
+    if (st != LATTICE_OK) {
+        r->status = st;
+        return;
+    }
+    bool same = s->key_len == s->value_len && memcmp(s->key, s->value, s->key_len) == 0;
+    bool must_be_free = s->kind == LATTICE_TXN_RENAME ? (s->flags & LATTICE_OP_NX) : !(s->flags & LATTICE_OP_XX);
+    if (same || must_be_free) {
+        void *dv = NULL;
+        lattice_store_meta dm = {0};
+        int ds = same ? LATTICE_OK : lattice_store_get_copy(c->store, partition, s->value, s->value_len, &dv, &dm);
+        lt_free(dv);
+        if (ds != LATTICE_OK && ds != LATTICE_ERR_NOT_FOUND) {
+            r->status = ds;
+            return;
+        }
+        if (ds == LATTICE_OK && must_be_free) {
+            r->status = LATTICE_ERR_EXISTS;
+            return;
+        }
+        if (same) {
+            r->status = LATTICE_OK; /* RENAME k k: nothing changes */
+            return;
+        }
+    }
+    exec_in dst = {LATTICE_OP_PUT, 0, partition, s->value, s->value_len, NULL, 0, 0, 0};
+    repl_out w;
+    r->status = exec_write_entry(c, &dst, sc->old, meta.value_len, meta.expire_ms, &w);
+    if (r->status != LATTICE_OK) return;
+    add_write(o, s->value, s->value_len, &w);
+    if (s->kind == LATTICE_TXN_RENAME) remove_key(c, partition, s->key, s->key_len, o);
+}
+
+static void run_version(lattice_meta_cache *c, uint32_t partition, const txn_sub *s, exec_scratch *sc,
+                        uint64_t epoch, lattice_op_result *r, uint8_t ep[8])
+{
+    lattice_store_meta meta = {0};
+    lt_free(sc->old);
+    sc->old = NULL;
+    int st = lattice_store_get_copy(c->store, partition, s->key, s->key_len, &sc->old, &meta);
+    if (st != LATTICE_OK && st != LATTICE_ERR_NOT_FOUND) {
+        r->status = st;
+        return;
+    }
+    r->flags = st == LATTICE_OK ? LATTICE_OP_R_FOUND : 0;
+    r->num = (int64_t)(st == LATTICE_OK ? meta.version : c->counter[partition]);
+    for (int i = 0; i < 8; i++) ep[i] = (uint8_t)(epoch >> (8 * i));
+    r->value = ep;
+    r->value_len = 8;
+}
+
+/* Does every watch still hold?  (A changed key or a new primary: no.) */
+static bool watches_hold(lattice_meta_cache *c, uint32_t partition, const txn_req *q, uint64_t epoch)
+{
+    for (size_t i = 0; i < q->n_watch; i++) {
+        const lattice_txn_watch *w = &q->watch[i];
+        lattice_store_meta meta = {0};
+        void *v = NULL;
+        int st = lattice_store_get_copy(c->store, partition, w->key, w->key_len, &v, &meta);
+        lt_free(v);
+        if (st != LATTICE_OK && st != LATTICE_ERR_NOT_FOUND) return false;
+        bool live = st == LATTICE_OK;
+        switch (w->mode) {
+        case LATTICE_TXN_W_VERSION:
+            if (w->epoch != epoch || !live || meta.version != w->version) return false;
+            break;
+        case LATTICE_TXN_W_COUNTER:
+            if (w->epoch != epoch || live || c->counter[partition] != w->version) return false;
+            break;
+        default:
+            if (live) return false;
+            break;
+        }
+    }
+    return true;
+}
+
+/* Runs q on c's store (the caller is its partition's one writer).  OK with
+ * o filled (o->aborted when a watch failed), or NOMEM (o->res/wr failed
+ * part way: the writes made are in o->wr all the same). */
+static lattice_status txn_run(lattice_meta_cache *c, uint32_t partition, const txn_req *q, uint64_t epoch,
+                              exec_scratch *sc, txn_out *o)
+{
+    memset(o, 0, sizeof *o);
+    if (!buf_reserve(&o->res, 5)) return LATTICE_ERR_NOMEM;
+    lattice_txn_put_u(&o->res, LATTICE_TXN_FORMAT, 1);
+    if (!watches_hold(c, partition, q, epoch)) {
+        o->aborted = true;
+        lattice_txn_put_u(&o->res, 0, 4);
+        return LATTICE_OK;
+    }
+    lattice_txn_put_u(&o->res, q->n_subs, 4);
+    for (size_t i = 0; i < q->n_subs; i++) {
+        const txn_sub *s = &q->subs[i];
+        lattice_op_result r = {0};
+        uint8_t ep[8];
+        if (s->kind == LATTICE_TXN_VERSION) {
+            run_version(c, partition, s, sc, epoch, &r, ep);
+        } else if (names_key(s->kind)) {
+            run_move(c, partition, s, sc, &r, o);
+        } else {
+            exec_in in = {s->kind, s->flags, partition, s->key, s->key_len, s->value, s->value_len, s->delta,
+                          s->ttl_ms};
+            repl_out w;
+            exec_local(c, &in, sc, &r, &w);
+            if (w.needed) add_write(o, s->key, s->key_len, &w);
+        }
+        add_result(o, &r);
+    }
+    return o->res.failed || o->wr.failed ? LATTICE_ERR_NOMEM : LATTICE_OK;
+}
+
+/* Applies an encoded write list (a copy, or the primary's own undo): OK, or
+ * the first failure (the writes before it stay applied). */
+static lattice_status apply_writes(lattice_meta_cache *c, uint32_t partition, const void *p, size_t len, bool copy)
+{
+    lattice_txn_buf b = {(uint8_t *)(uintptr_t)p, 0, len, false};
+    while (b.len < len) {
+        size_t kl, vl;
+        const void *k = lattice_txn_get_bytes(&b, &kl);
+        bool rm = lattice_txn_get_u(&b, 1) != 0;
+        uint64_t exp = lattice_txn_get_u(&b, 8), ver = lattice_txn_get_u(&b, 8);
+        const void *v = lattice_txn_get_bytes(&b, &vl);
+        if (b.failed) return LATTICE_ERR_INVAL;
+        lattice_status st = exec_replicate(c, partition, k, kl, v, vl, exp, ver, rm);
+        if (st != LATTICE_OK) return st;
+        if (copy && rm) rebal_note_remove(c, partition, k, kl, ver);
+    }
+    return LATTICE_OK;
+}
+
+/* ---- results kept for resends ---- */
+
+typedef struct txn_kept_ent {
+    uint64_t origin, seq; /* seq 0: empty */
+    void *value;
+    size_t len;
+} txn_kept_ent;
+
+struct txn_kept {
+    txn_kept_ent e[LATTICE_TXN_RESULTS_KEPT];
+};
+
+static void kept_put(lattice_ops *d, uint64_t origin, uint64_t seq, const void *v, size_t len)
+{
+    if (!seq || len > LATTICE_TXN_RESULT_KEEP_MAX) return;
+    if (!d->txn_kept && !(d->txn_kept = lt_calloc(1, sizeof *d->txn_kept))) return;
+    txn_kept_ent *e = &d->txn_kept->e[(origin ^ seq * 0x9E3779B97F4A7C15ull) % LATTICE_TXN_RESULTS_KEPT];
+    void *copy = lt_malloc(len ? len : 1);
+    if (!copy) return;
+    if (len) memcpy(copy, v, len);
+    lt_free(e->value);
+    *e = (txn_kept_ent){origin, seq, copy, len};
+}
+
+static const txn_kept_ent *kept_get(const lattice_ops *d, uint64_t origin, uint64_t seq)
+{
+    if (!d->txn_kept || !seq) return NULL;
+    const txn_kept_ent *e = &d->txn_kept->e[(origin ^ seq * 0x9E3779B97F4A7C15ull) % LATTICE_TXN_RESULTS_KEPT];
+    return e->seq == seq && e->origin == origin ? e : NULL;
+}
+
+void txn_free(lattice_ops *d)
+{
+    if (!d->txn_kept) return;
+    for (size_t i = 0; i < LATTICE_TXN_RESULTS_KEPT; i++) lt_free(d->txn_kept->e[i].value);
+    lt_free(d->txn_kept);
+    d->txn_kept = NULL;
+}
+
+/* ---- replication ---- */
+
+/* CTL_REPLICATE_TXN's value: u32 length of the writes, the writes, the result. */
+static void send_txn(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key, size_t klen,
+                     const lattice_txn_buf *wr, uint64_t last_version, const lattice_txn_buf *res,
+                     const char *origin_id, uint64_t seq, const lattice_op_result *r, waitw *w)
+{
+    lattice_txn_buf pl = {0};
+    if (!buf_reserve(&pl, 4 + wr->len + res->len)) {
+        /* No copy gets it: with a wait, it never completes a share; a
+         * full_sync wait then acknowledges on the primary alone - say so. */
+        LT_LOG(LT_WARN, "data", "cache %s: out of memory replicating a transaction", c->cfg.name);
+        return;
+    }
+    lattice_txn_put_u(&pl, wr->len, 4);
+    lattice_txn_put(&pl, wr->p, wr->len);
+    lattice_txn_put(&pl, res->p, res->len);
+    repl_out repl = {true, false, pl.p, pl.len, 0, last_version};
+    primary_send_copies(d, c, CTL_REPLICATE_TXN, partition, key, klen, &repl, origin_id, seq, r, w);
+    buf_free(&pl);
+}
+
+lattice_status txn_apply_copy(lattice_ops *d, lattice_meta_cache *c, const Latdata__Req *q)
+{
+    lattice_txn_buf b = {q->value.data, 0, q->value.len, false};
+    size_t wl = (size_t)lattice_txn_get_u(&b, 4);
+    if (b.failed || wl > q->value.len - 4 || !c->store || q->partition >= c->cfg.partitions)
+        return LATTICE_ERR_INVAL;
+    lattice_status st = apply_writes(c, q->partition, q->value.data + 4, wl, true);
+    if (st == LATTICE_OK && q->op_seq)
+        kept_put(d, dedup_origin_hash(q->origin), q->op_seq, q->value.data + 4 + wl, q->value.len - 4 - wl);
+    return st;
+}
+
+/* ---- undo (a copy had no room) ---- */
+
+/* The previous state of every key a full_sync transaction may write, in one
+ * block (freed by primary_after_write): entries (u32 klen, key, u8 had_old,
+ * u64 expire, u32 vlen, value) from buf[0] to buf[len). */
+typedef struct txn_undo_rec {
+    int round; /* 0: the transaction was refused; 1: writing the previous state back was */
+    uint32_t partition;
+    uint64_t oh, seq;
+    char origin_id[64];
+    size_t len;
+    uint8_t buf[];
+} txn_undo_rec;
+
+/* Appends key's present state to b (false: NOMEM or a store error). */
+static bool capture_key(lattice_meta_cache *c, uint32_t partition, const void *key, size_t len, lattice_txn_buf *b)
+{
+    void *old = NULL;
+    lattice_store_meta meta = {0};
+    int st = lattice_store_get_copy(c->store, partition, key, len, &old, &meta);
+    bool ok = (st == LATTICE_OK || st == LATTICE_ERR_NOT_FOUND) && buf_reserve(b, 21 + len + meta.value_len);
+    if (ok) {
+        lattice_txn_put_bytes(b, key, len);
+        lattice_txn_put_u(b, st == LATTICE_OK, 1);
+        lattice_txn_put_u(b, meta.expire_ms, 8);
+        lattice_txn_put_bytes(b, old, st == LATTICE_OK ? meta.value_len : 0);
+    }
+    lt_free(old);
+    return ok;
+}
+
+/* Every key the transaction may write (a key written twice is captured
+ * twice: restoring it twice writes the same previous state). */
+static txn_undo_rec *undo_capture(lattice_meta_cache *c, uint32_t partition, const txn_req *q, const char *origin_id,
+                                  uint64_t seq)
+{
+    lattice_txn_buf b = {0};
+    bool ok = true;
+    for (size_t i = 0; i < q->n_subs && ok; i++) {
+        const txn_sub *s = &q->subs[i];
+        if (ops_is_read(s->kind) || s->kind == LATTICE_TXN_VERSION) continue;
+        if (s->kind != LATTICE_TXN_COPY) ok = capture_key(c, partition, s->key, s->key_len, &b);
+        if (ok && names_key(s->kind)) ok = capture_key(c, partition, s->value, s->value_len, &b);
+    }
+    txn_undo_rec *u = ok ? lt_malloc(sizeof *u + b.len) : NULL;
+    if (u) {
+        *u = (txn_undo_rec){0, partition, dedup_origin_hash(seq ? origin_id : NULL), seq, {0}, b.len};
+        if (seq && origin_id) snprintf(u->origin_id, sizeof u->origin_id, "%s", origin_id);
+        if (b.len) memcpy(u->buf, b.p, b.len);
+    }
+    buf_free(&b);
+    return u;
+}
+
+/* As undo_write (primary.c) for every key of the transaction at once: the
+ * previous state back here and on every copy in one CTL_REPLICATE_TXN, on
+ * the same wait; a second refusal removes the keys everywhere (always
+ * fits).  The issuer then gets REGION_FULL. */
+static bool txn_undo(lattice_ops *d, waitw *w)
+{
+    txn_undo_rec *u = w->undo;
+    lattice_op_result full = {.status = LATTICE_ERR_REGION_FULL};
+    lattice_meta_cache *c = primary_undo_begin(w, &u->round);
+    if (!c) return false;
+    txn_out o = {0};
+    lattice_txn_buf b = {u->buf, 0, u->len, false};
+    const void *first = NULL;
+    size_t first_len = 0;
+    while (b.len < u->len) {
+        size_t kl, vl;
+        const void *k = lattice_txn_get_bytes(&b, &kl);
+        bool had = lattice_txn_get_u(&b, 1) != 0;
+        uint64_t exp = lattice_txn_get_u(&b, 8);
+        const void *v = lattice_txn_get_bytes(&b, &vl);
+        if (!first) first = k, first_len = kl;
+        exec_in in = {LATTICE_OP_PUT, 0, u->partition, k, kl, NULL, 0, 0, 0};
+        repl_out rp;
+        if (had && u->round == 1 && exec_write_entry(c, &in, v, vl, exp, &rp) == LATTICE_OK) {
+            add_write(&o, k, kl, &rp);
+            continue;
+        }
+        if (had && u->round == 1)
+            LT_LOG(LT_WARN, "data", "cache %s: a refused transaction could not be undone here: its key is removed",
+                   c->cfg.name);
+        lattice_store_remove(c->store, u->partition, k, kl);
+        c->writes++;
+        repl_out rm = {true, true, NULL, 0, 0, ++c->counter[u->partition]};
+        add_write(&o, k, kl, &rm);
+    }
+    if (u->round > 1)
+        LT_LOG(LT_WARN, "data", "cache %s: a copy had no room to undo a refused transaction: its keys are removed",
+               c->cfg.name);
+    if (u->seq) dedup_put(d, u->oh, u->seq, &full); /* a resend gets the refusal */
+    w->remaining = 1;
+    lattice_txn_buf none = {0};
+    uint8_t hdr[5] = {LATTICE_TXN_FORMAT, 0, 0, 0, 0};
+    none.p = hdr;
+    none.len = none.cap = sizeof hdr;
+    if (o.n_writes)
+        send_txn(d, c, u->partition, first, first_len, &o.wr, o.last_version, &none, u->seq ? u->origin_id : NULL,
+                 u->seq, &full, w);
+    out_free(&o);
+    sync_wait_release(d, w);
+    return true;
+}
+
+static void txn_after(lattice_ops *d, waitw *w)
+{
+    primary_after_write(d, w);
+    lt_free(w->more_keys);
+    w->more_keys = NULL;
+    w->n_more_keys = 0;
+}
+
+/* ---- the primary ---- */
+
+/* The newest full_sync write in flight on any key of q, or NULL. */
+static waitw *pending_on(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const txn_req *q)
+{
+    waitw *last = NULL;
+    for (size_t i = 0; i < q->n_watch; i++) {
+        waitw *w = clean_pending_write(d, c, partition, q->watch[i].key, q->watch[i].key_len);
+        if (w && (!last || w->version > last->version)) last = w;
+    }
+    for (size_t i = 0; i < q->n_subs; i++) {
+        const txn_sub *s = &q->subs[i];
+        waitw *w = clean_pending_write(d, c, partition, s->key, s->key_len);
+        if (w && (!last || w->version > last->version)) last = w;
+        w = names_key(s->kind) ? clean_pending_write(d, c, partition, s->value, s->value_len) : NULL;
+        if (w && (!last || w->version > last->version)) last = w;
+    }
+    return last;
+}
+
+/* Parks the whole transaction behind w (rerun with its name for resends). */
+static lattice_status defer(waitw *w, const exec_in *in, const origin *org, const char *origin_id, uint64_t seq)
+{
+    deferred_read *r = lt_malloc(sizeof *r + in->key_len + in->value_len);
+    if (!r) return LATTICE_ERR_NOMEM;
+    r->in = *in;
+    memcpy(r->key, in->key, in->key_len);
+    memcpy(r->key + in->key_len, in->value, in->value_len);
+    r->in.key = r->key;
+    r->in.value = r->key + in->key_len;
+    r->org = *org;
+    r->seq = seq && origin_id ? seq : 0;
+    snprintf(r->origin_id, sizeof r->origin_id, "%s", r->seq ? origin_id : "");
+    r->next = w->reads;
+    w->reads = r;
+    return LATTICE_OK;
+}
+
+static void fail(lattice_ops *d, const origin *org, lattice_status st)
+{
+    lattice_op_result r = {.status = st};
+    chan_complete(d, org, &r);
+}
+
+void txn_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org, const char *origin_id,
+                 uint64_t seq)
+{
+    if (!c->store) {
+        fail(d, org, LATTICE_ERR_NOT_OWNER);
+        return;
+    }
+    txn_req q;
+    lattice_status st = req_decode(c, in->partition, in->value, in->value_len, &q);
+    if (st != LATTICE_OK) {
+        req_free(&q);
+        fail(d, org, st);
+        return;
+    }
+    bool full_sync = c->cfg.sync == LATTICE_SYNC_FULL;
+    waitw *pw = full_sync ? pending_on(d, c, in->partition, &q) : NULL;
+    if (pw) {
+        req_free(&q);
+        if ((st = defer(pw, in, org, origin_id, seq)) != LATTICE_OK) fail(d, org, st);
+        return;
+    }
+    uint64_t oh = seq ? dedup_origin_hash(origin_id) : 0;
+    const dedup_entry *seen = dedup_get(d, oh, seq);
+    if (seen) {
+        /* Applied here (or replicated here) before: never again.  Its
+         * result if this copy kept it, else "applied, replies lost". */
+        const txn_kept_ent *k = seen->status == LATTICE_OK ? kept_get(d, oh, seq) : NULL;
+        lattice_op_result again = {(lattice_status)seen->status, k ? k->value : NULL, k ? k->len : 0, seen->num,
+                                   seen->flags | (k || seen->status != LATTICE_OK ? 0 : LATTICE_OP_R_LOST)};
+        req_free(&q);
+        chan_complete(d, org, &again);
+        return;
+    }
+    lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+    size_t n = lattice_meta_serving_owners(c, in->partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
+    n += lattice_meta_moving_owners(c, in->partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
+    txn_undo_rec *u = n > 1 && full_sync ? undo_capture(c, in->partition, &q, origin_id, seq) : NULL;
+    if (n > 1 && full_sync && !u) {
+        req_free(&q);
+        fail(d, org, LATTICE_ERR_NOMEM);
+        return;
+    }
+    txn_out o;
+    st = txn_run(c, in->partition, &q, dedup_origin_hash(d->self_id), &d->scratch, &o);
+    req_free(&q);
+    /* NOMEM part way: what was written still replicates (copies stay
+     * equal); the issuer learns the transaction failed. */
+    lattice_op_result r = {st, st == LATTICE_OK ? o.res.p : NULL, st == LATTICE_OK ? o.res.len : 0,
+                           (int64_t)o.n_writes, o.aborted ? LATTICE_OP_R_ABORTED : 0};
+    if (o.n_writes) {
+        dedup_put(d, oh, seq, &r);
+        if (st == LATTICE_OK) kept_put(d, oh, seq, o.res.p, o.res.len);
+    }
+    waitw *w = o.n_writes && n > 1 && full_sync ? primary_wait_begin(d, c, org, &r, txn_undo, u, txn_after, in->partition,
+                                                                     o.first_version, in->key, in->key_len)
+                                                : NULL;
+    if (w) {
+        w->more_keys = o.hashes; /* a read of any key it wrote waits for it */
+        w->n_more_keys = o.n_hashes;
+        o.hashes = NULL;
+    } else {
+        lt_free(u);
+    }
+    if (o.n_writes) {
+        lattice_txn_buf empty = {0};
+        send_txn(d, c, in->partition, in->key, in->key_len, &o.wr, o.last_version, st == LATTICE_OK ? &o.res : &empty,
+                 origin_id, seq, &r, w);
+    }
+    if (w) sync_wait_release(d, w);
+    else chan_complete(d, org, &r);
+    out_free(&o);
+}
+
+lattice_status txn_run_local(lattice_meta_cache *c, uint32_t partition, const void *req, size_t len, uint64_t epoch,
+                             exec_scratch *s, txn_local_out *out)
+{
+    memset(out, 0, sizeof *out);
+    txn_req q;
+    lattice_status st = req_decode(c, partition, req, len, &q);
+    txn_out o = {0};
+    if (st == LATTICE_OK) st = txn_run(c, partition, &q, epoch, s, &o);
+    req_free(&q);
+    out->result = o.res.p;
+    out->result_len = o.res.len;
+    out->writes = o.wr.p;
+    out->writes_len = o.wr.len;
+    out->n_writes = o.n_writes;
+    out->aborted = o.aborted;
+    lt_free(o.hashes);
+    return st;
+}
+
+lattice_status txn_apply_writes(lattice_meta_cache *c, uint32_t partition, const void *writes, size_t len)
+{
+    return apply_writes(c, partition, writes, len, false);
+}

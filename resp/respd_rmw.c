@@ -1,0 +1,320 @@
+/*
+ * respd: SETRANGE, SETBIT, INCRBYFLOAT (one op of the kind of the same name,
+ * run atomically at the key's primary), DUMP and RESTORE of string values
+ * (a GET / a PUT, with Redis's DUMP payload made and checked here: rdb.h),
+ * and OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ|HELP.  Argument checks and
+ * error texts follow Redis 7.0's t_string.c, bitops.c, cluster.c
+ * (restoreCommand) and object.c, in their order; where Redis looks the key
+ * up before it rejects an argument (RESTORE's BUSYKEY before its TTL and
+ * payload), the rejection is kept in the entry and decided on the reply.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "lattice/alloc.h"
+#include "lattice/clock.h"
+#include "rdb.h"
+#include "respd_int.h"
+
+#define ERR_TOO_BIG "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+#define ERR_BIT "ERR bit is not an integer or out of range"
+#define ERR_FLOAT "ERR value is not a valid float"
+#define ERR_NAN "ERR increment would produce NaN or Infinity"
+#define ERR_BUSYKEY "BUSYKEY Target key name already exists."
+#define ERR_OOM "OOM command not allowed when used memory > 'maxmemory'."
+#define ERR_NO_LFU "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
+#define ERR_NO_IDLE "ERR idle time not tracked: Lattice keeps no access time per key"
+#define ERR_NO_RESULT "ERR INCRBYFLOAT's result did not come back (a full_async cache, or a resend after a failover): read the key"
+#define SHARED_INTEGERS 10000 /* Redis's OBJ_SHARED_INTEGERS */
+#define EMBSTR_LIMIT 44       /* OBJ_ENCODING_EMBSTR_SIZE_LIMIT */
+
+/* RESTORE: what the reply is once the key's state is known (ent.sflags,
+ * low byte); the payload's RDB type above it for RS_NOT_STRING. */
+enum {
+    RS_PUT = 0,     /* a PUT (NX unless REPLACE): OK, or BUSYKEY */
+    RS_EXPIRED,     /* its TTL already passed: OK (REPLACE: removed) unless BUSYKEY */
+    RS_NOT_INT,     /* the deferred errors: BUSYKEY first when the key exists */
+    RS_BAD_TTL,
+    RS_BAD_PAYLOAD,
+    RS_BAD_FORMAT,
+    RS_NOT_STRING,
+};
+#define RS_CODE_MASK 0x7fu
+#define RS_REPLACE 0x80u
+#define RS_TYPE_SHIFT 8
+
+bool respd_is_rmw_command(lattice_resp_cmd_id id)
+{
+    return id >= LATTICE_RESP_CMD_SETRANGE && id <= LATTICE_RESP_CMD_OBJECT_FREQ;
+}
+
+static bool eq(const lattice_resp_arg *a, const char *s)
+{
+    size_t n = strlen(s);
+    return a->len == n && strncasecmp(a->ptr, s, n) == 0;
+}
+
+static bool ll_arg(const lattice_resp_arg *a, long long *v) { return lattice_resp_string2ll(a->ptr, a->len, v); }
+
+static bool fail(char *err, const char *msg)
+{
+    snprintf(err, LATTICE_RESP_ERR_MAX, "%s", msg);
+    return false;
+}
+
+static bool added(bool ok, char *err) { return ok || fail(err, ERR_OOM); }
+
+static void restore_error(unsigned sflags, char *err)
+{
+    static const char *const text[] = {
+        [RS_NOT_INT] = LATTICE_RESP_ERR_NOT_INTEGER,
+        [RS_BAD_TTL] = "ERR Invalid TTL value, must be >= 0",
+        [RS_BAD_PAYLOAD] = "ERR DUMP payload version or checksum are wrong",
+        [RS_BAD_FORMAT] = "ERR Bad data format",
+    };
+    unsigned code = sflags & RS_CODE_MASK;
+    if (code == RS_NOT_STRING)
+        snprintf(err, LATTICE_RESP_ERR_MAX,
+                 "ERR Bad data format: the payload holds a value of RDB type %u, Lattice stores strings only",
+                 sflags >> RS_TYPE_SHIFT);
+    else
+        snprintf(err, LATTICE_RESP_ERR_MAX, "%s", text[code]);
+}
+
+/* RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]
+ * (restoreCommand).  IDLETIME and FREQ are checked as Redis does, then
+ * ignored: Lattice keeps neither per key (docs/RESP.md). */
+static bool restore(batch *b, ent *e, size_t argc, const lattice_resp_arg *argv, char *err)
+{
+    bool replace = false, absttl = false;
+    long long idle = -1, freq = -1, ttl = 0;
+    for (size_t j = 4; j < argc; j++) {
+        bool more = j + 1 < argc;
+        if (eq(&argv[j], "replace")) {
+            replace = true;
+        } else if (eq(&argv[j], "absttl")) {
+            absttl = true;
+        } else if (eq(&argv[j], "idletime") && more && freq == -1) {
+            if (!ll_arg(&argv[++j], &idle)) return fail(err, LATTICE_RESP_ERR_NOT_INTEGER);
+            if (idle < 0) return fail(err, "ERR Invalid IDLETIME value, must be >= 0");
+        } else if (eq(&argv[j], "freq") && more && idle == -1) {
+            if (!ll_arg(&argv[++j], &freq)) return fail(err, LATTICE_RESP_ERR_NOT_INTEGER);
+            if (freq < 0 || freq > 255) return fail(err, "ERR Invalid FREQ value, must be >= 0 and <= 255");
+        } else {
+            return fail(err, LATTICE_RESP_ERR_SYNTAX);
+        }
+    }
+    unsigned rs = RS_PUT;
+    char *val = NULL;
+    size_t vlen = 0;
+    int type = -1;
+    int64_t now = (int64_t)lt_wall_ms();
+    if (!ll_arg(&argv[2], &ttl)) {
+        rs = RS_NOT_INT;
+    } else if (ttl < 0) {
+        rs = RS_BAD_TTL;
+    } else {
+        switch (rdb_load_string(argv[3].ptr, argv[3].len, &val, &vlen, &type)) {
+        case RDB_LOAD_OK: break;
+        case RDB_LOAD_BAD_CHECKSUM: rs = RS_BAD_PAYLOAD; break;
+        case RDB_LOAD_NOT_STRING: rs = RS_NOT_STRING | (unsigned)type << RS_TYPE_SHIFT; break;
+        case RDB_LOAD_NOMEM: return fail(err, ERR_OOM);
+        default: rs = RS_BAD_FORMAT; break;
+        }
+    }
+    if (rs == RS_PUT && ttl && !absttl) ttl = ttl > LLONG_MAX - now ? LLONG_MAX : ttl + now;
+    if (rs == RS_PUT && ttl && ttl <= now) rs = RS_EXPIRED;
+    e->sflags = (uint16_t)(rs | (replace ? RS_REPLACE : 0));
+    if ((rs & RS_CODE_MASK) > RS_EXPIRED && replace) { /* REPLACE looks nothing up: the error at once */
+        restore_error(rs, err);
+        return false;
+    }
+    bool ok;
+    if (rs == RS_PUT) {
+        lattice_resp_arg v = {val, vlen};
+        ok = respd_op_add(b, e, LATTICE_OP_PUT, replace ? 0 : LATTICE_OP_NX, &argv[1], &v, 0,
+                          ttl ? (uint64_t)(ttl - now) : 0);
+    } else if (rs == RS_EXPIRED && replace) {
+        ok = respd_op_add(b, e, LATTICE_OP_REMOVE, 0, &argv[1], NULL, 0, 0);
+    } else {
+        ok = respd_op_add(b, e, LATTICE_OP_CONTAINS, 0, &argv[1], NULL, 0, 0);
+    }
+    lt_free(val);
+    return added(ok, err);
+}
+
+/* SETRANGE key offset value (setrangeCommand): the offset first; a value
+ * past 512 MiB is refused before the key is read unless it is empty (then
+ * Redis answers the length as it is). */
+static bool setrange(batch *b, ent *e, const lattice_resp_arg *argv, char *err)
+{
+    long long off;
+    if (!ll_arg(&argv[2], &off)) return fail(err, LATTICE_RESP_ERR_NOT_INTEGER);
+    if (off < 0) return fail(err, "ERR offset is out of range");
+    if (argv[3].len && (unsigned long long)off + argv[3].len > LATTICE_RESP_DEFAULT_MAX_BULK) return fail(err, ERR_TOO_BIG);
+    return added(respd_op_add(b, e, LATTICE_OP_SETRANGE, 0, &argv[1], &argv[3], off, 0), err);
+}
+
+/* SETBIT key offset 0|1 (setbitCommand, getBitOffsetFromArgument). */
+static bool setbit(batch *b, ent *e, const lattice_resp_arg *argv, char *err)
+{
+    long long off, on;
+    if (!ll_arg(&argv[2], &off) || off < 0 || (off >> 3) >= (long long)LATTICE_RESP_DEFAULT_MAX_BULK)
+        return fail(err, LATTICE_RESP_ERR_BIT_OFFSET);
+    if (!ll_arg(&argv[3], &on) || (on & ~1)) return fail(err, ERR_BIT);
+    lattice_resp_arg bit = {on ? "1" : "0", 1};
+    return added(respd_op_add(b, e, LATTICE_OP_SETBIT, 0, &argv[1], &bit, off, 0), err);
+}
+
+cmd_outcome respd_rmw_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
+{
+    ent *e = respd_ent_new(b, id);
+    if (!e) return b->n_ents ? CMD_BATCHED : CMD_DONE; /* out of memory: the batch fails as a whole */
+    size_t ops_before = b->n_ops;
+    char err[LATTICE_RESP_ERR_MAX];
+    bool ok;
+    switch (id) {
+    case LATTICE_RESP_CMD_SETRANGE: ok = setrange(b, e, argv, err); break;
+    case LATTICE_RESP_CMD_SETBIT: ok = setbit(b, e, argv, err); break;
+    case LATTICE_RESP_CMD_INCRBYFLOAT:
+        ok = added(respd_op_add(b, e, LATTICE_OP_INCRBYFLOAT, 0, &argv[1], &argv[2], 0, 0), err);
+        break;
+    case LATTICE_RESP_CMD_RESTORE: ok = restore(b, e, argc, argv, err); break;
+    case LATTICE_RESP_CMD_OBJECT_IDLETIME:
+    case LATTICE_RESP_CMD_OBJECT_FREQ:
+        ok = added(respd_op_add(b, e, LATTICE_OP_CONTAINS, 0, &argv[2], NULL, 0, 0), err);
+        break;
+    case LATTICE_RESP_CMD_OBJECT_ENCODING:
+    case LATTICE_RESP_CMD_OBJECT_REFCOUNT:
+        ok = added(respd_op_add(b, e, LATTICE_OP_GET, 0, &argv[2], NULL, 0, 0), err);
+        break;
+    default: /* DUMP */ ok = added(respd_op_add(b, e, LATTICE_OP_GET, 0, &argv[1], NULL, 0, 0), err); break;
+    }
+    if (ok) return CMD_BATCHED;
+    b->n_ops = ops_before;
+    b->n_ents--;
+    return respd_ent_error(b, err);
+}
+
+/* ---- replies ---- */
+
+static void add_err(lattice_resp_out *o, const char *msg) { lattice_resp_add_error(o, msg, strlen(msg)); }
+
+/* OBJECT ENCODING / REFCOUNT of a value as Redis decides them for a string
+ * SET stores (tryObjectEncoding, default maxmemory-policy): a canonical
+ * integer of at most 20 characters is "int" (0..9999 the shared objects,
+ * refcount INT_MAX), else "embstr" up to 44 bytes, else "raw". */
+static void reply_object(lattice_resp_out *o, lattice_resp_cmd_id id, const char *v, size_t n)
+{
+    long long x;
+    bool is_int = n <= 20 && lattice_resp_string2ll(v, n, &x);
+    if (id == LATTICE_RESP_CMD_OBJECT_REFCOUNT) {
+        lattice_resp_add_int(o, is_int && x >= 0 && x < SHARED_INTEGERS ? INT_MAX : 1);
+        return;
+    }
+    const char *enc = is_int ? "int" : n <= EMBSTR_LIMIT ? "embstr" : "raw";
+    lattice_resp_add_bulk(o, enc, strlen(enc));
+}
+
+static void reply_dump(lattice_resp_out *o, const batch *b, const opres *x)
+{
+    char *p;
+    size_t n;
+    if (x->status != LATTICE_OK) {
+        lattice_resp_add_null(o);
+    } else if (rdb_dump_string(x->has_value ? b->vals + x->voff : "", x->has_value ? x->vlen : 0, &p, &n) != LATTICE_OK) {
+        add_err(o, ERR_OOM);
+    } else {
+        lattice_resp_add_bulk(o, p, n);
+        lt_free(p);
+    }
+}
+
+/* RESTORE's answer once its op came back: the PUT (NX: EXISTS is BUSYKEY),
+ * the REMOVE of REPLACE with an expired TTL (OK either way), or the CONTAINS
+ * of the other cases (a key there is BUSYKEY, else OK or the kept error). */
+static void reply_restore(lattice_resp_out *o, const ent *e, const opres *x)
+{
+    unsigned code = e->sflags & RS_CODE_MASK;
+    if (code == RS_PUT && x->status == LATTICE_ERR_EXISTS) {
+        add_err(o, ERR_BUSYKEY);
+    } else if (x->status != LATTICE_OK && x->status != LATTICE_ERR_NOT_FOUND) {
+        respd_add_result_error(o, x);
+    } else if (code == RS_PUT || (e->sflags & RS_REPLACE)) {
+        lattice_resp_add_simple(o, "OK", 2);
+    } else if (x->num > 0) {
+        add_err(o, ERR_BUSYKEY);
+    } else if (code == RS_EXPIRED) {
+        lattice_resp_add_simple(o, "OK", 2);
+    } else {
+        char err[LATTICE_RESP_ERR_MAX];
+        restore_error(e->sflags, err);
+        add_err(o, err);
+    }
+}
+
+void respd_rmw_reply(lattice_resp_out *o, const batch *b, const ent *e)
+{
+    const opres *x = &b->res[e->first];
+    lattice_resp_cmd_id id = (lattice_resp_cmd_id)e->cmd;
+    if (id == LATTICE_RESP_CMD_RESTORE) {
+        reply_restore(o, e, x);
+        return;
+    }
+    if (id == LATTICE_RESP_CMD_INCRBYFLOAT && x->status == LATTICE_ERR_INVAL) {
+        add_err(o, x->num ? ERR_NAN : ERR_FLOAT);
+        return;
+    }
+    if (x->status != LATTICE_OK && x->status != LATTICE_ERR_NOT_FOUND) {
+        respd_add_result_error(o, x);
+        return;
+    }
+    bool found = x->status == LATTICE_OK;
+    switch (id) {
+    case LATTICE_RESP_CMD_SETRANGE:
+    case LATTICE_RESP_CMD_SETBIT: lattice_resp_add_int(o, x->num); break;
+    case LATTICE_RESP_CMD_INCRBYFLOAT:
+        /* No value came back: a full_async cache reports no outcome, and a
+         * resend the primary answers from its de-duplication record (after
+         * a failover) has only the status - the increment counted once. */
+        if (x->has_value) respd_add_value(o, b, x);
+        else add_err(o, ERR_NO_RESULT);
+        break;
+    case LATTICE_RESP_CMD_DUMP: reply_dump(o, b, x); break;
+    case LATTICE_RESP_CMD_OBJECT_IDLETIME:
+    case LATTICE_RESP_CMD_OBJECT_FREQ:
+        if (x->num <= 0) lattice_resp_add_null(o);
+        else add_err(o, id == LATTICE_RESP_CMD_OBJECT_FREQ ? ERR_NO_LFU : ERR_NO_IDLE);
+        break;
+    default: /* OBJECT ENCODING, REFCOUNT */
+        if (!found) lattice_resp_add_null(o);
+        else reply_object(o, id, x->has_value ? b->vals + x->voff : "", x->has_value ? x->vlen : 0);
+        break;
+    }
+}
+
+void respd_object_help(lattice_resp_out *o)
+{
+    static const char *const lines[] = {
+        "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "ENCODING <key>",
+        "    Return the kind of internal representation used in order to store the value",
+        "    associated with a <key>.",
+        "FREQ <key>",
+        "    Return the access frequency index of the <key>. The returned integer is",
+        "    proportional to the logarithm of the recent access frequency of the key.",
+        "IDLETIME <key>",
+        "    Return the idle time of the <key>, that is the approximated number of",
+        "    seconds elapsed since the last access to the key.",
+        "REFCOUNT <key>",
+        "    Return the number of references of the value associated with the specified",
+        "    <key>.",
+        "HELP",
+        "    Prints this help.",
+    };
+    size_t n = sizeof lines / sizeof lines[0];
+    lattice_resp_add_array(o, n);
+    for (size_t i = 0; i < n; i++) lattice_resp_add_simple(o, lines[i], strlen(lines[i]));
+}
