@@ -5,18 +5,16 @@
  * (FLUSHALL, FLUSHDB).  issue.c routes them by op.partition instead of a
  * key's hash, primary.c's primary_serve hands them here.
  *
- *  WALK   A key's position is lattice_op_walk_position (a 48-bit hash of
- *         the key): a function of the key alone, so where a walk stopped
- *         means the same on whichever node holds the partition next, and a
- *         key present in the partition throughout a walk is returned at
- *         least once however often the partition moves (each answer is
- *         "every key at positions [from, hi]", complete as the primary saw
- *         it).  The store iterates in its own order, so one answer costs a
- *         pass over the partition: the first keeps the `limit` lowest
- *         positions >= from (a max-heap), the second copies the keys at
- *         positions [from, hi].  Expired entries are skipped (the store's
- *         cursor does).  Both passes run within one turn of the data thread,
- *         the partition's only writer while it is primary.
+ *  WALK   A key's position is the store's (lattice_store_key_position, a
+ *         32-bit hash of the key): a function of the key alone, so where a
+ *         walk stopped means the same on whichever node holds the partition
+ *         next, and a key present in the partition throughout a walk is
+ *         returned at least once however often the partition moves (each
+ *         answer is "every key at positions [from, next)", complete as the
+ *         primary saw it).  The store's cursor walks a partition in position
+ *         order, so an answer starts at `from` directly and costs the keys
+ *         it returns (SCAN with a small COUNT stays linear over a whole
+ *         walk).  Expired entries are skipped (the store's cursor does).
  *  CLEAR  Up to LATTICE_OP_CLEAR_MAX entries of the partition are removed
  *         here, each with the partition's next update counter, and each
  *         removal goes to every other serving and MOVING owner as a
@@ -40,112 +38,27 @@
 
 #define WALK_MAX_BYTES (1u << 20) /* keys of one WALK answer (it may pass this by one key) */
 
-typedef struct walk_pick {
-    uint64_t pos;
-    size_t off, len;
-} walk_pick;
-
 typedef struct walk_ctx {
-    uint64_t from, hi;
-    size_t limit;
-    uint64_t *heap;               /* pass 1: max-heap of the lowest positions >= from */
-    size_t n_heap, candidates;
-    walk_pick *picks;             /* pass 2: the keys at [from, hi] */
-    size_t n_picks, cap_picks;
-    char *buf;
+    char *buf;                    /* the answer: header, then (u32 length, key) per key */
     size_t len, cap;
+    uint32_t n;
     bool nomem;
 } walk_ctx;
 
-/* Copies it's key to buf at len, growing it (false: out of memory). */
-static bool key_append(char **buf, size_t *cap, size_t len, const lattice_store_item *it)
+/* Copies it's key to buf at len + skip, growing it (false: out of memory). */
+static bool key_append(char **buf, size_t *cap, size_t len, size_t skip, const lattice_store_item *it)
 {
-    if (len + it->key_len > *cap) {
+    size_t need = len + skip + it->key_len;
+    if (need > *cap) {
         size_t nc = *cap ? 2 * *cap : 4096;
-        while (nc < len + it->key_len) nc *= 2;
+        while (nc < need) nc *= 2;
         char *b = lt_realloc(*buf, nc);
         if (!b) return false;
         *buf = b;
         *cap = nc;
     }
-    memcpy(*buf + len, it->key, it->key_len);
+    memcpy(*buf + len + skip, it->key, it->key_len);
     return true;
-}
-
-static void heap_down(uint64_t *h, size_t n, size_t i)
-{
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && h[l] > h[m]) m = l;
-        if (r < n && h[r] > h[m]) m = r;
-        if (m == i) return;
-        uint64_t t = h[i];
-        h[i] = h[m];
-        h[m] = t;
-        i = m;
-    }
-}
-
-static void heap_up(uint64_t *h, size_t i)
-{
-    while (i > 0 && h[(i - 1) / 2] < h[i]) {
-        uint64_t t = h[i];
-        h[i] = h[(i - 1) / 2];
-        h[(i - 1) / 2] = t;
-        i = (i - 1) / 2;
-    }
-}
-
-static int pass_select(void *arg, const lattice_store_item *it)
-{
-    walk_ctx *x = arg;
-    uint64_t pos = lattice_op_walk_position(it->key, it->key_len);
-    if (pos < x->from) return 0;
-    x->candidates++;
-    if (x->n_heap < x->limit) {
-        x->heap[x->n_heap] = pos;
-        heap_up(x->heap, x->n_heap++);
-    } else if (pos < x->heap[0]) {
-        x->heap[0] = pos;
-        heap_down(x->heap, x->n_heap, 0);
-    }
-    return 0;
-}
-
-static int pass_collect(void *arg, const lattice_store_item *it)
-{
-    walk_ctx *x = arg;
-    uint64_t pos = lattice_op_walk_position(it->key, it->key_len);
-    if (pos < x->from || pos > x->hi) return 0;
-    if (x->n_picks == x->cap_picks) {
-        size_t cap = x->cap_picks ? 2 * x->cap_picks : 64;
-        walk_pick *p = lt_realloc(x->picks, cap * sizeof *p);
-        if (!p) return x->nomem = true, 1;
-        x->picks = p;
-        x->cap_picks = cap;
-    }
-    if (!key_append(&x->buf, &x->cap, x->len, it)) return x->nomem = true, 1;
-    x->picks[x->n_picks++] = (walk_pick){pos, x->len, it->key_len};
-    x->len += it->key_len;
-    return 0;
-}
-
-/* One pass of fn over the partition's live entries. */
-static int walk_pass(lattice_store *s, uint32_t partition, lattice_store_visit_fn fn, walk_ctx *x)
-{
-    lattice_store_cursor *cur;
-    int st = lattice_store_cursor_open(s, partition, &cur);
-    if (st != LATTICE_OK) return st;
-    int done = 0;
-    while (st == LATTICE_OK && !done && !x->nomem) st = lattice_store_cursor_next(cur, 1024, SIZE_MAX, fn, x, &done);
-    lattice_store_cursor_close(cur);
-    return x->nomem ? LATTICE_ERR_NOMEM : st;
-}
-
-static int pick_cmp(const void *a, const void *b)
-{
-    const walk_pick *x = a, *y = b;
-    return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
 static void put_u32(unsigned char *p, uint32_t v)
@@ -156,56 +69,48 @@ static void put_u32(unsigned char *p, uint32_t v)
     p[3] = (unsigned char)(v >> 24);
 }
 
+static int walk_collect(void *arg, const lattice_store_item *it)
+{
+    walk_ctx *x = arg;
+    if (x->nomem) return 0;
+    if (!key_append(&x->buf, &x->cap, x->len, 4, it)) return x->nomem = true, 0;
+    put_u32((unsigned char *)x->buf + x->len, (uint32_t)it->key_len);
+    x->len += 4 + it->key_len;
+    x->n++;
+    return 0;
+}
+
+/* One answer: the store's cursor, moved to `from`, hands out the entries in
+ * position order and never cuts between two keys of one position; finding
+ * the start costs what the answer holds, not a pass over the partition. */
 static void do_walk(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, uint64_t from, int64_t want,
                     const origin *org)
 {
-    (void)d;
     lattice_op_result r = {.status = LATTICE_OK, .num = -1};
-    walk_ctx x = {.from = from, .limit = want < 1 ? 1 : want > (int64_t)LATTICE_OP_WALK_MAX ? LATTICE_OP_WALK_MAX : (size_t)want};
-    unsigned char *out = NULL;
-    size_t n_out = 0, out_len = LATTICE_OP_WALK_HDR;
-    x.heap = lt_malloc(x.limit * sizeof *x.heap);
-    int st = x.heap ? walk_pass(c->store, partition, pass_select, &x) : LATTICE_ERR_NOMEM;
-    if (st == LATTICE_OK && x.n_heap) {
-        x.hi = x.heap[0];
-        st = walk_pass(c->store, partition, pass_collect, &x);
+    size_t limit = want < 1 ? 1 : want > (int64_t)LATTICE_OP_WALK_MAX ? LATTICE_OP_WALK_MAX : (size_t)want;
+    walk_ctx x = {.len = LATTICE_OP_WALK_HDR};
+    lattice_store_cursor *cur = NULL;
+    int done = 1;
+    x.buf = lt_malloc(x.cap = 4096);
+    int st = x.buf ? lattice_store_cursor_open(c->store, partition, &cur) : LATTICE_ERR_NOMEM;
+    if (st == LATTICE_OK) {
+        lattice_store_cursor_seek(cur, from);
+        st = lattice_store_cursor_next(cur, limit, WALK_MAX_BYTES, walk_collect, &x, &done);
+        if (st == LATTICE_OK && x.nomem) st = LATTICE_ERR_NOMEM;
     }
     if (st == LATTICE_OK) {
-        qsort(x.picks, x.n_picks, sizeof *x.picks, pick_cmp);
-        /* Cut at the byte bound, never inside one position's keys. */
-        size_t bytes = 0;
-        while (n_out < x.n_picks) {
-            if (n_out && bytes + x.picks[n_out].len > WALK_MAX_BYTES && x.picks[n_out].pos != x.picks[n_out - 1].pos)
-                break;
-            bytes += x.picks[n_out].len;
-            out_len += 4 + x.picks[n_out].len;
-            n_out++;
-        }
-        bool more = n_out < x.n_picks || x.n_picks < x.candidates;
-        if (n_out && more) r.num = (int64_t)x.picks[n_out - 1].pos + 1;
-        out = lt_malloc(out_len);
-        if (!out) st = LATTICE_ERR_NOMEM;
-    }
-    if (st == LATTICE_OK) {
-        put_u32(out, c->cfg.partitions);
-        put_u32(out + 4, (uint32_t)n_out);
-        size_t at = LATTICE_OP_WALK_HDR;
-        for (size_t i = 0; i < n_out; i++) {
-            put_u32(out + at, (uint32_t)x.picks[i].len);
-            memcpy(out + at + 4, x.buf + x.picks[i].off, x.picks[i].len);
-            at += 4 + x.picks[i].len;
-        }
-        r.value = out;
-        r.value_len = out_len;
+        put_u32((unsigned char *)x.buf, c->cfg.partitions);
+        put_u32((unsigned char *)x.buf + 4, x.n);
+        if (!done) r.num = (int64_t)lattice_store_cursor_position(cur);
+        r.value = x.buf;
+        r.value_len = x.len;
     } else {
         r.status = st;
         r.num = 0;
     }
+    lattice_store_cursor_close(cur);
     c->reads++;
     chan_complete(d, org, &r);
-    lt_free(out);
-    lt_free(x.heap);
-    lt_free(x.picks);
     lt_free(x.buf);
 }
 
@@ -222,7 +127,7 @@ static int clear_collect(void *arg, const lattice_store_item *it)
 {
     clear_ctx *x = arg;
     if (it->version > x->bound) return 0; /* written after the clear began here */
-    if (!key_append(&x->buf, &x->cap, x->len, it)) return x->nomem = true, 1;
+    if (!key_append(&x->buf, &x->cap, x->len, 0, it)) return x->nomem = true, 1;
     x->len += it->key_len;
     x->lens[x->n++] = it->key_len;
     return 0;

@@ -288,6 +288,19 @@ int lattice_store_cursor_open(lattice_store *s, uint32_t partition, lattice_stor
 int lattice_store_cursor_next(lattice_store_cursor *c, size_t max_entries, size_t max_bytes,
                               lattice_store_visit_fn fn, void *arg, int *done);
 void lattice_store_cursor_close(lattice_store_cursor *c);
+/* Positions.  A cursor walks its partition in position order; a key's
+ * position is a function of the key alone (lattice_store_key_position, below
+ * LATTICE_STORE_POSITION_END), the same in every store and on every node, so
+ * a walk can stop and go on where it stopped in another store (after the
+ * partition moved).  position() is where the next batch starts (END once
+ * done); seek() moves the cursor to a position: the next batch starts at the
+ * first entry at or above it.  A batch is never cut between two keys of one
+ * position, and finding the start costs the entries of that batch, not a
+ * pass over the partition. */
+#define LATTICE_STORE_POSITION_END (1ull << 32)
+uint64_t lattice_store_key_position(const void *key, size_t len);
+uint64_t lattice_store_cursor_position(const lattice_store_cursor *c);
+void lattice_store_cursor_seek(lattice_store_cursor *c, uint64_t position);
 
 /* Expiry.  expire() reclaims up to max expired entries (0 = no limit),
  * resuming where the last call stopped, and returns how many it reclaimed;

@@ -149,6 +149,21 @@ void lattice_store_cursor_close(lattice_store_cursor *c)
     lt_free(c);
 }
 
+uint64_t lattice_store_key_position(const void *key, size_t len)
+{
+    return key_tag(key, len);
+}
+
+uint64_t lattice_store_cursor_position(const lattice_store_cursor *c)
+{
+    return c->from;
+}
+
+void lattice_store_cursor_seek(lattice_store_cursor *c, uint64_t position)
+{
+    c->from = position < TAG_END ? position : TAG_END;
+}
+
 static int grow_buf(lattice_store_cursor *c, size_t need)
 {
     if (need <= c->cap) return 1;

@@ -52,8 +52,8 @@
  *                  live entries of `partition` whose position is >= ttl_ms,
  *                  in position order, about delta of them (capped at
  *                  LATTICE_OP_WALK_MAX, and at ~1 MiB of keys).  A key's
- *                  position (lattice_op_walk_position) is a 48-bit hash of
- *                  the whole key: the same on every node, so a walk goes on
+ *                  position is a 32-bit hash of the whole key (at most
+ *                  LATTICE_OP_WALK_POS_MAX): the same on every node, so a walk goes on
  *                  where it stopped after the partition moved.  Keys of one
  *                  position are never split between two answers.  value =
  *                  lattice_op_walk_* encoding; num = the position to go on
@@ -126,7 +126,7 @@ typedef enum lattice_op_kind {
 
 #define LATTICE_OP_WALK_MAX 4096u   /* keys of one WALK answer at most */
 #define LATTICE_OP_CLEAR_MAX 1024u  /* entries one CLEAR removes at most */
-#define LATTICE_OP_WALK_POS_MAX ((1ull << 48) - 1)
+#define LATTICE_OP_WALK_POS_MAX ((1ull << 32) - 1)
 
 typedef struct lattice_op {
     lattice_op_kind kind;
@@ -187,19 +187,6 @@ static inline int lattice_op_walk_next(const void *value, size_t len, size_t *of
     *key_len = n;
     *off += 4 + (size_t)n;
     return 1;
-}
-/* A key's WALK position: 48 bits of a mixed 64-bit FNV-1a of the whole key. */
-static inline uint64_t lattice_op_walk_position(const void *key, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)key;
-    uint64_t h = 14695981039346656037ull;
-    for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 1099511628211ull;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h >> 16;
 }
 
 /* Builders (plain values; no copies until submit). */

@@ -490,6 +490,83 @@ START_TEST(cursor_sees_every_lasting_entry_exactly_once)
 }
 END_TEST
 
+/* A walk that opens a fresh cursor per batch at the position the last one
+ * stopped at, in whichever of two stores holding the same keys (as WALK does
+ * after a partition moved), returns every key exactly once, in position
+ * order, each batch inside [seek, position after it). */
+struct pos_walk {
+    uint8_t *count;
+    uint64_t last, lo, max;
+    int bad, items;
+};
+
+static int pos_item(void *arg, const lattice_store_item *it)
+{
+    struct pos_walk *w = arg;
+    unsigned long long id;
+    if (sscanf((const char *)it->key, "key:%8llu", &id) != 1) return w->bad = 1, 0;
+    uint64_t pos = lattice_store_key_position(it->key, it->key_len);
+    if (pos < w->last || pos < w->lo) w->bad = 1;
+    w->last = w->max = pos;
+    w->items++;
+    w->count[id]++;
+    return 0;
+}
+
+START_TEST(positions_let_a_walk_go_on_in_another_store)
+{
+    enum { N = 5000 };
+    lattice_region *r = new_region(4096, 64, LATTICE_REGION_REJECT);
+    lattice_store *a = new_store(r, 1, NULL), *b = new_store(r, 1, NULL);
+    uint8_t v[64];
+    char k[32];
+    for (uint64_t id = 0; id < N; id++) {
+        lattice_store_entry e = ent(k, id, v, 20, 1, 1);
+        ck_assert_int_eq(lattice_store_put(id % 3 ? a : b, &e, 0), LATTICE_OK);
+        ck_assert_int_eq(lattice_store_put(id % 3 ? b : a, &e, 0), LATTICE_OK);
+        ck_assert_uint_lt(lattice_store_key_position(k, strlen(k)), LATTICE_STORE_POSITION_END);
+    }
+    struct pos_walk w = {calloc(N, 1), 0, 0, 0, 0, 0};
+    uint64_t at = 0;
+    int done = 0, batches = 0;
+    while (!done) {
+        lattice_store_cursor *c;
+        ck_assert_int_eq(lattice_store_cursor_open(batches % 2 ? b : a, 0, &c), LATTICE_OK);
+        lattice_store_cursor_seek(c, at);
+        ck_assert_uint_eq(lattice_store_cursor_position(c), at);
+        w.lo = at;
+        w.items = 0;
+        ck_assert_int_eq(lattice_store_cursor_next(c, 7, 0, pos_item, &w, &done), LATTICE_OK);
+        uint64_t next = lattice_store_cursor_position(c);
+        ck_assert_uint_gt(next, at);
+        ck_assert(done == (next == LATTICE_STORE_POSITION_END));
+        ck_assert_int_ge(w.items, done ? 0 : 7);
+        if (w.items) ck_assert_uint_lt(w.max, next);
+        lattice_store_cursor_close(c);
+        at = next;
+        batches++;
+    }
+    ck_assert_int_eq(w.bad, 0);
+    ck_assert_int_gt(batches, N / 7 - 1);
+    for (uint64_t id = 0; id < N; id++)
+        ck_assert_msg(w.count[id] == 1, "id %llu seen %u times", (unsigned long long)id, w.count[id]);
+    /* A seek past the end is done at once. */
+    lattice_store_cursor *c;
+    ck_assert_int_eq(lattice_store_cursor_open(a, 0, &c), LATTICE_OK);
+    lattice_store_cursor_seek(c, UINT64_MAX);
+    ck_assert_uint_eq(lattice_store_cursor_position(c), LATTICE_STORE_POSITION_END);
+    struct pos_walk none = {w.count, 0, 0, 0, 0, 0};
+    ck_assert_int_eq(lattice_store_cursor_next(c, 7, 0, pos_item, &none, &done), LATTICE_OK);
+    ck_assert_int_eq(done, 1);
+    ck_assert_int_eq(none.items, 0);
+    lattice_store_cursor_close(c);
+    free(w.count);
+    lattice_store_destroy(a);
+    lattice_store_destroy(b);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 START_TEST(clear_empties_one_partition_only)
 {
     lattice_region *r = new_region(4096, 16, LATTICE_REGION_REJECT);
@@ -1009,6 +1086,7 @@ int main(void)
     tcase_add_test(tc, batch_insert_leaves_the_same_contents_as_single_puts);
     tcase_add_test(tc, put_all_and_get_all_span_partitions);
     tcase_add_test(tc, cursor_sees_every_lasting_entry_exactly_once);
+    tcase_add_test(tc, positions_let_a_walk_go_on_in_another_store);
     tcase_add_test(tc, clear_empties_one_partition_only);
     tcase_add_test(tc, full_region_evicts_least_recently_used);
     tcase_add_test(tc, full_region_rejects_and_keeps_what_was_stored);
