@@ -93,7 +93,7 @@ static bool sub_kind_ok(int kind)
     return (kind >= LATTICE_OP_GET && kind <= LATTICE_OP_CONTAINS) || kind == LATTICE_OP_SETRANGE ||
            kind == LATTICE_OP_SETBIT || kind == LATTICE_OP_INCRBYFLOAT || kind == LATTICE_TXN_VERSION ||
            kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY || kind == LATTICE_TXN_IF_ABSENT ||
-           kind == LATTICE_TXN_EXPIRE_IF;
+           kind == LATTICE_TXN_EXPIRE_IF || kind == LATTICE_TXN_IDLE;
 }
 
 static bool names_key(int kind)
@@ -386,6 +386,10 @@ static lattice_status txn_run(lattice_meta_cache *c, uint32_t partition, const t
             for (size_t k = 0; k < n; k++) add_result(o, &skip);
             i += n;
             continue;
+        } else if (s->kind == LATTICE_TXN_IDLE) {
+            uint64_t ms = 0;
+            r.status = lattice_store_idle_ms(c->store, partition, s->key, s->key_len, lt_mono_ms(), &ms);
+            r.num = (int64_t)ms;
         } else if (s->kind == LATTICE_TXN_EXPIRE_IF) {
             run_expire_if(c, partition, s, sc, &r, o);
         } else if (s->kind == LATTICE_TXN_VERSION) {
@@ -536,7 +540,9 @@ static txn_undo_rec *undo_capture(lattice_meta_cache *c, uint32_t partition, con
     bool ok = true;
     for (size_t i = 0; i < q->n_subs && ok; i++) {
         const txn_sub *s = &q->subs[i];
-        if (ops_is_read(s->kind) || s->kind == LATTICE_TXN_VERSION || s->kind == LATTICE_TXN_IF_ABSENT) continue;
+        if (ops_is_read(s->kind) || s->kind == LATTICE_TXN_VERSION || s->kind == LATTICE_TXN_IF_ABSENT ||
+            s->kind == LATTICE_TXN_IDLE)
+            continue;
         if (s->kind != LATTICE_TXN_COPY) ok = capture_key(c, partition, s->key, s->key_len, &b);
         if (ok && names_key(s->kind)) ok = capture_key(c, partition, s->value, s->value_len, &b);
     }

@@ -120,6 +120,7 @@ cmd_outcome respd_key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id id
 {
     (void)r;
     if (respd_is_str_command(id)) return respd_str_command(b, id, argc, argv);
+    if (id == LATTICE_RESP_CMD_OBJECT_IDLETIME) return respd_tx_idle_command(b, argv, false);
     if (respd_is_rmw_command(id)) return respd_rmw_command(b, id, argc, argv);
     if (respd_is_tx_key_command(id)) return respd_tx_key_command(b, id, argc, argv, false);
     char err[LATTICE_RESP_ERR_MAX];
@@ -400,7 +401,7 @@ void respd_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool i
         lattice_resp_add_error(o, b->arena + e->first, e->n);
         return;
     }
-    if (respd_is_tx_command((lattice_resp_cmd_id)e->cmd)) {
+    if (respd_is_tx_command((lattice_resp_cmd_id)e->cmd) || e->cmd == LATTICE_RESP_CMD_OBJECT_IDLETIME) {
         respd_tx_entry_reply(o, b, e, in_exec);
         return;
     }

@@ -292,6 +292,9 @@ cmd_outcome respd_tx_command(struct lattice_respd *r, conn *c, batch *b, const l
 /* RENAME, RENAMENX, COPY, MSETNX as an entry of b (in_multi: a queued sub-op). */
 cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
                                  bool in_multi);
+/* OBJECT IDLETIME key as an entry of b: a txn op of one LATTICE_TXN_IDLE
+ * (in_multi: the sub alone, queued). */
+cmd_outcome respd_tx_idle_command(batch *b, const lattice_resp_arg *argv, bool in_multi);
 /* WATCH and EXEC replies (they change c's state). */
 void respd_tx_reply(conn *c, const batch *b, const ent *e);
 void respd_tx_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool in_exec);

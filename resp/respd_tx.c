@@ -240,6 +240,19 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
     return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
 }
 
+/* OBJECT IDLETIME: the key's storage page's idle time, at its primary. */
+cmd_outcome respd_tx_idle_command(batch *b, const lattice_resp_arg *argv, bool in_multi)
+{
+    ent *e = respd_ent_new(b, LATTICE_RESP_CMD_OBJECT_IDLETIME);
+    if (!e) return CMD_DONE;
+    lattice_op s = {(lattice_op_kind)LATTICE_TXN_IDLE, 0, NULL, argv[2].ptr, argv[2].len, NULL, 0, 0, 0, 0};
+    bool ok = in_multi ? respd_op_add(b, e, s.kind, 0, &argv[2], NULL, 0, 0) : add_txn_op(b, e, NULL, 0, &s, 1);
+    if (ok) return CMD_BATCHED;
+    b->n_ops = e->first;
+    b->n_ents--;
+    return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+}
+
 /* ---- replies ---- */
 
 /* Puts the result of sub i of a txn result into x (value into b->vals). */
@@ -324,15 +337,18 @@ void respd_tx_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, boo
     }
     default: break;
     }
-    if (in_exec) { /* queued: the sub's own result */
-        move_reply(o, (lattice_resp_cmd_id)e->cmd, &b->res[e->first]);
-        return;
-    }
     batch tmp = {0};
     opres x;
-    first_sub(b, e, &x, &tmp);
-    tmp.vals_len = 0;
-    move_reply(o, (lattice_resp_cmd_id)e->cmd, &x);
+    if (in_exec) x = b->res[e->first]; /* queued: the sub's own result */
+    else first_sub(b, e, &x, &tmp);
+    if (e->cmd == LATTICE_RESP_CMD_OBJECT_IDLETIME) {
+        if (x.flags & LATTICE_OP_R_LOST) lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));
+        else if (x.status == LATTICE_ERR_NOT_FOUND) lattice_resp_add_null(o);
+        else if (x.status != LATTICE_OK) respd_add_result_error(o, &x);
+        else lattice_resp_add_int(o, x.num / 1000); /* seconds, as Redis */
+    } else {
+        move_reply(o, (lattice_resp_cmd_id)e->cmd, &x);
+    }
     lt_free(tmp.vals);
 }
 
@@ -643,6 +659,8 @@ static cmd_outcome queue(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, 
         respd_ent_new(sub, LATTICE_RESP_CMD_UNWATCH);
     } else if (respd_is_tx_key_command(id)) {
         respd_tx_key_command(sub, id, argc, argv, true);
+    } else if (id == LATTICE_RESP_CMD_OBJECT_IDLETIME) {
+        respd_tx_idle_command(sub, argv, true);
     } else if (respd_is_key_command(id) && id != LATTICE_RESP_CMD_DBSIZE && !respd_is_walk_command(id)) {
         respd_key_command(r, sub, id, argc, argv);
     } else { /* no key of the slot (DBSIZE and the walks span partitions): run in its place */

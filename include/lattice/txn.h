@@ -64,6 +64,10 @@ enum {
      * removed).  Every given condition is checked against the key's expiry
      * at the primary.  OK: done; NOT_FOUND: no key, or a condition failed. */
     LATTICE_TXN_EXPIRE_IF = 68,
+    /* OBJECT IDLETIME: num = a lower bound of the ms since the key was last
+     * read or written (its storage page's access stamp: lattice_store_idle_ms);
+     * NOT_FOUND when absent.  Reads nothing else, touches nothing. */
+    LATTICE_TXN_IDLE = 69,
 };
 
 /* Conditions of LATTICE_TXN_EXPIRE_IF (Redis's EXPIRE NX/XX/GT/LT). */

@@ -889,6 +889,42 @@ START_TEST(transactions)
 END_TEST
 /* ---- end of transactions */
 
+/* ---- OBJECT IDLETIME: 0 after a write or a read, at least 1 after 2 s
+ * untouched on both (lattice's is a lower bound: docs/RESP.md); nil for
+ * no key; OBJECT IDLETIME itself touches nothing. */
+static long long int_reply(const char *reply)
+{
+    ck_assert_msg(reply[0] == ':', "not an integer: %s", reply);
+    return atoll(reply + 1);
+}
+
+START_TEST(idletime)
+{
+    it_begin("resp_vs_redis_idletime");
+    int rfd, lfd;
+    start_pair(&rfd, &lfd);
+    static char want[4096], got[4096];
+    static const char *const first[] = {"SET {i}k v", "OBJECT IDLETIME {i}k", "OBJECT IDLETIME {i}none",
+                                        "OBJECT IDLETIME", "MULTI", "OBJECT IDLETIME {i}k", "EXEC"};
+    same_replies(rfd, lfd, first, sizeof first / sizeof first[0], want, got, sizeof want);
+    sleep(2);
+    for (int side = 0; side < 2; side++) {
+        int fd = side ? lfd : rfd;
+        const char *who = side ? "lattice" : "redis-server";
+        ask(fd, "OBJECT IDLETIME {i}k", got, sizeof got);
+        long long idle = int_reply(got);
+        ck_assert_msg(idle >= 1, "%s: idle %lld after 2 s", who, idle);
+        ask(fd, "OBJECT IDLETIME {i}k", got, sizeof got); /* it did not touch the key */
+        ck_assert_msg(int_reply(got) >= 1, "%s: OBJECT IDLETIME touched the key", who);
+    }
+    static const char *const again[] = {"GET {i}k", "OBJECT IDLETIME {i}k", "DEL {i}k", "OBJECT IDLETIME {i}k"};
+    same_replies(rfd, lfd, again, sizeof again / sizeof again[0], want, got, sizeof want);
+    close(rfd);
+    close(lfd);
+    it_end();
+}
+END_TEST
+
 /* ---- MULTI with commands that have no key of the slot, MSETNX, EXPIRE's
  * conditions (each runs at EXEC in its place: docs/RESP.md), INFO
  * commandstats and CLIENT INFO's multi= and flags= around MULTI. */
@@ -990,6 +1026,7 @@ int main(int argc, char **argv)
         {"keyspace_walks", &keyspace_walks},
         {"transactions", &transactions},
         {"tx_keyless", &tx_keyless},
+        {"idletime", &idletime},
     };
     Suite *s = suite_create("resp_vs_redis");
     TCase *tc = tcase_create("grid");
