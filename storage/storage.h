@@ -260,7 +260,7 @@ int lattice_store_remove(lattice_store *s, uint32_t partition, const void *key, 
  * written, in ms of lattice_region_tick's clock (now_ms) - the store keeps
  * an access stamp per page, not per key, so it is the time since any entry
  * of the key's page was used (0 until a tick passed since; at most the
- * region's last REGION_TICKS ticks back).  Read-only: the stamp stays.
+ * region's last 4,096 ticks back).  Read-only: the stamp stays.
  * NOT_FOUND when absent or expired. */
 int lattice_store_idle_ms(lattice_store *s, uint32_t partition, const void *key, size_t key_len, uint64_t now_ms,
                           uint64_t *idle_ms);
