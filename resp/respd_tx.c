@@ -7,11 +7,14 @@
  * MULTI queues each command as the entries and ops it would make in a
  * batch of its own (c->tx->sub), built at queue time by the same code as
  * outside MULTI, so its reply inside EXEC's array is the one it would get
- * alone.  A command refused at queue time (unknown, wrong arity, CROSSSLOT,
- * MOVED, not allowed in a transaction) marks the transaction dirty: EXEC
- * answers EXECABORT, as Redis.  EXEC sends the queued ops and the watches
- * as ONE txn op, then decodes its results into the queued batch's results
- * and writes the queued entries' replies as an array.
+ * alone; a command without a key of the slot (DBSIZE, a walk, PING, INFO,
+ * CONFIG ...) is kept as its argv (ent.later).  A command refused at queue
+ * time (unknown, wrong arity, CROSSSLOT, MOVED) marks the transaction
+ * dirty: EXEC answers EXECABORT, as Redis.  EXEC runs the queue in order,
+ * in parts (cmd_exec): each maximal run of keyed entries as ONE txn op (the
+ * first part with the watches), decoded into the queued batch's results;
+ * each kept command in its place, as it would run alone; the replies form
+ * one array.
  *
  * WATCH reads, at the key's primary, each key's version (a live key) or
  * its partition's update counter (an absent one), with the primary's

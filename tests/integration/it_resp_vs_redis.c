@@ -22,6 +22,11 @@
  *   keyspace_walks     SCAN (cursor, COUNT, MATCH, TYPE), KEYS and their
  *                      glob rules, RANDOMKEY, FLUSHDB/FLUSHALL [SYNC|ASYNC]:
  *                      errors byte for byte, key lists sorted
+ *   transactions       MULTI/EXEC/DISCARD/WATCH/UNWATCH, RENAME, COPY, MSETNX
+ *   tx_keyless         MULTI with keyless and grid-wide commands, MSETNX and
+ *                      EXPIRE's conditions; INFO commandstats and CLIENT
+ *                      INFO's flags=/multi= around MULTI
+ *   idletime           OBJECT IDLETIME after a write, a read and 2 s idle
  *
  * The script avoids what differs by nature: a TTL read right after it was
  * set is the same second on both; PEXPIRETIME is compared only for keys
