@@ -276,7 +276,8 @@ void respd_rmw_reply(lattice_resp_out *o, const batch *b, const ent *e)
     case LATTICE_RESP_CMD_INCRBYFLOAT:
         /* No value came back: a full_async cache reports no outcome, and a
          * resend the primary answers from its de-duplication record (after
-         * a failover) has only the status - the increment counted once. */
+         * a failover) finds its text in the entry only while no later
+         * write replaced it - the increment counted once either way. */
         if (x->has_value) respd_add_value(o, b, x);
         else add_err(o, ERR_NO_RESULT);
         break;
