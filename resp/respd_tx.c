@@ -631,6 +631,7 @@ static cmd_outcome cmd_exec(lattice_respd *r, conn *c, batch *b, char *err)
         if (!t->header) lattice_resp_add_array(c->out, q->n_ents);
         t->header = true;
         cmd_outcome oc = exec_later(r, c, b);
+        if (b->n_ents) b->sealed = true; /* what follows EXEC in the pipeline runs after it */
         if (t->pos == q->n_ents) {
             finish(t);
             return oc == CMD_DEFER ? CMD_DONE : oc;

@@ -976,6 +976,13 @@ START_TEST(tx_keyless)
     static char want[1 << 16], got[1 << 16];
     same_replies(rfd[0], lfd[0], tx_keyless_script, sizeof tx_keyless_script / sizeof tx_keyless_script[0], want, got,
                  sizeof want);
+    /* A pipeline: what follows EXEC runs after its last part (DBSIZE). */
+    static const char block[] = "MULTI\r\nSET {t}p1 1\r\nDBSIZE\r\nEXEC\r\nSET {t}p2 1\r\nDBSIZE\r\n"
+                                "MULTI\r\nDBSIZE\r\nEXEC\r\nDEL {t}p1 {t}p2\r\nDBSIZE\r\n";
+    size_t nw = ask_pipeline(rfd[0], block, want, sizeof want);
+    size_t ng = ask_pipeline(lfd[0], block, got, sizeof got);
+    ck_assert_msg(nw == ng && !memcmp(want, got, nw), "pipeline: redis-server answered\n%s\nlattice answered\n%s",
+                  want, got);
     /* INFO commandstats: MULTI, EXEC, DISCARD, WATCH, UNWATCH count once
      * each; a queued command counts when EXEC runs it, not when queued. */
     static const char *const stats_script[] = {
