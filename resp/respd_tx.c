@@ -583,12 +583,12 @@ static cmd_outcome exec_later(lattice_respd *r, conn *c, batch *b)
 static cmd_outcome cmd_exec(lattice_respd *r, conn *c, batch *b, char *err)
 {
     struct respd_tx *t = c->tx;
+    if (!t || !t->running) atomic_fetch_add(&r->cmd_calls[LATTICE_RESP_CMD_EXEC], 1); /* once, failed or not, as Redis */
     if (!t || !t->multi) {
         reply_err(c, ERR_EXEC_NO_MULTI);
         return CMD_DONE;
     }
     if (!t->running) {
-        atomic_fetch_add(&r->cmd_calls[LATTICE_RESP_CMD_EXEC], 1);
         if (t->dirty) {
             discard(t);
             reply_err(c, ERR_EXECABORT);
@@ -747,11 +747,11 @@ cmd_outcome respd_tx_command(lattice_respd *r, conn *c, batch *b, const lattice_
     }
     switch (id) {
     case LATTICE_RESP_CMD_MULTI:
+        atomic_fetch_add(&r->cmd_calls[id], 1); /* a nested one too, as Redis */
         if (multi) {
             reply_err(c, ERR_NESTED);
             return CMD_DONE;
         }
-        atomic_fetch_add(&r->cmd_calls[id], 1);
         respd_batch_free(t->run); /* the last EXEC's queue */
         t->run = NULL;
         t->sub = lt_calloc(1, sizeof *t->sub);
@@ -771,6 +771,7 @@ cmd_outcome respd_tx_command(lattice_respd *r, conn *c, batch *b, const lattice_
         if (multi) discard(t);
         return CMD_DONE;
     case LATTICE_RESP_CMD_WATCH:
+        atomic_fetch_add(&r->cmd_calls[id], 1);
         reply_err(c, ERR_WATCH_IN_MULTI);
         return CMD_DONE;
     case LATTICE_RESP_CMD_UNWATCH:

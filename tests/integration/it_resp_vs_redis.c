@@ -987,7 +987,8 @@ START_TEST(tx_keyless)
      * each; a queued command counts when EXEC runs it, not when queued. */
     static const char *const stats_script[] = {
         "CONFIG RESETSTAT", "WATCH {t}a", "UNWATCH", "MULTI", "SET {t}a 1", "GET {t}a", "PING", "DBSIZE", "EXEC",
-        "MULTI", "SET {t}a 2", "DISCARD", "MULTI", "INCR {t}a",
+        "MULTI", "SET {t}a 2", "DISCARD", "EXEC", "DISCARD", "MULTI", "WATCH {t}a", "MULTI", "BOGUS", "EXEC",
+        "MULTI", "INCR {t}a",
     };
     same_replies(rfd[0], lfd[0], stats_script, sizeof stats_script / sizeof stats_script[0], want, got, sizeof want);
     static const char *const names[] = {"multi", "exec", "discard", "watch", "unwatch", "set", "get", "ping", "dbsize",
