@@ -1125,7 +1125,7 @@ static cmd_outcome run_command(lattice_respd *r, conn *c, batch *b, size_t argc,
         bool walk = respd_is_walk_command(id); /* no key: never misrouted */
         if (!walk && respd_misrouted(r, c, rc, argc, argv, err)) return respd_ent_error(b, err);
         if (!in_exec) c->last_cmd = lattice_resp_cmd_name(rc); /* in EXEC: cmd=exec, as Redis */
-        if (atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
+        if (!in_exec && atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
         size_t n_before = b->n_ents;
         cmd_outcome oc = walk ? respd_walk_command(r, c, b, id, argc, argv) : respd_key_command(r, b, id, argc, argv);
         if (b->n_ents > n_before && b->ents[b->n_ents - 1].cmd != ENT_ERROR && respd_slowlog_wants(r))
@@ -1134,7 +1134,8 @@ static cmd_outcome run_command(lattice_respd *r, conn *c, batch *b, size_t argc,
     }
     if (b->n_ents) return CMD_DEFER;
     if (!in_exec) c->last_cmd = lattice_resp_cmd_name(rc);
-    if (atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
+    if (!in_exec && atomic_load_explicit(&r->n_mons, memory_order_relaxed)) /* in EXEC: shown when queued */
+        respd_monitor_feed(r, c, rc, argc, argv);
     if (id == LATTICE_RESP_CMD_CLIENT_LIST || id == LATTICE_RESP_CMD_CLIENT_KILL) {
         /* Its legs go to every IO thread; time, like a key command's, is
          * counted until the reply (respd_batch_replies). */

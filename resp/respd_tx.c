@@ -695,6 +695,7 @@ static cmd_outcome queue(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, 
         if (o->kind == (lattice_op_kind)LATTICE_TXN_RENAME || o->kind == (lattice_op_kind)LATTICE_TXN_COPY)
             note_slot(t, at(sub, o->value), o->value_len);
     }
+    if (atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
     lattice_resp_add_simple(c->out, "QUEUED", 6);
     return CMD_DONE;
 }
@@ -705,9 +706,11 @@ cmd_outcome respd_tx_command(lattice_respd *r, conn *c, batch *b, const lattice_
     bool multi = respd_tx_in_multi(c);
     lattice_resp_cmd_id id = rc ? lattice_resp_cmd_id_of(rc) : (lattice_resp_cmd_id)0;
     if (b->n_ents) return CMD_DEFER;
+    bool mon = rc && atomic_load_explicit(&r->n_mons, memory_order_relaxed);
     if (id == LATTICE_RESP_CMD_WATCH && !multi) {
         if (!c->authed) return respd_ent_error(b, LATTICE_RESP_ERR_NOAUTH);
         atomic_fetch_add(&r->cmd_calls[id], 1);
+        if (mon) respd_monitor_feed(r, c, rc, argc, argv);
         return cmd_watch(r, c, b, argc, argv);
     }
     if (!rc && multi && eq(&argv[0], "config") && argc >= 2 && c->authed) { /* not in the table: no key, runs in its place */
@@ -740,6 +743,11 @@ cmd_outcome respd_tx_command(lattice_respd *r, conn *c, batch *b, const lattice_
         return CMD_DONE;
     }
     c->last_cmd = lattice_resp_cmd_name(rc); /* CLIENT LIST's cmd=: the command queued, or MULTI's own */
+    /* MONITOR, as Redis: MULTI's own commands as they run (EXEC once), a
+     * queued one when it is queued (Redis: when EXEC runs it - same order). */
+    bool own = id == LATTICE_RESP_CMD_MULTI || id == LATTICE_RESP_CMD_DISCARD || id == LATTICE_RESP_CMD_WATCH ||
+               (id == LATTICE_RESP_CMD_UNWATCH && !multi) || (id == LATTICE_RESP_CMD_EXEC && !(c->tx && c->tx->running));
+    if (mon && own) respd_monitor_feed(r, c, rc, argc, argv);
     struct respd_tx *t = tx_of(c);
     if (!t) {
         reply_err(c, "OOM command not allowed when used memory > 'maxmemory'.");

@@ -585,7 +585,9 @@ START_TEST(introspection)
      * redacted, admin commands (CLIENT LIST, CONFIG, SLOWLOG) left out. */
     static const char *const fed[] = {"SET mk v", "SET \"b\\x00in\" \"\\xff\\r\\n\\t\\\"\\\\ \\x7f\"", "GET nokey",
                                       "AUTH sekrit", "HELLO 2 AUTH default pw", "CLIENT LIST", "CONFIG GET port",
-                                      "SLOWLOG LEN", "CLIENT ID", "ECHO done"};
+                                      "SLOWLOG LEN", "CLIENT ID", "MULTI", "SET mt 1", "PING", "CONFIG GET port",
+                                      "GET mt", "CLIENT LIST", "EXEC", "WATCH mt", "UNWATCH", "MULTI", "DISCARD",
+                                      "ECHO done"};
     char mw[4096], mg[4096];
     for (int side = 0; side < 2; side++) {
         int fd = side ? lfd : rfd;
