@@ -561,7 +561,7 @@ static cmd_outcome exec_later(lattice_respd *r, conn *c, batch *b)
     size_t argc = (size_t)lattice_txn_get_u(&rb, 4);
     lattice_resp_arg *argv = lt_calloc(argc ? argc : 1, sizeof *argv);
     if (!argv) {
-        lattice_resp_add_error(c->out, "OOM command not allowed when used memory > 'maxmemory'.", 55);
+        reply_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
         return CMD_DONE;
     }
     for (size_t i = 0; i < argc; i++) {
