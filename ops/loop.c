@@ -265,6 +265,7 @@ static void *data_main(void *arg)
             rebal_tick(d, now);
             evict_flush(d);
             run_retries(d, now);
+            if (d->region) lattice_region_tick(d->region, now); /* OBJECT IDLETIME's clock (once a second) */
         }
         chan_flush(d);
     }

@@ -500,7 +500,18 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
          * first result, without applying it again (a previous value it
          * returned is not kept: value is empty). */
         lattice_op_result again = {(lattice_status)seen->status, NULL, 0, seen->num, seen->flags};
+        /* INCRBYFLOAT's reply is the text it wrote: the entry holds it
+         * while its version is still the one the record names. */
+        void *v = NULL;
+        lattice_store_meta m = {0};
+        if (in->kind == LATTICE_OP_INCRBYFLOAT && seen->status == LATTICE_OK && c->store &&
+            lattice_store_get_copy(c->store, in->partition, in->key, in->key_len, &v, &m) == LATTICE_OK &&
+            m.version == (uint64_t)seen->num) {
+            again.value = v;
+            again.value_len = m.value_len;
+        }
         chan_complete(d, org, &again);
+        lt_free(v);
         return;
     }
     lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];

@@ -175,4 +175,8 @@ void exec_incrbyfloat(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
     if (r->status != LATTICE_OK) return;
     r->value = s->buf;
     r->value_len = n;
+    /* The version written: the resend records (dedup.c, here and on every
+     * copy) keep it, so a resend finds its reply in the entry while no
+     * later write replaced it (primary.c). */
+    r->num = (int64_t)repl->version;
 }

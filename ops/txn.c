@@ -34,6 +34,7 @@
 
 #include "base/base.h"
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "lattice/log.h"
 #include "lattice/txn.h"
 #include "ops_int.h"
@@ -91,7 +92,8 @@ static bool sub_kind_ok(int kind)
 {
     return (kind >= LATTICE_OP_GET && kind <= LATTICE_OP_CONTAINS) || kind == LATTICE_OP_SETRANGE ||
            kind == LATTICE_OP_SETBIT || kind == LATTICE_OP_INCRBYFLOAT || kind == LATTICE_TXN_VERSION ||
-           kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY;
+           kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY || kind == LATTICE_TXN_IF_ABSENT ||
+           kind == LATTICE_TXN_EXPIRE_IF || kind == LATTICE_TXN_IDLE;
 }
 
 static bool names_key(int kind)
@@ -149,6 +151,10 @@ static lattice_status req_decode(const lattice_meta_cache *c, uint32_t partition
             st = key_ok(c, partition, s->value, s->value_len);
         else if (s->value_len > c->cfg.max_value_bytes)
             st = LATTICE_ERR_TOO_LARGE;
+        else if (s->kind == LATTICE_TXN_IF_ABSENT && (s->delta < 0 || (uint64_t)s->delta >= q->n_subs - i))
+            st = LATTICE_ERR_INVAL; /* it guards subs that are not there */
+        else if (s->kind == LATTICE_TXN_EXPIRE_IF && ((uint64_t)s->delta & ~(uint64_t)LATTICE_TXN_EXP_ALL_))
+            st = LATTICE_ERR_INVAL;
     }
     if (st == LATTICE_OK && b.len != len) st = LATTICE_ERR_INVAL; /* trailing bytes */
     return st;
@@ -278,6 +284,52 @@ static void run_version(lattice_meta_cache *c, uint32_t partition, const txn_sub
     r->value_len = 8;
 }
 
+/* Is any of the n subs after subs[0] (MSETNX's keys) live?  -1: a store error. */
+static int any_live(lattice_meta_cache *c, uint32_t partition, const txn_sub *subs, size_t n)
+{
+    for (size_t i = 1; i <= n; i++) {
+        lattice_store_meta meta = {0};
+        void *v = NULL;
+        int st = lattice_store_get_copy(c->store, partition, subs[i].key, subs[i].key_len, &v, &meta);
+        lt_free(v);
+        if (st == LATTICE_OK) return 1;
+        if (st != LATTICE_ERR_NOT_FOUND) return -1;
+    }
+    return 0;
+}
+
+/* EXPIRE NX/XX/GT/LT: the conditions against the key's expiry, then the
+ * expiry set (or the key removed) as a single EXPIRE would. */
+static void run_expire_if(lattice_meta_cache *c, uint32_t partition, const txn_sub *s, exec_scratch *sc,
+                          lattice_op_result *r, txn_out *o)
+{
+    lattice_store_meta meta = {0};
+    void *v = NULL;
+    int st = lattice_store_get_copy(c->store, partition, s->key, s->key_len, &v, &meta);
+    lt_free(v);
+    if (st != LATTICE_OK) {
+        r->status = st;
+        return;
+    }
+    uint64_t cond = (uint64_t)s->delta, now = lt_wall_ms();
+    bool has = meta.expire_ms != 0, past = cond & LATTICE_TXN_EXP_PAST;
+    uint64_t when = past ? now : now + s->ttl_ms;
+    bool go = true;
+    if (cond & LATTICE_TXN_EXP_NX) go &= !has;
+    if (cond & LATTICE_TXN_EXP_XX) go &= has;
+    if (cond & LATTICE_TXN_EXP_GT) go &= has && when > meta.expire_ms;
+    if (cond & LATTICE_TXN_EXP_LT) go &= !has || when < meta.expire_ms;
+    if (!go) {
+        r->status = LATTICE_ERR_NOT_FOUND;
+        return;
+    }
+    exec_in in = {past ? LATTICE_OP_REMOVE : LATTICE_OP_EXPIRE, 0, partition, s->key, s->key_len, NULL, 0, 0,
+                  past ? 0 : s->ttl_ms};
+    repl_out w;
+    exec_local(c, &in, sc, r, &w);
+    if (w.needed) add_write(o, s->key, s->key_len, &w);
+}
+
 /* Does every watch still hold?  (A changed key or a new primary: no.) */
 static bool watches_hold(lattice_meta_cache *c, uint32_t partition, const txn_req *q, uint64_t epoch)
 {
@@ -323,7 +375,24 @@ static lattice_status txn_run(lattice_meta_cache *c, uint32_t partition, const t
         const txn_sub *s = &q->subs[i];
         lattice_op_result r = {0};
         uint8_t ep[8];
-        if (s->kind == LATTICE_TXN_VERSION) {
+        if (s->kind == LATTICE_TXN_IF_ABSENT) {
+            size_t n = (size_t)s->delta;
+            int live = any_live(c, partition, s, n);
+            r.status = live < 0 ? LATTICE_ERR_IO : live ? LATTICE_ERR_EXISTS : LATTICE_OK;
+            r.num = live == 0;
+            add_result(o, &r);
+            if (live == 0) continue;
+            lattice_op_result skip = {.status = r.status};
+            for (size_t k = 0; k < n; k++) add_result(o, &skip);
+            i += n;
+            continue;
+        } else if (s->kind == LATTICE_TXN_IDLE) {
+            uint64_t ms = 0;
+            r.status = lattice_store_idle_ms(c->store, partition, s->key, s->key_len, lt_mono_ms(), &ms);
+            r.num = (int64_t)ms;
+        } else if (s->kind == LATTICE_TXN_EXPIRE_IF) {
+            run_expire_if(c, partition, s, sc, &r, o);
+        } else if (s->kind == LATTICE_TXN_VERSION) {
             run_version(c, partition, s, sc, epoch, &r, ep);
         } else if (names_key(s->kind)) {
             run_move(c, partition, s, sc, &r, o);
@@ -471,7 +540,9 @@ static txn_undo_rec *undo_capture(lattice_meta_cache *c, uint32_t partition, con
     bool ok = true;
     for (size_t i = 0; i < q->n_subs && ok; i++) {
         const txn_sub *s = &q->subs[i];
-        if (ops_is_read(s->kind) || s->kind == LATTICE_TXN_VERSION) continue;
+        if (ops_is_read(s->kind) || s->kind == LATTICE_TXN_VERSION || s->kind == LATTICE_TXN_IF_ABSENT ||
+            s->kind == LATTICE_TXN_IDLE)
+            continue;
         if (s->kind != LATTICE_TXN_COPY) ok = capture_key(c, partition, s->key, s->key_len, &b);
         if (ok && names_key(s->kind)) ok = capture_key(c, partition, s->value, s->value_len, &b);
     }

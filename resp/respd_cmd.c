@@ -120,6 +120,7 @@ cmd_outcome respd_key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id id
 {
     (void)r;
     if (respd_is_str_command(id)) return respd_str_command(b, id, argc, argv);
+    if (id == LATTICE_RESP_CMD_OBJECT_IDLETIME) return respd_tx_idle_command(b, argv, false);
     if (respd_is_rmw_command(id)) return respd_rmw_command(b, id, argc, argv);
     if (respd_is_tx_key_command(id)) return respd_tx_key_command(b, id, argc, argv, false);
     char err[LATTICE_RESP_ERR_MAX];
@@ -400,7 +401,7 @@ void respd_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool i
         lattice_resp_add_error(o, b->arena + e->first, e->n);
         return;
     }
-    if (respd_is_tx_command((lattice_resp_cmd_id)e->cmd) || (in_exec && e->cmd == LATTICE_RESP_CMD_PING)) {
+    if (respd_is_tx_command((lattice_resp_cmd_id)e->cmd) || e->cmd == LATTICE_RESP_CMD_OBJECT_IDLETIME) {
         respd_tx_entry_reply(o, b, e, in_exec);
         return;
     }
@@ -777,18 +778,19 @@ static void cmd_client(lattice_respd *r, conn *c, lattice_resp_cmd_id id, const 
     }
 }
 
-/* Redis 7.0's fields (no pub/sub, no MULTI: their counters are 0 / -1);
- * flags O: a monitor. */
+/* Redis 7.0's fields (no pub/sub: its counters are 0); flags O: a
+ * monitor, x: in MULTI (multi= the commands queued, -1 outside MULTI). */
 size_t respd_client_line(lattice_respd *r, conn *c, char *buf, size_t cap)
 {
     uint64_t now = lt_mono_ms();
     size_t qbuf = c->rlen - c->roff, pending = lattice_resp_out_pending(c->out);
     int n = snprintf(buf, cap,
-             "id=%lld addr=%s laddr=%s:%d fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 "
+             "id=%lld addr=%s laddr=%s:%d fd=%d name=%s age=%llu idle=%llu flags=%s db=0 sub=0 psub=0 ssub=0 multi=%ld "
              "qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%d rbp=%zu obl=0 oll=0 omem=%zu tot-mem=%zu events=r "
              "cmd=%s user=default redir=-1 resp=%d\n",
              c->id, c->addr, r->host, r->port, c->fd, c->name, (unsigned long long)((now - c->since_ms) / 1000),
-             (unsigned long long)((now - c->last_ms) / 1000), c->mon ? "O" : "N", qbuf, (size_t)RBUF_SIZE - c->rlen,
+             (unsigned long long)((now - c->last_ms) / 1000), c->mon ? "O" : respd_tx_in_multi(c) ? "x" : "N",
+             respd_tx_queued(c), qbuf, (size_t)RBUF_SIZE - c->rlen,
              RBUF_SIZE, c->rlen, pending, RBUF_SIZE + pending + lattice_resp_parser_memory(c->parser),
              c->last_cmd ? c->last_cmd : "NULL", lattice_resp_out_proto(c->out));
     return n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
@@ -967,6 +969,7 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
         c->closing = true;
         break;
     case LATTICE_RESP_CMD_RESET: /* Redis's clearClientConnectionState: the state this endpoint keeps */
+        respd_tx_free(c); /* MULTI discarded, keys unwatched */
         c->reply_off = c->reply_skip = c->reply_skip_next = false;
         c->name[0] = '\0';
         if (c->mon) respd_mon_detach(c);
@@ -1079,15 +1082,15 @@ bool respd_misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size
     return false;
 }
 
-cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_resp_command *cmd)
+static cmd_outcome run_command(lattice_respd *r, conn *c, batch *b, size_t argc, const lattice_resp_arg *argv,
+                               bool in_exec)
 {
-    size_t argc = cmd->argc;
-    const lattice_resp_arg *argv = cmd->argv;
     char err[LATTICE_RESP_ERR_MAX];
-    if (eq(&argv[0], "config")) { /* not a command of the table: CONFIG GET for tools only */
+    bool queue = !in_exec && respd_tx_in_multi(c);
+    if (eq(&argv[0], "config") && !queue) { /* not a command of the table: CONFIG GET for tools only */
         if (b->n_ents) return CMD_DEFER;
         uint64_t t0 = respd_now_us();
-        if (argc >= 2) /* CLIENT LIST's cmd= */
+        if (argc >= 2 && !in_exec) /* CLIENT LIST's cmd= */
             c->last_cmd = eq(&argv[1], "get") ? "config|get" : eq(&argv[1], "set") ? "config|set"
                         : eq(&argv[1], "resetstat") ? "config|resetstat" : "config";
         if (!c->authed) lattice_resp_add_error(c->out, LATTICE_RESP_ERR_NOAUTH, strlen(LATTICE_RESP_ERR_NOAUTH));
@@ -1097,7 +1100,7 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
     }
     if (b->sealed) return CMD_DEFER; /* after WATCH / EXEC: the next batch */
     const lattice_resp_cmd *rc = lattice_resp_cmd_resolve(argc, argv, err);
-    if (respd_tx_in_multi(c) && !(rc && lattice_resp_cmd_id_of(rc) == LATTICE_RESP_CMD_QUIT))
+    if (queue && !(rc && (lattice_resp_cmd_id_of(rc) == LATTICE_RESP_CMD_QUIT || lattice_resp_cmd_id_of(rc) == LATTICE_RESP_CMD_RESET)))
         return respd_tx_command(r, c, b, rc, argc, argv, err); /* queued, or MULTI's own commands */
     if (rc && respd_is_tx_command(lattice_resp_cmd_id_of(rc)) && !respd_is_tx_key_command(lattice_resp_cmd_id_of(rc)))
         return respd_tx_command(r, c, b, rc, argc, argv, err);
@@ -1112,6 +1115,8 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
         lattice_resp_add_error(c->out, LATTICE_RESP_ERR_NOAUTH, strlen(LATTICE_RESP_ERR_NOAUTH));
         return CMD_DONE;
     }
+    if (in_exec && id == LATTICE_RESP_CMD_MONITOR) /* as Redis: EXEC expects one reply per command */
+        return respd_ent_error(b, "ERR MONITOR isn't allowed for DENY BLOCKING client");
     if (respd_is_key_command(id)) {
         if (c->mon) return respd_ent_error(b, "ERR Replica can't interact with the keyspace"); /* as Redis */
         if (b->sealed || (respd_is_walk_command(id) && b->n_ents)) return CMD_DEFER;
@@ -1119,8 +1124,8 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
         atomic_fetch_add(&r->cmd_calls[id], 1);
         bool walk = respd_is_walk_command(id); /* no key: never misrouted */
         if (!walk && respd_misrouted(r, c, rc, argc, argv, err)) return respd_ent_error(b, err);
-        c->last_cmd = lattice_resp_cmd_name(rc);
-        if (atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
+        if (!in_exec) c->last_cmd = lattice_resp_cmd_name(rc); /* in EXEC: cmd=exec, as Redis */
+        if (!in_exec && atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
         size_t n_before = b->n_ents;
         cmd_outcome oc = walk ? respd_walk_command(r, c, b, id, argc, argv) : respd_key_command(r, b, id, argc, argv);
         if (b->n_ents > n_before && b->ents[b->n_ents - 1].cmd != ENT_ERROR && respd_slowlog_wants(r))
@@ -1128,8 +1133,9 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
         return oc;
     }
     if (b->n_ents) return CMD_DEFER;
-    c->last_cmd = lattice_resp_cmd_name(rc);
-    if (atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
+    if (!in_exec) c->last_cmd = lattice_resp_cmd_name(rc);
+    if (!in_exec && atomic_load_explicit(&r->n_mons, memory_order_relaxed)) /* in EXEC: shown when queued */
+        respd_monitor_feed(r, c, rc, argc, argv);
     if (id == LATTICE_RESP_CMD_CLIENT_LIST || id == LATTICE_RESP_CMD_CLIENT_KILL) {
         /* Its legs go to every IO thread; time, like a key command's, is
          * counted until the reply (respd_batch_replies). */
@@ -1146,4 +1152,14 @@ cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_res
     atomic_fetch_add(&r->cmd_usec[id], took);
     if (respd_slowlog_wants(r)) respd_slowlog_add(r, c, argc, argv, took);
     return CMD_DONE;
+}
+
+cmd_outcome respd_command(lattice_respd *r, conn *c, batch *b, const lattice_resp_command *cmd)
+{
+    return run_command(r, c, b, cmd->argc, cmd->argv, false);
+}
+
+cmd_outcome respd_command_in_exec(lattice_respd *r, conn *c, batch *b, size_t argc, const lattice_resp_arg *argv)
+{
+    return run_command(r, c, b, argc, argv, true);
 }

@@ -69,6 +69,7 @@ typedef struct ent {
     uint16_t cmd;                     /* lattice_resp_cmd_id */
     uint16_t sflags;                  /* SET/EXPIRE option flags */
     bool mute;                        /* sent under CLIENT REPLY OFF/SKIP: no reply */
+    bool later;                       /* queued in MULTI, run at EXEC in its place: argv packed at arena + first, n bytes (respd_tx.c) */
     uint32_t first, n;                /* ops [first, first+n) */
     int64_t when_ms;                  /* conditional EXPIRE: the new deadline; ranges: start */
     int64_t arg2;                     /* ranges: end; GETBIT: the offset */
@@ -177,6 +178,10 @@ struct lattice_respd {
  * order). */
 typedef enum { CMD_DONE, CMD_BATCHED, CMD_DEFER } cmd_outcome;
 cmd_outcome respd_command(struct lattice_respd *r, conn *c, batch *b, const lattice_resp_command *cmd);
+/* As respd_command for a command EXEC runs in its place (never queued
+ * again; b is empty): answered into c->out, or entries of b. */
+cmd_outcome respd_command_in_exec(struct lattice_respd *r, conn *c, batch *b, size_t argc,
+                                  const lattice_resp_arg *argv);
 /* Encode every entry's reply into c->out, in order. */
 void respd_batch_replies(struct lattice_respd *r, conn *c, batch *b);
 void respd_batch_free(batch *b);
@@ -278,6 +283,8 @@ void respd_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool i
 bool respd_is_tx_command(lattice_resp_cmd_id id);
 bool respd_is_tx_key_command(lattice_resp_cmd_id id);
 bool respd_tx_in_multi(const conn *c);
+/* CLIENT LIST's multi=: the commands queued (also while EXEC runs them), -1 outside MULTI. */
+long respd_tx_queued(const conn *c);
 /* A transaction command, or any command while MULTI is open (rc NULL: err
  * says why it did not resolve). */
 cmd_outcome respd_tx_command(struct lattice_respd *r, conn *c, batch *b, const lattice_resp_cmd *rc, size_t argc,
@@ -285,6 +292,9 @@ cmd_outcome respd_tx_command(struct lattice_respd *r, conn *c, batch *b, const l
 /* RENAME, RENAMENX, COPY, MSETNX as an entry of b (in_multi: a queued sub-op). */
 cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
                                  bool in_multi);
+/* OBJECT IDLETIME key as an entry of b: a txn op of one LATTICE_TXN_IDLE
+ * (in_multi: the sub alone, queued). */
+cmd_outcome respd_tx_idle_command(batch *b, const lattice_resp_arg *argv, bool in_multi);
 /* WATCH and EXEC replies (they change c's state). */
 void respd_tx_reply(conn *c, const batch *b, const ent *e);
 void respd_tx_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool in_exec);

@@ -25,7 +25,6 @@
 #define ERR_BUSYKEY "BUSYKEY Target key name already exists."
 #define ERR_OOM "OOM command not allowed when used memory > 'maxmemory'."
 #define ERR_NO_LFU "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
-#define ERR_NO_IDLE "ERR idle time not tracked: Lattice keeps no access time per key"
 #define ERR_NO_RESULT "ERR INCRBYFLOAT's result did not come back (a full_async cache, or a resend after a failover): read the key"
 #define SHARED_INTEGERS 10000 /* Redis's OBJ_SHARED_INTEGERS */
 #define EMBSTR_LIMIT 44       /* OBJ_ENCODING_EMBSTR_SIZE_LIMIT */
@@ -182,7 +181,6 @@ cmd_outcome respd_rmw_command(batch *b, lattice_resp_cmd_id id, size_t argc, con
         ok = added(respd_op_add(b, e, LATTICE_OP_INCRBYFLOAT, 0, &argv[1], &argv[2], 0, 0), err);
         break;
     case LATTICE_RESP_CMD_RESTORE: ok = restore(b, e, argc, argv, err); break;
-    case LATTICE_RESP_CMD_OBJECT_IDLETIME:
     case LATTICE_RESP_CMD_OBJECT_FREQ:
         ok = added(respd_op_add(b, e, LATTICE_OP_CONTAINS, 0, &argv[2], NULL, 0, 0), err);
         break;
@@ -278,15 +276,15 @@ void respd_rmw_reply(lattice_resp_out *o, const batch *b, const ent *e)
     case LATTICE_RESP_CMD_INCRBYFLOAT:
         /* No value came back: a full_async cache reports no outcome, and a
          * resend the primary answers from its de-duplication record (after
-         * a failover) has only the status - the increment counted once. */
+         * a failover) finds its text in the entry only while no later
+         * write replaced it - the increment counted once either way. */
         if (x->has_value) respd_add_value(o, b, x);
         else add_err(o, ERR_NO_RESULT);
         break;
     case LATTICE_RESP_CMD_DUMP: reply_dump(o, b, x); break;
-    case LATTICE_RESP_CMD_OBJECT_IDLETIME:
     case LATTICE_RESP_CMD_OBJECT_FREQ:
         if (x->num <= 0) lattice_resp_add_null(o);
-        else add_err(o, id == LATTICE_RESP_CMD_OBJECT_FREQ ? ERR_NO_LFU : ERR_NO_IDLE);
+        else add_err(o, ERR_NO_LFU);
         break;
     default: /* OBJECT ENCODING, REFCOUNT */
         if (!found) lattice_resp_add_null(o);

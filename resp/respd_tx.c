@@ -7,11 +7,14 @@
  * MULTI queues each command as the entries and ops it would make in a
  * batch of its own (c->tx->sub), built at queue time by the same code as
  * outside MULTI, so its reply inside EXEC's array is the one it would get
- * alone.  A command refused at queue time (unknown, wrong arity, CROSSSLOT,
- * MOVED, not allowed in a transaction) marks the transaction dirty: EXEC
- * answers EXECABORT, as Redis.  EXEC sends the queued ops and the watches
- * as ONE txn op, then decodes its results into the queued batch's results
- * and writes the queued entries' replies as an array.
+ * alone; a command without a key of the slot (DBSIZE, a walk, PING, INFO,
+ * CONFIG ...) is kept as its argv (ent.later).  A command refused at queue
+ * time (unknown, wrong arity, CROSSSLOT, MOVED) marks the transaction
+ * dirty: EXEC answers EXECABORT, as Redis.  EXEC runs the queue in order,
+ * in parts (cmd_exec): each maximal run of keyed entries as ONE txn op (the
+ * first part with the watches), decoded into the queued batch's results;
+ * each kept command in its place, as it would run alone; the replies form
+ * one array.
  *
  * WATCH reads, at the key's primary, each key's version (a live key) or
  * its partition's update counter (an absent one), with the primary's
@@ -24,6 +27,7 @@
 #include <strings.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "lattice/txn.h"
 #include "respd_int.h"
 
@@ -32,7 +36,6 @@
 #define ERR_DISCARD_NO_MULTI "ERR DISCARD without MULTI"
 #define ERR_WATCH_IN_MULTI "ERR WATCH inside MULTI is not allowed"
 #define ERR_EXECABORT "EXECABORT Transaction discarded because of previous errors."
-#define ERR_NOT_IN_MULTI "ERR Command not allowed inside a transaction"
 #define ERR_NO_SUCH_KEY "ERR no such key"
 #define ERR_SAME_OBJECT "ERR source and destination objects are the same"
 #define ERR_LOST "ERR the transaction was applied; its replies were lost in a failover"
@@ -47,6 +50,14 @@ typedef struct tx_watch {
 struct respd_tx {
     bool multi, dirty;
     batch *sub;          /* the queued commands */
+    /* EXEC (cmd_exec): it runs run's entries from pos on in parts, and is
+     * parsed again after each part's batch; run is kept until the last
+     * part's reply is out (freed by the next MULTI or the connection). */
+    batch *run;
+    size_t pos;
+    bool running;        /* EXEC has begun */
+    bool header;         /* its array's header is out */
+    bool stopped;        /* its first part failed as a whole (or a watch did): that was the reply */
     int slot;            /* of every key queued or watched; -1: none yet */
     bool cross;          /* keys of several slots */
     bool watch_broken;   /* a WATCH read failed: EXEC must not run */
@@ -82,14 +93,21 @@ static void unwatch(struct respd_tx *t)
     if (!t->multi) t->slot = -1, t->cross = false;
 }
 
-static void discard(struct respd_tx *t)
+/* MULTI ends (EXEC sent its last part, or DISCARD): the watches go. */
+static void finish(struct respd_tx *t)
 {
-    respd_batch_free(t->sub);
-    t->sub = NULL;
-    t->multi = t->dirty = false;
+    t->multi = t->dirty = t->running = false;
     unwatch(t);
     t->slot = -1;
     t->cross = false;
+}
+
+static void discard(struct respd_tx *t)
+{
+    respd_batch_free(t->sub);
+    respd_batch_free(t->run);
+    t->sub = t->run = NULL;
+    finish(t);
 }
 
 void respd_tx_free(conn *c)
@@ -104,6 +122,14 @@ void respd_tx_free(conn *c)
 bool respd_tx_in_multi(const conn *c)
 {
     return c->tx && c->tx->multi;
+}
+
+long respd_tx_queued(const conn *c)
+{
+    const struct respd_tx *t = c->tx;
+    if (!t || !t->multi) return -1;
+    const batch *q = t->running ? t->run : t->sub;
+    return q ? (long)q->n_ents : 0;
 }
 
 bool respd_is_tx_command(lattice_resp_cmd_id id)
@@ -160,8 +186,17 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
     if (id == LATTICE_RESP_CMD_MSETNX) {
         if (argc % 2 == 0) return respd_ent_error(b, "ERR wrong number of arguments for 'msetnx' command");
         if (!same_slot(argc, argv, 1, 2)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
-        if (in_multi) return respd_ent_error(b, ERR_NOT_IN_MULTI);
         size_t n = (argc - 1) / 2;
+        if (in_multi) { /* the guard, then the puts it guards, as subs of EXEC's transaction */
+            ent *e = respd_ent_new(b, id);
+            bool ok = e && respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_IF_ABSENT, 0, &argv[1], NULL, (int64_t)n, 0);
+            for (size_t i = 0; ok && i < n; i++)
+                ok = respd_op_add(b, e, LATTICE_OP_PUT, 0, &argv[1 + 2 * i], &argv[2 + 2 * i], 0, 0);
+            if (ok || !e) return CMD_BATCHED;
+            b->n_ops = e->first;
+            b->n_ents--;
+            return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+        }
         lattice_op *subs = lt_calloc(n, sizeof *subs);
         lattice_txn_watch *w = lt_calloc(n, sizeof *w);
         ent *e = subs && w ? respd_ent_new(b, id) : NULL;
@@ -206,6 +241,19 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
         ok = add_txn_op(b, e, NULL, 0, &s, 1);
     }
     return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+}
+
+/* OBJECT IDLETIME: the key's storage page's idle time, at its primary. */
+cmd_outcome respd_tx_idle_command(batch *b, const lattice_resp_arg *argv, bool in_multi)
+{
+    ent *e = respd_ent_new(b, LATTICE_RESP_CMD_OBJECT_IDLETIME);
+    if (!e) return CMD_DONE;
+    lattice_op s = {(lattice_op_kind)LATTICE_TXN_IDLE, 0, NULL, argv[2].ptr, argv[2].len, NULL, 0, 0, 0, 0};
+    bool ok = in_multi ? respd_op_add(b, e, s.kind, 0, &argv[2], NULL, 0, 0) : add_txn_op(b, e, NULL, 0, &s, 1);
+    if (ok) return CMD_BATCHED;
+    b->n_ops = e->first;
+    b->n_ents--;
+    return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
 }
 
 /* ---- replies ---- */
@@ -280,30 +328,30 @@ static void move_reply(lattice_resp_out *o, lattice_resp_cmd_id cmd, const opres
 void respd_tx_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool in_exec)
 {
     switch (e->cmd) {
-    case LATTICE_RESP_CMD_PING: /* queued PING / ECHO / SELECT: the reply's bytes in the arena */
-        if (e->sflags == 2) lattice_resp_add_simple(o, b->arena + e->first, e->n);
-        else if (e->sflags) lattice_resp_add_bulk(o, b->arena + e->first, e->n);
-        else lattice_resp_add_simple(o, "PONG", 4);
-        return;
     case LATTICE_RESP_CMD_UNWATCH: lattice_resp_add_simple(o, "OK", 2); return;
     case LATTICE_RESP_CMD_MSETNX: {
-        const opres *t = &b->res[e->first];
-        if (t->status != LATTICE_OK) respd_add_result_error(o, t);
+        const opres *t = &b->res[e->first]; /* in EXEC: its guard's result */
+        if (in_exec && (t->status == LATTICE_OK || t->status == LATTICE_ERR_EXISTS))
+            lattice_resp_add_int(o, t->status == LATTICE_OK);
+        else if (t->status != LATTICE_OK) respd_add_result_error(o, t);
         else if (t->flags & LATTICE_OP_R_LOST) lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));
         else lattice_resp_add_int(o, !(t->flags & LATTICE_OP_R_ABORTED));
         return;
     }
     default: break;
     }
-    if (in_exec) { /* queued: the sub's own result */
-        move_reply(o, (lattice_resp_cmd_id)e->cmd, &b->res[e->first]);
-        return;
-    }
     batch tmp = {0};
     opres x;
-    first_sub(b, e, &x, &tmp);
-    tmp.vals_len = 0;
-    move_reply(o, (lattice_resp_cmd_id)e->cmd, &x);
+    if (in_exec) x = b->res[e->first]; /* queued: the sub's own result */
+    else first_sub(b, e, &x, &tmp);
+    if (e->cmd == LATTICE_RESP_CMD_OBJECT_IDLETIME) {
+        if (x.flags & LATTICE_OP_R_LOST) lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));
+        else if (x.status == LATTICE_ERR_NOT_FOUND) lattice_resp_add_null(o);
+        else if (x.status != LATTICE_OK) respd_add_result_error(o, &x);
+        else lattice_resp_add_int(o, x.num / 1000); /* seconds, as Redis */
+    } else {
+        move_reply(o, (lattice_resp_cmd_id)e->cmd, &x);
+    }
     lt_free(tmp.vals);
 }
 
@@ -364,40 +412,60 @@ static void watch_reply(conn *c, const batch *b, const ent *e)
     lattice_resp_add_simple(c->out, "OK", 2);
 }
 
+/* The ops of run's entries [lo, hi) are [ops_from(lo), ops_from(hi)). */
+static size_t ops_from(const batch *q, size_t ent)
+{
+    size_t i = 0;
+    while (i < q->n_ops && q->res[i].ent < ent) i++;
+    return i;
+}
+
+/* A part of EXEC came back: entries [when_ms, arg2) of the queued batch. */
 static void exec_reply(conn *c, const batch *b, const ent *e)
 {
-    batch *sub = e->sub;
+    struct respd_tx *t = c->tx;
+    batch *q = t ? t->run : NULL;
     lattice_resp_out *o = c->out;
+    if (!q) {
+        lattice_resp_add_error(o, "ERR internal", 12);
+        return;
+    }
+    size_t lo = (size_t)e->when_ms, hi = (size_t)e->arg2, o0 = ops_from(q, lo), o1 = ops_from(q, hi);
     if (e->n) {
         const opres *x = &b->res[e->first];
-        if (x->status != LATTICE_OK) {
-            respd_add_result_error(o, x);
+        bool lost = x->status == LATTICE_OK && (x->flags & LATTICE_OP_R_LOST);
+        if (x->status != LATTICE_OK || lost) {
+            /* The part failed as a whole: before anything was answered,
+             * that is EXEC's reply; later, each of its commands'. */
+            size_t n = t->header ? hi - lo : 1;
+            for (size_t i = 0; i < n; i++) {
+                if (lost) lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));
+                else respd_add_result_error(o, x);
+            }
+            t->stopped = !t->header;
             return;
         }
-        if (x->flags & LATTICE_OP_R_ABORTED) {
+        if (x->flags & LATTICE_OP_R_ABORTED) { /* only the first part carries the watches */
             lattice_resp_add_null_array(o);
-            return;
-        }
-        if (x->flags & LATTICE_OP_R_LOST) {
-            lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));
+            t->stopped = true;
             return;
         }
         lattice_txn_buf rb;
         long n = lattice_txn_result_begin(&rb, b->vals + x->voff, x->vlen);
-        if (n != (long)sub->n_ops) {
-            lattice_resp_add_error(o, "ERR internal", 12);
+        bool ok = n == (long)(o1 - o0);
+        for (long i = 0; ok && i < n; i++) {
+            lattice_txn_sub_result s;
+            ok = lattice_txn_result_next(&rb, &s) && store_sub(q, &q->res[o0 + (size_t)i], &s);
+        }
+        if (!ok) {
+            for (size_t i = 0; i < (t->header ? hi - lo : 1); i++) lattice_resp_add_error(o, "ERR internal", 12);
+            t->stopped = !t->header;
             return;
         }
-        for (long i = 0; i < n; i++) {
-            lattice_txn_sub_result s;
-            if (!lattice_txn_result_next(&rb, &s) || !store_sub(sub, &sub->res[i], &s)) {
-                lattice_resp_add_error(o, "ERR internal", 12);
-                return;
-            }
-        }
     }
-    lattice_resp_add_array(o, sub->n_ents);
-    for (size_t i = 0; i < sub->n_ents; i++) respd_entry_reply(o, sub, &sub->ents[i], true);
+    if (!t->header) lattice_resp_add_array(o, q->n_ents);
+    t->header = true;
+    for (size_t i = lo; i < hi; i++) respd_entry_reply(o, q, &q->ents[i], true);
 }
 
 void respd_tx_reply(conn *c, const batch *b, const ent *e)
@@ -426,60 +494,153 @@ static cmd_outcome cmd_watch(lattice_respd *r, conn *c, batch *b, size_t argc, c
     return CMD_BATCHED;
 }
 
+/* Entries [lo, hi) of the queued batch - commands with keys of one slot -
+ * as ONE txn op in b, with the watches when nothing was answered yet. */
+static cmd_outcome exec_part(lattice_respd *r, conn *c, batch *b, size_t lo, size_t hi)
+{
+    struct respd_tx *t = c->tx;
+    batch *q = t->run;
+    size_t o0 = ops_from(q, lo), o1 = ops_from(q, hi), nw = t->header ? 0 : t->n_w;
+    lattice_op *ops = lt_calloc(o1 > o0 ? o1 - o0 : 1, sizeof *ops);
+    lattice_txn_watch *w = lt_calloc(nw ? nw : 1, sizeof *w);
+    ent *e = ops && w ? respd_ent_new(b, LATTICE_RESP_CMD_EXEC) : NULL;
+    bool ok = e != NULL;
+    for (size_t i = o0; ok && i < o1; i++) { /* the keys and values as pointers */
+        lattice_op *op = &ops[i - o0];
+        *op = q->ops[i];
+        if (op->key) op->key = at(q, op->key);
+        if (op->value) op->value = at(q, op->value);
+    }
+    for (size_t i = 0; ok && i < nw; i++)
+        w[i] = (lattice_txn_watch){t->w[i].key, t->w[i].len, t->w[i].mode, t->w[i].version, t->w[i].epoch};
+    if (ok && (o1 > o0 || nw)) ok = add_txn_op(b, e, w, nw, ops, o1 - o0);
+    lt_free(ops);
+    lt_free(w);
+    if (!ok) {
+        if (e) b->n_ents--;
+        bool header = t->header;
+        discard(t);
+        if (!header) return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+        c->closing = true; /* a partial array cannot be completed */
+        return CMD_DONE;
+    }
+    e->when_ms = (int64_t)lo;
+    e->arg2 = (int64_t)hi;
+    for (size_t i = lo; i < hi; i++) /* INFO commandstats: queued commands count as they run */
+        if (q->ents[i].cmd && q->ents[i].cmd < LATTICE_RESP_CMD_ID_COUNT_) atomic_fetch_add(&r->cmd_calls[q->ents[i].cmd], 1);
+    t->pos = hi;
+    b->sealed = true;
+    if (hi < q->n_ents) return CMD_DEFER; /* EXEC is parsed again once this part is answered */
+    finish(t);
+    return CMD_BATCHED;
+}
+
+/* The argv of a command run at EXEC in its place (u32 argc, (u32 len, bytes)*). */
+static bool queue_later(batch *q, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
+{
+    size_t n = 4;
+    for (size_t i = 0; i < argc; i++) n += 4 + argv[i].len;
+    char *p = lt_malloc(n);
+    if (!p) return false;
+    lattice_txn_buf w = {(uint8_t *)p, 0, n, false};
+    lattice_txn_put_u(&w, argc, 4);
+    for (size_t i = 0; i < argc; i++) lattice_txn_put_bytes(&w, argv[i].ptr, argv[i].len);
+    ent *e = respd_ent_bytes(q, id, p, n);
+    lt_free(p);
+    if (e) e->later = true;
+    return e != NULL;
+}
+
+/* Runs queued entry t->pos (a command without keys of the slot, or one
+ * over the whole keyspace) as it would run alone. */
+static cmd_outcome exec_later(lattice_respd *r, conn *c, batch *b)
+{
+    struct respd_tx *t = c->tx;
+    const ent *e = &t->run->ents[t->pos++];
+    lattice_txn_buf rb = {(uint8_t *)t->run->arena + e->first, 0, e->n, false};
+    size_t argc = (size_t)lattice_txn_get_u(&rb, 4);
+    lattice_resp_arg *argv = lt_calloc(argc ? argc : 1, sizeof *argv);
+    if (!argv) {
+        reply_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
+        return CMD_DONE;
+    }
+    for (size_t i = 0; i < argc; i++) {
+        size_t n;
+        argv[i].ptr = (const char *)lattice_txn_get_bytes(&rb, &n);
+        argv[i].len = n;
+    }
+    cmd_outcome oc = respd_command_in_exec(r, c, b, argc, argv);
+    lt_free(argv);
+    return oc;
+}
+
+/* EXEC: the queue in order, in parts (docs/RESP.md, "Transactions"): each
+ * maximal run of commands on keys of the slot is one txn op (atomic), each
+ * other command runs in its place between them; the first part carries the
+ * watches.  A part that needs the grid ends the batch (CMD_DEFER: EXEC is
+ * parsed again when it is answered), so the replies form one array in
+ * queue order. */
 static cmd_outcome cmd_exec(lattice_respd *r, conn *c, batch *b, char *err)
 {
     struct respd_tx *t = c->tx;
+    if (!t || !t->running) atomic_fetch_add(&r->cmd_calls[LATTICE_RESP_CMD_EXEC], 1); /* once, failed or not, as Redis */
     if (!t || !t->multi) {
         reply_err(c, ERR_EXEC_NO_MULTI);
         return CMD_DONE;
     }
-    if (t->dirty) {
-        discard(t);
-        reply_err(c, ERR_EXECABORT);
+    if (!t->running) {
+        if (t->dirty) {
+            discard(t);
+            reply_err(c, ERR_EXECABORT);
+            return CMD_DONE;
+        }
+        if (t->cross) {
+            discard(t);
+            reply_err(c, LATTICE_RESP_ERR_CROSSSLOT);
+            return CMD_DONE;
+        }
+        if (t->watch_broken) {
+            discard(t);
+            lattice_resp_add_null_array(c->out);
+            return CMD_DONE;
+        }
+        if (t->slot >= 0 && (c->aware == AWARE_YES || r->cfg.moved == LATTICE_RESPD_MOVED_ALWAYS) &&
+            r->cfg.moved != LATTICE_RESPD_MOVED_NEVER && respd_route(r, (uint16_t)t->slot, false, err) == RESPD_MOVED) {
+            discard(t);
+            reply_err(c, err);
+            return CMD_DONE;
+        }
+        respd_batch_free(t->run);
+        t->run = t->sub;
+        t->sub = NULL;
+        t->pos = 0;
+        t->running = true;
+        t->header = t->stopped = false;
+        if (t->n_w && (!t->run->n_ents || t->run->ents[0].later)) return exec_part(r, c, b, 0, 0); /* the watches first */
+    } else if (t->stopped) {
+        finish(t);
         return CMD_DONE;
     }
-    if (t->cross) {
-        discard(t);
-        reply_err(c, LATTICE_RESP_ERR_CROSSSLOT);
-        return CMD_DONE;
+    batch *q = t->run;
+    while (t->pos < q->n_ents) {
+        if (!q->ents[t->pos].later) {
+            size_t end = t->pos;
+            while (end < q->n_ents && !q->ents[end].later) end++;
+            return exec_part(r, c, b, t->pos, end);
+        }
+        if (!t->header) lattice_resp_add_array(c->out, q->n_ents);
+        t->header = true;
+        cmd_outcome oc = exec_later(r, c, b);
+        if (b->n_ents) b->sealed = true; /* what follows EXEC in the pipeline runs after it */
+        if (t->pos == q->n_ents) {
+            finish(t);
+            return oc == CMD_DEFER ? CMD_DONE : oc;
+        }
+        if (b->n_ents || b->xreq) return CMD_DEFER;
     }
-    if (t->watch_broken) {
-        discard(t);
-        lattice_resp_add_null_array(c->out);
-        return CMD_DONE;
-    }
-    batch *sub = t->sub;
-    if (t->slot >= 0 && (c->aware == AWARE_YES || r->cfg.moved == LATTICE_RESPD_MOVED_ALWAYS) &&
-        r->cfg.moved != LATTICE_RESPD_MOVED_NEVER && respd_route(r, (uint16_t)t->slot, false, err) == RESPD_MOVED) {
-        discard(t);
-        reply_err(c, err);
-        return CMD_DONE;
-    }
-    /* The queued ops' keys and values as pointers, then one txn op. */
-    lattice_op *ops = lt_calloc(sub->n_ops ? sub->n_ops : 1, sizeof *ops);
-    lattice_txn_watch *w = lt_calloc(t->n_w ? t->n_w : 1, sizeof *w);
-    ent *e = ops && w ? respd_ent_new(b, LATTICE_RESP_CMD_EXEC) : NULL;
-    bool ok = e != NULL;
-    for (size_t i = 0; ok && i < sub->n_ops; i++) {
-        ops[i] = sub->ops[i];
-        if (ops[i].key) ops[i].key = at(sub, ops[i].key);
-        if (ops[i].value) ops[i].value = at(sub, ops[i].value);
-    }
-    for (size_t i = 0; ok && i < t->n_w; i++)
-        w[i] = (lattice_txn_watch){t->w[i].key, t->w[i].len, t->w[i].mode, t->w[i].version, t->w[i].epoch};
-    if (ok && (sub->n_ops || t->n_w)) ok = add_txn_op(b, e, w, t->n_w, ops, sub->n_ops);
-    lt_free(ops);
-    lt_free(w);
-    if (!ok) {
-        discard(t);
-        if (e) b->n_ents--;
-        return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
-    }
-    e->sub = sub;
-    t->sub = NULL;
-    discard(t);
-    b->sealed = true;
-    return CMD_BATCHED;
+    if (!t->header) lattice_resp_add_array(c->out, 0);
+    finish(t);
+    return CMD_DONE;
 }
 
 /* A command while MULTI is open: queued (+QUEUED) or refused (dirty). */
@@ -498,32 +659,16 @@ static cmd_outcome queue(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, 
     }
     batch *sub = t->sub;
     size_t ents0 = sub->n_ents, ops0 = sub->n_ops;
-    ent *e;
-    if (id == LATTICE_RESP_CMD_PING || id == LATTICE_RESP_CMD_ECHO) {
-        bool arg = argc > 1;
-        if (id == LATTICE_RESP_CMD_PING && argc > 2) {
-            t->dirty = true;
-            reply_err(c, "ERR wrong number of arguments for 'ping' command");
-            return CMD_DONE;
-        }
-        e = respd_ent_bytes(sub, LATTICE_RESP_CMD_PING, arg ? argv[1].ptr : "", arg ? argv[1].len : 0);
-        if (e) e->sflags = arg;
-    } else if (id == LATTICE_RESP_CMD_SELECT) { /* its reply is known now: kept for the array */
-        long long db;
-        if (!lattice_resp_string2ll(argv[1].ptr, argv[1].len, &db)) respd_ent_error(sub, LATTICE_RESP_ERR_NOT_INTEGER);
-        else if (db != 0) respd_ent_error(sub, LATTICE_RESP_ERR_DB_INDEX);
-        else if ((e = respd_ent_bytes(sub, LATTICE_RESP_CMD_PING, "OK", 2))) e->sflags = 2;
-    } else if (id == LATTICE_RESP_CMD_UNWATCH) {
+    if (id == LATTICE_RESP_CMD_UNWATCH) {
         respd_ent_new(sub, LATTICE_RESP_CMD_UNWATCH);
     } else if (respd_is_tx_key_command(id)) {
         respd_tx_key_command(sub, id, argc, argv, true);
+    } else if (id == LATTICE_RESP_CMD_OBJECT_IDLETIME) {
+        respd_tx_idle_command(sub, argv, true);
     } else if (respd_is_key_command(id) && id != LATTICE_RESP_CMD_DBSIZE && !respd_is_walk_command(id)) {
-        /* (a walk - SCAN, KEYS, FLUSHALL... - spans partitions: not one step) */
         respd_key_command(r, sub, id, argc, argv);
-    } else {
-        t->dirty = true;
-        reply_err(c, ERR_NOT_IN_MULTI);
-        return CMD_DONE;
+    } else { /* no key of the slot (DBSIZE and the walks span partitions): run in its place */
+        queue_later(sub, id, argc, argv);
     }
     if (sub->n_ents == ents0) { /* out of memory */
         t->dirty = true;
@@ -531,19 +676,26 @@ static cmd_outcome queue(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, 
         return CMD_DONE;
     }
     for (size_t i = ops0; i < sub->n_ops; i++) {
-        if (sub->res[i].cond_expire) {
-            /* EXPIRE NX/XX/GT/LT reads the TTL first, then decides: not one step. */
-            sub->n_ops = ops0;
-            sub->n_ents = ents0;
-            t->dirty = true;
-            reply_err(c, ERR_NOT_IN_MULTI);
-            return CMD_DONE;
+        lattice_op *o = &sub->ops[i];
+        if (sub->res[i].cond_expire) { /* EXPIRE NX/XX/GT/LT: decided at the primary, in the step */
+            const ent *qe = &sub->ents[sub->res[i].ent];
+            int64_t now = (int64_t)lt_wall_ms();
+            unsigned f = qe->sflags, cond = 0;
+            if (f & LATTICE_RESP_EXPIRE_NX) cond |= LATTICE_TXN_EXP_NX;
+            if (f & LATTICE_RESP_EXPIRE_XX) cond |= LATTICE_TXN_EXP_XX;
+            if (f & LATTICE_RESP_EXPIRE_GT) cond |= LATTICE_TXN_EXP_GT;
+            if (f & LATTICE_RESP_EXPIRE_LT) cond |= LATTICE_TXN_EXP_LT;
+            if (qe->when_ms <= now) cond |= LATTICE_TXN_EXP_PAST;
+            o->kind = (lattice_op_kind)LATTICE_TXN_EXPIRE_IF;
+            o->delta = (int64_t)cond;
+            o->ttl_ms = qe->when_ms <= now ? 0 : (uint64_t)(qe->when_ms - now);
+            sub->res[i].cond_expire = false;
         }
-        const lattice_op *o = &sub->ops[i];
         note_slot(t, at(sub, o->key), o->key_len);
         if (o->kind == (lattice_op_kind)LATTICE_TXN_RENAME || o->kind == (lattice_op_kind)LATTICE_TXN_COPY)
             note_slot(t, at(sub, o->value), o->value_len);
     }
+    if (atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
     lattice_resp_add_simple(c->out, "QUEUED", 6);
     return CMD_DONE;
 }
@@ -554,10 +706,23 @@ cmd_outcome respd_tx_command(lattice_respd *r, conn *c, batch *b, const lattice_
     bool multi = respd_tx_in_multi(c);
     lattice_resp_cmd_id id = rc ? lattice_resp_cmd_id_of(rc) : (lattice_resp_cmd_id)0;
     if (b->n_ents) return CMD_DEFER;
+    bool mon = rc && atomic_load_explicit(&r->n_mons, memory_order_relaxed);
     if (id == LATTICE_RESP_CMD_WATCH && !multi) {
         if (!c->authed) return respd_ent_error(b, LATTICE_RESP_ERR_NOAUTH);
+        atomic_fetch_add(&r->cmd_calls[id], 1);
+        if (mon) respd_monitor_feed(r, c, rc, argc, argv);
         return cmd_watch(r, c, b, argc, argv);
     }
+    if (!rc && multi && eq(&argv[0], "config") && argc >= 2 && c->authed) { /* not in the table: no key, runs in its place */
+        if (!queue_later(c->tx->sub, LATTICE_RESP_CMD_ID_COUNT_, argc, argv)) {
+            c->tx->dirty = true;
+            reply_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
+            return CMD_DONE;
+        }
+        lattice_resp_add_simple(c->out, "QUEUED", 6);
+        return CMD_DONE;
+    }
+    if (!rc && multi && eq(&argv[0], "config")) lattice_resp_err_arity("config", err);
     if (!rc) { /* unknown command, wrong arity: inside MULTI it aborts EXEC */
         if (eq(&argv[0], "exec")) {
             /* EXEC itself refused: Redis discards at once, naming why. */
@@ -577,6 +742,12 @@ cmd_outcome respd_tx_command(lattice_respd *r, conn *c, batch *b, const lattice_
         reply_err(c, LATTICE_RESP_ERR_NOAUTH);
         return CMD_DONE;
     }
+    c->last_cmd = lattice_resp_cmd_name(rc); /* CLIENT LIST's cmd=: the command queued, or MULTI's own */
+    /* MONITOR, as Redis: MULTI's own commands as they run (EXEC once), a
+     * queued one when it is queued (Redis: when EXEC runs it - same order). */
+    bool own = id == LATTICE_RESP_CMD_MULTI || id == LATTICE_RESP_CMD_DISCARD || id == LATTICE_RESP_CMD_WATCH ||
+               (id == LATTICE_RESP_CMD_UNWATCH && !multi) || (id == LATTICE_RESP_CMD_EXEC && !(c->tx && c->tx->running));
+    if (mon && own) respd_monitor_feed(r, c, rc, argc, argv);
     struct respd_tx *t = tx_of(c);
     if (!t) {
         reply_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
@@ -584,10 +755,13 @@ cmd_outcome respd_tx_command(lattice_respd *r, conn *c, batch *b, const lattice_
     }
     switch (id) {
     case LATTICE_RESP_CMD_MULTI:
+        atomic_fetch_add(&r->cmd_calls[id], 1); /* a nested one too, as Redis */
         if (multi) {
             reply_err(c, ERR_NESTED);
             return CMD_DONE;
         }
+        respd_batch_free(t->run); /* the last EXEC's queue */
+        t->run = NULL;
         t->sub = lt_calloc(1, sizeof *t->sub);
         if (!t->sub) {
             reply_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
@@ -599,15 +773,18 @@ cmd_outcome respd_tx_command(lattice_respd *r, conn *c, batch *b, const lattice_
         return CMD_DONE;
     case LATTICE_RESP_CMD_EXEC: return cmd_exec(r, c, b, err);
     case LATTICE_RESP_CMD_DISCARD:
+        atomic_fetch_add(&r->cmd_calls[id], 1);
         if (!multi) reply_err(c, ERR_DISCARD_NO_MULTI);
         else lattice_resp_add_simple(c->out, "OK", 2);
         if (multi) discard(t);
         return CMD_DONE;
     case LATTICE_RESP_CMD_WATCH:
+        atomic_fetch_add(&r->cmd_calls[id], 1);
         reply_err(c, ERR_WATCH_IN_MULTI);
         return CMD_DONE;
     case LATTICE_RESP_CMD_UNWATCH:
         if (!multi) {
+            atomic_fetch_add(&r->cmd_calls[id], 1);
             unwatch(t);
             lattice_resp_add_simple(c->out, "OK", 2);
             return CMD_DONE;

@@ -730,7 +730,7 @@ int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q)
             if (read_chain(r, q, v.next, v.piece_len, &spins) != 0 || !seq_same(h, s)) continue;
         }
         uint32_t ep = __atomic_load_n(&r->epoch, __ATOMIC_RELAXED);
-        if (__atomic_load_n(&h->access, __ATOMIC_RELAXED) != ep)
+        if (!q->no_touch && __atomic_load_n(&h->access, __ATOMIC_RELAXED) != ep)
             __atomic_store_n(&h->access, ep, __ATOMIC_RELAXED);
         return LATTICE_OK;
     }
@@ -758,6 +758,7 @@ int lattice_region_create(const lattice_region_config *cfg, lattice_region **out
         return LATTICE_ERR_NOMEM;
     }
     pthread_mutex_init(&r->map_lock, NULL);
+    pthread_mutex_init(&r->tick_lock, NULL);
     pthread_cond_init(&r->map_cond, NULL);
     snprintf(r->name, sizeof r->name, "%s", cfg->name ? cfg->name : "default");
     r->page_size = ps;
@@ -800,6 +801,7 @@ void lattice_region_destroy(lattice_region *r)
     for (uint32_t c = 0; c < r->nchunks; c++)
         if (r->chunks[c]) lt_unmap(r->chunks[c], LATTICE_REGION_CHUNK);
     pthread_mutex_destroy(&r->map_lock);
+    pthread_mutex_destroy(&r->tick_lock);
     pthread_cond_destroy(&r->map_cond);
     for (int i = 0; i < REGION_LANES; i++) pthread_mutex_destroy(&r->lanes[i].lock);
     lt_free(r->chunks);
@@ -974,3 +976,43 @@ int lattice_region_page_inspect(lattice_region *r, uint32_t page, lattice_region
 
 void region_lock_all(lattice_region *r) { lock_all(r); }
 void region_unlock_all(lattice_region *r) { unlock_all(r); }
+
+/* ---- idle time (OBJECT IDLETIME) ---- */
+
+void lattice_region_tick(lattice_region *r, uint64_t now_ms)
+{
+    pthread_mutex_lock(&r->tick_lock);
+    uint32_t last = r->tick_n ? (r->tick_head + r->tick_n - 1) % REGION_TICKS : 0;
+    if (!r->tick_n || now_ms - r->tick_ms[last] >= 1000) {
+        /* The epoch ends now: every later access is stamped with a newer one. */
+        uint32_t ep = __atomic_fetch_add(&r->epoch, 1, __ATOMIC_RELAXED);
+        uint32_t i = (r->tick_head + r->tick_n) % REGION_TICKS;
+        if (r->tick_n == REGION_TICKS) r->tick_head = (r->tick_head + 1) % REGION_TICKS;
+        else r->tick_n++;
+        r->tick_ep[i] = ep;
+        r->tick_ms[i] = now_ms;
+    }
+    pthread_mutex_unlock(&r->tick_lock);
+}
+
+uint64_t region_page_idle_ms(lattice_region *r, uint32_t pid, uint64_t now_ms)
+{
+    uint32_t a = __atomic_load_n(&hdr_w(r, pid)->access, __ATOMIC_RELAXED);
+    uint64_t idle = 0;
+    pthread_mutex_lock(&r->tick_lock);
+    /* The first tick that ended the page's epoch or a later one: the access
+     * came before it (epochs wrap: compared by difference). */
+    uint32_t lo = 0, hi = r->tick_n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if ((int32_t)(r->tick_ep[(r->tick_head + mid) % REGION_TICKS] - a) >= 0) hi = mid;
+        else lo = mid + 1;
+    }
+    if (lo < r->tick_n) {
+        uint64_t t = r->tick_ms[(r->tick_head + lo) % REGION_TICKS];
+        idle = now_ms > t ? now_ms - t : 0;
+    }
+    pthread_mutex_unlock(&r->tick_lock);
+    return idle;
+}
+

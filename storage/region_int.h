@@ -32,6 +32,7 @@
 #define BUCKET_NONE 0xff  /* data page too full for any bucket */
 #define BUCKET_REUSE 0xfe /* empty page on the reuse list */
 #define MAX_OWNERS 256    /* owner 0 = raw region rows, 1..255 = stores */
+#define REGION_TICKS 4096 /* idle-time samples kept: about 68 minutes at one a second */
 
 enum { KIND_UNMAPPED = 0, KIND_REUSE = 1, KIND_DATA = 2 };
 
@@ -133,7 +134,15 @@ struct lattice_region {
     lattice_region_policy policy;
     uint32_t nlanes;          /* lanes in use: 1..REGION_LANES */
     uint64_t evictions;       /* atomic */
-    uint32_t epoch;           /* atomic LRU clock: bumped every 64 row writes of a lane */
+    uint32_t epoch;           /* atomic LRU clock: bumped every 64 row writes of a lane, and by each tick */
+    /* lattice_region_tick's samples (OBJECT IDLETIME): tick i ended epoch
+     * tick_ep[i] at tick_ms[i], oldest first in a ring from tick_head;
+     * an access stamped with an epoch <= tick_ep[i] came before tick_ms[i].
+     * Guarded by tick_lock. */
+    pthread_mutex_t tick_lock;
+    uint32_t tick_ep[REGION_TICKS];
+    uint64_t tick_ms[REGION_TICKS];
+    uint32_t tick_head, tick_n;
 
     /* Changed with every lane locked, so an evicting writer (holding one) sees
      * a stable table. */
@@ -287,10 +296,15 @@ struct read_req {
     size_t klen, vlen;
     uint64_t version, expire;
     uint32_t row_bytes;    /* all pieces, headers included */
+    int no_touch;          /* leave the page's access stamp as it is (OBJECT IDLETIME) */
+    uint64_t link;         /* store.c's search: the matched entry's link */
 };
 /* Consistent read of the entry whose head row is at link: OK, or NOT_FOUND
  * when no head row is there.  Lock-free; retries torn reads itself. */
 int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q);
+/* A lower bound of the time since page pid was last read or written (ms,
+ * lattice_region_tick's clock): 0 until a tick passed since. */
+uint64_t region_page_idle_ms(lattice_region *r, uint32_t pid, uint64_t now_ms);
 
 int region_attach(lattice_region *r, evict_fn fn, void *ctx, uint8_t *owner);
 void region_detach(lattice_region *r, uint8_t owner);

@@ -132,6 +132,9 @@ int lattice_region_page_inspect(lattice_region *r, uint32_t page, lattice_region
  * each page in exactly the bucket its free space says).  Returns LATTICE_OK or
  * LATTICE_ERR_PROTO after logging the first violation.  Takes every lane lock. */
 int lattice_region_check(lattice_region *r);
+/* Marks the passing of time for idle times (lattice_store_idle_ms): call
+ * about once a second (more often is a no-op) with a monotonic clock in ms. */
+void lattice_region_tick(lattice_region *r, uint64_t now_ms);
 
 /* ----------------------------------------------------------------- entries */
 
@@ -253,6 +256,14 @@ int lattice_store_get_copy(lattice_store *s, uint32_t partition, const void *key
                            size_t key_len, void **value, lattice_store_meta *meta);
 /* NOT_FOUND when absent (an expired entry is reclaimed and reported absent). */
 int lattice_store_remove(lattice_store *s, uint32_t partition, const void *key, size_t key_len);
+/* OBJECT IDLETIME: a lower bound of the time since key was last read or
+ * written, in ms of lattice_region_tick's clock (now_ms) - the store keeps
+ * an access stamp per page, not per key, so it is the time since any entry
+ * of the key's page was used (0 until a tick passed since; at most the
+ * region's last 4,096 ticks back).  Read-only: the stamp stays.
+ * NOT_FOUND when absent or expired. */
+int lattice_store_idle_ms(lattice_store *s, uint32_t partition, const void *key, size_t key_len, uint64_t now_ms,
+                          uint64_t *idle_ms);
 
 /* put for every entry in order (any partitions; consecutive new keys of one
  * partition go through the batch path).  Stops at the first error other than

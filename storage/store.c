@@ -61,7 +61,10 @@ static long search(lattice_store *s, const struct ix_table *t, uint32_t cap, uin
         if (tg == tag) {
             uint64_t link = __atomic_load_n(&ln->links[pos], __ATOMIC_ACQUIRE);
             for (;;) {
-                if (region_read_entry(s->region, link, q) == LATTICE_OK && q->match) return i;
+                if (region_read_entry(s->region, link, q) == LATTICE_OK && q->match) {
+                    q->link = link;
+                    return i;
+                }
                 /* Not our row any more: the entry moved (reload) or is going away. */
                 uint64_t again = __atomic_load_n(&ln->links[pos], __ATOMIC_ACQUIRE);
                 if (again == link) break;
@@ -776,3 +779,18 @@ void lattice_store_usage_get(lattice_store *s, lattice_store_usage *u)
     uint64_t room = s->region->page_size - HDR, used = u->row_bytes + 2 * u->rows;
     u->pages = (used + room - 1) / room;
 }
+
+int lattice_store_idle_ms(lattice_store *s, uint32_t partition, const void *key, size_t key_len, uint64_t now_ms,
+                          uint64_t *idle_ms)
+{
+    if (partition >= s->nparts || !key || key_len - 1 >= LATTICE_STORE_MAX_KEY || !idle_ms) return LATTICE_ERR_INVAL;
+    struct read_req q = {.vbuf = &q, .vcap = 0, .no_touch = 1}; /* no value copied; the stamp kept */
+    want(&q, s, partition, key, key_len);
+    rcu_read_lock();
+    long slot = read_lookup(s, partition, key_tag(key, key_len), &q);
+    rcu_read_unlock();
+    if (slot < 0 || (q.expire && q.expire <= s->clock_ms(s->clock_arg))) return LATTICE_ERR_NOT_FOUND;
+    *idle_ms = region_page_idle_ms(s->region, LATTICE_LINK_PAGE(q.link), now_ms);
+    return LATTICE_OK;
+}
+

@@ -55,7 +55,28 @@ enum {
     /* value = destination key.  Copies value and expiry (COPY); flag
      * LATTICE_OP_XX replaces a live destination, else EXISTS. */
     LATTICE_TXN_COPY = 66,
+    /* MSETNX's guard: delta = n, the number of subs right after it that it
+     * guards.  They run only when none of their keys is live: then OK with
+     * num 1; else this sub and each of the n answer EXISTS, nothing runs. */
+    LATTICE_TXN_IF_ABSENT = 67,
+    /* EXPIRE with conditions: delta = LATTICE_TXN_EXP_* bits, ttl_ms = the
+     * new TTL from now (with EXP_PAST: the deadline passed, the key is
+     * removed).  Every given condition is checked against the key's expiry
+     * at the primary.  OK: done; NOT_FOUND: no key, or a condition failed. */
+    LATTICE_TXN_EXPIRE_IF = 68,
+    /* OBJECT IDLETIME: num = a lower bound of the ms since the key was last
+     * read or written (its storage page's access stamp: lattice_store_idle_ms);
+     * NOT_FOUND when absent.  Reads nothing else, touches nothing. */
+    LATTICE_TXN_IDLE = 69,
 };
+
+/* Conditions of LATTICE_TXN_EXPIRE_IF (Redis's EXPIRE NX/XX/GT/LT). */
+#define LATTICE_TXN_EXP_NX 0x1u   /* the key has no expiry */
+#define LATTICE_TXN_EXP_XX 0x2u   /* the key has an expiry */
+#define LATTICE_TXN_EXP_GT 0x4u   /* it has one, and the new is later */
+#define LATTICE_TXN_EXP_LT 0x8u   /* it has none (no expiry is infinite), or the new is earlier */
+#define LATTICE_TXN_EXP_PAST 0x10u /* the new deadline passed: remove instead */
+#define LATTICE_TXN_EXP_ALL_ 0x1fu
 
 /* Watch modes. */
 enum {

@@ -20,6 +20,12 @@
  *   full_backup_undoes_the_whole_transaction  a backup without room for a
  *                          transaction's writes: EXEC answers OOM and no
  *                          copy keeps any of it (lattice verify)
+ *   multi_keyless_on_grid  MULTI with keyless commands between keyed ones
+ *                          (PING, DBSIZE, ECHO) through every node (plain
+ *                          connections: proxied), a cluster-aware one on the
+ *                          slot's primary and elsewhere (MOVED at queue time:
+ *                          EXECABORT, as Redis Cluster), and ioredis's
+ *                          cluster client's multi()
  *
  * `it_resp_tx NAME...` runs some.
  */
@@ -417,12 +423,96 @@ START_TEST(full_backup_undoes_the_whole_transaction)
 }
 END_TEST
 
+/* One reply; the test fails when there is none or its type differs. */
+static redisReply *elem(redisReply *r, size_t i, int type)
+{
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && i < r->elements, "no element %zu", i);
+    ck_assert_msg(r->element[i]->type == type, "element %zu: type %d, not %d (%s)", i, r->element[i]->type, type,
+                  r->element[i]->str ? r->element[i]->str : "");
+    return r->element[i];
+}
+
+/* MULTI SET a v PING DBSIZE GET a ECHO e INCR n EXEC on c: the EXEC reply is checked; DBSIZE's count back. */
+static long long multi_keyless(redisContext *c, const char *v)
+{
+    static const char *const q[] = {"SET {y}a %s", "PING", "DBSIZE", "GET {y}a", "ECHO e", "INCR {y}n"};
+    redisAppendCommand(c, "MULTI");
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) redisAppendCommand(c, q[i], v);
+    redisAppendCommand(c, "EXEC");
+    redisReply *r = NULL;
+    for (size_t i = 0; i < sizeof q / sizeof q[0] + 2; i++) {
+        if (r) freeReplyObject(r);
+        ck_assert_int_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+        if (i > 0 && i <= sizeof q / sizeof q[0]) ck_assert_msg(r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "QUEUED"), "'%s' not queued: %s", q[i - 1], r->str ? r->str : "");
+    }
+    ck_assert_str_eq(elem(r, 0, REDIS_REPLY_STATUS)->str, "OK");
+    ck_assert_str_eq(elem(r, 1, REDIS_REPLY_STATUS)->str, "PONG");
+    long long n = elem(r, 2, REDIS_REPLY_INTEGER)->integer;
+    ck_assert_str_eq(elem(r, 3, REDIS_REPLY_STRING)->str, v);
+    ck_assert_str_eq(elem(r, 4, REDIS_REPLY_STRING)->str, "e");
+    elem(r, 5, REDIS_REPLY_INTEGER);
+    ck_assert_uint_eq(r->elements, 6);
+    freeReplyObject(r);
+    return n;
+}
+
+START_TEST(multi_keyless_on_grid)
+{
+    it_begin("resp_tx_keyless");
+    start_grid(3, 3, grid_args);
+    spread_ctx sc = {slot_of("{y}a"), -1, 3};
+    ck_assert_msg(it_wait_for(settled, &sc, 90000), "the grid never agreed on the slot's owners");
+    int prim, rep;
+    owners_of(0, sc.slot, &prim, &rep);
+    ck_assert_int_ge(prim, 0);
+    for (int i = 0; i < 3; i++) { /* plain connections: proxied where this node is not the primary */
+        redisContext *c = conn_to(i);
+        char v[16];
+        snprintf(v, sizeof v, "v%d", i);
+        multi_keyless(c, v);
+        redisFree(c);
+    }
+    /* Cluster-aware (READWRITE, as cluster clients send): on the primary
+     * DBSIZE counts the key the transaction's first part just wrote. */
+    redisContext *c = conn_to(prim);
+    freeReplyObject(cmd(c, "READWRITE"));
+    ck_assert_int_ge(multi_keyless(c, "p"), 1);
+    redisFree(c);
+    int other = (prim + 1) % 3;
+    c = conn_to(other);
+    freeReplyObject(cmd(c, "READWRITE"));
+    static const char *const moved[][2] = {{"MULTI", "OK"}, {"PING", "QUEUED"}, {"SET {y}a m", "MOVED"},
+                                           {"EXEC", "EXECABORT Transaction discarded because of previous errors."}};
+    for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++) {
+        redisReply *r = cmd(c, moved[i][0]);
+        ck_assert_msg(r->str && !strncmp(r->str, moved[i][1], strlen(moved[i][1])), "'%s' on node %d: %s", moved[i][0],
+                      other, r->str ? r->str : "(no text)");
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    /* ioredis's cluster client: multi() with keyless commands in it. */
+    int st = run("cd %s/tests/clients && timeout 60 node -e '"
+                 "const {Cluster}=require(\"ioredis\");"
+                 "const c=new Cluster([{host:\"127.0.0.1\",port:%d}]);"
+                 "c.multi().set(\"{y}c\",\"1\").ping().dbsize().get(\"{y}c\").echo(\"x\").exec()"
+                 ".then((r)=>{console.log(JSON.stringify(r));return c.quit();})"
+                 ".catch((e)=>{console.log(\"error \"+e.message);process.exit(1);});'",
+                 LATTICE_SOURCE_DIR, resp_base);
+    ck_assert_msg(st == 0, "ioredis: %s", out_buf);
+    ck_assert_msg(strstr(out_buf, "[[null,\"OK\"],[null,\"PONG\"],[null,") &&
+                      strstr(out_buf, "],[null,\"1\"],[null,\"x\"]]"),
+                  "ioredis multi: %s", out_buf);
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
         {"concurrent_multi_incr", &concurrent_multi_incr},
         {"failover_exec_stream", &failover_exec_stream},
         {"full_backup_undoes_the_whole_transaction", &full_backup_undoes_the_whole_transaction},
+        {"multi_keyless_on_grid", &multi_keyless_on_grid},
     };
     Suite *s = suite_create("resp_tx");
     TCase *tc = tcase_create("grid");

@@ -22,6 +22,11 @@
  *   keyspace_walks     SCAN (cursor, COUNT, MATCH, TYPE), KEYS and their
  *                      glob rules, RANDOMKEY, FLUSHDB/FLUSHALL [SYNC|ASYNC]:
  *                      errors byte for byte, key lists sorted
+ *   transactions       MULTI/EXEC/DISCARD/WATCH/UNWATCH, RENAME, COPY, MSETNX
+ *   tx_keyless         MULTI with keyless and grid-wide commands, MSETNX and
+ *                      EXPIRE's conditions; INFO commandstats and CLIENT
+ *                      INFO's flags=/multi= around MULTI
+ *   idletime           OBJECT IDLETIME after a write, a read and 2 s idle
  *
  * The script avoids what differs by nature: a TTL read right after it was
  * set is the same second on both; PEXPIRETIME is compared only for keys
@@ -580,7 +585,9 @@ START_TEST(introspection)
      * redacted, admin commands (CLIENT LIST, CONFIG, SLOWLOG) left out. */
     static const char *const fed[] = {"SET mk v", "SET \"b\\x00in\" \"\\xff\\r\\n\\t\\\"\\\\ \\x7f\"", "GET nokey",
                                       "AUTH sekrit", "HELLO 2 AUTH default pw", "CLIENT LIST", "CONFIG GET port",
-                                      "SLOWLOG LEN", "CLIENT ID", "ECHO done"};
+                                      "SLOWLOG LEN", "CLIENT ID", "MULTI", "SET mt 1", "PING", "CONFIG GET port",
+                                      "GET mt", "CLIENT LIST", "EXEC", "WATCH mt", "UNWATCH", "MULTI", "DISCARD",
+                                      "ECHO done"};
     char mw[4096], mg[4096];
     for (int side = 0; side < 2; side++) {
         int fd = side ? lfd : rfd;
@@ -873,8 +880,8 @@ START_TEST(transactions)
         {"EXEC", "-ERR EXEC without MULTI\r\n"}, {"EXISTS a b", ":0\r\n"},
         {"WATCH a", "+OK\r\n"}, {"MULTI", "+OK\r\n"}, {"SET b 1", "+QUEUED\r\n"},
         {"EXEC", "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
-        {"MULTI", "+OK\r\n"}, {"INFO", "-ERR Command not allowed inside a transaction\r\n"},
-        {"EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+        {"MULTI", "+OK\r\n"}, {"SET a 1", "+QUEUED\r\n"}, {"DBSIZE", "+QUEUED\r\n"}, {"SET b 1", "+QUEUED\r\n"},
+        {"EXEC", "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
     };
     for (size_t i = 0; i < sizeof cross / sizeof cross[0]; i++) {
         ask(lfd[0], cross[i][0], got, sizeof got);
@@ -889,6 +896,148 @@ START_TEST(transactions)
 END_TEST
 /* ---- end of transactions */
 
+/* ---- OBJECT IDLETIME: 0 after a write or a read, at least 1 after 2 s
+ * untouched on both (lattice's is a lower bound: docs/RESP.md); nil for
+ * no key; OBJECT IDLETIME itself touches nothing. */
+static long long int_reply(const char *reply)
+{
+    ck_assert_msg(reply[0] == ':', "not an integer: %s", reply);
+    return atoll(reply + 1);
+}
+
+START_TEST(idletime)
+{
+    it_begin("resp_vs_redis_idletime");
+    int rfd, lfd;
+    start_pair(&rfd, &lfd);
+    static char want[4096], got[4096];
+    static const char *const first[] = {"SET {i}k v", "OBJECT IDLETIME {i}k", "OBJECT IDLETIME {i}none",
+                                        "OBJECT IDLETIME", "MULTI", "OBJECT IDLETIME {i}k", "EXEC"};
+    same_replies(rfd, lfd, first, sizeof first / sizeof first[0], want, got, sizeof want);
+    sleep(2);
+    for (int side = 0; side < 2; side++) {
+        int fd = side ? lfd : rfd;
+        const char *who = side ? "lattice" : "redis-server";
+        /* Lattice's bound counts from the first clock tick after the SET,
+         * which a busy data thread may take late: wait for it, bounded. */
+        long long idle = 0;
+        for (int t = 0; t < 200 && idle < 1; t++) {
+            if (t) usleep(100 * 1000);
+            ask(fd, "OBJECT IDLETIME {i}k", got, sizeof got);
+            idle = int_reply(got);
+        }
+        ck_assert_msg(idle >= 1, "%s: idle %lld, 2 s and more after the SET", who, idle);
+        ask(fd, "OBJECT IDLETIME {i}k", got, sizeof got); /* it did not touch the key */
+        ck_assert_msg(int_reply(got) >= idle, "%s: OBJECT IDLETIME touched the key", who);
+    }
+    static const char *const again[] = {"GET {i}k", "OBJECT IDLETIME {i}k", "DEL {i}k", "OBJECT IDLETIME {i}k"};
+    same_replies(rfd, lfd, again, sizeof again / sizeof again[0], want, got, sizeof want);
+    close(rfd);
+    close(lfd);
+    it_end();
+}
+END_TEST
+
+/* ---- MULTI with commands that have no key of the slot, MSETNX, EXPIRE's
+ * conditions (each runs at EXEC in its place: docs/RESP.md), INFO
+ * commandstats and CLIENT INFO's multi= and flags= around MULTI. */
+static const char *const tx_keyless_script[] = {
+    "MULTI", "SET {t}k1 v", "DBSIZE", "KEYS *", "SCAN 0", "RANDOMKEY", "PING", "PING a b", "ECHO hi", "SELECT 0",
+    "SELECT 9", "CONFIG GET appendonly", "CONFIG SET bogus 1", "COMMAND COUNT x", "MONITOR", "GET {t}k1",
+    "MSETNX {t}n1 a {t}n2 b", "MSETNX {t}n2 x {t}n3 y", "EXPIRE {t}k1 100 NX", "EXPIRE {t}k1 200 NX",
+    "EXPIRE {t}k1 50 GT", "EXPIRE {t}k1 500 GT", "EXPIRE {t}k1 10 LT XX", "TTL {t}k1", "EXPIRE {t}n1 10 XX",
+    "EXPIRE {t}n1 10 LT", "TTL {t}n1", "EXPIRE {t}n2 -1 NX", "EXISTS {t}n2", "DBSIZE", "EXEC",
+    /* only keyless commands; the queue starts with one */
+    "MULTI", "ECHO x", "EXEC", "MULTI", "DBSIZE", "GET {t}n1", "ECHO y", "SET {t}n1 z", "DBSIZE", "EXEC",
+    /* a watch broken before EXEC: nothing runs, keyless or not */
+    "WATCH {t}n1", "SET {t}n1 w", "MULTI", "PING", "DEL {t}n1", "EXEC", "GET {t}n1",
+    "WATCH {t}n1", "MULTI", "PING", "DEL {t}n1", "EXEC", "GET {t}n1",
+    /* FLUSHALL in its place: the commands after it see an empty keyspace */
+    "MULTI", "SET {t}f 1", "FLUSHALL", "EXISTS {t}f", "DBSIZE", "SET {t}g 2", "KEYS *", "EXEC",
+    /* refused ones keep Redis's errors; a RESET leaves MULTI */
+    "MULTI", "WATCH {t}g", "MULTI", "EXEC", "MULTI", "SET {t}g 3", "RESET", "EXEC", "GET {t}g",
+};
+
+/* "cmdstat_<name>:calls=N" of an INFO commandstats reply, or "" */
+static void calls_of(const char *info, const char *name, char *dst, size_t cap)
+{
+    char key[64];
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", name);
+    const char *p = strstr(info, key);
+    snprintf(dst, cap, "%.*s", p ? (int)strcspn(p, ",") : 0, p ? p : "");
+}
+
+/* The value of field `name=` of a CLIENT INFO line, or "" */
+static void field_of(const char *line, const char *name, char *dst, size_t cap)
+{
+    char key[32];
+    snprintf(key, sizeof key, " %s=", name);
+    const char *p = strstr(line, key);
+    snprintf(dst, cap, "%.*s", p ? (int)strcspn(p + strlen(key), " \r\n") : 0, p ? p + strlen(key) : "");
+}
+
+START_TEST(tx_keyless)
+{
+    it_begin("resp_vs_redis_tx_keyless");
+    int rfd[2], lfd[2];
+    start_both(rfd, lfd, 2);
+    static char want[1 << 16], got[1 << 16];
+    same_replies(rfd[0], lfd[0], tx_keyless_script, sizeof tx_keyless_script / sizeof tx_keyless_script[0], want, got,
+                 sizeof want);
+    /* A pipeline: what follows EXEC runs after its last part (DBSIZE). */
+    static const char block[] = "MULTI\r\nSET {t}p1 1\r\nDBSIZE\r\nEXEC\r\nSET {t}p2 1\r\nDBSIZE\r\n"
+                                "MULTI\r\nDBSIZE\r\nEXEC\r\nDEL {t}p1 {t}p2\r\nDBSIZE\r\n";
+    size_t nw = ask_pipeline(rfd[0], block, want, sizeof want);
+    size_t ng = ask_pipeline(lfd[0], block, got, sizeof got);
+    ck_assert_msg(nw == ng && !memcmp(want, got, nw), "pipeline: redis-server answered\n%s\nlattice answered\n%s",
+                  want, got);
+    /* INFO commandstats: MULTI, EXEC, DISCARD, WATCH, UNWATCH count once
+     * each; a queued command counts when EXEC runs it, not when queued. */
+    static const char *const stats_script[] = {
+        "CONFIG RESETSTAT", "WATCH {t}a", "UNWATCH", "MULTI", "SET {t}a 1", "GET {t}a", "PING", "DBSIZE", "EXEC",
+        "MULTI", "SET {t}a 2", "DISCARD", "EXEC", "DISCARD", "MULTI", "WATCH {t}a", "MULTI", "BOGUS", "EXEC",
+        "MULTI", "INCR {t}a",
+    };
+    same_replies(rfd[0], lfd[0], stats_script, sizeof stats_script / sizeof stats_script[0], want, got, sizeof want);
+    static const char *const names[] = {"multi", "exec", "discard", "watch", "unwatch", "set", "get", "ping", "dbsize",
+                                        "incr"};
+    static char rinfo[1 << 15], linfo[1 << 15];
+    ask(rfd[1], "INFO commandstats", rinfo, sizeof rinfo);
+    ask(lfd[1], "INFO commandstats", linfo, sizeof linfo);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char a[96], b[96];
+        calls_of(rinfo, names[i], a, sizeof a);
+        calls_of(linfo, names[i], b, sizeof b);
+        ck_assert_msg(!strcmp(a, b), "%s: redis-server '%s', lattice '%s'", names[i], a, b);
+    }
+    /* CLIENT INFO run by EXEC, and the other connection's CLIENT LIST of
+     * one in MULTI: flags=x, multi=<queued>; after EXEC: N, -1. */
+    static const char *const ci_script[] = {"GET {t}a", "CLIENT INFO"};
+    same_replies(rfd[0], lfd[0], ci_script, 1, want, got, sizeof want);
+    for (int side = 0; side < 2; side++) {
+        int fd = side ? lfd[0] : rfd[0];
+        ask(fd, ci_script[1], got, sizeof got);
+        ck_assert_msg(strstr(got, "+QUEUED"), "%s", got);
+        ask(fd, "EXEC", got, sizeof got);
+        char f[16], m[16];
+        field_of(got, "flags", f, sizeof f);
+        field_of(got, "multi", m, sizeof m);
+        ck_assert_msg(!strcmp(f, "x") && !strcmp(m, "3"), "%s: CLIENT INFO in EXEC: flags=%s multi=%s",
+                      side ? "lattice" : "redis-server", f, m);
+        ask(fd, "CLIENT INFO", got, sizeof got);
+        field_of(got, "flags", f, sizeof f);
+        field_of(got, "multi", m, sizeof m);
+        ck_assert_msg(!strcmp(f, "N") && !strcmp(m, "-1"), "%s: after EXEC: flags=%s multi=%s",
+                      side ? "lattice" : "redis-server", f, m);
+    }
+    for (int i = 0; i < 2; i++) {
+        close(rfd[i]);
+        close(lfd[i]);
+    }
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
@@ -897,6 +1046,8 @@ int main(int argc, char **argv)
         {"introspection", &introspection},
         {"keyspace_walks", &keyspace_walks},
         {"transactions", &transactions},
+        {"tx_keyless", &tx_keyless},
+        {"idletime", &idletime},
     };
     Suite *s = suite_create("resp_vs_redis");
     TCase *tc = tcase_create("grid");

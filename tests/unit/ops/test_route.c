@@ -374,6 +374,82 @@ START_TEST(resent_writes_are_not_applied_twice)
 }
 END_TEST
 
+/* INCRBYFLOAT replicated here, then resent to us as the new primary: the
+ * resend answers the float it wrote while the entry still holds that
+ * version; after a later write, only the status (the reply is gone). */
+START_TEST(resent_incrbyfloat_answers_its_float)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    cfg.sync = LATTICE_SYNC_PRIMARY;
+    build(true, &cfg);
+    d->dedup = lt_calloc(DEDUP_SLOTS, sizeof *d->dedup);
+    char key[32] = "";
+    uint32_t p = 0;
+    for (int i = 0; i < 1000; i++) {
+        snprintf(key, sizeof key, "f%d", i);
+        p = lattice_partition_of_key(key, strlen(key), 64);
+        lattice_meta_member *own[2];
+        lattice_meta_serving_owners(c, p, own, 2);
+        if (own[0]->self) break;
+    }
+    Latdata__Req r = LATDATA__REQ__INIT;
+    r.kind = CTL_REPLICATE;
+    r.cache = "default";
+    r.partition = p;
+    r.key.data = (uint8_t *)key;
+    r.key.len = strlen(key);
+    r.value.data = (uint8_t *)"3.5";
+    r.value.len = 3;
+    r.version = 1000;
+    r.origin = "issuer-3";
+    r.op_seq = 5;
+    r.res_status = LATTICE_OK;
+    r.res_num = 1000; /* what the primary's INCRBYFLOAT recorded: the version it wrote */
+    origin org = {0};
+    org.ident_len = 1;
+    org.rid = 1;
+    backup_apply(d, &r, &org);
+    Latdata__Req q = LATDATA__REQ__INIT;
+    q.kind = LATTICE_OP_INCRBYFLOAT;
+    q.cache = "default";
+    q.partition = p;
+    q.key = r.key;
+    q.value.data = (uint8_t *)"1";
+    q.value.len = 1;
+    q.origin = "issuer-3";
+    q.op_seq = 5;
+    org.rid = 2;
+    primary_serve(d, &q, &org); /* the resend */
+    q.op_seq = 6; /* a new increment applies: 4.5, a new version */
+    org.rid = 3;
+    primary_serve(d, &q, &org);
+    q.op_seq = 5; /* the first again: its reply is no longer in the entry */
+    org.rid = 4;
+    primary_serve(d, &q, &org);
+    ck_assert_uint_eq(d->n_boxes, 1);
+    reply_box *b = &d->boxes[0];
+    ck_assert_uint_eq(b->n, 3);
+    ck_assert_int_eq(b->out[0]->status, LATTICE_OK);
+    ck_assert_uint_eq(b->out[0]->value.len, 3);
+    ck_assert_int_eq(memcmp(b->out[0]->value.data, "3.5", 3), 0);
+    ck_assert_uint_eq(b->out[1]->value.len, 3);
+    ck_assert_int_eq(memcmp(b->out[1]->value.data, "4.5", 3), 0);
+    ck_assert_int_eq(b->out[2]->status, LATTICE_OK);
+    ck_assert_uint_eq(b->out[2]->value.len, 0);
+    void *v = NULL;
+    lattice_store_meta m;
+    ck_assert_int_eq(lattice_store_get_copy(c->store, p, key, strlen(key), &v, &m), LATTICE_OK);
+    ck_assert_int_eq(memcmp(v, "4.5", 3), 0); /* each increment once */
+    lt_free(v);
+    for (size_t k = 0; k < b->n; k++) lt_free(b->out[k]);
+    lt_free(b->out);
+    lt_free(d->boxes);
+    lt_free(d->dedup);
+    teardown();
+}
+END_TEST
 
 /* Finds a key of the 64-partition cache whose serving owners put self at
  * `role` (0 primary, 1 backup). */
@@ -616,6 +692,7 @@ int main(void)
     tcase_add_test(t, full_async_acks_when_sent);
     tcase_add_test(t, reads_from_a_local_backup_copy_and_writes_as_primary);
     tcase_add_test(t, resent_writes_are_not_applied_twice);
+    tcase_add_test(t, resent_incrbyfloat_answers_its_float);
     tcase_add_test(t, retried_ops_keep_their_order);
     tcase_add_test(t, reads_see_only_acknowledged_writes);
     tcase_add_test(t, a_write_a_copy_has_no_room_for_is_undone);

@@ -1071,6 +1071,45 @@ START_TEST(index_tables_grow_with_their_partition)
 }
 END_TEST
 
+/* OBJECT IDLETIME's bound: the time since the first tick that ended the
+ * epoch of the key's page's last use; a read or write resets it, the idle
+ * query itself does not. */
+START_TEST(idle_time_is_a_lower_bound_from_the_page_stamp)
+{
+    lattice_region *r = new_region(4096, 16, LATTICE_REGION_REJECT);
+    lattice_store *s = new_store(r, 4, NULL);
+    char k[32];
+    uint8_t v[16] = {0};
+    lattice_store_entry e = ent(k, 1, v, sizeof v, 1, 4);
+    ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    uint64_t idle = 99;
+    ck_assert_int_eq(lattice_store_idle_ms(s, e.partition, k, e.key_len, 500, &idle), LATTICE_OK);
+    ck_assert_uint_eq(idle, 0); /* no tick since the write */
+    lattice_region_tick(r, 1000);
+    lattice_region_tick(r, 1500); /* under a second since the last: no tick */
+    lattice_region_tick(r, 2000);
+    ck_assert_int_eq(lattice_store_idle_ms(s, e.partition, k, e.key_len, 3500, &idle), LATTICE_OK);
+    ck_assert_uint_eq(idle, 2500);
+    ck_assert_int_eq(lattice_store_idle_ms(s, e.partition, k, e.key_len, 3600, &idle), LATTICE_OK);
+    ck_assert_uint_eq(idle, 2600); /* the query touched nothing */
+    uint8_t buf[16];
+    lattice_store_meta m;
+    ck_assert_int_eq(lattice_store_get(s, e.partition, k, e.key_len, buf, sizeof buf, &m), LATTICE_OK);
+    ck_assert_int_eq(lattice_store_idle_ms(s, e.partition, k, e.key_len, 3700, &idle), LATTICE_OK);
+    ck_assert_uint_eq(idle, 0); /* read after the last tick */
+    lattice_region_tick(r, 4000);
+    ck_assert_int_eq(lattice_store_idle_ms(s, e.partition, k, e.key_len, 4100, &idle), LATTICE_OK);
+    ck_assert_uint_eq(idle, 100);
+    char other[32];
+    lattice_store_entry o = ent(other, 2, v, sizeof v, 1, 4);
+    ck_assert_int_eq(lattice_store_idle_ms(s, o.partition, other, o.key_len, 4100, &idle), LATTICE_ERR_NOT_FOUND);
+    ck_assert_int_eq(lattice_store_idle_ms(s, 4, k, e.key_len, 4100, &idle), LATTICE_ERR_INVAL);
+    ck_assert_int_eq(lattice_store_idle_ms(s, e.partition, k, 0, 4100, &idle), LATTICE_ERR_INVAL);
+    lattice_store_destroy(s);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 static void setup(void) { rcu_register_thread(); }
 static void teardown(void) { rcu_unregister_thread(); }
 
@@ -1096,6 +1135,7 @@ int main(void)
     tcase_add_test(tc, index_tables_grow_with_their_partition);
     tcase_add_test(tc, keys_longer_than_a_page);
     tcase_add_test(tc, sweeps_find_expiry_lowered_by_an_update);
+    tcase_add_test(tc, idle_time_is_a_lower_bound_from_the_page_stamp);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
 }
