@@ -796,9 +796,7 @@ size_t respd_client_line(lattice_respd *r, conn *c, char *buf, size_t cap)
     return n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
 }
 
-/* CONFIG GET with the few parameters clients ask for (redis-benchmark asks
- * for save and appendonly); CONFIG SET/RESETSTAT are accepted as no-ops
- * would mislead, so they are refused. */
+/* CONFIG RESETSTAT: the counters INFO stats and commandstats show. */
 void respd_reset_stats(lattice_respd *r)
 {
     atomic_store(&r->total_conns, 0);
