@@ -87,6 +87,8 @@ static lattice_status data_init(lattice_node *n)
         .region_mb = c->region_mb,
         .region_evict = c->region_evict,
         .op_timeout_ms = c->op_timeout_ms,
+        .data_dir = c->data_dir,
+        .wal_fsync = c->wal_fsync,
     };
     const char *attr = NULL;
     lattice_status st = lattice_ops_init(&dc, &n->data, &attr);
