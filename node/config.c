@@ -109,6 +109,7 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
     else if (!strcmp(k, "host")) STR(c->host);
     else if (!strcmp(k, "secret-file")) STR(c->secret_file);
     else if (!strcmp(k, "data-dir")) STR(c->data_dir);
+    else if (!strcmp(k, "checkpoint-mb")) { if (!parse_int(v, 1, 1 << 20, &c->checkpoint_mb)) BAD("--checkpoint-mb wants 1..1048576"); }
     else if (!strcmp(k, "wal-fsync")) {
         if (!v || (strcmp(v, "always") && strcmp(v, "group") && strcmp(v, "off"))) BAD("--wal-fsync wants always, group or off");
         STR(c->wal_fsync);
@@ -220,6 +221,7 @@ static const struct option long_opts[] = {
     {"baseline-auto-adjust-ms", required_argument, 0, 1},
     {"region-policy", required_argument, 0, 1},
     {"data-dir", required_argument, 0, 1},   {"wal-fsync", required_argument, 0, 1},
+    {"checkpoint-mb", required_argument, 0, 1},
     {"secret-file", required_argument, 0, 1}, {"resp-port", required_argument, 0, 1},
     {"http-port", required_argument, 0, 1},  {"log-level", required_argument, 0, 1},
     {"max-message-bytes", required_argument, 0, 1}, {"multicast-attempts", required_argument, 0, 1},
@@ -268,6 +270,8 @@ static void usage(FILE *f)
           "                            of its batch, batches gather for <= 1 ms), always (each batch\n"
           "                            fsynced at once), off (written, never fsynced: survives kill -9,\n"
           "                            not a power cut)\n"
+          "  --checkpoint-mb N         write a checkpoint (and drop the log it covers) once the log\n"
+          "                            holds N MiB since the last (default 256); also at a graceful stop\n"
           "  --resp-port N             serve the Redis protocol (RESP2/3) on this port (docs/RESP.md)\n"
           "  --requirepass PASS        RESP clients must AUTH with PASS first\n"
           "  --resp-cache NAME         cache the RESP commands use (default: default)\n"

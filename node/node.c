@@ -89,6 +89,7 @@ static lattice_status data_init(lattice_node *n)
         .op_timeout_ms = c->op_timeout_ms,
         .data_dir = c->data_dir,
         .wal_fsync = c->wal_fsync,
+        .checkpoint_mb = c->checkpoint_mb,
     };
     const char *attr = NULL;
     lattice_status st = lattice_ops_init(&dc, &n->data, &attr);

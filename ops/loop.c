@@ -330,7 +330,7 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
                                     d->region_evict ? LATTICE_REGION_EVICT : LATTICE_REGION_REJECT};
         if (lattice_region_create(&rc, &d->region) != LATTICE_OK) goto nomem;
         if (c->data_dir) {
-            lattice_status st = wal_init(d, c->data_dir, c->wal_fsync);
+            lattice_status st = wal_init(d, c->data_dir, c->wal_fsync, c->checkpoint_mb);
             if (st != LATTICE_OK) {
                 ops_free(d);
                 return st;

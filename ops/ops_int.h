@@ -479,7 +479,7 @@ void walk_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, cons
 void issue_route(lattice_ops *d, opx *o);
 
 /* wal.c: persistence (--data-dir) on the operation path */
-lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode);
+lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb);
 void wal_free(lattice_ops *d);
 void wal_attach(lattice_ops *d);
 void wal_cache_gone(lattice_ops *d, lattice_meta_cache *c);

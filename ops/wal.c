@@ -11,8 +11,8 @@
  *               undo writes, salvage restores - becomes a log record.  At a
  *               cache's first appearance the recovered copy is adopted (the
  *               store is swapped in before anything else uses it) only when
- *               this node is the one server in its topology: the grid is
- *               gone and this node's copy is all there is.  A node that
+ *               this node is the coordinator of a grid of one: the grid
+ *               was gone and this node's copy is all there is.  A node that
  *               joins other live servers drops its copies (logged) - they
  *               may hold keys the grid removed while it was away - and gets
  *               its partitions by rebalance as an empty node does.
@@ -64,7 +64,7 @@ struct ops_wal {
     uint64_t adopted_entries;
 };
 
-lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode)
+lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb)
 {
     lt_wal_fsync m = LT_WAL_GROUP;
     if (mode && lt_wal_fsync_parse(mode, &m) != LATTICE_OK) {
@@ -73,7 +73,7 @@ lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode)
     }
     struct ops_wal *w = lt_calloc(1, sizeof *w);
     if (!w) return LATTICE_ERR_NOMEM;
-    lt_persist_config pc = {dir, m, d->region, d->efd, 0, 0};
+    lt_persist_config pc = {dir, m, d->region, d->efd, 0, checkpoint_mb > 0 ? (uint64_t)checkpoint_mb << 20 : 0};
     rcu_register_thread();
     lattice_status st = lt_persist_open(&pc, &w->p);
     rcu_unregister_thread();
@@ -157,7 +157,11 @@ void wal_attach(lattice_ops *d)
             LT_LOG(LT_WARN, "data", "%s was written by %s; this node is %s", lt_persist_dir(w->p), prev, d->self->m.cid);
         w->cid_saved = lt_persist_save_cid(w->p, d->self->m.cid) == LATTICE_OK;
     }
-    bool alone = servers(d) <= 1;
+    /* The grid's metadata was born here (this node is the coordinator of a
+     * grid of one): no other copy exists.  A node that got the metadata
+     * from another one joined a live grid - even when its own topology
+     * does not list the others yet. */
+    bool alone = lattice_meta_is_coordinator(d->meta) && servers(d) <= 1;
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         if (!c->store || att_of(w, c) || w->n_att == LATTICE_META_MAX_CACHES) continue;

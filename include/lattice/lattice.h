@@ -81,6 +81,7 @@ typedef struct lattice_config {
                                          -1 never; default LATTICE_DEFAULT_BASELINE_AUTO_ADJUST_MS */
     const char *data_dir;             /* persistence: write-ahead log + checkpoints here; NULL = memory only */
     const char *wal_fsync;            /* "always" | "group" (default) | "off" (docs/PERSISTENCE.md) */
+    int checkpoint_mb;                /* a checkpoint once the log holds this many MiB; 0 = 256 */
 } lattice_config;
 
 /* Fill defaults (pointers NULL, numbers as documented above). */
