@@ -229,6 +229,13 @@ static void cut_log(lt_persist *p, const uint64_t *segs, size_t n, size_t i, uin
     persist_fsync_dir(p->dir);
 }
 
+static bool zero_tail(const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i]) return false;
+    return true;
+}
+
 /* Replays the segments from the checkpoint's LSN; returns the LSN past the
  * last good record (0 with IO on a load failure). */
 static lattice_status replay(lt_persist *p, uint64_t from, uint64_t *end)
@@ -265,6 +272,12 @@ static lattice_status replay(lt_persist *p, uint64_t from, uint64_t *end)
         size_t off = 0;
         bool cut = false;
         while (off < m.n) {
+            if (zero_tail(m.b + off, m.n - off)) { /* the writer's zeroed room: this segment ends here */
+                unmap_file(&m);
+                if (truncate(path, (off_t)off) != 0)
+                    LT_LOG(LT_WARN, "persist", "%s: cannot drop its zeroed tail: %s", path, strerror(errno));
+                break;
+            }
             lt_rec r;
             size_t used;
             const char *why;

@@ -82,14 +82,16 @@ int lt_rec_decode(const uint8_t *buf, size_t avail, lt_rec *r, size_t *used, con
 /* ------------------------------------------------------------- the node */
 
 typedef enum lt_wal_fsync {
-    LT_WAL_GROUP = 0,  /* default: one fsync per batch, a batch gathers for up to LT_WAL_GROUP_US */
+    LT_WAL_GROUP = 0,  /* default: one fsync per batch; a batch gathers while records arrive, <= LT_WAL_GROUP_US */
     LT_WAL_ALWAYS = 1, /* each batch written and fsynced at once (fsync before every ack) */
     LT_WAL_OFF = 2,    /* written (survives kill -9), never fsynced (not a power cut) */
 } lt_wal_fsync;
 
 #define LT_WAL_GROUP_US 1000                 /* group: the longest a batch waits for more records */
+#define LT_WAL_GROUP_QUIET_US 50             /* group: a gap this long without a record ends the batch */
 #define LT_WAL_GROUP_BYTES (256u << 10)      /* group: a batch this large goes at once */
 #define LT_WAL_SEGMENT_BYTES (64ull << 20)   /* a segment is closed past this size */
+#define LT_WAL_PREFILL_BYTES (1u << 20)      /* a segment is zeroed this far ahead of its records */
 #define LT_CHECKPOINT_LOG_BYTES (256ull << 20) /* default: a checkpoint once the log holds this much */
 
 /* Parses "always", "group", "off". */

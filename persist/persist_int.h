@@ -57,6 +57,7 @@ struct lt_persist {
     /* writer thread */
     int fd;
     uint64_t seg_start, seg_len, batches;
+    uint64_t prefilled; /* the segment's zeroed length: fdatasync within it has no size to journal */
 
     lt_persist_cache *caches;
 };

@@ -121,6 +121,9 @@ static void write_log(int n, uint64_t seg, const char *prefix)
     }
     lt_persist_close(p);
     lattice_store_destroy(s);
+    /* A recovery drops the zeroed room the writer keeps ahead (which it
+     * takes for the end of the log): the files end with the last record. */
+    lt_persist_close(open_dir(seg));
 }
 
 /* The segment files, sorted; returns how many. */
