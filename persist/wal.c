@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -223,6 +224,9 @@ void *persist_writer_main(void *arg)
     lt_persist *p = arg;
     uint8_t *wb = NULL;
     size_t wcap = 0;
+    /* group's waits are tens of microseconds: without this the kernel may
+     * stretch each by its default 50 us slack. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (!p->len && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
