@@ -37,6 +37,7 @@
 #include <urcu.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "lattice/log.h"
 #include "ops_int.h"
 #include "persist/persist.h"
@@ -62,6 +63,7 @@ struct ops_wal {
     bool decided;
     bool cid_saved;
     uint64_t adopted_entries;
+    uint64_t ckpt_after_ms; /* a failed checkpoint is tried again from then on */
 };
 
 lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb)
@@ -245,7 +247,7 @@ void wal_release(lattice_ops *d)
     }
 }
 
-static void checkpoint(lattice_ops *d)
+static lattice_status checkpoint(lattice_ops *d)
 {
     struct ops_wal *w = d->wal;
     lt_persist_ckpt_cache cc[LATTICE_META_MAX_CACHES];
@@ -258,7 +260,7 @@ static void checkpoint(lattice_ops *d)
         cc[n] = (lt_persist_ckpt_cache){c->cfg.name, specs[n], c->store, c->counter, c->cfg.partitions};
         n++;
     }
-    lt_persist_checkpoint(w->p, cc, n);
+    return lt_persist_checkpoint(w->p, cc, n);
 }
 
 void wal_tick(lattice_ops *d)
@@ -266,8 +268,10 @@ void wal_tick(lattice_ops *d)
     struct ops_wal *w = d->wal;
     /* Not before the recovered copies were adopted or dropped: a checkpoint
      * without them would let their log go. */
-    if (!w || !w->decided || !lt_persist_checkpoint_due(w->p) || lt_persist_failed(w->p, NULL)) return;
-    checkpoint(d);
+    if (!w || !w->decided || !lt_persist_checkpoint_due(w->p) || lt_persist_failed(w->p, NULL) ||
+        lt_mono_ms() < w->ckpt_after_ms)
+        return;
+    if (checkpoint(d) != LATTICE_OK) w->ckpt_after_ms = lt_mono_ms() + 10000; /* logged; the log keeps it all */
 }
 
 void wal_stop(lattice_ops *d)
@@ -290,5 +294,5 @@ void wal_stop(lattice_ops *d)
         chan_complete_now(d, &h.org, &r);
         lt_free(h.value);
     }
-    if (w->decided && !lt_persist_failed(w->p, NULL)) checkpoint(d);
+    if (w->decided && !lt_persist_failed(w->p, NULL)) (void)checkpoint(d); /* logged when it fails */
 }

@@ -404,6 +404,106 @@ START_TEST(records_across_segment_boundaries)
 }
 END_TEST
 
+typedef struct cmp_ctx {
+    lattice_store *other;
+    uint64_t n, bad;
+} cmp_ctx;
+
+static int same_in_other(void *arg, const lattice_store_item *it)
+{
+    cmp_ctx *x = arg;
+    void *v = NULL;
+    lattice_store_meta m;
+    x->n++;
+    if (lattice_store_get_copy(x->other, it->partition, it->key, it->key_len, &v, &m) != LATTICE_OK ||
+        m.value_len != it->value_len || memcmp(v, it->value, it->value_len) || m.version != it->version)
+        x->bad++;
+    lt_free(v);
+    return 0;
+}
+
+/* Walks a and checks every entry is in b with the same value and version;
+ * returns a's entries. */
+static uint64_t same_contents(lattice_store *a, lattice_store *b)
+{
+    cmp_ctx x = {b, 0, 0};
+    for (uint32_t p = 0; p < PARTS; p++) {
+        lattice_store_cursor *cur;
+        ck_assert_int_eq(lattice_store_cursor_open(a, p, &cur), LATTICE_OK);
+        for (int done = 0; !done;) ck_assert_int_eq(lattice_store_cursor_next(cur, 100, 1u << 20, same_in_other, &x, &done), LATTICE_OK);
+        lattice_store_cursor_close(cur);
+    }
+    ck_assert_uint_eq(x.bad, 0);
+    return x.n;
+}
+
+START_TEST(change_hook_logs_exactly_what_the_store_applied)
+{
+    /* A 1 MiB evicting region: the store's every kind of change - put_all,
+     * insert_batch with IF_NEWER (older entries skipped), refused
+     * conditional puts, removes of absent keys, clears and evictions - and
+     * the log replayed elsewhere holds exactly what the store holds. */
+    lattice_region *small;
+    lattice_region_config rc = {"small", 0, 1, 0, LATTICE_REGION_EVICT};
+    ck_assert_int_eq(lattice_region_create(&rc, &small), LATTICE_OK);
+    lattice_store_config sc = {"c", PARTS, small, NULL, NULL};
+    lattice_store *s;
+    ck_assert_int_eq(lattice_store_create(&sc, &s), LATTICE_OK);
+    lt_persist *p = open_dir(0);
+    lt_persist_cache_attach(p, s, "c", SPEC, PARTS);
+    static char keys[200][16];
+    lattice_store_entry e[200];
+    for (int i = 0; i < 200; i++) {
+        snprintf(keys[i], sizeof keys[i], "pa-%d", i);
+        e[i] = (lattice_store_entry){(uint32_t)i % PARTS, keys[i], strlen(keys[i]), "all", 3, 0, 10};
+    }
+    ck_assert_int_eq(lattice_store_put_all(s, e, 200, 0, NULL), LATTICE_OK);
+    /* Partition 0 batch: versions 5 (older: skipped) and 20 (newer: applied), and new keys. */
+    lattice_store_entry b[50];
+    static char bk[50][16];
+    size_t nb = 0;
+    for (int i = 0; i < 200 && nb < 50; i += PARTS) {
+        b[nb] = (lattice_store_entry){0, keys[i], strlen(keys[i]), nb % 2 ? "newer" : "older", 5, 0, nb % 2 ? 20 : 5};
+        nb++;
+    }
+    for (int i = 0; nb < 50; i++, nb++) {
+        snprintf(bk[i], sizeof bk[i], "new-%d", i);
+        b[nb] = (lattice_store_entry){0, bk[i], strlen(bk[i]), "fresh", 5, 0, 7};
+    }
+    size_t applied = 0;
+    ck_assert_int_eq(lattice_store_insert_batch(s, 0, b, nb, LATTICE_STORE_IF_NEWER, &applied), LATTICE_OK);
+    ck_assert_uint_lt(applied, nb);
+    lattice_store_entry dup = {1, keys[1], strlen(keys[1]), "refused", 7, 0, 99};
+    ck_assert_int_eq(lattice_store_put(s, &dup, LATTICE_STORE_IF_ABSENT), LATTICE_ERR_EXISTS);
+    ck_assert_int_eq(lattice_store_remove(s, 2, "absent", 6), LATTICE_ERR_NOT_FOUND);
+    ck_assert_int_eq(lattice_store_clear(s, 3), LATTICE_OK);
+    /* Fill past 1 MiB: the region evicts. */
+    static char big[2000];
+    memset(big, 'b', sizeof big);
+    for (int i = 0; i < 2000; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "big-%d", i);
+        lattice_store_entry x = {(uint32_t)i % PARTS, k, strlen(k), big, sizeof big, 0, 100 + (uint64_t)i};
+        ck_assert_int_eq(lattice_store_put(s, &x, 0), LATTICE_OK);
+    }
+    lattice_store_metrics m;
+    lattice_store_metrics_get(s, &m);
+    ck_assert_uint_gt(m.evictions, 0);
+    wait_durable(p);
+    lt_persist_close(p);
+    p = open_dir(0);
+    lattice_store *r = take(p, NULL);
+    ck_assert_ptr_nonnull(r);
+    uint64_t n = same_contents(s, r);
+    ck_assert_uint_eq(same_contents(r, s), n);
+    ck_assert_uint_eq(count(r), count(s));
+    lattice_store_destroy(r);
+    lt_persist_close(p);
+    lattice_store_destroy(s);
+    lattice_region_destroy(small);
+}
+END_TEST
+
 /* ---------------------------------------------------------- checkpoints */
 
 #define NKEYS 600
@@ -543,6 +643,7 @@ int main(void)
     tcase_add_test(t, corrupt_middle_record_ends_the_log_there);
     tcase_add_test(t, records_across_segment_boundaries);
     tcase_add_test(t, second_open_of_a_dir_is_refused);
+    tcase_add_test(t, change_hook_logs_exactly_what_the_store_applied);
     suite_add_tcase(s, t);
     t = tcase_create("checkpoint");
     tcase_add_checked_fixture(t, setup, teardown);
