@@ -164,24 +164,32 @@ void wal_attach(lattice_ops *d)
      * from another one joined a live grid - even when its own topology
      * does not list the others yet. */
     bool alone = lattice_meta_is_coordinator(d->meta) && servers(d) <= 1;
+    if (!w->decided) {
+        /* Adopt what the grid of one has a cache for, then drop the rest -
+         * DROP records before any store's CACHE record, so a later restart
+         * replays the new stores and not the dropped copies. */
+        w->decided = true;
+        for (size_t i = 0; alone && i < lattice_meta_cache_count(d->meta); i++) {
+            lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
+            char spec[1024];
+            spec_of(c, spec, sizeof spec);
+            if (c->store && !att_of(w, c)) adopt(d, c, spec);
+        }
+        lt_persist_discard(w->p, alone ? "the grid has no cache of that name and config"
+                                       : "other servers are up: this node's copy may be stale, it gets its "
+                                         "partitions by rebalance");
+    }
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         if (!c->store || att_of(w, c) || w->n_att == LATTICE_META_MAX_CACHES) continue;
         char spec[1024];
         spec_of(c, spec, sizeof spec);
-        if (!w->decided && alone) adopt(d, c, spec);
         lt_persist_cache *pc = lt_persist_cache_attach(w->p, c->store, c->cfg.name, spec, c->cfg.partitions);
         if (!pc) {
             LT_LOG(LT_ERROR, "data", "cache %s: out of memory: its writes are not logged", c->cfg.name);
             continue;
         }
         w->att[w->n_att++] = (attached){c, pc};
-    }
-    if (!w->decided) {
-        w->decided = true;
-        lt_persist_discard(w->p, alone ? "the grid has no cache of that name and config"
-                                       : "other servers are up: this node's copy may be stale, it gets its "
-                                         "partitions by rebalance");
     }
 }
 

@@ -512,6 +512,9 @@ void lt_persist_discard(lt_persist *p, const char *why)
     for (size_t i = 0; i < p->n_rc; i++) {
         if (!p->rc[i].store) continue;
         LT_LOG(LT_INFO, "persist", "cache %s: the copy recovered from %s is dropped: %s", p->rc[i].name, p->dir, why);
+        /* In the log too: a later restart must not find it again. */
+        lt_rec r = {.kind = LT_REC_DROP, .cache = p->rc[i].name, .cache_len = strlen(p->rc[i].name)};
+        lt_persist_append(p, &r);
         rc_free(&p->rc[i]);
     }
     p->n_rc = 0;

@@ -125,7 +125,8 @@ const char *lt_persist_recovered_spec(const lt_persist *p, size_t i); /* NULL on
  * the caller owns store and counter (lt_free) from now on.  NOT_FOUND. */
 lattice_status lt_persist_take(lt_persist *p, const char *name, const char *spec, lattice_store **store,
                                uint64_t **counter, uint32_t partitions);
-/* Frees every recovered copy not taken (logged with why). */
+/* Frees every recovered copy not taken (logged with why), and appends a DROP
+ * record for each: call it before attaching a store of the same name. */
 void lt_persist_discard(lt_persist *p, const char *why);
 /* Records counted at recovery: loaded from the checkpoint, replayed from the log. */
 void lt_persist_recovery_figures(const lt_persist *p, uint64_t *ckpt_entries, uint64_t *log_records,
