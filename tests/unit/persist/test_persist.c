@@ -608,6 +608,30 @@ START_TEST(checkpoint_file_whole_or_not_used)
 }
 END_TEST
 
+START_TEST(a_discarded_copy_stays_discarded)
+{
+    write_log(20, 0, "d");
+    lt_persist *p = open_dir(0);
+    lt_persist_discard(p, "test");
+    /* The node goes on with a new, empty store of the same cache. */
+    lattice_store *s = new_store();
+    lt_persist_cache_attach(p, s, "c", SPEC, PARTS);
+    put(s, 1, "after");
+    wait_durable(p);
+    lt_persist_close(p);
+    lattice_store_destroy(s);
+    p = open_dir(0);
+    s = take(p, NULL);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(count(s), 1); /* key 1 only: nothing of the discarded copy */
+    char v[64];
+    ck_assert_int_eq(get(s, 1, v, sizeof v), LATTICE_OK);
+    ck_assert_str_eq(v, "after");
+    lattice_store_destroy(s);
+    lt_persist_close(p);
+}
+END_TEST
+
 START_TEST(second_open_of_a_dir_is_refused)
 {
     lt_persist *p = open_dir(0);
@@ -643,6 +667,7 @@ int main(void)
     tcase_add_test(t, corrupt_middle_record_ends_the_log_there);
     tcase_add_test(t, records_across_segment_boundaries);
     tcase_add_test(t, second_open_of_a_dir_is_refused);
+    tcase_add_test(t, a_discarded_copy_stays_discarded);
     tcase_add_test(t, change_hook_logs_exactly_what_the_store_applied);
     suite_add_tcase(s, t);
     t = tcase_create("checkpoint");
