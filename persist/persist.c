@@ -317,16 +317,21 @@ static lattice_status replay(lt_persist *p, uint64_t from, uint64_t *end)
     return result;
 }
 
-static void read_cid(lt_persist *p)
+bool lt_persist_peek_cid(const char *dir, char *out, size_t cap)
 {
     char path[PERSIST_PATH];
-    snprintf(path, sizeof path, "%s/node.id", p->dir);
+    snprintf(path, sizeof path, "%s/node.id", dir);
+    out[0] = 0;
     FILE *f = fopen(path, "r");
-    if (!f) return;
-    if (fgets(p->prev_cid, sizeof p->prev_cid, f)) p->prev_cid[strcspn(p->prev_cid, "\r\n")] = 0;
-    else p->prev_cid[0] = 0;
+    if (!f) return false;
+    bool ok = fgets(out, (int)cap, f) != NULL;
+    if (ok) out[strcspn(out, "\r\n")] = 0;
+    else out[0] = 0;
     fclose(f);
+    return ok && out[0];
 }
+
+static void read_cid(lt_persist *p) { lt_persist_peek_cid(p->dir, p->prev_cid, sizeof p->prev_cid); }
 
 const char *lt_persist_prev_cid(const lt_persist *p) { return p->prev_cid; }
 

@@ -132,6 +132,8 @@ void lt_persist_discard(lt_persist *p, const char *why);
 void lt_persist_recovery_figures(const lt_persist *p, uint64_t *ckpt_entries, uint64_t *log_records,
                                  uint64_t *cut_bytes, uint64_t *ms);
 
+/* DIR/node.id without opening the directory: false when there is none. */
+bool lt_persist_peek_cid(const char *dir, char *out, size_t cap);
 /* The node's previous identity, kept in DIR/node.id ("" when none). */
 const char *lt_persist_prev_cid(const lt_persist *p);
 lattice_status lt_persist_save_cid(lt_persist *p, const char *cid);

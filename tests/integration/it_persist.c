@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -508,6 +511,48 @@ START_TEST(rejoin_drops_a_stale_copy)
 }
 END_TEST
 
+START_TEST(restart_keeps_the_consistent_id)
+{
+    /* The first start finds its port taken and moves up; a restart with the
+     * port free again binds the one it had (its consistent id, the key of
+     * its affinity, stays). */
+    it_begin("persist_cid");
+    int base = it_free_ports(3);
+    resp_base = it_free_ports(1);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)base)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(s, 1), 0);
+    char port[16], fnd[64], rport[16], want[80];
+    snprintf(port, sizeof port, "%d", base);
+    snprintf(fnd, sizeof fnd, "127.0.0.1:%d..%d", base, base + 2);
+    snprintf(rport, sizeof rport, "%d", resp_base);
+    snprintf(want, sizeof want, "listening on 127.0.0.1:%d ", base + 1);
+    snprintf(data_dir[0], sizeof data_dir[0], "%s/data0", it_dir());
+    const char *args[] = {"--port", port, "--port-range", "3", "--ip-finder", fnd, "--resp-port", rport,
+                          "--data-dir", data_dir[0], NULL};
+    srv[0] = it_latticed("c0", args);
+    wait_serving(0);
+    ck_assert(it_log_has(srv[0], want));
+    it_signal(srv[0], SIGTERM);
+    ck_assert(it_wait_exit(srv[0], 20000));
+    close(s);
+    srv[0] = it_latticed("c1", args);
+    wait_serving(0);
+    ck_assert(it_log_has(srv[0], "trying port"));
+    ck_assert(it_log_has(srv[0], want));
+    redisContext *c = conn_to(0);
+    redisReply *r = cmd(c, "GET it:probe");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    redisFree(c);
+    it_signal(srv[0], SIGTERM);
+    ck_assert(it_wait_exit(srv[0], 20000));
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     Suite *s = suite_create("it_persist");
@@ -520,6 +565,7 @@ int main(int argc, char **argv)
         {"full_disk_refuses_writes_keeps_data", &full_disk_refuses_writes_keeps_data},
         {"three_nodes_killed_and_restarted", &three_nodes_killed_and_restarted},
         {"rejoin_drops_a_stale_copy", &rejoin_drops_a_stale_copy},
+        {"restart_keeps_the_consistent_id", &restart_keeps_the_consistent_id},
     };
     it_add_named(tc, tests, sizeof tests / sizeof tests[0], argc, argv);
     suite_add_tcase(s, tc);
