@@ -108,6 +108,12 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
     if (!strcmp(k, "cluster")) STR(c->cluster);
     else if (!strcmp(k, "host")) STR(c->host);
     else if (!strcmp(k, "secret-file")) STR(c->secret_file);
+    else if (!strcmp(k, "data-dir")) STR(c->data_dir);
+    else if (!strcmp(k, "checkpoint-mb")) { if (!parse_int(v, 1, 1 << 20, &c->checkpoint_mb)) BAD("--checkpoint-mb wants 1..1048576"); }
+    else if (!strcmp(k, "wal-fsync")) {
+        if (!v || (strcmp(v, "always") && strcmp(v, "group") && strcmp(v, "off"))) BAD("--wal-fsync wants always, group or off");
+        STR(c->wal_fsync);
+    }
     else if (!strcmp(k, "port")) { if (!parse_int(v, 0, 65535, &c->port)) BAD("--port wants 0 (any free port) or 1..65535, not '%s'", v ? v : ""); }
     else if (!strcmp(k, "port-range")) { if (!parse_int(v, 1, 10000, &c->port_range)) BAD("--port-range wants 1..10000, not '%s'", v ? v : ""); }
     else if (!strcmp(k, "failure-detection-ms")) { if (!parse_int(v, 100, 3600000, &c->failure_detection_ms)) BAD("--failure-detection-ms wants 100..3600000, not '%s'", v ? v : ""); }
@@ -214,6 +220,8 @@ static const struct option long_opts[] = {
     {"region-mb", required_argument, 0, 1},  {"failure-detection-ms", required_argument, 0, 1},
     {"baseline-auto-adjust-ms", required_argument, 0, 1},
     {"region-policy", required_argument, 0, 1},
+    {"data-dir", required_argument, 0, 1},   {"wal-fsync", required_argument, 0, 1},
+    {"checkpoint-mb", required_argument, 0, 1},
     {"secret-file", required_argument, 0, 1}, {"resp-port", required_argument, 0, 1},
     {"http-port", required_argument, 0, 1},  {"log-level", required_argument, 0, 1},
     {"max-message-bytes", required_argument, 0, 1}, {"multicast-attempts", required_argument, 0, 1},
@@ -256,6 +264,14 @@ static void usage(FILE *f)
           "                            REGION_FULL (RESP -OOM); evict evicts least recently used\n"
           "                            entries, chosen by each partition's primary and removed on\n"
           "                            every copy\n"
+          "  --data-dir DIR            persistence (docs/PERSISTENCE.md): a write-ahead log and\n"
+          "                            checkpoints in DIR; a restart reloads them (default: memory only)\n"
+          "  --wal-fsync M             when a write is acknowledged: group (default: after the fsync\n"
+          "                            of its batch, batches gather for <= 1 ms), always (each batch\n"
+          "                            fsynced at once), off (written, never fsynced: survives kill -9,\n"
+          "                            not a power cut)\n"
+          "  --checkpoint-mb N         write a checkpoint (and drop the log it covers) once the log\n"
+          "                            holds N MiB since the last (default 256); also at a graceful stop\n"
           "  --resp-port N             serve the Redis protocol (RESP2/3) on this port (docs/RESP.md)\n"
           "  --requirepass PASS        RESP clients must AUTH with PASS first\n"
           "  --resp-cache NAME         cache the RESP commands use (default: default)\n"

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "discovery/discovery.h"
@@ -15,6 +16,7 @@
 #include "lattice/log.h"
 #include "node_int.h"
 #include "ops/ops.h"
+#include "persist/persist.h"
 
 #define MAX_SECRET_BYTES (64 * 1024)
 
@@ -37,14 +39,33 @@ typedef struct module {
     void (*destroy)(lattice_node *n);
 } module;
 
+/* A server with --data-dir keeps its consistent id ("host:port", the key of
+ * its partitions' affinity) across restarts: when the port it had is in the
+ * range it may bind, it tries that one first. */
+static void keep_port(const lattice_config *c, int *port, int *range)
+{
+    char cid[160];
+    if (!c->data_dir || c->client || c->port <= 0 || !lt_persist_peek_cid(c->data_dir, cid, sizeof cid)) return;
+    const char *colon = strrchr(cid, ':');
+    const char *host = c->host ? c->host : "127.0.0.1";
+    if (!colon || (size_t)(colon - cid) != strlen(host) || strncmp(cid, host, strlen(host))) return;
+    int p = atoi(colon + 1);
+    if (p <= c->port || p >= c->port + c->port_range) return;
+    LT_LOG(LT_INFO, "node", "%s was written by %s: trying port %d first", c->data_dir, cid, p);
+    *range = c->port + c->port_range - p;
+    *port = p;
+}
+
 static lattice_status disc_init(lattice_node *n)
 {
     const lattice_config *c = &n->cfg;
+    int port = c->port, range = c->port_range;
+    keep_port(c, &port, &range);
     lattice_discovery_config dc = {
         .cluster = c->cluster,
         .host = c->host,
-        .port = c->port,
-        .port_range = c->port_range,
+        .port = port,
+        .port_range = range,
         .finders = c->finders,
         .n_finders = c->n_finders,
         .client = c->client,
@@ -87,6 +108,9 @@ static lattice_status data_init(lattice_node *n)
         .region_mb = c->region_mb,
         .region_evict = c->region_evict,
         .op_timeout_ms = c->op_timeout_ms,
+        .data_dir = c->data_dir,
+        .wal_fsync = c->wal_fsync,
+        .checkpoint_mb = c->checkpoint_mb,
     };
     const char *attr = NULL;
     lattice_status st = lattice_ops_init(&dc, &n->data, &attr);

@@ -87,7 +87,7 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
                lattice_strerror(r.status), (unsigned long long)d->repl_failed);
     if (c && q->remove && r.status == LATTICE_OK)
         rebal_note_remove(c, q->partition, q->key.data, q->key.len, q->version);
-    if (q->id) chan_reply(d, o, &r, NULL, 0, false);
+    if (q->id) chan_complete(d, o, &r); /* with --data-dir, once the write is durable here */
 }
 
 void backup_clean(lattice_ops *d, const Latdata__Req *q)

@@ -350,6 +350,11 @@ void chan_complete_local(lattice_ops *d, opx *o, const lattice_op_result *r)
 
 void chan_complete(lattice_ops *d, const origin *org, const lattice_op_result *r)
 {
+    if (!wal_hold(d, org, r)) chan_complete_now(d, org, r); /* else: once the log is durable past it (wal.c) */
+}
+
+void chan_complete_now(lattice_ops *d, const origin *org, const lattice_op_result *r)
+{
     if (org->local) chan_complete_local(d, org->local, r);
     else if (org->ident_len) chan_reply(d, org, r, NULL, 0, false); /* else: no issuer (an eviction) */
 }

@@ -48,7 +48,9 @@ static void push_meta(lattice_ops *d)
 
 void control_meta_apply(lattice_ops *d, const Latdata__Meta *m)
 {
-    if (lattice_meta_apply(d->meta, m)) {
+    bool changed = lattice_meta_apply(d->meta, m);
+    wal_attach(d); /* before anything uses a new cache's store: it may be swapped for the recovered one */
+    if (changed) {
         rebal_on_change(d);
         salvage_prune(d);
     }
@@ -64,6 +66,7 @@ void control_on_topology(lattice_ops *d)
 {
     if (lattice_meta_is_coordinator(d->meta)) {
         if (!lattice_meta_valid(d->meta)) lattice_meta_start(d->meta, d->local_cfgs, d->n_local_cfgs);
+        wal_attach(d);
         evict_attach(d);
         push_meta(d);
         start_base_check(d);
@@ -133,6 +136,7 @@ static lattice_status coord_write(lattice_ops *d, int call, const char *arg, int
                                                            : lattice_meta_reset_lost(d->meta, arg, &lost);
     if (num) *num = lost;
     if (st == LATTICE_OK) {
+        wal_attach(d); /* a new cache's store is logged from its first write */
         push_meta(d);
         if (lost) rebal_on_change(d); /* this node may be an owner-to-be too */
     }

@@ -130,6 +130,7 @@ static void cache_gone(void *arg, lattice_meta_cache *c)
     rebal_cache_gone(arg, c);
     clean_cache_gone(c);
     evict_cache_gone(arg, c);
+    wal_cache_gone(arg, c);
 }
 
 /* This node rejoined under a new id (the grid removed its old incarnation,
@@ -263,12 +264,15 @@ static void *data_main(void *arg)
             }
             control_tick(d, now);
             rebal_tick(d, now);
+            wal_tick(d);
             evict_flush(d);
             run_retries(d, now);
             if (d->region) lattice_region_tick(d->region, now); /* OBJECT IDLETIME's clock (once a second) */
         }
+        wal_release(d); /* replies whose records the log made durable */
         chan_flush(d);
     }
+    wal_stop(d);
     /* Stopping: every op still here ends with STOPPED. */
     d->running = false;
     drain_inbox(d);
@@ -326,6 +330,13 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
         lattice_region_config rc = {"data", 0, (uint64_t)d->region_mb, 0,
                                     d->region_evict ? LATTICE_REGION_EVICT : LATTICE_REGION_REJECT};
         if (lattice_region_create(&rc, &d->region) != LATTICE_OK) goto nomem;
+        if (c->data_dir) {
+            lattice_status st = wal_init(d, c->data_dir, c->wal_fsync, c->checkpoint_mb);
+            if (st != LATTICE_OK) {
+                ops_free(d);
+                return st;
+            }
+        }
 
         d->router = zmq_socket(d->zctx, ZMQ_ROUTER);
         int zero = 0, hwm = 1000000;
@@ -390,6 +401,7 @@ static void ops_free(lattice_ops *d)
 {
     /* A registered thread is needed for the stores' RCU teardown. */
     rcu_register_thread();
+    wal_free(d); /* first: the stores freed below are no DROP records */
     rebal_node_free(d); /* supplier sessions read the stores */
     if (d->meta) lattice_meta_destroy(d->meta);
     salvage_free(d);

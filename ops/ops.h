@@ -52,6 +52,9 @@ typedef struct lattice_ops_config {
     int region_mb;                  /* 0 = default */
     bool region_evict;              /* a full region evicts (evict.c) instead of refusing writes */
     int op_timeout_ms;              /* 0 = default */
+    const char *data_dir;           /* persistence (docs/PERSISTENCE.md); NULL = in memory only */
+    const char *wal_fsync;          /* always | group | off; NULL = group */
+    int checkpoint_mb;              /* 0 = LT_CHECKPOINT_LOG_BYTES */
 } lattice_ops_config;
 
 /* *attr is "data_addr=tcp://..." (owned by the lattice_ops) or NULL for

@@ -240,6 +240,7 @@ struct lattice_ops {
     uint64_t op_seq;
 
     /* cluster metadata (meta/) and its exchange (control.c) */
+    struct ops_wal *wal;          /* --data-dir: the log and what waits on it (wal.c); NULL without */
     lattice_meta *meta;
     bool creates_sent, base_check_running;
     uint64_t last_meta_pull, last_sweep;
@@ -476,5 +477,18 @@ void walk_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, cons
 
 /* ---- issue.c: issue and route */
 void issue_route(lattice_ops *d, opx *o);
+
+/* wal.c: persistence (--data-dir) on the operation path */
+lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb);
+void wal_free(lattice_ops *d);
+void wal_attach(lattice_ops *d);
+void wal_cache_gone(lattice_ops *d, lattice_meta_cache *c);
+bool wal_refuses(lattice_ops *d);
+bool wal_hold(lattice_ops *d, const origin *org, const lattice_op_result *r);
+void wal_release(lattice_ops *d);
+void wal_tick(lattice_ops *d);
+void wal_stop(lattice_ops *d);
+/* chan_complete without the wait for the log (what wal_release sends). */
+void chan_complete_now(lattice_ops *d, const origin *org, const lattice_op_result *r);
 
 #endif

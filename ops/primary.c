@@ -478,6 +478,11 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
     lattice_op_result r;
     repl_out repl;
     bool full_sync = c->cfg.sync == LATTICE_SYNC_FULL;
+    if (!ops_is_read(in->kind) && wal_refuses(d)) { /* the data dir cannot take it (wal.c) */
+        lattice_op_result full = {.status = LATTICE_ERR_DISK_FULL};
+        chan_complete(d, org, &full);
+        return;
+    }
     if (in->kind == LATTICE_OP_TXN) {
         txn_execute(d, c, in, org, origin_id, seq); /* several keys in one step (txn.c) */
         return;

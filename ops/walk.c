@@ -201,6 +201,9 @@ void walk_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, cons
         chan_complete(d, org, &r);
     } else if (in->kind == LATTICE_OP_WALK) {
         do_walk(d, c, in->partition, in->ttl_ms, in->delta, org);
+    } else if (wal_refuses(d)) { /* the data dir cannot take the removals (wal.c) */
+        lattice_op_result r = {.status = LATTICE_ERR_DISK_FULL};
+        chan_complete(d, org, &r);
     } else {
         do_clear(d, c, in->partition, in->ttl_ms, org);
     }

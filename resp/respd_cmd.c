@@ -343,6 +343,9 @@ void respd_add_status_error(lattice_resp_out *o, lattice_status st)
     case LATTICE_ERR_NOMEM: snprintf(m, sizeof m, "OOM command not allowed when used memory > 'maxmemory'."); break;
     case LATTICE_ERR_PARTITION_LOST: snprintf(m, sizeof m, "CLUSTERDOWN Hash slot not served"); break;
     case LATTICE_ERR_NO_QUORUM: snprintf(m, sizeof m, "CLUSTERDOWN no quorum"); break;
+    case LATTICE_ERR_DISK_FULL:
+        snprintf(m, sizeof m, "ERR disk full: the node's data directory (--data-dir) cannot take the write; writes are refused, reads served");
+        break;
     case LATTICE_ERR_NO_CACHE: snprintf(m, sizeof m, "ERR no such cache"); break;
     case LATTICE_ERR_TIMEOUT: snprintf(m, sizeof m, "TRYAGAIN the grid did not answer in time"); break;
     default: snprintf(m, sizeof m, "ERR %s", lattice_strerror(st)); break;

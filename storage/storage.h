@@ -235,6 +235,21 @@ typedef struct lattice_store_evict_hook {
 } lattice_store_evict_hook;
 void lattice_store_set_evict_hook(lattice_store *s, const lattice_store_evict_hook *h);
 
+/* Persistence: hears of every change to this store's entries - each put
+ * applied (put, put_all, insert_batch, an update in place or moved), each
+ * remove of an entry, each eviction (as a remove, version the entry's),
+ * each clear (key NULL).  Expiry reclaims nothing that needs hearing of:
+ * expiry times are absolute.  Called by the writing thread with the
+ * partition's lock held (and, for an eviction, a lane lock): it must not
+ * call any store or region function.  h NULL removes the hook.  Takes
+ * every partition lock. */
+enum { LATTICE_STORE_CHANGE_PUT = 1, LATTICE_STORE_CHANGE_REMOVE = 2, LATTICE_STORE_CHANGE_CLEAR = 3 };
+typedef struct lattice_store_change_hook {
+    void (*changed)(void *arg, int kind, const lattice_store_entry *e);
+    void *arg;
+} lattice_store_change_hook;
+void lattice_store_set_change_hook(lattice_store *s, const lattice_store_change_hook *h);
+
 /* Stops the sweeper if running, frees every row of this store from the region
  * and all index memory.  No other thread may use the store any more. */
 void lattice_store_destroy(lattice_store *s);

@@ -221,6 +221,10 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
             LATTICE_LINK_SAME(*ix_linkp(p->tab, (uint32_t)i), link)) {
             /* Before the row goes: the key may point into its page. */
             if (s->hook.evicted) s->hook.evicted(s->hook.arg, part, key, klen, q.version);
+            if (s->change.changed) {
+                lattice_store_entry gone = {part, key, klen, NULL, 0, 0, q.version};
+                s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_REMOVE, &gone);
+            }
             ix_kill(p->tab, i);
             region_free_locked(s->region, link);
             __atomic_sub_fetch(&p->count, 1, __ATOMIC_RELAXED);
@@ -336,6 +340,7 @@ int lattice_store_put(lattice_store *s, const lattice_store_entry *e, unsigned f
     }
     if (st == LATTICE_OK)
         st = f.slot >= 0 ? update_locked(s, p, &f, e) : insert_locked(s, p, e, &f);
+    if (st == LATTICE_OK && s->change.changed) s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_PUT, e);
     pthread_mutex_unlock(&p->lock);
     return st;
 }
@@ -372,6 +377,7 @@ int lattice_store_remove(lattice_store *s, uint32_t partition, const void *key, 
     if (f.slot >= 0) {
         store_drop_slot(s, p, f.slot, f.q.expire);
         if (!f.live) __atomic_add_fetch(&s->expirations, 1, __ATOMIC_RELAXED);
+        else if (s->change.changed) s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_REMOVE, &e);
         store_maybe_shrink(s, p);
     }
     pthread_mutex_unlock(&p->lock);
@@ -414,6 +420,7 @@ static int flush(lattice_store *s, struct part *p, struct pending *pd, size_t *a
             break;
         }
         publish(p, slot, pd->tag[i], pd->link[i], &pd->e[i]);
+        if (s->change.changed) s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_PUT, &pd->e[i]);
     }
     *applied += done;
     pd->n = 0;
@@ -441,6 +448,7 @@ static int batch_one(lattice_store *s, struct part *p, const lattice_store_entry
     if (f.slot >= 0) {
         st = update_locked(s, p, &f, e);
         *applied += st == LATTICE_OK;
+        if (st == LATTICE_OK && s->change.changed) s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_PUT, e);
         return st;
     }
     pd->e[pd->n] = *e;
@@ -683,6 +691,13 @@ void lattice_store_set_evict_hook(lattice_store *s, const lattice_store_evict_ho
      * try-locks it, so no eviction sees half a hook. */
     for (uint32_t i = 0; i < s->nparts; i++) pthread_mutex_lock(&s->parts[i].lock);
     s->hook = h ? *h : (lattice_store_evict_hook){0};
+    for (uint32_t i = s->nparts; i-- > 0;) pthread_mutex_unlock(&s->parts[i].lock);
+}
+
+void lattice_store_set_change_hook(lattice_store *s, const lattice_store_change_hook *h)
+{
+    for (uint32_t i = 0; i < s->nparts; i++) pthread_mutex_lock(&s->parts[i].lock);
+    s->change = h ? *h : (lattice_store_change_hook){0};
     for (uint32_t i = s->nparts; i-- > 0;) pthread_mutex_unlock(&s->parts[i].lock);
 }
 

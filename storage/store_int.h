@@ -54,6 +54,7 @@ struct lattice_store {
     void *clock_arg;
     uint64_t expirations, evictions, index_bytes; /* atomics */
     lattice_store_evict_hook hook; /* changed with every partition lock held */
+    lattice_store_change_hook change; /* likewise */
     pthread_mutex_t sweep_lock; /* serialises expire(); guards sweep_part */
     uint32_t sweep_part;
     pthread_mutex_t sw_lock; /* sweeper thread state below */

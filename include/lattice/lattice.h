@@ -79,6 +79,9 @@ typedef struct lattice_config {
     int op_timeout_ms;                /* an operation's deadline, retries included; default 15000 */
     int baseline_auto_adjust_ms;      /* a baseline server gone this long leaves the baseline;
                                          -1 never; default LATTICE_DEFAULT_BASELINE_AUTO_ADJUST_MS */
+    const char *data_dir;             /* persistence: write-ahead log + checkpoints here; NULL = memory only */
+    const char *wal_fsync;            /* "always" | "group" (default) | "off" (docs/PERSISTENCE.md) */
+    int checkpoint_mb;                /* a checkpoint once the log holds this many MiB; 0 = 256 */
 } lattice_config;
 
 /* Fill defaults (pointers NULL, numbers as documented above). */

@@ -1,0 +1,306 @@
+/*
+ * wal: the operation path on a node with --data-dir (data thread;
+ * docs/PERSISTENCE.md).
+ *
+ *  wal_init     opens the data directory (persist/): recovery rebuilds each
+ *               cache it held into a store of this node's region, and
+ *               those caches join the ones this node declares (--cache).
+ *  wal_attach   each store the metadata creates here gets persist's change
+ *               hook, so every change of it - primary writes, backup
+ *               applies, transactions, CLEAR, evictions, rebalance loads,
+ *               undo writes, salvage restores - becomes a log record.  At a
+ *               cache's first appearance the recovered copy is adopted (the
+ *               store is swapped in before anything else uses it) only when
+ *               this node is the coordinator of a grid of one: the grid
+ *               was gone and this node's copy is all there is.  A node that
+ *               joins other live servers drops its copies (logged) - they
+ *               may hold keys the grid removed while it was away - and gets
+ *               its partitions by rebalance as an empty node does.
+ *  wal_hold     a reply (chan_complete) while records are not yet durable
+ *               waits, in order, until the log's durable LSN passes what was
+ *               appended when the reply was made; the log thread writes the
+ *               data thread's eventfd when it moves, and wal_release (every
+ *               loop turn) sends what is due.  So no client, and no primary
+ *               waiting on this copy, hears of a write before it is on
+ *               disk by the --wal-fsync mode, and no read returns a value
+ *               that a crash could take back.
+ *  wal_refuses  while the log cannot write (a full disk), writes are
+ *               refused with DISK_FULL; reads go on.  Replies held when it
+ *               failed get DISK_FULL.
+ *  wal_tick     a checkpoint once the log passed its size bound; wal_stop
+ *               one more at a graceful stop, after every held reply went.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <urcu.h>
+
+#include "lattice/alloc.h"
+#include "lattice/clock.h"
+#include "lattice/log.h"
+#include "ops_int.h"
+#include "persist/persist.h"
+
+typedef struct held {
+    uint64_t lsn;
+    origin org;
+    lattice_op_result r;
+    void *value;
+} held;
+
+typedef struct attached {
+    lattice_meta_cache *c;
+    lt_persist_cache *pc;
+} attached;
+
+struct ops_wal {
+    lt_persist *p;
+    held *q;
+    size_t head, n, cap;
+    attached att[LATTICE_META_MAX_CACHES];
+    size_t n_att;
+    bool decided;
+    bool cid_saved;
+    uint64_t adopted_entries;
+    uint64_t ckpt_after_ms; /* a failed checkpoint is tried again from then on */
+};
+
+lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb)
+{
+    lt_wal_fsync m = LT_WAL_GROUP;
+    if (mode && lt_wal_fsync_parse(mode, &m) != LATTICE_OK) {
+        LT_LOG(LT_ERROR, "data", "--wal-fsync %s: wants always, group or off", mode);
+        return LATTICE_ERR_INVAL;
+    }
+    struct ops_wal *w = lt_calloc(1, sizeof *w);
+    if (!w) return LATTICE_ERR_NOMEM;
+    lt_persist_config pc = {dir, m, d->region, d->efd, 0, checkpoint_mb > 0 ? (uint64_t)checkpoint_mb << 20 : 0};
+    rcu_register_thread();
+    lattice_status st = lt_persist_open(&pc, &w->p);
+    rcu_unregister_thread();
+    if (st != LATTICE_OK) {
+        lt_free(w);
+        return st;
+    }
+    d->wal = w;
+    /* The caches it held are declared like --cache ones (the flag's
+     * config wins for a name both give). */
+    for (size_t i = 0; i < lt_persist_recovered_count(w->p); i++) {
+        const char *spec = lt_persist_recovered_spec(w->p, i);
+        lattice_cache_config cfg;
+        char err[256];
+        if (!spec || d->n_local_cfgs == LATTICE_MAX_CACHES ||
+            lattice_cache_config_parse_spec(&cfg, spec, err, sizeof err) != LATTICE_OK)
+            continue;
+        bool have = false;
+        for (size_t k = 0; k < d->n_local_cfgs && !have; k++) have = !strcmp(d->local_cfgs[k].name, cfg.name);
+        if (!have) d->local_cfgs[d->n_local_cfgs++] = cfg;
+    }
+    return LATTICE_OK;
+}
+
+void wal_free(lattice_ops *d)
+{
+    struct ops_wal *w = d->wal;
+    if (!w) return;
+    d->wal = NULL; /* before the metadata goes: a store freed at exit is no DROP */
+    for (size_t i = 0; i < w->n; i++) lt_free(w->q[(w->head + i) % w->cap].value);
+    lt_free(w->q);
+    lt_persist_close(w->p);
+    lt_free(w);
+}
+
+static attached *att_of(struct ops_wal *w, const lattice_meta_cache *c)
+{
+    for (size_t i = 0; i < w->n_att; i++)
+        if (w->att[i].c == c) return &w->att[i];
+    return NULL;
+}
+
+static size_t servers(const lattice_ops *d)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->n_peers; i++) n += d->peers[i]->m.server;
+    return n;
+}
+
+static void spec_of(const lattice_meta_cache *c, char *buf, size_t cap)
+{
+    lattice_cache_config_format(&c->cfg, 0, buf, cap);
+}
+
+/* Swaps the recovered store and counters in for the empty ones the
+ * metadata just made. */
+static bool adopt(lattice_ops *d, lattice_meta_cache *c, const char *spec)
+{
+    lattice_store *s = NULL;
+    uint64_t *counter = NULL;
+    if (lt_persist_take(d->wal->p, c->cfg.name, spec, &s, &counter, c->cfg.partitions) != LATTICE_OK) return false;
+    lattice_store_destroy(c->store);
+    lt_free(c->counter);
+    c->store = s;
+    c->counter = counter;
+    lattice_store_sweeper_start(s, 1000);
+    uint64_t n = 0;
+    for (uint32_t p = 0; p < c->cfg.partitions; p++) n += lattice_store_count(s, p);
+    d->wal->adopted_entries += n;
+    LT_LOG(LT_INFO, "data", "cache %s: %" PRIu64 " entries restored from %s", c->cfg.name, n, lt_persist_dir(d->wal->p));
+    return true;
+}
+
+void wal_attach(lattice_ops *d)
+{
+    struct ops_wal *w = d->wal;
+    if (!w || !lattice_meta_valid(d->meta)) return;
+    if (!w->cid_saved && d->self) {
+        const char *prev = lt_persist_prev_cid(w->p);
+        if (prev[0] && strcmp(prev, d->self->m.cid))
+            LT_LOG(LT_WARN, "data", "%s was written by %s; this node is %s", lt_persist_dir(w->p), prev, d->self->m.cid);
+        w->cid_saved = lt_persist_save_cid(w->p, d->self->m.cid) == LATTICE_OK;
+    }
+    /* The grid's metadata was born here (this node is the coordinator of a
+     * grid of one): no other copy exists.  A node that got the metadata
+     * from another one joined a live grid - even when its own topology
+     * does not list the others yet. */
+    bool alone = lattice_meta_is_coordinator(d->meta) && servers(d) <= 1;
+    if (!w->decided) {
+        /* Adopt what the grid of one has a cache for, then drop the rest -
+         * DROP records before any store's CACHE record, so a later restart
+         * replays the new stores and not the dropped copies. */
+        w->decided = true;
+        for (size_t i = 0; alone && i < lattice_meta_cache_count(d->meta); i++) {
+            lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
+            char spec[1024];
+            spec_of(c, spec, sizeof spec);
+            if (c->store && !att_of(w, c)) adopt(d, c, spec);
+        }
+        lt_persist_discard(w->p, alone ? "the grid has no cache of that name and config"
+                                       : "other servers are up: this node's copy may be stale, it gets its "
+                                         "partitions by rebalance");
+    }
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
+        lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
+        if (!c->store || att_of(w, c) || w->n_att == LATTICE_META_MAX_CACHES) continue;
+        char spec[1024];
+        spec_of(c, spec, sizeof spec);
+        lt_persist_cache *pc = lt_persist_cache_attach(w->p, c->store, c->cfg.name, spec, c->cfg.partitions);
+        if (!pc) {
+            LT_LOG(LT_ERROR, "data", "cache %s: out of memory: its writes are not logged", c->cfg.name);
+            continue;
+        }
+        w->att[w->n_att++] = (attached){c, pc};
+    }
+}
+
+void wal_cache_gone(lattice_ops *d, lattice_meta_cache *c)
+{
+    struct ops_wal *w = d->wal;
+    if (!w) return;
+    attached *a = att_of(w, c);
+    if (!a) return;
+    lt_persist_cache_drop(a->pc);
+    *a = w->att[--w->n_att];
+}
+
+bool wal_refuses(lattice_ops *d) { return d->wal && lt_persist_failed(d->wal->p, NULL); }
+
+bool wal_hold(lattice_ops *d, const origin *org, const lattice_op_result *r)
+{
+    struct ops_wal *w = d->wal;
+    if (!w || (!org->local && !org->ident_len)) return false;
+    uint64_t a = lt_persist_appended(w->p);
+    if (a <= lt_persist_durable(w->p) && !w->n) return false;
+    if (lt_persist_failed(w->p, NULL)) return false;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        held *q = lt_malloc(cap * sizeof *q);
+        if (!q) return false; /* answered now: no worse than without the log */
+        for (size_t i = 0; i < w->n; i++) q[i] = w->q[(w->head + i) % w->cap];
+        lt_free(w->q);
+        w->q = q;
+        w->cap = cap;
+        w->head = 0;
+    }
+    held *h = &w->q[(w->head + w->n) % w->cap];
+    h->lsn = a;
+    h->org = *org;
+    h->r = *r;
+    h->value = NULL;
+    if (r->value_len) {
+        h->value = lt_malloc(r->value_len);
+        if (!h->value) return false;
+        memcpy(h->value, r->value, r->value_len);
+    }
+    w->n++;
+    return true;
+}
+
+void wal_release(lattice_ops *d)
+{
+    struct ops_wal *w = d->wal;
+    if (!w || !w->n) return;
+    uint64_t dur = lt_persist_durable(w->p);
+    bool failed = lt_persist_failed(w->p, NULL);
+    while (w->n) {
+        held h = w->q[w->head];
+        if (h.lsn > dur && !failed) break;
+        w->head = (w->head + 1) % w->cap;
+        w->n--;
+        lattice_op_result r = h.r;
+        r.value = h.value;
+        if (h.lsn > dur) r = (lattice_op_result){.status = LATTICE_ERR_DISK_FULL};
+        chan_complete_now(d, &h.org, &r);
+        lt_free(h.value);
+    }
+}
+
+static lattice_status checkpoint(lattice_ops *d)
+{
+    struct ops_wal *w = d->wal;
+    lt_persist_ckpt_cache cc[LATTICE_META_MAX_CACHES];
+    char specs[LATTICE_META_MAX_CACHES][1024];
+    size_t n = 0;
+    for (size_t i = 0; i < w->n_att; i++) {
+        lattice_meta_cache *c = w->att[i].c;
+        if (!c->store) continue;
+        spec_of(c, specs[n], sizeof specs[n]);
+        cc[n] = (lt_persist_ckpt_cache){c->cfg.name, specs[n], c->store, c->counter, c->cfg.partitions};
+        n++;
+    }
+    return lt_persist_checkpoint(w->p, cc, n);
+}
+
+void wal_tick(lattice_ops *d)
+{
+    struct ops_wal *w = d->wal;
+    /* Not before the recovered copies were adopted or dropped: a checkpoint
+     * without them would let their log go. */
+    if (!w || !w->decided || !lt_persist_checkpoint_due(w->p) || lt_persist_failed(w->p, NULL) ||
+        lt_mono_ms() < w->ckpt_after_ms)
+        return;
+    if (checkpoint(d) != LATTICE_OK) w->ckpt_after_ms = lt_mono_ms() + 10000; /* logged; the log keeps it all */
+}
+
+void wal_stop(lattice_ops *d)
+{
+    struct ops_wal *w = d->wal;
+    if (!w) return;
+    /* Every record durable (bounded: a failed disk gives up), every held
+     * reply sent, then a checkpoint so the next start reads little log. */
+    uint64_t want = lt_persist_appended(w->p);
+    for (int i = 0; i < 10000 && lt_persist_durable(w->p) < want && !lt_persist_failed(w->p, NULL); i++) {
+        struct timespec t = {0, 1000000L};
+        nanosleep(&t, NULL);
+    }
+    wal_release(d);
+    while (w->n) { /* the log never caught up: the issuers hear STOPPED (not acknowledged) */
+        held h = w->q[w->head];
+        w->head = (w->head + 1) % w->cap;
+        w->n--;
+        lattice_op_result r = {.status = LATTICE_ERR_STOPPED};
+        chan_complete_now(d, &h.org, &r);
+        lt_free(h.value);
+    }
+    if (w->decided && !lt_persist_failed(w->p, NULL)) (void)checkpoint(d); /* logged when it fails */
+}
