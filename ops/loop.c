@@ -127,6 +127,7 @@ static void run_retries(lattice_ops *d, uint64_t now)
 /* meta frees a cache: what the executor and the watermarks hang on it first. */
 static void cache_gone(void *arg, lattice_meta_cache *c)
 {
+    fast_cache_gone(arg, c);
     rebal_cache_gone(arg, c);
     clean_cache_gone(c);
     evict_cache_gone(arg, c);
@@ -266,6 +267,7 @@ static void *data_main(void *arg)
             evict_flush(d);
             run_retries(d, now);
         }
+        fast_settle(d); /* before anything of this round leaves (fast.c) */
         chan_flush(d);
     }
     /* Stopping: every op still here ends with STOPPED. */
@@ -390,6 +392,7 @@ static void ops_free(lattice_ops *d)
     /* A registered thread is needed for the stores' RCU teardown. */
     rcu_register_thread();
     rebal_node_free(d); /* supplier sessions read the stores */
+    fast_free(d);
     if (d->meta) lattice_meta_destroy(d->meta);
     salvage_free(d);
     evict_free(d);

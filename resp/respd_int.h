@@ -127,6 +127,9 @@ typedef struct io_thread {
     batch *round;                     /* ready, submitted at the end of the round */
     conn *graves;                     /* dead connections, freed at the end of the round (respd.c) */
     size_t round_ops;
+    /* A batch answered on this thread (lattice_op_submit_inline) is queued
+     * without the eventfd; the loop drains it after the round. */
+    bool self_returned;
     /* respd_intro.c: requests of other threads' CLIENT LIST/KILL (legs)
      * for this thread's connections, woken by efd; mon_wake: a monitor of
      * this thread has lines waiting. */
