@@ -76,7 +76,9 @@ static fast_cache *fast_new(const lattice_meta_cache *c)
     f->store = c->store;
     f->partitions = n;
     f->max_key = c->cfg.max_key_bytes;
-    for (uint32_t p = 0; p < n; p++) atomic_init(&f->seq[p], 1); /* odd until the first settle */
+    for (uint32_t p = 0; p < n; p++) atomic_init(&f->seq[p], 1); /* odd until checked */
+    for (uint32_t p = 0; p < n; p++) f->dirty[p / 64] |= 1ull << (p % 64); /* all, at the next settle */
+    f->any_dirty = true;
     return f;
 }
 
