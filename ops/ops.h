@@ -7,7 +7,8 @@
  * table, the cluster metadata (meta/) and every store write.  Other threads
  * only hand work over: lattice_ops_submit (the cache operations of
  * lattice/ops.h) and lattice_ops_call (stats, create/destroy, partitions,
- * digests).  Every callback runs on the data thread.
+ * digests).  Every callback runs on the data thread, except those of reads
+ * lattice_ops_submit_inline answers on the calling thread (fast.c).
  *
  * One PUT, file by file (docs/CACHES.md, "The operation path"):
  *   issue.c      lattice_ops_submit -> inbox -> route: cache known, limits,
