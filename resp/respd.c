@@ -162,9 +162,25 @@ static void arm(conn *c)
     uint32_t ev = 0;
     if (!c->in_flight && !c->closing) ev |= EPOLLIN;
     if (lattice_resp_out_pending(c->out)) ev |= EPOLLOUT;
+    c->want_out = (ev & EPOLLOUT) != 0;
+    if (ev == c->armed_ev) return;
     struct epoll_event e = {.events = ev, .data.ptr = c};
     epoll_ctl(c->io->ep, EPOLL_CTL_MOD, c->fd, &e);
-    c->want_out = (ev & EPOLLOUT) != 0;
+    c->armed_ev = ev;
+}
+
+/* After a flush: a connection whose batch is out is armed after the round
+ * (without EPOLLIN while the batch is at the data thread; unchanged - no
+ * epoll_ctl - when it came back inline meanwhile). */
+static void arm_or_defer(conn *c)
+{
+    if (!c->in_flight) {
+        arm(c);
+    } else if (!c->arm_deferred) {
+        c->arm_deferred = true;
+        c->arm_next = c->io->deferred;
+        c->io->deferred = c;
+    }
 }
 
 static void conn_free(conn *c)
@@ -259,6 +275,7 @@ static void accept_all(io_thread *io)
         inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
         snprintf(c->addr, sizeof c->addr, "%s:%d", ip, ntohs(a.sin_port));
         struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+        c->armed_ev = EPOLLIN;
         if (epoll_ctl(io->ep, EPOLL_CTL_ADD, fd, &e) < 0) {
             conn_free(c);
             close(fd);
@@ -511,7 +528,7 @@ static void on_readable(lattice_respd *r, conn *c)
         process(r, c);
     }
     if (c->dead) return;
-    if (flush(c)) arm(c);
+    if (flush(c)) arm_or_defer(c);
 }
 
 /* Batches the data thread finished: encode their replies, continue. */
@@ -534,7 +551,7 @@ static void drain_returns(io_thread *io)
         respd_batch_free(b);
         process(r, c);
         if (c->dead) continue;
-        if (flush(c)) arm(c);
+        if (flush(c)) arm_or_defer(c);
     }
 }
 
@@ -562,6 +579,12 @@ static void run_rounds(io_thread *io)
         drain_returns(io);
         flush_round(io);
     }
+    for (conn *c = io->deferred, *n; c; c = n) {
+        n = c->arm_next;
+        c->arm_deferred = false;
+        if (!c->dead) arm(c);
+    }
+    io->deferred = NULL;
 }
 
 static void *io_main(void *arg)
