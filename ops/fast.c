@@ -44,7 +44,7 @@
 
 struct fast_cache {
     char name[LATTICE_CACHE_NAME_MAX + 1];
-    lattice_store *store;
+    lattice_store *store;  /* the cache's for life: taken away (salvage.c) only as the cache goes */
     uint32_t partitions;
     size_t max_key;
     /* any thread: reads answered here (added to the cache's stats) */
@@ -192,11 +192,6 @@ void fast_settle(lattice_ops *d)
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         fast_cache *f = c->fast;
         if (!f) continue;
-        if (f->store != c->store) { /* never expected: the store is the cache's for life */
-            all = true;
-            for (uint32_t p = 0; p < f->partitions; p++) fast_mark(c, p);
-            continue;
-        }
         if (all) {
             for (uint32_t p = 0; p < f->partitions; p++) {
                 fast_mark(c, p);
