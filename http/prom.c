@@ -124,6 +124,9 @@ static void ops_part(const lattice_node_metrics *m, FILE *o)
     }
     family(o, "lattice_operations_in_flight", "gauge", "operations this node submitted that have no result yet");
     sample(o, "lattice_operations_in_flight", m->ops_in_flight);
+    family(o, "lattice_reads_inline_total", "counter",
+           "reads answered on the thread that read the request, without the data thread");
+    sample(o, "lattice_reads_inline_total", m->reads_inline);
     if (!m->pages_max) return;
     family(o, "lattice_region_page_size_bytes", "gauge", "data region page size");
     sample(o, "lattice_region_page_size_bytes", m->page_size);

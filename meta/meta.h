@@ -90,6 +90,7 @@ typedef struct lattice_meta_cache {
     uint32_t writes_in_flight;         /* full_sync writes waiting for their copies (sync_wait.c) */
     void *rb;                          /* the rebalance executor's state (freed through cache_gone) */
     void *clean;                       /* the commit watermarks (ops/clean.c; freed through cache_gone) */
+    struct fast_cache *fast;           /* what readers on other threads test (ops/fast.c; freed through cache_gone) */
 } lattice_meta_cache;
 
 typedef struct lattice_meta lattice_meta;

@@ -15,8 +15,18 @@
 lattice_status lattice_op_submit(lattice_node *node, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
 {
     if (!node) return LATTICE_ERR_INVAL;
-    return node_metrics_submit(lattice_node_metrics_of(node), lattice_node_ops(node), ops, n, fn, arg);
+    return node_metrics_submit(lattice_node_metrics_of(node), lattice_node_ops(node), ops, n, fn, arg, false);
 }
+
+lattice_status lattice_op_submit_inline(lattice_node *node, const lattice_op *ops, size_t n, lattice_op_fn fn,
+                                        void *arg)
+{
+    if (!node) return LATTICE_ERR_INVAL;
+    return node_metrics_submit(lattice_node_metrics_of(node), lattice_node_ops(node), ops, n, fn, arg, true);
+}
+
+void lattice_op_thread_enter(void) { lattice_ops_thread_enter(); }
+void lattice_op_thread_exit(void) { lattice_ops_thread_exit(); }
 
 /* ------------------------------------------------------------- blocking */
 

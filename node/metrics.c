@@ -4,11 +4,10 @@
  *
  * Every lattice_op_submit goes through node_metrics_submit, which wraps the
  * caller's callback: one small allocation per submit (not per op) holds the
- * callback, the start time and the kinds.  Completions all run on the data
- * thread, so it is the only writer of the counters; readers on other
- * threads load them with relaxed atomics (a figure may lag by an operation,
- * never tear).  ops_in_flight is written by submitters too, hence atomic
- * adds.
+ * callback, the start time and the kinds.  Completions run on the data
+ * thread, and reads of lattice_op_submit_inline on the submitter's thread
+ * (ops/fast.c), so every counter is an atomic add (relaxed: a figure may
+ * lag by an operation, never tear nor lose one).
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -33,7 +32,7 @@ typedef struct wrap {
     void *arg;
     node_metrics *m;
     uint64_t start_us;
-    size_t left;          /* data thread only */
+    size_t left;          /* atomic: completions of one submit may run on two threads */
     uint8_t kinds[];      /* per op; 0 when outside the enum */
 } wrap;
 
@@ -53,7 +52,7 @@ static unsigned bucket_of(uint64_t us)
     return i;
 }
 
-static void add(uint64_t *p, uint64_t v) { __atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED); }
+static void add(uint64_t *p, uint64_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 
 static void wrapped(void *arg, size_t i, const lattice_op_result *r)
 {
@@ -68,13 +67,13 @@ static void wrapped(void *arg, size_t i, const lattice_op_result *r)
     __atomic_fetch_sub(&m->in_flight, 1, __ATOMIC_RELAXED);
     lattice_op_fn fn = w->fn;
     void *farg = w->arg;
-    bool last = --w->left == 0;
+    bool last = __atomic_sub_fetch(&w->left, 1, __ATOMIC_ACQ_REL) == 0;
     if (last) lt_free(w);
     fn(farg, i, r);
 }
 
 lattice_status node_metrics_submit(node_metrics *m, lattice_ops *ops, const lattice_op *o, size_t n, lattice_op_fn fn,
-                                   void *arg)
+                                   void *arg, bool inline_reads)
 {
     if (!o || !n || !fn) return LATTICE_ERR_INVAL;
     wrap *w = lt_malloc(sizeof *w + n);
@@ -87,7 +86,8 @@ lattice_status node_metrics_submit(node_metrics *m, lattice_ops *ops, const latt
         w->kinds[i] = o[i].kind >= 1 && o[i].kind <= LATTICE_OP_KIND_MAX_ ? (uint8_t)o[i].kind : 0;
     w->start_us = lt_mono_us();
     __atomic_fetch_add(&m->in_flight, n, __ATOMIC_RELAXED);
-    lattice_status st = lattice_ops_submit(ops, o, n, wrapped, w);
+    lattice_status st = inline_reads ? lattice_ops_submit_inline(ops, o, n, wrapped, w)
+                                     : lattice_ops_submit(ops, o, n, wrapped, w);
     if (st != LATTICE_OK) {
         __atomic_fetch_sub(&m->in_flight, n, __ATOMIC_RELAXED);
         lt_free(w);
@@ -107,6 +107,7 @@ lattice_status lattice_node_metrics_get(lattice_node *n, lattice_node_metrics *o
         out->latency_sum_us[k] = __atomic_load_n(&m->latency_sum_us[k], __ATOMIC_RELAXED);
     }
     out->ops_in_flight = __atomic_load_n(&m->in_flight, __ATOMIC_RELAXED);
+    out->reads_inline = lattice_ops_reads_inline(lattice_node_ops(n));
     lattice_region *region = lattice_ops_region(lattice_node_ops(n));
     lattice_region_metrics rm;
     if (region) {

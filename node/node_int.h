@@ -26,7 +26,8 @@ typedef struct node_metrics node_metrics;
 node_metrics *node_metrics_new(void);
 void node_metrics_free(node_metrics *m);
 node_metrics *lattice_node_metrics_of(lattice_node *n);
+/* inline: lattice_op_submit_inline (reads may complete on the calling thread). */
 lattice_status node_metrics_submit(node_metrics *m, struct lattice_ops *ops, const struct lattice_op *o, size_t n,
-                                   lattice_op_fn fn, void *arg);
+                                   lattice_op_fn fn, void *arg, bool inline_reads);
 
 #endif

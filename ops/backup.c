@@ -32,6 +32,7 @@ lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const v
 {
     if (!c->store || partition >= c->cfg.partitions || key_len == 0) return LATTICE_ERR_INVAL;
     if (c->counter[partition] < version) c->counter[partition] = version;
+    fast_mark(c, partition); /* before the rows change (fast.c) */
     if (remove) {
         int st = lattice_store_remove(c->store, partition, key, key_len);
         return st == LATTICE_ERR_NOT_FOUND ? LATTICE_OK : st;
@@ -93,5 +94,8 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
 void backup_clean(lattice_ops *d, const Latdata__Req *q)
 {
     lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
-    if (c && c->store) clean_note_committed(c, q->partition, q->committed);
+    if (c && c->store) {
+        clean_note_committed(c, q->partition, q->committed);
+        fast_mark(c, q->partition); /* the copy may be clean now: re-checked at the settle */
+    }
 }

@@ -158,6 +158,7 @@ deferred_read *clean_end(lattice_ops *d, waitw *w)
         if (h->finished) lt_free(h);
     }
     if (!cp->head) cp->tail = NULL;
+    fast_mark(c, w->partition); /* may be readable again: re-checked at the settle */
     uint64_t wm = clean_committed(c, w->partition);
     if (wm > cp->notified) {
         cp->notified = wm;

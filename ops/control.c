@@ -227,10 +227,12 @@ static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c
             }
         }
     }
-    s->reads = c->reads;
+    uint64_t fr, fh, fm;
+    fast_stats(c, &fr, &fh, &fm); /* reads answered on other threads (fast.c) */
+    s->reads = c->reads + fr;
     s->writes = c->writes;
-    s->hits = c->hits;
-    s->misses = c->misses;
+    s->hits = c->hits + fh;
+    s->misses = c->misses + fm;
     s->evictions = evict_count(d, c);
     if (c->store) {
         lattice_store_metrics sm;

@@ -48,7 +48,9 @@ static int may_evict(void *arg, uint32_t partition)
 {
     struct evict_ctx *x = arg;
     lattice_meta_member *own[1];
-    return ops_serving(x->d, x->c) && lattice_meta_serving_owners(x->c, partition, own, 1) == 1 && own[0]->self;
+    bool may = ops_serving(x->d, x->c) && lattice_meta_serving_owners(x->c, partition, own, 1) == 1 && own[0]->self;
+    if (may) fast_mark(x->c, partition); /* before its entries go (fast.c) */
+    return may;
 }
 
 static void evicted(void *arg, uint32_t partition, const void *key, size_t key_len, uint64_t version)

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <urcu.h>
+
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "ops_int.h"
@@ -61,6 +63,53 @@ lattice_status lattice_ops_submit(lattice_ops *d, const lattice_op *ops, size_t 
     for (size_t i = 0; i < n; i++) chan_enqueue(d, all[i]);
     lt_free(all);
     return LATTICE_OK;
+}
+
+lattice_status lattice_ops_submit_inline(lattice_ops *d, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
+{
+    if (!ops || !n || !fn) return LATTICE_ERR_INVAL;
+    if (!d) return LATTICE_ERR_STOPPED;
+    if (d->client || !atomic_load(&d->accepting)) return lattice_ops_submit(d, ops, n, fn, arg);
+    uint64_t small[4] = {0};
+    uint64_t *done = n <= 256 ? small : lt_calloc((n + 63) / 64, sizeof *done);
+    if (!done) return lattice_ops_submit(d, ops, n, fn, arg);
+    /* The reads first.  Once one callback ran this returns OK, so an op
+     * that cannot be handed over afterwards is answered NOMEM through fn. */
+    size_t answered = 0;
+    for (size_t i = 0; i < n; i++) {
+        char buf[1024];
+        void *heap = NULL;
+        lattice_op_result r;
+        if (!fast_read(d, &ops[i], buf, sizeof buf, &heap, &r)) continue;
+        fn(arg, i, &r);
+        lt_free(heap);
+        done[i / 64] |= 1ull << (i % 64);
+        answered++;
+    }
+    lattice_status st = LATTICE_OK;
+    if (!answered) {
+        st = lattice_ops_submit(d, ops, n, fn, arg);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            if (done[i / 64] & (1ull << (i % 64))) continue;
+            opx *o = opx_new(d, &ops[i], fn, arg, i);
+            if (o) {
+                chan_enqueue(d, o);
+            } else {
+                lattice_op_result r = {.status = LATTICE_ERR_NOMEM};
+                fn(arg, i, &r);
+            }
+        }
+    }
+    if (done != small) lt_free(done);
+    return st;
+}
+
+void lattice_ops_thread_enter(void) { rcu_register_thread(); }
+void lattice_ops_thread_exit(void) { rcu_unregister_thread(); }
+uint64_t lattice_ops_reads_inline(lattice_ops *d)
+{
+    return d ? atomic_load_explicit(&d->reads_inline, memory_order_relaxed) : 0;
 }
 
 void issue_route(lattice_ops *d, opx *o)

@@ -127,6 +127,7 @@ static void run_retries(lattice_ops *d, uint64_t now)
 /* meta frees a cache: what the executor and the watermarks hang on it first. */
 static void cache_gone(void *arg, lattice_meta_cache *c)
 {
+    fast_cache_gone(arg, c);
     rebal_cache_gone(arg, c);
     clean_cache_gone(c);
     evict_cache_gone(arg, c);
@@ -270,6 +271,7 @@ static void *data_main(void *arg)
             if (d->region) lattice_region_tick(d->region, now); /* OBJECT IDLETIME's clock (once a second) */
         }
         wal_release(d); /* replies whose records the log made durable */
+        fast_settle(d); /* before anything of this round leaves (fast.c) */
         chan_flush(d);
     }
     wal_stop(d);
@@ -403,6 +405,7 @@ static void ops_free(lattice_ops *d)
     rcu_register_thread();
     wal_free(d); /* first: the stores freed below are no DROP records */
     rebal_node_free(d); /* supplier sessions read the stores */
+    fast_free(d);
     if (d->meta) lattice_meta_destroy(d->meta);
     salvage_free(d);
     evict_free(d);

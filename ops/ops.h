@@ -7,7 +7,8 @@
  * table, the cluster metadata (meta/) and every store write.  Other threads
  * only hand work over: lattice_ops_submit (the cache operations of
  * lattice/ops.h) and lattice_ops_call (stats, create/destroy, partitions,
- * digests).  Every callback runs on the data thread.
+ * digests).  Every callback runs on the data thread, except those of reads
+ * lattice_ops_submit_inline answers on the calling thread (fast.c).
  *
  * One PUT, file by file (docs/CACHES.md, "The operation path"):
  *   issue.c      lattice_ops_submit -> inbox -> route: cache known, limits,
@@ -77,6 +78,17 @@ struct lattice_region *lattice_ops_region(lattice_ops *d);
 
 /* Any thread: lattice_op_submit's contract (lattice/ops.h). */
 lattice_status lattice_ops_submit(lattice_ops *d, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg);
+/* As lattice_ops_submit, but a read this node may answer from its own store
+ * right now (fast.c) completes on the calling thread before this returns;
+ * the rest goes to the data thread.  The calling thread must be registered
+ * with lattice_ops_thread_enter. */
+lattice_status lattice_ops_submit_inline(lattice_ops *d, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg);
+/* A thread that calls lattice_ops_submit_inline: enter once before, exit
+ * before it ends (it becomes an RCU reader of the stores). */
+void lattice_ops_thread_enter(void);
+void lattice_ops_thread_exit(void);
+/* Reads answered on the calling thread since the node started. */
+uint64_t lattice_ops_reads_inline(lattice_ops *d);
 
 /* Internal calls, run on the data thread: fn gets a result whose value
  * points at a call-specific struct the caller then owns. */

@@ -263,6 +263,13 @@ struct lattice_ops {
     size_t n_salvage;
     char salvage_id[64];          /* the node id they were held under */
 
+    /* reads on the calling thread (fast.c) */
+    struct fast_view *fast_view;  /* any thread under rcu_read_lock; written by the data thread (rcu_xchg_pointer) */
+    _Atomic uint64_t fast_inc;    /* any thread: the incarnation the published roles were computed under */
+    atomic_uint_fast64_t reads_inline; /* any thread: reads answered on the calling thread */
+    uint64_t fast_stamp;          /* data thread: the view the words were last computed on */
+    bool fast_republish;          /* data thread: a cache went; publish the others again */
+
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
     uint64_t drop_logged_ms[DROP_REASONS]; /* when a drop of each reason was last logged (channel.c) */
@@ -388,6 +395,26 @@ bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition);
 /* The cache is going away: forget its in-flight lists (waits keep running). */
 void clean_cache_gone(lattice_meta_cache *c);
 
+/* ---- fast.c: reads on the calling thread (docs/CONSISTENCY.md) */
+typedef struct fast_cache fast_cache;
+typedef struct fast_view fast_view;
+/* Data thread, before any change of partition's rows of c and whenever it
+ * may have become readable: readers stop answering it until the next settle. */
+void fast_mark(lattice_meta_cache *c, uint32_t partition);
+/* Data thread, before every flush: publishes what changed since the last one. */
+void fast_settle(lattice_ops *d);
+/* May a read of p be answered from this node's store now (the data thread's view)? */
+bool fast_readable(lattice_ops *d, lattice_meta_cache *c, uint32_t p);
+/* The cache goes (cache_gone): out of the view, after a grace period freed. */
+void fast_cache_gone(lattice_ops *d, lattice_meta_cache *c);
+void fast_free(lattice_ops *d);
+/* Any registered RCU thread: answers a read op into *r (value in buf[0..cap)
+ * or *heap, which the caller lt_free()s after using r) and returns true, or
+ * false when the data thread must (nothing counted then). */
+bool fast_read(lattice_ops *d, const lattice_op *op, void *buf, size_t cap, void **heap, lattice_op_result *r);
+/* The reads fast_read answered for c (added to the cache's stats). */
+void fast_stats(const lattice_meta_cache *c, uint64_t *reads, uint64_t *hits, uint64_t *misses);
+
 /* ---- evict.c: eviction across copies (--region-policy evict) */
 /* Hooks every cache's store that has none yet (after the caches changed). */
 void evict_attach(lattice_ops *d);
@@ -484,6 +511,8 @@ void wal_free(lattice_ops *d);
 void wal_attach(lattice_ops *d);
 void wal_cache_gone(lattice_ops *d, lattice_meta_cache *c);
 bool wal_refuses(lattice_ops *d);
+/* Every record appended so far is durable (true without --data-dir). */
+bool wal_durable(lattice_ops *d);
 bool wal_hold(lattice_ops *d, const origin *org, const lattice_op_result *r);
 void wal_release(lattice_ops *d);
 void wal_tick(lattice_ops *d);

@@ -75,6 +75,7 @@ int exec_write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, si
      * otherwise lag behind the primary's (`lattice verify` compares them). */
     uint64_t version = c->counter[in->partition] + 1;
     lattice_store_entry e = {in->partition, in->key, in->key_len, v, vlen, expire, version};
+    fast_mark(c, in->partition); /* before the rows change (fast.c) */
     int st = lattice_store_put(c->store, &e, 0);
     if (st != LATTICE_OK) return st;
     c->counter[in->partition] = version;
@@ -149,6 +150,7 @@ static void do_remove(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
             r->flags |= LATTICE_OP_R_FOUND;
         }
     }
+    fast_mark(c, in->partition);
     int st = lattice_store_remove(c->store, in->partition, in->key, in->key_len);
     r->status = st;
     if (st != LATTICE_OK) return;
@@ -421,6 +423,7 @@ static bool undo_write(lattice_ops *d, waitw *w)
     lattice_meta_cache *c = primary_undo_begin(w, &u->round);
     if (!c) return false; /* nothing left to undo: just refuse */
     uint64_t version = ++c->counter[u->partition];
+    fast_mark(c, u->partition);
     repl_out repl = {true, !u->had_old, u->old, u->old_len, u->old_expire, version};
     int st = LATTICE_ERR_NOT_FOUND;
     if (u->round > 1)

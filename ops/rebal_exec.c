@@ -140,6 +140,7 @@ static uint32_t give_up_lost(lattice_meta_cache *c, struct rebal_cache *rc)
     uint32_t n = 0;
     for (uint32_t p = 0; reset_applies(c) && p < rc->parts; p++) {
         if (rc->copy[p] != LATTICE_PART_LOST) continue;
+        fast_mark(c, p);
         lattice_store_clear(c->store, p);
         rc->copy[p] = LATTICE_PART_OWNING;
         n++;
@@ -279,6 +280,7 @@ static bool recompute(lattice_meta_cache *c, struct rebal_cache *rc)
         /* Neither serving nor becoming an owner: RENTING -> EVICTED. */
         if (rc->copy[p] != LATTICE_PART_EVICTED) changed = true;
         rc->copy[p] = LATTICE_PART_EVICTED;
+        fast_mark(c, p);
         if (lattice_store_count(c->store, p) && lattice_store_clear(c->store, p) == LATTICE_OK) evicted++;
     }
     if (evicted)

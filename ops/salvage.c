@@ -203,6 +203,7 @@ bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, uint64_t
      * one outside it.  The kept copy is left whole until the end, so a
      * failure (a full region) leaves nothing half-moved: the new store's
      * partition is cleared and the record stays for another try. */
+    fast_mark(c, p);
     lattice_store_clear(c->store, p);
     lattice_store_cursor *cur = NULL;
     copy_buf b = {0};

@@ -219,6 +219,7 @@ static void add_write(txn_out *o, const void *key, size_t klen, const repl_out *
 
 static void remove_key(lattice_meta_cache *c, uint32_t partition, const void *key, size_t klen, txn_out *o)
 {
+    fast_mark(c, partition);
     if (lattice_store_remove(c->store, partition, key, klen) != LATTICE_OK) return;
     c->writes++;
     repl_out rm = {true, true, NULL, 0, 0, ++c->counter[partition]};
@@ -586,6 +587,7 @@ static bool txn_undo(lattice_ops *d, waitw *w)
         if (had && u->round == 1)
             LT_LOG(LT_WARN, "data", "cache %s: a refused transaction could not be undone here: its key is removed",
                    c->cfg.name);
+        fast_mark(c, u->partition);
         lattice_store_remove(c->store, u->partition, k, kl);
         c->writes++;
         repl_out rm = {true, true, NULL, 0, 0, ++c->counter[u->partition]};

@@ -137,6 +137,7 @@ static bool adopt(lattice_ops *d, lattice_meta_cache *c, const char *spec)
     lattice_store *s = NULL;
     uint64_t *counter = NULL;
     if (lt_persist_take(d->wal->p, c->cfg.name, spec, &s, &counter, c->cfg.partitions) != LATTICE_OK) return false;
+    fast_cache_gone(d, c); /* no inline reader holds the old store after this (fast.c) */
     lattice_store_destroy(c->store);
     lt_free(c->counter);
     c->store = s;
@@ -204,6 +205,12 @@ void wal_cache_gone(lattice_ops *d, lattice_meta_cache *c)
 }
 
 bool wal_refuses(lattice_ops *d) { return d->wal && lt_persist_failed(d->wal->p, NULL); }
+
+bool wal_durable(lattice_ops *d)
+{
+    struct ops_wal *w = d->wal;
+    return !w || (!lt_persist_failed(w->p, NULL) && lt_persist_appended(w->p) <= lt_persist_durable(w->p));
+}
 
 bool wal_hold(lattice_ops *d, const origin *org, const lattice_op_result *r)
 {

@@ -167,6 +167,7 @@ static void do_clear(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, 
     int64_t removed = 0;
     for (size_t i = 0; i < x.n; off += x.lens[i++]) {
         const char *key = x.buf + off;
+        fast_mark(c, partition);
         if (lattice_store_remove(c->store, partition, key, x.lens[i]) != LATTICE_OK) continue;
         removed++;
         c->writes++;

@@ -162,9 +162,25 @@ static void arm(conn *c)
     uint32_t ev = 0;
     if (!c->in_flight && !c->closing) ev |= EPOLLIN;
     if (lattice_resp_out_pending(c->out)) ev |= EPOLLOUT;
+    c->want_out = (ev & EPOLLOUT) != 0;
+    if (ev == c->armed_ev) return;
     struct epoll_event e = {.events = ev, .data.ptr = c};
     epoll_ctl(c->io->ep, EPOLL_CTL_MOD, c->fd, &e);
-    c->want_out = (ev & EPOLLOUT) != 0;
+    c->armed_ev = ev;
+}
+
+/* After a flush: a connection whose batch is out is armed after the round
+ * (without EPOLLIN while the batch is at the data thread; unchanged - no
+ * epoll_ctl - when it came back inline meanwhile). */
+static void arm_or_defer(conn *c)
+{
+    if (!c->in_flight) {
+        arm(c);
+    } else if (!c->arm_deferred) {
+        c->arm_deferred = true;
+        c->arm_next = c->io->deferred;
+        c->io->deferred = c;
+    }
 }
 
 static void conn_free(conn *c)
@@ -259,6 +275,7 @@ static void accept_all(io_thread *io)
         inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
         snprintf(c->addr, sizeof c->addr, "%s:%d", ip, ntohs(a.sin_port));
         struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+        c->armed_ev = EPOLLIN;
         if (epoll_ctl(io->ep, EPOLL_CTL_ADD, fd, &e) < 0) {
             conn_free(c);
             close(fd);
@@ -382,7 +399,7 @@ static void flush_round(io_thread *io)
     lattice_status st;
     if (!list->round_next) { /* one batch: no mapping needed */
         atomic_fetch_add(&list->remaining, 1);
-        st = lattice_op_submit(r->node, list->ops, list->n_ops, respd_op_done, list);
+        st = lattice_op_submit_inline(r->node, list->ops, list->n_ops, respd_op_done, list);
         if (st == LATTICE_OK) respd_op_done(list, SIZE_MAX, NULL);
         else fail_batch(r, list, st);
         return;
@@ -406,7 +423,7 @@ static void flush_round(io_thread *io)
         }
         rd->n = n;
         atomic_store(&rd->remaining, total + 1);
-        st = lattice_op_submit(r->node, ops, total, round_done, rd);
+        st = lattice_op_submit_inline(r->node, ops, total, round_done, rd);
     }
     lt_free(ops);
     if (st == LATTICE_OK) {
@@ -511,7 +528,7 @@ static void on_readable(lattice_respd *r, conn *c)
         process(r, c);
     }
     if (c->dead) return;
-    if (flush(c)) arm(c);
+    if (flush(c)) arm_or_defer(c);
 }
 
 /* Batches the data thread finished: encode their replies, continue. */
@@ -534,7 +551,7 @@ static void drain_returns(io_thread *io)
         respd_batch_free(b);
         process(r, c);
         if (c->dead) continue;
-        if (flush(c)) arm(c);
+        if (flush(c)) arm_or_defer(c);
     }
 }
 
@@ -549,10 +566,33 @@ static void idle_sweep(io_thread *io)
     }
 }
 
+/* The IO thread running on this thread, if any (respd_batch_return). */
+static __thread io_thread *this_io;
+
+/* Submits the round; batches it answered on this thread come back at once
+ * (their connections go on parsing, maybe into another round). */
+static void run_rounds(io_thread *io)
+{
+    flush_round(io);
+    while (io->self_returned) {
+        io->self_returned = false;
+        drain_returns(io);
+        flush_round(io);
+    }
+    for (conn *c = io->deferred, *n; c; c = n) {
+        n = c->arm_next;
+        c->arm_deferred = false;
+        if (!c->dead) arm(c);
+    }
+    io->deferred = NULL;
+}
+
 static void *io_main(void *arg)
 {
     io_thread *io = arg;
     lattice_respd *r = io->r;
+    lattice_op_thread_enter(); /* reads may run here (lattice_op_submit_inline) */
+    this_io = io;
     struct epoll_event ev[MAX_EVENTS];
     uint64_t last_sweep = lt_mono_ms();
     while (!atomic_load(&r->stop)) {
@@ -584,7 +624,7 @@ static void *io_main(void *arg)
         /* After the events: CLIENT KILL and a dropped monitor close
          * connections that later entries of ev[] may name. */
         respd_intro_drain(io);
-        flush_round(io);
+        run_rounds(io);
         uint64_t now = lt_mono_ms();
         if (now - last_sweep >= 1000) {
             idle_sweep(io);
@@ -592,14 +632,22 @@ static void *io_main(void *arg)
         }
         free_graves(io);
     }
+    this_io = NULL;
+    lattice_op_thread_exit();
     return NULL;
 }
 
-/* Data thread: the last op of a batch hands it back to its IO thread. */
+/* The last op of a batch hands it back to its IO thread (from the data
+ * thread, or from that IO thread itself when it answered the op inline). */
 void respd_batch_return(batch *b)
 {
     io_thread *io = b->c->io;
     cds_wfcq_node_init(&b->qnode);
+    if (this_io == io) { /* answered on its own IO thread: no wake-up needed */
+        cds_wfcq_enqueue(&io->qhead, &io->qtail, &b->qnode);
+        io->self_returned = true;
+        return;
+    }
     /* Wake the IO thread only when the queue was empty: otherwise a wake-up
      * is already due and the drain takes this batch too. */
     if (!cds_wfcq_enqueue(&io->qhead, &io->qtail, &b->qnode)) {

@@ -19,6 +19,7 @@
 
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
+#include "lattice/metrics.h"
 #include "respd_int.h"
 
 typedef struct vnode {
@@ -519,10 +520,16 @@ void respd_info(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *
                "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\n"
                "rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\n"
                "aof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\n\r\n");
-    if (want(argc, argv, "stats", true))
-        sb_add(&b, "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\nrejected_connections:%llu\r\n\r\n",
+    if (want(argc, argv, "stats", true)) {
+        lattice_node_metrics *nm = lt_malloc(sizeof *nm); /* large: not on the stack */
+        uint64_t inl = nm && lattice_node_metrics_get(r->node, nm) == LATTICE_OK ? nm->reads_inline : 0;
+        lt_free(nm);
+        sb_add(&b,
+               "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\nrejected_connections:%llu\r\n"
+               "lattice_reads_inline:%llu\r\n\r\n",
                (unsigned long long)atomic_load(&r->total_conns), (unsigned long long)atomic_load(&r->total_cmds),
-               (unsigned long long)atomic_load(&r->rejected_conns));
+               (unsigned long long)atomic_load(&r->rejected_conns), (unsigned long long)inl);
+    }
     if (want(argc, argv, "replication", true)) info_replication(r, &b);
     if (want(argc, argv, "cpu", true)) info_cpu(&b);
     if (want(argc, argv, "commandstats", false)) info_commandstats(r, &b);

@@ -48,6 +48,9 @@ typedef struct conn {
     bool dead;                        /* fd closed; free when the batch returns */
     bool authed;
     bool want_out;                    /* EPOLLOUT armed */
+    uint32_t armed_ev;                /* the events epoll has for it (arm skips an unchanged MOD) */
+    bool arm_deferred;                /* in io->deferred: armed after the round (respd.c) */
+    struct conn *arm_next;
     uint8_t aware;                    /* AWARE_* */
     uint8_t n_seen;                   /* AWARE_LEARNING: distinct slots in seen[] */
     /* CLIENT REPLY: off drops every reply; skip drops the current command's,
@@ -128,6 +131,12 @@ typedef struct io_thread {
     batch *round;                     /* ready, submitted at the end of the round */
     conn *graves;                     /* dead connections, freed at the end of the round (respd.c) */
     size_t round_ops;
+    /* A batch answered on this thread (lattice_op_submit_inline) is queued
+     * without the eventfd; the loop drains it after the round. */
+    bool self_returned;
+    /* Connections whose batch went out in this round: armed once the round
+     * is over, so one whose batch came back inline costs no epoll_ctl. */
+    struct conn *deferred;
     /* respd_intro.c: requests of other threads' CLIENT LIST/KILL (legs)
      * for this thread's connections, woken by efd; mon_wake: a monitor of
      * this thread has lines waiting. */

@@ -28,6 +28,9 @@ typedef struct lattice_node_metrics {
     uint64_t latency[LATTICE_OP_KIND_MAX_ + 1][LATTICE_METRICS_BUCKETS];
     uint64_t latency_sum_us[LATTICE_OP_KIND_MAX_ + 1];
     uint64_t ops_in_flight;       /* submitted, no result yet */
+    /* Reads answered on the thread that submitted them (lattice_op_submit_inline:
+     * RESP's IO threads), without the data thread; counted in ops[] too. */
+    uint64_t reads_inline;
     /* The data region (servers; zero on a client). */
     uint64_t page_size, pages_max, pages_mapped, pages_data, row_bytes, rows, evictions;
 } lattice_node_metrics;

@@ -166,6 +166,20 @@ typedef void (*lattice_op_fn)(void *arg, size_t i, const lattice_op_result *r);
  * in one message. */
 lattice_status lattice_op_submit(lattice_node *node, const lattice_op *ops, size_t n,
                                  lattice_op_fn fn, void *arg);
+/* As lattice_op_submit, but a read (GET, TTL, CONTAINS without flags) this
+ * node can answer from its own store right now - its serving primary's copy
+ * with no write of the partition in flight, or a clean backup copy with
+ * read_from_backup - completes on the calling thread before this returns,
+ * with the same consistency (docs/CONSISTENCY.md, "Reads on the calling
+ * thread"); the others go on as with lattice_op_submit.  So fn may run
+ * before this returns: it must not take a lock the caller holds.  The
+ * calling thread must have called lattice_op_thread_enter. */
+lattice_status lattice_op_submit_inline(lattice_node *node, const lattice_op *ops, size_t n,
+                                        lattice_op_fn fn, void *arg);
+/* A thread that calls lattice_op_submit_inline enters once before and exits
+ * before it ends (it becomes a reader of the stores' RCU structures). */
+void lattice_op_thread_enter(void);
+void lattice_op_thread_exit(void);
 
 /* WALK's answer: u32 partitions of the cache, u32 n, then n times (u32
  * length, key bytes); little-endian.  lattice_op_walk_next reads the key at

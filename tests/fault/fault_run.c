@@ -856,6 +856,24 @@ static int usage(void)
     return 2;
 }
 
+/* The reads the live nodes answered on their IO threads (INFO stats'
+ * lattice_reads_inline; a restarted node counts from its restart): so a
+ * green run shows the fast path was exercised.  -1: no node answered. */
+static long long inline_reads(void)
+{
+    long long sum = -1;
+    for (int i = 0; i < g.capacity; i++) {
+        redisContext *c = connect_node(i, 2000);
+        if (!c) continue;
+        redisReply *r = redisCommand(c, "INFO stats");
+        const char *s = r && r->type != REDIS_REPLY_ERROR && r->str ? strstr(r->str, "lattice_reads_inline:") : NULL;
+        if (s) sum = (sum < 0 ? 0 : sum) + atoll(s + strlen("lattice_reads_inline:"));
+        if (r) freeReplyObject(r);
+        redisFree(c);
+    }
+    return sum;
+}
+
 static int verdict(fh_history *h, int64_t t0, int64_t t1)
 {
     char path[400], comment[400];
@@ -869,9 +887,9 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
     char line[400];
     snprintf(line, sizeof line,
              "fault %s: %zu operations checked (%zu ok, %zu ok after the last fault) on %zu keys: %zu violations on %zu "
-             "keys%s, longest unavailability %.2f s, seed %" PRIu64 "\n",
+             "keys%s, longest unavailability %.2f s, %lld reads answered inline, seed %" PRIu64 "\n",
              scenario, r.ops_checked, ok, after, r.keys, r.anomalies, r.violations,
-             r.inconclusive ? " (some inconclusive)" : "", gap, seed);
+             r.inconclusive ? " (some inconclusive)" : "", gap, inline_reads(), seed);
     fputs(line, stdout);
     /* FAULT_FIGURES=FILE collects every schedule's line (CTest shows the
      * output of failed tests only). */

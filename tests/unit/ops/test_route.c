@@ -4,6 +4,7 @@
  * the errors an issuer gives without asking anyone.
  */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,7 @@ static void build(bool self_server, lattice_cache_config *cfg)
 
 static void teardown(void)
 {
+    fast_free(d); /* before the caches: their fast words hang on them */
     for (size_t i = 0; i < d->n_peers; i++) {
         for (size_t k = 0; k < d->peers[i]->n_out; k++) lt_free(d->peers[i]->out[k]);
         lt_free(d->peers[i]->out);
@@ -683,6 +685,218 @@ START_TEST(retried_ops_keep_their_order)
 }
 END_TEST
 
+/* ---------------------------------------------- reads on the calling thread */
+
+/* What the IO thread gets for a GET of key: true and the value, or false
+ * (the data thread must answer). */
+static bool inline_get(const char *key, char *out, size_t cap)
+{
+    lattice_op o = lattice_op_get("default", key, strlen(key));
+    char buf[64];
+    void *heap = NULL;
+    lattice_op_result r;
+    if (!fast_read(d, &o, buf, sizeof buf, &heap, &r)) return false;
+    if (out) snprintf(out, cap, "%.*s", r.status == LATTICE_OK ? (int)r.value_len : 3,
+                      r.status == LATTICE_OK ? (const char *)r.value : "nil");
+    lt_free(heap);
+    return true;
+}
+
+/* The primary's partition is readable on another thread only once nothing
+ * applied there waits for its copies: a PUT in flight closes it, its
+ * acknowledgement (and the settle before the flush) opens it again; a
+ * backup copy opens only while clean; inline reads are counted in the
+ * cache's stats. */
+START_TEST(fast_words_follow_writes_in_flight_and_clean_copies)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    build(true, &cfg);
+    char pk[32], bk[32], v[16];
+    uint32_t pp, bp;
+    lattice_meta_member *own[2];
+    key_where_self_is(0, pk, sizeof pk, &pp, own);
+    ck_assert(!inline_get(pk, v, sizeof v)); /* nothing published before the first settle */
+    fast_settle(d);
+    ck_assert(inline_get(pk, v, sizeof v));
+    ck_assert_str_eq(v, "nil");
+
+    seen w = {0};
+    issue_route(d, op(LATTICE_OP_PUT, "default", pk, 4, &w));
+    ck_assert_int_eq(w.calls, 0);             /* waits for its copy */
+    ck_assert(!inline_get(pk, NULL, 0));      /* applied here, not acknowledged */
+    fast_settle(d);
+    ck_assert(!inline_get(pk, NULL, 0));      /* still in flight at the settle */
+    answer_replication(LATTICE_OK);
+    ck_assert_int_eq(w.calls, 1);
+    ck_assert(!inline_get(pk, NULL, 0));      /* acknowledged: open at the next settle only */
+    fast_settle(d);
+    ck_assert(inline_get(pk, v, sizeof v));
+    ck_assert_str_eq(v, "vvvv");
+
+    /* Backup side: a replicated write above the watermark it heard. */
+    key_where_self_is(1, bk, sizeof bk, &bp, own);
+    fast_settle(d);
+    ck_assert(inline_get(bk, v, sizeof v));   /* a clean copy with read_from_backup */
+    Latdata__Req q = LATDATA__REQ__INIT;
+    q.kind = CTL_REPLICATE;
+    q.cache = "default";
+    q.partition = bp;
+    q.key.data = (uint8_t *)bk;
+    q.key.len = strlen(bk);
+    q.value.data = (uint8_t *)"new";
+    q.value.len = 3;
+    q.version = 7;
+    q.committed = 6;
+    q.sender = (char *)own[0]->id;
+    q.topo_major = d->major;
+    q.meta_version = lattice_meta_version(d->meta);
+    origin none = {0};
+    backup_apply(d, &q, &none);
+    fast_settle(d);
+    ck_assert(!inline_get(bk, NULL, 0));      /* dirty copy: its primary answers */
+    Latdata__Req cl = LATDATA__REQ__INIT;
+    cl.kind = CTL_CLEAN;
+    cl.cache = "default";
+    cl.partition = bp;
+    cl.committed = 7;
+    backup_clean(d, &cl);
+    fast_settle(d);
+    ck_assert(inline_get(bk, v, sizeof v));
+    ck_assert_str_eq(v, "new");
+
+    uint64_t reads, hits, misses;
+    fast_stats(c, &reads, &hits, &misses);
+    ck_assert_uint_eq(reads, 4);
+    ck_assert_uint_eq(hits, 2);
+    ck_assert_uint_eq(misses, 2);
+    ck_assert_uint_eq(lattice_ops_reads_inline(d), 4);
+    teardown();
+}
+END_TEST
+
+/* The gate: a base switch's freeze, a topology in which this node no longer
+ * owns the partition, a fence, and a cache that goes each close the fast
+ * path at once or at the next settle - before anything of that loop
+ * iteration (a prepare's answer) leaves the node. */
+START_TEST(fast_path_closes_on_freeze_role_change_fence_and_cache_gone)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    build(true, &cfg);
+    char pk[32];
+    uint32_t pp;
+    lattice_meta_member *own[2];
+    key_where_self_is(0, pk, sizeof pk, &pp, own);
+    fast_settle(d);
+    ck_assert(inline_get(pk, NULL, 0));
+    ck_assert_int_eq(lattice_meta_freeze(d->meta, "default", lattice_meta_version(d->meta), "id-0"), LATTICE_OK);
+    fast_settle(d);
+    ck_assert(!inline_get(pk, NULL, 0));
+    ck_assert(!fast_readable(d, c, pp));
+
+    /* Thawed by a newer version, then the other servers leave: this node
+     * is alone in the topology but the base still names them, so it
+     * serves only what it owned. */
+    lattice_meta_bump(d->meta);
+    fast_settle(d);
+    ck_assert(!lattice_meta_frozen(c));
+    ck_assert(inline_get(pk, NULL, 0));
+    char ok_key[32];
+    uint32_t bp;
+    key_where_self_is(1, ok_key, sizeof ok_key, &bp, own);
+    ck_assert(inline_get(ok_key, NULL, 0));
+    lattice_meta_member *only[2] = {&peers[0].m, own[0] == &peers[1].m ? &peers[2].m : &peers[1].m};
+    lattice_meta_set_members(d->meta, only, 2, "id-0");
+    d->minor++;
+    fast_settle(d);
+    /* ok_key's primary left: this node is its primary now (nothing in
+     * flight), so it stays readable; a key none of whose owners is here is not. */
+    for (int i = 0; i < 2000; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "k%d", i);
+        uint32_t p = lattice_partition_of_key(k, strlen(k), 64);
+        lattice_meta_member *o[2];
+        size_t n = lattice_meta_serving_owners(c, p, o, 2);
+        bool mine = false;
+        for (size_t j = 0; j < n; j++) mine = mine || o[j]->self;
+        ck_assert_int_eq(inline_get(k, NULL, 0), mine);
+    }
+
+    lattice_ops_fence(d);
+    ck_assert(!inline_get(pk, NULL, 0));
+    atomic_store(&d->fenced, false);
+    ck_assert(inline_get(pk, NULL, 0));
+    fast_cache_gone(d, c);
+    ck_assert_ptr_null(c->fast);
+    ck_assert(!inline_get(pk, NULL, 0));
+    fast_settle(d); /* published again: the cache is still there */
+    ck_assert(inline_get(pk, NULL, 0));
+    teardown();
+}
+END_TEST
+
+/* The seqlock under a writer thread: the data thread's role (mark, apply,
+ * then "commit" and settle) against a reader on another thread.  A value
+ * the reader gets inline must have been committed before the read ended:
+ * never one that was only applied. */
+typedef struct race {
+    atomic_bool stop;
+    atomic_uint_fast64_t committed; /* the writer's last committed value */
+    uint64_t inline_reads, violations;
+    char key[32];
+} race;
+
+static void *race_reader(void *arg)
+{
+    race *rc = arg;
+    rcu_register_thread();
+    while (!atomic_load(&rc->stop)) {
+        char v[32];
+        if (!inline_get(rc->key, v, sizeof v)) continue;
+        uint64_t seen_v = strcmp(v, "nil") == 0 ? 0 : strtoull(v, NULL, 10);
+        if (seen_v > atomic_load(&rc->committed)) rc->violations++;
+        rc->inline_reads++;
+    }
+    rcu_unregister_thread();
+    return NULL;
+}
+
+START_TEST(inline_reads_never_see_an_applied_uncommitted_value)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    build(true, &cfg);
+    static race rc;
+    memset(&rc, 0, sizeof rc);
+    uint32_t p;
+    lattice_meta_member *own[2];
+    key_where_self_is(0, rc.key, sizeof rc.key, &p, own);
+    fast_settle(d);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, race_reader, &rc), 0);
+    uint64_t until = lt_mono_ms() + 20000;
+    for (uint64_t i = 1; i <= 200000 && lt_mono_ms() < until; i++) {
+        char v[24];
+        int n = snprintf(v, sizeof v, "%llu", (unsigned long long)i);
+        exec_in in = {LATTICE_OP_PUT, 0, p, rc.key, strlen(rc.key), v, (size_t)n, 0, 0};
+        repl_out repl;
+        ck_assert_int_eq(exec_write_entry(c, &in, v, (size_t)n, 0, &repl), LATTICE_OK); /* marks, applies */
+        for (volatile int k = 0; k < 50; k++) {} /* applied, not committed: a window for the reader */
+        atomic_store(&rc.committed, i);
+        fast_settle(d); /* readable again */
+    }
+    atomic_store(&rc.stop, true);
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(rc.violations, 0);
+    ck_assert_uint_gt(rc.inline_reads, 0);
+    teardown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("route");
@@ -697,5 +911,11 @@ int main(void)
     tcase_add_test(t, reads_see_only_acknowledged_writes);
     tcase_add_test(t, a_write_a_copy_has_no_room_for_is_undone);
     suite_add_tcase(s, t);
+    TCase *f = tcase_create("fast");
+    tcase_set_timeout(f, 60);
+    tcase_add_test(f, fast_words_follow_writes_in_flight_and_clean_copies);
+    tcase_add_test(f, fast_path_closes_on_freeze_role_change_fence_and_cache_gone);
+    tcase_add_test(f, inline_reads_never_see_an_applied_uncommitted_value);
+    suite_add_tcase(s, f);
     return lt_run_suite(s);
 }

@@ -1,0 +1,286 @@
+/*
+ * Reads that run to completion on the RESP IO thread (docs/CONSISTENCY.md,
+ * "Reads on the calling thread"):
+ *
+ *   reads_run_inline_and_count      one node: GET, EXISTS, TTL, MGET are
+ *                                   answered on the IO thread (INFO's
+ *                                   lattice_reads_inline counts them),
+ *                                   with the right values, and the cache's
+ *                                   reads/hits/misses (`lattice caches`)
+ *                                   count every one of them
+ *   paused_primary_refuses_inline   three nodes, backups=1, full_sync: a
+ *                                   key's primary that serves its reads
+ *                                   inline is SIGSTOPped, the grid fails it
+ *                                   over and a new value is acknowledged
+ *                                   elsewhere; a GET already waiting in the
+ *                                   paused node's socket when it resumes
+ *                                   must not return the old value (its lease
+ *                                   lapsed: the IO thread must not answer)
+ *
+ * `it_resp_inline NAME...` runs some.
+ */
+#include <check.h>
+#include <hiredis.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "resp_grid.h"
+
+/* Server i answers SET (it serves the cache). */
+static bool serves(void *p)
+{
+    int i = *(int *)p;
+    redisContext *c = try_conn(i);
+    if (!c) return false;
+    redisReply *r = redisCommand(c, "SET probe%d x", i);
+    bool ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
+/* The baseline counts the three servers (it grows one at a time after the
+ * grid forms: a pause before that leaves the others without quorum). */
+static bool baseline_of_three(void *ctx)
+{
+    (void)ctx;
+    json_t *top = it_top(finder, NULL, NULL);
+    bool ok = top && json_integer_value(json_object_get(json_object_get(top, "quorum"), "baseline_nodes")) == 3;
+    json_decref(top);
+    return ok;
+}
+
+/* INFO stats' lattice_reads_inline of server i (-1: no answer). */
+static long long reads_inline(int i)
+{
+    redisContext *c = try_conn(i);
+    if (!c) return -1;
+    redisReply *r = redisCommand(c, "INFO stats");
+    long long v = -1;
+    const char *s = r && r->str ? strstr(r->str, "lattice_reads_inline:") : NULL;
+    if (s) v = atoll(s + strlen("lattice_reads_inline:"));
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+/* The cache's reads, hits and misses over every node (`lattice caches`). */
+static void cache_reads(long long *reads, long long *hits, long long *misses)
+{
+    static char out[1 << 16];
+    int rc = it_capture_stdout(out, sizeof out, "%s --ip-finder '%s' --json caches", LATTICE_CLI_PATH, finder);
+    json_t *j = json_loads(out, 0, NULL);
+    ck_assert_msg(rc == 0 && j, "caches: rc %d: %.300s", rc, out);
+    json_t *nodes = json_object_get(json_array_get(json_object_get(j, "caches"), 0), "nodes"), *x;
+    size_t i;
+    *reads = *hits = *misses = 0;
+    json_array_foreach(nodes, i, x)
+    {
+        *reads += json_integer_value(json_object_get(x, "reads"));
+        *hits += json_integer_value(json_object_get(x, "hits"));
+        *misses += json_integer_value(json_object_get(x, "misses"));
+    }
+    json_decref(j);
+}
+
+#define KEYS 200
+#define ROUND_READS 300  /* read_round: 200 + 50 GETs, 20 EXISTS + 20 TTL, MGET of 10 */
+#define ROUND_MISSES 51  /* the 50 absent GETs and MGET's absent0 */
+
+/* One round of reads: every key (GET), 50 absent ones, EXISTS and TTL of
+ * 20, one MGET of 10; checks every answer.  Returns the reads it made. */
+static long long read_round(redisContext *c)
+{
+    long long n = 0;
+    char k[32], v[32];
+    for (int i = 0; i < KEYS; i++, n++) {
+        snprintf(k, sizeof k, "ik%d", i);
+        snprintf(v, sizeof v, "val-%d", i);
+        redisReply *r = cmd(c, "GET %s", k);
+        ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, v) == 0, "GET %s: %s", k, r->str ? r->str : "?");
+        freeReplyObject(r);
+    }
+    for (int i = 0; i < 50; i++, n++) {
+        redisReply *r = cmd(c, "GET absent%d", i);
+        ck_assert_int_eq(r->type, REDIS_REPLY_NIL);
+        freeReplyObject(r);
+    }
+    for (int i = 0; i < 20; i++, n += 2) {
+        redisReply *r = cmd(c, "EXISTS ik%d", i);
+        ck_assert_int_eq(r->integer, 1);
+        freeReplyObject(r);
+        r = cmd(c, "TTL ik%d", i);
+        ck_assert_msg(i % 2 ? r->integer == -1 : r->integer > 0 && r->integer <= 1000, "TTL ik%d: %lld", i, r->integer);
+        freeReplyObject(r);
+    }
+    redisReply *r = cmd(c, "MGET ik0 ik1 ik2 ik3 ik4 absent0 ik6 ik7 ik8 ik9");
+    ck_assert_int_eq(r->elements, 10);
+    ck_assert_int_eq(r->element[5]->type, REDIS_REPLY_NIL);
+    ck_assert_str_eq(r->element[9]->str, "val-9");
+    freeReplyObject(r);
+    return n + 10;
+}
+
+typedef struct round_ctx {
+    redisContext *c;
+    long long made;
+} round_ctx;
+
+/* A round in which every read was answered inline (a write's settle may
+ * not have run yet when the first reads arrive: then the data thread
+ * answers them, and the next round shows it). */
+static bool all_inline_round(void *p)
+{
+    round_ctx *x = p;
+    long long before = reads_inline(0);
+    long long n = read_round(x->c);
+    x->made += n;
+    return reads_inline(0) - before == n;
+}
+
+START_TEST(reads_run_inline_and_count)
+{
+    it_begin("resp_inline_count");
+    static const char *const args[] = {"--cache", "default:backups=0,sync=full_sync", NULL};
+    start_grid(1, 1, args);
+    int zero = 0;
+    ck_assert_msg(it_wait_for(serves, &zero, 60000), "the node never served");
+    redisContext *c = conn_to(0);
+    for (int i = 0; i < KEYS; i++) {
+        redisReply *r = i % 2 ? cmd(c, "SET ik%d val-%d", i, i) : cmd(c, "SET ik%d val-%d EX 1000", i, i);
+        ck_assert_str_eq(r->str, "OK");
+        freeReplyObject(r);
+    }
+    long long r0, h0, m0;
+    cache_reads(&r0, &h0, &m0);
+    round_ctx x = {c, 0};
+    ck_assert_msg(it_wait_for(all_inline_round, &x, 60000), "no round of reads was answered inline: %lld inline",
+                  reads_inline(0));
+    /* Every read counted once in the cache's figures, whichever thread
+     * answered: a round is 300 reads, 51 of them misses. */
+    long long r1, h1, m1;
+    cache_reads(&r1, &h1, &m1);
+    ck_assert_int_eq(x.made % ROUND_READS, 0);
+    long long rounds = x.made / ROUND_READS;
+    ck_assert_int_eq(r1 - r0, rounds * ROUND_READS);
+    ck_assert_int_eq(m1 - m0, rounds * ROUND_MISSES);
+    ck_assert_int_eq(h1 - h0, rounds * (ROUND_READS - ROUND_MISSES));
+    redisFree(c);
+    it_end();
+}
+END_TEST
+
+/* The node index of key's primary in node i's CLUSTER SLOTS, -1 when none. */
+static int primary_of(int i, const char *key)
+{
+    redisContext *c = try_conn(i);
+    if (!c) return -1;
+    redisReply *s = redisCommand(c, "CLUSTER KEYSLOT %s", key);
+    long long slot = s && s->type == REDIS_REPLY_INTEGER ? s->integer : -1;
+    if (s) freeReplyObject(s);
+    int prim = -1;
+    redisReply *r = slot < 0 ? NULL : redisCommand(c, "CLUSTER SLOTS");
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+        redisReply *e = r->element[k];
+        if (e->elements >= 3 && slot >= e->element[0]->integer && slot <= e->element[1]->integer)
+            prim = (int)e->element[2]->element[1]->integer - resp_base;
+    }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return prim;
+}
+
+typedef struct pick_ctx {
+    char key[32];
+    int prim;
+} pick_ctx;
+
+/* Every node names the same primary for the key. */
+static bool agreed(void *p)
+{
+    pick_ctx *x = p;
+    int a = primary_of(0, x->key);
+    for (int i = 1; i < 3; i++)
+        if (primary_of(i, x->key) != a) return false;
+    x->prim = a;
+    return a >= 0;
+}
+
+typedef struct inline_ctx {
+    redisContext *c;
+    int node;
+    const char *key, *want;
+} inline_ctx;
+
+/* A GET of the key on the node was answered inline (with the value). */
+static bool served_inline(void *p)
+{
+    inline_ctx *x = p;
+    long long before = reads_inline(x->node);
+    redisReply *r = cmd(x->c, "GET %s", x->key);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && strcmp(r->str, x->want) == 0, "GET: %s", r->str ? r->str : "?");
+    freeReplyObject(r);
+    return reads_inline(x->node) == before + 1;
+}
+
+START_TEST(paused_primary_refuses_inline)
+{
+    it_begin("resp_inline_pause");
+    static const char *const args[] = {"--cache", "default:backups=1,sync=full_sync", "--failure-detection-ms", "1000",
+                                       NULL};
+    start_grid(3, 3, args);
+    for (int i = 0; i < 3; i++) ck_assert_msg(it_wait_for(serves, &i, 60000), "server %d never served", i);
+    ck_assert_msg(it_wait_for(baseline_of_three, NULL, 60000), "the baseline never counted three servers");
+    pick_ctx pk = {"pausekey", -1};
+    ck_assert_msg(it_wait_for(agreed, &pk, 60000), "the nodes never agreed on the key's primary");
+    int p = pk.prim, q = (p + 1) % 3;
+    redisContext *cp = conn_to(p), *cq = conn_to(q);
+    redisReply *r = cmd(cq, "SET pausekey old");
+    ck_assert_str_eq(r->str, "OK");
+    freeReplyObject(r);
+    inline_ctx ic = {cp, p, "pausekey", "old"};
+    ck_assert_msg(it_wait_for(served_inline, &ic, 60000), "the primary never served the key inline");
+
+    it_signal(srv[p], SIGSTOP);
+    /* Acknowledged elsewhere once the grid removed the paused primary (the
+     * write is retried until a live owner serves the partition). */
+    r = cmd(cq, "SET pausekey new");
+    ck_assert_msg(r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0, "SET during the pause: %s",
+                  r->str ? r->str : "?");
+    freeReplyObject(r);
+    /* The GET waits in the paused node's socket; it is the first thing its
+     * IO thread reads when the node resumes. */
+    redisAppendCommand(cp, "GET pausekey");
+    int done = 0;
+    ck_assert_int_eq(redisBufferWrite(cp, &done), REDIS_OK);
+    usleep(200 * 1000);
+    it_signal(srv[p], SIGCONT);
+    redisReply *g = NULL;
+    ck_assert_int_eq(redisGetReply(cp, (void **)&g), REDIS_OK);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_msg(!(g->type == REDIS_REPLY_STRING && strcmp(g->str, "old") == 0),
+                  "the resumed primary answered a value overwritten and acknowledged during its pause");
+    freeReplyObject(g);
+    redisFree(cp);
+    redisFree(cq);
+    it_end();
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    static const it_named tests[] = {
+        {"reads_run_inline_and_count", &reads_run_inline_and_count},
+        {"paused_primary_refuses_inline", &paused_primary_refuses_inline},
+    };
+    Suite *s = suite_create("resp_inline");
+    TCase *tc = tcase_create("grid");
+    tcase_set_timeout(tc, 600);
+    it_add_named(tc, tests, sizeof tests / sizeof tests[0], argc, argv);
+    suite_add_tcase(s, tc);
+    return it_run_suite(s);
+}
