@@ -290,26 +290,35 @@ START_TEST(reads_from_a_local_backup_copy_and_writes_as_primary)
 }
 END_TEST
 
-/* A write resent after a failover (same origin and op sequence) gets its
- * first result and is not applied again - here or on a copy that received
- * it replicated and then became primary. */
-START_TEST(resent_writes_are_not_applied_twice)
+/* A primary_sync grid (its replies are answered at once: they are what the
+ * resend tests check) with resend records, and a key (prefix + number) whose
+ * partition this node is primary of; returns the partition. */
+static uint32_t primary_sync_key_here(const char *prefix, char *key, size_t cap)
 {
     lattice_cache_config cfg;
     lattice_cache_config_init(&cfg, "default");
     cfg.partitions = 64;
-    cfg.sync = LATTICE_SYNC_PRIMARY; /* answers at once: the replies are what we check */
+    cfg.sync = LATTICE_SYNC_PRIMARY;
     build(true, &cfg);
     d->dedup = lt_calloc(DEDUP_SLOTS, sizeof *d->dedup);
-    char key[32] = "";
     uint32_t p = 0;
     for (int i = 0; i < 1000; i++) {
-        snprintf(key, sizeof key, "ctr%d", i);
+        snprintf(key, cap, "%s%d", prefix, i);
         p = lattice_partition_of_key(key, strlen(key), 64);
         lattice_meta_member *own[2];
         lattice_meta_serving_owners(c, p, own, 2);
         if (own[0]->self) break;
     }
+    return p;
+}
+
+/* A write resent after a failover (same origin and op sequence) gets its
+ * first result and is not applied again - here or on a copy that received
+ * it replicated and then became primary. */
+START_TEST(resent_writes_are_not_applied_twice)
+{
+    char key[32];
+    uint32_t p = primary_sync_key_here("ctr", key, sizeof key);
     Latdata__Req q = LATDATA__REQ__INIT;
     q.kind = LATTICE_OP_INCREMENT;
     q.cache = "default";
@@ -381,21 +390,8 @@ END_TEST
  * version; after a later write, only the status (the reply is gone). */
 START_TEST(resent_incrbyfloat_answers_its_float)
 {
-    lattice_cache_config cfg;
-    lattice_cache_config_init(&cfg, "default");
-    cfg.partitions = 64;
-    cfg.sync = LATTICE_SYNC_PRIMARY;
-    build(true, &cfg);
-    d->dedup = lt_calloc(DEDUP_SLOTS, sizeof *d->dedup);
-    char key[32] = "";
-    uint32_t p = 0;
-    for (int i = 0; i < 1000; i++) {
-        snprintf(key, sizeof key, "f%d", i);
-        p = lattice_partition_of_key(key, strlen(key), 64);
-        lattice_meta_member *own[2];
-        lattice_meta_serving_owners(c, p, own, 2);
-        if (own[0]->self) break;
-    }
+    char key[32];
+    uint32_t p = primary_sync_key_here("f", key, sizeof key);
     Latdata__Req r = LATDATA__REQ__INIT;
     r.kind = CTL_REPLICATE;
     r.cache = "default";
