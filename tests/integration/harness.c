@@ -281,6 +281,29 @@ bool it_wait_log(const it_proc *p, const char *needle, int timeout_ms)
     return it_wait_for(log_cond, &w, timeout_ms);
 }
 
+typedef struct baseline_want {
+    const char *finder;
+    int servers;
+} baseline_want;
+
+static bool baseline_counts(void *p)
+{
+    const baseline_want *w = p;
+    char out[1 << 14];
+    int rc = it_capture_stdout(out, sizeof out, "%s --timeout-ms 5000 --ip-finder '%s' --json baseline", LATTICE_CLI_PATH,
+                               w->finder);
+    json_t *j = rc == 0 ? json_loads(out, 0, NULL) : NULL;
+    bool ok = j && json_integer_value(json_object_get(j, "baseline_nodes")) == w->servers;
+    json_decref(j);
+    return ok;
+}
+
+bool it_wait_baseline(const char *finder, int servers, int timeout_ms)
+{
+    baseline_want w = {finder, servers};
+    return it_wait_for(baseline_counts, &w, timeout_ms);
+}
+
 json_t *it_top(const char *finder, const char *const *extra, const char *ns)
 {
     char cmd[2048];

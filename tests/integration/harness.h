@@ -53,6 +53,11 @@ bool it_log_versions_monotonic(const it_proc *p, unsigned long long *last_major)
 /* `lattice [extra...] --json top` through finder; NULL when it failed.
  * extra may be NULL; ns != NULL runs it inside a namespace. */
 json_t *it_top(const char *finder, const char *const *extra, const char *ns);
+/* Wait up to timeout_ms until `lattice baseline` counts `servers` servers.
+ * A baseline grows by one server at a time after joins, and a node stopped
+ * or killed before it holds the others may take its majority away
+ * (CLUSTERDOWN): tests that fault a node they just started wait for this. */
+bool it_wait_baseline(const char *finder, int servers, int timeout_ms);
 /* Helpers on a top JSON. */
 size_t it_servers(json_t *top);
 size_t it_clients(json_t *top);

@@ -481,6 +481,7 @@ START_TEST(rejoin_drops_a_stale_copy)
     for (int i = 0; i < 3; i++) start_node(i, node_args(i, "group", "--cache", cache));
     for (int i = 0; i < 3; i++) wait_serving(i);
     ck_assert(it_wait_for(verify_clean, NULL, 60000));
+    ck_assert_msg(it_wait_baseline(finder, 3, 60000), "the baseline never held the 3 servers");
     redisContext *c = conn_to(0);
     for (int i = 0; i < 200; i++) freeReplyObject(cmd(c, "SET rj:%d old", i));
     redisFree(c);

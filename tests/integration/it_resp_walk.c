@@ -256,19 +256,6 @@ START_TEST(flushall_empties_every_copy)
 }
 END_TEST
 
-/* The baseline counts every server: a baseline grows by one server at a time
- * after a join (docs/CONSISTENCY.md, "Baseline and quorum"), and a leave
- * before it holds the joiner may take a majority of it away (CLUSTERDOWN). */
-static bool baseline_has(void *p)
-{
-    char out[1 << 14];
-    int rc = it_capture_stdout(out, sizeof out, "%s --ip-finder %s --json baseline", LATTICE_CLI_PATH, finder);
-    json_t *j = rc == 0 ? json_loads(out, 0, NULL) : NULL;
-    bool ok = j && json_integer_value(json_object_get(j, "baseline_nodes")) == *(int *)p;
-    json_decref(j);
-    return ok;
-}
-
 START_TEST(scan_through_join_and_leave)
 {
     it_begin("resp_walk_topology");
@@ -287,8 +274,7 @@ START_TEST(scan_through_join_and_leave)
     wait_spread((spread_ctx){{0, 1, 2, 3}, 4, 4});
     for (int k = 0; k < 20 && cur; k++) cur = scan_step(c, cur, 20, "key", seen, NKEYS), calls++;
     ck_assert_msg(cur != 0, "the scan ended before the leave");
-    int four = 4;
-    ck_assert_msg(it_wait_for(baseline_has, &four, 60000), "the baseline never held the 4 servers");
+    ck_assert_msg(it_wait_baseline(finder, 4, 60000), "the baseline never held the 4 servers");
     it_signal(srv[2], SIGTERM);
     ck_assert(it_wait_exit(srv[2], 30000));
     wait_spread((spread_ctx){{0, 1, 3}, 3, 3});
