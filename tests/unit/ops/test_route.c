@@ -461,6 +461,26 @@ static void key_where_self_is(int role, char *key, size_t len, uint32_t *part, l
     ck_abort_msg("no key with self at role %d", role);
 }
 
+/* A replicated write of "new" (version 7, the primary's watermark 6) of key
+ * in partition p, from the primary `from`, in this node's view. */
+static Latdata__Req replicate_req(const char *key, uint32_t p, const lattice_meta_member *from)
+{
+    Latdata__Req q = LATDATA__REQ__INIT;
+    q.kind = CTL_REPLICATE;
+    q.cache = "default";
+    q.partition = p;
+    q.key.data = (uint8_t *)key;
+    q.key.len = strlen(key);
+    q.value.data = (uint8_t *)"new";
+    q.value.len = 3;
+    q.version = 7;
+    q.committed = 6;
+    q.sender = (char *)from->id;
+    q.topo_major = d->major;
+    q.meta_version = lattice_meta_version(d->meta);
+    return q;
+}
+
 /* A backup answers a read itself only while it applied nothing its primary
  * has not acknowledged; the primary holds a read of a key back until the
  * write in flight on it is acknowledged; a fenced node serves nothing. */
@@ -476,19 +496,7 @@ START_TEST(reads_see_only_acknowledged_writes)
 
     /* Backup side: a replicated write (version 7) whose commit is unknown. */
     key_where_self_is(1, key, sizeof key, &p, own);
-    Latdata__Req q = LATDATA__REQ__INIT;
-    q.kind = CTL_REPLICATE;
-    q.cache = "default";
-    q.partition = p;
-    q.key.data = (uint8_t *)key;
-    q.key.len = strlen(key);
-    q.value.data = (uint8_t *)"new";
-    q.value.len = 3;
-    q.version = 7;
-    q.committed = 6;
-    q.sender = (char *)own[0]->id;
-    q.topo_major = d->major;
-    q.meta_version = lattice_meta_version(d->meta);
+    Latdata__Req q = replicate_req(key, p, own[0]);
     origin none = {0};
     backup_apply(d, &q, &none);
     ck_assert_uint_eq(lattice_store_count(c->store, p), 1);
@@ -735,19 +743,7 @@ START_TEST(fast_words_follow_writes_in_flight_and_clean_copies)
     key_where_self_is(1, bk, sizeof bk, &bp, own);
     fast_settle(d);
     ck_assert(inline_get(bk, v, sizeof v));   /* a clean copy with read_from_backup */
-    Latdata__Req q = LATDATA__REQ__INIT;
-    q.kind = CTL_REPLICATE;
-    q.cache = "default";
-    q.partition = bp;
-    q.key.data = (uint8_t *)bk;
-    q.key.len = strlen(bk);
-    q.value.data = (uint8_t *)"new";
-    q.value.len = 3;
-    q.version = 7;
-    q.committed = 6;
-    q.sender = (char *)own[0]->id;
-    q.topo_major = d->major;
-    q.meta_version = lattice_meta_version(d->meta);
+    Latdata__Req q = replicate_req(bk, bp, own[0]);
     origin none = {0};
     backup_apply(d, &q, &none);
     fast_settle(d);
