@@ -61,7 +61,9 @@ int http_topology(lattice_node *n, FILE *out)
     return emit(root, out);
 }
 
-static json_t *cache_node_json(const lattice_cache_node_info *x)
+/* A cache node entry names its node by consistent id too, as the CLI's
+ * does; the node id when the node already left the topology. */
+static json_t *cache_node_json(const lattice_cache_node_info *x, const lattice_topology *t)
 {
     json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "id", x->id, "primary_entries",
                      (json_int_t)x->primary_entries, "backup_entries", (json_int_t)x->backup_entries,
@@ -72,6 +74,8 @@ static json_t *cache_node_json(const lattice_cache_node_info *x)
     if (o) {
         json_object_set_new(o, "bytes", json_integer((json_int_t)x->row_bytes));
         json_object_set_new(o, "pages", json_integer((json_int_t)x->pages));
+        const lattice_member *m = t ? lattice_topology_find(t, x->id) : NULL;
+        json_object_set_new(o, "consistent_id", json_string(m ? m->consistent_id : x->id));
     }
     return o;
 }
@@ -86,16 +90,18 @@ int http_caches(lattice_node *n, FILE *out)
         emit(e, out);
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     }
+    lattice_topology *t = lattice_node_topology(n);
     json_t *arr = json_array();
     for (size_t i = 0; i < nc; i++) {
         json_t *nodes = json_array();
-        for (size_t k = 0; k < ci[i].n_nodes; k++) json_array_append_new(nodes, cache_node_json(&ci[i].nodes[k]));
+        for (size_t k = 0; k < ci[i].n_nodes; k++) json_array_append_new(nodes, cache_node_json(&ci[i].nodes[k], t));
         json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:s, s:b, s:I, s:s, s:o}", "name", ci[i].name,
                                              "mode", ci[i].mode, "partitions", (json_int_t)ci[i].partitions,
                                              "backups", (json_int_t)ci[i].backups, "sync", ci[i].sync,
                                              "read_from_backup", ci[i].read_from_backup, "size",
                                              (json_int_t)ci[i].size, "spec", ci[i].spec, "nodes", nodes));
     }
+    if (t) lattice_topology_release(t);
     lattice_caches_info_free(ci, nc);
     return emit(json_pack("{s:o}", "caches", arr), out);
 }

@@ -203,6 +203,18 @@ START_TEST(put_100k_read_back_everywhere)
         back += json_integer_value(json_object_get(x, "backup_entries"));
     }
     ck_assert_int_eq(json_array_size(nodes), 3);
+    /* Each node entry names its server by consistent id: the three
+     * servers' host:port, each once. */
+    bool seen[3] = {false, false, false};
+    json_array_foreach(nodes, i, x)
+    {
+        const char *cid = json_string_value(json_object_get(x, "consistent_id"));
+        ck_assert_ptr_nonnull(cid);
+        int port = 0;
+        ck_assert_int_eq(sscanf(cid, "127.0.0.1:%d", &port), 1);
+        ck_assert_msg(port >= base && port < base + 3 && !seen[port - base], "consistent_id %s", cid);
+        seen[port - base] = true;
+    }
     ck_assert_int_eq(prim, N);
     ck_assert_int_eq(prim + back, N * 2); /* size x (backups + 1) */
     json_decref(all);

@@ -260,6 +260,20 @@ START_TEST(metrics_parse_and_follow_the_clients)
     ck_assert_str_eq(json_string_value(json_object_get(c0, "name")), "default");
     ck_assert_int_eq(json_integer_value(json_object_get(c0, "size")), N);
     ck_assert_int_eq(json_array_size(json_object_get(c0, "nodes")), 2);
+    /* Each node entry names its server by consistent id, as the CLI does:
+     * the two servers' host:port, not their node ids. */
+    json_t *nx;
+    size_t ni;
+    int ports_seen = 0;
+    json_array_foreach(json_object_get(c0, "nodes"), ni, nx)
+    {
+        const char *cid = json_string_value(json_object_get(nx, "consistent_id"));
+        ck_assert_ptr_nonnull(cid);
+        ck_assert_str_ne(cid, json_string_value(json_object_get(nx, "id")));
+        ck_assert_ptr_nonnull(strstr(cid, "127.0.0.1:"));
+        ports_seen++;
+    }
+    ck_assert_int_eq(ports_seen, 2);
     json_decref(cs);
 
     /* Mistakes get an answer that says what is served. */
