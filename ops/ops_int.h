@@ -513,7 +513,13 @@ void wal_cache_gone(lattice_ops *d, lattice_meta_cache *c);
 bool wal_refuses(lattice_ops *d);
 /* Every record appended so far is durable (true without --data-dir). */
 bool wal_durable(lattice_ops *d);
+/* Holds r until the log is durable past what was appended so far (true),
+ * or false when it may go now.  Without memory to hold it, it waits for
+ * the log here and sends it (true): a reply never goes before its records
+ * are durable. */
 bool wal_hold(lattice_ops *d, const origin *org, const lattice_op_result *r);
+/* Replies that waited in wal_hold because holding them found no memory. */
+uint64_t wal_nomem_waits(const lattice_ops *d);
 void wal_release(lattice_ops *d);
 void wal_tick(lattice_ops *d);
 void wal_stop(lattice_ops *d);

@@ -24,6 +24,8 @@
  *               waiting on this copy, hears of a write before it is on
  *               disk by the --wal-fsync mode, and no read returns a value
  *               that a crash could take back.
+ *               A reply that cannot be held (no memory) waits for the log
+ *               on the data thread instead: never sent early.
  *  wal_refuses  while the log cannot write (a full disk), writes are
  *               refused with DISK_FULL; reads go on.  Replies held when it
  *               failed get DISK_FULL.
@@ -64,6 +66,7 @@ struct ops_wal {
     bool cid_saved;
     uint64_t adopted_entries;
     uint64_t ckpt_after_ms; /* a failed checkpoint is tried again from then on */
+    uint64_t nomem_waits;   /* replies that could not be held and waited for the log instead */
 };
 
 lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb)
@@ -212,6 +215,29 @@ bool wal_durable(lattice_ops *d)
     return !w || (!lt_persist_failed(w->p, NULL) && lt_persist_appended(w->p) <= lt_persist_durable(w->p));
 }
 
+/* No room to hold a reply (an allocation failed): it is not sent before
+ * its records are durable either.  The data thread waits here for the log
+ * (one batch: the log thread never needs the data thread to move on),
+ * sends the held replies ahead of it - all due by then - and then this
+ * one; should the log fail meanwhile, its issuer hears DISK_FULL, as a
+ * held reply would. */
+static void answer_when_durable(lattice_ops *d, uint64_t lsn, const origin *org, const lattice_op_result *r)
+{
+    struct ops_wal *w = d->wal;
+    while (lt_persist_durable(w->p) < lsn && !lt_persist_failed(w->p, NULL)) {
+        struct timespec t = {0, 100000L};
+        nanosleep(&t, NULL);
+    }
+    w->nomem_waits++;
+    wal_release(d);
+    if (lt_persist_durable(w->p) < lsn) {
+        lattice_op_result no = {.status = LATTICE_ERR_DISK_FULL};
+        chan_complete_now(d, org, &no);
+    } else {
+        chan_complete_now(d, org, r);
+    }
+}
+
 bool wal_hold(lattice_ops *d, const origin *org, const lattice_op_result *r)
 {
     struct ops_wal *w = d->wal;
@@ -222,26 +248,35 @@ bool wal_hold(lattice_ops *d, const origin *org, const lattice_op_result *r)
     if (w->n == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 256;
         held *q = lt_malloc(cap * sizeof *q);
-        if (!q) return false; /* answered now: no worse than without the log */
+        if (!q) {
+            answer_when_durable(d, a, org, r);
+            return true;
+        }
         for (size_t i = 0; i < w->n; i++) q[i] = w->q[(w->head + i) % w->cap];
         lt_free(w->q);
         w->q = q;
         w->cap = cap;
         w->head = 0;
     }
+    void *value = NULL;
+    if (r->value_len) {
+        value = lt_malloc(r->value_len);
+        if (!value) {
+            answer_when_durable(d, a, org, r);
+            return true;
+        }
+        memcpy(value, r->value, r->value_len);
+    }
     held *h = &w->q[(w->head + w->n) % w->cap];
     h->lsn = a;
     h->org = *org;
     h->r = *r;
-    h->value = NULL;
-    if (r->value_len) {
-        h->value = lt_malloc(r->value_len);
-        if (!h->value) return false;
-        memcpy(h->value, r->value, r->value_len);
-    }
+    h->value = value;
     w->n++;
     return true;
 }
+
+uint64_t wal_nomem_waits(const lattice_ops *d) { return d->wal ? d->wal->nomem_waits : 0; }
 
 void wal_release(lattice_ops *d)
 {
