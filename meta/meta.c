@@ -154,7 +154,9 @@ size_t lattice_meta_serving_owners(const lattice_meta_cache *c, uint32_t p, latt
 
 size_t lattice_meta_moving_owners(const lattice_meta_cache *c, uint32_t p, lattice_meta_member **out, size_t max)
 {
-    if (!c->ideal) return 0;
+    /* Restoring (a whole-grid restart): nothing moves until the owners'
+     * copies are equal - a copy loaded now could be one that is replaced. */
+    if (!c->ideal || c->restoring) return 0;
     lattice_meta_member *serving[LATTICE_CACHE_MAX_BACKUPS + 1];
     size_t ns = lattice_meta_serving_owners(c, p, serving, LATTICE_CACHE_MAX_BACKUPS + 1);
     uint32_t cnt = 0;
@@ -580,6 +582,7 @@ static void msg_rebuild(lattice_meta *m)
         cd->lost = c->lost_msg;
         cd->n_lost = c->lost_msg ? c->n_lost : 0;
         cd->lost_reset = c->lost_reset;
+        cd->restoring = c->restoring;
         x->caches[x->n_caches++] = cd;
     }
     m->msg = x;
@@ -665,6 +668,7 @@ bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg)
         }
         lost_parse(c, cd->lost, cd->n_lost);
         c->lost_reset = cd->lost_reset;
+        c->restoring = cd->restoring;
         for (size_t k = 0; k < m->n_caches; k++)
             if (m->caches[k] == c) keep[k] = true;
     }
@@ -699,6 +703,24 @@ void lattice_meta_start(lattice_meta *m, const lattice_cache_config *cfgs, size_
     msg_rebuild(m);
     LT_LOG(LT_INFO, "data", "coordinator: cache metadata started with %zu caches", m->n_caches);
 }
+
+void lattice_meta_start_restart(lattice_meta *m, const lattice_cache_config *cfgs, size_t n,
+                                const lattice_meta_restart_base *bases, size_t n_bases)
+{
+    lattice_meta_start(m, cfgs, n);
+    for (size_t b = 0; b < n_bases; b++) {
+        lattice_meta_cache *c = lattice_meta_cache_of(m, bases[b].name);
+        if (!c || !bases[b].n || bases[b].n > MAX_MEMBERS) continue;
+        if (cache_set_base(m, c, bases[b].entries, bases[b].n, bases[b].version + 1) == LATTICE_OK) {
+            c->restoring = true;
+            LT_LOG(LT_INFO, "data", "coordinator: cache %s restarts on the base of its data directories (%zu servers, "
+                   "base version %llu); restoring", c->cfg.name, bases[b].n, (unsigned long long)c->base_version);
+        }
+    }
+    msg_rebuild(m);
+}
+
+void lattice_meta_end_restoring(lattice_meta_cache *c) { c->restoring = false; }
 
 lattice_status lattice_meta_add(lattice_meta *m, const char *spec)
 {

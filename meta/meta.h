@@ -80,6 +80,7 @@ typedef struct lattice_meta_cache {
     uint64_t serial;                   /* unique among the caches of this process, ever */
     uint64_t frozen_at;                /* a prepare froze it at this metadata version (0: not frozen) */
     uint64_t lost_reset;               /* lattice_meta_reset_lost: at this base version (0: never) */
+    bool restoring;                    /* whole-grid restart: copies being made equal, nothing served */
     lattice_meta_lost *lost;           /* by partition, ascending */
     size_t n_lost;
     char **lost_msg;                   /* lost[i].msg, for the message */
@@ -147,6 +148,24 @@ bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg);
 /* ---- the coordinator's writes (each bumps the version) */
 /* First metadata: cfgs (or a cache "default" when n is 0) on the live servers. */
 void lattice_meta_start(lattice_meta *m, const lattice_cache_config *cfgs, size_t n);
+/* A whole-grid restart's base for one cache: the servers of the base the
+ * grid had (as the data directories kept it), each "CONSISTENT_ID NODE_ID"
+ * with the node id of its server now ("-": it is not back), and the kept
+ * base version. */
+typedef struct lattice_meta_restart_base {
+    const char *name;
+    char *const *entries;
+    size_t n;
+    uint64_t version;
+} lattice_meta_restart_base;
+/* lattice_meta_start, except that a cache named in bases gets that base
+ * back (a server not back is not alive in it: its partitions are served by
+ * the other owners and moved by rebalance as after a departure), base
+ * version + 1, and starts restoring. */
+void lattice_meta_start_restart(lattice_meta *m, const lattice_cache_config *cfgs, size_t n,
+                                const lattice_meta_restart_base *bases, size_t n_bases);
+/* Coordinator: ends c's restoring (then lattice_meta_bump publishes it). */
+void lattice_meta_end_restoring(lattice_meta_cache *c);
 /* Same name and config: OK; same name, other config: EXISTS; bad spec: INVAL. */
 lattice_status lattice_meta_add(lattice_meta *m, const char *spec);
 lattice_status lattice_meta_remove(lattice_meta *m, const char *name); /* NO_CACHE */
@@ -158,7 +177,8 @@ void lattice_meta_bump(lattice_meta *m);
 /* Serving owners of p, primary first: fills out[0..max), returns how many. */
 size_t lattice_meta_serving_owners(const lattice_meta_cache *c, uint32_t p, lattice_meta_member **out,
                                    size_t max);
-/* MOVING owners of p: writes reach them, reads do not. */
+/* MOVING owners of p: writes reach them, reads do not.  None while the
+ * cache is restoring. */
 size_t lattice_meta_moving_owners(const lattice_meta_cache *c, uint32_t p, lattice_meta_member **out,
                                   size_t max);
 

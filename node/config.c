@@ -109,6 +109,7 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
     else if (!strcmp(k, "host")) STR(c->host);
     else if (!strcmp(k, "secret-file")) STR(c->secret_file);
     else if (!strcmp(k, "data-dir")) STR(c->data_dir);
+    else if (!strcmp(k, "restart-wait-ms")) { if (!parse_int(v, -1, 86400000, &c->restart_wait_ms)) BAD("--restart-wait-ms wants -1 (no end) or 0..86400000, not '%s'", v ? v : ""); }
     else if (!strcmp(k, "checkpoint-mb")) { if (!parse_int(v, 1, 1 << 20, &c->checkpoint_mb)) BAD("--checkpoint-mb wants 1..1048576"); }
     else if (!strcmp(k, "wal-fsync")) {
         if (!v || (strcmp(v, "always") && strcmp(v, "group") && strcmp(v, "off"))) BAD("--wal-fsync wants always, group or off");
@@ -222,6 +223,7 @@ static const struct option long_opts[] = {
     {"region-policy", required_argument, 0, 1},
     {"data-dir", required_argument, 0, 1},   {"wal-fsync", required_argument, 0, 1},
     {"checkpoint-mb", required_argument, 0, 1},
+    {"restart-wait-ms", required_argument, 0, 1},
     {"secret-file", required_argument, 0, 1}, {"resp-port", required_argument, 0, 1},
     {"http-port", required_argument, 0, 1},  {"log-level", required_argument, 0, 1},
     {"max-message-bytes", required_argument, 0, 1}, {"multicast-attempts", required_argument, 0, 1},
@@ -272,6 +274,9 @@ static void usage(FILE *f)
           "                            not a power cut)\n"
           "  --checkpoint-mb N         write a checkpoint (and drop the log it covers) once the log\n"
           "                            holds N MiB since the last (default 256); also at a graceful stop\n"
+          "  --restart-wait-ms N       whole-grid restart: the coordinator waits this long for every\n"
+          "                            baseline server's data directory before it serves without the\n"
+          "                            missing ones (default 300000; -1 no end)\n"
           "  --resp-port N             serve the Redis protocol (RESP2/3) on this port (docs/RESP.md)\n"
           "  --requirepass PASS        RESP clients must AUTH with PASS first\n"
           "  --resp-cache NAME         cache the RESP commands use (default: default)\n"

@@ -111,6 +111,7 @@ static lattice_status data_init(lattice_node *n)
         .data_dir = c->data_dir,
         .wal_fsync = c->wal_fsync,
         .checkpoint_mb = c->checkpoint_mb,
+        .restart_wait_ms = c->restart_wait_ms,
     };
     const char *attr = NULL;
     lattice_status st = lattice_ops_init(&dc, &n->data, &attr);
@@ -160,6 +161,7 @@ void lattice_config_init(lattice_config *c)
     c->multicast_attempts = 2;
     c->multicast_wait_ms = 300;
     c->baseline_auto_adjust_ms = LATTICE_DEFAULT_BASELINE_AUTO_ADJUST_MS;
+    c->restart_wait_ms = LATTICE_DEFAULT_RESTART_WAIT_MS;
 }
 
 lattice_status node_read_secret(const char *path, uint8_t **out, size_t *out_len)

@@ -69,7 +69,7 @@ bool ops_serving(lattice_ops *d, const lattice_meta_cache *c)
      * is no lease to hold; a started node always has one. */
     bool lease = !d->disc || lattice_discovery_serving(d->disc, d->incarnation);
     return lease && !atomic_load_explicit(&d->fenced, memory_order_acquire) &&
-           !lattice_meta_frozen(c);
+           !lattice_meta_frozen(c) && !c->restoring;
 }
 
 bool ops_no_quorum(lattice_ops *d, int64_t *num)

@@ -65,7 +65,11 @@ static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 void control_on_topology(lattice_ops *d)
 {
     if (lattice_meta_is_coordinator(d->meta)) {
-        if (!lattice_meta_valid(d->meta)) lattice_meta_start(d->meta, d->local_cfgs, d->n_local_cfgs);
+        /* A whole-grid restart waits for the baseline's reports first
+         * (restart.c); control_tick starts the metadata then. */
+        if (!lattice_meta_valid(d->meta) && !restart_waits(d))
+            lattice_meta_start(d->meta, d->local_cfgs, d->n_local_cfgs);
+        if (!lattice_meta_valid(d->meta)) return;
         wal_attach(d);
         evict_attach(d);
         push_meta(d);
@@ -96,9 +100,22 @@ static void send_ctl(lattice_ops *d, int kind, const char *cache, const char *va
     chan_send(d, coord, q);
 }
 
+/* The metadata changed on the coordinator outside a topology change (a
+ * whole-grid restart started it, or ended restoring). */
+static void restart_publish(lattice_ops *d, bool started)
+{
+    if (!started) lattice_meta_bump(d->meta);
+    wal_attach(d);
+    evict_attach(d);
+    push_meta(d);
+    rebal_on_change(d);
+}
+
 void control_tick(lattice_ops *d, uint64_t now)
 {
     if (d->n_parked) serve_parked(d);
+    if (d->seen_topology && restart_tick(d, now)) restart_publish(d, true);
+    if (d->seen_topology && restart_restoring_tick(d, now)) restart_publish(d, false);
     if (d->seen_topology && lattice_meta_is_coordinator(d->meta) && lattice_meta_valid(d->meta) && now - d->last_meta_pull >= BASE_CHECK_MS) {
         /* The coordinator pulls nothing: last_meta_pull paces its base
          * checks instead (a rebalance ends long after the topology change). */
@@ -386,6 +403,7 @@ static size_t live_server_count(const lattice_ops *d)
 /* What the servers told this check about cache c, for the switch predicate. */
 static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache *c)
 {
+    if (c->restoring) return false; /* a whole-grid restart: the copies are made equal first (restart.c) */
     const lattice_ops_stats *sr = b->stats;
     size_t cap = 0;
     for (size_t k = 0; sr && k < sr->n_nodes; k++) cap += sr->nodes[k].n;
@@ -778,6 +796,15 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
     case CTL_DIGEST:
         rebal_serve_digest(d, q, o);
         return;
+    case CTL_RESTART_REPORT:
+        restart_serve_report(d, o);
+        return;
+    case CTL_RESTART_PUSH:
+        restart_serve_push(d, q);
+        return;
+    case CTL_RESTART_LOAD:
+        restart_serve_load(d, q);
+        return;
     case CTL_STATS: {
         if (q->flags & STATS_PREPARE) {
             serve_prepare(d, q->cache, q->version, q->origin, o, 0);
@@ -801,7 +828,7 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
         return;
     }
     case CTL_META_GET:
-        r.status = lattice_meta_valid(d->meta) ? LATTICE_OK : LATTICE_ERR_AGAIN;
+        r.status = lattice_meta_valid(d->meta) ? LATTICE_OK : restart_refuses(d) ? LATTICE_ERR_RESTARTING : LATTICE_ERR_AGAIN;
         chan_reply(d, o, &r, NULL, 0, lattice_meta_valid(d->meta));
         return;
     case CTL_CREATE:
@@ -829,6 +856,7 @@ static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
     /* The answer's metadata, if any, is applied by now (loop.c). */
     if (p->pull > d->pulls_ended) d->pulls_ended = p->pull;
+    if (p->ctl == CTL_META_GET && rs) d->restart_seen_ms = rs->status == LATTICE_ERR_RESTARTING ? lt_mono_ms() : 0;
     if (!p->op) return;
     if (!rs || rs->status == LATTICE_ERR_AGAIN) {
         retry_later(d, p->op, LATTICE_ERR_TIMEOUT);

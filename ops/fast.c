@@ -107,7 +107,7 @@ void fast_mark(lattice_meta_cache *c, uint32_t partition)
 
 bool fast_readable(lattice_ops *d, lattice_meta_cache *c, uint32_t p)
 {
-    if (!c->store || !lattice_meta_valid(d->meta) || lattice_meta_frozen(c)) return false;
+    if (!c->store || !lattice_meta_valid(d->meta) || lattice_meta_frozen(c) || c->restoring) return false;
     if (c->cfg.rebalance_mode == LATTICE_REBALANCE_SYNC && c->ideal) return false;
     lattice_meta_member *owners[LATTICE_CACHE_MAX_BACKUPS + 1];
     size_t n = lattice_meta_serving_owners(c, p, owners, LATTICE_CACHE_MAX_BACKUPS + 1);

@@ -116,6 +116,11 @@ void issue_route(lattice_ops *d, opx *o)
 {
     lattice_op_result r = {0};
     if (!lattice_meta_valid(d->meta)) {
+        if (restart_refuses(d)) { /* a whole-grid restart waits: refused at once, naming it */
+            r.status = LATTICE_ERR_RESTARTING;
+            chan_complete_local(d, o, &r);
+            return;
+        }
         retry_later(d, o, LATTICE_ERR_TIMEOUT);
         return;
     }
@@ -134,6 +139,11 @@ void issue_route(lattice_ops *d, opx *o)
             return;
         }
         r.status = LATTICE_ERR_NO_CACHE;
+        chan_complete_local(d, o, &r);
+        return;
+    }
+    if (c->restoring) { /* a whole-grid restart makes the copies equal first (restart.c) */
+        r.status = LATTICE_ERR_RESTARTING;
         chan_complete_local(d, o, &r);
         return;
     }

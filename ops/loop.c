@@ -334,6 +334,7 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
         if (lattice_region_create(&rc, &d->region) != LATTICE_OK) goto nomem;
         if (c->data_dir) {
             lattice_status st = wal_init(d, c->data_dir, c->wal_fsync, c->checkpoint_mb);
+            if (st == LATTICE_OK) st = restart_create(d, c->restart_wait_ms);
             if (st != LATTICE_OK) {
                 ops_free(d);
                 return st;
@@ -403,6 +404,7 @@ static void ops_free(lattice_ops *d)
 {
     /* A registered thread is needed for the stores' RCU teardown. */
     rcu_register_thread();
+    restart_free(d);
     wal_free(d); /* first: the stores freed below are no DROP records */
     rebal_node_free(d); /* supplier sessions read the stores */
     fast_free(d);

@@ -56,6 +56,7 @@ typedef struct lattice_ops_config {
     const char *data_dir;           /* persistence (docs/PERSISTENCE.md); NULL = in memory only */
     const char *wal_fsync;          /* always | group | off; NULL = group */
     int checkpoint_mb;              /* 0 = LT_CHECKPOINT_LOG_BYTES */
+    int restart_wait_ms;            /* whole-grid restart's wait for the baseline (-1: no end; restart.c) */
 } lattice_ops_config;
 
 /* *attr is "data_addr=tcp://..." (owned by the lattice_ops) or NULL for

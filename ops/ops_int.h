@@ -241,6 +241,8 @@ struct lattice_ops {
 
     /* cluster metadata (meta/) and its exchange (control.c) */
     struct ops_wal *wal;          /* --data-dir: the log and what waits on it (wal.c); NULL without */
+    struct ops_restart *restart;  /* whole-grid restart (restart.c); NULL without --data-dir */
+    uint64_t restart_seen_ms;     /* the coordinator last answered a pull "restarting" (control.c) */
     lattice_meta *meta;
     bool creates_sent, base_check_running;
     uint64_t last_meta_pull, last_sweep;
@@ -505,10 +507,35 @@ void walk_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, cons
 /* ---- issue.c: issue and route */
 void issue_route(lattice_ops *d, opx *o);
 
+/* ---- restart.c: whole-grid restart from the data directories */
+typedef struct ops_restart ops_restart;
+lattice_status restart_create(lattice_ops *d, int64_t wait_ms);
+void restart_free(lattice_ops *d);
+/* Coordinator without metadata: true while it waits for the baseline's
+ * reports instead of starting the metadata (the first call decides). */
+bool restart_waits(lattice_ops *d);
+/* Coordinator, waiting: asks for reports; true once the metadata was
+ * started (the caller attaches and publishes it). */
+bool restart_tick(lattice_ops *d, uint64_t now);
+/* Coordinator, restoring: a digest round; true when restoring ended (the
+ * caller publishes the metadata). */
+bool restart_restoring_tick(lattice_ops *d, uint64_t now);
+/* Operations are refused with LATTICE_ERR_RESTARTING (the grid waits). */
+bool restart_refuses(const lattice_ops *d);
+void restart_serve_report(lattice_ops *d, const origin *o);
+void restart_serve_push(lattice_ops *d, const Latdata__Req *q);
+void restart_serve_load(lattice_ops *d, const Latdata__Req *q);
+void restart_send_copy(lattice_ops *d, lattice_meta_cache *c, uint32_t p, const char *to);
+const char *restart_phase(const lattice_ops *d);
+
 /* wal.c: persistence (--data-dir) on the operation path */
 lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb);
 void wal_free(lattice_ops *d);
 void wal_attach(lattice_ops *d);
+/* The data directory (NULL without --data-dir); whether recovered copies
+ * wait for their fate (not adopted or dropped yet). */
+struct lt_persist *wal_persist(const lattice_ops *d);
+bool wal_has_recovered(const lattice_ops *d);
 void wal_cache_gone(lattice_ops *d, lattice_meta_cache *c);
 bool wal_refuses(lattice_ops *d);
 /* Every record appended so far is durable (true without --data-dir). */

@@ -54,6 +54,7 @@ typedef struct held {
 typedef struct attached {
     lattice_meta_cache *c;
     lt_persist_cache *pc;
+    bool restoring; /* as last seen: its end is this node's cue (end_restoring) */
 } attached;
 
 struct ops_wal {
@@ -67,6 +68,8 @@ struct ops_wal {
     uint64_t adopted_entries;
     uint64_t ckpt_after_ms; /* a failed checkpoint is tried again from then on */
     uint64_t nomem_waits;   /* replies that could not be held and waited for the log instead */
+    char *bases;            /* DIR/base as last written (restart.c reads it) */
+    uint64_t bases_meta;    /* ... at this metadata version */
 };
 
 lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb)
@@ -110,6 +113,7 @@ void wal_free(lattice_ops *d)
     d->wal = NULL; /* before the metadata goes: a store freed at exit is no DROP */
     for (size_t i = 0; i < w->n; i++) lt_free(w->q[(w->head + i) % w->cap].value);
     lt_free(w->q);
+    lt_free(w->bases);
     lt_persist_close(w->p);
     lt_free(w);
 }
@@ -131,6 +135,101 @@ static size_t servers(const lattice_ops *d)
 static void spec_of(const lattice_meta_cache *c, char *buf, size_t cap)
 {
     lattice_cache_config_format(&c->cfg, 0, buf, cap);
+}
+
+struct lt_persist *wal_persist(const lattice_ops *d) { return d->wal ? d->wal->p : NULL; }
+
+bool wal_has_recovered(const lattice_ops *d)
+{
+    if (!d->wal || d->wal->decided) return false;
+    for (size_t i = 0; i < lt_persist_recovered_count(d->wal->p); i++)
+        if (lt_persist_recovered_spec(d->wal->p, i)) return true;
+    return false;
+}
+
+/* Whether this node keeps the copy of c it recovered - the one place that
+ * decides it (at the first metadata this node holds):
+ *   - a whole-grid restart (restart.c): the coordinator started c on the
+ *     base the data directories kept, listing this node under its node id
+ *     now (it reported its copies before): kept, and made equal to the
+ *     copy the coordinator picked per partition while c is restoring;
+ *   - the coordinator of a grid of one: the grid was gone, and this copy
+ *     is all there is;
+ *   - otherwise the node joined a live grid: dropped, *why says so - it
+ *     may hold keys the grid removed or overwrote while it was away, and
+ *     it gets its partitions by rebalance as an empty node does. */
+static bool keep_recovered(lattice_ops *d, const lattice_meta_cache *c, const char **why)
+{
+    if (c->restoring && d->self) {
+        char me[sizeof d->self->m.cid + sizeof d->self_id + 1];
+        snprintf(me, sizeof me, "%s %s", d->self->m.cid, d->self_id);
+        for (size_t i = 0; i < c->n_base; i++)
+            if (!strcmp(c->base[i], me)) return true;
+        *why = "the grid restarted without this node's report: its copy may be stale, it gets its partitions by "
+               "rebalance";
+        return false;
+    }
+    if (lattice_meta_is_coordinator(d->meta) && servers(d) <= 1) return true;
+    *why = "other servers are up: this node's copy may be stale, it gets its partitions by rebalance";
+    return false;
+}
+
+/* DIR/base: every cache's base as applied here, rewritten when it changed
+ * (restart.c reads it at the next start). */
+static void save_bases(lattice_ops *d)
+{
+    struct ops_wal *w = d->wal;
+    if (!lattice_meta_valid(d->meta) || w->bases_meta == lattice_meta_version(d->meta)) return;
+    w->bases_meta = lattice_meta_version(d->meta);
+    size_t cap = 256;
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++)
+        cap += 96 + lattice_meta_cache_at(d->meta, i)->n_base * 162;
+    char *t = lt_malloc(cap);
+    if (!t) return;
+    size_t at = 0;
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
+        const lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
+        at += (size_t)snprintf(t + at, cap - at, "%s %" PRIu64, c->cfg.name, c->base_version);
+        for (size_t k = 0; k < c->n_base; k++) {
+            size_t len = strcspn(c->base[k], " ");
+            at += (size_t)snprintf(t + at, cap - at, " %.*s", (int)len, c->base[k]);
+        }
+        at += (size_t)snprintf(t + at, cap - at, "\n");
+    }
+    if (w->bases && !strcmp(w->bases, t)) {
+        lt_free(t);
+        return;
+    }
+    if (lt_persist_save_bases(w->p, t) != LATTICE_OK) {
+        LT_LOG(LT_WARN, "data", "%s: cannot write the base file: a whole-grid restart would not know this node's base",
+               lt_persist_dir(w->p));
+        lt_free(t);
+        return;
+    }
+    lt_free(w->bases);
+    w->bases = t;
+}
+
+/* c ended restoring (a whole-grid restart): readers look again, and
+ * partitions this node neither serves nor will load - copies its data
+ * directory kept from an older base - go (logged), so no later restart
+ * counts them. */
+static void end_restoring(lattice_meta_cache *c)
+{
+    uint32_t cleared = 0;
+    for (uint32_t p = 0; c->store && p < c->cfg.partitions; p++) {
+        fast_mark(c, p);
+        lattice_meta_member *own[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+        size_t n = lattice_meta_serving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
+        n += lattice_meta_moving_owners(c, p, own + n, LATTICE_CACHE_MAX_BACKUPS + 1);
+        bool mine = false;
+        for (size_t i = 0; i < n && !mine; i++) mine = own[i]->self;
+        if (mine || !lattice_store_count(c->store, p)) continue;
+        lattice_store_clear(c->store, p);
+        cleared++;
+    }
+    LT_LOG(LT_INFO, "data", "cache %s: restored from the data directories; serving%s", c->cfg.name,
+           cleared ? " (copies of partitions this node does not own dropped)" : "");
 }
 
 /* Swaps the recovered store and counters in for the empty ones the
@@ -163,25 +262,19 @@ void wal_attach(lattice_ops *d)
             LT_LOG(LT_WARN, "data", "%s was written by %s; this node is %s", lt_persist_dir(w->p), prev, d->self->m.cid);
         w->cid_saved = lt_persist_save_cid(w->p, d->self->m.cid) == LATTICE_OK;
     }
-    /* The grid's metadata was born here (this node is the coordinator of a
-     * grid of one): no other copy exists.  A node that got the metadata
-     * from another one joined a live grid - even when its own topology
-     * does not list the others yet. */
-    bool alone = lattice_meta_is_coordinator(d->meta) && servers(d) <= 1;
     if (!w->decided) {
-        /* Adopt what the grid of one has a cache for, then drop the rest -
-         * DROP records before any store's CACHE record, so a later restart
-         * replays the new stores and not the dropped copies. */
+        /* Adopt what keep_recovered keeps, then drop the rest - DROP records
+         * before any store's CACHE record, so a later restart replays the
+         * new stores and not the dropped copies. */
         w->decided = true;
-        for (size_t i = 0; alone && i < lattice_meta_cache_count(d->meta); i++) {
+        const char *why = "the grid has no cache of that name and config";
+        for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
             lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
             char spec[1024];
             spec_of(c, spec, sizeof spec);
-            if (c->store && !att_of(w, c)) adopt(d, c, spec);
+            if (c->store && !att_of(w, c) && keep_recovered(d, c, &why)) adopt(d, c, spec);
         }
-        lt_persist_discard(w->p, alone ? "the grid has no cache of that name and config"
-                                       : "other servers are up: this node's copy may be stale, it gets its "
-                                         "partitions by rebalance");
+        lt_persist_discard(w->p, why);
     }
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
@@ -193,8 +286,14 @@ void wal_attach(lattice_ops *d)
             LT_LOG(LT_ERROR, "data", "cache %s: out of memory: its writes are not logged", c->cfg.name);
             continue;
         }
-        w->att[w->n_att++] = (attached){c, pc};
+        w->att[w->n_att++] = (attached){c, pc, c->restoring};
     }
+    for (size_t i = 0; i < w->n_att; i++) {
+        attached *a = &w->att[i];
+        if (a->restoring && !a->c->restoring) end_restoring(a->c);
+        a->restoring = a->c->restoring;
+    }
+    save_bases(d);
 }
 
 void wal_cache_gone(lattice_ops *d, lattice_meta_cache *c)
@@ -316,6 +415,7 @@ static lattice_status checkpoint(lattice_ops *d)
 void wal_tick(lattice_ops *d)
 {
     struct ops_wal *w = d->wal;
+    if (w && w->decided) save_bases(d); /* the coordinator's own base switches too */
     /* Not before the recovered copies were adopted or dropped: a checkpoint
      * without them would let their log go. */
     if (!w || !w->decided || !lt_persist_checkpoint_due(w->p) || lt_persist_failed(w->p, NULL) ||

@@ -335,23 +335,72 @@ static void read_cid(lt_persist *p) { lt_persist_peek_cid(p->dir, p->prev_cid, s
 
 const char *lt_persist_prev_cid(const lt_persist *p) { return p->prev_cid; }
 
-lattice_status lt_persist_save_cid(lt_persist *p, const char *cid)
+/* DIR/name := text, whole or not at all (a temporary file fsynced and
+ * renamed, the directory fsynced). */
+static lattice_status save_file(const lt_persist *p, const char *name, const char *text)
 {
-    if (!strcmp(p->prev_cid, cid)) return LATTICE_OK;
     char path[PERSIST_PATH], tmp[PERSIST_PATH + 8];
-    snprintf(path, sizeof path, "%s/node.id", p->dir);
+    snprintf(path, sizeof path, "%s/%s", p->dir, name);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return LATTICE_ERR_IO;
-    bool ok = fprintf(f, "%s\n", cid) > 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    bool ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok &= fclose(f) == 0;
     if (!ok || rename(tmp, path) != 0) {
         unlink(tmp);
         return LATTICE_ERR_IO;
     }
     persist_fsync_dir(p->dir);
-    snprintf(p->prev_cid, sizeof p->prev_cid, "%s", cid);
     return LATTICE_OK;
+}
+
+lattice_status lt_persist_save_cid(lt_persist *p, const char *cid)
+{
+    if (!strcmp(p->prev_cid, cid)) return LATTICE_OK;
+    char line[sizeof p->prev_cid + 2];
+    snprintf(line, sizeof line, "%s\n", cid);
+    lattice_status st = save_file(p, "node.id", line);
+    if (st == LATTICE_OK) snprintf(p->prev_cid, sizeof p->prev_cid, "%s", cid);
+    return st;
+}
+
+lattice_status lt_persist_save_bases(lt_persist *p, const char *text) { return save_file(p, "base", text); }
+
+char *lt_persist_read_bases(const lt_persist *p)
+{
+    char path[PERSIST_PATH];
+    snprintf(path, sizeof path, "%s/base", p->dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = lt_malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (n < cap - 1) break;
+        char *x = cap < LT_PERSIST_BASES_MAX ? lt_realloc(buf, cap * 2) : NULL;
+        if (!x) {
+            lt_free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = x;
+        cap *= 2;
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    return buf;
+}
+
+bool lt_persist_recovered_copy(const lt_persist *p, size_t i, const char **name, lattice_store **store,
+                               const uint64_t **counter, uint32_t *partitions)
+{
+    if (i >= p->n_rc || !p->rc[i].store) return false;
+    *name = p->rc[i].name;
+    *store = p->rc[i].store;
+    *counter = p->rc[i].counter;
+    *partitions = p->rc[i].partitions;
+    return true;
 }
 
 /* ------------------------------------------------------------ open, close */

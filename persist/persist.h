@@ -137,6 +137,16 @@ bool lt_persist_peek_cid(const char *dir, char *out, size_t cap);
 /* The node's previous identity, kept in DIR/node.id ("" when none). */
 const char *lt_persist_prev_cid(const lt_persist *p);
 lattice_status lt_persist_save_cid(lt_persist *p, const char *cid);
+/* DIR/base: the affinity base of each cache as this node last applied it
+ * ("NAME BASE_VERSION CID..." a line each; docs/PERSISTENCE.md "Whole-grid
+ * restart"), replaced whole.  read: lt_malloc'd text, NULL when none. */
+#define LT_PERSIST_BASES_MAX (1u << 20)
+lattice_status lt_persist_save_bases(lt_persist *p, const char *text);
+char *lt_persist_read_bases(const lt_persist *p);
+/* Recovered copy i before it is taken or dropped (read only): false when
+ * there is none. */
+bool lt_persist_recovered_copy(const lt_persist *p, size_t i, const char **name, lattice_store **store,
+                               const uint64_t **counter, uint32_t *partitions);
 
 /* Appends one record (any thread; never blocks on IO).  Returns the LSN
  * just past it; 0 when it could not be kept (no memory: logged, the log is

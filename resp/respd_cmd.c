@@ -347,6 +347,9 @@ void respd_add_status_error(lattice_resp_out *o, lattice_status st)
         snprintf(m, sizeof m, "ERR disk full: the node's data directory (--data-dir) cannot take the write; writes are refused, reads served");
         break;
     case LATTICE_ERR_NO_CACHE: snprintf(m, sizeof m, "ERR no such cache"); break;
+    case LATTICE_ERR_RESTARTING:
+        snprintf(m, sizeof m, "TRYAGAIN restarting: the grid waits for every baseline server's data directory (--restart-wait-ms)");
+        break;
     case LATTICE_ERR_TIMEOUT: snprintf(m, sizeof m, "TRYAGAIN the grid did not answer in time"); break;
     default: snprintf(m, sizeof m, "ERR %s", lattice_strerror(st)); break;
     }

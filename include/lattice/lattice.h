@@ -55,6 +55,7 @@
 /* docs/CONFIGURATION.md says why a minute: far above a restart or a short
  * network cut, so neither churns the baseline. */
 #define LATTICE_DEFAULT_BASELINE_AUTO_ADJUST_MS 60000
+#define LATTICE_DEFAULT_RESTART_WAIT_MS 300000
 
 typedef struct lattice_config {
     const char *cluster;              /* default "lattice" */
@@ -82,6 +83,9 @@ typedef struct lattice_config {
     const char *data_dir;             /* persistence: write-ahead log + checkpoints here; NULL = memory only */
     const char *wal_fsync;            /* "always" | "group" (default) | "off" (docs/PERSISTENCE.md) */
     int checkpoint_mb;                /* a checkpoint once the log holds this many MiB; 0 = 256 */
+    int restart_wait_ms;              /* whole-grid restart: how long the coordinator waits for every
+                                         baseline server to report; -1 no end; default
+                                         LATTICE_DEFAULT_RESTART_WAIT_MS (docs/PERSISTENCE.md) */
 } lattice_config;
 
 /* Fill defaults (pointers NULL, numbers as documented above). */
