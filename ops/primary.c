@@ -151,12 +151,17 @@ static void do_remove(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
         }
     }
     fast_mark(c, in->partition);
+    /* The counter moves before the store's remove, so the log's REMOVE
+     * record carries it (persist's change hook); back when nothing went. */
+    uint64_t version = ++c->counter[in->partition];
     int st = lattice_store_remove(c->store, in->partition, in->key, in->key_len);
     r->status = st;
-    if (st != LATTICE_OK) return;
+    if (st != LATTICE_OK) {
+        c->counter[in->partition] = version - 1;
+        return;
+    }
     r->flags |= LATTICE_OP_R_FOUND;
     c->writes++;
-    uint64_t version = ++c->counter[in->partition];
     *repl = (repl_out){true, true, NULL, 0, 0, version};
 }
 

@@ -286,6 +286,7 @@ void wal_attach(lattice_ops *d)
             LT_LOG(LT_ERROR, "data", "cache %s: out of memory: its writes are not logged", c->cfg.name);
             continue;
         }
+        lt_persist_cache_counters(pc, c->counter);
         w->att[w->n_att++] = (attached){c, pc, c->restoring};
     }
     for (size_t i = 0; i < w->n_att; i++) {

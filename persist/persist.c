@@ -595,12 +595,18 @@ static void changed(void *arg, int kind, const lattice_store_entry *e)
         r.kind = LT_REC_REMOVE;
         r.key = e->key;
         r.key_len = e->key_len;
+        /* The partition's counter as the remove left it (the ops layer
+         * raises it before it removes), so a replay's counter counts the
+         * removes too: copies compare by it (whole-grid restart). */
+        if (pc->counter && pc->counter[e->partition] > r.version) r.version = pc->counter[e->partition];
     } else {
         r.kind = LT_REC_CLEAR;
         r.version = 0;
     }
     lt_persist_append(pc->p, &r);
 }
+
+void lt_persist_cache_counters(lt_persist_cache *pc, const uint64_t *counter) { pc->counter = counter; }
 
 lt_persist_cache *lt_persist_cache_attach(lt_persist *p, lattice_store *s, const char *name, const char *spec,
                                           uint32_t partitions)

@@ -168,6 +168,10 @@ bool lt_persist_checkpoint_due(lt_persist *p);
 typedef struct lt_persist_cache lt_persist_cache;
 lt_persist_cache *lt_persist_cache_attach(lt_persist *p, lattice_store *s, const char *name, const char *spec,
                                           uint32_t partitions);
+/* The partitions' update counters of the store's cache (read by the hook,
+ * on the writing thread): a REMOVE record carries the partition's counter
+ * then (at least the removed entry's version). */
+void lt_persist_cache_counters(lt_persist_cache *pc, const uint64_t *counter);
 /* The cache is gone: a DROP record; the handle is detached from its store. */
 void lt_persist_cache_drop(lt_persist_cache *pc);
 

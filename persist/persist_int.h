@@ -23,6 +23,7 @@ struct lt_persist_cache {
     char name[LT_REC_MAX_CACHE + 1];
     size_t name_len;
     lattice_store *store; /* NULL once dropped */
+    const uint64_t *counter; /* the partitions' update counters (lt_persist_cache_counters), or NULL */
     lt_persist_cache *next;
 };
 

@@ -155,7 +155,8 @@ static void wait_serving(int i)
 
 static char data_dir[4][512];
 
-static const char **node_args(int i, const char *mode, const char *extra1, const char *extra2)
+static const char **node_args4(int i, const char *mode, const char *extra1, const char *extra2, const char *extra3,
+                               const char *extra4)
 {
     static const char *a[4][16];
     snprintf(data_dir[i], sizeof data_dir[i], "%s/data%d", it_dir(), i);
@@ -166,8 +167,15 @@ static const char **node_args(int i, const char *mode, const char *extra1, const
     a[i][k++] = mode;
     if (extra1) a[i][k++] = extra1;
     if (extra2) a[i][k++] = extra2;
+    if (extra3) a[i][k++] = extra3;
+    if (extra4) a[i][k++] = extra4;
     a[i][k] = NULL;
     return a[i];
+}
+
+static const char **node_args(int i, const char *mode, const char *extra1, const char *extra2)
+{
+    return node_args4(i, mode, extra1, extra2, NULL, NULL);
 }
 
 static bool enough_acked(void *ctx) { return acked_total(ctx) >= 3000; }
@@ -428,14 +436,13 @@ START_TEST(three_nodes_killed_and_restarted)
     for (int i = 0; i < 3; i++) it_signal(srv[i], SIGKILL);
     for (int i = 0; i < 3; i++) ck_assert(it_wait_exit(srv[i], 10000));
     for (int i = 0; i < WRITERS; i++) pthread_join(th[i], NULL);
-    /* The first back finds no other server: it adopts its copy; the others
-     * join it, drop theirs and get their partitions by rebalance. */
+    /* A whole-grid restart: the first back waits for the others of its
+     * base, then each keeps its copy (it_restart covers backups=1). */
     start_node(0, node_args(0, "group", "--cache", cache));
-    wait_serving(0);
-    check_history(w, 0);
+    ck_assert(it_wait_log(srv[0], "whole-grid restart", 20000));
     for (int i = 1; i < 3; i++) start_node(i, node_args(i, "group", "--cache", cache));
-    for (int i = 1; i < 3; i++) wait_serving(i);
-    ck_assert(it_log_has(srv[1], "is dropped"));
+    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) ck_assert(it_log_has(srv[i], "entries restored from"));
     for (int i = 0; i < 3; i++) check_history(w, i);
     for (int i = 0; i < 3; i++) it_signal(srv[i], SIGTERM);
     for (int i = 0; i < 3; i++) ck_assert(it_wait_exit(srv[i], 20000));
@@ -502,7 +509,9 @@ START_TEST(rejoin_drops_a_stale_copy)
     expect_rejoin_state(2);
     for (int i = 0; i < 3; i++) it_signal(srv[i], SIGKILL);
     for (int i = 0; i < 3; i++) ck_assert(it_wait_exit(srv[i], 10000));
-    start_node(2, node_args(2, "group", "--cache", cache));
+    /* Alone, without waiting for the other two (backups=2: it owns every
+     * partition). */
+    start_node(2, node_args4(2, "group", "--cache", cache, "--restart-wait-ms", "0"));
     wait_serving(2);
     ck_assert(it_log_has(srv[2], "entries restored from"));
     expect_rejoin_state(2);
