@@ -526,6 +526,10 @@ void restart_serve_report(lattice_ops *d, const origin *o);
 void restart_serve_push(lattice_ops *d, const Latdata__Req *q);
 void restart_serve_load(lattice_ops *d, const Latdata__Req *q);
 void restart_send_copy(lattice_ops *d, lattice_meta_cache *c, uint32_t p, const char *to);
+/* Restoring ended here: once the log is durable, DIR/reloading is emptied
+ * (restart_tick_durable, from wal_tick). */
+void restart_reloads_end(lattice_ops *d);
+void restart_tick_durable(lattice_ops *d);
 const char *restart_phase(const lattice_ops *d);
 
 /* wal.c: persistence (--data-dir) on the operation path */

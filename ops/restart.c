@@ -95,6 +95,8 @@ struct ops_restart {
     bool round_failed;
     uint64_t pushes, started_ms;
     bool publish; /* restoring ended: the metadata is to be published */
+    char *reloading; /* DIR/reloading as written: "CACHE PARTITION" lines this node is loading */
+    bool reload_done_due;
 };
 
 /* ------------------------------------------------------------ encoding */
@@ -219,12 +221,28 @@ static void cids_free(char **v, size_t n)
 
 /* ------------------------------------------------------------ reports */
 
+/* Whether DIR/reloading lists partition p of cache name: its copy was being
+ * replaced when the node stopped, so it is partial and never kept. */
+static bool reloading(const char *text, const char *name, uint32_t p)
+{
+    char line[LATTICE_CACHE_NAME_MAX + 16];
+    snprintf(line, sizeof line, "%s %u\n", name, p);
+    size_t n = strlen(line);
+    for (const char *l = text; l && *l;) {
+        if (!strncmp(l, line, n)) return true;
+        l = strchr(l, '\n');
+        if (l) l++;
+    }
+    return false;
+}
+
 /* This node's report: its recovered copies not yet adopted or dropped. */
 static bool own_report(lattice_ops *d, wbuf *w)
 {
     lt_persist *p = wal_persist(d);
     size_t n = p ? lt_persist_recovered_count(p) : 0, k = 0;
     char *bases = p ? lt_persist_read_bases(p) : NULL;
+    char *partial = p ? lt_persist_read_text(p, "reloading") : NULL;
     for (size_t i = 0; i < n; i++) k += lt_persist_recovered_spec(p, i) != NULL;
     w_u64(w, k);
     for (size_t i = 0; i < n; i++) {
@@ -250,12 +268,14 @@ static bool own_report(lattice_ops *d, wbuf *w)
                 w->failed = true;
                 break;
             }
+            if (reloading(partial, name, q)) g = (lattice_rebalance_digest){0}; /* partial: never kept */
             w_u64(w, g.counter);
             w_u64(w, g.size);
             w_u64(w, g.hash);
         }
     }
     lt_free(bases);
+    lt_free(partial);
     return !w->failed;
 }
 
@@ -775,11 +795,51 @@ void restart_serve_push(lattice_ops *d, const Latdata__Req *q)
     restart_send_copy(d, c, q->partition, to);
 }
 
+/* Before a partition's copy is cleared for a reload: DIR/reloading lists
+ * it, durably, until the reload is durable (restart_reloads_done). */
+static bool note_reloading(lattice_ops *d, const char *name, uint32_t p)
+{
+    struct ops_restart *x = d->restart;
+    lt_persist *ps = wal_persist(d);
+    if (!x || !ps) return true;
+    char line[LATTICE_CACHE_NAME_MAX + 16];
+    snprintf(line, sizeof line, "%s %u\n", name, p);
+    if (reloading(x->reloading, name, p)) return true;
+    size_t old = x->reloading ? strlen(x->reloading) : 0;
+    char *t = lt_malloc(old + strlen(line) + 1);
+    if (!t) return false;
+    memcpy(t, x->reloading ? x->reloading : "", old);
+    strcpy(t + old, line);
+    if (lt_persist_save_text(ps, "reloading", t) != LATTICE_OK) {
+        LT_LOG(LT_WARN, "data", "%s: cannot write DIR/reloading: partition %u of cache %s is not reloaded yet",
+               lt_persist_dir(ps), p, name);
+        lt_free(t);
+        return false;
+    }
+    lt_free(x->reloading);
+    x->reloading = t;
+    return true;
+}
+
+void restart_reloads_end(lattice_ops *d) { if (d->restart && d->restart->reloading) d->restart->reload_done_due = true; }
+
+void restart_tick_durable(lattice_ops *d)
+{
+    struct ops_restart *x = d->restart;
+    if (!x || !x->reload_done_due || !wal_durable(d)) return;
+    lt_persist *ps = wal_persist(d);
+    if (ps && lt_persist_save_text(ps, "reloading", "") != LATTICE_OK) return; /* tried again */
+    x->reload_done_due = false;
+    lt_free(x->reloading);
+    x->reloading = NULL;
+}
+
 void restart_serve_load(lattice_ops *d, const Latdata__Req *q)
 {
     lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
     if (!c || !c->restoring || !c->store || q->partition >= c->cfg.partitions) return;
     uint32_t p = q->partition;
+    if (q->remove && !note_reloading(d, c->cfg.name, p)) return; /* not cleared: the next round sends it again */
     fast_mark(c, p);
     if (q->remove) lattice_store_clear(c->store, p);
     rbuf r = {q->value.data, q->value.len, 0, false};
@@ -830,6 +890,7 @@ void restart_free(lattice_ops *d)
         lt_free(x->dec[i].dg.d);
     }
     lt_free(x->dec);
+    lt_free(x->reloading);
     lt_free(x);
     d->restart = NULL;
 }

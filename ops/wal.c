@@ -214,7 +214,7 @@ static void save_bases(lattice_ops *d)
  * partitions this node neither serves nor will load - copies its data
  * directory kept from an older base - go (logged), so no later restart
  * counts them. */
-static void end_restoring(lattice_meta_cache *c)
+static void end_restoring(lattice_ops *d, lattice_meta_cache *c)
 {
     uint32_t cleared = 0;
     for (uint32_t p = 0; c->store && p < c->cfg.partitions; p++) {
@@ -228,6 +228,7 @@ static void end_restoring(lattice_meta_cache *c)
         lattice_store_clear(c->store, p);
         cleared++;
     }
+    restart_reloads_end(d);
     LT_LOG(LT_INFO, "data", "cache %s: restored from the data directories; serving%s", c->cfg.name,
            cleared ? " (copies of partitions this node does not own dropped)" : "");
 }
@@ -291,7 +292,7 @@ void wal_attach(lattice_ops *d)
     }
     for (size_t i = 0; i < w->n_att; i++) {
         attached *a = &w->att[i];
-        if (a->restoring && !a->c->restoring) end_restoring(a->c);
+        if (a->restoring && !a->c->restoring) end_restoring(d, a->c);
         a->restoring = a->c->restoring;
     }
     save_bases(d);
@@ -417,6 +418,7 @@ void wal_tick(lattice_ops *d)
 {
     struct ops_wal *w = d->wal;
     if (w && w->decided) save_bases(d); /* the coordinator's own base switches too */
+    if (w) restart_tick_durable(d);
     /* Not before the recovered copies were adopted or dropped: a checkpoint
      * without them would let their log go. */
     if (!w || !w->decided || !lt_persist_checkpoint_due(w->p) || lt_persist_failed(w->p, NULL) ||

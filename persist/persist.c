@@ -337,7 +337,7 @@ const char *lt_persist_prev_cid(const lt_persist *p) { return p->prev_cid; }
 
 /* DIR/name := text, whole or not at all (a temporary file fsynced and
  * renamed, the directory fsynced). */
-static lattice_status save_file(const lt_persist *p, const char *name, const char *text)
+lattice_status lt_persist_save_text(const lt_persist *p, const char *name, const char *text)
 {
     char path[PERSIST_PATH], tmp[PERSIST_PATH + 8];
     snprintf(path, sizeof path, "%s/%s", p->dir, name);
@@ -359,17 +359,19 @@ lattice_status lt_persist_save_cid(lt_persist *p, const char *cid)
     if (!strcmp(p->prev_cid, cid)) return LATTICE_OK;
     char line[sizeof p->prev_cid + 2];
     snprintf(line, sizeof line, "%s\n", cid);
-    lattice_status st = save_file(p, "node.id", line);
+    lattice_status st = lt_persist_save_text(p, "node.id", line);
     if (st == LATTICE_OK) snprintf(p->prev_cid, sizeof p->prev_cid, "%s", cid);
     return st;
 }
 
-lattice_status lt_persist_save_bases(lt_persist *p, const char *text) { return save_file(p, "base", text); }
+lattice_status lt_persist_save_bases(lt_persist *p, const char *text) { return lt_persist_save_text(p, "base", text); }
 
-char *lt_persist_read_bases(const lt_persist *p)
+char *lt_persist_read_bases(const lt_persist *p) { return lt_persist_read_text(p, "base"); }
+
+char *lt_persist_read_text(const lt_persist *p, const char *name)
 {
     char path[PERSIST_PATH];
-    snprintf(path, sizeof path, "%s/base", p->dir);
+    snprintf(path, sizeof path, "%s/%s", p->dir, name);
     FILE *f = fopen(path, "r");
     if (!f) return NULL;
     size_t cap = 4096, n = 0;

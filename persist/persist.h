@@ -143,6 +143,10 @@ lattice_status lt_persist_save_cid(lt_persist *p, const char *cid);
 #define LT_PERSIST_BASES_MAX (1u << 20)
 lattice_status lt_persist_save_bases(lt_persist *p, const char *text);
 char *lt_persist_read_bases(const lt_persist *p);
+/* DIR/name := text (replaced whole), and read back (lt_malloc'd, NULL when
+ * absent; at most LT_PERSIST_BASES_MAX bytes). */
+lattice_status lt_persist_save_text(const lt_persist *p, const char *name, const char *text);
+char *lt_persist_read_text(const lt_persist *p, const char *name);
 /* Recovered copy i before it is taken or dropped (read only): false when
  * there is none. */
 bool lt_persist_recovered_copy(const lt_persist *p, size_t i, const char **name, lattice_store **store,

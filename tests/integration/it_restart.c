@@ -285,6 +285,12 @@ START_TEST(an_old_data_dir_does_not_win)
     ck_assert_int_eq(it_sh("rm -rf %s && mv %s.old %s", data_dir[2], data_dir[2], data_dir[2]), 0);
     for (int i = 0; i < 3; i++) start_node(i, node_args(i, "60000"));
     for (int i = 0; i < 3; i++) wait_serving(i);
+    /* Its stale partitions were replaced by the kept copies. */
+    char sent[200];
+    snprintf(sent, sizeof sent, "sent to 127.0.0.1:%d", peer_base + 2);
+    bool replaced = false;
+    for (int i = 0; i < 2; i++) replaced |= it_log_has(srv[i], sent);
+    ck_assert_msg(replaced, "no kept copy was sent to the node with the old data directory");
     ck_assert(it_wait_for(rebalance_settled, NULL, 120000));
     for (int i = 0; i < 3; i++) read_all(i);
     check_linearizable("old_dir");
