@@ -332,9 +332,11 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
         lattice_region_config rc = {"data", 0, (uint64_t)d->region_mb, 0,
                                     d->region_evict ? LATTICE_REGION_EVICT : LATTICE_REGION_REJECT};
         if (lattice_region_create(&rc, &d->region) != LATTICE_OK) goto nomem;
+        /* Every server: one without a data directory may coordinate a
+         * restoring grid too (restart.c). */
+        if (restart_create(d, c->restart_wait_ms) != LATTICE_OK) goto nomem;
         if (c->data_dir) {
             lattice_status st = wal_init(d, c->data_dir, c->wal_fsync, c->checkpoint_mb);
-            if (st == LATTICE_OK) st = restart_create(d, c->restart_wait_ms);
             if (st != LATTICE_OK) {
                 ops_free(d);
                 return st;

@@ -241,7 +241,7 @@ struct lattice_ops {
 
     /* cluster metadata (meta/) and its exchange (control.c) */
     struct ops_wal *wal;          /* --data-dir: the log and what waits on it (wal.c); NULL without */
-    struct ops_restart *restart;  /* whole-grid restart (restart.c); NULL without --data-dir */
+    struct ops_restart *restart;  /* whole-grid restart (restart.c); servers only */
     uint64_t restart_seen_ms;     /* the coordinator last answered a pull "restarting" (control.c) */
     lattice_meta *meta;
     bool creates_sent, base_check_running;

@@ -80,6 +80,7 @@ typedef struct rs_dec {
     char name[LATTICE_CACHE_NAME_MAX + 1];
     uint32_t parts;
     rs_keep *keep;
+    bool derived;           /* a coordinator that took over restoring: keep[] from the owners' digests */
     lattice_ops_digests dg; /* the round's digests */
 } rs_dec;
 
@@ -590,6 +591,21 @@ static void round_done(lattice_ops *d)
         rs_dec *dc = &x->dec[i];
         lattice_meta_cache *c = lattice_meta_cache_of(d->meta, dc->name);
         if (!c || !c->restoring || c->cfg.partitions != dc->parts) continue;
+        if (dc->derived) {
+            /* Taken over: the owners' adopted copies are all there is to
+             * rank (same base), by counter, then fewer entries. */
+            dc->derived = false;
+            for (size_t k = 0; k < dc->dg.n; k++) {
+                const lattice_partition_digest *g = &dc->dg.d[k];
+                if (g->partition >= dc->parts || (!g->counter && !g->size)) continue;
+                rs_keep *kp = &dc->keep[g->partition];
+                if (kp->node[0] && (g->counter < kp->copy.counter ||
+                                    (g->counter == kp->copy.counter && g->size >= kp->copy.size)))
+                    continue;
+                snprintf(kp->node, sizeof kp->node, "%s", g->node);
+                kp->copy = (rs_copy){g->counter, g->size, g->hash};
+            }
+        }
         for (uint32_t p = 0; p < dc->parts; p++) {
             lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1];
             size_t n = lattice_meta_serving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
@@ -690,6 +706,30 @@ static void start_round(lattice_ops *d)
     if (--x->round_left == 0) round_done(d);
 }
 
+/* This coordinator holds restoring caches it did not decide (the one that
+ * did left): it takes over, deciding from the owners' digests. */
+static void take_over(lattice_ops *d)
+{
+    struct ops_restart *x = d->restart;
+    size_t n = 0;
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) n += lattice_meta_cache_at(d->meta, i)->restoring;
+    if (!n || !(x->dec = lt_calloc(n, sizeof *x->dec))) return;
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
+        lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
+        if (!c->restoring) continue;
+        rs_dec *dc = &x->dec[x->n_dec];
+        snprintf(dc->name, sizeof dc->name, "%s", c->cfg.name);
+        dc->parts = c->cfg.partitions;
+        dc->derived = true;
+        if (!(dc->keep = lt_calloc(dc->parts, sizeof *dc->keep))) continue;
+        x->n_dec++;
+    }
+    x->phase = 2;
+    x->started_ms = lt_mono_ms();
+    LT_LOG(LT_WARN, "data", "whole-grid restart: this node coordinates now and takes over restoring %zu caches "
+           "(the owners' copies are ranked by their digests)", x->n_dec);
+}
+
 bool restart_restoring_tick(lattice_ops *d, uint64_t now)
 {
     struct ops_restart *x = d->restart;
@@ -698,6 +738,7 @@ bool restart_restoring_tick(lattice_ops *d, uint64_t now)
         x->publish = false;
         return true;
     }
+    if (x->phase != 2 && !x->n_dec) take_over(d);
     if (x->phase != 2 || x->round_left || now - x->last_round < ROUND_MS) return false;
     x->last_round = now;
     start_round(d);
