@@ -579,6 +579,27 @@ static const lattice_partition_digest *digest_of(const rs_dec *dc, const char *n
 }
 
 static void push(lattice_ops *d, lattice_meta_cache *c, uint32_t p, const char *keeper, const char *to);
+static bool note_reloading(lattice_ops *d, const char *name, uint32_t p);
+
+/* keep[] of partition p (every one: UINT32_MAX) from the round's digests -
+ * the owners' adopted copies, all of one base now - by counter, then fewer
+ * entries: a coordinator that took over, or a keeper that left. */
+static void derive(rs_dec *dc, uint32_t only)
+{
+    for (uint32_t p = 0; p < dc->parts; p++)
+        if (only == UINT32_MAX || p == only) memset(&dc->keep[p], 0, sizeof dc->keep[p]);
+    for (size_t k = 0; k < dc->dg.n; k++) {
+        const lattice_partition_digest *g = &dc->dg.d[k];
+        if (g->partition >= dc->parts || (only != UINT32_MAX && g->partition != only) || (!g->counter && !g->size))
+            continue;
+        rs_keep *kp = &dc->keep[g->partition];
+        if (kp->node[0] &&
+            (g->counter < kp->copy.counter || (g->counter == kp->copy.counter && g->size >= kp->copy.size)))
+            continue;
+        snprintf(kp->node, sizeof kp->node, "%s", g->node);
+        kp->copy = (rs_copy){g->counter, g->size, g->hash};
+    }
+}
 
 /* Every digest of the round is in: push where an owner's copy is not the
  * kept one, or end restoring. */
@@ -592,19 +613,8 @@ static void round_done(lattice_ops *d)
         lattice_meta_cache *c = lattice_meta_cache_of(d->meta, dc->name);
         if (!c || !c->restoring || c->cfg.partitions != dc->parts) continue;
         if (dc->derived) {
-            /* Taken over: the owners' adopted copies are all there is to
-             * rank (same base), by counter, then fewer entries. */
             dc->derived = false;
-            for (size_t k = 0; k < dc->dg.n; k++) {
-                const lattice_partition_digest *g = &dc->dg.d[k];
-                if (g->partition >= dc->parts || (!g->counter && !g->size)) continue;
-                rs_keep *kp = &dc->keep[g->partition];
-                if (kp->node[0] && (g->counter < kp->copy.counter ||
-                                    (g->counter == kp->copy.counter && g->size >= kp->copy.size)))
-                    continue;
-                snprintf(kp->node, sizeof kp->node, "%s", g->node);
-                kp->copy = (rs_copy){g->counter, g->size, g->hash};
-            }
+            derive(dc, UINT32_MAX);
         }
         for (uint32_t p = 0; p < dc->parts; p++) {
             lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1];
@@ -617,13 +627,13 @@ static void round_done(lattice_ops *d)
                             g->counter == k->copy.counter;
                 if (same || empty_ok) continue;
                 all_equal = false;
-                if (!k->node[0] || !chan_peer_by_id(d, k->node)) {
-                    /* No keeper (it holds nothing) or it left: an empty
-                     * partition is what the owners must hold. */
-                    push(d, c, p, NULL, own[o]->id);
-                } else {
-                    push(d, c, p, k->node, own[o]->id);
+                if (k->node[0] && !chan_peer_by_id(d, k->node)) {
+                    /* The keeper left: the best of the owners' copies now
+                     * (sent from the next round on). */
+                    derive(dc, p);
+                    break;
                 }
+                push(d, c, p, k->node[0] ? k->node : NULL, own[o]->id);
             }
         }
     }
@@ -752,8 +762,26 @@ bool restart_restoring_tick(lattice_ops *d, uint64_t now)
 static void push(lattice_ops *d, lattice_meta_cache *c, uint32_t p, const char *keeper, const char *to)
 {
     struct ops_restart *x = d->restart;
-    peer *k = keeper ? chan_peer_by_id(d, keeper) : d->self;
     x->pushes++;
+    if (!keeper) { /* nobody held anything of p: the owner's copy must be empty */
+        peer *t = chan_peer_by_id(d, to);
+        if (t && t->m.self) {
+            if (note_reloading(d, c->cfg.name, p)) {
+                fast_mark(c, p);
+                lattice_store_clear(c->store, p);
+            }
+            return;
+        }
+        Latdata__Req *q = t && t->dealer ? chan_req_new(CTL_RESTART_LOAD, c->cfg.name, NULL, 0, NULL, 0) : NULL;
+        if (!q) return;
+        q->partition = p;
+        q->remove = true;
+        q->version = c->counter[p];
+        q->sender = d->self_id;
+        chan_send(d, t, q);
+        return;
+    }
+    peer *k = chan_peer_by_id(d, keeper);
     if (k && k->m.self) {
         restart_send_copy(d, c, p, to);
         return;
