@@ -116,12 +116,126 @@ START_TEST(a_reply_that_cannot_be_held_still_waits_for_the_log)
 }
 END_TEST
 
+/* A restoring cache (a whole-grid restart) takes a reload slice as a
+ * replacement of the partition; any bytes in a slice leave the node up and
+ * the partition cleared (the next round sends it again); DIR/reloading names
+ * the partition until the reload is durable. */
+START_TEST(reload_slices_apply_whole_and_survive_any_bytes)
+{
+    char dir[] = "/tmp/test_wal_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    lattice_ops *d = lt_calloc(1, sizeof *d);
+    static peer self;
+    memset(&self, 0, sizeof self);
+    snprintf(self.m.id, sizeof self.m.id, "id-0");
+    snprintf(self.m.cid, sizeof self.m.cid, "a:1");
+    self.m.server = self.m.self = true;
+    d->peers[d->n_peers++] = &self;
+    d->self = &self;
+    snprintf(d->self_id, sizeof d->self_id, "id-0");
+    d->running = true;
+    d->efd = eventfd(0, EFD_NONBLOCK);
+    lattice_region_config rc = {"t", 0, 8, 0, LATTICE_REGION_REJECT};
+    ck_assert_int_eq(lattice_region_create(&rc, &d->region), LATTICE_OK);
+    ck_assert_int_eq(wal_init(d, dir, "group", 0), LATTICE_OK);
+    ck_assert_int_eq(restart_create(d, 0), LATTICE_OK);
+    rcu_register_thread();
+    lattice_meta_config mc = {false, d->region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &d->meta), LATTICE_OK);
+    lattice_meta_member *members[1] = {&self.m};
+    lattice_meta_set_members(d->meta, members, 1, "id-0");
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    char *ent[1] = {"a:1 id-0"};
+    lattice_meta_restart_base b = {"default", ent, 1, 4};
+    lattice_meta_start_restart(d->meta, &cfg, 1, &b, 1);
+    wal_attach(d);
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
+    ck_assert_ptr_nonnull(c);
+    ck_assert(c->restoring);
+    ck_assert_uint_eq(c->base_version, 5);
+    for (int i = 0; i < 10; i++) { /* what the slice must replace */
+        char key[16];
+        snprintf(key, sizeof key, "old%d", i);
+        lattice_store_entry e = {3, key, strlen(key), "x", 1, 0, 1};
+        ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
+    }
+    /* A well-formed slice: two entries, first and last. */
+    uint8_t buf[256];
+    size_t n = 0;
+    const char *keys[2] = {"k1", "k2"};
+    for (int i = 0; i < 2; i++) {
+        uint64_t f[4] = {2, 1, 0, 40 + (uint64_t)i};
+        for (int k = 0; k < 4; k++)
+            for (int b8 = 0; b8 < 8; b8++) buf[n++] = (uint8_t)(f[k] >> (8 * b8));
+        memcpy(buf + n, keys[i], 2);
+        n += 2;
+        buf[n++] = 'v';
+    }
+    Latdata__Req q = LATDATA__REQ__INIT;
+    q.cache = "default";
+    q.partition = 3;
+    q.remove = true;
+    q.delta = 1;
+    q.version = 77;
+    q.value.data = buf;
+    q.value.len = n;
+    restart_serve_load(d, &q);
+    ck_assert_uint_eq(lattice_store_count(c->store, 3), 2);
+    ck_assert_uint_eq(c->counter[3], 77);
+    char path[300], text[256] = "";
+    snprintf(path, sizeof path, "%s/reloading", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(text, sizeof text, f));
+    fclose(f);
+    ck_assert_str_eq(text, "default 3\n");
+    /* Any bytes: never a crash; a slice that does not parse leaves the
+     * partition empty. */
+    unsigned seed = 1;
+    for (int round = 0; round < 20000; round++) {
+        size_t len = (size_t)(rand_r(&seed) % sizeof buf);
+        for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rand_r(&seed);
+        if (round % 3 == 0 && n <= sizeof buf) { /* a valid slice with one byte flipped or cut */
+            len = n;
+            buf[rand_r(&seed) % len] ^= (uint8_t)(1u << (rand_r(&seed) % 8));
+        }
+        q.value.len = len;
+        q.partition = (uint32_t)(rand_r(&seed) % 2000); /* out of bounds too */
+        q.remove = rand_r(&seed) % 2;
+        restart_serve_load(d, &q);
+    }
+    /* The end of restoring (the coordinator's metadata): DIR/reloading is
+     * emptied once the log is durable. */
+    lattice_meta_end_restoring(c);
+    wal_attach(d);
+    for (int i = 0; i < 10000 && !wal_durable(d); i++) usleep(100);
+    wal_tick(d);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_null(fgets(text, sizeof text, f));
+    fclose(f);
+
+    restart_free(d);
+    wal_free(d);
+    lattice_meta_destroy(d->meta);
+    lattice_region_destroy(d->region);
+    close(d->efd);
+    lt_free(d);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    rcu_unregister_thread();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("wal");
     TCase *t = tcase_create("hold");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, a_reply_that_cannot_be_held_still_waits_for_the_log);
+    tcase_add_test(t, reload_slices_apply_whole_and_survive_any_bytes);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }
