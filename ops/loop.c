@@ -161,7 +161,10 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
 {
     char self[64];
     lattice_discovery_local_id(d->disc, self, sizeof self);
-    if (d->self_id[0] && strcmp(d->self_id, self) != 0) forget_data(d);
+    if (d->self_id[0] && strcmp(d->self_id, self) != 0) {
+        forget_data(d);
+        restart_rejoined(d);
+    }
     if (strcmp(d->self_id, self) != 0) d->self_since_major = lattice_topology_major(t);
     snprintf(d->self_id, sizeof d->self_id, "%s", self);
     for (size_t i = 0; i < d->n_peers; i++) d->peers[i]->mark = false;

@@ -511,6 +511,9 @@ void issue_route(lattice_ops *d, opx *o);
 typedef struct ops_restart ops_restart;
 lattice_status restart_create(lattice_ops *d, int64_t wait_ms);
 void restart_free(lattice_ops *d);
+/* This node rejoined under a new id: a wait it ran as coordinator ends
+ * (its reports named the old incarnation); whoever coordinates now decides. */
+void restart_rejoined(lattice_ops *d);
 /* Coordinator without metadata: true while it waits for the baseline's
  * reports instead of starting the metadata (the first call decides). */
 bool restart_waits(lattice_ops *d);

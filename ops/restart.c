@@ -533,6 +533,9 @@ bool restart_tick(lattice_ops *d, uint64_t now)
 {
     struct ops_restart *x = d->restart;
     if (!x || x->phase != 1 || !lattice_meta_is_coordinator(d->meta) || lattice_meta_valid(d->meta)) return false;
+    /* Only while this node holds its lease: one that is rejoining (its
+     * grid merged into another) decides nothing for a grid it left. */
+    if (d->disc && !lattice_discovery_serving(d->disc, d->incarnation)) return false;
     if (!report_of(x, d->self_id)) {
         wbuf w = {0};
         if (own_report(d, &w)) add_report(d, d->self_id, w.b, w.n);
@@ -946,6 +949,33 @@ lattice_status restart_create(lattice_ops *d, int64_t wait_ms)
     if (!d->restart) return LATTICE_ERR_NOMEM;
     d->restart->wait_ms = wait_ms;
     return LATTICE_OK;
+}
+
+static void forget(struct ops_restart *x)
+{
+    for (size_t i = 0; i < x->n_rep; i++) report_free(&x->rep[i]);
+    lt_free(x->rep);
+    x->rep = NULL;
+    x->n_rep = 0;
+    for (size_t i = 0; i < x->n_dec; i++) {
+        lt_free(x->dec[i].keep);
+        lt_free(x->dec[i].dg.d);
+    }
+    lt_free(x->dec);
+    x->dec = NULL;
+    x->n_dec = 0;
+    x->round_left = 0;
+    x->publish = false;
+}
+
+void restart_rejoined(lattice_ops *d)
+{
+    struct ops_restart *x = d->restart;
+    if (!x || (x->phase != 1 && x->phase != 2)) return;
+    LT_LOG(LT_WARN, "data", "whole-grid restart: this node rejoined the grid as a new node; it no longer "
+           "coordinates the restart (whoever coordinates decides)");
+    forget(x);
+    x->phase = 0;
 }
 
 void restart_free(lattice_ops *d)
