@@ -543,9 +543,10 @@ bool restart_tick(lattice_ops *d, uint64_t now)
     }
     char miss[1024];
     size_t n_miss = missing(x, miss, sizeof miss);
-    bool timed_out = x->wait_ms >= 0 && now - x->since >= (uint64_t)x->wait_ms;
+    /* now was read before the wait began (the loop's turn): never negative */
+    bool timed_out = x->wait_ms >= 0 && now > x->since && now - x->since >= (uint64_t)x->wait_ms;
     if (n_miss && !timed_out) {
-        if (now - x->last_round < ROUND_MS) return false;
+        if (now < x->last_round + ROUND_MS) return false;
         x->last_round = now;
         for (size_t i = 0; i < d->n_peers; i++) {
             peer *p = d->peers[i];
@@ -752,7 +753,7 @@ bool restart_restoring_tick(lattice_ops *d, uint64_t now)
         return true;
     }
     if (x->phase != 2 && !x->n_dec) take_over(d);
-    if (x->phase != 2 || x->round_left || now - x->last_round < ROUND_MS) return false;
+    if (x->phase != 2 || x->round_left || now < x->last_round + ROUND_MS) return false;
     x->last_round = now;
     start_round(d);
     if (!x->publish) return false;
