@@ -569,6 +569,46 @@ int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, siz
     return get_done(s, st, g.vlen, g.expire, g.version, cap, meta);
 }
 
+uint32_t lattice_store_prefetch(lattice_store *s, uint32_t partition, const void *key, size_t key_len)
+{
+    if (partition >= s->nparts || !key || key_len - 1 >= LATTICE_STORE_MAX_KEY) return 0;
+    uint32_t tag = key_tag(key, key_len);
+    const struct tabref *ref = &s->tabs[partition];
+    const struct ix_table *t = __atomic_load_n(&ref->t, __ATOMIC_RELAXED);
+    uint32_t cap = __atomic_load_n(&ref->cap, __ATOMIC_RELAXED);
+    /* Only an address is computed from t: a prefetch of a table freed
+     * meanwhile faults nothing. */
+    if (t) __builtin_prefetch(&t->lines[ix_home_cap(cap, tag) / IX_LINE_SLOTS]);
+    return tag;
+}
+
+void lattice_store_prefetch_row(lattice_store *s, uint32_t partition, uint32_t tag)
+{
+    if (partition >= s->nparts || tag < 2) return;
+    const struct ix_table *t;
+    uint32_t cap;
+    if (!tabref_read(&s->tabs[partition], &t, &cap) || !t) return;
+    uint32_t i = ix_home_cap(cap, tag);
+    const struct ix_line *ln = &t->lines[i / IX_LINE_SLOTS];
+    /* The home line only: a probe that runs into the next one is rare. */
+    for (uint32_t pos = i % IX_LINE_SLOTS; pos < IX_LINE_SLOTS; pos++) {
+        uint32_t tg = __atomic_load_n(&ln->tags[pos], __ATOMIC_RELAXED);
+        if (tg == IX_EMPTY) return;
+        if (tg != tag) continue;
+        uint64_t link = __atomic_load_n(&ln->links[pos], __ATOMIC_RELAXED);
+        const lattice_region *r = s->region;
+        uint32_t pid = LATTICE_LINK_PAGE(link), hint = (uint32_t)(link >> 48);
+        if ((pid >> r->chunk_shift) >= r->nchunks) return;
+        const uint8_t *c = __atomic_load_n(&r->chunks[pid >> r->chunk_shift], __ATOMIC_RELAXED);
+        if (!c || hint >= r->page_size) return;
+        const uint8_t *pg = c + ((size_t)(pid & (r->chunk_pages - 1)) << r->page_shift);
+        __builtin_prefetch(pg);
+        __builtin_prefetch(page_items((void *)pg) + LATTICE_LINK_ITEM(link));
+        __builtin_prefetch(pg + hint);
+        return;
+    }
+}
+
 int lattice_store_get_copy(lattice_store *s, uint32_t partition, const void *key,
                            size_t key_len, void **value, lattice_store_meta *meta)
 {
