@@ -27,12 +27,16 @@
  *                 view moved - topology, incarnation, metadata version, a
  *                 freeze - every partition of every cache is bumped odd and
  *                 re-checked, so no reader straddles two views.
- *   fast_read     (any thread): s1 = seq[p] (acquire); odd: fall back.
- *                 Read the store (lock-free RCU).  Acquire fence, s2 =
- *                 seq[p]; s1 != s2: fall back (something changed p).  Then
- *                 the serving gate, checked after the read: the lease of
- *                 the incarnation the roles were computed under still holds
- *                 now and the node is not fenced.
+ *   fast_read_n   (any thread), a batch of up to FAST_BATCH reads: per
+ *                 read, s1 = seq[p] (acquire); odd: fall back.  Read the
+ *                 store (lock-free RCU).  Acquire fence, s2 = seq[p];
+ *                 s1 != s2: fall back (something changed p).  Then the
+ *                 serving gate, once for the batch, checked after its last
+ *                 read: the lease of the incarnation the roles were computed
+ *                 under still holds now and the node is not fenced - or
+ *                 none of the batch is answered here.  Before the reads,
+ *                 every read's index line and then its row are prefetched,
+ *                 so a pipeline's misses overlap.
  *
  * Lifetime: the caches' fast_cache objects are listed in an RCU-published
  * view; a cache that goes away leaves the view and waits a grace period
@@ -268,58 +272,119 @@ static int read_store(fast_cache *f, uint32_t p, const lattice_op *op, void *buf
     return st;
 }
 
-bool fast_read(lattice_ops *d, const lattice_op *op, void *buf, size_t cap, void **heap, lattice_op_result *r)
+/* A read of the batch that may be answered here: its cache and partition. */
+typedef struct fast_try {
+    fast_cache *f;
+    uint32_t p, tag;
+} fast_try;
+
+static fast_cache *find_cached(const fast_view *v, const char *name, const char **last, fast_cache **lastf)
 {
-    *heap = NULL;
-    if (!ops_is_read(op->kind) || op->flags || !op->key || !op->key_len) return false;
-    if (atomic_load_explicit(&d->fenced, memory_order_acquire)) return false;
-    const char *name = op->cache && *op->cache ? op->cache : "default";
-    bool done = false;
-    rcu_read_lock();
-    fast_cache *f = find(rcu_dereference(d->fast_view), name);
-    if (f && op->key_len <= f->max_key) {
-        uint32_t p = lattice_partition_of_key(op->key, op->key_len, f->partitions);
-        uint64_t s1 = atomic_load_explicit(&f->seq[p], memory_order_acquire);
-        lattice_store_meta meta = {0};
-        const void *val = NULL;
-        int st = LATTICE_ERR_AGAIN;
-        if (!(s1 & 1)) st = read_store(f, p, op, buf, cap, heap, &val, &meta);
-        atomic_thread_fence(memory_order_acquire); /* the rows read before the word below */
-        uint64_t s2 = atomic_load_explicit(&f->seq[p], memory_order_relaxed);
-        /* The gate, after the read: it happened while the lease held. */
-        bool gate = !d->disc || lattice_discovery_serving(d->disc, atomic_load_explicit(&d->fast_inc, memory_order_acquire));
-        gate = gate && !atomic_load_explicit(&d->fenced, memory_order_acquire);
-        if (!(s1 & 1) && s1 == s2 && gate && (st == LATTICE_OK || st == LATTICE_ERR_NOT_FOUND)) {
-            memset(r, 0, sizeof *r);
-            atomic_fetch_add_explicit(&f->reads, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(st == LATTICE_OK ? &f->hits : &f->misses, 1, memory_order_relaxed);
-            if (op->kind == LATTICE_OP_GET) {
-                r->status = st;
-                if (st == LATTICE_OK) {
-                    r->value = val;
-                    r->value_len = meta.value_len;
-                    r->flags |= LATTICE_OP_R_FOUND;
-                }
-            } else if (op->kind == LATTICE_OP_CONTAINS) {
-                r->status = LATTICE_OK;
-                r->num = st == LATTICE_OK;
-            } else { /* TTL, as primary.c's do_read */
-                r->status = st;
-                if (st == LATTICE_OK) {
-                    uint64_t now = lt_wall_ms();
-                    r->num = meta.expire_ms == 0 ? -1 : meta.expire_ms > now ? (int64_t)(meta.expire_ms - now) : 0;
-                }
-            }
-            done = true;
+    if (*last && (*last == name || strcmp(*last, name) == 0)) return *lastf;
+    *last = name;
+    return *lastf = find(v, name);
+}
+
+static void answer(const lattice_op *op, int st, const void *val, const lattice_store_meta *meta,
+                   lattice_op_result *r)
+{
+    memset(r, 0, sizeof *r);
+    if (op->kind == LATTICE_OP_GET) {
+        r->status = st;
+        if (st == LATTICE_OK) {
+            r->value = val;
+            r->value_len = meta->value_len;
+            r->flags |= LATTICE_OP_R_FOUND;
+        }
+    } else if (op->kind == LATTICE_OP_CONTAINS) {
+        r->status = LATTICE_OK;
+        r->num = st == LATTICE_OK;
+    } else { /* TTL, as primary.c's do_read */
+        r->status = st;
+        if (st == LATTICE_OK) {
+            uint64_t now = lt_wall_ms();
+            r->num = meta->expire_ms == 0 ? -1 : meta->expire_ms > now ? (int64_t)(meta->expire_ms - now) : 0;
         }
     }
-    rcu_read_unlock();
-    if (done) atomic_fetch_add_explicit(&d->reads_inline, 1, memory_order_relaxed);
-    else {
-        lt_free(*heap);
-        *heap = NULL;
+}
+
+size_t fast_read_n(lattice_ops *d, const lattice_op *ops, size_t n, fast_slot *out)
+{
+    fast_try t[FAST_BATCH];
+    size_t answered = 0;
+    if (n > FAST_BATCH) n = FAST_BATCH;
+    for (size_t i = 0; i < n; i++) out[i].done = false, out[i].heap = NULL;
+    if (atomic_load_explicit(&d->fenced, memory_order_acquire)) return 0;
+    rcu_read_lock();
+    const fast_view *v = rcu_dereference(d->fast_view);
+    const char *last = NULL;
+    fast_cache *lastf = NULL;
+    /* 1: which reads may be tried here, and a prefetch of each one's index
+     * line; 2: (those lines on their way) a prefetch of each one's row - so
+     * the batch's misses overlap instead of one get's waiting for the last. */
+    for (size_t i = 0; i < n; i++) {
+        const lattice_op *op = &ops[i];
+        t[i].f = NULL;
+        if (!ops_is_read(op->kind) || op->flags || !op->key || !op->key_len) continue;
+        fast_cache *f = find_cached(v, op->cache && *op->cache ? op->cache : "default", &last, &lastf);
+        if (!f || op->key_len > f->max_key) continue;
+        t[i].f = f;
+        t[i].p = lattice_partition_of_key(op->key, op->key_len, f->partitions);
+        t[i].tag = n > 1 ? lattice_store_prefetch(f->store, t[i].p, op->key, op->key_len) : 0;
     }
-    return done;
+    if (n > 1)
+        for (size_t i = 0; i < n; i++)
+            if (t[i].f) lattice_store_prefetch_row(t[i].f->store, t[i].p, t[i].tag);
+    /* 3: each read between two loads of its partition's word. */
+    for (size_t i = 0; i < n; i++) {
+        fast_cache *f = t[i].f;
+        if (!f) continue;
+        const lattice_op *op = &ops[i];
+        uint64_t s1 = atomic_load_explicit(&f->seq[t[i].p], memory_order_acquire);
+        if (s1 & 1) continue;
+        lattice_store_meta meta = {0};
+        const void *val = NULL;
+        int st = read_store(f, t[i].p, op, out[i].buf, sizeof out[i].buf, &out[i].heap, &val, &meta);
+        atomic_thread_fence(memory_order_acquire); /* the rows read before the word below */
+        uint64_t s2 = atomic_load_explicit(&f->seq[t[i].p], memory_order_relaxed);
+        if (s1 != s2 || (st != LATTICE_OK && st != LATTICE_ERR_NOT_FOUND)) {
+            lt_free(out[i].heap);
+            out[i].heap = NULL;
+            continue;
+        }
+        answer(op, st, val, &meta, &out[i].r);
+        out[i].done = true;
+        answered++;
+    }
+    /* 4: the gate, once, after every read of the batch: they all happened
+     * while the lease of the incarnation the words were computed under
+     * held, and the node was not fenced. */
+    if (answered) {
+        bool gate = !d->disc || lattice_discovery_serving(d->disc, atomic_load_explicit(&d->fast_inc, memory_order_acquire));
+        gate = gate && !atomic_load_explicit(&d->fenced, memory_order_acquire);
+        for (size_t i = 0; i < n; i++) {
+            if (!out[i].done) continue;
+            if (!gate) {
+                out[i].done = false;
+                lt_free(out[i].heap);
+                out[i].heap = NULL;
+                continue;
+            }
+            fast_cache *f = t[i].f;
+            bool hit = ops[i].kind == LATTICE_OP_CONTAINS ? out[i].r.num != 0 : out[i].r.status == LATTICE_OK;
+            atomic_fetch_add_explicit(&f->reads, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(hit ? &f->hits : &f->misses, 1, memory_order_relaxed);
+        }
+        if (!gate) answered = 0;
+    }
+    rcu_read_unlock();
+    if (answered) atomic_fetch_add_explicit(&d->reads_inline, answered, memory_order_relaxed);
+    return answered;
+}
+
+bool fast_read(lattice_ops *d, const lattice_op *op, fast_slot *out)
+{
+    return fast_read_n(d, op, 1, out) == 1;
 }
 
 void fast_stats(const lattice_meta_cache *c, uint64_t *reads, uint64_t *hits, uint64_t *misses)

@@ -76,15 +76,18 @@ lattice_status lattice_ops_submit_inline(lattice_ops *d, const lattice_op *ops, 
     /* The reads first.  Once one callback ran this returns OK, so an op
      * that cannot be handed over afterwards is answered NOMEM through fn. */
     size_t answered = 0;
-    for (size_t i = 0; i < n; i++) {
-        char buf[1024];
-        void *heap = NULL;
-        lattice_op_result r;
-        if (!fast_read(d, &ops[i], buf, sizeof buf, &heap, &r)) continue;
-        fn(arg, i, &r);
-        lt_free(heap);
-        done[i / 64] |= 1ull << (i % 64);
-        answered++;
+    fast_slot slot[FAST_BATCH];
+    for (size_t at = 0; at < n; at += FAST_BATCH) {
+        size_t k = n - at < FAST_BATCH ? n - at : FAST_BATCH;
+        if (!fast_read_n(d, ops + at, k, slot)) continue;
+        for (size_t j = 0; j < k; j++) {
+            if (!slot[j].done) continue;
+            size_t i = at + j;
+            fn(arg, i, &slot[j].r);
+            lt_free(slot[j].heap);
+            done[i / 64] |= 1ull << (i % 64);
+            answered++;
+        }
     }
     lattice_status st = LATTICE_OK;
     if (!answered) {

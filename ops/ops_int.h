@@ -410,10 +410,21 @@ bool fast_readable(lattice_ops *d, lattice_meta_cache *c, uint32_t p);
 /* The cache goes (cache_gone): out of the view, after a grace period freed. */
 void fast_cache_gone(lattice_ops *d, lattice_meta_cache *c);
 void fast_free(lattice_ops *d);
-/* Any registered RCU thread: answers a read op into *r (value in buf[0..cap)
- * or *heap, which the caller lt_free()s after using r) and returns true, or
- * false when the data thread must (nothing counted then). */
-bool fast_read(lattice_ops *d, const lattice_op *op, void *buf, size_t cap, void **heap, lattice_op_result *r);
+/* One read answered on the calling thread: its result, whose value lies in
+ * buf or *heap (the caller lt_free()s heap after using r). */
+#define FAST_BATCH 16
+typedef struct fast_slot {
+    lattice_op_result r;
+    void *heap;
+    bool done;
+    char buf[1024];
+} fast_slot;
+/* Any registered RCU thread: answers what it can of ops[0..n) (n <= FAST_BATCH)
+ * into out[i] (done set) and returns how many; the rest the data thread must
+ * do (nothing counted for them). */
+size_t fast_read_n(lattice_ops *d, const lattice_op *ops, size_t n, fast_slot *out);
+/* fast_read_n of one op. */
+bool fast_read(lattice_ops *d, const lattice_op *op, fast_slot *out);
 /* The reads fast_read answered for c (added to the cache's stats). */
 void fast_stats(const lattice_meta_cache *c, uint64_t *reads, uint64_t *hits, uint64_t *misses);
 

@@ -64,9 +64,9 @@ void ix_retire(struct ix_table *t)
     if (t) call_rcu(&t->rcu, retire_cb);
 }
 
-int ix_has_room(const struct ix_table *t, uint32_t more)
+int ix_has_room(const struct ix_table *t, const struct ix_counts *n, uint32_t more)
 {
-    return (uint64_t)(t->used + more) * LOAD_MAX_DEN <= (uint64_t)t->cap * LOAD_MAX_NUM;
+    return (uint64_t)(n->used + more) * LOAD_MAX_DEN <= (uint64_t)t->cap * LOAD_MAX_NUM;
 }
 
 uint32_t ix_cap_for(uint64_t live, uint32_t more)
@@ -86,25 +86,26 @@ long ix_free_slot(const struct ix_table *t, uint32_t tag)
     return -1;
 }
 
-void ix_fill(struct ix_table *t, long i, uint32_t tag, uint64_t link)
+void ix_fill(struct ix_table *t, struct ix_counts *n, long i, uint32_t tag, uint64_t link)
 {
-    if (*ix_tagp(t, (uint32_t)i) == IX_EMPTY) t->used++;
-    t->live++;
+    if (*ix_tagp(t, (uint32_t)i) == IX_EMPTY) n->used++;
+    n->live++;
     __atomic_store_n(ix_linkp(t, (uint32_t)i), link, __ATOMIC_RELEASE);
     __atomic_store_n(ix_tagp(t, (uint32_t)i), tag, __ATOMIC_RELEASE);
 }
 
-void ix_kill(struct ix_table *t, long i)
+void ix_kill(struct ix_table *t, struct ix_counts *n, long i)
 {
-    t->live--;
+    n->live--;
     __atomic_store_n(ix_tagp(t, (uint32_t)i), IX_TOMB, __ATOMIC_RELEASE);
 }
 
-struct ix_table *ix_rebuild(const struct ix_table *old, uint32_t cap)
+struct ix_table *ix_rebuild(const struct ix_table *old, uint32_t cap, struct ix_counts *n)
 {
     for (;;) {
         struct ix_table *t = ix_new(cap);
         if (!t) return NULL;
+        n->live = n->used = 0;
         int fits = 1;
         for (uint32_t i = 0; fits && i < old->nslots; i++) {
             uint32_t tag = *ix_tagp(old, i);
@@ -118,8 +119,8 @@ struct ix_table *ix_rebuild(const struct ix_table *old, uint32_t cap)
             }
             *ix_tagp(t, j) = tag;
             *ix_linkp(t, j) = *ix_linkp(old, i);
-            t->live++;
-            t->used++;
+            n->live++;
+            n->used++;
         }
         if (fits) return t;
         /* A run of keys near the top of the tag space spilled past the

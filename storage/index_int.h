@@ -55,12 +55,19 @@ struct ix_line {
     uint64_t links[IX_LINE_SLOTS];
 } __attribute__((aligned(64)));
 
+/* A table's fill, kept by its owner (struct part, beside the partition
+ * lock) rather than in the table header: every insert changes it, and on
+ * the lock's cache line that costs no line of its own - with two writers
+ * on one partition each line a write touches moves between their cores. */
+struct ix_counts {
+    uint32_t live; /* slots holding a key; partition lock */
+    uint32_t used; /* live + tombstones; partition lock */
+};
+
 struct ix_table {
     struct rcu_head rcu;
     uint32_t cap;    /* home slots */
     uint32_t nslots; /* cap + IX_OVERFLOW */
-    uint32_t live;   /* slots holding a key; partition lock */
-    uint32_t used;   /* live + tombstones; partition lock */
     void *mem;       /* what was allocated (the table is aligned inside it) */
     struct ix_line lines[]; /* ceil(nslots / 5) lines, cache-line aligned */
 };
@@ -114,19 +121,20 @@ void ix_retire(struct ix_table *t);
 
 /* Whether `more` new keys fit without a rebuild (live + tombstones stay
  * within the maximum load). */
-int ix_has_room(const struct ix_table *t, uint32_t more);
+int ix_has_room(const struct ix_table *t, const struct ix_counts *n, uint32_t more);
 /* The capacity a rebuild for `live` keys (plus room for `more`) should use. */
 uint32_t ix_cap_for(uint64_t live, uint32_t more);
 /* A new table of at least cap home slots holding every live slot of old
- * (tombstones dropped).  NULL when out of memory or cap is too large. */
-struct ix_table *ix_rebuild(const struct ix_table *old, uint32_t cap);
+ * (tombstones dropped), its fill in *n.  NULL when out of memory or cap is
+ * too large. */
+struct ix_table *ix_rebuild(const struct ix_table *old, uint32_t cap, struct ix_counts *n);
 
 /* Writers (partition lock): the first free (empty or tombstone) slot at or
  * after the home of tag, or -1 when the probe runs off the end. */
 long ix_free_slot(const struct ix_table *t, uint32_t tag);
 /* Fills free slot i (link first, then tag). */
-void ix_fill(struct ix_table *t, long i, uint32_t tag, uint64_t link);
+void ix_fill(struct ix_table *t, struct ix_counts *n, long i, uint32_t tag, uint64_t link);
 /* Turns live slot i into a tombstone. */
-void ix_kill(struct ix_table *t, long i);
+void ix_kill(struct ix_table *t, struct ix_counts *n, long i);
 
 #endif

@@ -265,6 +265,18 @@ int lattice_store_put(lattice_store *s, const lattice_store_entry *e, unsigned f
  * the size needed).  meta may be NULL. */
 int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, size_t key_len,
                       void *buf, size_t cap, lattice_store_meta *meta);
+/* Hints for a batch of gets, so that their cache misses overlap instead of
+ * following one another: lattice_store_prefetch starts loading the index
+ * line where key's probe starts and returns the key's tag; once that line
+ * had time to arrive (after the prefetches of the other keys of the batch),
+ * lattice_store_prefetch_row starts loading the page header, item slot and
+ * row of the first entry with that tag.  They change nothing and decide
+ * nothing: a wrong guess (another key's row, a table being replaced) costs
+ * only a wasted load, and the get that follows checks everything as
+ * always.  prefetch_row reads the table, so the caller holds
+ * rcu_read_lock across it (as a reader of the store does anyway). */
+uint32_t lattice_store_prefetch(lattice_store *s, uint32_t partition, const void *key, size_t key_len);
+void lattice_store_prefetch_row(lattice_store *s, uint32_t partition, uint32_t tag);
 /* As get, but the value is returned in *value, allocated with lt_malloc (the
  * caller lt_free()s it). */
 int lattice_store_get_copy(lattice_store *s, uint32_t partition, const void *key,

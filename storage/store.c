@@ -149,13 +149,14 @@ static inline __attribute__((always_inline)) int get_fast(lattice_store *s, uint
 
 /* ---------------------------------------------------------------- tables */
 
-void store_swap_table(lattice_store *s, struct part *p, struct ix_table *t)
+void store_swap_table(lattice_store *s, struct part *p, struct ix_table *t, struct ix_counts n)
 {
     struct ix_table *old = p->tab;
     int64_t d = (t ? (int64_t)ix_bytes(t->cap) : 0) - (old ? (int64_t)ix_bytes(old->cap) : 0);
     __atomic_add_fetch(&s->index_bytes, (uint64_t)d, __ATOMIC_RELAXED);
     __atomic_store_n(&p->slots, t ? t->cap : 0, __ATOMIC_RELAXED);
     p->tab = t;
+    p->n = n;
     struct tabref *ref = &s->tabs[p->idx];
     __atomic_store_n(&ref->seq, ref->seq + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -170,24 +171,25 @@ static int ensure_table(lattice_store *s, struct part *p)
     if (p->tab) return LATTICE_OK;
     struct ix_table *t = ix_new(IX_MIN_CAP);
     if (!t) return LATTICE_ERR_NOMEM;
-    store_swap_table(s, p, t);
+    store_swap_table(s, p, t, (struct ix_counts){0, 0});
     return LATTICE_OK;
 }
 
 /* Rebuilds the table with room for `more` new keys.  Partition lock held. */
 static int rebuild(lattice_store *s, struct part *p, uint32_t more, uint32_t min_cap)
 {
-    uint32_t cap = ix_cap_for(p->tab->live, more);
+    uint32_t cap = ix_cap_for(p->n.live, more);
     if (cap < min_cap) cap = min_cap;
-    struct ix_table *t = ix_rebuild(p->tab, cap);
+    struct ix_counts n;
+    struct ix_table *t = ix_rebuild(p->tab, cap, &n);
     if (!t) return LATTICE_ERR_NOMEM;
-    store_swap_table(s, p, t);
+    store_swap_table(s, p, t, n);
     return LATTICE_OK;
 }
 
 static int make_room(lattice_store *s, struct part *p, uint32_t more)
 {
-    return ix_has_room(p->tab, more) ? LATTICE_OK : rebuild(s, p, more, 0);
+    return ix_has_room(p->tab, &p->n, more) ? LATTICE_OK : rebuild(s, p, more, 0);
 }
 
 /* A free slot for a new key (known absent) with this tag, rebuilding larger
@@ -225,7 +227,7 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
                 lattice_store_entry gone = {part, key, klen, NULL, 0, 0, q.version};
                 s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_REMOVE, &gone);
             }
-            ix_kill(p->tab, i);
+            ix_kill(p->tab, &p->n, i);
             region_free_locked(s->region, link);
             __atomic_sub_fetch(&p->count, 1, __ATOMIC_RELAXED);
             if (q.expire) __atomic_sub_fetch(&p->expiring, 1, __ATOMIC_RELAXED);
@@ -297,7 +299,7 @@ static int update_locked(lattice_store *s, struct part *p, struct found *f,
 static void publish(struct part *p, long slot, uint32_t tag, uint64_t link,
                     const lattice_store_entry *e)
 {
-    ix_fill(p->tab, slot, tag, link);
+    ix_fill(p->tab, &p->n, slot, tag, link);
     __atomic_add_fetch(&p->count, 1, __ATOMIC_RELAXED);
     if (e->expire_ms) {
         __atomic_add_fetch(&p->expiring, 1, __ATOMIC_RELAXED);
@@ -310,7 +312,7 @@ static int insert_locked(lattice_store *s, struct part *p, const lattice_store_e
 {
     /* The slot first: a failed rebuild leaves nothing written. */
     long slot = f->free;
-    if (!ix_has_room(p->tab, 1) || slot < 0) {
+    if (!ix_has_room(p->tab, &p->n, 1) || slot < 0) {
         int st = make_room(s, p, 1);
         if (st == LATTICE_OK) st = claim_slot(s, p, f->tag, &slot);
         if (st != LATTICE_OK) return st;
@@ -350,7 +352,7 @@ void store_drop_slot(lattice_store *s, struct part *p, long i, uint64_t expire)
     /* Tombstone first: a reader that still loads the link finds its row
      * gone, reloads the same link and moves on. */
     uint64_t link = *ix_linkp(p->tab, (uint32_t)i);
-    ix_kill(p->tab, i);
+    ix_kill(p->tab, &p->n, i);
     region_free(s->region, link);
     __atomic_sub_fetch(&p->count, 1, __ATOMIC_RELAXED);
     if (expire) __atomic_sub_fetch(&p->expiring, 1, __ATOMIC_RELAXED);
@@ -361,7 +363,7 @@ void store_drop_slot(lattice_store *s, struct part *p, long i, uint64_t expire)
 void store_maybe_shrink(lattice_store *s, struct part *p)
 {
     struct ix_table *t = p->tab;
-    if (t && t->cap > IX_MIN_CAP && (uint64_t)t->live * 8 < t->cap) rebuild(s, p, 0, 0);
+    if (t && t->cap > IX_MIN_CAP && (uint64_t)p->n.live * 8 < t->cap) rebuild(s, p, 0, 0);
 }
 
 int lattice_store_remove(lattice_store *s, uint32_t partition, const void *key, size_t key_len)
@@ -567,6 +569,46 @@ int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, siz
     return get_done(s, st, g.vlen, g.expire, g.version, cap, meta);
 }
 
+uint32_t lattice_store_prefetch(lattice_store *s, uint32_t partition, const void *key, size_t key_len)
+{
+    if (partition >= s->nparts || !key || key_len - 1 >= LATTICE_STORE_MAX_KEY) return 0;
+    uint32_t tag = key_tag(key, key_len);
+    const struct tabref *ref = &s->tabs[partition];
+    const struct ix_table *t = __atomic_load_n(&ref->t, __ATOMIC_RELAXED);
+    uint32_t cap = __atomic_load_n(&ref->cap, __ATOMIC_RELAXED);
+    /* Only an address is computed from t: a prefetch of a table freed
+     * meanwhile faults nothing. */
+    if (t) __builtin_prefetch(&t->lines[ix_home_cap(cap, tag) / IX_LINE_SLOTS]);
+    return tag;
+}
+
+void lattice_store_prefetch_row(lattice_store *s, uint32_t partition, uint32_t tag)
+{
+    if (partition >= s->nparts || tag < 2) return;
+    const struct ix_table *t;
+    uint32_t cap;
+    if (!tabref_read(&s->tabs[partition], &t, &cap) || !t) return;
+    uint32_t i = ix_home_cap(cap, tag);
+    const struct ix_line *ln = &t->lines[i / IX_LINE_SLOTS];
+    /* The home line only: a probe that runs into the next one is rare. */
+    for (uint32_t pos = i % IX_LINE_SLOTS; pos < IX_LINE_SLOTS; pos++) {
+        uint32_t tg = __atomic_load_n(&ln->tags[pos], __ATOMIC_RELAXED);
+        if (tg == IX_EMPTY) return;
+        if (tg != tag) continue;
+        uint64_t link = __atomic_load_n(&ln->links[pos], __ATOMIC_RELAXED);
+        const lattice_region *r = s->region;
+        uint32_t pid = LATTICE_LINK_PAGE(link), hint = (uint32_t)(link >> 48);
+        if ((pid >> r->chunk_shift) >= r->nchunks) return;
+        const uint8_t *c = __atomic_load_n(&r->chunks[pid >> r->chunk_shift], __ATOMIC_RELAXED);
+        if (!c || hint >= r->page_size) return;
+        const uint8_t *pg = c + ((size_t)(pid & (r->chunk_pages - 1)) << r->page_shift);
+        __builtin_prefetch(pg);
+        __builtin_prefetch(page_items((void *)pg) + LATTICE_LINK_ITEM(link));
+        __builtin_prefetch(pg + hint);
+        return;
+    }
+}
+
 int lattice_store_get_copy(lattice_store *s, uint32_t partition, const void *key,
                            size_t key_len, void **value, lattice_store_meta *meta)
 {
@@ -701,6 +743,8 @@ void lattice_store_set_change_hook(lattice_store *s, const lattice_store_change_
     for (uint32_t i = s->nparts; i-- > 0;) pthread_mutex_unlock(&s->parts[i].lock);
 }
 
+static size_t parts_bytes(uint32_t n) { return (size_t)n * sizeof(struct part); }
+
 int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
 {
     if (!out) return LATTICE_ERR_INVAL;
@@ -711,11 +755,13 @@ int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
         return LATTICE_ERR_INVAL;
     lattice_store *s = lt_calloc(1, sizeof *s);
     if (!s) return LATTICE_ERR_NOMEM;
-    s->parts = lt_calloc(cfg->partitions, sizeof *s->parts);
+    /* Mapped, so each struct part starts a cache line (it is aligned to
+     * one): two writers on neighbouring partitions do not share a line. */
+    s->parts = lt_map(parts_bytes(cfg->partitions));
     s->tabs = lt_calloc(cfg->partitions, sizeof *s->tabs);
     s->heads = lt_calloc(cfg->partitions, sizeof *s->heads);
     if (!s->parts || !s->tabs || !s->heads) {
-        lt_free(s->parts);
+        if (s->parts) lt_unmap(s->parts, parts_bytes(cfg->partitions));
         lt_free(s->tabs);
         lt_free(s->heads);
         lt_free(s);
@@ -728,7 +774,7 @@ int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
     snprintf(s->name, sizeof s->name, "%s", cfg->name ? cfg->name : "default");
     int st = region_attach(s->region, store_evict, s, &s->owner);
     if (st != LATTICE_OK) {
-        lt_free(s->parts);
+        lt_unmap(s->parts, parts_bytes(cfg->partitions));
         lt_free(s->tabs);
         lt_free(s->heads);
         lt_free(s);
@@ -769,7 +815,7 @@ void lattice_store_destroy(lattice_store *s)
     pthread_mutex_destroy(&s->sweep_lock);
     pthread_mutex_destroy(&s->sw_lock);
     pthread_cond_destroy(&s->sw_cond);
-    lt_free(s->parts);
+    lt_unmap(s->parts, parts_bytes(s->nparts));
     lt_free(s->tabs);
     lt_free(s->heads);
     lt_free(s);

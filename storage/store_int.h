@@ -19,16 +19,20 @@
 #include "index_int.h"
 #include "region_int.h"
 
+/* The first cache line holds what every write changes (the lock, the
+ * table's fill, the count), so a write to a partition another writer used
+ * last moves one line between the cores, not three. */
 struct part {
     pthread_mutex_t lock;
-    struct lattice_store *s;
     struct ix_table *tab; /* lock; NULL until the first write (and after clear) */
+    struct ix_counts n;   /* tab's fill; lock */
     uint64_t count;       /* atomic; changed under lock */
+    struct lattice_store *s;
     uint64_t expiring;    /* atomic; entries with an expire time */
     uint64_t slots;       /* atomic read; home slots of the table (metrics) */
     uint64_t min_expire;  /* atomic read; no entry expires before this (lock) */
     uint32_t idx;
-};
+} __attribute__((aligned(64)));
 
 struct lattice_store {
     lattice_region *region;
@@ -89,9 +93,9 @@ static inline int expired(const lattice_store *s, uint64_t expire, uint64_t *now
     return expire <= *now;
 }
 
-/* Replaces the partition's table by t (or NULL) for readers and writers and
- * frees the old one after a grace period.  Partition lock held. */
-void store_swap_table(lattice_store *s, struct part *p, struct ix_table *t);
+/* Replaces the partition's table by t (or NULL) with fill n for readers and
+ * writers and frees the old one after a grace period.  Partition lock held. */
+void store_swap_table(lattice_store *s, struct part *p, struct ix_table *t, struct ix_counts n);
 /* Removes the entry in slot i of the partition's table (its row included).
  * Partition lock held, region lock not held. */
 void store_drop_slot(lattice_store *s, struct part *p, long i, uint64_t expire);

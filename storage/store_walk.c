@@ -68,7 +68,7 @@ void store_clear_locked(lattice_store *s, struct part *p)
     if (!p->tab) return;
     reclaim(s, p, 0, 0, 0);
     /* Readers still searching the old table find tombstones only. */
-    store_swap_table(s, p, NULL);
+    store_swap_table(s, p, NULL, (struct ix_counts){0, 0});
 }
 
 int lattice_store_clear(lattice_store *s, uint32_t partition)

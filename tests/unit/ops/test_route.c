@@ -696,13 +696,11 @@ END_TEST
 static bool inline_get(const char *key, char *out, size_t cap)
 {
     lattice_op o = lattice_op_get("default", key, strlen(key));
-    char buf[64];
-    void *heap = NULL;
-    lattice_op_result r;
-    if (!fast_read(d, &o, buf, sizeof buf, &heap, &r)) return false;
-    if (out) snprintf(out, cap, "%.*s", r.status == LATTICE_OK ? (int)r.value_len : 3,
-                      r.status == LATTICE_OK ? (const char *)r.value : "nil");
-    lt_free(heap);
+    fast_slot sl;
+    if (!fast_read(d, &o, &sl)) return false;
+    if (out) snprintf(out, cap, "%.*s", sl.r.status == LATTICE_OK ? (int)sl.r.value_len : 3,
+                      sl.r.status == LATTICE_OK ? (const char *)sl.r.value : "nil");
+    lt_free(sl.heap);
     return true;
 }
 
@@ -831,7 +829,8 @@ START_TEST(fast_path_closes_on_freeze_role_change_fence_and_cache_gone)
 END_TEST
 
 /* The seqlock under a writer thread: the data thread's role (mark, apply,
- * then "commit" and settle) against a reader on another thread.  A value
+ * then "commit" and settle) against a reader on another thread, reading one
+ * key at a time and in batches of FAST_BATCH (as a pipeline does).  A value
  * the reader gets inline must have been committed before the read ended:
  * never one that was only applied. */
 typedef struct race {
@@ -845,8 +844,27 @@ static void *race_reader(void *arg)
 {
     race *rc = arg;
     rcu_register_thread();
-    while (!atomic_load(&rc->stop)) {
+    static fast_slot sl[FAST_BATCH];
+    lattice_op ops[FAST_BATCH];
+    for (int i = 0; i < FAST_BATCH; i++) ops[i] = lattice_op_get("default", rc->key, strlen(rc->key));
+    for (uint64_t turn = 0; !atomic_load(&rc->stop); turn++) {
         char v[32];
+        if (turn % 2) { /* a pipeline's batch: prefetched, one gate after all its reads */
+            size_t got = fast_read_n(d, ops, FAST_BATCH, sl);
+            uint64_t committed = atomic_load(&rc->committed);
+            for (int i = 0; i < FAST_BATCH && got; i++) {
+                if (!sl[i].done) continue;
+                uint64_t seen_v = 0;
+                if (sl[i].r.status == LATTICE_OK) {
+                    snprintf(v, sizeof v, "%.*s", (int)sl[i].r.value_len, (const char *)sl[i].r.value);
+                    seen_v = strtoull(v, NULL, 10);
+                }
+                if (seen_v > committed) rc->violations++;
+                rc->inline_reads++;
+                lt_free(sl[i].heap);
+            }
+            continue;
+        }
         if (!inline_get(rc->key, v, sizeof v)) continue;
         uint64_t seen_v = strcmp(v, "nil") == 0 ? 0 : strtoull(v, NULL, 10);
         if (seen_v > atomic_load(&rc->committed)) rc->violations++;

@@ -567,6 +567,44 @@ START_TEST(positions_let_a_walk_go_on_in_another_store)
 }
 END_TEST
 
+/* The batch-read hints change nothing and survive anything: absent keys,
+ * a partition never written, a cleared partition (its table freed), tags
+ * that match no key, bad arguments. */
+START_TEST(prefetch_hints_change_nothing)
+{
+    lattice_region *r = new_region(4096, 16, LATTICE_REGION_REJECT);
+    lattice_store *s = new_store(r, 8, NULL);
+    uint8_t v[200];
+    char k[32];
+    for (uint64_t id = 0; id < 3000; id++) {
+        if (id % 8 == 7) continue; /* partition 7 stays without a table */
+        lattice_store_entry e = ent(k, id, v, 20 + id % 150, 3, 8);
+        ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    }
+    ck_assert_int_eq(lattice_store_clear(s, 3), LATTICE_OK);
+    rcu_read_lock();
+    for (uint64_t id = 0; id < 6000; id++) { /* half of them never stored */
+        int kl = key_of(k, sizeof k, id);
+        uint32_t tag = lattice_store_prefetch(s, (uint32_t)(id % 8), k, (size_t)kl);
+        ck_assert_uint_ge(tag, 2);
+        lattice_store_prefetch_row(s, (uint32_t)(id % 8), tag);
+        lattice_store_prefetch_row(s, (uint32_t)(id % 8), tag ^ 0x5a5a5a5au); /* another key's tag */
+    }
+    ck_assert_uint_eq(lattice_store_prefetch(s, 8, k, 3), 0);
+    ck_assert_uint_eq(lattice_store_prefetch(s, 0, NULL, 3), 0);
+    ck_assert_uint_eq(lattice_store_prefetch(s, 0, k, 0), 0);
+    lattice_store_prefetch_row(s, 8, 12345);
+    lattice_store_prefetch_row(s, 0, 0);
+    rcu_read_unlock();
+    for (uint64_t id = 0; id < 3000; id++) {
+        if (id % 8 == 7 || id % 8 == 3) assert_absent(s, id, 8);
+        else assert_has(s, id, 8, 20 + id % 150, 3);
+    }
+    lattice_store_destroy(s);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 START_TEST(clear_empties_one_partition_only)
 {
     lattice_region *r = new_region(4096, 16, LATTICE_REGION_REJECT);
@@ -1127,6 +1165,7 @@ int main(void)
     tcase_add_test(tc, cursor_sees_every_lasting_entry_exactly_once);
     tcase_add_test(tc, positions_let_a_walk_go_on_in_another_store);
     tcase_add_test(tc, clear_empties_one_partition_only);
+    tcase_add_test(tc, prefetch_hints_change_nothing);
     tcase_add_test(tc, full_region_evicts_least_recently_used);
     tcase_add_test(tc, full_region_rejects_and_keeps_what_was_stored);
     tcase_add_test(tc, evict_hook_limits_eviction_to_allowed_partitions);
