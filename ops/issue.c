@@ -175,6 +175,7 @@ void issue_route(lattice_ops *d, opx *o)
          * partition may serve again already.  So it pulls now and looks
          * again once that pull ended (answered, or given up), or at the
          * op's deadline.  Servers get the metadata pushed. */
+        o->lost_part = p;
         if (d->client && !o->lost_mark) {
             o->lost_mark = d->pulls_sent + 1;
             d->last_meta_pull = 0;
@@ -184,6 +185,7 @@ void issue_route(lattice_ops *d, opx *o)
             return;
         }
         r.status = LATTICE_ERR_PARTITION_LOST;
+        r.num = p; /* the caller can name it (RESP's CLUSTERDOWN does) */
         chan_complete_local(d, o, &r);
         return;
     }

@@ -79,6 +79,7 @@ struct opx {
     char origin[64];              /* ... and the node id it was first sent under (issue.c) */
     uint64_t no_cache_until;      /* unknown cache: pull metadata and retry until then */
     uint64_t lost_mark;           /* a client's PARTITION_LOST: retried until metadata pull lost_mark ended */
+    uint32_t lost_part;           /* ... the partition it found LOST (its result's num) */
     struct opx *rnext;            /* retry list */
     int call;                     /* LATTICE_OPS_CALL_* for internal calls, else 0 */
     char data[];

@@ -923,7 +923,8 @@ static bool key_lost(void *p)
     if (c && !c->err) {
         redisSetTimeout(c, tv);
         redisReply *r = redisCommand(c, "GET %s", x->key);
-        ok = r && r->type == REDIS_REPLY_ERROR && !strcmp(r->str, "CLUSTERDOWN Hash slot not served");
+        ok = r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "CLUSTERDOWN Hash slot not served: partition ", 44) &&
+             strstr(r->str, " is LOST");
         if (r) freeReplyObject(r);
     }
     if (c) redisFree(c);
