@@ -145,7 +145,14 @@ lattice_status chan_send(lattice_ops *d, peer *p, Latdata__Req *r)
  * pending request's deadline and the retry layer resend. */
 static void send_frame(lattice_ops *d, link_conn *c, const Latdata__Batch *b)
 {
-    if (link_send(c, d->have_key ? d->key : NULL, b, lt_mono_ms()) != LATTICE_OK) d->send_failed++;
+    uint64_t now = lt_mono_ms();
+    if (link_send(c, d->have_key ? d->key : NULL, b, now) == LATTICE_OK) return;
+    d->send_failed++;
+    if (d->drop_logged_ms[DROP_SEND] && now - d->drop_logged_ms[DROP_SEND] < 1000) return;
+    d->drop_logged_ms[DROP_SEND] = now;
+    LT_LOG(LT_WARN, "data", "dropped an outgoing data-channel frame%s%s: %s %u MiB (%llu so far)", c->dial ? " to " : "",
+           c->dial ? c->addr : "", c->fd < 0 ? "not connected; queue bound" : "its connection's queue holds its bound of",
+           LINK_QUEUE_BYTES >> 20, (unsigned long long)d->send_failed);
 }
 
 /* How many of items[0..n) fit one frame of about CHUNK_BYTES (at least 1):
@@ -253,7 +260,7 @@ static void flush_boxes(lattice_ops *d)
         /* The connection the requests came on; gone meanwhile: the asker
          * lost them with it (its deadlines resend). */
         link_conn *c = link_srv_find(d->srv, b->ident, b->ident_len);
-        if (!c) d->send_failed++;
+        if (!c) d->send_failed++; /* not logged: a peer that left or an asker that gave up */
         for (size_t at = 0; c && at < b->n;) {
             Latdata__Batch batch = LATDATA__BATCH__INIT;
             batch.proto = LATTICE_DATA_PROTO;
@@ -351,8 +358,7 @@ void chan_dropped(lattice_ops *d, int reason, const char *why)
     uint64_t now = lt_mono_ms();
     if (d->drop_logged_ms[reason] && now - d->drop_logged_ms[reason] < 1000) return;
     d->drop_logged_ms[reason] = now;
-    LT_LOG(LT_WARN, "data", "dropped a data-channel frame %s and closed its connection (%llu so far)", why,
-           (unsigned long long)*counter);
+    LT_LOG(LT_WARN, "data", "dropped %s and closed its data connection (%llu so far)", why, (unsigned long long)*counter);
 }
 
 Latdata__Batch *chan_unpack_batch(lattice_ops *d, const uint8_t *msg, size_t len, const uint8_t *mac, size_t mac_len)
@@ -363,14 +369,14 @@ Latdata__Batch *chan_unpack_batch(lattice_ops *d, const uint8_t *msg, size_t len
     switch (lt_frame_unpack(&latdata__batch__descriptor, msg, len, mac, mac_len, d->have_key ? d->key : NULL,
                             DATA_MAX_FRAME, &m)) {
     case LT_FRAME_OK: b = (Latdata__Batch *)m; break;
-    case LT_FRAME_OVERSIZED: chan_dropped(d, DROP_OVERSIZED, "above the frame cap"); break;
-    case LT_FRAME_AUTH: chan_dropped(d, DROP_AUTH, "that failed authentication (check --secret-file)"); break;
-    case LT_FRAME_MALFORMED: chan_dropped(d, DROP_MALFORMED, "that does not decode"); break;
+    case LT_FRAME_OVERSIZED: chan_dropped(d, DROP_OVERSIZED, "a data-channel frame above the frame cap"); break;
+    case LT_FRAME_AUTH: chan_dropped(d, DROP_AUTH, "a data-channel frame that failed authentication (check --secret-file)"); break;
+    case LT_FRAME_MALFORMED: chan_dropped(d, DROP_MALFORMED, "a data-channel frame that does not decode"); break;
     }
     if (b && b->proto != LATTICE_DATA_PROTO) {
         lt_frame_free(m);
         b = NULL;
-        chan_dropped(d, DROP_MALFORMED, "of another data protocol version");
+        chan_dropped(d, DROP_MALFORMED, "a data-channel frame of another data protocol version");
     }
     return b;
 }

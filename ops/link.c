@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -421,6 +422,12 @@ lattice_status link_srv_open(link_srv *s, const char *host, char *bound, size_t 
         snprintf(bound, bound_len, "tcp://%s:%u", ip, port);
     }
     s->lfd = fd;
+    /* A flood must leave descriptors for everything else (discovery,
+     * clients, our own connections): at most a quarter of the limit. */
+    s->max_in = LINK_MAX_IN;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 4 < s->max_in)
+        s->max_in = rl.rlim_cur / 4 > 16 ? (size_t)(rl.rlim_cur / 4) : 16;
     return LATTICE_OK;
 }
 
@@ -449,7 +456,7 @@ void link_srv_accept(link_srv *s, uint64_t now)
             return;
         }
         size_t slot = LINK_MAX_IN;
-        if (s->n_in < LINK_MAX_IN)
+        if (s->n_in < s->max_in)
             for (slot = 0; slot < LINK_MAX_IN && s->in[slot]; slot++) {}
         link_conn *c = slot < LINK_MAX_IN ? lt_calloc(1, sizeof *c) : NULL;
         if (!c) {

@@ -39,8 +39,8 @@
 
 #define LINK_HDR_BYTES 8
 #define LINK_VERSION 1
-#define LINK_QUEUE_BYTES (64u << 20)  /* per connection: a frame finding this much queued is dropped */
-#define LINK_MAX_IN 1024              /* accepted connections at once: more are closed at accept */
+#define LINK_QUEUE_BYTES (256u << 20) /* per connection: a frame finding this much queued is dropped */
+#define LINK_MAX_IN 1024              /* accepted connections at once (see link_srv.max_in): more are closed at accept */
 #define LINK_HELLO_MS 10000           /* an accepted connection must deliver a valid frame by then */
 #define LINK_STALL_MS 30000           /* a frame begun and not finished for this long: closed */
 #define LINK_BACKOFF_MIN_MS 50        /* after a failed or lost connection: no new one before then, */
@@ -152,8 +152,10 @@ typedef struct link_srv {
     link_conn *in[LINK_MAX_IN];
     uint32_t gen[LINK_MAX_IN];
     size_t n_in;                  /* open slots */
+    size_t max_in;                /* LINK_MAX_IN, or a quarter of the file descriptor limit if lower */
     uint64_t accept_paused_until; /* out of file descriptors: do not poll the listener before then */
-    uint64_t refused;             /* connections closed at accept (over LINK_MAX_IN, or no fd) */
+    uint64_t refused;             /* connections closed at accept (over max_in, or no fd) */
+    uint64_t refused_logged, refused_log_ms; /* the owner's: what it logged of refused, and when */
 } link_srv;
 
 /* Binds host on a port the kernel picks (TCP_NODELAY, SO_REUSEADDR, non-

@@ -104,12 +104,13 @@ static bool on_response_frame(void *arg, link_conn *c, const uint8_t *msg, size_
 static void conn_closed(lattice_ops *d, const link_conn *c, link_why why)
 {
     if (why == LINK_TIMEOUT) {
-        chan_dropped(d, DROP_MALFORMED, c->proven ? "left unfinished for 30 s" : "never sent by a new connection");
+        chan_dropped(d, DROP_MALFORMED, c->proven ? "a data-channel frame left unfinished for 30 s"
+                                                  : "a new connection that sent no whole frame within 10 s");
     } else if (why == LINK_BAD) {
-        if (c->rd_refused == LINK_RD_OVERSIZED) chan_dropped(d, DROP_OVERSIZED, "above the frame cap");
-        else if (c->rd_refused == LINK_RD_EMPTY) chan_dropped(d, DROP_MALFORMED, "of no message");
-        else if (c->rd_refused == LINK_RD_GARBAGE) chan_dropped(d, DROP_MALFORMED, "that is not a data-channel frame");
-        else if (c->rd_refused == LINK_RD_NOMEM) chan_dropped(d, DROP_MALFORMED, "this node had no memory to read");
+        if (c->rd_refused == LINK_RD_OVERSIZED) chan_dropped(d, DROP_OVERSIZED, "a data-channel frame above the frame cap");
+        else if (c->rd_refused == LINK_RD_EMPTY) chan_dropped(d, DROP_MALFORMED, "a data-channel frame of no message");
+        else if (c->rd_refused == LINK_RD_GARBAGE) chan_dropped(d, DROP_MALFORMED, "bytes that are not a data-channel frame");
+        else if (c->rd_refused == LINK_RD_NOMEM) chan_dropped(d, DROP_MALFORMED, "a data-channel frame this node had no memory to read");
     } else if (c->dial && why != LINK_OK) {
         LT_LOG(LT_DEBUG, "data", "the data connection to %s closed (%s)", c->addr, why == LINK_EOF ? "by the peer" : "I/O error");
     }
@@ -293,13 +294,24 @@ peers:
     return n;
 }
 
+static void accept_new(lattice_ops *d, uint64_t now)
+{
+    link_srv *s = d->srv;
+    link_srv_accept(s, now);
+    if (s->refused == s->refused_logged || now - s->refused_log_ms < 1000) return;
+    s->refused_logged = s->refused;
+    s->refused_log_ms = now;
+    LT_LOG(LT_WARN, "data", "refused data connections: %zu open (at most %zu) or no file descriptor left (%llu refused so far)",
+           s->n_in, s->max_in, (unsigned long long)s->refused);
+}
+
 /* Everything poll found ready: accepts, requests, responses, writes. */
 static void service(lattice_ops *d, struct pollfd *fds, const watch *w, size_t n, uint64_t now)
 {
     for (size_t i = 1; i < n; i++) {
         if (!fds[i].revents) continue;
         if (!w[i].c) {
-            link_srv_accept(d->srv, now);
+            accept_new(d, now);
             continue;
         }
         if (w[i].p) {

@@ -41,7 +41,7 @@
 #define NO_CACHE_WAIT_MS 300         /* an unknown cache: how long to pull and look again */
 #define STATS_PREPARE 1u             /* CTL_STATS flag: the base switch's prepare (control.c) */
 #define MAX_PARKED_PREPARES 64       /* prepares one node holds back at once (more: answered AGAIN) */
-enum { DROP_MALFORMED, DROP_OVERSIZED, DROP_AUTH, DROP_REASONS }; /* why channel.c dropped a frame */
+enum { DROP_MALFORMED, DROP_OVERSIZED, DROP_AUTH, DROP_SEND, DROP_REASONS }; /* why channel.c dropped a frame */
 
 /* A member of the current topology as the data channel holds it.  Its
  * identity is the metadata's member (first, so owners meta returns convert
