@@ -313,7 +313,6 @@ static link_why feed(link_conn *c, const uint8_t *in, size_t n, size_t max_body,
 {
     while (n) {
         size_t used = 0;
-        if (link_reader_idle(&c->rd)) c->partial_ms = now;
         link_rd v = link_reader_feed(&c->rd, in, n, max_body, &used);
         if (v == LINK_RD_MORE) return LINK_OK;
         if (v != LINK_RD_FRAME) {
@@ -330,7 +329,6 @@ static link_why feed(link_conn *c, const uint8_t *in, size_t n, size_t max_body,
             return LINK_BAD;
         }
         c->proven = true;
-        c->partial_ms = 0;
         (*frames)++;
     }
     return LINK_OK;
@@ -374,6 +372,8 @@ link_why link_service(link_conn *c, short revents, size_t max_body, size_t max_f
             link_close(c, now);
             return w;
         }
+        /* A stall is a frame begun with no byte of it for a while: any progress restarts the clock. */
+        c->partial_ms = link_reader_idle(&c->rd) ? 0 : now;
         if (c->fd < 0) return LINK_IOERR; /* the callback's reply closed it */
         if ((size_t)r < sizeof chunk) break;
     }

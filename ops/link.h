@@ -42,7 +42,7 @@
 #define LINK_QUEUE_BYTES (256u << 20) /* per connection: a frame finding this much queued is dropped */
 #define LINK_MAX_IN 1024              /* accepted connections at once (see link_srv.max_in): more are closed at accept */
 #define LINK_HELLO_MS 10000           /* an accepted connection must deliver a valid frame by then */
-#define LINK_STALL_MS 30000           /* a frame begun and not finished for this long: closed */
+#define LINK_STALL_MS 30000           /* a frame begun, and no byte of it for this long: closed */
 #define LINK_BACKOFF_MIN_MS 50        /* after a failed or lost connection: no new one before then, */
 #define LINK_BACKOFF_MAX_MS 1000      /* doubling on each failure up to this */
 
@@ -94,7 +94,7 @@ typedef struct link_conn {
     link_rd rd_refused;           /* what closed it as LINK_BAD: the reader's verdict, or FRAME (the owner's) */
     link_out *qhead, *qtail;      /* frames to write, oldest first */
     size_t q_bytes, q_off;        /* queued bytes; bytes of qhead already written */
-    uint64_t opened_ms, partial_ms; /* when connected; when the frame being read began (0: none) */
+    uint64_t opened_ms, partial_ms; /* when connected; the last byte of an unfinished frame (0: none) */
     uint64_t retry_ms;            /* dial: no connect before then */
     uint32_t backoff_ms;
     struct sockaddr_storage sa;

@@ -104,7 +104,7 @@ static bool on_response_frame(void *arg, link_conn *c, const uint8_t *msg, size_
 static void conn_closed(lattice_ops *d, const link_conn *c, link_why why)
 {
     if (why == LINK_TIMEOUT) {
-        chan_dropped(d, DROP_MALFORMED, c->proven ? "a data-channel frame left unfinished for 30 s"
+        chan_dropped(d, DROP_MALFORMED, c->proven ? "a data-channel frame left unfinished (no byte for 30 s)"
                                                   : "a new connection that sent no whole frame within 10 s");
     } else if (why == LINK_BAD) {
         if (c->rd_refused == LINK_RD_OVERSIZED) chan_dropped(d, DROP_OVERSIZED, "a data-channel frame above the frame cap");
