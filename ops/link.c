@@ -309,7 +309,7 @@ short link_events(const link_conn *c)
 }
 
 static link_why feed(link_conn *c, const uint8_t *in, size_t n, size_t max_body, size_t *frames, link_frame_fn fn,
-                     void *arg, uint64_t now)
+                     void *arg)
 {
     while (n) {
         size_t used = 0;
@@ -367,7 +367,7 @@ link_why link_service(link_conn *c, short revents, size_t max_body, size_t max_f
             link_close(c, now);
             return LINK_IOERR;
         }
-        link_why w = feed(c, chunk, (size_t)r, max_body, &frames, fn, arg, now);
+        link_why w = feed(c, chunk, (size_t)r, max_body, &frames, fn, arg);
         if (w != LINK_OK) {
             link_close(c, now);
             return w;
