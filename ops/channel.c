@@ -150,9 +150,12 @@ static void send_frame(lattice_ops *d, link_conn *c, const Latdata__Batch *b)
     d->send_failed++;
     if (d->drop_logged_ms[DROP_SEND] && now - d->drop_logged_ms[DROP_SEND] < 1000) return;
     d->drop_logged_ms[DROP_SEND] = now;
-    LT_LOG(LT_WARN, "data", "dropped an outgoing data-channel frame%s%s: %s %u MiB (%llu so far)", c->dial ? " to " : "",
-           c->dial ? c->addr : "", c->fd < 0 ? "not connected; queue bound" : "its connection's queue holds its bound of",
-           LINK_QUEUE_BYTES >> 20, (unsigned long long)d->send_failed);
+    if (c->fd < 0)
+        LT_LOG(LT_WARN, "data", "dropped an outgoing data-channel frame to %s: not connected (connecting again after a backoff) (%llu so far)",
+               c->addr, (unsigned long long)d->send_failed);
+    else
+        LT_LOG(LT_WARN, "data", "dropped an outgoing data-channel frame%s%s: its connection has %u MiB queued, the bound (%llu so far)",
+               c->dial ? " to " : "", c->dial ? c->addr : "", LINK_QUEUE_BYTES >> 20, (unsigned long long)d->send_failed);
 }
 
 /* How many of items[0..n) fit one frame of about CHUNK_BYTES (at least 1):

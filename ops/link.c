@@ -21,7 +21,7 @@
 #include "link.h"
 
 #define READ_CHUNK 65536u
-#define WRITE_IOVS 48u           /* frames per writev (3 iovecs each) */
+#define WRITE_IOVS 48u           /* frames per sendmsg (3 iovecs each) */
 
 struct link_out {
     link_out *next;
@@ -186,6 +186,8 @@ static void drop_queue(link_conn *c)
 
 void link_close(link_conn *c, uint64_t now)
 {
+    c->lost_frames = 0;
+    for (link_out *o = c->qhead; o; o = o->next) c->lost_frames++;
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     c->connecting = false;
@@ -250,7 +252,9 @@ link_why link_write(link_conn *c, uint64_t now)
                 skip = 0;
             }
         }
-        ssize_t w = writev(c->fd, iov, n);
+        /* sendmsg for MSG_NOSIGNAL: a peer's reset must not raise SIGPIPE in an embedding process. */
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return LINK_OK;
         if (w < 0 && errno == EINTR) continue;
         if (w < 0) {

@@ -18,7 +18,7 @@
  * decoding and unknown fields as on every channel.
  *
  * Output: each connection has one FIFO queue of packed frames, written
- * with writev as far as the kernel takes it, the rest when the socket is
+ * with sendmsg as far as the kernel takes it, the rest when the socket is
  * writable again (partial writes resume mid-frame).  A frame that finds
  * LINK_QUEUE_BYTES or more already queued is dropped (the caller counts
  * it; the pending table's deadline and the retry layer resend), as a
@@ -94,6 +94,7 @@ typedef struct link_conn {
     link_rd rd_refused;           /* what closed it as LINK_BAD: the reader's verdict, or FRAME (the owner's) */
     link_out *qhead, *qtail;      /* frames to write, oldest first */
     size_t q_bytes, q_off;        /* queued bytes; bytes of qhead already written */
+    size_t lost_frames;           /* frames still queued (unsent or partly sent) at the last link_close */
     uint64_t opened_ms, partial_ms; /* when connected; the last byte of an unfinished frame (0: none) */
     uint64_t retry_ms;            /* dial: no connect before then */
     uint32_t backoff_ms;

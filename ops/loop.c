@@ -111,6 +111,13 @@ static void conn_closed(lattice_ops *d, const link_conn *c, link_why why)
         else if (c->rd_refused == LINK_RD_EMPTY) chan_dropped(d, DROP_MALFORMED, "a data-channel frame of no message");
         else if (c->rd_refused == LINK_RD_GARBAGE) chan_dropped(d, DROP_MALFORMED, "bytes that are not a data-channel frame");
         else if (c->rd_refused == LINK_RD_NOMEM) chan_dropped(d, DROP_MALFORMED, "a data-channel frame this node had no memory to read");
+    }
+    /* What a lost connection took with it is resent by the deadlines and the retry layer only. */
+    if (c->lost_frames) {
+        d->send_failed += c->lost_frames;
+        LT_LOG(LT_INFO, "data", "a data connection%s%s closed (%s) with %zu frames unsent", c->dial ? " to " : "",
+               c->dial ? c->addr : "", why == LINK_EOF ? "by the other side" : why == LINK_IOERR ? "I/O error" : "refused",
+               c->lost_frames);
     } else if (c->dial && why != LINK_OK) {
         LT_LOG(LT_DEBUG, "data", "the data connection to %s closed (%s)", c->addr, why == LINK_EOF ? "by the peer" : "I/O error");
     }
