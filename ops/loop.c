@@ -284,10 +284,14 @@ static size_t build_poll(lattice_ops *d, struct pollfd *fds, watch *w, uint64_t 
         fds[n] = (struct pollfd){d->srv->lfd, POLLIN, 0};
         w[n++] = (watch){NULL, NULL};
     }
-    for (size_t i = 0, seen = 0; i < LINK_MAX_IN && seen < d->srv->n_in; i++) {
+    for (size_t i = 0; i < LINK_MAX_IN && d->srv->n_in; i++) {
         link_conn *c = d->srv->in[i];
         if (!c) continue;
-        seen++;
+        if (c->fd < 0) { /* a reply's write failed (link_send closed it): its slot is free again */
+            conn_closed(d, c, LINK_IOERR);
+            link_srv_drop(d->srv, c);
+            continue;
+        }
         fds[n] = (struct pollfd){c->fd, link_events(c), 0};
         w[n++] = (watch){c, NULL};
     }
