@@ -358,6 +358,12 @@ static void *data_main(void *arg)
         drain_inbox(d);
         uint64_t now = lt_mono_ms();
         if (rc > 0) service(d, fds, w, n, now);
+        /* The tick's clock is read after the frames were served: what they
+         * stamped (a supplier session's last demand, say) must not lie in
+         * the tick's future, or "now - stamp" wraps around - a supplier
+         * session was freed as a minute idle right after its demand, and
+         * the demander waited 10 s for every window it had acked. */
+        now = lt_mono_ms();
         if (now - last_tick >= TICK_MS) {
             last_tick = now;
             check_topology(d);

@@ -687,7 +687,8 @@ static void tick_suppliers(lattice_ops *d, uint64_t now)
     for (rsup **pp = &d->rb_sups; *pp;) {
         rsup *r = *pp;
         peer *to = chan_peer_by_id(d, r->dem);
-        if (!to || !to->dealer || lattice_rebalance_supplier_done(r->sp) || now - r->last_ms > SUPPLIER_IDLE_MS) {
+        bool idle = now > r->last_ms && now - r->last_ms > SUPPLIER_IDLE_MS; /* a stamp newer than now is not idle */
+        if (!to || !to->dealer || lattice_rebalance_supplier_done(r->sp) || idle) {
             *pp = r->next;
             sup_free(r);
             continue;
