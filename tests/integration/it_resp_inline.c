@@ -23,7 +23,12 @@
  *                                   partition (RESP), or PARTITION_LOST (the
  *                                   C API), never "absent" - before and
  *                                   after the survivors' rebalance found no
- *                                   copy to load
+ *                                   copy to load, and after the dead owner
+ *                                   restarts empty
+ *   lost_mid_rebalance_refuses_reads the same when the only server of a
+ *                                   cache's base dies while a throttled
+ *                                   rebalance fills the newcomers' copies:
+ *                                   the partial copies never answer
  *
  * `it_resp_inline NAME...` runs some.
  */
@@ -494,12 +499,55 @@ START_TEST(lost_partition_refuses_reads)
 }
 END_TEST
 
+/* The fault suite's case: a cache whose base is one server (the grid grew
+ * around it and the rebalance to the newcomers is under way, throttled)
+ * loses that server to kill -9.  Every partition is LOST; the newcomers
+ * hold partial MOVING copies, which must not answer: every read of a key
+ * written there is refused as LOST - never nil, never a value read from a
+ * copy that was still loading. */
+START_TEST(lost_mid_rebalance_refuses_reads)
+{
+    it_begin("resp_inline_lost_moving");
+    for (long i = 0; i < LOST_KEYS; i++) lost_part[i] = -1;
+    static const char *const args[] = {"--cache",
+                                       "default:backups=1,rebalance_throttle_ms=200,rebalance_batch_bytes=4096",
+                                       NULL};
+    start_grid(1, 3, args);
+    int zero = 0;
+    ck_assert_msg(it_wait_for(serves, &zero, 60000), "server 0 never served");
+    redisContext *c = conn_to(0);
+    for (long i = 0; i < LOST_KEYS; i++) {
+        redisReply *r = cmd(c, "SET lk%ld v%ld", i, i);
+        ck_assert_msg(r->type == REDIS_REPLY_STATUS, "SET lk%ld: %s", i, r->str ? r->str : "?");
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    start_node(1, args);
+    start_node(2, args);
+    ck_assert_msg(it_wait_for(baseline_of_three, NULL, 60000), "the baseline never counted three servers");
+    ck_assert_msg(it_wait_log(srv[1], "started", 60000) && it_wait_log(srv[2], "started", 60000),
+                  "the newcomers never started loading");
+    ck_assert_msg(!it_log_has(srv[1], "finished") || !it_log_has(srv[2], "finished"),
+                  "the throttled rebalance finished before the kill: the test saw no partial copy");
+    it_signal(srv[0], SIGKILL);
+    ck_assert(it_wait_exit(srv[0], 10000));
+    for (int node = 1; node < 3; node++) {
+        lost_round x = {node, 0, 0, 0};
+        ck_assert_msg(it_wait_for(lost_round_done, &x, 120000), "node %d: %ld values, %ld LOST, %ld to retry", node,
+                      x.value, x.lost, x.retry);
+        printf("lost mid-rebalance: node %d: %ld served, %ld refused as LOST\n", node, x.value, x.lost);
+    }
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
         {"reads_run_inline_and_count", &reads_run_inline_and_count},
         {"paused_primary_refuses_inline", &paused_primary_refuses_inline},
         {"lost_partition_refuses_reads", &lost_partition_refuses_reads},
+        {"lost_mid_rebalance_refuses_reads", &lost_mid_rebalance_refuses_reads},
     };
     Suite *s = suite_create("resp_inline");
     TCase *tc = tcase_create("grid");
