@@ -210,6 +210,18 @@ void link_free(link_conn *c)
     lt_free(c);
 }
 
+/* A connect to a port nobody listens on, from the same host, can pick that
+ * very port as its source and connect to itself (TCP simultaneous open):
+ * the data port of a peer that just died lies in the ephemeral range.  Such
+ * a connection would take every frame and answer none. */
+static bool self_connected(int fd)
+{
+    struct sockaddr_storage a, b;
+    socklen_t al = sizeof a, bl = sizeof b;
+    if (getsockname(fd, (struct sockaddr *)&a, &al) != 0 || getpeername(fd, (struct sockaddr *)&b, &bl) != 0) return false;
+    return al == bl && memcmp(&a, &b, al) == 0;
+}
+
 static bool start_connect(link_conn *c, uint64_t now)
 {
     int fd = socket(c->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -221,6 +233,10 @@ static bool start_connect(link_conn *c, uint64_t now)
     c->fd = fd;
     c->opened_ms = now;
     if (connect(fd, (struct sockaddr *)&c->sa, c->sa_len) == 0) {
+        if (self_connected(fd)) {
+            link_close(c, now);
+            return false;
+        }
         c->connecting = false;
         c->backoff_ms = 0;
         return true;
@@ -346,7 +362,7 @@ link_why link_service(link_conn *c, short revents, size_t max_body, size_t max_f
         if (!(revents & (POLLOUT | POLLERR | POLLHUP))) return LINK_OK;
         int err = 0;
         socklen_t el = sizeof err;
-        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err) {
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err || self_connected(c->fd)) {
             link_close(c, now);
             return LINK_IOERR;
         }
