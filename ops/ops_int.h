@@ -253,6 +253,8 @@ struct lattice_ops {
     size_t n_parked;
 
     struct rebal_sup *rb_sups;    /* supplier sessions (rebal_exec.c) */
+    struct rebal_parked *rb_parked; /* demands from servers this data thread does not know yet */
+    size_t n_rb_parked;
 
     /* eviction across copies (evict.c; region_evict set at init) */
     bool region_evict;
