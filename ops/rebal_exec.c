@@ -21,6 +21,9 @@
  * silence.  Demands and supplies travel as CTL_DEMAND / CTL_SUPPLY requests
  * on the data channel (key = sender node id, value = the encoded message);
  * flow control (prefetch window, acks, throttle) bounds what is in flight.
+ * A demand from a server this data thread has no peer for yet (a newcomer
+ * that learnt the grid from discovery first) is kept until a tick knows it
+ * (rb_parked, PARK_MS), not dropped.
  */
 #include <stdio.h>
 #include <string.h>
