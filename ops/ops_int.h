@@ -79,6 +79,7 @@ struct opx {
     uint64_t deadline_ms, next_try_ms;
     uint64_t seq;                 /* writes: this node's op sequence, kept over resends */
     char origin[64];              /* ... and the node id it was first sent under (issue.c) */
+    uint64_t seq_inc;             /* ... and this node's incarnation then */
     uint64_t no_cache_until;      /* unknown cache: pull metadata and retry until then */
     uint64_t lost_mark;           /* a client's PARTITION_LOST: retried until metadata pull lost_mark ended */
     uint32_t lost_part;           /* ... the partition it found LOST (its result's num) */
