@@ -785,6 +785,10 @@ bool lattice_meta_switch_due(const lattice_meta_switch_input *in)
          * MOVING, on the same server set and base as ours. */
         ready += r->rebalance_left == 0 && r->view == in->view && r->base_version == in->base_version;
     }
-    if (total == 0) return true; /* nothing to move: switch at once */
+    /* Nothing to move: switch at once.  Not when partitions are LOST: their
+     * data died with their owners, and the survivors' copies (MOVING, partly
+     * loaded, uncounted) would serve as if it never existed - reads of
+     * acknowledged keys answered "absent". */
+    if (total == 0 && !in->lost_partitions) return true;
     return in->rebalance_mode != LATTICE_REBALANCE_NONE && ready == in->live_servers;
 }

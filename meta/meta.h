@@ -235,11 +235,14 @@ typedef struct lattice_meta_switch_input {
     uint64_t kept_entries;     /* entries of kept copies reported for lost partitions */
     const lattice_meta_switch_report *reports;
     size_t n_reports;
+    size_t lost_partitions;    /* partitions recorded LOST (every owner gone at once), not given up */
 } lattice_meta_switch_input;
 
 /* The base switch predicate (pure).  Switch when every live server answered,
  * the base differs from the live set, and either the cache holds no entry
- * anywhere (nothing to move) or rebalancing is on and every live server
+ * anywhere and lost none (nothing to move: the live servers' counts are of
+ * serving owners, so when every owner of a partition died they count
+ * nothing of what it held) or rebalancing is on and every live server
  * reports its MOVING partitions loaded on this same server view and base
  * (late affinity).  A server that did not answer cancels the switch. */
 bool lattice_meta_switch_due(const lattice_meta_switch_input *in);

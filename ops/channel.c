@@ -4,12 +4,16 @@
  * outgoing batches, and the acknowledgement of an op (data thread, except
  * chan_enqueue).
  *
- * Requests go DEALER -> ROUTER; their responses come back on the same
- * DEALER.  Everything bound for one peer within one loop iteration leaves
- * as one Batch (split into frames of about CHUNK_BYTES), so many requests
- * are in flight at once and the thread never waits for an answer.  Frames
- * are checked before use: size, HMAC (when there is a cluster secret),
- * protocol number, no unknown fields; anything else is dropped and counted.
+ * The transport is link.c's TCP connections: requests leave on our
+ * connection to the peer's data port (peer.dealer) and their responses come
+ * back on it; requests from others arrive on the connections our data port
+ * accepted and are answered on the one each came in on (an origin's ident
+ * names it).  Everything bound for one peer within one loop iteration
+ * leaves as one Batch (split into frames of about CHUNK_BYTES), so many
+ * requests are in flight at once and the thread never waits for an answer.
+ * Frames are checked before use: size, HMAC (when there is a cluster
+ * secret), protocol number, no unknown fields; anything else is dropped and
+ * counted, and the connection it came on is closed.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,12 +25,12 @@
 #include <unistd.h>
 #include <urcu.h>
 #include <urcu/wfcqueue.h>
-#include <zmq.h>
 
 #include "cache.pb-c.h"
 #include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
+#include "link.h"
 #include "ops_int.h"
 
 #define CHUNK_BYTES (4u << 20)
@@ -137,27 +141,21 @@ lattice_status chan_send(lattice_ops *d, peer *p, Latdata__Req *r)
     return LATTICE_OK;
 }
 
-lattice_status chan_send_batch(void *sock, const uint8_t *key, const uint8_t *ident, size_t ident_len,
-                               const Latdata__Batch *b)
+/* A send the transport refused (queue full, no connection): counted; the
+ * pending request's deadline and the retry layer resend. */
+static void send_frame(lattice_ops *d, link_conn *c, const Latdata__Batch *b)
 {
-    uint8_t *buf, mac[LT_FRAME_MAC_BYTES];
-    size_t n;
-    if (lt_frame_pack(&b->base, key, &buf, &n, mac) != LATTICE_OK) return LATTICE_ERR_NOMEM;
-    int more = key ? ZMQ_SNDMORE : 0;
-    int rc = 0;
-    if (ident) rc = zmq_send(sock, ident, ident_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    if (rc >= 0) rc = zmq_send(sock, buf, n, more | ZMQ_DONTWAIT);
-    if (rc >= 0 && key) rc = zmq_send(sock, mac, LT_FRAME_MAC_BYTES, ZMQ_DONTWAIT);
-    lt_free(buf);
-    return rc < 0 ? LATTICE_ERR_IO : LATTICE_OK;
-}
-
-static lattice_status send_frame(lattice_ops *d, void *sock, const uint8_t *ident, size_t ident_len,
-                                 const Latdata__Batch *b)
-{
-    lattice_status st = chan_send_batch(sock, d->have_key ? d->key : NULL, ident, ident_len, b);
-    if (st == LATTICE_ERR_IO) d->send_failed++;
-    return st;
+    uint64_t now = lt_mono_ms();
+    if (link_send(c, d->have_key ? d->key : NULL, b, now) == LATTICE_OK) return;
+    d->send_failed++;
+    if (d->drop_logged_ms[DROP_SEND] && now - d->drop_logged_ms[DROP_SEND] < 1000) return;
+    d->drop_logged_ms[DROP_SEND] = now;
+    if (c->fd < 0)
+        LT_LOG(LT_WARN, "data", "dropped an outgoing data-channel frame to %s: not connected (connecting again after a backoff) (%llu so far)",
+               c->addr, (unsigned long long)d->send_failed);
+    else
+        LT_LOG(LT_WARN, "data", "dropped an outgoing data-channel frame%s%s: its connection has %u MiB queued, the bound (%llu so far)",
+               c->dial ? " to " : "", c->dial ? c->addr : "", LINK_QUEUE_BYTES >> 20, (unsigned long long)d->send_failed);
 }
 
 /* How many of items[0..n) fit one frame of about CHUNK_BYTES (at least 1):
@@ -190,7 +188,7 @@ static void flush_peer(lattice_ops *d, peer *p)
         b.n_reqs = chunk_req(p->out + at, p->n_out - at);
         const Latdata__Meta *meta = lattice_meta_message(d->meta);
         if (p->push_meta && meta) b.meta = (Latdata__Meta *)meta;
-        send_frame(d, p->dealer, NULL, 0, &b); /* a lost send is retried by the ops' deadlines */
+        send_frame(d, p->dealer, &b); /* a lost send is retried by the ops' deadlines */
         p->push_meta = false;
         at += b.n_reqs;
     }
@@ -227,7 +225,7 @@ static reply_box *box_for(lattice_ops *d, const uint8_t *ident, size_t len)
     return b;
 }
 
-/* Queue a response to a ROUTER identity.  value/stats are copied. */
+/* Queue a response to the connection o names.  value/stats are copied. */
 void chan_reply(lattice_ops *d, const origin *o, const lattice_op_result *r, Latdata__NodeCacheStats **stats,
                 size_t n_stats, bool with_meta)
 {
@@ -262,14 +260,18 @@ static void flush_boxes(lattice_ops *d)
     for (size_t i = 0; i < d->n_boxes; i++) {
         reply_box *b = &d->boxes[i];
         if (!b->n) continue;
-        for (size_t at = 0; at < b->n;) {
+        /* The connection the requests came on; gone meanwhile: the asker
+         * lost them with it (its deadlines resend). */
+        link_conn *c = link_srv_find(d->srv, b->ident, b->ident_len);
+        if (!c) d->send_failed++; /* not logged: a peer that left or an asker that gave up */
+        for (size_t at = 0; c && at < b->n;) {
             Latdata__Batch batch = LATDATA__BATCH__INIT;
             batch.proto = LATTICE_DATA_PROTO;
             batch.resps = b->out + at;
             batch.n_resps = chunk_resp(b->out + at, b->n - at);
             const Latdata__Meta *meta = lattice_meta_message(d->meta);
             if (at == 0 && b->with_meta && meta) batch.meta = (Latdata__Meta *)meta;
-            send_frame(d, d->router, b->ident, b->ident_len, &batch);
+            send_frame(d, c, &batch);
             at += batch.n_resps;
         }
         for (size_t k = 0; k < b->n; k++) {
@@ -308,11 +310,11 @@ void chan_peer_free(peer *p)
 {
     for (size_t i = 0; i < p->n_out; i++) req_free(p->out[i]);
     lt_free(p->out);
-    if (p->dealer) zmq_close(p->dealer);
+    link_free(p->dealer);
     lt_free(p);
 }
 
-peer *chan_peer_new(lattice_ops *d, const lattice_member *m, bool self)
+peer *chan_peer_new(const lattice_member *m, bool self)
 {
     peer *p = lt_calloc(1, sizeof *p);
     if (!p) return NULL;
@@ -323,18 +325,8 @@ peer *chan_peer_new(lattice_ops *d, const lattice_member *m, bool self)
     const char *addr = lattice_member_attr(m, "data_addr");
     if (addr) snprintf(p->addr, sizeof p->addr, "%s", addr);
     if (!self && addr && p->m.server) {
-        p->dealer = zmq_socket(d->zctx, ZMQ_DEALER);
-        int zero = 0, hwm = 1000000;
-        if (p->dealer) {
-            zmq_setsockopt(p->dealer, ZMQ_LINGER, &zero, sizeof zero);
-            zmq_setsockopt(p->dealer, ZMQ_SNDHWM, &hwm, sizeof hwm);
-            zmq_setsockopt(p->dealer, ZMQ_RCVHWM, &hwm, sizeof hwm);
-            if (zmq_connect(p->dealer, addr) != 0) {
-                LT_LOG(LT_WARN, "data", "cannot connect to %s: %s", addr, zmq_strerror(errno));
-                zmq_close(p->dealer);
-                p->dealer = NULL;
-            }
-        }
+        p->dealer = link_dial(addr); /* connects at the first send */
+        if (!p->dealer) LT_LOG(LT_WARN, "data", "cannot reach %s's data port: not an address: %s", p->m.id, addr);
     }
     return p;
 }
@@ -362,66 +354,33 @@ void chan_complete_now(lattice_ops *d, const origin *org, const lattice_op_resul
 /* A frame that failed the checks: counted, and logged at most once a
  * second per reason - repeated bad input from a peer or an outside asker
  * must not flood the log, but its first occurrence is always there. */
-static void dropped(lattice_ops *d, uint64_t *counter, int reason, const char *why)
+void chan_dropped(lattice_ops *d, int reason, const char *why)
 {
+    uint64_t *counter = reason == DROP_OVERSIZED ? &d->oversized : reason == DROP_AUTH ? &d->auth_failed : &d->malformed;
     (*counter)++;
     uint64_t now = lt_mono_ms();
     if (d->drop_logged_ms[reason] && now - d->drop_logged_ms[reason] < 1000) return;
     d->drop_logged_ms[reason] = now;
-    LT_LOG(LT_WARN, "data", "dropped a data-channel frame %s (%llu so far)", why, (unsigned long long)*counter);
+    LT_LOG(LT_WARN, "data", "dropped %s and closed its data connection (%llu so far)", why, (unsigned long long)*counter);
 }
 
-/* Reads one multi-part message: [ident] body [mac].  Returns the unpacked
- * batch or NULL (dropped and counted). */
-Latdata__Batch *chan_read_batch(lattice_ops *d, void *sock, bool router, uint8_t *ident, size_t *ident_len)
+Latdata__Batch *chan_unpack_batch(lattice_ops *d, const uint8_t *msg, size_t len, const uint8_t *mac, size_t mac_len)
 {
-    zmq_msg_t parts[4];
-    int n = 0;
-    int more = 1;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            break;
-        }
-        more = zmq_msg_more(&m);
-        if (n < 4) parts[n++] = m;
-        else zmq_msg_close(&m);
-    }
+    /* base/'s frame layer: size, MAC, decode, unknown fields at any depth. */
+    ProtobufCMessage *m = NULL;
     Latdata__Batch *b = NULL;
-    int first = router ? 1 : 0;
-    int count = n - first;
-    if (n == 0) return NULL;
-    if (router) {
-        size_t il = zmq_msg_size(&parts[0]);
-        if (il > 255) il = 255;
-        memcpy(ident, zmq_msg_data(&parts[0]), il);
-        *ident_len = il;
+    switch (lt_frame_unpack(&latdata__batch__descriptor, msg, len, mac, mac_len, d->have_key ? d->key : NULL,
+                            DATA_MAX_FRAME, &m)) {
+    case LT_FRAME_OK: b = (Latdata__Batch *)m; break;
+    case LT_FRAME_OVERSIZED: chan_dropped(d, DROP_OVERSIZED, "a data-channel frame above the frame cap"); break;
+    case LT_FRAME_AUTH: chan_dropped(d, DROP_AUTH, "a data-channel frame that failed authentication (check --secret-file)"); break;
+    case LT_FRAME_MALFORMED: chan_dropped(d, DROP_MALFORMED, "a data-channel frame that does not decode"); break;
     }
-    if (count < 1 || count > 2) {
-        dropped(d, &d->malformed, DROP_MALFORMED, "with a wrong frame count");
-    } else {
-        /* base/'s frame layer: size, MAC, decode, unknown fields at any depth. */
-        zmq_msg_t *mac = count == 2 ? &parts[first + 1] : NULL;
-        ProtobufCMessage *m = NULL;
-        switch (lt_frame_unpack(&latdata__batch__descriptor, zmq_msg_data(&parts[first]), zmq_msg_size(&parts[first]),
-                                mac ? zmq_msg_data(mac) : NULL, mac ? zmq_msg_size(mac) : 0,
-                                d->have_key ? d->key : NULL, DATA_MAX_FRAME, &m)) {
-        case LT_FRAME_OK: b = (Latdata__Batch *)m; break;
-        case LT_FRAME_OVERSIZED: dropped(d, &d->oversized, DROP_OVERSIZED, "above 64 MiB"); break;
-        case LT_FRAME_AUTH:
-            dropped(d, &d->auth_failed, DROP_AUTH, "that failed authentication (check --secret-file)");
-            break;
-        case LT_FRAME_MALFORMED: dropped(d, &d->malformed, DROP_MALFORMED, "that does not decode"); break;
-        }
-        if (b && b->proto != LATTICE_DATA_PROTO) {
-            lt_frame_free(m);
-            b = NULL;
-            dropped(d, &d->malformed, DROP_MALFORMED, "of another data protocol version");
-        }
+    if (b && b->proto != LATTICE_DATA_PROTO) {
+        lt_frame_free(m);
+        b = NULL;
+        chan_dropped(d, DROP_MALFORMED, "a data-channel frame of another data protocol version");
     }
-    for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
     return b;
 }
 

@@ -430,6 +430,7 @@ static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache 
         .kept_entries = kept,
         .reports = rep,
         .n_reports = n,
+        .lost_partitions = c->n_lost, /* reset-lost clears them */
     };
     bool due = lattice_meta_switch_due(&in);
     /* A switch that waits for long says on what, every 10 s (the figures of

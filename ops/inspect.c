@@ -5,7 +5,8 @@
  * "Inspection").
  *
  * The asker holds an inspection's topology (discovery/inspect.c), which
- * names every server's data_addr.  It opens one DEALER per server and sends
+ * names every server's data_addr.  It opens one data-channel connection
+ * (link.h) per server and sends
  * the requests a client node would send, with the same MAC: META_GET to
  * every server (the coordinator's answer, or else the newest of them, is
  * the metadata), and STATS or DIGEST to every server.  The servers answer
@@ -17,22 +18,24 @@
  * deadline passed.  A frame failing the checks of the frame layer is
  * dropped, as on the data thread.
  */
+#include <poll.h>
+#include <stdio.h>
 #include <string.h>
-#include <zmq.h>
 
 #include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
+#include "link.h"
 #include "ops_int.h"
 #include "rebal_exec.h"
 
-#define RID_META 1     /* request ids: one DEALER per server, so two fixed ids do */
+#define RID_META 1     /* request ids: one connection per server, so two fixed ids do */
 #define RID_ASK 2
 #define AGAIN_MS 100   /* a server without metadata yet (it just started): ask again */
 
 typedef struct server {
     lattice_meta_member *m;
-    void *sock;
+    link_conn *conn;
     bool coordinator;
     bool silent;                  /* not waited for (lattice_ops_inspect.silent) */
     bool meta_ok;                 /* answered META_GET with its metadata */
@@ -43,7 +46,6 @@ typedef struct server {
 
 typedef struct asker {
     const lattice_ops_inspect *in;
-    void *ctx;
     uint8_t key[LT_FRAME_KEY_BYTES];
     bool have_key;
     lattice_meta *meta;
@@ -65,9 +67,9 @@ static lattice_status send_req(asker *a, server *sv, int kind, uint64_t id)
     b.proto = LATTICE_DATA_PROTO;
     b.reqs = &q;
     b.n_reqs = 1;
-    /* The DEALER queues it until connected (no ZMQ_IMMEDIATE); a send it
-     * refuses all the same leaves that server unanswered at the deadline. */
-    lattice_status st = chan_send_batch(sv->sock, a->have_key ? a->key : NULL, NULL, 0, &b);
+    /* Queued until the connection is up; a send it refuses all the same
+     * leaves that server unanswered at the deadline. */
+    lattice_status st = link_send(sv->conn, a->have_key ? a->key : NULL, &b, lt_mono_ms());
     lt_free(q);
     return st == LATTICE_ERR_NOMEM ? st : LATTICE_OK;
 }
@@ -88,8 +90,6 @@ static lattice_status open_asker(asker *a, const lattice_ops_inspect *in, int ki
     a->s = lt_calloc(nt ? nt : 1, sizeof *a->s);
     lattice_meta_config mc = {.client = true};
     if (!a->members || !a->mp || !a->s || lattice_meta_create(&mc, &a->meta) != LATTICE_OK) return LATTICE_ERR_NOMEM;
-    a->ctx = zmq_ctx_new();
-    if (!a->ctx) return LATTICE_ERR_IO;
     const char *coord = lattice_topology_coordinator(in->topology);
     for (size_t i = 0; i < nt; i++) {
         const lattice_member *t = lattice_topology_member(in->topology, i);
@@ -104,12 +104,9 @@ static lattice_status open_asker(asker *a, const lattice_ops_inspect *in, int ki
         sv->m = m;
         sv->coordinator = coord && !strcmp(coord, t->id);
         for (size_t k = 0; k < in->n_silent; k++) sv->silent |= !strcmp(in->silent[k], t->id);
-        sv->sock = zmq_socket(a->ctx, ZMQ_DEALER);
-        int zero = 0;
-        if (!sv->sock) return LATTICE_ERR_IO;
-        zmq_setsockopt(sv->sock, ZMQ_LINGER, &zero, sizeof zero);
+        sv->conn = link_dial(addr);
         a->n++;
-        if (zmq_connect(sv->sock, addr) != 0) continue; /* never answers: the deadline settles it */
+        if (!sv->conn) continue; /* never answers: the deadline settles it */
         send_req(a, sv, CTL_META_GET, RID_META);
         if (kind) send_req(a, sv, kind, RID_ASK);
     }
@@ -121,42 +118,35 @@ static void close_asker(asker *a)
 {
     for (size_t i = 0; a->s && i < a->n; i++) {
         if (a->s[i].answer) chan_batch_free(a->s[i].answer);
-        if (a->s[i].sock) zmq_close(a->s[i].sock);
+        link_free(a->s[i].conn);
     }
-    if (a->ctx) zmq_ctx_term(a->ctx);
     if (a->meta) lattice_meta_destroy(a->meta);
     lt_free(a->s);
     lt_free(a->mp);
     lt_free(a->members);
 }
 
-/* One message from sv's DEALER: its metadata applied, its answers noted. */
-static void read_one(asker *a, server *sv)
+typedef struct reading {
+    asker *a;
+    server *sv;
+} reading;
+
+/* One frame from sv: its metadata applied, its answers noted.  A frame the
+ * frame layer refuses closes the connection (that server then stays
+ * unanswered). */
+static bool read_one(void *arg, link_conn *c, const uint8_t *msg, size_t len, const uint8_t *mac, size_t mac_len)
 {
-    zmq_msg_t parts[3];
-    int n = 0, more = 1;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sv->sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            break;
-        }
-        more = zmq_msg_more(&m);
-        if (n < 3) parts[n++] = m;
-        else zmq_msg_close(&m);
-    }
+    (void)c;
+    asker *a = ((reading *)arg)->a;
+    server *sv = ((reading *)arg)->sv;
     ProtobufCMessage *pm = NULL;
-    if (n == 1 || n == 2)
-        lt_frame_unpack(&latdata__batch__descriptor, zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]),
-                        n == 2 ? zmq_msg_data(&parts[1]) : NULL, n == 2 ? zmq_msg_size(&parts[1]) : 0,
-                        a->have_key ? a->key : NULL, DATA_MAX_FRAME, &pm);
-    for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
+    lt_frame_unpack(&latdata__batch__descriptor, msg, len, mac, mac_len, a->have_key ? a->key : NULL, DATA_MAX_FRAME,
+                    &pm);
     Latdata__Batch *b = (Latdata__Batch *)pm;
-    if (!b) return;
+    if (!b) return false;
     if (b->proto != LATTICE_DATA_PROTO) {
         chan_batch_free(b);
-        return;
+        return false;
     }
     if (b->meta) lattice_meta_apply(a->meta, b->meta);
     bool keep = false;
@@ -174,6 +164,7 @@ static void read_one(asker *a, server *sv)
         }
     }
     if (!keep) chan_batch_free(b);
+    return true;
 }
 
 /* The metadata is known once the coordinator (its only writer) gave it, or
@@ -195,22 +186,35 @@ static bool done(const asker *a)
 /* Asks and waits until done() or the deadline. */
 static void run(asker *a)
 {
-    zmq_pollitem_t *items = lt_calloc(a->n, sizeof *items);
-    if (!items) return;
-    for (size_t i = 0; i < a->n; i++) items[i] = (zmq_pollitem_t){a->s[i].sock, 0, ZMQ_POLLIN, 0};
+    struct pollfd *fds = lt_calloc(a->n, sizeof *fds);
+    size_t *which = lt_calloc(a->n, sizeof *which);
+    if (!fds || !which) goto out;
     uint64_t until = lt_mono_ms() + (uint64_t)(a->in->timeout_ms > 0 ? a->in->timeout_ms : 1);
     while (!done(a) && lt_mono_ms() < until) {
         uint64_t now = lt_mono_ms();
-        for (size_t i = 0; i < a->n; i++)
-            if (a->s[i].meta_again_at && now >= a->s[i].meta_again_at) {
-                a->s[i].meta_again_at = 0;
-                send_req(a, &a->s[i], CTL_META_GET, RID_META);
+        nfds_t n = 0;
+        for (size_t i = 0; i < a->n; i++) {
+            server *sv = &a->s[i];
+            if (!sv->conn) continue;
+            if (sv->meta_again_at && now >= sv->meta_again_at) {
+                sv->meta_again_at = 0;
+                send_req(a, sv, CTL_META_GET, RID_META);
             }
-        if (zmq_poll(items, (int)a->n, 20) <= 0) continue;
-        for (size_t i = 0; i < a->n; i++)
-            if (items[i].revents & ZMQ_POLLIN) read_one(a, &a->s[i]);
+            short ev = link_events(sv->conn);
+            if (!ev) continue;
+            fds[n] = (struct pollfd){sv->conn->fd, ev, 0};
+            which[n++] = i;
+        }
+        if (poll(fds, n, 20) <= 0) continue;
+        for (nfds_t k = 0; k < n; k++) {
+            if (!fds[k].revents) continue;
+            reading r = {a, &a->s[which[k]]};
+            link_service(r.sv->conn, fds[k].revents, DATA_MAX_FRAME, 64, read_one, &r, lt_mono_ms());
+        }
     }
-    lt_free(items);
+out:
+    lt_free(fds);
+    lt_free(which);
 }
 
 lattice_status lattice_ops_inspect_stats(const lattice_ops_inspect *in, lattice_ops_stats **out)

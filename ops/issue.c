@@ -118,6 +118,19 @@ uint64_t lattice_ops_reads_inline(lattice_ops *d)
 void issue_route(lattice_ops *d, opx *o)
 {
     lattice_op_result r = {0};
+    if (o->seq && o->seq_inc != d->incarnation) {
+        /* A write sent before this node rejoined under a new id (it was
+         * paused or cut off past the failure detection): its first attempt
+         * may have been applied and replicated, and the grid has moved on -
+         * the partition's primary now may hold a copy a rebalance supplied,
+         * without the resend record (dedup.c) that would keep a resend from
+         * applying it a second time over the writes acknowledged since
+         * (fault_stop_primary: a value read back 3 s after it was
+         * overwritten).  Its outcome is unknown; so says the answer. */
+        r.status = LATTICE_ERR_TIMEOUT;
+        chan_complete_local(d, o, &r);
+        return;
+    }
     if (!lattice_meta_valid(d->meta)) {
         if (restart_refuses(d)) { /* a whole-grid restart waits: refused at once, naming it */
             r.status = LATTICE_ERR_RESTARTING;
@@ -188,6 +201,7 @@ void issue_route(lattice_ops *d, opx *o)
          * partition may serve again already.  So it pulls now and looks
          * again once that pull ended (answered, or given up), or at the
          * op's deadline.  Servers get the metadata pushed. */
+        o->lost_part = p;
         if (d->client && !o->lost_mark) {
             o->lost_mark = d->pulls_sent + 1;
             d->last_meta_pull = 0;
@@ -197,6 +211,7 @@ void issue_route(lattice_ops *d, opx *o)
             return;
         }
         r.status = LATTICE_ERR_PARTITION_LOST;
+        r.num = p; /* the caller can name it (RESP's CLUSTERDOWN does) */
         chan_complete_local(d, o, &r);
         return;
     }
@@ -204,11 +219,13 @@ void issue_route(lattice_ops *d, opx *o)
                   o->op.delta, o->op.ttl_ms};
     origin org = {.local = o};
     if (!ops_is_read(o->op.kind) && !walk && !o->seq) {
-        /* The write's name for resends: this node's id now, kept even if
-         * the node rejoins under a new id before a resend - a resend named
-         * by the new id would miss the first result and apply twice (an
-         * INCR counted twice after a pause, fault_stop_coordinator). */
+        /* The write's name for resends: this node's id now.  A rejoin under
+         * a new id ends its resends (the check at the top): named by the new
+         * id a resend would miss the first result and apply twice (an INCR
+         * counted twice after a pause, fault_stop_coordinator), and even
+         * under the old name the primary it finds may lack the record. */
         o->seq = ++d->op_seq;
+        o->seq_inc = d->incarnation;
         snprintf(o->origin, sizeof o->origin, "%s", d->self_id);
     }
     if (lattice_meta_frozen(c)) {

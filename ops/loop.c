@@ -2,22 +2,26 @@
  * loop: the data thread - poll, dispatch to the stages, topology changes -
  * and the lifecycle of a lattice_ops (ops/ops.h).
  *
- * One thread owns everything in a lattice_ops: the data ROUTER (servers;
- * requests from peers arrive on it and are answered on it), one DEALER per
- * server peer (our requests leave on it, their answers come back on it),
- * every cache's store writes, the pending-request table and the cluster
- * metadata.  Other threads only push work (lattice_ops_submit,
+ * One thread owns everything in a lattice_ops: the data port (servers; a
+ * TCP listener, link.h) and the connections it accepted (requests from
+ * peers arrive on them and are answered on the one each came in on), one
+ * connection per server peer (our requests leave on it, their answers come
+ * back on it), every cache's store writes, the pending-request table and
+ * the cluster metadata.  Other threads only push work (lattice_ops_submit,
  * lattice_ops_call) onto `inbox`, a cds_wfcq queue, and write the eventfd
- * that zmq_poll watches.
+ * that poll watches beside the sockets.
  *
- * Loop:  poll -> drain inbox (issue.c routes new ops) -> ROUTER requests
- * (primary.c executes, backup.c applies, control.c answers) -> DEALER
- * responses (the pending request's settle: complete, retry, release a
- * wait) -> every 10 ms: topology change (peers, live owners, metadata pull,
- * re-route ops whose target left), deadlines, due retries -> flush: one
- * Batch per peer and per ROUTER identity.
+ * Loop:  poll -> drain inbox (issue.c routes new ops) -> accept; requests on
+ * accepted connections (primary.c executes, backup.c applies, control.c
+ * answers) -> responses on our connections (the pending request's settle:
+ * complete, retry, release a wait) -> every 10 ms: topology change (peers,
+ * live owners, metadata pull, re-route ops whose target left), deadlines,
+ * due retries; every 250 ms stalled connections -> flush: one Batch per
+ * peer and per accepted connection, written at once as far as the socket
+ * takes it.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,17 +31,18 @@
 #include <unistd.h>
 #include <urcu.h>
 #include <urcu/wfcqueue.h>
-#include <zmq.h>
 
 #include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
+#include "link.h"
 #include "ops_int.h"
 #include "rebal_exec.h"
 
 #define TICK_MS 10
 #define SWEEP_MS 250
 #define PEND_BUCKETS 65536u
+#define MAX_FRAMES 256 /* frames one connection hands over per loop iteration */
 
 static void ops_free(lattice_ops *d);
 
@@ -58,45 +63,82 @@ static void serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
     else primary_serve(d, q, o);
 }
 
-static void on_router(lattice_ops *d)
+/* A frame on a connection our data port accepted: requests, answered on it. */
+static bool on_request_frame(void *arg, link_conn *c, const uint8_t *msg, size_t len, const uint8_t *mac,
+                             size_t mac_len)
 {
-    for (int k = 0; k < 256; k++) {
-        int ev = 0;
-        size_t evl = sizeof ev;
-        zmq_getsockopt(d->router, ZMQ_EVENTS, &ev, &evl);
-        if (!(ev & ZMQ_POLLIN)) return;
-        uint8_t ident[256];
-        size_t il = 0;
-        Latdata__Batch *b = chan_read_batch(d, d->router, true, ident, &il);
-        if (!b) continue;
-        if (b->meta) control_meta_apply(d, b->meta);
-        for (size_t i = 0; i < b->n_reqs; i++) {
-            origin o = {0};
-            memcpy(o.ident, ident, il);
-            o.ident_len = il;
-            o.rid = b->reqs[i]->id;
-            serve(d, b->reqs[i], &o);
-            evict_flush(d);
-        }
-        chan_batch_free(b);
+    lattice_ops *d = arg;
+    Latdata__Batch *b = chan_unpack_batch(d, msg, len, mac, mac_len);
+    if (!b) return false;
+    if (b->meta) control_meta_apply(d, b->meta);
+    origin o = {0};
+    o.ident_len = link_srv_ident(c, o.ident);
+    for (size_t i = 0; i < b->n_reqs; i++) {
+        o.rid = b->reqs[i]->id;
+        serve(d, b->reqs[i], &o);
+        evict_flush(d);
+    }
+    chan_batch_free(b);
+    return true;
+}
+
+/* A frame on our connection to a peer: the answers to our requests. */
+static bool on_response_frame(void *arg, link_conn *c, const uint8_t *msg, size_t len, const uint8_t *mac,
+                              size_t mac_len)
+{
+    (void)c;
+    lattice_ops *d = arg;
+    Latdata__Batch *b = chan_unpack_batch(d, msg, len, mac, mac_len);
+    if (!b) return false;
+    if (b->meta) control_meta_apply(d, b->meta);
+    for (size_t i = 0; i < b->n_resps; i++) {
+        handle_response(d, b->resps[i]);
+        evict_flush(d);
+    }
+    chan_batch_free(b);
+    return true;
+}
+
+/* A connection closed for its input or its silence: counted and logged (a
+ * frame the frame layer refused was logged by chan_unpack_batch already). */
+static void conn_closed(lattice_ops *d, const link_conn *c, link_why why)
+{
+    if (why == LINK_TIMEOUT) {
+        chan_dropped(d, DROP_MALFORMED, c->proven ? "a data-channel frame left unfinished (no byte for 30 s)"
+                                                  : "a new connection that sent no whole frame within 10 s");
+    } else if (why == LINK_BAD) {
+        if (c->rd_refused == LINK_RD_OVERSIZED) chan_dropped(d, DROP_OVERSIZED, "a data-channel frame above the frame cap");
+        else if (c->rd_refused == LINK_RD_EMPTY) chan_dropped(d, DROP_MALFORMED, "a data-channel frame of no message");
+        else if (c->rd_refused == LINK_RD_GARBAGE) chan_dropped(d, DROP_MALFORMED, "bytes that are not a data-channel frame");
+        else if (c->rd_refused == LINK_RD_NOMEM) chan_dropped(d, DROP_MALFORMED, "a data-channel frame this node had no memory to read");
+    }
+    /* What a lost connection took with it is resent by the deadlines and the retry layer only. */
+    if (c->lost_frames) {
+        d->send_failed += c->lost_frames;
+        LT_LOG(LT_INFO, "data", "a data connection%s%s closed (%s) with %zu frames unsent", c->dial ? " to " : "",
+               c->dial ? c->addr : "", why == LINK_EOF ? "by the other side" : why == LINK_IOERR ? "I/O error" : "refused",
+               c->lost_frames);
+    } else if (c->dial && why != LINK_OK) {
+        LT_LOG(LT_DEBUG, "data", "the data connection to %s closed (%s)", c->addr, why == LINK_EOF ? "by the peer" : "I/O error");
     }
 }
 
-static void on_dealer(lattice_ops *d, peer *p)
+/* Connections that stopped making progress (link_check_stall). */
+static void sweep_stalled(lattice_ops *d, uint64_t now)
 {
-    for (int k = 0; k < 256; k++) {
-        int ev = 0;
-        size_t evl = sizeof ev;
-        zmq_getsockopt(p->dealer, ZMQ_EVENTS, &ev, &evl);
-        if (!(ev & ZMQ_POLLIN)) return;
-        Latdata__Batch *b = chan_read_batch(d, p->dealer, false, NULL, NULL);
-        if (!b) continue;
-        if (b->meta) control_meta_apply(d, b->meta);
-        for (size_t i = 0; i < b->n_resps; i++) {
-            handle_response(d, b->resps[i]);
-            evict_flush(d);
+    for (size_t i = 0; d->srv && i < LINK_MAX_IN; i++) {
+        link_conn *c = d->srv->in[i];
+        if (c && link_check_stall(c, now) != LINK_OK) {
+            conn_closed(d, c, LINK_TIMEOUT);
+            link_srv_drop(d->srv, c);
         }
-        chan_batch_free(b);
+    }
+    for (size_t i = 0; i < d->n_peers; i++) {
+        link_conn *c = d->peers[i]->dealer;
+        if (c && link_check_stall(c, now) != LINK_OK) {
+            conn_closed(d, c, LINK_TIMEOUT);
+            link_close(c, now);
+        }
     }
 }
 
@@ -155,8 +197,9 @@ static void forget_data(lattice_ops *d)
     d->last_meta_pull = 0;
 }
 
-/* Rebuilds peers from a new topology: new servers get a DEALER, departed
- * ones are closed (their pending requests re-routed). */
+/* Rebuilds peers from a new topology: new servers get a connection (opened
+ * at the first send), departed ones are closed and never dialled again
+ * (their pending requests re-routed). */
 static void on_topology(lattice_ops *d, lattice_topology *t)
 {
     char self[64];
@@ -174,7 +217,7 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
         peer *p = chan_peer_by_id(d, m->id);
         if (!p) {
             if (d->n_peers == DATA_MAX_PEERS) continue;
-            p = chan_peer_new(d, m, strcmp(m->id, self) == 0);
+            p = chan_peer_new(m, strcmp(m->id, self) == 0);
             if (!p) continue;
             d->peers[d->n_peers++] = p;
         }
@@ -228,17 +271,74 @@ static void check_topology(lattice_ops *d)
     lattice_topology_release(t);
 }
 
-static size_t build_poll(lattice_ops *d, zmq_pollitem_t *items, peer **owners)
+/* What one pollfd stands for. */
+typedef struct watch {
+    link_conn *c;                 /* NULL: the eventfd or the listener */
+    peer *p;                      /* our connection to p; NULL: an accepted one */
+} watch;
+
+static size_t build_poll(lattice_ops *d, struct pollfd *fds, watch *w, uint64_t now)
 {
     size_t n = 0;
-    items[n++] = (zmq_pollitem_t){NULL, d->efd, ZMQ_POLLIN, 0};
-    if (d->router) items[n++] = (zmq_pollitem_t){d->router, 0, ZMQ_POLLIN, 0};
+    fds[n] = (struct pollfd){d->efd, POLLIN, 0};
+    w[n++] = (watch){NULL, NULL};
+    if (!d->srv) goto peers;
+    if (now >= d->srv->accept_paused_until) {
+        fds[n] = (struct pollfd){d->srv->lfd, POLLIN, 0};
+        w[n++] = (watch){NULL, NULL};
+    }
+    for (size_t i = 0; i < LINK_MAX_IN && d->srv->n_in; i++) {
+        link_conn *c = d->srv->in[i];
+        if (!c) continue;
+        if (c->fd < 0) { /* a reply's write failed (link_send closed it): its slot is free again */
+            conn_closed(d, c, LINK_IOERR);
+            link_srv_drop(d->srv, c);
+            continue;
+        }
+        fds[n] = (struct pollfd){c->fd, link_events(c), 0};
+        w[n++] = (watch){c, NULL};
+    }
+peers:
     for (size_t i = 0; i < d->n_peers; i++) {
-        if (!d->peers[i]->dealer) continue;
-        owners[n] = d->peers[i];
-        items[n++] = (zmq_pollitem_t){d->peers[i]->dealer, 0, ZMQ_POLLIN, 0};
+        link_conn *c = d->peers[i]->dealer;
+        if (!c || !link_events(c)) continue;
+        fds[n] = (struct pollfd){c->fd, link_events(c), 0};
+        w[n++] = (watch){c, d->peers[i]};
     }
     return n;
+}
+
+static void accept_new(lattice_ops *d, uint64_t now)
+{
+    link_srv *s = d->srv;
+    link_srv_accept(s, now);
+    if (s->refused == s->refused_logged || now - s->refused_log_ms < 1000) return;
+    s->refused_logged = s->refused;
+    s->refused_log_ms = now;
+    LT_LOG(LT_WARN, "data", "refused data connections: %zu open (at most %zu) or no file descriptor left (%llu refused so far)",
+           s->n_in, s->max_in, (unsigned long long)s->refused);
+}
+
+/* Everything poll found ready: accepts, requests, responses, writes. */
+static void service(lattice_ops *d, struct pollfd *fds, const watch *w, size_t n, uint64_t now)
+{
+    for (size_t i = 1; i < n; i++) {
+        if (!fds[i].revents) continue;
+        if (!w[i].c) {
+            accept_new(d, now);
+            continue;
+        }
+        if (w[i].p) {
+            link_why why = link_service(w[i].c, fds[i].revents, DATA_MAX_FRAME, MAX_FRAMES, on_response_frame, d, now);
+            if (why != LINK_OK) conn_closed(d, w[i].c, why);
+        } else {
+            link_why why = link_service(w[i].c, fds[i].revents, DATA_MAX_FRAME, MAX_FRAMES, on_request_frame, d, now);
+            if (why != LINK_OK) {
+                conn_closed(d, w[i].c, why);
+                link_srv_drop(d->srv, w[i].c);
+            }
+        }
+    }
 }
 
 static void *data_main(void *arg)
@@ -246,25 +346,34 @@ static void *data_main(void *arg)
     lattice_ops *d = arg;
     chan_enter_thread(d);
     rcu_register_thread();
-    zmq_pollitem_t items[DATA_MAX_PEERS + 2];
-    peer *owners[DATA_MAX_PEERS + 2];
+    struct pollfd *fds = lt_calloc(LINK_MAX_IN + DATA_MAX_PEERS + 2, sizeof *fds);
+    watch *w = lt_calloc(LINK_MAX_IN + DATA_MAX_PEERS + 2, sizeof *w);
+    if (!fds || !w) {
+        LT_LOG(LT_ERROR, "data", "no memory for the data thread's poll set");
+        atomic_store(&d->run_flag, false);
+    }
     uint64_t last_tick = 0;
     while (atomic_load(&d->run_flag)) {
-        size_t n = build_poll(d, items, owners);
-        int rc = zmq_poll(items, (int)n, d->inbox_pending ? 0 : TICK_MS);
+        size_t n = build_poll(d, fds, w, lt_mono_ms());
+        int rc = poll(fds, (nfds_t)n, d->inbox_pending ? 0 : TICK_MS);
         d->inbox_pending = false;
         if (rc < 0 && errno != EINTR) break;
         drain_inbox(d);
-        if (d->router) on_router(d);
-        for (size_t i = 2 - (d->router ? 0 : 1); i < n; i++)
-            if (chan_peer_by_id(d, owners[i]->m.id) == owners[i]) on_dealer(d, owners[i]);
         uint64_t now = lt_mono_ms();
+        if (rc > 0) service(d, fds, w, n, now);
+        /* The tick's clock is read after the frames were served: what they
+         * stamped (a supplier session's last demand, say) must not lie in
+         * the tick's future, or "now - stamp" wraps around - a supplier
+         * session was freed as a minute idle right after its demand, and
+         * the demander waited 10 s for every window it had acked. */
+        now = lt_mono_ms();
         if (now - last_tick >= TICK_MS) {
             last_tick = now;
             check_topology(d);
             if (now - d->last_sweep >= SWEEP_MS) {
                 d->last_sweep = now;
                 chan_release_pending(d, false); /* targets alive but silent: deadlines */
+                sweep_stalled(d, now);
             }
             control_tick(d, now);
             rebal_tick(d, now);
@@ -278,6 +387,8 @@ static void *data_main(void *arg)
         chan_flush(d);
     }
     wal_stop(d);
+    lt_free(fds);
+    lt_free(w);
     /* Stopping: every op still here ends with STOPPED. */
     d->running = false;
     drain_inbox(d);
@@ -325,8 +436,7 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
         d->have_key = true;
     }
     d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    d->zctx = zmq_ctx_new();
-    if (d->efd < 0 || !d->zctx) goto io;
+    if (d->efd < 0) goto io;
     cds_wfcq_init(&d->qhead, &d->qtail);
     if (!d->client) {
         d->dedup = lt_calloc(DEDUP_SLOTS, sizeof *d->dedup);
@@ -346,20 +456,18 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
             }
         }
 
-        d->router = zmq_socket(d->zctx, ZMQ_ROUTER);
-        int zero = 0, hwm = 1000000;
-        zmq_setsockopt(d->router, ZMQ_LINGER, &zero, sizeof zero);
-        zmq_setsockopt(d->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
-        zmq_setsockopt(d->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
-        char ep[160];
-        snprintf(ep, sizeof ep, "tcp://%s:*", c->host ? c->host : "127.0.0.1");
-        if (zmq_bind(d->router, ep) != 0) {
-            LT_LOG(LT_ERROR, "data", "cannot bind the data port on %s: %s", ep, zmq_strerror(errno));
+        /* The data port: a port the kernel picks on the node's host; its
+         * address is advertised as the data_addr attribute. */
+        d->srv = lt_calloc(1, sizeof *d->srv);
+        if (!d->srv) goto nomem;
+        char bound[160];
+        const char *host = c->host ? c->host : "127.0.0.1";
+        if (link_srv_open(d->srv, host, bound, sizeof bound) != LATTICE_OK) {
+            LT_LOG(LT_ERROR, "data", "cannot bind the data port on %s: %s", host, strerror(errno));
+            lt_free(d->srv);
+            d->srv = NULL;
             goto io;
         }
-        char bound[160];
-        size_t bl = sizeof bound;
-        zmq_getsockopt(d->router, ZMQ_LAST_ENDPOINT, bound, &bl);
         snprintf(d->attr, sizeof d->attr, "data_addr=%s", bound);
         *attr = d->attr;
     }
@@ -422,8 +530,8 @@ static void ops_free(lattice_ops *d)
     rcu_unregister_thread();
     for (size_t i = 0; i < d->cap_boxes; i++) lt_free(d->boxes[i].out);
     lt_free(d->boxes);
-    if (d->router) zmq_close(d->router);
-    if (d->zctx) zmq_ctx_term(d->zctx);
+    if (d->srv) link_srv_close(d->srv);
+    lt_free(d->srv);
     if (d->efd >= 0) close(d->efd);
     lt_free(d->buckets);
     lt_free(d->dirty);

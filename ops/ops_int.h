@@ -16,7 +16,8 @@
  *   rebal_exec.c the rebalance executor (rebal_exec.h)
  *   dedup.c      the resend records
  *   salvage.c    copies kept over a rejoin for partitions that lost every owner
- *   channel.c    sockets, frames, pending table, replies, completion
+ *   channel.c    frames, pending table, replies, completion
+ *   link.c       the data channel's TCP transport (link.h)
  * Below them all, the cluster metadata (meta/meta.h: caches, owners, the
  * base switch) and rebalance/'s network-free core.
  */
@@ -40,7 +41,7 @@
 #define NO_CACHE_WAIT_MS 300         /* an unknown cache: how long to pull and look again */
 #define STATS_PREPARE 1u             /* CTL_STATS flag: the base switch's prepare (control.c) */
 #define MAX_PARKED_PREPARES 64       /* prepares one node holds back at once (more: answered AGAIN) */
-enum { DROP_MALFORMED, DROP_OVERSIZED, DROP_AUTH, DROP_REASONS }; /* why channel.c dropped a frame */
+enum { DROP_MALFORMED, DROP_OVERSIZED, DROP_AUTH, DROP_SEND, DROP_REASONS }; /* why channel.c dropped a frame */
 
 /* A member of the current topology as the data channel holds it.  Its
  * identity is the metadata's member (first, so owners meta returns convert
@@ -49,7 +50,7 @@ typedef struct peer {
     lattice_meta_member m;
     char addr[160];
     bool mark, dirty, push_meta;
-    void *dealer;                 /* servers other than self */
+    struct link_conn *dealer;     /* servers other than self: our connection to its data port (link.h) */
     Latdata__Req **out;           /* requests to send at the next flush */
     size_t n_out, cap_out;
 } peer;
@@ -58,7 +59,8 @@ static inline struct peer *peer_of(lattice_meta_member *m) { return (struct peer
 
 typedef struct opx opx;
 
-/* Where a primary's result goes: a local op, or a ROUTER identity + request id. */
+/* Where a primary's result goes: a local op, or the accepted connection the
+ * request came on (link_srv_ident) + request id. */
 typedef struct origin {
     opx *local;
     uint8_t ident[256];
@@ -77,8 +79,10 @@ struct opx {
     uint64_t deadline_ms, next_try_ms;
     uint64_t seq;                 /* writes: this node's op sequence, kept over resends */
     char origin[64];              /* ... and the node id it was first sent under (issue.c) */
+    uint64_t seq_inc;             /* ... and this node's incarnation then */
     uint64_t no_cache_until;      /* unknown cache: pull metadata and retry until then */
     uint64_t lost_mark;           /* a client's PARTITION_LOST: retried until metadata pull lost_mark ended */
+    uint32_t lost_part;           /* ... the partition it found LOST (its result's num) */
     struct opx *rnext;            /* retry list */
     int call;                     /* LATTICE_OPS_CALL_* for internal calls, else 0 */
     char data[];
@@ -197,7 +201,7 @@ struct lattice_ops {
     char attr[200];
     lattice_cache_config local_cfgs[LATTICE_MAX_CACHES];
     size_t n_local_cfgs;
-    void *zctx, *router;
+    struct link_srv *srv;         /* servers: the data port and the connections it accepted */
     int efd;
     lattice_region *region;
     struct lattice_discovery *disc;
@@ -252,6 +256,8 @@ struct lattice_ops {
     size_t n_parked;
 
     struct rebal_sup *rb_sups;    /* supplier sessions (rebal_exec.c) */
+    struct rebal_parked *rb_parked; /* demands from servers this data thread does not know yet */
+    size_t n_rb_parked;
 
     /* eviction across copies (evict.c; region_evict set at init) */
     bool region_evict;
@@ -278,11 +284,6 @@ struct lattice_ops {
 };
 
 /* ---- channel.c: the bottom - time, sockets, frames, pending table, replies */
-/* Packs b (with an HMAC frame under key, when key is not NULL) and sends it
- * on sock without blocking, after a ROUTER identity frame when ident is not
- * NULL: NOMEM, IO (the socket refused it) or OK. */
-lattice_status chan_send_batch(void *sock, const uint8_t *key, const uint8_t *ident, size_t ident_len,
-                               const Latdata__Batch *b);
 Latdata__Req *chan_req_new(int kind, const char *cache, const void *key, size_t klen, const void *val,
                            size_t vlen);
 /* A request with its own copies of everything (one block; origin NULL = none). */
@@ -290,7 +291,7 @@ Latdata__Req *chan_req_new_from(int kind, const char *cache, const void *key, si
                                 size_t vlen, const char *origin);
 /* Queues r for p's next flush (one Batch per peer per loop iteration); owns r. */
 lattice_status chan_send(lattice_ops *d, peer *p, Latdata__Req *r);
-/* Queues a response to a ROUTER identity (value and stats copied / owned). */
+/* Queues a response on the connection o names (value and stats copied / owned). */
 void chan_reply(lattice_ops *d, const origin *o, const lattice_op_result *r, Latdata__NodeCacheStats **stats,
                 size_t n_stats, bool with_meta);
 /* Marks p to carry the metadata message at the next flush. */
@@ -298,13 +299,17 @@ void chan_push_meta(lattice_ops *d, peer *p);
 void chan_flush(lattice_ops *d);
 peer *chan_peer_by_id(lattice_ops *d, const char *id);
 peer *chan_peer_by_cid(lattice_ops *d, const char *cid);
-peer *chan_peer_new(lattice_ops *d, const lattice_member *m, bool self);
+peer *chan_peer_new(const lattice_member *m, bool self);
 void chan_peer_free(peer *p);
 /* The data thread names itself (chan_enqueue then skips the eventfd). */
 void chan_enter_thread(lattice_ops *d);
-/* Reads one multi-part message ([ident] body [mac]): the checked batch, or
- * NULL (dropped and counted).  Free with chan_batch_free. */
-Latdata__Batch *chan_read_batch(lattice_ops *d, void *sock, bool router, uint8_t *ident, size_t *ident_len);
+/* One received frame through the frame layer: the checked batch, or NULL
+ * (dropped, counted and logged: its connection is to be closed).  Free with
+ * chan_batch_free. */
+Latdata__Batch *chan_unpack_batch(lattice_ops *d, const uint8_t *msg, size_t len, const uint8_t *mac, size_t mac_len);
+/* Counts a dropped frame under reason (DROP_*) and logs it at most once a
+ * second per reason. */
+void chan_dropped(lattice_ops *d, int reason, const char *why);
 void chan_batch_free(Latdata__Batch *b);
 /* A pending request to target, answered by settle (deadline: op_timeout_ms). */
 pend *chan_pend_new(lattice_ops *d, pend_settle_fn settle, const peer *target);

@@ -21,6 +21,9 @@
  * silence.  Demands and supplies travel as CTL_DEMAND / CTL_SUPPLY requests
  * on the data channel (key = sender node id, value = the encoded message);
  * flow control (prefetch window, acks, throttle) bounds what is in flight.
+ * A demand from a server this data thread has no peer for yet (a newcomer
+ * that learnt the grid from discovery first) is kept until a tick knows it
+ * (rb_parked, PARK_MS), not dropped.
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +36,8 @@
 #define SESSION_SHIFT 16u        /* session = (group + 1) << 16, + 1 per supplier switch */
 #define SUPPLIER_IDLE_MS 60000u  /* a supplier session with no demand for this long ends */
 #define REPLAN_MS 1000u          /* a failed session: plan again after this */
+#define PARK_MS 5000u            /* a demand from a server not in our topology yet: kept this long */
+#define PARK_MAX 64u             /* ... this many at most (a stranger's demands cannot grow it) */
 #define MAX_OWNERS (LATTICE_CACHE_MAX_BACKUPS + 1)
 
 typedef struct rsess {
@@ -216,9 +221,73 @@ void rebal_cache_gone(void *arg, lattice_meta_cache *c)
     c->rb = NULL;
 }
 
+/* A demand whose sender this data thread does not know yet: its topology
+ * check runs every tick, and a newcomer's first demand can arrive before
+ * it (the newcomer learnt the grid from discovery first).  Dropped, the
+ * demander would hear nothing for its whole timeout (10 s) and its first
+ * rebalance would make no progress; kept, it is served at the first tick
+ * that knows the sender. */
+typedef struct rebal_parked {
+    struct rebal_parked *next;
+    Latdata__Req *q;             /* own copy (chan_req_new) */
+    uint64_t until;
+} rebal_parked;
+
+static void park_demand(lattice_ops *d, const Latdata__Req *q, const char *from_id)
+{
+    if (d->n_rb_parked >= PARK_MAX) return;
+    rebal_parked *k = lt_calloc(1, sizeof *k);
+    if (!k) return;
+    k->q = chan_req_new(CTL_DEMAND, q->cache, from_id, strlen(from_id), q->value.data, q->value.len);
+    if (!k->q) {
+        lt_free(k);
+        return;
+    }
+    k->until = lt_mono_ms() + PARK_MS;
+    rebal_parked **tail = &d->rb_parked; /* arrival order: a session's demands keep theirs */
+    while (*tail) tail = &(*tail)->next;
+    *tail = k;
+    d->n_rb_parked++;
+}
+
+/* Serves the parked demands whose sender is known now (in arrival order);
+ * drops expired ones; keeps the rest. */
+static void unpark_demands(lattice_ops *d, uint64_t now)
+{
+    rebal_parked *all = d->rb_parked, **keep = &d->rb_parked;
+    d->rb_parked = NULL;
+    d->n_rb_parked = 0;
+    for (rebal_parked *k = all, *next; k; k = next) {
+        next = k->next;
+        char from_id[64];
+        sender_of(k->q, from_id);
+        if (now < k->until && !chan_peer_by_id(d, from_id)) {
+            k->next = NULL;
+            *keep = k;
+            keep = &k->next;
+            d->n_rb_parked++;
+            continue;
+        }
+        if (now < k->until) {
+            LT_LOG(LT_INFO, "rebalance", "cache %s: a demand from %s served once the topology named it (%llu ms later)",
+                   k->q->cache, from_id, (unsigned long long)(now + PARK_MS - k->until));
+            rebal_on_demand(d, k->q); /* the sender is known: it cannot park again */
+        }
+        lt_free(k->q);
+        lt_free(k);
+    }
+}
+
 void rebal_node_free(lattice_ops *d)
 {
     drop_sups_of(d, NULL);
+    for (rebal_parked *k = d->rb_parked, *next; k; k = next) {
+        next = k->next;
+        lt_free(k->q);
+        lt_free(k);
+    }
+    d->rb_parked = NULL;
+    d->n_rb_parked = 0;
 }
 
 static struct rebal_cache *ensure(lattice_ops *d, lattice_meta_cache *c)
@@ -634,6 +703,10 @@ void rebal_on_demand(lattice_ops *d, const Latdata__Req *q)
     sender_of(q, from_id);
     lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
     peer *to = chan_peer_by_id(d, from_id);
+    if (c && c->store && !to) {
+        park_demand(d, q, from_id);
+        return;
+    }
     if (!c || !c->store || !to || !to->dealer || !ensure(d, c)) return;
     lattice_rebalance_demand dm;
     if (lattice_rebalance_demand_decode(q->value.data, q->value.len, 0, &dm) != LATTICE_OK) {
@@ -687,7 +760,8 @@ static void tick_suppliers(lattice_ops *d, uint64_t now)
     for (rsup **pp = &d->rb_sups; *pp;) {
         rsup *r = *pp;
         peer *to = chan_peer_by_id(d, r->dem);
-        if (!to || !to->dealer || lattice_rebalance_supplier_done(r->sp) || now - r->last_ms > SUPPLIER_IDLE_MS) {
+        bool idle = now > r->last_ms && now - r->last_ms > SUPPLIER_IDLE_MS; /* a stamp newer than now is not idle */
+        if (!to || !to->dealer || lattice_rebalance_supplier_done(r->sp) || idle) {
             *pp = r->next;
             sup_free(r);
             continue;
@@ -706,6 +780,7 @@ static void tick_suppliers(lattice_ops *d, uint64_t now)
 void rebal_tick(lattice_ops *d, uint64_t now)
 {
     if (d->client) return;
+    if (d->rb_parked) unpark_demands(d, now);
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         struct rebal_cache *rc = c->rb;

@@ -25,6 +25,7 @@ static void fail_op(lattice_ops *d, opx *o, lattice_status st)
 {
     lattice_op_result r = {0};
     r.status = st;
+    if (st == LATTICE_ERR_PARTITION_LOST) r.num = o->lost_part; /* which partition (lattice/ops.h) */
     chan_complete_local(d, o, &r);
 }
 

@@ -360,11 +360,19 @@ void respd_add_status_error(lattice_resp_out *o, lattice_status st)
  * carries (NO_QUORUM: how many baseline nodes the grid side reaches). */
 void respd_add_result_error(lattice_resp_out *o, const opres *x)
 {
+    char m[256];
+    if (x->status == LATTICE_ERR_PARTITION_LOST) {
+        /* Which partition, so an operator can find it (`lattice partitions`)
+         * and decide (`lattice cache reset-lost`); Redis's prefix first. */
+        snprintf(m, sizeof m, "CLUSTERDOWN Hash slot not served: partition %lld is LOST (no live copy)",
+                 (long long)x->num);
+        lattice_resp_add_error(o, m, strlen(m));
+        return;
+    }
     if (x->status != LATTICE_ERR_NO_QUORUM) {
         respd_add_status_error(o, x->status);
         return;
     }
-    char m[160];
     snprintf(m, sizeof m, "CLUSTERDOWN no quorum: %zu of %zu baseline nodes reachable",
              LATTICE_OPS_QUORUM_REACHABLE(x->num), LATTICE_OPS_QUORUM_BASELINE(x->num));
     lattice_resp_add_error(o, m, strlen(m));

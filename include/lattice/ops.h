@@ -76,7 +76,9 @@
  *                  sub-operation's result (lattice/txn.h).
  * Errors common to all: NO_CACHE, INVAL (empty key, bad kind), TOO_LARGE
  * (key/value above the cache's max_key_bytes/max_value_bytes), REGION_FULL,
- * PARTITION_LOST (no live copy), TIMEOUT (no primary answered within the
+ * PARTITION_LOST (no live copy of the key's partition; num = that partition,
+ * which stays refused - never "absent" - until a copy comes back or
+ * `lattice cache reset-lost` gives it up), TIMEOUT (no primary answered within the
  * node's op_timeout_ms, retries included), STOPPED (node stopping).
  *
  * Acknowledgement (the callback) of writes follows the cache's sync mode:

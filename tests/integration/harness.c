@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -439,4 +441,78 @@ int it_run_suite(Suite *s)
     int failed = srunner_ntests_failed(r);
     srunner_free(r);
     return failed ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ data channel */
+
+int it_data_connect(const char *addr)
+{
+    char host[64];
+    int port;
+    if (sscanf(addr, "tcp://%63[^:]:%d", host, &port) != 2) return -1;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (fd < 0 || inet_pton(AF_INET, host, &sa.sin_addr) != 1 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        p += w;
+        len -= (size_t)w;
+    }
+    return true;
+}
+
+bool it_data_send(int fd, const void *msg, size_t len, const void *mac, size_t mac_len)
+{
+    uint8_t h[8] = {'L', 'T', 1, (uint8_t)mac_len, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+                    (uint8_t)len};
+    return write_all(fd, h, sizeof h) && write_all(fd, msg, len) && (!mac_len || write_all(fd, mac, mac_len));
+}
+
+/* n bytes (buf NULL: skipped) by the deadline: 1, 0 at end of stream, -1 at the deadline. */
+static int read_n(int fd, uint8_t *buf, size_t n, uint64_t until_ms)
+{
+    while (n) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+        if (now >= until_ms) return -1;
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, (int)(until_ms - now)) <= 0) continue;
+        uint8_t scratch[4096];
+        size_t want = buf ? n : (n < sizeof scratch ? n : sizeof scratch);
+        ssize_t r = read(fd, buf ? buf : scratch, want);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return 0; /* closed (or reset) */
+        if (buf) buf += r;
+        n -= (size_t)r;
+    }
+    return 1;
+}
+
+long it_data_recv(int fd, void *buf, size_t cap, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t until = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + (uint64_t)ms;
+    uint8_t h[8];
+    int r = read_n(fd, h, sizeof h, until);
+    if (r <= 0) return r;
+    if (h[0] != 'L' || h[1] != 'T' || h[2] != 1) return -1;
+    size_t len = (size_t)h[4] << 24 | (size_t)h[5] << 16 | (size_t)h[6] << 8 | h[7];
+    if (len > cap) return -1;
+    r = read_n(fd, buf, len, until);
+    if (r <= 0) return r;
+    r = read_n(fd, NULL, h[3], until);
+    return r <= 0 ? r : (long)len;
 }

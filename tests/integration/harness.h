@@ -73,6 +73,17 @@ int it_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int it_capture(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int it_capture_stdout(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The data channel as a peer speaks it (docs/PROTOCOL.md, "Data channel
+ * transport"), written here from that text: a blocking TCP connection to a
+ * data_addr ("tcp://host:port"), or -1.  it_data_send writes the 8-byte
+ * header and msg then mac (mac_len 0: none); false when the write failed.
+ * it_data_recv reads one frame's message into buf (at most cap; its MAC is
+ * skipped): its length, 0 when the node closed the connection, -1 when
+ * nothing came within ms. */
+int it_data_connect(const char *addr);
+bool it_data_send(int fd, const void *msg, size_t len, const void *mac, size_t mac_len);
+long it_data_recv(int fd, void *buf, size_t cap, int ms);
+
 /* A test a program runs by name: `it_x [NAME...]` runs only the named ones. */
 typedef struct it_named {
     const char *name;

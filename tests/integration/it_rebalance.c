@@ -17,7 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <zmq.h>
 
 #include "cache.pb-c.h"
 #include "harness.h"
@@ -647,11 +646,8 @@ END_TEST
  * socket is answered after them, so they were read first). */
 static void send_stale_supplies(const char *addr, const char *from_id, uint32_t partitions)
 {
-    void *ctx = zmq_ctx_new();
-    void *s = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    ck_assert_int_eq(zmq_connect(s, addr), 0);
+    int s = it_data_connect(addr);
+    ck_assert_int_ge(s, 0);
     Latreb__Entry e = LATREB__ENTRY__INIT, *ents[1] = {&e};
     e.key.data = (uint8_t *)"stale-key";
     e.key.len = 9;
@@ -695,7 +691,7 @@ static void send_stale_supplies(const char *addr, const char *from_id, uint32_t 
         b.reqs = reqs;
         uint8_t frame[1024];
         size_t fl = latdata__batch__pack(&b, frame);
-        ck_assert_int_eq(zmq_send(s, frame, fl, 0), (int)fl);
+        ck_assert(it_data_send(s, frame, fl, NULL, 0));
     }
     Latdata__Req get = LATDATA__REQ__INIT, *greqs[1] = {&get};
     get.id = 9;
@@ -707,11 +703,10 @@ static void send_stale_supplies(const char *addr, const char *from_id, uint32_t 
     gb.reqs = greqs;
     uint8_t frame[256];
     size_t fl = latdata__batch__pack(&gb, frame);
-    zmq_send(s, frame, fl, 0);
-    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-    ck_assert_int_eq(zmq_poll(&it, 1, 10000), 1);
-    zmq_close(s);
-    zmq_ctx_term(ctx);
+    ck_assert(it_data_send(s, frame, fl, NULL, 0));
+    uint8_t rb[4096];
+    ck_assert_int_gt(it_data_recv(s, rb, sizeof rb, 10000), 0);
+    close(s);
 }
 
 static const char *member_attr_of(lattice_topology *t, const char *port_suffix, const char **id)

@@ -16,18 +16,36 @@
  *                                   paused node's socket when it resumes
  *                                   must not return the old value (its lease
  *                                   lapsed: the IO thread must not answer)
+ *   lost_partition_refuses_reads    three nodes, backups=0: the only owner
+ *                                   of some partitions is killed (-9); a
+ *                                   GET, MGET or EXISTS of a key written
+ *                                   there must be an error naming the LOST
+ *                                   partition (RESP), or PARTITION_LOST (the
+ *                                   C API), never "absent" - before and
+ *                                   after the survivors' rebalance found no
+ *                                   copy to load, and after the dead owner
+ *                                   restarts empty
+ *   lost_mid_rebalance_refuses_reads the same when the only server of a
+ *                                   cache's base dies while a throttled
+ *                                   rebalance fills the newcomers' copies:
+ *                                   the partial copies never answer
  *
  * `it_resp_inline NAME...` runs some.
  */
 #include <check.h>
 #include <hiredis.h>
+#include <jansson.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "lattice/alloc.h"
+#include "lattice/lattice.h"
+#include "lattice/ops.h"
 #include "resp_grid.h"
 
 /* Server i answers SET (it serves the cache). */
@@ -271,11 +289,265 @@ START_TEST(paused_primary_refuses_inline)
 }
 END_TEST
 
+#define LOST_KEYS 1500
+
+/* The partition a RESP error named LOST for key i, -1: none yet. */
+static long lost_part[LOST_KEYS];
+
+/* What a read of an acknowledged key answered. */
+enum { R_VALUE, R_LOST, R_RETRY };
+
+/* One reply to a read of key i ("lk<i>" = "v<i>"): its value, an error that
+ * names a LOST partition of the cache, or (before the grid decided) an
+ * error to retry.  "Absent", a wrong value or any other error fails. */
+static int judge(const redisReply *r, const char *what, long i)
+{
+    ck_assert_ptr_nonnull(r);
+    char want[32];
+    snprintf(want, sizeof want, "v%ld", i);
+    if (r->type == REDIS_REPLY_STRING) {
+        ck_assert_msg(strcmp(r->str, want) == 0, "%s lk%ld: '%s', not '%s'", what, i, r->str, want);
+        return R_VALUE;
+    }
+    if (r->type == REDIS_REPLY_INTEGER) {
+        ck_assert_msg(r->integer == 1, "%s lk%ld answered %lld: an acknowledged key reported absent", what, i,
+                      r->integer);
+        return R_VALUE;
+    }
+    ck_assert_msg(r->type == REDIS_REPLY_ERROR, "%s lk%ld answered %s: an acknowledged key reported absent", what, i,
+                  r->type == REDIS_REPLY_NIL ? "nil" : "neither a value nor an error");
+    if (strncmp(r->str, "TRYAGAIN", 8) == 0) return R_RETRY; /* the dead owner not yet failed */
+    const char *pn = strstr(r->str, "partition ");
+    ck_assert_msg(strncmp(r->str, "CLUSTERDOWN", 11) == 0 && pn && strstr(r->str, "is LOST"),
+                  "%s lk%ld: '%s' (not an error naming the LOST partition)", what, i, r->str);
+    long part = strtol(pn + 10, NULL, 10);
+    if (i >= 0) { /* not an MGET's error (for one of its keys) */
+        ck_assert_msg(lost_part[i] < 0 || lost_part[i] == part, "lk%ld: named partition %ld, before %ld", i, part,
+                      lost_part[i]);
+        lost_part[i] = part;
+    }
+    return R_LOST;
+}
+
+typedef struct lost_round {
+    int node;
+    long value, lost, retry;
+} lost_round;
+
+/* GET, EXISTS and MGET (in tens) of every key on one node; true once no
+ * answer asks for a retry and some partition is LOST. */
+static bool lost_round_done(void *p)
+{
+    lost_round *x = p;
+    x->value = x->lost = x->retry = 0;
+    redisContext *c = conn_to(x->node);
+    long n[3] = {0};
+    for (long i = 0; i < LOST_KEYS; i++) {
+        redisReply *r = cmd(c, "GET lk%ld", i);
+        int g = judge(r, "GET", i);
+        freeReplyObject(r);
+        n[g]++;
+        r = cmd(c, "EXISTS lk%ld", i);
+        int e = judge(r, "EXISTS", i);
+        freeReplyObject(r);
+        if (g != R_RETRY && e != R_RETRY)
+            ck_assert_msg(g == e, "lk%ld: GET and EXISTS disagree on whether its partition is LOST", i);
+        if (e == R_RETRY) n[R_RETRY]++;
+    }
+    /* MGET on a connection of its own: its first keys span slots, so the
+     * node takes it for a plain client (no CROSSSLOT). */
+    redisFree(c);
+    c = conn_to(x->node);
+    for (long i = 0; i + 10 <= LOST_KEYS; i += 10) {
+        redisReply *r = cmd(c, "MGET lk%ld lk%ld lk%ld lk%ld lk%ld lk%ld lk%ld lk%ld lk%ld lk%ld", i, i + 1, i + 2,
+                            i + 3, i + 4, i + 5, i + 6, i + 7, i + 8, i + 9);
+        if (r->type == REDIS_REPLY_ARRAY) {
+            ck_assert_int_eq(r->elements, 10);
+            for (size_t k = 0; k < 10; k++) judge(r->element[k], "MGET", i + (long)k);
+        } else if (judge(r, "MGET", -1) == R_RETRY) {
+            n[R_RETRY]++;
+        }
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    x->value = n[R_VALUE];
+    x->lost = n[R_LOST];
+    x->retry = n[R_RETRY];
+    return x->retry == 0 && x->lost > 0;
+}
+
+/* `lattice partitions default` counts LOST partitions. */
+static bool partitions_lost(void *p)
+{
+    (void)p;
+    if (run("%s --ip-finder %s --json partitions default", LATTICE_CLI_PATH, finder) != 0) return false;
+    json_t *j = json_loads(out_buf, 0, NULL);
+    bool lost = j && json_integer_value(json_object_get(j, "lost")) > 0;
+    json_decref(j);
+    return lost;
+}
+
+typedef struct api_wait {
+    _Atomic bool done;
+    lattice_status status;
+    int64_t num;
+} api_wait;
+
+static void api_done(void *arg, size_t i, const lattice_op_result *r)
+{
+    (void)i;
+    api_wait *w = arg;
+    w->status = r->status;
+    w->num = r->num;
+    atomic_store(&w->done, true);
+}
+
+static bool api_is_done(void *p) { return atomic_load(&((api_wait *)p)->done); }
+
+START_TEST(lost_partition_refuses_reads)
+{
+    it_begin("resp_inline_lost");
+    for (long i = 0; i < LOST_KEYS; i++) lost_part[i] = -1;
+    static const char *const args[] = {"--cache", "default:backups=0", NULL};
+    start_grid(3, 3, args);
+    for (int i = 0; i < 3; i++) ck_assert_msg(it_wait_for(serves, &i, 60000), "server %d never served", i);
+    ck_assert_msg(it_wait_for(baseline_of_three, NULL, 60000), "the baseline never counted three servers");
+    /* Every server owns some partitions (the base spans the three). */
+    pick_ctx pk = {"lk0", -1};
+    ck_assert(it_wait_for(agreed, &pk, 60000));
+    redisContext *c = conn_to(0);
+    for (long i = 0; i < LOST_KEYS; i++) {
+        redisReply *r = cmd(c, "SET lk%ld v%ld", i, i);
+        ck_assert_msg(r->type == REDIS_REPLY_STATUS, "SET lk%ld: %s", i, r->str ? r->str : "?");
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    it_signal(srv[2], SIGKILL);
+    ck_assert(it_wait_exit(srv[2], 10000));
+
+    /* On both survivors, through the node that owned the key's partition
+     * before, and through the other one. */
+    for (int node = 0; node < 2; node++) {
+        lost_round x = {node, 0, 0, 0};
+        ck_assert_msg(it_wait_for(lost_round_done, &x, 120000), "node %d: %ld values, %ld LOST, %ld to retry", node,
+                      x.value, x.lost, x.retry);
+        printf("lost: node %d: %ld of %d keys served, %ld refused as LOST\n", node, x.value, LOST_KEYS, x.lost);
+        ck_assert_int_gt(x.value, 0);
+    }
+
+    /* The C API (a client-mode node): PARTITION_LOST for the same keys. */
+    lattice_config cfg;
+    lattice_config_init(&cfg);
+    cfg.client = true;
+    cfg.failure_detection_ms = 1000;
+    cfg.finders[cfg.n_finders++] = finder;
+    lattice_node *n = NULL;
+    ck_assert_int_eq(lattice_node_start(&cfg, &n), LATTICE_OK);
+    ck_assert_int_eq(lattice_node_wait_joined(n, 15000), LATTICE_OK);
+    long api_lost = 0, api_ok = 0;
+    for (long i = 0; i < LOST_KEYS; i++) {
+        char key[32], want[32];
+        snprintf(key, sizeof key, "lk%ld", i);
+        snprintf(want, sizeof want, "v%ld", i);
+        void *v = NULL;
+        size_t vl = 0;
+        lattice_status st = lattice_cache_get(n, "default", key, strlen(key), &v, &vl);
+        ck_assert_msg(st == LATTICE_OK || st == LATTICE_ERR_PARTITION_LOST, "get %s: %s", key, lattice_strerror(st));
+        ck_assert_msg((st == LATTICE_ERR_PARTITION_LOST) == (lost_part[i] >= 0), "get %s: %s, RESP said otherwise",
+                      key, lattice_strerror(st));
+        if (st == LATTICE_OK) {
+            ck_assert_msg(vl == strlen(want) && memcmp(v, want, vl) == 0, "get %s: a wrong value", key);
+            api_ok++;
+        } else {
+            /* The op API names the partition: the one RESP named. */
+            lattice_op op = {.kind = LATTICE_OP_GET, .cache = "default", .key = key, .key_len = strlen(key)};
+            api_wait w = {.done = false};
+            ck_assert_int_eq(lattice_op_submit(n, &op, 1, api_done, &w), LATTICE_OK);
+            ck_assert(it_wait_for(api_is_done, &w, 120000));
+            ck_assert_int_eq(w.status, LATTICE_ERR_PARTITION_LOST);
+            ck_assert_int_eq(w.num, lost_part[i]);
+            api_lost++;
+        }
+        lt_free(v);
+    }
+    printf("lost: C API: %ld served, %ld PARTITION_LOST\n", api_ok, api_lost);
+    ck_assert_int_gt(api_lost, 0);
+
+    /* After the survivors' rebalance found no copy to load (`lattice
+     * partitions` counts them LOST), reads are still refused, not absent. */
+    ck_assert_msg(it_wait_for(partitions_lost, NULL, 60000), "`lattice partitions` never counted a LOST partition");
+    for (int node = 0; node < 2; node++) {
+        lost_round x = {node, 0, 0, 0};
+        ck_assert_msg(it_wait_for(lost_round_done, &x, 120000), "node %d after the rebalance: %ld values, %ld LOST, "
+                      "%ld to retry", node, x.value, x.lost, x.retry);
+        ck_assert_int_eq(x.lost, api_lost);
+    }
+
+    /* The killed server restarts on its address, empty: it must not serve
+     * its old partitions as if they were empty - they stay LOST. */
+    start_node(2, args);
+    ck_assert_msg(it_wait_log(srv[2], "cache metadata version", 60000), "the restarted server never got the metadata");
+    for (int node = 0; node < 3; node++) {
+        lost_round x = {node, 0, 0, 0};
+        ck_assert_msg(it_wait_for(lost_round_done, &x, 120000), "node %d after the restart: %ld values, %ld LOST, "
+                      "%ld to retry", node, x.value, x.lost, x.retry);
+        printf("lost: after the restart, node %d: %ld served, %ld refused as LOST\n", node, x.value, x.lost);
+        ck_assert_int_eq(x.lost, api_lost);
+    }
+    lattice_node_stop(n);
+    it_end();
+}
+END_TEST
+
+/* The fault suite's case: a cache whose base is one server (the grid grew
+ * around it and the rebalance to the newcomers is under way, throttled)
+ * loses that server to kill -9.  Every partition is LOST; the newcomers
+ * hold partial MOVING copies, which must not answer: every read of a key
+ * written there is refused as LOST - never nil, never a value read from a
+ * copy that was still loading. */
+START_TEST(lost_mid_rebalance_refuses_reads)
+{
+    it_begin("resp_inline_lost_moving");
+    for (long i = 0; i < LOST_KEYS; i++) lost_part[i] = -1;
+    static const char *const args[] = {"--cache",
+                                       "default:backups=1,rebalance_throttle_ms=200,rebalance_batch_bytes=4096",
+                                       NULL};
+    start_grid(1, 3, args);
+    int zero = 0;
+    ck_assert_msg(it_wait_for(serves, &zero, 60000), "server 0 never served");
+    redisContext *c = conn_to(0);
+    for (long i = 0; i < LOST_KEYS; i++) {
+        redisReply *r = cmd(c, "SET lk%ld v%ld", i, i);
+        ck_assert_msg(r->type == REDIS_REPLY_STATUS, "SET lk%ld: %s", i, r->str ? r->str : "?");
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    start_node(1, args);
+    start_node(2, args);
+    ck_assert_msg(it_wait_for(baseline_of_three, NULL, 60000), "the baseline never counted three servers");
+    ck_assert_msg(it_wait_log(srv[1], "started", 60000) && it_wait_log(srv[2], "started", 60000),
+                  "the newcomers never started loading");
+    ck_assert_msg(!it_log_has(srv[1], "finished") || !it_log_has(srv[2], "finished"),
+                  "the throttled rebalance finished before the kill: the test saw no partial copy");
+    it_signal(srv[0], SIGKILL);
+    ck_assert(it_wait_exit(srv[0], 10000));
+    for (int node = 1; node < 3; node++) {
+        lost_round x = {node, 0, 0, 0};
+        ck_assert_msg(it_wait_for(lost_round_done, &x, 120000), "node %d: %ld values, %ld LOST, %ld to retry", node,
+                      x.value, x.lost, x.retry);
+        printf("lost mid-rebalance: node %d: %ld served, %ld refused as LOST\n", node, x.value, x.lost);
+    }
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
         {"reads_run_inline_and_count", &reads_run_inline_and_count},
         {"paused_primary_refuses_inline", &paused_primary_refuses_inline},
+        {"lost_partition_refuses_reads", &lost_partition_refuses_reads},
+        {"lost_mid_rebalance_refuses_reads", &lost_mid_rebalance_refuses_reads},
     };
     Suite *s = suite_create("resp_inline");
     TCase *tc = tcase_create("grid");

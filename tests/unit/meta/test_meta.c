@@ -400,7 +400,7 @@ static lattice_meta_switch_report rep[3];
 static lattice_meta_switch_input input(lattice_rebalance_mode mode)
 {
     for (int i = 0; i < 3; i++) rep[i] = (lattice_meta_switch_report){100, 0, 7, 4};
-    lattice_meta_switch_input in = {false, true, mode, 7, 4, 3, 0, rep, 3};
+    lattice_meta_switch_input in = {false, true, mode, 7, 4, 3, 0, rep, 3, 0};
     return in;
 }
 
@@ -440,6 +440,9 @@ START_TEST(an_empty_cache_switches_at_once_and_a_silent_server_cancels)
     in.kept_entries = 1; /* ... but a lost partition's kept copy is coming back */
     ck_assert(!lattice_meta_switch_due(&in));
     in.kept_entries = 0;
+    in.lost_partitions = 3; /* ... or every owner of some partition died: its data is unknown, not empty */
+    ck_assert(!lattice_meta_switch_due(&in));
+    in.lost_partitions = 0;
     in.all_answered = false;
     ck_assert(!lattice_meta_switch_due(&in));
     in = input(LATTICE_REBALANCE_ASYNC);

@@ -12,13 +12,14 @@
 
 #include "run_suite.h"
 #include "lattice/alloc.h"
+#include "link.h"
 #include "ops_int.h"
 
 static lattice_ops *d;
 static lattice_meta_cache *c;
 static peer peers[4]; /* 0..2 servers, 3 = self */
 static lattice_region *region;
-static int dummy_socket;
+static link_conn dummy_conn; /* never connected: nothing is flushed */
 
 typedef struct seen {
     int calls;
@@ -49,7 +50,7 @@ static void build(bool self_server, lattice_cache_config *cfg)
         snprintf(peers[i].m.id, sizeof peers[i].m.id, "id-%d", i);
         snprintf(peers[i].m.cid, sizeof peers[i].m.cid, "%s", cids[i]);
         peers[i].m.server = true;
-        peers[i].dealer = &dummy_socket; /* never used: nothing is flushed */
+        peers[i].dealer = &dummy_conn;
         d->peers[d->n_peers++] = &peers[i];
     }
     if (self_server) {

@@ -1,0 +1,175 @@
+/*
+ * link: the data channel's transport - plain non-blocking TCP connections
+ * that the thread owning them drives itself (no I/O thread of its own):
+ * the data thread (loop.c, channel.c) and an inspection's asker
+ * (inspect.c).  docs/PROTOCOL.md, "Data channel transport", is the
+ * contract; this is how it is kept.
+ *
+ * A stream carries frames, each an 8-byte header and then exactly the
+ * bytes base/'s frame layer produced (lt_frame_pack): the message, then its
+ * MAC when there is one.
+ *
+ *   0  'L'  1  'T'  2  version (1)  3  MAC length (0 or 32)
+ *   4..7    message length, big-endian, 1 .. the receiver's cap
+ *
+ * The header is checked as it arrives (a stream that does not start a
+ * frame with it, a length over the cap or a zero length is refused at
+ * once: nothing else of it is read); the frame layer then checks MAC,
+ * decoding and unknown fields as on every channel.
+ *
+ * Output: each connection has one FIFO queue of packed frames, written
+ * with sendmsg as far as the kernel takes it, the rest when the socket is
+ * writable again (partial writes resume mid-frame).  A frame that finds
+ * LINK_QUEUE_BYTES or more already queued is dropped (the caller counts
+ * it; the pending table's deadline and the retry layer resend), as a
+ * ZeroMQ high-water mark would.
+ *
+ * A connection is used by one thread; none of this is thread-safe.
+ */
+#ifndef LATTICE_OPS_LINK_H
+#define LATTICE_OPS_LINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "cache.pb-c.h"
+#include "lattice/status.h"
+
+#define LINK_HDR_BYTES 8
+#define LINK_VERSION 1
+#define LINK_QUEUE_BYTES (256u << 20) /* per connection: a frame finding this much queued is dropped */
+#define LINK_MAX_IN 1024              /* accepted connections at once (see link_srv.max_in): more are closed at accept */
+#define LINK_HELLO_MS 10000           /* an accepted connection must deliver a valid frame by then */
+#define LINK_STALL_MS 30000           /* a frame begun, and no byte of it for this long: closed */
+#define LINK_BACKOFF_MIN_MS 50        /* after a failed or lost connection: no new one before then, */
+#define LINK_BACKOFF_MAX_MS 1000      /* doubling on each failure up to this */
+
+/* ------------------------------------------------------------ frame reader */
+
+/* Cuts a byte stream into frames: fed any pieces, it returns each frame
+ * once complete.  The buffer grows with what arrives (a header announcing
+ * a large frame reserves nothing). */
+typedef struct link_reader {
+    uint8_t *buf;                 /* header, then message and MAC */
+    size_t cap, have;
+    size_t want;                  /* the whole frame's size once the header is in (0: not yet) */
+    bool done;                    /* the last result was a frame: start over at the next feed */
+} link_reader;
+
+typedef enum link_rd {
+    LINK_RD_MORE,                 /* every byte used; the frame is not complete */
+    LINK_RD_FRAME,                /* a frame is complete (link_reader_frame); *used says how far */
+    LINK_RD_GARBAGE,              /* not a frame header (magic, version, MAC length) */
+    LINK_RD_EMPTY,                /* a frame of no message */
+    LINK_RD_OVERSIZED,            /* a message longer than max_body */
+    LINK_RD_NOMEM,
+} link_rd;
+
+/* Feeds in[0..n): stops after one complete frame (*used = bytes taken).
+ * After any result but MORE and FRAME the stream is broken: close it. */
+link_rd link_reader_feed(link_reader *r, const uint8_t *in, size_t n, size_t max_body, size_t *used);
+/* The frame last returned: message and MAC (mac NULL when it had none).
+ * Valid until the next feed. */
+void link_reader_frame(const link_reader *r, const uint8_t **msg, size_t *len, const uint8_t **mac,
+                       size_t *mac_len);
+/* True between frames: no byte of a frame is held. */
+bool link_reader_idle(const link_reader *r);
+void link_reader_reset(link_reader *r);
+void link_reader_free(link_reader *r);
+/* The header of a frame of len message bytes and mac_len MAC bytes. */
+void link_header(uint8_t hdr[LINK_HDR_BYTES], size_t len, size_t mac_len);
+
+/* ------------------------------------------------------------- connections */
+
+typedef struct link_out link_out;
+
+typedef struct link_conn {
+    int fd;                       /* -1: not connected */
+    bool dial;                    /* ours: connects to addr (lazily, again after a loss) */
+    bool connecting;              /* a non-blocking connect in progress */
+    bool proven;                  /* delivered at least one frame its owner accepted */
+    link_reader rd;
+    link_rd rd_refused;           /* what closed it as LINK_BAD: the reader's verdict, or FRAME (the owner's) */
+    link_out *qhead, *qtail;      /* frames to write, oldest first */
+    size_t q_bytes, q_off;        /* queued bytes; bytes of qhead already written */
+    size_t lost_frames;           /* frames still queued (unsent or partly sent) at the last link_close */
+    uint64_t opened_ms, partial_ms; /* when connected; the last byte of an unfinished frame (0: none) */
+    uint64_t retry_ms;            /* dial: no connect before then */
+    uint32_t backoff_ms;
+    struct sockaddr_storage sa;
+    socklen_t sa_len;
+    char addr[160];               /* dial: tcp://host:port */
+    uint32_t slot, gen;           /* accepted: where link_srv holds it (its reply identity) */
+} link_conn;
+
+/* Why a connection was closed (link_close_reason). */
+typedef enum link_why {
+    LINK_OK,                      /* open */
+    LINK_EOF,                     /* the other side closed it */
+    LINK_IOERR,                   /* a read, write or connect failed */
+    LINK_BAD,                     /* its input was refused (the frame callback or the reader) */
+    LINK_TIMEOUT,                 /* a frame stalled, or a stranger never spoke */
+} link_why;
+
+/* What the owner does with one complete frame: return false to close the
+ * connection (its input was refused). */
+typedef bool (*link_frame_fn)(void *arg, link_conn *c, const uint8_t *msg, size_t len, const uint8_t *mac,
+                              size_t mac_len);
+
+/* A connection to addr ("tcp://host:port"), opened at the first send.
+ * NULL: not such an address, or NOMEM. */
+link_conn *link_dial(const char *addr);
+/* Closes c (if open), freeing its queue. */
+void link_free(link_conn *c);
+/* Closes c and drops what it queued; a dial connection may connect again
+ * after its backoff. */
+void link_close(link_conn *c, uint64_t now);
+/* Packs b with the frame layer (MAC under key when key is not NULL) and
+ * queues it, connecting first if needed, then writes what the socket
+ * takes.  NOMEM; IO: dropped (queue full, in backoff, no connection, or
+ * the connection failed - then it is closed); OK. */
+lattice_status link_send(link_conn *c, const uint8_t *key, const Latdata__Batch *b, uint64_t now);
+/* The poll events c waits for (0: not open). */
+short link_events(const link_conn *c);
+/* Handles revents on c: completes a connect, writes, reads and hands each
+ * frame (at most max_frames) to fn.  Returns LINK_OK, or why c was closed. */
+link_why link_service(link_conn *c, short revents, size_t max_body, size_t max_frames, link_frame_fn fn,
+                      void *arg, uint64_t now);
+/* LINK_TIMEOUT when c must be closed for lack of progress (link_close it). */
+link_why link_check_stall(const link_conn *c, uint64_t now);
+/* Writes what is queued and what the socket takes now (after a batch of
+ * link_send calls made while output was pending). */
+link_why link_write(link_conn *c, uint64_t now);
+
+/* ------------------------------------------------------------- the listener */
+
+/* Accepted connections, identified by (slot, generation): the identity a
+ * reply names, so an answer meant for a connection that closed meanwhile
+ * finds nothing instead of a newer connection. */
+typedef struct link_srv {
+    int lfd;
+    link_conn *in[LINK_MAX_IN];
+    uint32_t gen[LINK_MAX_IN];
+    size_t n_in;                  /* open slots */
+    size_t max_in;                /* LINK_MAX_IN, or a quarter of the file descriptor limit if lower */
+    uint64_t accept_paused_until; /* out of file descriptors: do not poll the listener before then */
+    uint64_t refused;             /* connections closed at accept (over max_in, or no fd) */
+    uint64_t refused_logged, refused_log_ms; /* the owner's: what it logged of refused, and when */
+} link_srv;
+
+/* Binds host on a port the kernel picks (TCP_NODELAY, SO_REUSEADDR, non-
+ * blocking) and writes "tcp://host:port" to bound. */
+lattice_status link_srv_open(link_srv *s, const char *host, char *bound, size_t bound_len);
+void link_srv_close(link_srv *s);
+/* Accepts what is waiting (up to 64); the new connections are in s->in. */
+void link_srv_accept(link_srv *s, uint64_t now);
+/* Frees accepted connection c (closed by link_service or to be closed). */
+void link_srv_drop(link_srv *s, link_conn *c);
+/* The reply identity of accepted connection c: 8 bytes. */
+size_t link_srv_ident(const link_conn *c, uint8_t *ident);
+/* The accepted connection ident names, or NULL when it closed meanwhile. */
+link_conn *link_srv_find(link_srv *s, const uint8_t *ident, size_t len);
+
+#endif
