@@ -739,6 +739,8 @@ void rebal_figures_of(const lattice_ops *d, const lattice_meta_cache *c, rebal_f
     f->total = rc->prog.partitions_total;
     f->entries = rc->prog.entries_received;
     f->bytes = rc->prog.bytes_received;
+    f->delta = rc->prog.partitions_delta;
+    f->done = rc->prog.partitions_done;
     f->active = rc->active || rc->plan_at;
     uint64_t end = rc->active ? lt_mono_ms() : rc->finished;
     f->elapsed_ms = rc->started && end >= rc->started ? end - rc->started : 0;
