@@ -27,8 +27,39 @@ static void on_sigint(int sig)
 
 /* Sums every server's figures per cache into progress structs; *busy when a
  * plan runs anywhere or a partition is still MOVING (not switched yet). */
+/* Per node, the last rebalance it ran (summed over caches). */
+typedef struct node_fig {
+    char id[64], cid[160];
+    uint64_t entries, bytes;
+    uint32_t done, delta;
+} node_fig;
+
+static node_fig *node_of(node_fig *nf, size_t *n, size_t cap, const cli_source *src, const char *id)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp(nf[i].id, id)) return &nf[i];
+    if (*n == cap) return NULL;
+    node_fig *x = &nf[(*n)++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->id, sizeof x->id, "%s", id);
+    for (size_t i = 0; src->t && i < lattice_topology_size(src->t); i++) {
+        const lattice_member *m = lattice_topology_member(src->t, i);
+        if (!strcmp(m->id, id)) snprintf(x->cid, sizeof x->cid, "%s", m->consistent_id);
+    }
+    return x;
+}
+
+/* "delta" when every partition the node's last rebalance loaded came as a
+ * delta of its kept copy; "full" otherwise (also when it loaded nothing). */
+static const char *mode_of(const node_fig *x)
+{
+    return x->done && x->delta == x->done ? "delta" : "full";
+}
+
+#define MAX_NODE_FIGS 256
+
 static lattice_status gather(const cli_globals *g, cli_source *src, lattice_rebalance_progress **out, size_t *count,
-                             bool *busy)
+                             bool *busy, node_fig *nf, size_t *nn)
 {
     lattice_cache_info *ci = NULL;
     size_t nc = 0;
@@ -53,6 +84,13 @@ static lattice_status gather(const cli_globals *g, cli_source *src, lattice_reba
             p[i].bytes_received += x->rebalance_bytes;
             if (x->rebalance_elapsed_ms > elapsed) elapsed = x->rebalance_elapsed_ms;
             if (x->rebalance_active || x->moving_partitions) *busy = true;
+            node_fig *f = node_of(nf, nn, MAX_NODE_FIGS, src, x->id);
+            if (f) {
+                f->entries += x->rebalance_entries;
+                f->bytes += x->rebalance_bytes;
+                f->done += x->rebalance_done;
+                f->delta += x->rebalance_delta;
+            }
         }
         p[i].partitions_total = total;
         p[i].partitions_done = total - left;
@@ -145,7 +183,10 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
         "  one per interval, a line each)\n"
         "  {\"in_progress\":bool,\"caches\":[{\"name\",\"partitions_moving\",\"partitions_left\",\n"
         "  \"partitions_total\",\"entries_received\",\"bytes_received\",\"bytes_per_s\",\n"
-        "  \"entries_per_s\",\"eta_s\"}]}\n";
+        "  \"entries_per_s\",\"eta_s\"}],\"nodes\":[{\"id\",\"consistent_id\",\"entries_received\",\n"
+        "  \"bytes_received\",\"mode\":\"full\"|\"delta\",\"partitions_delta\",\"partitions_full\"}]}\n"
+        "  (nodes: each server's last rebalance; delta when every partition it loaded came\n"
+        "  as a delta of the copy it kept)\n";
     if (cli_wants_help(argc, argv)) {
         fputs(use, stdout);
         return 0;
@@ -180,15 +221,23 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
         lattice_rebalance_progress *p = NULL;
         size_t np = 0;
         bool busy = false;
+        node_fig *nf = lt_calloc(MAX_NODE_FIGS, sizeof *nf);
+        size_t nn = 0;
+        if (!nf) {
+            rc = 1;
+            break;
+        }
         /* Every round asks the grid as it is now: servers join and leave
          * during a rebalance. */
         if (!first && cli_source_refresh(g, "rebalance", &src)) {
+            lt_free(nf);
             rc = 1;
             break;
         }
         first = false;
-        lattice_status st = gather(g, &src, &p, &np, &busy);
+        lattice_status st = gather(g, &src, &p, &np, &busy, nf, &nn);
         if (st != LATTICE_OK) {
+            lt_free(nf);
             fprintf(stderr, "lattice rebalance: %s\n", lattice_strerror(st));
             rc = 1;
             break;
@@ -211,6 +260,14 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
                             json_object_set_new(c, "eta_s", json_real(eta[k]));
                             json_object_set_new(c, "bytes_per_s", json_real(bps[k]));
                         }
+                    json_t *nodes = json_array();
+                    for (size_t i = 0; i < nn; i++)
+                        json_array_append_new(
+                            nodes, json_pack("{s:s,s:s,s:I,s:I,s:s,s:i,s:i}", "id", nf[i].id, "consistent_id", nf[i].cid,
+                                             "entries_received", (json_int_t)nf[i].entries, "bytes_received",
+                                             (json_int_t)nf[i].bytes, "mode", mode_of(&nf[i]), "partitions_delta",
+                                             (int)nf[i].delta, "partitions_full", (int)(nf[i].done - nf[i].delta)));
+                    json_object_set_new(j, "nodes", nodes);
                     cli_print_json(j);
                 }
                 lt_free(buf);
@@ -228,9 +285,18 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
                 }
                 print_line(&p[i], busy, e, r);
             }
+            for (size_t i = 0; i < nn; i++) {
+                char ent[32], bytes[32];
+                units((double)nf[i].entries, "entries", ent, sizeof ent);
+                units((double)nf[i].bytes, "B", bytes, sizeof bytes);
+                printf("  node %s (%s): last rebalance %s, %s, %s (%u partitions as deltas, %u in full)\n",
+                       nf[i].cid[0] ? nf[i].cid : "?", nf[i].id, mode_of(&nf[i]), ent, bytes, nf[i].delta,
+                       nf[i].done - nf[i].delta);
+            }
         }
         fflush(stdout);
         lt_free(p);
+        lt_free(nf);
         if (!watch || !busy || interrupted || now >= end) break;
         usleep((useconds_t)interval * 1000u);
         if (interrupted) break;

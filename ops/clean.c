@@ -215,6 +215,19 @@ void clean_note_committed(lattice_meta_cache *c, uint32_t partition, uint64_t co
     if (cc && partition < cc->parts && committed > cc->p[partition].heard) cc->p[partition].heard = committed;
 }
 
+bool clean_mark(const lattice_meta_cache *c, uint32_t partition, bool primary, uint64_t *mark)
+{
+    if (c->cfg.sync != LATTICE_SYNC_FULL || partition >= c->cfg.partitions) return false;
+    if (primary) {
+        *mark = clean_committed(c, partition);
+        return true;
+    }
+    const clean_cache *cc = c->clean;
+    if (!cc || partition >= cc->parts) return false;
+    *mark = cc->p[partition].heard;
+    return true;
+}
+
 bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition)
 {
     const clean_cache *cc = c->clean;
