@@ -400,9 +400,9 @@ void clean_note_committed(lattice_meta_cache *c, uint32_t partition, uint64_t co
 bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition);
 /* The partition's mark for a delta rebalance (docs/CONSISTENCY.md): a counter
  * up to which every copy applied every write - the primary's watermark, or
- * the newest one a copy heard.  false for caches without watermarks (not
- * full_sync) or a copy that heard none. */
-bool clean_mark(const lattice_meta_cache *c, uint32_t partition, bool primary, uint64_t *mark);
+ * the newest one a copy heard, by the role it had last.  false for caches
+ * without watermarks (not full_sync) or a partition it had no role in. */
+bool clean_mark(const lattice_meta_cache *c, uint32_t partition, uint64_t *mark);
 /* The cache is going away: forget its in-flight lists (waits keep running). */
 void clean_cache_gone(lattice_meta_cache *c);
 

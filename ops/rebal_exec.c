@@ -711,6 +711,14 @@ static lattice_status supply_counter(void *arg, uint32_t partition, uint64_t *co
     peer *rs = n || !rc ? NULL : restorer_of(rc->d, c, partition);
     bool restored = rs && rs->m.self && rc && rc->copy[partition] == LATTICE_PART_OWNING;
     if (!self_among(own, n) && !restored) return LATTICE_ERR_NOT_OWNER;
+    /* Not before this node sends the demander the partition's writes: what
+     * it supplies is taken now (a delta at once), and a write after it that
+     * did not reach the demander would be missing there.  The demander asks
+     * another supplier, or plans again. */
+    size_t nm = lattice_meta_moving_owners(c, partition, own, MAX_OWNERS);
+    bool moving = false;
+    for (size_t i = 0; i < nm && !moving; i++) moving = strcmp(own[i]->id, r->dem) == 0;
+    if (!moving) return LATTICE_ERR_AGAIN;
     *counter = c->counter[partition];
     return LATTICE_OK;
 }
@@ -750,6 +758,17 @@ void rebal_on_demand(lattice_ops *d, const Latdata__Req *q)
         pp = &x->next;
     }
     if (!r) {
+        /* A delta is taken at once, so only from the serving primary: it
+         * applied every write before sending it to the demander, so a write
+         * the demander missed (a copy that answered before it knew the
+         * cache still counts as having answered) is in the delta.  As a
+         * backup this node sends those partitions in full. */
+        for (size_t i = 0; i < dm.delta_count; i++) {
+            lattice_meta_member *own[1];
+            uint32_t p = dm.deltas[i].partition;
+            if (p >= c->cfg.partitions || lattice_meta_serving_owners(c, p, own, 1) != 1 || !own[0]->self)
+                dm.deltas[i].partition = UINT32_MAX; /* no base */
+        }
         r = lt_calloc(1, sizeof *r);
         lattice_rebalance_flow_config f;
         lattice_rebalance_flow_config_of(&c->cfg, &f);

@@ -85,14 +85,14 @@ void salvage_keep(lattice_ops *d, lattice_meta *old)
          * knew (docs/CONSISTENCY.md, "Delta rebalance"). */
         s->mark = lt_calloc(c->cfg.partitions, sizeof *s->mark);
         s->has_mark = lt_calloc(c->cfg.partitions, 1);
-        for (uint32_t p = 0; s->mark && s->has_mark && p < c->cfg.partitions; p++) {
-            lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1];
-            size_t no = lattice_meta_serving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
-            for (size_t k = 0; k < no; k++)
-                if (own[k]->self) s->has_mark[p] = clean_mark(c, p, k == 0, &s->mark[p]);
-        }
+        for (uint32_t p = 0; s->mark && s->has_mark && p < c->cfg.partitions; p++)
+            s->has_mark[p] = clean_mark(c, p, &s->mark[p]);
         /* The meta frees the cache without them; the eviction hook named it. */
         lattice_store_set_evict_hook(s->store, NULL);
+        uint32_t marked = 0;
+        for (uint32_t p = 0; s->has_mark && p < c->cfg.partitions; p++) marked += s->has_mark[p];
+        LT_LOG(LT_INFO, "data", "cache %s: keeping the copies of the old incarnation, %u of them with a delta mark",
+               c->cfg.name, marked);
         c->store = NULL;
         c->counter = NULL;
     }

@@ -33,6 +33,9 @@ static char finder[64];
  * loopback ports must never merge with ours. */
 static char cluster[32];
 static int base_port;
+/* The cache the helpers below use ("default" unless a test sets it). */
+static const char *tcache = "default";
+static char tcache_partitions[96] = "partitions default";
 
 static it_proc *start_one(const char *name, int port_no, const char *const *extra)
 {
@@ -82,8 +85,8 @@ static lattice_node *attach(void)
 static bool cache_ready(void *ctx)
 {
     lattice_node *n = ctx;
-    return lattice_cache_put(n, "default", "__ready", 7, "1", 1) == LATTICE_OK &&
-           lattice_cache_remove(n, "default", "__ready", 7) == LATTICE_OK;
+    return lattice_cache_put(n, tcache, "__ready", 7, "1", 1) == LATTICE_OK &&
+           lattice_cache_remove(n, tcache, "__ready", 7) == LATTICE_OK;
 }
 
 
@@ -99,7 +102,7 @@ static void put_range(lattice_node *n, const char *prefix, long count)
             snprintf(vals[m], sizeof vals[m], "v%08ld", k);
             kv[m] = (lattice_kv){keys[m], strlen(keys[m]), vals[m], strlen(vals[m]), 0};
         }
-        lattice_status st = lattice_cache_put_all(n, "default", kv, m);
+        lattice_status st = lattice_cache_put_all(n, tcache, kv, m);
         ck_assert_msg(st == LATTICE_OK, "put_all at %ld: %s", i, lattice_strerror(st));
     }
 }
@@ -150,7 +153,7 @@ static void *load_main(void *arg)
         p->l = l;
         p->key = k;
         atomic_fetch_add(&l->inflight, 1);
-        lattice_op op = lattice_op_put("default", key, strlen(key), val, strlen(val));
+        lattice_op op = lattice_op_put(tcache, key, strlen(key), val, strlen(val));
         if (lattice_op_submit(l->n, &op, 1, put_done, p) != LATTICE_OK) {
             atomic_fetch_sub(&l->inflight, 1);
             free(p);
@@ -176,7 +179,8 @@ static void load_stop_and_check(load *l)
     pthread_join(l->th, NULL);
     long total = atomic_load(&l->next);
     long acked = atomic_load(&l->n_acked);
-    long present = count_present(l->n, "default", "q", total, l->acked);
+    long present = count_present(l->n, tcache, "q", total, l->acked);
+    if (present != atomic_load(&l->n_acked)) fflush(stdout);
     printf("load: %ld submitted, %ld acknowledged, %ld failed, %ld acknowledged present\n", total, acked,
            atomic_load(&l->n_failed), present);
     ck_assert_int_gt(acked, 0);
@@ -205,7 +209,7 @@ typedef struct balanced_ctx {
 static bool balanced(void *ctx)
 {
     balanced_ctx *b = ctx;
-    json_t *pj = cli_json("partitions default");
+    json_t *pj = cli_json(tcache_partitions);
     if (!pj) return false;
     bool ok = json_integer_value(json_object_get(pj, "lost")) == 0 &&
               json_integer_value(json_object_get(pj, "under_replicated")) == 0 &&
@@ -273,7 +277,7 @@ static void wait_balanced(balanced_ctx *b, int stall_ms)
     }
     if (!ok) {
         char out[4096];
-        it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s partitions default | tail -3", LATTICE_CLI_PATH, finder, cluster);
+        it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s partitions %s | tail -3", LATTICE_CLI_PATH, finder, cluster, tcache);
         fprintf(stderr, "%s", out);
     }
     ck_assert_msg(ok, "never rebalanced to %ld nodes x %ld copies", b->nodes, b->copies);
@@ -282,7 +286,7 @@ static void wait_balanced(balanced_ctx *b, int stall_ms)
 static void verify_clean(void)
 {
     char out[1 << 16];
-    int rc = it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s --json verify default", LATTICE_CLI_PATH, finder, cluster);
+    int rc = it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s --json verify %s", LATTICE_CLI_PATH, finder, cluster, tcache);
     json_t *j = json_loads(out, 0, NULL);
     ck_assert_msg(rc == 0 && j, "verify: rc %d: %s", rc, out);
     ck_assert_int_eq(json_array_size(json_object_get(j, "conflicts")), 0);
@@ -485,6 +489,115 @@ START_TEST(a_pause_that_cost_the_quorum_loses_no_data)
     printf("pause without quorum: %ld of %ld keys present after the rejoin\n", present, N);
     ck_assert_int_eq(present, N);
     verify_clean();
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+/* `lattice rebalance --json` "nodes" entry of the server on port `port`. */
+static json_t *rebalance_node_of_port(int port)
+{
+    json_t *j = cli_json("rebalance");
+    char cid[32];
+    snprintf(cid, sizeof cid, "127.0.0.1:%d", port);
+    json_t *nodes = j ? json_object_get(j, "nodes") : NULL, *x, *found = NULL;
+    size_t i;
+    json_array_foreach(nodes, i, x)
+    {
+        /* the shape: every field there, of its type */
+        ck_assert(json_is_string(json_object_get(x, "id")));
+        ck_assert(json_is_string(json_object_get(x, "consistent_id")));
+        ck_assert(json_is_integer(json_object_get(x, "entries_received")));
+        ck_assert(json_is_integer(json_object_get(x, "bytes_received")));
+        const char *mode = json_string_value(json_object_get(x, "mode"));
+        ck_assert(mode && (!strcmp(mode, "full") || !strcmp(mode, "delta")));
+        if (!strcmp(json_string_value(json_object_get(x, "consistent_id")), cid)) found = json_deep_copy(x);
+    }
+    if (j) json_decref(j);
+    return found;
+}
+
+/* Delta rejoin: a server paused past the failure detection is dropped; the
+ * survivors restore redundancy and take writes (a put load runs throughout,
+ * and 1% of the keys change while it is away: overwrites, removes, new
+ * keys).  It resumes, rejoins under a new id with the copies it kept, and
+ * its partitions come back as deltas: mode "delta", and it receives about
+ * what it missed, not the whole data set.  Every acknowledged write reads
+ * back, the removed keys stay removed, and `lattice verify` finds every
+ * copy equal.  _i == 1: history=16 records a partition - the gap is older
+ * than the history, so the same rejoin falls back to full copies. */
+START_TEST(delta_rejoin_after_a_pause)
+{
+    it_begin(_i ? "rebalance_delta_fallback" : "rebalance_delta_rejoin");
+    it_proc *srv[3];
+    start_grid(srv, 3, 3, NULL);
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    /* Created on the formed grid: all three own it from its first write, so
+     * their histories are complete from 0 (docs/REBALANCE.md §9). */
+    char out[4096];
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s --cluster %s cache create dl backups=1 partitions=128%s",
+                                LATTICE_CLI_PATH, finder, cluster, _i ? " history=16" : ""),
+                     0);
+    tcache = "dl";
+    snprintf(tcache_partitions, sizeof tcache_partitions, "partitions %s", tcache);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    balanced_ctx b3 = {3, 2, NULL, 0, 0};
+    wait_balanced(&b3, 30000);
+    const long N = 20000, MISSED = N / 100;
+    put_range(c, "k", N);
+    it_signal(srv[2], SIGSTOP);
+    wait_grid(c, 2);
+    balanced_ctx b2 = {2, 2, NULL, 0, 0};
+    wait_balanced(&b2, 60000);
+    /* What it misses: MISSED/2 overwrites and new keys, MISSED/4 removes. */
+    put_range(c, "m", MISSED / 2);
+    char key[48];
+    for (long i = 0; i < MISSED / 4; i++) {
+        key_of(key, sizeof key, "k", i * 7);
+        ck_assert_int_eq(lattice_cache_remove(c, tcache, key, strlen(key)), LATTICE_OK);
+    }
+    load l;
+    load_start(&l, c);
+    it_signal(srv[2], SIGCONT);
+    ck_assert(it_wait_log(srv[2], "rejoining as a new node", 30000));
+    wait_grid(c, 3);
+    wait_balanced(&b3, 60000);
+    if (getenv("DBG_VERIFY")) {
+        static char vo[1 << 16];
+        it_capture_stdout(vo, sizeof vo, "%s --ip-finder %s --cluster %s --json verify %s | head -c 1500", LATTICE_CLI_PATH, finder, cluster, tcache);
+        printf("VERIFY: %s\n", vo);
+        fflush(stdout);
+    }
+    load_stop_and_check(&l);
+    json_t *me = rebalance_node_of_port(base_port + 2);
+    ck_assert_ptr_nonnull(me);
+    const char *mode = json_string_value(json_object_get(me, "mode"));
+    long got = (long)json_integer_value(json_object_get(me, "entries_received"));
+    printf("rejoin after a pause: mode %s, %ld entries received (%ld keys, %ld missed), %lld partitions as deltas\n",
+           mode, got, N, MISSED, (long long)json_integer_value(json_object_get(me, "partitions_delta")));
+    if (_i) {
+        ck_assert_str_eq(mode, "full");
+        ck_assert_int_gt(got, N / 2);
+    } else {
+        ck_assert_str_eq(mode, "delta");
+        ck_assert_int_lt(got, N / 10); /* what it missed plus the load's writes, not its ~2/3 of the keys */
+    }
+    json_decref(me);
+    long gone = 0;
+    for (long i = 0; i < MISSED / 4; i++) {
+        key_of(key, sizeof key, "k", i * 7);
+        void *v = NULL;
+        size_t vl = 0;
+        gone += lattice_cache_get(c, tcache, key, strlen(key), &v, &vl) == LATTICE_ERR_NOT_FOUND;
+        lt_free(v);
+    }
+    ck_assert_int_eq(gone, MISSED / 4);
+    ck_assert_int_eq(count_present(c, tcache, "k", N, NULL), N - MISSED / 4);
+    ck_assert_int_eq(count_present(c, tcache, "m", MISSED / 2, NULL), MISSED / 2);
+    verify_clean();
+    tcache = "default";
+    snprintf(tcache_partitions, sizeof tcache_partitions, "partitions default");
     lattice_node_stop(c);
     it_end();
 }
@@ -799,6 +912,9 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tc_of("pause_no_quorum");
     tcase_add_test(tc, a_pause_that_cost_the_quorum_loses_no_data);
+    suite_add_tcase(s, tc);
+    tc = tc_of("delta");
+    tcase_add_loop_test(tc, delta_rejoin_after_a_pause, 0, 2);
     suite_add_tcase(s, tc);
     tc = tc_of("reset_lost");
     tcase_add_test(tc, reset_lost_gives_up_the_partitions_of_a_killed_server);
