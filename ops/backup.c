@@ -20,6 +20,7 @@
  * never makes room on its own: the copies would differ); a full_sync
  * primary then undoes the write everywhere (primary.c).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "lattice/log.h"
@@ -42,6 +43,7 @@ lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const v
     }
     lattice_store_entry e = {partition, key, key_len, value, value_len, expire_ms, version};
     int st = lattice_store_put(c->store, &e, LATTICE_STORE_IF_NEWER);
+    if (getenv("DBG_TRACE")) LT_LOG(LT_INFO, "data", "TRACE repl p %u %.*s v %llu st %d", partition, (int)key_len, (const char *)key, (unsigned long long)version, st);
     return st == LATTICE_ERR_EXISTS ? LATTICE_OK : st; /* an older write arriving late changes nothing */
 }
 
@@ -71,6 +73,7 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
         return;
     }
     if (!c) r.status = LATTICE_ERR_NO_CACHE;
+    if (!c && getenv("DBG_TRACE")) LT_LOG(LT_INFO, "data", "TRACE nocache p %u %.*s v %llu", q->partition, (int)q->key.len, (const char *)q->key.data, (unsigned long long)q->version);
     else if (q->kind == CTL_REPLICATE_TXN) r.status = txn_apply_copy(d, c, q);
     else r.status = exec_replicate(c, q->partition, q->key.data, q->key.len, q->value.data, q->value.len,
                                    q->expire_ms, q->version, q->remove);

@@ -80,6 +80,7 @@ int exec_write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, si
     if (st != LATTICE_OK) return st;
     c->counter[in->partition] = version;
     c->writes++;
+    if (getenv("DBG_TRACE")) LT_LOG(LT_INFO, "data", "TRACE put p %u %.*s v %llu", in->partition, (int)in->key_len, (const char *)in->key, (unsigned long long)version);
     *repl = (repl_out){true, false, v, vlen, expire, version};
     return LATTICE_OK;
 }

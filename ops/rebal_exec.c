@@ -23,6 +23,7 @@
  * flow control (prefetch window, acks, throttle) bounds what is in flight.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lattice/alloc.h"
@@ -529,6 +530,7 @@ static bool begin_with_base(lattice_ops *d, lattice_meta_cache *c, rsess *s, uin
         return false;
     }
     s->bases[s->nbases++] = (lattice_rebalance_delta_base){p, mark, l.k, l.n};
+    if (getenv("DBG_TRACE")) LT_LOG(LT_INFO, "rebalance", "TRACE base p %u mark %llu keys %zu", p, (unsigned long long)mark, l.n);
     return true;
 }
 
@@ -668,6 +670,14 @@ void rebal_on_supply(lattice_ops *d, const Latdata__Req *q)
     if (ev == LATTICE_REBALANCE_ACCEPT) {
         lattice_rebalance_apply_result r;
         lattice_status st = lattice_rebalance_applier_apply(ss->ap, s, &r);
+        if (getenv("DBG_TRACE"))
+            for (size_t i = 0; i < in.entries; i++) {
+                lattice_store_entry e;
+                lattice_rebalance_supply_entry(s, i, &e);
+                LT_LOG(LT_INFO, "rebalance", "TRACE supply p %u %.*s v %llu rm %d delta %d from %s", in.partition, (int)e.key_len,
+                       (const char *)e.key, (unsigned long long)e.version, lattice_rebalance_supply_entry_removed(s, i), in.delta, from_id);
+            }
+        if (getenv("DBG_TRACE") && r.partition_done) LT_LOG(LT_INFO, "rebalance", "TRACE done p %u counter %llu", in.partition, (unsigned long long)r.update_counter);
         if (st != LATTICE_OK) {
             /* Not stored: no ack; the timeout asks again. */
             LT_LOG(LT_WARN, "rebalance", "cache %s: storing a batch of partition %u failed: %s", c->cfg.name,

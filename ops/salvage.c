@@ -28,6 +28,7 @@
  * keeps the first set (the incarnation in between held nothing of them).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lattice/alloc.h"
@@ -85,8 +86,12 @@ void salvage_keep(lattice_ops *d, lattice_meta *old)
          * knew (docs/CONSISTENCY.md, "Delta rebalance"). */
         s->mark = lt_calloc(c->cfg.partitions, sizeof *s->mark);
         s->has_mark = lt_calloc(c->cfg.partitions, 1);
-        for (uint32_t p = 0; s->mark && s->has_mark && p < c->cfg.partitions; p++)
+        for (uint32_t p = 0; s->mark && s->has_mark && p < c->cfg.partitions; p++) {
             s->has_mark[p] = clean_mark(c, p, &s->mark[p]);
+            if (getenv("DBG_TRACE") && s->has_mark[p])
+                LT_LOG(LT_INFO, "data", "TRACE mark p %u %llu counter %llu", p, (unsigned long long)s->mark[p],
+                       (unsigned long long)c->counter[p]);
+        }
         /* The meta frees the cache without them; the eviction hook named it. */
         lattice_store_set_evict_hook(s->store, NULL);
         uint32_t marked = 0;

@@ -180,6 +180,22 @@ static void load_stop_and_check(load *l)
     long total = atomic_load(&l->next);
     long acked = atomic_load(&l->n_acked);
     long present = count_present(l->n, tcache, "q", total, l->acked);
+    if (present != acked) {
+        int shown = 0;
+        for (long k = 0; k < total && shown < 6; k++) {
+            if (!l->acked[k]) continue;
+            char kk[48];
+            key_of(kk, sizeof kk, "q", k);
+            void *v = NULL;
+            size_t vl = 0;
+            if (lattice_cache_get(l->n, tcache, kk, strlen(kk), &v, &vl) == LATTICE_ERR_NOT_FOUND) {
+                printf("MISSING %s partition %u\n", kk, lattice_partition_of_key(kk, strlen(kk), 128));
+                shown++;
+            }
+            lt_free(v);
+        }
+        fflush(stdout);
+    }
     if (present != atomic_load(&l->n_acked)) fflush(stdout);
     printf("load: %ld submitted, %ld acknowledged, %ld failed, %ld acknowledged present\n", total, acked,
            atomic_load(&l->n_failed), present);
