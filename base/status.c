@@ -21,8 +21,9 @@ static const char *const messages[LATTICE_STATUS_COUNT_] = {
     [LATTICE_ERR_UNSUPPORTED] = "operation not supported",
     [LATTICE_ERR_EXPIRED] = "entry expired",
     [LATTICE_ERR_DISK_FULL] = "the data directory cannot take more writes (disk full or IO error); writes refused",
-    [LATTICE_ERR_RESTARTING] = "the grid is restarting from its data directories: it waits for every baseline server "
-                               "to report (or --restart-wait-ms) and for their copies to agree; nothing is served yet",
+    /* one literal: clang's -Wstring-concatenation takes two in an array for a missing comma */
+    [LATTICE_ERR_RESTARTING] = ("the grid is restarting from its data directories: it waits for every baseline server "
+                                "to report (or --restart-wait-ms) and for their copies to agree; nothing is served yet"),
     [LATTICE_ERR_NO_QUORUM] = "no quorum: this node reaches no strict majority of the baseline topology",
 };
 
