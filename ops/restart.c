@@ -220,6 +220,26 @@ static void cids_free(char **v, size_t n)
     lt_free(v);
 }
 
+/* Recovered copy i with the base it was kept under (cids: the caller frees
+ * them with cids_free). */
+typedef struct {
+    const char *name, *spec;
+    lattice_store *store;
+    const uint64_t *counter;
+    uint32_t parts;
+    uint64_t base;
+    char **cids;
+    size_t n_cids;
+} rs_kept;
+
+static bool kept_copy(lt_persist *p, const char *bases, size_t i, rs_kept *k)
+{
+    k->spec = lt_persist_recovered_spec(p, i);
+    if (!k->spec || !lt_persist_recovered_copy(p, i, &k->name, &k->store, &k->counter, &k->parts)) return false;
+    base_of(bases, k->name, &k->base, &k->cids, &k->n_cids);
+    return true;
+}
+
 /* ------------------------------------------------------------ reports */
 
 /* Whether DIR/reloading lists partition p of cache name: its copy was being
@@ -247,29 +267,22 @@ static bool own_report(lattice_ops *d, wbuf *w)
     for (size_t i = 0; i < n; i++) k += lt_persist_recovered_spec(p, i) != NULL;
     w_u64(w, k);
     for (size_t i = 0; i < n; i++) {
-        const char *spec = lt_persist_recovered_spec(p, i), *name;
-        lattice_store *s;
-        const uint64_t *counter;
-        uint32_t parts;
-        if (!spec || !lt_persist_recovered_copy(p, i, &name, &s, &counter, &parts)) continue;
-        uint64_t bv;
-        char **cids;
-        size_t nc;
-        base_of(bases, name, &bv, &cids, &nc);
-        w_str(w, name);
-        w_str(w, spec);
-        w_u64(w, bv);
-        w_u64(w, nc);
-        for (size_t c = 0; c < nc; c++) w_str(w, cids[c]);
-        cids_free(cids, nc);
-        w_u64(w, parts);
-        for (uint32_t q = 0; q < parts; q++) {
+        rs_kept k;
+        if (!kept_copy(p, bases, i, &k)) continue;
+        w_str(w, k.name);
+        w_str(w, k.spec);
+        w_u64(w, k.base);
+        w_u64(w, k.n_cids);
+        for (size_t c = 0; c < k.n_cids; c++) w_str(w, k.cids[c]);
+        cids_free(k.cids, k.n_cids);
+        w_u64(w, k.parts);
+        for (uint32_t q = 0; q < k.parts; q++) {
             lattice_rebalance_digest g;
-            if (lattice_rebalance_digest_partition(s, q, counter[q], &g) != LATTICE_OK) {
+            if (lattice_rebalance_digest_partition(k.store, q, k.counter[q], &g) != LATTICE_OK) {
                 w->failed = true;
                 break;
             }
-            if (reloading(partial, name, q)) g = (lattice_rebalance_digest){0}; /* partial: never kept */
+            if (reloading(partial, k.name, q)) g = (lattice_rebalance_digest){0}; /* partial: never kept */
             w_u64(w, g.counter);
             w_u64(w, g.size);
             w_u64(w, g.hash);
@@ -436,17 +449,11 @@ bool restart_waits(lattice_ops *d)
     char *bases = p && wal_has_recovered(d) ? lt_persist_read_bases(p) : NULL;
     bool others = false;
     for (size_t i = 0; bases && i < lt_persist_recovered_count(p) && !others; i++) {
-        const char *spec = lt_persist_recovered_spec(p, i), *name;
-        lattice_store *s;
-        const uint64_t *counter;
-        uint32_t parts;
-        if (!spec || !lt_persist_recovered_copy(p, i, &name, &s, &counter, &parts)) continue;
-        uint64_t bv;
-        char **cids;
-        size_t nc;
-        base_of(bases, name, &bv, &cids, &nc);
-        for (size_t c = 0; c < nc && !others; c++) others = !d->self || strcmp(cids[c], d->self->m.cid) != 0;
-        cids_free(cids, nc);
+        rs_kept k;
+        if (!kept_copy(p, bases, i, &k)) continue;
+        for (size_t c = 0; c < k.n_cids && !others; c++)
+            others = !d->self || strcmp(k.cids[c], d->self->m.cid) != 0;
+        cids_free(k.cids, k.n_cids);
     }
     lt_free(bases);
     if (!others) {

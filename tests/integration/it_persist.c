@@ -29,6 +29,7 @@
 #define KEYS_PER_WRITER 200
 #define MAX_OPS 60000
 #define MAX_MS 20000
+#define SERVE_MS 60000 /* a node acknowledges writes again within this */
 
 /* Per key: the last acknowledged state and the one in flight. */
 typedef struct key_hist {
@@ -136,23 +137,6 @@ static void check_history(const writer *w, int node)
     ck_assert_int_eq(checked, WRITERS * KEYS_PER_WRITER);
 }
 
-static bool serving(void *ctx)
-{
-    int i = *(int *)ctx;
-    redisContext *c = try_conn(i);
-    if (!c) return false;
-    redisReply *r = redisCommand(c, "SET it:probe 1");
-    bool ok = r && r->type == REDIS_REPLY_STATUS;
-    if (r) freeReplyObject(r);
-    redisFree(c);
-    return ok;
-}
-
-static void wait_serving(int i)
-{
-    ck_assert_msg(it_wait_for(serving, &i, 60000), "node %d serves", i);
-}
-
 static char data_dir[4][512];
 
 static const char **node_args4(int i, const char *mode, const char *extra1, const char *extra2, const char *extra3,
@@ -187,7 +171,7 @@ static void kill9_under_load(const char *mode)
     start_grid(0, 1, NULL);
     extra[1] = node_args(0, mode, NULL, NULL)[1];
     start_node(0, extra);
-    wait_serving(0);
+    wait_serving(0, SERVE_MS);
     static writer w[WRITERS];
     pthread_t th[WRITERS];
     for (int round = 0; round < 2; round++) {
@@ -197,7 +181,7 @@ static void kill9_under_load(const char *mode)
         ck_assert(it_wait_exit(srv[0], 10000));
         for (int i = 0; i < WRITERS; i++) pthread_join(th[i], NULL);
         start_node(0, extra);
-        wait_serving(0);
+        wait_serving(0, SERVE_MS);
         ck_assert(it_log_has(srv[0], "entries restored from"));
         check_history(w, 0);
     }
@@ -288,7 +272,7 @@ START_TEST(truncated_and_corrupted_log)
     it_begin("persist_torn_log");
     start_grid(0, 1, NULL);
     start_node(0, node_args(0, "always", NULL, NULL));
-    wait_serving(0);
+    wait_serving(0, SERVE_MS);
     write_seq(0, 300);
     it_signal(srv[0], SIGKILL);
     ck_assert(it_wait_exit(srv[0], 10000));
@@ -298,7 +282,7 @@ START_TEST(truncated_and_corrupted_log)
     /* Cut inside the last record: the node starts and has all but that one. */
     ck_assert_int_eq(truncate(seg, end - 7), 0);
     start_node(0, node_args(0, "always", NULL, NULL));
-    wait_serving(0);
+    wait_serving(0, SERVE_MS);
     ck_assert(it_log_has(srv[0], "the log ends at byte"));
     int m = prefix_len(0, 300);
     ck_assert_int_eq(m, 299);
@@ -318,7 +302,7 @@ START_TEST(truncated_and_corrupted_log)
     it_proc *before = srv[0];
     start_node(0, node_args(0, "always", NULL, NULL));
     ck_assert_ptr_ne(before, srv[0]);
-    wait_serving(0);
+    wait_serving(0, SERVE_MS);
     m = prefix_len(0, 300);
     ck_assert_int_gt(m, 0);
     ck_assert_int_lt(m, 299);
@@ -348,7 +332,7 @@ START_TEST(full_disk_refuses_writes_keeps_data)
     const char *args[] = {"--data-dir", dd, "--wal-fsync", "always", NULL};
     start_grid(0, 1, NULL);
     start_node(0, args);
-    wait_serving(0);
+    wait_serving(0, SERVE_MS);
     redisContext *c = conn_to(0);
     static char val[16384];
     memset(val, 'x', sizeof val - 1);
@@ -391,7 +375,7 @@ START_TEST(full_disk_refuses_writes_keeps_data)
     it_signal(srv[0], SIGKILL);
     ck_assert(it_wait_exit(srv[0], 10000));
     start_node(0, args);
-    wait_serving(0);
+    wait_serving(0, SERVE_MS);
     c = conn_to(0);
     for (int i = 0; i < acked; i++) {
         r = cmd(c, "STRLEN big:%d", i);
@@ -420,7 +404,7 @@ START_TEST(three_nodes_killed_and_restarted)
         const char **a = node_args(i, "group", "--cache", cache);
         start_node(i, a);
     }
-    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) wait_serving(i, SERVE_MS);
     /* All three in one grid before the load. */
     for (int tries = 0; tries < 600; tries++) {
         json_t *top = it_top(finder, NULL, NULL);
@@ -441,7 +425,7 @@ START_TEST(three_nodes_killed_and_restarted)
     start_node(0, node_args(0, "group", "--cache", cache));
     ck_assert(it_wait_log(srv[0], "whole-grid restart", 20000));
     for (int i = 1; i < 3; i++) start_node(i, node_args(i, "group", "--cache", cache));
-    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) wait_serving(i, SERVE_MS);
     for (int i = 0; i < 3; i++) ck_assert(it_log_has(srv[i], "entries restored from"));
     for (int i = 0; i < 3; i++) check_history(w, i);
     for (int i = 0; i < 3; i++) it_signal(srv[i], SIGTERM);
@@ -486,7 +470,7 @@ START_TEST(rejoin_drops_a_stale_copy)
     const char *cache = "default:backups=2,partitions=64";
     start_grid(0, 3, NULL);
     for (int i = 0; i < 3; i++) start_node(i, node_args(i, "group", "--cache", cache));
-    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) wait_serving(i, SERVE_MS);
     ck_assert(it_wait_for(verify_clean, NULL, 60000));
     ck_assert_msg(it_wait_baseline(finder, 3, 60000), "the baseline never held the 3 servers");
     redisContext *c = conn_to(0);
@@ -494,7 +478,7 @@ START_TEST(rejoin_drops_a_stale_copy)
     redisFree(c);
     it_signal(srv[2], SIGKILL);
     ck_assert(it_wait_exit(srv[2], 10000));
-    wait_serving(0);
+    wait_serving(0, SERVE_MS);
     c = conn_to(0);
     for (int i = 0; i < 200; i++) {
         redisReply *r = i < 100 ? cmd(c, "DEL rj:%d", i) : cmd(c, "SET rj:%d new", i);
@@ -503,7 +487,7 @@ START_TEST(rejoin_drops_a_stale_copy)
     }
     redisFree(c);
     start_node(2, node_args(2, "group", "--cache", cache));
-    wait_serving(2);
+    wait_serving(2, SERVE_MS);
     ck_assert(it_wait_log(srv[2], "is dropped", 20000));
     ck_assert(it_wait_for(verify_clean, NULL, 60000));
     expect_rejoin_state(2);
@@ -512,7 +496,7 @@ START_TEST(rejoin_drops_a_stale_copy)
     /* Alone, without waiting for the other two (backups=2: it owns every
      * partition). */
     start_node(2, node_args4(2, "group", "--cache", cache, "--restart-wait-ms", "0"));
-    wait_serving(2);
+    wait_serving(2, SERVE_MS);
     ck_assert(it_log_has(srv[2], "entries restored from"));
     expect_rejoin_state(2);
     it_signal(srv[2], SIGTERM);
@@ -543,13 +527,13 @@ START_TEST(restart_keeps_the_consistent_id)
     const char *args[] = {"--port", port, "--port-range", "3", "--ip-finder", fnd, "--resp-port", rport,
                           "--data-dir", data_dir[0], NULL};
     srv[0] = it_latticed("c0", args);
-    wait_serving(0);
+    wait_serving(0, SERVE_MS);
     ck_assert(it_log_has(srv[0], want));
     it_signal(srv[0], SIGTERM);
     ck_assert(it_wait_exit(srv[0], 20000));
     close(s);
     srv[0] = it_latticed("c1", args);
-    wait_serving(0);
+    wait_serving(0, SERVE_MS);
     ck_assert(it_log_has(srv[0], "trying port"));
     ck_assert(it_log_has(srv[0], want));
     redisContext *c = conn_to(0);

@@ -104,29 +104,6 @@ static void expect_err(redisContext *c, const char *want, const char *fmt, ...)
     freeReplyObject(r);
 }
 
-/* The grid serves writes through node i. */
-static bool serving(void *ctx)
-{
-    int i = *(int *)ctx;
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base + i, tv);
-    bool ok = false;
-    if (c && !c->err) {
-        redisSetTimeout(c, tv);
-        redisReply *r = redisCommand(c, "SET __ready 1");
-        ok = r && r->type == REDIS_REPLY_STATUS;
-        if (r) freeReplyObject(r);
-    }
-    if (c) redisFree(c);
-    return ok;
-}
-
-static void wait_serving(int i)
-{
-    ck_assert_msg(it_wait_for(serving, &i, 30000), "node %d never served SET over RESP", i);
-}
-
-
 /* ---- raw sockets, for bytes no well-behaved client sends ---- */
 
 static char raw_buf[1 << 16];
@@ -217,7 +194,7 @@ START_TEST(commands_three_nodes)
     const char *extra[] = {"--cache", "default:backups=1", NULL};
     start_grid(3, 3, extra);
     wait_spread(3);
-    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) wait_serving(i, 30000);
     redisContext *a = conn_to(0), *b = conn_to(1), *c = conn_to(2);
 
     expect_status(a, "PONG", "PING");
@@ -235,7 +212,7 @@ START_TEST(commands_three_nodes)
         expect_str(i % 2 ? b : c, want, "GET k%d", i);
     }
     expect_str(b, NULL, "GET missing");
-    expect_int(a, 1, "DEL __ready");
+    expect_int(a, 1, "DEL it:probe");
     /* DBSIZE counts what each node holds as primary, as Redis Cluster. */
     long long dbsize = 0;
     redisContext *abc[] = {a, b, c};
@@ -485,7 +462,7 @@ START_TEST(cluster_slots_match_partitions)
     const char *extra[] = {"--cache", "default:backups=1,partitions=256", NULL};
     start_grid(3, 3, extra);
     wait_spread(3);
-    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) wait_serving(i, 30000);
     for (int i = 0; i < 3; i++) {
         /* The three views converge; then every node describes the same table. */
         bool ok = false;
@@ -549,7 +526,7 @@ START_TEST(redis_cli_and_benchmark)
     const char *extra[] = {"--cache", "default:backups=1", NULL};
     start_grid(3, 3, extra);
     wait_spread(3);
-    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) wait_serving(i, 30000);
     ck_assert_int_eq(run("redis-cli -p %d SET clikey hello", resp_base), 0);
     ck_assert_str_eq(out_buf, "OK\n");
     ck_assert_int_eq(run("redis-cli -p %d GET clikey", resp_base + 1), 0);
@@ -634,12 +611,12 @@ START_TEST(topology_change)
      * every partition on the first (see the join below). */
     ports_ctx two = {0, 2, 0};
     ck_assert_msg(it_wait_for(slots_follow, &two, 30000), "CLUSTER SLOTS never showed 2 primaries");
-    wait_serving(0);
-    wait_serving(1);
+    wait_serving(0, 30000);
+    wait_serving(1, 30000);
     /* A node joins: the slots spread over three primaries.  (The keys are
      * written after the join: moving stored partitions to a joiner is the
      * rebalance module's work; CLUSTER SLOTS follows whatever it serves.) */
-    ck_assert_int_eq(run("redis-cli -p %d DEL __ready", resp_base), 0);
+    ck_assert_int_eq(run("redis-cli -p %d DEL it:probe", resp_base), 0);
     start_node(2, extra);
     for (int n = 0; n < 3; n++) {
         ports_ctx three = {n, 3, 0};
@@ -730,7 +707,7 @@ START_TEST(malformed_closes_only_offender)
 {
     it_begin("resp_malformed");
     start_grid(1, 1, NULL);
-    wait_serving(0);
+    wait_serving(0, 30000);
     redisContext *good = conn_to(0);
     expect_status(good, "OK", "SET g 1");
     static char big_inline[70 * 1024];
@@ -795,7 +772,7 @@ START_TEST(thousand_connections)
     /* Two IO threads per node: connections spread over both sockets. */
     const char *extra[] = {"--cache", "default:backups=1", "--resp-io-threads", "2", NULL};
     start_grid(3, 3, extra);
-    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) wait_serving(i, 30000);
     enum { N = 1000 };
     static redisContext *cs[N];
     for (int i = 0; i < N; i++) cs[i] = conn_to(i % 3);
@@ -872,7 +849,7 @@ START_TEST(max_clients_and_idle_timeout)
     it_begin("resp_limits");
     const char *extra[] = {"--resp-max-clients", "4", "--resp-timeout", "1", "--resp-output-limit", "4096", NULL};
     start_grid(1, 1, extra);
-    wait_serving(0);
+    wait_serving(0, 30000);
     redisContext *cs[4];
     /* wait_serving's client has closed, but the server counts it until its
      * IO thread sees the close: the first client waits until it is alone
@@ -1102,7 +1079,7 @@ START_TEST(rmw_atomic_on_grid)
     const char *extra[] = {"--cache", "default:backups=1,sync=full_sync", NULL};
     start_grid(3, 3, extra);
     wait_spread(3);
-    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) wait_serving(i, 30000);
     static rmw_worker w[RMW_THREADS];
     for (int t = 0; t < RMW_THREADS; t++) {
         w[t].t = t;
@@ -1180,7 +1157,7 @@ START_TEST(introspection_io_threads)
     it_begin("resp_intro");
     const char *extra[] = {"--resp-io-threads", "2", NULL};
     start_grid(1, 1, extra);
-    wait_serving(0);
+    wait_serving(0, 30000);
     /* Twelve connections: the kernel spreads them over both IO threads'
      * sockets (SO_REUSEPORT); CLIENT LIST must see every one. */
     redisContext *cs[IC];

@@ -28,6 +28,7 @@
 #define MAX_OPS 40000
 #define MAX_MS 20000
 #define CACHE "default:backups=1,partitions=1024"
+#define SERVE_MS 120000 /* a node acknowledges writes again within this */
 
 static atomic_bool stop_flag;
 static atomic_long ok_ops;
@@ -147,23 +148,6 @@ static void check_linearizable(const char *what)
     ck_assert_msg(ok, "%s: the history is not linearizable (%s)", what, path);
 }
 
-static bool serving(void *ctx)
-{
-    int i = *(int *)ctx;
-    redisContext *c = try_conn(i);
-    if (!c) return false;
-    redisReply *r = redisCommand(c, "SET it:probe 1");
-    bool ok = r && r->type == REDIS_REPLY_STATUS;
-    if (r) freeReplyObject(r);
-    redisFree(c);
-    return ok;
-}
-
-static void wait_serving(int i)
-{
-    ck_assert_msg(it_wait_for(serving, &i, 120000), "node %d serves", i);
-}
-
 static char data_dir[3][512];
 
 static const char **node_args(int i, const char *wait_ms)
@@ -212,7 +196,7 @@ static bool rebalance_settled(void *ctx)
 static void start_three(void)
 {
     for (int i = 0; i < 3; i++) start_node(i, node_args(i, "60000"));
-    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) wait_serving(i, SERVE_MS);
     ck_assert_msg(it_wait_baseline(finder, 3, 60000), "the baseline never held the 3 servers");
     ck_assert(it_wait_for(rebalance_settled, NULL, 120000));
 }
@@ -242,7 +226,7 @@ START_TEST(all_three_killed_and_restarted)
     start_three();
     load_and_kill();
     for (int i = 0; i < 3; i++) start_node(i, node_args(i, "60000"));
-    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) wait_serving(i, SERVE_MS);
     for (int i = 0; i < 3; i++) ck_assert_msg(it_log_has(srv[i], "entries restored from"), "node %d kept its copy", i);
     bool coordinated = false;
     for (int i = 0; i < 3; i++) coordinated |= it_log_has(srv[i], "every owner holds the kept copy");
@@ -279,12 +263,12 @@ START_TEST(an_old_data_dir_does_not_win)
     ck_assert(it_wait_exit(srv[2], 20000));
     ck_assert_int_eq(it_sh("cp -a %s %s.old", data_dir[2], data_dir[2]), 0);
     start_node(2, node_args(2, "60000"));
-    wait_serving(2);
+    wait_serving(2, SERVE_MS);
     ck_assert(it_wait_for(rebalance_settled, NULL, 120000));
     load_and_kill();
     ck_assert_int_eq(it_sh("rm -rf %s && mv %s.old %s", data_dir[2], data_dir[2], data_dir[2]), 0);
     for (int i = 0; i < 3; i++) start_node(i, node_args(i, "60000"));
-    for (int i = 0; i < 3; i++) wait_serving(i);
+    for (int i = 0; i < 3; i++) wait_serving(i, SERVE_MS);
     /* Its stale partitions were replaced by the kept copies. */
     char sent[200];
     snprintf(sent, sizeof sent, "sent to 127.0.0.1:%d", peer_base + 2);
@@ -322,7 +306,7 @@ START_TEST(one_node_never_returns)
         if (!refused) usleep(20000);
     }
     ck_assert_msg(refused, "an operation during the wait was not refused naming it");
-    for (int i = 0; i < 2; i++) wait_serving(i);
+    for (int i = 0; i < 2; i++) wait_serving(i, SERVE_MS);
     ck_assert(it_log_has(srv[0], "did not report within") || it_log_has(srv[1], "did not report within"));
     for (int i = 0; i < 2; i++) read_all(i);
     check_linearizable("missing");

@@ -54,6 +54,22 @@ redisContext *conn_to(int i)
     return c;
 }
 
+static bool accepts_writes(void *ctx)
+{
+    redisContext *c = try_conn(*(int *)ctx);
+    if (!c) return false;
+    redisReply *r = redisCommand(c, "SET it:probe 1");
+    bool ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
+void wait_serving(int i, int timeout_ms)
+{
+    ck_assert_msg(it_wait_for(accepts_writes, &i, timeout_ms), "node %d serves", i);
+}
+
 redisReply *cmd(redisContext *c, const char *fmt, ...)
 {
     va_list ap;

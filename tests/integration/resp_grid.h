@@ -24,6 +24,8 @@ void start_grid(int n, int capacity, const char *const *extra);
 redisContext *try_conn(int i);
 /* The same; the test fails when it cannot connect. */
 redisContext *conn_to(int i);
+/* Waits until server i acknowledges a SET (it:probe); the test fails after timeout_ms. */
+void wait_serving(int i, int timeout_ms);
 /* A command's reply; the test fails when there is none. */
 redisReply *cmd(redisContext *c, const char *fmt, ...);
 /* Runs a shell command (stderr with stdout); its output in out_buf. */

@@ -23,6 +23,40 @@ typedef struct answer {
     lattice_ops *d;
 } answer;
 
+/* A data layer of one server ("id-0", consistent id "a:1") with an 8 MiB
+ * region and no sockets: what the log needs around it. */
+static lattice_ops *one_node(void)
+{
+    static peer self;
+    lattice_ops *d = lt_calloc(1, sizeof *d);
+    ck_assert_ptr_nonnull(d);
+    memset(&self, 0, sizeof self);
+    snprintf(self.m.id, sizeof self.m.id, "id-0");
+    snprintf(self.m.cid, sizeof self.m.cid, "a:1");
+    self.m.server = self.m.self = true;
+    d->peers[d->n_peers++] = &self;
+    d->self = &self;
+    snprintf(d->self_id, sizeof d->self_id, "id-0");
+    d->running = true;
+    d->efd = eventfd(0, EFD_NONBLOCK);
+    ck_assert_int_ge(d->efd, 0);
+    lattice_region_config rc = {"t", 0, 8, 0, LATTICE_REGION_REJECT};
+    ck_assert_int_eq(lattice_region_create(&rc, &d->region), LATTICE_OK);
+    return d;
+}
+
+static void node_free(lattice_ops *d, const char *dir)
+{
+    wal_free(d);
+    lattice_meta_destroy(d->meta);
+    lattice_region_destroy(d->region);
+    close(d->efd);
+    lt_free(d);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
 static void cb(void *arg, size_t i, const lattice_op_result *r)
 {
     (void)i;
@@ -36,26 +70,13 @@ START_TEST(a_reply_that_cannot_be_held_still_waits_for_the_log)
 {
     char dir[] = "/tmp/test_wal_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    lattice_ops *d = lt_calloc(1, sizeof *d);
-    static peer self;
-    memset(&self, 0, sizeof self);
-    snprintf(self.m.id, sizeof self.m.id, "id-0");
-    snprintf(self.m.cid, sizeof self.m.cid, "a:1");
-    self.m.server = self.m.self = true;
-    d->peers[d->n_peers++] = &self;
-    d->self = &self;
-    snprintf(d->self_id, sizeof d->self_id, "id-0");
-    d->running = true;
-    d->efd = eventfd(0, EFD_NONBLOCK);
-    ck_assert_int_ge(d->efd, 0);
-    lattice_region_config rc = {"t", 0, 8, 0, LATTICE_REGION_REJECT};
-    ck_assert_int_eq(lattice_region_create(&rc, &d->region), LATTICE_OK);
+    lattice_ops *d = one_node();
     /* group commit: every batch waits for its fdatasync */
     ck_assert_int_eq(wal_init(d, dir, "group", 0), LATTICE_OK); /* registers with RCU for its recovery */
     rcu_register_thread(); /* the stores need it, as on the data thread */
     lattice_meta_config mc = {false, d->region, NULL, NULL};
     ck_assert_int_eq(lattice_meta_create(&mc, &d->meta), LATTICE_OK);
-    lattice_meta_member *members[1] = {&self.m};
+    lattice_meta_member *members[1] = {&d->self->m};
     lattice_meta_set_members(d->meta, members, 1, "id-0");
     lattice_cache_config cfg;
     lattice_cache_config_init(&cfg, "default");
@@ -104,14 +125,7 @@ START_TEST(a_reply_that_cannot_be_held_still_waits_for_the_log)
     ck_assert_int_eq(a.early, 0);
     ck_assert_int_eq(a.last, LATTICE_OK);
 
-    wal_free(d);
-    lattice_meta_destroy(d->meta);
-    lattice_region_destroy(d->region);
-    close(d->efd);
-    lt_free(d);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    node_free(d, dir);
     rcu_unregister_thread();
 }
 END_TEST
@@ -124,25 +138,13 @@ START_TEST(reload_slices_apply_whole_and_survive_any_bytes)
 {
     char dir[] = "/tmp/test_wal_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    lattice_ops *d = lt_calloc(1, sizeof *d);
-    static peer self;
-    memset(&self, 0, sizeof self);
-    snprintf(self.m.id, sizeof self.m.id, "id-0");
-    snprintf(self.m.cid, sizeof self.m.cid, "a:1");
-    self.m.server = self.m.self = true;
-    d->peers[d->n_peers++] = &self;
-    d->self = &self;
-    snprintf(d->self_id, sizeof d->self_id, "id-0");
-    d->running = true;
-    d->efd = eventfd(0, EFD_NONBLOCK);
-    lattice_region_config rc = {"t", 0, 8, 0, LATTICE_REGION_REJECT};
-    ck_assert_int_eq(lattice_region_create(&rc, &d->region), LATTICE_OK);
+    lattice_ops *d = one_node();
     ck_assert_int_eq(wal_init(d, dir, "group", 0), LATTICE_OK);
     ck_assert_int_eq(restart_create(d, 0), LATTICE_OK);
     rcu_register_thread();
     lattice_meta_config mc = {false, d->region, NULL, NULL};
     ck_assert_int_eq(lattice_meta_create(&mc, &d->meta), LATTICE_OK);
-    lattice_meta_member *members[1] = {&self.m};
+    lattice_meta_member *members[1] = {&d->self->m};
     lattice_meta_set_members(d->meta, members, 1, "id-0");
     lattice_cache_config cfg;
     lattice_cache_config_init(&cfg, "default");
@@ -217,14 +219,7 @@ START_TEST(reload_slices_apply_whole_and_survive_any_bytes)
     fclose(f);
 
     restart_free(d);
-    wal_free(d);
-    lattice_meta_destroy(d->meta);
-    lattice_region_destroy(d->region);
-    close(d->efd);
-    lt_free(d);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    node_free(d, dir);
     rcu_unregister_thread();
 }
 END_TEST
