@@ -106,6 +106,7 @@ typedef struct waitw {
     bool rejected;                /* a copy refused it (it saw a newer primary): not acknowledged */
     uint64_t cache_serial;        /* its cache (lattice_meta_cache.serial): counted in writes_in_flight */
     bool full;                    /* a copy refused it for lack of room (REGION_FULL) */
+    uint64_t oh, seq;             /* its resend record (dedup.c; seq 0: none) */
     /* primary.c: called instead of acknowledging when `full`; puts the
      * previous value back on every copy, re-arming this wait, and returns
      * true (the wait then ends with REGION_FULL).  `undo` is its record. */

@@ -548,7 +548,12 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
                    ? primary_wait_begin(d, c, org, &r, undo_write, u, primary_after_write, in->partition, repl.version,
                                         in->key, in->key_len)
                    : NULL;
-    if (!w) lt_free(u);
+    if (w) {
+        w->oh = oh;
+        w->seq = seq;
+    } else {
+        lt_free(u);
+    }
     if (repl.needed)
         primary_send_copies(d, c, CTL_REPLICATE, in->partition, in->key, in->key_len, &repl, origin_id, seq, &r, w);
     if (w) sync_wait_release(d, w);

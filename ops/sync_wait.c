@@ -16,7 +16,9 @@
  * deposed), or a lease that lapsed before the last share came in (this
  * node was cut off or paused, and a copy "left" only because this side
  * removed it), makes the write unacknowledged: the issuer retries, and the
- * primary it finds then executes it.  A copy that refuses it for lack of
+ * primary it finds then executes it (a resend that comes back here is
+ * answered TIMEOUT from its record: applied here, refused there, its
+ * outcome is unknown).  A copy that refuses it for lack of
  * room (REGION_FULL) makes it fail: before answering, the primary puts the
  * key's previous value back everywhere (primary.c, undo_write), so the
  * copies stay equal and the client gets REGION_FULL.
@@ -62,6 +64,15 @@ static void wait_done(lattice_ops *d, waitw *w)
     if (c) c->writes_in_flight--;
     lattice_op_result r = w->res;
     r.value = w->value;
+    if (w->rejected && w->seq) {
+        /* Its resend must not find the first attempt's record and be
+         * answered OK from it: the copy that refused never applied it.  Nor
+         * may it run again here, where it was applied (an increment would
+         * count twice).  Routed to the new primary it runs there, which has
+         * no record; should it come back here, its outcome is unknown. */
+        lattice_op_result unknown = {.status = LATTICE_ERR_TIMEOUT};
+        dedup_put(d, w->oh, w->seq, &unknown);
+    }
     if (!w->rejected) {
         chan_complete(d, &w->org, &r);
     } else if (w->org.local) {

@@ -719,6 +719,8 @@ void txn_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const
                                                                      o.first_version, in->key, in->key_len)
                                                 : NULL;
     if (w) {
+        w->oh = oh;
+        w->seq = seq;
         w->more_keys = o.hashes; /* a read of any key it wrote waits for it */
         w->n_more_keys = o.n_hashes;
         o.hashes = NULL;

@@ -646,6 +646,43 @@ START_TEST(a_write_a_copy_has_no_room_for_is_undone)
 }
 END_TEST
 
+/* A full_sync write a copy refused (NOT_OWNER: that copy follows a newer
+ * primary) is not acknowledged, and its resend - same op sequence, routed
+ * again to this node while it still thinks it is the primary - must not
+ * find the first attempt's resend record and be answered OK from it: the
+ * copy never applied it.  Nor is it applied again here (an INCR would
+ * count twice): its outcome is unknown, and the answer says so. */
+START_TEST(a_refused_write_is_not_acknowledged_by_its_resend)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    build(true, &cfg);
+    d->dedup = lt_calloc(DEDUP_SLOTS, sizeof *d->dedup); /* the resend records, as a server has them */
+    char pk[32];
+    uint32_t p;
+    lattice_meta_member *own[2];
+    key_where_self_is(0, pk, sizeof pk, &p, own);
+    seen w = {0};
+    issue_route(d, op(LATTICE_OP_PUT, "default", pk, 4, &w));
+    size_t out = peer_of(own[1])->n_out;
+    answer_replication(LATTICE_ERR_NOT_OWNER);
+    ck_assert_int_eq(w.calls, 0); /* not acknowledged: retried */
+    ck_assert_ptr_nonnull(d->retry);
+    for (opx *o = retry_take_due(d, UINT64_MAX), *next; o; o = next) {
+        next = o->rnext;
+        issue_route(d, o);
+    }
+    /* Back here, it is answered from the refusal: its outcome is unknown
+     * (applied here, not on the copy), and it is not applied a second time. */
+    ck_assert_int_eq(w.calls, 1);
+    ck_assert_int_eq(w.last, LATTICE_ERR_TIMEOUT);
+    for (size_t k = out; k < peer_of(own[1])->n_out; k++) /* no new replication (a watermark may go) */
+        ck_assert_uint_ne(peer_of(own[1])->out[k]->kind, CTL_REPLICATE);
+    teardown();
+}
+END_TEST
+
 /* A pipeline SET k / INCR k (one submission) turned back with AGAIN by a
  * base check's write freeze goes out again in the order it was submitted:
  * routed INCR-first, the INCR counted from an absent key (it_resp's
@@ -921,6 +958,7 @@ int main(void)
     tcase_add_test(t, retried_ops_keep_their_order);
     tcase_add_test(t, reads_see_only_acknowledged_writes);
     tcase_add_test(t, a_write_a_copy_has_no_room_for_is_undone);
+    tcase_add_test(t, a_refused_write_is_not_acknowledged_by_its_resend);
     suite_add_tcase(s, t);
     TCase *f = tcase_create("fast");
     tcase_set_timeout(f, 60);
