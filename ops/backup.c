@@ -4,9 +4,9 @@
  * A copy of a partition - a backup among its serving owners, or a MOVING
  * owner being filled by rebalance - receives every write its primary
  * applied as CTL_REPLICATE: (key, value, absolute expiry, version) or a
- * remove.  It applies a write only if its version is newer than the stored
- * one (LATTICE_STORE_IF_NEWER: an older write arriving late changes
- * nothing) and raises its own update counter to it, so after a failover the
+ * remove.  It applies a write or a remove only if its version is newer
+ * than the stored one (LATTICE_STORE_IF_NEWER: an older write arriving late,
+ * or again, changes nothing) and raises its own update counter to it, so after a failover the
  * new primary numbers its writes above everything it saw.  It keeps the
  * write's resend record (dedup.c), so should it become primary a resend
  * gets the first result, and tells a partition that is loading about a
@@ -34,6 +34,12 @@ lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const v
     if (c->counter[partition] < version) c->counter[partition] = version;
     fast_mark(c, partition); /* before the rows change (fast.c) */
     if (remove) {
+        /* As a put, a remove changes nothing over a newer write: one that
+         * arrives again (resent after a lost connection, sync_wait.c)
+         * after a later put of its key must not delete that put. */
+        lattice_store_meta m = {0};
+        int g = lattice_store_get(c->store, partition, key, key_len, NULL, 0, &m);
+        if ((g == LATTICE_OK || g == LATTICE_ERR_TOO_LARGE) && m.version > version) return LATTICE_OK;
         int st = lattice_store_remove(c->store, partition, key, key_len);
         return st == LATTICE_ERR_NOT_FOUND ? LATTICE_OK : st;
     }

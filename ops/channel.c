@@ -115,6 +115,20 @@ Latdata__Req *chan_req_new_from(int kind, const char *cache, const void *key, si
     return r;
 }
 
+Latdata__Req *chan_req_dup(const Latdata__Req *q)
+{
+    Latdata__Req *r = chan_req_new_from((int)q->kind, q->cache, q->key.data, q->key.len, q->value.data, q->value.len,
+                                        q->origin);
+    if (!r) return NULL;
+    Latdata__Req keep = *r; /* the copies of the strings and bytes */
+    *r = *q;
+    r->cache = keep.cache;
+    r->key = keep.key;
+    r->value = keep.value;
+    r->origin = keep.origin;
+    return r;
+}
+
 Latdata__Req *chan_req_new(int kind, const char *cache, const void *key, size_t klen, const void *val,
                            size_t vlen)
 {

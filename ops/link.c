@@ -186,6 +186,7 @@ static void drop_queue(link_conn *c)
 
 void link_close(link_conn *c, uint64_t now)
 {
+    c->losses++; /* what it queued, and what the kernel had not delivered yet, is gone */
     c->lost_frames = 0;
     for (link_out *o = c->qhead; o; o = o->next) c->lost_frames++;
     if (c->fd >= 0) close(c->fd);
@@ -300,13 +301,19 @@ link_why link_write(link_conn *c, uint64_t now)
 lattice_status link_send(link_conn *c, const uint8_t *key, const Latdata__Batch *b, uint64_t now)
 {
     if (c->fd < 0) {
-        if (!c->dial || now < c->retry_ms || !start_connect(c, now)) return LATTICE_ERR_IO;
+        if (!c->dial || now < c->retry_ms || !start_connect(c, now)) {
+            c->losses++;
+            return LATTICE_ERR_IO;
+        }
     }
-    if (c->q_bytes >= LINK_QUEUE_BYTES) return LATTICE_ERR_IO;
+    if (c->q_bytes >= LINK_QUEUE_BYTES) {
+        c->losses++;
+        return LATTICE_ERR_IO;
+    }
     link_out *o = lt_calloc(1, sizeof *o);
-    if (!o) return LATTICE_ERR_NOMEM;
-    if (lt_frame_pack(&b->base, key, &o->msg, &o->len, o->mac) != LATTICE_OK) {
+    if (!o || lt_frame_pack(&b->base, key, &o->msg, &o->len, o->mac) != LATTICE_OK) {
         lt_free(o);
+        c->losses++;
         return LATTICE_ERR_NOMEM;
     }
     o->mac_len = key ? LT_FRAME_MAC_BYTES : 0;

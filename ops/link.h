@@ -95,6 +95,8 @@ typedef struct link_conn {
     link_out *qhead, *qtail;      /* frames to write, oldest first */
     size_t q_bytes, q_off;        /* queued bytes; bytes of qhead already written */
     size_t lost_frames;           /* frames still queued (unsent or partly sent) at the last link_close */
+    uint32_t losses;              /* bumped by each close and each frame link_send refused: a frame
+                                   * queued when it had another value may never have arrived */
     uint64_t opened_ms, partial_ms; /* when connected; the last byte of an unfinished frame (0: none) */
     uint64_t retry_ms;            /* dial: no connect before then */
     uint32_t backoff_ms;

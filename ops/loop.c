@@ -373,6 +373,7 @@ static void *data_main(void *arg)
             if (now - d->last_sweep >= SWEEP_MS) {
                 d->last_sweep = now;
                 chan_release_pending(d, false); /* targets alive but silent: deadlines */
+                sync_wait_resend(d);            /* replications a lost connection may have dropped */
                 sweep_stalled(d, now);
             }
             control_tick(d, now);
@@ -468,6 +469,7 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
             d->srv = NULL;
             goto io;
         }
+        LT_LOG(LT_INFO, "data", "data port %s", bound);
         snprintf(d->attr, sizeof d->attr, "data_addr=%s", bound);
         *attr = d->attr;
     }

@@ -184,6 +184,10 @@ struct pend {
     int ctl;                      /* control requests: CTL_* */
     uint64_t pull;                /* CTL_META_GET: its number (pulls_sent) */
     uint64_t deadline_ms;         /* give up on the answer then (UINT64_MAX: only when the target leaves) */
+    /* A full_sync replication: its request, sent again when the target's
+     * connection lost frames since (losses moved on: sync_wait_resend). */
+    Latdata__Req *resend;
+    uint32_t sent_losses;
 };
 
 typedef struct reply_box {
@@ -281,10 +285,14 @@ struct lattice_ops {
 
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
+    uint64_t repl_resent;         /* full_sync replications sent again after a lost connection */
+    uint64_t resend_logged_ms;
     uint64_t drop_logged_ms[DROP_REASONS]; /* when a drop of each reason was last logged (channel.c) */
 };
 
 /* ---- channel.c: the bottom - time, sockets, frames, pending table, replies */
+/* A copy of q (one block, as chan_req_new_from makes). */
+Latdata__Req *chan_req_dup(const Latdata__Req *q);
 Latdata__Req *chan_req_new(int kind, const char *cache, const void *key, size_t klen, const void *val,
                            size_t vlen);
 /* A request with its own copies of everything (one block; origin NULL = none). */
@@ -361,6 +369,9 @@ waitw *sync_wait_new(lattice_meta_cache *c, const origin *org, const lattice_op_
 /* One more copy to wait for: its request's settle is sync_wait_settle. */
 void sync_wait_add(waitw *w, pend *p);
 void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs);
+/* Sends again every full_sync replication whose target's connection may
+ * have lost it (closed, or refused a frame, since it was sent). */
+void sync_wait_resend(lattice_ops *d);
 void sync_wait_release(lattice_ops *d, waitw *w);
 
 /* CTL_CLEAN from a primary: its commit watermark of one partition (backup.c). */

@@ -33,6 +33,7 @@
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
+#include "link.h"
 #include "ops_int.h"
 
 void exec_scratch_free(exec_scratch *s)
@@ -393,6 +394,8 @@ void primary_send_copies(lattice_ops *d, lattice_meta_cache *c, int kind, uint32
             }
             sync_wait_add(w, p);
             q->id = p->id;
+            p->resend = chan_req_dup(q); /* NULL (NOMEM): not resent, as before */
+            p->sent_losses = to->dealer->losses;
         }
         chan_send(d, to, q);
     }

@@ -8,7 +8,12 @@
  * answer - or its leaving the topology - releases one share; the last one
  * delivers the primary's result to the issuer.  A replication request has
  * no deadline: a full_sync ack must never skip a live backup (the op times
- * out at its issuer meanwhile).  Each cache counts its waits
+ * out at its issuer meanwhile).  So it must not be lost on the way either:
+ * each keeps a copy of its request, sent again when the connection to its
+ * copy lost frames since it went (closed, or refusing a frame while it
+ * reconnects: link.h's losses), until the copy answers.  Applying a write
+ * twice changes nothing (versions: backup.c), and an answer to the first
+ * send after the second is one for a settled request, dropped.  Each cache counts its waits
  * (writes_in_flight): the base switch's prepare is answered only once they
  * drained (control.c), so no replication of an old primary is still on the
  * way when the coordinator switches.
@@ -26,6 +31,8 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "link.h"
 #include "ops_int.h"
 
 waitw *sync_wait_new(lattice_meta_cache *c, const origin *org, const lattice_op_result *r)
@@ -99,6 +106,8 @@ void sync_wait_release(lattice_ops *d, waitw *w)
 
 void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
+    lt_free(p->resend);
+    p->resend = NULL;
     /* Applied or not, this copy has answered (or left); one that refused the
      * write because it follows a newer primary means we are deposed. */
     if (rs && rs->status == LATTICE_ERR_NOT_OWNER) p->w->rejected = true;
@@ -106,4 +115,26 @@ void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
      * copies that applied it must get the previous value back (primary.c). */
     if (rs && rs->status == LATTICE_ERR_REGION_FULL) p->w->full = true;
     sync_wait_release(d, p->w);
+}
+
+void sync_wait_resend(lattice_ops *d)
+{
+    uint64_t before = d->repl_resent;
+    const char *last = NULL;
+    for (pend *p = d->all; p; p = p->next) {
+        if (!p->resend) continue;
+        peer *to = chan_peer_by_id(d, p->target);
+        if (!to || !to->dealer || to->dealer->losses == p->sent_losses) continue;
+        Latdata__Req *q = chan_req_dup(p->resend);
+        if (!q) continue;
+        p->sent_losses = to->dealer->losses; /* a send that fails again moves it on: next sweep */
+        if (chan_send(d, to, q) == LATTICE_OK) d->repl_resent++;
+        last = to->m.id;
+    }
+    uint64_t now = lt_mono_ms();
+    if (d->repl_resent != before && now - d->resend_logged_ms >= 1000) {
+        d->resend_logged_ms = now;
+        LT_LOG(LT_INFO, "data", "sent %llu full_sync replications again (the connection to %s lost frames; %llu so far)",
+               (unsigned long long)(d->repl_resent - before), last, (unsigned long long)d->repl_resent);
+    }
 }

@@ -461,9 +461,13 @@ static void stop_load(void)
     for (int i = 0; i < n_clients; i++) pthread_join(clients[i].thread, NULL);
 }
 
+static int final_read_failures; /* final reads answered with an error or not at all */
+static long cuts_made;          /* cut_data_links: connections ss -K aborted */
+
 /* Every key read once through every live node, after the load stopped. */
 static void final_reads(fh_history *h)
 {
+    final_read_failures = 0;
     for (int n = 0; n < g.capacity; n++) {
         if (!atomic_load(&g.up[n])) continue;
         redisContext *rc = connect_node(n, 10000);
@@ -477,7 +481,10 @@ static void final_reads(fh_history *h)
             redisReply *r = redisCommand(rc, "GET %s", key);
             if (r && r->type == REDIS_REPLY_STRING) record(&c, FH_READ, key, strtoll(r->str, NULL, 10), inv, FH_OK);
             else if (r && r->type == REDIS_REPLY_NIL) record(&c, FH_READ, key, FH_NIL, inv, FH_OK);
-            else record(&c, FH_READ, key, FH_NIL, inv, FH_FAIL);
+            else {
+                record(&c, FH_READ, key, FH_NIL, inv, FH_FAIL);
+                final_read_failures++;
+            }
             if (r) freeReplyObject(r);
         }
         fh_append_all(h, &c.h);
@@ -810,6 +817,51 @@ static void partition_flap(void)
     msleep(2000);
 }
 
+/* The data port node i logged ("data port tcp://HOST:PORT"), 0 if none. */
+static int data_port(int i)
+{
+    FILE *f = fopen(g.proc[i]->log, "r");
+    char line[1024];
+    int port = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, "data port tcp://");
+        const char *colon = at ? strrchr(at, ':') : NULL;
+        if (colon) port = atoi(colon + 1);
+    }
+    if (f) fclose(f);
+    return port;
+}
+
+
+/* The nodes' data connections (the operations' transport) are cut, again
+ * and again, while the load runs: each `ss -K` aborts every established
+ * connection to one node's data port, at both ends.  Writes in flight on a
+ * cut connection, and those sent while it reconnects, must neither be lost
+ * (the history) nor wait forever for a copy that never got them (every key
+ * must be readable afterwards: final_read_failures). */
+static void cut_data_links(void)
+{
+    int ports[MAX_NODES];
+    for (int i = 0; i < g.capacity; i++) ports[i] = data_port(i);
+    for (int k = 0; k < 25; k++) {
+        int victim = (int)(rnd(&sched_rng) % (uint64_t)g.capacity);
+        if (!ports[victim]) {
+            say("node %d logged no data port", victim);
+            return;
+        }
+        char cmd[160], line[512];
+        snprintf(cmd, sizeof cmd, "ss -K -H -t state established dst 127.0.0.1 dport = :%d 2>/dev/null", ports[victim]);
+        FILE *p = popen(cmd, "r");
+        while (p && fgets(line, sizeof line, p))
+            if (strstr(line, "127.0.0.1")) cuts_made++; /* one line per connection it aborted */
+        if (p) pclose(p);
+        mark_fault();
+        msleep(jitter(150, 600));
+    }
+    say("25 rounds of ss -K aborted %ld data connections", cuts_made);
+    msleep(3000);
+}
+
 /* `lattice verify default` after the load stopped: every copy the same. */
 static bool copies_verified(void)
 {
@@ -840,6 +892,7 @@ static const struct {
     {"stop_coordinator", 3, 3, 0, stop_coordinator, false, false, NULL},
     {"stop_all_one_wakes", 3, 3, 0, stop_all_one_wakes, false, false, NULL},
     {"kill_during_rebalance", 3, 4, 200000, kill_during_rebalance, false, false, NULL},
+    {"cut_data_links", 3, 3, 0, cut_data_links, false, false, NULL},
     {"partition_one_of_three", 3, 3, 0, partition_one_of_three, true, true, NULL},
     {"partition_two_of_five", 5, 5, 0, partition_two_of_five, true, true, TWO_BACKUPS_CACHE},
     {"partition_every_copy", 5, 5, 20000, partition_every_copy, true, true, NULL},
@@ -916,7 +969,14 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
         if (!refused) printf("fault %s: the cut-off side never refused for lack of quorum\n", scenario);
         verified = copies_verified();
     }
-    if (valid && enough && settled && !missing && refused && verified) return 0;
+    bool live = true;
+    if (scenarios[which].run == cut_data_links) {
+        printf("fault %s: %ld data connections cut; %d final reads failed\n", scenario, cuts_made,
+               final_read_failures);
+        if (!cuts_made) printf("fault %s: ss -K cut nothing (needs root and a kernel with sock_destroy)\n", scenario);
+        live = cuts_made > 0 && final_read_failures == 0;
+    }
+    if (valid && enough && settled && !missing && refused && verified && live) return 0;
     printf("fault %s: FAILED. The history and the nodes' logs are kept in %s\n"
            "  re-check:  %s/tests/fault/fault_check %s\n"
            "  replay the schedule:  FAULT_SEED=%" PRIu64 "%s%s %s/tests/fault/fault_run %s\n",

@@ -683,6 +683,76 @@ START_TEST(a_refused_write_is_not_acknowledged_by_its_resend)
 }
 END_TEST
 
+/* A full_sync replication its copy's connection may have lost (the
+ * connection closed, or refused a frame while reconnecting) goes again -
+ * once per loss, until the copy answers - so the write neither waits
+ * forever nor is acknowledged without the copy. */
+START_TEST(a_replication_a_lost_connection_dropped_goes_again)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    build(true, &cfg);
+    char pk[32];
+    uint32_t p;
+    lattice_meta_member *own[2];
+    key_where_self_is(0, pk, sizeof pk, &p, own);
+    peer *b = peer_of(own[1]);
+    seen w = {0};
+    issue_route(d, op(LATTICE_OP_PUT, "default", pk, 4, &w));
+    ck_assert_uint_eq(b->n_out, 1);
+    ck_assert_uint_eq(b->out[0]->kind, CTL_REPLICATE);
+    sync_wait_resend(d);
+    ck_assert_uint_eq(b->n_out, 1); /* nothing lost: nothing again */
+    b->dealer->losses++;
+    sync_wait_resend(d);
+    ck_assert_uint_eq(b->n_out, 2);
+    ck_assert_uint_eq(b->out[1]->kind, CTL_REPLICATE);
+    ck_assert_uint_eq(b->out[1]->id, b->out[0]->id); /* the same request: one answer settles it */
+    ck_assert_uint_eq(b->out[1]->version, b->out[0]->version);
+    ck_assert_mem_eq(b->out[1]->key.data, pk, strlen(pk));
+    ck_assert_uint_eq(b->out[1]->value.len, 4);
+    sync_wait_resend(d);
+    ck_assert_uint_eq(b->n_out, 2); /* once per loss */
+    ck_assert_int_eq(w.calls, 0);
+    answer_replication(LATTICE_OK);
+    ck_assert_int_eq(w.calls, 1);
+    ck_assert_int_eq(w.last, LATTICE_OK);
+    b->dealer->losses++;
+    sync_wait_resend(d);
+    for (size_t k = 2; k < b->n_out; k++) /* answered: never again (its watermark may go) */
+        ck_assert_uint_ne(b->out[k]->kind, CTL_REPLICATE);
+    teardown();
+}
+END_TEST
+
+/* A remove arriving after a newer write of its key (resent after a lost
+ * connection) leaves that write alone, as an older put does. */
+START_TEST(an_older_remove_leaves_a_newer_write)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    build(true, &cfg);
+    char key[32];
+    uint32_t p;
+    lattice_meta_member *own[2];
+    key_where_self_is(1, key, sizeof key, &p, own);
+    Latdata__Req q = replicate_req(key, p, own[0]); /* version 7 */
+    origin none = {0};
+    backup_apply(d, &q, &none);
+    ck_assert_uint_eq(stored_len(p, key), 3);
+    q.remove = true;
+    q.version = 5;
+    backup_apply(d, &q, &none);
+    ck_assert_uint_eq(stored_len(p, key), 3);
+    q.version = 9;
+    backup_apply(d, &q, &none);
+    ck_assert_uint_eq(stored_len(p, key), 0);
+    teardown();
+}
+END_TEST
+
 /* A pipeline SET k / INCR k (one submission) turned back with AGAIN by a
  * base check's write freeze goes out again in the order it was submitted:
  * routed INCR-first, the INCR counted from an absent key (it_resp's
@@ -959,6 +1029,8 @@ int main(void)
     tcase_add_test(t, reads_see_only_acknowledged_writes);
     tcase_add_test(t, a_write_a_copy_has_no_room_for_is_undone);
     tcase_add_test(t, a_refused_write_is_not_acknowledged_by_its_resend);
+    tcase_add_test(t, a_replication_a_lost_connection_dropped_goes_again);
+    tcase_add_test(t, an_older_remove_leaves_a_newer_write);
     suite_add_tcase(s, t);
     TCase *f = tcase_create("fast");
     tcase_set_timeout(f, 60);
