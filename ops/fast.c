@@ -362,18 +362,28 @@ size_t fast_read_n(lattice_ops *d, const lattice_op *ops, size_t n, fast_slot *o
     if (answered) {
         bool gate = !d->disc || lattice_discovery_serving(d->disc, atomic_load_explicit(&d->fast_inc, memory_order_acquire));
         gate = gate && !atomic_load_explicit(&d->fenced, memory_order_acquire);
-        for (size_t i = 0; i < n; i++) {
-            if (!out[i].done) continue;
-            if (!gate) {
+        /* The cache's counters (shared by every IO thread): one add per
+         * run of reads of one cache, not two a read. */
+        fast_cache *run = NULL;
+        uint64_t hits = 0, misses = 0;
+        for (size_t i = 0; i <= n; i++) {
+            if (i < n && !out[i].done) continue;
+            if (i < n && !gate) {
                 out[i].done = false;
                 lt_free(out[i].heap);
                 out[i].heap = NULL;
                 continue;
             }
-            fast_cache *f = t[i].f;
+            if (run && (i == n || t[i].f != run)) {
+                atomic_fetch_add_explicit(&run->reads, hits + misses, memory_order_relaxed);
+                if (hits) atomic_fetch_add_explicit(&run->hits, hits, memory_order_relaxed);
+                if (misses) atomic_fetch_add_explicit(&run->misses, misses, memory_order_relaxed);
+                hits = misses = 0;
+            }
+            if (i == n) break;
+            run = t[i].f;
             bool hit = ops[i].kind == LATTICE_OP_CONTAINS ? out[i].r.num != 0 : out[i].r.status == LATTICE_OK;
-            atomic_fetch_add_explicit(&f->reads, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(hit ? &f->hits : &f->misses, 1, memory_order_relaxed);
+            *(hit ? &hits : &misses) += 1;
         }
         if (!gate) answered = 0;
     }
