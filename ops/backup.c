@@ -34,7 +34,7 @@ lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const v
     if (c->counter[partition] < version) c->counter[partition] = version;
     fast_mark(c, partition); /* before the rows change (fast.c) */
     if (remove) {
-        int st = lattice_store_remove(c->store, partition, key, key_len);
+        int st = lattice_store_remove_v(c->store, partition, key, key_len, version);
         return st == LATTICE_ERR_NOT_FOUND ? LATTICE_OK : st;
     }
     lattice_store_entry e = {partition, key, key_len, value, value_len, expire_ms, version};

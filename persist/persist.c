@@ -100,7 +100,7 @@ static lattice_status apply(lt_persist *p, const lt_rec *r, uint64_t *skipped)
         break;
     }
     case LT_REC_REMOVE:
-        st = lattice_store_remove(c->store, r->partition, r->key, r->key_len);
+        st = lattice_store_remove_v(c->store, r->partition, r->key, r->key_len, r->version);
         if (st == LATTICE_ERR_NOT_FOUND) st = LATTICE_OK;
         break;
     case LT_REC_CLEAR: st = lattice_store_clear(c->store, r->partition); break;
