@@ -322,7 +322,17 @@ static lattice_status build(lattice_rebalance_supplier *s, void **buf, size_t *l
                                                                           s->cfg.batch_bytes, counter, base, &s->b)
                                  : LATTICE_ERR_NOT_FOUND;
         if (st == LATTICE_OK) s->delta_parts++;
-        else if (st == LATTICE_ERR_NOT_FOUND) {
+        if (base && st == LATTICE_ERR_NOT_FOUND) {
+            lattice_store_history_stat hs;
+            lattice_store_history_info(s->store, p, &hs);
+            LT_LOG(LT_INFO, "rebalance",
+                   "cache %s: partition %u in full: the history does not reach back to the demander's mark %llu "
+                   "(counter %llu; history %s, complete from %llu, %u records, dropped up to %llu)",
+                   s->cache, p, (unsigned long long)base->mark, (unsigned long long)counter,
+                   hs.lost ? "lost" : hs.valid ? "valid" : "not declared complete", (unsigned long long)hs.base,
+                   hs.records, (unsigned long long)hs.dropped);
+        }
+        if (st == LATTICE_ERR_NOT_FOUND) {
             st = lattice_rebalance_batcher_create(s->store, s->cache, &s->ids, p, s->cfg.batch_bytes, &s->b);
             if (st == LATTICE_OK) s->full_parts++;
         }

@@ -678,7 +678,8 @@ void lattice_rebalance_batcher_free(lattice_rebalance_batcher *b)
 /* The delta's keys: a small open-addressing set, each key with the highest
  * counter the history gave it (0: listed by the demander only). */
 struct dkey {
-    const uint8_t *key; /* into the history walk's copy (arena below) */
+    const uint8_t *ext; /* a listed key (the demand's bytes), or NULL: at off in the set's arena */
+    size_t off;
     uint32_t len;
     uint64_t counter;
     bool used;
@@ -697,6 +698,11 @@ static uint64_t dhash(const void *k, size_t n)
     return lt_fnv1a(k, n);
 }
 
+static const uint8_t *dkey_of(const struct dset *s, const struct dkey *k)
+{
+    return k->ext ? k->ext : s->keys + k->off;
+}
+
 static int dset_add(struct dset *s, const void *key, size_t len, uint64_t counter, bool copy)
 {
     if (s->oom) return 1;
@@ -709,7 +715,7 @@ static int dset_add(struct dset *s, const void *key, size_t len, uint64_t counte
         }
         for (size_t i = 0; i < s->cap; i++) {
             if (!s->t[i].used) continue;
-            size_t j = dhash(s->t[i].key, s->t[i].len) & (nc - 1);
+            size_t j = dhash(dkey_of(s, &s->t[i]), s->t[i].len) & (nc - 1);
             while (t[j].used) j = (j + 1) & (nc - 1);
             t[j] = s->t[i];
         }
@@ -719,15 +725,16 @@ static int dset_add(struct dset *s, const void *key, size_t len, uint64_t counte
     }
     size_t j = dhash(key, len) & (s->cap - 1);
     while (s->t[j].used) {
-        if (s->t[j].len == len && memcmp(s->t[j].key, key, len) == 0) {
+        if (s->t[j].len == len && memcmp(dkey_of(s, &s->t[j]), key, len) == 0) {
             if (counter > s->t[j].counter) s->t[j].counter = counter;
             return 0;
         }
         j = (j + 1) & (s->cap - 1);
     }
-    const uint8_t *k = key;
+    const uint8_t *ext = copy ? NULL : key;
+    size_t off = s->used;
     if (copy) {
-        /* Offsets, not pointers: the arena may move; fixed up after the walk. */
+        /* Offsets, not pointers: the arena may move while keys are added. */
         if (s->used + len > s->kcap) {
             size_t nc = s->kcap ? s->kcap * 2 : 4096;
             while (nc < s->used + len) nc *= 2;
@@ -740,10 +747,9 @@ static int dset_add(struct dset *s, const void *key, size_t len, uint64_t counte
             s->kcap = nc;
         }
         memcpy(s->keys + s->used, key, len);
-        k = (const uint8_t *)(uintptr_t)(s->used + 1); /* 1-based offset */
         s->used += len;
     }
-    s->t[j] = (struct dkey){k, (uint32_t)len, counter, true};
+    s->t[j] = (struct dkey){ext, off, (uint32_t)len, counter, true};
     s->n++;
     return 0;
 }
@@ -787,8 +793,6 @@ lattice_status lattice_rebalance_batcher_create_delta(lattice_store *store, cons
     int rc = lattice_store_history_above(store, partition, base->mark, true, hist_key, &ks);
     lattice_status st = rc == LATTICE_OK ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;
     if (st == LATTICE_OK && ks.oom) st = LATTICE_ERR_NOMEM;
-    for (size_t i = 0; i < ks.cap; i++) /* history keys: offsets into ks.keys */
-        if (ks.t[i].used) ks.t[i].key = ks.keys + ((uintptr_t)ks.t[i].key - 1);
     for (size_t i = 0; st == LATTICE_OK && i < base->key_count; i++)
         if (dset_add(&ks, base->keys[i].data, base->keys[i].len, 0, false)) st = LATTICE_ERR_NOMEM;
     lattice_rebalance_batcher *b = st == LATTICE_OK ? lt_calloc(1, sizeof *b) : NULL;
@@ -798,7 +802,8 @@ lattice_status lattice_rebalance_batcher_create_delta(lattice_store *store, cons
         if (!k->used) continue;
         void *v = NULL;
         lattice_store_meta meta = {0};
-        int g = lattice_store_get_copy(store, partition, k->key, k->len, &v, &meta);
+        const uint8_t *kb = dkey_of(&ks, k);
+        int g = lattice_store_get_copy(store, partition, kb, k->len, &v, &meta);
         struct pend p = {k->len, 0, 0, 0, 0};
         if (g == LATTICE_OK) {
             p.vlen = (uint32_t)meta.value_len;
@@ -812,7 +817,7 @@ lattice_status lattice_rebalance_batcher_create_delta(lattice_store *store, cons
             st = (lattice_status)g;
             break;
         }
-        if (arena_put(b, &p, k->key, v)) st = LATTICE_ERR_NOMEM;
+        if (arena_put(b, &p, kb, v)) st = LATTICE_ERR_NOMEM;
         lt_free(v);
     }
     lt_free(ks.t);

@@ -146,6 +146,8 @@ START_TEST(delta_of_a_divergent_copy_ends_equal_to_the_supplier)
     drm(grid, "k4", 102);
     dput(grid, "k5", "new", 103);
     dput(grid, "born", "new", 104);
+    dput(grid, "k3", "newer", 107); /* a key changed twice above the mark, on both sides */
+    dput(kept, "k1", "lost2", 104);
     /* A write that reached the fresh copy before the load (it is MOVING),
      * and a remove that did: neither may be undone by the kept copy. */
     dput(grid, "k6", "during", 105);
@@ -154,7 +156,7 @@ START_TEST(delta_of_a_divergent_copy_ends_equal_to_the_supplier)
     ck_assert_int_eq(lattice_store_remove_v(fresh, 0, "k7", 2, 106), LATTICE_ERR_NOT_FOUND);
     lattice_store_history_note(fresh, 0, "k7", 2, 106, true); /* as exec_replicate records it */
     uint64_t entries = 0;
-    ck_assert(load(grid, 106, kept, 100, fresh, &entries));
+    ck_assert(load(grid, 107, kept, 100, fresh, &entries));
     same(grid, fresh);
     /* Only what changed: k1 k2 only-here (listed) + k3 k4 k5 born k6 k7 (history). */
     ck_assert_uint_le(entries, 9);
