@@ -35,6 +35,9 @@ lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const v
     fast_mark(c, partition); /* before the rows change (fast.c) */
     if (remove) {
         int st = lattice_store_remove_v(c->store, partition, key, key_len, version);
+        /* Absent here (a loading copy): the history still hears of it, so a
+         * kept copy taken in later cannot bring the key back (rebal_exec.c). */
+        if (st == LATTICE_ERR_NOT_FOUND) lattice_store_history_note(c->store, partition, key, key_len, version, true);
         return st == LATTICE_ERR_NOT_FOUND ? LATTICE_OK : st;
     }
     lattice_store_entry e = {partition, key, key_len, value, value_len, expire_ms, version};

@@ -38,7 +38,9 @@ struct salvage_cache {
     lattice_cache_config cfg;
     lattice_store *store;
     uint64_t *counter;
-    uint8_t *held; /* per partition: still kept */
+    uint8_t *held;  /* per partition: still kept */
+    uint64_t *mark; /* per partition: delta base up to this counter (has_mark) */
+    uint8_t *has_mark;
 };
 
 static void cache_drop(salvage_cache *s)
@@ -46,6 +48,8 @@ static void cache_drop(salvage_cache *s)
     if (s->store) lattice_store_destroy(s->store);
     lt_free(s->counter);
     lt_free(s->held);
+    lt_free(s->mark);
+    lt_free(s->has_mark);
     memset(s, 0, sizeof *s);
 }
 
@@ -77,8 +81,18 @@ void salvage_keep(lattice_ops *d, lattice_meta *old)
         s->store = c->store;
         s->counter = c->counter;
         s->held = held;
+        /* Delta bases: the copies this node served, with the watermark it
+         * knew (docs/CONSISTENCY.md, "Delta rebalance"). */
+        s->mark = lt_calloc(c->cfg.partitions, sizeof *s->mark);
+        s->has_mark = lt_calloc(c->cfg.partitions, 1);
+        for (uint32_t p = 0; s->mark && s->has_mark && p < c->cfg.partitions; p++)
+            s->has_mark[p] = clean_mark(c, p, &s->mark[p]);
         /* The meta frees the cache without them; the eviction hook named it. */
         lattice_store_set_evict_hook(s->store, NULL);
+        uint32_t marked = 0;
+        for (uint32_t p = 0; s->has_mark && p < c->cfg.partitions; p++) marked += s->has_mark[p];
+        LT_LOG(LT_INFO, "data", "cache %s: keeping the copies of the old incarnation, %u of them with a delta mark",
+               c->cfg.name, marked);
         c->store = NULL;
         c->counter = NULL;
     }
@@ -100,6 +114,36 @@ static bool wanted(const lattice_ops *d, const lattice_meta_cache *c, const salv
     return s->held[p] && l && lattice_meta_lost_names(l, d->salvage_id);
 }
 
+/* Whether the kept copy of p may serve as a delta base: it has a mark and
+ * this node is to load p (one of its moving owners). */
+static bool delta_wanted(const lattice_meta_cache *c, const salvage_cache *s, uint32_t p)
+{
+    if (!s->has_mark || !s->has_mark[p] || !c->cfg.history) return false;
+    lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1];
+    size_t nm = lattice_meta_moving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
+    for (size_t k = 0; k < nm; k++)
+        if (own[k]->self) return true;
+    return false;
+}
+
+lattice_store *salvage_delta_base(lattice_ops *d, const lattice_meta_cache *c, uint32_t p, uint64_t *mark)
+{
+    salvage_cache *s = of(d, c);
+    if (!s || p >= s->cfg.partitions || !s->held[p] || !s->has_mark || !s->has_mark[p]) return NULL;
+    if (lattice_store_history_above(s->store, p, s->mark[p], true, NULL, NULL) != LATTICE_OK) return NULL;
+    *mark = s->mark[p];
+    return s->store;
+}
+
+void salvage_done(lattice_ops *d, const lattice_meta_cache *c, uint32_t p)
+{
+    salvage_cache *s = of(d, c);
+    if (!s || p >= s->cfg.partitions || !s->held[p] || wanted(d, c, s, p)) return;
+    s->held[p] = 0;
+    if (s->has_mark) s->has_mark[p] = 0;
+    lattice_store_clear(s->store, p);
+}
+
 void salvage_prune(lattice_ops *d)
 {
     if (!d->n_salvage || !lattice_meta_valid(d->meta)) return;
@@ -111,7 +155,7 @@ void salvage_prune(lattice_ops *d)
         bool any = false;
         for (uint32_t p = 0; c && lattice_cache_config_equal(&c->cfg, &s->cfg) && p < s->cfg.partitions; p++) {
             if (!s->held[p]) continue;
-            if (wanted(d, c, s, p)) {
+            if (wanted(d, c, s, p) || delta_wanted(c, s, p)) {
                 any = true;
                 continue;
             }
