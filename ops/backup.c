@@ -42,7 +42,12 @@ lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const v
     }
     lattice_store_entry e = {partition, key, key_len, value, value_len, expire_ms, version};
     int st = lattice_store_put(c->store, &e, LATTICE_STORE_IF_NEWER);
-    return st == LATTICE_ERR_EXISTS ? LATTICE_OK : st; /* an older write arriving late changes nothing */
+    if (st != LATTICE_ERR_EXISTS) return st;
+    /* An older write arriving late changes nothing; the history still counts
+     * its counter as applied here (the key's newer state is the one a delta
+     * sends), or the copy's contiguous counter would stop at it. */
+    lattice_store_history_note(c->store, partition, key, key_len, version, false);
+    return LATTICE_OK;
 }
 
 /* A write from a primary whose view is older than ours, and that is not the

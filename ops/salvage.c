@@ -82,11 +82,20 @@ void salvage_keep(lattice_ops *d, lattice_meta *old)
         s->counter = c->counter;
         s->held = held;
         /* Delta bases: the copies this node served, with the watermark it
-         * knew (docs/CONSISTENCY.md, "Delta rebalance"). */
+         * knew, but never above the counter up to which this copy applied
+         * every write (its history's contig): a watermark says the grid
+         * acknowledged every write up to it, not that this copy got each
+         * one (a write it answered without applying, one sent to its next
+         * incarnation while this one still held the cache).  docs/CONSISTENCY.md,
+         * "Delta rebalance". */
         s->mark = lt_calloc(c->cfg.partitions, sizeof *s->mark);
         s->has_mark = lt_calloc(c->cfg.partitions, 1);
-        for (uint32_t p = 0; s->mark && s->has_mark && p < c->cfg.partitions; p++)
-            s->has_mark[p] = clean_mark(c, p, &s->mark[p]);
+        for (uint32_t p = 0; s->mark && s->has_mark && p < c->cfg.partitions; p++) {
+            lattice_store_history_stat hs;
+            lattice_store_history_info(c->store, p, &hs);
+            s->has_mark[p] = clean_mark(c, p, &s->mark[p]) && hs.valid && !hs.lost;
+            if (s->has_mark[p] && s->mark[p] > hs.contig) s->mark[p] = hs.contig;
+        }
         /* The meta frees the cache without them; the eviction hook named it. */
         lattice_store_set_evict_hook(s->store, NULL);
         uint32_t marked = 0;

@@ -68,10 +68,22 @@ static bool grow(lt_hist *h, uint32_t max_entries)
     return true;
 }
 
+/* Counter c was applied: contig moves over it and whatever it joins. */
+static void contig_note(lt_hist *h, uint64_t c)
+{
+    if (!h->valid || c <= h->contig || c - h->contig > 64) return; /* too far ahead: a gap below */
+    h->win |= 1ull << (c - h->contig - 1);
+    while (h->win & 1) {
+        h->win >>= 1;
+        h->contig++;
+    }
+}
+
 void lt_hist_note(lt_hist *h, uint32_t max_entries, uint64_t max_bytes, uint64_t counter, const void *key,
                   size_t key_len, bool removed)
 {
     if (h->lost) return;
+    contig_note(h, counter);
     uint64_t cost = LT_HIST_REC_BYTES(key_len);
     if (!max_entries || cost > max_bytes || key_len > UINT32_MAX) {
         /* Off, or a record that never fits: the change cannot be told. */
@@ -99,8 +111,18 @@ void lt_hist_note(lt_hist *h, uint32_t max_entries, uint64_t max_bytes, uint64_t
 void lt_hist_valid_from(lt_hist *h, uint64_t base)
 {
     if (h->lost) return;
+    if (!h->valid || base > h->contig) {
+        h->contig = base;
+        h->win = 0;
+    }
     h->valid = true;
     h->base = base;
+    /* The ring is in arrival order, not counter order: pass again while
+     * contig moves (each pass that moves it consumes a record). */
+    for (uint64_t before = UINT64_MAX; before != h->contig;) {
+        before = h->contig;
+        for (uint32_t i = 0; i < h->n; i++) contig_note(h, h->ring[(h->head + i) % h->cap].counter);
+    }
 }
 
 bool lt_hist_recorded_above(const lt_hist *h, uint64_t x)

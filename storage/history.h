@@ -18,6 +18,14 @@
  *                      copy owned since the partition's first write), x >= base.
  *
  * A clear empties the ring and forgets validity.
+ *
+ * contig: with the history valid, every counter in (base, contig] is one
+ * this copy applied - each counter was noted, none skipped.  Counters are
+ * numbered one by one per partition by its primary, so a gap (a replicated
+ * write this copy never received, or answered without applying) stops it
+ * there for good: a copy may claim to hold the grid's writes only up to
+ * contig (the delta mark, docs/CONSISTENCY.md).  Counters noted out of
+ * order are kept in a 64-counter window above contig.
  */
 #ifndef LATTICE_STORAGE_HISTORY_H
 #define LATTICE_STORAGE_HISTORY_H
@@ -42,6 +50,8 @@ typedef struct lt_hist {
     bool lost;               /* a change of unknown counter: nothing above anything is known */
     bool valid;              /* the copy is complete up to base */
     uint64_t base;
+    uint64_t contig;         /* valid: every counter in (base, contig] was noted */
+    uint64_t win;            /* bit i: counter contig + 1 + i was noted */
 } lt_hist;
 
 /* Bytes one record costs against max_bytes. */
@@ -57,6 +67,8 @@ void lt_hist_note(lt_hist *h, uint32_t max_entries, uint64_t max_bytes, uint64_t
 void lt_hist_lose(lt_hist *h);
 /* Clear: empty, not valid, not lost (a cleared copy starts over). */
 void lt_hist_reset(lt_hist *h);
+/* Complete up to base: contig starts there (and takes in the ring's
+ * counters just above it, noted while the copy was loading). */
 void lt_hist_valid_from(lt_hist *h, uint64_t base);
 bool lt_hist_recorded_above(const lt_hist *h, uint64_t x);
 bool lt_hist_complete_above(const lt_hist *h, uint64_t x);

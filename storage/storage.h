@@ -276,6 +276,7 @@ typedef int (*lattice_store_history_fn)(void *arg, const void *key, size_t key_l
 typedef struct lattice_store_history_stat {
     uint32_t records;
     uint64_t bytes, dropped, base;
+    uint64_t contig; /* valid: every counter in (base, contig] was applied here (history.h) */
     bool lost, valid;
 } lattice_store_history_stat;
 void lattice_store_history_configure(lattice_store *s, uint32_t max_entries, uint64_t max_bytes);

@@ -927,5 +927,6 @@ void lattice_store_history_info(lattice_store *s, uint32_t partition, lattice_st
     out->lost = h->lost;
     out->valid = h->valid;
     out->base = h->base;
+    out->contig = h->contig;
     pthread_mutex_unlock(&p->lock);
 }

@@ -179,6 +179,23 @@ static void load_stop_and_check(load *l)
     long total = atomic_load(&l->next);
     long acked = atomic_load(&l->n_acked);
     long present = count_present(l->n, tcache, "q", total, l->acked);
+    if (present != acked) {
+        int shown = 0;
+        for (long k = 0; k < total && shown < 40; k++) {
+            if (!l->acked[k]) continue;
+            char kk[48];
+            key_of(kk, sizeof kk, "q", k);
+            void *v = NULL;
+            size_t vl = 0;
+            if (lattice_cache_get(l->n, tcache, kk, strlen(kk), &v, &vl) == LATTICE_ERR_NOT_FOUND) {
+                printf("MISSING %s partition %u\n", kk, lattice_partition_of_key(kk, strlen(kk), 128));
+                shown++;
+            }
+            lt_free(v);
+        }
+        fflush(stdout);
+    }
+    if (present != atomic_load(&l->n_acked)) fflush(stdout);
     printf("load: %ld submitted, %ld acknowledged, %ld failed, %ld acknowledged present\n", total, acked,
            atomic_load(&l->n_failed), present);
     ck_assert_int_gt(acked, 0);
@@ -523,8 +540,9 @@ static json_t *rebalance_node_of_port(int port)
  * back as deltas: `lattice rebalance --json` names every server in "nodes"
  * with its consistent id and last rebalance, the returning one with mode
  * "delta" and about what it missed, not its share of the keys.  _i == 1:
- * history=16 records a partition - the gap is older than the history, so
- * the same rejoin falls back to full copies ("full", its share).  Either
+ * history=4 records a partition and it misses 20% of the writes - the gap
+ * is older than the history, so the same rejoin falls back to full copies
+ * ("full", its share).  Either
  * way every acknowledged write reads back, the removed keys stay removed,
  * and `lattice verify` finds every copy equal. */
 START_TEST(delta_rejoin_after_a_pause)
@@ -538,14 +556,16 @@ START_TEST(delta_rejoin_after_a_pause)
     /* Created on the formed grid: all three own it from its first write, so
      * their histories are complete from 0 (docs/REBALANCE.md §9). */
     ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s --cluster %s cache create dl backups=1 partitions=128%s",
-                                LATTICE_CLI_PATH, finder, cluster, _i ? " history=16" : ""),
+                                LATTICE_CLI_PATH, finder, cluster, _i ? " history=4" : ""),
                      0);
     tcache = "dl";
     snprintf(tcache_partitions, sizeof tcache_partitions, "partitions %s", tcache);
     ck_assert(it_wait_for(cache_ready, c, 20000));
     balanced_ctx b3 = {3, 2, NULL, 0, 0};
     wait_balanced(&b3, 30000);
-    const long N = 20000, MISSED = N / 100;
+    /* It misses 1% of the writes; for the fallback 20% (some 30 changes a
+     * partition, far more than its history of 4 holds). */
+    const long N = 20000, MISSED = _i ? N / 5 : N / 100;
     put_range(c, "k", N);
     it_signal(srv[2], SIGSTOP);
     wait_grid(c, 2);
