@@ -341,6 +341,16 @@ bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, uint64_t
  * its store and mark, when it has one and its history holds every change
  * above the mark; NULL otherwise. */
 lattice_store *salvage_delta_base(lattice_ops *d, const lattice_meta_cache *c, uint32_t p, uint64_t *mark);
+/* c's partition p as a delta base from this copy: the commit watermark it
+ * knows (clean_mark) capped by the counter up to which it applied every
+ * write (its history's contig); false without one (not full_sync, history
+ * off or not valid). */
+bool salvage_mark_of(const lattice_meta_cache *c, uint32_t p, uint64_t *mark);
+/* A copy recovered from the data directory, kept aside (not served) as the
+ * delta bases of the partitions marks names (LT_MARK_NONE: none; the
+ * others are cleared); takes store, counter and marks. */
+void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store,
+                            uint64_t *counter, uint64_t *marks);
 /* p is loaded (as a delta or in full): its kept copy is not needed any more. */
 void salvage_done(lattice_ops *d, const lattice_meta_cache *c, uint32_t p);
 void salvage_free(lattice_ops *d);

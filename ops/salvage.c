@@ -33,6 +33,7 @@
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "ops_int.h"
+#include "persist/persist.h"
 
 struct salvage_cache {
     lattice_cache_config cfg;
@@ -60,6 +61,52 @@ void salvage_free(lattice_ops *d)
     d->salvage = NULL;
     d->n_salvage = 0;
     d->salvage_id[0] = 0;
+}
+
+bool salvage_mark_of(const lattice_meta_cache *c, uint32_t p, uint64_t *mark)
+{
+    if (!c->store || !c->cfg.history) return false;
+    lattice_store_history_stat hs;
+    lattice_store_history_info(c->store, p, &hs);
+    if (!hs.valid || hs.lost || !clean_mark(c, p, mark)) return false;
+    if (*mark > hs.contig) *mark = hs.contig;
+    return true;
+}
+
+void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store,
+                            uint64_t *counter, uint64_t *marks)
+{
+    uint8_t *held = lt_calloc(cfg->partitions, 1), *has = lt_calloc(cfg->partitions, 1);
+    salvage_cache *x = d->n_salvage ? NULL : lt_realloc(d->salvage, (d->n_salvage + 1) * sizeof *x);
+    if (!held || !has || !x) {
+        lt_free(held), lt_free(has), lt_free(marks), lt_free(counter);
+        lattice_store_destroy(store);
+        return;
+    }
+    d->salvage = x;
+    uint32_t marked = 0;
+    for (uint32_t p = 0; p < cfg->partitions; p++) {
+        if (marks[p] == LT_MARK_NONE || !lattice_store_count(store, p)) continue;
+        held[p] = has[p] = 1;
+        /* Every grid write up to the mark is in it (what the mark was
+         * written for): complete from there; its replayed history lists
+         * what it changed above (docs/PERSISTENCE.md, "Delta rejoin"). */
+        lattice_store_history_valid_from(store, p, marks[p]);
+        marked++;
+    }
+    for (uint32_t p = 0; p < cfg->partitions; p++)
+        if (!held[p]) lattice_store_clear(store, p);
+    salvage_cache *s = &d->salvage[d->n_salvage++];
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    s->store = store;
+    s->counter = counter;
+    s->held = held;
+    s->mark = marks;
+    s->has_mark = has;
+    snprintf(d->salvage_id, sizeof d->salvage_id, "%s", d->self_id);
+    LT_LOG(LT_INFO, "data", "cache %s: keeping the copy recovered from the data directory as a delta base: %u partitions "
+           "with a mark", cfg->name, marked);
 }
 
 void salvage_keep(lattice_ops *d, lattice_meta *old)
@@ -90,12 +137,8 @@ void salvage_keep(lattice_ops *d, lattice_meta *old)
          * "Delta rebalance". */
         s->mark = lt_calloc(c->cfg.partitions, sizeof *s->mark);
         s->has_mark = lt_calloc(c->cfg.partitions, 1);
-        for (uint32_t p = 0; s->mark && s->has_mark && p < c->cfg.partitions; p++) {
-            lattice_store_history_stat hs;
-            lattice_store_history_info(c->store, p, &hs);
-            s->has_mark[p] = clean_mark(c, p, &s->mark[p]) && hs.valid && !hs.lost;
-            if (s->has_mark[p] && s->mark[p] > hs.contig) s->mark[p] = hs.contig;
-        }
+        for (uint32_t p = 0; s->mark && s->has_mark && p < c->cfg.partitions; p++)
+            s->has_mark[p] = salvage_mark_of(c, p, &s->mark[p]);
         /* The meta frees the cache without them; the eviction hook named it. */
         lattice_store_set_evict_hook(s->store, NULL);
         uint32_t marked = 0;

@@ -253,6 +253,29 @@ static bool adopt(lattice_ops *d, lattice_meta_cache *c, const char *spec)
     return true;
 }
 
+/* A recovered copy this node does not serve (it joins a live grid), with
+ * the delta marks its last checkpoint wrote: kept aside as delta bases
+ * (salvage.c), so its partitions come back as only what it missed
+ * (docs/PERSISTENCE.md, "Delta rejoin"); without marks it is dropped. */
+static void keep_aside(lattice_ops *d, lattice_meta_cache *c, const char *spec)
+{
+    lt_persist *p = d->wal->p;
+    for (size_t i = 0; i < lt_persist_recovered_count(p); i++) {
+        const char *rs = lt_persist_recovered_spec(p, i), *name;
+        lattice_store *s;
+        const uint64_t *counter;
+        uint32_t parts;
+        if (!rs || strcmp(rs, spec) || !lt_persist_recovered_marks(p, i) ||
+            !lt_persist_recovered_copy(p, i, &name, &s, &counter, &parts) || strcmp(name, c->cfg.name) ||
+            parts != c->cfg.partitions || c->cfg.sync != LATTICE_SYNC_FULL || !c->cfg.history)
+            continue;
+        uint64_t *cnt = NULL, *marks = NULL;
+        if (lt_persist_take_aside(p, i, &s, &cnt, &marks) != LATTICE_OK) return;
+        salvage_keep_recovered(d, &c->cfg, s, cnt, marks);
+        return;
+    }
+}
+
 void wal_attach(lattice_ops *d)
 {
     struct ops_wal *w = d->wal;
@@ -274,6 +297,7 @@ void wal_attach(lattice_ops *d)
             char spec[1024];
             spec_of(c, spec, sizeof spec);
             if (c->store && !att_of(w, c) && keep_recovered(d, c, &why)) adopt(d, c, spec);
+            else if (c->store && !att_of(w, c)) keep_aside(d, c, spec);
         }
         lt_persist_discard(w->p, why);
     }
@@ -403,15 +427,29 @@ static lattice_status checkpoint(lattice_ops *d)
     struct ops_wal *w = d->wal;
     lt_persist_ckpt_cache cc[LATTICE_META_MAX_CACHES];
     char specs[LATTICE_META_MAX_CACHES][1024];
+    uint64_t *marks[LATTICE_META_MAX_CACHES];
+    memset(cc, 0, sizeof cc);
     size_t n = 0;
     for (size_t i = 0; i < w->n_att; i++) {
         lattice_meta_cache *c = w->att[i].c;
         if (!c->store) continue;
         spec_of(c, specs[n], sizeof specs[n]);
-        cc[n] = (lt_persist_ckpt_cache){c->cfg.name, specs[n], c->store, c->counter, c->cfg.partitions};
+        /* The delta marks (salvage_mark_of): after a restart into a live
+         * grid the recovered copy receives only what it missed above them. */
+        uint64_t *m = lt_malloc((size_t)c->cfg.partitions * sizeof *m);
+        bool any = false;
+        for (uint32_t p = 0; m && p < c->cfg.partitions; p++) {
+            if (!salvage_mark_of(c, p, &m[p])) m[p] = LT_MARK_NONE;
+            any |= m[p] != LT_MARK_NONE;
+        }
+        if (!any) lt_free(m), m = NULL;
+        marks[n] = m;
+        cc[n] = (lt_persist_ckpt_cache){c->cfg.name, specs[n], c->store, c->counter, c->cfg.partitions, m};
         n++;
     }
-    return lt_persist_checkpoint(w->p, cc, n);
+    lattice_status st = lt_persist_checkpoint(w->p, cc, n);
+    for (size_t i = 0; i < n; i++) lt_free(marks[i]);
+    return st;
 }
 
 void wal_tick(lattice_ops *d)

@@ -627,6 +627,94 @@ START_TEST(delta_rejoin_after_a_pause)
 }
 END_TEST
 
+/* Delta rejoin after a restart from the data directory: every server runs
+ * with --data-dir; one stops (SIGTERM: its last checkpoint holds each
+ * partition's delta mark), the survivors restore redundancy and take 1% of
+ * writes more (overwrites, removes, new keys), and it starts again from its
+ * directory while a put load runs.  It joins a live grid, so it does not
+ * serve its recovered copy; it keeps it aside as delta bases and receives
+ * only what it missed: mode "delta", far less than its share.  Every
+ * acknowledged write reads back, the removed keys stay removed, and
+ * `lattice verify` finds every copy equal. */
+START_TEST(delta_rejoin_after_a_restart)
+{
+    it_begin("rebalance_delta_restart");
+    it_proc *srv[3];
+    char dd[3][300];
+    const char *ex[3][3];
+    snprintf(cluster, sizeof cluster, "it-rebalance-%d", (int)getpid());
+    base_port = it_free_ports(4);
+    snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", base_port, base_port + 3);
+    for (int i = 0; i < 3; i++) {
+        snprintf(dd[i], sizeof dd[i], "%s/data%d", it_dir(), i);
+        ex[i][0] = "--data-dir", ex[i][1] = dd[i], ex[i][2] = NULL;
+        char name[16];
+        snprintf(name, sizeof name, "s%d", i);
+        srv[i] = start_one(name, base_port + i, ex[i]);
+    }
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    char out[4096];
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s --cluster %s cache create dl backups=1 partitions=128",
+                                LATTICE_CLI_PATH, finder, cluster),
+                     0);
+    tcache = "dl";
+    snprintf(tcache_partitions, sizeof tcache_partitions, "partitions %s", tcache);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    balanced_ctx b3 = {3, 2, NULL, 0, 0};
+    wait_balanced(&b3, 30000);
+    const long N = 20000, MISSED = N / 100;
+    put_range(c, "k", N);
+    it_signal(srv[2], SIGTERM);
+    ck_assert(it_wait_exit(srv[2], 30000));
+    wait_grid(c, 2);
+    balanced_ctx b2 = {2, 2, NULL, 0, 0};
+    wait_balanced(&b2, 60000);
+    put_range(c, "m", MISSED / 2);
+    char key[48];
+    for (long i = 0; i < MISSED / 4; i++) {
+        key_of(key, sizeof key, "k", i * 7);
+        ck_assert_int_eq(lattice_cache_remove(c, tcache, key, strlen(key)), LATTICE_OK);
+    }
+    load l;
+    load_start(&l, c);
+    srv[2] = start_one("s2-restarted", base_port + 2, ex[2]);
+    ck_assert(it_wait_log(srv[2], "as a delta base", 30000));
+    wait_grid(c, 3);
+    wait_balanced(&b3, 60000);
+    load_stop_and_check(&l);
+    json_t *me = rebalance_node_of_port(base_port + 2);
+    ck_assert_ptr_nonnull(me);
+    const char *mode = json_string_value(json_object_get(me, "mode"));
+    long got = (long)json_integer_value(json_object_get(me, "entries_received"));
+    long bytes = (long)json_integer_value(json_object_get(me, "bytes_received"));
+    long nd = (long)json_integer_value(json_object_get(me, "partitions_delta"));
+    long nfull = (long)json_integer_value(json_object_get(me, "partitions_full"));
+    printf("rejoin after a restart: mode %s, %ld entries, %ld bytes received (%ld keys, %ld missed), "
+           "%ld partitions as deltas, %ld in full\n", mode, got, bytes, N, MISSED, nd, nfull);
+    ck_assert_str_eq(mode, "delta");
+    ck_assert_int_gt(nd, 0);
+    ck_assert_int_lt(got, N / 10);
+    json_decref(me);
+    long gone = 0;
+    for (long i = 0; i < MISSED / 4; i++) {
+        key_of(key, sizeof key, "k", i * 7);
+        void *v = NULL;
+        size_t vl = 0;
+        gone += lattice_cache_get(c, tcache, key, strlen(key), &v, &vl) == LATTICE_ERR_NOT_FOUND;
+        lt_free(v);
+    }
+    ck_assert_int_eq(gone, MISSED / 4);
+    ck_assert_int_eq(count_present(c, tcache, "k", N, NULL), N - MISSED / 4);
+    ck_assert_int_eq(count_present(c, tcache, "m", MISSED / 2, NULL), MISSED / 2);
+    verify_clean();
+    tcache = "default";
+    snprintf(tcache_partitions, sizeof tcache_partitions, "partitions default");
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
 /* A graceful leave (SIGTERM) and, on its own, a kill -9: partitions short of
  * a copy get a new one over the survivors - back to 2 OWNING copies each. */
 START_TEST(leave_and_failure_restore_redundancy)
@@ -935,6 +1023,9 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tc_of("delta");
     tcase_add_loop_test(tc, delta_rejoin_after_a_pause, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tc_of("delta_restart");
+    tcase_add_test(tc, delta_rejoin_after_a_restart);
     suite_add_tcase(s, tc);
     tc = tc_of("reset_lost");
     tcase_add_test(tc, reset_lost_gives_up_the_partitions_of_a_killed_server);
