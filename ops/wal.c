@@ -13,9 +13,11 @@
  *               store is swapped in before anything else uses it) only when
  *               this node is the coordinator of a grid of one: the grid
  *               was gone and this node's copy is all there is.  A node that
- *               joins other live servers drops its copies (logged) - they
- *               may hold keys the grid removed while it was away - and gets
- *               its partitions by rebalance as an empty node does.
+ *               joins other live servers does not serve its copies - they
+ *               may hold keys the grid removed while it was away: one whose
+ *               checkpoint holds delta marks is kept aside as delta bases
+ *               (keep_aside, salvage.c), the others are dropped (logged);
+ *               its partitions come by rebalance.
  *  wal_hold     a reply (chan_complete) while records are not yet durable
  *               waits, in order, until the log's durable LSN passes what was
  *               appended when the reply was made; the log thread writes the
@@ -155,7 +157,8 @@ bool wal_has_recovered(const lattice_ops *d)
  *     copy the coordinator picked per partition while c is restoring;
  *   - the coordinator of a grid of one: the grid was gone, and this copy
  *     is all there is;
- *   - otherwise the node joined a live grid: dropped, *why says so - it
+ *   - otherwise the node joined a live grid: not served (kept aside as delta
+ *     bases by keep_aside when it has marks, else dropped), *why says so - it
  *     may hold keys the grid removed or overwrote while it was away, and
  *     it gets its partitions by rebalance as an empty node does. */
 static bool keep_recovered(lattice_ops *d, const lattice_meta_cache *c, const char **why)

@@ -542,12 +542,31 @@ static json_t *rebalance_node_of_port(int port)
  * "delta" and about what it missed, not its share of the keys.  _i == 1:
  * history=4 records a partition and it misses 20% of the writes - the gap
  * is older than the history, so the same rejoin falls back to full copies
- * ("full", its share).  Either
+ * ("full", its share).  _i == 2: history=0 turns deltas off - the same 1%
+ * gap loads in full (the reference for the delta's bytes).  Either
  * way every acknowledged write reads back, the removed keys stay removed,
  * and `lattice verify` finds every copy equal. */
+/* The returning node's last "cache CACHE: rebalance N finished: ... in S s"
+ * in its log: seconds (-1: none). */
+static double rebalance_seconds(const it_proc *p, const char *cache)
+{
+    FILE *f = fopen(p->log, "r");
+    if (!f) return -1;
+    char line[1024], pat[96];
+    snprintf(pat, sizeof pat, "cache %s: rebalance ", cache);
+    double s = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *a = strstr(line, pat), *b = a ? strstr(a, " finished: ") : NULL, *in = b ? strstr(b, " bytes in ") : NULL;
+        if (in) s = strtod(in + strlen(" bytes in "), NULL);
+    }
+    fclose(f);
+    return s;
+}
+
 START_TEST(delta_rejoin_after_a_pause)
 {
-    it_begin(_i ? "rebalance_delta_fallback" : "rebalance_delta_rejoin");
+    static const char *const names[] = {"rebalance_delta_rejoin", "rebalance_delta_fallback", "rebalance_delta_off"};
+    it_begin(names[_i]);
     it_proc *srv[3];
     start_grid(srv, 3, 3, NULL);
     lattice_node *c = attach();
@@ -556,7 +575,7 @@ START_TEST(delta_rejoin_after_a_pause)
     /* Created on the formed grid: all three own it from its first write, so
      * their histories are complete from 0 (docs/REBALANCE.md §9). */
     ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s --cluster %s cache create dl backups=1 partitions=128%s",
-                                LATTICE_CLI_PATH, finder, cluster, _i ? " history=4" : ""),
+                                LATTICE_CLI_PATH, finder, cluster, _i == 1 ? " history=4" : _i == 2 ? " history=0" : ""),
                      0);
     tcache = "dl";
     snprintf(tcache_partitions, sizeof tcache_partitions, "partitions %s", tcache);
@@ -565,7 +584,7 @@ START_TEST(delta_rejoin_after_a_pause)
     wait_balanced(&b3, 30000);
     /* It misses 1% of the writes; for the fallback 20% (some 30 changes a
      * partition, far more than its history of 4 holds). */
-    const long N = 20000, MISSED = _i ? N / 5 : N / 100;
+    const long N = 20000, MISSED = _i == 1 ? N / 5 : N / 100;
     put_range(c, "k", N);
     it_signal(srv[2], SIGSTOP);
     wait_grid(c, 2);
@@ -591,8 +610,9 @@ START_TEST(delta_rejoin_after_a_pause)
     long bytes = (long)json_integer_value(json_object_get(me, "bytes_received"));
     long nd = (long)json_integer_value(json_object_get(me, "partitions_delta"));
     long nfull = (long)json_integer_value(json_object_get(me, "partitions_full"));
-    printf("rejoin after a pause: mode %s, %ld entries, %ld bytes received (%ld keys, %ld missed), "
-           "%ld partitions as deltas, %ld in full\n", mode, got, bytes, N, MISSED, nd, nfull);
+    printf("rejoin after a pause (%s): mode %s, %ld entries, %ld bytes received in %.2f s (%ld keys, %ld missed), "
+           "%ld partitions as deltas, %ld in full\n", names[_i], mode, got, bytes, rebalance_seconds(srv[2], tcache), N,
+           MISSED, nd, nfull);
     ck_assert_int_lt(got, N + MISSED + atomic_load(&l.next));
     ck_assert_int_gt(bytes, got * 10); /* "k-00000123" + "v00000123": 19 bytes an entry */
     if (_i) {
@@ -690,8 +710,9 @@ START_TEST(delta_rejoin_after_a_restart)
     long bytes = (long)json_integer_value(json_object_get(me, "bytes_received"));
     long nd = (long)json_integer_value(json_object_get(me, "partitions_delta"));
     long nfull = (long)json_integer_value(json_object_get(me, "partitions_full"));
-    printf("rejoin after a restart: mode %s, %ld entries, %ld bytes received (%ld keys, %ld missed), "
-           "%ld partitions as deltas, %ld in full\n", mode, got, bytes, N, MISSED, nd, nfull);
+    printf("rejoin after a restart: mode %s, %ld entries, %ld bytes received in %.2f s (%ld keys, %ld missed), "
+           "%ld partitions as deltas, %ld in full\n", mode, got, bytes, rebalance_seconds(srv[2], tcache), N, MISSED,
+           nd, nfull);
     ck_assert_str_eq(mode, "delta");
     ck_assert_int_gt(nd, 0);
     ck_assert_int_lt(got, N / 10);
@@ -1022,7 +1043,7 @@ int main(void)
     tcase_add_test(tc, a_pause_that_cost_the_quorum_loses_no_data);
     suite_add_tcase(s, tc);
     tc = tc_of("delta");
-    tcase_add_loop_test(tc, delta_rejoin_after_a_pause, 0, 2);
+    tcase_add_loop_test(tc, delta_rejoin_after_a_pause, 0, 3);
     suite_add_tcase(s, tc);
     tc = tc_of("delta_restart");
     tcase_add_test(tc, delta_rejoin_after_a_restart);
