@@ -161,11 +161,31 @@ lattice_status lattice_rebalance_applier_begin_delta(lattice_rebalance_applier *
 typedef struct take_buf {
     lattice_store_entry *e;
     size_t n, cap;
+    uint8_t *arena;         /* the batch's keys and values, one after the other */
+    size_t used, acap;
     uint64_t mark;
     bool failed;
     lattice_rebalance_applier *a;
     uint32_t p;
 } take_buf;
+
+/* Bytes into the batch's arena; the entries hold offsets until take_fix
+ * turns them into pointers (the arena may move while it grows). */
+static bool take_copy(take_buf *b, const void *x, size_t n, size_t *off)
+{
+    if (b->used + n > b->acap) {
+        size_t nc = b->acap ? b->acap * 2 : 1u << 16;
+        while (nc < b->used + n) nc *= 2;
+        uint8_t *y = lt_realloc(b->arena, nc);
+        if (!y) return false;
+        b->arena = y;
+        b->acap = nc;
+    }
+    memcpy(b->arena + b->used, x, n);
+    *off = b->used;
+    b->used += n;
+    return true;
+}
 
 static int take_one(void *arg, const lattice_store_item *it)
 {
@@ -185,26 +205,28 @@ static int take_one(void *arg, const lattice_store_item *it)
         b->e = x;
         b->cap = nc;
     }
-    void *k = lt_malloc(it->key_len), *v = lt_malloc(it->value_len ? it->value_len : 1);
-    if (!k || !v) {
-        lt_free(k);
-        lt_free(v);
+    size_t ko, vo;
+    if (!take_copy(b, it->key, it->key_len, &ko) || !take_copy(b, it->value, it->value_len, &vo)) {
         b->failed = true;
         return 1;
     }
-    memcpy(k, it->key, it->key_len);
-    memcpy(v, it->value, it->value_len);
-    b->e[b->n++] = (lattice_store_entry){it->partition, k, it->key_len, v, it->value_len, it->expire_ms, it->version};
+    b->e[b->n++] = (lattice_store_entry){it->partition, (const void *)(uintptr_t)ko, it->key_len,
+                                         (const void *)(uintptr_t)vo, it->value_len, it->expire_ms, it->version};
     return 0;
+}
+
+static void take_fix(take_buf *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        b->e[i].key = b->arena + (uintptr_t)b->e[i].key;
+        b->e[i].value = b->arena + (uintptr_t)b->e[i].value;
+    }
 }
 
 static void take_clear(take_buf *b)
 {
-    for (size_t i = 0; i < b->n; i++) {
-        lt_free((void *)b->e[i].key);
-        lt_free((void *)b->e[i].value);
-    }
     b->n = 0;
+    b->used = 0;
 }
 
 /* Takes the kept copy of p in (entries up to its mark, minus removes seen). */
@@ -214,10 +236,11 @@ static lattice_status adopt(lattice_rebalance_applier *a, uint32_t p, uint64_t *
     take_buf b = {.mark = a->mark[p], .a = a, .p = p};
     int st = lattice_store_cursor_open(a->base[p], p, &cur);
     for (int done = 0; st == LATTICE_OK && !done;) {
-        st = lattice_store_cursor_next(cur, 256, 1u << 20, take_one, &b, &done);
+        st = lattice_store_cursor_next(cur, 1024, 1u << 20, take_one, &b, &done);
         if (b.failed) st = LATTICE_ERR_NOMEM;
         size_t applied = 0;
         if (st == LATTICE_OK && b.n) {
+            take_fix(&b);
             st = lattice_store_insert_batch(a->store, p, b.e, b.n, LATTICE_STORE_IF_NEWER, &applied);
             *taken += applied;
         }
@@ -225,6 +248,7 @@ static lattice_status adopt(lattice_rebalance_applier *a, uint32_t p, uint64_t *
     }
     if (cur) lattice_store_cursor_close(cur);
     lt_free(b.e);
+    lt_free(b.arena);
     return (lattice_status)st;
 }
 
