@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "lattice/log.h"
 #include "ops_int.h"
 #include "persist/persist.h"
@@ -42,6 +43,7 @@ struct salvage_cache {
     uint8_t *held;  /* per partition: still kept */
     uint64_t *mark; /* per partition: delta base up to this counter (has_mark) */
     uint8_t *has_mark;
+    uint64_t kept_ms; /* when it was kept (lt_mono_ms) */
 };
 
 static void cache_drop(salvage_cache *s)
@@ -104,6 +106,7 @@ void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lat
     s->held = held;
     s->mark = marks;
     s->has_mark = has;
+    s->kept_ms = lt_mono_ms();
     snprintf(d->salvage_id, sizeof d->salvage_id, "%s", d->self_id);
     LT_LOG(LT_INFO, "data", "cache %s: keeping the copy recovered from the data directory as a delta base: %u partitions "
            "with a mark", cfg->name, marked);
@@ -128,6 +131,7 @@ void salvage_keep(lattice_ops *d, lattice_meta *old)
         s->store = c->store;
         s->counter = c->counter;
         s->held = held;
+        s->kept_ms = lt_mono_ms();
         /* Delta bases: the copies this node served, with the watermark it
          * knew, but never above the counter up to which this copy applied
          * every write (its history's contig): a watermark says the grid
@@ -196,6 +200,23 @@ void salvage_done(lattice_ops *d, const lattice_meta_cache *c, uint32_t p)
     lattice_store_clear(s->store, p);
 }
 
+/* Whether c's metadata knows this node yet: it serves or loads one of its
+ * partitions.  The first metadata a rejoined or restarted node applies may
+ * be one made before the coordinator saw it join; its kept copies wait for
+ * the one that plans it in (at most SALVAGE_WAIT_MS). */
+#define SALVAGE_WAIT_MS 60000
+static bool planned_in(const lattice_meta_cache *c)
+{
+    lattice_meta_member *own[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+    for (uint32_t p = 0; p < c->cfg.partitions; p++) {
+        size_t n = lattice_meta_serving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
+        n += lattice_meta_moving_owners(c, p, own + n, LATTICE_CACHE_MAX_BACKUPS + 1);
+        for (size_t k = 0; k < n; k++)
+            if (own[k]->self) return true;
+    }
+    return false;
+}
+
 void salvage_prune(lattice_ops *d)
 {
     if (!d->n_salvage || !lattice_meta_valid(d->meta)) return;
@@ -204,6 +225,11 @@ void salvage_prune(lattice_ops *d)
         salvage_cache *s = &d->salvage[i];
         if (!s->store) continue;
         lattice_meta_cache *c = lattice_meta_cache_of(d->meta, s->cfg.name);
+        if (c && lattice_cache_config_equal(&c->cfg, &s->cfg) && s->has_mark && !planned_in(c) &&
+            lt_mono_ms() - s->kept_ms < SALVAGE_WAIT_MS) {
+            kept_caches++;
+            continue;
+        }
         bool any = false;
         for (uint32_t p = 0; c && lattice_cache_config_equal(&c->cfg, &s->cfg) && p < s->cfg.partitions; p++) {
             if (!s->held[p]) continue;
