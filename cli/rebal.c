@@ -31,7 +31,7 @@ static void on_sigint(int sig)
 typedef struct node_fig {
     char id[64], cid[160];
     uint64_t entries, bytes;
-    uint32_t done;
+    uint32_t done, delta; /* partitions loaded, of them as deltas */
 } node_fig;
 
 static node_fig *node_of(node_fig *nf, size_t *n, size_t cap, const cli_source *src, const char *id)
@@ -49,13 +49,13 @@ static node_fig *node_of(node_fig *nf, size_t *n, size_t cap, const cli_source *
     return x;
 }
 
-/* How the node's last rebalance loaded its partitions: always "full" - a
- * node takes every partition it gains as a whole copy (delta rejoin is not
- * built yet; docs/REBALANCE.md). */
+/* How the node's last rebalance loaded its partitions: "delta" when at
+ * least one came as a delta of the copy it kept (only what it missed,
+ * docs/REBALANCE.md §9), "full" when every one came whole; partitions_full
+ * and partitions_delta give the split. */
 static const char *mode_of(const node_fig *x)
 {
-    (void)x;
-    return "full";
+    return x->delta ? "delta" : "full";
 }
 
 #define MAX_NODE_FIGS 256
@@ -91,6 +91,7 @@ static lattice_status gather(const cli_globals *g, cli_source *src, lattice_reba
                 f->entries += x->rebalance_entries;
                 f->bytes += x->rebalance_bytes;
                 f->done += x->rebalance_done;
+                f->delta += x->rebalance_delta < x->rebalance_done ? x->rebalance_delta : x->rebalance_done;
             }
         }
         p[i].partitions_total = total;
@@ -185,9 +186,9 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
         "  {\"in_progress\":bool,\"caches\":[{\"name\",\"partitions_moving\",\"partitions_left\",\n"
         "  \"partitions_total\",\"entries_received\",\"bytes_received\",\"bytes_per_s\",\n"
         "  \"entries_per_s\",\"eta_s\"}],\"nodes\":[{\"id\",\"consistent_id\",\"entries_received\",\n"
-        "  \"bytes_received\",\"mode\":\"full\"|\"delta\",\"partitions_full\"}]}\n"
-        "  (nodes: each server's last rebalance; mode is \"full\" while nodes load every\n"
-        "  partition they gain as a whole copy)\n";
+        "  \"bytes_received\",\"mode\":\"full\"|\"delta\",\"partitions_full\",\"partitions_delta\"}]}\n"
+        "  (nodes: each server's last rebalance; mode \"delta\" when a partition came as a\n"
+        "  delta of the copy the node kept: only the updates it missed)\n";
     if (cli_wants_help(argc, argv)) {
         fputs(use, stdout);
         return 0;
@@ -264,10 +265,11 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
                     json_t *nodes = json_array();
                     for (size_t i = 0; i < nn; i++)
                         json_array_append_new(
-                            nodes, json_pack("{s:s,s:s,s:I,s:I,s:s,s:i}", "id", nf[i].id, "consistent_id", nf[i].cid,
+                            nodes, json_pack("{s:s,s:s,s:I,s:I,s:s,s:i,s:i}", "id", nf[i].id, "consistent_id", nf[i].cid,
                                              "entries_received", (json_int_t)nf[i].entries, "bytes_received",
                                              (json_int_t)nf[i].bytes, "mode", mode_of(&nf[i]),
-                                             "partitions_full", (int)nf[i].done));
+                                             "partitions_full", (int)(nf[i].done - nf[i].delta),
+                                             "partitions_delta", (int)nf[i].delta));
                     json_object_set_new(j, "nodes", nodes);
                     cli_print_json(j);
                 }
@@ -290,8 +292,9 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
                 char ent[32], bytes[32];
                 units((double)nf[i].entries, "entries", ent, sizeof ent);
                 units((double)nf[i].bytes, "B", bytes, sizeof bytes);
-                printf("  node %s (%s): last rebalance %s, %s, %s (%u partitions in full)\n",
-                       nf[i].cid[0] ? nf[i].cid : "?", nf[i].id, mode_of(&nf[i]), ent, bytes, nf[i].done);
+                printf("  node %s (%s): last rebalance %s, %s, %s (%u partitions in full, %u as deltas)\n",
+                       nf[i].cid[0] ? nf[i].cid : "?", nf[i].id, mode_of(&nf[i]), ent, bytes,
+                       nf[i].done - nf[i].delta, nf[i].delta);
             }
         }
         fflush(stdout);

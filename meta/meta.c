@@ -513,6 +513,7 @@ static lattice_meta_cache *cache_new(lattice_meta *m, const lattice_cache_config
     if (!m->cfg.client) {
         lattice_store_config sc = {c->cfg.name, cfg->partitions, m->cfg.region, NULL, NULL};
         if (lattice_store_create(&sc, &c->store) != LATTICE_OK) goto fail;
+        lattice_store_history_configure(c->store, cfg->history, cfg->history_bytes);
         lattice_store_sweeper_start(c->store, 1000);
     }
     return c;

@@ -40,8 +40,11 @@ typedef struct clean_part {
     uint64_t heard;       /* copy: newest watermark its primary sent */
     uint64_t applied;     /* copy: newest replicated version applied */
     uint64_t notified;    /* primary: the watermark last sent to the copies */
+    uint8_t role;         /* the last role this node had: ROLE_PRIMARY / ROLE_COPY (0: none yet) */
     waitw *head, *tail;   /* primary: writes in flight, oldest first */
 } clean_part;
+
+enum { ROLE_PRIMARY = 1, ROLE_COPY = 2 };
 
 typedef struct clean_cache {
     uint32_t parts;
@@ -108,6 +111,7 @@ void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t parti
     w->key_hash = key_hash(key, key_len);
     w->linked = true;
     clean_part *cp = &cc->p[partition];
+    cp->role = ROLE_PRIMARY;
     if (cp->tail) cp->tail->cnext = w;
     else cp->head = w;
     cp->tail = w;
@@ -212,7 +216,19 @@ void clean_note_applied(lattice_meta_cache *c, uint32_t partition, uint64_t vers
 void clean_note_committed(lattice_meta_cache *c, uint32_t partition, uint64_t committed)
 {
     clean_cache *cc = state(c);
+    if (cc && partition < cc->parts) cc->p[partition].role = ROLE_COPY;
     if (cc && partition < cc->parts && committed > cc->p[partition].heard) cc->p[partition].heard = committed;
+}
+
+bool clean_mark(const lattice_meta_cache *c, uint32_t partition, uint64_t *mark)
+{
+    if (c->cfg.sync != LATTICE_SYNC_FULL || partition >= c->cfg.partitions) return false;
+    const clean_cache *cc = c->clean;
+    if (!cc || partition >= cc->parts || !cc->p[partition].role) return false;
+    /* As the partition's primary last: its own watermark; as a copy: the
+     * newest one its primary sent. */
+    *mark = cc->p[partition].role == ROLE_PRIMARY ? clean_committed(c, partition) : cc->p[partition].heard;
+    return true;
 }
 
 bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition)

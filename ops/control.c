@@ -274,6 +274,7 @@ static Latdata__NodeCacheStats *node_stats(lattice_ops *d, lattice_meta_cache *c
     s->rebalance_elapsed_ms = f.elapsed_ms;
     s->rebalance_active = f.active;
     s->rebalance_done = f.done;
+    s->rebalance_delta = f.delta;
     return s;
 }
 
@@ -388,6 +389,7 @@ void control_stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCac
         ci->rebalance_elapsed_ms = st[i]->rebalance_elapsed_ms;
         ci->rebalance_active = st[i]->rebalance_active;
         ci->rebalance_done = st[i]->rebalance_done;
+        ci->rebalance_delta = st[i]->rebalance_delta;
         sn->view_major[i] = st[i]->rebalance_view_major;
         sn->base_version[i] = st[i]->rebalance_base_version;
     }

@@ -346,6 +346,22 @@ size_t salvage_report(lattice_ops *d, const lattice_meta_cache *c, uint32_t *par
  * entries to *entries); false when there is none or it does not fit
  * (nothing changed then). */
 bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, uint64_t *entries);
+/* The kept copy of c's partition p as a delta base (docs/REBALANCE.md §9):
+ * its store and mark, when it has one and its history holds every change
+ * above the mark; NULL otherwise. */
+lattice_store *salvage_delta_base(lattice_ops *d, const lattice_meta_cache *c, uint32_t p, uint64_t *mark);
+/* c's partition p as a delta base from this copy: the commit watermark it
+ * knows (clean_mark) capped by the counter up to which it applied every
+ * write (its history's contig); false without one (not full_sync, history
+ * off or not valid). */
+bool salvage_mark_of(const lattice_meta_cache *c, uint32_t p, uint64_t *mark);
+/* A copy recovered from the data directory, kept aside (not served) as the
+ * delta bases of the partitions marks names (LT_MARK_NONE: none; the
+ * others are cleared); takes store, counter and marks. */
+void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store,
+                            uint64_t *counter, uint64_t *marks);
+/* p is loaded (as a delta or in full): its kept copy is not needed any more. */
+void salvage_done(lattice_ops *d, const lattice_meta_cache *c, uint32_t p);
 void salvage_free(lattice_ops *d);
 
 /* ---- dedup.c: results of recent writes by (origin, op sequence) */
@@ -411,6 +427,11 @@ void clean_note_committed(lattice_meta_cache *c, uint32_t partition, uint64_t co
 /* Copy: may a read be answered from this copy (no applied write that its
  * primary has not acknowledged)? */
 bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition);
+/* The partition's mark for a delta rebalance (docs/CONSISTENCY.md): a counter
+ * up to which every copy applied every write - the primary's watermark, or
+ * the newest one a copy heard, by the role it had last.  false for caches
+ * without watermarks (not full_sync) or a partition it had no role in. */
+bool clean_mark(const lattice_meta_cache *c, uint32_t partition, uint64_t *mark);
 /* The cache is going away: forget its in-flight lists (waits keep running). */
 void clean_cache_gone(lattice_meta_cache *c);
 

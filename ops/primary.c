@@ -153,9 +153,9 @@ static void do_remove(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
     }
     fast_mark(c, in->partition);
     /* The counter moves before the store's remove, so the log's REMOVE
-     * record carries it (persist's change hook); back when nothing went. */
+     * record and the update history carry it; back when nothing went. */
     uint64_t version = ++c->counter[in->partition];
-    int st = lattice_store_remove(c->store, in->partition, in->key, in->key_len);
+    int st = lattice_store_remove_v(c->store, in->partition, in->key, in->key_len, version);
     r->status = st;
     if (st != LATTICE_OK) {
         c->counter[in->partition] = version - 1;
@@ -446,7 +446,7 @@ static bool undo_write(lattice_ops *d, waitw *w)
     }
     if (st != LATTICE_OK) {
         repl = (repl_out){true, true, NULL, 0, 0, version};
-        lattice_store_remove(c->store, u->partition, u->key, u->key_len);
+        lattice_store_remove_v(c->store, u->partition, u->key, u->key_len, version);
     }
     c->writes++;
     if (u->seq) dedup_put(d, u->oh, u->seq, &full); /* a resend gets the refusal, not the first OK */
@@ -570,6 +570,8 @@ void primary_replicate_removal(lattice_ops *d, lattice_meta_cache *c, uint32_t p
     size_t n = lattice_meta_serving_owners(c, partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
     n += lattice_meta_moving_owners(c, partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
     repl_out repl = {true, true, NULL, 0, 0, ++c->counter[partition]};
+    /* The store dropped the entry without a counter: this is its remove. */
+    lattice_store_history_note(c->store, partition, key, key_len, repl.version, true);
     lattice_op_result r = {.status = LATTICE_OK};
     origin none = {0}; /* no issuer: chan_complete drops the result */
     waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL

@@ -49,6 +49,8 @@ typedef struct rsess {
     size_t nparts;
     uint64_t deadline;
     bool done;
+    lattice_rebalance_delta_base *bases; /* delta bases offered (kept copies), nbases */
+    size_t nbases;
 } rsess;
 
 struct rebal_cache {
@@ -70,6 +72,7 @@ struct rebal_cache {
     unsigned logged_quarter;
     bool active;
     uint64_t stale;              /* supplies ignored as stale */
+    bool since_creation_checked; /* copies served since the cache's creation declared complete */
 };
 
 typedef struct rebal_sup {
@@ -167,8 +170,17 @@ static void send_msgs(lattice_ops *d, int kind, const char *cache, peer *const *
     lattice_rebalance_out_clear(out);
 }
 
+static void bases_free(rsess *s)
+{
+    lattice_rebalance_demand m = {.deltas = s->bases, .delta_count = s->nbases};
+    lattice_rebalance_demand_clear(&m);
+    s->bases = NULL;
+    s->nbases = 0;
+}
+
 static void sess_free(rsess *s)
 {
+    bases_free(s);
     lattice_rebalance_demander_free(s->dm);
     lattice_rebalance_applier_free(s->ap);
     lt_free(s->sup);
@@ -366,6 +378,17 @@ void rebal_on_change(lattice_ops *d)
         if (!c->store) continue;
         struct rebal_cache *rc = ensure(d, c);
         if (!rc) continue;
+        if (!rc->since_creation_checked && lattice_meta_valid(d->meta)) {
+            /* A copy this node serves under the cache's first base has had
+             * every write of the partition: its history is complete from 0
+             * (docs/REBALANCE.md §9).  Later copies become complete by a load. */
+            rc->since_creation_checked = true;
+            for (uint32_t p = 0; c->base_version == 1 && p < rc->parts; p++) {
+                lattice_meta_member *own[MAX_OWNERS];
+                size_t ns = lattice_meta_serving_owners(c, p, own, MAX_OWNERS);
+                if (self_among(own, ns) && c->counter[p] == 0) lattice_store_history_valid_from(c->store, p, 0);
+            }
+        }
         bool changed = recompute(c, rc);
         changed |= take_restores(d, c, rc);
         changed |= give_up_lost(c, rc) > 0;
@@ -517,6 +540,67 @@ static int64_t sessions_of(lattice_meta_cache *c, struct rebal_cache *rc, const 
     return total;
 }
 
+/* The kept copy's keys above its mark, as a DeltaBase's. */
+typedef struct key_list {
+    lattice_rebalance_key *k;
+    size_t n, cap;
+    bool failed;
+} key_list;
+
+static int list_key(void *arg, const void *key, size_t len, uint64_t counter, bool removed)
+{
+    (void)counter, (void)removed;
+    key_list *l = arg;
+    for (size_t i = 0; i < l->n; i++) /* a key changed twice is listed once (lists are short) */
+        if (l->k[i].len == len && memcmp(l->k[i].data, key, len) == 0) return 0;
+    if (l->n == LATTICE_REBALANCE_MAX_DELTA_KEYS) {
+        l->failed = true;
+        return 1;
+    }
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 16;
+        lattice_rebalance_key *x = lt_realloc(l->k, nc * sizeof *x);
+        if (!x) {
+            l->failed = true;
+            return 1;
+        }
+        l->k = x;
+        l->cap = nc;
+    }
+    uint8_t *b = lt_malloc(len);
+    if (!b) {
+        l->failed = true;
+        return 1;
+    }
+    memcpy(b, key, len);
+    l->k[l->n++] = (lattice_rebalance_key){b, len};
+    return 0;
+}
+
+/* Begins p as a delta of the copy this node kept from before it was dropped
+ * (salvage.c), when there is one with a mark and every change above the mark
+ * is in its history; false: begin it as a plain load. */
+static bool begin_with_base(lattice_ops *d, lattice_meta_cache *c, rsess *s, uint32_t p)
+{
+    uint64_t mark = 0;
+    lattice_store *base = salvage_delta_base(d, c, p, &mark);
+    if (!base) return false;
+    key_list l = {0};
+    lattice_status st = lattice_store_history_above(base, p, mark, true, list_key, &l) == LATTICE_OK && !l.failed
+                            ? LATTICE_OK
+                            : LATTICE_ERR_NOT_FOUND;
+    lattice_rebalance_delta_base *x = st == LATTICE_OK ? lt_realloc(s->bases, (s->nbases + 1) * sizeof *x) : NULL;
+    if (x) s->bases = x;
+    if (x) st = lattice_rebalance_applier_begin_delta(s->ap, p, base, mark);
+    if (!x || st != LATTICE_OK) {
+        for (size_t i = 0; i < l.n; i++) lt_free(l.k[i].data);
+        lt_free(l.k);
+        return false;
+    }
+    s->bases[s->nbases++] = (lattice_rebalance_delta_base){p, mark, l.k, l.n};
+    return true;
+}
+
 static bool start_session(lattice_ops *d, lattice_meta_cache *c, struct rebal_cache *rc, size_t k, uint64_t now)
 {
     rsess *s = &rc->s[k];
@@ -524,10 +608,15 @@ static bool start_session(lattice_ops *d, lattice_meta_cache *c, struct rebal_ca
     lattice_rebalance_flow_config f;
     lattice_rebalance_flow_config_of(&c->cfg, &f);
     if (lattice_rebalance_applier_create(c->store, c->cfg.name, &ids, &rc->prog, &s->ap) != LATTICE_OK) return false;
-    for (size_t i = 0; i < s->nparts; i++)
-        if (lattice_rebalance_applier_begin(s->ap, s->parts[i], false) != LATTICE_OK) return false;
+    bases_free(s);
+    for (size_t i = 0; i < s->nparts; i++) {
+        uint32_t p = s->parts[i];
+        if (begin_with_base(d, c, s, p)) continue;
+        if (lattice_rebalance_applier_begin(s->ap, p, false) != LATTICE_OK) return false;
+    }
     if (lattice_rebalance_demander_create(c->cfg.name, &ids, s->parts, s->nparts, s->nsup, &f, &s->dm) != LATTICE_OK)
         return false;
+    lattice_rebalance_demander_set_bases(s->dm, s->bases, s->nbases);
     lattice_rebalance_out out;
     lattice_rebalance_out_init(&out);
     if (lattice_rebalance_demander_start(s->dm, now, &out) != LATTICE_OK) {
@@ -656,6 +745,10 @@ void rebal_on_supply(lattice_ops *d, const Latdata__Req *q)
         } else if (r.verdict == LATTICE_REBALANCE_APPLIED && r.partition_done && in.partition < rc->parts) {
             rc->copy[in.partition] = LATTICE_PART_OWNING;
             if (c->counter[in.partition] < r.update_counter) c->counter[in.partition] = r.update_counter;
+            /* Complete up to the supplier's counter; every later change is
+             * in the history (as far as it reaches). */
+            lattice_store_history_valid_from(c->store, in.partition, r.update_counter);
+            salvage_done(d, c, in.partition);
         }
     } else if (ev == LATTICE_REBALANCE_IGNORE) {
         rc->stale++;
@@ -687,6 +780,14 @@ static lattice_status supply_counter(void *arg, uint32_t partition, uint64_t *co
     peer *rs = n || !rc ? NULL : restorer_of(rc->d, c, partition);
     bool restored = rs && rs->m.self && rc && rc->copy[partition] == LATTICE_PART_OWNING;
     if (!self_among(own, n) && !restored) return LATTICE_ERR_NOT_OWNER;
+    /* Not before this node sends the demander the partition's writes: what
+     * it supplies is taken now (a delta at once), and a write after it that
+     * did not reach the demander would be missing there.  The demander asks
+     * another supplier, or plans again. */
+    size_t nm = lattice_meta_moving_owners(c, partition, own, MAX_OWNERS);
+    bool moving = false;
+    for (size_t i = 0; i < nm && !moving; i++) moving = strcmp(own[i]->id, r->dem) == 0;
+    if (!moving) return LATTICE_ERR_AGAIN;
     *counter = c->counter[partition];
     return LATTICE_OK;
 }
@@ -730,6 +831,17 @@ void rebal_on_demand(lattice_ops *d, const Latdata__Req *q)
         pp = &x->next;
     }
     if (!r) {
+        /* A delta is taken at once, so only from the serving primary: it
+         * applied every write before sending it to the demander, so a write
+         * the demander missed (a copy that answered before it knew the
+         * cache still counts as having answered) is in the delta.  As a
+         * backup this node sends those partitions in full. */
+        for (size_t i = 0; i < dm.delta_count; i++) {
+            lattice_meta_member *own[1];
+            uint32_t p = dm.deltas[i].partition;
+            if (p >= c->cfg.partitions || lattice_meta_serving_owners(c, p, own, 1) != 1 || !own[0]->self)
+                dm.deltas[i].partition = UINT32_MAX; /* no base */
+        }
         r = lt_calloc(1, sizeof *r);
         lattice_rebalance_flow_config f;
         lattice_rebalance_flow_config_of(&c->cfg, &f);
@@ -814,6 +926,7 @@ void rebal_figures_of(const lattice_ops *d, const lattice_meta_cache *c, rebal_f
     f->total = rc->prog.partitions_total;
     f->entries = rc->prog.entries_received;
     f->bytes = rc->prog.bytes_received;
+    f->delta = rc->prog.partitions_delta;
     f->done = rc->prog.partitions_done;
     f->active = rc->active || rc->plan_at;
     uint64_t end = rc->active ? lt_mono_ms() : rc->finished;

@@ -44,6 +44,7 @@ typedef struct rebal_figures {
     uint32_t total;       /* partitions the current plan loads here */
     uint64_t entries, bytes;
     uint32_t done;        /* partitions the current (or last) plan loaded here */
+    uint32_t delta;       /* ... of them as deltas of a kept copy */
     uint64_t elapsed_ms;  /* since the current plan started (0: none) */
     uint64_t view;        /* lattice_meta_server_view the MOVING set was computed on (0: stale) */
     bool active;          /* sessions running */

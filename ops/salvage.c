@@ -31,14 +31,19 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "lattice/log.h"
 #include "ops_int.h"
+#include "persist/persist.h"
 
 struct salvage_cache {
     lattice_cache_config cfg;
     lattice_store *store;
     uint64_t *counter;
-    uint8_t *held; /* per partition: still kept */
+    uint8_t *held;  /* per partition: still kept */
+    uint64_t *mark; /* per partition: delta base up to this counter (has_mark) */
+    uint8_t *has_mark;
+    uint64_t kept_ms; /* when it was kept (lt_mono_ms) */
 };
 
 static void cache_drop(salvage_cache *s)
@@ -46,6 +51,8 @@ static void cache_drop(salvage_cache *s)
     if (s->store) lattice_store_destroy(s->store);
     lt_free(s->counter);
     lt_free(s->held);
+    lt_free(s->mark);
+    lt_free(s->has_mark);
     memset(s, 0, sizeof *s);
 }
 
@@ -56,6 +63,53 @@ void salvage_free(lattice_ops *d)
     d->salvage = NULL;
     d->n_salvage = 0;
     d->salvage_id[0] = 0;
+}
+
+bool salvage_mark_of(const lattice_meta_cache *c, uint32_t p, uint64_t *mark)
+{
+    if (!c->store || !c->cfg.history) return false;
+    lattice_store_history_stat hs;
+    lattice_store_history_info(c->store, p, &hs);
+    if (!hs.valid || hs.lost || !clean_mark(c, p, mark)) return false;
+    if (*mark > hs.contig) *mark = hs.contig;
+    return true;
+}
+
+void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store,
+                            uint64_t *counter, uint64_t *marks)
+{
+    uint8_t *held = lt_calloc(cfg->partitions, 1), *has = lt_calloc(cfg->partitions, 1);
+    salvage_cache *x = d->n_salvage ? NULL : lt_realloc(d->salvage, (d->n_salvage + 1) * sizeof *x);
+    if (!held || !has || !x) {
+        lt_free(held), lt_free(has), lt_free(marks), lt_free(counter);
+        lattice_store_destroy(store);
+        return;
+    }
+    d->salvage = x;
+    uint32_t marked = 0;
+    for (uint32_t p = 0; p < cfg->partitions; p++) {
+        if (marks[p] == LT_MARK_NONE || !lattice_store_count(store, p)) continue;
+        held[p] = has[p] = 1;
+        /* Every grid write up to the mark is in it (what the mark was
+         * written for): complete from there; its replayed history lists
+         * what it changed above (docs/PERSISTENCE.md, "Delta rejoin"). */
+        lattice_store_history_valid_from(store, p, marks[p]);
+        marked++;
+    }
+    for (uint32_t p = 0; p < cfg->partitions; p++)
+        if (!held[p]) lattice_store_clear(store, p);
+    salvage_cache *s = &d->salvage[d->n_salvage++];
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    s->store = store;
+    s->counter = counter;
+    s->held = held;
+    s->mark = marks;
+    s->has_mark = has;
+    s->kept_ms = lt_mono_ms();
+    snprintf(d->salvage_id, sizeof d->salvage_id, "%s", d->self_id);
+    LT_LOG(LT_INFO, "data", "cache %s: keeping the copy recovered from the data directory as a delta base: %u partitions "
+           "with a mark", cfg->name, marked);
 }
 
 void salvage_keep(lattice_ops *d, lattice_meta *old)
@@ -77,8 +131,24 @@ void salvage_keep(lattice_ops *d, lattice_meta *old)
         s->store = c->store;
         s->counter = c->counter;
         s->held = held;
+        s->kept_ms = lt_mono_ms();
+        /* Delta bases: the copies this node served, with the watermark it
+         * knew, but never above the counter up to which this copy applied
+         * every write (its history's contig): a watermark says the grid
+         * acknowledged every write up to it, not that this copy got each
+         * one (a write it answered without applying, one sent to its next
+         * incarnation while this one still held the cache).  docs/CONSISTENCY.md,
+         * "Delta rebalance". */
+        s->mark = lt_calloc(c->cfg.partitions, sizeof *s->mark);
+        s->has_mark = lt_calloc(c->cfg.partitions, 1);
+        for (uint32_t p = 0; s->mark && s->has_mark && p < c->cfg.partitions; p++)
+            s->has_mark[p] = salvage_mark_of(c, p, &s->mark[p]);
         /* The meta frees the cache without them; the eviction hook named it. */
         lattice_store_set_evict_hook(s->store, NULL);
+        uint32_t marked = 0;
+        for (uint32_t p = 0; s->has_mark && p < c->cfg.partitions; p++) marked += s->has_mark[p];
+        LT_LOG(LT_INFO, "data", "cache %s: keeping the copies of the old incarnation, %u of them with a delta mark",
+               c->cfg.name, marked);
         c->store = NULL;
         c->counter = NULL;
     }
@@ -100,6 +170,53 @@ static bool wanted(const lattice_ops *d, const lattice_meta_cache *c, const salv
     return s->held[p] && l && lattice_meta_lost_names(l, d->salvage_id);
 }
 
+/* Whether the kept copy of p may serve as a delta base: it has a mark and
+ * this node is to load p (one of its moving owners). */
+static bool delta_wanted(const lattice_meta_cache *c, const salvage_cache *s, uint32_t p)
+{
+    if (!s->has_mark || !s->has_mark[p] || !c->cfg.history) return false;
+    lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1];
+    size_t nm = lattice_meta_moving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
+    for (size_t k = 0; k < nm; k++)
+        if (own[k]->self) return true;
+    return false;
+}
+
+lattice_store *salvage_delta_base(lattice_ops *d, const lattice_meta_cache *c, uint32_t p, uint64_t *mark)
+{
+    salvage_cache *s = of(d, c);
+    if (!s || p >= s->cfg.partitions || !s->held[p] || !s->has_mark || !s->has_mark[p]) return NULL;
+    if (lattice_store_history_above(s->store, p, s->mark[p], true, NULL, NULL) != LATTICE_OK) return NULL;
+    *mark = s->mark[p];
+    return s->store;
+}
+
+void salvage_done(lattice_ops *d, const lattice_meta_cache *c, uint32_t p)
+{
+    salvage_cache *s = of(d, c);
+    if (!s || p >= s->cfg.partitions || !s->held[p] || wanted(d, c, s, p)) return;
+    s->held[p] = 0;
+    if (s->has_mark) s->has_mark[p] = 0;
+    lattice_store_clear(s->store, p);
+}
+
+/* Whether c's metadata knows this node yet: it serves or loads one of its
+ * partitions.  The first metadata a rejoined or restarted node applies may
+ * be one made before the coordinator saw it join; its kept copies wait for
+ * the one that plans it in (at most SALVAGE_WAIT_MS). */
+#define SALVAGE_WAIT_MS 60000
+static bool planned_in(const lattice_meta_cache *c)
+{
+    lattice_meta_member *own[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+    for (uint32_t p = 0; p < c->cfg.partitions; p++) {
+        size_t n = lattice_meta_serving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
+        n += lattice_meta_moving_owners(c, p, own + n, LATTICE_CACHE_MAX_BACKUPS + 1);
+        for (size_t k = 0; k < n; k++)
+            if (own[k]->self) return true;
+    }
+    return false;
+}
+
 void salvage_prune(lattice_ops *d)
 {
     if (!d->n_salvage || !lattice_meta_valid(d->meta)) return;
@@ -108,10 +225,15 @@ void salvage_prune(lattice_ops *d)
         salvage_cache *s = &d->salvage[i];
         if (!s->store) continue;
         lattice_meta_cache *c = lattice_meta_cache_of(d->meta, s->cfg.name);
+        if (c && lattice_cache_config_equal(&c->cfg, &s->cfg) && s->has_mark && !planned_in(c) &&
+            lt_mono_ms() - s->kept_ms < SALVAGE_WAIT_MS) {
+            kept_caches++;
+            continue;
+        }
         bool any = false;
         for (uint32_t p = 0; c && lattice_cache_config_equal(&c->cfg, &s->cfg) && p < s->cfg.partitions; p++) {
             if (!s->held[p]) continue;
-            if (wanted(d, c, s, p)) {
+            if (wanted(d, c, s, p) || delta_wanted(c, s, p)) {
                 any = true;
                 continue;
             }

@@ -220,7 +220,7 @@ static void add_write(txn_out *o, const void *key, size_t klen, const repl_out *
 static void remove_key(lattice_meta_cache *c, uint32_t partition, const void *key, size_t klen, txn_out *o)
 {
     fast_mark(c, partition);
-    if (lattice_store_remove(c->store, partition, key, klen) != LATTICE_OK) return;
+    if (lattice_store_remove_v(c->store, partition, key, klen, c->counter[partition] + 1) != LATTICE_OK) return;
     c->writes++;
     repl_out rm = {true, true, NULL, 0, 0, ++c->counter[partition]};
     add_write(o, key, klen, &rm);
@@ -588,7 +588,7 @@ static bool txn_undo(lattice_ops *d, waitw *w)
             LT_LOG(LT_WARN, "data", "cache %s: a refused transaction could not be undone here: its key is removed",
                    c->cfg.name);
         fast_mark(c, u->partition);
-        lattice_store_remove(c->store, u->partition, k, kl);
+        lattice_store_remove_v(c->store, u->partition, k, kl, c->counter[u->partition] + 1);
         c->writes++;
         repl_out rm = {true, true, NULL, 0, 0, ++c->counter[u->partition]};
         add_write(&o, k, kl, &rm);

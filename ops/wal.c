@@ -13,9 +13,11 @@
  *               store is swapped in before anything else uses it) only when
  *               this node is the coordinator of a grid of one: the grid
  *               was gone and this node's copy is all there is.  A node that
- *               joins other live servers drops its copies (logged) - they
- *               may hold keys the grid removed while it was away - and gets
- *               its partitions by rebalance as an empty node does.
+ *               joins other live servers does not serve its copies - they
+ *               may hold keys the grid removed while it was away: one whose
+ *               checkpoint holds delta marks is kept aside as delta bases
+ *               (keep_aside, salvage.c), the others are dropped (logged);
+ *               its partitions come by rebalance.
  *  wal_hold     a reply (chan_complete) while records are not yet durable
  *               waits, in order, until the log's durable LSN passes what was
  *               appended when the reply was made; the log thread writes the
@@ -155,7 +157,8 @@ bool wal_has_recovered(const lattice_ops *d)
  *     copy the coordinator picked per partition while c is restoring;
  *   - the coordinator of a grid of one: the grid was gone, and this copy
  *     is all there is;
- *   - otherwise the node joined a live grid: dropped, *why says so - it
+ *   - otherwise the node joined a live grid: not served (kept aside as delta
+ *     bases by keep_aside when it has marks, else dropped), *why says so - it
  *     may hold keys the grid removed or overwrote while it was away, and
  *     it gets its partitions by rebalance as an empty node does. */
 static bool keep_recovered(lattice_ops *d, const lattice_meta_cache *c, const char **why)
@@ -253,6 +256,29 @@ static bool adopt(lattice_ops *d, lattice_meta_cache *c, const char *spec)
     return true;
 }
 
+/* A recovered copy this node does not serve (it joins a live grid), with
+ * the delta marks its last checkpoint wrote: kept aside as delta bases
+ * (salvage.c), so its partitions come back as only what it missed
+ * (docs/PERSISTENCE.md, "Delta rejoin"); without marks it is dropped. */
+static void keep_aside(lattice_ops *d, lattice_meta_cache *c, const char *spec)
+{
+    lt_persist *p = d->wal->p;
+    for (size_t i = 0; i < lt_persist_recovered_count(p); i++) {
+        const char *rs = lt_persist_recovered_spec(p, i), *name;
+        lattice_store *s;
+        const uint64_t *counter;
+        uint32_t parts;
+        if (!rs || strcmp(rs, spec) || !lt_persist_recovered_marks(p, i) ||
+            !lt_persist_recovered_copy(p, i, &name, &s, &counter, &parts) || strcmp(name, c->cfg.name) ||
+            parts != c->cfg.partitions || c->cfg.sync != LATTICE_SYNC_FULL || !c->cfg.history)
+            continue;
+        uint64_t *cnt = NULL, *marks = NULL;
+        if (lt_persist_take_aside(p, i, &s, &cnt, &marks) != LATTICE_OK) return;
+        salvage_keep_recovered(d, &c->cfg, s, cnt, marks);
+        return;
+    }
+}
+
 void wal_attach(lattice_ops *d)
 {
     struct ops_wal *w = d->wal;
@@ -274,6 +300,7 @@ void wal_attach(lattice_ops *d)
             char spec[1024];
             spec_of(c, spec, sizeof spec);
             if (c->store && !att_of(w, c) && keep_recovered(d, c, &why)) adopt(d, c, spec);
+            else if (c->store && !att_of(w, c)) keep_aside(d, c, spec);
         }
         lt_persist_discard(w->p, why);
     }
@@ -403,15 +430,29 @@ static lattice_status checkpoint(lattice_ops *d)
     struct ops_wal *w = d->wal;
     lt_persist_ckpt_cache cc[LATTICE_META_MAX_CACHES];
     char specs[LATTICE_META_MAX_CACHES][1024];
+    uint64_t *marks[LATTICE_META_MAX_CACHES];
+    memset(cc, 0, sizeof cc);
     size_t n = 0;
     for (size_t i = 0; i < w->n_att; i++) {
         lattice_meta_cache *c = w->att[i].c;
         if (!c->store) continue;
         spec_of(c, specs[n], sizeof specs[n]);
-        cc[n] = (lt_persist_ckpt_cache){c->cfg.name, specs[n], c->store, c->counter, c->cfg.partitions};
+        /* The delta marks (salvage_mark_of): after a restart into a live
+         * grid the recovered copy receives only what it missed above them. */
+        uint64_t *m = lt_malloc((size_t)c->cfg.partitions * sizeof *m);
+        bool any = false;
+        for (uint32_t p = 0; m && p < c->cfg.partitions; p++) {
+            if (!salvage_mark_of(c, p, &m[p])) m[p] = LT_MARK_NONE;
+            any |= m[p] != LT_MARK_NONE;
+        }
+        if (!any) lt_free(m), m = NULL;
+        marks[n] = m;
+        cc[n] = (lt_persist_ckpt_cache){c->cfg.name, specs[n], c->store, c->counter, c->cfg.partitions, m};
         n++;
     }
-    return lt_persist_checkpoint(w->p, cc, n);
+    lattice_status st = lt_persist_checkpoint(w->p, cc, n);
+    for (size_t i = 0; i < n; i++) lt_free(marks[i]);
+    return st;
 }
 
 void wal_tick(lattice_ops *d)

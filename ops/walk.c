@@ -168,7 +168,7 @@ static void do_clear(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, 
     for (size_t i = 0; i < x.n; off += x.lens[i++]) {
         const char *key = x.buf + off;
         fast_mark(c, partition);
-        if (lattice_store_remove(c->store, partition, key, x.lens[i]) != LATTICE_OK) continue;
+        if (lattice_store_remove_v(c->store, partition, key, x.lens[i], c->counter[partition] + 1) != LATTICE_OK) continue;
         removed++;
         c->writes++;
         repl_out repl = {true, true, NULL, 0, 0, ++c->counter[partition]};

@@ -56,6 +56,9 @@ static const struct key keys[] = {
      "milliseconds from 0 to 3600000"},
     {"rebalance_delay_ms", K_U64, OFF(rebalance_delay_ms), 0, 86400000, NULL,
      "milliseconds from 0 to 86400000"},
+    {"history", K_U32, OFF(history), 0, 1048576, NULL, "records per partition from 0 to 1048576"},
+    {"history_bytes", K_U64, OFF(history_bytes), 1024, UINT64_C(1073741824), NULL,
+     "bytes per partition from 1024 to 1073741824"},
     {"max_key_bytes", K_U64, OFF(max_key_bytes), 1, UINT64_C(16777216), NULL,
      "bytes from 1 to 16777216"},
     {"max_value_bytes", K_U64, OFF(max_value_bytes), 1, UINT64_C(536870912), NULL,
@@ -97,6 +100,8 @@ void lattice_cache_config_init(lattice_cache_config *c, const char *name)
     c->rebalance_prefetch = 3;
     c->rebalance_throttle_ms = 0;
     c->rebalance_delay_ms = 0;
+    c->history = 1024;
+    c->history_bytes = 65536;
     c->max_key_bytes = 65536;
     /* Redis's proto-max-bulk-len: what a Redis user may store; the region
      * bound (--region-mb) still refuses what does not fit (REGION_FULL). */

@@ -96,6 +96,8 @@ typedef struct lattice_cache_config {
     uint32_t rebalance_prefetch;      /* 3 */
     uint64_t rebalance_throttle_ms;   /* 0 */
     uint64_t rebalance_delay_ms;      /* 0 */
+    uint32_t history;                 /* 1024: update records kept per partition (delta rebalance; 0 = off) */
+    uint64_t history_bytes;           /* 65536: ... and their bytes per partition */
     uint64_t max_key_bytes;           /* 65536 */
     uint64_t max_value_bytes;         /* 536870912 (512 MiB, Redis's largest string) */
 } lattice_cache_config;

@@ -3,7 +3,8 @@
  *
  *   "LTCKPT01", u64 LSN (little-endian)
  *   per cache: CACHE (spec, partitions), COUNTERS (the partitions' update
- *              counters), then a PUT per live entry, partition by partition
+ *              counters), MARKS (their delta marks, when the node keeps
+ *              them), then a PUT per live entry, partition by partition
  *   END (version: how many records came before it)
  *
  * Written to checkpoint-<LSN>.ckpt.tmp, fsynced, renamed into place, the
@@ -77,6 +78,12 @@ static bool write_cache(ckw *w, const lt_persist_ckpt_cache *c)
     r = (lt_rec){.kind = LT_REC_COUNTERS, .cache = c->name, .cache_len = nl, .value = cv,
                  .value_len = (size_t)c->partitions * 8};
     bool ok = emit(w, &r);
+    if (ok && c->marks) {
+        for (uint32_t i = 0; i < c->partitions; i++)
+            for (int k = 0; k < 8; k++) cv[8 * i + k] = (uint8_t)(c->marks[i] >> (8 * k));
+        r.kind = LT_REC_MARKS;
+        ok = emit(w, &r);
+    }
     lt_free(cv);
     for (uint32_t p = 0; ok && p < c->partitions; p++) {
         if (!lattice_store_count(c->store, p)) continue;

@@ -43,6 +43,7 @@ static void rc_free(rcache *r)
 {
     if (r->store) lattice_store_destroy(r->store);
     lt_free(r->counter);
+    lt_free(r->marks);
     lt_free(r->spec);
     memset(r, 0, sizeof *r);
 }
@@ -100,16 +101,27 @@ static lattice_status apply(lt_persist *p, const lt_rec *r, uint64_t *skipped)
         break;
     }
     case LT_REC_REMOVE:
-        st = lattice_store_remove(c->store, r->partition, r->key, r->key_len);
+        st = lattice_store_remove_v(c->store, r->partition, r->key, r->key_len, r->version);
         if (st == LATTICE_ERR_NOT_FOUND) st = LATTICE_OK;
         break;
-    case LT_REC_CLEAR: st = lattice_store_clear(c->store, r->partition); break;
+    case LT_REC_CLEAR:
+        st = lattice_store_clear(c->store, r->partition);
+        if (c->marks) c->marks[r->partition] = LT_MARK_NONE; /* emptied: its mark says nothing now */
+        break;
     case LT_REC_DROP: rc_free(c); return LATTICE_OK;
     case LT_REC_COUNTERS:
         for (size_t i = 0; i < r->value_len / 8 && i < c->partitions; i++) {
             uint64_t v;
             memcpy(&v, (const uint8_t *)r->value + 8 * i, 8);
             if (v > c->counter[i]) c->counter[i] = v;
+        }
+        return LATTICE_OK;
+    case LT_REC_MARKS:
+        if (!c->marks) c->marks = lt_malloc((size_t)c->partitions * sizeof *c->marks);
+        for (uint32_t i = 0; c->marks && i < c->partitions; i++) {
+            uint64_t v = LT_MARK_NONE;
+            if (i < r->value_len / 8) memcpy(&v, (const uint8_t *)r->value + 8 * i, 8);
+            c->marks[i] = v;
         }
         return LATTICE_OK;
     }
@@ -286,7 +298,7 @@ static lattice_status replay(lt_persist *p, uint64_t from, uint64_t *end)
                 d = LT_REC_BAD;
                 why = "a record whose LSN is not its position";
             }
-            if (d == LATTICE_OK && (r.kind == LT_REC_END || r.kind == LT_REC_COUNTERS)) {
+            if (d == LATTICE_OK && (r.kind == LT_REC_END || r.kind == LT_REC_COUNTERS || r.kind == LT_REC_MARKS)) {
                 d = LT_REC_BAD;
                 why = "a record of a kind only checkpoints hold";
             }
@@ -559,6 +571,28 @@ lattice_status lt_persist_take(lt_persist *p, const char *name, const char *spec
     *counter = c->counter;
     c->store = NULL;
     c->counter = NULL;
+    rc_free(c);
+    return LATTICE_OK;
+}
+
+const uint64_t *lt_persist_recovered_marks(const lt_persist *p, size_t i)
+{
+    return i < p->n_rc && p->rc[i].store ? p->rc[i].marks : NULL;
+}
+
+lattice_status lt_persist_take_aside(lt_persist *p, size_t i, lattice_store **store, uint64_t **counter,
+                                     uint64_t **marks)
+{
+    if (i >= p->n_rc || !p->rc[i].store) return LATTICE_ERR_NOT_FOUND;
+    rcache *c = &p->rc[i];
+    lt_rec r = {.kind = LT_REC_DROP, .cache = c->name, .cache_len = strlen(c->name)};
+    lt_persist_append(p, &r);
+    *store = c->store;
+    *counter = c->counter;
+    *marks = c->marks;
+    c->store = NULL;
+    c->counter = NULL;
+    c->marks = NULL;
     rc_free(c);
     return LATTICE_OK;
 }

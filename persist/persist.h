@@ -45,7 +45,9 @@ enum {
     LT_REC_CACHE = 5,    /* value: the cache's spec (lattice_cache_config_format); version: its partitions */
     LT_REC_COUNTERS = 6, /* checkpoints: value = partitions x u64 little-endian update counters */
     LT_REC_END = 7,      /* checkpoints: the last record; version = records before it */
-    LT_REC_KIND_MAX_ = 7,
+    LT_REC_MARKS = 8,    /* checkpoints: value = partitions x u64 little-endian delta marks
+                          * (LT_MARK_NONE: none; docs/PERSISTENCE.md, "Delta rejoin") */
+    LT_REC_KIND_MAX_ = 8,
 };
 
 #define LT_REC_HEAD 8        /* u32 crc32c of the rest, u32 body length */
@@ -125,6 +127,17 @@ const char *lt_persist_recovered_spec(const lt_persist *p, size_t i); /* NULL on
  * the caller owns store and counter (lt_free) from now on.  NOT_FOUND. */
 lattice_status lt_persist_take(lt_persist *p, const char *name, const char *spec, lattice_store **store,
                                uint64_t **counter, uint32_t partitions);
+/* The delta marks the newest checkpoint held for recovered copy i (per
+ * partition; LT_MARK_NONE: none, also for a partition cleared since), or
+ * NULL when it held none. */
+#define LT_MARK_NONE UINT64_MAX
+const uint64_t *lt_persist_recovered_marks(const lt_persist *p, size_t i);
+/* As lt_persist_take, for a copy the node keeps aside rather than serves
+ * (a delta base, ops/salvage.c): the caller also owns *marks (NULL when
+ * none), and a DROP record goes to the log, so a later restart does not
+ * find the copy again. */
+lattice_status lt_persist_take_aside(lt_persist *p, size_t i, lattice_store **store, uint64_t **counter,
+                                     uint64_t **marks);
 /* Frees every recovered copy not taken (logged with why), and appends a DROP
  * record for each: call it before attaching a store of the same name. */
 void lt_persist_discard(lt_persist *p, const char *why);
@@ -187,6 +200,7 @@ typedef struct lt_persist_ckpt_cache {
     lattice_store *store;
     const uint64_t *counter;
     uint32_t partitions;
+    const uint64_t *marks; /* NULL: no MARKS record */
 } lt_persist_ckpt_cache;
 lattice_status lt_persist_checkpoint(lt_persist *p, const lt_persist_ckpt_cache *c, size_t n);
 

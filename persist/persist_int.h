@@ -15,6 +15,7 @@ typedef struct rcache {
     char *spec;
     lattice_store *store;
     uint64_t *counter;
+    uint64_t *marks; /* the newest checkpoint's MARKS, or NULL */
     uint32_t partitions;
 } rcache;
 

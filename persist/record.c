@@ -144,12 +144,14 @@ int lt_rec_decode(const uint8_t *buf, size_t avail, lt_rec *r, size_t *used, con
     if (cached && r->cache_len == 0) BAD("a record without a cache name");
     if (keyed ? (r->key_len == 0 || r->key_len > LATTICE_STORE_MAX_KEY) : r->key_len != 0)
         BAD("a record with a key length its kind does not allow");
-    if (r->kind != LT_REC_PUT && r->kind != LT_REC_CACHE && r->kind != LT_REC_COUNTERS && r->value_len)
+    if (r->kind != LT_REC_PUT && r->kind != LT_REC_CACHE && r->kind != LT_REC_COUNTERS && r->kind != LT_REC_MARKS &&
+        r->value_len)
         BAD("a record with a value its kind does not allow");
     if (r->kind == LT_REC_PUT && r->value_len > LATTICE_STORE_MAX_VALUE) BAD("a record value too large");
     if (r->kind == LT_REC_CACHE && (r->value_len == 0 || r->version == 0 || r->version > LATTICE_STORE_MAX_PARTITIONS))
         BAD("a cache record without a spec or partitions");
-    if (r->kind == LT_REC_COUNTERS && r->value_len % 8) BAD("a counters record of a length not a multiple of 8");
+    if ((r->kind == LT_REC_COUNTERS || r->kind == LT_REC_MARKS) && r->value_len % 8)
+        BAD("a counters record of a length not a multiple of 8");
     const uint8_t *q = b + LT_REC_FIXED;
     r->cache = (const char *)q;
     q += r->cache_len;

@@ -118,6 +118,156 @@ static size_t drop_removed(lattice_rebalance_applier *a, uint32_t partition, siz
     return k;
 }
 
+/* ------------------------------------------------------------------ delta */
+
+static int note_prior_remove(void *arg, const void *key, size_t key_len, uint64_t counter, bool removed)
+{
+    void **x = arg;
+    lattice_rebalance_applier *a = x[0];
+    uint32_t p = *(uint32_t *)x[1];
+    if (removed && lattice_rebalance_applier_note_remove(a, p, key, key_len, counter) != LATTICE_OK) {
+        x[2] = (void *)1;
+        return 1;
+    }
+    return 0;
+}
+
+lattice_status lattice_rebalance_applier_begin_delta(lattice_rebalance_applier *a, uint32_t partition,
+                                                     lattice_store *base, uint64_t mark)
+{
+    if (!a || !base || partition >= a->partitions || lattice_store_partitions(base) != a->partitions)
+        return LATTICE_ERR_INVAL;
+    if (!a->base) {
+        a->base = lt_calloc(a->partitions, sizeof *a->base);
+        a->mark = lt_calloc(a->partitions, sizeof *a->mark);
+        a->adopted = lt_calloc(a->partitions, 1);
+        if (!a->base || !a->mark || !a->adopted) {
+            lt_free(a->base), lt_free(a->mark), lt_free(a->adopted);
+            a->base = NULL, a->mark = NULL, a->adopted = NULL;
+            return LATTICE_ERR_NOMEM;
+        }
+    }
+    lattice_status st = lattice_rebalance_applier_begin(a, partition, false);
+    if (st != LATTICE_OK) return st;
+    void *x[3] = {a, &partition, NULL};
+    if (lattice_store_history_above(a->store, partition, 0, false, note_prior_remove, x) != LATTICE_OK) return LATTICE_ERR_NOT_FOUND;
+    if (x[2]) return LATTICE_ERR_NOMEM;
+    a->base[partition] = base;
+    a->mark[partition] = mark;
+    a->adopted[partition] = 0;
+    return LATTICE_OK;
+}
+
+typedef struct take_buf {
+    lattice_store_entry *e;
+    size_t n, cap;
+    uint8_t *arena;         /* the batch's keys and values, one after the other */
+    size_t used, acap;
+    uint64_t mark;
+    bool failed;
+    lattice_rebalance_applier *a;
+    uint32_t p;
+} take_buf;
+
+/* Bytes into the batch's arena; the entries hold offsets until take_fix
+ * turns them into pointers (the arena may move while it grows). */
+static bool take_copy(take_buf *b, const void *x, size_t n, size_t *off)
+{
+    if (b->used + n > b->acap) {
+        size_t nc = b->acap ? b->acap * 2 : 1u << 16;
+        while (nc < b->used + n) nc *= 2;
+        uint8_t *y = lt_realloc(b->arena, nc);
+        if (!y) return false;
+        b->arena = y;
+        b->acap = nc;
+    }
+    memcpy(b->arena + b->used, x, n);
+    *off = b->used;
+    b->used += n;
+    return true;
+}
+
+static int take_one(void *arg, const lattice_store_item *it)
+{
+    take_buf *b = arg;
+    if (it->version > b->mark) return 0; /* may be unacknowledged: the delta brings the grid's */
+    if (b->a->tomb_count[b->p]) {
+        struct tomb **t = tomb_find(b->a, b->p, it->key, it->key_len, tomb_hash(b->p, it->key, it->key_len));
+        if (*t && it->version <= (*t)->version) return 0; /* removed since */
+    }
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 256;
+        lattice_store_entry *x = lt_realloc(b->e, nc * sizeof *x);
+        if (!x) {
+            b->failed = true;
+            return 1;
+        }
+        b->e = x;
+        b->cap = nc;
+    }
+    size_t ko, vo;
+    if (!take_copy(b, it->key, it->key_len, &ko) || !take_copy(b, it->value, it->value_len, &vo)) {
+        b->failed = true;
+        return 1;
+    }
+    b->e[b->n++] = (lattice_store_entry){it->partition, (const void *)(uintptr_t)ko, it->key_len,
+                                         (const void *)(uintptr_t)vo, it->value_len, it->expire_ms, it->version};
+    return 0;
+}
+
+static void take_fix(take_buf *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        b->e[i].key = b->arena + (uintptr_t)b->e[i].key;
+        b->e[i].value = b->arena + (uintptr_t)b->e[i].value;
+    }
+}
+
+static void take_clear(take_buf *b)
+{
+    b->n = 0;
+    b->used = 0;
+}
+
+/* Takes the kept copy of p in (entries up to its mark, minus removes seen). */
+static lattice_status adopt(lattice_rebalance_applier *a, uint32_t p, uint64_t *taken)
+{
+    lattice_store_cursor *cur = NULL;
+    take_buf b = {.mark = a->mark[p], .a = a, .p = p};
+    int st = lattice_store_cursor_open(a->base[p], p, &cur);
+    for (int done = 0; st == LATTICE_OK && !done;) {
+        st = lattice_store_cursor_next(cur, 1024, 1u << 20, take_one, &b, &done);
+        if (b.failed) st = LATTICE_ERR_NOMEM;
+        size_t applied = 0;
+        if (st == LATTICE_OK && b.n) {
+            take_fix(&b);
+            st = lattice_store_insert_batch(a->store, p, b.e, b.n, LATTICE_STORE_IF_NEWER, &applied);
+            *taken += applied;
+        }
+        take_clear(&b);
+    }
+    if (cur) lattice_store_cursor_close(cur);
+    lt_free(b.e);
+    lt_free(b.arena);
+    return (lattice_status)st;
+}
+
+/* A delta removal: gone unless the stored entry is newer. */
+static lattice_status apply_removal(lattice_rebalance_applier *a, uint32_t p, const lattice_store_entry *e)
+{
+    lattice_status st = lattice_rebalance_applier_note_remove(a, p, e->key, e->key_len, e->version);
+    if (st != LATTICE_OK) return st;
+    void *v = NULL;
+    lattice_store_meta m = {0};
+    int g = lattice_store_get_copy(a->store, p, e->key, e->key_len, &v, &m);
+    lt_free(v);
+    if (g == LATTICE_ERR_NOT_FOUND) return LATTICE_OK;
+    if (g != LATTICE_OK) return (lattice_status)g;
+    if (m.version >= e->version) return LATTICE_OK;
+    g = lattice_store_remove_v(a->store, p, e->key, e->key_len, e->version);
+    return g == LATTICE_ERR_NOT_FOUND ? LATTICE_OK : (lattice_status)g;
+}
+
 lattice_status lattice_rebalance_applier_create(lattice_store *store, const char *cache,
                                                 const lattice_rebalance_ids *ids,
                                                 lattice_rebalance_progress *progress,
@@ -201,8 +351,40 @@ lattice_status lattice_rebalance_applier_apply(lattice_rebalance_applier *a,
         a->ents = e;
         a->ecap = nc;
     }
-    for (size_t i = 0; i < in.entries; i++) lattice_rebalance_supply_entry(s, i, &a->ents[i]);
-    size_t n = in.entries, applied = 0;
+    uint32_t p = in.partition;
+    bool has_base = a->base && a->base[p];
+    if (has_base && in.delta && !a->adopted[p]) {
+        uint64_t taken = 0;
+        lattice_status st = adopt(a, p, &taken);
+        if (st != LATTICE_OK) {
+            /* Half taken in: start the partition over in full. */
+            lattice_store_clear(a->store, p);
+            a->base[p] = NULL;
+            return st;
+        }
+        a->adopted[p] = 1;
+    } else if (has_base && !in.delta) {
+        /* The supplier's history does not reach back: a full copy.  Should
+         * the kept copy be in already (a switch of supplier), it goes, so
+         * nothing the grid removed stays. */
+        if (a->adopted[p]) lattice_store_clear(a->store, p);
+        a->base[p] = NULL;
+        a->adopted[p] = 0;
+    } else if (in.delta && !has_base) {
+        r->verdict = LATTICE_REBALANCE_UNEXPECTED; /* a delta against a base we did not offer */
+        return LATTICE_OK;
+    }
+    size_t n = 0, applied = 0;
+    for (size_t i = 0; i < in.entries; i++) {
+        lattice_rebalance_supply_entry(s, i, &a->ents[n]);
+        if (!lattice_rebalance_supply_entry_removed(s, i)) {
+            n++;
+            continue;
+        }
+        lattice_status st = apply_removal(a, p, &a->ents[n]);
+        if (st != LATTICE_OK) return st;
+        applied++;
+    }
     if (a->tomb_count[in.partition]) n = drop_removed(a, in.partition, n);
     if (n) {
         int rc = lattice_store_insert_batch(a->store, in.partition, a->ents, n,
@@ -210,6 +392,7 @@ lattice_status lattice_rebalance_applier_apply(lattice_rebalance_applier *a,
         if (rc != LATTICE_OK) return (lattice_status)rc;
     }
     r->verdict = LATTICE_REBALANCE_APPLIED;
+    r->delta = in.delta;
     r->applied = applied;
     r->skipped = in.entries - applied;
     if (a->progress) {
@@ -222,9 +405,11 @@ lattice_status lattice_rebalance_applier_apply(lattice_rebalance_applier *a,
         a->pending--;
         r->partition_done = true;
         r->update_counter = in.update_counter;
+        if (a->base) a->base[p] = NULL;
         if (a->progress) {
             a->progress->partitions_moving--;
             a->progress->partitions_done++;
+            a->progress->partitions_delta += in.delta;
         }
     }
     return LATTICE_OK;
@@ -240,6 +425,9 @@ void lattice_rebalance_applier_free(lattice_rebalance_applier *a)
         }
     lt_free(a->tombs);
     lt_free(a->tomb_count);
+    lt_free(a->base);
+    lt_free(a->mark);
+    lt_free(a->adopted);
     lt_free(a->state);
     lt_free(a->ents);
     lt_free(a);

@@ -110,12 +110,30 @@ static lattice_status send_demand(lattice_rebalance_demander *d, uint64_t ack, b
     lattice_rebalance_demand m = {.ids = d->ids, .partitions = d->parts + d->first,
                                   .partition_count = d->n - d->first, .ack = ack,
                                   .resume = resume, .window = d->cfg.prefetch};
+    if (ack == 0 && !resume) {
+        /* A supplier learns the bases from the first demand of its session. */
+        m.deltas = (lattice_rebalance_delta_base *)d->bases;
+        m.delta_count = d->nbases;
+    }
     strcpy(m.cache, d->cache);
     void *buf;
     size_t len;
     lattice_status st = lattice_rebalance_demand_encode(&m, &buf, &len);
     if (st != LATTICE_OK) return st;
     return push(out, d->sup, buf, len);
+}
+
+void lattice_rebalance_demander_set_bases(lattice_rebalance_demander *d, const lattice_rebalance_delta_base *bases,
+                                          size_t n)
+{
+    d->bases = bases;
+    d->nbases = n;
+}
+
+void lattice_rebalance_supplier_modes(const lattice_rebalance_supplier *s, uint32_t *delta, uint32_t *full)
+{
+    *delta = s->delta_parts;
+    *full = s->full_parts;
 }
 
 lattice_status lattice_rebalance_demander_start(lattice_rebalance_demander *d, uint64_t now_ms,
@@ -244,6 +262,30 @@ lattice_status lattice_rebalance_supplier_create(lattice_store *store,
     }
     memcpy(s->parts, first->partitions, first->partition_count * sizeof *s->parts);
     s->n = first->partition_count;
+    if (first->delta_count) {
+        /* A deep copy: the caller clears its demand. */
+        s->bases.deltas = lt_calloc(first->delta_count, sizeof *s->bases.deltas);
+        for (size_t i = 0; s->bases.deltas && i < first->delta_count; i++) {
+            const lattice_rebalance_delta_base *x = &first->deltas[i];
+            lattice_rebalance_delta_base *y = &s->bases.deltas[s->bases.delta_count];
+            *y = (lattice_rebalance_delta_base){x->partition, x->mark, NULL, 0};
+            y->keys = x->key_count ? lt_calloc(x->key_count, sizeof *y->keys) : NULL;
+            if (x->key_count && !y->keys) break;
+            s->bases.delta_count++;
+            for (size_t k = 0; k < x->key_count; k++) {
+                y->keys[k].data = lt_malloc(x->keys[k].len);
+                if (!y->keys[k].data) break;
+                memcpy(y->keys[k].data, x->keys[k].data, x->keys[k].len);
+                y->keys[k].len = x->keys[k].len;
+                y->key_count++;
+            }
+            if (y->key_count != x->key_count) break;
+        }
+        /* Out of memory: a base missing a key is no base (the partition goes in full). */
+        if (s->bases.delta_count && s->bases.deltas[s->bases.delta_count - 1].key_count !=
+                                        first->deltas[s->bases.delta_count - 1].key_count)
+            s->bases.deltas[s->bases.delta_count - 1].partition = UINT32_MAX;
+    }
     s->store = store;
     strcpy(s->cache, first->cache);
     s->ids = first->ids;
@@ -273,8 +315,27 @@ static lattice_status build(lattice_rebalance_supplier *s, void **buf, size_t *l
         return st;
     }
     if (!s->b) {
-        lattice_status st = lattice_rebalance_batcher_create(s->store, s->cache, &s->ids, p,
-                                                             s->cfg.batch_bytes, &s->b);
+        /* A delta when the demander has a base and this copy's history
+         * reaches back to its mark; otherwise (NOT_FOUND) the full copy. */
+        const lattice_rebalance_delta_base *base = lattice_rebalance_demand_delta(&s->bases, p);
+        lattice_status st = base ? lattice_rebalance_batcher_create_delta(s->store, s->cache, &s->ids, p,
+                                                                          s->cfg.batch_bytes, counter, base, &s->b)
+                                 : LATTICE_ERR_NOT_FOUND;
+        if (st == LATTICE_OK) s->delta_parts++;
+        if (base && st == LATTICE_ERR_NOT_FOUND) {
+            lattice_store_history_stat hs;
+            lattice_store_history_info(s->store, p, &hs);
+            LT_LOG(LT_INFO, "rebalance",
+                   "cache %s: partition %u in full: the history does not reach back to the demander's mark %llu "
+                   "(counter %llu; history %s, complete from %llu, %u records, dropped up to %llu)",
+                   s->cache, p, (unsigned long long)base->mark, (unsigned long long)counter,
+                   hs.lost ? "lost" : hs.valid ? "valid" : "not declared complete", (unsigned long long)hs.base,
+                   hs.records, (unsigned long long)hs.dropped);
+        }
+        if (st == LATTICE_ERR_NOT_FOUND) {
+            st = lattice_rebalance_batcher_create(s->store, s->cache, &s->ids, p, s->cfg.batch_bytes, &s->b);
+            if (st == LATTICE_OK) s->full_parts++;
+        }
         if (st != LATTICE_OK) return st;
     }
     bool last;
@@ -366,6 +427,7 @@ void lattice_rebalance_supplier_free(lattice_rebalance_supplier *s)
     if (!s) return;
     for (uint32_t i = 0; i < s->nkept; i++) lt_free(s->kept[i].buf);
     lattice_rebalance_batcher_free(s->b);
+    lattice_rebalance_demand_clear(&s->bases);
     lt_free(s->kept);
     lt_free(s->parts);
     lt_free(s);

@@ -142,6 +142,23 @@ typedef struct lattice_rebalance_ids {
     uint32_t session;
 } lattice_rebalance_ids;
 
+/* Delta rebalance (docs/REBALANCE.md §9): the demander's older copy of a
+ * partition holds every update up to mark; keys changed above it. */
+typedef struct lattice_rebalance_key {
+    uint8_t *data;           /* lt_malloc'd, owned by the demand */
+    size_t len;
+} lattice_rebalance_key;
+
+typedef struct lattice_rebalance_delta_base {
+    uint32_t partition;
+    uint64_t mark;
+    lattice_rebalance_key *keys;
+    size_t key_count;
+} lattice_rebalance_delta_base;
+
+/* Most keys a delta base may list (more: ask for a full copy). */
+#define LATTICE_REBALANCE_MAX_DELTA_KEYS 65536u
+
 typedef struct lattice_rebalance_demand {
     char cache[LATTICE_CACHE_NAME_MAX + 1];
     lattice_rebalance_ids ids;
@@ -150,7 +167,12 @@ typedef struct lattice_rebalance_demand {
     uint64_t ack;
     bool resume;
     uint32_t window;
+    lattice_rebalance_delta_base *deltas; /* owned by the struct; may be NULL */
+    size_t delta_count;
 } lattice_rebalance_demand;
+
+/* The demand's delta base of partition p, or NULL. */
+const lattice_rebalance_delta_base *lattice_rebalance_demand_delta(const lattice_rebalance_demand *d, uint32_t p);
 
 /* Encodes into an lt_malloc'd buffer.  INVAL for a bad cache name, a
  * partition above LATTICE_PARTITION_MAX or none; NOMEM. */
@@ -182,6 +204,7 @@ typedef struct lattice_rebalance_supply_info {
     bool last;
     uint64_t update_counter;
     lattice_status status;   /* supplier refused (e.g. NOT_OWNER) when not OK */
+    bool delta;              /* sent as a delta of the demander's base */
 } lattice_rebalance_supply_info;
 
 /* PROTO: malformed, truncated, unknown fields, other format, bad cache name,
@@ -195,6 +218,8 @@ void lattice_rebalance_supply_info_of(const lattice_rebalance_supply *s,
 /* Entry i as a store entry of the supply's partition (pointers into s). */
 void lattice_rebalance_supply_entry(const lattice_rebalance_supply *s, size_t i,
                                     lattice_store_entry *e);
+/* Entry i is a removal (delta only): the key is gone at its version. */
+bool lattice_rebalance_supply_entry_removed(const lattice_rebalance_supply *s, size_t i);
 void lattice_rebalance_supply_free(lattice_rebalance_supply *s);
 
 /* A refusal (status != OK, last set, no entries), e.g. NOT_OWNER. */
@@ -236,6 +261,18 @@ lattice_status lattice_rebalance_batcher_create(lattice_store *store, const char
 lattice_status lattice_rebalance_batcher_next(lattice_rebalance_batcher *b, uint64_t batch,
                                               uint64_t counter, void **buf, size_t *len,
                                               bool *last, size_t *entries);
+/* A delta of partition p against a demander's base: every key the store's
+ * history changed above base->mark plus the base's keys, each with its
+ * current value or as a removal (version: the key's last change the history
+ * holds), taken now; entries written later reach the demander as writes.
+ * NOT_FOUND when the history does not hold every change above the mark (or
+ * the copy is not known complete up to it: lattice_store_history_above), or
+ * counter < mark: the caller sends a full copy.  Messages carry delta. */
+lattice_status lattice_rebalance_batcher_create_delta(lattice_store *store, const char *cache,
+                                                      const lattice_rebalance_ids *ids, uint32_t partition,
+                                                      uint64_t batch_bytes, uint64_t counter,
+                                                      const lattice_rebalance_delta_base *base,
+                                                      lattice_rebalance_batcher **out);
 void lattice_rebalance_batcher_free(lattice_rebalance_batcher *b);
 
 /* ------------------------------------------------------------------------ */
@@ -256,6 +293,7 @@ typedef struct lattice_rebalance_apply_result {
     size_t applied;          /* entries written */
     size_t skipped;          /* entries not newer than the store's copy, or removed meanwhile */
     bool partition_done;     /* that was the last batch of its partition */
+    bool delta;              /* the batch was a delta (the kept copy is in) */
     uint64_t update_counter; /* with partition_done */
 } lattice_rebalance_apply_result;
 
@@ -274,6 +312,20 @@ void lattice_rebalance_applier_set_ids(lattice_rebalance_applier *a,
  * them would drop them).  INVAL for a bad partition. */
 lattice_status lattice_rebalance_applier_begin(lattice_rebalance_applier *a, uint32_t partition,
                                                bool full);
+/* Starts loading a partition of which `base` (another store, e.g. the copy
+ * a node kept from before it was dropped) holds every update up to mark.
+ * Should the supplier answer with a delta, the first delta batch takes in
+ * base's entries with a version <= mark (those above it may be writes the
+ * grid never acknowledged: the supplier sends the grid's state of those
+ * keys, listed in the demand) that no remove seen since supersedes, under
+ * IF_NEWER; removes in the delta take keys away whose stored version is
+ * older.  Should it answer in full, the partition loads as by begin.  The
+ * removes this partition applied before the load began are taken from its
+ * own history: NOT_FOUND when that history is not complete since the
+ * store's creation (then begin without a base).  base must outlive the
+ * applier or the partition's load. */
+lattice_status lattice_rebalance_applier_begin_delta(lattice_rebalance_applier *a, uint32_t partition,
+                                                     lattice_store *base, uint64_t mark);
 /* Stores one batch with insert_batch(IF_NEWER): a write that reached the
  * partition with a newer version is never overwritten by supplied data.
  * Store errors (REGION_FULL, NOMEM) are returned; the batch can be retried. */
@@ -364,6 +416,10 @@ lattice_status lattice_rebalance_demander_create(const char *cache,
                                                  uint32_t supplier_count,
                                                  const lattice_rebalance_flow_config *cfg,
                                                  lattice_rebalance_demander **out);
+/* Delta bases sent with the first demand of every session (the caller keeps
+ * them alive until the demander is freed). */
+void lattice_rebalance_demander_set_bases(lattice_rebalance_demander *d, const lattice_rebalance_delta_base *bases,
+                                          size_t n);
 lattice_status lattice_rebalance_demander_start(lattice_rebalance_demander *d, uint64_t now_ms,
                                                 lattice_rebalance_out *out);
 /* s is a decoded Supply from supplier `from` (index in the supplier list). */
@@ -406,6 +462,8 @@ lattice_status lattice_rebalance_supplier_on_tick(lattice_rebalance_supplier *s,
                                                   lattice_rebalance_out *out);
 /* Every batch sent and acknowledged (or this node refused: nothing more to send). */
 bool lattice_rebalance_supplier_done(const lattice_rebalance_supplier *s);
+/* Partitions this supplier sent as deltas and in full so far. */
+void lattice_rebalance_supplier_modes(const lattice_rebalance_supplier *s, uint32_t *delta, uint32_t *full);
 void lattice_rebalance_supplier_free(lattice_rebalance_supplier *s);
 
 /* ------------------------------------------------------------------------ */

@@ -37,6 +37,11 @@ struct lattice_rebalance_applier {
     struct tomb **tombs;
     size_t tomb_buckets, tomb_total;
     uint32_t *tomb_count;
+    /* Delta loads (begin_delta): the kept copy and its mark per partition,
+     * and whether it was taken in (on the first delta batch). */
+    lattice_store **base;
+    uint64_t *mark;
+    uint8_t *adopted;
 };
 
 struct lattice_rebalance_demander {
@@ -49,6 +54,8 @@ struct lattice_rebalance_demander {
     uint64_t expected;      /* next batch number accepted */
     uint64_t deadline;
     lattice_rebalance_demander_state state;
+    const lattice_rebalance_delta_base *bases; /* the caller's, sent with every first demand */
+    size_t nbases;
 };
 
 struct kept {
@@ -67,6 +74,8 @@ struct lattice_rebalance_supplier {
     uint32_t *parts;
     size_t n, cur;
     lattice_rebalance_batcher *b;  /* for parts[cur] */
+    lattice_rebalance_demand bases;/* the first demand's delta bases (deltas only) */
+    uint32_t delta_parts, full_parts; /* partitions sent as deltas / in full */
     uint32_t window;
     uint64_t next_batch, acked;    /* built 1..next_batch-1; acked 1..acked */
     struct kept *kept;             /* unacked batches, oldest first; window entries */

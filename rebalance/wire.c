@@ -45,10 +45,37 @@ lattice_status lattice_rebalance_demand_encode(const lattice_rebalance_demand *d
     m.ack = d->ack;
     m.resume = d->resume;
     m.window = d->window;
+    Latreb__DeltaBase *db = d->delta_count ? lt_calloc(d->delta_count, sizeof *db) : NULL;
+    Latreb__DeltaBase **dp = d->delta_count ? lt_calloc(d->delta_count, sizeof *dp) : NULL;
+    ProtobufCBinaryData *kb = NULL;
+    size_t nk = 0;
+    for (size_t i = 0; i < d->delta_count; i++) nk += d->deltas[i].key_count;
+    kb = nk ? lt_calloc(nk, sizeof *kb) : NULL;
+    if ((d->delta_count && (!db || !dp)) || (nk && !kb)) {
+        lt_free(db);
+        lt_free(dp);
+        lt_free(kb);
+        return LATTICE_ERR_NOMEM;
+    }
+    for (size_t i = 0, k = 0; i < d->delta_count; i++) {
+        latreb__delta_base__init(&db[i]);
+        db[i].partition = d->deltas[i].partition;
+        db[i].mark = d->deltas[i].mark;
+        db[i].n_keys = d->deltas[i].key_count;
+        db[i].keys = kb + k;
+        for (size_t j = 0; j < d->deltas[i].key_count; j++, k++)
+            kb[k] = (ProtobufCBinaryData){d->deltas[i].keys[j].len, d->deltas[i].keys[j].data};
+        dp[i] = &db[i];
+    }
+    m.n_delta = d->delta_count;
+    m.delta = dp;
     size_t n = latreb__demand__get_packed_size(&m);
     uint8_t *b = lt_malloc(n ? n : 1);
+    if (b) latreb__demand__pack(&m, b);
+    lt_free(db);
+    lt_free(dp);
+    lt_free(kb);
     if (!b) return LATTICE_ERR_NOMEM;
-    latreb__demand__pack(&m, b);
     *buf = b;
     *len = n;
     return LATTICE_OK;
@@ -82,7 +109,43 @@ lattice_status lattice_rebalance_demand_decode(const void *buf, size_t len, size
     d->ack = m->ack;
     d->resume = m->resume;
     d->window = m->window;
+    if (m->n_delta > m->n_partitions) goto out_clear;
+    if (m->n_delta) {
+        d->deltas = lt_calloc(m->n_delta, sizeof *d->deltas);
+        if (!d->deltas) {
+            st = LATTICE_ERR_NOMEM;
+            goto out_clear;
+        }
+    }
+    for (size_t i = 0; i < m->n_delta; i++) {
+        const Latreb__DeltaBase *x = m->delta[i];
+        if (!lt_pb_no_unknown_fields(&x->base) || x->partition >= LATTICE_PARTITION_MAX ||
+            x->n_keys > LATTICE_REBALANCE_MAX_DELTA_KEYS)
+            goto out_clear;
+        lattice_rebalance_delta_base *y = &d->deltas[d->delta_count++];
+        y->partition = x->partition;
+        y->mark = x->mark;
+        y->keys = x->n_keys ? lt_calloc(x->n_keys, sizeof *y->keys) : NULL;
+        if (x->n_keys && !y->keys) {
+            st = LATTICE_ERR_NOMEM;
+            goto out_clear;
+        }
+        for (size_t k = 0; k < x->n_keys; k++) {
+            if (!x->keys[k].len || x->keys[k].len > LATTICE_STORE_MAX_KEY) goto out_clear;
+            y->keys[k].data = lt_malloc(x->keys[k].len);
+            if (!y->keys[k].data) {
+                st = LATTICE_ERR_NOMEM;
+                goto out_clear;
+            }
+            memcpy(y->keys[k].data, x->keys[k].data, x->keys[k].len);
+            y->keys[k].len = x->keys[k].len;
+            y->key_count++;
+        }
+    }
     st = LATTICE_OK;
+    goto out;
+out_clear:
+    lattice_rebalance_demand_clear(d);
 out:
     latreb__demand__free_unpacked(m, &lt_pb_allocator);
     return st;
@@ -94,6 +157,20 @@ void lattice_rebalance_demand_clear(lattice_rebalance_demand *d)
     lt_free(d->partitions);
     d->partitions = NULL;
     d->partition_count = 0;
+    for (size_t i = 0; i < d->delta_count; i++) {
+        for (size_t k = 0; k < d->deltas[i].key_count; k++) lt_free(d->deltas[i].keys[k].data);
+        lt_free(d->deltas[i].keys);
+    }
+    lt_free(d->deltas);
+    d->deltas = NULL;
+    d->delta_count = 0;
+}
+
+const lattice_rebalance_delta_base *lattice_rebalance_demand_delta(const lattice_rebalance_demand *d, uint32_t p)
+{
+    for (size_t i = 0; d && i < d->delta_count; i++)
+        if (d->deltas[i].partition == p) return &d->deltas[i];
+    return NULL;
 }
 
 /* ----------------------------------------------------------------- supply */
@@ -121,6 +198,7 @@ struct view_entry {
     const uint8_t *key, *value;
     uint32_t klen, vlen;
     uint64_t expire, version;
+    bool removed;
 };
 
 struct lattice_rebalance_supply {
@@ -128,7 +206,7 @@ struct lattice_rebalance_supply {
     lattice_rebalance_ids ids;
     uint32_t partition, status;
     uint64_t batch, update_counter, payload;
-    bool last;
+    bool last, delta;
     struct view_entry *e;
     size_t n, cap;
 };
@@ -205,6 +283,10 @@ static int parse_entry(struct rd *r, struct view_entry *e)
             }
         } else if ((f == 3 || f == 4) && wt == 0) {
             if (rd_varint(r, f == 3 ? &e->expire : &e->version)) return -1;
+        } else if (f == 5 && wt == 0) {
+            uint64_t v;
+            if (rd_varint(r, &v)) return -1;
+            e->removed = v != 0;
         } else {
             return -1;
         }
@@ -251,7 +333,7 @@ static int parse_supply(struct rd *r, lattice_rebalance_supply *s, uint32_t *for
             }
             continue;
         }
-        if (wt != 0 || f == 0 || f > 12) return -1;
+        if (wt != 0 || f == 0 || f > 13) return -1;
         switch (f) {
         case 1: if (rd_u32(r, format)) return -1; break;
         case 3: if (rd_varint(r, &s->ids.topology_major)) return -1; break;
@@ -263,6 +345,7 @@ static int parse_supply(struct rd *r, lattice_rebalance_supply *s, uint32_t *for
         case 10: if (rd_varint(r, &v)) return -1; s->last = v != 0; break;
         case 11: if (rd_varint(r, &s->update_counter)) return -1; break;
         case 12: if (rd_u32(r, &s->status)) return -1; break;
+        case 13: if (rd_varint(r, &v)) return -1; s->delta = v != 0; break;
         default: return -1;
         }
     }
@@ -307,7 +390,13 @@ void lattice_rebalance_supply_info_of(const lattice_rebalance_supply *s,
         .last = s->last,
         .update_counter = s->update_counter,
         .status = (lattice_status)s->status,
+        .delta = s->delta,
     };
+}
+
+bool lattice_rebalance_supply_entry_removed(const lattice_rebalance_supply *s, size_t i)
+{
+    return i < s->n && s->e[i].removed;
 }
 
 void lattice_rebalance_supply_entry(const lattice_rebalance_supply *s, size_t i,
@@ -375,6 +464,7 @@ struct pend {
     uint32_t klen;
     uint32_t vlen;
     uint64_t expire, version;
+    uint64_t removed;     /* delta: a removal */
 };
 
 struct lattice_rebalance_batcher {
@@ -384,6 +474,7 @@ struct lattice_rebalance_batcher {
     uint32_t partition;
     uint64_t limit;
     int cursor_done, finished;
+    bool delta;           /* create_delta: the arena holds the whole delta, no cursor */
     int oom;              /* an arena allocation failed inside the cursor callback */
     uint8_t *arena;       /* pending entries from `head` to `used` */
     size_t head, used, cap;
@@ -410,6 +501,7 @@ static size_t entry_wire_size(const struct pend *p)
     if (p->vlen) body += 1 + varint_size(p->vlen) + p->vlen;
     if (p->expire) body += 1 + varint_size(p->expire);
     if (p->version) body += 1 + varint_size(p->version);
+    if (p->removed) body += 2;
     return 1 + varint_size(body) + body;
 }
 
@@ -424,7 +516,7 @@ static int collect(void *arg, const lattice_store_item *it)
     /* After a failed copy keep nothing more: a later entry stored after a
      * lost one would hide the loss. */
     if (b->oom) return 1;
-    struct pend p = {(uint32_t)it->key_len, (uint32_t)it->value_len, it->expire_ms, it->version};
+    struct pend p = {(uint32_t)it->key_len, (uint32_t)it->value_len, it->expire_ms, it->version, 0};
     size_t need = b->used + pend_size(&p);
     if (need > b->cap) {
         size_t nc = b->cap ? b->cap : 4096;
@@ -514,6 +606,7 @@ lattice_status lattice_rebalance_batcher_next(lattice_rebalance_batcher *b, uint
         return LATTICE_ERR_INVAL;
     Latreb__Supply m;
     supply_header(&m, b->cache, &b->ids, b->partition, batch);
+    m.delta = b->delta;
     m.last = true;
     m.update_counter = UINT64_MAX;
     size_t header = latreb__supply__get_packed_size(&m);
@@ -553,6 +646,7 @@ lattice_status lattice_rebalance_batcher_next(lattice_rebalance_batcher *b, uint
         e->value.len = p.vlen;
         e->expire_ms = p.expire;
         e->version = p.version;
+        e->removed = p.removed != 0;
         b->eptr[i] = e;
         o += pend_size(&p);
     }
@@ -572,9 +666,172 @@ lattice_status lattice_rebalance_batcher_next(lattice_rebalance_batcher *b, uint
 void lattice_rebalance_batcher_free(lattice_rebalance_batcher *b)
 {
     if (!b) return;
-    lattice_store_cursor_close(b->cursor);
+    if (b->cursor) lattice_store_cursor_close(b->cursor);
     lt_free(b->arena);
     lt_free(b->ents);
     lt_free(b->eptr);
     lt_free(b);
+}
+
+/* ------------------------------------------------------------ delta batcher */
+
+/* The delta's keys: a small open-addressing set, each key with the highest
+ * counter the history gave it (0: listed by the demander only). */
+struct dkey {
+    const uint8_t *ext; /* a listed key (the demand's bytes), or NULL: at off in the set's arena */
+    size_t off;
+    uint32_t len;
+    uint64_t counter;
+    bool used;
+};
+
+struct dset {
+    struct dkey *t;
+    size_t cap, n;
+    uint8_t *keys;      /* copies of the history's keys */
+    size_t used, kcap;
+    bool oom;
+};
+
+static uint64_t dhash(const void *k, size_t n)
+{
+    return lt_fnv1a(k, n);
+}
+
+static const uint8_t *dkey_of(const struct dset *s, const struct dkey *k)
+{
+    return k->ext ? k->ext : s->keys + k->off;
+}
+
+static int dset_add(struct dset *s, const void *key, size_t len, uint64_t counter, bool copy)
+{
+    if (s->oom) return 1;
+    if ((s->n + 1) * 2 > s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 64;
+        struct dkey *t = lt_calloc(nc, sizeof *t);
+        if (!t) {
+            s->oom = true;
+            return 1;
+        }
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->t[i].used) continue;
+            size_t j = dhash(dkey_of(s, &s->t[i]), s->t[i].len) & (nc - 1);
+            while (t[j].used) j = (j + 1) & (nc - 1);
+            t[j] = s->t[i];
+        }
+        lt_free(s->t);
+        s->t = t;
+        s->cap = nc;
+    }
+    size_t j = dhash(key, len) & (s->cap - 1);
+    while (s->t[j].used) {
+        if (s->t[j].len == len && memcmp(dkey_of(s, &s->t[j]), key, len) == 0) {
+            if (counter > s->t[j].counter) s->t[j].counter = counter;
+            return 0;
+        }
+        j = (j + 1) & (s->cap - 1);
+    }
+    const uint8_t *ext = copy ? NULL : key;
+    size_t off = s->used;
+    if (copy) {
+        /* Offsets, not pointers: the arena may move while keys are added. */
+        if (s->used + len > s->kcap) {
+            size_t nc = s->kcap ? s->kcap * 2 : 4096;
+            while (nc < s->used + len) nc *= 2;
+            uint8_t *a = lt_realloc(s->keys, nc);
+            if (!a) {
+                s->oom = true;
+                return 1;
+            }
+            s->keys = a;
+            s->kcap = nc;
+        }
+        memcpy(s->keys + s->used, key, len);
+        s->used += len;
+    }
+    s->t[j] = (struct dkey){ext, off, (uint32_t)len, counter, true};
+    s->n++;
+    return 0;
+}
+
+static int hist_key(void *arg, const void *key, size_t key_len, uint64_t counter, bool removed)
+{
+    (void)removed;
+    return dset_add(arg, key, key_len, counter, true);
+}
+
+/* Appends one entry to the arena (the batcher's pend layout). */
+static int arena_put(lattice_rebalance_batcher *b, const struct pend *p, const void *key, const void *value)
+{
+    size_t need = b->used + pend_size(p);
+    if (need > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < need) nc *= 2;
+        uint8_t *a = lt_realloc(b->arena, nc);
+        if (!a) return -1;
+        b->arena = a;
+        b->cap = nc;
+    }
+    memcpy(b->arena + b->used, p, sizeof *p);
+    memcpy(b->arena + b->used + sizeof *p, key, p->klen);
+    if (p->vlen) memcpy(b->arena + b->used + sizeof *p + p->klen, value, p->vlen);
+    b->used += pend_size(p);
+    return 0;
+}
+
+lattice_status lattice_rebalance_batcher_create_delta(lattice_store *store, const char *cache,
+                                                      const lattice_rebalance_ids *ids, uint32_t partition,
+                                                      uint64_t batch_bytes, uint64_t counter,
+                                                      const lattice_rebalance_delta_base *base,
+                                                      lattice_rebalance_batcher **out)
+{
+    if (!store || !cache_ok(cache) || !ids || !out || !base || batch_bytes < LATTICE_REBALANCE_MIN_BATCH ||
+        partition >= lattice_store_partitions(store) || base->partition != partition)
+        return LATTICE_ERR_INVAL;
+    if (counter < base->mark) return LATTICE_ERR_NOT_FOUND; /* not the lineage the mark counts in */
+    struct dset ks = {0};
+    int rc = lattice_store_history_above(store, partition, base->mark, true, hist_key, &ks);
+    lattice_status st = rc == LATTICE_OK ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;
+    if (st == LATTICE_OK && ks.oom) st = LATTICE_ERR_NOMEM;
+    for (size_t i = 0; st == LATTICE_OK && i < base->key_count; i++)
+        if (dset_add(&ks, base->keys[i].data, base->keys[i].len, 0, false)) st = LATTICE_ERR_NOMEM;
+    lattice_rebalance_batcher *b = st == LATTICE_OK ? lt_calloc(1, sizeof *b) : NULL;
+    if (st == LATTICE_OK && !b) st = LATTICE_ERR_NOMEM;
+    for (size_t i = 0; st == LATTICE_OK && i < ks.cap; i++) {
+        const struct dkey *k = &ks.t[i];
+        if (!k->used) continue;
+        void *v = NULL;
+        lattice_store_meta meta = {0};
+        const uint8_t *kb = dkey_of(&ks, k);
+        int g = lattice_store_get_copy(store, partition, kb, k->len, &v, &meta);
+        struct pend p = {k->len, 0, 0, 0, 0};
+        if (g == LATTICE_OK) {
+            p.vlen = (uint32_t)meta.value_len;
+            p.expire = meta.expire_ms;
+            p.version = meta.version;
+        } else if (g == LATTICE_ERR_NOT_FOUND) {
+            if (!k->counter) continue; /* listed only, absent here: the demander dropped it already */
+            p.removed = 1;
+            p.version = k->counter;
+        } else {
+            st = (lattice_status)g;
+            break;
+        }
+        if (arena_put(b, &p, kb, v)) st = LATTICE_ERR_NOMEM;
+        lt_free(v);
+    }
+    lt_free(ks.t);
+    lt_free(ks.keys);
+    if (st != LATTICE_OK) {
+        lattice_rebalance_batcher_free(b);
+        return st;
+    }
+    strcpy(b->cache, cache);
+    b->ids = *ids;
+    b->partition = partition;
+    b->limit = batch_bytes;
+    b->cursor_done = 1;
+    b->delta = true;
+    *out = b;
+    return LATTICE_OK;
 }

@@ -53,6 +53,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 
 #include "lattice/status.h"
 
@@ -250,6 +251,42 @@ typedef struct lattice_store_change_hook {
 } lattice_store_change_hook;
 void lattice_store_set_change_hook(lattice_store *s, const lattice_store_change_hook *h);
 
+/* Update history (delta rebalance, docs/REBALANCE.md §9).  Each partition
+ * keeps its latest changes as (counter, key, removed) records - every put
+ * with its entry's version, every remove_v with its counter - at most
+ * max_entries records and max_bytes (keys + 24 bytes a record) per
+ * partition, the oldest dropped first (defaults below; the cache keys
+ * `history` and `history_bytes`; 0 entries turns it off).  A clear empties
+ * it; a remove without a counter, or running out of memory, marks it lost
+ * until the next clear.  Expiry records nothing (expiry times are absolute,
+ * every copy expires alike); an eviction records nothing either: the owner
+ * that evicts records the remove it sends with lattice_store_history_note.
+ *
+ * history_above(p, mark, need_complete, fn): LATTICE_OK and fn for every
+ * record with counter > mark (oldest first) when every change above mark is
+ * recorded (nothing above it dropped, not lost) - and, with need_complete,
+ * when the copy was declared complete from a base <= mark
+ * (history_valid_from: after a full load at that counter, or for a copy held
+ * since the partition's first write); else LATTICE_ERR_NOT_FOUND (the gap
+ * is older than the history: a full copy is needed).  fn runs with the
+ * partition lock held: it must not call the store. */
+#define LATTICE_STORE_HISTORY_DEFAULT_ENTRIES 1024u
+#define LATTICE_STORE_HISTORY_DEFAULT_BYTES 65536u
+typedef int (*lattice_store_history_fn)(void *arg, const void *key, size_t key_len, uint64_t counter, bool removed);
+typedef struct lattice_store_history_stat {
+    uint32_t records;
+    uint64_t bytes, dropped, base;
+    uint64_t contig; /* valid: every counter in (base, contig] was applied here (history.h) */
+    bool lost, valid;
+} lattice_store_history_stat;
+void lattice_store_history_configure(lattice_store *s, uint32_t max_entries, uint64_t max_bytes);
+void lattice_store_history_note(lattice_store *s, uint32_t partition, const void *key, size_t key_len,
+                                uint64_t version, bool removed);
+void lattice_store_history_valid_from(lattice_store *s, uint32_t partition, uint64_t base);
+int lattice_store_history_above(lattice_store *s, uint32_t partition, uint64_t mark, bool need_complete,
+                                lattice_store_history_fn fn, void *arg);
+void lattice_store_history_info(lattice_store *s, uint32_t partition, lattice_store_history_stat *out);
+
 /* Stops the sweeper if running, frees every row of this store from the region
  * and all index memory.  No other thread may use the store any more. */
 void lattice_store_destroy(lattice_store *s);
@@ -281,8 +318,14 @@ void lattice_store_prefetch_row(lattice_store *s, uint32_t partition, uint32_t t
  * caller lt_free()s it). */
 int lattice_store_get_copy(lattice_store *s, uint32_t partition, const void *key,
                            size_t key_len, void **value, lattice_store_meta *meta);
-/* NOT_FOUND when absent (an expired entry is reclaimed and reported absent). */
+/* NOT_FOUND when absent (an expired entry is reclaimed and reported absent).
+ * Without a counter the partition's update history can no longer tell what
+ * changed (it is marked lost until the next clear); the grid's paths use
+ * remove_v with the update counter the remove took (the history records it,
+ * and the change hook sees it as the entry's version: the log's REMOVE). */
 int lattice_store_remove(lattice_store *s, uint32_t partition, const void *key, size_t key_len);
+int lattice_store_remove_v(lattice_store *s, uint32_t partition, const void *key, size_t key_len,
+                           uint64_t version);
 /* OBJECT IDLETIME: a lower bound of the time since key was last read or
  * written, in ms of lattice_region_tick's clock (now_ms) - the store keeps
  * an access stamp per page, not per key, so it is the time since any entry

@@ -227,6 +227,8 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
                 lattice_store_entry gone = {part, key, klen, NULL, 0, 0, q.version};
                 s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_REMOVE, &gone);
             }
+            /* No history record: the eviction's counter is the remove the
+             * owner's eviction flush sends (lattice_store_history_note). */
             ix_kill(p->tab, &p->n, i);
             region_free_locked(s->region, link);
             __atomic_sub_fetch(&p->count, 1, __ATOMIC_RELAXED);
@@ -342,7 +344,7 @@ int lattice_store_put(lattice_store *s, const lattice_store_entry *e, unsigned f
     }
     if (st == LATTICE_OK)
         st = f.slot >= 0 ? update_locked(s, p, &f, e) : insert_locked(s, p, e, &f);
-    if (st == LATTICE_OK && s->change.changed) s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_PUT, e);
+    if (st == LATTICE_OK) store_note(s, p, LATTICE_STORE_CHANGE_PUT, e, e->version);
     pthread_mutex_unlock(&p->lock);
     return st;
 }
@@ -368,7 +370,13 @@ void store_maybe_shrink(lattice_store *s, struct part *p)
 
 int lattice_store_remove(lattice_store *s, uint32_t partition, const void *key, size_t key_len)
 {
-    lattice_store_entry e = {.partition = partition, .key = key, .key_len = key_len};
+    return lattice_store_remove_v(s, partition, key, key_len, STORE_NO_COUNTER);
+}
+
+int lattice_store_remove_v(lattice_store *s, uint32_t partition, const void *key, size_t key_len, uint64_t version)
+{
+    lattice_store_entry e = {.partition = partition, .key = key, .key_len = key_len,
+                             .version = version == STORE_NO_COUNTER ? 0 : version};
     int st = entry_ok(s, &e);
     if (st != LATTICE_OK) return st;
     struct part *p = &s->parts[partition];
@@ -379,7 +387,7 @@ int lattice_store_remove(lattice_store *s, uint32_t partition, const void *key, 
     if (f.slot >= 0) {
         store_drop_slot(s, p, f.slot, f.q.expire);
         if (!f.live) __atomic_add_fetch(&s->expirations, 1, __ATOMIC_RELAXED);
-        else if (s->change.changed) s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_REMOVE, &e);
+        else store_note(s, p, LATTICE_STORE_CHANGE_REMOVE, &e, version);
         store_maybe_shrink(s, p);
     }
     pthread_mutex_unlock(&p->lock);
@@ -422,7 +430,7 @@ static int flush(lattice_store *s, struct part *p, struct pending *pd, size_t *a
             break;
         }
         publish(p, slot, pd->tag[i], pd->link[i], &pd->e[i]);
-        if (s->change.changed) s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_PUT, &pd->e[i]);
+        store_note(s, p, LATTICE_STORE_CHANGE_PUT, &pd->e[i], pd->e[i].version);
     }
     *applied += done;
     pd->n = 0;
@@ -450,7 +458,7 @@ static int batch_one(lattice_store *s, struct part *p, const lattice_store_entry
     if (f.slot >= 0) {
         st = update_locked(s, p, &f, e);
         *applied += st == LATTICE_OK;
-        if (st == LATTICE_OK && s->change.changed) s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_PUT, e);
+        if (st == LATTICE_OK) store_note(s, p, LATTICE_STORE_CHANGE_PUT, e, e->version);
         return st;
     }
     pd->e[pd->n] = *e;
@@ -760,10 +768,12 @@ int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
     s->parts = lt_map(parts_bytes(cfg->partitions));
     s->tabs = lt_calloc(cfg->partitions, sizeof *s->tabs);
     s->heads = lt_calloc(cfg->partitions, sizeof *s->heads);
-    if (!s->parts || !s->tabs || !s->heads) {
+    s->hists = lt_calloc(cfg->partitions, sizeof *s->hists);
+    if (!s->parts || !s->tabs || !s->heads || !s->hists) {
         if (s->parts) lt_unmap(s->parts, parts_bytes(cfg->partitions));
         lt_free(s->tabs);
         lt_free(s->heads);
+        lt_free(s->hists);
         lt_free(s);
         return LATTICE_ERR_NOMEM;
     }
@@ -777,6 +787,7 @@ int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
         lt_unmap(s->parts, parts_bytes(cfg->partitions));
         lt_free(s->tabs);
         lt_free(s->heads);
+        lt_free(s->hists);
         lt_free(s);
         return st;
     }
@@ -786,7 +797,10 @@ int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
         s->parts[i].s = s;
         s->parts[i].idx = i;
         s->parts[i].min_expire = UINT64_MAX;
+        lt_hist_init(&s->hists[i]);
     }
+    s->hist_entries = LATTICE_STORE_HISTORY_DEFAULT_ENTRIES;
+    s->hist_bytes = LATTICE_STORE_HISTORY_DEFAULT_BYTES;
     pthread_mutex_init(&s->sweep_lock, NULL);
     pthread_mutex_init(&s->sw_lock, NULL);
     pthread_condattr_t ca;
@@ -808,6 +822,7 @@ void lattice_store_destroy(lattice_store *s)
         struct part *p = &s->parts[i];
         pthread_mutex_lock(&p->lock);
         store_clear_locked(s, p);
+        lt_hist_free(&s->hists[i]);
         pthread_mutex_unlock(&p->lock);
         pthread_mutex_destroy(&p->lock);
     }
@@ -818,6 +833,7 @@ void lattice_store_destroy(lattice_store *s)
     lt_unmap(s->parts, parts_bytes(s->nparts));
     lt_free(s->tabs);
     lt_free(s->heads);
+    lt_free(s->hists);
     lt_free(s);
 }
 
@@ -855,3 +871,62 @@ int lattice_store_idle_ms(lattice_store *s, uint32_t partition, const void *key,
     return LATTICE_OK;
 }
 
+
+/* ---------------------------------------------------------------- history */
+
+void lattice_store_history_configure(lattice_store *s, uint32_t max_entries, uint64_t max_bytes)
+{
+    for (uint32_t i = 0; i < s->nparts; i++) pthread_mutex_lock(&s->parts[i].lock);
+    s->hist_entries = max_entries;
+    s->hist_bytes = max_bytes;
+    for (uint32_t i = 0; i < s->nparts; i++) pthread_mutex_unlock(&s->parts[i].lock);
+}
+
+void lattice_store_history_note(lattice_store *s, uint32_t partition, const void *key, size_t key_len,
+                                uint64_t version, bool removed)
+{
+    if (partition >= s->nparts) return;
+    struct part *p = &s->parts[partition];
+    pthread_mutex_lock(&p->lock);
+    lt_hist_note(&s->hists[partition], s->hist_entries, s->hist_bytes, version, key, key_len, removed);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void lattice_store_history_valid_from(lattice_store *s, uint32_t partition, uint64_t base)
+{
+    if (partition >= s->nparts) return;
+    struct part *p = &s->parts[partition];
+    pthread_mutex_lock(&p->lock);
+    lt_hist_valid_from(&s->hists[partition], base);
+    pthread_mutex_unlock(&p->lock);
+}
+
+int lattice_store_history_above(lattice_store *s, uint32_t partition, uint64_t mark, bool need_complete,
+                                lattice_store_history_fn fn, void *arg)
+{
+    if (partition >= s->nparts) return LATTICE_ERR_INVAL;
+    struct part *p = &s->parts[partition];
+    pthread_mutex_lock(&p->lock);
+    const lt_hist *h = &s->hists[partition];
+    bool ok = need_complete ? lt_hist_complete_above(h, mark) : lt_hist_recorded_above(h, mark);
+    if (ok && fn) lt_hist_walk_above(h, mark, fn, arg);
+    pthread_mutex_unlock(&p->lock);
+    return ok ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;
+}
+
+void lattice_store_history_info(lattice_store *s, uint32_t partition, lattice_store_history_stat *out)
+{
+    memset(out, 0, sizeof *out);
+    if (partition >= s->nparts) return;
+    struct part *p = &s->parts[partition];
+    pthread_mutex_lock(&p->lock);
+    const lt_hist *h = &s->hists[partition];
+    out->records = h->n;
+    out->bytes = h->bytes;
+    out->dropped = h->any_dropped ? h->dropped : 0;
+    out->lost = h->lost;
+    out->valid = h->valid;
+    out->base = h->base;
+    out->contig = h->contig;
+    pthread_mutex_unlock(&p->lock);
+}

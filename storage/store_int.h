@@ -16,6 +16,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "history.h"
 #include "index_int.h"
 #include "region_int.h"
 
@@ -59,6 +60,11 @@ struct lattice_store {
     uint64_t expirations, evictions, index_bytes; /* atomics */
     lattice_store_evict_hook hook; /* changed with every partition lock held */
     lattice_store_change_hook change; /* likewise */
+    /* Per partition, its update history (history.h), guarded by that
+     * partition's lock; kept out of struct part, which readers touch. */
+    lt_hist *hists;
+    uint32_t hist_entries;   /* history bound per partition (records; 0 = off); set before use */
+    uint64_t hist_bytes;     /* ... and bytes */
     pthread_mutex_t sweep_lock; /* serialises expire(); guards sweep_part */
     uint32_t sweep_part;
     pthread_mutex_t sw_lock; /* sweeper thread state below */
@@ -104,5 +110,20 @@ void store_maybe_shrink(lattice_store *s, struct part *p);
 /* Removes every entry of the partition and drops its table.  Partition lock
  * held. */
 void store_clear_locked(lattice_store *s, struct part *p);
+
+/* Every change of an entry goes through here (partition lock held): the
+ * history hears of it with its counter (UINT64_MAX: not known), then the
+ * persistence hook. */
+#define STORE_NO_COUNTER UINT64_MAX
+static inline void store_note(lattice_store *s, struct part *p, int kind, const lattice_store_entry *e,
+                              uint64_t counter)
+{
+    lt_hist *h = &s->hists[p->idx];
+    if (kind == LATTICE_STORE_CHANGE_CLEAR) lt_hist_reset(h);
+    else if (counter == STORE_NO_COUNTER) lt_hist_lose(h);
+    else lt_hist_note(h, s->hist_entries, s->hist_bytes, counter, e->key, e->key_len,
+                      kind == LATTICE_STORE_CHANGE_REMOVE);
+    if (s->change.changed) s->change.changed(s->change.arg, kind, e);
+}
 
 #endif

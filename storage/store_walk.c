@@ -77,10 +77,8 @@ int lattice_store_clear(lattice_store *s, uint32_t partition)
     struct part *p = &s->parts[partition];
     pthread_mutex_lock(&p->lock);
     store_clear_locked(s, p);
-    if (s->change.changed) {
-        lattice_store_entry all = {.partition = partition};
-        s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_CLEAR, &all);
-    }
+    lattice_store_entry all = {.partition = partition};
+    store_note(s, p, LATTICE_STORE_CHANGE_CLEAR, &all, 0);
     pthread_mutex_unlock(&p->lock);
     return LATTICE_OK;
 }

@@ -210,8 +210,9 @@ typedef struct lattice_cache_node_info {
     uint32_t rebalance_left, rebalance_total;
     uint64_t rebalance_entries, rebalance_bytes, rebalance_elapsed_ms;
     bool rebalance_active;
-    /* Partitions the current (or last) plan loaded here. */
-    uint32_t rebalance_done;
+    /* Partitions the current (or last) plan loaded here, and how many of
+     * them came as deltas of the copy this node kept (docs/REBALANCE.md §9). */
+    uint32_t rebalance_done, rebalance_delta;
     /* This node's rows of the cache in the data region it shares with every
      * other cache: their bytes (row headers included, counted as rows are
      * written and freed), the row pieces, and the pages they fill packed

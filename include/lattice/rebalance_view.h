@@ -29,6 +29,7 @@ typedef struct lattice_rebalance_progress {
     uint32_t partitions_total;  /* partitions this rebalance loads here */
     uint32_t partitions_done;
     uint32_t partitions_moving; /* begun, not done */
+    uint32_t partitions_delta;  /* done ones loaded as a delta of a kept copy */
     uint64_t entries_received;
     uint64_t bytes_received;    /* key + value bytes */
     uint64_t started_ms, updated_ms;

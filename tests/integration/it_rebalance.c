@@ -179,6 +179,22 @@ static void load_stop_and_check(load *l)
     long total = atomic_load(&l->next);
     long acked = atomic_load(&l->n_acked);
     long present = count_present(l->n, tcache, "q", total, l->acked);
+    if (present != acked) {
+        int shown = 0;
+        for (long k = 0; k < total && shown < 40; k++) {
+            if (!l->acked[k]) continue;
+            char kk[48];
+            key_of(kk, sizeof kk, "q", k);
+            void *v = NULL;
+            size_t vl = 0;
+            if (lattice_cache_get(l->n, tcache, kk, strlen(kk), &v, &vl) == LATTICE_ERR_NOT_FOUND) {
+                printf("acknowledged but missing: %s\n", kk);
+                shown++;
+            }
+            lt_free(v);
+        }
+        fflush(stdout);
+    }
     printf("load: %ld submitted, %ld acknowledged, %ld failed, %ld acknowledged present\n", total, acked,
            atomic_load(&l->n_failed), present);
     ck_assert_int_gt(acked, 0);
@@ -515,31 +531,59 @@ static json_t *rebalance_node_of_port(int port)
     return found;
 }
 
-/* A server paused past the failure detection is dropped; the survivors
- * restore redundancy and take writes (removes, new keys; a put load runs
- * through its return).  It resumes, rejoins under a new id and loads its
- * partitions again.  `lattice rebalance --json` names every server in
- * "nodes" with its consistent id and its last rebalance: the returning one
- * received its share of the keys, in "full" (a node loads every partition
- * it gains as a whole copy: delta rejoin is not built yet); every acknowledged write reads back, the
- * removed keys stay removed, and `lattice verify` finds every copy equal. */
-START_TEST(rejoin_after_a_pause_reports_its_rebalance)
+/* Delta rejoin after a pause: a server paused past the failure detection is
+ * dropped; the survivors restore redundancy and take writes (1% of the keys
+ * change while it is away: overwrites, removes, new keys; a put load runs
+ * through its return, its acknowledged writes recorded).  It resumes,
+ * rejoins under a new id with the copies it kept, and its partitions come
+ * back as deltas: `lattice rebalance --json` names every server in "nodes"
+ * with its consistent id and last rebalance, the returning one with mode
+ * "delta" and about what it missed, not its share of the keys.  _i == 1:
+ * history=4 records a partition and it misses 20% of the writes - the gap
+ * is older than the history, so the same rejoin falls back to full copies
+ * ("full", its share).  _i == 2: history=0 turns deltas off - the same 1%
+ * gap loads in full (the reference for the delta's bytes).  Either
+ * way every acknowledged write reads back, the removed keys stay removed,
+ * and `lattice verify` finds every copy equal. */
+/* The returning node's last "cache CACHE: rebalance N finished: ... in S s"
+ * in its log: seconds (-1: none). */
+static double rebalance_seconds(const it_proc *p, const char *cache)
 {
-    it_begin("rebalance_rejoin_nodes");
+    FILE *f = fopen(p->log, "r");
+    if (!f) return -1;
+    char line[1024], pat[96];
+    snprintf(pat, sizeof pat, "cache %s: rebalance ", cache);
+    double s = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *a = strstr(line, pat), *b = a ? strstr(a, " finished: ") : NULL, *in = b ? strstr(b, " bytes in ") : NULL;
+        if (in) s = strtod(in + strlen(" bytes in "), NULL);
+    }
+    fclose(f);
+    return s;
+}
+
+START_TEST(delta_rejoin_after_a_pause)
+{
+    static const char *const names[] = {"rebalance_delta_rejoin", "rebalance_delta_fallback", "rebalance_delta_off"};
+    it_begin(names[_i]);
     it_proc *srv[3];
     start_grid(srv, 3, 3, NULL);
     lattice_node *c = attach();
     wait_grid(c, 3);
     char out[4096];
-    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s --cluster %s cache create dl backups=1 partitions=128",
-                                LATTICE_CLI_PATH, finder, cluster),
+    /* Created on the formed grid: all three own it from its first write, so
+     * their histories are complete from 0 (docs/REBALANCE.md §9). */
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s --cluster %s cache create dl backups=1 partitions=128%s",
+                                LATTICE_CLI_PATH, finder, cluster, _i == 1 ? " history=4" : _i == 2 ? " history=0" : ""),
                      0);
     tcache = "dl";
     snprintf(tcache_partitions, sizeof tcache_partitions, "partitions %s", tcache);
     ck_assert(it_wait_for(cache_ready, c, 20000));
     balanced_ctx b3 = {3, 2, NULL, 0, 0};
     wait_balanced(&b3, 30000);
-    const long N = 20000, MISSED = N / 100;
+    /* It misses 1% of the writes; for the fallback 20% (some 30 changes a
+     * partition, far more than its history of 4 holds). */
+    const long N = 20000, MISSED = _i == 1 ? N / 5 : N / 100;
     put_range(c, "k", N);
     it_signal(srv[2], SIGSTOP);
     wait_grid(c, 2);
@@ -563,13 +607,114 @@ START_TEST(rejoin_after_a_pause_reports_its_rebalance)
     const char *mode = json_string_value(json_object_get(me, "mode"));
     long got = (long)json_integer_value(json_object_get(me, "entries_received"));
     long bytes = (long)json_integer_value(json_object_get(me, "bytes_received"));
-    printf("rejoin after a pause: mode %s, %ld entries, %ld bytes received (%ld keys)\n", mode, got, bytes, N);
-    ck_assert_str_eq(mode, "full");
-    ck_assert_int_gt(json_integer_value(json_object_get(me, "partitions_full")), 0);
-    /* its share: about 2/3 of the keys with backups=1 on 3 servers */
-    ck_assert_int_gt(got, N / 2);
+    long nd = (long)json_integer_value(json_object_get(me, "partitions_delta"));
+    long nfull = (long)json_integer_value(json_object_get(me, "partitions_full"));
+    printf("rejoin after a pause (%s): mode %s, %ld entries, %ld bytes received in %.2f s (%ld keys, %ld missed), "
+           "%ld partitions as deltas, %ld in full\n", names[_i], mode, got, bytes, rebalance_seconds(srv[2], tcache), N,
+           MISSED, nd, nfull);
     ck_assert_int_lt(got, N + MISSED + atomic_load(&l.next));
     ck_assert_int_gt(bytes, got * 10); /* "k-00000123" + "v00000123": 19 bytes an entry */
+    if (_i) {
+        ck_assert_str_eq(mode, "full");
+        ck_assert_int_eq(nd, 0);
+        ck_assert_int_gt(nfull, 0);
+        /* its share: about 2/3 of the keys with backups=1 on 3 servers */
+        ck_assert_int_gt(got, N / 2);
+    } else {
+        ck_assert_str_eq(mode, "delta");
+        ck_assert_int_gt(nd, 0);
+        /* what it missed plus the load's writes, not its ~2/3 of the keys */
+        ck_assert_int_lt(got, N / 10);
+    }
+    json_decref(me);
+    long gone = 0;
+    for (long i = 0; i < MISSED / 4; i++) {
+        key_of(key, sizeof key, "k", i * 7);
+        void *v = NULL;
+        size_t vl = 0;
+        gone += lattice_cache_get(c, tcache, key, strlen(key), &v, &vl) == LATTICE_ERR_NOT_FOUND;
+        lt_free(v);
+    }
+    ck_assert_int_eq(gone, MISSED / 4);
+    ck_assert_int_eq(count_present(c, tcache, "k", N, NULL), N - MISSED / 4);
+    ck_assert_int_eq(count_present(c, tcache, "m", MISSED / 2, NULL), MISSED / 2);
+    verify_clean();
+    tcache = "default";
+    snprintf(tcache_partitions, sizeof tcache_partitions, "partitions default");
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+/* Delta rejoin after a restart from the data directory: every server runs
+ * with --data-dir; one stops (SIGTERM: its last checkpoint holds each
+ * partition's delta mark), the survivors restore redundancy and take 1% of
+ * writes more (overwrites, removes, new keys), and it starts again from its
+ * directory while a put load runs.  It joins a live grid, so it does not
+ * serve its recovered copy; it keeps it aside as delta bases and receives
+ * only what it missed: mode "delta", far less than its share.  Every
+ * acknowledged write reads back, the removed keys stay removed, and
+ * `lattice verify` finds every copy equal. */
+START_TEST(delta_rejoin_after_a_restart)
+{
+    it_begin("rebalance_delta_restart");
+    it_proc *srv[3];
+    char dd[3][300];
+    const char *ex[3][3];
+    snprintf(cluster, sizeof cluster, "it-rebalance-%d", (int)getpid());
+    base_port = it_free_ports(4);
+    snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", base_port, base_port + 3);
+    for (int i = 0; i < 3; i++) {
+        snprintf(dd[i], sizeof dd[i], "%s/data%d", it_dir(), i);
+        ex[i][0] = "--data-dir", ex[i][1] = dd[i], ex[i][2] = NULL;
+        char name[16];
+        snprintf(name, sizeof name, "s%d", i);
+        srv[i] = start_one(name, base_port + i, ex[i]);
+    }
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    char out[4096];
+    ck_assert_int_eq(it_capture(out, sizeof out, "%s --ip-finder %s --cluster %s cache create dl backups=1 partitions=128",
+                                LATTICE_CLI_PATH, finder, cluster),
+                     0);
+    tcache = "dl";
+    snprintf(tcache_partitions, sizeof tcache_partitions, "partitions %s", tcache);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    balanced_ctx b3 = {3, 2, NULL, 0, 0};
+    wait_balanced(&b3, 30000);
+    const long N = 20000, MISSED = N / 100;
+    put_range(c, "k", N);
+    it_signal(srv[2], SIGTERM);
+    ck_assert(it_wait_exit(srv[2], 30000));
+    wait_grid(c, 2);
+    balanced_ctx b2 = {2, 2, NULL, 0, 0};
+    wait_balanced(&b2, 60000);
+    put_range(c, "m", MISSED / 2);
+    char key[48];
+    for (long i = 0; i < MISSED / 4; i++) {
+        key_of(key, sizeof key, "k", i * 7);
+        ck_assert_int_eq(lattice_cache_remove(c, tcache, key, strlen(key)), LATTICE_OK);
+    }
+    load l;
+    load_start(&l, c);
+    srv[2] = start_one("s2-restarted", base_port + 2, ex[2]);
+    ck_assert(it_wait_log(srv[2], "as a delta base", 30000));
+    wait_grid(c, 3);
+    wait_balanced(&b3, 60000);
+    load_stop_and_check(&l);
+    json_t *me = rebalance_node_of_port(base_port + 2);
+    ck_assert_ptr_nonnull(me);
+    const char *mode = json_string_value(json_object_get(me, "mode"));
+    long got = (long)json_integer_value(json_object_get(me, "entries_received"));
+    long bytes = (long)json_integer_value(json_object_get(me, "bytes_received"));
+    long nd = (long)json_integer_value(json_object_get(me, "partitions_delta"));
+    long nfull = (long)json_integer_value(json_object_get(me, "partitions_full"));
+    printf("rejoin after a restart: mode %s, %ld entries, %ld bytes received in %.2f s (%ld keys, %ld missed), "
+           "%ld partitions as deltas, %ld in full\n", mode, got, bytes, rebalance_seconds(srv[2], tcache), N, MISSED,
+           nd, nfull);
+    ck_assert_str_eq(mode, "delta");
+    ck_assert_int_gt(nd, 0);
+    ck_assert_int_lt(got, N / 10);
     json_decref(me);
     long gone = 0;
     for (long i = 0; i < MISSED / 4; i++) {
@@ -896,8 +1041,11 @@ int main(void)
     tc = tc_of("pause_no_quorum");
     tcase_add_test(tc, a_pause_that_cost_the_quorum_loses_no_data);
     suite_add_tcase(s, tc);
-    tc = tc_of("rejoin_nodes");
-    tcase_add_test(tc, rejoin_after_a_pause_reports_its_rebalance);
+    tc = tc_of("delta");
+    tcase_add_loop_test(tc, delta_rejoin_after_a_pause, 0, 3);
+    suite_add_tcase(s, tc);
+    tc = tc_of("delta_restart");
+    tcase_add_test(tc, delta_rejoin_after_a_restart);
     suite_add_tcase(s, tc);
     tc = tc_of("reset_lost");
     tcase_add_test(tc, reset_lost_gives_up_the_partitions_of_a_killed_server);

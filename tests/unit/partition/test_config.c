@@ -41,7 +41,7 @@ START_TEST(defaults_are_the_documented_ones)
                      "read_from_backup=true,expiry_ms=none,region=default,"
                      "exclude_neighbors=false,rebalance_mode=async,rebalance_batch_bytes=524288,"
                      "rebalance_prefetch=3,rebalance_throttle_ms=0,rebalance_delay_ms=0,"
-                     "max_key_bytes=65536,max_value_bytes=536870912");
+                     "history=1024,history_bytes=65536,max_key_bytes=65536,max_value_bytes=536870912");
 }
 END_TEST
 

@@ -538,7 +538,7 @@ START_TEST(checkpoint_and_log_against_a_reference_map)
             }
         }
         if (round < 2) {
-            lt_persist_ckpt_cache cc = {"c", SPEC, s, counter, PARTS};
+            lt_persist_ckpt_cache cc = {"c", SPEC, s, counter, PARTS, NULL};
             ck_assert_int_eq(lt_persist_checkpoint(p, &cc, 1), LATTICE_OK);
         }
     }
@@ -583,7 +583,7 @@ START_TEST(checkpoint_file_whole_or_not_used)
     lattice_store *s = new_store();
     for (int i = 0; i < 50; i++) put(s, i, "ck");
     uint64_t counter[PARTS] = {1, 2, 3, 4, 5, 6, 7, 8};
-    lt_persist_ckpt_cache cc = {"c", SPEC, s, counter, PARTS};
+    lt_persist_ckpt_cache cc = {"c", SPEC, s, counter, PARTS, NULL};
     mkdir(dir, 0755);
     char path[400];
     snprintf(path, sizeof path, "%s/checkpoint-%016x.ckpt", dir, 0);
@@ -632,6 +632,47 @@ START_TEST(a_discarded_copy_stays_discarded)
 }
 END_TEST
 
+/* A checkpoint's delta marks (MARKS) come back with the recovered copy; a
+ * CLEAR in the log after it takes its partition's mark away; a copy taken
+ * aside leaves a DROP behind: the next start finds nothing of it. */
+START_TEST(checkpoint_marks_come_back_and_a_clear_drops_its_mark)
+{
+    lattice_store *s = new_store();
+    for (int i = 0; i < 50; i++) put(s, i, "ck");
+    uint64_t counter[PARTS] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint64_t marks[PARTS] = {1, 2, LT_MARK_NONE, 4, 5, 6, 7, 8};
+    lt_persist *p = open_dir(0);
+    lt_persist_discard(p, "test");
+    lt_persist_cache_attach(p, s, "c", SPEC, PARTS);
+    lt_persist_ckpt_cache cc = {"c", SPEC, s, counter, PARTS, marks};
+    ck_assert_int_eq(lt_persist_checkpoint(p, &cc, 1), LATTICE_OK);
+    ck_assert_int_eq(lattice_store_clear(s, 3), LATTICE_OK);
+    wait_durable(p);
+    lt_persist_close(p);
+    lattice_store_destroy(s);
+    p = open_dir(0);
+    ck_assert_uint_eq(lt_persist_recovered_count(p), 1);
+    const uint64_t *m = lt_persist_recovered_marks(p, 0);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_uint_eq(m[0], 1);
+    ck_assert_uint_eq(m[2], LT_MARK_NONE);
+    ck_assert_uint_eq(m[3], LT_MARK_NONE); /* cleared after the checkpoint */
+    ck_assert_uint_eq(m[7], 8);
+    uint64_t *cnt = NULL, *mk = NULL;
+    ck_assert_int_eq(lt_persist_take_aside(p, 0, &s, &cnt, &mk), LATTICE_OK);
+    ck_assert_uint_eq(mk[4], 5);
+    ck_assert_uint_gt(count(s), 0);
+    lt_free(cnt);
+    lt_free(mk);
+    lattice_store_destroy(s);
+    wait_durable(p);
+    lt_persist_close(p);
+    p = open_dir(0);
+    ck_assert_ptr_null(take(p, NULL));
+    lt_persist_close(p);
+}
+END_TEST
+
 START_TEST(second_open_of_a_dir_is_refused)
 {
     lt_persist *p = open_dir(0);
@@ -675,6 +716,7 @@ int main(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, checkpoint_and_log_against_a_reference_map);
     tcase_add_test(t, checkpoint_file_whole_or_not_used);
+    tcase_add_test(t, checkpoint_marks_come_back_and_a_clear_drops_its_mark);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }

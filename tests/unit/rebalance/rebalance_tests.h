@@ -19,6 +19,7 @@ TCase *rebalance_wire_tcase(void);
 TCase *rebalance_flow_tcase(void);
 TCase *rebalance_verify_tcase(void);
 TCase *rebalance_join_tcase(void);
+TCase *rebalance_delta_tcase(void);
 
 static inline uint64_t t_mix64(uint64_t x)
 {

@@ -10,5 +10,6 @@ int main(void)
     suite_add_tcase(s, rebalance_flow_tcase());
     suite_add_tcase(s, rebalance_verify_tcase());
     suite_add_tcase(s, rebalance_join_tcase());
+    suite_add_tcase(s, rebalance_delta_tcase());
     return lt_run_suite(s);
 }

@@ -146,10 +146,10 @@ START_TEST(supply_bad_bytes_rejected)
         buf[i] ^= 0x5a;
     }
     lt_free(buf);
-    /* Hand-made: an entry with an unknown field; an entry with an empty key;
+    /* Hand-made: an entry with an unknown field (6; 5 is removed); an entry with an empty key;
      * batch 0; a status out of range. */
     static const uint8_t unk_entry[] = {0x08, 0x01, 0x12, 0x01, 'c', 0x40, 0x01,
-                                        0x4a, 0x05, 0x0a, 0x01, 'k', 0x28, 0x01};
+                                        0x4a, 0x05, 0x0a, 0x01, 'k', 0x30, 0x01};
     static const uint8_t empty_key[] = {0x08, 0x01, 0x12, 0x01, 'c', 0x40, 0x01,
                                         0x4a, 0x02, 0x12, 0x00};
     static const uint8_t batch0[] = {0x08, 0x01, 0x12, 0x01, 'c'};

@@ -1,0 +1,144 @@
+/*
+ * history: bounded ring of (counter, key) per partition (history.h).
+ * Callers serialise every call on one history (store.c: the partition lock).
+ */
+#include "history.h"
+
+#include <string.h>
+
+#include "lattice/alloc.h"
+
+void lt_hist_init(lt_hist *h)
+{
+    memset(h, 0, sizeof *h);
+}
+
+static void drop_oldest(lt_hist *h)
+{
+    hist_rec *r = &h->ring[h->head];
+    if (r->counter > h->dropped) h->dropped = r->counter;
+    h->any_dropped = true;
+    h->bytes -= LT_HIST_REC_BYTES(r->key_len);
+    lt_free(r->key);
+    r->key = NULL;
+    h->head = (h->head + 1) % h->cap;
+    h->n--;
+}
+
+static void empty(lt_hist *h)
+{
+    while (h->n) drop_oldest(h);
+    lt_free(h->ring);
+    h->ring = NULL;
+    h->cap = h->head = 0;
+}
+
+void lt_hist_free(lt_hist *h)
+{
+    empty(h);
+    lt_hist_init(h);
+}
+
+void lt_hist_reset(lt_hist *h)
+{
+    lt_hist_free(h);
+}
+
+void lt_hist_lose(lt_hist *h)
+{
+    empty(h); /* nothing in it can be trusted to be complete any more */
+    h->lost = true;
+    h->valid = false;
+}
+
+/* Grows the ring to hold one more record (up to max_entries slots). */
+static bool grow(lt_hist *h, uint32_t max_entries)
+{
+    if (h->n < h->cap) return true;
+    uint32_t cap = h->cap ? h->cap * 2 : 16;
+    if (cap > max_entries) cap = max_entries;
+    if (cap <= h->cap) return false;
+    hist_rec *x = lt_malloc(cap * sizeof *x);
+    if (!x) return false;
+    for (uint32_t i = 0; i < h->n; i++) x[i] = h->ring[(h->head + i) % h->cap];
+    lt_free(h->ring);
+    h->ring = x;
+    h->cap = cap;
+    h->head = 0;
+    return true;
+}
+
+/* Counter c was applied: contig moves over it and whatever it joins. */
+static void contig_note(lt_hist *h, uint64_t c)
+{
+    if (!h->valid || c <= h->contig || c - h->contig > 64) return; /* too far ahead: a gap below */
+    h->win |= 1ull << (c - h->contig - 1);
+    while (h->win & 1) {
+        h->win >>= 1;
+        h->contig++;
+    }
+}
+
+void lt_hist_note(lt_hist *h, uint32_t max_entries, uint64_t max_bytes, uint64_t counter, const void *key,
+                  size_t key_len, bool removed)
+{
+    if (h->lost) return;
+    contig_note(h, counter);
+    uint64_t cost = LT_HIST_REC_BYTES(key_len);
+    if (!max_entries || cost > max_bytes || key_len > UINT32_MAX) {
+        /* Off, or a record that never fits: the change cannot be told. */
+        if (!max_entries) lt_hist_lose(h);
+        else {
+            if (counter > h->dropped) h->dropped = counter;
+            h->any_dropped = true;
+        }
+        return;
+    }
+    while (h->n && (h->n >= max_entries || h->bytes + cost > max_bytes)) drop_oldest(h);
+    uint8_t *k = lt_malloc(key_len ? key_len : 1);
+    if (!k || !grow(h, max_entries)) {
+        lt_free(k);
+        lt_hist_lose(h);
+        return;
+    }
+    memcpy(k, key, key_len);
+    hist_rec *r = &h->ring[(h->head + h->n) % h->cap];
+    *r = (hist_rec){counter, k, (uint32_t)key_len, removed};
+    h->n++;
+    h->bytes += cost;
+}
+
+void lt_hist_valid_from(lt_hist *h, uint64_t base)
+{
+    if (h->lost) return;
+    if (!h->valid || base > h->contig) {
+        h->contig = base;
+        h->win = 0;
+    }
+    h->valid = true;
+    h->base = base;
+    /* The ring is in arrival order, not counter order: pass again while
+     * contig moves (each pass that moves it consumes a record). */
+    for (uint64_t before = UINT64_MAX; before != h->contig;) {
+        before = h->contig;
+        for (uint32_t i = 0; i < h->n; i++) contig_note(h, h->ring[(h->head + i) % h->cap].counter);
+    }
+}
+
+bool lt_hist_recorded_above(const lt_hist *h, uint64_t x)
+{
+    return !h->lost && (!h->any_dropped || h->dropped <= x);
+}
+
+bool lt_hist_complete_above(const lt_hist *h, uint64_t x)
+{
+    return h->valid && h->base <= x && lt_hist_recorded_above(h, x);
+}
+
+void lt_hist_walk_above(const lt_hist *h, uint64_t x, lt_hist_fn fn, void *arg)
+{
+    for (uint32_t i = 0; i < h->n; i++) {
+        const hist_rec *r = &h->ring[(h->head + i) % h->cap];
+        if (r->counter > x && fn(arg, r->key, r->key_len, r->counter, r->removed)) return;
+    }
+}
