@@ -540,43 +540,6 @@ static int64_t sessions_of(lattice_meta_cache *c, struct rebal_cache *rc, const 
     return total;
 }
 
-/* The kept copy's keys above its mark, as a DeltaBase's. */
-typedef struct key_list {
-    lattice_rebalance_key *k;
-    size_t n, cap;
-    bool failed;
-} key_list;
-
-static int list_key(void *arg, const void *key, size_t len, uint64_t counter, bool removed)
-{
-    (void)counter, (void)removed;
-    key_list *l = arg;
-    for (size_t i = 0; i < l->n; i++) /* a key changed twice is listed once (lists are short) */
-        if (l->k[i].len == len && memcmp(l->k[i].data, key, len) == 0) return 0;
-    if (l->n == LATTICE_REBALANCE_MAX_DELTA_KEYS) {
-        l->failed = true;
-        return 1;
-    }
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 16;
-        lattice_rebalance_key *x = lt_realloc(l->k, nc * sizeof *x);
-        if (!x) {
-            l->failed = true;
-            return 1;
-        }
-        l->k = x;
-        l->cap = nc;
-    }
-    uint8_t *b = lt_malloc(len);
-    if (!b) {
-        l->failed = true;
-        return 1;
-    }
-    memcpy(b, key, len);
-    l->k[l->n++] = (lattice_rebalance_key){b, len};
-    return 0;
-}
-
 /* Begins p as a delta of the copy this node kept from before it was dropped
  * (salvage.c), when there is one with a mark and every change above the mark
  * is in its history; false: begin it as a plain load. */
@@ -584,20 +547,16 @@ static bool begin_with_base(lattice_ops *d, lattice_meta_cache *c, rsess *s, uin
 {
     uint64_t mark = 0;
     lattice_store *base = salvage_delta_base(d, c, p, &mark);
-    if (!base) return false;
-    key_list l = {0};
-    lattice_status st = lattice_store_history_above(base, p, mark, true, list_key, &l) == LATTICE_OK && !l.failed
-                            ? LATTICE_OK
-                            : LATTICE_ERR_NOT_FOUND;
-    lattice_rebalance_delta_base *x = st == LATTICE_OK ? lt_realloc(s->bases, (s->nbases + 1) * sizeof *x) : NULL;
+    lattice_rebalance_delta_base b;
+    if (!base || lattice_rebalance_delta_base_of(base, p, mark, &b) != LATTICE_OK) return false;
+    lattice_rebalance_delta_base *x = lt_realloc(s->bases, (s->nbases + 1) * sizeof *x);
     if (x) s->bases = x;
-    if (x) st = lattice_rebalance_applier_begin_delta(s->ap, p, base, mark);
-    if (!x || st != LATTICE_OK) {
-        for (size_t i = 0; i < l.n; i++) lt_free(l.k[i].data);
-        lt_free(l.k);
+    if (!x || lattice_rebalance_applier_begin_delta(s->ap, p, base, mark) != LATTICE_OK) {
+        for (size_t i = 0; i < b.key_count; i++) lt_free(b.keys[i].data);
+        lt_free(b.keys);
         return false;
     }
-    s->bases[s->nbases++] = (lattice_rebalance_delta_base){p, mark, l.k, l.n};
+    s->bases[s->nbases++] = b;
     return true;
 }
 

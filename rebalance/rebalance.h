@@ -261,6 +261,14 @@ lattice_status lattice_rebalance_batcher_create(lattice_store *store, const char
 lattice_status lattice_rebalance_batcher_next(lattice_rebalance_batcher *b, uint64_t batch,
                                               uint64_t counter, void **buf, size_t *len,
                                               bool *last, size_t *entries);
+/* The demander's side of a delta: the base a kept copy offers for
+ * partition p - mark, and every key its history changed above the mark,
+ * each once (copies; lattice_rebalance_demand_clear frees them with the
+ * demand that carries it).  NOT_FOUND when the history does not hold every
+ * change above the mark, or they are more than
+ * LATTICE_REBALANCE_MAX_DELTA_KEYS keys: the caller loads p in full. */
+lattice_status lattice_rebalance_delta_base_of(lattice_store *store, uint32_t partition, uint64_t mark,
+                                               lattice_rebalance_delta_base *out);
 /* A delta of partition p against a demander's base: every key the store's
  * history changed above base->mark plus the base's keys, each with its
  * current value or as a removal (version: the key's last change the history

@@ -760,6 +760,41 @@ static int hist_key(void *arg, const void *key, size_t key_len, uint64_t counter
     return dset_add(arg, key, key_len, counter, true);
 }
 
+lattice_status lattice_rebalance_delta_base_of(lattice_store *store, uint32_t partition, uint64_t mark,
+                                               lattice_rebalance_delta_base *out)
+{
+    if (!store || !out || partition >= lattice_store_partitions(store)) return LATTICE_ERR_INVAL;
+    *out = (lattice_rebalance_delta_base){partition, mark, NULL, 0};
+    struct dset ks = {0};
+    int rc = lattice_store_history_above(store, partition, mark, true, hist_key, &ks);
+    lattice_status st = rc != LATTICE_OK || ks.n > LATTICE_REBALANCE_MAX_DELTA_KEYS ? LATTICE_ERR_NOT_FOUND
+                        : ks.oom                                               ? LATTICE_ERR_NOMEM
+                                                                               : LATTICE_OK;
+    lattice_rebalance_key *keys = st == LATTICE_OK && ks.n ? lt_calloc(ks.n, sizeof *keys) : NULL;
+    if (st == LATTICE_OK && ks.n && !keys) st = LATTICE_ERR_NOMEM;
+    size_t n = 0;
+    for (size_t i = 0; st == LATTICE_OK && i < ks.cap; i++) {
+        const struct dkey *k = &ks.t[i];
+        if (!k->used) continue;
+        if (!(keys[n].data = lt_malloc(k->len ? k->len : 1))) {
+            st = LATTICE_ERR_NOMEM;
+            break;
+        }
+        memcpy(keys[n].data, dkey_of(&ks, k), k->len);
+        keys[n++].len = k->len;
+    }
+    lt_free(ks.t);
+    lt_free(ks.keys);
+    if (st != LATTICE_OK) {
+        for (size_t i = 0; i < n; i++) lt_free(keys[i].data);
+        lt_free(keys);
+        return st;
+    }
+    out->keys = keys;
+    out->key_count = n;
+    return LATTICE_OK;
+}
+
 /* Appends one entry to the arena (the batcher's pend layout). */
 static int arena_put(lattice_rebalance_batcher *b, const struct pend *p, const void *key, const void *value)
 {

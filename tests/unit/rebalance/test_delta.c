@@ -64,30 +64,17 @@ static lattice_store *mk(lattice_region *r)
     return s;
 }
 
-/* The demander's keys changed above mark, from its kept copy's history. */
-struct keys {
-    lattice_rebalance_key k[64];
-    size_t n;
-};
-
-static int list_key(void *arg, const void *key, size_t len, uint64_t counter, bool removed)
-{
-    (void)counter, (void)removed;
-    struct keys *ks = arg;
-    ck_assert_uint_lt(ks->n, 64);
-    ks->k[ks->n].data = lt_malloc(len);
-    memcpy(ks->k[ks->n].data, key, len);
-    ks->k[ks->n++].len = len;
-    return 0;
-}
-
 /* Streams the delta (or a full copy when the delta is refused) into dst. */
 static bool load(lattice_store *sup, uint64_t counter, lattice_store *base, uint64_t mark, lattice_store *dst,
                  uint64_t *entries)
 {
-    struct keys ks = {0};
-    ck_assert_int_eq(lattice_store_history_above(base, 0, mark, true, list_key, &ks), LATTICE_OK);
-    lattice_rebalance_delta_base db = {0, mark, ks.k, ks.n};
+    /* The demander's base, as the node builds it: each key its kept copy
+     * changed above the mark, once. */
+    lattice_rebalance_delta_base db;
+    ck_assert_int_eq(lattice_rebalance_delta_base_of(base, 0, mark, &db), LATTICE_OK);
+    for (size_t i = 0; i < db.key_count; i++)
+        for (size_t k = i + 1; k < db.key_count; k++)
+            ck_assert(db.keys[i].len != db.keys[k].len || memcmp(db.keys[i].data, db.keys[k].data, db.keys[i].len));
     lattice_rebalance_batcher *b = NULL;
     lattice_status st = lattice_rebalance_batcher_create_delta(sup, "orders", &DIDS, 0, 4096, counter, &db, &b);
     bool delta = st == LATTICE_OK;
@@ -116,7 +103,10 @@ static bool load(lattice_store *sup, uint64_t counter, lattice_store *base, uint
     }
     lattice_rebalance_applier_free(a);
     lattice_rebalance_batcher_free(b);
-    for (size_t i = 0; i < ks.n; i++) lt_free(ks.k[i].data);
+    lattice_rebalance_demand m = {.deltas = lt_malloc(sizeof db), .delta_count = 1};
+    ck_assert_ptr_nonnull(m.deltas);
+    m.deltas[0] = db;
+    lattice_rebalance_demand_clear(&m);
     return delta;
 }
 
@@ -186,6 +176,8 @@ START_TEST(gap_older_than_the_history_falls_back_to_a_full_copy)
         if (i <= 10) dput(kept, k, v, i);
     }
     dput(kept, "k3", "lost", 11); /* diverged too */
+    lattice_rebalance_delta_base none;
+    ck_assert_int_eq(lattice_rebalance_delta_base_of(fresh, 0, 10, &none), LATTICE_ERR_NOT_FOUND); /* no history */
     uint64_t entries = 0;
     ck_assert(!load(grid, 50, kept, 10, fresh, &entries)); /* 40 missed, 8 kept: full */
     same(grid, fresh);
