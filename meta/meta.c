@@ -443,8 +443,19 @@ static void cache_free(lattice_meta *m, lattice_meta_cache *c)
     lattice_affinity_free(c->ideal);
     lt_free(c->ideal_live);
     lt_free(c->counter);
+    lt_free(c->restore_keep);
     lost_clear(c);
     lt_free(c);
+}
+
+/* c's restore decision becomes a copy of (b, n); n 0: none. */
+static void set_restore_keep(lattice_meta_cache *c, const uint8_t *b, size_t n)
+{
+    if (c->n_restore_keep == n && (!n || !memcmp(c->restore_keep, b, n))) return;
+    lt_free(c->restore_keep);
+    c->restore_keep = n ? lt_malloc(n) : NULL;
+    c->n_restore_keep = c->restore_keep ? n : 0;
+    if (c->restore_keep) memcpy(c->restore_keep, b, n);
 }
 
 static lattice_status cache_set_base(lattice_meta *m, lattice_meta_cache *c, char *const *base, size_t n,
@@ -584,6 +595,8 @@ static void msg_rebuild(lattice_meta *m)
         cd->n_lost = c->lost_msg ? c->n_lost : 0;
         cd->lost_reset = c->lost_reset;
         cd->restoring = c->restoring;
+        if (!c->restoring) set_restore_keep(c, NULL, 0); /* the old message is freed: nothing borrows it */
+        cd->restore_keep = (ProtobufCBinaryData){c->n_restore_keep, c->restore_keep};
         x->caches[x->n_caches++] = cd;
     }
     m->msg = x;
@@ -670,6 +683,7 @@ bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg)
         lost_parse(c, cd->lost, cd->n_lost);
         c->lost_reset = cd->lost_reset;
         c->restoring = cd->restoring;
+        set_restore_keep(c, cd->restore_keep.data, cd->restoring ? cd->restore_keep.len : 0);
         for (size_t k = 0; k < m->n_caches; k++)
             if (m->caches[k] == c) keep[k] = true;
     }
@@ -714,6 +728,7 @@ void lattice_meta_start_restart(lattice_meta *m, const lattice_cache_config *cfg
         if (!c || !bases[b].n || bases[b].n > MAX_MEMBERS) continue;
         if (cache_set_base(m, c, bases[b].entries, bases[b].n, bases[b].version + 1) == LATTICE_OK) {
             c->restoring = true;
+            set_restore_keep(c, bases[b].keep, bases[b].n_keep);
             LT_LOG(LT_INFO, "data", "coordinator: cache %s restarts on the base of its data directories (%zu servers, "
                    "base version %llu); restoring", c->cfg.name, bases[b].n, (unsigned long long)c->base_version);
         }
@@ -721,6 +736,7 @@ void lattice_meta_start_restart(lattice_meta *m, const lattice_cache_config *cfg
     msg_rebuild(m);
 }
 
+/* The decision goes at the next msg_rebuild: the message borrows it. */
 void lattice_meta_end_restoring(lattice_meta_cache *c) { c->restoring = false; }
 
 lattice_status lattice_meta_add(lattice_meta *m, const char *spec)

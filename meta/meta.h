@@ -81,6 +81,8 @@ typedef struct lattice_meta_cache {
     uint64_t frozen_at;                /* a prepare froze it at this metadata version (0: not frozen) */
     uint64_t lost_reset;               /* lattice_meta_reset_lost: at this base version (0: never) */
     bool restoring;                    /* whole-grid restart: copies being made equal, nothing served */
+    uint8_t *restore_keep;             /* while restoring: the decision (ops/restart.c's encoding; meta only carries it) */
+    size_t n_restore_keep;
     lattice_meta_lost *lost;           /* by partition, ascending */
     size_t n_lost;
     char **lost_msg;                   /* lost[i].msg, for the message */
@@ -157,6 +159,8 @@ typedef struct lattice_meta_restart_base {
     char *const *entries;
     size_t n;
     uint64_t version;
+    const uint8_t *keep;  /* the decision, carried while the cache is restoring */
+    size_t n_keep;
 } lattice_meta_restart_base;
 /* lattice_meta_start, except that a cache named in bases gets that base
  * back (a server not back is not alive in it: its partitions are served by

@@ -361,6 +361,11 @@ static bool recompute(lattice_meta_cache *c, struct rebal_cache *rc)
         /* Neither serving nor becoming an owner: RENTING -> EVICTED. */
         if (rc->copy[p] != LATTICE_PART_EVICTED) changed = true;
         rc->copy[p] = LATTICE_PART_EVICTED;
+        /* A whole-grid restart keeps every copy until the copies are equal:
+         * the kept one may be here on a node that owns nothing now (back
+         * under a new id) or owns it in no base (restart.c); end_restoring
+         * drops them. */
+        if (c->restoring) continue;
         fast_mark(c, p);
         if (lattice_store_count(c->store, p) && lattice_store_clear(c->store, p) == LATTICE_OK) evicted++;
     }

@@ -30,6 +30,15 @@
  *               restoring: the grid serves, and where a server was missing
  *               the rebalance goes on as after a departure.
  *
+ * The decision travels in the metadata (CacheDef.restore_keep: per
+ * partition the keeper's consistent id and the kept copy's digest), so a
+ * coordinator that takes the restore over keeps the same copies, and a
+ * keeper that dies is waited for (--restart-wait-ms): it comes back from
+ * its data directory with the same copy and sends it under its new node id.
+ * Replacing it by the best copy the owners hold could keep an old data
+ * directory's copy; that happens only when the keeper is not back within
+ * the wait (logged).
+ *
  * When the owners' copies agree (a grid stopped or killed while no write
  * was in flight on them), no entry moves.
  */
@@ -71,9 +80,10 @@ typedef struct rs_report {
 } rs_report;
 
 typedef struct rs_keep { /* per partition: the copy kept */
-    char node[64];       /* "" none: no node holds anything of it */
+    char cid[160];       /* its holder's consistent id; "" none: no node holds anything of it */
     uint64_t rank_bv;
     rs_copy copy;
+    uint64_t since;      /* when an owner was first seen without it (0: none is) */
 } rs_keep;
 
 typedef struct rs_dec {
@@ -94,7 +104,7 @@ struct ops_restart {
     size_t n_dec;
     size_t round_left;
     bool round_failed;
-    uint64_t pushes, started_ms;
+    uint64_t pushes, started_ms, waiting_logged;
     bool publish; /* restoring ended: the metadata is to be published */
     char *reloading; /* DIR/reloading as written: "CACHE PARTITION" lines this node is loading */
     bool reload_done_due;
@@ -475,9 +485,71 @@ bool restart_refuses(const lattice_ops *d)
            (d->restart_seen_ms && lt_mono_ms() - d->restart_seen_ms < 2 * META_PULL_INTERVAL_MS);
 }
 
+/* ------------------------------------------------------------ the decision */
+
+/* The decision of one cache as the metadata carries it: the keepers'
+ * consistent ids, then per partition its keeper's index among them
+ * (UINT64_MAX: nobody holds anything of it) and the kept copy's digest. */
+static bool keep_encode(const rs_dec *dc, wbuf *w)
+{
+    const char **ids = lt_calloc(dc->parts, sizeof *ids);
+    uint64_t *idx = lt_calloc(dc->parts, sizeof *idx);
+    size_t n = 0;
+    for (uint32_t p = 0; ids && idx && p < dc->parts; p++) {
+        const char *cid = dc->keep[p].cid;
+        idx[p] = UINT64_MAX;
+        if (!cid[0]) continue;
+        for (size_t i = 0; i < n && idx[p] == UINT64_MAX; i++)
+            if (!strcmp(ids[i], cid)) idx[p] = i;
+        if (idx[p] == UINT64_MAX) {
+            idx[p] = n;
+            ids[n++] = cid;
+        }
+    }
+    if (!ids || !idx) w->failed = true;
+    w_u64(w, n);
+    for (size_t i = 0; i < n; i++) w_str(w, ids[i]);
+    for (uint32_t p = 0; !w->failed && p < dc->parts; p++) {
+        w_u64(w, idx[p]);
+        w_u64(w, dc->keep[p].copy.counter);
+        w_u64(w, dc->keep[p].copy.size);
+        w_u64(w, dc->keep[p].copy.hash);
+    }
+    lt_free(ids);
+    lt_free(idx);
+    return !w->failed;
+}
+
+/* dc->keep[] from the metadata's form (any bytes: false on a malformed one). */
+static bool keep_decode(rs_dec *dc, const uint8_t *b, size_t len)
+{
+    rbuf r = {b, len, 0, false};
+    uint64_t n = r_u64(&r);
+    if (r.bad || n > dc->parts) return false;
+    char (*ids)[160] = lt_calloc(n ? n : 1, sizeof *ids);
+    for (uint64_t i = 0; ids && i < n && !r.bad; i++) r_str(&r, ids[i], sizeof ids[i]);
+    if (!ids || r.bad || (r.n - r.at) / 32 != dc->parts || (r.n - r.at) % 32) {
+        lt_free(ids);
+        return false;
+    }
+    for (uint32_t p = 0; p < dc->parts && !r.bad; p++) {
+        uint64_t i = r_u64(&r);
+        rs_keep *k = &dc->keep[p];
+        k->copy.counter = r_u64(&r);
+        k->copy.size = r_u64(&r);
+        k->copy.hash = r_u64(&r);
+        if (i == UINT64_MAX) k->cid[0] = 0;
+        else if (i < n) snprintf(k->cid, sizeof k->cid, "%s", ids[i]);
+        else r.bad = true;
+    }
+    lt_free(ids);
+    return !r.bad;
+}
+
 /* Decides which copy of every partition is kept; fills bases for the
- * metadata (entries "CID NODE_ID", "-" for a server that did not report). */
-static size_t decide(lattice_ops *d, lattice_meta_restart_base *bases, char ***entries)
+ * metadata (entries "CID NODE_ID", "-" for a server that did not report;
+ * the decision in keeps[], which the caller frees). */
+static size_t decide(lattice_ops *d, lattice_meta_restart_base *bases, char ***entries, wbuf *keeps)
 {
     struct ops_restart *x = d->restart;
     size_t nb = 0;
@@ -513,23 +585,25 @@ static size_t decide(lattice_ops *d, lattice_meta_restart_base *bases, char ***e
                     const rs_copy *y = &c->copy[p];
                     rs_keep *kp = &dc->keep[p];
                     if (!y->counter && !y->size) continue;
-                    bool better = !kp->node[0] || c->base_version > kp->rank_bv ||
+                    bool better = !kp->cid[0] || c->base_version > kp->rank_bv ||
                                   (c->base_version == kp->rank_bv &&
                                    (y->counter > kp->copy.counter ||
                                     (y->counter == kp->copy.counter && y->size < kp->copy.size)));
-                    if (kp->node[0] && (y->hash != kp->copy.hash || y->size != kp->copy.size)) differ++;
+                    if (kp->cid[0] && (y->hash != kp->copy.hash || y->size != kp->copy.size)) differ++;
                     if (!better) continue;
-                    snprintf(kp->node, sizeof kp->node, "%s", x->rep[r].node);
+                    snprintf(kp->cid, sizeof kp->cid, "%s", x->rep[r].cid);
                     kp->rank_bv = c->base_version;
                     kp->copy = *y;
                 }
             }
-        for (uint32_t p = 0; p < dc->parts; p++) kept += dc->keep[p].node[0] != 0;
+        for (uint32_t p = 0; p < dc->parts; p++) kept += dc->keep[p].cid[0] != 0;
         LT_LOG(LT_INFO, "data", "whole-grid restart: cache %s: base version %" PRIu64 " of %zu servers; %u partitions "
                "hold data, copies differ %u times (the highest update counter is kept)", cfg->name, b->base_version,
                b->n_cids, kept, differ);
         entries[nb] = ent;
-        bases[nb] = (lattice_meta_restart_base){dc->name, ent, b->n_cids, b->base_version};
+        keeps[nb] = (wbuf){0};
+        if (!keep_encode(dc, &keeps[nb])) keeps[nb].n = 0; /* no room: a takeover decides from the digests */
+        bases[nb] = (lattice_meta_restart_base){dc->name, ent, b->n_cids, b->base_version, keeps[nb].b, keeps[nb].n};
         nb++;
         x->n_dec++;
     }
@@ -572,9 +646,13 @@ bool restart_tick(lattice_ops *d, uint64_t now)
                (long long)x->wait_ms);
     lattice_meta_restart_base bases[LATTICE_META_MAX_CACHES];
     char **entries[LATTICE_META_MAX_CACHES];
-    size_t nb = decide(d, bases, entries);
+    wbuf keeps[LATTICE_META_MAX_CACHES];
+    size_t nb = decide(d, bases, entries, keeps);
     lattice_meta_start_restart(d->meta, d->local_cfgs, d->n_local_cfgs, bases, nb);
-    for (size_t i = 0; i < nb; i++) cids_free(entries[i], bases[i].n);
+    for (size_t i = 0; i < nb; i++) {
+        cids_free(entries[i], bases[i].n);
+        lt_free(keeps[i].b);
+    }
     x->phase = nb ? 2 : 3;
     x->last_round = now; /* the servers adopt first */
     return true;
@@ -589,27 +667,47 @@ static const lattice_partition_digest *digest_of(const rs_dec *dc, const char *n
     return NULL;
 }
 
-static void push(lattice_ops *d, lattice_meta_cache *c, uint32_t p, const char *keeper, const char *to);
+static void push(lattice_ops *d, lattice_meta_cache *c, uint32_t p, const char *keeper, const char *to,
+                 const rs_copy *want);
 static bool note_reloading(lattice_ops *d, const char *name, uint32_t p);
 
 /* keep[] of partition p (every one: UINT32_MAX) from the round's digests -
- * the owners' adopted copies, all of one base now - by counter, then fewer
- * entries: a coordinator that took over, or a keeper that left. */
-static void derive(rs_dec *dc, uint32_t only)
+ * the owners' adopted copies - by counter, then fewer entries: a
+ * coordinator that took over without the decision, or a keeper that did not
+ * come back within the wait. */
+static void derive(lattice_ops *d, rs_dec *dc, uint32_t only)
 {
     for (uint32_t p = 0; p < dc->parts; p++)
         if (only == UINT32_MAX || p == only) memset(&dc->keep[p], 0, sizeof dc->keep[p]);
     for (size_t k = 0; k < dc->dg.n; k++) {
         const lattice_partition_digest *g = &dc->dg.d[k];
-        if (g->partition >= dc->parts || (only != UINT32_MAX && g->partition != only) || (!g->counter && !g->size))
+        peer *h = chan_peer_by_id(d, g->node);
+        if (!h || g->partition >= dc->parts || (only != UINT32_MAX && g->partition != only) ||
+            (!g->counter && !g->size))
             continue;
         rs_keep *kp = &dc->keep[g->partition];
-        if (kp->node[0] &&
+        if (kp->cid[0] &&
             (g->counter < kp->copy.counter || (g->counter == kp->copy.counter && g->size >= kp->copy.size)))
             continue;
-        snprintf(kp->node, sizeof kp->node, "%s", g->node);
+        snprintf(kp->cid, sizeof kp->cid, "%s", h->m.cid);
         kp->copy = (rs_copy){g->counter, g->size, g->hash};
     }
+}
+
+static bool is_kept(const lattice_partition_digest *g, const rs_keep *k)
+{
+    return g && k->cid[0] && g->hash == k->copy.hash && g->size == k->copy.size && g->counter == k->copy.counter;
+}
+
+/* The node id of a live server that holds p's kept copy: an owner whose
+ * digest shows it, else the keeper (by consistent id: it may be back under
+ * a new node id); NULL: none is live. */
+static const char *holder(lattice_ops *d, const rs_dec *dc, uint32_t p, lattice_meta_member *const *own, size_t n)
+{
+    for (size_t o = 0; o < n; o++)
+        if (is_kept(digest_of(dc, own[o]->id, p), &dc->keep[p])) return own[o]->id;
+    peer *h = chan_peer_by_cid(d, dc->keep[p].cid);
+    return h && h->m.server ? h->m.id : NULL;
 }
 
 /* Every digest of the round is in: push where an owner's copy is not the
@@ -619,34 +717,58 @@ static void round_done(lattice_ops *d)
     struct ops_restart *x = d->restart;
     if (x->round_failed) return; /* a server did not answer: next round */
     bool all_equal = true;
+    uint64_t now = lt_mono_ms();
+    uint32_t waiting = 0;
+    const char *wait_for = NULL;
     for (size_t i = 0; i < x->n_dec; i++) {
         rs_dec *dc = &x->dec[i];
         lattice_meta_cache *c = lattice_meta_cache_of(d->meta, dc->name);
         if (!c || !c->restoring || c->cfg.partitions != dc->parts) continue;
         if (dc->derived) {
             dc->derived = false;
-            derive(dc, UINT32_MAX);
+            derive(d, dc, UINT32_MAX);
         }
         for (uint32_t p = 0; p < dc->parts; p++) {
             lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1];
             size_t n = lattice_meta_serving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
-            const rs_keep *k = &dc->keep[p];
+            rs_keep *k = &dc->keep[p];
+            bool differs = false;
+            for (size_t o = 0; o < n && !differs; o++) {
+                const lattice_partition_digest *g = digest_of(dc, own[o]->id, p);
+                differs = !is_kept(g, k) && !(!k->cid[0] && g && g->size == 0);
+            }
+            if (!differs) {
+                k->since = 0;
+                continue;
+            }
+            all_equal = false;
+            if (!k->since) k->since = now;
+            const char *from = k->cid[0] ? holder(d, dc, p, own, n) : NULL;
+            if (k->cid[0] && x->wait_ms >= 0 && now - k->since >= (uint64_t)x->wait_ms) {
+                /* The kept copy's holder is not back, or cannot send it. */
+                LT_LOG(LT_WARN, "data", "whole-grid restart: cache %s partition %u: the kept copy (held by %s) did not "
+                       "reach its owners within --restart-wait-ms %lld: the best copy the owners hold is kept",
+                       dc->name, p, k->cid, (long long)x->wait_ms);
+                derive(d, dc, p);
+                k->since = now;
+                continue; /* sent from the next round on */
+            }
+            if (k->cid[0] && !from) {
+                waiting++;
+                wait_for = k->cid;
+                continue;
+            }
             for (size_t o = 0; o < n; o++) {
                 const lattice_partition_digest *g = digest_of(dc, own[o]->id, p);
-                bool empty_ok = !k->node[0] && g && g->size == 0;
-                bool same = g && k->node[0] && g->hash == k->copy.hash && g->size == k->copy.size &&
-                            g->counter == k->copy.counter;
-                if (same || empty_ok) continue;
-                all_equal = false;
-                if (k->node[0] && !chan_peer_by_id(d, k->node)) {
-                    /* The keeper left: the best of the owners' copies now
-                     * (sent from the next round on). */
-                    derive(dc, p);
-                    break;
-                }
-                push(d, c, p, k->node[0] ? k->node : NULL, own[o]->id);
+                if (!is_kept(g, k) && !(!k->cid[0] && g && g->size == 0)) push(d, c, p, from, own[o]->id, &k->copy);
             }
         }
+    }
+    if (waiting && now >= x->waiting_logged + 10000) {
+        x->waiting_logged = now;
+        LT_LOG(LT_WARN, "data", "whole-grid restart: the kept copies of %u partitions are on servers that are not back "
+               "(%s%s): waiting for them (--restart-wait-ms %lld)", waiting, wait_for, waiting > 1 ? ", ..." : "",
+               (long long)x->wait_ms);
     }
     if (!all_equal) return;
     for (size_t i = 0; i < x->n_dec; i++) {
@@ -735,20 +857,24 @@ static void take_over(lattice_ops *d)
     size_t n = 0;
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) n += lattice_meta_cache_at(d->meta, i)->restoring;
     if (!n || !(x->dec = lt_calloc(n, sizeof *x->dec))) return;
+    size_t derived = 0;
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         if (!c->restoring) continue;
         rs_dec *dc = &x->dec[x->n_dec];
         snprintf(dc->name, sizeof dc->name, "%s", c->cfg.name);
         dc->parts = c->cfg.partitions;
-        dc->derived = true;
         if (!(dc->keep = lt_calloc(dc->parts, sizeof *dc->keep))) continue;
+        /* The decision in the metadata; without it (none fit), the owners'
+         * digests rank the copies. */
+        dc->derived = !keep_decode(dc, c->restore_keep, c->n_restore_keep);
+        derived += dc->derived;
         x->n_dec++;
     }
     x->phase = 2;
     x->started_ms = lt_mono_ms();
     LT_LOG(LT_WARN, "data", "whole-grid restart: this node coordinates now and takes over restoring %zu caches "
-           "(the owners' copies are ranked by their digests)", x->n_dec);
+           "(%s)", x->n_dec, derived ? "the owners' copies are ranked by their digests" : "the decision's kept copies");
 }
 
 bool restart_restoring_tick(lattice_ops *d, uint64_t now)
@@ -768,9 +894,27 @@ bool restart_restoring_tick(lattice_ops *d, uint64_t now)
     return true;
 }
 
+/* Whether this node's copy of p is the kept one (want: its digest as
+ * push() encodes it), so that it may send it; logged when not. */
+static bool holds(lattice_meta_cache *c, uint32_t p, const uint8_t *want, size_t len)
+{
+    lattice_rebalance_digest g;
+    if (len != 24 || !c->store || lattice_rebalance_digest_partition(c->store, p, c->counter[p], &g) != LATTICE_OK)
+        return false;
+    uint64_t v[3] = {0};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 8; i++) v[k] |= (uint64_t)want[8 * k + i] << (8 * i);
+    if (g.counter == v[0] && g.size == v[1] && g.hash == v[2]) return true;
+    LT_LOG(LT_WARN, "data", "whole-grid restart: cache %s partition %u: asked to send the kept copy (counter %" PRIu64
+           ", %" PRIu64 " entries), this node holds another (counter %" PRIu64 ", %" PRIu64 " entries): not sent",
+           c->cfg.name, p, v[0], v[1], g.counter, g.size);
+    return false;
+}
+
 /* Coordinator: the keeper of p (NULL: nobody holds anything of it) sends
- * its copy to node `to`. */
-static void push(lattice_ops *d, lattice_meta_cache *c, uint32_t p, const char *keeper, const char *to)
+ * its copy - the one of digest want - to node `to`. */
+static void push(lattice_ops *d, lattice_meta_cache *c, uint32_t p, const char *keeper, const char *to,
+                 const rs_copy *want)
 {
     struct ops_restart *x = d->restart;
     x->pushes++;
@@ -793,12 +937,18 @@ static void push(lattice_ops *d, lattice_meta_cache *c, uint32_t p, const char *
         return;
     }
     peer *k = chan_peer_by_id(d, keeper);
+    uint8_t w[24];
+    for (int i = 0; i < 8; i++) {
+        w[i] = (uint8_t)(want->counter >> (8 * i));
+        w[8 + i] = (uint8_t)(want->size >> (8 * i));
+        w[16 + i] = (uint8_t)(want->hash >> (8 * i));
+    }
     if (k && k->m.self) {
-        restart_send_copy(d, c, p, to);
+        if (holds(c, p, w, sizeof w)) restart_send_copy(d, c, p, to);
         return;
     }
     if (!k || !k->dealer) return;
-    Latdata__Req *q = chan_req_new(CTL_RESTART_PUSH, c->cfg.name, to, strlen(to), NULL, 0);
+    Latdata__Req *q = chan_req_new(CTL_RESTART_PUSH, c->cfg.name, to, strlen(to), w, sizeof w);
     if (!q) return;
     q->partition = p;
     chan_send(d, k, q); /* no answer: the next round's digests tell */
@@ -872,7 +1022,8 @@ void restart_serve_push(lattice_ops *d, const Latdata__Req *q)
     if (!c || !c->restoring || !q->key.len || q->key.len >= sizeof to) return;
     memcpy(to, q->key.data, q->key.len);
     to[q->key.len] = 0;
-    restart_send_copy(d, c, q->partition, to);
+    if (q->partition < c->cfg.partitions && holds(c, q->partition, q->value.data, q->value.len))
+        restart_send_copy(d, c, q->partition, to);
 }
 
 /* Before a partition's copy is cleared for a reload: DIR/reloading lists

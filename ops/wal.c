@@ -155,6 +155,11 @@ bool wal_has_recovered(const lattice_ops *d)
  *     base the data directories kept, listing this node under its node id
  *     now (it reported its copies before): kept, and made equal to the
  *     copy the coordinator picked per partition while c is restoring;
+ *   - the same, but the base lists this node under an earlier node id: it
+ *     reported, was killed while the grid restores and is back - the
+ *     decision may keep its copy, which the coordinator has it send to the
+ *     owners from here (it is no owner under its new id; end_restoring
+ *     drops what it does not own);
  *   - the coordinator of a grid of one: the grid was gone, and this copy
  *     is all there is;
  *   - otherwise the node joined a live grid: not served (kept aside as delta
@@ -166,8 +171,10 @@ static bool keep_recovered(lattice_ops *d, const lattice_meta_cache *c, const ch
     if (c->restoring && d->self) {
         char me[sizeof d->self->m.cid + sizeof d->self_id + 1];
         snprintf(me, sizeof me, "%s %s", d->self->m.cid, d->self_id);
+        size_t cid_len = strlen(d->self->m.cid);
         for (size_t i = 0; i < c->n_base; i++)
-            if (!strcmp(c->base[i], me)) return true;
+            if (!strcmp(c->base[i], me) || (!strncmp(c->base[i], me, cid_len + 1) && strcmp(c->base[i] + cid_len + 1, "-")))
+                return true;
         *why = "the grid restarted without this node's report: its copy may be stale, it gets its partitions by "
                "rebalance";
         return false;
@@ -183,6 +190,11 @@ static void save_bases(lattice_ops *d)
 {
     struct ops_wal *w = d->wal;
     if (!lattice_meta_valid(d->meta) || w->bases_meta == lattice_meta_version(d->meta)) return;
+    /* Not while a cache restores: the kept base still ranks this node's
+     * copies if the grid goes down again before the copies are equal (an
+     * old data directory's must not rank as new as the others). */
+    for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++)
+        if (lattice_meta_cache_at(d->meta, i)->restoring) return;
     w->bases_meta = lattice_meta_version(d->meta);
     size_t cap = 256;
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++)

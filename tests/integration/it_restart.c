@@ -8,8 +8,9 @@
  * that was never written, no stale read), and no rebalance moved an entry.
  * Variants: one node's data directory is an old copy (it must not win), one
  * node never returns (--restart-wait-ms ends the wait; backups cover it),
- * and the restore's coordinator is killed at its decision (a survivor takes
- * the restore over).
+ * the restore's coordinator is killed at its decision (a survivor takes
+ * the restore over), and both at once: the survivor must wait for the
+ * killed coordinator's copies rather than keep the old directory's.
  */
 #include <check.h>
 #include <pthread.h>
@@ -324,8 +325,7 @@ END_TEST
  * digest round at least to go), and comes back from its data directory: a
  * survivor takes the restore over, deciding from the owners' digests, or
  * waits for every report again; either way no acknowledged write may be
- * lost.  (With an old data directory among
- * the survivors a takeover is not safe: docs/PERSISTENCE.md, known limits.) */
+ * lost. */
 static void coordinator_dies(bool kill_after_adoption)
 {
     fh_init(&all);
@@ -385,6 +385,64 @@ START_TEST(the_coordinator_dies_while_restoring)
 }
 END_TEST
 
+START_TEST(an_old_data_dir_and_the_coordinator_dies)
+{
+    /* The two limits at once: node 2 comes back from an old copy of its
+     * data directory, and the restore's coordinator (node 0, started first)
+     * is killed once the others adopted their copies - before its first
+     * digest round, so before it sent anything.  For the partitions node 0
+     * and node 2 own, node 0's copy is the only new one: the survivor that
+     * takes the restore over must wait for node 0 to come back and send it,
+     * never keep node 2's old copy. */
+    it_begin("restart_old_dir_takeover");
+    fh_init(&all);
+    start_grid(0, 3, NULL);
+    start_three();
+    pthread_t th[CLIENTS];
+    run_load(th);
+    ck_assert(it_wait_for(enough, NULL, 60000));
+    atomic_store(&stop_flag, true);
+    join_load(th);
+    it_signal(srv[2], SIGTERM);
+    ck_assert(it_wait_exit(srv[2], 20000));
+    ck_assert_int_eq(it_sh("cp -a %s %s.old", data_dir[2], data_dir[2]), 0);
+    start_node(2, node_args(2, "60000"));
+    wait_serving(2, SERVE_MS);
+    ck_assert(it_wait_for(rebalance_settled, NULL, 120000));
+    load_and_kill();
+    ck_assert_int_eq(it_sh("rm -rf %s && mv %s.old %s", data_dir[2], data_dir[2], data_dir[2]), 0);
+    start_node(0, node_args(0, "60000"));
+    ck_assert(it_wait_log(srv[0], "waiting for every server of its baseline", 60000));
+    for (int i = 1; i < 3; i++) start_node(i, node_args(i, "60000"));
+    ck_assert(it_wait_log(srv[0], "whole-grid restart: cache default: base version", 120000));
+    bool adopted = false;
+    for (int tries = 0; tries < 6000 && !adopted; tries++) {
+        for (int i = 1; i < 3; i++) adopted |= it_log_has(srv[i], "entries restored from");
+        if (!adopted) usleep(2000);
+    }
+    ck_assert_msg(adopted, "no other node adopted its copy");
+    it_signal(srv[0], SIGKILL);
+    ck_assert(it_wait_exit(srv[0], 10000));
+    char sent[200];
+    snprintf(sent, sizeof sent, "sent to 127.0.0.1:%d", peer_base + 2);
+    bool sent_before = it_log_has(srv[0], sent);
+    printf("old dir + takeover: node 0 killed %s it sent a kept copy to node 2\n", sent_before ? "after" : "before");
+    start_node(0, node_args(0, "60000"));
+    for (int i = 0; i < 3; i++) wait_serving(i, SERVE_MS);
+    bool took_over = it_log_has(srv[1], "takes over restoring") || it_log_has(srv[2], "takes over restoring");
+    printf("old dir + takeover: %s\n", took_over ? "a survivor took the restore over" : "decided anew");
+    if (took_over && !sent_before)
+        ck_assert_msg(it_log_has(srv[0], sent), "the returned coordinator never sent its kept copies to node 2");
+    ck_assert(it_wait_for(rebalance_settled, NULL, 120000));
+    for (int i = 0; i < 3; i++) read_all(i);
+    check_linearizable("old_dir_takeover");
+    for (int i = 0; i < 3; i++) it_signal(srv[i], SIGTERM);
+    for (int i = 0; i < 3; i++) ck_assert(it_wait_exit(srv[i], 20000));
+    fh_free(&all);
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     Suite *s = suite_create("it_restart");
@@ -396,6 +454,7 @@ int main(int argc, char **argv)
         {"one_node_never_returns", &one_node_never_returns},
         {"the_coordinator_dies_at_its_decision", &the_coordinator_dies_at_its_decision},
         {"the_coordinator_dies_while_restoring", &the_coordinator_dies_while_restoring},
+        {"an_old_data_dir_and_the_coordinator_dies", &an_old_data_dir_and_the_coordinator_dies},
     };
     it_add_named(tc, tests, sizeof tests / sizeof tests[0], argc, argv);
     suite_add_tcase(s, tc);

@@ -451,6 +451,39 @@ START_TEST(an_empty_cache_switches_at_once_and_a_silent_server_cancels)
 }
 END_TEST
 
+/* A whole-grid restart's decision travels with the metadata while the cache
+ * restores (a coordinator that takes over keeps the same copies) and is
+ * gone once restoring ends. */
+START_TEST(the_restore_decision_travels_until_restoring_ends)
+{
+    static const char *ids[] = {"id-a", "id-b", "id-c"};
+    grid(3, ids);
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    char *ent[3] = {"a:1 id-a", "b:1 id-b", "c:1 -"};
+    static const uint8_t keep[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    lattice_meta_restart_base b = {"default", ent, 3, 7, keep, sizeof keep};
+    lattice_meta_start_restart(meta, &cfg, 1, &b, 1);
+    lattice_meta_cache *c = lattice_meta_cache_of(meta, "default");
+    ck_assert(c->restoring);
+    ck_assert_uint_eq(c->base_version, 8);
+    lattice_meta_member list[3];
+    lattice_meta *other = follower(list, "id-a");
+    lattice_meta_cache *o = lattice_meta_cache_of(other, "default");
+    ck_assert(o->restoring);
+    ck_assert_uint_eq(o->n_restore_keep, sizeof keep);
+    ck_assert_mem_eq(o->restore_keep, keep, sizeof keep);
+    lattice_meta_end_restoring(c);
+    lattice_meta_bump(meta);
+    ck_assert_uint_eq(c->n_restore_keep, 0);
+    ck_assert(lattice_meta_apply(other, lattice_meta_message(meta)));
+    ck_assert(!o->restoring);
+    ck_assert_uint_eq(o->n_restore_keep, 0);
+    ck_assert_ptr_null(o->restore_keep);
+    lattice_meta_destroy(other);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("meta");
@@ -466,6 +499,7 @@ int main(void)
     tcase_add_test(r, a_coordinator_change_releases_and_others_cannot_freeze);
     tcase_add_test(r, the_coordinator_thaws_on_its_own_next_version);
     tcase_add_test(r, a_partition_that_loses_every_owner_at_once_is_recorded_until_the_switch);
+    tcase_add_test(r, the_restore_decision_travels_until_restoring_ends);
     suite_add_tcase(s, r);
     TCase *w = tcase_create("switch");
     tcase_add_test(w, switch_when_every_new_owner_has_loaded);

@@ -149,7 +149,7 @@ START_TEST(reload_slices_apply_whole_and_survive_any_bytes)
     lattice_cache_config cfg;
     lattice_cache_config_init(&cfg, "default");
     char *ent[1] = {"a:1 id-0"};
-    lattice_meta_restart_base b = {"default", ent, 1, 4};
+    lattice_meta_restart_base b = {"default", ent, 1, 4, NULL, 0};
     lattice_meta_start_restart(d->meta, &cfg, 1, &b, 1);
     wal_attach(d);
     lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
