@@ -286,6 +286,7 @@ struct lattice_ops {
     /* counters (data thread; read for logs) */
     uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
     uint64_t repl_resent;         /* full_sync replications sent again after a lost connection */
+    uint64_t repl_no_cache;       /* full_sync replications a copy answered NO_CACHE (sent again: sync_wait.c) */
     uint64_t resend_logged_ms;
     uint64_t drop_logged_ms[DROP_REASONS]; /* when a drop of each reason was last logged (channel.c) */
 };

@@ -17,6 +17,9 @@
  * (writes_in_flight): the base switch's prepare is answered only once they
  * drained (control.c), so no replication of an old primary is still on the
  * way when the coordinator switches.
+ * A copy that answers NO_CACHE has not applied it (its metadata lags: a
+ * cache just created): its share stays held and the write goes to it again
+ * at the next sweep, until it applies it or the cache is gone here too.
  * A copy that refuses the write (it follows a newer primary: this one was
  * deposed), or a lease that lapsed before the last share came in (this
  * node was cut off or paused, and a copy "left" only because this side
@@ -104,8 +107,30 @@ void sync_wait_release(lattice_ops *d, waitw *w)
     if (--w->remaining <= 0) wait_done(d, w);
 }
 
+/* A copy answered NO_CACHE: its metadata is behind this node's (the cache
+ * was just created) and it applied nothing, so its share stays held - by a
+ * new pending request to the same copy, carrying the request, which the
+ * next sweep sends again (sync_wait_resend).  False when that cannot be (the
+ * cache is gone here too, the copy left, no memory): the share goes. */
+static bool rearm(lattice_ops *d, pend *p)
+{
+    peer *to = chan_peer_by_id(d, p->target);
+    if (!p->resend || !to || !to->dealer || !lattice_meta_cache_by_serial(d->meta, p->w->cache_serial)) return false;
+    pend *n = chan_pend_new(d, sync_wait_settle, to);
+    if (!n) return false;
+    n->w = p->w;
+    n->deadline_ms = UINT64_MAX;
+    n->resend = p->resend;
+    n->resend->id = n->id;
+    n->sent_losses = to->dealer->losses - 1; /* "lost since": the sweep sends it */
+    p->resend = NULL;
+    d->repl_no_cache++;
+    return true;
+}
+
 void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
+    if (rs && rs->status == LATTICE_ERR_NO_CACHE && rearm(d, p)) return;
     lt_free(p->resend);
     p->resend = NULL;
     /* Applied or not, this copy has answered (or left); one that refused the
@@ -134,7 +159,7 @@ void sync_wait_resend(lattice_ops *d)
     uint64_t now = lt_mono_ms();
     if (d->repl_resent != before && now - d->resend_logged_ms >= 1000) {
         d->resend_logged_ms = now;
-        LT_LOG(LT_INFO, "data", "sent %llu full_sync replications again (the connection to %s lost frames; %llu so far)",
+        LT_LOG(LT_INFO, "data", "sent %llu full_sync replications again (the connection to %s lost frames, or the copy did not know the cache yet; %llu so far)",
                (unsigned long long)(d->repl_resent - before), last, (unsigned long long)d->repl_resent);
     }
 }

@@ -726,6 +726,45 @@ START_TEST(a_replication_a_lost_connection_dropped_goes_again)
 }
 END_TEST
 
+/* A copy whose metadata lags (a cache just created) answers a full_sync
+ * replication NO_CACHE: it applied nothing, so the write is not
+ * acknowledged on that answer; it goes to the copy again at the next sweep
+ * and is acknowledged once the copy applied it. */
+START_TEST(a_copy_without_the_cache_yet_gets_the_write_again)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = 64;
+    build(true, &cfg);
+    char pk[32];
+    uint32_t p;
+    lattice_meta_member *own[2];
+    key_where_self_is(0, pk, sizeof pk, &p, own);
+    peer *b = peer_of(own[1]);
+    seen w = {0};
+    issue_route(d, op(LATTICE_OP_PUT, "default", pk, 4, &w));
+    ck_assert_uint_eq(b->n_out, 1);
+    answer_replication(LATTICE_ERR_NO_CACHE);
+    ck_assert_int_eq(w.calls, 0); /* not acknowledged without that copy */
+    ck_assert_uint_eq(d->repl_no_cache, 1);
+    sync_wait_resend(d);
+    ck_assert_uint_eq(b->n_out, 2);
+    ck_assert_uint_eq(b->out[1]->kind, CTL_REPLICATE);
+    ck_assert_uint_ne(b->out[1]->id, b->out[0]->id); /* a new request: the old answer is spent */
+    ck_assert_mem_eq(b->out[1]->key.data, pk, strlen(pk));
+    sync_wait_resend(d);
+    ck_assert_uint_eq(b->n_out, 2); /* once per sweep that finds it unanswered and unsent */
+    answer_replication(LATTICE_ERR_NO_CACHE);
+    sync_wait_resend(d);
+    ck_assert_uint_eq(b->n_out, 3);
+    ck_assert_int_eq(w.calls, 0);
+    answer_replication(LATTICE_OK);
+    ck_assert_int_eq(w.calls, 1);
+    ck_assert_int_eq(w.last, LATTICE_OK);
+    teardown();
+}
+END_TEST
+
 /* A remove arriving after a newer write of its key (resent after a lost
  * connection) leaves that write alone, as an older put does. */
 START_TEST(an_older_remove_leaves_a_newer_write)
@@ -1030,6 +1069,7 @@ int main(void)
     tcase_add_test(t, a_write_a_copy_has_no_room_for_is_undone);
     tcase_add_test(t, a_refused_write_is_not_acknowledged_by_its_resend);
     tcase_add_test(t, a_replication_a_lost_connection_dropped_goes_again);
+    tcase_add_test(t, a_copy_without_the_cache_yet_gets_the_write_again);
     tcase_add_test(t, an_older_remove_leaves_a_newer_write);
     suite_add_tcase(s, t);
     TCase *f = tcase_create("fast");
