@@ -143,6 +143,14 @@ static bool take_restores(lattice_ops *d, lattice_meta_cache *c, struct rebal_ca
  * empty (the operator gave its data up), so the base can switch. */
 static bool reset_applies(const lattice_meta_cache *c) { return c->lost_reset && c->lost_reset == c->base_version; }
 
+/* The update counter a given-up partition's numbering starts again from:
+ * above every counter its lost copies held (a copy some node kept through
+ * the loss - a data directory, a paused process - has a delta mark in the
+ * old numbering, and a new write must never fall below it: a delta from
+ * that mark would skip it).  Every owner-to-be applies the same floor, so
+ * the copies' counters agree; a numbering reaches 2^40 in no partition. */
+static uint64_t reset_floor(const lattice_meta_cache *c) { return c->lost_reset << 40; }
+
 static uint32_t give_up_lost(lattice_meta_cache *c, struct rebal_cache *rc)
 {
     uint32_t n = 0;
@@ -150,6 +158,7 @@ static uint32_t give_up_lost(lattice_meta_cache *c, struct rebal_cache *rc)
         if (rc->copy[p] != LATTICE_PART_LOST) continue;
         fast_mark(c, p);
         lattice_store_clear(c->store, p);
+        if (c->counter[p] < reset_floor(c)) c->counter[p] = reset_floor(c);
         rc->copy[p] = LATTICE_PART_OWNING;
         n++;
     }

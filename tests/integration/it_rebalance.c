@@ -410,6 +410,11 @@ START_TEST(reset_lost_gives_up_the_partitions_of_a_killed_server)
     wait_balanced(&b3, 30000);
     const long N = 6000;
     put_range(c, "k", N);
+    /* Each partition's update counter before the loss. */
+    lattice_partition_digest *before = NULL;
+    size_t n_before = 0;
+    ck_assert_int_eq(lattice_cache_digests(c, "default", &before, &n_before), LATTICE_OK);
+    ck_assert_uint_gt(n_before, 0);
     it_signal(srv[1], SIGKILL);
     wait_grid(c, 2);
     ck_assert_msg(it_wait_for(some_lost, NULL, 30000), "no partition LOST after the only copy's server died");
@@ -434,6 +439,25 @@ START_TEST(reset_lost_gives_up_the_partitions_of_a_killed_server)
     put_range(c, "k", N);
     ck_assert_int_eq(count_present(c, "default", "k", N, NULL), N);
     verify_clean();
+    /* The same keys written once more: every partition's counter is above
+     * its counter before the loss - a given-up one's numbering starts above
+     * the old one (a kept copy's delta mark counts in the old numbering), it
+     * does not start again from 0. */
+    lattice_partition_digest *after = NULL;
+    size_t n_after = 0;
+    ck_assert_int_eq(lattice_cache_digests(c, "default", &after, &n_after), LATTICE_OK);
+    size_t compared = 0;
+    for (size_t i = 0; i < n_before; i++)
+        for (size_t k = 0; k < n_after; k++) {
+            if (after[k].partition != before[i].partition || !before[i].counter) continue;
+            ck_assert_msg(after[k].counter > before[i].counter, "partition %u: counter %llu after the reset, %llu before",
+                          before[i].partition, (unsigned long long)after[k].counter,
+                          (unsigned long long)before[i].counter);
+            compared++;
+        }
+    ck_assert_uint_gt(compared, 0);
+    lattice_partition_digests_free(before);
+    lattice_partition_digests_free(after);
     /* Nothing left to give up. */
     rc = it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s cache reset-lost default", LATTICE_CLI_PATH,
                            finder, cluster);
