@@ -247,13 +247,12 @@ START_TEST(all_three_killed_and_restarted)
 }
 END_TEST
 
-START_TEST(an_old_data_dir_does_not_win)
+/* Node 2 stops, its data directory is copied, it comes back (dropping its
+ * copy: the grid is live) and the load goes on; then all three are killed
+ * (under load) and node 2's directory is put back to the old copy: older in
+ * base version and counters than the others'. */
+static void old_dir_for_node_2(void)
 {
-    /* Node 2 stops, its data directory is copied, it comes back (dropping
-     * its copy: the grid is live) and the load goes on; then all three are
-     * killed and node 2 restarts from the old copy.  Its copy is older in
-     * base version and counters: it must not bring an old value back. */
-    it_begin("restart_old_dir");
     fh_init(&all);
     start_grid(0, 3, NULL);
     start_three();
@@ -270,6 +269,14 @@ START_TEST(an_old_data_dir_does_not_win)
     ck_assert(it_wait_for(rebalance_settled, NULL, 120000));
     load_and_kill();
     ck_assert_int_eq(it_sh("rm -rf %s && mv %s.old %s", data_dir[2], data_dir[2], data_dir[2]), 0);
+}
+
+START_TEST(an_old_data_dir_does_not_win)
+{
+    /* Node 2 restarts from an old copy of its data directory: it must not
+     * bring an old value back. */
+    it_begin("restart_old_dir");
+    old_dir_for_node_2();
     for (int i = 0; i < 3; i++) start_node(i, node_args(i, "60000"));
     for (int i = 0; i < 3; i++) wait_serving(i, SERVE_MS);
     /* Its stale partitions were replaced by the kept copies. */
@@ -395,22 +402,7 @@ START_TEST(an_old_data_dir_and_the_coordinator_dies)
      * takes the restore over must wait for node 0 to come back and send it,
      * never keep node 2's old copy. */
     it_begin("restart_old_dir_takeover");
-    fh_init(&all);
-    start_grid(0, 3, NULL);
-    start_three();
-    pthread_t th[CLIENTS];
-    run_load(th);
-    ck_assert(it_wait_for(enough, NULL, 60000));
-    atomic_store(&stop_flag, true);
-    join_load(th);
-    it_signal(srv[2], SIGTERM);
-    ck_assert(it_wait_exit(srv[2], 20000));
-    ck_assert_int_eq(it_sh("cp -a %s %s.old", data_dir[2], data_dir[2]), 0);
-    start_node(2, node_args(2, "60000"));
-    wait_serving(2, SERVE_MS);
-    ck_assert(it_wait_for(rebalance_settled, NULL, 120000));
-    load_and_kill();
-    ck_assert_int_eq(it_sh("rm -rf %s && mv %s.old %s", data_dir[2], data_dir[2], data_dir[2]), 0);
+    old_dir_for_node_2();
     start_node(0, node_args(0, "60000"));
     ck_assert(it_wait_log(srv[0], "waiting for every server of its baseline", 60000));
     for (int i = 1; i < 3; i++) start_node(i, node_args(i, "60000"));

@@ -687,21 +687,29 @@ END_TEST
  * connection closed, or refused a frame while reconnecting) goes again -
  * once per loss, until the copy answers - so the write neither waits
  * forever nor is acknowledged without the copy. */
-START_TEST(a_replication_a_lost_connection_dropped_goes_again)
+/* This node the primary of a 64-partition full_sync cache: a PUT of a key
+ * of its (into pk) is issued and replicated to the backup, returned. */
+static peer *put_replicated(char *pk, size_t cap, seen *w)
 {
     lattice_cache_config cfg;
     lattice_cache_config_init(&cfg, "default");
     cfg.partitions = 64;
     build(true, &cfg);
-    char pk[32];
     uint32_t p;
     lattice_meta_member *own[2];
-    key_where_self_is(0, pk, sizeof pk, &p, own);
+    key_where_self_is(0, pk, cap, &p, own);
     peer *b = peer_of(own[1]);
-    seen w = {0};
-    issue_route(d, op(LATTICE_OP_PUT, "default", pk, 4, &w));
+    issue_route(d, op(LATTICE_OP_PUT, "default", pk, 4, w));
     ck_assert_uint_eq(b->n_out, 1);
     ck_assert_uint_eq(b->out[0]->kind, CTL_REPLICATE);
+    return b;
+}
+
+START_TEST(a_replication_a_lost_connection_dropped_goes_again)
+{
+    char pk[32];
+    seen w = {0};
+    peer *b = put_replicated(pk, sizeof pk, &w);
     sync_wait_resend(d);
     ck_assert_uint_eq(b->n_out, 1); /* nothing lost: nothing again */
     b->dealer->losses++;
@@ -732,18 +740,9 @@ END_TEST
  * and is acknowledged once the copy applied it. */
 START_TEST(a_copy_without_the_cache_yet_gets_the_write_again)
 {
-    lattice_cache_config cfg;
-    lattice_cache_config_init(&cfg, "default");
-    cfg.partitions = 64;
-    build(true, &cfg);
     char pk[32];
-    uint32_t p;
-    lattice_meta_member *own[2];
-    key_where_self_is(0, pk, sizeof pk, &p, own);
-    peer *b = peer_of(own[1]);
     seen w = {0};
-    issue_route(d, op(LATTICE_OP_PUT, "default", pk, 4, &w));
-    ck_assert_uint_eq(b->n_out, 1);
+    peer *b = put_replicated(pk, sizeof pk, &w);
     answer_replication(LATTICE_ERR_NO_CACHE);
     ck_assert_int_eq(w.calls, 0); /* not acknowledged without that copy */
     ck_assert_uint_eq(d->repl_no_cache, 1);
