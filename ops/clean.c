@@ -84,7 +84,11 @@ bool ops_no_quorum(lattice_ops *d, int64_t *num)
     if (d->client || !d->disc || lattice_discovery_serving(d->disc, d->incarnation)) return false;
     lattice_quorum q;
     lattice_discovery_quorum(d->disc, &q);
-    if (q.has_quorum) return false;
+    /* No baseline at all: this server has no topology yet (starting, or
+     * restarted and not yet admitted).  It knows nothing of the grid's
+     * quorum - that is a wait, not a refusal: the op retries until the node
+     * joins or its deadline passes (TRYAGAIN), never "0 of 0 reachable". */
+    if (q.has_quorum || !q.baseline) return false;
     if (num) *num = LATTICE_OPS_QUORUM_NUM(q.reachable, q.baseline);
     return true;
 }

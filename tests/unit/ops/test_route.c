@@ -764,6 +764,38 @@ START_TEST(a_copy_without_the_cache_yet_gets_the_write_again)
 }
 END_TEST
 
+/* A server that has no topology yet (starting, or restarted and not yet
+ * admitted) knows no baseline: its ops wait for the join, they are not
+ * refused as "no quorum: 0 of 0 baseline nodes reachable" - a final answer
+ * a client would take for the grid's. */
+START_TEST(a_server_not_yet_joined_waits_instead_of_refusing)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    build(true, &cfg);
+    const char *finders[] = {"127.0.0.1:1"};
+    lattice_discovery_config dc = {.cluster = "t", .host = "127.0.0.1", .port = 0, .port_range = 1,
+                                   .finders = finders, .n_finders = 1, .failure_detection_ms = 1000,
+                                   .max_message_bytes = 1 << 20, .baseline_auto_adjust_ms = -1};
+    ck_assert_int_eq(lattice_discovery_init(&dc, &d->disc), LATTICE_OK); /* never started: no topology */
+    int64_t num = 0;
+    ck_assert(!ops_no_quorum(d, &num));
+    ck_assert_int_eq(ops_refusal(d, &num), LATTICE_ERR_AGAIN);
+    seen s = {0};
+    for (int i = 0; i < 50; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "key-%d", i);
+        issue_route(d, op(i % 2 ? LATTICE_OP_PUT : LATTICE_OP_GET, "default", key, 10, &s));
+    }
+    /* Every op waits: sent to its primary, or retried here. */
+    ck_assert_msg(s.calls == 0, "%d ops answered, the last %s", s.calls, lattice_strerror(s.last));
+    ck_assert(d->retry || d->n_pending);
+    lattice_discovery_destroy(d->disc);
+    d->disc = NULL;
+    teardown();
+}
+END_TEST
+
 /* A remove arriving after a newer write of its key (resent after a lost
  * connection) leaves that write alone, as an older put does. */
 START_TEST(an_older_remove_leaves_a_newer_write)
@@ -1059,6 +1091,7 @@ int main(void)
     TCase *t = tcase_create("route");
     tcase_add_test(t, each_op_goes_to_its_primary_in_one_message_per_node);
     tcase_add_test(t, issuer_errors_without_a_round_trip);
+    tcase_add_test(t, a_server_not_yet_joined_waits_instead_of_refusing);
     tcase_add_test(t, full_async_acks_when_sent);
     tcase_add_test(t, reads_from_a_local_backup_copy_and_writes_as_primary);
     tcase_add_test(t, resent_writes_are_not_applied_twice);
