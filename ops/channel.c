@@ -416,15 +416,25 @@ void chan_release_pending(lattice_ops *d, bool all)
     }
 }
 
-/* Any thread: hand an op to the data thread.  A callback submitting its
- * next op runs on the data thread itself: no eventfd write (a system call
- * per op) is needed, only the note that the inbox is not empty, so the loop
- * polls without waiting. */
-lattice_status chan_enqueue(lattice_ops *d, opx *o)
+/* Any thread: hand an op to the data thread (chan_push), then wake it once
+ * for everything pushed (chan_wake): a submit of n ops costs one eventfd
+ * write, not n - the IO thread of a RESP endpoint paid one system call per
+ * SET for it (docs/BENCHMARKS.md, #12 write path).  The wake comes after
+ * the pushes, and the data thread reads the eventfd before it drains the
+ * inbox, so no pushed op waits for a later wake-up.  A callback submitting
+ * its next op runs on the data thread itself: no eventfd write is needed
+ * there, only the note that the inbox is not empty, so the loop polls
+ * without waiting. */
+lattice_status chan_push(lattice_ops *d, opx *o)
 {
     if (!atomic_load(&d->accepting)) return LATTICE_ERR_STOPPED;
     cds_wfcq_node_init(&o->qnode);
     cds_wfcq_enqueue(&d->qhead, &d->qtail, &o->qnode);
+    return LATTICE_OK;
+}
+
+lattice_status chan_wake(lattice_ops *d)
+{
     if (on_data_thread == d) {
         d->inbox_pending = true;
         return LATTICE_OK;
@@ -432,4 +442,10 @@ lattice_status chan_enqueue(lattice_ops *d, opx *o)
     uint64_t one = 1;
     if (write(d->efd, &one, sizeof one) < 0 && errno != EAGAIN) return LATTICE_ERR_IO;
     return LATTICE_OK;
+}
+
+lattice_status chan_enqueue(lattice_ops *d, opx *o)
+{
+    lattice_status st = chan_push(d, o);
+    return st == LATTICE_OK ? chan_wake(d) : st;
 }

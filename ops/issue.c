@@ -10,7 +10,6 @@
  *  request to its DEALER, kept in the pending table until its answer
  *  (retry.c settles it: complete, or route again).
  */
-#include <stdio.h>
 #include <string.h>
 
 #include <urcu.h>
@@ -19,6 +18,14 @@
 #include "lattice/log.h"
 #include "ops_int.h"
 
+/* snprintf(dst, cap, "%s", src) without the formatter: twice per write. */
+static void copy_name(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
 static opx *opx_new(lattice_ops *d, const lattice_op *op, lattice_op_fn fn, void *arg, size_t index)
 {
     size_t kl = op->key ? op->key_len : 0, vl = op->value ? op->value_len : 0;
@@ -26,7 +33,7 @@ static opx *opx_new(lattice_ops *d, const lattice_op *op, lattice_op_fn fn, void
     if (!o) return NULL;
     memset(o, 0, sizeof *o);
     o->op = *op;
-    snprintf(o->cache, sizeof o->cache, "%s", op->cache ? op->cache : "default");
+    copy_name(o->cache, sizeof o->cache, op->cache ? op->cache : "default");
     if (kl) memcpy(o->data, op->key, kl);
     if (vl) memcpy(o->data + kl, op->value, vl);
     o->op.key = o->data;
@@ -45,23 +52,25 @@ lattice_status lattice_ops_submit(lattice_ops *d, const lattice_op *ops, size_t 
 {
     if (!ops || !n || !fn) return LATTICE_ERR_INVAL;
     if (!d) return LATTICE_ERR_STOPPED;
-    opx **all = lt_malloc(n * sizeof *all);
+    opx *small[64];
+    opx **all = n <= 64 ? small : lt_malloc(n * sizeof *all);
     if (!all) return LATTICE_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
         all[i] = opx_new(d, &ops[i], fn, arg, i);
         if (!all[i]) {
             while (i--) lt_free(all[i]);
-            lt_free(all);
+            if (all != small) lt_free(all);
             return LATTICE_ERR_NOMEM;
         }
     }
     if (!atomic_load(&d->accepting)) {
         for (size_t i = 0; i < n; i++) lt_free(all[i]);
-        lt_free(all);
+        if (all != small) lt_free(all);
         return LATTICE_ERR_STOPPED;
     }
-    for (size_t i = 0; i < n; i++) chan_enqueue(d, all[i]);
-    lt_free(all);
+    for (size_t i = 0; i < n; i++) chan_push(d, all[i]);
+    chan_wake(d);
+    if (all != small) lt_free(all);
     return LATTICE_OK;
 }
 
@@ -93,16 +102,19 @@ lattice_status lattice_ops_submit_inline(lattice_ops *d, const lattice_op *ops, 
     if (!answered) {
         st = lattice_ops_submit(d, ops, n, fn, arg);
     } else {
+        bool pushed = false;
         for (size_t i = 0; i < n; i++) {
             if (done[i / 64] & (1ull << (i % 64))) continue;
             opx *o = opx_new(d, &ops[i], fn, arg, i);
             if (o) {
-                chan_enqueue(d, o);
+                chan_push(d, o);
+                pushed = true;
             } else {
                 lattice_op_result r = {.status = LATTICE_ERR_NOMEM};
                 fn(arg, i, &r);
             }
         }
+        if (pushed) chan_wake(d);
     }
     if (done != small) lt_free(done);
     return st;
@@ -226,7 +238,7 @@ void issue_route(lattice_ops *d, opx *o)
          * under the old name the primary it finds may lack the record. */
         o->seq = ++d->op_seq;
         o->seq_inc = d->incarnation;
-        snprintf(o->origin, sizeof o->origin, "%s", d->self_id);
+        copy_name(o->origin, sizeof o->origin, d->self_id);
     }
     if (lattice_meta_frozen(c)) {
         retry_later(d, o, LATTICE_ERR_AGAIN); /* a base switch is deciding: nothing served here meanwhile */

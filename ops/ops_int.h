@@ -327,8 +327,11 @@ pend *chan_pend_take(lattice_ops *d, uint64_t id);
 /* Settles (rs NULL) every pending request whose target left the topology or
  * whose deadline passed - or all of them. */
 void chan_release_pending(lattice_ops *d, bool all);
-/* Any thread: hands o to the data thread. */
+/* Any thread: hands o to the data thread (chan_enqueue = chan_push, then
+ * chan_wake; a submit of several ops pushes each and wakes once). */
 lattice_status chan_enqueue(lattice_ops *d, opx *o);
+lattice_status chan_push(lattice_ops *d, opx *o);
+lattice_status chan_wake(lattice_ops *d);
 /* The acknowledgement: a local op's callback (o freed), or a reply. */
 void chan_complete_local(lattice_ops *d, opx *o, const lattice_op_result *r);
 void chan_complete(lattice_ops *d, const origin *org, const lattice_op_result *r);
