@@ -157,30 +157,25 @@ lattice_status lattice_respd_advertise(const lattice_respd *r, lattice_config *c
 
 /* ---- connections ---- */
 
+/* EPOLLIN stays armed while a batch is out: a client that waits for its
+ * replies (most do) sends nothing meanwhile, so taking EPOLLIN off as the
+ * batch left and putting it back as it returned cost two epoll_ctl per
+ * request for nothing (a third of the IO thread's system calls under
+ * redis-benchmark SET -c 50, docs/BENCHMARKS.md).  Only when bytes do come
+ * while the batch is out (the event loop sets hold_in) is EPOLLIN taken off,
+ * until the batch is back - level-triggered epoll would report them again
+ * at every wait. */
 static void arm(conn *c)
 {
     uint32_t ev = 0;
-    if (!c->in_flight && !c->closing) ev |= EPOLLIN;
+    if (!c->in_flight) c->hold_in = false;
+    if (!c->closing && !c->hold_in) ev |= EPOLLIN;
     if (lattice_resp_out_pending(c->out)) ev |= EPOLLOUT;
     c->want_out = (ev & EPOLLOUT) != 0;
     if (ev == c->armed_ev) return;
     struct epoll_event e = {.events = ev, .data.ptr = c};
     epoll_ctl(c->io->ep, EPOLL_CTL_MOD, c->fd, &e);
     c->armed_ev = ev;
-}
-
-/* After a flush: a connection whose batch is out is armed after the round
- * (without EPOLLIN while the batch is at the data thread; unchanged - no
- * epoll_ctl - when it came back inline meanwhile). */
-static void arm_or_defer(conn *c)
-{
-    if (!c->in_flight) {
-        arm(c);
-    } else if (!c->arm_deferred) {
-        c->arm_deferred = true;
-        c->arm_next = c->io->deferred;
-        c->io->deferred = c;
-    }
 }
 
 static void conn_free(conn *c)
@@ -322,6 +317,34 @@ void respd_conn_flush(conn *c)
     if (flush(c)) arm(c);
 }
 
+/* A batch for the next command of c: a spare one of its IO thread when
+ * there is one.  Every request made one calloc and four or five reallocs
+ * for its batch and its arrays, and as many frees when it came back - a
+ * tenth of the IO thread's samples under SET -c 50 went to malloc and free
+ * (docs/BENCHMARKS.md, #12 write path). */
+static batch *batch_take(io_thread *io)
+{
+    batch *b = io->spare;
+    if (!b) return lt_calloc(1, sizeof *b);
+    io->spare = b->round_next;
+    io->n_spare--;
+    b->round_next = NULL;
+    return b;
+}
+
+/* A batch done with (on its connection's IO thread): kept as a spare, or freed. */
+static void batch_done(io_thread *io, batch *b)
+{
+    if (!b) return;
+    if (io->n_spare >= BATCH_SPARE || !respd_batch_reset(b)) {
+        respd_batch_free(b);
+        return;
+    }
+    b->round_next = io->spare;
+    io->spare = b;
+    io->n_spare++;
+}
+
 /* A batch is ready: its ops go out with the others of this epoll round
  * (flush_round), so connections read together cost one submit. */
 static void queue_batch(lattice_respd *r, conn *c, batch *b)
@@ -347,17 +370,13 @@ static void queue_batch(lattice_respd *r, conn *c, batch *b)
 typedef struct round {
     atomic_size_t remaining;     /* ops + 1 (until submit returned) */
     size_t n;
-    size_t *offs;                /* first op of batches[k] */
+    size_t *offs;                /* first op of batches[k] (in the same allocation) */
     batch **batches;
 } round;
 
 static void round_release(round *rd)
 {
-    if (atomic_fetch_sub(&rd->remaining, 1) == 1) {
-        lt_free(rd->offs);
-        lt_free(rd->batches);
-        lt_free(rd);
-    }
+    if (atomic_fetch_sub(&rd->remaining, 1) == 1) lt_free(rd);
 }
 
 static void round_done(void *arg, size_t i, const lattice_op_result *res)
@@ -406,14 +425,13 @@ static void flush_round(io_thread *io)
     }
     size_t n = 0;
     for (batch *b = list; b; b = b->round_next) n++;
-    round *rd = lt_calloc(1, sizeof *rd);
+    /* The round and its two maps in one allocation. */
+    round *rd = lt_malloc(sizeof *rd + n * (sizeof *rd->offs + sizeof *rd->batches));
     lattice_op *ops = lt_malloc(total * sizeof *ops);
-    if (rd) {
-        rd->offs = lt_malloc(n * sizeof *rd->offs);
-        rd->batches = lt_malloc(n * sizeof *rd->batches);
-    }
     st = LATTICE_ERR_NOMEM;
-    if (rd && ops && rd->offs && rd->batches) {
+    if (rd && ops) {
+        rd->offs = (size_t *)(rd + 1);
+        rd->batches = (batch **)(rd->offs + n);
         size_t off = 0, k = 0;
         for (batch *b = list; b; b = b->round_next, k++) {
             rd->offs[k] = off;
@@ -430,11 +448,7 @@ static void flush_round(io_thread *io)
         round_release(rd);
         return;
     }
-    if (rd) {
-        lt_free(rd->offs);
-        lt_free(rd->batches);
-        lt_free(rd);
-    }
+    lt_free(rd);
     for (batch *b = list, *nx; b; b = nx) {
         nx = b->round_next;
         fail_batch(r, b, st);
@@ -466,7 +480,7 @@ static void process(lattice_respd *r, conn *c)
             break;
         }
         if (!b) {
-            b = lt_calloc(1, sizeof *b);
+            b = batch_take(c->io);
             if (b) b->start_us = respd_now_us();
             if (!b) {
                 c->closing = true;
@@ -494,7 +508,7 @@ static void process(lattice_respd *r, conn *c)
             if (b->n_ops) break; /* the rest is parsed again after the batch */
             /* Only error replies so far: nothing to wait for, go on. */
             respd_batch_replies(r, c, b);
-            respd_batch_free(b);
+            batch_done(c->io, b);
             b = NULL;
         }
     }
@@ -508,7 +522,7 @@ static void process(lattice_respd *r, conn *c)
         queue_batch(r, c, b);
         return;
     }
-    respd_batch_free(b);
+    batch_done(c->io, b);
 }
 
 static void on_readable(lattice_respd *r, conn *c)
@@ -528,7 +542,7 @@ static void on_readable(lattice_respd *r, conn *c)
         process(r, c);
     }
     if (c->dead) return;
-    if (flush(c)) arm_or_defer(c);
+    if (flush(c)) arm(c);
 }
 
 /* Batches the data thread finished: encode their replies, continue. */
@@ -544,14 +558,14 @@ static void drain_returns(io_thread *io)
         c->in_flight = false;
         if (c->dead) {
             conn_bury(c);
-            respd_batch_free(b);
+            batch_done(io, b);
             continue;
         }
         respd_batch_replies(r, c, b);
-        respd_batch_free(b);
+        batch_done(io, b);
         process(r, c);
         if (c->dead) continue;
-        if (flush(c)) arm_or_defer(c);
+        if (flush(c)) arm(c);
     }
 }
 
@@ -579,12 +593,6 @@ static void run_rounds(io_thread *io)
         drain_returns(io);
         flush_round(io);
     }
-    for (conn *c = io->deferred, *n; c; c = n) {
-        n = c->arm_next;
-        c->arm_deferred = false;
-        if (!c->dead) arm(c);
-    }
-    io->deferred = NULL;
 }
 
 static void *io_main(void *arg)
@@ -618,6 +626,7 @@ static void *io_main(void *arg)
                     on_readable(r, c);
                     continue;
                 }
+                if (ev[i].events & EPOLLIN) c->hold_in = true; /* its batch is out: read later (arm) */
                 if (!c->dead) arm(c);
             }
         }
@@ -706,6 +715,11 @@ void lattice_respd_destroy(lattice_respd *r)
         }
         while (io->conns) conn_close(io->conns);
         free_graves(io);
+        while (io->spare) {
+            batch *b = io->spare;
+            io->spare = b->round_next;
+            respd_batch_free(b);
+        }
         if (io->lfd >= 0) close(io->lfd);
         if (io->efd >= 0) close(io->efd);
         if (io->ep >= 0) close(io->ep);

@@ -512,20 +512,42 @@ void respd_batch_replies(lattice_respd *r, conn *c, batch *b)
     }
 }
 
-void respd_batch_free(batch *b)
+/* What the entries, SLOWLOG and CLIENT LIST/KILL hold (not the arrays). */
+static void batch_drop_refs(batch *b)
 {
-    if (!b) return;
     for (size_t i = 0; i < b->n_ents; i++) {
         respd_walk_free(b->ents[i].walk);
         respd_batch_free(b->ents[i].sub);
     }
+    lt_free(b->slow);
+    respd_intro_free(b->xreq);
+}
+
+bool respd_batch_reset(batch *b)
+{
+    if (b->cap_ents > BATCH_KEEP_ENTS || b->cap_ops > BATCH_KEEP_ENTS || b->cap_res > BATCH_KEEP_ENTS ||
+        b->arena_cap > BATCH_KEEP_BYTES || b->vals_cap > BATCH_KEEP_BYTES)
+        return false;
+    batch_drop_refs(b);
+    batch keep = *b;
+    memset(b, 0, sizeof *b);
+    b->ents = keep.ents, b->cap_ents = keep.cap_ents;
+    b->ops = keep.ops, b->cap_ops = keep.cap_ops;
+    b->res = keep.res, b->cap_res = keep.cap_res;
+    b->arena = keep.arena, b->arena_cap = keep.arena_cap;
+    b->vals = keep.vals, b->vals_cap = keep.vals_cap;
+    return true;
+}
+
+void respd_batch_free(batch *b)
+{
+    if (!b) return;
+    batch_drop_refs(b);
     lt_free(b->ents);
     lt_free(b->ops);
     lt_free(b->res);
     lt_free(b->arena);
     lt_free(b->vals);
-    lt_free(b->slow);
-    respd_intro_free(b->xreq);
     lt_free(b);
 }
 

@@ -21,6 +21,9 @@
 
 #define RBUF_SIZE (64 * 1024)
 #define BATCH_MAX_CMDS 1024          /* commands of one submit; the rest waits */
+#define BATCH_SPARE 64               /* emptied batches an IO thread keeps for reuse (respd.c) */
+#define BATCH_KEEP_ENTS 256          /* ... only with arrays of at most this many entries */
+#define BATCH_KEEP_BYTES (64 * 1024) /* ... and arenas of at most this many bytes */
 #define SLOTS_CACHE_MS 250           /* a CLUSTER view is reused this long */
 #define CACHE_NAME_MAX 64            /* bytes of a cache name (docs/CACHES.md) */
 #define AWARE_SLOTS 32               /* distinct served slots that mark a connection cluster-aware */
@@ -49,8 +52,7 @@ typedef struct conn {
     bool authed;
     bool want_out;                    /* EPOLLOUT armed */
     uint32_t armed_ev;                /* the events epoll has for it (arm skips an unchanged MOD) */
-    bool arm_deferred;                /* in io->deferred: armed after the round (respd.c) */
-    struct conn *arm_next;
+    bool hold_in;                     /* bytes came while a batch was out: EPOLLIN off until it returns (arm) */
     uint8_t aware;                    /* AWARE_* */
     uint8_t n_seen;                   /* AWARE_LEARNING: distinct slots in seen[] */
     /* CLIENT REPLY: off drops every reply; skip drops the current command's,
@@ -130,13 +132,12 @@ typedef struct io_thread {
     size_t n_conns;
     batch *round;                     /* ready, submitted at the end of the round */
     conn *graves;                     /* dead connections, freed at the end of the round (respd.c) */
+    batch *spare;                     /* emptied batches (linked by round_next), at most BATCH_SPARE */
+    size_t n_spare;
     size_t round_ops;
     /* A batch answered on this thread (lattice_op_submit_inline) is queued
      * without the eventfd; the loop drains it after the round. */
     bool self_returned;
-    /* Connections whose batch went out in this round: armed once the round
-     * is over, so one whose batch came back inline costs no epoll_ctl. */
-    struct conn *deferred;
     /* respd_intro.c: requests of other threads' CLIENT LIST/KILL (legs)
      * for this thread's connections, woken by efd; mon_wake: a monitor of
      * this thread has lines waiting. */
@@ -194,6 +195,10 @@ cmd_outcome respd_command_in_exec(struct lattice_respd *r, conn *c, batch *b, si
 /* Encode every entry's reply into c->out, in order. */
 void respd_batch_replies(struct lattice_respd *r, conn *c, batch *b);
 void respd_batch_free(batch *b);
+/* Empties b for reuse by its IO thread (respd.c's spare batches): what its
+ * entries hold is freed, its arrays are kept.  False (nothing done) when
+ * they grew past BATCH_KEEP_*: such a batch is freed instead. */
+bool respd_batch_reset(batch *b);
 /* The data-thread callback of every submit. */
 void respd_op_done(void *arg, size_t i, const lattice_op_result *res);
 void respd_add_status_error(lattice_resp_out *o, lattice_status st);
