@@ -157,6 +157,15 @@ void issue_route(lattice_ops *d, opx *o)
         retry_later(d, o, LATTICE_ERR_TIMEOUT);
         return;
     }
+    if (d->disc && !d->client && !d->seen_topology) {
+        /* A server not admitted yet (starting, or restarted) may hold the
+         * metadata already - the coordinator pushes it on the data port -
+         * but no member set: every partition would look ownerless (LOST)
+         * and the quorum "0 of 0".  Neither is the grid's answer: wait for
+         * the join (TRYAGAIN past the deadline). */
+        retry_later(d, o, LATTICE_ERR_TIMEOUT);
+        return;
+    }
     lattice_meta_cache *c = lattice_meta_cache_of(d->meta, o->cache);
     if (!c) {
         /* A cache created a moment ago elsewhere may not have reached us yet
