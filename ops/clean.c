@@ -206,6 +206,8 @@ lattice_status clean_defer_read(waitw *w, const exec_in *in, const origin *org)
     r->in.value = NULL;
     r->in.value_len = 0;
     r->org = *org;
+    r->seq = 0; /* a plain read has no resend record (txn.c's defer sets one) */
+    r->origin_id[0] = 0;
     r->next = w->reads;
     w->reads = r;
     return LATTICE_OK;

@@ -87,6 +87,7 @@ static void teardown(void)
     for (pend *p = d->all, *n; p; p = n) {
         n = p->next;
         lt_free(p->op);
+        lt_free(p->resend);
         lt_free(p);
     }
     while (d->retry) {
@@ -99,6 +100,7 @@ static void teardown(void)
     if (region) lattice_region_destroy(region);
     region = NULL;
     exec_scratch_free(&d->scratch);
+    lt_free(d->dedup);
     lt_free(d->buckets);
     lt_free(d->dirty);
     lt_free(d);
@@ -381,7 +383,6 @@ START_TEST(resent_writes_are_not_applied_twice)
     for (size_t k = 0; k < b->n; k++) lt_free(b->out[k]);
     lt_free(b->out);
     lt_free(d->boxes);
-    lt_free(d->dedup);
     teardown();
 }
 END_TEST
@@ -445,7 +446,6 @@ START_TEST(resent_incrbyfloat_answers_its_float)
     for (size_t k = 0; k < b->n; k++) lt_free(b->out[k]);
     lt_free(b->out);
     lt_free(d->boxes);
-    lt_free(d->dedup);
     teardown();
 }
 END_TEST
