@@ -306,6 +306,34 @@ bool it_wait_baseline(const char *finder, int servers, int timeout_ms)
     return it_wait_for(baseline_counts, &w, timeout_ms);
 }
 
+typedef struct settled_want {
+    const char *finder, *cache;
+    int servers;
+} settled_want;
+
+static bool cache_settled(void *ctx)
+{
+    const settled_want *w = ctx;
+    size_t cap = 4 << 20; /* a partition table of every owner */
+    char *out = malloc(cap);
+    if (!out) return false;
+    int rc = it_capture_stdout(out, cap, "%s --timeout-ms 5000 --ip-finder '%s' --json partitions '%s' 2>>%s/top-errors.log",
+                               LATTICE_CLI_PATH, w->finder, w->cache, dir);
+    json_t *j = rc == 0 ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    bool ok = j && json_integer_value(json_object_get(j, "lost")) == 0 &&
+              json_integer_value(json_object_get(j, "under_replicated")) == 0 &&
+              json_integer_value(json_object_get(json_object_get(j, "balance"), "nodes")) == w->servers;
+    json_decref(j);
+    return ok;
+}
+
+bool it_wait_settled(const char *finder, const char *cache, int servers, int timeout_ms)
+{
+    settled_want w = {finder, cache, servers};
+    return it_wait_for(cache_settled, &w, timeout_ms);
+}
+
 json_t *it_top(const char *finder, const char *const *extra, const char *ns)
 {
     char cmd[2048];

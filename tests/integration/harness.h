@@ -58,6 +58,12 @@ json_t *it_top(const char *finder, const char *const *extra, const char *ns);
  * or killed before it holds the others may take its majority away
  * (CLUSTERDOWN): tests that fault a node they just started wait for this. */
 bool it_wait_baseline(const char *finder, int servers, int timeout_ms);
+/* Wait up to timeout_ms until `lattice partitions CACHE` shows the cache
+ * settled on `servers` servers: none LOST, none under-replicated (every
+ * backup copy OWNING), the base spanning them all.  Right after a grid forms
+ * the base is its first server until the rebalance to the others is done:
+ * a fault before that hits the only copy. */
+bool it_wait_settled(const char *finder, const char *cache, int servers, int timeout_ms);
 /* Helpers on a top JSON. */
 size_t it_servers(json_t *top);
 size_t it_clients(json_t *top);

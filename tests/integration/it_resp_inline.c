@@ -253,6 +253,7 @@ START_TEST(paused_primary_refuses_inline)
     start_grid(3, 3, args);
     for (int i = 0; i < 3; i++) ck_assert_msg(it_wait_for(serves, &i, 60000), "server %d never served", i);
     ck_assert_msg(it_wait_for(baseline_of_three, NULL, 60000), "the baseline never counted three servers");
+    ck_assert_msg(it_wait_settled(finder, "default", 3, 120000), "the cache never settled on the three servers");
     pick_ctx pk = {"pausekey", -1};
     ck_assert_msg(it_wait_for(agreed, &pk, 60000), "the nodes never agreed on the key's primary");
     int p = pk.prim, q = (p + 1) % 3;
