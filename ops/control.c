@@ -76,6 +76,8 @@ void control_on_topology(lattice_ops *d)
         start_base_check(d);
     } else {
         d->last_meta_pull = 0; /* pull now */
+        wal_attach(d);         /* what waited for d->self (wal.c) */
+        evict_attach(d);
     }
     rebal_on_change(d);
 }

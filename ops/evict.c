@@ -90,6 +90,7 @@ static struct evict_ctx *ctx_of(lattice_ops *d, const lattice_meta_cache *c)
 void evict_attach(lattice_ops *d)
 {
     if (!d->region_evict) return;
+    if (wal_has_recovered(d)) return; /* the recovered stores may yet replace these (wal_attach) */
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         if (!c->store || ctx_of(d, c) || d->n_evc == LATTICE_META_MAX_CACHES) continue;

@@ -295,6 +295,14 @@ void wal_attach(lattice_ops *d)
 {
     struct ops_wal *w = d->wal;
     if (!w || !lattice_meta_valid(d->meta)) return;
+    /* The coordinator pushes the metadata on the data port, and it may come
+     * before this node's own topology: without d->self keep_recovered would
+     * not find this node in a restoring base and drop the copy the restore
+     * decided to keep (it_restart an_old_data_dir_and_the_coordinator_dies:
+     * the returned coordinator held counter 0 where it was to send its
+     * copy).  So nothing is decided or attached before the topology;
+     * control_on_topology calls again. */
+    if (!w->decided && !d->self) return;
     if (!w->cid_saved && d->self) {
         const char *prev = lt_persist_prev_cid(w->p);
         if (prev[0] && strcmp(prev, d->self->m.cid))
