@@ -154,6 +154,30 @@ START_TEST(many_unread_unknown_writes_are_cheap)
 }
 END_TEST
 
+/* Forty reads of one value, all concurrent with each other and with a
+ * write of another: which order they take is no choice (a read changes
+ * nothing), so the search must not try them in every order - it did, and
+ * such a segment ran a fault run's check out of its budget. */
+START_TEST(concurrent_reads_are_no_choice)
+{
+    W(0, 1, 0, 10);
+    for (int i = 0; i < 40; i++) R(1 + i % 5, 1, 20 + i, 1000 + i);
+    W(6, 2, 25, 2000);
+    for (int i = 0; i < 20; i++) R(7 + i % 5, i % 2 ? 2 : 1, 30 + i, 1500 + i);
+    R(2, 2, 2001, 2002);
+    fh_report r = {0};
+    fh_check_registers(&h, 1000000, stderr, &r);
+    ck_assert_uint_eq(r.inconclusive, 0);
+    ck_assert_uint_eq(r.violations, 0);
+    /* The same with a read of 1 after a read of 2 completed: not linearizable. */
+    R(3, 1, 2003, 2004);
+    memset(&r, 0, sizeof r);
+    fh_check_registers(&h, 1000000, NULL, &r);
+    ck_assert_uint_eq(r.inconclusive, 0);
+    ck_assert_uint_eq(r.violations, 1);
+}
+END_TEST
+
 START_TEST(keys_are_independent)
 {
     op(0, FH_WRITE, "a", 1, 0, 1, FH_OK);
@@ -412,6 +436,7 @@ int main(void)
     tcase_add_test(tc, unknown_write_cannot_be_undone);
     tcase_add_test(tc, unknown_write_not_before_its_invoke);
     tcase_add_test(tc, many_unread_unknown_writes_are_cheap);
+    tcase_add_test(tc, concurrent_reads_are_no_choice);
     tcase_add_test(tc, keys_are_independent);
     tcase_add_test(tc, each_violation_is_counted);
     tcase_add_test(tc, counter_valid);

@@ -238,6 +238,7 @@ static int wing_gong(search *s, const int64_t *starts, size_t n_starts)
     struct frame {
         event *e;
         int64_t state;
+        bool read; /* a read linearized where it was legal: the one placement tried */
     } *stack = xcalloc(s->n + 1, sizeof *stack);
     cache c = {0};
     int verdict = 0;
@@ -253,36 +254,53 @@ static int wing_gong(search *s, const int64_t *starts, size_t n_starts)
             }
             if (head->next && e->call) {
                 const fh_op *o = s->ops[e->op].o;
-                bool legal = o->kind == FH_WRITE || o->value == state;
-                int64_t next = o->kind == FH_WRITE ? o->value : state;
+                bool read = o->kind == FH_READ;
+                bool legal = !read || o->value == state;
+                int64_t next = read ? state : o->value;
                 bit_set(&b, e->op);
                 if (legal && cache_add(&c, zh ^ zob[e->op], next, &b)) {
-                    stack[depth++] = (struct frame){e, state};
+                    stack[depth++] = (struct frame){e, state, read};
                     state = next;
                     zh ^= zob[e->op];
                     lift(e);
                     e = head->next;
-                } else {
-                    bit_clear(&b, e->op);
-                    e = e->next;
+                    continue;
                 }
-                continue;
+                bit_clear(&b, e->op);
+                if (!(legal && read)) {
+                    e = e->next;
+                    continue;
+                }
+                /* A read that may take effect here, from a point explored
+                 * before: as below, nothing else is left to try here. */
             }
             if (!head->next) {
                 add_end(s, state); /* all linearized: note it, look for other endings */
                 verdict = 1;
-            } else if (depth >= s->best_depth) {
+            } else if (!e->call && depth >= s->best_depth) {
                 s->best_depth = depth; /* a return nothing can precede: a dead end */
                 s->best_op = e->op;
                 s->best_state = state;
             }
-            if (!depth) break;
-            struct frame f = stack[--depth];
-            e = f.e;
-            state = f.state;
-            bit_clear(&b, e->op);
-            zh ^= zob[e->op];
-            unlift(e);
+            /* Back to the last choice.  A read linearized at the first point
+             * where it was legal was no choice: a read changes nothing, so
+             * any linearization that places it later - its predecessors all
+             * placed already, the register holding its value here - gives
+             * the same order of the rest with it moved here, and the same
+             * ending.  Trying it later would only repeat this subtree (a
+             * 52-operation segment of concurrent reads took more than 20
+             * million steps that way), so the search backs out past it. */
+            struct frame f = {0};
+            do {
+                if (!depth) break;
+                f = stack[--depth];
+                e = f.e;
+                state = f.state;
+                bit_clear(&b, e->op);
+                zh ^= zob[e->op];
+                unlift(e);
+            } while (f.read);
+            if (!f.e || f.read) break; /* nothing left to try from this start */
             e = e->next;
         }
     }
