@@ -127,6 +127,9 @@ static void ops_part(const lattice_node_metrics *m, FILE *o)
     family(o, "lattice_reads_inline_total", "counter",
            "reads answered on the thread that read the request, without the data thread");
     sample(o, "lattice_reads_inline_total", m->reads_inline);
+    family(o, "lattice_ops_run_here_total", "counter",
+           "other operations run to completion on the thread that read the request, while the data thread was idle");
+    sample(o, "lattice_ops_run_here_total", m->ops_run_here);
     if (!m->pages_max) return;
     family(o, "lattice_region_page_size_bytes", "gauge", "data region page size");
     sample(o, "lattice_region_page_size_bytes", m->page_size);

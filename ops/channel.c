@@ -39,6 +39,7 @@
 static __thread lattice_ops *on_data_thread; /* the data thread's own lattice_ops */
 
 void chan_enter_thread(lattice_ops *d) { on_data_thread = d; }
+bool chan_on_data_thread(const lattice_ops *d) { return on_data_thread == d; }
 
 /* ------------------------------------------------------------ pending table */
 

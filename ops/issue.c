@@ -51,7 +51,9 @@ static opx *opx_new(const lattice_op *op, lattice_op_fn fn, void *arg, size_t in
     return o;
 }
 
-lattice_status lattice_ops_submit(lattice_ops *d, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
+/* here: the caller is an RCU-registered thread (lattice_ops_submit_inline's
+ * contract), which may run the ops to completion itself (loop_run_here). */
+static lattice_status submit(lattice_ops *d, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg, bool here)
 {
     if (!ops || !n || !fn) return LATTICE_ERR_INVAL;
     if (!d) return LATTICE_ERR_STOPPED;
@@ -72,10 +74,17 @@ lattice_status lattice_ops_submit(lattice_ops *d, const lattice_op *ops, size_t 
         if (all != small) lt_free(all);
         return LATTICE_ERR_STOPPED;
     }
-    for (size_t i = 0; i < n; i++) chan_push(d, all[i]);
-    chan_wake(d);
+    if (!here || !loop_run_here(d, all, n)) {
+        for (size_t i = 0; i < n; i++) chan_push(d, all[i]);
+        chan_wake(d);
+    }
     if (all != small) lt_free(all);
     return LATTICE_OK;
+}
+
+lattice_status lattice_ops_submit(lattice_ops *d, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
+{
+    return submit(d, ops, n, fn, arg, false);
 }
 
 lattice_status lattice_ops_submit_inline(lattice_ops *d, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
@@ -85,7 +94,7 @@ lattice_status lattice_ops_submit_inline(lattice_ops *d, const lattice_op *ops, 
     if (d->client || !atomic_load(&d->accepting)) return lattice_ops_submit(d, ops, n, fn, arg);
     uint64_t small[4] = {0};
     uint64_t *done = n <= 256 ? small : lt_calloc((n + 63) / 64, sizeof *done);
-    if (!done) return lattice_ops_submit(d, ops, n, fn, arg);
+    if (!done) return submit(d, ops, n, fn, arg, true);
     /* The reads first.  Once one callback ran this returns OK, so an op
      * that cannot be handed over afterwards is answered NOMEM through fn. */
     size_t answered = 0;
@@ -104,22 +113,30 @@ lattice_status lattice_ops_submit_inline(lattice_ops *d, const lattice_op *ops, 
     }
     lattice_status st = LATTICE_OK;
     if (!answered) {
-        st = lattice_ops_submit(d, ops, n, fn, arg);
+        st = submit(d, ops, n, fn, arg, true);
     } else {
-        bool pushed = false;
+        opx *small_rest[64];
+        opx **rest = n - answered <= 64 ? small_rest : lt_malloc((n - answered) * sizeof *rest);
+        size_t k = 0;
         uint64_t deadline = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
         for (size_t i = 0; i < n; i++) {
             if (done[i / 64] & (1ull << (i % 64))) continue;
             opx *o = opx_new(&ops[i], fn, arg, i, deadline);
-            if (o) {
-                chan_push(d, o);
-                pushed = true;
+            if (o && rest) {
+                rest[k++] = o;
+            } else if (o) {
+                chan_push(d, o); /* no room for the list: handed over one by one */
+                chan_wake(d);
             } else {
                 lattice_op_result r = {.status = LATTICE_ERR_NOMEM};
                 fn(arg, i, &r);
             }
         }
-        if (pushed) chan_wake(d);
+        if (k && !loop_run_here(d, rest, k)) {
+            for (size_t i = 0; i < k; i++) chan_push(d, rest[i]);
+            chan_wake(d);
+        }
+        if (rest != small_rest) lt_free(rest);
     }
     if (done != small) lt_free(done);
     return st;
@@ -127,6 +144,11 @@ lattice_status lattice_ops_submit_inline(lattice_ops *d, const lattice_op *ops, 
 
 void lattice_ops_thread_enter(void) { rcu_register_thread(); }
 void lattice_ops_thread_exit(void) { rcu_unregister_thread(); }
+uint64_t lattice_ops_run_here(lattice_ops *d)
+{
+    return d ? atomic_load_explicit(&d->ops_run_here, memory_order_relaxed) : 0;
+}
+
 uint64_t lattice_ops_reads_inline(lattice_ops *d)
 {
     return d ? atomic_load_explicit(&d->reads_inline, memory_order_relaxed) : 0;

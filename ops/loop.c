@@ -142,10 +142,8 @@ static void sweep_stalled(lattice_ops *d, uint64_t now)
     }
 }
 
-static void drain_inbox(lattice_ops *d)
+static void drain_queue(lattice_ops *d)
 {
-    uint64_t v;
-    if (read(d->efd, &v, sizeof v) < 0 && errno != EAGAIN) LT_LOG(LT_WARN, "data", "eventfd: %s", strerror(errno));
     for (;;) {
         struct cds_wfcq_node *n = __cds_wfcq_dequeue_nonblocking(&d->qhead, &d->qtail);
         if (!n || n == CDS_WFCQ_WOULDBLOCK) break;
@@ -154,6 +152,13 @@ static void drain_inbox(lattice_ops *d)
         else issue_route(d, o);
         evict_flush(d);
     }
+}
+
+static void drain_inbox(lattice_ops *d)
+{
+    uint64_t v;
+    if (read(d->efd, &v, sizeof v) < 0 && errno != EAGAIN) LT_LOG(LT_WARN, "data", "eventfd: %s", strerror(errno));
+    drain_queue(d);
 }
 
 static void run_retries(lattice_ops *d, uint64_t now)
@@ -353,14 +358,26 @@ static void *data_main(void *arg)
         atomic_store(&d->run_flag, false);
     }
     uint64_t last_tick = 0;
+    bool stale = false; /* a thread ran ops here during the last poll */
+    pthread_mutex_lock(&d->run_lock);
+    d->run_open = fds && w;
     while (atomic_load(&d->run_flag)) {
         size_t n = build_poll(d, fds, w, lt_mono_ms());
-        int rc = poll(fds, (nfds_t)n, d->inbox_pending ? 0 : TICK_MS);
+        uint64_t runs = d->runs_here;
+        /* The poll is the one place this thread does not hold its state:
+         * a submitting thread may run its ops meanwhile (loop_run_here). */
+        pthread_mutex_unlock(&d->run_lock);
+        int rc = poll(fds, (nfds_t)n, d->inbox_pending || stale ? 0 : TICK_MS);
+        pthread_mutex_lock(&d->run_lock);
         d->inbox_pending = false;
         if (rc < 0 && errno != EINTR) break;
+        /* Such a run may have closed or opened connections the poll set
+         * names: its results are not served, the next poll (at once, the
+         * sockets still ready) is made from the state as it is now. */
+        stale = d->runs_here != runs;
         drain_inbox(d);
         uint64_t now = lt_mono_ms();
-        if (rc > 0) service(d, fds, w, n, now);
+        if (rc > 0 && !stale) service(d, fds, w, n, now);
         /* The tick's clock is read after the frames were served: what they
          * stamped (a supplier session's last demand, say) must not lie in
          * the tick's future, or "now - stamp" wraps around - a supplier
@@ -387,6 +404,7 @@ static void *data_main(void *arg)
         fast_settle(d); /* before anything of this round leaves (fast.c) */
         chan_flush(d);
     }
+    d->run_open = false;
     wal_stop(d);
     lt_free(fds);
     lt_free(w);
@@ -396,8 +414,48 @@ static void *data_main(void *arg)
     chan_release_pending(d, true);
     run_retries(d, UINT64_MAX);
     chan_flush(d);
+    pthread_mutex_unlock(&d->run_lock);
     rcu_unregister_thread();
     return NULL;
+}
+
+/* Run to completion (docs/ARCHITECTURE.md): the data thread is in its poll,
+ * so the submitting thread takes its state and runs the ops itself, as the
+ * data thread would - what others queued before them first, so every
+ * connection's order holds - with no eventfd write, no wake-up and no
+ * second hand-off back for an op this node answers.  Whatever it sent to
+ * peers wakes the data thread, which then polls from the new state (their
+ * connections, their answers). */
+bool loop_run_here(lattice_ops *d, opx **all, size_t n)
+{
+    if (d->client || chan_on_data_thread(d)) return false;
+    if (pthread_mutex_trylock(&d->run_lock) != 0) return false;
+    if (!d->run_open || !atomic_load(&d->accepting)) {
+        pthread_mutex_unlock(&d->run_lock);
+        return false;
+    }
+    chan_enter_thread(d);
+    d->runs_here++;
+    drain_queue(d);
+    for (size_t i = 0; i < n; i++) {
+        issue_route(d, all[i]);
+        evict_flush(d);
+    }
+    while (d->inbox_pending) { /* the callbacks' next ops */
+        d->inbox_pending = false;
+        drain_queue(d);
+    }
+    fast_settle(d);
+    bool sent = d->n_dirty > 0 || d->n_boxes > 0;
+    chan_flush(d);
+    chan_enter_thread(NULL);
+    pthread_mutex_unlock(&d->run_lock);
+    atomic_fetch_add_explicit(&d->ops_run_here, n, memory_order_relaxed);
+    if (sent) {
+        uint64_t one = 1;
+        if (write(d->efd, &one, sizeof one) < 0 && errno != EAGAIN) LT_LOG(LT_WARN, "data", "eventfd: %s", strerror(errno));
+    }
+    return true;
 }
 
 /* --------------------------------------------------------------- lifecycle */
@@ -416,6 +474,7 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
     lattice_ops *d = lt_calloc(1, sizeof *d);
     if (!d) return LATTICE_ERR_NOMEM;
     d->efd = -1;
+    pthread_mutex_init(&d->run_lock, NULL);
     d->buckets = lt_calloc(PEND_BUCKETS, sizeof *d->buckets);
     d->dirty = lt_calloc(DATA_MAX_PEERS, sizeof *d->dirty);
     if (!d->buckets || !d->dirty) goto nomem;
@@ -535,6 +594,7 @@ static void ops_free(lattice_ops *d)
     if (d->srv) link_srv_close(d->srv);
     lt_free(d->srv);
     if (d->efd >= 0) close(d->efd);
+    pthread_mutex_destroy(&d->run_lock);
     lt_free(d->buckets);
     lt_free(d->dirty);
     lt_free(d->dedup);

@@ -90,6 +90,9 @@ void lattice_ops_thread_enter(void);
 void lattice_ops_thread_exit(void);
 /* Reads answered on the calling thread since the node started. */
 uint64_t lattice_ops_reads_inline(lattice_ops *d);
+/* Other ops (writes, reads the inline path could not answer) the submitting
+ * thread of lattice_ops_submit_inline ran to completion itself. */
+uint64_t lattice_ops_run_here(lattice_ops *d);
 
 /* Internal calls, run on the data thread: fn gets a result whose value
  * points at a call-specific struct the caller then owns. */

@@ -219,6 +219,15 @@ struct lattice_ops {
     atomic_bool run_flag, accepting;
     atomic_bool fenced;           /* the node is leaving: serve nothing more (lattice_ops_fence) */
 
+    /* The data thread's state below is owned by whoever holds run_lock: the
+     * data thread itself everywhere but in its poll(2), or - while it sits
+     * in poll - a thread that runs its own submit to completion there
+     * (loop_run_here: no hand-off, docs/ARCHITECTURE.md "Run to
+     * completion").  run_open: the data thread is up and takes such runs. */
+    pthread_mutex_t run_lock;
+    bool run_open;
+    uint64_t runs_here;           /* such runs so far: the data thread's poll results may be stale */
+
     /* data thread */
     bool running, seen_topology;
     bool inbox_pending;           /* enqueued from the data thread itself: poll without waiting */
@@ -280,6 +289,7 @@ struct lattice_ops {
     struct fast_view *fast_view;  /* any thread under rcu_read_lock; written by the data thread (rcu_xchg_pointer) */
     _Atomic uint64_t fast_inc;    /* any thread: the incarnation the published roles were computed under */
     atomic_uint_fast64_t reads_inline; /* any thread: reads answered on the calling thread */
+    atomic_uint_fast64_t ops_run_here; /* any thread: other ops run to completion on the calling thread */
     uint64_t fast_stamp;          /* data thread: the view the words were last computed on */
     bool fast_republish;          /* data thread: a cache went; publish the others again */
 
@@ -330,6 +340,13 @@ void chan_release_pending(lattice_ops *d, bool all);
 /* Any thread: hands o to the data thread (chan_enqueue = chan_push, then
  * chan_wake; a submit of several ops pushes each and wakes once). */
 lattice_status chan_enqueue(lattice_ops *d, opx *o);
+/* Whether the calling thread acts as the data thread now. */
+bool chan_on_data_thread(const lattice_ops *d);
+/* A submit of n ops run to completion on the calling thread (an RCU
+ * registered one) when the data thread is in its poll: true when it took
+ * them (each ends as on the data thread - answered, sent, or retried);
+ * false, nothing done, when the data thread is busy: hand them over. */
+bool loop_run_here(lattice_ops *d, opx **all, size_t n);
 lattice_status chan_push(lattice_ops *d, opx *o);
 lattice_status chan_wake(lattice_ops *d);
 /* The acknowledgement: a local op's callback (o freed), or a reply. */

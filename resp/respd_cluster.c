@@ -522,13 +522,14 @@ void respd_info(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *
                "aof_rewrite_in_progress:0\r\naof_last_write_status:ok\r\n\r\n");
     if (want(argc, argv, "stats", true)) {
         lattice_node_metrics *nm = lt_malloc(sizeof *nm); /* large: not on the stack */
-        uint64_t inl = nm && lattice_node_metrics_get(r->node, nm) == LATTICE_OK ? nm->reads_inline : 0;
+        bool got = nm && lattice_node_metrics_get(r->node, nm) == LATTICE_OK;
+        uint64_t inl = got ? nm->reads_inline : 0, here = got ? nm->ops_run_here : 0;
         lt_free(nm);
         sb_add(&b,
                "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\nrejected_connections:%llu\r\n"
-               "lattice_reads_inline:%llu\r\n\r\n",
+               "lattice_reads_inline:%llu\r\nlattice_ops_run_here:%llu\r\n\r\n",
                (unsigned long long)atomic_load(&r->total_conns), (unsigned long long)atomic_load(&r->total_cmds),
-               (unsigned long long)atomic_load(&r->rejected_conns), (unsigned long long)inl);
+               (unsigned long long)atomic_load(&r->rejected_conns), (unsigned long long)inl, (unsigned long long)here);
     }
     if (want(argc, argv, "replication", true)) info_replication(r, &b);
     if (want(argc, argv, "cpu", true)) info_cpu(&b);

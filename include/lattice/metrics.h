@@ -31,6 +31,10 @@ typedef struct lattice_node_metrics {
     /* Reads answered on the thread that submitted them (lattice_op_submit_inline:
      * RESP's IO threads), without the data thread; counted in ops[] too. */
     uint64_t reads_inline;
+    /* Other ops the thread that submitted them ran to completion there,
+     * while the data thread was idle (docs/ARCHITECTURE.md, "Run to
+     * completion"); counted in ops[] too. */
+    uint64_t ops_run_here;
     /* The data region (servers; zero on a client). */
     uint64_t page_size, pages_max, pages_mapped, pages_data, row_bytes, rows, evictions;
 } lattice_node_metrics;

@@ -1,6 +1,7 @@
 /*
- * Reads that run to completion on the RESP IO thread (docs/CONSISTENCY.md,
- * "Reads on the calling thread"):
+ * Reads and writes that run to completion on the RESP IO thread
+ * (docs/CONSISTENCY.md, "Reads on the calling thread"; docs/ARCHITECTURE.md,
+ * "Run to completion"):
  *
  *   reads_run_inline_and_count      one node: GET, EXISTS, TTL, MGET are
  *                                   answered on the IO thread (INFO's
@@ -8,6 +9,12 @@
  *                                   with the right values, and the cache's
  *                                   reads/hits/misses (`lattice caches`)
  *                                   count every one of them
+ *   writes_run_to_completion_in_order  one node, two IO threads: writes
+ *                                   the IO threads run themselves
+ *                                   (lattice_ops_run_here) beside the data
+ *                                   thread: concurrent INCRs answer 1..N
+ *                                   once each, a pipeline's GET sees its
+ *                                   last SET
  *   paused_primary_refuses_inline   three nodes, backups=1, full_sync: a
  *                                   key's primary that serves its reads
  *                                   inline is SIGSTOPped, the grid fails it
@@ -35,6 +42,7 @@
 #include <check.h>
 #include <hiredis.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -72,19 +80,21 @@ static bool baseline_of_three(void *ctx)
     return ok;
 }
 
-/* INFO stats' lattice_reads_inline of server i (-1: no answer). */
-static long long reads_inline(int i)
+/* A counter of server i's INFO stats ("name:"; -1: no answer). */
+static long long info_stat(int i, const char *name)
 {
     redisContext *c = try_conn(i);
     if (!c) return -1;
     redisReply *r = redisCommand(c, "INFO stats");
     long long v = -1;
-    const char *s = r && r->str ? strstr(r->str, "lattice_reads_inline:") : NULL;
-    if (s) v = atoll(s + strlen("lattice_reads_inline:"));
+    const char *s = r && r->str ? strstr(r->str, name) : NULL;
+    if (s) v = atoll(s + strlen(name));
     if (r) freeReplyObject(r);
     redisFree(c);
     return v;
 }
+
+static long long reads_inline(int i) { return info_stat(i, "lattice_reads_inline:"); }
 
 /* The cache's reads, hits and misses over every node (`lattice caches`). */
 static void cache_reads(long long *reads, long long *hits, long long *misses)
@@ -188,6 +198,112 @@ START_TEST(reads_run_inline_and_count)
     ck_assert_int_eq(m1 - m0, rounds * ROUND_MISSES);
     ck_assert_int_eq(h1 - h0, rounds * (ROUND_READS - ROUND_MISSES));
     redisFree(c);
+    it_end();
+}
+END_TEST
+
+#define RUN_CLIENTS 4
+#define RUN_INCRS 500
+#define RUN_PIPE 100
+
+typedef struct run_client {
+    int id;
+    long long got[RUN_INCRS]; /* its INCR answers, in order */
+    int bad;                  /* answers that were not what they must be */
+    char why[160];
+} run_client;
+
+/* One connection: INCRs of the shared counter one at a time, then a
+ * pipeline of SETs of its own key and the GET behind them. */
+static void *run_client_main(void *p)
+{
+    run_client *x = p;
+    redisContext *c = conn_to(0);
+    for (int i = 0; i < RUN_INCRS; i++) {
+        redisReply *r = redisCommand(c, "INCR runctr");
+        if (!r || r->type != REDIS_REPLY_INTEGER) {
+            x->bad++;
+            snprintf(x->why, sizeof x->why, "INCR: %s", r && r->str ? r->str : "no answer");
+        } else {
+            x->got[i] = r->integer;
+            if (i && r->integer <= x->got[i - 1]) { /* one connection's INCRs are ordered */
+                x->bad++;
+                snprintf(x->why, sizeof x->why, "INCR %d answered %lld after %lld", i, r->integer, x->got[i - 1]);
+            }
+        }
+        if (r) freeReplyObject(r);
+    }
+    for (int i = 0; i < RUN_PIPE; i++) redisAppendCommand(c, "SET runkey%d v%d", x->id, i);
+    redisAppendCommand(c, "GET runkey%d", x->id);
+    for (int i = 0; i <= RUN_PIPE; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != 0 || !r) {
+            x->bad++;
+            snprintf(x->why, sizeof x->why, "pipeline: connection lost");
+            break;
+        }
+        char want[16];
+        snprintf(want, sizeof want, "v%d", RUN_PIPE - 1);
+        if (i == RUN_PIPE && (r->type != REDIS_REPLY_STRING || strcmp(r->str, want))) {
+            x->bad++;
+            snprintf(x->why, sizeof x->why, "GET behind the pipeline: '%s', not '%s'", r->str ? r->str : "?", want);
+        }
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return NULL;
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Writes run to completion on the IO threads (docs/ARCHITECTURE.md, "Run to
+ * completion"): one node with two IO threads, four connections INCR one
+ * counter concurrently - the two IO threads and the data thread take turns
+ * at the node's state - then pipeline SETs of their own keys.  Every INCR
+ * answer is a distinct number, together exactly 1..total, each
+ * connection's rising; the counter ends at the total; each pipeline's GET
+ * sees its last SET; and INFO's lattice_ops_run_here counts ops the IO
+ * threads ran themselves. */
+START_TEST(writes_run_to_completion_in_order)
+{
+    it_begin("resp_inline_run_here");
+    static const char *const args[] = {"--cache", "default:backups=0", "--resp-io-threads", "2", NULL};
+    start_grid(1, 1, args);
+    int zero = 0;
+    ck_assert_msg(it_wait_for(serves, &zero, 60000), "the node never served");
+    long long before = info_stat(0, "lattice_ops_run_here:");
+    ck_assert_int_ge(before, 0);
+    static run_client cl[RUN_CLIENTS];
+    pthread_t th[RUN_CLIENTS];
+    for (int i = 0; i < RUN_CLIENTS; i++) {
+        memset(&cl[i], 0, sizeof cl[i]);
+        cl[i].id = i;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, run_client_main, &cl[i]), 0);
+    }
+    for (int i = 0; i < RUN_CLIENTS; i++) pthread_join(th[i], NULL);
+    static long long all[RUN_CLIENTS * RUN_INCRS];
+    for (int i = 0; i < RUN_CLIENTS; i++) {
+        ck_assert_msg(cl[i].bad == 0, "connection %d: %d wrong answers, e.g. %s", i, cl[i].bad, cl[i].why);
+        memcpy(all + i * RUN_INCRS, cl[i].got, sizeof cl[i].got);
+    }
+    qsort(all, RUN_CLIENTS * RUN_INCRS, sizeof all[0], cmp_ll);
+    for (int k = 0; k < RUN_CLIENTS * RUN_INCRS; k++)
+        ck_assert_msg(all[k] == k + 1, "INCR answers: %lld where %d was due (lost or doubled)", all[k], k + 1);
+    redisContext *c = conn_to(0);
+    redisReply *r = cmd(c, "GET runctr");
+    char total[16];
+    snprintf(total, sizeof total, "%d", RUN_CLIENTS * RUN_INCRS);
+    ck_assert_str_eq(r->str, total);
+    freeReplyObject(r);
+    redisFree(c);
+    long long after = info_stat(0, "lattice_ops_run_here:");
+    printf("run here: %lld of %d writes ran on the IO threads\n", after - before,
+           RUN_CLIENTS * (RUN_INCRS + RUN_PIPE));
+    ck_assert_int_gt(after - before, 0);
     it_end();
 }
 END_TEST
@@ -546,6 +662,7 @@ int main(int argc, char **argv)
 {
     static const it_named tests[] = {
         {"reads_run_inline_and_count", &reads_run_inline_and_count},
+        {"writes_run_to_completion_in_order", &writes_run_to_completion_in_order},
         {"paused_primary_refuses_inline", &paused_primary_refuses_inline},
         {"lost_partition_refuses_reads", &lost_partition_refuses_reads},
         {"lost_mid_rebalance_refuses_reads", &lost_mid_rebalance_refuses_reads},
