@@ -40,6 +40,7 @@
 #include "rebal_exec.h"
 
 #define TICK_MS 10
+#define RUN_HERE_MAX_OPS 8 /* loop_run_here: larger submits are handed over */
 #define SWEEP_MS 250
 #define PEND_BUCKETS 65536u
 #define MAX_FRAMES 256 /* frames one connection hands over per loop iteration */
@@ -363,7 +364,7 @@ static void *data_main(void *arg)
     d->run_open = fds && w;
     while (atomic_load(&d->run_flag)) {
         size_t n = build_poll(d, fds, w, lt_mono_ms());
-        uint64_t runs = d->runs_here;
+        uint64_t changes = d->poll_changes;
         /* The poll is the one place this thread does not hold its state:
          * a submitting thread may run its ops meanwhile (loop_run_here). */
         pthread_mutex_unlock(&d->run_lock);
@@ -372,9 +373,10 @@ static void *data_main(void *arg)
         d->inbox_pending = false;
         if (rc < 0 && errno != EINTR) break;
         /* Such a run may have closed or opened connections the poll set
-         * names: its results are not served, the next poll (at once, the
-         * sockets still ready) is made from the state as it is now. */
-        stale = d->runs_here != runs;
+         * names, or left output on one: then its results are not served,
+         * the next poll (at once, the sockets still ready) is made from the
+         * state as it is now. */
+        stale = d->poll_changes != changes;
         drain_inbox(d);
         uint64_t now = lt_mono_ms();
         if (rc > 0 && !stale) service(d, fds, w, n, now);
@@ -419,23 +421,62 @@ static void *data_main(void *arg)
     return NULL;
 }
 
+/* What the data thread's poll set holds of its peers' connections: one
+ * whose pointer, descriptor or events changed (opened at a first send,
+ * closed by a failed one, output left queued) needs a new poll set. */
+static uint64_t peers_sig(const lattice_ops *d)
+{
+    uint64_t h = 1469598103934665603ULL ^ d->n_peers;
+    for (size_t i = 0; i < d->n_peers; i++) {
+        const link_conn *c = d->peers[i]->dealer;
+        h = (h ^ (uint64_t)(uintptr_t)c) * 1099511628211ULL;
+        if (!c) continue;
+        h = (h ^ (uint64_t)(uint32_t)c->fd) * 1099511628211ULL;
+        h = (h ^ (uint64_t)(uint16_t)link_events(c)) * 1099511628211ULL;
+    }
+    return h;
+}
+
+/* o ends on this node without waiting for another: its key's partition has
+ * this node for its only serving copy (no backup to wait for, no primary
+ * elsewhere to ask).  Only such ops are worth running on the submitting
+ * thread: for the others the answer comes back through the data thread
+ * anyway, and the submitting thread - the busier one - would take over the
+ * data thread's sending as well (measured: 3 nodes, full_sync, SET -c 50
+ * 0.9x the hand-off; docs/BENCHMARKS.md, "#12, run to completion"). */
+static bool ends_here(lattice_ops *d, const opx *o)
+{
+    if (o->call || walk_is_kind(o->op.kind) || !o->op.key || !lattice_meta_valid(d->meta)) return false;
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, o->cache);
+    if (!c || !c->store) return false;
+    uint32_t p = lattice_partition_of_key(o->op.key, o->op.key_len, c->cfg.partitions);
+    lattice_meta_member *own[2];
+    return lattice_meta_serving_owners(c, p, own, 2) == 1 && own[0]->self && !lattice_meta_moving_owners(c, p, own, 2);
+}
+
 /* Run to completion (docs/ARCHITECTURE.md): the data thread is in its poll,
  * so the submitting thread takes its state and runs the ops itself, as the
  * data thread would - what others queued before them first, so every
  * connection's order holds - with no eventfd write, no wake-up and no
- * second hand-off back for an op this node answers.  Whatever it sent to
- * peers wakes the data thread, which then polls from the new state (their
- * connections, their answers). */
+ * second hand-off back for an op this node answers.  What it sent to peers
+ * is answered on connections the data thread already polls; only when the
+ * run changed those (peers_sig), or replied on an accepted one, is the
+ * data thread woken to poll from the new state. */
 bool loop_run_here(lattice_ops *d, opx **all, size_t n)
 {
     if (d->client || chan_on_data_thread(d)) return false;
     if (pthread_mutex_trylock(&d->run_lock) != 0) return false;
-    if (!d->run_open || !atomic_load(&d->accepting)) {
+    /* A large submit (a pipeline) is worth the hand-off: the data thread
+     * works through it while this thread reads and answers the next
+     * (SET -P 16: 0.91x the hand-off when run here). */
+    bool here = n <= RUN_HERE_MAX_OPS && d->run_open && atomic_load(&d->accepting);
+    for (size_t i = 0; here && i < n; i++) here = ends_here(d, all[i]);
+    if (!here) {
         pthread_mutex_unlock(&d->run_lock);
         return false;
     }
     chan_enter_thread(d);
-    d->runs_here++;
+    uint64_t sig = peers_sig(d);
     drain_queue(d);
     for (size_t i = 0; i < n; i++) {
         issue_route(d, all[i]);
@@ -446,12 +487,14 @@ bool loop_run_here(lattice_ops *d, opx **all, size_t n)
         drain_queue(d);
     }
     fast_settle(d);
-    bool sent = d->n_dirty > 0 || d->n_boxes > 0;
+    bool replied = d->n_boxes > 0;
     chan_flush(d);
+    bool changed = replied || peers_sig(d) != sig;
+    if (changed) d->poll_changes++;
     chan_enter_thread(NULL);
     pthread_mutex_unlock(&d->run_lock);
     atomic_fetch_add_explicit(&d->ops_run_here, n, memory_order_relaxed);
-    if (sent) {
+    if (changed) {
         uint64_t one = 1;
         if (write(d->efd, &one, sizeof one) < 0 && errno != EAGAIN) LT_LOG(LT_WARN, "data", "eventfd: %s", strerror(errno));
     }

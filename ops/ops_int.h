@@ -226,7 +226,7 @@ struct lattice_ops {
      * completion").  run_open: the data thread is up and takes such runs. */
     pthread_mutex_t run_lock;
     bool run_open;
-    uint64_t runs_here;           /* such runs so far: the data thread's poll results may be stale */
+    uint64_t poll_changes;        /* runs that changed what the data thread polls: its results are stale */
 
     /* data thread */
     bool running, seen_topology;
