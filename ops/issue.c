@@ -51,6 +51,13 @@ static opx *opx_new(const lattice_op *op, lattice_op_fn fn, void *arg, size_t in
     return o;
 }
 
+/* The data thread takes them: each pushed, then one wake-up for all. */
+static void hand_over(lattice_ops *d, opx **all, size_t n)
+{
+    for (size_t i = 0; i < n; i++) chan_push(d, all[i]);
+    chan_wake(d);
+}
+
 /* here: the caller is an RCU-registered thread (lattice_ops_submit_inline's
  * contract), which may run the ops to completion itself (loop_run_here). */
 static lattice_status submit(lattice_ops *d, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg, bool here)
@@ -74,10 +81,7 @@ static lattice_status submit(lattice_ops *d, const lattice_op *ops, size_t n, la
         if (all != small) lt_free(all);
         return LATTICE_ERR_STOPPED;
     }
-    if (!here || !loop_run_here(d, all, n)) {
-        for (size_t i = 0; i < n; i++) chan_push(d, all[i]);
-        chan_wake(d);
-    }
+    if (!here || !loop_run_here(d, all, n)) hand_over(d, all, n);
     if (all != small) lt_free(all);
     return LATTICE_OK;
 }
@@ -132,10 +136,7 @@ lattice_status lattice_ops_submit_inline(lattice_ops *d, const lattice_op *ops, 
                 fn(arg, i, &r);
             }
         }
-        if (k && !loop_run_here(d, rest, k)) {
-            for (size_t i = 0; i < k; i++) chan_push(d, rest[i]);
-            chan_wake(d);
-        }
+        if (k && !loop_run_here(d, rest, k)) hand_over(d, rest, k);
         if (rest != small_rest) lt_free(rest);
     }
     if (done != small) lt_free(done);
