@@ -130,6 +130,9 @@ static void ops_part(const lattice_node_metrics *m, FILE *o)
     family(o, "lattice_ops_run_here_total", "counter",
            "other operations run to completion on the thread that read the request, while the data thread was idle");
     sample(o, "lattice_ops_run_here_total", m->ops_run_here);
+    family(o, "lattice_wal_log_releases_total", "counter",
+           "with --data-dir: times the log's thread sent the replies its fsync freed itself, the data thread idle");
+    sample(o, "lattice_wal_log_releases_total", m->log_releases);
     if (!m->pages_max) return;
     family(o, "lattice_region_page_size_bytes", "gauge", "data region page size");
     sample(o, "lattice_region_page_size_bytes", m->page_size);

@@ -109,6 +109,7 @@ lattice_status lattice_node_metrics_get(lattice_node *n, lattice_node_metrics *o
     out->ops_in_flight = __atomic_load_n(&m->in_flight, __ATOMIC_RELAXED);
     out->reads_inline = lattice_ops_reads_inline(lattice_node_ops(n));
     out->ops_run_here = lattice_ops_run_here(lattice_node_ops(n));
+    out->log_releases = lattice_ops_log_releases(lattice_node_ops(n));
     lattice_region *region = lattice_ops_region(lattice_node_ops(n));
     lattice_region_metrics rm;
     if (region) {

@@ -454,6 +454,39 @@ static bool ends_here(lattice_ops *d, const opx *o)
     return lattice_meta_serving_owners(c, p, own, 2) == 1 && own[0]->self && !lattice_meta_moving_owners(c, p, own, 2);
 }
 
+/* A thread other than the data thread took run_lock (loop_run_here,
+ * loop_release_durable): it acts as the data thread until state_give.
+ * Returns what the poll set holds of the peers' connections. */
+static uint64_t state_taken(lattice_ops *d)
+{
+    chan_enter_thread(d);
+    return peers_sig(d);
+}
+
+/* Ends such a run as the data thread ends a round - the callbacks' next
+ * ops, then what turned readable (fast_settle), then the replies - and
+ * gives run_lock back.  A run that changed the connections the data
+ * thread polls (sig), or replied on an accepted one, makes its poll's
+ * results stale: it is woken to poll from the new state. */
+static void state_give(lattice_ops *d, uint64_t sig)
+{
+    while (d->inbox_pending) {
+        d->inbox_pending = false;
+        drain_queue(d);
+    }
+    fast_settle(d);
+    bool replied = d->n_boxes > 0;
+    chan_flush(d);
+    bool changed = replied || peers_sig(d) != sig;
+    if (changed) d->poll_changes++;
+    chan_enter_thread(NULL);
+    pthread_mutex_unlock(&d->run_lock);
+    if (changed) {
+        uint64_t one = 1;
+        if (write(d->efd, &one, sizeof one) < 0 && errno != EAGAIN) LT_LOG(LT_WARN, "data", "eventfd: %s", strerror(errno));
+    }
+}
+
 /* Run to completion (docs/ARCHITECTURE.md): the data thread is in its poll,
  * so the submitting thread takes its state and runs the ops itself, as the
  * data thread would - what others queued before them first, so every
@@ -475,29 +508,34 @@ bool loop_run_here(lattice_ops *d, opx **all, size_t n)
         pthread_mutex_unlock(&d->run_lock);
         return false;
     }
-    chan_enter_thread(d);
-    uint64_t sig = peers_sig(d);
+    uint64_t sig = state_taken(d);
     drain_queue(d);
     for (size_t i = 0; i < n; i++) {
         issue_route(d, all[i]);
         evict_flush(d);
     }
-    while (d->inbox_pending) { /* the callbacks' next ops */
-        d->inbox_pending = false;
-        drain_queue(d);
-    }
-    fast_settle(d);
-    bool replied = d->n_boxes > 0;
-    chan_flush(d);
-    bool changed = replied || peers_sig(d) != sig;
-    if (changed) d->poll_changes++;
-    chan_enter_thread(NULL);
-    pthread_mutex_unlock(&d->run_lock);
+    state_give(d, sig);
     atomic_fetch_add_explicit(&d->ops_run_here, n, memory_order_relaxed);
-    if (changed) {
-        uint64_t one = 1;
-        if (write(d->efd, &one, sizeof one) < 0 && errno != EAGAIN) LT_LOG(LT_WARN, "data", "eventfd: %s", strerror(errno));
+    return true;
+}
+
+/* The log's thread, when its durable LSN moved (persist's on_durable): the
+ * replies that waited for it go out from here while the data thread sits
+ * in its poll - the reply reaches its IO thread with one wake-up, not two
+ * (data thread, then IO thread).  False (the data thread is busy, or
+ * stopped): the log's eventfd wakes it for them as before. */
+bool loop_release_durable(void *arg)
+{
+    lattice_ops *d = arg;
+    if (pthread_mutex_trylock(&d->run_lock) != 0) return false;
+    if (!d->run_open) {
+        pthread_mutex_unlock(&d->run_lock);
+        return false;
     }
+    uint64_t sig = state_taken(d);
+    wal_release(d);
+    state_give(d, sig);
+    atomic_fetch_add_explicit(&d->durable_released_here, 1, memory_order_relaxed);
     return true;
 }
 

@@ -93,6 +93,9 @@ uint64_t lattice_ops_reads_inline(lattice_ops *d);
 /* Other ops (writes, reads the inline path could not answer) the submitting
  * thread of lattice_ops_submit_inline ran to completion itself. */
 uint64_t lattice_ops_run_here(lattice_ops *d);
+/* With --data-dir: the times the log's thread sent the replies its fsync
+ * freed itself, the data thread idle (loop_release_durable). */
+uint64_t lattice_ops_log_releases(lattice_ops *d);
 
 /* Internal calls, run on the data thread: fn gets a result whose value
  * points at a call-specific struct the caller then owns. */

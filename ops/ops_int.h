@@ -290,6 +290,7 @@ struct lattice_ops {
     _Atomic uint64_t fast_inc;    /* any thread: the incarnation the published roles were computed under */
     atomic_uint_fast64_t reads_inline; /* any thread: reads answered on the calling thread */
     atomic_uint_fast64_t ops_run_here; /* any thread: other ops run to completion on the calling thread */
+    atomic_uint_fast64_t durable_released_here; /* log thread: rounds of held replies it sent itself */
     uint64_t fast_stamp;          /* data thread: the view the words were last computed on */
     bool fast_republish;          /* data thread: a cache went; publish the others again */
 
@@ -347,6 +348,7 @@ bool chan_on_data_thread(const lattice_ops *d);
  * them (each ends as on the data thread - answered, sent, or retried);
  * false, nothing done, when the data thread is busy: hand them over. */
 bool loop_run_here(lattice_ops *d, opx **all, size_t n);
+bool loop_release_durable(void *arg); /* persist's on_durable hook: the log thread sends the replies it freed */
 lattice_status chan_push(lattice_ops *d, opx *o);
 lattice_status chan_wake(lattice_ops *d);
 /* The acknowledgement: a local op's callback (o freed), or a reply. */

@@ -447,6 +447,8 @@ lattice_status lt_persist_open(const lt_persist_config *c, lt_persist **out)
     p->mode = c->fsync;
     p->region = c->region;
     p->notify_fd = c->notify_fd;
+    p->on_durable = c->on_durable;
+    p->on_durable_arg = c->on_durable_arg;
     p->seg_max = c->segment_bytes ? c->segment_bytes : LT_WAL_SEGMENT_BYTES;
     p->ckpt_bytes = c->checkpoint_bytes ? c->checkpoint_bytes : LT_CHECKPOINT_LOG_BYTES;
     p->fd = p->lock_fd = -1;

@@ -12,7 +12,8 @@
  *               record.  Appends (any thread; the stores' change hook)
  *               copy the record into memory; the log's own thread writes
  *               them and fsyncs by the mode, then publishes the durable
- *               LSN and writes 1 to the notify eventfd.
+ *               LSN, calls the on_durable hook and, unless the hook
+ *               answered for it, writes 1 to the notify eventfd.
  *   checkpoint  checkpoint-<LSN>.ckpt: every live entry of every store
  *               with each cache's spec and partition counters, as of LSN;
  *               written to a temporary file, fsynced, renamed into place;
@@ -90,7 +91,7 @@ typedef enum lt_wal_fsync {
 } lt_wal_fsync;
 
 #define LT_WAL_GROUP_US 1000                 /* group: the longest a batch waits for more records */
-#define LT_WAL_GROUP_QUIET_US 20             /* group: a gap this long without a record ends the batch */
+#define LT_WAL_GROUP_QUIET_US 5              /* group: a gap this long without a record ends the batch */
 #define LT_WAL_GROUP_BYTES (256u << 10)      /* group: a batch this large goes at once */
 #define LT_WAL_SEGMENT_BYTES (64ull << 20)   /* a segment is closed past this size */
 #define LT_WAL_PREFILL_BYTES (1u << 20)      /* a segment is zeroed this far ahead of its records */
@@ -109,6 +110,12 @@ typedef struct lt_persist_config {
     int notify_fd;              /* eventfd written when the durable LSN moves or the log fails; -1 none */
     uint64_t segment_bytes;     /* 0: LT_WAL_SEGMENT_BYTES */
     uint64_t checkpoint_bytes;  /* 0: LT_CHECKPOINT_LOG_BYTES */
+    /* Called on the log's thread each time the durable LSN moved, before
+     * the notify: true when it handed out what waited on it itself, so the
+     * eventfd is not written (a wake-up saved).  The thread is an RCU reader
+     * while the hook is set.  NULL: the eventfd alone. */
+    bool (*on_durable)(void *arg);
+    void *on_durable_arg;
 } lt_persist_config;
 
 /* Recovers what the directory holds, then starts the log after it.  IO with

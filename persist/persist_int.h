@@ -33,6 +33,8 @@ struct lt_persist {
     lt_wal_fsync mode;
     lattice_region *region;
     int notify_fd, lock_fd;
+    bool (*on_durable)(void *arg);
+    void *on_durable_arg;
     uint64_t seg_max, ckpt_bytes;
     char prev_cid[160];
 

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <urcu.h>
 
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
@@ -227,6 +228,7 @@ void *persist_writer_main(void *arg)
     /* group's waits are tens of microseconds: without this the kernel may
      * stretch each by its default 50 us slack. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    if (p->on_durable) rcu_register_thread(); /* the hook may read stores */
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (!p->len && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
@@ -268,11 +270,12 @@ void *persist_writer_main(void *arg)
         }
         if (atomic_load(&p->failed) && !p->lost) atomic_store(&p->failed, false);
         atomic_store_explicit(&p->durable, start + n, memory_order_release);
-        persist_notify(p);
+        if (!p->on_durable || !p->on_durable(p->on_durable_arg)) persist_notify(p);
         pthread_mutex_lock(&p->mu);
     }
     pthread_mutex_unlock(&p->mu);
 out:
+    if (p->on_durable) rcu_unregister_thread();
     lt_free(wb);
     return NULL;
 }

@@ -523,13 +523,14 @@ void respd_info(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *
     if (want(argc, argv, "stats", true)) {
         lattice_node_metrics *nm = lt_malloc(sizeof *nm); /* large: not on the stack */
         bool got = nm && lattice_node_metrics_get(r->node, nm) == LATTICE_OK;
-        uint64_t inl = got ? nm->reads_inline : 0, here = got ? nm->ops_run_here : 0;
+        uint64_t inl = got ? nm->reads_inline : 0, here = got ? nm->ops_run_here : 0, rel = got ? nm->log_releases : 0;
         lt_free(nm);
         sb_add(&b,
                "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\nrejected_connections:%llu\r\n"
-               "lattice_reads_inline:%llu\r\nlattice_ops_run_here:%llu\r\n\r\n",
+               "lattice_reads_inline:%llu\r\nlattice_ops_run_here:%llu\r\nlattice_wal_log_releases:%llu\r\n\r\n",
                (unsigned long long)atomic_load(&r->total_conns), (unsigned long long)atomic_load(&r->total_cmds),
-               (unsigned long long)atomic_load(&r->rejected_conns), (unsigned long long)inl, (unsigned long long)here);
+               (unsigned long long)atomic_load(&r->rejected_conns), (unsigned long long)inl, (unsigned long long)here,
+               (unsigned long long)rel);
     }
     if (want(argc, argv, "replication", true)) info_replication(r, &b);
     if (want(argc, argv, "cpu", true)) info_cpu(&b);

@@ -35,6 +35,9 @@ typedef struct lattice_node_metrics {
      * while the data thread was idle (docs/ARCHITECTURE.md, "Run to
      * completion"); counted in ops[] too. */
     uint64_t ops_run_here;
+    /* With --data-dir: the times the log's thread, its fsync done, sent the
+     * replies that waited for it itself (no data-thread wake-up between). */
+    uint64_t log_releases;
     /* The data region (servers; zero on a client). */
     uint64_t page_size, pages_max, pages_mapped, pages_data, row_bytes, rows, evictions;
 } lattice_node_metrics;

@@ -32,7 +32,7 @@ static void check(int ok, const char *what)
 
 static uint64_t recover(uint64_t *cut)
 {
-    lt_persist_config c = {dir, LT_WAL_OFF, region, -1, 0, 0};
+    lt_persist_config c = {.dir = dir, .fsync = LT_WAL_OFF, .region = region, .notify_fd = -1};
     lt_persist *p = NULL;
     check(lt_persist_open(&c, &p) == LATTICE_OK, "recovery opens any log");
     uint64_t ce, lr, ms;

@@ -80,20 +80,6 @@ static bool baseline_of_three(void *ctx)
     return ok;
 }
 
-/* A counter of server i's INFO stats ("name:"; -1: no answer). */
-static long long info_stat(int i, const char *name)
-{
-    redisContext *c = try_conn(i);
-    if (!c) return -1;
-    redisReply *r = redisCommand(c, "INFO stats");
-    long long v = -1;
-    const char *s = r && r->str ? strstr(r->str, name) : NULL;
-    if (s) v = atoll(s + strlen(name));
-    if (r) freeReplyObject(r);
-    redisFree(c);
-    return v;
-}
-
 static long long reads_inline(int i) { return info_stat(i, "lattice_reads_inline:"); }
 
 /* The cache's reads, hits and misses over every node (`lattice caches`). */

@@ -95,3 +95,17 @@ int run(const char *fmt, ...)
     int st = pclose(f);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+/* A counter of server i's INFO stats ("name:"; -1: no answer). */
+long long info_stat(int i, const char *name)
+{
+    redisContext *c = try_conn(i);
+    if (!c) return -1;
+    redisReply *r = redisCommand(c, "INFO stats");
+    long long v = -1;
+    const char *s = r && r->str ? strstr(r->str, name) : NULL;
+    if (s) v = atoll(s + strlen(name));
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return v;
+}

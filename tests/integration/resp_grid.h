@@ -28,6 +28,8 @@ redisContext *conn_to(int i);
 void wait_serving(int i, int timeout_ms);
 /* A command's reply; the test fails when there is none. */
 redisReply *cmd(redisContext *c, const char *fmt, ...);
+/* A counter of server i's INFO stats ("name:"; -1: no answer). */
+long long info_stat(int i, const char *name);
 /* Runs a shell command (stderr with stdout); its output in out_buf. */
 extern char out_buf[1 << 20];
 int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

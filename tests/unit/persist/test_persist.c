@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,7 +49,7 @@ static void teardown(void)
 
 static lt_persist *open_dir(uint64_t seg)
 {
-    lt_persist_config c = {dir, LT_WAL_ALWAYS, region, -1, seg, 0};
+    lt_persist_config c = {.dir = dir, .fsync = LT_WAL_ALWAYS, .region = region, .notify_fd = -1, .segment_bytes = seg};
     lt_persist *p = NULL;
     ck_assert_int_eq(lt_persist_open(&c, &p), LATTICE_OK);
     return p;
@@ -673,10 +675,83 @@ START_TEST(checkpoint_marks_come_back_and_a_clear_drops_its_mark)
 }
 END_TEST
 
+/* The on_durable hook runs on the log's thread once the durable LSN moved
+ * past what it wrote - so what it hands out is on disk - and the notify
+ * eventfd is written only when the hook did not answer for it. */
+typedef struct hook_seen {
+    lt_persist *_Atomic p;
+    atomic_int calls;
+    _Atomic uint64_t durable_seen;
+    atomic_bool answer;
+} hook_seen;
+
+static bool on_durable(void *arg)
+{
+    hook_seen *h = arg;
+    lt_persist *p;
+    while (!(p = atomic_load(&h->p))) /* set right after the open, before the first append */
+        ;
+    atomic_store(&h->durable_seen, lt_persist_durable(p));
+    atomic_fetch_add(&h->calls, 1);
+    return atomic_load(&h->answer);
+}
+
+static void wait_calls(hook_seen *h, int n)
+{
+    for (int i = 0; i < 20000 && atomic_load(&h->calls) < n; i++) {
+        struct timespec t = {0, 500000};
+        nanosleep(&t, NULL);
+    }
+    ck_assert_int_ge(atomic_load(&h->calls), n);
+}
+
+START_TEST(durable_hook_runs_after_the_fsync_and_stands_for_the_notify)
+{
+    int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    ck_assert_int_ge(efd, 0);
+    static hook_seen h;
+    memset(&h, 0, sizeof h);
+    atomic_store(&h.answer, true);
+    lt_persist_config c = {.dir = dir, .fsync = LT_WAL_ALWAYS, .region = region, .notify_fd = efd,
+                           .on_durable = on_durable, .on_durable_arg = &h};
+    lt_persist *p = NULL;
+    ck_assert_int_eq(lt_persist_open(&c, &p), LATTICE_OK);
+    atomic_store(&h.p, p);
+    uint64_t drained;
+    while (read(efd, &drained, sizeof drained) == sizeof drained) /* what the open wrote, if anything */
+        ;
+    lattice_store *s = new_store();
+    lt_persist_cache_attach(p, s, "c", SPEC, PARTS);
+    put(s, 1, "one");
+    uint64_t a = lt_persist_appended(p);
+    wait_calls(&h, 1);
+    wait_durable(p);
+    ck_assert_uint_ge(atomic_load(&h.durable_seen), a); /* the record was durable when the hook ran */
+    ck_assert_int_lt(read(efd, &drained, sizeof drained), 0); /* the hook answered: no notify */
+
+    atomic_store(&h.answer, false);
+    int before = atomic_load(&h.calls);
+    put(s, 2, "two");
+    a = lt_persist_appended(p);
+    wait_calls(&h, before + 1);
+    wait_durable(p);
+    ck_assert_uint_ge(atomic_load(&h.durable_seen), a);
+    uint64_t v = 0;
+    for (int i = 0; i < 2000 && read(efd, &v, sizeof v) != sizeof v; i++) {
+        struct timespec t = {0, 500000};
+        nanosleep(&t, NULL);
+    }
+    ck_assert_uint_ge(v, 1); /* it did not: the eventfd wakes the data thread */
+    lt_persist_close(p);
+    lattice_store_destroy(s);
+    close(efd);
+}
+END_TEST
+
 START_TEST(second_open_of_a_dir_is_refused)
 {
     lt_persist *p = open_dir(0);
-    lt_persist_config c = {dir, LT_WAL_GROUP, region, -1, 0, 0};
+    lt_persist_config c = {.dir = dir, .fsync = LT_WAL_GROUP, .region = region, .notify_fd = -1};
     lt_persist *q = NULL;
     ck_assert_int_eq(lt_persist_open(&c, &q), LATTICE_ERR_IO);
     ck_assert_ptr_null(q);
@@ -708,6 +783,7 @@ int main(void)
     tcase_add_test(t, corrupt_middle_record_ends_the_log_there);
     tcase_add_test(t, records_across_segment_boundaries);
     tcase_add_test(t, second_open_of_a_dir_is_refused);
+    tcase_add_test(t, durable_hook_runs_after_the_fsync_and_stands_for_the_notify);
     tcase_add_test(t, a_discarded_copy_stays_discarded);
     tcase_add_test(t, change_hook_logs_exactly_what_the_store_applied);
     suite_add_tcase(s, t);
