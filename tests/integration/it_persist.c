@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -461,6 +462,27 @@ static bool verify_clean(void *ctx)
     return ok;
 }
 
+/* The servers node's data dir names in cache default's base (its "base"
+ * file, written a tick after the base switched): what a whole-grid restart
+ * ranks its copies by. */
+static int base_file_servers(void *ctx)
+{
+    int node = (int)(intptr_t)ctx;
+    char path[600], line[1024];
+    snprintf(path, sizeof path, "%s/base", data_dir[node]);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "default ", 8)) continue;
+        n = -2; /* the name and the base version come first */
+        for (char *t = strtok(line, " \n"); t; t = strtok(NULL, " \n")) n++;
+    }
+    if (f) fclose(f);
+    return n;
+}
+
+static bool base_file_has_three(void *ctx) { return base_file_servers(ctx) == 3; }
+
 START_TEST(rejoin_drops_a_stale_copy)
 {
     /* A node killed and restarted into a grid that went on without it
@@ -494,6 +516,12 @@ START_TEST(rejoin_drops_a_stale_copy)
     ck_assert(it_wait_log(srv[2], "is dropped", 20000));
     ck_assert(it_wait_for(verify_clean, NULL, 60000));
     expect_rejoin_state(2);
+    /* Back in the base, with its copies, and its data dir says so: else the
+     * whole-grid restart below rightly drops its copy (a node not in the
+     * base it kept may hold a stale one) and its partitions are LOST. */
+    ck_assert(it_wait_settled(finder, "default", 3, 60000));
+    ck_assert_msg(it_wait_for(base_file_has_three, (void *)(intptr_t)2, 20000),
+                  "node 2's base file never named the 3 servers (it names %d)", base_file_servers((void *)(intptr_t)2));
     for (int i = 0; i < 3; i++) it_signal(srv[i], SIGKILL);
     for (int i = 0; i < 3; i++) ck_assert(it_wait_exit(srv[i], 10000));
     /* Alone, without waiting for the other two (backups=2: it owns every
