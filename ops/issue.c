@@ -151,7 +151,7 @@ uint64_t lattice_ops_run_here(lattice_ops *d)
 }
 uint64_t lattice_ops_log_releases(lattice_ops *d)
 {
-    return d ? atomic_load_explicit(&d->durable_released_here, memory_order_relaxed) : 0;
+    return d ? atomic_load_explicit(&d->log_releases, memory_order_relaxed) : 0;
 }
 
 uint64_t lattice_ops_reads_inline(lattice_ops *d)

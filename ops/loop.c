@@ -535,7 +535,7 @@ bool loop_release_durable(void *arg)
     uint64_t sig = state_taken(d);
     wal_release(d);
     state_give(d, sig);
-    atomic_fetch_add_explicit(&d->durable_released_here, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&d->log_releases, 1, memory_order_relaxed);
     return true;
 }
 

@@ -290,7 +290,7 @@ struct lattice_ops {
     _Atomic uint64_t fast_inc;    /* any thread: the incarnation the published roles were computed under */
     atomic_uint_fast64_t reads_inline; /* any thread: reads answered on the calling thread */
     atomic_uint_fast64_t ops_run_here; /* any thread: other ops run to completion on the calling thread */
-    atomic_uint_fast64_t durable_released_here; /* log thread: rounds of held replies it sent itself */
+    atomic_uint_fast64_t log_releases; /* log thread: the times it sent the held replies its fsync freed */
     uint64_t fast_stamp;          /* data thread: the view the words were last computed on */
     bool fast_republish;          /* data thread: a cache went; publish the others again */
 

@@ -83,8 +83,13 @@ lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int c
     }
     struct ops_wal *w = lt_calloc(1, sizeof *w);
     if (!w) return LATTICE_ERR_NOMEM;
-    lt_persist_config pc = {dir, m, d->region, d->efd, 0, checkpoint_mb > 0 ? (uint64_t)checkpoint_mb << 20 : 0,
-                           loop_release_durable, d};
+    lt_persist_config pc = {.dir = dir,
+                            .fsync = m,
+                            .region = d->region,
+                            .notify_fd = d->efd,
+                            .checkpoint_bytes = checkpoint_mb > 0 ? (uint64_t)checkpoint_mb << 20 : 0,
+                            .on_durable = loop_release_durable,
+                            .on_durable_arg = d};
     rcu_register_thread();
     lattice_status st = lt_persist_open(&pc, &w->p);
     rcu_unregister_thread();

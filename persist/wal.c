@@ -225,7 +225,7 @@ void *persist_writer_main(void *arg)
     lt_persist *p = arg;
     uint8_t *wb = NULL;
     size_t wcap = 0;
-    /* group's waits are tens of microseconds: without this the kernel may
+    /* group's waits are a few microseconds: without this the kernel may
      * stretch each by its default 50 us slack. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     if (p->on_durable) rcu_register_thread(); /* the hook may read stores */
