@@ -9,7 +9,10 @@
  * The payload of an entry is key || value.  An unfragmented head holds all of
  * it (piece_len = key_len + value_len); a fragmented one holds the first
  * piece and links the continuation rows that hold the rest, in order.
- * Varints keep the header of a typical small row at 4-7 bytes.
+ * Varints keep the header of a typical small row at 8-10 bytes; the
+ * version's is padded with continuation bytes to at least ROW_VERSION_BYTES
+ * (region_int.h), so an overwrite of the same size fits its row while the
+ * partition's counter grows.
  */
 #include <string.h>
 

@@ -100,9 +100,10 @@ append_rows(lattice_region *r, struct lane *l, uint32_t pid, const lattice_store
         if (payload > max_row) break;
         int small = (x->partition | x->key_len | x->value_len | x->version) < 0x80 &&
                     !x->expire_ms;
-        uint32_t hl = small ? 6
+        uint32_t vb = varint_bytes(x->version);
+        uint32_t hl = small ? 5 + ROW_VERSION_BYTES
                             : 2 + varint_bytes(x->partition) + varint_bytes(x->key_len) +
-                                  varint_bytes(x->value_len) + varint_bytes(x->version) +
+                                  varint_bytes(x->value_len) + (vb < ROW_VERSION_BYTES ? ROW_VERSION_BYTES : vb) +
                                   (x->expire_ms ? 8 : 0);
         uint32_t len = hl + (uint32_t)payload;
         /* The gap bounds nitems too: a page of at most 16 KiB has room for
@@ -115,15 +116,14 @@ append_rows(lattice_region *r, struct lane *l, uint32_t pid, const lattice_store
         if (small) {
             p[0] = F_HEAD, p[1] = owner, p[2] = (uint8_t)x->partition;
             p[3] = (uint8_t)x->key_len, p[4] = (uint8_t)x->value_len;
-            p[5] = (uint8_t)x->version;
-            p += 6;
+            p = version_put(p + 5, x->version);
         } else {
             *p++ = (uint8_t)(F_HEAD | (x->expire_ms ? F_EXPIRE : 0));
             *p++ = owner;
             p = varint_put(p, x->partition);
             p = varint_put(p, x->key_len);
             p = varint_put(p, x->value_len);
-            p = varint_put(p, x->version);
+            p = version_put(p, x->version);
             if (x->expire_ms) p = put_fixed(p, x->expire_ms, 8);
         }
         copy(p, x->key, x->key_len);

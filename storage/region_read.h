@@ -170,9 +170,9 @@ static inline __attribute__((always_inline)) int region_read_small(const lattice
     if ((w ^ head) & mask) return -1;
     p += head_len;
     uint64_t vl, version, expire = 0;
-    if (!((p[0] | p[1]) & 0x80)) { /* one-byte value length and version */
-        vl = p[0], version = p[1];
-        p += 2;
+    if (!((p[0] | p[3]) & 0x80) && (p[1] & p[2] & 0x80)) { /* one-byte value length, version below 2^21 */
+        vl = p[0], version = (p[1] & 0x7fu) | (uint64_t)(p[2] & 0x7f) << 7 | (uint64_t)p[3] << 14;
+        p += 4;
     } else {
         int bad = 0;
         vl = varint_fast(&p, 4, &bad), version = varint_fast(&p, 10, &bad);

@@ -92,6 +92,44 @@ START_TEST(put_get_update_remove)
 }
 END_TEST
 
+/* A partition's version counter crosses 2^7 and 2^14 while its entries are
+ * rewritten with values of the same size: every row keeps its length (the
+ * version's bytes are padded), so the rewrites stay in their rows - no row
+ * grows, no page is taken - and each entry reads back as written. */
+START_TEST(same_size_overwrites_keep_their_rows_as_versions_grow)
+{
+    lattice_region *r = new_region(4096, 8, LATTICE_REGION_REJECT);
+    lattice_store *s = new_store(r, 1, NULL);
+    uint8_t v[100];
+    char k[32];
+    enum { KEYS = 200 };
+    uint64_t ver = 0;
+    for (uint64_t id = 0; id < KEYS; id++) {
+        lattice_store_entry e = ent(k, id, v, sizeof v, ++ver, 1);
+        ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    }
+    lattice_region_metrics before;
+    lattice_region_metrics_get(r, &before);
+    while (ver < 20000) {
+        for (uint64_t id = 0; id < KEYS; id++) {
+            lattice_store_entry e = ent(k, id, v, sizeof v, ++ver, 1);
+            ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+        }
+        lattice_region_metrics m;
+        lattice_region_metrics_get(r, &m);
+        ck_assert_msg(m.row_bytes == before.row_bytes, "at version %llu the rows hold %llu bytes, %llu at first",
+                      (unsigned long long)ver, (unsigned long long)m.row_bytes,
+                      (unsigned long long)before.row_bytes);
+        ck_assert_uint_eq(m.pages_data, before.pages_data);
+        ck_assert_uint_eq(m.rows, KEYS);
+    }
+    for (uint64_t id = 0; id < KEYS; id++) assert_has(s, id, 1, sizeof v, ver - KEYS + 1 + id);
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    lattice_store_destroy(s);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 START_TEST(conditional_writes_and_the_version_rule)
 {
     struct fake_clock clk = {1000};
@@ -1175,6 +1213,7 @@ int main(void)
     tcase_add_test(tc, keys_longer_than_a_page);
     tcase_add_test(tc, sweeps_find_expiry_lowered_by_an_update);
     tcase_add_test(tc, idle_time_is_a_lower_bound_from_the_page_stamp);
+    tcase_add_test(tc, same_size_overwrites_keep_their_rows_as_versions_grow);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
 }

@@ -7,8 +7,9 @@
 #include "helpers.h"
 
 /* The documented head row (storage/page.c): flags, owner, varints of
- * partition, key length, value length and version, the expire time when
- * set, then key and value - for an entry that fits one page. */
+ * partition, key length, value length and version (padded to at least 3
+ * bytes), the expire time when set, then key and value - for an entry that
+ * fits one page. */
 static uint64_t varint_len(uint64_t v)
 {
     uint64_t n = 1;
@@ -16,10 +17,11 @@ static uint64_t varint_len(uint64_t v)
     return n;
 }
 
+/* The version's varint is padded to at least 3 bytes. */
 static uint64_t row_len(uint32_t partition, size_t klen, size_t vlen, uint64_t version, uint64_t expire)
 {
-    return 2 + varint_len(partition) + varint_len(klen) + varint_len(vlen) + varint_len(version) + (expire ? 8 : 0) +
-           klen + vlen;
+    uint64_t vn = varint_len(version) < 3 ? 3 : varint_len(version);
+    return 2 + varint_len(partition) + varint_len(klen) + varint_len(vlen) + vn + (expire ? 8 : 0) + klen + vlen;
 }
 
 struct scan {
