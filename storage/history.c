@@ -19,8 +19,7 @@ static void drop_oldest(lt_hist *h)
     if (r->counter > h->dropped) h->dropped = r->counter;
     h->any_dropped = true;
     h->bytes -= LT_HIST_REC_BYTES(r->key_len);
-    lt_free(r->key);
-    r->key = NULL;
+    if (r->key_len > LT_HIST_INLINE_KEY) lt_free(r->key.heap);
     h->head = (h->head + 1) % h->cap;
     h->n--;
 }
@@ -95,15 +94,18 @@ void lt_hist_note(lt_hist *h, uint32_t max_entries, uint64_t max_bytes, uint64_t
         return;
     }
     while (h->n && (h->n >= max_entries || h->bytes + cost > max_bytes)) drop_oldest(h);
-    uint8_t *k = lt_malloc(key_len ? key_len : 1);
-    if (!k || !grow(h, max_entries)) {
+    uint8_t *k = key_len > LT_HIST_INLINE_KEY ? lt_malloc(key_len) : NULL;
+    if ((key_len > LT_HIST_INLINE_KEY && !k) || !grow(h, max_entries)) {
         lt_free(k);
         lt_hist_lose(h);
         return;
     }
-    memcpy(k, key, key_len);
     hist_rec *r = &h->ring[(h->head + h->n) % h->cap];
-    *r = (hist_rec){counter, k, (uint32_t)key_len, removed};
+    r->counter = counter;
+    r->key_len = (uint32_t)key_len;
+    r->removed = removed;
+    if (k) r->key.heap = k;
+    if (key_len) memcpy(k ? k : r->key.inl, key, key_len);
     h->n++;
     h->bytes += cost;
 }
@@ -139,6 +141,6 @@ void lt_hist_walk_above(const lt_hist *h, uint64_t x, lt_hist_fn fn, void *arg)
 {
     for (uint32_t i = 0; i < h->n; i++) {
         const hist_rec *r = &h->ring[(h->head + i) % h->cap];
-        if (r->counter > x && fn(arg, r->key, r->key_len, r->counter, r->removed)) return;
+        if (r->counter > x && fn(arg, hist_rec_key(r), r->key_len, r->counter, r->removed)) return;
     }
 }

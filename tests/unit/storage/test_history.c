@@ -92,17 +92,53 @@ START_TEST(bound_in_records_drops_oldest_and_raises_the_floor)
 }
 END_TEST
 
+/* Keys on both sides of the record's inline room (24 bytes) come back as
+ * written, through the ring's wrap, and a long key costs its bytes against
+ * the bound where a short one costs only its slot. */
+START_TEST(short_and_long_keys_come_back_through_the_wrap)
+{
+    lattice_region *r = new_region(4096, 8, LATTICE_REGION_REJECT);
+    lattice_store *st = new_store(r, 1, NULL);
+    lattice_store_history_configure(st, 8, 1u << 20);
+    size_t lens[] = {1, 23, 24, 25, 31};
+    for (uint64_t i = 1; i <= 20; i++) {
+        char k[32];
+        size_t kl = lens[i % 5];
+        for (size_t j = 0; j < kl; j++) k[j] = (char)('a' + (i + j) % 26);
+        lattice_store_entry e = {0, k, kl, "v", 1, 0, i};
+        ck_assert_int_eq(lattice_store_put(st, &e, 0), LATTICE_OK);
+    }
+    struct seen s = {0};
+    ck_assert_int_eq(lattice_store_history_above(st, 0, 12, false, collect, &s), LATTICE_OK);
+    ck_assert_uint_eq(s.n, 8); /* 13..20: the 8 the ring holds */
+    for (size_t n = 0; n < s.n; n++) {
+        uint64_t i = 13 + n;
+        ck_assert_uint_eq(s.counters[n], i);
+        size_t kl = lens[i % 5];
+        ck_assert_uint_eq(strlen(s.keys[n]), kl);
+        for (size_t j = 0; j < kl; j++) ck_assert_int_eq(s.keys[n][j], 'a' + (i + j) % 26);
+    }
+    lattice_store_history_stat hs;
+    lattice_store_history_info(st, 0, &hs);
+    /* Of 13..20, four have keys over 24 bytes: 13 and 18 (25 bytes), 14 and 19 (31). */
+    ck_assert_uint_eq(hs.bytes, 8 * 40 + 25 + 31 + 25 + 31);
+    lattice_store_destroy(st);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 START_TEST(bound_in_bytes)
 {
     lattice_region *r = new_region(4096, 8, LATTICE_REGION_REJECT);
     lattice_store *st = new_store(r, 1, NULL);
-    /* key:NNNNNNNN is 12 bytes: 36 bytes a record; 10 records fit 360 bytes. */
-    lattice_store_history_configure(st, 1000, 360);
+    /* key:NNNNNNNN is 12 bytes, held in the record's 40-byte slot: 10
+     * records fit 400 bytes. */
+    lattice_store_history_configure(st, 1000, 400);
     for (uint64_t i = 1; i <= 50; i++) put(st, 0, i, i);
     lattice_store_history_stat hs;
     lattice_store_history_info(st, 0, &hs);
     ck_assert_uint_eq(hs.records, 10);
-    ck_assert_uint_le(hs.bytes, 360);
+    ck_assert_uint_le(hs.bytes, 400);
     ck_assert_uint_eq(hs.dropped, 40);
     ck_assert_int_eq(lattice_store_history_above(st, 0, 39, false, NULL, NULL), LATTICE_ERR_NOT_FOUND);
     ck_assert_int_eq(lattice_store_history_above(st, 0, 40, false, NULL, NULL), LATTICE_OK);
@@ -219,6 +255,7 @@ int main(void)
     tcase_add_test(tc, records_puts_and_removes_with_their_counters);
     tcase_add_test(tc, bound_in_records_drops_oldest_and_raises_the_floor);
     tcase_add_test(tc, bound_in_bytes);
+    tcase_add_test(tc, short_and_long_keys_come_back_through_the_wrap);
     tcase_add_test(tc, unknown_counter_and_clear);
     tcase_add_test(tc, insert_batch_is_recorded);
     tcase_add_test(tc, contig_stops_at_a_gap);
