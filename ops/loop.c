@@ -216,6 +216,7 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
     }
     if (strcmp(d->self_id, self) != 0) d->self_since_major = lattice_topology_major(t);
     snprintf(d->self_id, sizeof d->self_id, "%s", self);
+    d->self_oh = dedup_origin_hash(d->self_id);
     for (size_t i = 0; i < d->n_peers; i++) d->peers[i]->mark = false;
     size_t n = lattice_topology_size(t);
     for (size_t i = 0; i < n; i++) {

@@ -240,6 +240,7 @@ struct lattice_ops {
     uint64_t self_since_major;
     uint64_t incarnation;         /* discovery's, of the view we act on (leases are per incarnation) */
     char self_id[64], coordinator[64];
+    uint64_t self_oh; /* dedup_origin_hash(self_id), set with it (ops_origin_hash) */
     peer *peers[DATA_MAX_PEERS];
     size_t n_peers;
     peer *self;
@@ -389,6 +390,8 @@ void salvage_free(lattice_ops *d);
 
 /* ---- dedup.c: results of recent writes by (origin, op sequence) */
 uint64_t dedup_origin_hash(const char *node_id);
+/* dedup_origin_hash, without hashing this node's own id again. */
+uint64_t ops_origin_hash(const lattice_ops *d, const char *node_id);
 void dedup_put(lattice_ops *d, uint64_t origin, uint64_t seq, const lattice_op_result *r);
 const dedup_entry *dedup_get(const lattice_ops *d, uint64_t origin, uint64_t seq);
 

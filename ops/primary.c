@@ -509,7 +509,7 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
             return;
         }
     }
-    uint64_t oh = seq ? dedup_origin_hash(origin_id) : 0;
+    uint64_t oh = seq ? ops_origin_hash(d, origin_id) : 0;
     const dedup_entry *seen = ops_is_read(in->kind) ? NULL : dedup_get(d, oh, seq);
     if (seen) {
         /* A resend of a write applied here (or replicated here) before: its
