@@ -7,7 +7,12 @@
  * every copy has it (backup.c records it there).  A resend - after a
  * failover, to the former backup - finds the record and gets the first
  * result without the write being applied again (primary.c): an increment
- * counts once.  Direct mapped, DEDUP_SLOTS per server: a record overwritten
+ * counts once.  Direct mapped, DEDUP_SLOTS per server, by origin + seq: an
+ * origin's writes take consecutive slots, so the last DEDUP_SLOTS writes of
+ * an origin that writes alone are all kept (a scattered mapping lost recent
+ * ones to collisions), and the table is walked in order - a miss a record
+ * the prefetcher sees coming, not one per write (dedup_get was 4.6% of a
+ * node under SET -P 16).  Origins share the table: a record overwritten
  * before its resend arrives lets the resend apply again (the behaviour
  * without the table).
  */
@@ -32,7 +37,7 @@ uint64_t ops_origin_hash(const lattice_ops *d, const char *node_id)
 
 static size_t dedup_slot(uint64_t origin, uint64_t seq)
 {
-    return (size_t)((origin ^ (seq * 0x9E3779B97F4A7C15ull)) >> 16) & (DEDUP_SLOTS - 1);
+    return (size_t)(origin + seq) & (DEDUP_SLOTS - 1);
 }
 
 void dedup_put(lattice_ops *d, uint64_t origin, uint64_t seq, const lattice_op_result *r)

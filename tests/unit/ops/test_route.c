@@ -1089,6 +1089,49 @@ START_TEST(inline_reads_never_see_an_applied_uncommitted_value)
 }
 END_TEST
 
+/* The resend records keep the last DEDUP_SLOTS writes of an origin, every
+ * one of them, whatever the origin's hash; the next write lets only the
+ * oldest go.  Two origins each find their own records. */
+START_TEST(resend_records_keep_an_origins_last_writes)
+{
+    lattice_ops *x = lt_calloc(1, sizeof *x);
+    x->dedup = lt_calloc(DEDUP_SLOTS, sizeof *x->dedup);
+    const char *ids[] = {"node-a", "7f0c1e52-93b4-4c0e-a1d2-3f9e6b7a8c10"};
+    for (size_t k = 0; k < 2; k++) {
+        memset(x->dedup, 0, DEDUP_SLOTS * sizeof *x->dedup);
+        uint64_t oh = dedup_origin_hash(ids[k]);
+        for (uint64_t seq = 1; seq <= DEDUP_SLOTS; seq++) {
+            lattice_op_result r = {.status = LATTICE_OK, .num = (int64_t)seq};
+            dedup_put(x, oh, seq, &r);
+        }
+        for (uint64_t seq = 1; seq <= DEDUP_SLOTS; seq++) {
+            const dedup_entry *e = dedup_get(x, oh, seq);
+            ck_assert_msg(e && e->num == (int64_t)seq, "origin %s: write %llu lost", ids[k], (unsigned long long)seq);
+        }
+        lattice_op_result r = {.status = LATTICE_OK, .num = -1};
+        dedup_put(x, oh, DEDUP_SLOTS + 1, &r);
+        ck_assert_ptr_null(dedup_get(x, oh, 1));
+        ck_assert_ptr_nonnull(dedup_get(x, oh, 2));
+        ck_assert_ptr_nonnull(dedup_get(x, oh, DEDUP_SLOTS + 1));
+        ck_assert_ptr_null(dedup_get(x, dedup_origin_hash("another"), 2)); /* not another origin's */
+    }
+    /* Two origins writing a little each: both kept. */
+    memset(x->dedup, 0, DEDUP_SLOTS * sizeof *x->dedup);
+    uint64_t a = dedup_origin_hash(ids[0]), b = dedup_origin_hash(ids[1]);
+    for (uint64_t seq = 1; seq <= 100; seq++) {
+        lattice_op_result r = {.status = LATTICE_OK, .num = (int64_t)seq};
+        dedup_put(x, a, seq, &r);
+        dedup_put(x, b, seq, &r);
+    }
+    for (uint64_t seq = 1; seq <= 100; seq++) {
+        ck_assert_ptr_nonnull(dedup_get(x, a, seq));
+        ck_assert_ptr_nonnull(dedup_get(x, b, seq));
+    }
+    lt_free(x->dedup);
+    lt_free(x);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("route");
@@ -1107,6 +1150,7 @@ int main(void)
     tcase_add_test(t, a_replication_a_lost_connection_dropped_goes_again);
     tcase_add_test(t, a_copy_without_the_cache_yet_gets_the_write_again);
     tcase_add_test(t, an_older_remove_leaves_a_newer_write);
+    tcase_add_test(t, resend_records_keep_an_origins_last_writes);
     suite_add_tcase(s, t);
     TCase *f = tcase_create("fast");
     tcase_set_timeout(f, 60);
