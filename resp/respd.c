@@ -525,6 +525,8 @@ static void process(lattice_respd *r, conn *c)
     batch_done(c->io, b);
 }
 
+static __thread io_thread *this_io;
+
 static void on_readable(lattice_respd *r, conn *c)
 {
     if (c->roff < c->rlen) { /* leftovers from before the last batch */
@@ -536,7 +538,7 @@ static void on_readable(lattice_respd *r, conn *c)
             return;
         }
         if (n < 0) return;
-        c->last_ms = lt_mono_ms();
+        c->last_ms = this_io ? this_io->now_ms : lt_mono_ms(); /* one clock read a wake-up, not a read */
         c->roff = 0;
         c->rlen = (size_t)n;
         process(r, c);
@@ -581,7 +583,6 @@ static void idle_sweep(io_thread *io)
 }
 
 /* The IO thread running on this thread, if any (respd_batch_return). */
-static __thread io_thread *this_io;
 
 /* Submits the round; batches it answered on this thread come back at once
  * (their connections go on parsing, maybe into another round). */
@@ -605,6 +606,7 @@ static void *io_main(void *arg)
     uint64_t last_sweep = lt_mono_ms();
     while (!atomic_load(&r->stop)) {
         int n = epoll_wait(io->ep, ev, MAX_EVENTS, 1000);
+        io->now_ms = lt_mono_ms();
         for (int i = 0; i < n; i++) {
             void *p = ev[i].data.ptr;
             if (p == TAG_LISTEN) {
@@ -634,7 +636,7 @@ static void *io_main(void *arg)
          * connections that later entries of ev[] may name. */
         respd_intro_drain(io);
         run_rounds(io);
-        uint64_t now = lt_mono_ms();
+        uint64_t now = io->now_ms;
         if (now - last_sweep >= 1000) {
             idle_sweep(io);
             last_sweep = now;

@@ -124,6 +124,7 @@ typedef struct io_thread {
     int lfd;                          /* listening socket (SO_REUSEPORT) */
     int efd;                          /* eventfd: batches returned, or stop */
     int ep;
+    uint64_t now_ms;                  /* lt_mono_ms() after its last epoll_wait (connections' last_ms) */
     pthread_t th;
     bool running;
     struct cds_wfcq_head qhead;
