@@ -525,6 +525,8 @@ static void process(lattice_respd *r, conn *c)
     batch_done(c->io, b);
 }
 
+/* The IO thread running on this thread, if any (on_readable,
+ * respd_batch_return). */
 static __thread io_thread *this_io;
 
 static void on_readable(lattice_respd *r, conn *c)
@@ -581,8 +583,6 @@ static void idle_sweep(io_thread *io)
         if (!c->in_flight && now - c->last_ms > (uint64_t)t * 1000) conn_close(c);
     }
 }
-
-/* The IO thread running on this thread, if any (respd_batch_return). */
 
 /* Submits the round; batches it answered on this thread come back at once
  * (their connections go on parsing, maybe into another round). */
