@@ -141,6 +141,25 @@ static bool port_free(int p)
     return ok;
 }
 
+/* The ranges it_free_ports handed out in this process: a port is free
+ * until the node it was picked for binds it, so a second pick before that
+ * could name it again (fault_cut_data_links: its RESP range 28213..28215
+ * and its peer range from 28215 were picked one after the other, and node
+ * 2 found its RESP port taken by node 0's peer port). */
+#define IT_MAX_PICKS 256 /* the last ones; older picks are long bound */
+struct pick {
+    int base, n;
+};
+static struct pick picks[IT_MAX_PICKS];
+static unsigned n_picks;
+
+static bool picked(int base, int n)
+{
+    for (unsigned i = 0; i < n_picks && i < IT_MAX_PICKS; i++)
+        if (base < picks[i].base + picks[i].n && picks[i].base < base + n) return true;
+    return false;
+}
+
 int it_free_ports(int n)
 {
     for (int tries = 0; tries < 1000; tries++) {
@@ -149,9 +168,11 @@ int it_free_ports(int n)
          * source ports - can then never take a port chosen here before the
          * node that wants it binds it (a test once lost its port that way). */
         int base = 20000 + rand() % (32768 - 20000 - n);
-        bool ok = true;
+        bool ok = !picked(base, n);
         for (int i = 0; i < n && ok; i++) ok = port_free(base + i);
-        if (ok) return base;
+        if (!ok) continue;
+        picks[n_picks++ % IT_MAX_PICKS] = (struct pick){base, n};
+        return base;
     }
     fprintf(stderr, "no %d free consecutive ports\n", n);
     exit(1);

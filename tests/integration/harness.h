@@ -34,7 +34,8 @@ void it_end(void);
 /* Have the guardian delete this network namespace at the end. */
 void it_guard_netns(const char *ns);
 const char *it_dir(void);
-/* A base port with `n` consecutive free TCP ports on 127.0.0.1. */
+/* A base port with `n` consecutive free TCP ports on 127.0.0.1, none of them
+ * in a range an earlier call of this process returned. */
 int it_free_ports(int n);
 /* Start latticed with these arguments (NULL-terminated), log to <name>.log. */
 it_proc *it_latticed(const char *name, const char *const *args);
