@@ -100,11 +100,9 @@ append_rows(lattice_region *r, struct lane *l, uint32_t pid, const lattice_store
         if (payload > max_row) break;
         int small = (x->partition | x->key_len | x->value_len | x->version) < 0x80 &&
                     !x->expire_ms;
-        uint32_t vb = varint_bytes(x->version);
         uint32_t hl = small ? 5 + ROW_VERSION_BYTES
                             : 2 + varint_bytes(x->partition) + varint_bytes(x->key_len) +
-                                  varint_bytes(x->value_len) + (vb < ROW_VERSION_BYTES ? ROW_VERSION_BYTES : vb) +
-                                  (x->expire_ms ? 8 : 0);
+                                  varint_bytes(x->value_len) + version_len(x->version) + (x->expire_ms ? 8 : 0);
         uint32_t len = hl + (uint32_t)payload;
         /* The gap bounds nitems too: a page of at most 16 KiB has room for
          * far fewer than 65535 slots. */
