@@ -352,7 +352,7 @@ void chan_complete_local(lattice_ops *d, opx *o, const lattice_op_result *r)
 {
     (void)d;
     o->fn(o->arg, o->index, r);
-    lt_free(o);
+    opx_free(o);
 }
 
 void chan_complete(lattice_ops *d, const origin *org, const lattice_op_result *r)

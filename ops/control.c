@@ -973,6 +973,6 @@ lattice_status lattice_ops_call(lattice_ops *d, lattice_ops_call_kind call, cons
     o->arg = farg;
     o->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
     lattice_status st = chan_enqueue(d, o);
-    if (st != LATTICE_OK) lt_free(o);
+    if (st != LATTICE_OK) opx_free(o);
     return st;
 }

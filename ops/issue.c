@@ -32,9 +32,11 @@ static void copy_name(char *dst, size_t cap, const char *src)
 static opx *opx_new(const lattice_op *op, lattice_op_fn fn, void *arg, size_t index, uint64_t deadline_ms)
 {
     size_t kl = op->key ? op->key_len : 0, vl = op->value ? op->value_len : 0;
-    opx *o = lt_malloc(sizeof *o + kl + vl + 1);
+    opx *o = opx_alloc(sizeof *o + kl + vl + 1);
     if (!o) return NULL;
+    struct opx_pool *pool = o->pool;
     memset(o, 0, sizeof *o);
+    o->pool = pool;
     o->op = *op;
     copy_name(o->cache, sizeof o->cache, op->cache ? op->cache : "default");
     if (kl) memcpy(o->data, op->key, kl);
@@ -71,13 +73,13 @@ static lattice_status submit(lattice_ops *d, const lattice_op *ops, size_t n, la
     for (size_t i = 0; i < n; i++) {
         all[i] = opx_new(&ops[i], fn, arg, i, deadline);
         if (!all[i]) {
-            while (i--) lt_free(all[i]);
+            while (i--) opx_free(all[i]);
             if (all != small) lt_free(all);
             return LATTICE_ERR_NOMEM;
         }
     }
     if (!atomic_load(&d->accepting)) {
-        for (size_t i = 0; i < n; i++) lt_free(all[i]);
+        for (size_t i = 0; i < n; i++) opx_free(all[i]);
         if (all != small) lt_free(all);
         return LATTICE_ERR_STOPPED;
     }

@@ -83,7 +83,8 @@ struct opx {
     uint64_t no_cache_until;      /* unknown cache: pull metadata and retry until then */
     uint64_t lost_mark;           /* a client's PARTITION_LOST: retried until metadata pull lost_mark ended */
     uint32_t lost_part;           /* ... the partition it found LOST (its result's num) */
-    struct opx *rnext;            /* retry list */
+    struct opx *rnext;            /* retry list; a pool's free list (pool.c) */
+    struct opx_pool *pool;        /* the pool its block goes back to; NULL: malloc'd */
     int call;                     /* LATTICE_OPS_CALL_* for internal calls, else 0 */
     char data[];
 };
@@ -349,6 +350,14 @@ bool chan_on_data_thread(const lattice_ops *d);
  * them (each ends as on the data thread - answered, sent, or retried);
  * false, nothing done, when the data thread is busy: hand them over. */
 bool loop_run_here(lattice_ops *d, opx **all, size_t n);
+
+/* pool.c: an opx of `bytes` (header, key and value) from this thread's pool
+ * (up to OPX_POOL_BLOCK; larger ones are malloc'd), and its release from
+ * any thread.  opx_alloc sets o->pool; the caller must keep it. */
+#define OPX_POOL_BLOCK 512
+#define OPX_POOL_KEEP 256
+opx *opx_alloc(size_t bytes);
+void opx_free(opx *o);
 bool loop_release_durable(void *arg); /* persist's on_durable hook: the log thread sends the replies it freed */
 lattice_status chan_push(lattice_ops *d, opx *o);
 lattice_status chan_wake(lattice_ops *d);

@@ -19,6 +19,9 @@ void *lt_calloc(size_t count, size_t n);
 void *lt_realloc(void *p, size_t n);
 char *lt_strdup(const char *s);
 void lt_free(void *p);
+/* For a module's own pool handing out memory it already holds: counts as one
+ * allocation call, and is 1 when that call must fail (an armed injector). */
+int lt_alloc_check(void);
 /* Large, page-aligned memory straight from the OS (mmap); counted like the others. */
 void *lt_map(size_t n);
 void lt_unmap(void *p, size_t n);
@@ -27,7 +30,11 @@ void lt_unmap(void *p, size_t n);
 void lattice_alloc_fail_nth(uint64_t nth);
 /* Make every call fail from the nth on (sticky), until disarmed with 0. */
 void lattice_alloc_fail_from(uint64_t nth);
-/* Calls made so far (successful or not) and failures injected so far. */
+/* Count every call from now on (on = 1) or stop (0).  Calls are counted only
+ * while counting or armed: the check then costs a shared atomic per call,
+ * which the node's hot path does not pay otherwise. */
+void lattice_alloc_count(int on);
+/* Calls counted so far (while counting or armed) and failures injected so far. */
 uint64_t lattice_alloc_calls(void);
 uint64_t lattice_alloc_injected_failures(void);
 

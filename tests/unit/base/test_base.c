@@ -38,6 +38,30 @@ START_TEST(alloc_fails_exactly_the_nth_call)
 }
 END_TEST
 
+/* The node's allocations pay no shared counter: calls are counted only
+ * while a test counts (or an injector is armed). */
+START_TEST(alloc_counts_only_while_watched)
+{
+    uint64_t before = lattice_alloc_calls();
+    lt_free(lt_malloc(8));
+    ck_assert_uint_eq(lattice_alloc_calls(), before);
+    lattice_alloc_count(1);
+    lt_free(lt_malloc(8));
+    lt_free(lt_calloc(2, 8));
+    ck_assert_uint_eq(lattice_alloc_calls(), before + 2);
+    lattice_alloc_count(0);
+    lt_free(lt_strdup("x"));
+    ck_assert_uint_eq(lattice_alloc_calls(), before + 2);
+    /* armed after calls that went uncounted: still the nth from now */
+    lattice_alloc_fail_nth(2);
+    void *a = lt_malloc(8);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_null(lt_malloc(8));
+    lattice_alloc_fail_nth(0);
+    lt_free(a);
+}
+END_TEST
+
 START_TEST(alloc_sticky_failure_until_disarmed)
 {
     lattice_alloc_fail_from(2);
@@ -87,6 +111,7 @@ int main(void)
     tcase_add_test(tc, every_status_has_a_distinct_message);
     tcase_add_test(tc, alloc_fails_exactly_the_nth_call);
     tcase_add_test(tc, alloc_sticky_failure_until_disarmed);
+    tcase_add_test(tc, alloc_counts_only_while_watched);
     tcase_add_test(tc, log_levels_parse_and_filter);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);

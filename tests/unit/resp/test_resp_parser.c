@@ -241,6 +241,7 @@ START_TEST(steady_state_parsing_does_not_allocate)
     lattice_resp_parser *p = lattice_resp_parser_new(NULL);
     size_t n = sizeof(PIPELINE) - 1, cuts[3] = {50, 51, 140};
     uint64_t before = 0;
+    lattice_alloc_count(1);
     for (int round = 0; round < 20; round++) {
         if (round == 2) before = lattice_alloc_calls();
         char *got = run_cuts(p, PIPELINE, n, cuts, 3);
@@ -248,6 +249,7 @@ START_TEST(steady_state_parsing_does_not_allocate)
         free(got);
     }
     ck_assert_uint_eq(lattice_alloc_calls() - before, 0);
+    lattice_alloc_count(0);
     lattice_resp_parser_free(p);
 }
 END_TEST
@@ -464,6 +466,7 @@ START_TEST(huge_declared_bulk_allocates_nothing_big)
 {
     static const char hdr[] = "*2\r\n$3\r\nSET\r\n$536870912\r\nabcdefgh";
     lattice_resp_parser *p = lattice_resp_parser_new(NULL);
+    lattice_alloc_count(1);
     uint64_t calls = lattice_alloc_calls();
     lattice_resp_command c;
     size_t used;
@@ -478,6 +481,7 @@ START_TEST(huge_declared_bulk_allocates_nothing_big)
     ck_assert_uint_ge(mem, 4u << 20);
     ck_assert_uint_le(mem, 9u << 20);
     free(chunk);
+    lattice_alloc_count(0);
     lattice_resp_parser_free(p);
 }
 END_TEST
