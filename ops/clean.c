@@ -66,22 +66,30 @@ static uint64_t key_hash(const void *key, size_t len)
     return lt_fnv1a(key, len);
 }
 
-bool ops_serving(lattice_ops *d, const lattice_meta_cache *c)
+bool ops_lease(lattice_ops *d)
 {
     /* Without discovery (the stages' unit tests drive them directly) there
      * is no lease to hold; a started node always has one. */
-    bool lease = !d->disc || lattice_discovery_serving(d->disc, d->incarnation);
+    return !d->disc || lattice_discovery_serving(d->disc, d->incarnation);
+}
+
+bool ops_serving_leased(lattice_ops *d, const lattice_meta_cache *c, bool lease)
+{
     return lease && !atomic_load_explicit(&d->fenced, memory_order_acquire) &&
            !lattice_meta_frozen(c) && !c->restoring;
 }
 
-bool ops_no_quorum(lattice_ops *d, int64_t *num)
+bool ops_serving(lattice_ops *d, const lattice_meta_cache *c) { return ops_serving_leased(d, c, ops_lease(d)); }
+
+bool ops_no_quorum(lattice_ops *d, int64_t *num) { return ops_no_quorum_leased(d, d->client || ops_lease(d), num); }
+
+bool ops_no_quorum_leased(lattice_ops *d, bool lease, int64_t *num)
 {
-    /* The lease is the cheap test (an atomic): a node holding one has
+    /* The lease is the cheap test (a clock read): a node holding one has
      * quorum.  Without it, the lease may be down for a moment only - a
      * takeover in flight, a pause just ended - while a majority of the
      * baseline is still reachable: that retries; no majority is final. */
-    if (d->client || !d->disc || lattice_discovery_serving(d->disc, d->incarnation)) return false;
+    if (d->client || !d->disc || lease) return false;
     lattice_quorum q;
     lattice_discovery_quorum(d->disc, &q);
     /* No baseline at all: this server has no topology yet (starting, or

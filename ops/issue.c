@@ -231,7 +231,9 @@ void issue_route(lattice_ops *d, opx *o)
         retry_later(d, o, LATTICE_ERR_TIMEOUT);
         return;
     }
-    if (ops_no_quorum(d, &r.num)) {
+    /* One lease read for this op's checks below (each was a clock read). */
+    bool lease = d->client || ops_lease(d);
+    if (ops_no_quorum_leased(d, lease, &r.num)) {
         /* Refused here, whichever node is the key's primary: this side of
          * the grid may not acknowledge anything (docs/CONSISTENCY.md). */
         r.status = LATTICE_ERR_NO_QUORUM;
@@ -294,7 +296,7 @@ void issue_route(lattice_ops *d, opx *o)
              * that its primary has not acknowledged (clean.c); else the
              * primary answers.  primary_sync/full_async: as it stands. */
             if (c->cfg.sync == LATTICE_SYNC_FULL && !clean_copy_is_clean(c, p)) break;
-            if (!ops_serving(d, c)) {
+            if (!ops_serving_leased(d, c, lease)) {
                 retry_later(d, o, LATTICE_ERR_AGAIN);
                 return;
             }
@@ -305,7 +307,7 @@ void issue_route(lattice_ops *d, opx *o)
         }
     }
     if (owners[0]->self) {
-        if (!ops_serving(d, c)) {
+        if (!ops_serving_leased(d, c, lease)) {
             /* No lease, leaving, or a base switch holds the cache: retry
              * shortly (the view will have moved on or come back). */
             retry_later(d, o, LATTICE_ERR_AGAIN);

@@ -435,6 +435,11 @@ bool ops_serving(lattice_ops *d, const lattice_meta_cache *c);
 /* True when this server reaches no strict majority of the baseline (its
  * lease is gone too); *num (may be NULL) gets LATTICE_OPS_QUORUM_NUM. */
 bool ops_no_quorum(lattice_ops *d, int64_t *num);
+/* The same two with the lease as ops_lease read it a moment before: the
+ * route of one op reads the clock once, not once per check. */
+bool ops_lease(lattice_ops *d);
+bool ops_serving_leased(lattice_ops *d, const lattice_meta_cache *c, bool lease);
+bool ops_no_quorum_leased(lattice_ops *d, bool lease, int64_t *num);
 /* What a node that is not serving answers: NO_QUORUM (final, *num set) or
  * AGAIN (retried: a takeover, a pause, a base switch). */
 lattice_status ops_refusal(lattice_ops *d, int64_t *num);

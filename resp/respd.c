@@ -529,6 +529,8 @@ static void process(lattice_respd *r, conn *c)
  * respd_batch_return). */
 static __thread io_thread *this_io;
 
+uint64_t respd_io_now_ms(void) { return this_io ? this_io->now_ms : lt_mono_ms(); }
+
 static void on_readable(lattice_respd *r, conn *c)
 {
     if (c->roff < c->rlen) { /* leftovers from before the last batch */

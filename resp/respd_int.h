@@ -315,6 +315,10 @@ void respd_tx_reply(conn *c, const batch *b, const ent *e);
 void respd_tx_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool in_exec);
 void respd_tx_free(conn *c);
 
+/* The monotonic ms an IO thread read after its last epoll_wait (one clock
+ * read a wake-up); the clock itself on any other thread. */
+uint64_t respd_io_now_ms(void);
+
 /* respd_cluster.c: CLUSTER and INFO. */
 void respd_cluster(struct lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t argc,
                    const lattice_resp_arg *argv);
