@@ -143,15 +143,60 @@ static void sweep_stalled(lattice_ops *d, uint64_t now)
     }
 }
 
+/* Ops are taken off the queue DRAIN_WINDOW at a time, and the store lines
+ * each keyed op will touch here - its partition's lock, its index line,
+ * then its row - are prefetched for all of them before the first runs, so
+ * a pipeline's cache misses overlap instead of following one another (the
+ * key lookup's misses were ~30% of a node under SET -P 16).  A prefetch
+ * changes and decides nothing: an op that goes elsewhere, or finds its row
+ * moved, only wasted a load. */
+#define DRAIN_WINDOW 16
+_Static_assert(RUN_HERE_MAX_OPS <= DRAIN_WINDOW, "loop_run_here prefetches its ops with prefetch_ops");
+
+static void prefetch_ops(lattice_ops *d, opx *const *w, size_t n)
+{
+    struct {
+        lattice_store *s;
+        uint32_t p, tag;
+    } pf[DRAIN_WINDOW];
+    const char *last = NULL;
+    lattice_meta_cache *c = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const opx *o = w[i];
+        pf[i].s = NULL;
+        if (o->call || !o->op.key || !o->op.key_len || walk_is_kind(o->op.kind)) continue;
+        if (!last || strcmp(last, o->cache) != 0) {
+            c = lattice_meta_cache_of(d->meta, o->cache);
+            last = o->cache;
+        }
+        if (!c || !c->store) continue;
+        pf[i].s = c->store;
+        pf[i].p = lattice_partition_of_key(o->op.key, o->op.key_len, c->cfg.partitions);
+        pf[i].tag = lattice_store_prefetch_write(c->store, pf[i].p, o->op.key, o->op.key_len);
+    }
+    rcu_read_lock();
+    for (size_t i = 0; i < n; i++)
+        if (pf[i].s) lattice_store_prefetch_row(pf[i].s, pf[i].p, pf[i].tag);
+    rcu_read_unlock();
+}
+
 static void drain_queue(lattice_ops *d)
 {
     for (;;) {
-        struct cds_wfcq_node *n = __cds_wfcq_dequeue_nonblocking(&d->qhead, &d->qtail);
-        if (!n || n == CDS_WFCQ_WOULDBLOCK) break;
-        opx *o = caa_container_of(n, opx, qnode);
-        if (o->call) control_run_call(d, o);
-        else issue_route(d, o);
-        evict_flush(d);
+        opx *w[DRAIN_WINDOW];
+        size_t n = 0;
+        while (n < DRAIN_WINDOW) {
+            struct cds_wfcq_node *q = __cds_wfcq_dequeue_nonblocking(&d->qhead, &d->qtail);
+            if (!q || q == CDS_WFCQ_WOULDBLOCK) break;
+            w[n++] = caa_container_of(q, opx, qnode);
+        }
+        if (!n) break;
+        if (n > 1 && lattice_meta_valid(d->meta)) prefetch_ops(d, w, n);
+        for (size_t i = 0; i < n; i++) {
+            if (w[i]->call) control_run_call(d, w[i]);
+            else issue_route(d, w[i]);
+            evict_flush(d);
+        }
     }
 }
 
@@ -511,6 +556,7 @@ bool loop_run_here(lattice_ops *d, opx **all, size_t n)
     }
     uint64_t sig = state_taken(d);
     drain_queue(d);
+    if (n > 1) prefetch_ops(d, all, n); /* ends_here found the metadata valid */
     for (size_t i = 0; i < n; i++) {
         issue_route(d, all[i]);
         evict_flush(d);

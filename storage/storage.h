@@ -313,6 +313,9 @@ int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, siz
  * always.  prefetch_row reads the table, so the caller holds
  * rcu_read_lock across it (as a reader of the store does anyway). */
 uint32_t lattice_store_prefetch(lattice_store *s, uint32_t partition, const void *key, size_t key_len);
+/* The same for a batch of writes: also the partition's lock and fill
+ * (a put writes them), for writing. */
+uint32_t lattice_store_prefetch_write(lattice_store *s, uint32_t partition, const void *key, size_t key_len);
 void lattice_store_prefetch_row(lattice_store *s, uint32_t partition, uint32_t tag);
 /* As get, but the value is returned in *value, allocated with lt_malloc (the
  * caller lt_free()s it). */

@@ -590,6 +590,13 @@ uint32_t lattice_store_prefetch(lattice_store *s, uint32_t partition, const void
     return tag;
 }
 
+uint32_t lattice_store_prefetch_write(lattice_store *s, uint32_t partition, const void *key, size_t key_len)
+{
+    if (partition >= s->nparts) return 0;
+    __builtin_prefetch(&s->parts[partition], 1);
+    return lattice_store_prefetch(s, partition, key, key_len);
+}
+
 void lattice_store_prefetch_row(lattice_store *s, uint32_t partition, uint32_t tag)
 {
     if (partition >= s->nparts || tag < 2) return;

@@ -625,10 +625,14 @@ START_TEST(prefetch_hints_change_nothing)
         int kl = key_of(k, sizeof k, id);
         uint32_t tag = lattice_store_prefetch(s, (uint32_t)(id % 8), k, (size_t)kl);
         ck_assert_uint_ge(tag, 2);
+        /* the writers' hint names the same line and row */
+        ck_assert_uint_eq(lattice_store_prefetch_write(s, (uint32_t)(id % 8), k, (size_t)kl), tag);
         lattice_store_prefetch_row(s, (uint32_t)(id % 8), tag);
         lattice_store_prefetch_row(s, (uint32_t)(id % 8), tag ^ 0x5a5a5a5au); /* another key's tag */
     }
     ck_assert_uint_eq(lattice_store_prefetch(s, 8, k, 3), 0);
+    ck_assert_uint_eq(lattice_store_prefetch_write(s, 8, k, 3), 0);
+    ck_assert_uint_eq(lattice_store_prefetch_write(s, 0, NULL, 3), 0);
     ck_assert_uint_eq(lattice_store_prefetch(s, 0, NULL, 3), 0);
     ck_assert_uint_eq(lattice_store_prefetch(s, 0, k, 0), 0);
     lattice_store_prefetch_row(s, 8, 12345);
