@@ -88,6 +88,7 @@ static void thread_gone(void *arg)
         lt_free(o);
     }
     p->n_local = 0;
+    mine = NULL; /* a free later in this thread's exit takes the return stack, as any other thread's */
     atomic_store_explicit(&p->owned, false, memory_order_release);
 }
 
