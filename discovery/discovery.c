@@ -350,6 +350,7 @@ void ld_begin_join(lattice_discovery *d, const char *why)
     d->join_time_ms = lt_wall_ms();
     d->join_started_ms = lt_mono_ms();
     d->last_join_send_ms = 0;
+    d->merge_to[0] = 0; /* a merge names its target after this (ld_join_into) */
     d->last_probe_ms = 0;
     d->saw_cluster_ms = 0;
     d->n_joiners = 0;
@@ -979,7 +980,9 @@ static void send_joins(lattice_discovery *d, int64_t now)
     j.self = &pm;
     e.body_case = LATDISC__ENVELOPE__BODY_JOIN;
     e.join = &j;
-    ld_send_many(d, NULL, d->n_conns, &e);
+    const char *target = d->merge_to;
+    if (d->merge_to[0] && now < d->merge_until_ms) ld_send_many(d, &target, 1, &e); /* merge.c */
+    else ld_send_many(d, NULL, d->n_conns, &e);
     member_proto_release(&pm);
     if (d->mcast && d->mc_send_fd >= 0 && now - d->last_probe_ms >= d->m_wait_ms) {
         d->last_probe_ms = now;

@@ -115,7 +115,7 @@ static void dissolve(lattice_discovery *d, const char *join_addr, const char *wh
     char target[128];
     snprintf(target, sizeof target, "%s", join_addr);
     ld_begin_join(d, why);
-    ld_ensure_conn(d, target, true);
+    ld_join_into(d, target);
 }
 
 void ld_on_hello(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route)
@@ -164,6 +164,20 @@ void ld_on_dissolve(lattice_discovery *d, const Latdisc__Envelope *e)
     char target[128];
     snprintf(target, sizeof target, "%s", a);
     ld_begin_join(d, "the coordinator merges this grid into a larger one");
-    ld_ensure_conn(d, target, true);
+    ld_join_into(d, target);
+}
+
+/* A merge joins the grid it merges into, not whichever answers first: the
+ * members of the dissolving grid are join targets too (begin_join keeps
+ * them), and one of them may still coordinate that grid for a moment and
+ * admit us into it - a second rejoin moments later, when it dissolves in
+ * turn, and an incarnation in between that held copies of nothing.  So for
+ * a few failure-detection periods the join asks only the merge target;
+ * after that (it never answered), every known address again. */
+void ld_join_into(lattice_discovery *d, const char *addr)
+{
+    ld_ensure_conn(d, addr, true);
+    snprintf(d->merge_to, sizeof d->merge_to, "%s", addr);
+    d->merge_until_ms = lt_mono_ms() + 3 * (int64_t)(ld_cfd(d) > 1000 ? ld_cfd(d) : 1000);
 }
 

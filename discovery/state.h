@@ -130,6 +130,8 @@ struct lattice_discovery {
     int64_t join_started_ms, last_join_send_ms, last_hb_ms, last_loop_ms, last_probe_ms;
     int64_t saw_cluster_ms, leave_started_ms;
     int64_t last_hello_ms;   /* coordinator: last Hello round to non-members */
+    char merge_to[128];      /* a merge's join: the grid it merges into (merge.c) */
+    int64_t merge_until_ms;  /* ... asked alone until then */
     char cands[16][128];     /* multicast answers from nodes outside our topology */
     size_t n_cands;
     joiner_seen joiners[MAX_JOINERS];
@@ -232,6 +234,7 @@ void ld_send_env(lattice_discovery *d, void *sock, const zmq_msg_t *route, const
                  bool unauthenticated);
 void ld_send_to(lattice_discovery *d, const char *addr, const Latdisc__Envelope *e);
 /* Encode once, send to each address (addrs == NULL: to the first n conns). */
+void ld_join_into(lattice_discovery *d, const char *addr);
 void ld_send_many(lattice_discovery *d, const char *const *addrs, size_t n, const Latdisc__Envelope *e);
 void ld_reply_refusal(lattice_discovery *d, const zmq_msg_t *route, int reason, const char *text,
                       const char *about_id);

@@ -73,6 +73,14 @@ bool ops_lease(lattice_ops *d)
     return !d->disc || lattice_discovery_serving(d->disc, d->incarnation);
 }
 
+bool ops_quorum(lattice_ops *d)
+{
+    if (d->client || !d->disc) return true;
+    lattice_quorum q;
+    lattice_discovery_quorum(d->disc, &q);
+    return q.has_quorum && q.baseline;
+}
+
 bool ops_serving_leased(lattice_ops *d, const lattice_meta_cache *c, bool lease)
 {
     return lease && !atomic_load_explicit(&d->fenced, memory_order_acquire) &&

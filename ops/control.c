@@ -52,7 +52,7 @@ void control_meta_apply(lattice_ops *d, const Latdata__Meta *m)
     wal_attach(d); /* before anything uses a new cache's store: it may be swapped for the recovered one */
     if (changed) {
         rebal_on_change(d);
-        salvage_prune(d);
+        salvage_prune(d, ops_quorum(d));
     }
     evict_attach(d);
 }

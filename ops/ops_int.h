@@ -369,8 +369,10 @@ void chan_complete(lattice_ops *d, const origin *org, const lattice_op_result *r
 typedef struct salvage_cache salvage_cache;
 /* Takes old's stores (before it is destroyed) unless a set is kept already. */
 void salvage_keep(lattice_ops *d, lattice_meta *old);
-/* After a metadata version: frees every kept copy no lost record asks for. */
-void salvage_prune(lattice_ops *d);
+/* After a metadata version: frees every kept copy no lost record asks for.
+ * `quorum` (ops_quorum): only a grid with a quorum of its baseline frees,
+ * moves or consumes kept copies (salvage_done, salvage_restore too). */
+void salvage_prune(lattice_ops *d, bool quorum);
 /* The kept copies of c's lost partitions whose record names this node's old
  * id: partitions, counters, entries (up to max); how many. */
 size_t salvage_report(lattice_ops *d, const lattice_meta_cache *c, uint32_t *parts, uint64_t *counters,
@@ -378,7 +380,7 @@ size_t salvage_report(lattice_ops *d, const lattice_meta_cache *c, uint32_t *par
 /* Moves the kept copy of p into c's store with its counter (adding its
  * entries to *entries); false when there is none or it does not fit
  * (nothing changed then). */
-bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, uint64_t *entries);
+bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, bool quorum, uint64_t *entries);
 /* The kept copy of c's partition p as a delta base (docs/REBALANCE.md §9):
  * its store and mark, when it has one and its history holds every change
  * above the mark; NULL otherwise. */
@@ -394,8 +396,10 @@ bool salvage_mark_of(const lattice_meta_cache *c, uint32_t p, uint64_t *mark);
 void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store,
                             uint64_t *counter, uint64_t *marks);
 /* p is loaded (as a delta or in full): its kept copy is not needed any more. */
-void salvage_done(lattice_ops *d, const lattice_meta_cache *c, uint32_t p);
+void salvage_done(lattice_ops *d, const lattice_meta_cache *c, uint32_t p, bool quorum);
 void salvage_free(lattice_ops *d);
+/* How many partitions' copies are kept. */
+size_t salvage_held(const lattice_ops *d);
 
 /* ---- dedup.c: results of recent writes by (origin, op sequence) */
 uint64_t dedup_origin_hash(const char *node_id);
@@ -438,6 +442,10 @@ bool ops_no_quorum(lattice_ops *d, int64_t *num);
 /* The same two with the lease as ops_lease read it a moment before: the
  * route of one op reads the clock once, not once per check. */
 bool ops_lease(lattice_ops *d);
+/* Whether this node's grid holds a majority of its baseline (its view, not
+ * the lease: a lease lapses for a moment; a cut-off side has none at all).
+ * True without discovery and on a client. */
+bool ops_quorum(lattice_ops *d);
 bool ops_serving_leased(lattice_ops *d, const lattice_meta_cache *c, bool lease);
 bool ops_no_quorum_leased(lattice_ops *d, bool lease, int64_t *num);
 /* What a node that is not serving answers: NO_QUORUM (final, *num set) or

@@ -118,13 +118,14 @@ static bool take_restores(lattice_ops *d, lattice_meta_cache *c, struct rebal_ca
     bool changed = false;
     uint32_t restored = 0;
     uint64_t entries = 0;
+    bool quorum = ops_quorum(d);
     for (size_t i = 0; i < c->n_lost; i++) {
         uint32_t p = c->lost[i].partition;
         if (p >= rc->parts || (rc->copy[p] != LATTICE_PART_MOVING && rc->copy[p] != LATTICE_PART_LOST)) continue;
         peer *r = restorer_of(d, c, p);
         if (!r) continue;
         if (r->m.self) {
-            if (!salvage_restore(d, c, p, &entries)) continue;
+            if (!salvage_restore(d, c, p, quorum, &entries)) continue;
             rc->copy[p] = LATTICE_PART_OWNING;
             restored++;
             changed = true;
@@ -721,7 +722,7 @@ void rebal_on_supply(lattice_ops *d, const Latdata__Req *q)
             /* Complete up to the supplier's counter; every later change is
              * in the history (as far as it reaches). */
             lattice_store_history_valid_from(c->store, in.partition, r.update_counter);
-            salvage_done(d, c, in.partition);
+            salvage_done(d, c, in.partition, ops_quorum(d));
         }
     } else if (ev == LATTICE_REBALANCE_IGNORE) {
         rc->stale++;

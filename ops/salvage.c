@@ -26,6 +26,12 @@
  *
  * A node keeps one set of copies: a second rejoin before they were used
  * keeps the first set (the incarnation in between held nothing of them).
+ * Only a grid holding a quorum of its baseline frees or moves them
+ * (the `quorum` argument): an incarnation in between may have joined the
+ * cut-off side that a merge dissolves a moment later, whose metadata never
+ * heard of the records naming them - had it freed the copies it loaded
+ * there, or every copy its records did not name, the records of the grid
+ * that counts would wait forever for a copy that is gone.
  */
 #include <stdio.h>
 #include <string.h>
@@ -112,9 +118,21 @@ void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lat
            "with a mark", cfg->name, marked);
 }
 
+size_t salvage_held(const lattice_ops *d)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->n_salvage; i++)
+        for (uint32_t p = 0; d->salvage[i].store && p < d->salvage[i].cfg.partitions; p++) n += d->salvage[i].held[p];
+    return n;
+}
+
 void salvage_keep(lattice_ops *d, lattice_meta *old)
 {
-    if (d->n_salvage) return; /* the first set is the one that held data */
+    if (d->n_salvage) { /* the first set is the one that held data */
+        LT_LOG(LT_INFO, "data", "still keeping the copies of incarnation %s (%zu partitions) for the grid's lost records",
+               d->salvage_id, salvage_held(d));
+        return;
+    }
     size_t n = lattice_meta_cache_count(old);
     d->salvage = lt_calloc(n ? n : 1, sizeof *d->salvage);
     if (!d->salvage) return;
@@ -191,10 +209,10 @@ lattice_store *salvage_delta_base(lattice_ops *d, const lattice_meta_cache *c, u
     return s->store;
 }
 
-void salvage_done(lattice_ops *d, const lattice_meta_cache *c, uint32_t p)
+void salvage_done(lattice_ops *d, const lattice_meta_cache *c, uint32_t p, bool quorum)
 {
     salvage_cache *s = of(d, c);
-    if (!s || p >= s->cfg.partitions || !s->held[p] || wanted(d, c, s, p)) return;
+    if (!quorum || !s || p >= s->cfg.partitions || !s->held[p] || wanted(d, c, s, p)) return;
     s->held[p] = 0;
     if (s->has_mark) s->has_mark[p] = 0;
     lattice_store_clear(s->store, p);
@@ -217,9 +235,9 @@ static bool planned_in(const lattice_meta_cache *c)
     return false;
 }
 
-void salvage_prune(lattice_ops *d)
+void salvage_prune(lattice_ops *d, bool quorum)
 {
-    if (!d->n_salvage || !lattice_meta_valid(d->meta)) return;
+    if (!quorum || !d->n_salvage || !lattice_meta_valid(d->meta)) return;
     size_t kept_caches = 0;
     for (size_t i = 0; i < d->n_salvage; i++) {
         salvage_cache *s = &d->salvage[i];
@@ -316,10 +334,10 @@ static void buf_clear(copy_buf *b)
     b->n = 0;
 }
 
-bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, uint64_t *entries)
+bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, bool quorum, uint64_t *entries)
 {
     salvage_cache *s = of(d, c);
-    if (!s || !c->store || p >= s->cfg.partitions || !wanted(d, c, s, p)) return false;
+    if (!quorum || !s || !c->store || p >= s->cfg.partitions || !wanted(d, c, s, p)) return false;
     /* Copied in slices: entries are read out of the kept store (whose
      * pointers live only in the walk's callback) and written into the new
      * one outside it.  The kept copy is left whole until the end, so a

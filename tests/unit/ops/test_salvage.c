@@ -1,0 +1,141 @@
+/*
+ * ops/salvage.c without a network: the copies a node keeps when it rejoins
+ * under a new id survive an incarnation in between on a grid without
+ * quorum (the cut-off side that a merge dissolves a moment later) and a
+ * second rejoin, and only a grid with quorum frees them.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <urcu.h>
+
+#include "run_suite.h"
+#include "lattice/alloc.h"
+#include "ops_int.h"
+
+#define PARTS 16
+
+static lattice_region *region;
+static lattice_ops *d;
+static lattice_meta_member mem[3];
+
+static void setup(void)
+{
+    rcu_register_thread();
+    lattice_region_config rc = {"t", 0, 8, 0, LATTICE_REGION_REJECT};
+    ck_assert_int_eq(lattice_region_create(&rc, &region), LATTICE_OK);
+    d = lt_calloc(1, sizeof *d);
+    ck_assert_ptr_nonnull(d);
+    d->region = region;
+}
+
+static void teardown(void)
+{
+    salvage_free(d);
+    if (d->meta) lattice_meta_destroy(d->meta);
+    lt_free(d);
+    lattice_region_destroy(region);
+    rcu_unregister_thread();
+}
+
+/* A started metadata of one cache (backups=1) on the servers ids, the
+ * first of them this node and the coordinator. */
+static lattice_meta *grid_of(size_t n, const char *const *ids)
+{
+    lattice_meta *m = NULL;
+    lattice_meta_config mc = {false, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &m), LATTICE_OK);
+    lattice_meta_member *list[3];
+    for (size_t i = 0; i < n; i++) {
+        memset(&mem[i], 0, sizeof mem[i]);
+        snprintf(mem[i].id, sizeof mem[i].id, "%s", ids[i]);
+        snprintf(mem[i].cid, sizeof mem[i].cid, "%c:1", 'a' + (int)i);
+        mem[i].server = true;
+        mem[i].self = i == 0;
+        list[i] = &mem[i];
+    }
+    lattice_meta_set_members(m, list, n, ids[0]);
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = PARTS;
+    cfg.backups = 1;
+    lattice_meta_start(m, &cfg, 1);
+    ck_assert(lattice_meta_valid(m));
+    return m;
+}
+
+/* The old incarnation "old-a" held entries in every partition; it rejoins
+ * and keeps them. */
+static void rejoin_keeping_old_copies(void)
+{
+    static const char *ids[] = {"old-a", "id-b", "id-c"};
+    lattice_meta *old = grid_of(3, ids);
+    lattice_meta_cache *c = lattice_meta_cache_of(old, "default");
+    ck_assert_ptr_nonnull(c->store);
+    for (uint32_t p = 0; p < PARTS; p++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%u", p);
+        lattice_store_entry e = {p, key, strlen(key), "v", 1, 0, 1};
+        ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
+        c->counter[p] = 1;
+    }
+    snprintf(d->self_id, sizeof d->self_id, "old-a");
+    salvage_keep(d, old);
+    lattice_meta_destroy(old);
+    ck_assert_uint_eq(salvage_held(d), PARTS);
+}
+
+/* The interim incarnation joined a grid without quorum: its metadata names
+ * none of the kept copies, and it loads every partition - nothing kept is
+ * freed, and its own rejoin keeps the first set under the first id. */
+START_TEST(a_grid_without_quorum_frees_no_kept_copy)
+{
+    rejoin_keeping_old_copies();
+    static const char *mid[] = {"mid-a", "id-b"};
+    d->meta = grid_of(2, mid);
+    snprintf(d->self_id, sizeof d->self_id, "mid-a");
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
+    salvage_prune(d, false);
+    ck_assert_uint_eq(salvage_held(d), PARTS);
+    for (uint32_t p = 0; p < PARTS; p++) salvage_done(d, c, p, false);
+    ck_assert_uint_eq(salvage_held(d), PARTS);
+    uint64_t entries = 0;
+    ck_assert(!salvage_restore(d, c, 0, false, &entries));
+    /* The second rejoin: the interim's copies go, the first set stays. */
+    lattice_meta *interim = d->meta;
+    d->meta = NULL;
+    salvage_keep(d, interim);
+    lattice_meta_destroy(interim);
+    ck_assert_str_eq(d->salvage_id, "old-a");
+    ck_assert_uint_eq(salvage_held(d), PARTS);
+}
+END_TEST
+
+/* The same steps on a grid with quorum free them: a partition once loaded
+ * here, then every copy no lost record asks for. */
+START_TEST(a_grid_with_quorum_frees_what_no_record_asks_for)
+{
+    rejoin_keeping_old_copies();
+    static const char *now[] = {"new-a", "id-b", "id-c"};
+    d->meta = grid_of(3, now);
+    snprintf(d->self_id, sizeof d->self_id, "new-a");
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
+    salvage_done(d, c, 3, true);
+    ck_assert_uint_eq(salvage_held(d), PARTS - 1);
+    salvage_prune(d, true);
+    ck_assert_uint_eq(salvage_held(d), 0);
+    ck_assert_uint_eq(d->n_salvage, 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ops_salvage");
+    TCase *tc = tcase_create("salvage");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, a_grid_without_quorum_frees_no_kept_copy);
+    tcase_add_test(tc, a_grid_with_quorum_frees_what_no_record_asks_for);
+    suite_add_tcase(s, tc);
+    return lt_run_suite(s);
+}
