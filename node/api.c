@@ -236,6 +236,14 @@ static lattice_status call(lattice_node *n, lattice_ops_call_kind c, const char 
     return call_num(n, c, arg, ptr, NULL);
 }
 
+lattice_status lattice_node_handover_pending(lattice_node *n, uint32_t *partitions)
+{
+    int64_t num = 0;
+    lattice_status st = call_num(n, LATTICE_OPS_CALL_HANDOVER, NULL, NULL, &num);
+    if (partitions) *partitions = st == LATTICE_OK && num > 0 ? (uint32_t)num : 0;
+    return st;
+}
+
 lattice_status lattice_cache_create(lattice_node *n, const char *spec)
 {
     lattice_cache_config cfg;

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "lattice/lattice.h"
 #include "lattice/log.h"
@@ -94,6 +95,33 @@ static lattice_status serve(lattice_node *n, lattice_respd *resp, lattice_httpd 
     return st;
 }
 
+/* Before a graceful stop: while this server is the only serving copy of
+ * partitions another server is loading (or has loaded, the base switch
+ * pending), stopping would leave them LOST.  Serve on - every endpoint
+ * still up - until the switch hands them over, at most HANDOVER_WAIT_MS;
+ * a second SIGTERM/SIGINT stops at once. */
+#define HANDOVER_WAIT_MS 30000
+static void hand_over(lattice_node *n, const sigset_t *set)
+{
+    uint32_t left = 0, said = 0;
+    for (int waited = 0; waited < HANDOVER_WAIT_MS; waited += 100) {
+        if (lattice_node_handover_pending(n, &left) != LATTICE_OK || !left) break;
+        if (waited % 1000 == 0 && left != said) {
+            LT_LOG(LT_INFO, "node", "waiting for %u partitions only this node serves to switch to the copies "
+                   "rebalanced elsewhere (at most %d s; a second signal stops at once)", left,
+                   (HANDOVER_WAIT_MS - waited) / 1000);
+            said = left;
+        }
+        struct timespec tick = {0, 100 * 1000000L};
+        if (sigtimedwait(set, NULL, &tick) > 0) {
+            LT_LOG(LT_WARN, "node", "second signal: stopping now, %u partitions not handed over", left);
+            return;
+        }
+    }
+    if (left) LT_LOG(LT_WARN, "node", "stopping with %u partitions not handed over: they stay LOST until this node returns", left);
+    else if (said) LT_LOG(LT_INFO, "node", "handed over: every partition has another serving copy");
+}
+
 int main(int argc, char **argv)
 {
     latticed_options o;
@@ -133,6 +161,7 @@ int main(int argc, char **argv)
     int sig = 0;
     sigwait(&set, &sig);
     LT_LOG(LT_INFO, "node", "signal %d: stopping", sig);
+    hand_over(n, &set);
     lattice_httpd_stop(http);
     if (resp) lattice_respd_stop(resp);
     lattice_node_stop(n);

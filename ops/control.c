@@ -936,9 +936,37 @@ static void partitions_call(lattice_ops *d, opx *o)
     chan_complete_local(d, o, &r);
 }
 
+/* The partitions whose only serving copy is this node's while another live
+ * server holds a MOVING copy: a rebalance towards it is under way or done
+ * and waits for the base switch.  Leaving now would leave them LOST though
+ * a copy is (almost) complete elsewhere; a graceful stop waits for the
+ * switch instead (node/main.c).  A partition nobody else loads is not
+ * counted: waiting would not save it. */
+static int64_t handover_pending(lattice_ops *d)
+{
+    int64_t n = 0;
+    for (size_t i = 0; lattice_meta_valid(d->meta) && i < lattice_meta_cache_count(d->meta); i++) {
+        const lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
+        for (uint32_t p = 0; c->store && p < c->cfg.partitions; p++) {
+            lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1], *mov[LATTICE_CACHE_MAX_BACKUPS + 1];
+            if (lattice_meta_serving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1) != 1 || !own[0]->self) continue;
+            size_t nm = lattice_meta_moving_owners(c, p, mov, LATTICE_CACHE_MAX_BACKUPS + 1);
+            bool elsewhere = false;
+            for (size_t k = 0; k < nm && !elsewhere; k++) elsewhere = !mov[k]->self && mov[k]->server;
+            n += elsewhere;
+        }
+    }
+    return n;
+}
+
 void control_run_call(lattice_ops *d, opx *o)
 {
     lattice_op_result r = {0};
+    if (o->call == LATTICE_OPS_CALL_HANDOVER) {
+        r.num = handover_pending(d);
+        chan_complete_local(d, o, &r);
+        return;
+    }
     if (!lattice_meta_valid(d->meta)) {
         retry_later(d, o, LATTICE_ERR_TIMEOUT);
         return;

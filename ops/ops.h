@@ -106,6 +106,8 @@ typedef enum lattice_ops_call_kind {
     LATTICE_OPS_CALL_PARTITIONS = 4, /* arg: cache name; value: lattice_partitions_info */
     LATTICE_OPS_CALL_DIGESTS = 5,    /* arg: cache name; value: lattice_ops_digests */
     LATTICE_OPS_CALL_RESET_LOST = 6, /* arg: cache name; num: the LOST partitions given up */
+    LATTICE_OPS_CALL_HANDOVER = 7,   /* num: partitions this node alone serves while another live
+                                        server holds them MOVING (a graceful stop waits for them) */
 } lattice_ops_call_kind;
 lattice_status lattice_ops_call(lattice_ops *d, lattice_ops_call_kind call, const char *arg, lattice_op_fn fn,
                                 void *farg);

@@ -118,6 +118,12 @@ void lattice_node_id(lattice_node *n, char *buf, size_t len);
 int lattice_node_port(lattice_node *n);
 /* Graceful stop: announces `left`, waits briefly for the coordinator, frees. */
 void lattice_node_stop(lattice_node *n);
+/* How many partitions only this server serves while another live server
+ * holds a MOVING copy of them (a rebalance towards it under way, or done
+ * and waiting for the base switch).  A server stopped now would leave them
+ * LOST until it returns; a graceful stop first waits, bounded, while this
+ * is above 0 (latticed does: docs/OPERATIONS.md, "Stopping a node"). */
+lattice_status lattice_node_handover_pending(lattice_node *n, uint32_t *partitions);
 
 /* A view of the grid without joining it (lattice/topology.h, "inspection"):
  * asks the static finders of c (cluster, finders, secret_file are used) and

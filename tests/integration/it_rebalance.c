@@ -1063,6 +1063,39 @@ START_TEST(stale_supply_is_ignored)
 }
 END_TEST
 
+/* A graceful stop of the only serving owner while a joiner loads its
+ * copies: the stop waits until the base switch made the joiner an owner,
+ * so nothing is LOST.  (Without that wait, a SIGTERM between the join and
+ * the switch left every partition LOST although the joiner held a whole
+ * copy; a restarted a, without a data directory, could not bring them back.) */
+START_TEST(a_graceful_stop_hands_over_to_a_joiner)
+{
+    it_begin("rebalance_handover");
+    it_proc *srv[3];
+    const char *extra[] = {"--cache", "default:backups=1", NULL};
+    start_grid(srv, 1, 2, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 1);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    const long N = 30000;
+    put_range(c, "k", N);
+    srv[1] = start_one("s1", base_port + 1, extra);
+    ck_assert(it_wait_log(srv[1], " ready: ", 20000));
+    ck_assert_msg(it_wait_log(srv[0], "joins it (2 servers)", 30000), "the baseline never held both servers");
+    it_signal(srv[0], SIGTERM); /* b's copies are not switched in yet (a rebalance of 30,000 entries) */
+    ck_assert_msg(it_wait_exit(srv[0], 40000), "the stop never ended");
+    ck_assert_msg(!it_log_has(srv[0], "not handed over"), "the stop gave up waiting for the switch");
+    /* a comes back empty (no data directory): the grid has its quorum again
+     * and every entry is served from b's copy. */
+    srv[2] = start_one("s0b", base_port, extra);
+    wait_grid(c, 2);
+    ck_assert_int_eq(lost_partitions(), 0);
+    ck_assert_int_eq(count_present(c, "default", "k", N, NULL), N);
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
 static TCase *tc_of(const char *name)
 {
     TCase *tc = tcase_create(name);
@@ -1081,6 +1114,9 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tc_of("leave");
     tcase_add_loop_test(tc, leave_and_failure_restore_redundancy, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tc_of("handover");
+    tcase_add_test(tc, a_graceful_stop_hands_over_to_a_joiner);
     suite_add_tcase(s, tc);
     tc = tc_of("seen_before");
     tcase_add_test(tc, base_follows_a_server_set_seen_before);
