@@ -314,9 +314,14 @@ int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, siz
  * rcu_read_lock across it (as a reader of the store does anyway). */
 uint32_t lattice_store_prefetch(lattice_store *s, uint32_t partition, const void *key, size_t key_len);
 /* The same for a batch of writes: also the partition's lock and fill
- * (a put writes them), for writing. */
+ * (a put writes them) and its history's header, for writing. */
 uint32_t lattice_store_prefetch_write(lattice_store *s, uint32_t partition, const void *key, size_t key_len);
 void lattice_store_prefetch_row(lattice_store *s, uint32_t partition, uint32_t tag);
+/* After prefetch_write (its header had time to arrive): the history slot
+ * the write will fill.  It reads the history without the partition lock,
+ * so only the thread that serialises the store's writes calls it (the
+ * data thread's state, ops/loop.c). */
+void lattice_store_prefetch_history(lattice_store *s, uint32_t partition);
 /* As get, but the value is returned in *value, allocated with lt_malloc (the
  * caller lt_free()s it). */
 int lattice_store_get_copy(lattice_store *s, uint32_t partition, const void *key,

@@ -594,7 +594,17 @@ uint32_t lattice_store_prefetch_write(lattice_store *s, uint32_t partition, cons
 {
     if (partition >= s->nparts) return 0;
     __builtin_prefetch(&s->parts[partition], 1);
+    __builtin_prefetch(&s->hists[partition], 1);
     return lattice_store_prefetch(s, partition, key, key_len);
+}
+
+void lattice_store_prefetch_history(lattice_store *s, uint32_t partition)
+{
+    if (partition >= s->nparts) return;
+    const lt_hist *h = &s->hists[partition];
+    /* The slot after the newest: where the record goes (when the ring is
+     * full, the oldest's, which the note drops first). */
+    if (h->ring && h->cap) __builtin_prefetch(&h->ring[(h->head + h->n) % h->cap], 1);
 }
 
 void lattice_store_prefetch_row(lattice_store *s, uint32_t partition, uint32_t tag)

@@ -629,7 +629,9 @@ START_TEST(prefetch_hints_change_nothing)
         ck_assert_uint_eq(lattice_store_prefetch_write(s, (uint32_t)(id % 8), k, (size_t)kl), tag);
         lattice_store_prefetch_row(s, (uint32_t)(id % 8), tag);
         lattice_store_prefetch_row(s, (uint32_t)(id % 8), tag ^ 0x5a5a5a5au); /* another key's tag */
+        lattice_store_prefetch_history(s, (uint32_t)(id % 8));
     }
+    lattice_store_prefetch_history(s, 8);
     ck_assert_uint_eq(lattice_store_prefetch(s, 8, k, 3), 0);
     ck_assert_uint_eq(lattice_store_prefetch_write(s, 8, k, 3), 0);
     ck_assert_uint_eq(lattice_store_prefetch_write(s, 0, NULL, 3), 0);
