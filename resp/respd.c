@@ -530,6 +530,11 @@ static void process(lattice_respd *r, conn *c)
 static __thread io_thread *this_io;
 
 uint64_t respd_io_now_ms(void) { return this_io ? this_io->now_ms : lt_mono_ms(); }
+bool respd_io_all_here(void) { return this_io && this_io->all_here_ms == this_io->now_ms + 1; }
+void respd_io_note_all_here(void)
+{
+    if (this_io) this_io->all_here_ms = this_io->now_ms + 1;
+}
 
 static void on_readable(lattice_respd *r, conn *c)
 {

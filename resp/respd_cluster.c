@@ -199,10 +199,16 @@ static struct respd_view *view_get(lattice_respd *r)
 
 respd_where respd_route(lattice_respd *r, uint16_t slot, bool replica_ok, char *moved)
 {
+    /* One view lookup a wake-up while this node is primary of everything
+     * (one node, or one holding every slot): a topology change shows from
+     * the next wake-up, and a command run here meanwhile is still routed
+     * by the ops API - only a MOVED comes a wake-up late. */
+    if (respd_io_all_here()) return RESPD_HERE_ALL;
     respd_where w = RESPD_HERE;
     struct respd_view *v = view_get(r);
     if (v && v->partitions && v->self >= 0 && v->primary_of_all) {
         w = RESPD_HERE_ALL;
+        respd_io_note_all_here();
     } else if (v && v->partitions && v->self >= 0) {
         uint32_t p = lattice_slot_partition(slot, v->partitions);
         uint8_t role = v->self_role[p];

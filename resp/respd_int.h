@@ -125,6 +125,7 @@ typedef struct io_thread {
     int efd;                          /* eventfd: batches returned, or stop */
     int ep;
     uint64_t now_ms;                  /* lt_mono_ms() after its last epoll_wait (connections' last_ms) */
+    uint64_t all_here_ms;             /* respd_route found this node primary of every slot at now_ms + 1 (0: not) */
     pthread_t th;
     bool running;
     struct cds_wfcq_head qhead;
@@ -318,6 +319,10 @@ void respd_tx_free(conn *c);
 /* The monotonic ms an IO thread read after its last epoll_wait (one clock
  * read a wake-up); the clock itself on any other thread. */
 uint64_t respd_io_now_ms(void);
+/* respd_route's memo on an IO thread: whether this node was primary of
+ * every slot at this wake-up's clock (a view lookup takes two mutexes). */
+bool respd_io_all_here(void);
+void respd_io_note_all_here(void);
 
 /* respd_cluster.c: CLUSTER and INFO. */
 void respd_cluster(struct lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t argc,
