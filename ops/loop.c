@@ -184,6 +184,8 @@ static void prefetch_ops(lattice_ops *d, opx *const *w, size_t n)
 
 static void drain_queue(lattice_ops *d)
 {
+    bool held = false;
+    struct lt_persist *log = NULL;
     for (;;) {
         opx *w[DRAIN_WINDOW];
         size_t n = 0;
@@ -193,6 +195,8 @@ static void drain_queue(lattice_ops *d)
             w[n++] = caa_container_of(q, opx, qnode);
         }
         if (!n) break;
+        if (!held) log = wal_round_begin(d); /* the log's batch waits for the round */
+        held = true;
         if (n > 1 && lattice_meta_valid(d->meta)) prefetch_ops(d, w, n);
         for (size_t i = 0; i < n; i++) {
             if (w[i]->call) control_run_call(d, w[i]);
@@ -200,6 +204,7 @@ static void drain_queue(lattice_ops *d)
             evict_flush(d);
         }
     }
+    wal_round_end(log);
 }
 
 static void drain_inbox(lattice_ops *d)
@@ -560,6 +565,7 @@ bool loop_run_here(lattice_ops *d, opx **all, size_t n)
         return false;
     }
     uint64_t sig = state_taken(d);
+    struct lt_persist *log = wal_round_begin(d); /* the log's batch takes the whole run */
     drain_queue(d);
     for (size_t at = 0; at < n; at += DRAIN_WINDOW) {
         size_t k = n - at < DRAIN_WINDOW ? n - at : DRAIN_WINDOW;
@@ -569,6 +575,7 @@ bool loop_run_here(lattice_ops *d, opx **all, size_t n)
             evict_flush(d);
         }
     }
+    wal_round_end(log);
     state_give(d, sig);
     atomic_fetch_add_explicit(&d->ops_run_here, n, memory_order_relaxed);
     return true;

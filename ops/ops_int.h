@@ -639,6 +639,10 @@ void wal_attach(lattice_ops *d);
 /* The data directory (NULL without --data-dir); whether recovered copies
  * wait for their fate (not adopted or dropped yet). */
 struct lt_persist *wal_persist(const lattice_ops *d);
+/* A batch of ops begins / ends (drain_queue, loop_run_here): with `group`
+ * the log's batch takes the whole round (lt_persist_hold). */
+struct lt_persist *wal_round_begin(lattice_ops *d); /* NULL: no log */
+void wal_round_end(struct lt_persist *p);
 bool wal_has_recovered(const lattice_ops *d);
 void wal_cache_gone(lattice_ops *d, lattice_meta_cache *c);
 bool wal_refuses(lattice_ops *d);

@@ -147,6 +147,18 @@ static void spec_of(const lattice_meta_cache *c, char *buf, size_t cap)
 
 struct lt_persist *wal_persist(const lattice_ops *d) { return d->wal ? d->wal->p : NULL; }
 
+lt_persist *wal_round_begin(lattice_ops *d)
+{
+    lt_persist *p = d->wal ? d->wal->p : NULL;
+    if (p) lt_persist_hold(p);
+    return p;
+}
+
+void wal_round_end(lt_persist *p)
+{
+    if (p) lt_persist_unhold(p);
+}
+
 bool wal_has_recovered(const lattice_ops *d)
 {
     if (!d->wal || d->wal->decided) return false;

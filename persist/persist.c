@@ -450,6 +450,7 @@ lattice_status lt_persist_open(const lt_persist_config *c, lt_persist **out)
     p->on_durable = c->on_durable;
     p->on_durable_arg = c->on_durable_arg;
     p->seg_max = c->segment_bytes ? c->segment_bytes : LT_WAL_SEGMENT_BYTES;
+    p->group_us = c->group_us ? c->group_us : LT_WAL_GROUP_US;
     p->ckpt_bytes = c->checkpoint_bytes ? c->checkpoint_bytes : LT_CHECKPOINT_LOG_BYTES;
     p->fd = p->lock_fd = -1;
     pthread_mutex_init(&p->mu, NULL);

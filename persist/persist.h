@@ -85,13 +85,13 @@ int lt_rec_decode(const uint8_t *buf, size_t avail, lt_rec *r, size_t *used, con
 /* ------------------------------------------------------------- the node */
 
 typedef enum lt_wal_fsync {
-    LT_WAL_GROUP = 0,  /* default: one fsync per batch; a batch gathers while records arrive, <= LT_WAL_GROUP_US */
+    LT_WAL_GROUP = 0,  /* default: one fsync per batch; a batch gathers until the round of appends under
+                          way ends (lt_persist_hold), <= LT_WAL_GROUP_US */
     LT_WAL_ALWAYS = 1, /* each batch written and fsynced at once (fsync before every ack) */
     LT_WAL_OFF = 2,    /* written (survives kill -9), never fsynced (not a power cut) */
 } lt_wal_fsync;
 
 #define LT_WAL_GROUP_US 1000                 /* group: the longest a batch waits for more records */
-#define LT_WAL_GROUP_QUIET_US 5              /* group: a gap this long without a record ends the batch */
 #define LT_WAL_GROUP_BYTES (256u << 10)      /* group: a batch this large goes at once */
 #define LT_WAL_SEGMENT_BYTES (64ull << 20)   /* a segment is closed past this size */
 #define LT_WAL_PREFILL_BYTES (1u << 20)      /* a segment is zeroed this far ahead of its records */
@@ -110,6 +110,7 @@ typedef struct lt_persist_config {
     int notify_fd;              /* eventfd written when the durable LSN moves or the log fails; -1 none */
     uint64_t segment_bytes;     /* 0: LT_WAL_SEGMENT_BYTES */
     uint64_t checkpoint_bytes;  /* 0: LT_CHECKPOINT_LOG_BYTES */
+    uint32_t group_us;          /* group: the longest a held batch waits; 0: LT_WAL_GROUP_US */
     /* Called on the log's thread each time the durable LSN moved, before
      * the notify: true when it handed out what waited on it itself, so the
      * eventfd is not written (a wake-up saved).  The thread is an RCU reader
@@ -176,6 +177,12 @@ bool lt_persist_recovered_copy(const lt_persist *p, size_t i, const char **name,
  * just past it; 0 when it could not be kept (no memory: logged, the log is
  * failed until a checkpoint). */
 uint64_t lt_persist_append(lt_persist *p, const lt_rec *r);
+/* A round of appends begins / ends (the data thread's batch of ops): with
+ * `group` a batch that starts meanwhile waits for the round's end (at most
+ * LT_WAL_GROUP_US), so one fsync takes the whole round.  Nestable, any
+ * thread. */
+void lt_persist_hold(lt_persist *p);
+void lt_persist_unhold(lt_persist *p);
 /* The LSN past the last appended record, and the one up to which the log
  * is durable (by the mode). */
 uint64_t lt_persist_appended(lt_persist *p);

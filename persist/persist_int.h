@@ -50,6 +50,8 @@ struct lt_persist {
     size_t len, cap;
     uint64_t appended; /* LSN past the last appended record */
     uint64_t lost;     /* records that could not be kept (no memory) */
+    unsigned held;     /* rounds of appends under way (lt_persist_hold) */
+    uint32_t group_us; /* the longest a held batch waits */
     bool stop;
     char failmsg[4400];
     _Atomic uint64_t durable;

@@ -748,6 +748,57 @@ START_TEST(durable_hook_runs_after_the_fsync_and_stands_for_the_notify)
 }
 END_TEST
 
+/* group: a batch that starts while a round of appends is held waits for
+ * the round's end, so the round's records go in one write and one fsync -
+ * however slowly they come (here 1 ms apart, 200 times the old quiet gap
+ * that ended a batch).  And a round held past the bound does not hold the
+ * log: its records become durable anyway. */
+START_TEST(group_takes_a_held_round_in_one_batch)
+{
+    static hook_seen h;
+    memset(&h, 0, sizeof h);
+    lt_persist_config c = {.dir = dir, .fsync = LT_WAL_GROUP, .region = region, .notify_fd = -1,
+                           .on_durable = on_durable, .on_durable_arg = &h, .group_us = 60u * 1000 * 1000};
+    lt_persist *p = NULL;
+    ck_assert_int_eq(lt_persist_open(&c, &p), LATTICE_OK);
+    atomic_store(&h.p, p);
+    lattice_store *s = new_store();
+    lt_persist_cache_attach(p, s, "c", SPEC, PARTS);
+    wait_durable(p); /* whatever the attach wrote */
+    int before = atomic_load(&h.calls);
+    uint64_t at_hold = lt_persist_durable(p);
+    lt_persist_hold(p);
+    for (int i = 0; i < 20; i++) {
+        put(s, i, "v");
+        struct timespec t = {0, 1000000};
+        nanosleep(&t, NULL);
+    }
+    ck_assert_uint_eq(lt_persist_durable(p), at_hold); /* nothing went while the round was held */
+    ck_assert_int_eq(atomic_load(&h.calls), before);
+    lt_persist_unhold(p);
+    wait_durable(p);
+    ck_assert_int_eq(atomic_load(&h.calls), before + 1); /* one batch for the round */
+    lt_persist_close(p);
+    lattice_store_destroy(s);
+
+    /* The bound: a hold never released, 2 ms at most per batch. */
+    memset(&h, 0, sizeof h);
+    c.group_us = 2000;
+    ck_assert_int_eq(lt_persist_open(&c, &p), LATTICE_OK);
+    atomic_store(&h.p, p);
+    s = take(p, NULL);
+    ck_assert_ptr_nonnull(s);
+    lt_persist_cache_attach(p, s, "c", SPEC, PARTS);
+    wait_durable(p);
+    lt_persist_hold(p);
+    put(s, 100, "w");
+    wait_durable(p);
+    lt_persist_unhold(p);
+    lt_persist_close(p);
+    lattice_store_destroy(s);
+}
+END_TEST
+
 START_TEST(second_open_of_a_dir_is_refused)
 {
     lt_persist *p = open_dir(0);
@@ -793,6 +844,7 @@ int main(void)
     tcase_add_test(t, checkpoint_and_log_against_a_reference_map);
     tcase_add_test(t, checkpoint_file_whole_or_not_used);
     tcase_add_test(t, checkpoint_marks_come_back_and_a_clear_drops_its_mark);
+    tcase_add_test(t, group_takes_a_held_round_in_one_batch);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }
