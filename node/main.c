@@ -99,12 +99,16 @@ static lattice_status serve(lattice_node *n, lattice_respd *resp, lattice_httpd 
  * partitions another server is loading (or has loaded, the base switch
  * pending), stopping would leave them LOST.  Serve on - every endpoint
  * still up - until the switch hands them over, at most HANDOVER_WAIT_MS;
- * a second SIGTERM/SIGINT stops at once. */
+ * a second SIGTERM/SIGINT stops at once, and a side without quorum (which
+ * switches no base) at once too. */
 #define HANDOVER_WAIT_MS 30000
 static void hand_over(lattice_node *n, const sigset_t *set)
 {
     uint32_t left = 0, said = 0;
     for (int waited = 0; waited < HANDOVER_WAIT_MS; waited += 100) {
+        lattice_quorum q;
+        lattice_node_quorum(n, &q);
+        if (!q.has_quorum) break; /* no base switch without quorum: nothing would be handed over */
         if (lattice_node_handover_pending(n, &left) != LATTICE_OK || !left) break;
         if (waited % 1000 == 0 && left != said) {
             LT_LOG(LT_INFO, "node", "waiting for %u partitions only this node serves to switch to the copies "
