@@ -233,8 +233,9 @@ void ld_env_init(lattice_discovery *d, Latdisc__Envelope *e);
 void ld_send_env(lattice_discovery *d, void *sock, const zmq_msg_t *route, const Latdisc__Envelope *e,
                  bool unauthenticated);
 void ld_send_to(lattice_discovery *d, const char *addr, const Latdisc__Envelope *e);
-/* Encode once, send to each address (addrs == NULL: to the first n conns). */
+/* A merge's join: asks only addr for a few failure-detection periods (merge.c). */
 void ld_join_into(lattice_discovery *d, const char *addr);
+/* Encode once, send to each address (addrs == NULL: to the first n conns). */
 void ld_send_many(lattice_discovery *d, const char *const *addrs, size_t n, const Latdisc__Envelope *e);
 void ld_reply_refusal(lattice_discovery *d, const zmq_msg_t *route, int reason, const char *text,
                       const char *about_id);
