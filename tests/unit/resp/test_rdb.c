@@ -172,6 +172,9 @@ int main(void)
 {
     Suite *s = suite_create("resp_rdb");
     TCase *t = tcase_create("rdb");
+    /* Check's default is 4 s a test: the mutated-payload loop under ASan
+     * beside a build took longer in a CI run.  CTest's TIMEOUT bounds it. */
+    tcase_set_timeout(t, 120);
     tcase_add_test(t, crc64_is_jones);
     tcase_add_test(t, lzf_round_trips_and_refuses_malformed);
     tcase_add_test(t, dump_encodings_round_trip);
