@@ -40,7 +40,7 @@
 #include "rebal_exec.h"
 
 #define TICK_MS 10
-#define RUN_HERE_MAX_OPS 64 /* loop_run_here: larger submits are handed over */
+#define RUN_HERE_MAX_OPS 1024 /* loop_run_here: larger submits are handed over (the lock's hold, ~1.5 ms) */
 #define SWEEP_MS 250
 #define PEND_BUCKETS 65536u
 #define MAX_FRAMES 256 /* frames one connection hands over per loop iteration */
@@ -550,12 +550,12 @@ static void state_give(lattice_ops *d, uint64_t sig)
  * data thread woken to poll from the new state. */
 bool loop_run_here(lattice_ops *d, opx **all, size_t n)
 {
-    /* A large submit (pipelines from many connections) is worth the
-     * hand-off: the data thread works through it while this thread reads
-     * and answers the next (SET -P 16: 0.91x the hand-off when run here).
-     * A round of one op from each of up to 64 connections is not: at
-     * -c 50 the limit of 8 handed 80% of the SETs over, and the data
-     * thread's wake-ups cost a fifth of a core the client needed. */
+    /* Even a round of pipelines (SET -c 50 -P 16: 800 ops) runs here: the
+     * hand-off's allocation, queue and wake-up cost more than the data
+     * thread's overlap with this one wins back while a client needs the
+     * other core (server CPU per SET 2.1-2.6 us handed over, 1.5-1.8 run
+     * here; 0.8 -> 1.0x Redis, docs/BENCHMARKS.md "#12, session 17").  The
+     * limit bounds how long the lock is held from the data thread. */
     if (n > RUN_HERE_MAX_OPS || d->client || chan_on_data_thread(d)) return false;
     if (pthread_mutex_trylock(&d->run_lock) != 0) return false;
     bool here = d->run_open && atomic_load(&d->accepting);
