@@ -158,6 +158,11 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
     else if (!strcmp(k, "requirepass")) STR(r->password);
     else if (!strcmp(k, "resp-cache")) STR(r->cache);
     else if (!strcmp(k, "resp-io-threads")) { if (!parse_int(v, 1, 8, &r->io_threads)) BAD("--resp-io-threads wants 1..8"); }
+    else if (!strcmp(k, "resp-poll-us")) {
+        int us;
+        if (!parse_int(v, 0, 1000000, &us)) BAD("--resp-poll-us wants 0..1000000 microseconds");
+        r->poll_us = us ? us : -1; /* 0: never poll (the library's 0 is its default) */
+    }
     else if (!strcmp(k, "resp-max-clients")) { if (!parse_int(v, 1, 1000000, &r->max_clients)) BAD("--resp-max-clients wants 1..1000000"); }
     else if (!strcmp(k, "resp-timeout")) { if (!parse_int(v, 0, 31536000, &r->idle_timeout_s)) BAD("--resp-timeout wants 0..31536000 seconds"); }
     else if (!strcmp(k, "resp-max-bulk")) { if (!parse_ll(v, 1, 1LL << 40, &r->max_bulk)) BAD("--resp-max-bulk wants 1..1099511627776 bytes"); }
@@ -229,7 +234,7 @@ static const struct option long_opts[] = {
     {"max-message-bytes", required_argument, 0, 1}, {"multicast-attempts", required_argument, 0, 1},
     {"multicast-wait-ms", required_argument, 0, 1}, {"attr", required_argument, 0, 1},
     {"requirepass", required_argument, 0, 1}, {"resp-cache", required_argument, 0, 1},
-    {"resp-io-threads", required_argument, 0, 1}, {"resp-max-clients", required_argument, 0, 1},
+    {"resp-io-threads", required_argument, 0, 1}, {"resp-poll-us", required_argument, 0, 1}, {"resp-max-clients", required_argument, 0, 1},
     {"resp-timeout", required_argument, 0, 1}, {"resp-max-bulk", required_argument, 0, 1},
     {"resp-max-multibulk", required_argument, 0, 1}, {"resp-max-inline", required_argument, 0, 1},
     {"resp-output-limit", required_argument, 0, 1}, {"resp-moved", required_argument, 0, 1},
@@ -281,6 +286,8 @@ static void usage(FILE *f)
           "  --requirepass PASS        RESP clients must AUTH with PASS first\n"
           "  --resp-cache NAME         cache the RESP commands use (default: default)\n"
           "  --resp-io-threads N       RESP IO threads, 1..8 (default 1)\n"
+          "  --resp-poll-us N          an IO thread that just had requests polls N us for\n"
+          "                            more before it sleeps; 0 = always sleep (default 50)\n"
           "  --resp-max-clients N      refuse connections beyond N (default 10000)\n"
           "  --resp-timeout S          close RESP clients idle S seconds (default 0 = never)\n"
           "  --resp-max-bulk N         largest bulk string in bytes (default 536870912)\n"

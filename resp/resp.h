@@ -41,6 +41,7 @@
 
 #define LATTICE_RESPD_DEFAULT_MAX_CLIENTS 10000
 #define LATTICE_RESPD_MAX_IO_THREADS 8
+#define LATTICE_RESPD_DEFAULT_POLL_US 50 /* an IO thread polls this long after its last events */
 
 /* Zero / NULL fields take the default named beside them (Redis's). */
 typedef struct lattice_respd_config {
@@ -49,6 +50,7 @@ typedef struct lattice_respd_config {
     const char *password;        /* requirepass; NULL/"" = no AUTH needed */
     const char *cache;           /* cache the commands use; NULL = "default" */
     int io_threads;              /* 0 = 1; at most LATTICE_RESPD_MAX_IO_THREADS */
+    int poll_us;                 /* 0 = LATTICE_RESPD_DEFAULT_POLL_US; < 0 = never poll, always sleep */
     int max_clients;             /* 0 = LATTICE_RESPD_DEFAULT_MAX_CLIENTS */
     int idle_timeout_s;          /* 0 = never close idle clients (Redis's default) */
     long long max_bulk;          /* 0 = 512 MiB (proto-max-bulk-len) */

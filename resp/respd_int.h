@@ -146,6 +146,11 @@ typedef struct io_thread {
     struct cds_wfcq_head xhead;
     struct cds_wfcq_tail xtail;
     atomic_bool mon_wake;
+    /* wait_events (respd.c): whether this thread polls before it sleeps,
+     * from the time it spent runnable but not running (its schedstat). */
+    int sched_fd;                     /* /proc/self/task/<tid>/schedstat; -1: unknown */
+    uint64_t sched_ms, sched_delay_ns; /* the last reading */
+    bool poll_ok;                     /* the CPU was ours over the last interval */
 } io_thread;
 
 struct lattice_respd {
@@ -159,6 +164,7 @@ struct lattice_respd {
     int port;
     char attr[32];
     int n_io;
+    int poll_us;                      /* wait_events: poll this long after the last events; 0 = never */
     io_thread io[LATTICE_RESPD_MAX_IO_THREADS];
     atomic_bool stop;
     atomic_int n_clients;

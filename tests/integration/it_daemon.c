@@ -29,7 +29,7 @@ START_TEST(latticed_help_version_and_bad_flags)
                                 "--ip-finder 127.0.0.1:5..3", "--ip-finder multicast://10.0.0.1", "--log-level loud",
                                 "--cache ''", "--cache 'c:bogus=1'", "--cache 'c:backups'", "--region-mb -1",
                                 "--resp-port 0", "--no-such-flag", "stray-argument", "--attr novalue",
-                                "--max-message-bytes 10", "--region-policy lru", NULL};
+                                "--max-message-bytes 10", "--region-policy lru", "--resp-poll-us -1", "--resp-poll-us 2000000", NULL};
     for (int i = 0; bad[i]; i++) {
         ck_assert_msg(it_capture(out, sizeof out, "%s %s", LATTICED_PATH, bad[i]) == 2, "accepted %s", bad[i]);
         ck_assert_msg(strstr(out, "latticed: ") != NULL, "no message for %s: %s", bad[i], out);

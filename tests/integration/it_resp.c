@@ -31,6 +31,9 @@
  *   introspection_io_threads  CLIENT LIST/KILL over connections of two IO
  *                             threads, MONITOR of another connection, a
  *                             monitor that never reads is dropped
+ *   idle_node_sleeps          the IO thread polls only right after requests
+ *                             (--resp-poll-us): once the load stops, and
+ *                             between sparse requests, the node sleeps
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -887,6 +890,58 @@ START_TEST(max_clients_and_idle_timeout)
 }
 END_TEST
 
+/* CPU seconds process pid has used (user + system). */
+static double cpu_seconds(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[k] = 0;
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    ck_assert_ptr_nonnull(p);
+    unsigned long long ut = 0, st = 0;
+    /* after ")": state, then fields 4..13; utime and stime are 14 and 15 */
+    ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st), 2);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A polling IO thread (wait_events) must stop polling when requests stop:
+ * a node left spinning burns a core of a shared host for nothing.  A busy
+ * machine only lowers what the node gets, so the bounds hold under load;
+ * a thread that polled on would use about a whole second per second. */
+START_TEST(idle_node_sleeps)
+{
+    it_begin("resp_idle");
+    const char *extra[] = {"--resp-poll-us", "1000", NULL}; /* a wider window than the default: easier to catch */
+    start_grid(1, 1, extra);
+    wait_serving(0, 30000);
+    redisContext *c = conn_to(0);
+    for (int i = 0; i < 20000; i++) redisAppendCommand(c, "SET k%d %d", i % 1000, i);
+    for (int i = 0; i < 20000; i++) {
+        redisReply *r = NULL;
+        ck_assert_int_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+        freeReplyObject(r);
+    }
+    double t0 = cpu_seconds(srv[0]->pid);
+    sleep(2);
+    double idle = cpu_seconds(srv[0]->pid) - t0;
+    ck_assert_msg(idle < 0.5, "an idle node used %.2f s of CPU in 2 s after its load stopped", idle);
+    /* Sparse requests: each opens a window of 1 ms at most. */
+    t0 = cpu_seconds(srv[0]->pid);
+    for (int i = 0; i < 100; i++) {
+        expect_status(c, "OK", "SET sparse %d", i);
+        usleep(20000);
+    }
+    double sparse = cpu_seconds(srv[0]->pid) - t0;
+    ck_assert_msg(sparse < 1.0, "100 requests 20 ms apart cost the node %.2f s of CPU", sparse);
+    redisFree(c);
+    it_end();
+}
+END_TEST
+
 typedef struct lost_ctx {
     const char *key;
 } lost_ctx;
@@ -1284,6 +1339,7 @@ int main(int argc, char **argv)
         {"lost_partition_is_clusterdown", &lost_partition_is_clusterdown},
         {"rmw_atomic_on_grid", &rmw_atomic_on_grid},
         {"introspection_io_threads", &introspection_io_threads},
+        {"idle_node_sleeps", &idle_node_sleeps},
     };
     Suite *s = suite_create("resp");
     TCase *tc = tcase_create("grid");
