@@ -637,13 +637,13 @@ static int wait_events(io_thread *io, struct epoll_event *ev, bool *busy)
  * schedstat (a kernel without CONFIG_SCHED_INFO) it polls as configured. */
 static void poll_check(io_thread *io)
 {
-    if (io->r->poll_us <= 0 || io->sched_fd < 0 || io->now_ms - io->sched_ms < POLL_CHECK_MS) return;
+    if (io->sched_fd < 0 || io->now_ms - io->sched_ms < POLL_CHECK_MS) return; /* no fd: poll_us <= 0, or no schedstat */
     char buf[96];
     ssize_t k = pread(io->sched_fd, buf, sizeof buf - 1, 0);
-    unsigned long long run_ns, delay_ns;
+    unsigned long long delay_ns;
     if (k <= 0) return;
     buf[k] = 0;
-    if (sscanf(buf, "%llu %llu", &run_ns, &delay_ns) != 2) return;
+    if (sscanf(buf, "%*[0-9] %llu", &delay_ns) != 1) return; /* time on the CPU, then run_delay */
     uint64_t span_ns = (io->now_ms - io->sched_ms) * 1000000;
     io->poll_ok = io->sched_ms && (delay_ns - io->sched_delay_ns) * 100 < span_ns * POLL_MAX_DELAY_PCT;
     io->sched_ms = io->now_ms;
