@@ -13,9 +13,16 @@
  * write carries and GET on REGISTERS keys, INCR and GET on COUNTERS keys, one
  * operation at a time, recording invoke and completion (monotonic ns). A
  * write or INCR without an answer, or answered with an error, is recorded as
- * unknown: it may have happened. After the schedule, the grid must settle
+ * unknown: it may have happened. Beside them, SET_CLIENTS_PER_NODE set
+ * clients per node (sticky and roaming too) run Jepsen's set test: pipelined
+ * SETs, each of a key never written before with its own value.
+ * After the schedule the load goes on until MIN_OK_AFTER_FAULT operations
+ * succeeded after the last fault (bounded), then stops; the grid must settle
  * (every partition one primary and its backups, all OWNING), then every key
- * is read through every live node.
+ * is read through every live node - the registers and counters, and every
+ * set key, which must read back through every node if it was acknowledged.
+ * FAULT_SELFTEST_LOSE=1 deletes one acknowledged set key before that read:
+ * a self-test of the set check (the run must fail).
  *
  * Scenarios: steady (no fault), kill_primary, kill_coordinator, restart_loop,
  * join_leave, two_joins, stop_primary, stop_coordinator, kill_during_rebalance
@@ -54,6 +61,15 @@
 #define MAX_OPS_PER_CLIENT 200000
 #define MIN_OK_OPS 1000      /* fewer: the verdict would mean little */
 #define MIN_OK_AFTER_FAULT 100
+#define AFTER_FAULT_MAX_MS 120000 /* run_until_enough's bound */
+/* The set workload: per node a sticky and a roaming client, each sending
+ * pipelined batches of SET_BATCH writes of new keys, a pause between them. */
+#define SET_CLIENTS_PER_NODE 2
+#define MAX_SET_CLIENTS (MAX_NODES * SET_CLIENTS_PER_NODE)
+#define SET_BATCH 16
+#define SET_PAUSE_MS 20 /* unpaced, 6 clients wrote 13,000 keys/s and hit their bound in 20 s */
+#define SET_MAX_PER_CLIENT 40000
+#define SET_READ_BATCH 1000 /* GETs pipelined at a time by the final set read */
 
 /* The defaults, spelled out; FAULT_CACHE=SPEC runs the same schedules on
  * another configuration (to tell what read_from_backup or a sync mode
@@ -342,6 +358,16 @@ static int primary_not_coordinator(int coord)
 
 /* ---- the load ---- */
 
+/* One SET of the set workload (Jepsen's set test): key set:<client>:<seq>,
+ * written once, with a value no other write carries. */
+typedef struct set_op {
+    int64_t invoke, complete; /* complete: 0 unless acknowledged */
+    int8_t node;              /* the node the client sent it to */
+    uint8_t state;            /* SET_ACKED, SET_UNKNOWN */
+} set_op;
+
+enum { SET_UNKNOWN, SET_ACKED };
+
 typedef struct client {
     int id, home;
     int node; /* where its connection goes */
@@ -349,11 +375,18 @@ typedef struct client {
     uint64_t rng;
     int64_t seq;
     fh_history h;
+    /* h is appended by the client's thread and counted by the main thread
+     * while the load runs (run_until_enough). */
+    pthread_mutex_t lock;
     pthread_t thread;
+    set_op *sops; /* a set client's writes, index = seq (NULL: a register/counter client) */
+    int n_sops;
 } client;
 
 static client clients[MAX_CLIENTS];
 static int n_clients;
+static client set_clients[MAX_SET_CLIENTS];
+static int n_set_clients;
 static int n_nodes_max; /* nodes a roaming client may try */
 
 static void record(client *c, fh_kind kind, const char *key, int64_t value, int64_t inv, fh_outcome oc)
@@ -361,7 +394,9 @@ static void record(client *c, fh_kind kind, const char *key, int64_t value, int6
     fh_op o = {.invoke = inv, .complete = oc == FH_UNKNOWN ? FH_INF : now_ns(), .value = value, .client = c->id,
                .node = c->node, .kind = kind, .outcome = oc};
     snprintf(o.key, sizeof o.key, "%s", key);
+    pthread_mutex_lock(&c->lock);
     fh_add(&c->h, &o);
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* One operation on c's connection; false when the connection broke. */
@@ -412,13 +447,45 @@ static bool one_op(client *c, redisContext *rc)
     return true;
 }
 
+static void set_key(char *buf, size_t cap, int client, int seq) { snprintf(buf, cap, "set:%d:%d", client, seq); }
+static void set_value(char *buf, size_t cap, int client, int seq) { snprintf(buf, cap, "v:%d:%d", client, seq); }
+
+/* One pipelined batch of SET_BATCH set writes, each of a key never written
+ * before; false when the connection broke.  Only +OK acknowledges one: an
+ * error reply, a missing reply or a broken connection leaves it unknown
+ * (with this grid an error does not prove the write was not applied). */
+static bool set_batch(client *c, redisContext *rc)
+{
+    int first = c->n_sops, n = SET_BATCH < SET_MAX_PER_CLIENT - first ? SET_BATCH : SET_MAX_PER_CLIENT - first;
+    int64_t inv = now_ns();
+    for (int k = first; k < first + n; k++) {
+        char key[32], val[32];
+        set_key(key, sizeof key, c->id, k);
+        set_value(val, sizeof val, c->id, k);
+        c->sops[k] = (set_op){.invoke = inv, .node = (int8_t)c->node, .state = SET_UNKNOWN};
+        redisAppendCommand(rc, "SET %s %s", key, val);
+    }
+    c->n_sops = first + n; /* appended: from here on each may have been applied */
+    for (int k = first; k < first + n; k++) {
+        redisReply *r;
+        if (redisGetReply(rc, (void **)&r) != REDIS_OK || !r) return false;
+        if (r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "OK")) {
+            c->sops[k].state = SET_ACKED;
+            c->sops[k].complete = now_ns();
+        }
+        freeReplyObject(r);
+    }
+    return true;
+}
+
 static void *client_main(void *arg)
 {
     client *c = arg;
     c->node = c->home;
     redisContext *rc = NULL;
     size_t ops = 0;
-    while (!atomic_load(&load_stop) && now_ns() < atomic_load(&load_deadline) && ops < MAX_OPS_PER_CLIENT) {
+    while (!atomic_load(&load_stop) && now_ns() < atomic_load(&load_deadline) && ops < MAX_OPS_PER_CLIENT &&
+           (!c->sops || c->n_sops < SET_MAX_PER_CLIENT)) {
         if (!rc && (c->sticky || atomic_load(&g.up[c->node]))) rc = connect_node(c->node, c->sticky ? 10000 : 2000);
         if (!rc) {
             if (!c->sticky) c->node = (c->node + 1) % n_nodes_max;
@@ -426,7 +493,11 @@ static void *client_main(void *arg)
             continue;
         }
         ops++;
-        if (!one_op(c, rc)) {
+        bool alive = c->sops ? set_batch(c, rc) : one_op(c, rc);
+        /* A set client paces itself: the register histories must stay
+         * dense, and the machine is shared. */
+        if (alive && c->sops) msleep(SET_PAUSE_MS);
+        if (!alive) {
             redisFree(rc);
             rc = NULL;
             if (!c->sticky) c->node = (c->node + 1) % n_nodes_max;
@@ -451,14 +522,66 @@ static void start_load(int nodes, int roam)
             c->sticky = k % 2 == 0;
             c->rng = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)c->id * 7919 + 1;
             fh_init(&c->h);
+            pthread_mutex_init(&c->lock, NULL);
             pthread_create(&c->thread, NULL, client_main, c);
         }
+    /* The set workload's clients: on every node, sticky and roaming like
+     * the others. */
+    for (int n = 0; n < nodes; n++)
+        for (int k = 0; k < SET_CLIENTS_PER_NODE; k++) {
+            client *c = &set_clients[n_set_clients];
+            c->id = n_set_clients++;
+            c->home = n;
+            c->sticky = k % 2 == 0;
+            c->sops = calloc(SET_MAX_PER_CLIENT, sizeof *c->sops);
+            if (!c->sops) exit(1);
+            fh_init(&c->h);
+            pthread_mutex_init(&c->lock, NULL);
+            pthread_create(&c->thread, NULL, client_main, c);
+        }
+}
+
+/* The register and counter operations that succeeded after `after` (as the
+ * verdict counts them: invoked at or after it), while the load runs.  Each
+ * client's operations are in invoke order, so only its tail is walked. */
+static size_t ok_since(int64_t after)
+{
+    size_t n = 0;
+    for (int i = 0; i < n_clients; i++) {
+        client *c = &clients[i];
+        pthread_mutex_lock(&c->lock);
+        for (size_t k = c->h.n; k > 0 && c->h.ops[k - 1].invoke >= after; k--) n += c->h.ops[k - 1].outcome == FH_OK;
+        pthread_mutex_unlock(&c->lock);
+    }
+    return n;
+}
+
+/* After every schedule, before the load stops: the load goes on until
+ * MIN_OK_AFTER_FAULT operations succeeded after the last fault, or
+ * AFTER_FAULT_MAX_MS passed.  A fixed time was not enough on a loaded machine
+ * (a grid that had just woken from SIGSTOP answered 34 in it), and the verdict
+ * would then be "too few operations" rather than the checker's. */
+static void run_until_enough(void)
+{
+    int64_t t0 = now_ns(), end = t0 + AFTER_FAULT_MAX_MS * 1000000LL;
+    size_t n;
+    while ((n = ok_since(last_fault_ns)) < MIN_OK_AFTER_FAULT && now_ns() < end) msleep(50);
+    double since = (double)(now_ns() - last_fault_ns) / 1e9;
+    if (!last_fault_ns)
+        say("no fault: %zu operations succeeded", n);
+    else if (n >= MIN_OK_AFTER_FAULT)
+        say("%zu operations succeeded after the last fault, %.2f s after it (waited %.2f s more for them)", n, since,
+            (double)(now_ns() - t0) / 1e9);
+    else
+        say("only %zu operations succeeded after the last fault in %.2f s after it (gave up after %d s more)", n,
+            since, AFTER_FAULT_MAX_MS / 1000);
 }
 
 static void stop_load(void)
 {
     atomic_store(&load_stop, true);
     for (int i = 0; i < n_clients; i++) pthread_join(clients[i].thread, NULL);
+    for (int i = 0; i < n_set_clients; i++) pthread_join(set_clients[i].thread, NULL);
 }
 
 static int final_read_failures; /* final reads answered with an error or not at all */
@@ -491,6 +614,200 @@ static void final_reads(fh_history *h)
         fh_free(&c.h);
         redisFree(rc);
     }
+}
+
+/* ---- the set workload's check ----
+ *
+ * After the load stopped and the grid settled, every set key written (the
+ * acknowledged and the unknown) is read through every live node, pipelined.
+ * An acknowledged key must read back with its value through every node; an
+ * unknown one may be present or absent, but once read present it must stay
+ * so (the nodes are read one after the other), and no key may hold a value
+ * other than its own. */
+
+typedef struct set_result {
+    size_t acked, unknown, unknown_present;
+    size_t lost;       /* keys: acknowledged and missing or different through some node, or unknown and gone */
+    size_t lost_reads; /* (key, node) reads that showed it */
+    size_t unreadable; /* (key, node) reads answered with an error or not at all */
+    char line[300];
+} set_result;
+
+static set_result setr;
+
+#define SET_LOST_SHOWN 20
+
+typedef struct set_loss {
+    int client, seq, node;
+    char seen[48];
+} set_loss;
+
+/* The slot of key (CLUSTER KEYSLOT, asked of node via), -1 if unknown. */
+static long keyslot(const char *key, int via)
+{
+    redisContext *c = connect_node(via, 5000);
+    redisReply *r = c ? redisCommand(c, "CLUSTER KEYSLOT %s", key) : NULL;
+    long slot = r && r->type == REDIS_REPLY_INTEGER ? (long)r->integer : -1;
+    if (r) freeReplyObject(r);
+    if (c) redisFree(c);
+    return slot;
+}
+
+static void show_losses(const set_loss *loss, size_t n)
+{
+    json_t *pj = cli_json("partitions default");
+    size_t parts = pj ? json_array_size(json_object_get(pj, "partitions")) : 0;
+    if (pj) json_decref(pj);
+    for (size_t i = 0; i < n; i++) {
+        const set_loss *l = &loss[i];
+        const set_op *o = &set_clients[l->client].sops[l->seq];
+        char key[32];
+        set_key(key, sizeof key, l->client, l->seq);
+        long slot = keyslot(key, l->node);
+        int p, b;
+        owners_of(key, l->node, &p, &b);
+        printf("fault %s:   %s (%s, sent to node %d at %.3f s%s) read %s through node %d; slot %ld, partition %ld of "
+               "%zu, primary node %d, backup node %d\n",
+               scenario, key, o->state == SET_ACKED ? "acknowledged" : "unknown", o->node, (double)o->invoke / 1e9,
+               o->state == SET_ACKED ? "" : ", read present through an earlier node", l->seen, l->node, slot,
+               slot >= 0 && parts ? slot / (long)(16384 / parts) : -1L, parts, p, b);
+    }
+}
+
+/* FAULT_SELFTEST_LOSE=1, a self-test of this check: one acknowledged key is
+ * deleted before the final read, which must then fail the run. */
+static void selftest_lose(void)
+{
+    const char *e = getenv("FAULT_SELFTEST_LOSE");
+    if (!e || strcmp(e, "1")) return;
+    for (int i = 0; i < n_set_clients; i++)
+        for (int k = 0; k < set_clients[i].n_sops; k++) {
+            if (set_clients[i].sops[k].state != SET_ACKED) continue;
+            for (int n = 0; n < g.capacity; n++) {
+                redisContext *c = atomic_load(&g.up[n]) ? connect_node(n, 10000) : NULL;
+                if (!c) continue;
+                char key[32];
+                set_key(key, sizeof key, i, k);
+                redisReply *r = redisCommand(c, "DEL %s", key);
+                say("self-test (FAULT_SELFTEST_LOSE=1): DEL %s through node %d: %lld", key, n,
+                    r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1LL);
+                if (r) freeReplyObject(r);
+                redisFree(c);
+                return;
+            }
+        }
+}
+
+/* Every set write, for a failing run's directory: KEY NODE INVOKE_NS COMPLETE_NS OUTCOME. */
+static void save_set_writes(void)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/set.txt", it_dir());
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "# set workload: KEY NODE INVOKE_NS COMPLETE_NS OUTCOME (value v:CLIENT:SEQ)\n");
+    for (int i = 0; i < n_set_clients; i++)
+        for (int k = 0; k < set_clients[i].n_sops; k++) {
+            const set_op *o = &set_clients[i].sops[k];
+            char key[32];
+            set_key(key, sizeof key, i, k);
+            if (o->state == SET_ACKED)
+                fprintf(f, "%s %d %" PRId64 " %" PRId64 " ok\n", key, o->node, o->invoke, o->complete);
+            else
+                fprintf(f, "%s %d %" PRId64 " - unknown\n", key, o->node, o->invoke);
+        }
+    fclose(f);
+}
+
+/* Reads keys [from, to) of set client ci through rc (pipelined) and judges
+ * each reply; false when the connection broke (the rest are unreadable). */
+static bool set_read_batch(redisContext *rc, int node, int ci, int from, int to, uint8_t *present, set_loss *loss,
+                           size_t *n_loss, uint8_t *lost)
+{
+    client *c = &set_clients[ci];
+    for (int k = from; k < to; k++) {
+        char key[32];
+        set_key(key, sizeof key, ci, k);
+        redisAppendCommand(rc, "GET %s", key);
+    }
+    for (int k = from; k < to; k++) {
+        redisReply *r;
+        if (redisGetReply(rc, (void **)&r) != REDIS_OK || !r) {
+            setr.unreadable += (size_t)(to - k);
+            return false;
+        }
+        char val[32], seen[48] = "";
+        set_value(val, sizeof val, ci, k);
+        bool acked = c->sops[k].state == SET_ACKED;
+        if (r->type == REDIS_REPLY_STRING && !strcmp(r->str, val)) {
+            present[k] = 1;
+        } else if (r->type == REDIS_REPLY_NIL) {
+            if (acked || present[k]) snprintf(seen, sizeof seen, "absent");
+        } else if (r->type == REDIS_REPLY_STRING) {
+            snprintf(seen, sizeof seen, "\"%.30s\"", r->str); /* a value never written to it */
+        } else {
+            setr.unreadable++;
+        }
+        freeReplyObject(r);
+        if (!*seen) continue;
+        setr.lost_reads++;
+        if (!lost[k]) setr.lost++;
+        lost[k] = 1;
+        if (*n_loss < SET_LOST_SHOWN) {
+            loss[*n_loss] = (set_loss){.client = ci, .seq = k, .node = node};
+            snprintf(loss[*n_loss].seen, sizeof loss[*n_loss].seen, "%s", seen);
+            ++*n_loss;
+        }
+    }
+    return true;
+}
+
+/* The set check; true when nothing acknowledged was lost and every read was
+ * answered. */
+static bool set_check(void)
+{
+    int64_t t0 = now_ns();
+    save_set_writes();
+    selftest_lose();
+    set_loss loss[SET_LOST_SHOWN];
+    size_t n_loss = 0;
+    memset(&setr, 0, sizeof setr);
+    for (int ci = 0; ci < n_set_clients; ci++) {
+        client *c = &set_clients[ci];
+        uint8_t *present = calloc((size_t)c->n_sops + 1, 1), *lost = calloc((size_t)c->n_sops + 1, 1);
+        if (!present || !lost) exit(1);
+        for (int k = 0; k < c->n_sops; k++) *(c->sops[k].state == SET_ACKED ? &setr.acked : &setr.unknown) += 1;
+        for (int n = 0; n < g.capacity; n++) {
+            if (!atomic_load(&g.up[n])) continue;
+            redisContext *rc = connect_node(n, 30000);
+            for (int k = 0; k < c->n_sops; k += SET_READ_BATCH) {
+                int to = k + SET_READ_BATCH < c->n_sops ? k + SET_READ_BATCH : c->n_sops;
+                if (!rc) rc = connect_node(n, 30000); /* once per batch: bounded */
+                if (!rc) {
+                    setr.unreadable += (size_t)(to - k);
+                    continue;
+                }
+                if (!set_read_batch(rc, n, ci, k, to, present, loss, &n_loss, lost)) {
+                    redisFree(rc);
+                    rc = NULL;
+                }
+            }
+            if (rc) redisFree(rc);
+        }
+        for (int k = 0; k < c->n_sops; k++) setr.unknown_present += c->sops[k].state != SET_ACKED && present[k];
+        free(present);
+        free(lost);
+    }
+    say("set workload read back through every live node in %.2f s", (double)(now_ns() - t0) / 1e9);
+    snprintf(setr.line, sizeof setr.line,
+             "fault %s: set workload: %zu acknowledged, %zu unknown (%zu of them present), %zu lost (%zu reads), %zu "
+             "reads failed\n",
+             scenario, setr.acked, setr.unknown, setr.unknown_present, setr.lost, setr.lost_reads, setr.unreadable);
+    if (n_loss) {
+        printf("fault %s: set keys lost (the first %zu):\n", scenario, n_loss);
+        show_losses(loss, n_loss);
+    }
+    return setr.lost == 0 && setr.unreadable == 0;
 }
 
 /* ---- scenarios ---- */
@@ -927,6 +1244,8 @@ static long long inline_reads(void)
     return sum;
 }
 
+static bool set_ok;
+
 static int verdict(fh_history *h, int64_t t0, int64_t t1)
 {
     char path[400], comment[400];
@@ -944,19 +1263,20 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
              scenario, r.ops_checked, ok, after, r.keys, r.anomalies, r.violations,
              r.inconclusive ? " (some inconclusive)" : "", gap, inline_reads(), seed);
     fputs(line, stdout);
-    /* FAULT_FIGURES=FILE collects every schedule's line (CTest shows the
+    fputs(setr.line, stdout);
+    /* FAULT_FIGURES=FILE collects every schedule's lines (CTest shows the
      * output of failed tests only). */
     const char *fig = getenv("FAULT_FIGURES");
     FILE *ff = fig && *fig ? fopen(fig, "a") : NULL;
     if (ff) {
-        fprintf(ff, "%s", line);
+        fprintf(ff, "%s%s", line, setr.line);
         fclose(ff);
     }
     int missing = preload_n ? preload_missing() : 0;
     if (preload_n)
         printf("fault %s: %d of %d acknowledged preloaded entries missing afterwards\n", scenario, missing,
                preload_n_acked);
-    bool enough = ok >= MIN_OK_OPS && after >= MIN_OK_AFTER_FAULT;
+    bool enough = ok >= MIN_OK_OPS && after >= MIN_OK_AFTER_FAULT && setr.acked >= MIN_OK_OPS;
     if (!enough) printf("fault %s: too few operations succeeded for a meaningful verdict\n", scenario);
     if (!settled) printf("fault %s: the grid did not settle after the faults\n", scenario);
     bool refused = true, verified = true;
@@ -976,11 +1296,14 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
         if (!cuts_made) printf("fault %s: ss -K cut nothing (needs root and a kernel with sock_destroy)\n", scenario);
         live = cuts_made > 0 && final_read_failures == 0;
     }
-    if (valid && enough && settled && !missing && refused && verified && live) return 0;
+    if (!set_ok)
+        printf("fault %s: the set workload lost acknowledged writes or could not read them back\n", scenario);
+    if (valid && enough && settled && !missing && refused && verified && live && set_ok) return 0;
     printf("fault %s: FAILED. The history and the nodes' logs are kept in %s\n"
            "  re-check:  %s/tests/fault/fault_check %s\n"
+           "  the set workload's writes:  %s/set.txt\n"
            "  replay the schedule:  FAULT_SEED=%" PRIu64 "%s%s %s/tests/fault/fault_run %s\n",
-           scenario, it_dir(), LATTICE_BUILD_DIR, path, seed, cache_spec == own_cache ? "" : " FAULT_CACHE=",
+           scenario, it_dir(), LATTICE_BUILD_DIR, path, it_dir(), seed, cache_spec == own_cache ? "" : " FAULT_CACHE=",
            cache_spec == own_cache ? "" : cache_spec, LATTICE_BUILD_DIR, scenario);
     return 1;
 }
@@ -1008,6 +1331,7 @@ int main(int argc, char **argv)
     int64_t t0 = now_ns();
     start_load(scenarios[which].nodes, scenarios[which].capacity);
     scenarios[which].run();
+    run_until_enough();
     stop_load();
     int64_t t1 = now_ns();
     fh_history all;
@@ -1017,6 +1341,7 @@ int main(int argc, char **argv)
         fh_free(&clients[i].h);
     }
     final_reads(&all);
+    set_ok = set_check();
     int rc = verdict(&all, t0, t1);
     fh_free(&all);
     if (rc == 0) it_end();
