@@ -186,6 +186,7 @@ static void conn_free(conn *c)
     lattice_resp_parser_free(c->parser);
     lattice_resp_out_free(c->out);
     lt_free(c->rbuf);
+    lt_free(c->told);
     lt_free(c);
 }
 
@@ -796,6 +797,7 @@ void lattice_respd_destroy(lattice_respd *r)
         cds_wfcq_destroy(&io->qhead, &io->qtail);
     }
     respd_view_free(r->view);
+    lt_free(r->demoted);
     pthread_mutex_destroy(&r->view_lock);
     pthread_mutex_destroy(&r->slow_lock);
     pthread_mutex_destroy(&r->mon_lock);

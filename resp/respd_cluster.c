@@ -169,6 +169,28 @@ static void view_ranges(lattice_respd *r, struct respd_view *v)
     lattice_partitions_info_free(pi);
 }
 
+/* Partitions this node was the primary of in the last view and is not in
+ * the new one: its clients may route them here from a map read before, and
+ * a read it serves as a replica would never tell them (respd_misrouted). */
+static void note_demotions(lattice_respd *r, const struct respd_view *old, const struct respd_view *nv)
+{
+    if (!nv->partitions) return;
+    if (r->n_demoted != nv->partitions) { /* a new partition table: nothing known about it */
+        lt_free(r->demoted);
+        r->demoted = lt_calloc(nv->partitions, 1);
+        r->n_demoted = r->demoted ? nv->partitions : 0;
+        if (!r->demoted) return;
+    }
+    if (!old || old->partitions != nv->partitions || !old->self_role) return;
+    bool fresh = false;
+    for (uint32_t p = 0; p < nv->partitions; p++) {
+        if (old->self_role[p] != ROLE_PRIMARY || nv->self_role[p] == ROLE_PRIMARY) continue;
+        fresh = true;
+        r->demoted[p] = 1;
+    }
+    if (fresh) r->demote_gen++;
+}
+
 /* The current view, under view_lock (the caller unlocks). */
 static struct respd_view *view_get(lattice_respd *r)
 {
@@ -190,6 +212,7 @@ static struct respd_view *view_get(lattice_respd *r)
         nv->made_ms = now;
         view_nodes(r, nv, t);
         if (nv->nodes) view_ranges(r, nv);
+        note_demotions(r, v, nv);
         respd_view_free(r->view);
         r->view = v = nv;
     }
@@ -197,7 +220,7 @@ static struct respd_view *view_get(lattice_respd *r)
     return v;
 }
 
-respd_where respd_route(lattice_respd *r, uint16_t slot, bool replica_ok, char *moved)
+respd_where respd_route(lattice_respd *r, uint16_t slot, bool replica_ok, char *moved, uint32_t *gen)
 {
     /* One view lookup a wake-up while this node is primary of everything
      * (one node, or one holding every slot): a topology change shows from
@@ -212,12 +235,16 @@ respd_where respd_route(lattice_respd *r, uint16_t slot, bool replica_ok, char *
     } else if (v && v->partitions && v->self >= 0) {
         uint32_t p = lattice_slot_partition(slot, v->partitions);
         uint8_t role = v->self_role[p];
-        if (role == ROLE_PRIMARY || (role == ROLE_REPLICA && replica_ok)) {
+        if (role == ROLE_PRIMARY) {
+            w = RESPD_HERE;
+        } else if (role == ROLE_REPLICA && replica_ok &&
+                   !(p < r->n_demoted && r->demoted[p] && v->primary[p] >= 0)) {
             w = RESPD_HERE;
         } else if (v->primary[p] >= 0) {
             const vnode *nd = &v->nodes[v->primary[p]];
             snprintf(moved, LATTICE_RESP_ERR_MAX, "MOVED %u %s:%d", slot, nd->ip, nd->port);
-            w = RESPD_MOVED;
+            w = role == ROLE_REPLICA && replica_ok ? RESPD_HERE_DEMOTED : RESPD_MOVED;
+            if (gen) *gen = r->demote_gen;
         }
         /* No primary with an address: run here, the ops API answers
          * (CLUSTERDOWN when the partition is lost). */

@@ -973,11 +973,14 @@ static void cmd_config(lattice_respd *r, conn *c, size_t argc, const lattice_res
     lattice_resp_add_error(o, err, strlen(err));
 }
 
-static void cmd_cluster_mode(conn *c)
+static void cmd_cluster_mode(conn *c, lattice_resp_cmd_id id)
 {
     /* READONLY/READWRITE/ASKING come only from cluster clients.  Reads of
-     * replicated slots run here either way (misrouted). */
+     * replicated slots run here either way (misrouted); after READONLY even
+     * those of a partition this node was the primary of (as Redis). */
     c->aware = AWARE_YES;
+    if (id == LATTICE_RESP_CMD_READONLY) c->readonly = true;
+    else if (id == LATTICE_RESP_CMD_READWRITE) c->readonly = false;
     lattice_resp_add_simple(c->out, "OK", 2);
 }
 
@@ -1011,6 +1014,7 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
         respd_tx_free(c); /* MULTI discarded, keys unwatched */
         c->reply_off = c->reply_skip = c->reply_skip_next = false;
         c->name[0] = '\0';
+        c->readonly = false; /* as Redis's READWRITE */
         if (c->mon) respd_mon_detach(c);
         lattice_resp_out_set_proto(o, 2);
         set_authed(r, c, false);
@@ -1044,7 +1048,7 @@ static void immediate(lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t 
     case LATTICE_RESP_CMD_CLIENT_REPLY: cmd_client(r, c, id, argv); break;
     case LATTICE_RESP_CMD_READONLY:
     case LATTICE_RESP_CMD_READWRITE:
-    case LATTICE_RESP_CMD_ASKING: cmd_cluster_mode(c); break;
+    case LATTICE_RESP_CMD_ASKING: cmd_cluster_mode(c, id); break;
     default: respd_cluster(r, c, id, argc, argv); break;
     }
 }
@@ -1081,13 +1085,36 @@ static void learn_slot(conn *c, uint16_t slot)
     if (c->n_seen == AWARE_SLOTS) c->aware = AWARE_YES;
 }
 
+/* A cluster-aware connection read `slot` here, where this node is now a
+ * replica of a partition it was the primary of (demotion generation gen):
+ * true the first time this connection does so since the last demotion - a
+ * client routing by a map from before learns the new primary (MOVED); one
+ * that reads replicas on purpose comes back, and is served from then on. */
+static bool first_stale_read(conn *c, uint16_t slot, uint32_t gen)
+{
+    if (!c->told) {
+        c->told = lt_calloc(LATTICE_KEY_SLOTS / 8, 1);
+        if (!c->told) return false; /* served: only the hint is lost */
+        c->told_gen = gen;
+    } else if (c->told_gen != gen) { /* newer demotions: tell every slot again */
+        memset(c->told, 0, LATTICE_KEY_SLOTS / 8);
+        c->told_gen = gen;
+    }
+    uint8_t bit = (uint8_t)(1u << (slot & 7));
+    if (c->told[slot >> 3] & bit) return false;
+    c->told[slot >> 3] |= bit;
+    return true;
+}
+
 /* Redis Cluster's manners for a key command (docs/RESP.md, "Redirection"):
  * true with err = CROSSSLOT or MOVED when a cluster-aware connection sent
  * it to the wrong node; false when it runs here (proxied if need be).  A
  * connection that has not shown yet whether it routes by the slot map is
  * cluster-aware once AWARE_SLOTS distinct slots it used were all served
  * here (reads: as primary or replica), and plain for good at its first key
- * this node does not serve. */
+ * this node does not serve.  A read this node serves as a replica of a
+ * partition it was the primary of is answered MOVED once per slot and
+ * connection (first_stale_read), unless the connection sent READONLY. */
 bool respd_misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size_t argc,
                      const lattice_resp_arg *argv, char *err)
 {
@@ -1114,10 +1141,11 @@ bool respd_misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size
      * the primary, and clients that keep one connection per node (ioredis)
      * cannot send READONLY to a node that is also a primary. */
     bool ro = lattice_resp_cmd_flags(rc) & LATTICE_RESP_F_READONLY;
-    respd_where w = respd_route(r, slot, ro, err);
-    if (aware) return w == RESPD_MOVED;
+    uint32_t gen = 0;
+    respd_where w = respd_route(r, slot, ro, err, &gen);
+    if (aware) return w == RESPD_MOVED || (w == RESPD_HERE_DEMOTED && !c->readonly && first_stale_read(c, slot, gen));
     if (w == RESPD_MOVED) c->aware = AWARE_NO;
-    else if (w == RESPD_HERE) learn_slot(c, slot); /* HERE_ALL: every client looks aware */
+    else if (w != RESPD_HERE_ALL) learn_slot(c, slot); /* HERE_ALL: every client looks aware */
     return false;
 }
 

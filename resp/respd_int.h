@@ -55,10 +55,16 @@ typedef struct conn {
     bool hold_in;                     /* bytes came while a batch was out: EPOLLIN off until it returns (arm) */
     uint8_t aware;                    /* AWARE_* */
     uint8_t n_seen;                   /* AWARE_LEARNING: distinct slots in seen[] */
+    bool readonly;                    /* READONLY (until READWRITE / RESET): replica reads wanted */
     /* CLIENT REPLY: off drops every reply; skip drops the current command's,
      * skip_next (CLIENT REPLY SKIP) becomes skip for the next command. */
     bool reply_off, reply_skip, reply_skip_next;
     uint16_t seen[AWARE_SLOTS];
+    /* Slots whose replica read here was answered MOVED once (a bit per
+     * slot, NULL until the first), valid for demotion generation told_gen
+     * (respd_misrouted, docs/RESP.md "Redirection"). */
+    uint8_t *told;
+    uint32_t told_gen;
     long long id;
     uint64_t last_ms;
     uint64_t since_ms;                /* accepted (CLIENT INFO age) */
@@ -175,8 +181,13 @@ struct lattice_respd {
      * from parse to reply (a key command's include its grid round trip). */
     atomic_ullong cmd_calls[LATTICE_RESP_CMD_ID_COUNT_], cmd_usec[LATTICE_RESP_CMD_ID_COUNT_];
     uint64_t start_ms;
-    pthread_mutex_t view_lock;        /* guards view */
+    pthread_mutex_t view_lock;        /* guards view and the demotion record */
     struct respd_view *view;
+    /* Partitions this node stopped being the primary of (one view to the
+     * next), whose clients may still believe it is: demoted[p] != 0.
+     * demote_gen counts the views that found new ones (respd_route). */
+    uint8_t *demoted;
+    uint32_t n_demoted, demote_gen;
     /* SLOWLOG (respd_intro.c): newest first; slow_lock guards the list. */
     atomic_llong slow_slower_than, slow_max_len;
     pthread_mutex_t slow_lock;
@@ -339,9 +350,12 @@ void respd_view_free(struct respd_view *v);
  * (this node is the slot's primary, or a serving replica and replica_ok: a read;
  * RESPD_HERE_ALL when this node is every slot's primary), or elsewhere:
  * then moved holds "MOVED <slot> <ip>:<port>" (LATTICE_RESP_ERR_MAX bytes).
+ * RESPD_HERE_DEMOTED: a read here as a replica of a partition this node was
+ * the primary of before - a client may send it here from a stale map; moved
+ * holds the primary's MOVED and *gen (when not NULL) the demotion generation.
  * A slot whose primary is unknown runs here (the ops API answers). */
-typedef enum { RESPD_HERE, RESPD_HERE_ALL, RESPD_MOVED } respd_where;
-respd_where respd_route(struct lattice_respd *r, uint16_t slot, bool replica_ok, char *moved);
+typedef enum { RESPD_HERE, RESPD_HERE_ALL, RESPD_MOVED, RESPD_HERE_DEMOTED } respd_where;
+respd_where respd_route(struct lattice_respd *r, uint16_t slot, bool replica_ok, char *moved, uint32_t *gen);
 /* The partitions of the endpoint's cache as the current view knows them (0: not yet). */
 uint32_t respd_partitions(struct lattice_respd *r);
 /* Redis-style 40 hex digit node name for a Lattice node id. */

@@ -605,7 +605,7 @@ static cmd_outcome cmd_exec(lattice_respd *r, conn *c, batch *b, char *err)
             return CMD_DONE;
         }
         if (t->slot >= 0 && (c->aware == AWARE_YES || r->cfg.moved == LATTICE_RESPD_MOVED_ALWAYS) &&
-            r->cfg.moved != LATTICE_RESPD_MOVED_NEVER && respd_route(r, (uint16_t)t->slot, false, err) == RESPD_MOVED) {
+            r->cfg.moved != LATTICE_RESPD_MOVED_NEVER && respd_route(r, (uint16_t)t->slot, false, err, NULL) == RESPD_MOVED) {
             discard(t);
             reply_err(c, err);
             return CMD_DONE;
