@@ -4,11 +4,14 @@ tests/integration/it_resp_cluster.c: the test writes a command on stdin and
 reads one line back.
 
   write PREFIX N   SET PREFIX<i> = PREFIX-v<i> for i < N   -> "ok"
-  read PREFIX N    GET each through replica reads          -> "ok" | "bad KEY GOT"
+  read PREFIX N    GET each (through replica reads unless --primary-reads)
+                                                            -> "ok" | "bad KEY GOT"
   tx PREFIX N      N x MULTI INCR {PREFIX}a INCR {PREFIX}b EXEC -> "ok" | "bad tx I GOT"
   quit
 
-  cluster_py.py PORT...   (the first is the startup node)
+  cluster_py.py [--primary-reads] PORT...   (the first is the startup node;
+  --primary-reads: no replica reads, redis-py's default, so every GET goes
+  where the client's slot map says the primary is)
 
 Every command is retried on errors for up to 60 s: while a killed node is
 being replaced the client may see connection errors, and its job is to find
@@ -25,12 +28,13 @@ import time
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
-ports = [int(p) for p in sys.argv[1:]]
+replicas = "--primary-reads" not in sys.argv[1:]
+ports = [int(p) for p in sys.argv[1:] if p != "--primary-reads"]
 client = [None]
 
 
 def connect(port):
-    client[0] = RedisCluster(host="127.0.0.1", port=port, read_from_replicas=True,
+    client[0] = RedisCluster(host="127.0.0.1", port=port, read_from_replicas=replicas,
                              socket_timeout=5, decode_responses=True)
 
 

@@ -22,6 +22,13 @@
  *                           in tests/clients/) and the restarted node serves
  *                           again; MULTI/EXEC through each client's
  *                           transaction API
+ *   rejoin_moved            issue #32: redis-py reading from primaries only,
+ *                           kill -9 and restart of a node: once it is a
+ *                           primary again, a pass of GETs from the same
+ *                           client reaches it (the nodes that served its
+ *                           slots meanwhile, now their replicas, answer
+ *                           MOVED instead of serving them for good), and a
+ *                           plain connection is still never answered MOVED
  *
  * `it_resp_cluster NAME...` runs some.
  */
@@ -194,7 +201,9 @@ START_TEST(moved_readonly_dbsize)
     /* READONLY: reads of a slot node 0 replicates run there; writes move.
      * (Reads run there after READWRITE too: a backup answers only clean
      * reads, and ioredis cannot send READONLY to a node that is also a
-     * primary.) */
+     * primary - but without READONLY, the first read of a slot whose
+     * primary node 0 was before (when it started alone, say) is MOVED once
+     * on this connection, for a client with a map from back then.) */
     redisContext *ro = conn_to(0);
     expect_text(ro, REDIS_REPLY_STATUS, "OK", "READONLY");
     expect_text(ro, REDIS_REPLY_STRING, "rep", "GET %s", r0);
@@ -202,6 +211,11 @@ START_TEST(moved_readonly_dbsize)
     expect_text(ro, REDIS_REPLY_ERROR, moved, "SET %s x", r0);
     expect_text(ro, REDIS_REPLY_ERROR, moved, "INCR %s", r0);
     expect_text(ro, REDIS_REPLY_STATUS, "OK", "READWRITE");
+    r = cmd(ro, "GET %s", r0);
+    ck_assert_msg((r->type == REDIS_REPLY_STRING && !strcmp(r->str, "rep")) ||
+                  (r->type == REDIS_REPLY_ERROR && !strcmp(r->str, moved)),
+                  "GET after READWRITE: type %d '%s'", r->type, r->str ? r->str : "");
+    freeReplyObject(r);
     expect_text(ro, REDIS_REPLY_STRING, "rep", "GET %s", r0);
     expect_text(ro, REDIS_REPLY_ERROR, moved, "SET %s x", r0);
     redisFree(ro);
@@ -470,6 +484,103 @@ START_TEST(cluster_clients)
 }
 END_TEST
 
+/* Node i's INFO commandstats calls of GET (served or proxied there; a
+ * GET answered MOVED is not counted). */
+static long long get_calls(int i)
+{
+    redisContext *c = conn_to(i);
+    redisReply *r = cmd(c, "INFO commandstats");
+    const char *p = r->str ? strstr(r->str, "cmdstat_get:calls=") : NULL;
+    long long v = p ? atoll(p + strlen("cmdstat_get:calls=")) : 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+/* One exchange with one driver: line in, an answer starting with want out. */
+static void driver_say(driver *d, const char *line, const char *want)
+{
+    char got[4096], at[32];
+    stamp(at, sizeof at);
+    fprintf(stderr, "it_resp_cluster: %s %s <- %s\n", at, d->name, line);
+    fprintf(d->in, "%s\n", line);
+    fflush(d->in);
+    ck_assert_msg(fgets(got, sizeof got, d->out) != NULL, "%s: no answer to '%s'", d->name, line);
+    got[strcspn(got, "\n")] = 0;
+    stamp(at, sizeof at);
+    fprintf(stderr, "it_resp_cluster: %s %s -> %s\n", at, d->name, got);
+    ck_assert_msg(!strncmp(got, want, strlen(want)), "%s: '%s' answered '%s', want '%s'", d->name, line, got, want);
+}
+
+/* Every key rj<i> (i < n) read on a plain connection: its value, never an
+ * error (no MOVED), whichever node is its primary. */
+static void plain_reads(redisContext *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "rj-v%d", i);
+        expect_text(c, REDIS_REPLY_STRING, want, "GET rj%d", i);
+    }
+}
+
+START_TEST(rejoin_moved)
+{
+    it_begin("resp_rejoin");
+    const char *extra[] = {"--cache", "default:backups=1", NULL};
+    start_grid(3, 3, extra);
+    wait_spread(3, 3, -1);
+    char port[16], port2[16], py[600];
+    snprintf(port, sizeof port, "%d", resp_base);
+    snprintf(port2, sizeof port2, "%d", resp_base + 2);
+    snprintf(py, sizeof py, "%s/tests/clients/cluster_py.py", LATTICE_SOURCE_DIR);
+    /* Started from nodes 0 and 2 only (cluster_clients says why). */
+    const char *pyv[] = {"/usr/bin/python3", py, "--primary-reads", port, port2, NULL};
+    driver d;
+    driver_start(&d, "redis-py", "rj", pyv);
+    enum { N = 3000 };
+    char line[64];
+    snprintf(line, sizeof line, "write rj %d", N);
+    driver_say(&d, line, "ok");
+    snprintf(line, sizeof line, "read rj %d", N);
+    driver_say(&d, line, "ok");
+    /* A plain connection (its keys spread over every node): proxied. */
+    redisContext *plain = conn_to(0);
+    plain_reads(plain, N);
+
+    /* kill -9 of node 1: its slots' backups on nodes 0 and 2 take over,
+     * and the client reads them there. */
+    it_signal(srv[1], SIGKILL);
+    wait_spread(3, 2, 1);
+    driver_say(&d, line, "ok");
+    /* Its restart: node 1 is the primary of a third of the slots again,
+     * and nodes 0 and 2, their primaries meanwhile, hold their backups -
+     * a read there would be served, and the client never learn. */
+    start_node(1, extra);
+    wait_spread(3, 3, -1);
+    /* Passes of GETs from the same client until one reaches node 1 for
+     * at least a quarter of its keys (its share is about a third): before
+     * #32's fix none ever did.  Bounded by passes, not by time: one pass
+     * teaches the client every moved slot it reads. */
+    long long got = 0;
+    for (int pass = 0; pass < 4 && got < N / 4; pass++) {
+        long long before = get_calls(1);
+        driver_say(&d, line, "ok");
+        got = get_calls(1) - before;
+        fprintf(stderr, "it_resp_cluster: pass %d after the rejoin: node 1 served %lld of %d GETs\n", pass, got, N);
+    }
+    ck_assert_msg(got >= N / 4, "node 1 got %lld of %d GETs in the last pass: the client kept its old map", got, N);
+    /* Plain connections are still never answered MOVED: the one from
+     * before the kill, and a new one. */
+    plain_reads(plain, N);
+    redisFree(plain);
+    plain = conn_to(2);
+    plain_reads(plain, N);
+    redisFree(plain);
+    driver_stop(&d);
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
@@ -477,6 +588,7 @@ int main(int argc, char **argv)
         {"redis_cli_cluster", &redis_cli_cluster},
         {"large_values", &large_values},
         {"cluster_clients", &cluster_clients},
+        {"rejoin_moved", &rejoin_moved},
     };
     Suite *s = suite_create("resp_cluster");
     TCase *tc = tcase_create("grid");
