@@ -40,7 +40,9 @@ typedef struct clean_part {
     uint64_t heard;       /* copy: newest watermark its primary sent */
     uint64_t applied;     /* copy: newest replicated version applied */
     uint64_t notified;    /* primary: the watermark last sent to the copies */
+    uint64_t cap;         /* primary: a watermark it may never pass (capped: a write was refused) */
     uint8_t role;         /* the last role this node had: ROLE_PRIMARY / ROLE_COPY (0: none yet) */
+    bool capped;
     waitw *head, *tail;   /* primary: writes in flight, oldest first */
 } clean_part;
 
@@ -140,8 +142,9 @@ void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t parti
 uint64_t clean_committed(const lattice_meta_cache *c, uint32_t partition)
 {
     const clean_cache *cc = c->clean;
-    const waitw *h = cc && partition < cc->parts ? cc->p[partition].head : NULL;
-    return h ? h->version - 1 : c->counter[partition];
+    const clean_part *cp = cc && partition < cc->parts ? &cc->p[partition] : NULL;
+    uint64_t wm = cp && cp->head ? cp->head->version - 1 : c->counter[partition];
+    return cp && cp->capped && wm > cp->cap ? cp->cap : wm;
 }
 
 /* The watermark to every copy that gets the partition's writes. */
@@ -170,6 +173,16 @@ deferred_read *clean_end(lattice_ops *d, waitw *w)
     clean_cache *cc = c ? c->clean : NULL;
     if (!cc) return reads;
     clean_part *cp = &cc->p[w->partition];
+    if (w->rejected && (!cp->capped || w->version - 1 < cp->cap)) {
+        /* Not acknowledged: a copy refused it (a newer primary numbers its
+         * own writes from the same counters) or this side lost its lease.
+         * The watermark must stay below it for good - the counter passes it
+         * once the list empties, and a delta mark taken from that watermark
+         * would skip the new primary's writes of the same counters
+         * (salvage.c: the kept copy of a cut-off primary). */
+        cp->cap = w->version - 1;
+        cp->capped = true;
+    }
     while (cp->head && cp->head->done) {
         waitw *h = cp->head;
         cp->head = h->cnext;
@@ -238,7 +251,10 @@ void clean_note_applied(lattice_meta_cache *c, uint32_t partition, uint64_t vers
 void clean_note_committed(lattice_meta_cache *c, uint32_t partition, uint64_t committed)
 {
     clean_cache *cc = state(c);
-    if (cc && partition < cc->parts) cc->p[partition].role = ROLE_COPY;
+    if (cc && partition < cc->parts) {
+        cc->p[partition].role = ROLE_COPY; /* its primary's watermark counts now, not a cap of its own */
+        cc->p[partition].capped = false;
+    }
     if (cc && partition < cc->parts && committed > cc->p[partition].heard) cc->p[partition].heard = committed;
 }
 
