@@ -72,7 +72,7 @@ struct rebal_cache {
     unsigned logged_quarter;
     bool active;
     uint64_t stale;              /* supplies ignored as stale */
-    bool since_creation_checked; /* copies served since the cache's creation declared complete */
+    uint64_t since_creation_checked; /* the base since_first_write last ran for */
 };
 
 typedef struct rebal_sup {
@@ -384,6 +384,27 @@ static bool recompute(lattice_meta_cache *c, struct rebal_cache *rc)
     return changed;
 }
 
+/* A copy this node serves that has had every write of its partition - it
+ * served the partition before its first write - has a history complete
+ * from 0 (docs/REBALANCE.md §9); other copies become complete by a load.
+ * Served with no write applied and nothing stored: every write the grid
+ * acknowledged reached every serving copy (full_sync), so none was.  Not
+ * only under the cache's first base: servers that form a grid together
+ * join the base of an empty cache at a switch, without a load, and a
+ * paused one must still come back as a delta (docs/PERSISTENCE.md). */
+static void since_first_write(lattice_meta_cache *c, struct rebal_cache *rc)
+{
+    for (uint32_t p = 0; p < rc->parts; p++) {
+        if (c->counter[p] != 0 || lattice_store_count(c->store, p)) continue;
+        lattice_meta_member *own[MAX_OWNERS];
+        size_t ns = lattice_meta_serving_owners(c, p, own, MAX_OWNERS);
+        if (!self_among(own, ns)) continue;
+        lattice_store_history_stat hs;
+        lattice_store_history_info(c->store, p, &hs);
+        if (!hs.valid) lattice_store_history_valid_from(c->store, p, 0);
+    }
+}
+
 void rebal_on_change(lattice_ops *d)
 {
     if (d->client) return;
@@ -393,16 +414,9 @@ void rebal_on_change(lattice_ops *d)
         if (!c->store) continue;
         struct rebal_cache *rc = ensure(d, c);
         if (!rc) continue;
-        if (!rc->since_creation_checked && lattice_meta_valid(d->meta)) {
-            /* A copy this node serves under the cache's first base has had
-             * every write of the partition: its history is complete from 0
-             * (docs/REBALANCE.md §9).  Later copies become complete by a load. */
-            rc->since_creation_checked = true;
-            for (uint32_t p = 0; c->base_version == 1 && p < rc->parts; p++) {
-                lattice_meta_member *own[MAX_OWNERS];
-                size_t ns = lattice_meta_serving_owners(c, p, own, MAX_OWNERS);
-                if (self_among(own, ns) && c->counter[p] == 0) lattice_store_history_valid_from(c->store, p, 0);
-            }
+        if (lattice_meta_valid(d->meta) && rc->since_creation_checked != c->base_version) {
+            rc->since_creation_checked = c->base_version;
+            since_first_write(c, rc);
         }
         bool changed = recompute(c, rc);
         changed |= take_restores(d, c, rc);
