@@ -37,6 +37,7 @@ void page_init_empty(struct page_hdr *h, uint32_t page_size)
     h->upper = (uint16_t)page_size;
     h->free = (uint16_t)(page_size - HDR);
     h->live = 0;
+    __atomic_store_n(&h->heads, 0, __ATOMIC_RELAXED);
 }
 
 /* ---- varints ---- */

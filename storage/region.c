@@ -18,7 +18,10 @@
  * fullest page that surely fits, with no page scan.  A page whose last row
  * goes is reset and pushed on its lane's reuse list.  A lane out of pages
  * takes, in order: its reuse list, another lane's reuse list (try-lock), a
- * new chunk, and (policy evict) evicts.
+ * new chunk, and (policy evict) evicts: random-2-LRU over the pages that hold
+ * head rows (page_hdr.heads), then, when sampling finds nothing it may evict,
+ * a sweep of every page; only a sweep that evicts nothing reports the region
+ * full.
  *
  * Page states (page_hdr.bucket): 0..31 in that bucket list; BUCKET_NONE full;
  * BUCKET_REUSE on the reuse list; BUCKET_DETACHED taken by a writer that is
@@ -36,7 +39,7 @@
 #include "region_read.h"
 
 #define BUCKET_DETACHED 0xfd
-#define EVICT_ROUNDS 64
+#define EVICT_ROUNDS 64 /* sampled rounds that evict nothing before the sweep */
 #define EVICT_BUSY_ROUNDS 4096 /* rounds lost to another lane's lock being held */
 #define SPIN_LIMIT 100000000u
 
@@ -261,16 +264,18 @@ static uint64_t rng_next(struct lane *l)
     return l->rng = x;
 }
 
-/* Evicts the entries whose head rows sit on page pid (its lane locked). */
+/* Evicts the entries whose head rows sit on page pid (its lane locked).  A
+ * page found to hold no head row loses its heads hint. */
 static int evict_page(lattice_region *r, uint32_t pid, const struct evict_guard *g)
 {
     struct page_hdr *h = hdr_w(r, pid);
     uint8_t *pg = (uint8_t *)h;
-    int evicted = 0;
+    int evicted = 0, heads = 0;
     for (uint32_t i = 0; h->kind == KIND_DATA && i < h->nitems; i++) {
         uint16_t off = page_items(pg)[i];
         struct rowv v;
         if (!off || row_parse(pg, r->page_size, off, &v) != 0 || !(v.flags & F_HEAD)) continue;
+        heads++;
         if (v.owner == 0 || !r->owners[v.owner].fn) continue;
         uint64_t link = LATTICE_LINK(pid, i);
         if (v.klen <= v.piece_len) {
@@ -286,32 +291,32 @@ static int evict_page(lattice_region *r, uint32_t pid, const struct evict_guard 
                                              v.klen, link, g);
         lt_free(key);
     }
+    if (!heads && h->kind == KIND_DATA) __atomic_store_n(&h->heads, 0, __ATOMIC_RELAXED);
     return evicted;
 }
 
-/* Random-2-LRU over pages: evicts the entries whose head rows sit on the
- * less recently used of two sampled data pages, of any lane (another lane is
- * only try-locked).  Lane l locked.  Returns entries evicted, or -1 when the
- * chosen page's lane was busy. */
-static int evict_one(lattice_region *r, struct lane *l, const struct evict_guard *g)
+/* May page pid be worth evicting?  An unlocked peek at a page of any lane:
+ * re-checked under its lane's lock by evict_locked. */
+static int evict_candidate(lattice_region *r, uint32_t pid)
 {
-    uint32_t mapped = __atomic_load_n(&r->pages_mapped, __ATOMIC_ACQUIRE), cand[2], n = 0;
-    for (int tries = 0; tries < 16 && n < 2 && mapped; tries++) {
-        uint32_t pid = (uint32_t)(rng_next(l) % mapped);
-        struct page_hdr *h = hdr_w(r, pid);
-        /* Unlocked peek at another lane's page: re-checked under its lock. */
-        if (__atomic_load_n(&h->kind, __ATOMIC_RELAXED) == KIND_DATA &&
-            __atomic_load_n(&h->bucket, __ATOMIC_RELAXED) != BUCKET_DETACHED)
-            cand[n++] = pid;
-    }
-    if (n == 0) return 0;
-    uint32_t pid = cand[0];
-    uint32_t ep = __atomic_load_n(&r->epoch, __ATOMIC_RELAXED);
-    if (n == 2) {
-        uint32_t a0 = __atomic_load_n(&hdr_w(r, cand[0])->access, __ATOMIC_RELAXED);
-        uint32_t a1 = __atomic_load_n(&hdr_w(r, cand[1])->access, __ATOMIC_RELAXED);
-        if ((int32_t)(ep - a1) > (int32_t)(ep - a0)) pid = cand[1];
-    }
+    struct page_hdr *h = hdr_w(r, pid);
+    return __atomic_load_n(&h->kind, __ATOMIC_RELAXED) == KIND_DATA &&
+           __atomic_load_n(&h->bucket, __ATOMIC_RELAXED) != BUCKET_DETACHED &&
+           __atomic_load_n(&h->heads, __ATOMIC_RELAXED);
+}
+
+/* The first candidate page at or after pid (wrapping), NO_PAGE when none. */
+static uint32_t next_candidate(lattice_region *r, uint32_t pid, uint32_t mapped)
+{
+    for (uint32_t k = 0; k < mapped; k++, pid = pid + 1 == mapped ? 0 : pid + 1)
+        if (evict_candidate(r, pid)) return pid;
+    return NO_PAGE;
+}
+
+/* Evicts from page pid under its lane's lock (l is held; another lane is only
+ * try-locked).  Entries evicted, or -1 when that lane was busy. */
+static int evict_locked(lattice_region *r, struct lane *l, uint32_t pid, const struct evict_guard *g)
+{
     struct lane *o = &r->lanes[__atomic_load_n(&hdr_w(r, pid)->lane, __ATOMIC_RELAXED)];
     if (o != l && pthread_mutex_trylock(&o->lock) != 0) return -1;
     struct page_hdr *h = hdr_w(r, pid);
@@ -321,6 +326,53 @@ static int evict_one(lattice_region *r, struct lane *l, const struct evict_guard
     if (o != l) pthread_mutex_unlock(&o->lock);
     __atomic_add_fetch(&r->evictions, (uint64_t)evicted, __ATOMIC_RELAXED);
     return evicted;
+}
+
+/* Random-2-LRU over pages: evicts the entries whose head rows sit on the
+ * less recently used of two sampled data pages, of any lane.  Only pages
+ * that hold head rows are sampled: a fragmented entry's continuation rows
+ * fill pages of their own (a 4 KiB value on 4 KiB pages: one page each, its
+ * head a few dozen bytes on a page shared with ~70 others), and evicting
+ * such a page frees nothing, since only a head names its entry.  Each sample
+ * walks from a random page to the next one with head rows.  Lane l locked.
+ * Returns entries evicted, or -1 when the chosen page's lane was busy. */
+static int evict_one(lattice_region *r, struct lane *l, const struct evict_guard *g)
+{
+    uint32_t mapped = __atomic_load_n(&r->pages_mapped, __ATOMIC_ACQUIRE), cand[2], n = 0;
+    for (int tries = 0; tries < 2 && mapped; tries++) {
+        uint32_t pid = next_candidate(r, (uint32_t)(rng_next(l) % mapped), mapped);
+        if (pid != NO_PAGE) cand[n++] = pid;
+    }
+    if (n == 0) return 0;
+    uint32_t pid = cand[0];
+    uint32_t ep = __atomic_load_n(&r->epoch, __ATOMIC_RELAXED);
+    if (n == 2) {
+        uint32_t a0 = __atomic_load_n(&hdr_w(r, cand[0])->access, __ATOMIC_RELAXED);
+        uint32_t a1 = __atomic_load_n(&hdr_w(r, cand[1])->access, __ATOMIC_RELAXED);
+        if ((int32_t)(ep - a1) > (int32_t)(ep - a0)) pid = cand[1];
+    }
+    return evict_locked(r, l, pid, g);
+}
+
+/* The last resort before REGION_FULL: every page with head rows, from a
+ * random one, until one yields an eviction.  Sampling can miss what may be
+ * evicted (the store's hook allows only some partitions: a node evicts the
+ * entries it leads, and a page may hold other copies' rows only), so a full
+ * region is reported only once no page at all yields an eviction.  Returns
+ * entries evicted, 0 when nothing may be evicted, -1 when a lane that might
+ * have had some was busy. */
+static int evict_sweep(lattice_region *r, struct lane *l, const struct evict_guard *g)
+{
+    uint32_t mapped = __atomic_load_n(&r->pages_mapped, __ATOMIC_ACQUIRE), busy = 0;
+    if (!mapped) return 0;
+    uint32_t pid = (uint32_t)(rng_next(l) % mapped);
+    for (uint32_t k = 0; k < mapped; k++, pid = pid + 1 == mapped ? 0 : pid + 1) {
+        if (!evict_candidate(r, pid)) continue;
+        int ev = evict_locked(r, l, pid, g);
+        if (ev > 0) return ev;
+        if (ev < 0) busy++;
+    }
+    return busy ? -1 : 0;
 }
 
 /* A detached data page of lane l that fits a row of len bytes: from l's
@@ -354,13 +406,23 @@ static int take_page(lattice_region *r, struct lane *l, uint32_t len,
         int st = map_chunk(r, l);
         if (st == LATTICE_OK) continue;
         if (st == LATTICE_ERR_NOMEM) return st;
-        if (r->policy != LATTICE_REGION_EVICT || rounds >= EVICT_ROUNDS)
-            return LATTICE_ERR_REGION_FULL;
-        /* A round lost to another writer holding the sampled page's lane is
-         * not a sign that nothing can be evicted: with more writers than
-         * lanes it happens often.  Such rounds count against a larger bound. */
-        if (evict_one(r, l, g) >= 0 || ++busy >= EVICT_BUSY_ROUNDS) rounds++;
-        else sched_yield();
+        if (r->policy != LATTICE_REGION_EVICT) return LATTICE_ERR_REGION_FULL;
+        /* Sampling first; a round that evicted something is progress (the
+         * region holds finitely many entries), so only fruitless rounds
+         * count.  A round lost to another writer holding the sampled page's
+         * lane is not a sign that nothing can be evicted: with more writers
+         * than lanes it happens often.  Such rounds count against a larger
+         * bound.  Then the sweep decides. */
+        int ev = rounds < EVICT_ROUNDS ? evict_one(r, l, g) : evict_sweep(r, l, g);
+        if (ev > 0) {
+            rounds = 0;
+            continue;
+        }
+        if (ev < 0 && ++busy < EVICT_BUSY_ROUNDS) {
+            sched_yield();
+            continue;
+        }
+        if (rounds++ >= EVICT_ROUNDS) return LATTICE_ERR_REGION_FULL;
     }
 }
 
@@ -385,7 +447,7 @@ static int put_row(lattice_region *r, struct lane *l, const lattice_store_entry 
     uint16_t item = page_place(h, r->page_size, len, -1);
     uint8_t *dst = (uint8_t *)h + page_items(h)[item];
     if (cont) cont_encode(dst, e, frag, next, pos, piece);
-    else head_encode(dst, e, owner, frag, next, piece);
+    else head_encode(dst, e, owner, frag, next, piece), __atomic_store_n(&h->heads, 1, __ATOMIC_RELAXED);
     stamp(r, l, h);
     page_write_end(h);
     place(r, l, pid);
@@ -488,6 +550,7 @@ int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_
             if (st != LATTICE_OK) break;
             h = hdr_w(r, cur);
             page_write_begin(h);
+            __atomic_store_n(&h->heads, 1, __ATOMIC_RELAXED); /* a batch writes head rows only */
         }
         if (h->live == h->nitems) {
             size_t j = region_append_run(r, l, cur, e, i, n, owner, links);

@@ -58,7 +58,7 @@ static int check_data_page(const lattice_region *r, uint32_t pid, uint64_t *rows
     uint8_t *pg = page_addr(r, pid);
     struct page_hdr *h = (struct page_hdr *)pg;
     uint16_t *it = page_items(pg);
-    uint32_t P = r->page_size, sum = 0, live = 0;
+    uint32_t P = r->page_size, sum = 0, live = 0, heads = 0;
     if (HDR + 2u * h->nitems > h->upper || h->upper > P)
         FAIL("page %u: item table (%u slots) runs into rows at %u", pid, h->nitems, h->upper);
     memset(occ, 0, P);
@@ -74,7 +74,9 @@ static int check_data_page(const lattice_region *r, uint32_t pid, uint64_t *rows
         live++;
         sum += v.len;
         if ((v.flags & F_HEAD) && charge_chain(r, &v, o) != LATTICE_OK) return LATTICE_ERR_PROTO;
+        heads += (v.flags & F_HEAD) != 0;
     }
+    if (heads && !h->heads) FAIL("page %u: %u head rows, but no heads hint (eviction would skip it)", pid, heads);
     if (h->nitems && !it[h->nitems - 1]) FAIL("page %u: free slot at the end of the table", pid);
     if (live != h->live || live == 0) FAIL("page %u: %u rows, header says %u", pid, live, h->live);
     if (h->free != P - HDR - 2u * h->nitems - sum)

@@ -49,7 +49,10 @@ struct page_hdr {
     uint8_t kind;       /* KIND_*; lane lock */
     uint8_t lane;       /* the lane whose lists hold the page; changes only while the
                            page is empty, with both lanes locked */
-    uint8_t pad;
+    uint8_t heads;      /* eviction's hint: 1 once a head row was written here since the
+                           page was last empty (0: continuation rows only, which name no
+                           entry, so evicting the page would free nothing); lane lock,
+                           read unlocked by evictors of other lanes */
 };
 #define HDR ((uint32_t)sizeof(struct page_hdr))
 

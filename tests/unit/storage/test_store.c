@@ -767,6 +767,81 @@ static void hook_evicted(void *arg, uint32_t partition, const void *key, size_t 
     l->reported++;
 }
 
+/* Issue #32: values larger than a page (a 4 KiB value on 4 KiB pages is a
+ * head of a few dozen bytes plus one continuation row that fills a page of
+ * its own) left nearly every page with continuation rows only, which name no
+ * entry: eviction sampled them, freed nothing, and gave up with REGION_FULL
+ * (latticed: 4.2% of 12,000 SETs of 4 KB refused).  With half the entries
+ * protected (a node's backup copies, which only their primaries evict) and
+ * plenty of evictable ones, no write may be refused, whatever the row's
+ * shape: one page, two pages, three. */
+START_TEST(evict_finds_room_behind_fragmented_rows)
+{
+    static const size_t sizes[] = {3000, 4096, 9000};
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        enum { N = 6000, PROTECTED_KEYS = 64 };
+        lattice_region *r = new_region(4096, 4, LATTICE_REGION_EVICT);
+        lattice_store *s = new_store(r, 4, NULL);
+        struct evict_log l = {s, 0x3, 0, 0, calloc(2 * N, 1)}; /* partitions 0 and 1 may evict */
+        lattice_store_evict_hook h = {hook_may, hook_evicted, &l};
+        lattice_store_set_evict_hook(s, &h);
+        uint8_t *v = calloc(1, sizes[z]);
+        char k[32];
+        uint64_t full = 0;
+        for (uint64_t n = 0; n < N; n++) {
+            /* Every other write goes to a protected partition, over a bounded
+             * set of keys (overwrites, version 1: the hook checks it only for
+             * evicted keys, which are never protected). */
+            uint64_t j = n / 2, id = n % 2 ? j * 4 + j % 2 : (j % PROTECTED_KEYS) * 4 + 2 + j % 2;
+            lattice_store_entry e = ent(k, id, v, sizes[z], 1, 4);
+            int st = lattice_store_put(s, &e, 0);
+            ck_assert(st == LATTICE_OK || st == LATTICE_ERR_REGION_FULL);
+            if (st != LATTICE_OK) full++;
+        }
+        ck_assert_msg(full == 0, "value %zu: %llu writes refused", sizes[z], (unsigned long long)full);
+        ck_assert_uint_eq(l.bad, 0);
+        ck_assert_uint_gt(l.reported, 0);
+        ck_assert_uint_eq(lattice_store_count(s, 2) + lattice_store_count(s, 3), PROTECTED_KEYS);
+        ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+        lattice_store_set_evict_hook(s, NULL);
+        free(v);
+        free(l.seen);
+        lattice_store_destroy(s);
+        lattice_region_destroy(r);
+    }
+}
+END_TEST
+
+/* With nothing it may evict (every entry protected), a full region still
+ * refuses, after the sweep, instead of spinning. */
+START_TEST(evict_sweep_refuses_when_nothing_may_go)
+{
+    lattice_region *r = new_region(4096, 1, LATTICE_REGION_EVICT);
+    lattice_store *s = new_store(r, 4, NULL);
+    struct evict_log l = {s, 0x0, 0, 0, calloc(4096, 1)};
+    lattice_store_evict_hook h = {hook_may, hook_evicted, &l};
+    lattice_store_set_evict_hook(s, &h);
+    uint8_t v[4096] = {0};
+    char k[32];
+    uint64_t ok = 0, full = 0;
+    for (uint64_t id = 0; id < 1000; id++) {
+        lattice_store_entry e = ent(k, id, v, sizeof v, 1, 4);
+        if (lattice_store_put(s, &e, 0) == LATTICE_OK) ok++;
+        else full++;
+    }
+    ck_assert_uint_gt(ok, 0);
+    ck_assert_uint_gt(full, 0);
+    ck_assert_uint_eq(l.reported, 0);
+    ck_assert_uint_eq(lattice_store_count(s, 0) + lattice_store_count(s, 1) + lattice_store_count(s, 2) +
+                          lattice_store_count(s, 3), ok);
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    lattice_store_set_evict_hook(s, NULL);
+    free(l.seen);
+    lattice_store_destroy(s);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 START_TEST(evict_hook_limits_eviction_to_allowed_partitions)
 {
     enum { N = 20000 };
@@ -1213,6 +1288,8 @@ int main(void)
     tcase_add_test(tc, full_region_evicts_least_recently_used);
     tcase_add_test(tc, full_region_rejects_and_keeps_what_was_stored);
     tcase_add_test(tc, evict_hook_limits_eviction_to_allowed_partitions);
+    tcase_add_test(tc, evict_finds_room_behind_fragmented_rows);
+    tcase_add_test(tc, evict_sweep_refuses_when_nothing_may_go);
     tcase_add_test(tc, failing_the_nth_allocation_never_corrupts);
     tcase_add_test(tc, bad_input_gets_a_clear_status);
     tcase_add_test(tc, index_tables_grow_with_their_partition);
