@@ -346,7 +346,7 @@ static void proc_figures(pid_t pid, long *rss_kb, int *fds)
 /* Latency histogram: 16 buckets per power of two of microseconds. */
 #define NB 640
 static _Atomic uint64_t hist_now[NB];
-static _Atomic uint64_t err_now, err_in_window, err_outside_window;
+static _Atomic uint64_t err_now;
 
 static int bucket(uint64_t us)
 {
@@ -395,39 +395,104 @@ typedef struct rss_sample {
 static rss_sample *rss;
 static size_t n_rss, cap_rss;
 
-/* Kill windows: errors are expected from a kill until the grid settled
- * again plus a grace of 3 failure detections; errors of an op that started
- * in a window count as in it. */
-static _Atomic int window_open;
-static _Atomic uint64_t window_until_ms;
+/* Windows where errors are expected, classified at the end: a kill (or an
+ * unexpected exit) from the kill until the grid settled again, and a stall
+ * of the host (soak's own loop, or a node logging "this node was stalled"),
+ * each plus a grace of 3 failure detections.  An error counts as in a
+ * window when the op's [start, end] overlaps it. */
+enum { W_KILL, W_STALL };
+typedef struct window {
+    double a, b;
+    int type;
+} window;
+static window wins[4096];
+static int n_wins;
+static double kill_open = -1; /* el() of the kill whose window is open */
 
-static uint64_t mono_ms(void) { return (uint64_t)(now_s() * 1000); }
-static bool in_window(void) { return atomic_load(&window_open) || mono_ms() < atomic_load(&window_until_ms); }
+static void add_window(double a, double b, int type)
+{
+    if (n_wins < (int)(sizeof wins / sizeof wins[0])) wins[n_wins++] = (window){a, b, type};
+}
 
-/* Error kinds: the first 60 bytes of the message, counted. */
+static double grace_s(void) { return 3.0 * opt.fd_ms / 1000; }
+
+/* Error kinds: "via: message", counted; every error's times kept. */
 #define N_KINDS 48
 static struct {
     char what[64];
-    uint64_t in, out;
+    uint64_t n, in_kill, in_stall, outside;
 } kinds[N_KINDS];
 static int n_kinds;
+typedef struct errrec {
+    double start, end;
+    int kind;
+} errrec;
+#define MAX_ERRRECS 1000000
+static errrec *errs;
+static size_t n_errs, errs_dropped;
 static pthread_mutex_t kinds_mu = PTHREAD_MUTEX_INITIALIZER;
 static FILE *errlog;
 
-static void error_seen(bool started_in_window, const char *via, const char *what)
+static void error_seen(double start, const char *via, const char *what)
 {
-    bool w = started_in_window || in_window();
+    double end = el();
     atomic_fetch_add(&err_now, 1);
-    atomic_fetch_add(w ? &err_in_window : &err_outside_window, 1);
     pthread_mutex_lock(&kinds_mu);
     char k[64];
     snprintf(k, sizeof k, "%s: %s", via, what);
     int i = 0;
     while (i < n_kinds && strcmp(kinds[i].what, k)) i++;
     if (i == n_kinds && n_kinds < N_KINDS) snprintf(kinds[n_kinds++].what, 64, "%s", k);
-    if (i < n_kinds) *(w ? &kinds[i].in : &kinds[i].out) += 1;
-    if (errlog) fprintf(errlog, "%.3f %s %s\n", el(), w ? "in-window" : "OUTSIDE", k);
+    if (i == N_KINDS) i = N_KINDS - 1; /* the last kind takes the rest */
+    kinds[i].n++;
+    if (!errs) errs = malloc(MAX_ERRRECS * sizeof *errs);
+    if (errs && n_errs < MAX_ERRRECS) errs[n_errs++] = (errrec){start, end, i};
+    else errs_dropped++;
+    if (errlog) fprintf(errlog, "%.3f error (op from %.3f) %s\n", end, start, k);
     pthread_mutex_unlock(&kinds_mu);
+}
+
+/* After the load: every error into its window, the counts per kind. */
+static void classify_errors(uint64_t *in_kill, uint64_t *in_stall, uint64_t *outside)
+{
+    *in_kill = *in_stall = *outside = 0;
+    for (size_t e = 0; e < n_errs; e++) {
+        int type = -1;
+        for (int w = 0; w < n_wins; w++)
+            if (errs[e].start <= wins[w].b && errs[e].end >= wins[w].a && (type < 0 || wins[w].type == W_KILL))
+                type = wins[w].type;
+        int k = errs[e].kind;
+        if (type == W_KILL) kinds[k].in_kill++, (*in_kill)++;
+        else if (type == W_STALL) kinds[k].in_stall++, (*in_stall)++;
+        else {
+            kinds[k].outside++, (*outside)++;
+            if (errlog) fprintf(errlog, "OUTSIDE %.3f (op from %.3f) %s\n", errs[e].end, errs[e].start, kinds[k].what);
+        }
+    }
+    *outside += errs_dropped; /* not classified: counted against the grid */
+}
+
+/* Stalls the nodes logged ("this node was stalled for N ms"), as windows:
+ * their log stamps are UTC wall clock, t0_wall is el() 0. */
+static double t0_wall;
+static void stalls_from_log(const char *log)
+{
+    FILE *f = fopen(log, "r");
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "was stalled for ");
+        int y, mo, d, h, mi;
+        double sec;
+        long ms;
+        if (!p || sscanf(p, "was stalled for %ld ms", &ms) != 1) continue;
+        if (sscanf(line, "%d-%d-%dT%d:%d:%lfZ", &y, &mo, &d, &h, &mi, &sec) != 6) continue;
+        struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi};
+        double at = (double)timegm(&tm) + sec - t0_wall;
+        add_window(at - ms / 1000.0, at + grace_s(), W_STALL);
+        if (errlog) fprintf(errlog, "%.3f STALL %ld ms logged in %s\n", at, ms, log);
+    }
+    fclose(f);
 }
 
 /* ---------------------------------------------------------------- the set workload */
@@ -571,11 +636,11 @@ static void *resp_worker(void *arg)
                 continue;
             }
             atomic_fetch_add(&srv[node].users, 1);
-            bool win = in_window();
+            double cstart = el();
             struct timeval tv = {2, 0};
             c = redisConnectWithTimeout("127.0.0.1", srv[node].resp, tv);
             if (!c || c->err) {
-                if (atomic_load(&srv[node].accepting)) error_seen(win, "connect", c ? c->errstr : "no context");
+                if (atomic_load(&srv[node].accepting)) error_seen(cstart, "connect", c ? c->errstr : "no context");
                 if (c) redisFree(c);
                 c = NULL;
                 atomic_fetch_sub(&srv[node].users, 1);
@@ -586,8 +651,7 @@ static void *resp_worker(void *arg)
             redisSetTimeout(c, tv);
             snprintf(via, sizeof via, "s%d", node & 7);
         }
-        bool win = in_window();
-        double start = now_s();
+        double start = now_s(), est = el();
         uint64_t r = rnd(w) % 100, seq;
         bool ok = false;
         const char *what = NULL;
@@ -667,7 +731,7 @@ static void *resp_worker(void *arg)
             record(start);
             w->ops++;
         } else {
-            error_seen(win, via, what ? what : reply_err(c, rep));
+            error_seen(est, via, what ? what : reply_err(c, rep));
         }
         if (rep) freeReplyObject(rep);
         if (c->err) { /* the connection is gone: another node next */
@@ -690,8 +754,7 @@ static void *client_worker(void *arg)
     char key[64], val[1200];
     const uint64_t max_ops = 1ull << 40;
     while (!atomic_load(&load_stop) && w->ops < max_ops) {
-        bool win = in_window();
-        double start = now_s();
+        double start = now_s(), est = el();
         uint64_t seq;
         lattice_status st;
         if (unique_due(&seq)) {
@@ -722,7 +785,7 @@ static void *client_worker(void *arg)
             record(start);
             w->ops++;
         } else {
-            error_seen(win, "client", lattice_strerror(st));
+            error_seen(est, "client", lattice_strerror(st));
             usleep(10000);
         }
     }
@@ -741,11 +804,33 @@ static int servers_in_topology(void)
     return n;
 }
 
+/* The baseline is exactly the servers of the topology: a kill then leaves
+ * a strict majority (a server that left stays in the baseline until it is
+ * removed or --baseline-auto-adjust-ms passed, and 2 of 4 is no quorum). */
+static bool baseline_is_topology(void)
+{
+    lattice_topology *t = lattice_node_topology(cn);
+    if (!t) return false;
+    size_t servers = 0, found = 0, nb = lattice_topology_baseline_size(t);
+    for (size_t i = 0; i < lattice_topology_size(t); i++) {
+        const lattice_member *m = lattice_topology_member(t, i);
+        if (m->role != LATTICE_ROLE_SERVER) continue;
+        servers++;
+        for (size_t b = 0; b < nb; b++)
+            if (!strcmp(lattice_topology_baseline_at(t, b), m->consistent_id)) {
+                found++;
+                break;
+            }
+    }
+    lattice_topology_release(t);
+    return nb == servers && found == servers;
+}
+
 /* Every partition of "default" has its copies, all OWNING, none MOVING, on
  * `want` servers (as the client node sees it). */
 static bool settled(int want)
 {
-    if (servers_in_topology() != want) return false;
+    if (servers_in_topology() != want || !baseline_is_topology()) return false;
     lattice_partitions_info *pi = NULL;
     if (lattice_cache_partitions(cn, "default", &pi) != LATTICE_OK) return false;
     bool ok = pi->partitions > 0;
@@ -786,10 +871,15 @@ static void note(const char *fmt, ...)
     if (errlog) fprintf(errlog, "%.3f EVENT %s\n", el(), b);
 }
 
+static void open_window(void)
+{
+    if (kill_open < 0) kill_open = el();
+}
+
 static void close_window(void)
 {
-    atomic_store(&window_until_ms, mono_ms() + 3 * (uint64_t)opt.fd_ms);
-    atomic_store(&window_open, 0);
+    if (kill_open >= 0) add_window(kill_open, el() + grace_s(), W_KILL);
+    kill_open = -1;
 }
 
 static int want_servers(void) { return 3 + (srv[3].pid > 0); }
@@ -811,7 +901,7 @@ static void events_step(bool final_phase)
                  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), srv[i].log);
             fprintf(stderr, "soak: s%d exited by itself at %.0f s: see %s\n", i, t, srv[i].log);
             if (i == 3) continue; /* the joiner is not brought back */
-            atomic_store(&window_open, 1);
+            open_window();
             spawn_server(i);
             ev_state = EV_RESTARTING;
             ev_node = i;
@@ -824,7 +914,7 @@ static void events_step(bool final_phase)
         if (opt.kill_every_s > 0 && t >= next_kill) {
             if (!settled(want_servers())) return; /* a kill waits for every copy */
             int i = (int)((unsigned)rand() % 3u);
-            atomic_store(&window_open, 1);
+            open_window();
             atomic_store(&srv[i].accepting, 0);
             kill(srv[i].pid, SIGKILL);
             waitpid(srv[i].pid, NULL, 0);
@@ -897,6 +987,13 @@ static void events_step(bool final_phase)
         if (reap(&srv[3], &st)) {
             n_leaves++;
             note("s3 left after %.1f s (exit %d)", now_s() - ev_t, WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+            /* retired: out of the baseline at once (docs/OPERATIONS.md) */
+            char cid[32], why[200] = "";
+            snprintf(cid, sizeof cid, "127.0.0.1:%d", srv[3].peer);
+            const char *cids[] = {cid};
+            lattice_status bs =
+                lattice_node_baseline_change(cn, LATTICE_BASELINE_REMOVE, cids, 1, false, 10000, NULL, why, sizeof why);
+            if (bs != LATTICE_OK) note("baseline remove %s: %s %s", cid, lattice_strerror(bs), why);
             ev_state = EV_SETTLING;
             ev_node = 3;
             ev_t = now_s();
@@ -962,7 +1059,9 @@ static void report_line(void)
         long kb;
         int fds;
         proc_figures(srv[i].pid, &kb, &fds);
-        if (kb >= 0)
+        if (kb >= 0 && !atomic_load(&srv[i].accepting))
+            l += (size_t)snprintf(nodes + l, sizeof nodes - l, " | s%d starting", i);
+        else if (kb >= 0)
             l += (size_t)snprintf(nodes + l, sizeof nodes - l, " | s%d %.1f MiB %d fds", i, kb / 1024.0, fds);
         else if (i < 3)
             l += (size_t)snprintf(nodes + l, sizeof nodes - l, " | s%d down", i);
@@ -1247,6 +1346,11 @@ int main(int argc, char **argv)
     }
     srand(opt.seed);
     t0 = now_s();
+    {
+        struct timespec rt;
+        clock_gettime(CLOCK_REALTIME, &rt);
+        t0_wall = (double)rt.tv_sec + rt.tv_nsec / 1e9;
+    }
 
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
@@ -1329,13 +1433,18 @@ int main(int argc, char **argv)
         if (pthread_create(&ws[i].th, NULL, i < opt.resp_threads ? resp_worker : client_worker, &ws[i]))
             die("pthread_create");
     }
-    double next_slice = SLICE_S, next_report = opt.report_s;
+    double next_slice = SLICE_S, next_report = opt.report_s, last_tick = el();
     int stopped_by = 0;
     while (now_s() - load_t0 < opt.duration_s) {
         if (stop_signal) {
             stopped_by = stop_signal;
             break;
         }
+        if (el() - last_tick > 1.5) { /* the 100 ms loop did not run: the host stalled soak too */
+            add_window(last_tick, el() + grace_s(), W_STALL);
+            note("soak's loop stalled %.1f s", el() - last_tick);
+        }
+        last_tick = el();
         events_step(false);
         double t = now_s() - load_t0;
         if (t >= next_slice) {
@@ -1402,7 +1511,12 @@ int main(int argc, char **argv)
     double p99_all = p_of(all_h, 0.99, &total_ops), p50_all = p_of(all_h, 0.5, NULL);
     bool failed = lost_keys || conflicts != 0 || atomic_load(&bad_values) || atomic_load(&incr_regressions) ||
                   read_errors;
-    uint64_t ein = atomic_load(&err_in_window), eout = atomic_load(&err_outside_window);
+    close_window();
+    for (int i = 0; i < N_SRV; i++) stalls_from_log(srv[i].log);
+    snprintf(path, sizeof path, "%s/client.log", tmpdir);
+    stalls_from_log(path);
+    uint64_t ein, estall, eout;
+    classify_errors(&ein, &estall, &eout);
 
     json_t *jn = json_array();
     if (!opt.json) say("\n==== soak summary (%.0f s of load) ====\n", load_s);
@@ -1439,9 +1553,11 @@ int main(int argc, char **argv)
         say("events: %d kills, %d joins, %d leaves, %d unexpected exits, %d stuck; slowest restart to serving %.1f "
             "s, slowest settle %.1f s\n",
             n_kills, n_joins, n_leaves, n_crashes, n_stuck, worst_serve_s, worst_settle_s);
-        say("errors: %" PRIu64 " in kill windows, %" PRIu64 " outside\n", ein, eout);
+        say("errors: %" PRIu64 " in kill windows, %" PRIu64 " in host-stall windows, %" PRIu64 " outside\n", ein,
+            estall, eout);
         for (int i = 0; i < n_kinds; i++)
-            say("  %6" PRIu64 " in, %6" PRIu64 " outside: %s\n", kinds[i].in, kinds[i].out, kinds[i].what);
+            say("  %6" PRIu64 " kill, %4" PRIu64 " stall, %4" PRIu64 " outside: %s\n", kinds[i].in_kill,
+                kinds[i].in_stall, kinds[i].outside, kinds[i].what);
         say("set workload: %" PRIu64 " unique writes issued, %zu acknowledged, %" PRIu64
             " not acknowledged; lost %" PRIu64 "\n",
             atomic_load(&uniq_issued), n_acks, atomic_load(&uniq_failed), lost_keys);
@@ -1456,8 +1572,9 @@ int main(int argc, char **argv)
     if (opt.json) {
         json_t *je = json_array();
         for (int i = 0; i < n_kinds; i++)
-            json_array_append_new(je, json_pack("{s:s, s:I, s:I}", "what", kinds[i].what, "in_window",
-                                                (json_int_t)kinds[i].in, "outside", (json_int_t)kinds[i].out));
+            json_array_append_new(je, json_pack("{s:s, s:I, s:I, s:I}", "what", kinds[i].what, "in_kill_windows",
+                                                (json_int_t)kinds[i].in_kill, "in_stall_windows",
+                                                (json_int_t)kinds[i].in_stall, "outside", (json_int_t)kinds[i].outside));
         json_t *jr = json_array();
         for (int i = 0; i < n_nl; i++)
             json_array_append_new(jr, json_pack("{s:s, s:I, s:I, s:I}", "via", nl[i].name, "missing",
@@ -1465,13 +1582,13 @@ int main(int argc, char **argv)
                                                 (json_int_t)nl[i].errors));
         json_t *o = json_pack(
             "{s:f, s:I, s:f, s:f, s:f, s:{s:f, s:f, s:f, s:f}, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:f, s:f}, "
-            "s:{s:I, s:I, s:o}, s:{s:I, s:I, s:I, s:I, s:o}, s:I, s:I, s:{s:i, s:s}, s:b, s:s}",
+            "s:{s:I, s:I, s:I, s:o}, s:{s:I, s:I, s:I, s:I, s:o}, s:I, s:I, s:{s:i, s:s}, s:b, s:s}",
             "load_s", load_s, "ops", (json_int_t)total_ops, "ops_per_s", total_ops / load_s, "p50_ms", p50_all,
             "p99_ms", p99_all, "p99_drift", "window_s", win, "first_ms", p99_first, "last_ms", p99_last, "pct",
             p99_first > 0 ? (p99_last / p99_first - 1) * 100 : 0.0, "nodes", jn, "events", "kills", n_kills,
             "joins", n_joins, "leaves", n_leaves, "unexpected_exits", n_crashes, "stuck", n_stuck, "slowest_serve_s",
             worst_serve_s, "slowest_settle_s", worst_settle_s, "errors", "in_kill_windows", (json_int_t)ein,
-            "outside_kill_windows", (json_int_t)eout, "kinds", je, "set", "issued",
+            "in_stall_windows", (json_int_t)estall, "outside", (json_int_t)eout, "kinds", je, "set", "issued",
             (json_int_t)atomic_load(&uniq_issued), "acknowledged", (json_int_t)n_acks, "not_acknowledged",
             (json_int_t)atomic_load(&uniq_failed), "lost", (json_int_t)lost_keys, "read_back", jr, "wrong_values",
             (json_int_t)atomic_load(&bad_values), "incr_regressions", (json_int_t)atomic_load(&incr_regressions),
@@ -1487,7 +1604,7 @@ int main(int argc, char **argv)
     lattice_node_stop(cn);
     stop_all();
     if (errlog) fclose(errlog);
-    if (failed || n_crashes || opt.keep) {
+    if (failed || n_crashes || n_stuck || eout || opt.keep) {
         fprintf(stderr, "soak: logs and data dirs kept in %s (events.log: errors, events, lost keys)\n", tmpdir);
     } else {
         char cmd[300];
