@@ -176,10 +176,13 @@ deferred_read *clean_end(lattice_ops *d, waitw *w)
     if (w->rejected && (!cp->capped || w->version - 1 < cp->cap)) {
         /* Not acknowledged: a copy refused it (a newer primary numbers its
          * own writes from the same counters) or this side lost its lease.
-         * The watermark must stay below it for good - the counter passes it
-         * once the list empties, and a delta mark taken from that watermark
-         * would skip the new primary's writes of the same counters
-         * (salvage.c: the kept copy of a cut-off primary). */
+         * The watermark and every delta mark of this copy must stay below
+         * it for as long as the copy lives, whatever role it takes next:
+         * the counter passes it once the list empties, and a delta mark
+         * above it would skip the new primary's writes of the same
+         * counters (salvage.c: the kept copy of a cut-off primary).  Such a
+         * primary was deposed and rejoins under a new id; the cost of the
+         * cap while it lives is only that its copies forward reads. */
         cp->cap = w->version - 1;
         cp->capped = true;
     }
@@ -251,10 +254,7 @@ void clean_note_applied(lattice_meta_cache *c, uint32_t partition, uint64_t vers
 void clean_note_committed(lattice_meta_cache *c, uint32_t partition, uint64_t committed)
 {
     clean_cache *cc = state(c);
-    if (cc && partition < cc->parts) {
-        cc->p[partition].role = ROLE_COPY; /* its primary's watermark counts now, not a cap of its own */
-        cc->p[partition].capped = false;
-    }
+    if (cc && partition < cc->parts) cc->p[partition].role = ROLE_COPY;
     if (cc && partition < cc->parts && committed > cc->p[partition].heard) cc->p[partition].heard = committed;
 }
 
@@ -264,8 +264,14 @@ bool clean_mark(const lattice_meta_cache *c, uint32_t partition, uint64_t *mark)
     const clean_cache *cc = c->clean;
     if (!cc || partition >= cc->parts || !cc->p[partition].role) return false;
     /* As the partition's primary last: its own watermark; as a copy: the
-     * newest one its primary sent. */
-    *mark = cc->p[partition].role == ROLE_PRIMARY ? clean_committed(c, partition) : cc->p[partition].heard;
+     * newest one its primary sent - but never above a write this node
+     * applied as primary and nobody acknowledged: a deposed primary that
+     * heard the new primary's watermark later (as its copy, before it
+     * rejoined) still holds its own write under a counter the new primary
+     * gave another one, and its history's contig counts it as applied. */
+    const clean_part *cp = &cc->p[partition];
+    *mark = cp->role == ROLE_PRIMARY ? clean_committed(c, partition) : cp->heard;
+    if (cp->capped && *mark > cp->cap) *mark = cp->cap;
     return true;
 }
 
