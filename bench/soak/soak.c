@@ -18,7 +18,8 @@
  *    every server from /proc;
  *  - at the end: RSS slope per node (%/hour, one slope fitted over every
  *    incarnation of the node with an intercept each, samples after the
- *    warm-up), p99 drift, errors outside kill windows, set losses and
+ *    warm-up), p99 drift, errors outside kill windows (and outside stalls of
+ *    the host, which every process logs at once here), set losses and
  *    `lattice verify default`.  Exit 1 when an acknowledged write was lost,
  *    a value was wrong or verify found conflicts; 2 on bad usage.
  *
@@ -76,6 +77,10 @@ static void usage(FILE *f)
           "  Prints one line per --report-every and a summary at the end (docs/BENCHMARKS.md,\n"
           "  \"Soak (#32)\").  Exit 0 clean, 1 an acknowledged write lost / a wrong value /\n"
           "  verify conflicts / an error, 2 bad usage.  Times: N[s|m|h] (plain N = seconds).\n"
+          "  Errors are counted in kill windows (a kill until the grid settled again, plus 3\n"
+          "  failure detections), in host-stall windows (a node logged \"was stalled\", or soak's\n"
+          "  own loop stalled) or outside both.  The temp dir (node logs, data dirs, events.log:\n"
+          "  events, every error, lost keys) is removed after a clean run, kept otherwise.\n"
           "\n"
           "  --duration T        load phase length (default 5m); the final checks come after it\n"
           "  --kill-every T      kill -9 a random one of the 3 base servers, restart it on the same\n"
@@ -1517,6 +1522,13 @@ int main(int argc, char **argv)
     stalls_from_log(path);
     uint64_t ein, estall, eout;
     classify_errors(&ein, &estall, &eout);
+    int n_stalls = 0;
+    double longest_stall = 0;
+    for (int i = 0; i < n_wins; i++)
+        if (wins[i].type == W_STALL) {
+            n_stalls++;
+            if (wins[i].b - wins[i].a - grace_s() > longest_stall) longest_stall = wins[i].b - wins[i].a - grace_s();
+        }
 
     json_t *jn = json_array();
     if (!opt.json) say("\n==== soak summary (%.0f s of load) ====\n", load_s);
@@ -1553,8 +1565,9 @@ int main(int argc, char **argv)
         say("events: %d kills, %d joins, %d leaves, %d unexpected exits, %d stuck; slowest restart to serving %.1f "
             "s, slowest settle %.1f s\n",
             n_kills, n_joins, n_leaves, n_crashes, n_stuck, worst_serve_s, worst_settle_s);
-        say("errors: %" PRIu64 " in kill windows, %" PRIu64 " in host-stall windows, %" PRIu64 " outside\n", ein,
-            estall, eout);
+        say("errors: %" PRIu64 " in kill windows, %" PRIu64 " in host-stall windows, %" PRIu64
+            " outside (stalls: %d logged by the nodes or seen by soak, longest %.1f s)\n",
+            ein, estall, eout, n_stalls, longest_stall);
         for (int i = 0; i < n_kinds; i++)
             say("  %6" PRIu64 " kill, %4" PRIu64 " stall, %4" PRIu64 " outside: %s\n", kinds[i].in_kill,
                 kinds[i].in_stall, kinds[i].outside, kinds[i].what);
@@ -1582,12 +1595,12 @@ int main(int argc, char **argv)
                                                 (json_int_t)nl[i].errors));
         json_t *o = json_pack(
             "{s:f, s:I, s:f, s:f, s:f, s:{s:f, s:f, s:f, s:f}, s:o, s:{s:i, s:i, s:i, s:i, s:i, s:f, s:f}, "
-            "s:{s:I, s:I, s:I, s:o}, s:{s:I, s:I, s:I, s:I, s:o}, s:I, s:I, s:{s:i, s:s}, s:b, s:s}",
+            "s:{s:i, s:f, s:I, s:I, s:I, s:o}, s:{s:I, s:I, s:I, s:I, s:o}, s:I, s:I, s:{s:i, s:s}, s:b, s:s}",
             "load_s", load_s, "ops", (json_int_t)total_ops, "ops_per_s", total_ops / load_s, "p50_ms", p50_all,
             "p99_ms", p99_all, "p99_drift", "window_s", win, "first_ms", p99_first, "last_ms", p99_last, "pct",
             p99_first > 0 ? (p99_last / p99_first - 1) * 100 : 0.0, "nodes", jn, "events", "kills", n_kills,
             "joins", n_joins, "leaves", n_leaves, "unexpected_exits", n_crashes, "stuck", n_stuck, "slowest_serve_s",
-            worst_serve_s, "slowest_settle_s", worst_settle_s, "errors", "in_kill_windows", (json_int_t)ein,
+            worst_serve_s, "slowest_settle_s", worst_settle_s, "errors", "stalls", n_stalls, "longest_stall_s", longest_stall, "in_kill_windows", (json_int_t)ein,
             "in_stall_windows", (json_int_t)estall, "outside", (json_int_t)eout, "kinds", je, "set", "issued",
             (json_int_t)atomic_load(&uniq_issued), "acknowledged", (json_int_t)n_acks, "not_acknowledged",
             (json_int_t)atomic_load(&uniq_failed), "lost", (json_int_t)lost_keys, "read_back", jr, "wrong_values",
