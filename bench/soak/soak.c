@@ -110,7 +110,8 @@ static void usage(FILE *f)
           "  --seed N            random seed (default: time and pid)\n"
           "  --keep              keep the temp dir (logs, data dirs; kept anyway on failure)\n"
           "  --json              progress lines on stderr, the summary as one JSON object on stdout\n"
-          "  --latticed PATH, --lattice PATH   the binaries (default: this build's)\n"
+          "  --latticed PATH, --lattice PATH   the binaries (default: this build's; copied into\n"
+          "                      the temp dir at the start, so a rebuild meanwhile changes nothing)\n"
           "  --help\n",
           f);
 }
@@ -1260,6 +1261,26 @@ static double window_p99(double from, double to, uint64_t *n)
 
 /* ---------------------------------------------------------------- main */
 
+/* Copy a binary into the temp dir: every restart of an hours-long run then
+ * execs the build it started with, whatever is rebuilt meanwhile. */
+static const char *pin_binary(const char *src, const char *name)
+{
+    static char paths[2][320];
+    static int slot;
+    char *dst = paths[slot++ % 2];
+    snprintf(dst, 320, "%s/%s", tmpdir, name);
+    int in = open(src, O_RDONLY), out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    if (in < 0 || out < 0) die("cannot copy %s to %s: %s", src, dst, strerror(errno));
+    char buf[1 << 16];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        if (write(out, buf, (size_t)n) != n) die("cannot copy %s: %s", src, strerror(errno));
+    if (n < 0) die("cannot read %s: %s", src, strerror(errno));
+    close(in);
+    if (close(out) != 0) die("cannot copy %s: %s", src, strerror(errno));
+    return dst;
+}
+
 static void fill(void)
 {
     enum { B = 1000 };
@@ -1371,6 +1392,8 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/events.log", tmpdir);
     errlog = fopen(path, "w");
     if (errlog) setvbuf(errlog, NULL, _IOLBF, 0);
+    opt.latticed = pin_binary(opt.latticed, "latticed");
+    opt.cli = pin_binary(opt.cli, "lattice");
     int base = opt.base_port ? opt.base_port : free_ports(8);
     snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", base, base + N_SRV - 1);
     snprintf(cluster, sizeof cluster, "soak-%d", (int)getpid());
@@ -1530,6 +1553,7 @@ int main(int argc, char **argv)
             if (wins[i].b - wins[i].a - grace_s() > longest_stall) longest_stall = wins[i].b - wins[i].a - grace_s();
         }
 
+    bool keep = failed || n_crashes || n_stuck || eout || opt.keep;
     json_t *jn = json_array();
     if (!opt.json) say("\n==== soak summary (%.0f s of load) ====\n", load_s);
     if (!opt.json)
@@ -1605,7 +1629,7 @@ int main(int argc, char **argv)
             (json_int_t)atomic_load(&uniq_issued), "acknowledged", (json_int_t)n_acks, "not_acknowledged",
             (json_int_t)atomic_load(&uniq_failed), "lost", (json_int_t)lost_keys, "read_back", jr, "wrong_values",
             (json_int_t)atomic_load(&bad_values), "incr_regressions", (json_int_t)atomic_load(&incr_regressions),
-            "verify", "conflicts", conflicts, "text", vtext, "failed", failed, "dir", tmpdir);
+            "verify", "conflicts", conflicts, "text", vtext, "failed", failed, "dir", keep ? tmpdir : "(removed)");
         if (!o) die("summary JSON");
         char *s = json_dumps(o, JSON_COMPACT);
         puts(s);
@@ -1617,7 +1641,7 @@ int main(int argc, char **argv)
     lattice_node_stop(cn);
     stop_all();
     if (errlog) fclose(errlog);
-    if (failed || n_crashes || n_stuck || eout || opt.keep) {
+    if (keep) {
         fprintf(stderr, "soak: logs and data dirs kept in %s (events.log: errors, events, lost keys)\n", tmpdir);
     } else {
         char cmd[300];
