@@ -426,6 +426,32 @@ static int take_page(lattice_region *r, struct lane *l, uint32_t len,
     }
 }
 
+int region_evict(lattice_region *r, size_t want, const struct evict_guard *g, size_t *evicted)
+{
+    *evicted = 0;
+    if (r->policy != LATTICE_REGION_EVICT || want == 0) return LATTICE_OK;
+    struct lane *l = region_lock_writer(r);
+    /* take_page's loop, with "enough evicted" in place of "a page found". */
+    int rounds = 0, busy = 0;
+    while (*evicted < want) {
+        int ev = rounds < EVICT_ROUNDS ? evict_one(r, l, g) : evict_sweep(r, l, g);
+        if (ev > 0) {
+            *evicted += (size_t)ev;
+            rounds = 0;
+            continue;
+        }
+        if (ev < 0 && ++busy < EVICT_BUSY_ROUNDS) {
+            region_unlock(l);
+            sched_yield();
+            l = region_lock_writer(r);
+            continue;
+        }
+        if (rounds++ >= EVICT_ROUNDS) break;
+    }
+    region_unlock(l);
+    return LATTICE_OK;
+}
+
 static void stamp(lattice_region *r, struct lane *l, struct page_hdr *h)
 {
     if (++l->epoch_tick % 64 == 0) __atomic_add_fetch(&r->epoch, 1, __ATOMIC_RELAXED);

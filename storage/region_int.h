@@ -81,6 +81,12 @@ struct evict_guard {
     const void *store;     /* the store whose partition lock this thread holds, or NULL */
     uint32_t partition;
     const void *skip_node; /* index node being written: never evict it */
+    /* An entry never to evict, by key (lattice_store_evict: a write in
+     * flight to a copy that had no room for it); skip_store NULL: none. */
+    const void *skip_store;
+    uint32_t skip_partition;
+    const void *skip_key;
+    size_t skip_klen;
 };
 typedef int (*evict_fn)(void *ctx, uint32_t partition, const void *key, size_t klen,
                         uint64_t link, const struct evict_guard *g);
@@ -372,6 +378,12 @@ int region_wide_copy_supported(void);
  * may be held).  On error nothing changed. */
 int region_update(lattice_region *r, uint64_t *linkp, const lattice_store_entry *e,
                   uint8_t owner, const struct evict_guard *g);
+/* Evicts entries (policy evict; the owners' hooks decide which may go) until
+ * at least want were evicted or none is left that may go: the same
+ * sampling, then sweep, as a writer that finds no room.  *evicted counts
+ * them; g's skip fields name an entry never to evict (g may be NULL).  No
+ * lane may be held; takes the caller's writer lane. */
+int region_evict(lattice_region *r, size_t want, const struct evict_guard *g, size_t *evicted);
 /* region_free_locked under the lane of the row's page (none may be held). */
 void region_free(lattice_region *r, uint64_t link);
 /* Frees the entry at link (all its pieces); the lock of the lane holding its

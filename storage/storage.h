@@ -235,6 +235,18 @@ typedef struct lattice_store_evict_hook {
     void *arg;
 } lattice_store_evict_hook;
 void lattice_store_set_evict_hook(lattice_store *s, const lattice_store_evict_hook *h);
+/* Evicts on demand, before any write needs room: entries of the stores on
+ * s's region (each store's hook says which may go) until at least want were
+ * evicted, or none is left that may go (or the region's policy is reject).
+ * The region evicts page by page (every entry whose head row sits on the
+ * chosen page and that may go), so it may evict more than want.  Returns
+ * the entries evicted.  skip_key (NULL: none) names an entry of s never
+ * to evict.  The grid calls it as a primary making room on a copy that had
+ * none for a write (docs/CACHES.md, "Eviction"): the hook then allows only
+ * the partitions that copy also holds, and the write's own key is skipped.
+ * No partition or lane lock of the region may be held by the caller. */
+size_t lattice_store_evict(lattice_store *s, size_t want, uint32_t skip_partition, const void *skip_key,
+                           size_t skip_klen);
 
 /* Persistence: hears of every change to this store's entries - each put
  * applied (put, put_all, insert_batch, an update in place or moved), each

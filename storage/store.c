@@ -211,6 +211,8 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
 {
     lattice_store *s = ctx;
     if (part >= s->nparts) return 0;
+    if (g && g->skip_store == s && part == g->skip_partition && klen == g->skip_klen && !memcmp(key, g->skip_key, klen))
+        return 0;
     struct part *p = &s->parts[part];
     int held = g && g->store == s && g->partition == part;
     if (!held && pthread_mutex_trylock(&p->lock) != 0) return 0;
@@ -288,7 +290,7 @@ static int update_locked(lattice_store *s, struct part *p, struct found *f,
                          const lattice_store_entry *e)
 {
     uint64_t *linkp = ix_linkp(p->tab, (uint32_t)f->slot);
-    struct evict_guard g = {s, p->idx, linkp};
+    struct evict_guard g = {.store = s, .partition = p->idx, .skip_node = linkp};
     int st = region_update(s->region, linkp, e, s->owner, &g);
     if (st != LATTICE_OK) return st;
     if (!f->live) __atomic_add_fetch(&s->expirations, 1, __ATOMIC_RELAXED);
@@ -319,7 +321,7 @@ static int insert_locked(lattice_store *s, struct part *p, const lattice_store_e
         if (st == LATTICE_OK) st = claim_slot(s, p, f->tag, &slot);
         if (st != LATTICE_OK) return st;
     }
-    struct evict_guard g = {s, p->idx, NULL};
+    struct evict_guard g = {.store = s, .partition = p->idx};
     uint64_t link;
     struct lane *l = region_lock_writer(s->region);
     int st = region_insert_locked(s->region, l, e, s->owner, &link, &g);
@@ -414,7 +416,7 @@ static int flush(lattice_store *s, struct part *p, struct pending *pd, size_t *a
         pd->n = 0;
         return st;
     }
-    struct evict_guard g = {s, p->idx, NULL};
+    struct evict_guard g = {.store = s, .partition = p->idx};
     size_t done = 0;
     struct lane *l = region_lock_writer(s->region);
     st = region_insert_batch_locked(s->region, l, pd->e, pd->n, s->owner, pd->link, &done, &g);
@@ -750,6 +752,16 @@ void lattice_store_sweeper_stop(lattice_store *s)
     pthread_mutex_lock(&s->sw_lock);
     s->sw_running = 0;
     pthread_mutex_unlock(&s->sw_lock);
+}
+
+size_t lattice_store_evict(lattice_store *s, size_t want, uint32_t skip_partition, const void *skip_key,
+                           size_t skip_klen)
+{
+    /* No partition lock held (store NULL); only the skip fields. */
+    struct evict_guard g = {NULL, 0, NULL, skip_key ? s : NULL, skip_partition, skip_key, skip_klen};
+    size_t n = 0;
+    region_evict(s->region, want, &g, &n);
+    return n;
 }
 
 void lattice_store_set_evict_hook(lattice_store *s, const lattice_store_evict_hook *h)

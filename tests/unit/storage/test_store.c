@@ -842,6 +842,65 @@ START_TEST(evict_sweep_refuses_when_nothing_may_go)
 }
 END_TEST
 
+/* Issue #32, part 3: a primary makes room on a copy that had none by
+ * evicting on demand (lattice_store_evict), before any write of its own
+ * needs room.  It evicts only what the hook allows, at least `want` entries
+ * while any may go, never the key it is told to skip (the write in flight),
+ * and nothing at all under the reject policy. */
+START_TEST(evict_on_demand_honours_hook_and_skip)
+{
+    enum { N = 400 };
+    lattice_region *r = new_region(4096, 4, LATTICE_REGION_EVICT);
+    lattice_store *s = new_store(r, 4, NULL);
+    struct evict_log l = {s, 0x3, 0, 0, calloc(N, 1)}; /* partitions 0 and 1 may evict */
+    lattice_store_evict_hook h = {hook_may, hook_evicted, &l};
+    lattice_store_set_evict_hook(s, &h);
+    uint8_t v[200] = {0};
+    char k[32], skip[32];
+    for (uint64_t id = 0; id < N; id++) {
+        lattice_store_entry e = ent(k, id, v, sizeof v, 1, 4);
+        ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    }
+    ck_assert_uint_eq(l.reported, 0); /* the region had room: nothing evicted yet */
+    int skl = key_of(skip, sizeof skip, 0); /* partition 0 */
+    size_t n = lattice_store_evict(s, 10, 0, skip, (size_t)skl);
+    ck_assert_uint_ge(n, 10);
+    ck_assert_uint_eq(l.reported, n);
+    ck_assert_uint_eq(l.bad, 0);
+    /* Asked for more than may go: everything of partitions 0 and 1 but the
+     * skipped key, then nothing more. */
+    n += lattice_store_evict(s, 10 * N, 0, skip, (size_t)skl);
+    ck_assert_uint_eq(n, N / 2 - 1);
+    ck_assert_uint_eq(lattice_store_evict(s, 1, 0, skip, (size_t)skl), 0);
+    ck_assert_uint_eq(l.reported, n);
+    ck_assert_uint_eq(l.bad, 0);
+    ck_assert_uint_eq(lattice_store_count(s, 0), 1);
+    ck_assert_uint_eq(lattice_store_count(s, 1), 0);
+    ck_assert_uint_eq(lattice_store_count(s, 2), N / 4);
+    ck_assert_uint_eq(lattice_store_count(s, 3), N / 4);
+    lattice_store_meta m = {0};
+    ck_assert_int_eq(lattice_store_get(s, 0, skip, (size_t)skl, NULL, 0, &m), LATTICE_ERR_TOO_LARGE);
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    lattice_store_set_evict_hook(s, NULL);
+    free(l.seen);
+    lattice_store_destroy(s);
+    lattice_region_destroy(r);
+
+    /* The reject policy evicts nothing, even when asked. */
+    r = new_region(4096, 4, LATTICE_REGION_REJECT);
+    s = new_store(r, 4, NULL);
+    for (uint64_t id = 0; id < 40; id++) {
+        lattice_store_entry e = ent(k, id, v, sizeof v, 1, 4);
+        ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    }
+    ck_assert_uint_eq(lattice_store_evict(s, 10, 0, NULL, 0), 0);
+    ck_assert_uint_eq(lattice_store_count(s, 0) + lattice_store_count(s, 1) + lattice_store_count(s, 2) +
+                          lattice_store_count(s, 3), 40);
+    lattice_store_destroy(s);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 START_TEST(evict_hook_limits_eviction_to_allowed_partitions)
 {
     enum { N = 20000 };
@@ -1290,6 +1349,7 @@ int main(void)
     tcase_add_test(tc, evict_hook_limits_eviction_to_allowed_partitions);
     tcase_add_test(tc, evict_finds_room_behind_fragmented_rows);
     tcase_add_test(tc, evict_sweep_refuses_when_nothing_may_go);
+    tcase_add_test(tc, evict_on_demand_honours_hook_and_skip);
     tcase_add_test(tc, failing_the_nth_allocation_never_corrupts);
     tcase_add_test(tc, bad_input_gets_a_clear_status);
     tcase_add_test(tc, index_tables_grow_with_their_partition);
