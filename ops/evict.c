@@ -34,6 +34,7 @@ struct evict_ctx {
     lattice_ops *d;
     lattice_meta_cache *c;
     uint64_t evicted;            /* entries this node evicted as primary */
+    const char *for_copy;        /* evict_for_copy: only partitions this node also holds a copy of */
 };
 
 /* An eviction not yet sent to the copies. */
@@ -44,11 +45,23 @@ struct evict_rec {
     char key[];
 };
 
+/* Is node id a serving or MOVING owner of partition p of c? */
+static bool holds_copy(lattice_meta_cache *c, uint32_t p, const char *id)
+{
+    lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
+    size_t n = lattice_meta_serving_owners(c, p, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
+    n += lattice_meta_moving_owners(c, p, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(owners[i]->id, id) == 0) return true;
+    return false;
+}
+
 static int may_evict(void *arg, uint32_t partition)
 {
     struct evict_ctx *x = arg;
     lattice_meta_member *own[1];
     bool may = ops_serving(x->d, x->c) && lattice_meta_serving_owners(x->c, partition, own, 1) == 1 && own[0]->self;
+    if (may && x->for_copy) may = holds_copy(x->c, partition, x->for_copy);
     if (may) fast_mark(x->c, partition); /* before its entries go (fast.c) */
     return may;
 }
@@ -101,7 +114,7 @@ void evict_attach(lattice_ops *d)
             LT_LOG(LT_ERROR, "data", "cache %s: out of memory: its entries will not be evicted", c->cfg.name);
             continue;
         }
-        *x = (struct evict_ctx){d, c, 0};
+        *x = (struct evict_ctx){d, c, 0, NULL};
         lattice_store_evict_hook h = {may_evict, evicted, x};
         lattice_store_set_evict_hook(c->store, &h);
         d->evc[d->n_evc++] = x;
@@ -118,6 +131,18 @@ void evict_flush(lattice_ops *d)
         lt_free(r);
     }
     d->n_evq = 0;
+}
+
+size_t evict_for_copy(lattice_ops *d, lattice_meta_cache *c, const char *copy_id, size_t want, uint32_t partition,
+                      const void *key, size_t key_len)
+{
+    if (!d->region_evict || !c->store || !ctx_of(d, c)) return 0;
+    /* Every store on the region may be asked (one region per node): each
+     * cache's hook allows only what copy_id also holds. */
+    for (size_t i = 0; i < d->n_evc; i++) d->evc[i]->for_copy = copy_id;
+    size_t n = lattice_store_evict(c->store, want, partition, key, key_len);
+    for (size_t i = 0; i < d->n_evc; i++) d->evc[i]->for_copy = NULL;
+    return n;
 }
 
 uint64_t evict_count(lattice_ops *d, const lattice_meta_cache *c)

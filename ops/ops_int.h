@@ -107,6 +107,7 @@ typedef struct waitw {
     bool rejected;                /* a copy refused it (it saw a newer primary): not acknowledged */
     uint64_t cache_serial;        /* its cache (lattice_meta_cache.serial): counted in writes_in_flight */
     bool full;                    /* a copy refused it for lack of room (REGION_FULL) */
+    int room_rounds;              /* times this node evicted for a copy without room and sent the write again (primary.c) */
     uint64_t oh, seq;             /* its resend record (dedup.c; seq 0: none) */
     /* primary.c: called instead of acknowledging when `full`; puts the
      * previous value back on every copy, re-arming this wait, and returns
@@ -522,6 +523,12 @@ void evict_flush(lattice_ops *d);
 /* Entries this node evicted from c as primary. */
 uint64_t evict_count(lattice_ops *d, const lattice_meta_cache *c);
 void evict_cache_gone(lattice_ops *d, lattice_meta_cache *c);
+/* Evicts, as primary, at least want entries (page by page: possibly more)
+ * of partitions this node leads and copy_id holds a copy of - never c's key
+ * (partition, key) - and records them for evict_flush; returns how many
+ * went (0: none may go). */
+size_t evict_for_copy(lattice_ops *d, lattice_meta_cache *c, const char *copy_id, size_t want, uint32_t partition,
+                      const void *key, size_t key_len);
 void evict_free(lattice_ops *d);
 
 /* ---- primary.c: primary execution with de-duplication */
@@ -550,6 +557,22 @@ waitw *primary_wait_begin(lattice_ops *d, lattice_meta_cache *c, const origin *o
  * a second refusal undoes no more (round counts them).  The cache to undo
  * in, or NULL when it is gone. */
 lattice_meta_cache *primary_undo_begin(waitw *w, int *round);
+/* A copy had no room for a full_sync write: what this primary's store says
+ * to do with it, from the key's state here (its write had version).
+ * ROOM_EVICT: the key still holds that write - evict for the copy and send
+ * it again; ROOM_SUPERSEDED: a newer write of the key followed it to the
+ * copy - nothing to send; ROOM_REMOVE: the key is gone here (removed or
+ * evicted since, or expired) - send the copy a remove at that version
+ * instead, which needs no room; ROOM_NONE: cannot tell (an error). */
+enum { ROOM_NONE, ROOM_EVICT, ROOM_SUPERSEDED, ROOM_REMOVE };
+int primary_room_action(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
+                        uint64_t version);
+/* sync_wait_settle, on REGION_FULL from p's copy: makes room there and
+ * sends the write again on a new pending request holding p's share (true),
+ * or answers for it (true, *answered set: the share goes, not full); false
+ * when it cannot (rounds spent, nothing to evict, not the primary any
+ * more): the write is refused and undone as before. */
+bool primary_room_for_copy(lattice_ops *d, pend *p, bool *answered);
 /* The end of a full_sync write's wait: its parked reads run, its undo record goes. */
 void primary_after_write(lattice_ops *d, waitw *w);
 /* A request that arrived on our ROUTER for a partition we should be primary of. */

@@ -456,6 +456,84 @@ static bool undo_write(lattice_ops *d, waitw *w)
     return true;
 }
 
+int primary_room_action(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
+                        uint64_t version)
+{
+    lattice_store_meta m = {0};
+    int st = lattice_store_get(c->store, partition, key, key_len, NULL, 0, &m);
+    if (st == LATTICE_ERR_NOT_FOUND) return ROOM_REMOVE;
+    if (st != LATTICE_OK && st != LATTICE_ERR_TOO_LARGE) return ROOM_NONE;
+    if (m.version == version) return ROOM_EVICT;
+    return m.version > version ? ROOM_SUPERSEDED : ROOM_NONE;
+}
+
+/* Rounds of making room for one write: each evicts twice what the last
+ * did (1, 2, 4 ... 128 entries asked for; the region evicts whole pages of
+ * heads, so often more), then the write is refused as before. */
+#define ROOM_ROUNDS 8
+
+bool primary_room_for_copy(lattice_ops *d, pend *p, bool *answered)
+{
+    *answered = false;
+    waitw *w = p->w;
+    Latdata__Req *q = p->resend;
+    if (!q || q->kind != CTL_REPLICATE || q->remove || !d->region_evict || w->room_rounds >= ROOM_ROUNDS)
+        return false;
+    lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, w->cache_serial);
+    peer *to = chan_peer_by_id(d, p->target);
+    lattice_meta_member *own[1];
+    if (!c || !c->store || !to || !to->dealer || q->partition >= c->cfg.partitions || !ops_serving(d, c) ||
+        lattice_meta_serving_owners(c, q->partition, own, 1) != 1 || !own[0]->self)
+        return false; /* not the primary any more: only a primary evicts */
+    int act = primary_room_action(c, q->partition, q->key.data, q->key.len, q->version);
+    if (act == ROOM_EVICT) {
+        size_t want = (size_t)1 << w->room_rounds;
+        if (evict_for_copy(d, c, p->target, want, q->partition, q->key.data, q->key.len) == 0) return false; /* nothing here it also holds may go */
+        /* The removes go out before the write again, on the same
+         * connection: the copy frees those rows first. */
+        evict_flush(d);
+        /* The eviction may have taken the key itself: then its remove is
+         * on its way, and the write must not follow it. */
+        act = primary_room_action(c, q->partition, q->key.data, q->key.len, q->version);
+    }
+    if (act == ROOM_NONE) return false;
+    if (act == ROOM_SUPERSEDED) {
+        /* A newer write of the key went to the copy after this one (same
+         * connection, in order): the copy gets the key's newer state, and
+         * this write needs no room there any more. */
+        *answered = true;
+        return true;
+    }
+    if (act == ROOM_REMOVE) {
+        /* The key is gone here since (a remove or an eviction, which went
+         * to the copy after the write, or it expired): sending the write
+         * again would bring it back there.  A remove at the write's version
+         * leaves the copy as this node is, and never needs room. */
+        q->remove = true;
+        q->value.data = NULL;
+        q->value.len = 0;
+        q->expire_ms = 0;
+    }
+    w->room_rounds++;
+    pend *n = chan_pend_new(d, sync_wait_settle, to);
+    Latdata__Req *again = n ? chan_req_dup(q) : NULL;
+    if (!again) {
+        /* No memory: its share stays with no request for it would hang
+         * the write; refuse it as before. */
+        if (n) lt_free(chan_pend_take(d, n->id));
+        return false;
+    }
+    n->w = w;
+    n->deadline_ms = UINT64_MAX;
+    n->resend = q;
+    n->resend->id = n->id;
+    again->id = n->id;
+    n->sent_losses = to->dealer->losses;
+    p->resend = NULL;
+    chan_send(d, to, again);
+    return true;
+}
+
 void primary_after_write(lattice_ops *d, waitw *w)
 {
     lattice_meta_cache *c = w->c;
@@ -557,6 +635,10 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
     } else {
         lt_free(u);
     }
+    /* Entries this write evicted here go to the copies as removes first
+     * (evict.c), so each copy frees what this node freed before it needs
+     * room for the write: the primary evicts ahead for its copies. */
+    evict_flush(d);
     if (repl.needed)
         primary_send_copies(d, c, CTL_REPLICATE, in->partition, in->key, in->key_len, &repl, origin_id, seq, &r, w);
     if (w) sync_wait_release(d, w);

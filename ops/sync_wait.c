@@ -27,9 +27,13 @@
  * primary it finds then executes it (a resend that comes back here is
  * answered TIMEOUT from its record: applied here, refused there, its
  * outcome is unknown).  A copy that refuses it for lack of
- * room (REGION_FULL) makes it fail: before answering, the primary puts the
- * key's previous value back everywhere (primary.c, undo_write), so the
- * copies stay equal and the client gets REGION_FULL.
+ * room (REGION_FULL) gets room: the primary evicts entries that copy also
+ * holds (replicated as removes, sent first) and sends the write again, up
+ * to 8 rounds (primary_room_for_copy).  Only when that cannot help (nothing
+ * it may evict, the rounds spent: a row larger than the copy's region)
+ * does the write fail: before answering, the primary puts the key's
+ * previous value back everywhere (primary.c, undo_write), so the copies
+ * stay equal and the client gets REGION_FULL.
  */
 #include <string.h>
 
@@ -131,6 +135,17 @@ static bool rearm(lattice_ops *d, pend *p)
 void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
     if (rs && rs->status == LATTICE_ERR_NO_CACHE && rearm(d, p)) return;
+    /* A copy without room for the write: its primary makes room there (it
+     * evicts entries that copy also holds, replicated as removes) and sends
+     * the write again, for a bounded number of rounds (primary.c). */
+    bool answered = false;
+    if (rs && rs->status == LATTICE_ERR_REGION_FULL && primary_room_for_copy(d, p, &answered)) {
+        if (!answered) return; /* p's share now rides on the request sent again */
+        lt_free(p->resend);
+        p->resend = NULL;
+        sync_wait_release(d, p->w);
+        return;
+    }
     lt_free(p->resend);
     p->resend = NULL;
     /* Applied or not, this copy has answered (or left); one that refused the

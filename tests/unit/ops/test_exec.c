@@ -348,6 +348,28 @@ START_TEST(incrbyfloat_formats_as_redis_and_refuses)
 }
 END_TEST
 
+/* Issue #32, part 3: a copy answered REGION_FULL for a full_sync write of
+ * version v; what the primary does follows from the key's state in its own
+ * store.  Still at v: make room and send it again.  Newer: a later write
+ * went to the copy after it, nothing to send.  Gone (removed, evicted, or
+ * expired since): send a remove at v, as the write again would bring the
+ * key back on the copy. */
+START_TEST(room_action_follows_the_primary_store)
+{
+    lattice_store_entry e = {3, "k", 1, "v1", 2, 0, 5};
+    ck_assert_int_eq(lattice_store_put(cache.store, &e, 0), LATTICE_OK);
+    ck_assert_int_eq(primary_room_action(&cache, 3, "k", 1, 5), ROOM_EVICT);
+    ck_assert_int_eq(primary_room_action(&cache, 3, "k", 1, 4), ROOM_SUPERSEDED);
+    ck_assert_int_eq(primary_room_action(&cache, 3, "k", 1, 6), ROOM_NONE); /* newer than the store: cannot be */
+    ck_assert_int_eq(primary_room_action(&cache, 3, "absent", 6, 5), ROOM_REMOVE);
+    ck_assert_int_eq(lattice_store_remove_v(cache.store, 3, "k", 1, 6), LATTICE_OK);
+    ck_assert_int_eq(primary_room_action(&cache, 3, "k", 1, 5), ROOM_REMOVE);
+    lattice_store_entry gone = {3, "x", 1, "v", 1, 1 /* expired long ago */, 7};
+    ck_assert_int_eq(lattice_store_put(cache.store, &gone, 0), LATTICE_OK);
+    ck_assert_int_eq(primary_room_action(&cache, 3, "x", 1, 7), ROOM_REMOVE);
+}
+END_TEST
+
 /* ---- end of the rmw kinds ---- */
 
 int main(void)
@@ -363,6 +385,7 @@ int main(void)
     tcase_add_test(t, setrange_pads_keeps_ttl_and_bounds);
     tcase_add_test(t, setbit_old_bit_growth_and_no_change);
     tcase_add_test(t, incrbyfloat_formats_as_redis_and_refuses);
+    tcase_add_test(t, room_action_follows_the_primary_store);
     suite_add_tcase(s, t);
     TCase *o = tcase_create("messages");
     tcase_add_test(o, request_copies_its_bytes);
