@@ -33,6 +33,8 @@ struct lattice_meta {
     char coordinator[64];
     bool valid;
     uint64_t version;
+    uint64_t epoch;                    /* the topology major this node's view has (lattice_meta_set_epoch) */
+    char writer[64];                   /* node id of the coordinator that wrote `version` ("": unknown) */
     lattice_meta_cache *caches[LATTICE_META_MAX_CACHES];
     size_t n_caches;
     Latdata__Meta *msg;                /* packed form of the above */
@@ -46,6 +48,23 @@ struct lattice_meta {
  * made such a wait count down the new cache's writes_in_flight (it wrapped,
  * and every base switch prepare then waited for ever). */
 static atomic_uint_fast64_t next_serial;
+
+/* The version the coordinator writes next: above its own, and at least
+ * (epoch << 32) + 1 - epoch being the topology major of its view.  The
+ * coordinator of topology major M is the only writer of versions M << 32
+ * .. (M + 1) << 32, and a coordinator that takes over does so in a
+ * topology newer than every one its predecessor wrote under: so its first
+ * write passes every version the others hold (a lagging one's did not,
+ * and its pushes were dropped until its count passed theirs), and two
+ * coordinators never write one version with different contents.  A
+ * takeover whose view lagged (same major as the predecessor's last)
+ * learns the higher versions from the members' pulls
+ * (lattice_meta_seen_version).  docs/MEMBERSHIP.md, "Metadata versions". */
+static uint64_t next_version(const lattice_meta *m)
+{
+    uint64_t floor = m->epoch << 32;
+    return m->version >= floor ? m->version + 1 : floor + 1;
+}
 
 /* Every version change ends the freezes it passes (lattice_meta_freeze). */
 static void thaw(lattice_meta *m)
@@ -347,7 +366,7 @@ lattice_status lattice_meta_reset_lost(lattice_meta *m, const char *name, uint32
     if (!*n_lost) return LATTICE_OK;
     c->lost_reset = c->base_version;
     lost_clear(c);
-    m->version++;
+    m->version = next_version(m);
     thaw(m);
     msg_rebuild(m);
     LT_LOG(LT_WARN, "data", "cache %s: %u LOST partitions given up on the operator's word: they serve again, empty "
@@ -398,7 +417,7 @@ bool lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *membe
     /* The old live owners, for lost records: the members they point to stay
      * alive until this call returns (meta.h). */
     lattice_meta_member **old[LATTICE_META_MAX_CACHES] = {0};
-    bool rec = m->valid;
+    bool rec = m->valid, was = lattice_meta_is_coordinator(m);
     for (size_t i = 0; rec && i < m->n_caches; i++) {
         lattice_meta_cache *c = m->caches[i];
         size_t nb = c->aff ? lattice_affinity_node_count(c->aff) : 0;
@@ -413,6 +432,10 @@ bool lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *membe
     if (strcmp(m->coordinator, coordinator ? coordinator : "") != 0)
         for (size_t i = 0; i < m->n_caches; i++) m->caches[i]->frozen_at = 0; /* its prepare died with it */
     snprintf(m->coordinator, sizeof m->coordinator, "%s", coordinator ? coordinator : "");
+    /* A takeover writes above every epoch it has seen a version of, even
+     * should its topology major not be above them (its view lagged). */
+    if (!was && m->valid && lattice_meta_is_coordinator(m) && (m->version >> 32) + 1 > m->epoch)
+        m->epoch = (m->version >> 32) + 1;
     for (size_t i = 0; i < m->n_caches; i++) cache_relive(m, m->caches[i]);
     bool added = false;
     for (size_t i = 0; i < m->n_caches; i++) {
@@ -420,6 +443,29 @@ bool lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *membe
         lt_free(old[i]);
     }
     return added;
+}
+
+void lattice_meta_set_epoch(lattice_meta *m, uint64_t topology_major)
+{
+    if (topology_major > m->epoch) m->epoch = topology_major;
+}
+
+const char *lattice_meta_writer(const lattice_meta *m) { return m->writer; }
+
+bool lattice_meta_seen_version(lattice_meta *m, uint64_t version, const char *writer)
+{
+    if (!lattice_meta_is_coordinator(m) || !m->valid || version < m->version) return false;
+    /* Ours, or one we cannot tell from ours (an older node names no writer). */
+    if (version == m->version && (!writer || !*writer || strcmp(writer, m->self->id) == 0)) return false;
+    uint64_t before = m->version;
+    m->version = version; /* next_version: above it */
+    m->version = next_version(m);
+    thaw(m);
+    msg_rebuild(m);
+    LT_LOG(LT_WARN, "data", "coordinator: a member holds metadata version %llu of %.8s, not below ours (%llu); ours is now %llu",
+           (unsigned long long)version, writer && *writer ? writer : "another coordinator", (unsigned long long)before,
+           (unsigned long long)m->version);
+    return true;
 }
 
 bool lattice_meta_is_coordinator(const lattice_meta *m)
@@ -575,6 +621,8 @@ static void msg_rebuild(lattice_meta *m)
     latdata__meta__init(x);
     x->version = m->version;
     x->valid = true;
+    if (lattice_meta_is_coordinator(m)) snprintf(m->writer, sizeof m->writer, "%s", m->self->id);
+    x->writer = m->writer;
     x->caches = lt_calloc(m->n_caches ? m->n_caches : 1, sizeof *x->caches);
     if (!x->caches) {
         lt_free(x);
@@ -694,6 +742,7 @@ bool lattice_meta_apply(lattice_meta *m, const Latdata__Meta *msg)
         remove_cache(m, k);
     }
     m->version = msg->version;
+    snprintf(m->writer, sizeof m->writer, "%s", msg->writer ? msg->writer : "");
     m->valid = true;
     thaw(m);
     msg_rebuild(m);
@@ -712,7 +761,7 @@ void lattice_meta_start(lattice_meta *m, const lattice_cache_config *cfgs, size_
         n = 1;
     }
     for (size_t i = 0; i < n; i++) add_cache(m, &cfgs[i], srv, ns, 1);
-    m->version = 1;
+    m->version = next_version(m);
     m->valid = true;
     thaw(m);
     msg_rebuild(m);
@@ -750,7 +799,7 @@ lattice_status lattice_meta_add(lattice_meta *m, const char *spec)
     size_t n = live_servers(m, NULL, srv);
     lattice_status st = add_cache(m, &cfg, srv, n, 1);
     if (st != LATTICE_OK) return st;
-    m->version++;
+    m->version = next_version(m);
     thaw(m);
     msg_rebuild(m);
     LT_LOG(LT_INFO, "data", "cache %s created (metadata version %llu)", cfg.name, (unsigned long long)m->version);
@@ -762,7 +811,7 @@ lattice_status lattice_meta_remove(lattice_meta *m, const char *name)
     for (size_t i = 0; i < m->n_caches; i++) {
         if (strcmp(m->caches[i]->cfg.name, name) != 0) continue;
         remove_cache(m, i);
-        m->version++;
+        m->version = next_version(m);
         thaw(m);
         msg_rebuild(m);
         LT_LOG(LT_INFO, "data", "cache %s destroyed (metadata version %llu)", name, (unsigned long long)m->version);
@@ -773,7 +822,7 @@ lattice_status lattice_meta_remove(lattice_meta *m, const char *name)
 
 void lattice_meta_bump(lattice_meta *m)
 {
-    m->version++;
+    m->version = next_version(m);
     thaw(m);
     msg_rebuild(m);
 }

@@ -125,6 +125,19 @@ void lattice_meta_destroy(lattice_meta *m);
 bool lattice_meta_set_members(lattice_meta *m, lattice_meta_member *const *members, size_t n,
                               const char *coordinator);
 bool lattice_meta_is_coordinator(const lattice_meta *m);
+/* The topology major of this node's view, before each
+ * lattice_meta_set_members (it only grows).  The coordinator writes its
+ * versions from (major << 32) + 1 up: a new coordinator's first version
+ * passes every version its predecessor wrote, and no two coordinators
+ * write the same version (meta.c, next_version). */
+void lattice_meta_set_epoch(lattice_meta *m, uint64_t topology_major);
+/* Coordinator: a member reported holding `version`, written by `writer`
+ * (its metadata pull names both).  Above ours, or ours in number but
+ * another coordinator's - a takeover whose view lagged its predecessor's -
+ * ours jumps past it; true then (the caller publishes).  Else nothing. */
+bool lattice_meta_seen_version(lattice_meta *m, uint64_t version, const char *writer);
+/* The node id of the coordinator that wrote the version held ("": unknown). */
+const char *lattice_meta_writer(const lattice_meta *m);
 const lattice_meta_member *lattice_meta_self(const lattice_meta *m);
 /* The live server set as a number: equal sets, equal numbers (clients do
  * not count).  Rebalance figures carry it so the switch compares like with like. */

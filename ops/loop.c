@@ -301,6 +301,7 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
     d->n_peers = k;
     const char *coord = lattice_topology_coordinator(t);
     snprintf(d->coordinator, sizeof d->coordinator, "%s", coord ? coord : "");
+    lattice_meta_set_epoch(d->meta, lattice_topology_major(t)); /* before: a takeover's first write is in it */
     if (lattice_meta_set_members(d->meta, members, k, d->coordinator)) lattice_meta_bump(d->meta);
     for (size_t i = 0; i < n_gone; i++) {
         for (size_t j = 0; j < d->n_dirty; j++)

@@ -484,6 +484,110 @@ START_TEST(the_restore_decision_travels_until_restoring_ends)
 }
 END_TEST
 
+/* Node `self` of ids[0..n) (servers "a:1", "b:1", ... by position) sees
+ * them in topology `major` with `coord` coordinating. */
+static void view_of(lattice_meta *x, lattice_meta_member *list, const char *const *ids, size_t n, size_t self,
+                    const char *coord, uint64_t major)
+{
+    lattice_meta_member *lp[4];
+    for (size_t i = 0; i < n; i++) {
+        memset(&list[i], 0, sizeof list[i]);
+        snprintf(list[i].id, sizeof list[i].id, "%s", ids[i]);
+        snprintf(list[i].cid, sizeof list[i].cid, "%c:1", ids[i][3]);
+        list[i].server = true;
+        list[i].self = i == self;
+        lp[i] = &list[i];
+    }
+    lattice_meta_set_epoch(x, major);
+    lattice_meta_set_members(x, lp, n, coord);
+}
+
+static lattice_meta *server_meta(void)
+{
+    lattice_meta *x = NULL;
+    lattice_meta_config mc = {false, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &x), LATTICE_OK);
+    return x;
+}
+
+/* The coordinator a dies right after two metadata changes that b (next
+ * oldest, lagging) missed and c applied.  b takes over in a newer topology:
+ * its first write must pass what c holds - before, b counted on from its
+ * own version, c dropped every push of b's until b's count passed a's, and
+ * b's version 2 was not a's version 2 (two contents under one number). */
+START_TEST(a_lagging_coordinator_takes_over_above_every_version)
+{
+    static const char *ids[] = {"id-a", "id-b", "id-c"};
+    lattice_meta_member la[3], lb[3], lc[3];
+    lattice_meta *b = server_meta(), *c = server_meta();
+    view_of(meta, la, ids, 3, 0, "id-a", 1);
+    view_of(b, lb, ids, 3, 1, "id-a", 1);
+    view_of(c, lc, ids, 3, 2, "id-a", 1);
+    lattice_meta_start(meta, NULL, 0);
+    ck_assert(lattice_meta_apply(b, lattice_meta_message(meta)));
+    ck_assert(lattice_meta_apply(c, lattice_meta_message(meta)));
+    ck_assert_int_eq(lattice_meta_add(meta, "x:partitions=16"), LATTICE_OK);
+    ck_assert(lattice_meta_apply(c, lattice_meta_message(meta)));
+    ck_assert_int_eq(lattice_meta_add(meta, "y:partitions=16"), LATTICE_OK);
+    ck_assert(lattice_meta_apply(c, lattice_meta_message(meta))); /* b got neither */
+    uint64_t last_a = lattice_meta_version(meta);
+    ck_assert_uint_lt(lattice_meta_version(b), last_a);
+    /* a is gone: b coordinates topology 2. */
+    static const char *rest[] = {"id-b", "id-c"};
+    view_of(b, lb, rest, 2, 0, "id-b", 2);
+    view_of(c, lc, rest, 2, 1, "id-b", 2);
+    ck_assert(lattice_meta_is_coordinator(b));
+    ck_assert_int_eq(lattice_meta_add(b, "z:partitions=16"), LATTICE_OK);
+    ck_assert_uint_gt(lattice_meta_version(b), last_a);
+    ck_assert(lattice_meta_apply(c, lattice_meta_message(b)));
+    ck_assert_ptr_nonnull(lattice_meta_cache_of(c, "z"));
+    ck_assert_ptr_null(lattice_meta_cache_of(c, "x")); /* b's registry is the truth now */
+    ck_assert_uint_eq(lattice_meta_version(c), lattice_meta_version(b));
+    lattice_meta_destroy(b);
+    lattice_meta_destroy(c);
+}
+END_TEST
+
+/* A takeover whose topology lagged its predecessor's (the same major): the
+ * members' pulls name their versions, and the coordinator's jumps past the
+ * highest. */
+START_TEST(a_coordinator_jumps_past_a_version_a_member_reports)
+{
+    static const char *ids[] = {"id-a", "id-b", "id-c"};
+    lattice_meta_member la[3], lb[3], lc[3];
+    lattice_meta *b = server_meta(), *c = server_meta();
+    view_of(meta, la, ids, 3, 0, "id-a", 3);
+    view_of(b, lb, ids, 3, 1, "id-a", 3);
+    view_of(c, lc, ids, 3, 2, "id-a", 3);
+    lattice_meta_start(meta, NULL, 0);
+    ck_assert(lattice_meta_apply(b, lattice_meta_message(meta)));
+    ck_assert(lattice_meta_apply(c, lattice_meta_message(meta)));
+    view_of(meta, la, ids, 3, 0, "id-a", 5); /* b's view stays at 4 */
+    view_of(b, lb, ids, 3, 1, "id-a", 4);
+    view_of(c, lc, ids, 3, 2, "id-a", 5);
+    ck_assert_int_eq(lattice_meta_add(meta, "x:partitions=16"), LATTICE_OK);
+    ck_assert(lattice_meta_apply(c, lattice_meta_message(meta)));
+    static const char *rest[] = {"id-b", "id-c"};
+    view_of(b, lb, rest, 2, 0, "id-b", 5); /* b's own view was 4: its takeover is 5 too */
+    view_of(c, lc, rest, 2, 1, "id-b", 5);
+    ck_assert(!lattice_meta_seen_version(c, lattice_meta_version(b) + 9, "id-a")); /* not c's to write */
+    ck_assert(!lattice_meta_seen_version(b, lattice_meta_version(b), ""));          /* not above, no writer */
+    ck_assert_int_eq(lattice_meta_add(b, "z:partitions=16"), LATTICE_OK);
+    /* b wrote the version c holds from a: same number, other contents -
+     * not applied, and c's pull names a as the writer. */
+    ck_assert_uint_eq(lattice_meta_version(b), lattice_meta_version(c));
+    ck_assert(!lattice_meta_apply(c, lattice_meta_message(b)));
+    ck_assert_str_eq(lattice_meta_writer(c), "id-a");
+    ck_assert(!lattice_meta_seen_version(b, lattice_meta_version(b), "id-b")); /* its own */
+    ck_assert(lattice_meta_seen_version(b, lattice_meta_version(c), lattice_meta_writer(c)));
+    ck_assert_uint_gt(lattice_meta_version(b), lattice_meta_version(c));
+    ck_assert(lattice_meta_apply(c, lattice_meta_message(b)));
+    ck_assert_ptr_nonnull(lattice_meta_cache_of(c, "z"));
+    lattice_meta_destroy(b);
+    lattice_meta_destroy(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("meta");
@@ -500,6 +604,8 @@ int main(void)
     tcase_add_test(r, the_coordinator_thaws_on_its_own_next_version);
     tcase_add_test(r, a_partition_that_loses_every_owner_at_once_is_recorded_until_the_switch);
     tcase_add_test(r, the_restore_decision_travels_until_restoring_ends);
+    tcase_add_test(r, a_lagging_coordinator_takes_over_above_every_version);
+    tcase_add_test(r, a_coordinator_jumps_past_a_version_a_member_reports);
     suite_add_tcase(s, r);
     TCase *w = tcase_create("switch");
     tcase_add_test(w, switch_when_every_new_owner_has_loaded);
