@@ -121,9 +121,11 @@ static bool take_restores(lattice_ops *d, lattice_meta_cache *c, struct rebal_ca
     bool quorum = ops_quorum(d);
     for (size_t i = 0; i < c->n_lost; i++) {
         uint32_t p = c->lost[i].partition;
-        if (p >= rc->parts || (rc->copy[p] != LATTICE_PART_MOVING && rc->copy[p] != LATTICE_PART_LOST)) continue;
+        if (p >= rc->parts || rc->copy[p] == LATTICE_PART_OWNING) continue;
         peer *r = restorer_of(d, c, p);
         if (!r) continue;
+        /* The restorer need not be an owner-to-be (EVICTED here): it then
+         * holds the copy only to supply it (recompute keeps it). */
         if (r->m.self) {
             if (!salvage_restore(d, c, p, quorum, &entries)) continue;
             rc->copy[p] = LATTICE_PART_OWNING;
@@ -368,6 +370,10 @@ static bool recompute(lattice_meta_cache *c, struct rebal_cache *rc)
             }
             continue;
         }
+        /* The restorer of a lost partition that is none of its owners-to-be
+         * holds the restored copy until the record ends: the one copy its
+         * owners-to-be load from (take_restores). */
+        if (rc->copy[p] == LATTICE_PART_OWNING && restorer_of(rc->d, c, p) && restorer_of(rc->d, c, p)->m.self) continue;
         /* Neither serving nor becoming an owner: RENTING -> EVICTED. */
         if (rc->copy[p] != LATTICE_PART_EVICTED) changed = true;
         rc->copy[p] = LATTICE_PART_EVICTED;

@@ -14,12 +14,15 @@
  * freeing them.  The coordinator recorded each such partition with the node
  * ids of the owners it had just before (lattice_meta_lost); this node
  * reports, in every base check, the kept copies of the partitions whose
- * record names its old id, with their update counters.  Once every owner a
- * record names has reported, the coordinator picks the copy with the highest
- * counter (they differ only by writes no client saw acknowledged) and names
- * its holder the restorer; the restorer moves that copy into its new store,
- * and from there the rebalance loads the partition into its other owners
- * (the planner sees the restorer's copy as the one OWNING copy).  The next
+ * record names its old id, with their update counters - whether or not it
+ * is one of the partition's owners-to-be.  Once every owner a record names
+ * has reported, the coordinator picks the copy with the highest counter
+ * (they differ only by writes no client saw acknowledged; on a tie, an
+ * owner-to-be's) and names its holder the restorer; the restorer moves that
+ * copy into its new store, and from there the rebalance loads the partition
+ * into its owners-to-be (the planner sees the restorer's copy as the one
+ * OWNING copy; a restorer that is no owner-to-be holds it only to supply
+ * it, until the record ends).  The next
  * base switch ends the record.  A copy no record names is freed at the first
  * metadata this node applies; one a record names is kept until the record
  * ends (its restorer may leave and another be picked).
@@ -276,13 +279,14 @@ size_t salvage_report(lattice_ops *d, const lattice_meta_cache *c, uint32_t *par
     size_t n = 0;
     for (size_t i = 0; s && i < c->n_lost && n < max; i++) {
         uint32_t p = c->lost[i].partition;
+        /* Whether or not this node is one of p's owners-to-be: the record
+         * waits for every owner it names, and a holder that is no owner-to-be
+         * restores too - it supplies the copy to the owners-to-be
+         * (rebal_exec.c).  Reporting only as an owner-to-be left a partition
+         * LOST for good once the live servers had changed so that its
+         * former owner's new incarnation owned it no more (a server joined
+         * meanwhile). */
         if (p >= s->cfg.partitions || !wanted(d, c, s, p)) continue;
-        /* Only an owner-to-be restores (it keeps the copy after the switch). */
-        lattice_meta_member *own[LATTICE_CACHE_MAX_BACKUPS + 1];
-        size_t nm = lattice_meta_moving_owners(c, p, own, LATTICE_CACHE_MAX_BACKUPS + 1);
-        bool mine = false;
-        for (size_t k = 0; k < nm && !mine; k++) mine = own[k]->self;
-        if (!mine) continue;
         parts[n] = p;
         counters[n] = s->counter[p];
         entries[n] = lattice_store_count(s->store, p);

@@ -178,6 +178,83 @@ START_TEST(a_refused_write_keeps_the_delta_mark_below_it)
 }
 END_TEST
 
+/* Members ids (cids by the letter after "-", "z:1" for "new-a") as seen
+ * by the one at `self`, id-b coordinating. */
+static void view(lattice_meta *m, lattice_meta_member *mm, const char *const *ids, size_t n, const char *self)
+{
+    lattice_meta_member *list[6];
+    for (size_t i = 0; i < n; i++) {
+        memset(&mm[i], 0, sizeof mm[i]);
+        snprintf(mm[i].id, sizeof mm[i].id, "%s", ids[i]);
+        snprintf(mm[i].cid, sizeof mm[i].cid, "%c:1", strcmp(ids[i], "new-a") ? ids[i][strlen(ids[i]) - 1] : 'z');
+        mm[i].server = true;
+        mm[i].self = strcmp(ids[i], self) == 0;
+        list[i] = &mm[i];
+    }
+    if (lattice_meta_set_members(m, list, n, "id-b")) lattice_meta_bump(m);
+}
+
+/* old-a and id-c, the two owners of some partitions, left at once: those
+ * are LOST, recorded with old-a's id.  old-a is back as new-a (another
+ * address) while servers e and f joined: new-a is an owner-to-be of some of
+ * them and not of others.  Every kept copy a record asks for is reported -
+ * before, only those of the partitions new-a was to own, so the record of
+ * any other waited for ever (LOST though its data was here). */
+START_TEST(a_kept_copy_is_reported_whoever_owns_the_partition_next)
+{
+    rejoin_keeping_old_copies();
+    lattice_meta *coord = NULL;
+    lattice_meta_config mc = {false, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &coord), LATTICE_OK);
+    static lattice_meta_member cm0[6], cm1[6], cm2[6], dm[6]; /* one per view: meta keeps the old ones' pointers */
+    static const char *before[] = {"old-a", "id-b", "id-c"};
+    static const char *cut[] = {"id-b"};
+    static const char *after[] = {"id-b", "new-a", "id-e", "id-f"};
+    view(coord, cm0, before, 3, "id-b");
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = PARTS;
+    cfg.backups = 1;
+    lattice_meta_start(coord, &cfg, 1);
+    view(coord, cm1, cut, 1, "id-b");
+    view(coord, cm2, after, 4, "id-b");
+    lattice_meta_cache *cc = lattice_meta_cache_of(coord, "default");
+    ck_assert_uint_gt(cc->n_lost, 0);
+    d->meta = NULL;
+    lattice_meta_config dc = {false, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&dc, &d->meta), LATTICE_OK);
+    view(d->meta, dm, after, 4, "new-a");
+    snprintf(d->self_id, sizeof d->self_id, "new-a");
+    ck_assert(lattice_meta_apply(d->meta, lattice_meta_message(coord)));
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
+    ck_assert_uint_eq(c->n_lost, cc->n_lost);
+    size_t named = 0, not_mine = 0;
+    for (size_t i = 0; i < c->n_lost; i++) {
+        if (!lattice_meta_lost_names(&c->lost[i], "old-a")) continue;
+        named++;
+        lattice_meta_member *mov[4];
+        size_t nm = lattice_meta_moving_owners(c, c->lost[i].partition, mov, 4);
+        bool mine = false;
+        for (size_t k = 0; k < nm; k++) mine |= mov[k]->self;
+        not_mine += !mine;
+    }
+    ck_assert_uint_gt(named, 0);
+    ck_assert_uint_gt(not_mine, 0); /* the case this test is about */
+    uint32_t parts[PARTS];
+    uint64_t counters[PARTS], entries[PARTS];
+    size_t n = salvage_report(d, c, parts, counters, entries, PARTS);
+    ck_assert_uint_eq(n, named);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(counters[i], 1);
+        ck_assert_uint_eq(entries[i], 1);
+    }
+    /* And prune keeps them: a record asks for each. */
+    salvage_prune(d, true);
+    ck_assert_uint_eq(salvage_report(d, c, parts, counters, entries, PARTS), named);
+    lattice_meta_destroy(coord);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops_salvage");
@@ -185,6 +262,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, a_grid_without_quorum_frees_no_kept_copy);
     tcase_add_test(tc, a_grid_with_quorum_frees_what_no_record_asks_for);
+    tcase_add_test(tc, a_kept_copy_is_reported_whoever_owns_the_partition_next);
     tcase_add_test(tc, a_refused_write_keeps_the_delta_mark_below_it);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
