@@ -270,22 +270,28 @@ void chan_reply(lattice_ops *d, const origin *o, const lattice_op_result *r, Lat
     if (with_meta) b->with_meta = true;
 }
 
+void chan_push_meta_back(lattice_ops *d, const uint8_t *ident, size_t len)
+{
+    reply_box *b = box_for(d, ident, len);
+    if (b) b->with_meta = true;
+}
+
 static void flush_boxes(lattice_ops *d)
 {
     for (size_t i = 0; i < d->n_boxes; i++) {
         reply_box *b = &d->boxes[i];
-        if (!b->n) continue;
+        if (!b->n && !b->with_meta) continue;
         /* The connection the requests came on; gone meanwhile: the asker
          * lost them with it (its deadlines resend). */
         link_conn *c = link_srv_find(d->srv, b->ident, b->ident_len);
         if (!c) d->send_failed++; /* not logged: a peer that left or an asker that gave up */
-        for (size_t at = 0; c && at < b->n;) {
+        for (size_t at = 0, first = 1; c && (at < b->n || first); first = 0) { /* a push alone: one frame */
             Latdata__Batch batch = LATDATA__BATCH__INIT;
             batch.proto = LATTICE_DATA_PROTO;
             batch.resps = b->out + at;
             batch.n_resps = chunk_resp(b->out + at, b->n - at);
             const Latdata__Meta *meta = lattice_meta_message(d->meta);
-            if (at == 0 && b->with_meta && meta) batch.meta = (Latdata__Meta *)meta;
+            if (first && b->with_meta && meta) batch.meta = (Latdata__Meta *)meta;
             send_frame(d, c, &batch);
             at += batch.n_resps;
         }

@@ -40,10 +40,30 @@
 
 _Static_assert(LATTICE_META_MAX_CACHES == LATTICE_MAX_CACHES, "meta/ and lattice.h disagree on the cache limit");
 
+/* Every server gets the new version on our connection to it; a client node
+ * (servers never dial one) on the connection its last pull came on -
+ * before, a client learnt a base switch only at its next pull, up to
+ * META_PULL_INTERVAL_MS later, routing by the old owners meanwhile. */
 static void push_meta(lattice_ops *d)
 {
-    for (size_t i = 0; i < d->n_peers; i++)
-        if (d->peers[i]->dealer) chan_push_meta(d, d->peers[i]);
+    for (size_t i = 0; i < d->n_peers; i++) {
+        peer *p = d->peers[i];
+        if (p->dealer) chan_push_meta(d, p);
+        else if (!p->m.server && !p->m.self && p->back_len) chan_push_meta_back(d, p->back, p->back_len);
+    }
+}
+
+/* How often a non-coordinator pulls the metadata: META_PULL_INTERVAL_MS, or
+ * LATTICE_META_PULL_MS from the environment (tests: a client that must
+ * learn a change by the coordinator's push, not by its pull). */
+static uint64_t pull_interval_ms(lattice_ops *d)
+{
+    if (!d->meta_pull_ms) {
+        const char *e = getenv("LATTICE_META_PULL_MS");
+        long long v = e ? atoll(e) : 0;
+        d->meta_pull_ms = v > 0 ? (uint64_t)v : META_PULL_INTERVAL_MS;
+    }
+    return d->meta_pull_ms;
 }
 
 void control_meta_apply(lattice_ops *d, const Latdata__Meta *m)
@@ -90,14 +110,27 @@ static void send_ctl(lattice_ops *d, int kind, const char *cache, const char *va
         return;
     }
     pend *p = chan_pend_new(d, control_settle_ctl, coord);
-    Latdata__Req *q = p ? chan_req_new(kind, cache, NULL, 0, value, value ? strlen(value) : 0) : NULL;
+    /* A pull names its sender and the version it holds: the coordinator
+     * pushes to a client on the connection it came on, and passes a version
+     * above its own (a takeover that lagged: lattice_meta_seen_version). */
+    bool pull = kind == CTL_META_GET;
+    Latdata__Req *q = p ? chan_req_new_from(kind, cache, NULL, 0, value, value ? strlen(value) : 0,
+                                            pull ? d->self_id : NULL)
+                        : NULL;
     if (!q) {
         if (op) retry_later(d, op, LATTICE_ERR_TIMEOUT);
         return;
     }
     p->ctl = kind;
     p->op = op;
-    if (kind == CTL_META_GET) p->pull = ++d->pulls_sent;
+    if (pull) p->pull = ++d->pulls_sent;
+    if (pull && lattice_meta_valid(d->meta)) {
+        q->meta_version = lattice_meta_version(d->meta);
+        /* Borrowed until the flush packs it: d's buffer, not the metadata's
+         * (a rejoin replaces the metadata in between). */
+        snprintf(d->pull_writer, sizeof d->pull_writer, "%s", lattice_meta_writer(d->meta));
+        q->sender = d->pull_writer;
+    }
     q->id = p->id;
     chan_send(d, coord, q);
 }
@@ -125,7 +158,7 @@ void control_tick(lattice_ops *d, uint64_t now)
         start_base_check(d);
     }
     if (!d->seen_topology || lattice_meta_is_coordinator(d->meta)) return;
-    if (now - d->last_meta_pull >= META_PULL_INTERVAL_MS) {
+    if (now - d->last_meta_pull >= pull_interval_ms(d)) {
         d->last_meta_pull = now;
         send_ctl(d, CTL_META_GET, NULL, NULL, NULL);
     }
@@ -310,7 +343,8 @@ static void salvage_add(bcast *b, const char *node, Latdata__NodeCacheStats *con
  * once every owner its record names reported a kept copy, the live server
  * holding the one with the highest counter (the copies differ only by
  * writes no client saw acknowledged: a full_sync write is acknowledged once
- * every copy has it).  A restorer that left is replaced the same way.
+ * every copy has it), an owner-to-be or not.  A restorer that left is
+ * replaced the same way.
  * True when a record changed (the caller publishes a version). */
 static bool pick_restorers(lattice_ops *d, const bcast *b)
 {
@@ -323,13 +357,23 @@ static bool pick_restorers(lattice_ops *d, const bcast *b)
             peer *cur = l->restorer[0] ? chan_peer_by_id(d, l->restorer) : NULL;
             if (cur && cur->m.server) continue;
             const salvage_rep *best = NULL;
+            bool best_owner = false;
             size_t reported = 0;
+            lattice_meta_member *mov[LATTICE_CACHE_MAX_BACKUPS + 1];
+            size_t nm = lattice_meta_moving_owners(c, l->partition, mov, LATTICE_CACHE_MAX_BACKUPS + 1);
             for (size_t j = 0; j < b->n_salv; j++) {
                 const salvage_rep *r = &b->salv[j];
                 if (r->partition != l->partition || strcmp(r->cache, c->cfg.name) || !lattice_meta_lost_names(l, r->inc))
                     continue;
                 reported++;
-                if (!best || r->counter > best->counter) best = r;
+                /* Any live holder may restore (it supplies the owners-to-be);
+                 * on equal counters an owner-to-be, which keeps its copy. */
+                bool owner = false;
+                for (size_t k = 0; k < nm && !owner; k++) owner = strcmp(mov[k]->id, r->node) == 0;
+                if (!best || r->counter > best->counter || (r->counter == best->counter && owner && !best_owner)) {
+                    best = r;
+                    best_owner = owner;
+                }
             }
             const char *who = best && reported >= lattice_meta_lost_owner_count(l) ? best->node : NULL;
             if (lattice_meta_set_restorer(c, l->partition, who)) {
@@ -835,6 +879,14 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
         return;
     }
     case CTL_META_GET:
+        if (lattice_meta_seen_version(d->meta, q->meta_version, q->sender)) push_meta(d); /* the same metadata, above theirs */
+        if (q->origin && *q->origin && lattice_meta_is_coordinator(d->meta)) {
+            peer *asker = chan_peer_by_id(d, q->origin);
+            if (asker && !asker->m.server && !asker->m.self && o->ident_len <= sizeof asker->back) {
+                memcpy(asker->back, o->ident, o->ident_len);
+                asker->back_len = o->ident_len;
+            }
+        }
         r.status = lattice_meta_valid(d->meta) ? LATTICE_OK : restart_refuses(d) ? LATTICE_ERR_RESTARTING : LATTICE_ERR_AGAIN;
         chan_reply(d, o, &r, NULL, 0, lattice_meta_valid(d->meta));
         return;

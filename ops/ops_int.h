@@ -51,6 +51,8 @@ typedef struct peer {
     char addr[160];
     bool mark, dirty, push_meta;
     struct link_conn *dealer;     /* servers other than self: our connection to its data port (link.h) */
+    uint8_t back[8];              /* a client, at the coordinator: the connection its last metadata pull */
+    size_t back_len;              /* came on (link_srv_ident; 0: none) - its pushes go there (control.c) */
     Latdata__Req **out;           /* requests to send at the next flush */
     size_t n_out, cap_out;
 } peer;
@@ -267,6 +269,8 @@ struct lattice_ops {
     lattice_meta *meta;
     bool creates_sent, base_check_running;
     uint64_t last_meta_pull, last_sweep;
+    uint64_t meta_pull_ms;        /* a non-coordinator's pull interval (control.c; 0: not read yet) */
+    char pull_writer[64];         /* a pull's Req.sender: the writer of the metadata held (control.c) */
     uint64_t pulls_sent, pulls_ended; /* metadata pulls (CTL_META_GET) numbered from 1: the last sent, the highest ended */
     uint64_t switch_waiting_since, switch_logged; /* a base switch waiting on the figures (control.c) */
     parked_prepare parked[MAX_PARKED_PREPARES];
@@ -318,6 +322,10 @@ lattice_status chan_send(lattice_ops *d, peer *p, Latdata__Req *r);
 /* Queues a response on the connection o names (value and stats copied / owned). */
 void chan_reply(lattice_ops *d, const origin *o, const lattice_op_result *r, Latdata__NodeCacheStats **stats,
                 size_t n_stats, bool with_meta);
+/* Sends the metadata message, alone, on the accepted connection ident
+ * names at the next flush: how the coordinator pushes to a client node,
+ * which it cannot dial. */
+void chan_push_meta_back(lattice_ops *d, const uint8_t *ident, size_t len);
 /* Marks p to carry the metadata message at the next flush. */
 void chan_push_meta(lattice_ops *d, peer *p);
 void chan_flush(lattice_ops *d);
