@@ -61,7 +61,7 @@
 static struct options {
     double duration_s, kill_every_s, join_every_s, join_hold_s, report_s, warmup_s, settle_s;
     long keys;
-    int vmin, vmax, resp_threads, client_threads, fd_ms, backups, region_mb, base_port;
+    int vmin, vmax, resp_threads, client_threads, fd_ms, backups, region_mb, base_port, checkpoint_mb;
     double set_rate;
     unsigned seed;
     bool json, keep;
@@ -101,6 +101,8 @@ static void usage(FILE *f)
           "  --failure-detection-ms N   the servers' (default 2000)\n"
           "  --region-mb N       each server's data region (default: from --keys and --value-max,\n"
           "                      at least 512)\n"
+          "  --checkpoint-mb N   the servers' --checkpoint-mb (default: latticed's, 256): smaller\n"
+          "                      makes a short run checkpoint, and restart from a checkpoint\n"
           "  --report-every T    one progress line this often (default 1m)\n"
           "  --warmup T          RSS samples before this are left out of the slope (default\n"
           "                      10m, or a third of --duration when that is shorter)\n"
@@ -261,7 +263,14 @@ static void spawn_server(int i)
     snprintf(cache, sizeof cache, "default:backups=%d,sync=full_sync", opt.backups);
     char *argv[] = {(char *)opt.latticed, "--port", peer, "--port-range", "1", "--ip-finder", finder, "--cluster",
                     cluster, "--failure-detection-ms", fd, "--data-dir", s->dir, "--resp-port", resp, "--cache",
-                    cache, "--region-mb", region, "--log-level", "info", NULL};
+                    cache, "--region-mb", region, "--log-level", "info", NULL, NULL, NULL};
+    char ckpt[16];
+    if (opt.checkpoint_mb) {
+        snprintf(ckpt, sizeof ckpt, "%d", opt.checkpoint_mb);
+        size_t a = sizeof argv / sizeof argv[0] - 3;
+        argv[a] = "--checkpoint-mb";
+        argv[a + 1] = ckpt;
+    }
     int lfd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (lfd < 0) die("cannot open %s: %s", s->log, strerror(errno));
     dprintf(lfd, "==== soak: start %d of s%d at %.1f s\n", s->starts + 1, i, el());
@@ -1349,6 +1358,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--set-rate")) opt.set_rate = (double)parse_long(v, a, 0, 100000);
         else if (!strcmp(a, "--backups")) opt.backups = (int)parse_long(v, a, 1, 2);
         else if (!strcmp(a, "--failure-detection-ms")) opt.fd_ms = (int)parse_long(v, a, 200, 600000);
+        else if (!strcmp(a, "--checkpoint-mb")) opt.checkpoint_mb = (int)parse_long(v, a, 1, 1 << 20);
         else if (!strcmp(a, "--region-mb")) opt.region_mb = (int)parse_long(v, a, 16, 1 << 20);
         else if (!strcmp(a, "--base-port")) opt.base_port = (int)parse_long(v, a, 1024, 32760);
         else if (!strcmp(a, "--seed")) opt.seed = (unsigned)parse_long(v, a, 0, 0x7fffffff);
