@@ -398,7 +398,7 @@ static bool drops_baseline_majority(const lattice_topology *cur, const Latdisc__
 }
 
 /* A topology arrived from `sender`. */
-static void on_topology(lattice_discovery *d, const Latdisc__Envelope *e)
+static void on_topology(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route)
 {
     const Latdisc__Topology *p = e->topology;
     if (strcmp(e->sender, p->coordinator) != 0) return; /* only the coordinator speaks */
@@ -424,6 +424,21 @@ static void on_topology(lattice_discovery *d, const Latdisc__Envelope *e)
     for (size_t i = 0; i < p->n_members; i++) contains_me |= strcmp(p->members[i]->id, d->id) == 0;
     const lattice_topology *cur = d->cur;
     if (d->state == ST_JOINED || d->state == ST_LEAVING) {
+        if (ld_views_conflict(cur, p)) {
+            /* Another grid that admitted members of ours - this node
+             * perhaps - under orders of its own (merge.c): not a view of
+             * ours, new or old.  Adopting it would leave each such grid
+             * with the other's view and nobody coordinating (both lists
+             * name a live server of lower order); the coordinators judge
+             * it as a grid to merge with, and one side dissolves. */
+            if (gate(d, 11))
+                LT_LOG(LT_WARN, MOD, "topology %llu.%llu of %.8s lists members of this grid under other orders: "
+                       "another grid admitted them too (servers that started grids at the same moment); "
+                       "merging rather than applying it", (unsigned long long)p->major,
+                       (unsigned long long)p->minor, p->coordinator);
+            if (d->state == ST_JOINED) ld_judge_grid(d, p, route);
+            return;
+        }
         /* A coordinator outside our view is another grid (a partition that
          * healed, or a stale frame TCP delivered late): only a newer view
          * that lists us may come from there (we missed its coordinator's
@@ -823,6 +838,10 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
     case LATDISC__ENVELOPE__BODY_JOINING:
         if (d->state == ST_JOINING && e->joining->key[0] && strlen(e->joining->key) < 128)
             note_joiner(d, e->joining->key);
+        /* The grid we merge into dissolved too (into a third): it admits
+         * nobody now, so join wherever a grid answers (merge.c). */
+        if (d->state == ST_JOINING && d->merge_to[0] && strcmp(e->sender_addr, d->merge_to) == 0)
+            d->merge_until_ms = 0;
         break;
     case LATDISC__ENVELOPE__BODY_REDIRECT:
         if (d->state == ST_JOINING) {
@@ -830,7 +849,7 @@ static void dispatch(lattice_discovery *d, const Latdisc__Envelope *e, const zmq
             ld_ensure_conn(d, e->redirect->coordinator_addr, true);
         }
         break;
-    case LATDISC__ENVELOPE__BODY_TOPOLOGY: on_topology(d, e); break;
+    case LATDISC__ENVELOPE__BODY_TOPOLOGY: on_topology(d, e, route); break;
     case LATDISC__ENVELOPE__BODY_HEARTBEAT: on_heartbeat(d, e, route); break;
     case LATDISC__ENVELOPE__BODY_HEARTBEAT_ACK: on_heartbeat_ack(d, e); break;
     case LATDISC__ENVELOPE__BODY_LEAVE: on_leave(d, e); break;
@@ -1132,6 +1151,17 @@ static void note_stall(lattice_discovery *d, int64_t now)
 {
     int64_t gap = now - d->last_loop_ms;
     d->last_loop_ms = now;
+    if (d->state == ST_JOINING && gap > ELECT_WAIT_MS / 2) {
+        /* The seed election needs the time to hear the other joining
+         * servers, and a stall gave us none of it: when the whole machine
+         * stood still, every node wakes with its wait run out and the
+         * others' last joins older than ELECT_WAIT_MS, and each would start
+         * a grid of its own in the same instant.  Listen again first. */
+        LT_LOG(LT_WARN, MOD, "this node was stalled for %lld ms while joining: listening %d ms more for a grid or a "
+               "smaller joining server before starting a grid of its own", (long long)gap, ELECT_WAIT_MS);
+        d->join_started_ms = now;
+        return;
+    }
     if (d->state != ST_JOINED || gap <= ld_cfd(d) / 2) return;
     LT_LOG(LT_WARN, MOD, "this node was stalled for %lld ms (failure detection %d ms): serving "
            "nothing until the grid confirms it is still a member", (long long)gap, ld_cfd(d));

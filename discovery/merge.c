@@ -2,7 +2,10 @@
  * Merging grids that formed apart (a partition that healed, a seed that
  * never heard of us).  Now and then each coordinator sends its view (Hello)
  * to the finder addresses outside its topology.  Two views with no member in
- * common are two grids; the one without a quorum of its baseline present
+ * common are two grids, and so are two that give a member they share
+ * another order each (grids that admitted each other's first nodes:
+ * ld_views_conflict; such a topology is judged here, never applied); the
+ * one without a quorum of its baseline present
  * dissolves into one with it - else the one with fewer servers (a tie: the
  * larger coordinator host:port) - and its members rejoin the other as new
  * nodes: the dissolved side's ids and copies, like a restarted node's, do
@@ -118,14 +121,42 @@ static void dissolve(lattice_discovery *d, const char *join_addr, const char *wh
     ld_join_into(d, target);
 }
 
+/* A member both views list, with another order in each.  A grid's
+ * coordinators hand an id its order once, when they admit it, and a
+ * coordinator that takes over continues the sequence: two views of one grid
+ * agree on the order of every member they share, at any versions.  So this
+ * is two grids that admitted the same nodes: servers that started grids of
+ * their own at the same moment (a stall of the whole machine while they
+ * joined) while the joins they had sent a moment before were still on the
+ * way, and admitted each other - each the first node, order 1, of its own. */
+bool ld_views_conflict(const lattice_topology *t, const Latdisc__Topology *f)
+{
+    for (size_t i = 0; t && i < f->n_members; i++) {
+        const lattice_member *m = lattice_topology_find(t, f->members[i]->id);
+        if (m && m->order != f->members[i]->order) return true;
+    }
+    return false;
+}
+
 void ld_on_hello(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route)
 {
     const Latdisc__Topology *f = e->hello->view;
     if (d->state != ST_JOINED || !f || !f->n_members || strcmp(e->sender, f->coordinator) != 0) return;
     const lattice_topology *t = d->cur;
-    /* Any member in common: the same grid seen at another version, not two. */
-    for (size_t i = 0; i < f->n_members; i++)
-        if (lattice_topology_find(t, f->members[i]->id)) return;
+    /* Any member in common: the same grid seen at another version, not two
+     * - unless they disagree on its order (ld_views_conflict). */
+    if (!ld_views_conflict(t, f))
+        for (size_t i = 0; i < f->n_members; i++)
+            if (lattice_topology_find(t, f->members[i]->id)) return;
+    ld_judge_grid(d, f, route);
+}
+
+/* f, its coordinator's view, is of another grid: answer with our view (the
+ * other coordinator judges the same two views), and if ours yields,
+ * dissolve it into f's. */
+void ld_judge_grid(lattice_discovery *d, const Latdisc__Topology *f, const zmq_msg_t *route)
+{
+    const lattice_topology *t = d->cur;
     const char *fcid = coordinator_cid_proto(f);
     const lattice_member *me = lattice_topology_find(t, t->coordinator);
     if (!fcid || !me) return;

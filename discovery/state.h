@@ -309,6 +309,12 @@ bool ld_announce_baseline(lattice_discovery *d, const char *const *cids, size_t 
 void ld_note_candidate(lattice_discovery *d, const char *addr);
 void ld_send_hellos(lattice_discovery *d, int64_t now);
 void ld_on_hello(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route);
+/* f (a view from its coordinator) shares members with t but gives one of
+ * them another order: a second grid that admitted the same nodes. */
+bool ld_views_conflict(const lattice_topology *t, const Latdisc__Topology *f);
+/* Judge f, the view of another grid's coordinator: answer with ours (via
+ * route, when not NULL) and dissolve ours into it if ours yields. */
+void ld_judge_grid(lattice_discovery *d, const Latdisc__Topology *f, const zmq_msg_t *route);
 /* dns.c: the dns:// finders' resolver thread.  start (API thread, before
  * the discovery thread) starts it when there are dns:// finders; stop never
  * waits for a running lookup.  poll (discovery thread, every tick) takes new
