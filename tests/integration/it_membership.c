@@ -439,20 +439,90 @@ START_TEST(a_node_restarted_on_its_port_before_detection_replaces_its_old_self)
 }
 END_TEST
 
-int main(void)
+/* Every node, asked on its own port, shows the same n-server grid: the same
+ * coordinator and the same member ids.  (lattice top answers with the view
+ * of the node asked first, so asking through the finder range alone would
+ * not tell two grids that list each other's nodes apart.) */
+typedef struct one_grid {
+    grid *g;
+    char coord[64], ids[16][64];
+} one_grid;
+
+static bool same_grid_everywhere(void *ctx)
+{
+    one_grid *w = ctx;
+    bool ok = true;
+    for (int i = 0; i < w->g->n && ok; i++) {
+        json_t *top = it_top(w->g->cid[i], NULL, NULL);
+        ok = top && it_servers(top) == (size_t)w->g->n && it_clients(top) == 0;
+        const char *c = ok ? json_string_value(json_object_get(top, "coordinator")) : NULL;
+        ok = ok && c;
+        if (ok && i == 0) snprintf(w->coord, sizeof w->coord, "%s", c);
+        ok = ok && !strcmp(c, w->coord);
+        for (int k = 0; k < w->g->n && ok; k++) {
+            const char *id = id_of(top, w->g->cid[k]);
+            ok = id != NULL;
+            if (ok && i == 0) snprintf(w->ids[k], sizeof w->ids[k], "%s", id);
+            ok = ok && !strcmp(id, w->ids[k]);
+        }
+        json_decref(top);
+    }
+    return ok;
+}
+
+/* Issue #32: nodes started together while the machine stalls.  Once they
+ * exchange joins, every process is paused at once for longer than the seed
+ * election wait: each wakes with its wait run out and the others' joins old,
+ * and each started a grid of its own in the same instant - then admitted the
+ * others' joins still on the way, so every node ended in several grids that
+ * list each other's nodes under other orders, nobody coordinating them as
+ * one.  Now a joining node that was stalled listens again before it seeds,
+ * and grids that admitted each other's nodes merge. */
+START_TEST(nodes_started_together_through_a_machine_stall_form_one_grid)
+{
+    it_begin("stall_start");
+    for (int round = 0; round < 3; round++) {
+        grid g;
+        grid_start(&g, 4, NULL);
+        for (int i = 0; i < 4; i++) ck_assert(it_wait_log(g.p[i], "joining cluster", WAIT_MS));
+        usleep(100 * 1000); /* they hear each other's joins */
+        for (int i = 0; i < 4; i++) it_signal(g.p[i], SIGSTOP);
+        usleep(1500 * 1000); /* the stall: three times the seed election wait */
+        for (int i = 0; i < 4; i++) it_signal(g.p[i], SIGCONT);
+        one_grid w = {.g = &g};
+        ck_assert_msg(it_wait_for(same_grid_everywhere, &w, WAIT_MS), "round %d: the nodes did not end as one grid",
+                      round);
+        json_t *top = wait_top(g.finder, 4, 0, NULL);
+        ck_assert_ptr_nonnull(top);
+        ck_assert(it_orders_unique(top));
+        json_decref(top);
+        for (int i = 0; i < 4; i++) {
+            it_signal(g.p[i], SIGKILL);
+            it_wait_exit(g.p[i], 2000);
+        }
+    }
+    it_end();
+}
+END_TEST
+
+int main(int argc, char **argv)
 {
     Suite *s = suite_create("integration: membership");
     TCase *tc = tcase_create("grid");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, three_node_static_grid_forms_and_top_json_matches_design);
-    tcase_add_test(tc, five_nodes_started_at_once_converge_with_unique_orders);
-    tcase_add_test(tc, kill9_of_coordinator_and_of_another_node_is_detected_by_every_survivor);
-    tcase_add_test(tc, sigstopped_coordinator_is_removed_and_rejoins_with_a_new_id);
-    tcase_add_test(tc, graceful_stop_is_announced_as_left);
-    tcase_add_test(tc, a_taken_port_moves_the_node_to_the_next_in_range);
-    tcase_add_test(tc, a_fresh_server_waits_for_a_paused_grid);
-    tcase_add_test(tc, client_node_is_listed_as_client_and_reconnects_after_its_server_dies);
-    tcase_add_test(tc, a_node_restarted_on_its_port_before_detection_replaces_its_old_self);
+    static const it_named tests[] = {
+        {"three_node_static_grid_forms_and_top_json_matches_design", &three_node_static_grid_forms_and_top_json_matches_design},
+        {"five_nodes_started_at_once_converge_with_unique_orders", &five_nodes_started_at_once_converge_with_unique_orders},
+        {"kill9_of_coordinator_and_of_another_node_is_detected_by_every_survivor", &kill9_of_coordinator_and_of_another_node_is_detected_by_every_survivor},
+        {"sigstopped_coordinator_is_removed_and_rejoins_with_a_new_id", &sigstopped_coordinator_is_removed_and_rejoins_with_a_new_id},
+        {"graceful_stop_is_announced_as_left", &graceful_stop_is_announced_as_left},
+        {"a_taken_port_moves_the_node_to_the_next_in_range", &a_taken_port_moves_the_node_to_the_next_in_range},
+        {"a_fresh_server_waits_for_a_paused_grid", &a_fresh_server_waits_for_a_paused_grid},
+        {"client_node_is_listed_as_client_and_reconnects_after_its_server_dies", &client_node_is_listed_as_client_and_reconnects_after_its_server_dies},
+        {"a_node_restarted_on_its_port_before_detection_replaces_its_old_self", &a_node_restarted_on_its_port_before_detection_replaces_its_old_self},
+        {"nodes_started_together_through_a_machine_stall_form_one_grid", &nodes_started_together_through_a_machine_stall_form_one_grid},
+    };
+    it_add_named(tc, tests, sizeof tests / sizeof tests[0], argc, argv); /* it_membership [NAME...] */
     suite_add_tcase(s, tc);
     return it_run_suite(s);
 }
