@@ -131,11 +131,16 @@ size_t salvage_held(const lattice_ops *d)
 
 void salvage_keep(lattice_ops *d, lattice_meta *old)
 {
-    if (d->n_salvage) { /* the first set is the one that held data */
+    if (d->n_salvage && salvage_held(d)) { /* the first set is the one that held data */
         LT_LOG(LT_INFO, "data", "still keeping the copies of incarnation %s (%zu partitions) for the grid's lost records",
                d->salvage_id, salvage_held(d));
         return;
     }
+    /* A first set that holds nothing any more (every partition of it was
+     * loaded, in a grid with quorum) can serve no lost record: the copies
+     * of the incarnation that loaded them are the ones to keep - a node
+     * paused twice comes back as a delta again, not in full. */
+    if (d->n_salvage) salvage_free(d);
     size_t n = lattice_meta_cache_count(old);
     d->salvage = lt_calloc(n ? n : 1, sizeof *d->salvage);
     if (!d->salvage) return;

@@ -129,6 +129,29 @@ START_TEST(a_grid_with_quorum_frees_what_no_record_asks_for)
 }
 END_TEST
 
+/* Paused twice: the first rejoin loaded every partition (a grid with
+ * quorum freed each kept copy as it did), then the node was dropped again.
+ * The first set holds nothing a lost record could want; the copies the
+ * second incarnation loaded are the ones to keep, or the second return
+ * loads its whole share in full (#32). */
+START_TEST(a_second_rejoin_keeps_the_copies_the_first_one_loaded)
+{
+    rejoin_keeping_old_copies();
+    static const char *now[] = {"new-a", "id-b", "id-c"};
+    d->meta = grid_of(3, now);
+    snprintf(d->self_id, sizeof d->self_id, "new-a");
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
+    for (uint32_t p = 0; p < PARTS; p++) salvage_done(d, c, p, true);
+    ck_assert_uint_eq(salvage_held(d), 0);
+    lattice_meta *second = d->meta;
+    d->meta = NULL;
+    salvage_keep(d, second);
+    lattice_meta_destroy(second);
+    ck_assert_str_eq(d->salvage_id, "new-a");
+    ck_assert_uint_eq(salvage_held(d), PARTS);
+}
+END_TEST
+
 /* A primary cut off with writes in flight: this side removed its copies
  * and lost its lease, so those writes were refused, never acknowledged -
  * and the new primary on the other side numbers its own writes from the
@@ -264,6 +287,7 @@ int main(void)
     tcase_add_test(tc, a_grid_with_quorum_frees_what_no_record_asks_for);
     tcase_add_test(tc, a_kept_copy_is_reported_whoever_owns_the_partition_next);
     tcase_add_test(tc, a_refused_write_keeps_the_delta_mark_below_it);
+    tcase_add_test(tc, a_second_rejoin_keeps_the_copies_the_first_one_loaded);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
 }
