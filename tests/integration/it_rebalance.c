@@ -654,7 +654,11 @@ START_TEST(delta_rejoin_after_a_pause)
         ck_assert_str_eq(mode, "delta");
         ck_assert_int_gt(nd, 0);
         /* what it missed plus the load's writes, not its ~2/3 of the keys */
-        ck_assert_int_eq(nfull, 0);
+        /* "nodes" counts the node's last rebalance over every cache: a few
+         * partitions of another cache (default, in the dl rows) may have
+         * had no mark and come in full; before #32 the default cache came
+         * back with 0 as deltas. */
+        ck_assert_int_lt(nfull * 10, nd);
         ck_assert_int_lt(got, N / 10); /* its share: about 2/3 of the keys */
     }
     json_decref(me);
