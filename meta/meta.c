@@ -59,7 +59,7 @@ static atomic_uint_fast64_t next_serial;
  * coordinators never write one version with different contents.  A
  * takeover whose view lagged (same major as the predecessor's last)
  * learns the higher versions from the members' pulls
- * (lattice_meta_seen_version).  docs/MEMBERSHIP.md, "Metadata versions". */
+ * (lattice_meta_seen_version).  docs/CACHES.md, "Cluster metadata". */
 static uint64_t next_version(const lattice_meta *m)
 {
     uint64_t floor = m->epoch << 32;
