@@ -532,6 +532,276 @@ START_TEST(a_pause_that_cost_the_quorum_loses_no_data)
 }
 END_TEST
 
+/* The partitions `lattice partitions default` shows LOST now: lost[p] = 1. */
+static long lost_set(uint8_t *lost, size_t cap)
+{
+    memset(lost, 0, cap);
+    json_t *pj = cli_json("partitions default");
+    json_t *parts = pj ? json_object_get(pj, "partitions") : NULL, *x;
+    size_t i;
+    long n = 0;
+    json_array_foreach(parts, i, x)
+    {
+        json_int_t id = json_integer_value(json_object_get(x, "id"));
+        if (strcmp(json_string_value(json_object_get(x, "redundancy")), "lost") || id < 0 || (size_t)id >= cap) continue;
+        lost[id] = 1;
+        n++;
+    }
+    if (pj) json_decref(pj);
+    return n;
+}
+
+/* `lattice baseline` counts 3 servers (it_wait_baseline without --cluster). */
+static bool baseline_of_3(void *ctx)
+{
+    (void)ctx;
+    json_t *j = cli_json("baseline");
+    bool ok = j && json_integer_value(json_object_get(j, "baseline_nodes")) == 3;
+    if (j) json_decref(j);
+    return ok;
+}
+
+static bool none_lost(void *ctx)
+{
+    (void)ctx;
+    return lost_partitions() == 0;
+}
+
+/* backups=0 on three servers; one is paused (SIGSTOP) until the grid drops
+ * it: its partitions are LOST (no other copy), the other two keep the
+ * quorum of the 3-server baseline.  A 4th server joins, then the paused one
+ * resumes and rejoins as a new node keeping its old copies.  Over 4 servers
+ * it is no longer the owner-to-be of some of its old partitions (the 4th
+ * takes them): its copies of those must be reported and restored too - the
+ * restorer then supplies the owner-to-be.  No partition stays LOST and every
+ * acknowledged key reads back.  (Before 2e2af53 a kept copy was reported only
+ * by an owner-to-be, and the coordinator waits for every owner a record
+ * names: those partitions stayed LOST with their data kept.) */
+START_TEST(a_kept_copy_restores_where_its_holder_owns_no_more)
+{
+    it_begin("rebalance_kept_copy_not_owner");
+    it_proc *srv[4];
+    const char *extra[] = {"--cache", "default:backups=0", NULL};
+    start_grid(srv, 3, 4, extra);
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    balanced_ctx b3 = {3, 1, NULL, 0, 0};
+    wait_balanced(&b3, 30000);
+    ck_assert_msg(it_wait_for(baseline_of_3, NULL, 30000), "the baseline never held the 3 servers");
+    const long N = 6000;
+    put_range(c, "k", N);
+    it_signal(srv[1], SIGSTOP);
+    wait_grid(c, 2); /* dropped: past the failure detection */
+    ck_assert_msg(it_wait_for(some_lost, NULL, 30000), "no partition LOST after the only copy's server was dropped");
+    srv[3] = start_one("s3", base_port + 3, extra);
+    wait_grid(c, 3);
+    ck_assert(it_wait_log(srv[3], " ready: ", 30000));
+    static uint8_t lost[LATTICE_KEY_SLOTS];
+    long n_lost = lost_set(lost, sizeof lost);
+    ck_assert_int_gt(n_lost, 0);
+    it_signal(srv[1], SIGCONT);
+    ck_assert(it_wait_log(srv[1], "rejoining as a new node", 30000));
+    wait_grid(c, 4);
+    if (!it_wait_for(none_lost, NULL, 90000)) {
+        char out[4096];
+        it_capture_stdout(out, sizeof out, "%s --ip-finder %s --cluster %s partitions default | tail -3", LATTICE_CLI_PATH,
+                          finder, cluster);
+        ck_abort_msg("%ld partitions still LOST after the paused server rejoined (%ld were): %s", lost_partitions(),
+                     n_lost, out);
+    }
+    balanced_ctx b4 = {4, 1, NULL, 0, 0};
+    wait_balanced(&b4, 60000);
+    /* The case this is about happened: some partition it held alone is
+     * now another server's (the rejoined one was no owner-to-be of it). */
+    char p1[16];
+    port_suffix(p1, sizeof p1, base_port + 1);
+    json_t *pj = cli_json("partitions default");
+    ck_assert_ptr_nonnull(pj);
+    json_t *parts = json_object_get(pj, "partitions"), *x;
+    size_t i;
+    long elsewhere = 0;
+    json_array_foreach(parts, i, x)
+    {
+        json_int_t id = json_integer_value(json_object_get(x, "id"));
+        json_t *o = json_array_get(json_object_get(x, "owners"), 0);
+        const char *cid = o ? json_string_value(json_object_get(o, "consistent_id")) : NULL;
+        if (id < 0 || (size_t)id >= sizeof lost || !lost[id] || !cid) continue;
+        size_t cl = strlen(cid), pl = strlen(p1);
+        elsewhere += cl < pl || strcmp(cid + cl - pl, p1) != 0;
+    }
+    json_decref(pj);
+    long present = count_present(c, "default", "k", N, NULL);
+    printf("kept copy, holder no owner-to-be: %ld partitions LOST, %ld of them owned by another server after the "
+           "rejoin; %ld of %ld keys present\n", n_lost, elsewhere, present, N);
+    ck_assert_int_gt(elsewhere, 0);
+    ck_assert_int_eq(present, N);
+    verify_clean();
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+/* ---- a client node learns a base switch by the coordinator's push ---- */
+
+static uint32_t mp_parts; /* the cache's partition count */
+
+/* Writes keys "mp-<i>", i < count, with "r<round>-<i>" and reads them back:
+ * every entry must succeed with its value. */
+static void rw_round(lattice_node *n, long count, int round)
+{
+    enum { B = 500 };
+    static char keys[B][48], vals[B][48];
+    lattice_kv kv[B];
+    for (long i = 0; i < count; i += B) {
+        size_t m = 0;
+        for (long k = i; k < count && k < i + B; k++, m++) {
+            key_of(keys[m], sizeof keys[m], "mp", k);
+            snprintf(vals[m], sizeof vals[m], "r%d-%ld", round, k);
+            kv[m] = (lattice_kv){keys[m], strlen(keys[m]), vals[m], strlen(vals[m]), 0};
+        }
+        lattice_status st = lattice_cache_put_all(n, "default", kv, m);
+        for (size_t k = 0; k < m; k++) {
+            ck_assert_msg(kv[k].status == LATTICE_OK, "round %d: put %s (partition %u): %s", round, keys[k],
+                          lattice_partition_of_key(keys[k], strlen(keys[k]), mp_parts), lattice_strerror(kv[k].status));
+            kv[k].value = NULL;
+            kv[k].value_len = 0;
+        }
+        ck_assert_msg(st == LATTICE_OK, "round %d: put_all at %ld: %s", round, i, lattice_strerror(st));
+        st = lattice_cache_get_all(n, "default", kv, m);
+        for (size_t k = 0; k < m; k++) {
+            ck_assert_msg(kv[k].status == LATTICE_OK, "round %d: get %s (partition %u): %s", round, keys[k],
+                          lattice_partition_of_key(keys[k], strlen(keys[k]), mp_parts), lattice_strerror(kv[k].status));
+            char want[48];
+            snprintf(want, sizeof want, "r%d-%ld", round, i + (long)k);
+            ck_assert_msg(kv[k].value_len == strlen(want) && !memcmp(kv[k].value, want, kv[k].value_len),
+                          "round %d: %s: %.*s, not %s", round, keys[k], (int)kv[k].value_len, (const char *)kv[k].value, want);
+            lt_free(kv[k].value);
+        }
+        ck_assert_msg(st == LATTICE_OK, "round %d: get_all at %ld: %s", round, i, lattice_strerror(st));
+    }
+}
+
+typedef struct push_ctx {
+    lattice_node *n;
+    long count;
+    int rounds, rounds_moving;
+    balanced_ctx *b;
+} push_ctx;
+
+/* The base switched: no rebalance in progress and every partition balanced. */
+static bool switched(balanced_ctx *b)
+{
+    json_t *j = cli_json("rebalance");
+    bool idle = j && json_is_false(json_object_get(j, "in_progress"));
+    if (j) json_decref(j);
+    return idle && balanced(b);
+}
+
+/* One round of puts and gets (asserted), then: has the base switched? */
+static bool round_until_switched(void *ctx)
+{
+    push_ctx *p = ctx;
+    rw_round(p->n, p->count, ++p->rounds);
+    json_t *j = cli_json("rebalance");
+    if (j && json_is_true(json_object_get(j, "in_progress"))) p->rounds_moving++;
+    if (j) json_decref(j);
+    return switched(p->b);
+}
+
+typedef struct view_ctx {
+    lattice_node *n;
+    const char *port;  /* ":PORT" of the joiner */
+    long want, got;    /* its primaries in the grid's view / in the client's */
+} view_ctx;
+
+/* The client's own partition map (lattice_cache_partitions: as this node
+ * sees it) has every partition with an OWNING primary, and the joiner
+ * primary of as many as the servers say. */
+static bool client_view_has_joiner(void *ctx)
+{
+    view_ctx *v = ctx;
+    lattice_partitions_info *pi = NULL;
+    if (lattice_cache_partitions(v->n, "default", &pi) != LATTICE_OK) return false;
+    bool all = true;
+    long got = 0;
+    for (uint32_t p = 0; p < pi->partitions; p++) {
+        const lattice_partition_owner *o = &pi->owners[(size_t)p * pi->max_owners];
+        if (!pi->n_owners[p] || !o->primary || strcmp(o->state, "OWNING")) {
+            all = false;
+            continue;
+        }
+        size_t cl = strlen(o->consistent_id), pl = strlen(v->port);
+        got += cl >= pl && !strcmp(o->consistent_id + cl - pl, v->port);
+    }
+    lattice_partitions_info_free(pi);
+    v->got = got;
+    return all && got > 0 && got == v->want;
+}
+
+/* A client node whose own metadata pull comes only every 10 minutes
+ * (LATTICE_META_PULL_MS) reads and writes keys of every partition while a
+ * 3rd server joins 2 and the grid rebalances and switches its base: every
+ * operation succeeds with the right value, during the rebalance and after
+ * the switch, and the client's partition map names the joiner as the
+ * primary of its partitions - it learnt the switch from the coordinator's
+ * push on the connection of its pull (eb6b6e6).  Without the push it learnt
+ * it only at its next pull: it sent the moved partitions' operations to the
+ * old primaries, which answer NOT_OWNER, until its deadline (TIMEOUT). */
+START_TEST(a_client_learns_a_base_switch_by_the_push)
+{
+    it_begin("rebalance_meta_push");
+    ck_assert_int_eq(setenv("LATTICE_META_PULL_MS", "600000", 1), 0);
+    it_proc *srv[3];
+    const char *extra[] = {"--cache", "default:backups=1", NULL};
+    start_grid(srv, 2, 3, extra);
+    /* The client attaches once the base spans both servers: the switch it
+     * must learn by the push is the 3rd server's. */
+    balanced_ctx b2 = {2, 2, NULL, 0, 0};
+    wait_balanced(&b2, 30000);
+    lattice_node *c = attach();
+    wait_grid(c, 2);
+    ck_assert(it_wait_for(cache_ready, c, 20000));
+    /* Keys in every partition. */
+    const long N = 20000;
+    lattice_partitions_info *pi = NULL;
+    ck_assert_int_eq(lattice_cache_partitions(c, "default", &pi), LATTICE_OK);
+    uint32_t parts = mp_parts = pi->partitions;
+    lattice_partitions_info_free(pi);
+    uint8_t *hit = calloc(parts, 1);
+    ck_assert_ptr_nonnull(hit);
+    long covered = 0;
+    for (long i = 0; i < N; i++) {
+        char key[48];
+        key_of(key, sizeof key, "mp", i);
+        uint32_t p = lattice_partition_of_key(key, strlen(key), parts);
+        covered += !hit[p];
+        hit[p] = 1;
+    }
+    free(hit);
+    ck_assert_int_eq(covered, parts);
+    push_ctx pc = {c, N, 0, 0, NULL};
+    rw_round(c, N, ++pc.rounds);
+    srv[2] = start_one("s2", base_port + 2, extra);
+    wait_grid(c, 3);
+    char jp[16];
+    port_suffix(jp, sizeof jp, base_port + 2);
+    balanced_ctx b3 = {3, 2, jp, 0, 0};
+    pc.b = &b3;
+    ck_assert_msg(it_wait_for(round_until_switched, &pc, 180000), "the base never switched to the 3 servers");
+    /* No operation in between: only the push can bring the switch. */
+    view_ctx v = {c, jp, b3.joiner_primaries, 0};
+    bool seen = it_wait_for(client_view_has_joiner, &v, 20000);
+    printf("meta push: %d rounds of %ld puts and gets (%d while rebalancing); the joiner is primary of %ld "
+           "partitions, %ld in the client's view\n", pc.rounds, N, pc.rounds_moving, v.want, v.got);
+    ck_assert_msg(seen, "the client's view names the joiner primary of %ld partitions, the servers' %ld", v.got, v.want);
+    for (int k = 0; k < 3; k++) rw_round(c, N, ++pc.rounds);
+    lattice_node_stop(c);
+    unsetenv("LATTICE_META_PULL_MS");
+    it_end();
+}
+END_TEST
+
 /* `lattice rebalance --json` "nodes" entry of the server on port `port`. */
 static json_t *rebalance_node_of_port(int port)
 {
@@ -1134,6 +1404,12 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tc_of("pause_no_quorum");
     tcase_add_test(tc, a_pause_that_cost_the_quorum_loses_no_data);
+    suite_add_tcase(s, tc);
+    tc = tc_of("kept_not_owner");
+    tcase_add_test(tc, a_kept_copy_restores_where_its_holder_owns_no_more);
+    suite_add_tcase(s, tc);
+    tc = tc_of("meta_push");
+    tcase_add_test(tc, a_client_learns_a_base_switch_by_the_push);
     suite_add_tcase(s, tc);
     tc = tc_of("delta");
     tcase_add_loop_test(tc, delta_rejoin_after_a_pause, 0, 4);
