@@ -239,7 +239,7 @@ respd_where respd_route(lattice_respd *r, uint16_t slot, bool replica_ok, char *
             w = RESPD_HERE;
         } else if (role == ROLE_REPLICA && replica_ok &&
                    !(p < r->n_demoted && r->demoted[p] && v->primary[p] >= 0)) {
-            w = RESPD_HERE;
+            w = RESPD_HERE_REPLICA;
         } else if (v->primary[p] >= 0) {
             const vnode *nd = &v->nodes[v->primary[p]];
             snprintf(moved, LATTICE_RESP_ERR_MAX, "MOVED %u %s:%d", slot, nd->ip, nd->port);

@@ -1111,8 +1111,8 @@ static bool first_stale_read(conn *c, uint16_t slot, uint32_t gen)
  * it to the wrong node; false when it runs here (proxied if need be).  A
  * connection that has not shown yet whether it routes by the slot map is
  * cluster-aware once AWARE_SLOTS distinct slots it used were all served
- * here (reads: as primary or replica), and plain for good at its first key
- * this node does not serve.  A read this node serves as a replica of a
+ * here as their primary, and plain for good at its first key this node
+ * does not serve, or serves only as a replica.  A read this node serves as a replica of a
  * partition it was the primary of is answered MOVED once per slot and
  * connection (first_stale_read), unless the connection sent READONLY. */
 bool respd_misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size_t argc,
@@ -1144,8 +1144,16 @@ bool respd_misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size
     uint32_t gen = 0;
     respd_where w = respd_route(r, slot, ro, err, &gen);
     if (aware) return w == RESPD_MOVED || (w == RESPD_HERE_DEMOTED && !c->readonly && first_stale_read(c, slot, gen));
-    if (w == RESPD_MOVED) c->aware = AWARE_NO;
-    else if (w != RESPD_HERE_ALL) learn_slot(c, slot); /* HERE_ALL: every client looks aware */
+    /* Learning: only slots this node is the primary of count.  A read of
+     * a slot it serves as a replica is what a plain client does (it sends
+     * keys of every slot; a node of a two-server grid serves them all) and
+     * a cluster client reading primaries does not: such a connection is
+     * plain for good, so it never meets the MOVED of a demoted slot
+     * (fault_kill_primary's final reads got it).  A cluster client that
+     * reads replicas without READONLY is served as plain: proxied, never
+     * redirected. */
+    if (w == RESPD_MOVED || w == RESPD_HERE_REPLICA || w == RESPD_HERE_DEMOTED) c->aware = AWARE_NO;
+    else if (w == RESPD_HERE) learn_slot(c, slot); /* HERE_ALL: every client looks aware */
     return false;
 }
 

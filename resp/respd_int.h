@@ -347,14 +347,15 @@ void respd_cluster(struct lattice_respd *r, conn *c, lattice_resp_cmd_id id, siz
 void respd_info(struct lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv);
 void respd_view_free(struct respd_view *v);
 /* Where a command on `slot` runs for a cluster-aware connection: here
- * (this node is the slot's primary, or a serving replica and replica_ok: a read;
- * RESPD_HERE_ALL when this node is every slot's primary), or elsewhere:
+ * (this node is the slot's primary; RESPD_HERE_REPLICA: a serving replica
+ * and replica_ok, a read; RESPD_HERE_ALL when this node is every slot's
+ * primary), or elsewhere:
  * then moved holds "MOVED <slot> <ip>:<port>" (LATTICE_RESP_ERR_MAX bytes).
  * RESPD_HERE_DEMOTED: a read here as a replica of a partition this node was
  * the primary of before - a client may send it here from a stale map; moved
  * holds the primary's MOVED and *gen (when not NULL) the demotion generation.
  * A slot whose primary is unknown runs here (the ops API answers). */
-typedef enum { RESPD_HERE, RESPD_HERE_ALL, RESPD_MOVED, RESPD_HERE_DEMOTED } respd_where;
+typedef enum { RESPD_HERE, RESPD_HERE_ALL, RESPD_HERE_REPLICA, RESPD_MOVED, RESPD_HERE_DEMOTED } respd_where;
 respd_where respd_route(struct lattice_respd *r, uint16_t slot, bool replica_ok, char *moved, uint32_t *gen);
 /* The partitions of the endpoint's cache as the current view knows them (0: not yet). */
 uint32_t respd_partitions(struct lattice_respd *r);
