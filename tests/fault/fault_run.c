@@ -733,6 +733,7 @@ static bool set_read_batch(redisContext *rc, int node, int ci, int from, int to,
     for (int k = from; k < to; k++) {
         redisReply *r;
         if (redisGetReply(rc, (void **)&r) != REDIS_OK || !r) {
+            if (!setr.unreadable) say("a set read through node %d broke: %s", node, rc->errstr);
             setr.unreadable += (size_t)(to - k);
             return false;
         }
@@ -746,6 +747,9 @@ static bool set_read_batch(redisContext *rc, int node, int ci, int from, int to,
         } else if (r->type == REDIS_REPLY_STRING) {
             snprintf(seen, sizeof seen, "\"%.30s\"", r->str); /* a value never written to it */
         } else {
+            if (!setr.unreadable)
+                say("a set read through node %d answered %s", node,
+                    r->type == REDIS_REPLY_ERROR && r->str ? r->str : "a reply of another type");
             setr.unreadable++;
         }
         freeReplyObject(r);
@@ -784,6 +788,7 @@ static bool set_check(void)
                 int to = k + SET_READ_BATCH < c->n_sops ? k + SET_READ_BATCH : c->n_sops;
                 if (!rc) rc = connect_node(n, 30000); /* once per batch: bounded */
                 if (!rc) {
+                    if (!setr.unreadable) say("cannot connect to node %d for the set read", n);
                     setr.unreadable += (size_t)(to - k);
                     continue;
                 }
