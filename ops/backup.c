@@ -86,6 +86,7 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
         if (q->id) chan_reply(d, o, &r, NULL, 0, false);
         return;
     }
+    if (c) clean_note_sender(c, q->partition, q->sender); /* before this write counts as applied */
     if (!c) r.status = LATTICE_ERR_NO_CACHE;
     else if (q->kind == CTL_REPLICATE_TXN) r.status = txn_apply_copy(d, c, q);
     else r.status = exec_replicate(c, q->partition, q->key.data, q->key.len, q->value.data, q->value.len,
@@ -114,6 +115,7 @@ void backup_clean(lattice_ops *d, const Latdata__Req *q)
 {
     lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
     if (c && c->store) {
+        clean_note_sender(c, q->partition, q->sender);
         clean_note_committed(c, q->partition, q->committed);
         fast_mark(c, q->partition); /* the copy may be clean now: re-checked at the settle */
     }

@@ -40,7 +40,8 @@ typedef struct clean_part {
     uint64_t heard;       /* copy: newest watermark its primary sent */
     uint64_t applied;     /* copy: newest replicated version applied */
     uint64_t notified;    /* primary: the watermark last sent to the copies */
-    uint64_t cap;         /* primary: a watermark it may never pass (capped: a write was refused) */
+    uint64_t cap;         /* a watermark and delta mark it may never pass (capped: see cap_at) */
+    uint64_t sender;      /* copy: hash of the primary whose writes it applied last (0: none yet) */
     uint8_t role;         /* the last role this node had: ROLE_PRIMARY / ROLE_COPY (0: none yet) */
     bool capped;
     waitw *head, *tail;   /* primary: writes in flight, oldest first */
@@ -121,6 +122,16 @@ lattice_status ops_refusal(lattice_ops *d, int64_t *num)
     return ops_no_quorum(d, num) ? LATTICE_ERR_NO_QUORUM : LATTICE_ERR_AGAIN;
 }
 
+/* From here on, this copy's contents above v may not be the grid's (it
+ * applied writes nobody acknowledged, whose counters another primary gave
+ * other writes): its watermark and every delta mark stay at or below v for
+ * as long as the copy lives, whatever role it takes next. */
+static void cap_at(clean_part *cp, uint64_t v)
+{
+    if (!cp->capped || v < cp->cap) cp->cap = v;
+    cp->capped = true;
+}
+
 void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,
                  const void *key, size_t key_len)
 {
@@ -160,6 +171,7 @@ static void tell_copies(lattice_ops *d, lattice_meta_cache *c, uint32_t partitio
         if (!q) continue;
         q->partition = partition;
         q->committed = wm;
+        q->sender = d->self_id; /* the copy tells one primary's watermarks from another's (clean_note_sender) */
         chan_send(d, to, q);
     }
 }
@@ -173,7 +185,7 @@ deferred_read *clean_end(lattice_ops *d, waitw *w)
     clean_cache *cc = c ? c->clean : NULL;
     if (!cc) return reads;
     clean_part *cp = &cc->p[w->partition];
-    if (w->rejected && (!cp->capped || w->version - 1 < cp->cap)) {
+    if (w->rejected) {
         /* Not acknowledged: a copy refused it (a newer primary numbers its
          * own writes from the same counters) or this side lost its lease.
          * The watermark and every delta mark of this copy must stay below
@@ -183,8 +195,7 @@ deferred_read *clean_end(lattice_ops *d, waitw *w)
          * counters (salvage.c: the kept copy of a cut-off primary).  Such a
          * primary was deposed and rejoins under a new id; the cost of the
          * cap while it lives is only that its copies forward reads. */
-        cp->cap = w->version - 1;
-        cp->capped = true;
+        cap_at(cp, w->version - 1);
     }
     while (cp->head && cp->head->done) {
         waitw *h = cp->head;
@@ -243,6 +254,26 @@ lattice_status clean_defer_read(waitw *w, const exec_in *in, const origin *org)
     r->next = w->reads;
     w->reads = r;
     return LATTICE_OK;
+}
+
+void clean_note_sender(lattice_meta_cache *c, uint32_t partition, const char *sender)
+{
+    clean_cache *cc = state(c);
+    if (!cc || partition >= cc->parts || !sender || !*sender) return;
+    clean_part *cp = &cc->p[partition];
+    uint64_t h = lt_fnv1a(sender, strlen(sender)) | 1;
+    /* Another primary's stream.  What this copy applied of the old one's
+     * above its last watermark may never have been acknowledged - a primary
+     * cut off with this copy on its side, or deposed - and the new primary
+     * numbers its writes from its own counter, reusing those numbers: the
+     * copy's history calls them applied (contig) and the new primary's
+     * watermark covers them, so a mark min(heard, contig) would skip the
+     * new primary's writes of the same counters (fault_partition_two_of_five,
+     * backups=2: a cut-off backup heard the majority's watermark before it
+     * rejoined).  A switch after the old primary drained (every applied
+     * write acknowledged and heard) needs no cap. */
+    if (cp->sender && cp->sender != h && cp->applied > cp->heard) cap_at(cp, cp->heard);
+    cp->sender = h;
 }
 
 void clean_note_applied(lattice_meta_cache *c, uint32_t partition, uint64_t version)

@@ -479,6 +479,10 @@ lattice_status clean_defer_read(waitw *w, const exec_in *in, const origin *org);
 uint64_t clean_committed(const lattice_meta_cache *c, uint32_t partition);
 /* Copy: a replicated write of `version` was applied; `committed` is the
  * watermark its primary sent along (or in CTL_CLEAN). */
+/* A replicate or watermark from `sender` (its primary) reached this copy:
+ * when it is another primary than before, the copy's marks are capped at
+ * its last watermark if it applied anything above it (clean.c). */
+void clean_note_sender(lattice_meta_cache *c, uint32_t partition, const char *sender);
 void clean_note_applied(lattice_meta_cache *c, uint32_t partition, uint64_t version);
 void clean_note_committed(lattice_meta_cache *c, uint32_t partition, uint64_t committed);
 /* Copy: may a read be answered from this copy (no applied write that its

@@ -278,6 +278,57 @@ START_TEST(a_kept_copy_is_reported_whoever_owns_the_partition_next)
 }
 END_TEST
 
+/* A backup cut off with its primary (backups=2, both on the minority side)
+ * applied the primary's writes 4 and 5, which the majority never got; its
+ * new primary after the heal numbers other writes 4 and 5, and its
+ * watermark (10) reaches this old copy before the node rejoins.  The mark
+ * must stay at the old primary's last watermark (3): min(heard 10, contig
+ * 5) counted the divergent 4 and 5 as the grid's, and the delta skipped
+ * the majority's 4 and 5 (fault_partition_two_of_five in a CI run). */
+START_TEST(another_primary_caps_a_copy_at_its_old_watermark)
+{
+    static const char *ids[] = {"solo"};
+    d->meta = grid_of(1, ids);
+    snprintf(d->self_id, sizeof d->self_id, "solo");
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
+    const uint32_t p = 7;
+    lattice_store_history_valid_from(c->store, p, 0);
+    for (uint64_t v = 1; v <= 5; v++) {
+        char key[8];
+        snprintf(key, sizeof key, "k%llu", (unsigned long long)v);
+        lattice_store_entry e = {p, key, strlen(key), "v", 1, 0, v};
+        ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
+        clean_note_sender(c, p, "old-primary");
+        clean_note_applied(c, p, v);
+        clean_note_committed(c, p, v <= 3 ? v : 3);
+    }
+    uint64_t mark = 0;
+    ck_assert(salvage_mark_of(c, p, &mark));
+    ck_assert_uint_eq(mark, 3);
+    clean_note_sender(c, p, "new-primary");
+    clean_note_committed(c, p, 10);
+    ck_assert(salvage_mark_of(c, p, &mark));
+    ck_assert_uint_eq(mark, 3);
+    /* A copy whose old primary drained (everything applied was heard)
+     * is not capped by the change. */
+    const uint32_t q = 8;
+    lattice_store_history_valid_from(c->store, q, 0);
+    for (uint64_t v = 1; v <= 3; v++) {
+        char key[8];
+        snprintf(key, sizeof key, "q%llu", (unsigned long long)v);
+        lattice_store_entry e = {q, key, strlen(key), "v", 1, 0, v};
+        ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
+        clean_note_sender(c, q, "old-primary");
+        clean_note_applied(c, q, v);
+        clean_note_committed(c, q, v);
+    }
+    clean_note_sender(c, q, "new-primary");
+    clean_note_committed(c, q, 3);
+    ck_assert(salvage_mark_of(c, q, &mark));
+    ck_assert_uint_eq(mark, 3);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ops_salvage");
@@ -288,6 +339,7 @@ int main(void)
     tcase_add_test(tc, a_kept_copy_is_reported_whoever_owns_the_partition_next);
     tcase_add_test(tc, a_refused_write_keeps_the_delta_mark_below_it);
     tcase_add_test(tc, a_second_rejoin_keeps_the_copies_the_first_one_loaded);
+    tcase_add_test(tc, another_primary_caps_a_copy_at_its_old_watermark);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
 }
