@@ -81,8 +81,11 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
 {
     lattice_op_result r = {0};
     lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
-    if (c && (from_deposed_primary(d, c, q) || ops_before_incarnation(d, q->topo_major))) {
+    if (c && (from_deposed_primary(d, c, q) || ops_not_meant_here(d, o, q->topo_major))) {
         r.status = LATTICE_ERR_NOT_OWNER;
+        if (d->repl_failed++ % 1000 == 0)
+            LT_LOG(LT_WARN, "data", "cache %s: refused a replicated write from %s: not the partition's primary in this view, or meant for an earlier incarnation of this node (%llu so far)",
+                   q->cache, q->sender && q->sender[0] ? q->sender : "a peer", (unsigned long long)d->repl_failed);
         if (q->id) chan_reply(d, o, &r, NULL, 0, false);
         return;
     }

@@ -199,6 +199,7 @@ static void flush_peer(lattice_ops *d, peer *p)
     for (size_t at = 0; p->dealer && (at < p->n_out || p->push_meta);) {
         Latdata__Batch b = LATDATA__BATCH__INIT;
         b.proto = LATTICE_DATA_PROTO;
+        b.to = p->m.id; /* the incarnation these are meant for (ops_not_meant_here) */
         b.reqs = p->out + at;
         b.n_reqs = chunk_req(p->out + at, p->n_out - at);
         const Latdata__Meta *meta = lattice_meta_message(d->meta);

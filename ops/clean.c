@@ -117,6 +117,29 @@ bool ops_before_incarnation(const lattice_ops *d, uint64_t topo_major)
     return topo_major && topo_major < d->self_since_major;
 }
 
+addressed_to ops_addressed(const lattice_ops *d, const char *to)
+{
+    if (!to || !to[0]) return ADDRESSED_UNSAID;
+    if (!strcmp(to, d->self_id)) return ADDRESSED_HERE;
+    /* The data thread may not know its new id yet: discovery's is current. */
+    char now[64] = "";
+    if (d->disc) lattice_discovery_local_id(d->disc, now, sizeof now);
+    return strcmp(to, now) == 0 ? ADDRESSED_HERE : ADDRESSED_ELSEWHERE;
+}
+
+bool ops_not_meant_here(const lattice_ops *d, const origin *o, uint64_t topo_major)
+{
+    /* The view alone misjudges a joiner: a primary that saw it join routes
+     * by that topology, while the joiner's data thread may first have seen
+     * a later one (topologies coalesce) - its resent replications were
+     * refused, the write unacknowledged, and its retry ran again on the
+     * joiner that had received the write's effect with the supplied data
+     * (fault_two_joins: an INCR counted twice). */
+    if (o->to == ADDRESSED_HERE) return false;
+    if (o->to == ADDRESSED_ELSEWHERE) return true;
+    return ops_before_incarnation(d, topo_major);
+}
+
 lattice_status ops_refusal(lattice_ops *d, int64_t *num)
 {
     return ops_no_quorum(d, num) ? LATTICE_ERR_NO_QUORUM : LATTICE_ERR_AGAIN;

@@ -74,6 +74,7 @@ static bool on_request_frame(void *arg, link_conn *c, const uint8_t *msg, size_t
     if (b->meta) control_meta_apply(d, b->meta);
     origin o = {0};
     o.ident_len = link_srv_ident(c, o.ident);
+    if (b->n_reqs) o.to = ops_addressed(d, b->to);
     for (size_t i = 0; i < b->n_reqs; i++) {
         o.rid = b->reqs[i]->id;
         serve(d, b->reqs[i], &o);

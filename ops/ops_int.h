@@ -63,11 +63,14 @@ typedef struct opx opx;
 
 /* Where a primary's result goes: a local op, or the accepted connection the
  * request came on (link_srv_ident) + request id. */
+typedef enum { ADDRESSED_UNSAID, ADDRESSED_HERE, ADDRESSED_ELSEWHERE } addressed_to;
+
 typedef struct origin {
     opx *local;
     uint8_t ident[256];
     size_t ident_len;
     uint64_t rid;
+    addressed_to to; /* a peer's request: the incarnation its sender meant (loop.c) */
 } origin;
 
 /* An operation submitted on this node (owned copy of everything). */
@@ -463,6 +466,14 @@ lattice_status ops_refusal(lattice_ops *d, int64_t *num);
 /* A request or replicated write its sender routed by a view older than this
  * incarnation (self_since_major): meant for a previous one. */
 bool ops_before_incarnation(const lattice_ops *d, uint64_t topo_major);
+/* A peer's request meant for another incarnation of this process: the node
+ * id its frame names is not ours; a frame that names none (an older peer)
+ * is judged by the view it was routed by (ops_before_incarnation). */
+bool ops_not_meant_here(const lattice_ops *d, const origin *o, uint64_t topo_major);
+/* Whom a peer's frame of requests names (Batch.to): this incarnation, another
+ * (TCP delivering what it queued for the process before it rejoined), or
+ * nobody. */
+addressed_to ops_addressed(const lattice_ops *d, const char *to);
 /* Primary: the write w (version, key) is in flight to the copies. */
 void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,
                  const void *key, size_t key_len);

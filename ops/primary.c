@@ -692,7 +692,7 @@ void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org)
     }
     lattice_meta_member *own[1];
     if (lattice_meta_serving_owners(c, q->partition, own, 1) != 1 || !own[0]->self ||
-        ops_before_incarnation(d, q->topo_major)) {
+        ops_not_meant_here(d, org, q->topo_major)) {
         r.status = LATTICE_ERR_NOT_OWNER;
         chan_reply(d, org, &r, NULL, 0, false);
         return;
