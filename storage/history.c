@@ -50,15 +50,22 @@ void lt_hist_lose(lt_hist *h)
     h->valid = false;
 }
 
-/* Grows the ring to hold one more record (up to max_entries slots). */
-static bool grow(lt_hist *h, uint32_t max_entries)
+/* Gives the ring its slots, all at once, at the first record: as many as
+ * max_entries and max_bytes allow, touched now.  A history's memory is then
+ * known from its partition's first write on and stays flat while it fills
+ * (a ring that doubled as writes came in grew a node's RSS for minutes after
+ * every restart, and left the old rings' holes in the heap).  A ring whose
+ * bounds were raised since grows once more to the new bound. */
+static bool grow(lt_hist *h, uint32_t max_entries, uint64_t max_bytes)
 {
     if (h->n < h->cap) return true;
-    uint32_t cap = h->cap ? h->cap * 2 : 16;
-    if (cap > max_entries) cap = max_entries;
+    uint64_t by_bytes = max_bytes / sizeof(hist_rec);
+    uint32_t cap = by_bytes < max_entries ? (uint32_t)by_bytes : max_entries;
+    if (cap <= h->cap) cap = h->cap * 2 < max_entries ? h->cap * 2 : max_entries;
     if (cap <= h->cap) return false;
     hist_rec *x = lt_malloc(cap * sizeof *x);
     if (!x) return false;
+    memset(x, 0, cap * sizeof *x);
     for (uint32_t i = 0; i < h->n; i++) x[i] = h->ring[(h->head + i) % h->cap];
     lt_free(h->ring);
     h->ring = x;
@@ -95,7 +102,7 @@ void lt_hist_note(lt_hist *h, uint32_t max_entries, uint64_t max_bytes, uint64_t
     }
     while (h->n && (h->n >= max_entries || h->bytes + cost > max_bytes)) drop_oldest(h);
     uint8_t *k = key_len > LT_HIST_INLINE_KEY ? lt_malloc(key_len) : NULL;
-    if ((key_len > LT_HIST_INLINE_KEY && !k) || !grow(h, max_entries)) {
+    if ((key_len > LT_HIST_INLINE_KEY && !k) || !grow(h, max_entries, max_bytes)) {
         lt_free(k);
         lt_hist_lose(h);
         return;

@@ -3,6 +3,7 @@
  * supplier - every change above a mark is known, or a full copy is needed. */
 #include "run_suite.h"
 #include "helpers.h"
+#include "history.h"
 
 struct seen {
     uint64_t counters[4096];
@@ -243,6 +244,33 @@ START_TEST(contig_stops_at_a_gap)
 }
 END_TEST
 
+/* A ring takes all its slots at its first record - as many as both bounds
+ * allow - so its memory stays flat while it fills (no regrowth per write
+ * burst after a restart); raised bounds grow it once more. */
+START_TEST(ring_takes_its_slots_at_the_first_record)
+{
+    lt_hist h;
+    lt_hist_init(&h);
+    ck_assert_uint_eq(h.cap, 0);
+    lt_hist_note(&h, 1024, 65536, 1, "k1", 2, false);
+    ck_assert_uint_eq(h.cap, 1024); /* 1024 records of 40 B fit 64 KiB */
+    hist_rec *ring = h.ring;
+    for (uint64_t c = 2; c <= 3000; c++) lt_hist_note(&h, 1024, 65536, c, "k", 1, false);
+    ck_assert_ptr_eq(h.ring, ring); /* never moved */
+    ck_assert_uint_eq(h.n, 1024);
+    lt_hist_free(&h);
+    lt_hist_note(&h, 1024, 4000, 1, "k1", 2, false); /* the bytes bound binds: 100 slots */
+    ck_assert_uint_eq(h.cap, 4000 / sizeof(hist_rec));
+    for (uint64_t c = 2; c <= 200; c++) lt_hist_note(&h, 1024, 4000, c, "k", 1, false);
+    ck_assert_uint_eq(h.n, 4000 / sizeof(hist_rec));
+    for (uint64_t c = 201; c <= 400; c++) lt_hist_note(&h, 1024, 65536, c, "k", 1, false); /* raised */
+    ck_assert_uint_eq(h.n, 300); /* the 100 kept, and 200 more */
+    ck_assert_uint_ge(h.cap, 300);
+    ck_assert_uint_le(h.cap, 1024);
+    lt_hist_free(&h);
+}
+END_TEST
+
 static void setup(void) { rcu_register_thread(); }
 static void teardown(void) { rcu_unregister_thread(); }
 
@@ -255,6 +283,7 @@ int main(void)
     tcase_add_test(tc, records_puts_and_removes_with_their_counters);
     tcase_add_test(tc, bound_in_records_drops_oldest_and_raises_the_floor);
     tcase_add_test(tc, bound_in_bytes);
+    tcase_add_test(tc, ring_takes_its_slots_at_the_first_record);
     tcase_add_test(tc, short_and_long_keys_come_back_through_the_wrap);
     tcase_add_test(tc, unknown_counter_and_clear);
     tcase_add_test(tc, insert_batch_is_recorded);
