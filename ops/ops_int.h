@@ -9,6 +9,7 @@
  *   issue.c      issue and route
  *   control.c    metadata exchange, internal calls, stats, base check
  *   backup.c     backup apply
+ *   gate.c       the serving gate: lease, quorum, fence, frozen; requests meant for another incarnation
  *   primary.c    primary execution with de-duplication, forwarding
  *   walk.c       the partition-addressed kinds (WALK, CLEAR) at the primary
  *   sync_wait.c  the full_sync wait
@@ -444,7 +445,7 @@ void sync_wait_release(lattice_ops *d, waitw *w);
 /* CTL_CLEAN from a primary: its commit watermark of one partition (backup.c). */
 void backup_clean(lattice_ops *d, const Latdata__Req *q);
 
-/* ---- clean.c: commit watermarks, so every read is linearizable (full_sync) */
+/* ---- gate.c: may this node serve now; is a peer's request meant for it */
 /* May this node serve an operation of c now: it holds its lease (discovery)
  * and no base switch has frozen the cache. */
 bool ops_serving(lattice_ops *d, const lattice_meta_cache *c);
@@ -474,6 +475,8 @@ bool ops_not_meant_here(const lattice_ops *d, const origin *o, uint64_t topo_maj
  * (TCP delivering what it queued for the process before it rejoined), or
  * nobody. */
 addressed_to ops_addressed(const lattice_ops *d, const char *to);
+
+/* ---- clean.c: commit watermarks, so every read is linearizable (full_sync) */
 /* Primary: the write w (version, key) is in flight to the copies. */
 void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,
                  const void *key, size_t key_len);
