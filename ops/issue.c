@@ -7,7 +7,7 @@
  *  limits? -> partition -> serving owners (the affinity base filtered to
  *  live nodes; none: PARTITION_LOST) -> a read with read_from_backup on a
  *  local owner runs here; else the primary: ourselves (primary.c) or a
- *  request to its DEALER, kept in the pending table until its answer
+ *  request on our connection to it, kept in the pending table until its answer
  *  (retry.c settles it: complete, or route again).
  */
 #include <string.h>

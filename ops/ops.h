@@ -2,30 +2,35 @@
  * ops/ops.h: the operation path of a node (prefix lattice_ops_): the data
  * thread, its data channel and every stage an operation passes through.
  *
- * A node has one lattice_ops.  Its data thread owns the data channel (a
- * ROUTER others send requests to, a DEALER per server peer), the pending
- * table, the cluster metadata (meta/) and every store write.  Other threads
- * only hand work over: lattice_ops_submit (the cache operations of
- * lattice/ops.h) and lattice_ops_call (stats, create/destroy, partitions,
- * digests).  Every callback runs on the data thread, except those of reads
- * lattice_ops_submit_inline answers on the calling thread (fast.c).
+ * A node has one lattice_ops.  Its data thread owns the data channel (plain
+ * TCP, link.c: a data port others connect to and send requests on, one
+ * connection of ours to each server peer), the pending table, the cluster
+ * metadata (meta/) and every store write.  Other threads hand work over:
+ * lattice_ops_submit (the cache operations of lattice/ops.h) and
+ * lattice_ops_call (stats, create/destroy, partitions, digests) - or, in
+ * lattice_ops_submit_inline, take the data thread's state for a moment and
+ * run their ops to completion themselves (loop_run_here).  Every callback
+ * runs in the data thread's role (on it, or on such a thread: never two at
+ * once), except those of reads lattice_ops_submit_inline answers from the
+ * store on the calling thread (fast.c).
  *
  * One PUT, file by file (docs/CACHES.md, "The operation path"):
  *   issue.c      lattice_ops_submit -> inbox -> route: cache known, limits,
  *                partition -> serving owners -> primary (here or a request)
  *   primary.c    the primary checks it serves, de-duplicates resends and
  *                executes on its store (the update counter is the version)
- *   backup.c     forwards the write to every other serving and MOVING owner;
- *                a backup applies it only if newer
+ *   primary.c    forwards the write to every other serving and MOVING owner
+ *   backup.c     a copy applies it only if newer
  *   sync_wait.c  full_sync: the acknowledgement waits for every copy
  *   retry.c      NOT_OWNER / AGAIN / a target that left: re-route later,
  *                until the op's deadline
- *   channel.c    sockets, frames, the pending table, the replies (bottom)
+ *   channel.c    frames, batching, the pending table, the replies
+ *   link.c       the TCP connections under them (bottom)
  *   loop.c       the data thread: poll, dispatch, topology changes
  * The metadata exchange (control.c) and the rebalance executor
  * (rebal_exec.c) ride on the same channel.
  *
- * Lifecycle (node/node.c): init binds the data ROUTER (servers) so its
+ * Lifecycle (node/node.c): init binds the data port (servers) so its
  * address can be advertised before discovery starts; start runs the data
  * thread; stop ends every op still in flight with STOPPED; destroy frees.
  */
@@ -45,7 +50,7 @@ typedef struct lattice_ops lattice_ops;
 
 typedef struct lattice_ops_config {
     bool client;
-    const char *host;               /* bind address of the data ROUTER */
+    const char *host;               /* bind address of the data port */
     const uint8_t *secret;          /* NULL = no MAC */
     size_t secret_len;
     const char *const *caches;      /* --cache specs this node brings */

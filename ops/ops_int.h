@@ -601,7 +601,7 @@ int primary_room_action(lattice_meta_cache *c, uint32_t partition, const void *k
 bool primary_room_for_copy(lattice_ops *d, pend *p, bool *answered);
 /* The end of a full_sync write's wait: its parked reads run, its undo record goes. */
 void primary_after_write(lattice_ops *d, waitw *w);
-/* A request that arrived on our ROUTER for a partition we should be primary of. */
+/* A request that arrived on our data port for a partition we should be primary of. */
 void primary_serve(lattice_ops *d, const Latdata__Req *q, const origin *org);
 
 /* ---- txn.c: transactions (LATTICE_OP_TXN, lattice/txn.h) */

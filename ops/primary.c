@@ -1,7 +1,7 @@
 /*
  * primary: primary execution with de-duplication (data thread).
  *
- *  primary_serve    a request that arrived on our ROUTER: the primary checks
+ *  primary_serve    a request that arrived on our data port: the primary checks
  *                   it is the serving primary in its own view (else
  *                   NOT_OWNER: the issuer retries), that it may serve now -
  *                   its lease holds, it is not leaving, no base switch

@@ -5,10 +5,18 @@
  * it needs, never blocks on the network and returns at once.  The node's
  * data thread routes each operation to its partition's primary (locally or
  * over the data channel), retries it on a topology change, and calls the
- * completion callback exactly once per operation, ON THE DATA THREAD, with
- * the result.  A callback must not block and must not call the blocking
- * wrappers of lattice.h (they wait for the data thread: deadlock); it may
- * submit further operations.
+ * completion callback exactly once per operation, with the result, IN THE
+ * DATA THREAD'S ROLE: on the data thread, or on another thread that holds
+ * the data thread's state for a moment (run to completion: a thread in
+ * lattice_op_submit_inline - the node's RESP IO threads - runs the ops it
+ * submits, and what others queued before them, itself while the data
+ * thread polls).  Either way callbacks never run two at once, nor beside
+ * the data thread's work, and a callback may run on a thread that is not
+ * the one that submitted its op.  lattice_op_submit never calls fn before
+ * it returns; lattice_op_submit_inline may (below).  A callback must not
+ * block, must not take a lock a submitting thread may hold, and must not
+ * call the blocking wrappers of lattice.h (they wait for the data thread:
+ * deadlock); it may submit further operations.
  *
  *     static void done(void *arg, size_t i, const lattice_op_result *r) {
  *         if (r->status == LATTICE_OK) use(r->value, r->value_len);
