@@ -161,9 +161,18 @@ uint64_t lattice_ops_reads_inline(lattice_ops *d)
     return d ? atomic_load_explicit(&d->reads_inline, memory_order_relaxed) : 0;
 }
 
-void issue_route(lattice_ops *d, opx *o)
+/* Answers o here with status (and num). */
+static void answer(lattice_ops *d, opx *o, lattice_status status, int64_t num)
 {
-    lattice_op_result r = {0};
+    lattice_op_result r = {.status = status, .num = num};
+    chan_complete_local(d, o, &r);
+}
+
+/* The checks before an op's partition is looked at: the cache, if this node
+ * may route o for it now (*lease: the lease read once for every check of
+ * this op); NULL when o was answered or put back for a retry. */
+static lattice_meta_cache *route_cache(lattice_ops *d, opx *o, bool *lease)
+{
     if (o->seq && o->seq_inc != d->incarnation) {
         /* A write sent before this node rejoined under a new id (it was
          * paused or cut off past the failure detection): its first attempt
@@ -173,18 +182,13 @@ void issue_route(lattice_ops *d, opx *o)
          * applying it a second time over the writes acknowledged since
          * (fault_stop_primary: a value read back 3 s after it was
          * overwritten).  Its outcome is unknown; so says the answer. */
-        r.status = LATTICE_ERR_TIMEOUT;
-        chan_complete_local(d, o, &r);
-        return;
+        answer(d, o, LATTICE_ERR_TIMEOUT, 0);
+        return NULL;
     }
     if (!lattice_meta_valid(d->meta)) {
-        if (restart_refuses(d)) { /* a whole-grid restart waits: refused at once, naming it */
-            r.status = LATTICE_ERR_RESTARTING;
-            chan_complete_local(d, o, &r);
-            return;
-        }
-        retry_later(d, o, LATTICE_ERR_TIMEOUT);
-        return;
+        if (restart_refuses(d)) answer(d, o, LATTICE_ERR_RESTARTING, 0); /* a whole-grid restart waits: naming it */
+        else retry_later(d, o, LATTICE_ERR_TIMEOUT);
+        return NULL;
     }
     if (d->disc && !d->client && !d->seen_topology) {
         /* A server not admitted yet (starting, or restarted) may hold the
@@ -193,7 +197,7 @@ void issue_route(lattice_ops *d, opx *o)
          * and the quorum "0 of 0".  Neither is the grid's answer: wait for
          * the join (TRYAGAIN past the deadline). */
         retry_later(d, o, LATTICE_ERR_TIMEOUT);
-        return;
+        return NULL;
     }
     lattice_meta_cache *c = lattice_meta_cache_of(d->meta, o->cache);
     if (!c) {
@@ -205,124 +209,82 @@ void issue_route(lattice_ops *d, opx *o)
             o->no_cache_until = now + NO_CACHE_WAIT_MS;
             d->last_meta_pull = 0;
         }
-        if (now < o->no_cache_until) {
-            retry_later(d, o, LATTICE_ERR_NO_CACHE);
-            return;
-        }
-        r.status = LATTICE_ERR_NO_CACHE;
-        chan_complete_local(d, o, &r);
-        return;
+        if (now < o->no_cache_until) retry_later(d, o, LATTICE_ERR_NO_CACHE);
+        else answer(d, o, LATTICE_ERR_NO_CACHE, 0);
+        return NULL;
     }
     if (c->restoring) { /* a whole-grid restart makes the copies equal first (restart.c) */
-        r.status = LATTICE_ERR_RESTARTING;
-        chan_complete_local(d, o, &r);
-        return;
+        answer(d, o, LATTICE_ERR_RESTARTING, 0);
+        return NULL;
     }
     lattice_status st = primary_check_limits(c, &o->op);
     if (st != LATTICE_OK) {
-        r.status = st;
-        chan_complete_local(d, o, &r);
-        return;
+        answer(d, o, st, 0);
+        return NULL;
     }
     if (c->cfg.rebalance_mode == LATTICE_REBALANCE_SYNC && c->ideal) {
         /* rebalance_mode=sync: while the live servers differ from the
          * affinity base (a rebalance is due or running) the cache's
          * operations wait - retried until the switch or their deadline. */
         retry_later(d, o, LATTICE_ERR_TIMEOUT);
-        return;
+        return NULL;
     }
-    /* One lease read for this op's checks below (each was a clock read). */
-    bool lease = d->client || ops_lease(d);
-    if (ops_no_quorum_leased(d, lease, &r.num)) {
+    /* One lease read for this op's checks (each was a clock read). */
+    *lease = d->client || ops_lease(d);
+    int64_t num = 0;
+    if (ops_no_quorum_leased(d, *lease, &num)) {
         /* Refused here, whichever node is the key's primary: this side of
          * the grid may not acknowledge anything (docs/CONSISTENCY.md). */
-        r.status = LATTICE_ERR_NO_QUORUM;
-        chan_complete_local(d, o, &r);
-        return;
+        answer(d, o, LATTICE_ERR_NO_QUORUM, num);
+        return NULL;
     }
-    if (o->op.kind == LATTICE_OP_SIZE) {
-        control_start_size(d, o);
-        return;
+    return c;
+}
+
+/* Partition p has no serving owner.  A client learns a base switch by
+ * pulling (once a second): the partition may serve again already.  So it
+ * pulls now and looks again once that pull ended (answered, or given up),
+ * or at the op's deadline.  Servers get the metadata pushed. */
+static void route_lost(lattice_ops *d, opx *o, uint32_t p)
+{
+    o->lost_part = p;
+    if (d->client && !o->lost_mark) {
+        o->lost_mark = d->pulls_sent + 1;
+        d->last_meta_pull = 0;
     }
-    bool walk = walk_is_kind(o->op.kind); /* partition-addressed (walk.c) */
-    if (walk && o->op.partition >= c->cfg.partitions) {
-        r.status = LATTICE_ERR_INVAL;
-        chan_complete_local(d, o, &r);
-        return;
-    }
-    uint32_t p = walk ? o->op.partition : lattice_partition_of_key(o->op.key, o->op.key_len, c->cfg.partitions);
-    lattice_meta_member *owners[LATTICE_CACHE_MAX_BACKUPS + 1];
-    size_t n = lattice_meta_serving_owners(c, p, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
-    if (n == 0) {
-        /* A client learns a base switch by pulling (once a second): the
-         * partition may serve again already.  So it pulls now and looks
-         * again once that pull ended (answered, or given up), or at the
-         * op's deadline.  Servers get the metadata pushed. */
-        o->lost_part = p;
-        if (d->client && !o->lost_mark) {
-            o->lost_mark = d->pulls_sent + 1;
-            d->last_meta_pull = 0;
-        }
-        if (d->client && d->pulls_ended < o->lost_mark) {
-            retry_later(d, o, LATTICE_ERR_PARTITION_LOST);
-            return;
-        }
-        r.status = LATTICE_ERR_PARTITION_LOST;
-        r.num = p; /* the caller can name it (RESP's CLUSTERDOWN does) */
-        chan_complete_local(d, o, &r);
-        return;
-    }
-    exec_in in = {o->op.kind, o->op.flags, p, o->op.key, o->op.key_len, o->op.value, o->op.value_len,
-                  o->op.delta, o->op.ttl_ms};
-    origin org = {.local = o};
-    if (!ops_is_read(o->op.kind) && !walk && !o->seq) {
-        /* The write's name for resends: this node's id now.  A rejoin under
-         * a new id ends its resends (the check at the top): named by the new
-         * id a resend would miss the first result and apply twice (an INCR
-         * counted twice after a pause, fault_stop_coordinator), and even
-         * under the old name the primary it finds may lack the record. */
-        o->seq = ++d->op_seq;
-        o->seq_inc = d->incarnation;
-        copy_name(o->origin, sizeof o->origin, d->self_id);
-    }
-    if (lattice_meta_frozen(c)) {
-        retry_later(d, o, LATTICE_ERR_AGAIN); /* a base switch is deciding: nothing served here meanwhile */
-        return;
-    }
-    if (ops_is_read(o->op.kind) && c->cfg.read_from_backup && c->store) {
-        for (size_t i = 1; i < n; i++) {
-            if (!owners[i]->self) continue;
-            /* A backup answers only from a clean copy: nothing applied here
-             * that its primary has not acknowledged (clean.c); else the
-             * primary answers.  primary_sync/full_async: as it stands. */
-            if (c->cfg.sync == LATTICE_SYNC_FULL && !clean_copy_is_clean(c, p)) break;
-            if (!ops_serving_leased(d, c, lease)) {
-                retry_later(d, o, LATTICE_ERR_AGAIN);
-                return;
-            }
-            repl_out repl;
-            exec_local(c, &in, &d->scratch, &r, &repl);
-            chan_complete_local(d, o, &r);
-            return;
-        }
-    }
-    if (owners[0]->self) {
+    if (d->client && d->pulls_ended < o->lost_mark) retry_later(d, o, LATTICE_ERR_PARTITION_LOST);
+    else answer(d, o, LATTICE_ERR_PARTITION_LOST, p); /* the caller can name it (RESP's CLUSTERDOWN does) */
+}
+
+/* A read with read_from_backup where this node holds a backup copy of its
+ * partition: true when it was answered here (or put back for a retry). */
+static bool read_local_copy(lattice_ops *d, opx *o, lattice_meta_cache *c, const exec_in *in,
+                            lattice_meta_member *const *owners, size_t n, bool lease)
+{
+    for (size_t i = 1; i < n; i++) {
+        if (!owners[i]->self) continue;
+        /* A backup answers only from a clean copy: nothing applied here
+         * that its primary has not acknowledged (clean.c); else the
+         * primary answers.  primary_sync/full_async: as it stands. */
+        if (c->cfg.sync == LATTICE_SYNC_FULL && !clean_copy_is_clean(c, in->partition)) return false;
         if (!ops_serving_leased(d, c, lease)) {
-            /* No lease, leaving, or a base switch holds the cache: retry
-             * shortly (the view will have moved on or come back). */
             retry_later(d, o, LATTICE_ERR_AGAIN);
-            return;
+            return true;
         }
-        if (walk) walk_execute(d, c, &in, &org);
-        else primary_execute(d, c, &in, &org, o->origin, o->seq);
-        return;
-    }
-    if (walk && (o->op.flags & LATTICE_OP_LOCAL)) {
-        r.status = LATTICE_ERR_NOT_OWNER; /* another node's: not this walk's */
+        lattice_op_result r = {0};
+        repl_out repl;
+        exec_local(c, in, &d->scratch, &r, &repl);
         chan_complete_local(d, o, &r);
-        return;
+        return true;
     }
-    peer *prim = peer_of(owners[0]);
+    return false;
+}
+
+/* To the primary on another node: a request, kept in the pending table
+ * until its answer (retry.c settles it) - or, a full_async write,
+ * acknowledged once sent. */
+static void send_to_primary(lattice_ops *d, opx *o, lattice_meta_cache *c, uint32_t p, peer *prim, bool walk)
+{
     if (!prim->dealer) {
         retry_later(d, o, LATTICE_ERR_TIMEOUT);
         return;
@@ -330,8 +292,7 @@ void issue_route(lattice_ops *d, opx *o)
     Latdata__Req *q = chan_req_new_from(o->op.kind, c->cfg.name, o->op.key, o->op.key_len, o->op.value,
                                         o->op.value_len, o->seq ? o->origin : NULL);
     if (!q) {
-        r.status = LATTICE_ERR_NOMEM;
-        chan_complete_local(d, o, &r);
+        answer(d, o, LATTICE_ERR_NOMEM, 0);
         return;
     }
     q->flags = o->op.flags;
@@ -346,8 +307,7 @@ void issue_route(lattice_ops *d, opx *o)
         pend *pe = chan_pend_new(d, retry_settle_op, prim);
         if (!pe) {
             lt_free(q);
-            r.status = LATTICE_ERR_NOMEM;
-            chan_complete_local(d, o, &r);
+            answer(d, o, LATTICE_ERR_NOMEM, 0);
             return;
         }
         pe->op = o;
@@ -355,5 +315,64 @@ void issue_route(lattice_ops *d, opx *o)
         q->id = pe->id;
     }
     chan_send(d, prim, q);
-    if (async_write) chan_complete_local(d, o, &r); /* full_async: acknowledged once sent */
+    if (async_write) answer(d, o, LATTICE_OK, 0); /* full_async: acknowledged once sent */
+}
+
+void issue_route(lattice_ops *d, opx *o)
+{
+    bool lease = false;
+    lattice_meta_cache *c = route_cache(d, o, &lease);
+    if (!c) return;
+    if (o->op.kind == LATTICE_OP_SIZE) {
+        control_start_size(d, o);
+        return;
+    }
+    bool walk = walk_is_kind(o->op.kind); /* partition-addressed (walk.c) */
+    if (walk && o->op.partition >= c->cfg.partitions) {
+        answer(d, o, LATTICE_ERR_INVAL, 0);
+        return;
+    }
+    uint32_t p = walk ? o->op.partition : lattice_partition_of_key(o->op.key, o->op.key_len, c->cfg.partitions);
+    lattice_meta_member *owners[LATTICE_CACHE_MAX_BACKUPS + 1];
+    size_t n = lattice_meta_serving_owners(c, p, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
+    if (n == 0) {
+        route_lost(d, o, p);
+        return;
+    }
+    exec_in in = {o->op.kind, o->op.flags, p, o->op.key, o->op.key_len, o->op.value, o->op.value_len,
+                  o->op.delta, o->op.ttl_ms};
+    if (!ops_is_read(o->op.kind) && !walk && !o->seq) {
+        /* The write's name for resends: this node's id now.  A rejoin under
+         * a new id ends its resends (route_cache's first check): named by
+         * the new id a resend would miss the first result and apply twice
+         * (an INCR counted twice after a pause, fault_stop_coordinator), and
+         * even under the old name the primary it finds may lack the record. */
+        o->seq = ++d->op_seq;
+        o->seq_inc = d->incarnation;
+        copy_name(o->origin, sizeof o->origin, d->self_id);
+    }
+    if (lattice_meta_frozen(c)) {
+        retry_later(d, o, LATTICE_ERR_AGAIN); /* a base switch is deciding: nothing served here meanwhile */
+        return;
+    }
+    if (ops_is_read(o->op.kind) && c->cfg.read_from_backup && c->store &&
+        read_local_copy(d, o, c, &in, owners, n, lease))
+        return;
+    if (owners[0]->self) {
+        if (!ops_serving_leased(d, c, lease)) {
+            /* No lease, leaving, or a base switch holds the cache: retry
+             * shortly (the view will have moved on or come back). */
+            retry_later(d, o, LATTICE_ERR_AGAIN);
+            return;
+        }
+        origin org = {.local = o};
+        if (walk) walk_execute(d, c, &in, &org);
+        else primary_execute(d, c, &in, &org, o->origin, o->seq);
+        return;
+    }
+    if (walk && (o->op.flags & LATTICE_OP_LOCAL)) {
+        answer(d, o, LATTICE_ERR_NOT_OWNER, 0); /* another node's: not this walk's */
+        return;
+    }
+    send_to_primary(d, o, c, p, peer_of(owners[0]), walk);
 }
