@@ -14,19 +14,7 @@
  * once), except those of reads lattice_ops_submit_inline answers from the
  * store on the calling thread (fast.c).
  *
- * One PUT, file by file (docs/CACHES.md, "The operation path"):
- *   issue.c      lattice_ops_submit -> inbox -> route: cache known, limits,
- *                partition -> serving owners -> primary (here or a request)
- *   primary.c    the primary checks it serves, de-duplicates resends and
- *                executes on its store (the update counter is the version)
- *   primary.c    forwards the write to every other serving and MOVING owner
- *   backup.c     a copy applies it only if newer
- *   sync_wait.c  full_sync: the acknowledgement waits for every copy
- *   retry.c      NOT_OWNER / AGAIN / a target that left: re-route later,
- *                until the op's deadline
- *   channel.c    frames, batching, the pending table, the replies
- *   link.c       the TCP connections under them (bottom)
- *   loop.c       the data thread: poll, dispatch, topology changes
+ * Every file and what it holds: docs/ARCHITECTURE.md, "File map".
  * The metadata exchange (control.c) and the rebalance executor
  * (rebal_exec.c) ride on the same channel.
  *

@@ -3,24 +3,10 @@
  * file offers the stages above it.  Everything here belongs to the data
  * thread, except the fields marked "any thread".
  *
- * Files, top to bottom (a file calls only files below it; the pending
- * table calls back through the settle function its creator gave):
- *   loop.c       the thread: poll, dispatch, topology, lifecycle
- *   issue.c      issue and route
- *   control.c    metadata exchange, internal calls, stats, base check
- *   backup.c     backup apply
- *   gate.c       the serving gate: lease, quorum, fence, frozen; requests meant for another incarnation
- *   primary.c    primary execution with de-duplication, forwarding
- *   walk.c       the partition-addressed kinds (WALK, CLEAR) at the primary
- *   sync_wait.c  the full_sync wait
- *   retry.c      retry and failover re-routing
- *   rebal_exec.c the rebalance executor (rebal_exec.h)
- *   dedup.c      the resend records
- *   salvage.c    copies kept over a rejoin for partitions that lost every owner
- *   channel.c    frames, pending table, replies, completion
- *   link.c       the data channel's TCP transport (link.h)
- * Below them all, the cluster metadata (meta/meta.h: caches, owners, the
- * base switch) and rebalance/'s network-free core.
+ * Files: docs/ARCHITECTURE.md, "File map".  The pending table calls back
+ * through the settle function its creator gave.  Below them all, the
+ * cluster metadata (meta/meta.h: caches, owners, the base switch) and
+ * rebalance/'s network-free core.
  */
 #ifndef LATTICE_OPS_OPS_INT_H
 #define LATTICE_OPS_OPS_INT_H
