@@ -51,7 +51,7 @@ typedef struct rebal_figures {
 } rebal_figures;
 void rebal_figures_of(const lattice_ops *d, const lattice_meta_cache *c, rebal_figures *f);
 
-/* `lattice verify`: LATTICE_OPS_CALL_DIGESTS gathers every server's digests of its
+/* verify.c - `lattice verify`: LATTICE_OPS_CALL_DIGESTS gathers every server's digests of its
  * OWNING copies (CTL_DIGEST); the call's result value is a lattice_ops_digests. */
 void rebal_start_digests(lattice_ops *d, opx *o);
 void rebal_serve_digest(lattice_ops *d, const Latdata__Req *q, const origin *o);
