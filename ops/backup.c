@@ -26,40 +26,6 @@
 #include "ops_int.h"
 #include "rebal_exec.h"
 
-lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
-                              const void *value, size_t value_len, uint64_t expire_ms, uint64_t version,
-                              bool remove)
-{
-    if (!c->store || partition >= c->cfg.partitions || key_len == 0) return LATTICE_ERR_INVAL;
-    if (c->counter[partition] < version) c->counter[partition] = version;
-    fast_mark(c, partition); /* before the rows change (fast.c) */
-    if (remove) {
-        /* As a put, a remove changes nothing over a newer write: one that
-         * arrives again (resent after a lost connection, sync_wait.c)
-         * after a later put of its key must not delete that put.  The
-         * history still counts its counter as applied (the key's newer
-         * state is the one a delta sends). */
-        lattice_store_meta m = {0};
-        int g = lattice_store_get(c->store, partition, key, key_len, NULL, 0, &m);
-        if ((g == LATTICE_OK || g == LATTICE_ERR_TOO_LARGE) && m.version > version) {
-            lattice_store_history_note(c->store, partition, key, key_len, version, false);
-            return LATTICE_OK;
-        }
-        int st = lattice_store_remove_v(c->store, partition, key, key_len, version);
-        /* Absent here (a loading copy): the history still hears of it, so a
-         * kept copy taken in later cannot bring the key back (rebal_exec.c). */
-        if (st == LATTICE_ERR_NOT_FOUND) lattice_store_history_note(c->store, partition, key, key_len, version, true);
-        return st == LATTICE_ERR_NOT_FOUND ? LATTICE_OK : st;
-    }
-    lattice_store_entry e = {partition, key, key_len, value, value_len, expire_ms, version};
-    int st = lattice_store_put(c->store, &e, LATTICE_STORE_IF_NEWER);
-    if (st != LATTICE_ERR_EXISTS) return st;
-    /* An older write arriving late changes nothing; the history still counts
-     * its counter as applied here (the key's newer state is the one a delta
-     * sends), or the copy's contiguous counter would stop at it. */
-    lattice_store_history_note(c->store, partition, key, key_len, version, false);
-    return LATTICE_OK;
-}
 
 /* A write from a primary whose view is older than ours, and that is not the
  * partition's serving primary in ours, comes from a deposed primary (paused,

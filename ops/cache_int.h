@@ -15,6 +15,7 @@
 #include "partition/partition.h"
 #include "meta/meta.h"
 #include "storage/storage.h"
+#include "types/types.h"
 
 #define LATTICE_DATA_PROTO 1
 /* A data frame above this is dropped and counted.  One value of the largest
@@ -41,58 +42,6 @@ enum {
     CTL_RESTART_LOAD = 132,  /* keeper -> owner: a slice of the kept copy (remove: clear first; delta: last) */
 };
 
-/* The replication a primary's write produces (key, value, expiry, version or
- * a remove), valid until the next exec call. */
-typedef struct repl_out {
-    bool needed;
-    bool remove;
-    const void *value;
-    size_t value_len;
-    uint64_t expire_ms;
-    uint64_t version;
-} repl_out;
-
-/* One operation as executed by a primary (or a reading backup). */
-typedef struct exec_in {
-    int kind;
-    unsigned flags;
-    uint32_t partition;
-    const void *key;
-    size_t key_len;
-    const void *value;
-    size_t value_len;
-    int64_t delta;
-    uint64_t ttl_ms;
-} exec_in;
-
-/* Result bytes live in *scratch (lt_malloc'd, grown as needed; the caller
- * frees it eventually). */
-typedef struct exec_scratch {
-    void *old;      /* previous value (store copy) */
-    void *buf;      /* built value (increment/append) */
-    size_t buf_cap;
-} exec_scratch;
-
-void exec_scratch_free(exec_scratch *s);
-/* Executes on the local store.  Writes take the next update counter. */
-void exec_local(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
-/* rmw.c: SETRANGE, SETBIT, INCRBYFLOAT (lattice/ops.h), on the primary;
- * and what they share with primary.c's kinds. */
-void exec_setrange(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
-void exec_setbit(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
-void exec_incrbyfloat(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
-/* Redis's long double text (ld2string, human form) into buf; its length. */
-size_t exec_format_ld(char *buf, size_t cap, long double v);
-bool exec_scratch_reserve(exec_scratch *s, size_t n);
-int exec_read_old(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_store_meta *meta);
-uint64_t exec_expiry_for(const lattice_meta_cache *c, uint64_t ttl_ms);
-/* Writes (key, value, expire) with the partition's next counter and fills repl. */
-int exec_write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, size_t vlen, uint64_t expire,
-                     repl_out *repl);
-/* A backup applies a replicated write: put only if newer, or remove. */
-lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
-                              const void *value, size_t value_len, uint64_t expire_ms, uint64_t version,
-                              bool remove);
 
 
 #endif

@@ -197,7 +197,10 @@ void fast_settle(lattice_ops *d)
     bool added = false;
     for (size_t i = 0; i < n; i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
-        if (c->store && !c->fast && (c->fast = fast_new(c))) added = true;
+        if (c->store && !c->fast && (c->fast = fast_new(c))) {
+            c->before_change = fast_mark; /* types/ marks before the rows it changes */
+            added = true;
+        }
     }
     if (added || d->fast_republish) d->fast_republish = !publish(d);
     for (size_t i = 0; i < n; i++) {
@@ -232,6 +235,7 @@ void fast_cache_gone(lattice_ops *d, lattice_meta_cache *c)
     synchronize_rcu(); /* no reader holds the view, f or its store after this */
     lt_free(old);
     c->fast = NULL;
+    c->before_change = NULL;
     fast_cache_free(f);
     d->fast_republish = true;
 }
@@ -246,6 +250,7 @@ void fast_free(lattice_ops *d)
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         fast_cache_free(c->fast);
         c->fast = NULL;
+        c->before_change = NULL;
     }
 }
 

@@ -1,6 +1,6 @@
 /*
  * rmw: the read-modify-write kinds SETRANGE, SETBIT and INCRBYFLOAT at the
- * primary (data thread).  Like INCREMENT and APPEND (primary.c) each reads
+ * primary.  Like INCREMENT and APPEND (exec.c) each reads
  * the live entry, builds the new value and writes it with the partition's
  * next update counter: atomic, because the data thread is the one writer of
  * every partition this node is primary of.  Semantics are Redis 7.0's
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops_int.h"
+#include "types.h"
 
 #define MAX_LONG_DOUBLE_CHARS (5 * 1024) /* Redis's: the longest number text it parses or prints */
 

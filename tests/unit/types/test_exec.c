@@ -1,7 +1,6 @@
 /*
- * ops/ without a network: what the primary does for each operation kind
- * (exec_local on a real store), what a backup applies (exec_replicate), and
- * the requests the data channel builds.
+ * types/ without a network: what each operation kind does to a real store
+ * (exec_local), and what a copy applies (exec_replicate).
  */
 #include <check.h>
 #include <stdlib.h>
@@ -10,7 +9,8 @@
 
 #include "run_suite.h"
 #include "lattice/alloc.h"
-#include "ops_int.h"
+#include "lattice/clock.h"
+#include "types/types.h"
 
 static lattice_region *region;
 static lattice_meta_cache cache;
@@ -195,35 +195,8 @@ START_TEST(replicate_applies_only_newer)
 }
 END_TEST
 
-START_TEST(request_copies_its_bytes)
-{
-    char key[] = "key", val[] = "value";
-    Latdata__Req *r = chan_req_new(LATTICE_OP_PUT, "cache", key, 3, val, 5);
-    ck_assert_ptr_nonnull(r);
-    key[0] = 'X';
-    val[0] = 'X';
-    ck_assert_str_eq(r->cache, "cache");
-    ck_assert_int_eq(memcmp(r->key.data, "key", 3), 0);
-    ck_assert_int_eq(memcmp(r->value.data, "value", 5), 0);
-    /* Packs and unpacks to the same fields; an unknown field is visible. */
-    size_t n = latdata__req__get_packed_size(r);
-    uint8_t *buf = malloc(n + 4);
-    latdata__req__pack(r, buf);
-    buf[n] = 0xf8; /* field 31, varint: unknown to us */
-    buf[n + 1] = 0x01;
-    buf[n + 2] = 0x05;
-    Latdata__Req *u = latdata__req__unpack(NULL, n + 3, buf);
-    ck_assert_ptr_nonnull(u);
-    ck_assert_uint_eq(u->kind, LATTICE_OP_PUT);
-    ck_assert_uint_eq(u->base.n_unknown_fields, 1);
-    latdata__req__free_unpacked(u, NULL);
-    ck_assert_ptr_null(latdata__req__unpack(NULL, 2, (const uint8_t *)"\x0a\xff"));
-    free(buf);
-    lt_free(r);
-}
-END_TEST
 
-/* ---- SETRANGE, SETBIT, INCRBYFLOAT (ops/rmw.c) ---- */
+/* ---- SETRANGE, SETBIT, INCRBYFLOAT (types/rmw.c) ---- */
 
 static void assert_bytes(const lattice_op_result *r, const char *want, size_t n)
 {
@@ -348,33 +321,12 @@ START_TEST(incrbyfloat_formats_as_redis_and_refuses)
 }
 END_TEST
 
-/* Issue #32, part 3: a copy answered REGION_FULL for a full_sync write of
- * version v; what the primary does follows from the key's state in its own
- * store.  Still at v: make room and send it again.  Newer: a later write
- * went to the copy after it, nothing to send.  Gone (removed, evicted, or
- * expired since): send a remove at v, as the write again would bring the
- * key back on the copy. */
-START_TEST(room_action_follows_the_primary_store)
-{
-    lattice_store_entry e = {3, "k", 1, "v1", 2, 0, 5};
-    ck_assert_int_eq(lattice_store_put(cache.store, &e, 0), LATTICE_OK);
-    ck_assert_int_eq(primary_room_action(&cache, 3, "k", 1, 5), ROOM_EVICT);
-    ck_assert_int_eq(primary_room_action(&cache, 3, "k", 1, 4), ROOM_SUPERSEDED);
-    ck_assert_int_eq(primary_room_action(&cache, 3, "k", 1, 6), ROOM_NONE); /* newer than the store: cannot be */
-    ck_assert_int_eq(primary_room_action(&cache, 3, "absent", 6, 5), ROOM_REMOVE);
-    ck_assert_int_eq(lattice_store_remove_v(cache.store, 3, "k", 1, 6), LATTICE_OK);
-    ck_assert_int_eq(primary_room_action(&cache, 3, "k", 1, 5), ROOM_REMOVE);
-    lattice_store_entry gone = {3, "x", 1, "v", 1, 1 /* expired long ago */, 7};
-    ck_assert_int_eq(lattice_store_put(cache.store, &gone, 0), LATTICE_OK);
-    ck_assert_int_eq(primary_room_action(&cache, 3, "x", 1, 7), ROOM_REMOVE);
-}
-END_TEST
 
 /* ---- end of the rmw kinds ---- */
 
 int main(void)
 {
-    Suite *s = suite_create("node");
+    Suite *s = suite_create("types");
     TCase *t = tcase_create("exec");
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, put_get_and_conditional_puts);
@@ -385,10 +337,6 @@ int main(void)
     tcase_add_test(t, setrange_pads_keeps_ttl_and_bounds);
     tcase_add_test(t, setbit_old_bit_growth_and_no_change);
     tcase_add_test(t, incrbyfloat_formats_as_redis_and_refuses);
-    tcase_add_test(t, room_action_follows_the_primary_store);
     suite_add_tcase(s, t);
-    TCase *o = tcase_create("messages");
-    tcase_add_test(o, request_copies_its_bytes);
-    suite_add_tcase(s, o);
     return lt_run_suite(s);
 }
