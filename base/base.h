@@ -6,9 +6,10 @@
  * lattice/log.h, lattice/alloc.h and lattice/clock.h; this header is for the
  * modules of the project only (include it as "base/base.h").
  *
- * A frame is one protobuf message in one ZeroMQ frame, optionally followed by
- * a second ZeroMQ frame with its 32-byte HMAC-SHA256 (libsodium) under a key
- * derived from the cluster secret.  Receiving checks, in this order, and
+ * A frame is one protobuf message, optionally followed by its 32-byte
+ * HMAC-SHA256 (libsodium) under a key derived from the cluster secret - on
+ * discovery's control plane two ZeroMQ frames, on the data channel the
+ * message and the MAC after ops/link.c's 8-byte header.  Receiving checks, in this order, and
  * stops at the first failure (each failure is its own verdict, so a channel
  * can count it; none of them is an error of ours - the peer's input is
  * dropped and the node keeps serving):
@@ -58,7 +59,7 @@ void lt_frame_derive_key(const uint8_t *secret, size_t len, const char *context,
                          uint8_t key[LT_FRAME_KEY_BYTES]);
 
 /* Check and decode one received frame: buf[0..len) is the message, mac (NULL
- * = no MAC frame) with mac_len bytes the MAC frame, key NULL when we have no
+ * = no MAC) with mac_len bytes the MAC, key NULL when we have no
  * secret.  On LT_FRAME_OK *out is the unpacked message of type desc, to free
  * with lt_frame_free; otherwise *out is NULL. */
 lt_frame_verdict lt_frame_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *buf, size_t len,
