@@ -1,6 +1,10 @@
 /*
  * Data region: page memory, the free lists (lanes), rows and fragments,
- * eviction.
+ * eviction.  This file takes a page for a row (take_page), writes, updates
+ * and frees rows, and holds the region's API and its idle-time clock; the
+ * lanes' locks, lists and memory are in region_lanes.c, eviction in
+ * region_evict.c, the lock-free reader in region_read.c, a batch's run of
+ * rows in region_batch.c.
  *
  * Memory comes from the OS in LATTICE_REGION_CHUNK pieces (lt_map) and is
  * pre-faulted when mapped (MADV_POPULATE_WRITE, else a memset): a first-touch
@@ -30,66 +34,15 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "region_int.h"
-#include "region_read.h"
-
-#define BUCKET_DETACHED 0xfd
-#define EVICT_ROUNDS 64 /* sampled rounds that evict nothing before the sweep */
-#define EVICT_BUSY_ROUNDS 4096 /* rounds lost to another lane's lock being held */
-#define SPIN_LIMIT 100000000u
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-
-/* Writer threads are numbered the first time they write to any region;
- * thread n writes through lane n % nlanes, so two writers get lanes of their
- * own (their own open pages, lists and lock) whatever partitions they write. */
-static uint32_t writers_seen; /* atomic */
-static __thread uint32_t writer_no = UINT32_MAX;
-
-struct lane *region_lock_writer(lattice_region *r)
-{
-    if (writer_no == UINT32_MAX) writer_no = __atomic_fetch_add(&writers_seen, 1, __ATOMIC_RELAXED);
-    struct lane *l = &r->lanes[writer_no % r->nlanes];
-    pthread_mutex_lock(&l->lock);
-    return l;
-}
-
-struct lane *region_lock_page(lattice_region *r, uint64_t link)
-{
-    const struct page_hdr *h = page_hdr(r, LATTICE_LINK_PAGE(link));
-    /* The page holds a row, so its lane cannot change; the re-check only
-     * guards a caller that passes a link whose row is already gone. */
-    for (;;) {
-        struct lane *l = &r->lanes[__atomic_load_n(&h->lane, __ATOMIC_RELAXED)];
-        pthread_mutex_lock(&l->lock);
-        if (h->lane == l->idx) return l;
-        pthread_mutex_unlock(&l->lock);
-    }
-}
 
 static struct lane *lock_lane0(lattice_region *r)
 {
     pthread_mutex_lock(&r->lanes[0].lock);
     return &r->lanes[0];
-}
-
-void region_unlock(struct lane *l) { pthread_mutex_unlock(&l->lock); }
-
-static void lock_all(lattice_region *r)
-{
-    for (int i = 0; i < REGION_LANES; i++) pthread_mutex_lock(&r->lanes[i].lock);
-}
-
-static void unlock_all(lattice_region *r)
-{
-    for (int i = REGION_LANES; i-- > 0;) pthread_mutex_unlock(&r->lanes[i].lock);
 }
 
 /* The lane of a page's rows.  The caller holds that lane (or all). */
@@ -98,282 +51,7 @@ static struct lane *lane_of(lattice_region *r, uint32_t pid)
     return &r->lanes[hdr_w(r, pid)->lane];
 }
 
-/* ---------------------------------------------------------------- lists */
-
-static void list_push(lattice_region *r, uint32_t *head, uint32_t pid)
-{
-    struct page_hdr *h = hdr_w(r, pid);
-    h->prev = NO_PAGE;
-    h->next = *head;
-    if (*head != NO_PAGE) hdr_w(r, *head)->prev = pid;
-    *head = pid;
-}
-
-static void list_unlink(lattice_region *r, uint32_t *head, uint32_t pid)
-{
-    struct page_hdr *h = hdr_w(r, pid);
-    if (h->prev != NO_PAGE) hdr_w(r, h->prev)->next = h->next;
-    else *head = h->next;
-    if (h->next != NO_PAGE) hdr_w(r, h->next)->prev = h->prev;
-    h->prev = h->next = NO_PAGE;
-}
-
-static int bucket_of(const lattice_region *r, uint32_t free)
-{
-    uint32_t b = free / r->step;
-    if (b == 0) return BUCKET_NONE;
-    return b >= LATTICE_REGION_BUCKETS ? LATTICE_REGION_BUCKETS - 1 : (int)b;
-}
-
-/* Takes a data page out of whatever list of its lane holds it. */
-static void detach(lattice_region *r, struct lane *l, uint32_t pid)
-{
-    struct page_hdr *h = hdr_w(r, pid);
-    if (h->bucket < LATTICE_REGION_BUCKETS) {
-        list_unlink(r, &l->bucket_head[h->bucket], pid);
-        if (--l->bucket_count[h->bucket] == 0) l->bucket_mask &= ~(1u << h->bucket);
-    } else if (h->bucket == BUCKET_NONE) {
-        l->pages_full--;
-    }
-    h->bucket = BUCKET_DETACHED;
-}
-
-/* Puts a detached data page where its free space says; empties go to reuse. */
-static void place(lattice_region *r, struct lane *l, uint32_t pid)
-{
-    struct page_hdr *h = hdr_w(r, pid);
-    if (h->live == 0) {
-        page_write_begin(h);
-        page_init_empty(h, r->page_size);
-        page_write_end(h);
-        h->kind = KIND_REUSE;
-        h->bucket = BUCKET_REUSE;
-        l->pages_data--;
-        l->pages_reuse++;
-        list_push(r, &l->reuse_head, pid);
-        return;
-    }
-    int b = bucket_of(r, h->free);
-    h->bucket = (uint8_t)b;
-    if (b == BUCKET_NONE) {
-        l->pages_full++;
-        return;
-    }
-    list_push(r, &l->bucket_head[b], pid);
-    l->bucket_count[b]++;
-    l->bucket_mask |= 1u << b;
-}
-
-static void rebucket(lattice_region *r, struct lane *l, uint32_t pid)
-{
-    struct page_hdr *h = hdr_w(r, pid);
-    if (h->live && h->bucket == bucket_of(r, h->free)) return;
-    detach(r, l, pid);
-    place(r, l, pid);
-}
-
-/* ---------------------------------------------------------------- memory */
-
-/* Maps one chunk onto lane l's reuse list.  Lane l is locked on entry and
- * on return, but released while the chunk is mapped and faulted in (~3 ms
- * for 1 MiB here), so neither this lane's other writers nor other lanes'
- * writers that need memory wait for the faults: several chunks may be in
- * flight at once, each counted in pages_inflight against the bound.  A
- * chunk gets its place (chunk slot, page ids) only when it is published,
- * so pages_mapped always covers published chunks only.  Returns OK when the
- * caller should look at its lists again (memory arrived, or another
- * writer's chunk it waited for was published), REGION_FULL at the bound,
- * NOMEM when the OS refused. */
-static int map_chunk(lattice_region *r, struct lane *l)
-{
-    pthread_mutex_lock(&r->map_lock);
-    if (r->pages_mapped + r->pages_inflight + r->chunk_pages > r->max_pages) {
-        int wait = r->pages_inflight != 0;
-        if (wait) {
-            /* The bound is taken by chunks still being faulted in: wait for
-             * them rather than report a full region (or evict). */
-            pthread_mutex_unlock(&l->lock);
-            while (r->pages_inflight) pthread_cond_wait(&r->map_cond, &r->map_lock);
-        }
-        pthread_mutex_unlock(&r->map_lock);
-        if (wait) pthread_mutex_lock(&l->lock);
-        return wait ? LATTICE_OK : LATTICE_ERR_REGION_FULL;
-    }
-    r->pages_inflight += r->chunk_pages;
-    pthread_mutex_unlock(&r->map_lock);
-    pthread_mutex_unlock(&l->lock);
-
-    uint8_t *c = lt_map(LATTICE_REGION_CHUNK);
-    if (c) {
-        if (madvise(c, LATTICE_REGION_CHUNK, MADV_POPULATE_WRITE) != 0)
-            memset(c, 0, LATTICE_REGION_CHUNK);
-        for (uint32_t i = 0; i < r->chunk_pages; i++) {
-            struct page_hdr *h = (struct page_hdr *)(c + ((size_t)i << r->page_shift));
-            page_init_empty(h, r->page_size);
-            h->kind = KIND_REUSE;
-            h->bucket = BUCKET_REUSE;
-            h->lane = (uint8_t)l->idx;
-        }
-    }
-
-    /* Lane, then map_lock (the lock order): the pages go on the list in the
-     * same critical section that makes them visible, so a check or an
-     * evictor never sees a mapped page that is in no list. */
-    pthread_mutex_lock(&l->lock);
-    pthread_mutex_lock(&r->map_lock);
-    r->pages_inflight -= r->chunk_pages;
-    if (c) {
-        uint32_t first = r->pages_mapped;
-        __atomic_store_n(&r->chunks[first >> r->chunk_shift], c, __ATOMIC_RELEASE);
-        /* Pushed in reverse so the lowest page id is handed out first. */
-        for (uint32_t i = r->chunk_pages; i-- > 0;) list_push(r, &l->reuse_head, first + i);
-        l->pages_reuse += r->chunk_pages;
-        __atomic_store_n(&r->pages_mapped, first + r->chunk_pages, __ATOMIC_RELEASE);
-    }
-    pthread_cond_broadcast(&r->map_cond);
-    pthread_mutex_unlock(&r->map_lock);
-    return c ? LATTICE_OK : LATTICE_ERR_NOMEM;
-}
-
-/* Moves one empty page from another lane's reuse list to l's.  Lane l
- * locked; the others are only try-locked.  Returns 1 when it moved one. */
-static int steal_reuse(lattice_region *r, struct lane *l)
-{
-    for (uint32_t k = 1; k < r->nlanes; k++) {
-        struct lane *o = &r->lanes[(l->idx + k) % r->nlanes];
-        if (__atomic_load_n(&o->reuse_head, __ATOMIC_RELAXED) == NO_PAGE) continue;
-        if (pthread_mutex_trylock(&o->lock) != 0) continue;
-        uint32_t pid = o->reuse_head;
-        if (pid != NO_PAGE) {
-            list_unlink(r, &o->reuse_head, pid);
-            o->pages_reuse--;
-            hdr_w(r, pid)->lane = (uint8_t)l->idx;
-            list_push(r, &l->reuse_head, pid);
-            l->pages_reuse++;
-        }
-        pthread_mutex_unlock(&o->lock);
-        if (pid != NO_PAGE) return 1;
-    }
-    return 0;
-}
-
-static uint64_t rng_next(struct lane *l)
-{
-    uint64_t x = l->rng;
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    return l->rng = x;
-}
-
-/* Evicts the entries whose head rows sit on page pid (its lane locked).  A
- * page found to hold no head row loses its heads hint. */
-static int evict_page(lattice_region *r, uint32_t pid, const struct evict_guard *g)
-{
-    struct page_hdr *h = hdr_w(r, pid);
-    uint8_t *pg = (uint8_t *)h;
-    int evicted = 0, heads = 0;
-    for (uint32_t i = 0; h->kind == KIND_DATA && i < h->nitems; i++) {
-        uint16_t off = page_items(pg)[i];
-        struct rowv v;
-        if (!off || row_parse(pg, r->page_size, off, &v) != 0 || !(v.flags & F_HEAD)) continue;
-        heads++;
-        if (v.owner == 0 || !r->owners[v.owner].fn) continue;
-        uint64_t link = LATTICE_LINK(pid, i);
-        if (v.klen <= v.piece_len) {
-            /* The callback reads the key before it frees the row. */
-            evicted += r->owners[v.owner].fn(r->owners[v.owner].ctx, v.partition,
-                                             pg + v.payload_off, v.klen, link, g);
-            continue;
-        }
-        void *key = lt_malloc(v.klen);
-        struct read_req q = {.kbuf = key, .kcap = v.klen};
-        if (key && region_read_entry(r, link, &q) == LATTICE_OK && q.klen == v.klen)
-            evicted += r->owners[v.owner].fn(r->owners[v.owner].ctx, v.partition, key,
-                                             v.klen, link, g);
-        lt_free(key);
-    }
-    if (!heads && h->kind == KIND_DATA) __atomic_store_n(&h->heads, 0, __ATOMIC_RELAXED);
-    return evicted;
-}
-
-/* May page pid be worth evicting?  An unlocked peek at a page of any lane:
- * re-checked under its lane's lock by evict_locked. */
-static int evict_candidate(lattice_region *r, uint32_t pid)
-{
-    struct page_hdr *h = hdr_w(r, pid);
-    return __atomic_load_n(&h->kind, __ATOMIC_RELAXED) == KIND_DATA &&
-           __atomic_load_n(&h->bucket, __ATOMIC_RELAXED) != BUCKET_DETACHED &&
-           __atomic_load_n(&h->heads, __ATOMIC_RELAXED);
-}
-
-/* The first candidate page at or after pid (wrapping), NO_PAGE when none. */
-static uint32_t next_candidate(lattice_region *r, uint32_t pid, uint32_t mapped)
-{
-    for (uint32_t k = 0; k < mapped; k++, pid = pid + 1 == mapped ? 0 : pid + 1)
-        if (evict_candidate(r, pid)) return pid;
-    return NO_PAGE;
-}
-
-/* Evicts from page pid under its lane's lock (l is held; another lane is only
- * try-locked).  Entries evicted, or -1 when that lane was busy. */
-static int evict_locked(lattice_region *r, struct lane *l, uint32_t pid, const struct evict_guard *g)
-{
-    struct lane *o = &r->lanes[__atomic_load_n(&hdr_w(r, pid)->lane, __ATOMIC_RELAXED)];
-    if (o != l && pthread_mutex_trylock(&o->lock) != 0) return -1;
-    struct page_hdr *h = hdr_w(r, pid);
-    int evicted = 0;
-    if (h->lane == o->idx && h->kind == KIND_DATA && h->bucket != BUCKET_DETACHED)
-        evicted = evict_page(r, pid, g);
-    if (o != l) pthread_mutex_unlock(&o->lock);
-    __atomic_add_fetch(&r->evictions, (uint64_t)evicted, __ATOMIC_RELAXED);
-    return evicted;
-}
-
-/* Random-2-LRU over pages: evicts the entries whose head rows sit on the
- * less recently used of two sampled data pages, of any lane.  Only pages
- * that hold head rows are sampled: a fragmented entry's continuation rows
- * fill pages of their own (a 4 KiB value on 4 KiB pages: one page each, its
- * head a few dozen bytes on a page shared with ~70 others), and evicting
- * such a page frees nothing, since only a head names its entry.  Each sample
- * walks from a random page to the next one with head rows.  Lane l locked.
- * Returns entries evicted, or -1 when the chosen page's lane was busy. */
-static int evict_one(lattice_region *r, struct lane *l, const struct evict_guard *g)
-{
-    uint32_t mapped = __atomic_load_n(&r->pages_mapped, __ATOMIC_ACQUIRE), cand[2], n = 0;
-    for (int tries = 0; tries < 2 && mapped; tries++) {
-        uint32_t pid = next_candidate(r, (uint32_t)(rng_next(l) % mapped), mapped);
-        if (pid != NO_PAGE) cand[n++] = pid;
-    }
-    if (n == 0) return 0;
-    uint32_t pid = cand[0];
-    uint32_t ep = __atomic_load_n(&r->epoch, __ATOMIC_RELAXED);
-    if (n == 2) {
-        uint32_t a0 = __atomic_load_n(&hdr_w(r, cand[0])->access, __ATOMIC_RELAXED);
-        uint32_t a1 = __atomic_load_n(&hdr_w(r, cand[1])->access, __ATOMIC_RELAXED);
-        if ((int32_t)(ep - a1) > (int32_t)(ep - a0)) pid = cand[1];
-    }
-    return evict_locked(r, l, pid, g);
-}
-
-/* The last resort before REGION_FULL: every page with head rows, from a
- * random one, until one yields an eviction.  Sampling can miss what may be
- * evicted (the store's hook allows only some partitions: a node evicts the
- * entries it leads, and a page may hold other copies' rows only), so a full
- * region is reported only once no page at all yields an eviction.  Returns
- * entries evicted, 0 when nothing may be evicted, -1 when a lane that might
- * have had some was busy. */
-static int evict_sweep(lattice_region *r, struct lane *l, const struct evict_guard *g)
-{
-    uint32_t mapped = __atomic_load_n(&r->pages_mapped, __ATOMIC_ACQUIRE), busy = 0;
-    if (!mapped) return 0;
-    uint32_t pid = (uint32_t)(rng_next(l) % mapped);
-    for (uint32_t k = 0; k < mapped; k++, pid = pid + 1 == mapped ? 0 : pid + 1) {
-        if (!evict_candidate(r, pid)) continue;
-        int ev = evict_locked(r, l, pid, g);
-        if (ev > 0) return ev;
-        if (ev < 0) busy++;
-    }
-    return busy ? -1 : 0;
-}
+/* ---------------------------------------------------------------- pages */
 
 /* A detached data page of lane l that fits a row of len bytes: from l's
  * buckets, its reuse list, another lane's reuse list, a new chunk, or
@@ -387,13 +65,13 @@ static int take_page(lattice_region *r, struct lane *l, uint32_t len,
         uint32_t m = b0 < LATTICE_REGION_BUCKETS ? l->bucket_mask >> b0 << b0 : 0;
         if (m) {
             uint32_t pid = l->bucket_head[__builtin_ctz(m)];
-            detach(r, l, pid);
+            region_lane_detach(r, l, pid);
             *out = pid;
             return LATTICE_OK;
         }
         if (l->reuse_head != NO_PAGE) {
             uint32_t pid = l->reuse_head;
-            list_unlink(r, &l->reuse_head, pid);
+            region_list_unlink(r, &l->reuse_head, pid);
             l->pages_reuse--;
             l->pages_data++;
             struct page_hdr *h = hdr_w(r, pid);
@@ -402,8 +80,8 @@ static int take_page(lattice_region *r, struct lane *l, uint32_t len,
             *out = pid;
             return LATTICE_OK;
         }
-        if (steal_reuse(r, l)) continue;
-        int st = map_chunk(r, l);
+        if (region_steal_reuse(r, l)) continue;
+        int st = region_map_chunk(r, l);
         if (st == LATTICE_OK) continue;
         if (st == LATTICE_ERR_NOMEM) return st;
         if (r->policy != LATTICE_REGION_EVICT) return LATTICE_ERR_REGION_FULL;
@@ -413,7 +91,7 @@ static int take_page(lattice_region *r, struct lane *l, uint32_t len,
          * lane is not a sign that nothing can be evicted: with more writers
          * than lanes it happens often.  Such rounds count against a larger
          * bound.  Then the sweep decides. */
-        int ev = rounds < EVICT_ROUNDS ? evict_one(r, l, g) : evict_sweep(r, l, g);
+        int ev = rounds < EVICT_ROUNDS ? region_evict_one(r, l, g) : region_evict_sweep(r, l, g);
         if (ev > 0) {
             rounds = 0;
             continue;
@@ -424,32 +102,6 @@ static int take_page(lattice_region *r, struct lane *l, uint32_t len,
         }
         if (rounds++ >= EVICT_ROUNDS) return LATTICE_ERR_REGION_FULL;
     }
-}
-
-int region_evict(lattice_region *r, size_t want, const struct evict_guard *g, size_t *evicted)
-{
-    *evicted = 0;
-    if (r->policy != LATTICE_REGION_EVICT || want == 0) return LATTICE_OK;
-    struct lane *l = region_lock_writer(r);
-    /* take_page's loop, with "enough evicted" in place of "a page found". */
-    int rounds = 0, busy = 0;
-    while (*evicted < want) {
-        int ev = rounds < EVICT_ROUNDS ? evict_one(r, l, g) : evict_sweep(r, l, g);
-        if (ev > 0) {
-            *evicted += (size_t)ev;
-            rounds = 0;
-            continue;
-        }
-        if (ev < 0 && ++busy < EVICT_BUSY_ROUNDS) {
-            region_unlock(l);
-            sched_yield();
-            l = region_lock_writer(r);
-            continue;
-        }
-        if (rounds++ >= EVICT_ROUNDS) break;
-    }
-    region_unlock(l);
-    return LATTICE_OK;
 }
 
 static void stamp(lattice_region *r, struct lane *l, struct page_hdr *h)
@@ -476,7 +128,7 @@ static int put_row(lattice_region *r, struct lane *l, const lattice_store_entry 
     else head_encode(dst, e, owner, frag, next, piece), __atomic_store_n(&h->heads, 1, __ATOMIC_RELAXED);
     stamp(r, l, h);
     page_write_end(h);
-    place(r, l, pid);
+    region_lane_place(r, l, pid);
     l->rows++;
     l->row_bytes += len;
     l->owner_rows[owner]++;
@@ -501,7 +153,7 @@ static void free_row(lattice_region *r, uint64_t link, uint64_t *next, int *has_
     page_write_begin(h);
     uint32_t len = page_remove(h, r->page_size, LATTICE_LINK_ITEM(link), 0, ok ? v.len : 0);
     page_write_end(h);
-    rebucket(r, l, pid);
+    region_lane_rebucket(r, l, pid);
     l->rows--;
     l->row_bytes -= len;
     l->owner_rows[*owner]--;
@@ -562,7 +214,7 @@ int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_
             /* Release before taking another page: eviction must see it placed. */
             stamp(r, l, h);
             page_write_end(h);
-            place(r, l, cur);
+            region_lane_place(r, l, cur);
             cur = NO_PAGE;
         }
         if (len > r->max_row) {
@@ -599,7 +251,7 @@ int region_insert_batch_locked(lattice_region *r, struct lane *l, const lattice_
     if (cur != NO_PAGE) {
         stamp(r, l, h);
         page_write_end(h);
-        place(r, l, cur);
+        region_lane_place(r, l, cur);
     }
     *done = i;
     return st;
@@ -631,7 +283,7 @@ static int update_in_page(lattice_region *r, struct lane *l, uint64_t *linkp,
         h->free = (uint16_t)(h->free + v.len - len);
         stamp(r, l, h);
         page_write_end(h);
-        rebucket(r, l, pid);
+        region_lane_rebucket(r, l, pid);
         l->row_bytes -= v.len - len;
         l->owner_bytes[v.owner] -= v.len;
         l->owner_bytes[owner] += len;
@@ -646,7 +298,7 @@ static int update_in_page(lattice_region *r, struct lane *l, uint64_t *linkp,
         head_encode((uint8_t *)h + page_items(h)[item], e, owner, 0, 0, 0);
         stamp(r, l, h);
         page_write_end(h);
-        rebucket(r, l, pid);
+        region_lane_rebucket(r, l, pid);
         l->row_bytes += len - v.len;
         l->owner_bytes[v.owner] -= v.len;
         l->owner_bytes[owner] += len;
@@ -683,146 +335,6 @@ void region_free(lattice_region *r, uint64_t link)
     struct lane *l = region_lock_page(r, link);
     region_free_locked(r, link);
     region_unlock(l);
-}
-
-/* ---------------------------------------------------------------- reads */
-
-static uint32_t seq_begin(const struct page_hdr *h, unsigned *spins)
-{
-    uint32_t s;
-    while ((s = __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE)) & 1) {
-        ++*spins;
-        __builtin_ia32_pause();
-    }
-    return s;
-}
-
-static int seq_same(const struct page_hdr *h, uint32_t s)
-{
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return __atomic_load_n(&h->seq, __ATOMIC_RELAXED) == s;
-}
-
-/* Compares / copies payload bytes [pos, pos+len) of one piece. */
-static void take_piece(struct read_req *q, uint64_t pos, const uint8_t *src, uint64_t len)
-{
-    uint64_t kpart = 0;
-    if (pos < q->klen) {
-        kpart = q->klen - pos < len ? q->klen - pos : len;
-        if (q->want_key && q->match && differ(src, (const uint8_t *)q->want_key + pos, kpart))
-            q->match = 0;
-        if (q->kbuf && q->klen <= q->kcap) copy((uint8_t *)q->kbuf + pos, src, kpart);
-    }
-    if (len > kpart && q->vbuf && q->vlen <= q->vcap)
-        copy((uint8_t *)q->vbuf + (pos + kpart - q->klen), src + kpart, len - kpart);
-}
-
-/* Reads the continuation chain from next; 0 when consistent, -1 to retry. */
-static int read_chain(lattice_region *r, struct read_req *q, uint64_t next, uint64_t pos,
-                      unsigned *spins)
-{
-    uint64_t total = q->klen + q->vlen;
-    for (;;) {
-        const uint8_t *pg = page_addr(r, LATTICE_LINK_PAGE(next));
-        if (!pg) return -1;
-        const struct page_hdr *h = (const struct page_hdr *)pg;
-        uint32_t s = seq_begin(h, spins);
-        uint16_t item = LATTICE_LINK_ITEM(next), nitems = h->nitems;
-        uint16_t off = item < nitems ? page_items((void *)pg)[item] : 0;
-        struct rowv v;
-        if (!off || row_parse(pg, r->page_size, off, &v) != 0 || !(v.flags & F_CONT) ||
-            pos + v.piece_len > total)
-            return -1;
-        take_piece(q, pos, pg + v.payload_off, v.piece_len);
-        if (!seq_same(h, s)) return -1;
-        pos += v.piece_len;
-        if (!(v.flags & F_NEXT)) return pos == total ? 0 : -1;
-        next = v.next;
-    }
-}
-
-/* The reader's common case - an unfragmented head row whose header lies
- * wholly inside the page - parsed with one bounds check instead of one per
- * byte: its varints are at most 3 (partition), 3 (key), 4 (value) and 10
- * (version) bytes, so the header is at most 2 + 20 + 8 bytes.  The checks on
- * the values are row_parse's: the bytes may be garbage.  -1: not such a row
- * (the caller falls back to row_parse). */
-static inline int head_parse_fast(const uint8_t *pg, uint32_t page_size, uint32_t off,
-                                  struct rowv *v)
-{
-    if (off < HDR || off + 32 > page_size) return -1;
-    const uint8_t *p = pg + off;
-    if ((p[0] & (F_HEAD | F_CONT | F_NEXT)) != F_HEAD) return -1;
-    v->flags = p[0];
-    v->owner = p[1];
-    p += 2;
-    int bad = 0;
-    uint64_t part = varint_fast(&p, 3, &bad), kl = varint_fast(&p, 3, &bad);
-    uint64_t vl = varint_fast(&p, 4, &bad);
-    v->version = varint_fast(&p, 10, &bad);
-    if (bad || part >= LATTICE_STORE_MAX_PARTITIONS || kl > LATTICE_STORE_MAX_KEY ||
-        vl > LATTICE_STORE_MAX_VALUE)
-        return -1;
-    v->partition = (uint32_t)part, v->klen = (uint32_t)kl, v->vlen = (uint32_t)vl;
-    v->expire = 0;
-    if (v->flags & F_EXPIRE) {
-        uint64_t x = 0;
-        for (int i = 0; i < 8; i++) x |= (uint64_t)p[i] << (8 * i);
-        v->expire = x;
-        p += 8;
-    }
-    v->next = 0;
-    v->piece_len = v->klen + v->vlen;
-    v->payload_off = (uint32_t)(p - pg);
-    if ((uint64_t)v->payload_off + v->piece_len > page_size) return -1;
-    v->len = v->payload_off + v->piece_len - off;
-    return 0;
-}
-
-int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q)
-{
-    unsigned spins = 0;
-    for (;; spins++) {
-        if (spins > SPIN_LIMIT) {
-            LT_LOG(LT_ERROR, "storage", "region %s: row at page %u item %u never read whole",
-                   r->name, LATTICE_LINK_PAGE(link), LATTICE_LINK_ITEM(link));
-            return LATTICE_ERR_NOT_FOUND;
-        }
-        const uint8_t *pg = page_addr(r, LATTICE_LINK_PAGE(link));
-        if (!pg) return LATTICE_ERR_NOT_FOUND;
-        struct page_hdr *h = (struct page_hdr *)pg;
-        uint16_t item = LATTICE_LINK_ITEM(link);
-        /* Header, item slot and (by the link's position hint) the row are on
-         * different lines: fetch them at once instead of one after another. */
-        __builtin_prefetch(pg + HDR + 2u * item);
-        if (link >> 48 && (link >> 48) < r->page_size) __builtin_prefetch(pg + (link >> 48));
-        uint32_t s = seq_begin(h, &spins);
-        uint16_t nitems = h->nitems;
-        uint16_t off = item < nitems ? page_items((void *)pg)[item] : 0;
-        struct rowv v;
-        if (!off ||
-            (head_parse_fast(pg, r->page_size, off, &v) != 0 &&
-             row_parse(pg, r->page_size, off, &v) != 0) ||
-            !(v.flags & F_HEAD) || v.piece_len > (uint64_t)v.klen + v.vlen) {
-            if (seq_same(h, s)) return LATTICE_ERR_NOT_FOUND;
-            continue;
-        }
-        q->owner = v.owner;
-        q->partition = v.partition;
-        q->klen = v.klen, q->vlen = v.vlen;
-        q->version = v.version, q->expire = v.expire;
-        q->match = !q->want_key || (q->want_klen == v.klen && q->want_owner == v.owner &&
-                                    q->want_partition == v.partition);
-        if (q->match || !q->want_key) take_piece(q, 0, pg + v.payload_off, v.piece_len);
-        if (!seq_same(h, s)) continue;
-        if ((v.flags & F_NEXT) && (q->match || !q->want_key)) {
-            if (read_chain(r, q, v.next, v.piece_len, &spins) != 0 || !seq_same(h, s)) continue;
-        }
-        uint32_t ep = __atomic_load_n(&r->epoch, __ATOMIC_RELAXED);
-        if (!q->no_touch && __atomic_load_n(&h->access, __ATOMIC_RELAXED) != ep)
-            __atomic_store_n(&h->access, ep, __ATOMIC_RELAXED);
-        return LATTICE_OK;
-    }
 }
 
 /* ---------------------------------------------------------------- public */
@@ -874,7 +386,7 @@ int lattice_region_create(const lattice_region_config *cfg, lattice_region **out
     /* Preallocated pages start on lane 0; other lanes take them as they need. */
     pthread_mutex_lock(&r->lanes[0].lock);
     int st = LATTICE_OK;
-    for (uint64_t i = 0; st == LATTICE_OK && i < cfg->prealloc_mb; i++) st = map_chunk(r, &r->lanes[0]);
+    for (uint64_t i = 0; st == LATTICE_OK && i < cfg->prealloc_mb; i++) st = region_map_chunk(r, &r->lanes[0]);
     pthread_mutex_unlock(&r->lanes[0].lock);
     if (st != LATTICE_OK) {
         lattice_region_destroy(r);
@@ -903,7 +415,7 @@ uint32_t lattice_region_page_payload(const lattice_region *r) { return r->max_ro
 int region_attach(lattice_region *r, evict_fn fn, void *ctx, uint8_t *owner)
 {
     int st = LATTICE_ERR_TOO_LARGE;
-    lock_all(r);
+    region_lock_all(r);
     for (int i = 1; i < MAX_OWNERS; i++) {
         if (!r->owners[i].fn) {
             r->owners[i].fn = fn;
@@ -913,16 +425,16 @@ int region_attach(lattice_region *r, evict_fn fn, void *ctx, uint8_t *owner)
             break;
         }
     }
-    unlock_all(r);
+    region_unlock_all(r);
     return st;
 }
 
 void region_detach(lattice_region *r, uint8_t owner)
 {
-    lock_all(r);
+    region_lock_all(r);
     r->owners[owner].fn = NULL;
     r->owners[owner].ctx = NULL;
-    unlock_all(r);
+    region_unlock_all(r);
 }
 
 static int entry_valid(const lattice_store_entry *e)
@@ -1017,7 +529,7 @@ int lattice_region_remove(lattice_region *r, uint64_t link)
 void lattice_region_metrics_get(lattice_region *r, lattice_region_metrics *m)
 {
     memset(m, 0, sizeof *m);
-    lock_all(r);
+    region_lock_all(r);
     m->page_size = r->page_size;
     m->pages_max = r->max_pages;
     m->pages_mapped = r->pages_mapped;
@@ -1031,25 +543,25 @@ void lattice_region_metrics_get(lattice_region *r, lattice_region_metrics *m)
         m->row_bytes += l->row_bytes;
     }
     m->evictions = __atomic_load_n(&r->evictions, __ATOMIC_RELAXED);
-    unlock_all(r);
+    region_unlock_all(r);
 }
 
 void region_owner_usage(lattice_region *r, uint8_t owner, uint64_t *rows, uint64_t *bytes)
 {
     *rows = *bytes = 0;
-    lock_all(r);
+    region_lock_all(r);
     for (int i = 0; i < REGION_LANES; i++) {
         *rows += r->lanes[i].owner_rows[owner];
         *bytes += r->lanes[i].owner_bytes[owner];
     }
-    unlock_all(r);
+    region_unlock_all(r);
 }
 
 int lattice_region_page_inspect(lattice_region *r, uint32_t page, lattice_region_page_info *info)
 {
     memset(info, 0, sizeof *info);
     info->bucket = -1;
-    lock_all(r);
+    region_lock_all(r);
     int st = page < r->pages_mapped ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;
     if (st == LATTICE_OK) {
         struct page_hdr *h = hdr_w(r, page);
@@ -1059,12 +571,10 @@ int lattice_region_page_inspect(lattice_region *r, uint32_t page, lattice_region
         info->live = h->live;
         if (h->bucket < LATTICE_REGION_BUCKETS) info->bucket = h->bucket;
     }
-    unlock_all(r);
+    region_unlock_all(r);
     return st;
 }
 
-void region_lock_all(lattice_region *r) { lock_all(r); }
-void region_unlock_all(lattice_region *r) { unlock_all(r); }
 
 /* ---- idle time (OBJECT IDLETIME) ---- */
 

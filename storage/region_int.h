@@ -1,5 +1,5 @@
 /*
- * Internals shared by the region (region.c, page.c) and the store (store.c).
+ * Internals shared by the region (region*.c, page.c) and the store (store.c).
  * Not a public header: only storage/ includes it.
  *
  * Page layout (every size in bytes, P = page size):
@@ -31,6 +31,7 @@
 #define NO_PAGE UINT32_MAX
 #define BUCKET_NONE 0xff  /* data page too full for any bucket */
 #define BUCKET_REUSE 0xfe /* empty page on the reuse list */
+#define BUCKET_DETACHED 0xfd /* taken by a writer that is filling it, in no list */
 #define MAX_OWNERS 256    /* owner 0 = raw region rows, 1..255 = stores */
 #define REGION_TICKS 4096 /* idle-time samples kept: about 68 minutes at one a second */
 
@@ -313,7 +314,7 @@ uint32_t page_remove(struct page_hdr *h, uint32_t page_size, uint16_t item, int 
                      uint32_t len);
 void page_compact(struct page_hdr *h, uint32_t page_size);
 
-/* ---- region.c ---- */
+/* ---- region_read.c: the lock-free reader ---- */
 
 /* A reader's request: all of it optional except the link. */
 struct read_req {
@@ -338,6 +339,52 @@ struct read_req {
 /* Consistent read of the entry whose head row is at link: OK, or NOT_FOUND
  * when no head row is there.  Lock-free; retries torn reads itself. */
 int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q);
+
+/* ---- region_lanes.c: lane locks, a lane's page lists, its memory ---- */
+
+/* Locks and returns the calling thread's lane, for writing new rows. */
+struct lane *region_lock_writer(lattice_region *r);
+/* Locks and returns the lane of the page holding the row at link. */
+struct lane *region_lock_page(lattice_region *r, uint64_t link);
+void region_unlock(struct lane *l);
+/* Every lane, in order (metrics, checks, the owner table). */
+void region_lock_all(lattice_region *r);
+void region_unlock_all(lattice_region *r);
+/* Page lists of lane l (locked), linked through page_hdr.prev/next:
+ * unlink pid from the list at *head; take a data page out of whatever list
+ * holds it (BUCKET_DETACHED); put a detached data page where its free space
+ * says (an empty one on the reuse list); move a page whose free space
+ * changed to its bucket. */
+void region_list_unlink(lattice_region *r, uint32_t *head, uint32_t pid);
+void region_lane_detach(lattice_region *r, struct lane *l, uint32_t pid);
+void region_lane_place(lattice_region *r, struct lane *l, uint32_t pid);
+void region_lane_rebucket(lattice_region *r, struct lane *l, uint32_t pid);
+/* Maps one chunk onto lane l's reuse list (l locked on entry and return,
+ * released meanwhile): OK when the caller should look at its lists again,
+ * REGION_FULL at the bound, NOMEM when the OS refused. */
+int region_map_chunk(lattice_region *r, struct lane *l);
+/* Moves one empty page from another lane's reuse list to l's (l locked,
+ * the other only try-locked); 1 when it moved one. */
+int region_steal_reuse(lattice_region *r, struct lane *l);
+
+/* ---- region_evict.c: eviction (policy evict) ---- */
+
+#define EVICT_ROUNDS 64        /* sampled rounds that evict nothing before the sweep */
+#define EVICT_BUSY_ROUNDS 4096 /* rounds lost to another lane's lock being held */
+/* One sampled round (random-2-LRU) / the sweep of every page, lane l
+ * locked: entries evicted, 0 when none may go, -1 when the lane of a page
+ * that might have had some was busy. */
+int region_evict_one(lattice_region *r, struct lane *l, const struct evict_guard *g);
+int region_evict_sweep(lattice_region *r, struct lane *l, const struct evict_guard *g);
+/* Evicts entries (policy evict; the owners' hooks decide which may go) until
+ * at least want were evicted or none is left that may go: the same
+ * sampling, then sweep, as a writer that finds no room.  *evicted counts
+ * them; g's skip fields name an entry never to evict (g may be NULL).  No
+ * lane may be held; takes the caller's writer lane. */
+int region_evict(lattice_region *r, size_t want, const struct evict_guard *g, size_t *evicted);
+
+/* ---- region.c: rows, the owners, idle time ---- */
+
 /* A lower bound of the time since page pid was last read or written (ms,
  * lattice_region_tick's clock): 0 until a tick passed since. */
 uint64_t region_page_idle_ms(lattice_region *r, uint32_t pid, uint64_t now_ms);
@@ -347,14 +394,6 @@ void region_detach(lattice_region *r, uint8_t owner);
 /* Rows and row bytes (headers included) of owner, summed over the lanes
  * under their locks. */
 void region_owner_usage(lattice_region *r, uint8_t owner, uint64_t *rows, uint64_t *bytes);
-/* Locks and returns the calling thread's lane, for writing new rows. */
-struct lane *region_lock_writer(lattice_region *r);
-/* Locks and returns the lane of the page holding the row at link. */
-struct lane *region_lock_page(lattice_region *r, uint64_t link);
-void region_unlock(struct lane *l);
-/* Every lane, in order (metrics, checks, the owner table). */
-void region_lock_all(lattice_region *r);
-void region_unlock_all(lattice_region *r);
 
 /* All *_locked functions need lane l locked; the rows they write go to l's
  * pages, the rows they change or free must be on l's pages. */
@@ -378,12 +417,6 @@ int region_wide_copy_supported(void);
  * may be held).  On error nothing changed. */
 int region_update(lattice_region *r, uint64_t *linkp, const lattice_store_entry *e,
                   uint8_t owner, const struct evict_guard *g);
-/* Evicts entries (policy evict; the owners' hooks decide which may go) until
- * at least want were evicted or none is left that may go: the same
- * sampling, then sweep, as a writer that finds no room.  *evicted counts
- * them; g's skip fields name an entry never to evict (g may be NULL).  No
- * lane may be held; takes the caller's writer lane. */
-int region_evict(lattice_region *r, size_t want, const struct evict_guard *g, size_t *evicted);
 /* region_free_locked under the lane of the row's page (none may be held). */
 void region_free(lattice_region *r, uint64_t link);
 /* Frees the entry at link (all its pieces); the lock of the lane holding its

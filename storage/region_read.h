@@ -1,12 +1,12 @@
 /*
  * The lock-free reader's small helpers and the get's common case, inline so
- * that lattice_store_get runs the whole hit without a call: region.c uses
- * the helpers for the general reader, store.c the small-row read.  Not a
- * public header: only storage/ includes it (after region_int.h).
+ * that lattice_store_get runs the whole hit without a call: region_read.c
+ * uses the helpers for the general reader, store.c the small-row read.
+ * Not a public header: only storage/ includes it (after region_int.h).
  *
  * Why inline: a hit of a small row used to cost ~390 instructions against
  * the reference's ~170 (a plain cds_lfht of malloc'd records,
- * docs/BENCHMARKS.md); a call into region.c with a request struct
+ * docs/BENCHMARKS.md); a call into region_read.c with a request struct
  * built byte by byte (varint_put into a buffer, then memcpy) and an
  * out-of-line hash cost ~80 of them (387 -> 310 per hit inline).
  */
