@@ -1,7 +1,9 @@
 /*
  * Private to discovery/: the discovery context shared by discovery.c (the
- * membership state machine), transport.c (sockets) and api.c (lifecycle and
- * queries).  The locking rules are drawn in discovery.c's header.
+ * membership state machine; its frames in handlers.c, its thread in
+ * thread.c), transport.c (sockets), api.c (lifecycle and queries) and the
+ * other files of the folder.  The locking rules are drawn in discovery.c's
+ * header.
  */
 #ifndef LATTICE_DISCOVERY_STATE_H
 #define LATTICE_DISCOVERY_STATE_H
@@ -250,27 +252,49 @@ void ld_send_probe(lattice_discovery *d);
 lattice_status ld_open_sockets(lattice_discovery *d);
 void ld_close_sockets(lattice_discovery *d);
 
-/* ---- discovery.c: the state machine ---- */
+/* ---- discovery.c: the state machine's view and its transitions (discovery thread) ---- */
+/* The cluster's failure detection timeout (the coordinator's, from the topology). */
+int ld_cfd(const lattice_discovery *d);
+/* Drop the current view and join again (why != NULL: as a new node, logged). */
+void ld_begin_join(lattice_discovery *d, const char *why);
+/* Replace the published snapshot (t may be NULL while rejoining). */
+void ld_publish(lattice_discovery *d, lattice_topology *t);
+/* Adopt t (it contains us) as our view: peers, connections, the published
+ * snapshot, the lease, the events.  Takes over the reference. */
+void ld_adopt(lattice_discovery *d, lattice_topology *t, Latdisc__Change *const *ch, size_t nch);
+/* A topology arrived from its coordinator: adopt it, ignore it, rejoin. */
+void ld_on_topology(lattice_discovery *d, const Latdisc__Envelope *e, const zmq_msg_t *route);
+/* The coordinator as every member computes it: the lowest-order server that
+ * is neither silent nor leaving (NULL: none). */
+const lattice_member *ld_effective_coordinator(lattice_discovery *d, int64_t now);
+/* We are the coordinator: fold every pending join, leave and failure into
+ * one new major version and announce it. */
+void ld_coordinate(lattice_discovery *d, int64_t now);
+/* Was id removed from a topology we adopted (among the last MAX_REMOVED)? */
+bool ld_was_removed(lattice_discovery *d, const char *id);
+/* A heartbeat with our stats / t with its changes, to every member of the
+ * current view (of t) but us, or only to only_addr. */
+void ld_send_heartbeat(lattice_discovery *d, const char *only_addr);
+void ld_send_topology(lattice_discovery *d, const lattice_topology *t, Latdisc__Change **ch, size_t nch,
+                      const char *only_addr);
+/* e to every member of t but us (or only to only_addr), encoded once. */
+void ld_send_members(lattice_discovery *d, const lattice_topology *t, const char *only_addr,
+                     const Latdisc__Envelope *e);
+/* ---- handlers.c: received frames and datagrams (discovery thread) ---- */
 /* Judge and dispatch one received frame (route: the ROUTER's routing frame). */
 void ld_handle_frame(lattice_discovery *d, const zmq_msg_t *route, const uint8_t *buf, size_t len,
                      const uint8_t *mac, size_t mac_len, const char *via);
 /* Judge and dispatch one datagram (mac: 32 bytes or NULL). */
 void ld_handle_datagram(lattice_discovery *d, const struct sockaddr_in *from, const uint8_t *buf, size_t len,
                         const uint8_t *mac);
+/* ---- thread.c: the discovery thread's loop and timers ---- */
 void *ld_thread_main(void *arg);
-/* The cluster's failure detection timeout (the coordinator's, from the topology). */
-int ld_cfd(const lattice_discovery *d);
-/* Drop the current view and join again (why != NULL: as a new node, logged). */
-void ld_begin_join(lattice_discovery *d, const char *why);
 /* seed.c: may this joining server start a grid of its own yet? */
 void ld_seed_reset(lattice_discovery *d);
 void ld_note_heard(lattice_discovery *d, const char *addr);
 bool ld_seed_held(lattice_discovery *d, int64_t now);
 /* How long a grid heard of (saw_cluster_ms) or a silent listener holds seeding back. */
 int64_t ld_seed_hold_ms(const lattice_discovery *d);
-/* e to every member of t but us (or only to only_addr), encoded once. */
-void ld_send_members(lattice_discovery *d, const lattice_topology *t, const char *only_addr,
-                     const Latdisc__Envelope *e);
 
 /* ---- lease.c ---- */
 /* How long an acknowledged heartbeat keeps our lease: below the failure
