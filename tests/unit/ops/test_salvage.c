@@ -204,6 +204,26 @@ START_TEST(a_refused_write_keeps_the_delta_mark_below_it)
 }
 END_TEST
 
+/* A partition nobody wrote while this node held it, its history complete
+ * from 0: its kept copy holds every write up to 0 and comes back as a delta
+ * from there.  One with a counter and no watermark heard gets no mark. */
+START_TEST(a_never_written_copy_has_a_delta_mark_of_zero)
+{
+    static const char *ids[] = {"solo"};
+    d->meta = grid_of(1, ids);
+    snprintf(d->self_id, sizeof d->self_id, "solo");
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
+    uint64_t mark = 99;
+    ck_assert(!salvage_mark_of(c, 7, &mark)); /* no history declared complete */
+    lattice_store_history_valid_from(c->store, 7, 0);
+    ck_assert(salvage_mark_of(c, 7, &mark));
+    ck_assert_uint_eq(mark, 0);
+    lattice_store_history_valid_from(c->store, 8, 0);
+    c->counter[8] = 3; /* written (by rebalance, say) without a watermark heard */
+    ck_assert(!salvage_mark_of(c, 8, &mark));
+}
+END_TEST
+
 /* Members ids (cids by the letter after "-", "z:1" for "new-a") as seen
  * by the one at `self`, id-b coordinating. */
 static void view(lattice_meta *m, lattice_meta_member *mm, const char *const *ids, size_t n, const char *self)
@@ -343,6 +363,7 @@ int main(void)
     tcase_add_test(tc, a_refused_write_keeps_the_delta_mark_below_it);
     tcase_add_test(tc, a_second_rejoin_keeps_the_copies_the_first_one_loaded);
     tcase_add_test(tc, another_primary_caps_a_copy_at_its_old_watermark);
+    tcase_add_test(tc, a_never_written_copy_has_a_delta_mark_of_zero);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
 }
