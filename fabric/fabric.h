@@ -1,5 +1,6 @@
 /*
- * link: the data channel's transport - plain non-blocking TCP connections
+ * fabric/fabric.h: the data channel's transport (prefix link_) - plain
+ * non-blocking TCP connections
  * that the thread owning them drives itself (no I/O thread of its own):
  * the data thread (loop.c, channel.c) and an inspection's asker
  * (inspect.c).  docs/PROTOCOL.md, "Data channel transport", is the
@@ -26,8 +27,8 @@
  *
  * A connection is used by one thread; none of this is thread-safe.
  */
-#ifndef LATTICE_OPS_LINK_H
-#define LATTICE_OPS_LINK_H
+#ifndef LATTICE_FABRIC_FABRIC_H
+#define LATTICE_FABRIC_FABRIC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,6 +37,13 @@
 
 #include "cache.pb-c.h"
 #include "lattice/status.h"
+
+/* The data channel's protocol number, in every Batch. */
+#define LATTICE_DATA_PROTO 1
+/* A data frame above this is dropped and counted.  One value of the largest
+ * max_value_bytes (512 MiB) plus its key (<= 16 MiB) and framing must fit:
+ * a frame holds at least one whole request (ops/channel.c, chunk_req). */
+#define DATA_MAX_FRAME (544u << 20)
 
 #define LINK_HDR_BYTES 8
 #define LINK_VERSION 1

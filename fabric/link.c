@@ -1,5 +1,5 @@
 /*
- * link: the data channel's TCP transport (link.h has the contract).
+ * link: the data channel's TCP transport (fabric.h has the contract).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "link.h"
+#include "fabric.h"
 
 #define READ_CHUNK 65536u
 #define WRITE_IOVS 48u           /* frames per sendmsg (3 iovecs each) */

@@ -16,12 +16,8 @@
 #include "meta/meta.h"
 #include "storage/storage.h"
 #include "types/types.h"
+#include "fabric/fabric.h" /* LATTICE_DATA_PROTO, DATA_MAX_FRAME */
 
-#define LATTICE_DATA_PROTO 1
-/* A data frame above this is dropped and counted.  One value of the largest
- * max_value_bytes (512 MiB) plus its key (<= 16 MiB) and framing must fit:
- * a frame holds at least one whole request (chunk_req). */
-#define DATA_MAX_FRAME (544u << 20)
 
 /* Control kinds on the data channel (above every lattice_op_kind). */
 enum {

@@ -30,7 +30,7 @@
 #include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "link.h"
+#include "fabric/fabric.h"
 #include "ops_int.h"
 
 #define CHUNK_BYTES (4u << 20)

@@ -6,7 +6,7 @@
  *
  * The asker holds an inspection's topology (discovery/inspect.c), which
  * names every server's data_addr.  It opens one data-channel connection
- * (link.h) per server and sends
+ * (fabric/fabric.h) per server and sends
  * the requests a client node would send, with the same MAC: META_GET to
  * every server (the coordinator's answer, or else the newest of them, is
  * the metadata), and STATS or DIGEST to every server.  The servers answer
@@ -25,7 +25,7 @@
 #include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
-#include "link.h"
+#include "fabric/fabric.h"
 #include "ops_int.h"
 #include "rebal_exec.h"
 

@@ -3,7 +3,7 @@
  * and the lifecycle of a lattice_ops (ops/ops.h).
  *
  * One thread owns everything in a lattice_ops: the data port (servers; a
- * TCP listener, link.h) and the connections it accepted (requests from
+ * TCP listener, fabric/fabric.h) and the connections it accepted (requests from
  * peers arrive on them and are answered on the one each came in on), one
  * connection per server peer (our requests leave on it, their answers come
  * back on it), every cache's store writes, the pending-request table and
@@ -35,7 +35,7 @@
 #include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "link.h"
+#include "fabric/fabric.h"
 #include "ops_int.h"
 #include "rebal_exec.h"
 

@@ -37,7 +37,7 @@ typedef struct peer {
     lattice_meta_member m;
     char addr[160];
     bool mark, dirty, push_meta;
-    struct link_conn *dealer;     /* servers other than self: our connection to its data port (link.h) */
+    struct link_conn *dealer;     /* servers other than self: our connection to its data port (fabric/fabric.h) */
     uint8_t back[8];              /* a client, at the coordinator: the connection its last metadata pull */
     size_t back_len;              /* came on (link_srv_ident; 0: none) - its pushes go there (control.c) */
     Latdata__Req **out;           /* requests to send at the next flush */

@@ -30,7 +30,7 @@
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "link.h"
+#include "fabric/fabric.h"
 #include "ops_int.h"
 
 

@@ -11,7 +11,7 @@
  * out at its issuer meanwhile).  So it must not be lost on the way either:
  * each keeps a copy of its request, sent again when the connection to its
  * copy lost frames since it went (closed, or refusing a frame while it
- * reconnects: link.h's losses), until the copy answers.  Applying a write
+ * reconnects: fabric.h's losses), until the copy answers.  Applying a write
  * twice changes nothing (versions: backup.c), and an answer to the first
  * send after the second is one for a settled request, dropped.  Each cache counts its waits
  * (writes_in_flight): the base switch's prepare is answered only once they
@@ -39,7 +39,7 @@
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "link.h"
+#include "fabric/fabric.h"
 #include "ops_int.h"
 
 waitw *sync_wait_new(lattice_meta_cache *c, const origin *org, const lattice_op_result *r)

@@ -1,7 +1,7 @@
 /*
  * bench/transport/pingpong: one request in flight between two processes
  * over 127.0.0.1, ZeroMQ DEALER/ROUTER (the data channel before #12) against
- * the data channel's TCP transport (ops/link.c), in the same run: the child
+ * the data channel's TCP transport (fabric/link.c), in the same run: the child
  * echoes on both, the parent times round trips of the same packed Batch
  * (one 8-byte request) in alternating blocks and prints each transport's
  * median round trip and the ratio (docs/BENCHMARKS.md, "#12").
@@ -19,7 +19,7 @@
 #include "base/base.h"
 #include "cache.pb-c.h"
 #include "lattice/clock.h"
-#include "link.h"
+#include "fabric/fabric.h"
 
 static double now_us(void)
 {
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
                n, mz, z99, mt, t99, mt / mz);
     else
         printf("round trip, 1 in flight (%d each): ZeroMQ DEALER/ROUTER p50 %.1f us p99 %.1f us; "
-               "TCP (ops/link.c) p50 %.1f us p99 %.1f us; TCP / ZeroMQ %.2f\n",
+               "TCP (fabric/link.c) p50 %.1f us p99 %.1f us; TCP / ZeroMQ %.2f\n",
                n, mz, z99, mt, t99, mt / mz);
     link_free(lc);
     zmq_close(dealer);

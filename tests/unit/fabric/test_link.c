@@ -15,8 +15,7 @@
 #include "run_suite.h"
 #include "base/base.h"
 #include "lattice/alloc.h"
-#include "link.h"
-#include "ops_int.h"
+#include "fabric/fabric.h"
 
 #define MAX_BODY 1000
 
@@ -207,8 +206,15 @@ static Latdata__Batch *batch_of(size_t vlen, Latdata__Req **req)
     static Latdata__Req *reqs[1];
     void *v = lt_malloc(vlen);
     memset(v, 0x33, vlen);
-    *req = chan_req_new(1, "c", "k", 1, v, vlen);
-    lt_free(v);
+    Latdata__Req *r = lt_malloc(sizeof *r);
+    latdata__req__init(r);
+    r->kind = 1;
+    r->cache = "c";
+    r->key.data = (uint8_t *)"k";
+    r->key.len = 1;
+    r->value.data = v; /* freed with the request by the test: one block each */
+    r->value.len = vlen;
+    *req = r;
     latdata__batch__init(&b);
     b.proto = LATTICE_DATA_PROTO;
     reqs[0] = *req;
@@ -258,6 +264,7 @@ START_TEST(partial_writes_resume_and_the_queue_is_bounded)
     ck_assert_int_eq(why, LINK_BAD);
     ck_assert_int_eq(b->rd_refused, LINK_RD_FRAME);
     ck_assert_int_eq(b->fd, -1);
+    lt_free(req->value.data);
     lt_free(req);
     link_free(a);
     link_free(b);
@@ -312,6 +319,7 @@ START_TEST(a_dial_connection_backs_off_after_a_failure)
     ck_assert_uint_eq(c->retry_ms, 100 + LINK_BACKOFF_MIN_MS);
     ck_assert_int_eq(link_send(c, NULL, batch, 100 + LINK_BACKOFF_MIN_MS - 1), LATTICE_ERR_IO); /* in backoff */
     ck_assert_int_eq(c->fd, -1);
+    lt_free(req->value.data);
     lt_free(req);
     link_free(c);
     ck_assert_ptr_null(link_dial("127.0.0.1:5"));  /* no scheme */
