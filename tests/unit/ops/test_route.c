@@ -12,7 +12,7 @@
 
 #include "run_suite.h"
 #include "lattice/alloc.h"
-#include "link.h"
+#include "fabric/fabric.h"
 #include "ops_int.h"
 
 static lattice_ops *d;
