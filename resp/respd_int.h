@@ -88,6 +88,7 @@ typedef struct ent {
     struct walker *walk;              /* KEYS, RANDOMKEY, FLUSH*: its walk (respd_walk.c) */
     struct batch *sub;                /* EXEC: the queued commands (owned; respd_tx.c) */
 } ent;
+#define ENT_ERROR 0                   /* ent.cmd of an error reply kept in order (arena bytes) */
 
 typedef struct opres {
     lattice_status status;
@@ -199,7 +200,7 @@ struct lattice_respd {
     atomic_int n_mons;
 };
 
-/* respd_cmd.c: the commands. */
+/* respd_cmd.c: running one parsed command. */
 /* Run one parsed command: CMD_BATCHED when it became an entry of b (ops, or
  * an error reply kept in order), CMD_DONE when it was answered at once into
  * c->out, CMD_DEFER when it needs an immediate answer but b already holds
@@ -211,6 +212,9 @@ cmd_outcome respd_command(struct lattice_respd *r, conn *c, batch *b, const latt
  * again; b is empty): answered into c->out, or entries of b. */
 cmd_outcome respd_command_in_exec(struct lattice_respd *r, conn *c, batch *b, size_t argc,
                                   const lattice_resp_arg *argv);
+
+/* respd_batch.c: a batch's storage, the first key commands made into its
+ * ops, the data thread's callbacks, the replies when it returns. */
 /* Encode every entry's reply into c->out, in order. */
 void respd_batch_replies(struct lattice_respd *r, conn *c, batch *b);
 void respd_batch_free(batch *b);
@@ -221,10 +225,10 @@ bool respd_batch_reset(batch *b);
 /* The data-thread callback of every submit. */
 void respd_op_done(void *arg, size_t i, const lattice_op_result *res);
 void respd_add_status_error(lattice_resp_out *o, lattice_status st);
-/* Data thread: hands a finished batch back to its connection's IO thread. */
+/* respd.c, data thread: hands a finished batch back to its connection's IO thread. */
 void respd_batch_return(batch *b);
 
-/* respd_cmd.c, for the command files: an entry of command id, an op of
+/* respd_batch.c, for the command files: an entry of command id, an op of
  * it (key/val copied into the batch's arena), an error reply kept in order. */
 ent *respd_ent_new(batch *b, lattice_resp_cmd_id cmd);
 bool respd_op_add(batch *b, ent *e, lattice_op_kind kind, unsigned flags, const lattice_resp_arg *key,
@@ -261,22 +265,27 @@ cmd_outcome respd_walk_command(struct lattice_respd *r, conn *c, batch *b, latti
 void respd_walk_first(batch *b, size_t i, const lattice_op_result *res);
 void respd_walk_reply(lattice_resp_out *o, const batch *b, const ent *e);
 void respd_walk_free(struct walker *w);
-/* respd_cmd.c: the data thread's share of b ends (the last hands it back). */
+/* respd_batch.c: the data thread's share of b ends (the last hands it back). */
 void respd_batch_release(batch *b);
+/* respd_batch.c: monotonic microseconds (commandstats). */
+uint64_t respd_now_us(void);
 
+/* respd_immediate.c: the commands answered at once into c->out (connection
+ * and server commands; INFO and CLUSTER go on to respd_cluster.c). */
+void respd_immediate_command(struct lattice_respd *r, conn *c, lattice_resp_cmd_id id, size_t argc,
+                             const lattice_resp_arg *argv);
+/* CONFIG GET/SET/RESETSTAT: not a command of the table (for tools only). */
+void respd_config_command(struct lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv);
 /* CONFIG RESETSTAT: the counters INFO stats and commandstats show. */
 void respd_reset_stats(struct lattice_respd *r);
-/* Monotonic microseconds (commandstats). */
-uint64_t respd_now_us(void);
+/* The CLIENT INFO line of c (Redis 7.0's fields, "\n" ended; c's IO
+ * thread only); its length (at most cap - 1). */
+size_t respd_client_line(struct lattice_respd *r, conn *c, char *buf, size_t cap);
 
 /* respd.c, for respd_intro.c: close a connection of the calling IO thread;
  * write what it has pending (and re-arm it). */
 void respd_conn_close(conn *c);
 void respd_conn_flush(conn *c);
-
-/* respd_cmd.c: the CLIENT INFO line of c (Redis 7.0's fields, "\n"
- * ended; c's IO thread only); its length (at most cap - 1). */
-size_t respd_client_line(struct lattice_respd *r, conn *c, char *buf, size_t cap);
 
 /* respd_intro.c: CLIENT LIST/KILL, SLOWLOG, MONITOR (docs/RESP.md). */
 void respd_intro_init(struct lattice_respd *r);
@@ -301,9 +310,10 @@ void respd_monitor_feed(struct lattice_respd *r, conn *c, const lattice_resp_cmd
                         const lattice_resp_arg *argv);
 /* A monitor connection closes: it leaves the monitors. */
 void respd_mon_detach(conn *c);
-/* respd_cmd.c, for respd_tx.c: what a key command is and does, Redis
- * Cluster's routing check, an entry replying constant bytes (arena), and
- * one entry's reply (in_exec: queued in a transaction). */
+/* For respd_tx.c: what a key command is and does (respd_batch.c), Redis
+ * Cluster's routing check (respd_cmd.c), an entry replying constant bytes
+ * (arena), and one entry's reply (in_exec: queued in a transaction; both
+ * respd_batch.c). */
 bool respd_is_key_command(lattice_resp_cmd_id id);
 cmd_outcome respd_key_command(struct lattice_respd *r, batch *b, lattice_resp_cmd_id id, size_t argc,
                               const lattice_resp_arg *argv);
