@@ -264,6 +264,9 @@ lattice_status lattice_discovery_stats(lattice_discovery *d, const char *id, lat
         out->handshake_failed = rd(&d->c_handshake);
         proc_sampler ps = {0};
         proc_sample(&ps, &out->rss_bytes);
+        pthread_mutex_lock(&d->stats_lock);
+        out->cpu_load = d->self_load;
+        pthread_mutex_unlock(&d->stats_lock);
         return LATTICE_OK;
     }
     lattice_status st = LATTICE_ERR_NOT_FOUND;

@@ -105,6 +105,9 @@ static void sample_self(lattice_discovery *d, lattice_node_stats *s)
     memset(s, 0, sizeof *s);
     proc_sample(&d->ps, &s->rss_bytes);
     s->cpu_load = d->ps.load;
+    pthread_mutex_lock(&d->stats_lock);
+    d->self_load = s->cpu_load; /* for lattice_discovery_stats of this node, on any thread */
+    pthread_mutex_unlock(&d->stats_lock);
     s->uptime_ms = lt_wall_ms() - d->start_wall_ms;
     s->frames_in = rd(&d->c_frames);
     s->malformed = rd(&d->c_malformed);

@@ -111,6 +111,11 @@ lattice_status lattice_discovery_subscribe(lattice_discovery *d, lattice_event_f
 void lattice_discovery_local_id(lattice_discovery *d, char *buf, size_t len);
 int lattice_discovery_port(lattice_discovery *d);
 lattice_status lattice_discovery_stats(lattice_discovery *d, const char *id, lattice_node_stats *out);
+/* What this node hears of member id now, as an inspection answers it
+ * (lattice_inspection_member): its latest stats, how long it has been
+ * silent, its state ("alive", "silent", "leaving"; a static string).
+ * NOT_FOUND when id is not in the current topology. */
+lattice_status lattice_discovery_member_state(lattice_discovery *d, const char *id, lattice_member_state *out);
 
 /* ---- leases (docs/MEMBERSHIP.md, "Leases") ---- */
 

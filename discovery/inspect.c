@@ -39,12 +39,36 @@ struct lattice_inspection {
 
 /* ------------------------------------------------------------ the member */
 
-static const char *member_state(lattice_discovery *d, const peer *p, uint64_t silent)
+/* What this node hears of member `id` now: the stats of its latest
+ * heartbeat, how long it has been silent and a state.  Any thread (the peer
+ * table is read under stats_lock); fd_ms is the grid's failure detection.
+ * out->state is a static string. */
+static void hear(lattice_discovery *d, const char *id, int fd_ms, int64_t now, lattice_member_state *out)
 {
-    if (p && p->leaving) return "leaving";
-    /* Heartbeats go every cfd/5: half an interval late is worth showing
-     * (the node is removed as failed after five). */
-    return silent > (uint64_t)(3 * ld_cfd(d) / 10) ? "silent" : "alive";
+    memset(out, 0, sizeof *out);
+    out->have_stats = lattice_discovery_stats(d, id, &out->stats) == LATTICE_OK;
+    char self[64];
+    lattice_discovery_local_id(d, self, sizeof self);
+    pthread_mutex_lock(&d->stats_lock);
+    const peer *p = strcmp(id, self) == 0 ? NULL : find_peer(d, id);
+    uint64_t silent = p && now > p->last_heard_ms ? (uint64_t)(now - p->last_heard_ms) : 0;
+    bool leaving = p && p->leaving;
+    pthread_mutex_unlock(&d->stats_lock);
+    out->silent_ms = silent;
+    /* Heartbeats go every fd/5: half an interval late is worth showing (the
+     * node is removed as failed after five). */
+    out->state = leaving ? "leaving" : silent > (uint64_t)(3 * fd_ms / 10) ? "silent" : "alive";
+}
+
+lattice_status lattice_discovery_member_state(lattice_discovery *d, const char *id, lattice_member_state *out)
+{
+    lattice_topology *t = id ? lattice_discovery_topology(d) : NULL;
+    bool member = t && lattice_topology_find(t, id) != NULL;
+    int fd_ms = t && t->fd_ms >= 100 ? (int)t->fd_ms : d->fd_ms;
+    if (t) lattice_topology_release(t);
+    if (!member) return LATTICE_ERR_NOT_FOUND;
+    hear(d, id, fd_ms, lt_mono_ms(), out);
+    return LATTICE_OK;
 }
 
 void ld_on_inspect(lattice_discovery *d, const zmq_msg_t *route)
@@ -65,16 +89,12 @@ void ld_on_inspect(lattice_discovery *d, const zmq_msg_t *route)
         latdisc__member_state__init(&ms[i]);
         msp[i] = &ms[i];
         ms[i].id = (char *)m->id;
-        lattice_node_stats s;
-        bool self = strcmp(m->id, d->id) == 0;
-        bool have = lattice_discovery_stats(d, m->id, &s) == LATTICE_OK;
-        pthread_mutex_lock(&d->stats_lock);
-        peer *p = self ? NULL : find_peer(d, m->id);
-        uint64_t silent = p && now > p->last_heard_ms ? (uint64_t)(now - p->last_heard_ms) : 0;
-        ms[i].state = (char *)member_state(d, p, silent);
-        pthread_mutex_unlock(&d->stats_lock);
-        ms[i].silent_ms = silent;
-        if (have) {
+        lattice_member_state h;
+        hear(d, m->id, ld_cfd(d), now, &h);
+        ms[i].state = (char *)h.state;
+        ms[i].silent_ms = h.silent_ms;
+        if (h.have_stats) {
+            const lattice_node_stats s = h.stats;
             latdisc__stats__init(&ss[i]);
             ss[i].cpu_load = s.cpu_load;
             ss[i].rss_bytes = s.rss_bytes;

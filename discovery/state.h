@@ -152,6 +152,7 @@ struct lattice_discovery {
 
     /* shared (see the file header) */
     pthread_mutex_t pub_lock, stats_lock;
+    double self_load; /* stats_lock: this process's CPU load as the last heartbeat measured it */
     pthread_cond_t joined_cv;
     lattice_topology *cur;
     lattice_topology *view; /* discovery thread: the last topology we adopted (kept while rejoining), for event diffs */

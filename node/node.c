@@ -272,6 +272,12 @@ lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_no
     return lattice_discovery_stats(n->discovery, id, out);
 }
 
+lattice_status lattice_node_member_state(lattice_node *n, const char *id, lattice_member_state *out)
+{
+    if (!n || !out) return LATTICE_ERR_INVAL;
+    return lattice_discovery_member_state(n->discovery, id, out);
+}
+
 lattice_status lattice_inspect(const lattice_config *c, int timeout_ms, lattice_inspection **out)
 {
     if (!c || !out) return LATTICE_ERR_INVAL;

@@ -100,6 +100,12 @@ lattice_topology *lattice_node_topology(lattice_node *n);
 /* Latest stats heard from node `id` (or this node's own). LATTICE_ERR_NOT_FOUND
  * when none arrived yet. */
 lattice_status lattice_node_stats_of(lattice_node *n, const char *id, lattice_node_stats *out);
+/* What this node hears of member `id` now, as lattice_inspection_member
+ * answers it from outside: state ("alive", "silent" - a heartbeat late,
+ * not removed yet - or "leaving"; a static string), ms since its last
+ * heartbeat, its latest stats.  LATTICE_ERR_NOT_FOUND when id is not in
+ * this node's topology. */
+lattice_status lattice_node_member_state(lattice_node *n, const char *id, lattice_member_state *out);
 
 /* Start a node: binds the peer port (moving up within port_range when
  * taken), then joins in the background. */
