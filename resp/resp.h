@@ -91,4 +91,25 @@ typedef struct lattice_respd_stats {
 } lattice_respd_stats;
 void lattice_respd_stats_get(const lattice_respd *r, lattice_respd_stats *out);
 
+/* The slow log (SLOWLOG, docs/RESP.md) as data, for the HTTP endpoint's
+ * /slowlog.  An entry is borrowed for the call: argv[i] is argv_len[i]
+ * bytes (not NUL-terminated), trimmed and redacted as SLOWLOG GET shows it. */
+typedef struct lattice_respd_slow_entry {
+    long long id, time_s, duration_us;
+    size_t argc;
+    const char *const *argv;
+    const size_t *argv_len;
+    const char *client, *client_name;   /* ip:port, CLIENT SETNAME's name ("" none) */
+} lattice_respd_slow_entry;
+typedef void (*lattice_respd_slow_fn)(void *ctx, const lattice_respd_slow_entry *e);
+typedef struct lattice_respd_slowlog_info {
+    long long slower_than_us, max_len;  /* slowlog-log-slower-than, slowlog-max-len now */
+    long long len;                      /* SLOWLOG LEN */
+} lattice_respd_slowlog_info;
+/* Fills *info and calls fn with at most max entries, newest first, under
+ * the log's lock: fn must be quick and must not call into r.  Any thread,
+ * between start and destroy. */
+void lattice_respd_slowlog_read(lattice_respd *r, size_t max, lattice_respd_slow_fn fn, void *ctx,
+                                lattice_respd_slowlog_info *info);
+
 #endif

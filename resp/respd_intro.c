@@ -565,30 +565,59 @@ void respd_slowlog_add_kept(lattice_respd *r, conn *c, const batch *b, const ent
     slow_push(r, c, p, len, took_us);
 }
 
+/* Calls fn with the newest `count` entries (count <= slow_len), newest
+ * first.  Call with slow_lock held. */
+static void slow_each_locked(lattice_respd *r, long long count, lattice_respd_slow_fn fn, void *ctx)
+{
+    respd_slow *e = r->slow_head;
+    for (long long i = 0; i < count && e; i++, e = e->next) {
+        const char *av[SLOW_MAX_ARGC];
+        size_t al[SLOW_MAX_ARGC];
+        uint32_t n;
+        memcpy(&n, e->argv, sizeof n);
+        size_t at = sizeof n;
+        for (uint32_t j = 0; j < n; j++) { /* n <= SLOW_MAX_ARGC: pack_argv */
+            uint32_t l;
+            memcpy(&l, e->argv + at, sizeof l);
+            av[j] = e->argv + at + sizeof l;
+            al[j] = l;
+            at += sizeof l + l;
+        }
+        lattice_respd_slow_entry x = {e->id, e->time_s, e->dur_us, n, av, al, e->addr, e->name};
+        fn(ctx, &x);
+    }
+}
+
+static void slow_reply(void *ctx, const lattice_respd_slow_entry *e)
+{
+    lattice_resp_out *o = ctx;
+    lattice_resp_add_array(o, 6);
+    lattice_resp_add_int(o, e->id);
+    lattice_resp_add_int(o, e->time_s);
+    lattice_resp_add_int(o, e->duration_us);
+    lattice_resp_add_array(o, e->argc);
+    for (size_t j = 0; j < e->argc; j++) lattice_resp_add_bulk(o, e->argv[j], e->argv_len[j]);
+    lattice_resp_add_bulk(o, e->client, strlen(e->client));
+    lattice_resp_add_bulk(o, e->client_name, strlen(e->client_name));
+}
+
 static void slowlog_get(lattice_respd *r, lattice_resp_out *o, long long count)
 {
     pthread_mutex_lock(&r->slow_lock);
     if (count < 0 || count > r->slow_len) count = r->slow_len;
     lattice_resp_add_array(o, (size_t)count);
-    respd_slow *e = r->slow_head;
-    for (long long i = 0; i < count; i++, e = e->next) {
-        lattice_resp_add_array(o, 6);
-        lattice_resp_add_int(o, e->id);
-        lattice_resp_add_int(o, e->time_s);
-        lattice_resp_add_int(o, e->dur_us);
-        uint32_t n;
-        memcpy(&n, e->argv, sizeof n);
-        size_t at = sizeof n;
-        lattice_resp_add_array(o, n);
-        for (uint32_t j = 0; j < n; j++) {
-            uint32_t l;
-            memcpy(&l, e->argv + at, sizeof l);
-            lattice_resp_add_bulk(o, e->argv + at + sizeof l, l);
-            at += sizeof l + l;
-        }
-        lattice_resp_add_bulk(o, e->addr, strlen(e->addr));
-        lattice_resp_add_bulk(o, e->name, strlen(e->name));
-    }
+    slow_each_locked(r, count, slow_reply, o);
+    pthread_mutex_unlock(&r->slow_lock);
+}
+
+void lattice_respd_slowlog_read(lattice_respd *r, size_t max, lattice_respd_slow_fn fn, void *ctx,
+                                lattice_respd_slowlog_info *info)
+{
+    info->slower_than_us = atomic_load(&r->slow_slower_than);
+    info->max_len = atomic_load(&r->slow_max_len);
+    pthread_mutex_lock(&r->slow_lock);
+    info->len = r->slow_len;
+    slow_each_locked(r, (long long)max < r->slow_len ? (long long)max : r->slow_len, fn, ctx);
     pthread_mutex_unlock(&r->slow_lock);
 }
 
