@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "http/shapes.h"
 
 /* The baseline member's server in t, NULL when it is not in the topology. */
 static const lattice_member *online(const lattice_topology *t, const char *cid)
@@ -21,24 +22,9 @@ static const lattice_member *online(const lattice_topology *t, const char *cid)
     return NULL;
 }
 
-static size_t present(const lattice_topology *t)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < lattice_topology_baseline_size(t); i++) n += online(t, lattice_topology_baseline_at(t, i)) != NULL;
-    return n;
-}
-
-json_t *cli_quorum_json(const lattice_topology *t)
-{
-    size_t size = lattice_topology_baseline_size(t), p = present(t);
-    return json_pack("{s:I, s:I, s:I, s:b}", "baseline_version", (json_int_t)lattice_topology_baseline_version(t),
-                     "baseline_nodes", (json_int_t)size, "baseline_in_topology", (json_int_t)p, "has_quorum",
-                     p > size / 2);
-}
-
 void cli_quorum_line(const lattice_topology *t)
 {
-    size_t size = lattice_topology_baseline_size(t), p = present(t);
+    size_t size = lattice_topology_baseline_size(t), p = lattice_shapes_baseline_present(t);
     printf("Quorum %s: %zu of %zu baseline nodes in this topology (baseline version %llu)\n",
            p > size / 2 ? "held" : "LOST - this side refuses every operation", p, size,
            (unsigned long long)lattice_topology_baseline_version(t));
@@ -62,7 +48,7 @@ static void show(const lattice_topology *t, bool json)
             for (size_t k = 0; k < size && !in; k++) in = !strcmp(lattice_topology_baseline_at(t, k), m->consistent_id);
             if (m->role == LATTICE_ROLE_SERVER && !in) json_array_append_new(others, json_string(m->consistent_id));
         }
-        json_t *root = cli_quorum_json(t);
+        json_t *root = lattice_shapes_quorum(t);
         json_object_set_new(root, "baseline", nodes);
         json_object_set_new(root, "servers_not_in_baseline", others);
         cli_print_json(root);
@@ -145,7 +131,7 @@ int cli_baseline(cli_globals *g, int argc, char **argv)
     }
     if (t) {
         if (!g->json) show(t, false);
-        else cli_print_json(cli_quorum_json(t));
+        else cli_print_json(lattice_shapes_quorum(t));
         lattice_topology_release(t);
     }
     lattice_node_stop(n);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "http/shapes.h"
 #include "lattice/alloc.h"
 #include "lattice/cache_spec.h"
 
@@ -95,33 +96,7 @@ int cli_caches(cli_globals *g, int argc, char **argv)
     }
     const lattice_topology *t = src.t;
     if (g->json) {
-        json_t *arr = json_array();
-        for (size_t i = 0; i < nc; i++) {
-            json_t *nodes = json_array();
-            for (size_t k = 0; k < ci[i].n_nodes; k++) {
-                lattice_cache_node_info *x = &ci[i].nodes[k];
-                json_array_append_new(nodes, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "id", x->id,
-                                                       "primary_entries", (json_int_t)x->primary_entries,
-                                                       "backup_entries", (json_int_t)x->backup_entries,
-                                                       "primary_partitions", (json_int_t)x->primary_partitions,
-                                                       "backup_partitions", (json_int_t)x->backup_partitions, "reads",
-                                                       (json_int_t)x->reads, "writes", (json_int_t)x->writes, "hits",
-                                                       (json_int_t)x->hits, "misses", (json_int_t)x->misses));
-                json_t *last = json_array_get(nodes, json_array_size(nodes) - 1);
-                json_object_set_new(last, "moving_partitions", json_integer((json_int_t)x->moving_partitions));
-                json_object_set_new(last, "evictions", json_integer((json_int_t)x->evictions));
-                json_object_set_new(last, "moving_entries", json_integer((json_int_t)x->moving_entries));
-                json_object_set_new(last, "bytes", json_integer((json_int_t)x->row_bytes));
-                json_object_set_new(last, "pages", json_integer((json_int_t)x->pages));
-                json_object_set_new(last, "consistent_id", json_string(node_name(t, x->id)));
-            }
-            json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:s, s:b, s:I, s:s, s:o}", "name", ci[i].name,
-                                                 "mode", ci[i].mode, "partitions", (json_int_t)ci[i].partitions,
-                                                 "backups", (json_int_t)ci[i].backups, "sync", ci[i].sync,
-                                                 "read_from_backup", ci[i].read_from_backup, "size",
-                                                 (json_int_t)ci[i].size, "spec", ci[i].spec, "nodes", nodes));
-        }
-        cli_print_json(json_pack("{s:o}", "caches", arr));
+        cli_print_json(lattice_shapes_caches(ci, nc, t));
     } else {
         for (size_t i = 0; i < nc; i++) {
             printf("cache %s: %s, %u partitions, backups %u, %s, size %llu\n", ci[i].name, ci[i].mode,
@@ -141,6 +116,38 @@ int cli_caches(cli_globals *g, int argc, char **argv)
     lattice_caches_info_free(ci, nc);
     cli_source_close(&src);
     return 0;
+}
+
+static long num(json_t *o, const char *k) { return (long)json_integer_value(json_object_get(o, k)); }
+
+/* The text form of lattice_shapes_partitions' JSON j of pi. */
+static void print_partitions(const lattice_partitions_info *pi, json_t *j, bool detail)
+{
+    json_t *bal = json_object_get(j, "balance"), *parts = json_object_get(j, "partitions"), *x;
+    size_t i;
+    printf("cache %s, topology %llu.%llu, %u partitions, %ld lost, %ld under-replicated (copies wanted %u)\n",
+           pi->cache, (unsigned long long)pi->major, (unsigned long long)pi->minor, pi->partitions, num(j, "lost"),
+           num(j, "under_replicated"), pi->copies_wanted);
+    printf("  %-21s %9s %9s\n", "NODE", "PRIMARIES", "BACKUPS");
+    json_array_foreach(json_object_get(j, "nodes"), i, x)
+        printf("  %-21s %9ld %9ld\n", json_string_value(json_object_get(x, "consistent_id")), num(x, "primaries"),
+               num(x, "backups"));
+    /* The partitions that need attention, at most 20 unless --detail. */
+    unsigned shown = 0;
+    for (uint32_t p = 0; p < pi->partitions; p++) {
+        const char *red = json_string_value(json_object_get(json_array_get(parts, p), "redundancy"));
+        if (!detail && (!strcmp(red, "full") || ++shown > 20)) continue;
+        printf("  %5u:", p);
+        if (!pi->n_owners[p] || !pi->owners[(size_t)p * pi->max_owners].primary) printf(" LOST");
+        for (uint32_t k = 0; k < pi->n_owners[p]; k++) {
+            lattice_partition_owner *o = &pi->owners[(size_t)p * pi->max_owners + k];
+            printf(" %s(%s,%s)", o->consistent_id, o->primary ? "primary" : "backup", o->state);
+        }
+        putchar('\n');
+    }
+    if (!detail && shown > 20) printf("  ... %u more lost or under-replicated (--detail lists every partition)\n", shown - 20);
+    printf("balance: primaries per node min %ld avg %.1f max %ld over %ld nodes\n", num(bal, "primary_min"),
+           json_real_value(json_object_get(bal, "primary_avg")), num(bal, "primary_max"), num(bal, "nodes"));
 }
 
 int cli_partitions(cli_globals *g, int argc, char **argv)
@@ -168,79 +175,18 @@ int cli_partitions(cli_globals *g, int argc, char **argv)
             fprintf(stderr, "lattice partitions %s: %s\n", argv[1], lattice_strerror(st));
         return 1;
     }
-    /* primaries per node, for the balance summary; backups per node */
-    json_t *count = json_object(), *backups = json_object();
-    uint32_t lost = 0, under = 0;
-    json_t *parts = json_array();
-    for (uint32_t p = 0; p < pi->partitions; p++) {
-        json_t *owners = json_array();
-        bool owning = pi->n_owners[p] && pi->owners[(size_t)p * pi->max_owners].primary;
-        if (!owning) lost++;
-        for (uint32_t i = 0; i < pi->n_owners[p]; i++) {
-            lattice_partition_owner *o = &pi->owners[(size_t)p * pi->max_owners + i];
-            json_array_append_new(owners, json_pack("{s:s, s:s, s:s, s:s}", "node", o->node, "consistent_id",
-                                                    o->consistent_id, "role", o->primary ? "primary" : "backup",
-                                                    "state", o->state));
-            json_t *tally = o->primary ? count : backups;
-            json_t *c = json_object_get(tally, o->consistent_id);
-            json_object_set_new(tally, o->consistent_id, json_integer(c ? json_integer_value(c) + 1 : 1));
-        }
-        uint32_t serving = 0;
-        for (uint32_t i = 0; i < pi->n_owners[p]; i++)
-            serving += !strcmp(pi->owners[(size_t)p * pi->max_owners + i].state, "OWNING");
-        const char *red = !owning ? "lost" : serving < pi->copies_wanted ? "under" : "full";
-        if (owning && serving < pi->copies_wanted) under++;
-        json_array_append_new(parts, json_pack("{s:I, s:o, s:s, s:s}", "id", (json_int_t)p, "owners", owners, "state",
-                                               owning ? "OWNING" : "LOST", "redundancy", red));
+    json_t *j = lattice_shapes_partitions(pi);
+    if (!j) {
+        fprintf(stderr, "lattice partitions %s: %s\n", argv[1], lattice_strerror(LATTICE_ERR_NOMEM));
+        lattice_partitions_info_free(pi);
+        return 1;
     }
-    long mn = -1, mx = 0, sum = 0, nn = 0;
-    const char *k;
-    json_t *v;
-    json_object_foreach(count, k, v)
-    {
-        long x = (long)json_integer_value(v);
-        mn = mn < 0 || x < mn ? x : mn;
-        mx = x > mx ? x : mx;
-        sum += x;
-        nn++;
-    }
-    double avg = nn ? (double)sum / (double)nn : 0;
     if (g->json) {
-        cli_print_json(json_pack("{s:s, s:[I,I], s:o, s:{s:I, s:f, s:I, s:I}, s:I, s:I, s:I}", "cache", pi->cache,
-                             "topology_version", (json_int_t)pi->major, (json_int_t)pi->minor, "partitions", parts,
-                             "balance", "primary_min", (json_int_t)(mn < 0 ? 0 : mn), "primary_avg", avg,
-                             "primary_max", (json_int_t)mx, "nodes", (json_int_t)nn, "lost", (json_int_t)lost,
-                             "under_replicated", (json_int_t)under, "copies_wanted", (json_int_t)pi->copies_wanted));
+        cli_print_json(j);
     } else {
-        printf("cache %s, topology %llu.%llu, %u partitions, %u lost, %u under-replicated (copies wanted %u)\n",
-               pi->cache, (unsigned long long)pi->major, (unsigned long long)pi->minor, pi->partitions, lost, under,
-               pi->copies_wanted);
-        printf("  %-21s %9s %9s\n", "NODE", "PRIMARIES", "BACKUPS");
-        json_object_foreach(count, k, v) {
-            json_t *b = json_object_get(backups, k);
-            printf("  %-21s %9lld %9lld\n", k, (long long)json_integer_value(v), b ? (long long)json_integer_value(b) : 0LL);
-        }
-        json_object_foreach(backups, k, v)
-            if (!json_object_get(count, k)) printf("  %-21s %9d %9lld\n", k, 0, (long long)json_integer_value(v));
-        /* The partitions that need attention, at most 20 unless --detail. */
-        unsigned shown = 0;
-        for (uint32_t p = 0; p < pi->partitions; p++) {
-            const char *red = json_string_value(json_object_get(json_array_get(parts, p), "redundancy"));
-            if (!detail && (!strcmp(red, "full") || ++shown > 20)) continue;
-            printf("  %5u:", p);
-            if (!pi->n_owners[p] || !pi->owners[(size_t)p * pi->max_owners].primary) printf(" LOST");
-            for (uint32_t i = 0; i < pi->n_owners[p]; i++) {
-                lattice_partition_owner *o = &pi->owners[(size_t)p * pi->max_owners + i];
-                printf(" %s(%s,%s)", o->consistent_id, o->primary ? "primary" : "backup", o->state);
-            }
-            putchar('\n');
-        }
-        if (!detail && shown > 20) printf("  ... %u more lost or under-replicated (--detail lists every partition)\n", shown - 20);
-        printf("balance: primaries per node min %ld avg %.1f max %ld over %ld nodes\n", mn < 0 ? 0 : mn, avg, mx, nn);
-        json_decref(parts);
+        print_partitions(pi, j, detail);
+        json_decref(j);
     }
-    json_decref(count);
-    json_decref(backups);
     fflush(stdout);
     lattice_partitions_info_free(pi);
     return 0;

@@ -38,8 +38,8 @@ void cli_print_json(struct json_t *o);
 /* True when a command's own arguments (argv[1..]) ask for --help or -h. */
 bool cli_wants_help(int argc, char **argv);
 
-/* The quorum of the side this topology shows (baseline.c), for top. */
-struct json_t *cli_quorum_json(const lattice_topology *t);
+/* The quorum line of the side this topology shows (baseline.c), for top;
+ * its JSON is lattice_shapes_quorum (http/shapes.h). */
 void cli_quorum_line(const lattice_topology *t);
 
 /* attach.c: attach as a client node (prints why on failure). NULL when it

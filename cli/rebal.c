@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "http/shapes.h"
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "lattice/rebalance_view.h"
@@ -25,85 +26,17 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
-/* Sums every server's figures per cache into progress structs; *busy when a
- * plan runs anywhere or a partition is still MOVING (not switched yet). */
-/* Per node, the last rebalance it ran (summed over caches). */
-typedef struct node_fig {
-    char id[64], cid[160];
-    uint64_t entries, bytes;
-    uint32_t done, delta; /* partitions loaded, of them as deltas */
-} node_fig;
-
-static node_fig *node_of(node_fig *nf, size_t *n, size_t cap, const cli_source *src, const char *id)
-{
-    for (size_t i = 0; i < *n; i++)
-        if (!strcmp(nf[i].id, id)) return &nf[i];
-    if (*n == cap) return NULL;
-    node_fig *x = &nf[(*n)++];
-    memset(x, 0, sizeof *x);
-    snprintf(x->id, sizeof x->id, "%s", id);
-    for (size_t i = 0; src->t && i < lattice_topology_size(src->t); i++) {
-        const lattice_member *m = lattice_topology_member(src->t, i);
-        if (!strcmp(m->id, id)) snprintf(x->cid, sizeof x->cid, "%s", m->consistent_id);
-    }
-    return x;
-}
-
-/* How the node's last rebalance loaded its partitions: "delta" when at
- * least one came as a delta of the copy it kept (only what it missed,
- * docs/REBALANCE.md §9), "full" when every one came whole; partitions_full
- * and partitions_delta give the split. */
-static const char *mode_of(const node_fig *x)
-{
-    return x->delta ? "delta" : "full";
-}
-
-#define MAX_NODE_FIGS 256
-
-static lattice_status gather(const cli_globals *g, cli_source *src, lattice_rebalance_progress **out, size_t *count,
-                             bool *busy, node_fig *nf, size_t *nn)
+/* Every server's figures per cache, summed (http/shapes.h: the same sums
+ * the HTTP endpoint's /rebalance shows). */
+static lattice_status gather(const cli_globals *g, cli_source *src, lattice_shapes_rebalance *r)
 {
     lattice_cache_info *ci = NULL;
     size_t nc = 0;
     lattice_status st = cli_source_caches(g, src, &ci, &nc);
     if (st != LATTICE_OK) return st;
-    lattice_rebalance_progress *p = lt_calloc(nc ? nc : 1, sizeof *p);
-    if (!p) {
-        lattice_caches_info_free(ci, nc);
-        return LATTICE_ERR_NOMEM;
-    }
-    uint64_t now = lt_mono_ms();
-    *busy = false;
-    for (size_t i = 0; i < nc; i++) {
-        uint32_t total = 0, left = 0;
-        uint64_t elapsed = 0;
-        lattice_rebalance_progress_init(&p[i], ci[i].name, 0, now);
-        for (size_t k = 0; k < ci[i].n_nodes; k++) {
-            const lattice_cache_node_info *x = &ci[i].nodes[k];
-            total += x->rebalance_total;
-            left += x->rebalance_left < x->rebalance_total ? x->rebalance_left : x->rebalance_total;
-            p[i].entries_received += x->rebalance_entries;
-            p[i].bytes_received += x->rebalance_bytes;
-            if (x->rebalance_elapsed_ms > elapsed) elapsed = x->rebalance_elapsed_ms;
-            if (x->rebalance_active || x->moving_partitions) *busy = true;
-            node_fig *f = node_of(nf, nn, MAX_NODE_FIGS, src, x->id);
-            if (f) {
-                f->entries += x->rebalance_entries;
-                f->bytes += x->rebalance_bytes;
-                f->done += x->rebalance_done;
-                f->delta += x->rebalance_delta < x->rebalance_done ? x->rebalance_delta : x->rebalance_done;
-            }
-        }
-        p[i].partitions_total = total;
-        p[i].partitions_done = total - left;
-        p[i].partitions_moving = left;
-        p[i].started_ms = now - (elapsed < now ? elapsed : 0);
-        p[i].updated_ms = now;
-    }
+    st = lattice_shapes_rebalance_gather(ci, nc, src->t, lt_mono_ms(), r);
     lattice_caches_info_free(ci, nc);
-    *out = p;
-    *count = nc;
-    return LATTICE_OK;
+    return st;
 }
 
 /* 999 -> "999 B", 20400000 -> "20.4 MB" (unit "B", "B/s"); entries: "1.2M entries". */
@@ -220,86 +153,61 @@ int cli_rebalance(cli_globals *g, int argc, char **argv)
     size_t nw = 0;
     bool first = true;
     for (;;) {
-        lattice_rebalance_progress *p = NULL;
-        size_t np = 0;
-        bool busy = false;
-        node_fig *nf = lt_calloc(MAX_NODE_FIGS, sizeof *nf);
-        size_t nn = 0;
-        if (!nf) {
-            rc = 1;
-            break;
-        }
         /* Every round asks the grid as it is now: servers join and leave
          * during a rebalance. */
         if (!first && cli_source_refresh(g, "rebalance", &src)) {
-            lt_free(nf);
             rc = 1;
             break;
         }
         first = false;
-        lattice_status st = gather(g, &src, &p, &np, &busy, nf, &nn);
+        lattice_shapes_rebalance r;
+        lattice_status st = gather(g, &src, &r);
         if (st != LATTICE_OK) {
-            lt_free(nf);
             fprintf(stderr, "lattice rebalance: %s\n", lattice_strerror(st));
             rc = 1;
             break;
         }
+        const lattice_rebalance_progress *p = r.caches;
+        size_t np = r.n_caches;
+        bool busy = r.in_progress;
         uint64_t now = lt_mono_ms();
         double eta[64], bps[64];
         for (size_t i = 0; i < np && i < 64; i++) eta[i] = watch ? estimate(w, &nw, &p[i], now, &bps[i]) : -1;
         if (g->json) {
-            size_t need = lattice_rebalance_progress_json(p, np, now, NULL, 0) + 1;
-            char *buf = lt_malloc(need);
-            if (buf) {
-                lattice_rebalance_progress_json(p, np, now, buf, need);
-                json_t *j = json_loads(buf, 0, NULL);
-                if (j) {
-                    json_object_set_new(j, "in_progress", json_boolean(busy));
-                    json_t *c;
-                    size_t k;
-                    json_array_foreach(json_object_get(j, "caches"), k, c)
-                        if (watch && k < 64) {
-                            json_object_set_new(c, "eta_s", json_real(eta[k]));
-                            json_object_set_new(c, "bytes_per_s", json_real(bps[k]));
-                        }
-                    json_t *nodes = json_array();
-                    for (size_t i = 0; i < nn; i++)
-                        json_array_append_new(
-                            nodes, json_pack("{s:s,s:s,s:I,s:I,s:s,s:i,s:i}", "id", nf[i].id, "consistent_id", nf[i].cid,
-                                             "entries_received", (json_int_t)nf[i].entries, "bytes_received",
-                                             (json_int_t)nf[i].bytes, "mode", mode_of(&nf[i]),
-                                             "partitions_full", (int)(nf[i].done - nf[i].delta),
-                                             "partitions_delta", (int)nf[i].delta));
-                    json_object_set_new(j, "nodes", nodes);
-                    cli_print_json(j);
+            json_t *j = lattice_shapes_rebalance_json(&r, now);
+            json_t *c;
+            size_t k;
+            json_array_foreach(json_object_get(j, "caches"), k, c)
+                if (watch && k < 64) {
+                    json_object_set_new(c, "eta_s", json_real(eta[k]));
+                    json_object_set_new(c, "bytes_per_s", json_real(bps[k]));
                 }
-                lt_free(buf);
-            }
+            if (j) cli_print_json(j);
         } else {
             for (size_t i = 0; i < np; i++) {
-                double r = 0, e = i < 64 ? eta[i] : -1;
+                double rate = 0, e = i < 64 ? eta[i] : -1;
                 if (!watch) {
                     lattice_rebalance_rate rr;
                     lattice_rebalance_progress_rate(&p[i], now, &rr);
                     e = rr.eta_s;
-                    r = rr.bytes_per_s;
+                    rate = rr.bytes_per_s;
                 } else if (i < 64) {
-                    r = bps[i];
+                    rate = bps[i];
                 }
-                print_line(&p[i], busy, e, r);
+                print_line(&p[i], busy, e, rate);
             }
-            for (size_t i = 0; i < nn; i++) {
+            for (size_t i = 0; i < r.n_nodes; i++) {
+                const lattice_shapes_rebalance_node *x = &r.nodes[i];
                 char ent[32], bytes[32];
-                units((double)nf[i].entries, "entries", ent, sizeof ent);
-                units((double)nf[i].bytes, "B", bytes, sizeof bytes);
+                units((double)x->entries, "entries", ent, sizeof ent);
+                units((double)x->bytes, "B", bytes, sizeof bytes);
                 printf("  node %s (%s): last rebalance %s, %s, %s (%u partitions in full, %u as deltas)\n",
-                       nf[i].cid[0] ? nf[i].cid : "?", nf[i].id, mode_of(&nf[i]), ent, bytes,
-                       nf[i].done - nf[i].delta, nf[i].delta);
+                       x->consistent_id[0] ? x->consistent_id : "?", x->id, lattice_shapes_rebalance_mode(x), ent,
+                       bytes, x->done - x->delta, x->delta);
             }
         }
         fflush(stdout);
-        lt_free(p);
-        lt_free(nf);
+        lattice_shapes_rebalance_free(&r);
         if (!watch || !busy || interrupted || now >= end) break;
         usleep((useconds_t)interval * 1000u);
         if (interrupted) break;

@@ -11,17 +11,17 @@
 #include <string.h>
 
 #include "cli.h"
+#include "http/shapes.h"
 #include "lattice/clock.h"
 
 static void member_state(const cli_source *v, const lattice_member *m, lattice_member_state *s)
 {
     memset(s, 0, sizeof *s);
-    s->state = "alive";
-    if (v->x) {
-        if (lattice_inspection_member(v->x, m->id, s) != LATTICE_OK) s->state = "unknown";
-        return;
+    lattice_status st = v->x ? lattice_inspection_member(v->x, m->id, s) : lattice_node_member_state(v->n, m->id, s);
+    if (st != LATTICE_OK) {
+        memset(s, 0, sizeof *s);
+        s->state = "unknown";
     }
-    s->have_stats = lattice_node_stats_of(v->n, m->id, &s->stats) == LATTICE_OK;
 }
 
 static const char *role_name(int r) { return r == LATTICE_ROLE_CLIENT ? "client" : "server"; }
@@ -32,40 +32,15 @@ static uint64_t uptime_of(const lattice_member *m, const lattice_member_state *s
     return s->have_stats ? s->stats.uptime_ms : now > m->start_time_ms ? now - m->start_time_ms : 0;
 }
 
-static json_t *node_json(const cli_source *v, const lattice_member *m)
+static bool heard(void *ctx, const lattice_member *m, lattice_member_state *s)
 {
-    lattice_member_state s;
-    member_state(v, m, &s);
-    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:I, s:s, s:I}", "id", m->id, "consistent_id",
-                          m->consistent_id, "order", (json_int_t)m->order, "role", role_name(m->role), "addr", m->addr,
-                          "host", m->host, "uptime_ms", (json_int_t)uptime_of(m, &s), "state", s.state, "silent_ms",
-                          (json_int_t)s.silent_ms);
-    json_t *attrs = json_object();
-    for (size_t i = 0; i < m->n_attrs; i++) json_object_set_new(attrs, m->attrs[i].key, json_string(m->attrs[i].value));
-    json_object_set_new(o, "attrs", attrs);
-    if (s.have_stats) {
-        json_object_set_new(o, "cpu_load", json_real(s.stats.cpu_load));
-        json_object_set_new(o, "memory_rss_bytes", json_integer((json_int_t)s.stats.rss_bytes));
-        json_object_set_new(o, "dropped",
-                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "malformed", (json_int_t)s.stats.malformed,
-                                      "oversized", (json_int_t)s.stats.oversized, "auth_failed",
-                                      (json_int_t)s.stats.auth_failed, "refused", (json_int_t)s.stats.refused,
-                                      "handshake_failed", (json_int_t)s.stats.handshake_failed, "frames_in",
-                                      (json_int_t)s.stats.frames_in));
-    }
-    return o;
+    member_state(ctx, m, s);
+    return true;
 }
 
 static void print_json(const cli_source *v)
 {
-    const lattice_topology *t = v->t;
-    json_t *nodes = json_array();
-    for (size_t i = 0; i < lattice_topology_size(t); i++)
-        json_array_append_new(nodes, node_json(v, lattice_topology_member(t, i)));
-    json_t *root = json_pack("{s:[I,I], s:s, s:o}", "topology_version", (json_int_t)lattice_topology_major(t),
-                             (json_int_t)lattice_topology_minor(t), "coordinator", lattice_topology_coordinator(t),
-                             "nodes", nodes);
-    json_object_set_new(root, "quorum", cli_quorum_json(t));
+    json_t *root = lattice_shapes_top(v->t, heard, (void *)v, lt_wall_ms());
     if (v->x) json_object_set_new(root, "answered_by", json_string(lattice_inspection_source(v->x)));
     cli_print_json(root);
 }

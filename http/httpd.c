@@ -24,6 +24,7 @@
 struct lattice_httpd {
     int fd;                     /* listening socket; libmicrohttpd owns it once started */
     int port;
+    char cluster[128];
     lattice_node *node;
     struct MHD_Daemon *mhd;
     struct {
@@ -31,6 +32,8 @@ struct lattice_httpd {
         void *ctx;
     } extra[MAX_EXTRA];
     size_t n_extra;
+    lattice_httpd_slowlog_fn slowlog; /* set before start, read-only after */
+    void *slowlog_ctx;
 };
 
 lattice_status lattice_httpd_bind(const lattice_httpd_config *c, lattice_httpd **out)
@@ -62,6 +65,7 @@ lattice_status lattice_httpd_bind(const lattice_httpd_config *c, lattice_httpd *
     }
     h->fd = fd;
     h->port = c->port;
+    snprintf(h->cluster, sizeof h->cluster, "%s", c->cluster ? c->cluster : "");
     *out = h;
     return LATTICE_OK;
 }
@@ -72,6 +76,12 @@ void lattice_httpd_add_metrics(lattice_httpd *h, lattice_httpd_metrics_fn fn, vo
     h->extra[h->n_extra].fn = fn;
     h->extra[h->n_extra].ctx = ctx;
     h->n_extra++;
+}
+
+void lattice_httpd_set_slowlog(lattice_httpd *h, lattice_httpd_slowlog_fn fn, void *ctx)
+{
+    h->slowlog = fn;
+    h->slowlog_ctx = ctx;
 }
 
 /* The node serves when it is a member of a topology it sees, holds quorum,
@@ -138,10 +148,75 @@ static enum MHD_Result reply(struct MHD_Connection *c, int code, const char *typ
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    /* Every page is of now: a console polling it must never see a cached one. */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)code, r);
     MHD_destroy_response(r);
     return ok;
 }
+
+/* The console's own assets are all the page may load or ask: the browser
+ * refuses anything from another host, inline scripts, eval. */
+#define CONSOLE_CSP                                                                                            \
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " \
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+static enum MHD_Result reply_asset(struct MHD_Connection *c, const http_asset *a)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, a->type);
+    /* Revalidated on every load: a node upgraded in place serves its own
+     * console, never the previous binary's. */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "Content-Security-Policy", CONSOLE_CSP);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+/* GET /health?format=json: the verdict as data, 200 whenever the node
+ * answers - {"serving":bool,"status":200|503,"reasons":[...]} - for pages
+ * and scripts that show the verdict rather than act on the status code. */
+static int health_json(lattice_node *n, FILE *out)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *t = open_memstream(&text, &len);
+    if (!t) return MHD_HTTP_INTERNAL_SERVER_ERROR;
+    int code = http_health(n, t);
+    fclose(t);
+    fprintf(out, "{\"serving\":%s,\"status\":%d,\"reasons\":[", code == MHD_HTTP_OK ? "true" : "false", code);
+    /* One reason a line; the texts are ours (cache names are [A-Za-z0-9_.-]),
+     * but escape quotes and backslashes all the same. */
+    bool first = true;
+    for (char *line = text, *end; code != MHD_HTTP_OK && line && *line; line = end ? end + 1 : NULL) {
+        end = strchr(line, '\n');
+        size_t n_line = end ? (size_t)(end - line) : strlen(line);
+        if (!n_line) continue;
+        fputs(first ? "\"" : ",\"", out);
+        for (size_t i = 0; i < n_line; i++) {
+            unsigned char ch = (unsigned char)line[i];
+            if (ch == '"' || ch == '\\') fputc('\\', out), fputc(ch, out);
+            else if (ch < 0x20) fprintf(out, "\\u%04x", ch);
+            else fputc(ch, out);
+        }
+        fputc('"', out);
+        first = false;
+    }
+    fputs("]}\n", out);
+    free(text);
+    return MHD_HTTP_OK;
+}
+
+static const char *arg(struct MHD_Connection *c, const char *key)
+{
+    return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
+}
+
+#define SLOWLOG_DEFAULT 128
+#define SLOWLOG_MAX 1024
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_len, void **state)
@@ -158,31 +233,54 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_len = 0; /* every page is a GET: a body is read and ignored */
         return MHD_YES;
     }
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    http_asset a;
+    if (get && http_console_asset(url, &a)) return reply_asset(c, &a);
     char *body = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&body, &len);
     if (!out) return MHD_NO;
     int code;
-    const char *type = "text/plain; charset=utf-8";
-    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    const char *type = "application/json";
     if (!get) {
         fprintf(out, "%s is not served: every page is a GET\n", method);
         code = MHD_HTTP_METHOD_NOT_ALLOWED;
+        type = "text/plain; charset=utf-8";
     } else if (!strcmp(url, "/metrics")) {
         code = http_metrics(h->node, out);
         for (size_t i = 0; i < h->n_extra; i++) h->extra[i].fn(h->extra[i].ctx, out);
         type = "text/plain; version=0.0.4; charset=utf-8";
     } else if (!strcmp(url, "/health")) {
-        code = http_health(h->node, out);
+        const char *f = arg(c, "format");
+        if (f && !strcmp(f, "json")) {
+            code = health_json(h->node, out);
+        } else {
+            code = http_health(h->node, out);
+            type = "text/plain; charset=utf-8";
+        }
     } else if (!strcmp(url, "/topology")) {
-        code = http_topology(h->node, out);
-        type = "application/json";
+        code = http_topology(h->node, h->cluster, out);
     } else if (!strcmp(url, "/caches")) {
         code = http_caches(h->node, out);
-        type = "application/json";
+    } else if (!strcmp(url, "/partitions")) {
+        code = http_partitions(h->node, arg(c, "cache"), out);
+    } else if (!strcmp(url, "/rebalance")) {
+        code = http_rebalance(h->node, out);
+    } else if (!strcmp(url, "/slowlog")) {
+        const char *cs = arg(c, "count");
+        char *end = NULL;
+        long count = cs ? strtol(cs, &end, 10) : SLOWLOG_DEFAULT;
+        if (cs && (!*cs || *end || count < 0)) {
+            fputs("{\"error\":\"count wants a number, 0 or more\"}\n", out);
+            code = MHD_HTTP_BAD_REQUEST;
+        } else {
+            code = http_slowlog(h->slowlog, h->slowlog_ctx, count > SLOWLOG_MAX ? SLOWLOG_MAX : (size_t)count, out);
+        }
     } else {
-        fprintf(out, "no page %s: try /metrics, /health, /topology or /caches\n", url);
+        fprintf(out, "no page %s: try / (the console), /metrics, /health, /topology, /caches, /partitions, "
+                     "/rebalance or /slowlog\n", url);
         code = MHD_HTTP_NOT_FOUND;
+        type = "text/plain; charset=utf-8";
     }
     fclose(out);
     return reply(c, code, type, body, len);
@@ -200,7 +298,8 @@ lattice_status lattice_httpd_start(lattice_httpd *h, lattice_node *n)
         return LATTICE_ERR_IO;
     }
     h->fd = -1; /* closed by MHD_stop_daemon from now on */
-    LT_LOG(LT_INFO, "http", "serving /metrics /health /topology /caches on port %d", h->port);
+    LT_LOG(LT_INFO, "http", "serving the console at / and /metrics /health /topology /caches /partitions "
+           "/rebalance /slowlog on port %d", h->port);
     return LATTICE_OK;
 }
 

@@ -1,83 +1,61 @@
 /*
- * json: GET /topology and GET /caches, the JSON shapes `lattice --json top`
- * and `lattice --json caches` print (docs/OPERATIONS.md): the same keys, so
- * a script reads either.  Built with jansson for correct escaping.
+ * json: GET /topology, /caches, /partitions, /rebalance and /slowlog.  The
+ * first four are the JSON `lattice --json top | caches | partitions |
+ * rebalance` print, built by the same code (http/shapes.h) from what this
+ * node sees, so a script - or the web console - reads either.  An answer
+ * the node cannot give (not in a grid yet, a cache it does not know) is a
+ * JSON {"error":...} with 503 or 404.
  */
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/shapes.h"
 #include "http_int.h"
 #include "lattice/clock.h"
 
-static int emit(json_t *root, FILE *out)
+static int emit(json_t *root, FILE *out, int code)
 {
-    char *s = json_dumps(root, JSON_COMPACT);
+    char *s = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
-    if (!s) return MHD_HTTP_INTERNAL_SERVER_ERROR;
+    if (!s) {
+        fputs("{\"error\":\"out of memory\"}\n", out);
+        return MHD_HTTP_INTERNAL_SERVER_ERROR;
+    }
     fputs(s, out);
     fputc('\n', out);
     free(s);
-    return MHD_HTTP_OK;
+    return code;
 }
 
-static json_t *member_json(lattice_node *n, const lattice_member *m, const char *self)
+static int error(FILE *out, int code, const char *why)
 {
-    lattice_node_stats s;
-    bool have = lattice_node_stats_of(n, m->id, &s) == LATTICE_OK;
-    uint64_t now = lt_wall_ms();
-    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:I, s:b}", "id", m->id, "consistent_id", m->consistent_id,
-                          "order", (json_int_t)m->order, "role", m->role == LATTICE_ROLE_CLIENT ? "client" : "server",
-                          "addr", m->addr, "host", m->host, "uptime_ms",
-                          (json_int_t)(have ? s.uptime_ms : now > m->start_time_ms ? now - m->start_time_ms : 0),
-                          "self", strcmp(m->id, self) == 0);
-    json_t *attrs = json_object();
-    for (size_t i = 0; i < m->n_attrs; i++) json_object_set_new(attrs, m->attrs[i].key, json_string(m->attrs[i].value));
-    json_object_set_new(o, "attrs", attrs);
-    if (have) {
-        json_object_set_new(o, "cpu_load", json_real(s.cpu_load));
-        json_object_set_new(o, "memory_rss_bytes", json_integer((json_int_t)s.rss_bytes));
-    }
-    return o;
+    return emit(json_pack("{s:s}", "error", why), out, code);
 }
 
-int http_topology(lattice_node *n, FILE *out)
+static bool heard(void *ctx, const lattice_member *m, lattice_member_state *s)
+{
+    return lattice_node_member_state(ctx, m->id, s) == LATTICE_OK;
+}
+
+int http_topology(lattice_node *n, const char *cluster, FILE *out)
 {
     lattice_topology *t = lattice_node_topology(n);
-    if (!t) {
-        fputs("{\"error\":\"not in a grid yet\"}\n", out);
-        return MHD_HTTP_SERVICE_UNAVAILABLE;
-    }
+    if (!t) return error(out, MHD_HTTP_SERVICE_UNAVAILABLE, "not in a grid yet");
     char self[64];
     lattice_node_id(n, self, sizeof self);
-    json_t *nodes = json_array();
-    for (size_t i = 0; i < lattice_topology_size(t); i++)
-        json_array_append_new(nodes, member_json(n, lattice_topology_member(t, i), self));
-    json_t *root = json_pack("{s:[I,I], s:s, s:s, s:o}", "topology_version", (json_int_t)lattice_topology_major(t),
-                             (json_int_t)lattice_topology_minor(t), "coordinator", lattice_topology_coordinator(t),
-                             "self", self, "nodes", nodes);
+    json_t *root = lattice_shapes_top(t, heard, n, lt_wall_ms());
     lattice_topology_release(t);
-    return emit(root, out);
-}
-
-/* A cache node entry names its node by consistent id too, as the CLI's
- * does; the node id when the node already left the topology. */
-static json_t *cache_node_json(const lattice_cache_node_info *x, const lattice_topology *t)
-{
-    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "id", x->id, "primary_entries",
-                     (json_int_t)x->primary_entries, "backup_entries", (json_int_t)x->backup_entries,
-                     "primary_partitions", (json_int_t)x->primary_partitions, "backup_partitions",
-                     (json_int_t)x->backup_partitions, "reads", (json_int_t)x->reads, "writes", (json_int_t)x->writes,
-                     "hits", (json_int_t)x->hits, "misses", (json_int_t)x->misses, "moving_partitions",
-                     (json_int_t)x->moving_partitions, "moving_entries", (json_int_t)x->moving_entries);
-    if (o) {
-        json_object_set_new(o, "bytes", json_integer((json_int_t)x->row_bytes));
-        json_object_set_new(o, "pages", json_integer((json_int_t)x->pages));
-        const lattice_member *m = t ? lattice_topology_find(t, x->id) : NULL;
-        json_object_set_new(o, "consistent_id", json_string(m ? m->consistent_id : x->id));
-    }
-    return o;
+    /* Which member answers: the CLI says answered_by, the endpoint "self"
+     * (and "self":true on its own entry). */
+    json_t *x;
+    size_t i;
+    json_array_foreach(json_object_get(root, "nodes"), i, x)
+        json_object_set_new(x, "self", json_boolean(!strcmp(json_string_value(json_object_get(x, "id")), self)));
+    json_object_set_new(root, "self", json_string(self));
+    json_object_set_new(root, "cluster", json_string(cluster));
+    return emit(root, out, MHD_HTTP_OK);
 }
 
 int http_caches(lattice_node *n, FILE *out)
@@ -85,23 +63,94 @@ int http_caches(lattice_node *n, FILE *out)
     lattice_cache_info *ci = NULL;
     size_t nc = 0;
     lattice_status st = lattice_caches_info(n, &ci, &nc);
-    if (st != LATTICE_OK) {
-        json_t *e = json_pack("{s:s}", "error", lattice_strerror(st));
-        emit(e, out);
-        return MHD_HTTP_SERVICE_UNAVAILABLE;
-    }
+    if (st != LATTICE_OK) return error(out, MHD_HTTP_SERVICE_UNAVAILABLE, lattice_strerror(st));
     lattice_topology *t = lattice_node_topology(n);
-    json_t *arr = json_array();
-    for (size_t i = 0; i < nc; i++) {
-        json_t *nodes = json_array();
-        for (size_t k = 0; k < ci[i].n_nodes; k++) json_array_append_new(nodes, cache_node_json(&ci[i].nodes[k], t));
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:s, s:b, s:I, s:s, s:o}", "name", ci[i].name,
-                                             "mode", ci[i].mode, "partitions", (json_int_t)ci[i].partitions,
-                                             "backups", (json_int_t)ci[i].backups, "sync", ci[i].sync,
-                                             "read_from_backup", ci[i].read_from_backup, "size",
-                                             (json_int_t)ci[i].size, "spec", ci[i].spec, "nodes", nodes));
-    }
+    json_t *root = lattice_shapes_caches(ci, nc, t);
     if (t) lattice_topology_release(t);
     lattice_caches_info_free(ci, nc);
-    return emit(json_pack("{s:o}", "caches", arr), out);
+    return emit(root, out, MHD_HTTP_OK);
+}
+
+int http_partitions(lattice_node *n, const char *cache, FILE *out)
+{
+    lattice_topology *t = lattice_node_topology(n);
+    if (!t) return error(out, MHD_HTTP_SERVICE_UNAVAILABLE, "not in a grid yet");
+    lattice_topology_release(t);
+    lattice_partitions_info *pi = NULL;
+    lattice_status st = lattice_cache_partitions(n, cache ? cache : "default", &pi);
+    if (st == LATTICE_ERR_NO_CACHE) return error(out, MHD_HTTP_NOT_FOUND, "no such cache (GET /caches lists them)");
+    if (st != LATTICE_OK) return error(out, MHD_HTTP_SERVICE_UNAVAILABLE, lattice_strerror(st));
+    json_t *root = lattice_shapes_partitions(pi);
+    lattice_partitions_info_free(pi);
+    return emit(root, out, MHD_HTTP_OK);
+}
+
+int http_rebalance(lattice_node *n, FILE *out)
+{
+    lattice_cache_info *ci = NULL;
+    size_t nc = 0;
+    lattice_status st = lattice_caches_info(n, &ci, &nc);
+    if (st != LATTICE_OK) return error(out, MHD_HTTP_SERVICE_UNAVAILABLE, lattice_strerror(st));
+    lattice_topology *t = lattice_node_topology(n);
+    uint64_t now = lt_mono_ms();
+    lattice_shapes_rebalance r;
+    st = lattice_shapes_rebalance_gather(ci, nc, t, now, &r);
+    if (t) lattice_topology_release(t);
+    lattice_caches_info_free(ci, nc);
+    if (st != LATTICE_OK) return error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, lattice_strerror(st));
+    json_t *root = lattice_shapes_rebalance_json(&r, now);
+    lattice_shapes_rebalance_free(&r);
+    return emit(root, out, MHD_HTTP_OK);
+}
+
+/* ---------------------------------------------------------------- slowlog */
+
+struct lattice_httpd_slowlog {
+    json_t *root, *entries;
+};
+
+void lattice_httpd_slowlog_config(lattice_httpd_slowlog *s, long long slower_than_us, long long max_len, long long len)
+{
+    json_object_set_new(s->root, "slower_than_us", json_integer(slower_than_us));
+    json_object_set_new(s->root, "max_len", json_integer(max_len));
+    json_object_set_new(s->root, "len", json_integer(len));
+}
+
+/* An argument as JSON text: as it is when it is UTF-8, else with every byte
+ * outside printable ASCII written \xhh (as redis-cli shows it). */
+static json_t *arg_json(const char *p, size_t n)
+{
+    json_t *s = json_stringn(p, n);
+    if (s) return s;
+    char *b = malloc(n * 4 + 1);
+    if (!b) return json_string("");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') b[k++] = (char)c;
+        else k += (size_t)sprintf(b + k, "\\x%02x", c);
+    }
+    s = json_stringn(b, k);
+    free(b);
+    return s;
+}
+
+void lattice_httpd_slowlog_add(lattice_httpd_slowlog *s, const lattice_httpd_slow_entry *e)
+{
+    json_t *argv = json_array();
+    for (size_t i = 0; i < e->argc; i++) json_array_append_new(argv, arg_json(e->argv[i], e->argv_len[i]));
+    json_array_append_new(s->entries, json_pack("{s:I, s:I, s:I, s:o, s:s, s:s}", "id", (json_int_t)e->id, "time",
+                                                (json_int_t)e->time_s, "duration_us", (json_int_t)e->duration_us,
+                                                "argv", argv, "client", e->client ? e->client : "",
+                                                "client_name", e->client_name ? e->client_name : ""));
+}
+
+int http_slowlog(lattice_httpd_slowlog_fn fn, void *ctx, size_t max, FILE *out)
+{
+    lattice_httpd_slowlog s = {json_object(), json_array()};
+    json_object_set_new(s.root, "source", fn ? json_string("resp") : json_null());
+    lattice_httpd_slowlog_config(&s, -1, 0, 0);
+    if (fn) fn(ctx, max, &s);
+    json_object_set_new(s.root, "entries", s.entries);
+    return emit(s.root, out, MHD_HTTP_OK);
 }

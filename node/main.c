@@ -59,7 +59,7 @@ static lattice_status http_bind(latticed_options *o, lattice_httpd **out)
 {
     *out = NULL;
     if (!o->http_port) return LATTICE_OK;
-    lattice_httpd_config hc = {o->node.host, o->http_port};
+    lattice_httpd_config hc = {o->node.host, o->http_port, o->node.cluster ? o->node.cluster : "lattice"};
     lattice_status st = lattice_httpd_bind(&hc, out);
     if (st != LATTICE_OK) LT_LOG(LT_ERROR, "node", "http: cannot serve port %d: %s", o->http_port, lattice_strerror(st));
     return st;
@@ -82,12 +82,30 @@ static void resp_metrics(void *ctx, FILE *o)
                 (unsigned long long)v[i]);
 }
 
+/* The RESP endpoint's slow log, for the HTTP endpoint's /slowlog. */
+static void resp_slow_entry(void *sink, const lattice_respd_slow_entry *e)
+{
+    lattice_httpd_slow_entry h = {e->id,   e->time_s, e->duration_us, e->argc,
+                                  e->argv, e->argv_len, e->client,    e->client_name};
+    lattice_httpd_slowlog_add(sink, &h);
+}
+
+static void resp_slowlog(void *ctx, size_t max, lattice_httpd_slowlog *sink)
+{
+    lattice_respd_slowlog_info info;
+    lattice_respd_slowlog_read(ctx, max, resp_slow_entry, sink, &info);
+    lattice_httpd_slowlog_config(sink, info.slower_than_us, info.max_len, info.len);
+}
+
 /* Starts the endpoints bound before the node; stops the node on failure. */
 static lattice_status serve(lattice_node *n, lattice_respd *resp, lattice_httpd *http)
 {
     lattice_status st = resp ? lattice_respd_start(resp, n) : LATTICE_OK;
     if (st == LATTICE_OK && http) {
-        if (resp) lattice_httpd_add_metrics(http, resp_metrics, resp);
+        if (resp) {
+            lattice_httpd_add_metrics(http, resp_metrics, resp);
+            lattice_httpd_set_slowlog(http, resp_slowlog, resp);
+        }
         st = lattice_httpd_start(http, n);
         if (st != LATTICE_OK && resp) lattice_respd_stop(resp);
     }
