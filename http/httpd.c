@@ -263,7 +263,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     } else if (!strcmp(url, "/caches")) {
         code = http_caches(h->node, out);
     } else if (!strcmp(url, "/partitions")) {
-        code = http_partitions(h->node, arg(c, "cache"), out);
+        const char *cache = arg(c, "cache");
+        if (cache && !*cache) {
+            fputs("{\"error\":\"cache wants a name (GET /caches lists them); none means default\"}\n", out);
+            code = MHD_HTTP_BAD_REQUEST;
+        } else {
+            code = http_partitions(h->node, cache, out);
+        }
     } else if (!strcmp(url, "/rebalance")) {
         code = http_rebalance(h->node, out);
     } else if (!strcmp(url, "/slowlog")) {

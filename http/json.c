@@ -34,6 +34,15 @@ static int error(FILE *out, int code, const char *why)
     return emit(json_pack("{s:s}", "error", why), out, code);
 }
 
+/* The grid's pages need a grid: a node not in one yet answers at once
+ * rather than after its calls time out. */
+static lattice_topology *joined(lattice_node *n, FILE *out, int *code)
+{
+    lattice_topology *t = lattice_node_topology(n);
+    if (!t) *code = error(out, MHD_HTTP_SERVICE_UNAVAILABLE, "not in a grid yet");
+    return t;
+}
+
 static bool heard(void *ctx, const lattice_member *m, lattice_member_state *s)
 {
     return lattice_node_member_state(ctx, m->id, s) == LATTICE_OK;
@@ -41,8 +50,9 @@ static bool heard(void *ctx, const lattice_member *m, lattice_member_state *s)
 
 int http_topology(lattice_node *n, const char *cluster, FILE *out)
 {
-    lattice_topology *t = lattice_node_topology(n);
-    if (!t) return error(out, MHD_HTTP_SERVICE_UNAVAILABLE, "not in a grid yet");
+    int code;
+    lattice_topology *t = joined(n, out, &code);
+    if (!t) return code;
     char self[64];
     lattice_node_id(n, self, sizeof self);
     json_t *root = lattice_shapes_top(t, heard, n, lt_wall_ms());
@@ -60,21 +70,27 @@ int http_topology(lattice_node *n, const char *cluster, FILE *out)
 
 int http_caches(lattice_node *n, FILE *out)
 {
+    int code;
+    lattice_topology *t = joined(n, out, &code);
+    if (!t) return code;
     lattice_cache_info *ci = NULL;
     size_t nc = 0;
     lattice_status st = lattice_caches_info(n, &ci, &nc);
-    if (st != LATTICE_OK) return error(out, MHD_HTTP_SERVICE_UNAVAILABLE, lattice_strerror(st));
-    lattice_topology *t = lattice_node_topology(n);
+    if (st != LATTICE_OK) {
+        lattice_topology_release(t);
+        return error(out, MHD_HTTP_SERVICE_UNAVAILABLE, lattice_strerror(st));
+    }
     json_t *root = lattice_shapes_caches(ci, nc, t);
-    if (t) lattice_topology_release(t);
+    lattice_topology_release(t);
     lattice_caches_info_free(ci, nc);
     return emit(root, out, MHD_HTTP_OK);
 }
 
 int http_partitions(lattice_node *n, const char *cache, FILE *out)
 {
-    lattice_topology *t = lattice_node_topology(n);
-    if (!t) return error(out, MHD_HTTP_SERVICE_UNAVAILABLE, "not in a grid yet");
+    int code;
+    lattice_topology *t = joined(n, out, &code);
+    if (!t) return code;
     lattice_topology_release(t);
     lattice_partitions_info *pi = NULL;
     lattice_status st = lattice_cache_partitions(n, cache ? cache : "default", &pi);
@@ -87,15 +103,20 @@ int http_partitions(lattice_node *n, const char *cache, FILE *out)
 
 int http_rebalance(lattice_node *n, FILE *out)
 {
+    int code;
+    lattice_topology *t = joined(n, out, &code);
+    if (!t) return code;
     lattice_cache_info *ci = NULL;
     size_t nc = 0;
     lattice_status st = lattice_caches_info(n, &ci, &nc);
-    if (st != LATTICE_OK) return error(out, MHD_HTTP_SERVICE_UNAVAILABLE, lattice_strerror(st));
-    lattice_topology *t = lattice_node_topology(n);
+    if (st != LATTICE_OK) {
+        lattice_topology_release(t);
+        return error(out, MHD_HTTP_SERVICE_UNAVAILABLE, lattice_strerror(st));
+    }
     uint64_t now = lt_mono_ms();
     lattice_shapes_rebalance r;
     st = lattice_shapes_rebalance_gather(ci, nc, t, now, &r);
-    if (t) lattice_topology_release(t);
+    lattice_topology_release(t);
     lattice_caches_info_free(ci, nc);
     if (st != LATTICE_OK) return error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, lattice_strerror(st));
     json_t *root = lattice_shapes_rebalance_json(&r, now);

@@ -210,6 +210,11 @@ static void cache_sample(FILE *o, const char *fam, const lattice_cache_info *c, 
 
 static void caches_part(lattice_node *n, FILE *o, const char *self)
 {
+    /* Not in a grid yet: no cache to show, and asking would wait out the
+     * operation timeout (a scrape, or the console, would hang for it). */
+    lattice_topology *t = lattice_node_topology(n);
+    if (!t) return;
+    lattice_topology_release(t);
     lattice_cache_info *ci = NULL;
     size_t nc = 0;
     if (lattice_caches_info(n, &ci, &nc) != LATTICE_OK) return;
