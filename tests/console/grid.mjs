@@ -10,7 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 
 // The test's port block: 10 slots of 10 ports in 29100..29199, a slot
-// chosen free (peer ports +0..2, RESP +3..5, HTTP +6..8).  No other test
+// chosen free (peer ports +0..2, RESP +3..5, HTTP +6..8, +9 for a test's
+// own use).  No other test
 // uses this range (the integration harness picks at random elsewhere too,
 // so every port is checked free before use).
 const BLOCK_BASE = 29100, SLOTS = 10, SLOT = 10;
@@ -28,10 +29,10 @@ export async function pickBase() {
   for (let k = 0; k < SLOTS; k++) {
     const base = BLOCK_BASE + ((first + k) % SLOTS) * SLOT;
     let ok = true;
-    for (let i = 0; i < 9 && ok; i++) ok = await free(base + i);
+    for (let i = 0; i < SLOT && ok; i++) ok = await free(base + i);
     if (ok) return base;
   }
-  throw new Error('no free slot of 9 ports in 29100..29199');
+  throw new Error('no free slot of 10 ports in 29100..29199');
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -56,6 +57,7 @@ export class Grid {
     this.cache = cache;
     this.extra = extra;
     this.procs = [];
+    this.names = [];
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lattice-console-'));
   }
 
@@ -67,17 +69,26 @@ export class Grid {
   async start() {
     this.base = await pickBase();
     this.guardian();
-    const finder = `127.0.0.1:${this.peer(0)}..${this.peer(this.n - 1)}`;
+    const finder = this.finder();
     for (let i = 0; i < this.n; i++) {
-      const args = ['--port', String(this.peer(i)), '--port-range', '1', '--ip-finder', finder,
+      this.spawnNode(`n${i}`, ['--port', String(this.peer(i)), '--port-range', '1', '--ip-finder', finder,
         '--failure-detection-ms', '1000', '--resp-port', String(this.resp(i)), '--http-port', String(this.http(i)),
-        '--cache', this.cache, ...this.extra];
-      const log = fs.openSync(path.join(this.dir, `n${i}.log`), 'w');
-      const p = spawn(this.latticed, args, { stdio: ['ignore', log, log] });
-      fs.closeSync(log);
-      this.procs[i] = p;
-      fs.appendFileSync(this.pidFile, `${p.pid}\n`);
+        '--cache', this.cache, ...this.extra]);
     }
+  }
+
+  finder() { return `127.0.0.1:${this.peer(0)}..${this.peer(this.n - 1)}`; }
+
+  // One more latticed with these arguments, its output in NAME.log; its
+  // index for kill(); stopped with the grid.
+  spawnNode(name, args) {
+    const log = fs.openSync(path.join(this.dir, `${name}.log`), 'w');
+    const p = spawn(this.latticed, args, { stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    this.procs.push(p);
+    this.names.push(name);
+    fs.appendFileSync(this.pidFile, `${p.pid}\n`);
+    return this.procs.length - 1;
   }
 
   // A shell that outlives nothing: when this process is gone, it kills
@@ -102,8 +113,8 @@ export class Grid {
     for (let i = 0; i < this.procs.length; i++) this.kill(i);
     if (this.guard) try { process.kill(this.guard.pid, 'SIGKILL'); } catch { /* gone */ }
     if (keepLogs) {
-      for (let i = 0; i < this.n; i++) {
-        const f = path.join(this.dir, `n${i}.log`);
+      for (const name of this.names) {
+        const f = path.join(this.dir, `${name}.log`);
         const tail = fs.existsSync(f) ? fs.readFileSync(f, 'utf8').split('\n').slice(-25).join('\n') : '';
         process.stderr.write(`---- ${f} (last lines)\n${tail}\n`);
       }
