@@ -296,7 +296,8 @@ static void usage(FILE *f)
           "  --resp-output-limit N     close a client with more than N reply bytes pending (default 0 = none)\n"
           "  --resp-moved M            MOVED for: aware (clients that route by the slot map; default),\n"
           "                            always (every client, as Redis Cluster: redis-cli -c), never\n"
-          "  --http-port N             serve /metrics, /health, /topology, /caches over HTTP on this port\n"
+          "  --http-port N             serve the web console (/), /metrics, /health and the JSON pages\n"
+          "                            (/topology /caches /partitions /rebalance /slowlog) on this port\n"
           "  --help, --version\n",
           f);
 }

@@ -5,7 +5,8 @@
 //   - after kill -9 of node 2, turn cells under-replicated or moving while
 //     the rebalance view shows progress (partitions left of total), then
 //     every cell owning again once the rebalance is done;
-//   - turn the banner red (no quorum) once node 1 is killed too;
+//   - follow node 2's return (a join): three rows, every cell owning;
+//   - turn the banner red (no quorum) once nodes 1 and 2 are killed;
 //   - log no console error and throw no page error, and ask nothing of any
 //     host but the node that served it.
 // It saves a screenshot of each view (CONSOLE_SHOTS, default a folder in
@@ -34,7 +35,7 @@ const BOUND = 60000;
 const CACHE = 'default:backups=1,partitions=256,rebalance_throttle_ms=100,rebalance_batch_bytes=4096';
 const KEYS = 5000;
 
-test('the console follows a kill, a rebalance and a lost quorum', { timeout: 170000 }, async () => {
+test('the console follows a kill, a rebalance, a join and a lost quorum', { timeout: 200000 }, async () => {
   assert.ok(LATTICED && fs.existsSync(LATTICED), 'LATTICED names the latticed binary');
   assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is installed (scripts/bootstrap installs chromium)`);
   fs.mkdirSync(SHOTS, { recursive: true });
@@ -182,15 +183,29 @@ test('the console follows a kill, a rebalance and a lost quorum', { timeout: 170
     }, BOUND);
     await page.waitForFunction(() => document.querySelectorAll('#nodes tbody tr').length === 2, null, { timeout: BOUND });
 
-    // kill -9 of node 1 too: one of three baseline servers left, the
-    // banner red with the reason.
+    // Node 2 back (a join): three rows, its copies loaded, every cell
+    // owning again.
+    grid.restart(2);
+    await page.waitForFunction(() => document.querySelectorAll('#nodes tbody tr').length === 3, null, { timeout: BOUND });
+    await waitFor('every cell owning on three servers after the join', async () => {
+      const c = await cells();
+      const s = await page.evaluate(() => ({
+        idle: document.getElementById('rebalance-state').dataset.inProgress === 'false',
+        bars: document.querySelectorAll('#maps .bars > .bar').length,
+      }));
+      return c.total === 256 && c.owning === 256 && s.idle && s.bars === 3;
+    }, BOUND);
+
+    // kill -9 of nodes 1 and 2: one baseline server left, the banner red
+    // with the reason.
     await view('overview');
     grid.kill(1);
+    grid.kill(2);
     await page.waitForFunction(() => {
       const b = document.getElementById('banner');
       return b.dataset.level === 'error' && /no quorum/.test(b.textContent);
     }, null, { timeout: BOUND });
-    assert.match(await page.textContent('#banner'), /no quorum: 1 of 3 baseline servers reachable/);
+    assert.match(await page.textContent('#banner'), /no quorum: 1 of [23] baseline servers reachable/);
     await shot('no-quorum');
 
     assert.deepEqual(consoleErrors, [], 'no console error');

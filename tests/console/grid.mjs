@@ -58,6 +58,7 @@ export class Grid {
     this.extra = extra;
     this.procs = [];
     this.names = [];
+    this.args = [];
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lattice-console-'));
   }
 
@@ -82,13 +83,25 @@ export class Grid {
   // One more latticed with these arguments, its output in NAME.log; its
   // index for kill(); stopped with the grid.
   spawnNode(name, args) {
-    const log = fs.openSync(path.join(this.dir, `${name}.log`), 'w');
-    const p = spawn(this.latticed, args, { stdio: ['ignore', log, log] });
-    fs.closeSync(log);
-    this.procs.push(p);
+    this.procs.push(null);
     this.names.push(name);
-    fs.appendFileSync(this.pidFile, `${p.pid}\n`);
+    this.args.push(args);
+    this.launch(this.procs.length - 1);
     return this.procs.length - 1;
+  }
+
+  // Node i again, with the arguments it had (after a kill): it rejoins.
+  restart(i) {
+    this.kill(i);
+    this.launch(i);
+  }
+
+  launch(i) {
+    const log = fs.openSync(path.join(this.dir, `${this.names[i]}.log`), 'a');
+    const p = spawn(this.latticed, this.args[i], { stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    this.procs[i] = p;
+    fs.appendFileSync(this.pidFile, `${p.pid}\n`);
   }
 
   // A shell that outlives nothing: when this process is gone, it kills
