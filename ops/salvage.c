@@ -97,8 +97,13 @@ bool salvage_mark_of(const lattice_meta_cache *c, uint32_t p, uint64_t *mark)
 void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store,
                             uint64_t *counter, uint64_t *marks)
 {
+    /* Every cache the data directory recovered is kept beside the others
+     * (one set: this incarnation's); never mixed into copies another
+     * incarnation kept.  Before, only the first cache attached was kept -
+     * the others loaded in full after a restart. */
+    bool other_set = d->n_salvage && strcmp(d->salvage_id, d->self_id) != 0;
     uint8_t *held = lt_calloc(cfg->partitions, 1), *has = lt_calloc(cfg->partitions, 1);
-    salvage_cache *x = d->n_salvage ? NULL : lt_realloc(d->salvage, (d->n_salvage + 1) * sizeof *x);
+    salvage_cache *x = other_set ? NULL : lt_realloc(d->salvage, (d->n_salvage + 1) * sizeof *x);
     if (!held || !has || !x) {
         lt_free(held), lt_free(has), lt_free(marks), lt_free(counter);
         lattice_store_destroy(store);
@@ -114,6 +119,11 @@ void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lat
          * what it changed above (docs/PERSISTENCE.md, "Delta rejoin"). */
         lattice_store_history_valid_from(store, p, marks[p]);
         marked++;
+    }
+    if (!marked) { /* nothing in it can serve as a delta base (an idle cache: empty partitions) */
+        lt_free(held), lt_free(has), lt_free(marks), lt_free(counter);
+        lattice_store_destroy(store);
+        return;
     }
     for (uint32_t p = 0; p < cfg->partitions; p++)
         if (!held[p]) lattice_store_clear(store, p);

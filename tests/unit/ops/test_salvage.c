@@ -224,6 +224,38 @@ START_TEST(a_never_written_copy_has_a_delta_mark_of_zero)
 }
 END_TEST
 
+/* A restart from the data directory keeps every recovered cache that has a
+ * marked, non-empty partition as a delta base - not only the first one
+ * attached (the second cache loaded in full) - and drops one with none. */
+static void keep_one_recovered(const char *name, bool with_mark)
+{
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, name);
+    cfg.partitions = PARTS;
+    lattice_store_config sc = {name, PARTS, region, NULL, NULL};
+    lattice_store *st = NULL;
+    ck_assert_int_eq(lattice_store_create(&sc, &st), LATTICE_OK);
+    lattice_store_entry e = {3, "k", 1, "v", 1, 0, 4};
+    ck_assert_int_eq(lattice_store_put(st, &e, 0), LATTICE_OK);
+    uint64_t *counter = lt_calloc(PARTS, sizeof *counter), *marks = lt_malloc(PARTS * sizeof *marks);
+    ck_assert(counter && marks);
+    counter[3] = 4;
+    for (uint32_t p = 0; p < PARTS; p++) marks[p] = UINT64_MAX; /* persist's LT_MARK_NONE */
+    if (with_mark) marks[3] = 4;
+    salvage_keep_recovered(d, &cfg, st, counter, marks); /* takes st, counter and marks */
+}
+
+START_TEST(every_recovered_cache_with_a_mark_is_kept)
+{
+    snprintf(d->self_id, sizeof d->self_id, "solo");
+    keep_one_recovered("one", true);
+    keep_one_recovered("idle", false);
+    keep_one_recovered("two", true);
+    ck_assert_uint_eq(d->n_salvage, 2); /* "one" and "two"; "idle" dropped */
+    ck_assert_uint_eq(salvage_held(d), 2);
+}
+END_TEST
+
 /* Members ids (cids by the letter after "-", "z:1" for "new-a") as seen
  * by the one at `self`, id-b coordinating. */
 static void view(lattice_meta *m, lattice_meta_member *mm, const char *const *ids, size_t n, const char *self)
@@ -364,6 +396,7 @@ int main(void)
     tcase_add_test(tc, a_second_rejoin_keeps_the_copies_the_first_one_loaded);
     tcase_add_test(tc, another_primary_caps_a_copy_at_its_old_watermark);
     tcase_add_test(tc, a_never_written_copy_has_a_delta_mark_of_zero);
+    tcase_add_test(tc, every_recovered_cache_with_a_mark_is_kept);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
 }
