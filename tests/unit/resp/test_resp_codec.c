@@ -177,7 +177,7 @@ START_TEST(iovecs_cover_every_pending_byte_in_order)
         ck_assert_mem_eq(iov[0].iov_base, flat + pending - left, iov[0].iov_len);
     }
     ck_assert_uint_eq(lattice_resp_out_peek(o, copy, 7), 7);
-    ck_assert_mem_eq(copy, "\r\n:2999\r\n" + 2, 7);
+    ck_assert_mem_eq(copy, &"\r\n:2999\r\n"[2], 7);
     lattice_resp_out_consume(o, left);
     ck_assert_int_eq(lattice_resp_out_iov(o, iov, 64), 0);
     /* reusable after draining */
