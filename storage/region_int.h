@@ -57,6 +57,36 @@ struct page_hdr {
 };
 #define HDR ((uint32_t)sizeof(struct page_hdr))
 
+/* A seqlock reader's section, for ThreadSanitizer: between taking `seq` and
+ * checking it again a reader loads page bytes while the page's writer may be
+ * changing them - by design, the copy is thrown away when `seq` moved.  TSan
+ * cannot know that, so under TSan the reader's accesses from this statement
+ * to the end of its scope are not shown to it (they are not checked, and a
+ * later writer is not checked against them).  The `seq` loads are atomics
+ * either way and still order an accepted copy after the writer's changes.
+ * Nothing outside a TSan build. */
+#if defined(__SANITIZE_THREAD__)
+#define LT_TSAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LT_TSAN_BUILD 1
+#endif
+#endif
+#ifdef LT_TSAN_BUILD
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
+static inline void seqlock_read_section_end(int *unused)
+{
+    (void)unused;
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+}
+#define SEQLOCK_READ_SECTION()                                                                     \
+    int seqlock_read_section_ __attribute__((cleanup(seqlock_read_section_end), unused)) =          \
+        (AnnotateIgnoreReadsBegin(__FILE__, __LINE__), 0)
+#else
+#define SEQLOCK_READ_SECTION() ((void)0)
+#endif
+
 /* Row flags (first byte of every row). */
 enum { F_HEAD = 1, F_CONT = 2, F_EXPIRE = 4, F_NEXT = 8 };
 

@@ -50,6 +50,7 @@ static int read_chain(lattice_region *r, struct read_req *q, uint64_t next, uint
         if (!pg) return -1;
         const struct page_hdr *h = (const struct page_hdr *)pg;
         uint32_t s = seq_begin(h, spins);
+        SEQLOCK_READ_SECTION();
         uint16_t item = LATTICE_LINK_ITEM(next), nitems = h->nitems;
         uint16_t off = item < nitems ? page_items((void *)pg)[item] : 0;
         struct rowv v;
@@ -120,6 +121,7 @@ int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q)
         __builtin_prefetch(pg + HDR + 2u * item);
         if (link >> 48 && (link >> 48) < r->page_size) __builtin_prefetch(pg + (link >> 48));
         uint32_t s = seq_begin(h, &spins);
+        SEQLOCK_READ_SECTION();
         uint16_t nitems = h->nitems;
         uint16_t off = item < nitems ? page_items((void *)pg)[item] : 0;
         struct rowv v;

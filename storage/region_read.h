@@ -155,6 +155,7 @@ static inline __attribute__((always_inline)) int region_read_small(const lattice
     const uint8_t *pg = c + ((size_t)(pid & (r->chunk_pages - 1)) << r->page_shift);
     struct page_hdr *h = (struct page_hdr *)pg;
     uint32_t s = __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE);
+    SEQLOCK_READ_SECTION();
     const uint8_t *p = pg + hint;
     /* The row must start as this key's head row: the prefix (flags without
      * F_EXPIRE, owner, partition), then the key length - at most 7 bytes,
