@@ -75,8 +75,8 @@ static int take_page(lattice_region *r, struct lane *l, uint32_t len,
             l->pages_reuse--;
             l->pages_data++;
             struct page_hdr *h = hdr_w(r, pid);
-            h->kind = KIND_DATA;
-            h->bucket = BUCKET_DETACHED;
+            __atomic_store_n(&h->kind, KIND_DATA, __ATOMIC_RELAXED); /* evict_candidate peeks */
+            __atomic_store_n(&h->bucket, BUCKET_DETACHED, __ATOMIC_RELAXED);
             *out = pid;
             return LATTICE_OK;
         }

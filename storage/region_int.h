@@ -46,6 +46,9 @@ struct page_hdr {
     uint16_t upper;     /* lowest row offset */
     uint16_t free;      /* see the file comment */
     uint16_t live;      /* rows on the page */
+    /* bucket, kind and lane: written under the lane lock with relaxed atomic
+     * stores, because evictors (evict_candidate, evict_locked) and
+     * region_lock_page peek at them with atomic loads without that lock. */
     uint8_t bucket;     /* bucket index, BUCKET_NONE or BUCKET_REUSE; lane lock */
     uint8_t kind;       /* KIND_*; lane lock */
     uint8_t lane;       /* the lane whose lists hold the page; changes only while the
@@ -145,7 +148,7 @@ struct lane {
     uint32_t bucket_head[LATTICE_REGION_BUCKETS];
     uint32_t bucket_mask;   /* bit b set when bucket b is not empty */
     uint64_t bucket_count[LATTICE_REGION_BUCKETS];
-    uint32_t reuse_head;
+    uint32_t reuse_head;    /* lock; stored atomically, other lanes peek at it unlocked */
     uint64_t pages_reuse, pages_data, pages_full;
     uint64_t rows, row_bytes;
     /* The same per owner (rows of a fragmented entry charged to its head's

@@ -63,14 +63,16 @@ static void list_push(lattice_region *r, uint32_t *head, uint32_t pid)
     h->prev = NO_PAGE;
     h->next = *head;
     if (*head != NO_PAGE) hdr_w(r, *head)->prev = pid;
-    *head = pid;
+    /* Atomic (relaxed, a plain store on x86): region_steal_reuse peeks at
+     * another lane's reuse_head without that lane's lock. */
+    __atomic_store_n(head, pid, __ATOMIC_RELAXED);
 }
 
 void region_list_unlink(lattice_region *r, uint32_t *head, uint32_t pid)
 {
     struct page_hdr *h = hdr_w(r, pid);
     if (h->prev != NO_PAGE) hdr_w(r, h->prev)->next = h->next;
-    else *head = h->next;
+    else __atomic_store_n(head, h->next, __ATOMIC_RELAXED); /* as in list_push */
     if (h->next != NO_PAGE) hdr_w(r, h->next)->prev = h->prev;
     h->prev = h->next = NO_PAGE;
 }
@@ -92,7 +94,7 @@ void region_lane_detach(lattice_region *r, struct lane *l, uint32_t pid)
     } else if (h->bucket == BUCKET_NONE) {
         l->pages_full--;
     }
-    h->bucket = BUCKET_DETACHED;
+    __atomic_store_n(&h->bucket, BUCKET_DETACHED, __ATOMIC_RELAXED); /* evict_candidate peeks */
 }
 
 /* Puts a detached data page where its free space says; empties go to reuse. */
@@ -103,15 +105,15 @@ void region_lane_place(lattice_region *r, struct lane *l, uint32_t pid)
         page_write_begin(h);
         page_init_empty(h, r->page_size);
         page_write_end(h);
-        h->kind = KIND_REUSE;
-        h->bucket = BUCKET_REUSE;
+        __atomic_store_n(&h->kind, KIND_REUSE, __ATOMIC_RELAXED); /* evict_candidate peeks */
+        __atomic_store_n(&h->bucket, BUCKET_REUSE, __ATOMIC_RELAXED);
         l->pages_data--;
         l->pages_reuse++;
         list_push(r, &l->reuse_head, pid);
         return;
     }
     int b = bucket_of(r, h->free);
-    h->bucket = (uint8_t)b;
+    __atomic_store_n(&h->bucket, (uint8_t)b, __ATOMIC_RELAXED); /* evict_candidate peeks */
     if (b == BUCKET_NONE) {
         l->pages_full++;
         return;
@@ -204,7 +206,8 @@ int region_steal_reuse(lattice_region *r, struct lane *l)
         if (pid != NO_PAGE) {
             region_list_unlink(r, &o->reuse_head, pid);
             o->pages_reuse--;
-            hdr_w(r, pid)->lane = (uint8_t)l->idx;
+            /* evict_locked and region_lock_page peek at it unlocked */
+            __atomic_store_n(&hdr_w(r, pid)->lane, (uint8_t)l->idx, __ATOMIC_RELAXED);
             list_push(r, &l->reuse_head, pid);
             l->pages_reuse++;
         }
