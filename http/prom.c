@@ -136,10 +136,12 @@ static void ops_part(const lattice_node_metrics *m, FILE *o)
     if (!m->pages_max) return;
     family(o, "lattice_region_page_size_bytes", "gauge", "data region page size");
     sample(o, "lattice_region_page_size_bytes", m->page_size);
-    family(o, "lattice_region_pages", "gauge", "data region pages: the bound, mapped from the OS, holding rows");
+    family(o, "lattice_region_pages", "gauge",
+           "data region pages: the bound, mapped from the OS, holding rows, mapped but given back to the OS");
     fprintf(o, "lattice_region_pages{state=\"max\"} %llu\nlattice_region_pages{state=\"mapped\"} %llu\n"
-               "lattice_region_pages{state=\"data\"} %llu\n",
-            (unsigned long long)m->pages_max, (unsigned long long)m->pages_mapped, (unsigned long long)m->pages_data);
+               "lattice_region_pages{state=\"data\"} %llu\nlattice_region_pages{state=\"released\"} %llu\n",
+            (unsigned long long)m->pages_max, (unsigned long long)m->pages_mapped, (unsigned long long)m->pages_data,
+            (unsigned long long)m->pages_released);
     family(o, "lattice_region_rows", "gauge", "row pieces stored in the data region");
     sample(o, "lattice_region_rows", m->rows);
     family(o, "lattice_region_row_bytes", "gauge", "bytes of the stored rows, headers included");

@@ -117,6 +117,7 @@ lattice_status lattice_node_metrics_get(lattice_node *n, lattice_node_metrics *o
         out->page_size = rm.page_size;
         out->pages_max = rm.pages_max;
         out->pages_mapped = rm.pages_mapped;
+        out->pages_released = rm.pages_released;
         out->pages_data = rm.pages_data;
         out->row_bytes = rm.row_bytes;
         out->rows = rm.rows;

@@ -21,6 +21,7 @@
  * takes it.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,6 +47,28 @@
 #define MAX_FRAMES 256 /* frames one connection hands over per loop iteration */
 
 static void ops_free(lattice_ops *d);
+
+/* Once a second: the region gives the memory of pages emptied beyond its
+ * slack back to the OS (partitions that moved away, a flush), a bounded
+ * number of pages a round; once it has nothing more to give, malloc's free
+ * memory goes too (the indexes and histories of the same partitions), so a
+ * server's RSS follows what it holds instead of the most it ever held. */
+#define GIVE_BACK_MS 1000
+#define GIVE_BACK_PAGES 1024
+static void give_memory_back(lattice_ops *d)
+{
+    uint64_t now = lt_mono_ms();
+    if (now - d->give_back_ms < GIVE_BACK_MS) return;
+    d->give_back_ms = now;
+    uint32_t n = lattice_region_release(d->region, GIVE_BACK_PAGES, LATTICE_REGION_SLACK_AUTO);
+    d->gave_back_pages += n;
+    if (n == 0 && d->gave_back_pages) {
+        malloc_trim(0);
+        LT_LOG(LT_INFO, "memory", "gave %llu MiB of emptied region pages back to the OS, and malloc's free memory",
+               (unsigned long long)(d->gave_back_pages * lattice_region_page_size(d->region) >> 20));
+        d->gave_back_pages = 0;
+    }
+}
 
 static void handle_response(lattice_ops *d, const Latdata__Resp *rs)
 {
@@ -455,7 +478,10 @@ static void *data_main(void *arg)
             wal_tick(d);
             evict_flush(d);
             run_retries(d, now);
-            if (d->region) lattice_region_tick(d->region, now); /* OBJECT IDLETIME's clock (once a second) */
+            if (d->region) {
+                lattice_region_tick(d->region, now); /* OBJECT IDLETIME's clock (once a second) */
+                give_memory_back(d);
+            }
         }
         wal_release(d); /* replies whose records the log made durable */
         fast_settle(d); /* before anything of this round leaves (fast.c) */

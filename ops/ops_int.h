@@ -203,6 +203,9 @@ struct lattice_ops {
     struct link_srv *srv;         /* servers: the data port and the connections it accepted */
     int efd;
     lattice_region *region;
+    /* giving memory back (loop.c, give_memory_back): last try, and pages
+     * released since malloc's free memory was last returned too */
+    uint64_t give_back_ms, gave_back_pages;
     struct lattice_discovery *disc;
     pthread_t thread;
     bool thread_started;

@@ -372,6 +372,10 @@ int lattice_region_create(const lattice_region_config *cfg, lattice_region **out
     r->nchunks = (uint32_t)cfg->max_mb;
     r->max_pages = r->nchunks * r->chunk_pages;
     r->policy = cfg->policy;
+    r->keep_pages = (uint32_t)cfg->prealloc_mb * r->chunk_pages;
+    /* Untouched until pages are released: costs address space, not memory.
+     * Without it the region keeps its empty pages (lattice_region_release). */
+    r->released = lt_calloc(r->max_pages, sizeof *r->released);
     for (uint32_t i = 0; i < REGION_LANES; i++) {
         struct lane *l = &r->lanes[i];
         pthread_mutex_init(&l->lock, NULL);
@@ -406,6 +410,7 @@ void lattice_region_destroy(lattice_region *r)
     pthread_cond_destroy(&r->map_cond);
     for (int i = 0; i < REGION_LANES; i++) pthread_mutex_destroy(&r->lanes[i].lock);
     lt_free(r->chunks);
+    lt_free(r->released);
     lt_free(r);
 }
 
@@ -533,6 +538,9 @@ void lattice_region_metrics_get(lattice_region *r, lattice_region_metrics *m)
     m->page_size = r->page_size;
     m->pages_max = r->max_pages;
     m->pages_mapped = r->pages_mapped;
+    pthread_mutex_lock(&r->map_lock);
+    m->pages_released = r->nreleased;
+    pthread_mutex_unlock(&r->map_lock);
     for (int i = 0; i < REGION_LANES; i++) {
         const struct lane *l = &r->lanes[i];
         m->pages_data += l->pages_data;
@@ -565,7 +573,9 @@ int lattice_region_page_inspect(lattice_region *r, uint32_t page, lattice_region
     int st = page < r->pages_mapped ? LATTICE_OK : LATTICE_ERR_NOT_FOUND;
     if (st == LATTICE_OK) {
         struct page_hdr *h = hdr_w(r, page);
-        info->kind = h->kind == KIND_DATA ? LATTICE_PAGE_DATA : LATTICE_PAGE_REUSE;
+        info->kind = h->kind == KIND_DATA    ? LATTICE_PAGE_DATA
+                     : h->kind == KIND_REUSE ? LATTICE_PAGE_REUSE
+                                             : LATTICE_PAGE_RELEASED;
         info->free = h->free;
         info->items = h->nitems;
         info->live = h->live;

@@ -157,8 +157,13 @@ static int check_locked(const lattice_region *r, struct owned *o)
 {
     struct counts c[REGION_LANES];
     memset(c, 0, sizeof c);
+    uint64_t released = 0;
     for (uint32_t pid = 0; pid < r->pages_mapped; pid++) {
         struct page_hdr *h = page_hdr(r, pid);
+        if (h->kind == KIND_UNMAPPED) { /* memory given back: reads as zeros */
+            released++;
+            continue;
+        }
         if (h->seq & 1) FAIL("page %u: left in a write section", pid);
         if (h->lane >= REGION_LANES) FAIL("page %u: lane %u", pid, h->lane);
         struct counts *k = &c[h->lane];
@@ -175,6 +180,11 @@ static int check_locked(const lattice_region *r, struct owned *o)
     }
     for (uint32_t i = 0; i < REGION_LANES; i++)
         if (check_counts(r, &c[i], i) != LATTICE_OK) return LATTICE_ERR_PROTO;
+    if (released != r->nreleased)
+        FAIL("%llu pages released, %u on the released stack", (unsigned long long)released, r->nreleased);
+    for (uint32_t i = 0; i < r->nreleased; i++)
+        if (page_hdr(r, r->released[i].pid)->kind != KIND_UNMAPPED)
+            FAIL("page %u: on the released stack but in use", r->released[i].pid);
     return check_owners(r, o);
 }
 
@@ -183,7 +193,9 @@ int lattice_region_check(lattice_region *r)
     struct owned *o = lt_calloc(1, sizeof *o);
     if (!o) return LATTICE_ERR_NOMEM;
     region_lock_all(r);
+    pthread_mutex_lock(&r->map_lock); /* the released stack */
     int st = check_locked(r, o);
+    pthread_mutex_unlock(&r->map_lock);
     region_unlock_all(r);
     lt_free(o);
     return st;

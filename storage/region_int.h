@@ -174,6 +174,14 @@ struct lattice_region {
     uint32_t nchunks;       /* slots in chunks[] */
     uint8_t **chunks;       /* published with release stores; never unmapped until destroy */
     uint32_t pages_mapped;  /* atomic; readers bound page ids with it */
+    /* Empty pages whose memory went back to the OS (region_release_lane):
+     * in no lane's list, their bytes zeros (kind KIND_UNMAPPED) until a lane
+     * takes them again.  Each keeps the seq it had, so its next life starts
+     * above it and a reader holding the old seq always sees the change.
+     * map_lock; the array has room for every page of the bound. */
+    struct released_page { uint32_t pid, seq; } *released;
+    uint32_t nreleased;
+    uint32_t keep_pages;    /* never released below this many resident pages (prealloc) */
     lattice_region_policy policy;
     uint32_t nlanes;          /* lanes in use: 1..REGION_LANES */
     uint64_t evictions;       /* atomic */
@@ -399,6 +407,10 @@ int region_map_chunk(lattice_region *r, struct lane *l);
 /* Moves one empty page from another lane's reuse list to l's (l locked,
  * the other only try-locked); 1 when it moved one. */
 int region_steal_reuse(lattice_region *r, struct lane *l);
+/* Puts up to RELEASE_TAKE released pages back on lane l's reuse list,
+ * faulting them in (l locked); 1 when it took any. */
+#define RELEASE_TAKE 64
+int region_take_released(lattice_region *r, struct lane *l);
 
 /* ---- region_evict.c: eviction (policy evict) ---- */
 

@@ -6,8 +6,10 @@
  * writer looks for a page - is drawn in region.c's header; struct lane and
  * its lock rules are in region_int.h.
  */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "lattice/alloc.h"
 #include "region_int.h"
@@ -145,6 +147,9 @@ void region_lane_rebucket(lattice_region *r, struct lane *l, uint32_t pid)
  * NOMEM when the OS refused. */
 int region_map_chunk(lattice_region *r, struct lane *l)
 {
+    /* Memory given back earlier is taken again before the bound is looked
+     * at: released pages count as mapped. */
+    if (region_take_released(r, l)) return LATTICE_OK;
     pthread_mutex_lock(&r->map_lock);
     if (r->pages_mapped + r->pages_inflight + r->chunk_pages > r->max_pages) {
         int wait = r->pages_inflight != 0;
@@ -215,4 +220,128 @@ int region_steal_reuse(lattice_region *r, struct lane *l)
         if (pid != NO_PAGE) return 1;
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------- giving memory back */
+
+/* A region holds the most it ever held: pages emptied when entries go (a
+ * partition moving away, a flush, deletes) stay on the reuse lists.  Beyond
+ * a slack of empty pages, lattice_region_release gives their memory back to
+ * the OS with madvise(MADV_DONTNEED) and parks their ids on r->released; a
+ * lane that runs out of pages takes them back (region_take_released) before
+ * it maps a new chunk.  The chunk stays mapped, so a lock-free reader
+ * holding an old link still reads valid memory: zeros, whose seq differs from
+ * the one it started with or whose item table is empty (region_read_entry
+ * then retries or reports the entry gone, as for any emptied page). */
+
+int region_take_released(lattice_region *r, struct lane *l)
+{
+    struct released_page got[RELEASE_TAKE];
+    uint32_t n = 0;
+    pthread_mutex_lock(&r->map_lock);
+    while (n < RELEASE_TAKE && r->nreleased) got[n++] = r->released[--r->nreleased];
+    pthread_mutex_unlock(&r->map_lock);
+    for (uint32_t i = 0; i < n; i++) {
+        struct page_hdr *h = hdr_w(r, got[i].pid);
+        /* The first store faults a zeroed page in.  Odd above the old seq,
+         * then even above it: no reader ever sees a seq it saw before the
+         * page was released. */
+        __atomic_store_n(&h->seq, got[i].seq + 1, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        page_init_empty(h, r->page_size);
+        h->access = 0;
+        __atomic_store_n(&h->kind, KIND_REUSE, __ATOMIC_RELAXED);
+        __atomic_store_n(&h->bucket, BUCKET_REUSE, __ATOMIC_RELAXED);
+        __atomic_store_n(&h->lane, (uint8_t)l->idx, __ATOMIC_RELAXED);
+        __atomic_store_n(&h->seq, got[i].seq + 2, __ATOMIC_RELEASE);
+        list_push(r, &l->reuse_head, got[i].pid);
+        l->pages_reuse++;
+    }
+    return n != 0;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+    uint32_t x = ((const struct released_page *)a)->pid, y = ((const struct released_page *)b)->pid;
+    return x < y ? -1 : x > y;
+}
+
+/* Releases up to want empty pages of lane l (locked); returns how many. */
+static uint32_t release_lane(lattice_region *r, struct lane *l, uint32_t want)
+{
+    struct released_page pg[256];
+    uint32_t n = 0;
+    while (n < want && n < 256 && l->reuse_head != NO_PAGE) {
+        uint32_t pid = l->reuse_head;
+        region_list_unlink(r, &l->reuse_head, pid);
+        l->pages_reuse--;
+        struct page_hdr *h = hdr_w(r, pid);
+        pg[n].pid = pid;
+        pg[n].seq = __atomic_load_n(&h->seq, __ATOMIC_RELAXED);
+        __atomic_store_n(&h->kind, KIND_UNMAPPED, __ATOMIC_RELAXED); /* evictors peek */
+        n++;
+    }
+    if (!n) return 0;
+    /* Neighbouring ids of one chunk are neighbouring memory: one call each run. */
+    qsort(pg, n, sizeof pg[0], cmp_pid);
+    uint32_t done = 0;
+    for (uint32_t i = 0; i < n;) {
+        uint32_t j = i + 1;
+        while (j < n && pg[j].pid == pg[j - 1].pid + 1 && (pg[j].pid >> r->chunk_shift) == (pg[i].pid >> r->chunk_shift))
+            j++;
+        if (madvise(hdr_w(r, pg[i].pid), (size_t)(j - i) << r->page_shift, MADV_DONTNEED) == 0) {
+            for (uint32_t k = i; k < j; k++) pg[done++] = pg[k];
+        } else {
+            /* Not given back (the pages are intact): onto the reuse list again. */
+            for (uint32_t k = i; k < j; k++) {
+                __atomic_store_n(&hdr_w(r, pg[k].pid)->kind, KIND_REUSE, __ATOMIC_RELAXED);
+                list_push(r, &l->reuse_head, pg[k].pid);
+                l->pages_reuse++;
+            }
+        }
+        i = j;
+    }
+    pthread_mutex_lock(&r->map_lock);
+    memcpy(r->released + r->nreleased, pg, done * sizeof pg[0]);
+    r->nreleased += done;
+    pthread_mutex_unlock(&r->map_lock);
+    return done;
+}
+
+uint32_t lattice_region_release(lattice_region *r, uint32_t max_pages, uint32_t slack_pages)
+{
+    /* A page smaller than the OS's shares its memory with others. */
+    long os_page = sysconf(_SC_PAGESIZE);
+    if (!r->released || os_page <= 0 || r->page_size % (uint32_t)os_page) return 0;
+    uint64_t data = 0, reuse = 0;
+    for (uint32_t i = 0; i < r->nlanes; i++) {
+        struct lane *l = &r->lanes[i];
+        pthread_mutex_lock(&l->lock);
+        data += l->pages_data;
+        reuse += l->pages_reuse;
+        pthread_mutex_unlock(&l->lock);
+    }
+    pthread_mutex_lock(&r->map_lock);
+    uint64_t resident = r->pages_mapped - r->nreleased;
+    pthread_mutex_unlock(&r->map_lock);
+    /* Slack kept resident: a chunk, or an eighth of the data pages, so a
+     * region that shrinks a little and grows again never pays page faults. */
+    uint64_t slack = data / 8 > r->chunk_pages ? data / 8 : r->chunk_pages;
+    if (slack_pages != LATTICE_REGION_SLACK_AUTO) slack = slack_pages;
+    if (reuse <= slack) return 0;
+    uint64_t want = reuse - slack;
+    if (resident <= r->keep_pages) return 0;
+    if (want > resident - r->keep_pages) want = resident - r->keep_pages;
+    if (want > max_pages) want = max_pages;
+    uint64_t done = 0;
+    for (uint32_t i = 0; i < r->nlanes && done < want; i++) {
+        struct lane *l = &r->lanes[i];
+        pthread_mutex_lock(&l->lock);
+        for (uint32_t got = 1; got && done < want;) {
+            got = release_lane(r, l, (uint32_t)(want - done));
+            done += got;
+        }
+        pthread_mutex_unlock(&l->lock);
+    }
+    return (uint32_t)done;
 }

@@ -11,7 +11,9 @@
  *             come and go: compaction moves bytes, never item ids.  Rows larger
  *             than a page are split into fragments chained by links.  A free
  *             list keeps data pages in buckets by free space; emptied pages go
- *             to a reuse list that is drained before new memory is mapped.
+ *             to a reuse list that is drained before new memory is mapped;
+ *             beyond a slack, their memory goes back to the OS
+ *             (lattice_region_release) and is faulted in again when needed.
  *   store   - `partitions` indexes (open-addressing tables, key -> link) over one
  *             region; several stores may share one region.  Every entry has a
  *             caller-chosen 64-bit version and an optional absolute expire time.
@@ -93,7 +95,8 @@ typedef struct lattice_region_config {
 #define LATTICE_LINK_SAME(a, b) ((((a) ^ (b)) & 0xffffffffffffull) == 0)
 
 /* Page kinds reported by lattice_region_page_inspect. */
-enum { LATTICE_PAGE_UNMAPPED = 0, LATTICE_PAGE_REUSE = 1, LATTICE_PAGE_DATA = 2 };
+/* RELEASED: empty, its memory given back to the OS (lattice_region_release). */
+enum { LATTICE_PAGE_UNMAPPED = 0, LATTICE_PAGE_REUSE = 1, LATTICE_PAGE_DATA = 2, LATTICE_PAGE_RELEASED = 3 };
 
 typedef struct lattice_region_page_info {
     int kind;           /* LATTICE_PAGE_* */
@@ -107,6 +110,7 @@ typedef struct lattice_region_metrics {
     uint64_t page_size;
     uint64_t pages_max;        /* the bound */
     uint64_t pages_mapped;     /* memory taken from the OS, in pages */
+    uint64_t pages_released;   /* of those, empty pages whose memory went back to the OS */
     uint64_t pages_data;       /* pages holding rows */
     uint64_t pages_reuse;      /* emptied pages on the reuse list */
     uint64_t pages_full;       /* data pages in no bucket (too little room for any row) */
@@ -126,6 +130,17 @@ uint32_t lattice_region_page_size(const lattice_region *r);
 uint32_t lattice_region_page_payload(const lattice_region *r);
 
 void lattice_region_metrics_get(lattice_region *r, lattice_region_metrics *m);
+/* Gives the memory of empty pages back to the OS (madvise MADV_DONTNEED),
+ * beyond slack_pages of them kept resident (LATTICE_REGION_SLACK_AUTO: a
+ * chunk, or an eighth of the pages holding rows, so a region that shrinks a
+ * little and grows again pays no page faults) and never below the
+ * preallocated pages; at most max_pages per call.
+ * The pages stay the region's: a writer that needs a page takes them back
+ * before mapping new memory, so the bound is unchanged.  Returns the pages
+ * released (0 when the page size is below the OS's).  Takes each lane lock
+ * in turn: safe beside writers and lock-free readers. */
+#define LATTICE_REGION_SLACK_AUTO UINT32_MAX
+uint32_t lattice_region_release(lattice_region *r, uint32_t max_pages, uint32_t slack_pages);
 /* Page details (tests and diagnostics).  Takes every lane lock. */
 int lattice_region_page_inspect(lattice_region *r, uint32_t page, lattice_region_page_info *info);
 /* Walks every page and free-list bucket and checks the layout invariants

@@ -40,6 +40,7 @@ typedef struct lattice_node_metrics {
     uint64_t log_releases;
     /* The data region (servers; zero on a client). */
     uint64_t page_size, pages_max, pages_mapped, pages_data, row_bytes, rows, evictions;
+    uint64_t pages_released; /* mapped pages whose memory went back to the OS */
 } lattice_node_metrics;
 
 /* Upper bound of bucket i in microseconds; UINT64_MAX for the last one. */

@@ -4,6 +4,7 @@
  * see is exactly the one for the version it claims: a torn, recycled or
  * half-written row cannot pass. */
 #include <pthread.h>
+#include <sched.h>
 
 #include "run_suite.h"
 #include "helpers.h"
@@ -17,6 +18,7 @@ struct shared {
     uint64_t version;  /* atomic */
     int writers_left;  /* atomic */
     uint64_t hits, reads, walked, bad; /* atomics */
+    uint64_t released;                 /* pages given back to the OS meanwhile */
     int evict;
 };
 
@@ -149,10 +151,22 @@ static void *walker(void *arg)
     return NULL;
 }
 
+/* Gives every empty page's memory back to the OS as soon as it is empty,
+ * while writers take them back and readers hold links into them. */
+static void *releaser(void *arg)
+{
+    struct shared *sh = arg;
+    while (__atomic_load_n(&sh->writers_left, __ATOMIC_ACQUIRE) > 0) {
+        sh->released += lattice_region_release(sh->r, UINT32_MAX, 0);
+        sched_yield();
+    }
+    return NULL;
+}
+
 /* Writer threads write new rows through lanes of their own and update or
  * free each other's rows under the rows' lanes; mb picks how many lanes
  * (one per 8 MiB) and writers how many threads share them. */
-static void run(int evict, uint64_t mb, int writers)
+static void run(int evict, uint64_t mb, int writers, int release)
 {
     rcu_register_thread();
     struct shared sh = {0};
@@ -170,13 +184,18 @@ static void run(int evict, uint64_t mb, int writers)
         ck_assert_int_eq(lattice_store_put(filler, &e, 0), LATTICE_OK);
     }
     sh.writers_left = writers;
-    pthread_t w[4], rd[2], wk;
+    pthread_t w[4], rd[2], wk, rl;
     for (int i = 0; i < writers; i++) ck_assert_int_eq(pthread_create(&w[i], NULL, writer, &sh), 0);
     for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&rd[i], NULL, reader, &sh), 0);
     ck_assert_int_eq(pthread_create(&wk, NULL, walker, &sh), 0);
+    if (release) ck_assert_int_eq(pthread_create(&rl, NULL, releaser, &sh), 0);
     for (int i = 0; i < writers; i++) pthread_join(w[i], NULL);
     for (int i = 0; i < 2; i++) pthread_join(rd[i], NULL);
     pthread_join(wk, NULL);
+    if (release) {
+        pthread_join(rl, NULL);
+        ck_assert_uint_gt(sh.released, 0);
+    }
     ck_assert_uint_eq(sh.bad, 0);
     ck_assert_uint_gt(sh.reads, 1000);
     ck_assert_uint_gt(sh.hits, 100);
@@ -207,15 +226,15 @@ static void run(int evict, uint64_t mb, int writers)
     rcu_unregister_thread();
 }
 
-START_TEST(readers_and_writers_at_once) { run(0, 64, 2); }
+START_TEST(readers_and_writers_at_once) { run(0, 64, 2, 0); }
 END_TEST
 
-START_TEST(readers_and_writers_while_evicting) { run(1, 1, 2); }
+START_TEST(readers_and_writers_while_evicting) { run(1, 1, 2, 0); }
 END_TEST
 
 /* Three writers on two lanes: a lane shared by two writers, evictions that
  * take entries from the other lane's pages. */
-START_TEST(more_writers_than_lanes_while_evicting) { run(1, 16, 3); }
+START_TEST(more_writers_than_lanes_while_evicting) { run(1, 16, 3, 0); }
 END_TEST
 
 /* ---- memory mapped while writers run ---- */
@@ -249,6 +268,15 @@ static void *fill_region(void *arg)
     rcu_unregister_thread();
     return NULL;
 }
+
+/* Pages given back to the OS the moment they empty, taken back by writers,
+ * with readers and walkers on links into them: no torn or recycled row. */
+START_TEST(readers_and_writers_while_pages_go_back_to_the_os) { run(0, 16, 2, 1); }
+END_TEST
+
+/* ... and with eviction: released pages are taken back before anything is evicted. */
+START_TEST(readers_and_writers_while_evicting_and_giving_memory_back) { run(1, 8, 2, 1); }
+END_TEST
 
 START_TEST(a_writer_is_not_refused_while_memory_is_still_being_mapped)
 {
@@ -390,6 +418,8 @@ int main(void)
     tcase_add_test(tc, readers_and_writers_at_once);
     tcase_add_test(tc, readers_and_writers_while_evicting);
     tcase_add_test(tc, more_writers_than_lanes_while_evicting);
+    tcase_add_test(tc, readers_and_writers_while_pages_go_back_to_the_os);
+    tcase_add_test(tc, readers_and_writers_while_evicting_and_giving_memory_back);
     tcase_add_test(tc, a_writer_is_not_refused_while_memory_is_still_being_mapped);
     tcase_add_test(tc, small_rows_read_at_their_hint_while_they_move);
     suite_add_tcase(s, tc);

@@ -1,5 +1,8 @@
 /* Data region: slotted page layout, link stability, fragments, free-list
  * buckets and page reuse, batch packing, a full region, bad input. */
+#include <stdio.h>
+#include <unistd.h>
+
 #include "run_suite.h"
 #include "helpers.h"
 
@@ -341,6 +344,102 @@ START_TEST(full_region_rejects_and_keeps_every_row)
 }
 END_TEST
 
+/* The region's resident memory, from /proc/self/statm. */
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, res = 0;
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%llu %llu", &size, &res), 2);
+    fclose(f);
+    return res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Fills the region with one 3,500-byte row per page until it is full;
+ * returns how many rows went in. */
+static int fill_pages(lattice_region *r, uint64_t *links, int max, uint64_t id0)
+{
+    static uint8_t v[3500];
+    char k[32];
+    int n = 0;
+    for (; n < max; n++) {
+        lattice_store_entry e = mk(k, id0 + (uint64_t)n, v, sizeof v);
+        int st = lattice_region_insert(r, &e, &links[n]);
+        if (st == LATTICE_ERR_REGION_FULL) break;
+        ck_assert_int_eq(st, LATTICE_OK);
+    }
+    return n;
+}
+
+START_TEST(emptied_pages_go_back_to_the_os_and_come_back)
+{
+    enum { MB = 24, MAX = MB * 256 };
+    lattice_region *r = new_region(4096, MB, LATTICE_REGION_REJECT);
+    uint64_t *links = malloc(MAX * sizeof *links);
+    int n = fill_pages(r, links, MAX, 0);
+    ck_assert_int_gt(n, MAX * 9 / 10);
+    lattice_region_metrics m;
+    lattice_region_metrics_get(r, &m);
+    uint64_t mapped = m.pages_mapped;
+    /* Nothing empty yet: nothing to give back. */
+    ck_assert_uint_eq(lattice_region_release(r, UINT32_MAX, LATTICE_REGION_SLACK_AUTO), 0);
+
+    for (int i = 0; i < n; i++) ck_assert_int_eq(lattice_region_remove(r, links[i]), LATTICE_OK);
+    uint64_t rss_full = rss_bytes();
+    /* At most max_pages a call; then the rest, down to the slack (a chunk). */
+    ck_assert_uint_eq(lattice_region_release(r, 100, LATTICE_REGION_SLACK_AUTO), 100);
+    uint32_t rest = lattice_region_release(r, UINT32_MAX, LATTICE_REGION_SLACK_AUTO);
+    ck_assert_uint_eq(100 + rest, mapped - 256);
+    ck_assert_uint_eq(lattice_region_release(r, UINT32_MAX, LATTICE_REGION_SLACK_AUTO), 0);
+    uint64_t rss_after = rss_bytes();
+    ck_assert_msg(rss_full - rss_after >= (mapped - 256) * 4096 * 9 / 10,
+                  "RSS %llu -> %llu bytes: the pages' memory was not given back",
+                  (unsigned long long)rss_full, (unsigned long long)rss_after);
+    lattice_region_metrics_get(r, &m);
+    ck_assert_uint_eq(m.pages_released, mapped - 256);
+    ck_assert_uint_eq(m.pages_reuse, 256);
+    ck_assert_uint_eq(m.pages_mapped, mapped);
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    int released_seen = 0;
+    for (uint32_t p = 0; p < mapped; p++) {
+        lattice_region_page_info pi;
+        ck_assert_int_eq(lattice_region_page_inspect(r, p, &pi), LATTICE_OK);
+        released_seen += pi.kind == LATTICE_PAGE_RELEASED;
+    }
+    ck_assert_int_eq(released_seen, (int)(mapped - 256));
+    /* A reader holding a link into a released page finds no row there. */
+    struct got g = {0};
+    ck_assert_int_eq(lattice_region_read(r, links[n - 1], got_item, &g), LATTICE_ERR_NOT_FOUND);
+
+    /* The bound is unchanged: as many rows fit again, on the same memory. */
+    int n2 = fill_pages(r, links, MAX, 100000);
+    ck_assert_int_eq(n2, n);
+    lattice_region_metrics_get(r, &m);
+    ck_assert_uint_eq(m.pages_mapped, mapped);
+    ck_assert_uint_eq(m.pages_released, 0);
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    for (int i = 0; i < n2; i++) assert_row(r, links[i], 100000 + (uint64_t)i, 3500);
+    free(links);
+    lattice_region_destroy(r);
+
+    /* Preallocated memory stays: the user asked for it resident. */
+    lattice_region_config pc = {.name = "pre", .page_size = 4096, .max_mb = 4, .prealloc_mb = 4};
+    ck_assert_int_eq(lattice_region_create(&pc, &r), LATTICE_OK);
+    ck_assert_uint_eq(lattice_region_release(r, UINT32_MAX, 0), 0);
+    lattice_region_destroy(r);
+    /* Pages smaller than the OS's share its pages: nothing can go back. */
+    r = new_region(1024, 4, LATTICE_REGION_REJECT);
+    uint64_t l;
+    char k[32];
+    uint8_t v[100];
+    lattice_store_entry e = mk(k, 1, v, 100);
+    ck_assert_int_eq(lattice_region_insert(r, &e, &l), LATTICE_OK);
+    ck_assert_int_eq(lattice_region_remove(r, l), LATTICE_OK);
+    ck_assert_uint_eq(lattice_region_release(r, UINT32_MAX, 0), 0);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 static int count_calls(void *arg, const lattice_store_item *it)
 {
     (void)it;
@@ -458,6 +557,7 @@ int main(void)
     tcase_add_test(tc, pages_move_between_buckets_and_are_reused);
     tcase_add_test(tc, batch_insert_packs_the_same_rows);
     tcase_add_test(tc, full_region_rejects_and_keeps_every_row);
+    tcase_add_test(tc, emptied_pages_go_back_to_the_os_and_come_back);
     tcase_add_test(tc, bad_input_gets_a_clear_status);
     tcase_add_test(tc, failed_allocations_leave_the_region_intact);
     suite_add_tcase(s, tc);
