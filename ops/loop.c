@@ -54,7 +54,7 @@ static void ops_free(lattice_ops *d);
  * memory goes too (the indexes and histories of the same partitions), so a
  * server's RSS follows what it holds instead of the most it ever held. */
 #define GIVE_BACK_MS 1000
-#define GIVE_BACK_PAGES 1024
+#define GIVE_BACK_PAGES 4096
 static void give_memory_back(lattice_ops *d)
 {
     uint64_t now = lt_mono_ms();
@@ -64,8 +64,10 @@ static void give_memory_back(lattice_ops *d)
     d->gave_back_pages += n;
     if (n == 0 && d->gave_back_pages) {
         malloc_trim(0);
-        LT_LOG(LT_INFO, "memory", "gave %llu MiB of emptied region pages back to the OS, and malloc's free memory",
-               (unsigned long long)(d->gave_back_pages * lattice_region_page_size(d->region) >> 20));
+        uint64_t mib = d->gave_back_pages * lattice_region_page_size(d->region) >> 20;
+        if (mib)
+            LT_LOG(LT_INFO, "memory", "gave %llu MiB of emptied region pages back to the OS, and malloc's free memory",
+                   (unsigned long long)mib);
         d->gave_back_pages = 0;
     }
 }

@@ -234,6 +234,8 @@ int region_steal_reuse(lattice_region *r, struct lane *l)
  * the one it started with or whose item table is empty (region_read_entry
  * then retries or reports the entry gone, as for any emptied page). */
 
+#define RELEASE_MIN 64
+
 int region_take_released(lattice_region *r, struct lane *l)
 {
     struct released_page got[RELEASE_TAKE];
@@ -324,12 +326,15 @@ uint32_t lattice_region_release(lattice_region *r, uint32_t max_pages, uint32_t 
     pthread_mutex_lock(&r->map_lock);
     uint64_t resident = r->pages_mapped - r->nreleased;
     pthread_mutex_unlock(&r->map_lock);
-    /* Slack kept resident: a chunk, or an eighth of the data pages, so a
-     * region that shrinks a little and grows again never pays page faults. */
-    uint64_t slack = data / 8 > r->chunk_pages ? data / 8 : r->chunk_pages;
+    /* Slack kept resident: a chunk, or a 32nd of the data pages, so a
+     * region that shrinks a little and grows again pays no page faults. */
+    uint64_t slack = data / 32 > r->chunk_pages ? data / 32 : r->chunk_pages;
     if (slack_pages != LATTICE_REGION_SLACK_AUTO) slack = slack_pages;
     if (reuse <= slack) return 0;
     uint64_t want = reuse - slack;
+    /* The automatic slack also waits for a batch worth a call: pages that
+     * empty and fill again under a steady load never leave. */
+    if (slack_pages == LATTICE_REGION_SLACK_AUTO && want < RELEASE_MIN) return 0;
     if (resident <= r->keep_pages) return 0;
     if (want > resident - r->keep_pages) want = resident - r->keep_pages;
     if (want > max_pages) want = max_pages;

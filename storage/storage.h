@@ -132,8 +132,9 @@ uint32_t lattice_region_page_payload(const lattice_region *r);
 void lattice_region_metrics_get(lattice_region *r, lattice_region_metrics *m);
 /* Gives the memory of empty pages back to the OS (madvise MADV_DONTNEED),
  * beyond slack_pages of them kept resident (LATTICE_REGION_SLACK_AUTO: a
- * chunk, or an eighth of the pages holding rows, so a region that shrinks a
- * little and grows again pays no page faults) and never below the
+ * chunk, or a 32nd of the pages holding rows, whichever is more, and only
+ * once 64 or more pages are beyond it, so a region that shrinks a little and
+ * grows again pays no page faults) and never below the
  * preallocated pages; at most max_pages per call.
  * The pages stay the region's: a writer that needs a page takes them back
  * before mapping new memory, so the bound is unchanged.  Returns the pages

@@ -10,7 +10,9 @@
  *    --value-min..--value-max bytes that start with their key;
  *  - a set workload inside that load: --set-rate writes a second are unique
  *    keys with unique values; each acknowledged one is remembered and read
- *    back at the end through every live server (RESP) and the client node;
+ *    back through every live server (RESP) and the client node: once older
+ *    than --set-retire, during the run while the grid is settled, and then
+ *    deleted (so the key count stays constant); the rest at the end;
  *  - INCR results are checked per thread and counter: an acknowledged INCR
  *    that went missing shows as a result not above the one seen before;
  *  - once a --report-every (1 min): elapsed, ops/s, p99, errors (and the
@@ -62,7 +64,7 @@ static struct options {
     double duration_s, kill_every_s, join_every_s, join_hold_s, report_s, warmup_s, settle_s;
     long keys;
     int vmin, vmax, resp_threads, client_threads, fd_ms, backups, region_mb, base_port, checkpoint_mb;
-    double set_rate;
+    double set_rate, set_retire_s;
     unsigned seed;
     bool json, keep;
     const char *latticed, *cli;
@@ -97,6 +99,10 @@ static void usage(FILE *f)
           "  --client-threads N  client-node (C API put/get) load threads (default 1)\n"
           "  --set-rate R        unique acknowledged writes a second, the set workload, taken\n"
           "                      out of the load's writes (default 20; 0 = none)\n"
+          "  --set-retire T      while the grid is settled, unique keys acknowledged longer ago\n"
+          "                      than this are read back through every live node and deleted,\n"
+          "                      so the key count stays constant (default 10m; 0 = keep all to\n"
+          "                      the end)\n"
           "  --backups N         the default cache's backups (default 1; sync full_sync)\n"
           "  --failure-detection-ms N   the servers' (default 2000)\n"
           "  --region-mb N       each server's data region (default: from --keys and --value-max,\n"
@@ -1099,14 +1105,14 @@ typedef struct node_loss {
     uint64_t missing, wrong, errors;
 } node_loss;
 
-/* Every acknowledged unique key through server i (RESP, pipelined). */
-static void readback_resp(int i, node_loss *nl, uint8_t *lost)
+/* The n acknowledged unique keys of a through server i (RESP, pipelined). */
+static void readback_resp(int i, const acked *a, size_t n, node_loss *nl, uint8_t *lost)
 {
     snprintf(nl->name, sizeof nl->name, "s%d", i);
     struct timeval tv = {5, 0};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", srv[i].resp, tv);
     if (!c || c->err) {
-        nl->errors = n_acks;
+        nl->errors += n;
         if (c) redisFree(c);
         return;
     }
@@ -1114,10 +1120,10 @@ static void readback_resp(int i, node_loss *nl, uint8_t *lost)
     redisSetTimeout(c, tv);
     nl->checked = true;
     char k[40], v[48];
-    for (size_t b = 0; b < n_acks; b += 500) {
-        size_t e = b + 500 < n_acks ? b + 500 : n_acks;
+    for (size_t b = 0; b < n; b += 500) {
+        size_t e = b + 500 < n ? b + 500 : n;
         for (size_t j = b; j < e; j++) {
-            unique_kv(acks[j].seq, acks[j].rnd, k, sizeof k, v, sizeof v);
+            unique_kv(a[j].seq, a[j].rnd, k, sizeof k, v, sizeof v);
             redisAppendCommand(c, "GET %s", k);
         }
         for (size_t j = b; j < e; j++) {
@@ -1128,7 +1134,7 @@ static void readback_resp(int i, node_loss *nl, uint8_t *lost)
                 redisFree(c);
                 return;
             }
-            unique_kv(acks[j].seq, acks[j].rnd, k, sizeof k, v, sizeof v);
+            unique_kv(a[j].seq, a[j].rnd, k, sizeof k, v, sizeof v);
             if (r->type == REDIS_REPLY_NIL) {
                 nl->missing++;
                 lost[j] = 1;
@@ -1144,7 +1150,7 @@ static void readback_resp(int i, node_loss *nl, uint8_t *lost)
     redisFree(c);
 }
 
-static void readback_client(node_loss *nl, uint8_t *lost)
+static void readback_client(const acked *a, size_t n, node_loss *nl, uint8_t *lost)
 {
     snprintf(nl->name, sizeof nl->name, "client");
     nl->checked = true;
@@ -1152,16 +1158,16 @@ static void readback_client(node_loss *nl, uint8_t *lost)
     static char keys[B][40];
     lattice_kv kv[B];
     char v[48];
-    for (size_t b = 0; b < n_acks; b += B) {
+    for (size_t b = 0; b < n; b += B) {
         size_t m = 0;
-        for (size_t j = b; j < n_acks && j < b + B; j++, m++) {
-            unique_kv(acks[j].seq, acks[j].rnd, keys[m], sizeof keys[m], v, sizeof v);
+        for (size_t j = b; j < n && j < b + B; j++, m++) {
+            unique_kv(a[j].seq, a[j].rnd, keys[m], sizeof keys[m], v, sizeof v);
             kv[m] = (lattice_kv){keys[m], strlen(keys[m]), NULL, 0, 0};
         }
         lattice_cache_get_all(cn, "default", kv, m);
         for (size_t x = 0; x < m; x++) {
             size_t j = b + x;
-            unique_kv(acks[j].seq, acks[j].rnd, keys[x], sizeof keys[x], v, sizeof v);
+            unique_kv(a[j].seq, a[j].rnd, keys[x], sizeof keys[x], v, sizeof v);
             if (kv[x].status == LATTICE_ERR_NOT_FOUND) {
                 nl->missing++;
                 lost[j] = 1;
@@ -1174,6 +1180,86 @@ static void readback_client(node_loss *nl, uint8_t *lost)
             if (kv[x].value) lt_free(kv[x].value);
         }
     }
+}
+
+/* The n acknowledged unique keys of a through every live server and the
+ * client node; nl gets one row per node.  Returns the keys missing or wrong
+ * through any of them (each logged to events.log). */
+static uint64_t readback_all(const acked *a, size_t n, node_loss *nl, int *n_nl)
+{
+    uint8_t *lost = calloc(n ? n : 1, 1);
+    if (!lost) die("out of memory");
+    memset(nl, 0, (N_SRV + 1) * sizeof *nl);
+    *n_nl = 0;
+    for (int i = 0; i < N_SRV; i++)
+        if (srv[i].pid > 0) readback_resp(i, a, n, &nl[(*n_nl)++], lost);
+    readback_client(a, n, &nl[(*n_nl)++], lost);
+    uint64_t lost_keys = 0;
+    for (size_t j = 0; j < n; j++) {
+        lost_keys += lost[j];
+        if (lost[j] && errlog) {
+            char k[40], v[48];
+            unique_kv(a[j].seq, a[j].rnd, k, sizeof k, v, sizeof v);
+            fprintf(errlog, "LOST %s = %s acknowledged at %.3f s via %s\n", k, v, a[j].t, a[j].via);
+        }
+    }
+    free(lost);
+    return lost_keys;
+}
+
+/* Keeps the key count constant: while the grid is settled, the unique keys
+ * acknowledged more than --set-retire ago (so through several kills and
+ * joins) are read back through every live node - the same check as at the
+ * end - and then deleted.  What they found adds to the final figures. */
+#define RETIRE_EVERY_S 60
+static uint64_t retired_n, retired_lost, retired_errors;
+static void retire_set_keys(void)
+{
+    double before = el() - opt.set_retire_s;
+    pthread_mutex_lock(&acks_mu);
+    size_t m = 0;
+    while (m < n_acks && acks[m].t < before) m++;
+    acked *a = m ? malloc(m * sizeof *a) : NULL;
+    if (a) memcpy(a, acks, m * sizeof *a);
+    pthread_mutex_unlock(&acks_mu);
+    if (!a) return;
+    node_loss nl[N_SRV + 1];
+    int n_nl = 0;
+    uint64_t lost = readback_all(a, m, nl, &n_nl), errors = 0;
+    for (int i = 0; i < n_nl; i++) errors += nl[i].errors;
+    /* Deleted through the first live server; a key whose delete failed is
+     * simply left (it is counted as retired either way). */
+    int s0 = 0;
+    while (s0 < N_SRV && srv[s0].pid <= 0) s0++;
+    struct timeval tv = {5, 0};
+    redisContext *c = s0 < N_SRV ? redisConnectWithTimeout("127.0.0.1", srv[s0].resp, tv) : NULL;
+    if (c && !c->err) {
+        tv.tv_sec = 20;
+        redisSetTimeout(c, tv);
+        char k[40], v[48];
+        for (size_t b = 0; b < m; b += 500) {
+            size_t e = b + 500 < m ? b + 500 : m;
+            for (size_t j = b; j < e; j++) {
+                unique_kv(a[j].seq, a[j].rnd, k, sizeof k, v, sizeof v);
+                redisAppendCommand(c, "DEL %s", k);
+            }
+            for (size_t j = b; j < e; j++) {
+                redisReply *r = NULL;
+                if (redisGetReply(c, (void **)&r) != REDIS_OK) break;
+                freeReplyObject(r);
+            }
+        }
+    }
+    if (c) redisFree(c);
+    pthread_mutex_lock(&acks_mu); /* load threads only append: the first m are a's */
+    memmove(acks, acks + m, (n_acks - m) * sizeof *acks);
+    n_acks -= m;
+    pthread_mutex_unlock(&acks_mu);
+    retired_n += m;
+    retired_lost += lost;
+    retired_errors += errors;
+    if (lost || errors) note("retiring %zu unique keys: %" PRIu64 " lost, %" PRIu64 " read errors", m, lost, errors);
+    free(a);
 }
 
 /* `lattice --json verify default`: conflicts, or -1 when it did not run. */
@@ -1319,7 +1405,7 @@ static void fill(void)
 
 int main(int argc, char **argv)
 {
-    opt = (struct options){.duration_s = 300, .kill_every_s = 180, .join_every_s = 600, .join_hold_s = -1,
+    opt = (struct options){.duration_s = 300, .kill_every_s = 180, .set_retire_s = 600, .join_every_s = 600, .join_hold_s = -1,
                         .report_s = 60, .warmup_s = -1, .settle_s = 180, .keys = 100000, .vmin = 100,
                         .vmax = 1000, .resp_threads = 3, .client_threads = 1, .fd_ms = 2000, .backups = 1,
                         .region_mb = 0, .set_rate = 20, .latticed = LATTICED_PATH, .cli = LATTICE_CLI_PATH};
@@ -1355,6 +1441,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--value-max")) opt.vmax = (int)parse_long(v, a, 32, 1000);
         else if (!strcmp(a, "--resp-threads")) opt.resp_threads = (int)parse_long(v, a, 0, 64);
         else if (!strcmp(a, "--client-threads")) opt.client_threads = (int)parse_long(v, a, 0, 64);
+        else if (!strcmp(a, "--set-retire")) opt.set_retire_s = parse_time(v, a);
         else if (!strcmp(a, "--set-rate")) opt.set_rate = (double)parse_long(v, a, 0, 100000);
         else if (!strcmp(a, "--backups")) opt.backups = (int)parse_long(v, a, 1, 2);
         else if (!strcmp(a, "--failure-detection-ms")) opt.fd_ms = (int)parse_long(v, a, 200, 600000);
@@ -1472,6 +1559,7 @@ int main(int argc, char **argv)
             die("pthread_create");
     }
     double next_slice = SLICE_S, next_report = opt.report_s, last_tick = el();
+    double next_retire = opt.set_retire_s + RETIRE_EVERY_S;
     int stopped_by = 0;
     while (now_s() - load_t0 < opt.duration_s) {
         if (stop_signal) {
@@ -1493,6 +1581,14 @@ int main(int argc, char **argv)
             report_line();
             next_report += opt.report_s;
         }
+        if (opt.set_retire_s > 0 && t >= next_retire && ev_state == EV_NONE) {
+            if (settled(want_servers())) {
+                retire_set_keys();
+                next_retire = t + RETIRE_EVERY_S;
+            } else {
+                next_retire = t + 5;
+            }
+        }
         usleep(100000);
     }
     atomic_store(&load_stop, 1);
@@ -1511,24 +1607,13 @@ int main(int argc, char **argv)
         events_step(true);
         usleep(100000);
     }
-    say("soak: reading back %zu acknowledged unique writes through every live node\n", n_acks);
-    uint8_t *lost = calloc(n_acks ? n_acks : 1, 1);
+    say("soak: reading back %zu acknowledged unique writes through every live node (%" PRIu64
+        " more were read back and deleted during the run)\n", n_acks, retired_n);
     node_loss nl[N_SRV + 1];
-    memset(nl, 0, sizeof nl);
     int n_nl = 0;
-    for (int i = 0; i < N_SRV; i++)
-        if (srv[i].pid > 0) readback_resp(i, &nl[n_nl++], lost);
-    readback_client(&nl[n_nl++], lost);
-    uint64_t lost_keys = 0, read_errors = 0;
-    for (size_t j = 0; j < n_acks; j++) lost_keys += lost[j];
+    uint64_t lost_keys = readback_all(acks, n_acks, nl, &n_nl) + retired_lost, read_errors = retired_errors;
     for (int i = 0; i < n_nl; i++) read_errors += nl[i].errors;
-    if (lost_keys && errlog)
-        for (size_t j = 0; j < n_acks; j++)
-            if (lost[j]) {
-                char k[40], v[48];
-                unique_kv(acks[j].seq, acks[j].rnd, k, sizeof k, v, sizeof v);
-                fprintf(errlog, "LOST %s = %s acknowledged at %.3f s via %s\n", k, v, acks[j].t, acks[j].via);
-            }
+    uint64_t n_acked = n_acks + retired_n;
     char vtext[400];
     int conflicts = run_verify(vtext, sizeof vtext);
     char vfirst[400] = "";
@@ -1607,7 +1692,11 @@ int main(int argc, char **argv)
                 kinds[i].in_stall, kinds[i].outside, kinds[i].what);
         say("set workload: %" PRIu64 " unique writes issued, %zu acknowledged, %" PRIu64
             " not acknowledged; lost %" PRIu64 "\n",
-            atomic_load(&uniq_issued), n_acks, atomic_load(&uniq_failed), lost_keys);
+            atomic_load(&uniq_issued), (size_t)n_acked, atomic_load(&uniq_failed), lost_keys);
+        if (retired_n)
+            say("  of them %" PRIu64 " read back through every live node and deleted during the run, once older "
+                "than %.0f s (a constant key count): %" PRIu64 " lost, %" PRIu64 " read errors\n",
+                retired_n, opt.set_retire_s, retired_lost, retired_errors);
         for (int i = 0; i < n_nl; i++)
             say("  through %s: %" PRIu64 " missing, %" PRIu64 " wrong, %" PRIu64 " read errors%s\n", nl[i].name,
                 nl[i].missing, nl[i].wrong, nl[i].errors, nl[i].checked ? "" : " (not fully read)");
@@ -1636,7 +1725,7 @@ int main(int argc, char **argv)
             "joins", n_joins, "leaves", n_leaves, "unexpected_exits", n_crashes, "stuck", n_stuck, "slowest_serve_s",
             worst_serve_s, "slowest_settle_s", worst_settle_s, "errors", "stalls", n_stalls, "longest_stall_s", longest_stall, "in_kill_windows", (json_int_t)ein,
             "in_stall_windows", (json_int_t)estall, "outside", (json_int_t)eout, "kinds", je, "set", "issued",
-            (json_int_t)atomic_load(&uniq_issued), "acknowledged", (json_int_t)n_acks, "not_acknowledged",
+            (json_int_t)atomic_load(&uniq_issued), "acknowledged", (json_int_t)n_acked, "not_acknowledged",
             (json_int_t)atomic_load(&uniq_failed), "lost", (json_int_t)lost_keys, "read_back", jr, "wrong_values",
             (json_int_t)atomic_load(&bad_values), "incr_regressions", (json_int_t)atomic_load(&incr_regressions),
             "verify", "conflicts", conflicts, "text", vtext, "failed", failed, "dir", keep ? tmpdir : "(removed)");
@@ -1658,7 +1747,6 @@ int main(int argc, char **argv)
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
         if (system(cmd) != 0) fprintf(stderr, "soak: could not remove %s\n", tmpdir);
     }
-    free(lost);
     free(ws);
     return failed ? 1 : 0;
 }
