@@ -188,7 +188,7 @@ static bool undo_write(lattice_ops *d, waitw *w)
         LT_LOG(LT_WARN, "data", "cache %s: a copy had no room to undo a refused write: the key is removed",
                c->cfg.name);
     else if (u->had_old) {
-        lattice_store_entry e = {u->partition, u->key, u->key_len, u->old, u->old_len, u->old_expire, version};
+        lattice_store_entry e = {u->partition, u->key, u->key_len, u->old, u->old_len, u->old_expire, version, 0};
         st = lattice_store_put(c->store, &e, 0);
         if (st != LATTICE_OK)
             LT_LOG(LT_WARN, "data", "cache %s: a refused write could not be undone here (%s): the key is removed",

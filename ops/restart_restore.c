@@ -445,7 +445,7 @@ void restart_serve_load(lattice_ops *d, const Latdata__Req *q)
             r.bad = true;
             break;
         }
-        lattice_store_entry e = {p, k, kl, v ? v : (const uint8_t *)"", vl, exp, ver};
+        lattice_store_entry e = {p, k, kl, v ? v : (const uint8_t *)"", vl, exp, ver, 0};
         if (lattice_store_put(c->store, &e, 0) != LATTICE_OK) {
             r.bad = true;
             break;

@@ -96,7 +96,7 @@ static lattice_status apply(lt_persist *p, const lt_rec *r, uint64_t *skipped)
     int st = LATTICE_OK;
     switch (r->kind) {
     case LT_REC_PUT: {
-        lattice_store_entry e = {r->partition, r->key, r->key_len, r->value, r->value_len, r->expire_ms, r->version};
+        lattice_store_entry e = {r->partition, r->key, r->key_len, r->value, r->value_len, r->expire_ms, r->version, 0};
         st = lattice_store_put(c->store, &e, 0);
         break;
     }

@@ -62,7 +62,7 @@ int exec_write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, si
      * (a full region) is not replicated, so the copies' counters would
      * otherwise lag behind the primary's (`lattice verify` compares them). */
     uint64_t version = c->counter[in->partition] + 1;
-    lattice_store_entry e = {in->partition, in->key, in->key_len, v, vlen, expire, version};
+    lattice_store_entry e = {in->partition, in->key, in->key_len, v, vlen, expire, version, 0};
     if (c->before_change) c->before_change(c, in->partition); /* before the rows change: inline readers (ops/fast.c) */
     int st = lattice_store_put(c->store, &e, 0);
     if (st != LATTICE_OK) return st;
@@ -298,7 +298,7 @@ lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const v
         if (st == LATTICE_ERR_NOT_FOUND) lattice_store_history_note(c->store, partition, key, key_len, version, true);
         return st == LATTICE_ERR_NOT_FOUND ? LATTICE_OK : st;
     }
-    lattice_store_entry e = {partition, key, key_len, value, value_len, expire_ms, version};
+    lattice_store_entry e = {partition, key, key_len, value, value_len, expire_ms, version, 0};
     int st = lattice_store_put(c->store, &e, LATTICE_STORE_IF_NEWER);
     if (st != LATTICE_ERR_EXISTS) return st;
     /* An older write arriving late changes nothing; the history still counts
