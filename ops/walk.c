@@ -171,7 +171,7 @@ static void do_clear(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, 
         if (lattice_store_remove_v(c->store, partition, key, x.lens[i], c->counter[partition] + 1) != LATTICE_OK) continue;
         removed++;
         c->writes++;
-        repl_out repl = {true, true, NULL, 0, 0, ++c->counter[partition]};
+        repl_out repl = {true, true, NULL, 0, 0, ++c->counter[partition], 0};
         if (w && !tracked && c->cfg.sync == LATTICE_SYNC_FULL) {
             /* The first removal's version holds the partition's watermark
              * below every removal of this round until all are applied. */

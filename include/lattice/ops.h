@@ -133,6 +133,18 @@ typedef enum lattice_op_kind {
 /* Result flags. */
 #define LATTICE_OP_R_FOUND 0x1u     /* the key held a live entry before the op */
 #define LATTICE_OP_R_MORE 0x2u      /* CLEAR: the partition may hold more entries */
+/* GET, CONTAINS, TTL of a live entry (and a WRONGTYPE answer): the entry's
+ * value type in bits 8..11, numbered as types/types.h's lattice_value_type
+ * (0 string, 1 hash, 2 list, 3 set, 4 zset) - 0, so nothing set, for a
+ * string.  Every kind of this header reads and writes strings: one that
+ * meets a value of another type answers LATTICE_ERR_WRONGTYPE (R_FOUND and
+ * the type set) and changes nothing - except PUT without RETURN_OLD
+ * (replaces it with a string, as SET), REMOVE without RETURN_OLD, EXPIRE
+ * and TTL, which take any type. */
+#define LATTICE_OP_R_TYPE_SHIFT 8
+#define LATTICE_OP_R_TYPE_MASK 0xf00u
+#define LATTICE_OP_R_TYPE(flags) (((flags) & LATTICE_OP_R_TYPE_MASK) >> LATTICE_OP_R_TYPE_SHIFT)
+#define LATTICE_OP_R_TYPE_FLAGS(type) (((unsigned)(type) << LATTICE_OP_R_TYPE_SHIFT) & LATTICE_OP_R_TYPE_MASK)
 
 #define LATTICE_OP_WALK_MAX 4096u   /* keys of one WALK answer at most */
 #define LATTICE_OP_CLEAR_MAX 1024u  /* entries one CLEAR removes at most */
