@@ -127,6 +127,7 @@ void primary_send_copies(lattice_ops *d, lattice_meta_cache *c, int kind, uint32
         q->expire_ms = repl->expire_ms;
         q->version = repl->version;
         q->remove = repl->remove;
+        q->value_type = repl->type; /* 0 for a string: not encoded, the message as before types */
         q->committed = committed;
         q->sender = d->self_id;
         q->topo_major = d->major;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <urcu.h>
 
+#include "cache.pb-c.h"
 #include "run_suite.h"
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
@@ -195,6 +196,41 @@ START_TEST(a_copy_keeps_the_replicated_type)
 }
 END_TEST
 
+/* The replication message: value_type absent for a string (the bytes sent
+ * before types), and carried for another type. */
+START_TEST(a_replicated_write_carries_the_type)
+{
+    Latdata__Req q = LATDATA__REQ__INIT;
+    q.kind = 100;
+    q.cache = "c";
+    q.key.data = (uint8_t *)"k", q.key.len = 1;
+    q.value.data = (uint8_t *)"v", q.value.len = 1;
+    q.version = 9;
+    size_t n = latdata__req__get_packed_size(&q);
+    uint8_t a[64], b[64];
+    latdata__req__pack(&q, a);
+    q.value_type = LATTICE_TYPE_STRING;
+    ck_assert_uint_eq(latdata__req__get_packed_size(&q), n);
+    latdata__req__pack(&q, b);
+    ck_assert_mem_eq(a, b, n);
+    q.value_type = LATTICE_TYPE_ZSET;
+    size_t m = latdata__req__get_packed_size(&q);
+    ck_assert_uint_eq(m, n + 3); /* field 22: a two-byte tag and the value */
+    latdata__req__pack(&q, b);
+    Latdata__Req *u = latdata__req__unpack(NULL, m, b);
+    ck_assert_ptr_nonnull(u);
+    ck_assert_uint_eq(u->base.n_unknown_fields, 0);
+    ck_assert_uint_eq(u->value_type, LATTICE_TYPE_ZSET);
+    /* what backup.c applies with it */
+    const char *k = "r";
+    ck_assert_int_eq(exec_replicate_typed(&cache, part(k), k, 1, u->value.data, u->value.len, 0, u->version, false,
+                                          (uint8_t)u->value_type),
+                     LATTICE_OK);
+    ck_assert_uint_eq(stored(k).type, LATTICE_TYPE_ZSET);
+    latdata__req__free_unpacked(u, NULL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("types_typed");
@@ -205,6 +241,7 @@ int main(void)
     tcase_add_test(tc, string_kinds_refuse_another_type_and_change_nothing);
     tcase_add_test(tc, put_replaces_remove_removes_expire_keeps_the_type);
     tcase_add_test(tc, a_copy_keeps_the_replicated_type);
+    tcase_add_test(tc, a_replicated_write_carries_the_type);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
 }
