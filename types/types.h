@@ -19,8 +19,9 @@
 /* A value's type, kept with every entry: in its store row (the store keeps
  * it as lattice_store_entry.type, 0..LATTICE_STORE_TYPE_MAX), in replication
  * and rebalance messages (absent = string), in log records and checkpoints,
- * and as Redis's RDB type byte in DUMP payloads.  Numbers are stable: they
- * are in rows, on the wire and on disk.  Only strings exist yet; the others
+ * and as Redis's RDB type byte in DUMP payloads (resp/rdb.c maps them:
+ * RESP sees them only as LATTICE_OP_R_TYPE of lattice/ops.h, the same
+ * numbers).  Numbers are stable: they are in rows, on the wire and on disk.  Only strings exist yet; the others
  * are reserved for the collection types (issue 35) - a store may hold them
  * (tests put them in through the store API), and every string command
  * answers WRONGTYPE (LATTICE_ERR_WRONGTYPE) on them. */
