@@ -74,7 +74,8 @@ static int walk_collect(void *arg, const lattice_store_item *it)
     walk_ctx *x = arg;
     if (x->nomem) return 0;
     if (!key_append(&x->buf, &x->cap, x->len, 4, it)) return x->nomem = true, 0;
-    put_u32((unsigned char *)x->buf + x->len, (uint32_t)it->key_len);
+    /* The key's length and its value's type (lattice/ops.h, WALK's answer). */
+    put_u32((unsigned char *)x->buf + x->len, (uint32_t)it->key_len | (uint32_t)it->type << 24);
     x->len += 4 + it->key_len;
     x->n++;
     return 0;

@@ -204,25 +204,38 @@ void lattice_op_thread_enter(void);
 void lattice_op_thread_exit(void);
 
 /* WALK's answer: u32 partitions of the cache, u32 n, then n times (u32
- * length, key bytes); little-endian.  lattice_op_walk_next reads the key at
- * *off (start at LATTICE_OP_WALK_HDR): 1 and the key, 0 at the end or on a
- * malformed value. */
+ * length word, key bytes); little-endian.  The length word is the key's
+ * length (at most 65535) in bits 0..23 and the entry's value type
+ * (LATTICE_OP_R_TYPE's numbers) in bits 24..31: 0 for a string, so a
+ * string's key is what it was before types.  lattice_op_walk_next_typed
+ * reads the key at *off (start at LATTICE_OP_WALK_HDR): 1, the key and its
+ * type, 0 at the end or on a malformed value; lattice_op_walk_next the
+ * same without the type. */
 #define LATTICE_OP_WALK_HDR 8u
+#define LATTICE_OP_WALK_LEN(word) ((word) & 0xffffffu)
+#define LATTICE_OP_WALK_TYPE(word) ((word) >> 24)
 static inline uint32_t lattice_op_walk_u32(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static inline int lattice_op_walk_next(const void *value, size_t len, size_t *off, const char **key,
-                                       size_t *key_len)
+static inline int lattice_op_walk_next_typed(const void *value, size_t len, size_t *off, const char **key,
+                                             size_t *key_len, unsigned *type)
 {
     const unsigned char *v = (const unsigned char *)value;
     if (*off + 4 > len) return 0;
-    uint32_t n = lattice_op_walk_u32(v + *off);
+    uint32_t w = lattice_op_walk_u32(v + *off), n = LATTICE_OP_WALK_LEN(w);
     if (n > len - *off - 4) return 0;
     *key = (const char *)v + *off + 4;
     *key_len = n;
+    *type = LATTICE_OP_WALK_TYPE(w);
     *off += 4 + (size_t)n;
     return 1;
+}
+static inline int lattice_op_walk_next(const void *value, size_t len, size_t *off, const char **key,
+                                       size_t *key_len)
+{
+    unsigned type;
+    return lattice_op_walk_next_typed(value, len, off, key, key_len, &type);
 }
 
 /* Builders (plain values; no copies until submit). */

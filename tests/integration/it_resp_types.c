@@ -205,6 +205,32 @@ static const char *const script2[] = {
     "SET z str", "TYPE z", "GET z", "SET h str XX", "TYPE h", "GET h", "APPEND h !", "GET h",
 };
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* SCAN to the end with TYPE type: the keys found, sorted, comma-separated. */
+static void scan_keys(redisContext *c, const char *type, char *out, size_t cap)
+{
+    char *keys[256];
+    size_t n = 0;
+    char cursor[64] = "0";
+    do {
+        redisReply *r = redisCommand(c, "SCAN %s COUNT 100 TYPE %s", cursor, type);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+        ck_assert_uint_eq(r->elements, 2);
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        for (size_t i = 0; i < r->element[1]->elements && n < 256; i++) keys[n++] = strdup(r->element[1]->element[i]->str);
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0"));
+    qsort(keys, n, sizeof keys[0], cmp_str);
+    out[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        strncat(out, keys[i], cap - strlen(out) - 2);
+        strncat(out, ",", cap - strlen(out) - 1);
+        free(keys[i]);
+    }
+}
+
 /* Each line to both sides: the replies must be the same bytes. */
 static void same(int rfd, int lfd, const char *const *lines, size_t n, char *want, char *got, size_t cap)
 {
@@ -230,7 +256,7 @@ START_TEST(types_put_below_the_commands_answer_as_redis)
     int rfd = connect_port(rport);
     ck_assert_int_ge(rfd, 0);
     static char want[1 << 16], got[1 << 16];
-    static const char *const fill[] = {"HSET h f v", "RPUSH l a", "SADD s m", "ZADD z 1 m", "HSET {k}a f v"};
+    static const char *const fill[] = {"HSET h f v", "RPUSH l a", "SADD s m", "ZADD z 1 m", "HSET {k}a f v", "SET before 1"};
     for (size_t i = 0; i < sizeof fill / sizeof fill[0]; i++) ask(rfd, fill[i], want, sizeof want);
 
     char dd[600];
@@ -255,6 +281,18 @@ START_TEST(types_put_below_the_commands_answer_as_redis)
     ck_assert_str_eq(got, "$1\r\n1\r\n");
 
     same(rfd, lfd, script, sizeof script / sizeof script[0], want, got, sizeof want);
+    /* SCAN ... TYPE: WALK's answer carries each key's type */
+    redisContext *rs = redisConnect("127.0.0.1", rport), *ls = redisConnect("127.0.0.1", lport);
+    ck_assert(rs && !rs->err && ls && !ls->err);
+    static const char *const types[] = {"string", "hash", "list", "set", "zset", "HASH", "stream"};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        char rk[1024], lk[1024];
+        scan_keys(rs, types[i], rk, sizeof rk);
+        scan_keys(ls, types[i], lk, sizeof lk);
+        ck_assert_msg(!strcmp(rk, lk), "SCAN TYPE %s: redis-server found %s, lattice %s", types[i], rk, lk);
+    }
+    redisFree(rs);
+    redisFree(ls);
     /* DUMP of a type whose RDB encoding Lattice does not write yet: an
      * error naming Redis's type byte (a small hash: 16, HASH_LISTPACK),
      * never a payload Redis could not load; RESTORE of Redis's payload
