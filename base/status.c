@@ -25,6 +25,7 @@ static const char *const messages[LATTICE_STATUS_COUNT_] = {
     [LATTICE_ERR_RESTARTING] = ("the grid is restarting from its data directories: it waits for every baseline server "
                                 "to report (or --restart-wait-ms) and for their copies to agree; nothing is served yet"),
     [LATTICE_ERR_NO_QUORUM] = "no quorum: this node reaches no strict majority of the baseline topology",
+    [LATTICE_ERR_WRONGTYPE] = "the key holds a value of another type",
 };
 
 const char *lattice_strerror(int status)

@@ -58,8 +58,9 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
     if (c) clean_note_sender(c, q->partition, q->sender); /* before this write counts as applied */
     if (!c) r.status = LATTICE_ERR_NO_CACHE;
     else if (q->kind == CTL_REPLICATE_TXN) r.status = txn_apply_copy(d, c, q);
-    else r.status = exec_replicate(c, q->partition, q->key.data, q->key.len, q->value.data, q->value.len,
-                                   q->expire_ms, q->version, q->remove);
+    else if (q->value_type > LATTICE_STORE_TYPE_MAX) r.status = LATTICE_ERR_PROTO; /* not a type this build keeps */
+    else r.status = exec_replicate_typed(c, q->partition, q->key.data, q->key.len, q->value.data, q->value.len,
+                                         q->expire_ms, q->version, q->remove, (uint8_t)q->value_type);
     if (r.status == LATTICE_OK) {
         clean_note_applied(c, q->partition, q->version);
         clean_note_committed(c, q->partition, q->committed);

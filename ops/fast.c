@@ -294,23 +294,8 @@ static void answer(const lattice_op *op, int st, const void *val, const lattice_
                    lattice_op_result *r)
 {
     memset(r, 0, sizeof *r);
-    if (op->kind == LATTICE_OP_GET) {
-        r->status = st;
-        if (st == LATTICE_OK) {
-            r->value = val;
-            r->value_len = meta->value_len;
-            r->flags |= LATTICE_OP_R_FOUND;
-        }
-    } else if (op->kind == LATTICE_OP_CONTAINS) {
-        r->status = LATTICE_OK;
-        r->num = st == LATTICE_OK;
-    } else { /* TTL, as primary.c's do_read */
-        r->status = st;
-        if (st == LATTICE_OK) {
-            uint64_t now = lt_wall_ms();
-            r->num = meta->expire_ms == 0 ? -1 : meta->expire_ms > now ? (int64_t)(meta->expire_ms - now) : 0;
-        }
-    }
+    /* As the primary's read (types/exec.c); only OK and NOT_FOUND get here. */
+    exec_read_answer(op->kind, st, val, meta, r);
 }
 
 size_t fast_read_n(lattice_ops *d, const lattice_op *ops, size_t n, fast_slot *out)

@@ -83,6 +83,7 @@ typedef struct undo_rec {
     const char *origin_id; /* NULL: the write carried no op sequence */
     char *key;
     char *old;
+    uint8_t old_type; /* the previous value's type, written back with it */
     char buf[];
 } undo_rec;
 
@@ -97,7 +98,7 @@ static undo_rec *undo_capture(const lattice_meta_cache *c, const exec_in *in, co
     undo_rec *u = lt_malloc(sizeof *u + in->key_len + idn + oldn);
     if (u) {
         *u = (undo_rec){in->partition, st == LATTICE_OK, 0, meta.expire_ms, dedup_origin_hash(seq ? origin_id : NULL), seq,
-                        in->key_len, oldn, NULL, u->buf, u->buf + in->key_len + idn};
+                        in->key_len, oldn, NULL, u->buf, u->buf + in->key_len + idn, meta.type};
         memcpy(u->key, in->key, in->key_len);
         if (idn) u->origin_id = memcpy(u->buf + in->key_len, origin_id, idn);
         if (oldn) memcpy(u->old, old, oldn);
@@ -126,6 +127,7 @@ void primary_send_copies(lattice_ops *d, lattice_meta_cache *c, int kind, uint32
         q->expire_ms = repl->expire_ms;
         q->version = repl->version;
         q->remove = repl->remove;
+        q->value_type = repl->type; /* 0 for a string: not encoded, the message as before types */
         q->committed = committed;
         q->sender = d->self_id;
         q->topo_major = d->major;
@@ -182,20 +184,20 @@ static bool undo_write(lattice_ops *d, waitw *w)
     if (!c) return false; /* nothing left to undo: just refuse */
     uint64_t version = ++c->counter[u->partition];
     fast_mark(c, u->partition);
-    repl_out repl = {true, !u->had_old, u->old, u->old_len, u->old_expire, version};
+    repl_out repl = {true, !u->had_old, u->old, u->old_len, u->old_expire, version, u->old_type};
     int st = LATTICE_ERR_NOT_FOUND;
     if (u->round > 1)
         LT_LOG(LT_WARN, "data", "cache %s: a copy had no room to undo a refused write: the key is removed",
                c->cfg.name);
     else if (u->had_old) {
-        lattice_store_entry e = {u->partition, u->key, u->key_len, u->old, u->old_len, u->old_expire, version};
+        lattice_store_entry e = {u->partition, u->key, u->key_len, u->old, u->old_len, u->old_expire, version, u->old_type};
         st = lattice_store_put(c->store, &e, 0);
         if (st != LATTICE_OK)
             LT_LOG(LT_WARN, "data", "cache %s: a refused write could not be undone here (%s): the key is removed",
                    c->cfg.name, lattice_strerror(st));
     }
     if (st != LATTICE_OK) {
-        repl = (repl_out){true, true, NULL, 0, 0, version};
+        repl = (repl_out){true, true, NULL, 0, 0, version, 0};
         lattice_store_remove_v(c->store, u->partition, u->key, u->key_len, version);
     }
     c->writes++;
@@ -401,7 +403,7 @@ void primary_replicate_removal(lattice_ops *d, lattice_meta_cache *c, uint32_t p
     lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
     size_t n = lattice_meta_serving_owners(c, partition, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
     n += lattice_meta_moving_owners(c, partition, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
-    repl_out repl = {true, true, NULL, 0, 0, ++c->counter[partition]};
+    repl_out repl = {true, true, NULL, 0, 0, ++c->counter[partition], 0};
     /* The store dropped the entry without a counter: this is its remove. */
     lattice_store_history_note(c->store, partition, key, key_len, repl.version, true);
     lattice_op_result r = {.status = LATTICE_OK};

@@ -346,7 +346,9 @@ static int slice_add(void *arg, const lattice_store_item *it)
 {
     slice *s = arg;
     rs_w_u64(&s->w, it->key_len);
-    rs_w_u64(&s->w, it->value_len);
+    /* The value's type rides above its length (< 2^32): 0 for a string,
+     * so a string's bytes are what they were before types. */
+    rs_w_u64(&s->w, (uint64_t)it->type << 32 | it->value_len);
     rs_w_u64(&s->w, it->expire_ms);
     rs_w_u64(&s->w, it->version);
     rs_w_put(&s->w, it->key, it->key_len);
@@ -438,14 +440,16 @@ void restart_serve_load(lattice_ops *d, const Latdata__Req *q)
     rbuf r = {q->value.data, q->value.len, 0, false};
     uint64_t n = 0;
     while (r.at < r.n && !r.bad) {
-        uint64_t kl = rs_r_u64(&r), vl = rs_r_u64(&r), exp = rs_r_u64(&r), ver = rs_r_u64(&r);
+        uint64_t kl = rs_r_u64(&r), vt = rs_r_u64(&r), exp = rs_r_u64(&r), ver = rs_r_u64(&r);
+        uint64_t vl = vt & UINT32_MAX, type = vt >> 32; /* slice_add */
+        if (type > LATTICE_STORE_TYPE_MAX) r.bad = true;
         const uint8_t *k = kl && kl <= r.n ? rs_r_bytes(&r, kl) : NULL;
         const uint8_t *v = !r.bad && vl <= r.n - r.at ? rs_r_bytes(&r, vl) : NULL;
         if (!k || (!v && vl) || r.bad) {
             r.bad = true;
             break;
         }
-        lattice_store_entry e = {p, k, kl, v ? v : (const uint8_t *)"", vl, exp, ver};
+        lattice_store_entry e = {p, k, kl, v ? v : (const uint8_t *)"", vl, exp, ver, (uint8_t)type};
         if (lattice_store_put(c->store, &e, 0) != LATTICE_OK) {
             r.bad = true;
             break;

@@ -350,7 +350,7 @@ static int collect(void *arg, const lattice_store_item *it)
     }
     memcpy(k, it->key, it->key_len);
     memcpy(v, it->value, it->value_len);
-    b->e[b->n++] = (lattice_store_entry){it->partition, k, it->key_len, v, it->value_len, it->expire_ms, it->version};
+    b->e[b->n++] = (lattice_store_entry){it->partition, k, it->key_len, v, it->value_len, it->expire_ms, it->version, it->type};
     return 0;
 }
 

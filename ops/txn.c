@@ -191,11 +191,14 @@ static void add_result(txn_out *o, const lattice_op_result *r)
     lattice_txn_put_bytes(&o->res, r->value, r->value_len);
 }
 
+/* A write in the list: key, a flag byte (bit 0 removed; bits 1..3 a put's
+ * value type, 0 for a string, so a string's write is what it was before
+ * types), absolute expiry, version, value. */
 static void add_write(txn_out *o, const void *key, size_t klen, const repl_out *w)
 {
     if (!buf_reserve(&o->wr, 29 + klen + w->value_len)) return;
     lattice_txn_put_bytes(&o->wr, key, klen);
-    lattice_txn_put_u(&o->wr, w->remove, 1);
+    lattice_txn_put_u(&o->wr, w->remove ? 1u : (unsigned)w->type << 1, 1);
     lattice_txn_put_u(&o->wr, w->expire_ms, 8);
     lattice_txn_put_u(&o->wr, w->version, 8);
     lattice_txn_put_bytes(&o->wr, w->remove ? NULL : w->value, w->remove ? 0 : w->value_len);
@@ -222,7 +225,7 @@ static void remove_key(lattice_meta_cache *c, uint32_t partition, const void *ke
     fast_mark(c, partition);
     if (lattice_store_remove_v(c->store, partition, key, klen, c->counter[partition] + 1) != LATTICE_OK) return;
     c->writes++;
-    repl_out rm = {true, true, NULL, 0, 0, ++c->counter[partition]};
+    repl_out rm = {true, true, NULL, 0, 0, ++c->counter[partition], 0};
     add_write(o, key, klen, &rm);
 }
 
@@ -261,7 +264,7 @@ static void run_move(lattice_meta_cache *c, uint32_t partition, const txn_sub *s
     }
     exec_in dst = {LATTICE_OP_PUT, 0, partition, s->value, s->value_len, NULL, 0, 0, 0};
     repl_out w;
-    r->status = exec_write_entry(c, &dst, sc->old, meta.value_len, meta.expire_ms, &w);
+    r->status = exec_write_typed(c, &dst, sc->old, meta.value_len, meta.expire_ms, meta.type, &w); /* any type moves */
     if (r->status != LATTICE_OK) return;
     add_write(o, s->value, s->value_len, &w);
     if (s->kind == LATTICE_TXN_RENAME) remove_key(c, partition, s->key, s->key_len, o);
@@ -417,11 +420,12 @@ static lattice_status apply_writes(lattice_meta_cache *c, uint32_t partition, co
     while (b.len < len) {
         size_t kl, vl;
         const void *k = lattice_txn_get_bytes(&b, &kl);
-        bool rm = lattice_txn_get_u(&b, 1) != 0;
+        uint64_t flag = lattice_txn_get_u(&b, 1); /* add_write */
+        bool rm = flag & 1;
         uint64_t exp = lattice_txn_get_u(&b, 8), ver = lattice_txn_get_u(&b, 8);
         const void *v = lattice_txn_get_bytes(&b, &vl);
-        if (b.failed) return LATTICE_ERR_INVAL;
-        lattice_status st = exec_replicate(c, partition, k, kl, v, vl, exp, ver, rm);
+        if (b.failed || (rm && flag != 1)) return LATTICE_ERR_INVAL;
+        lattice_status st = exec_replicate_typed(c, partition, k, kl, v, vl, exp, ver, rm, (uint8_t)(flag >> 1));
         if (st != LATTICE_OK) return st;
         if (copy && rm) rebal_note_remove(c, partition, k, kl, ver);
     }
@@ -484,7 +488,7 @@ static void send_txn(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, 
     lattice_txn_put_u(&pl, wr->len, 4);
     lattice_txn_put(&pl, wr->p, wr->len);
     lattice_txn_put(&pl, res->p, res->len);
-    repl_out repl = {true, false, pl.p, pl.len, 0, last_version};
+    repl_out repl = {true, false, pl.p, pl.len, 0, last_version, 0};
     primary_send_copies(d, c, CTL_REPLICATE_TXN, partition, key, klen, &repl, origin_id, seq, r, w);
     buf_free(&pl);
 }
@@ -524,7 +528,7 @@ static bool capture_key(lattice_meta_cache *c, uint32_t partition, const void *k
     bool ok = (st == LATTICE_OK || st == LATTICE_ERR_NOT_FOUND) && buf_reserve(b, 21 + len + meta.value_len);
     if (ok) {
         lattice_txn_put_bytes(b, key, len);
-        lattice_txn_put_u(b, st == LATTICE_OK, 1);
+        lattice_txn_put_u(b, st == LATTICE_OK ? 1u | (unsigned)meta.type << 1 : 0, 1); /* had it, and its type */
         lattice_txn_put_u(b, meta.expire_ms, 8);
         lattice_txn_put_bytes(b, old, st == LATTICE_OK ? meta.value_len : 0);
     }
@@ -574,13 +578,14 @@ static bool txn_undo(lattice_ops *d, waitw *w)
     while (b.len < u->len) {
         size_t kl, vl;
         const void *k = lattice_txn_get_bytes(&b, &kl);
-        bool had = lattice_txn_get_u(&b, 1) != 0;
+        uint64_t flag = lattice_txn_get_u(&b, 1); /* capture_key */
+        bool had = flag & 1;
         uint64_t exp = lattice_txn_get_u(&b, 8);
         const void *v = lattice_txn_get_bytes(&b, &vl);
         if (!first) first = k, first_len = kl;
         exec_in in = {LATTICE_OP_PUT, 0, u->partition, k, kl, NULL, 0, 0, 0};
         repl_out rp;
-        if (had && u->round == 1 && exec_write_entry(c, &in, v, vl, exp, &rp) == LATTICE_OK) {
+        if (had && u->round == 1 && exec_write_typed(c, &in, v, vl, exp, (uint8_t)(flag >> 1), &rp) == LATTICE_OK) {
             add_write(&o, k, kl, &rp);
             continue;
         }
@@ -590,7 +595,7 @@ static bool txn_undo(lattice_ops *d, waitw *w)
         fast_mark(c, u->partition);
         lattice_store_remove_v(c->store, u->partition, k, kl, c->counter[u->partition] + 1);
         c->writes++;
-        repl_out rm = {true, true, NULL, 0, 0, ++c->counter[u->partition]};
+        repl_out rm = {true, true, NULL, 0, 0, ++c->counter[u->partition], 0};
         add_write(&o, k, kl, &rm);
     }
     if (u->round > 1)

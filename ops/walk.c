@@ -74,7 +74,8 @@ static int walk_collect(void *arg, const lattice_store_item *it)
     walk_ctx *x = arg;
     if (x->nomem) return 0;
     if (!key_append(&x->buf, &x->cap, x->len, 4, it)) return x->nomem = true, 0;
-    put_u32((unsigned char *)x->buf + x->len, (uint32_t)it->key_len);
+    /* The key's length and its value's type (lattice/ops.h, WALK's answer). */
+    put_u32((unsigned char *)x->buf + x->len, (uint32_t)it->key_len | (uint32_t)it->type << 24);
     x->len += 4 + it->key_len;
     x->n++;
     return 0;
@@ -171,7 +172,7 @@ static void do_clear(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, 
         if (lattice_store_remove_v(c->store, partition, key, x.lens[i], c->counter[partition] + 1) != LATTICE_OK) continue;
         removed++;
         c->writes++;
-        repl_out repl = {true, true, NULL, 0, 0, ++c->counter[partition]};
+        repl_out repl = {true, true, NULL, 0, 0, ++c->counter[partition], 0};
         if (w && !tracked && c->cfg.sync == LATTICE_SYNC_FULL) {
             /* The first removal's version holds the partition's watermark
              * below every removal of this round until all are applied. */

@@ -56,7 +56,7 @@ static int visit(void *arg, const lattice_store_item *it)
     ckw *w = arg;
     lt_rec r = {.kind = LT_REC_PUT, .cache = w->name, .cache_len = strlen(w->name), .partition = it->partition,
                 .version = it->version, .expire_ms = it->expire_ms, .key = it->key, .key_len = it->key_len,
-                .value = it->value, .value_len = it->value_len};
+                .value = it->value, .value_len = it->value_len, .type = it->type};
     if (!emit(w, &r)) {
         w->failed = true;
         return 1;

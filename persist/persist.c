@@ -96,7 +96,7 @@ static lattice_status apply(lt_persist *p, const lt_rec *r, uint64_t *skipped)
     int st = LATTICE_OK;
     switch (r->kind) {
     case LT_REC_PUT: {
-        lattice_store_entry e = {r->partition, r->key, r->key_len, r->value, r->value_len, r->expire_ms, r->version};
+        lattice_store_entry e = {r->partition, r->key, r->key_len, r->value, r->value_len, r->expire_ms, r->version, r->type};
         st = lattice_store_put(c->store, &e, 0);
         break;
     }
@@ -630,6 +630,7 @@ static void changed(void *arg, int kind, const lattice_store_entry *e)
         r.value = e->value;
         r.value_len = e->value_len;
         r.expire_ms = e->expire_ms;
+        r.type = e->type;
     } else if (kind == LATTICE_STORE_CHANGE_REMOVE) {
         r.kind = LT_REC_REMOVE;
         r.key = e->key;

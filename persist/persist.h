@@ -68,6 +68,7 @@ typedef struct lt_rec {
     size_t key_len;
     const void *value;
     size_t value_len;
+    uint8_t type;        /* PUT: the value's type (lattice_store_entry.type; 0 = string) */
 } lt_rec;
 
 /* Decoding outcomes besides LATTICE_OK. */

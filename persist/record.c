@@ -3,9 +3,14 @@
  *
  *   u32 crc32c   of everything after it (the length and the body)
  *   u32 len      of the body
- *   body         u8 kind, u8 cache_len, u16 0, u32 partition, u64 lsn,
+ *   body         u8 kind, u8 cache_len, u8 type, u8 0, u32 partition, u64 lsn,
  *                u64 version, u64 expire_ms, u32 key_len, u32 value_len,
  *                then cache, key, value bytes
+ *
+ * type is a PUT's value type (0..LATTICE_STORE_TYPE_MAX, 0 = a string) and
+ * 0 in every other kind.  It was a reserved 0 before types existed, so a
+ * string's record is byte for byte what it was, and an older log or
+ * checkpoint reads as strings.
  *
  * All integers little-endian.  A decoder trusts nothing: the length is
  * bounded before anything is read, the CRC is checked before a field is,
@@ -85,7 +90,8 @@ void lt_rec_encode(const lt_rec *r, uint8_t *out)
     put32(out + 4, (uint32_t)body);
     b[0] = r->kind;
     b[1] = (uint8_t)r->cache_len;
-    b[2] = b[3] = 0;
+    b[2] = r->kind == LT_REC_PUT ? r->type : 0;
+    b[3] = 0;
     put32(b + 4, r->partition);
     put64(b + 8, r->lsn);
     put64(b + 16, r->version);
@@ -134,7 +140,9 @@ int lt_rec_decode(const uint8_t *buf, size_t avail, lt_rec *r, size_t *used, con
     r->expire_ms = get64(b + 24);
     r->key_len = get32(b + 32);
     r->value_len = get32(b + 36);
-    if (b[2] || b[3]) BAD("a record with reserved bits set");
+    r->type = b[2];
+    if (b[3] || (b[2] && r->kind != LT_REC_PUT)) BAD("a record with reserved bits set");
+    if (r->type > LATTICE_STORE_TYPE_MAX) BAD("a record of a value type out of bounds");
     if (r->kind < LT_REC_PUT || r->kind > LT_REC_KIND_MAX_) BAD("a record of an unknown kind");
     if ((uint64_t)LT_REC_FIXED + r->cache_len + r->key_len + r->value_len != body)
         BAD("a record whose field lengths do not add up");

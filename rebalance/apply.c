@@ -211,7 +211,7 @@ static int take_one(void *arg, const lattice_store_item *it)
         return 1;
     }
     b->e[b->n++] = (lattice_store_entry){it->partition, (const void *)(uintptr_t)ko, it->key_len,
-                                         (const void *)(uintptr_t)vo, it->value_len, it->expire_ms, it->version};
+                                         (const void *)(uintptr_t)vo, it->value_len, it->expire_ms, it->version, it->type};
     return 0;
 }
 

@@ -140,6 +140,8 @@ static int digest_visit(void *arg, const lattice_store_item *it)
     /* The key length seeds the value hash, so moving bytes between key and
      * value changes the result. */
     uint64_t hv = XXH3_64bits_withSeed(it->value, it->value_len, it->key_len);
+    /* A value's type counts too (a string's digest is what it was). */
+    if (it->type) hv ^= XXH3_64bits_withSeed(&it->type, 1, hv);
     uint64_t meta[4] = {hk, hv, it->expire_ms, it->version};
     d->hash += XXH3_64bits(meta, sizeof meta);
     d->size++;

@@ -199,6 +199,7 @@ struct view_entry {
     uint32_t klen, vlen;
     uint64_t expire, version;
     bool removed;
+    uint8_t type;         /* field 7, absent = 0 (a string) */
 };
 
 struct lattice_rebalance_supply {
@@ -287,6 +288,12 @@ static int parse_entry(struct rd *r, struct view_entry *e)
             uint64_t v;
             if (rd_varint(r, &v)) return -1;
             e->removed = v != 0;
+        } else if (f == 7 && wt == 0) {
+            /* A type this build cannot keep in a row is refused with the
+             * message, as a field it does not know would be. */
+            uint64_t v;
+            if (rd_varint(r, &v) || v > LATTICE_STORE_TYPE_MAX) return -1;
+            e->type = (uint8_t)v;
         } else {
             return -1;
         }
@@ -406,7 +413,7 @@ void lattice_rebalance_supply_entry(const lattice_rebalance_supply *s, size_t i,
     *e = (lattice_store_entry){.partition = s->partition, .key = v->key, .key_len = v->klen,
                                .value = v->vlen ? v->value : (const void *)"",
                                .value_len = v->vlen, .expire_ms = v->expire,
-                               .version = v->version};
+                               .version = v->version, .type = v->type};
 }
 
 void lattice_rebalance_supply_free(lattice_rebalance_supply *s)
@@ -464,7 +471,8 @@ struct pend {
     uint32_t klen;
     uint32_t vlen;
     uint64_t expire, version;
-    uint64_t removed;     /* delta: a removal */
+    uint32_t removed;     /* delta: a removal */
+    uint32_t type;        /* the value's type (0: a string, not sent) */
 };
 
 struct lattice_rebalance_batcher {
@@ -502,6 +510,7 @@ static size_t entry_wire_size(const struct pend *p)
     if (p->expire) body += 1 + varint_size(p->expire);
     if (p->version) body += 1 + varint_size(p->version);
     if (p->removed) body += 2;
+    if (p->type) body += 1 + varint_size(p->type);
     return 1 + varint_size(body) + body;
 }
 
@@ -516,7 +525,7 @@ static int collect(void *arg, const lattice_store_item *it)
     /* After a failed copy keep nothing more: a later entry stored after a
      * lost one would hide the loss. */
     if (b->oom) return 1;
-    struct pend p = {(uint32_t)it->key_len, (uint32_t)it->value_len, it->expire_ms, it->version, 0};
+    struct pend p = {(uint32_t)it->key_len, (uint32_t)it->value_len, it->expire_ms, it->version, 0, it->type};
     size_t need = b->used + pend_size(&p);
     if (need > b->cap) {
         size_t nc = b->cap ? b->cap : 4096;
@@ -647,6 +656,7 @@ lattice_status lattice_rebalance_batcher_next(lattice_rebalance_batcher *b, uint
         e->expire_ms = p.expire;
         e->version = p.version;
         e->removed = p.removed != 0;
+        e->type = p.type;
         b->eptr[i] = e;
         o += pend_size(&p);
     }
@@ -839,11 +849,12 @@ lattice_status lattice_rebalance_batcher_create_delta(lattice_store *store, cons
         lattice_store_meta meta = {0};
         const uint8_t *kb = dkey_of(&ks, k);
         int g = lattice_store_get_copy(store, partition, kb, k->len, &v, &meta);
-        struct pend p = {k->len, 0, 0, 0, 0};
+        struct pend p = {k->len, 0, 0, 0, 0, 0};
         if (g == LATTICE_OK) {
             p.vlen = (uint32_t)meta.value_len;
             p.expire = meta.expire_ms;
             p.version = meta.version;
+            p.type = meta.type;
         } else if (g == LATTICE_ERR_NOT_FOUND) {
             if (!k->counter) continue; /* listed only, absent here: the demander dropped it already */
             p.removed = 1;

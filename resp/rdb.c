@@ -199,6 +199,20 @@ static size_t int_encoding(const char *s, size_t n, unsigned char *p)
     return (size_t)bytes + 1;
 }
 
+int rdb_type_of_value(unsigned t)
+{
+    /* Indexed by types/types.h's numbers (string, hash, list, set, zset). */
+    static const int rdb[] = {RDB_TYPE_STRING, 16 /* HASH_LISTPACK */, 18 /* LIST_QUICKLIST_2 */, 2 /* SET */,
+                              17 /* ZSET_LISTPACK */};
+    return t < sizeof rdb / sizeof rdb[0] ? rdb[t] : -1;
+}
+
+lattice_status rdb_dump_value(unsigned t, const void *value, size_t len, char **out, size_t *out_len)
+{
+    if (rdb_type_of_value(t) != RDB_TYPE_STRING) return LATTICE_ERR_UNSUPPORTED;
+    return rdb_dump_string(value, len, out, out_len);
+}
+
 lattice_status rdb_dump_string(const void *value, size_t len, char **out, size_t *out_len)
 {
     /* type + at most 1 + 9 + 9 bytes of header + the value + footer */

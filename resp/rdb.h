@@ -33,6 +33,18 @@ uint64_t rdb_crc64(uint64_t crc, const void *p, size_t n);
  * LATTICE_OK or LATTICE_ERR_NOMEM. */
 lattice_status rdb_dump_string(const void *value, size_t len, char **out, size_t *out_len);
 
+/* The RDB type byte a DUMP payload starts with for a value of Lattice's
+ * type t (LATTICE_OP_R_TYPE, types/types.h's numbers): a string 0
+ * (RDB_TYPE_STRING); a hash 16 (HASH_LISTPACK), a list 18
+ * (LIST_QUICKLIST_2), a set 2 (SET), a sorted set 17 (ZSET_LISTPACK) - the
+ * types Redis 7.0 writes for them (the small encodings; the collection
+ * types choose when they land); -1 for a number that names no type. */
+int rdb_type_of_value(unsigned t);
+/* The DUMP payload of a value of type t: a string as rdb_dump_string;
+ * LATTICE_ERR_UNSUPPORTED for a type whose RDB encoding this build does not
+ * write yet (the collection types). */
+lattice_status rdb_dump_value(unsigned t, const void *value, size_t len, char **out, size_t *out_len);
+
 typedef enum rdb_load_result {
     RDB_LOAD_OK = 0,
     RDB_LOAD_BAD_CHECKSUM,   /* "DUMP payload version or checksum are wrong" */

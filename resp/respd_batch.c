@@ -344,6 +344,7 @@ void respd_add_status_error(lattice_resp_out *o, lattice_status st)
         snprintf(m, sizeof m, "TRYAGAIN restarting: the grid waits for every baseline server's data directory (--restart-wait-ms)");
         break;
     case LATTICE_ERR_TIMEOUT: snprintf(m, sizeof m, "TRYAGAIN the grid did not answer in time"); break;
+    case LATTICE_ERR_WRONGTYPE: snprintf(m, sizeof m, "%s", LATTICE_RESP_ERR_WRONGTYPE); break;
     default: snprintf(m, sizeof m, "ERR %s", lattice_strerror(st)); break;
     }
     lattice_resp_add_error(o, m, strlen(m));
@@ -376,11 +377,13 @@ void respd_add_value(lattice_resp_out *o, const batch *b, const opres *x)
     lattice_resp_add_bulk(o, b->vals + x->voff, x->vlen);
 }
 
-/* First failure among ops [first, first+n) other than the expected misses. */
+/* First failure among ops [first, first+n) other than the expected misses
+ * (MGET: a key of another type is one too - nil, as Redis's). */
 static const opres *first_error(const batch *b, const ent *e)
 {
     for (uint32_t k = 0; k < e->n; k++) {
         const opres *x = &b->res[e->first + k];
+        if (x->status == LATTICE_ERR_WRONGTYPE && e->cmd == LATTICE_RESP_CMD_MGET) continue;
         if (x->status != LATTICE_OK && x->status != LATTICE_ERR_NOT_FOUND) return x;
     }
     return NULL;

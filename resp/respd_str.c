@@ -485,11 +485,26 @@ static void reply_lcs(lattice_resp_out *o, const batch *b, const ent *e, const o
     lt_free(rg);
 }
 
+/* lcsCommand's answer when a key holds another type than a string. */
+#define ERR_LCS_TYPE "ERR The specified keys must contain string values"
+
+/* TYPE's answer for a value type (LATTICE_OP_R_TYPE: types/types.h's
+ * numbers), Redis's names. */
+static const char *respd_type_name(unsigned t)
+{
+    static const char *const names[] = {"string", "hash", "list", "set", "zset"};
+    return t < sizeof names / sizeof names[0] ? names[t] : "none";
+}
+
 void respd_str_reply(lattice_resp_out *o, const batch *b, const ent *e)
 {
     const opres *x = &b->res[e->first];
     for (uint32_t k = 0; k < e->n; k++) {
         const opres *y = &b->res[e->first + k];
+        if (e->cmd == LATTICE_RESP_CMD_LCS && y->status == LATTICE_ERR_WRONGTYPE) { /* lcsCommand's own words */
+            lattice_resp_add_error(o, ERR_LCS_TYPE, strlen(ERR_LCS_TYPE));
+            return;
+        }
         if (y->status != LATTICE_OK && y->status != LATTICE_ERR_NOT_FOUND &&
             !(e->cmd == LATTICE_RESP_CMD_SETNX && y->status == LATTICE_ERR_EXISTS)) {
             respd_add_result_error(o, y);
@@ -518,10 +533,11 @@ void respd_str_reply(lattice_resp_out *o, const batch *b, const ent *e)
         }
         lattice_resp_add_int(o, cnt);
         break;
-    case LATTICE_RESP_CMD_TYPE:
-        if (x->num > 0) lattice_resp_add_simple(o, "string", 6);
-        else lattice_resp_add_simple(o, "none", 4);
+    case LATTICE_RESP_CMD_TYPE: {
+        const char *t = x->num > 0 ? respd_type_name(LATTICE_OP_R_TYPE(x->flags)) : "none";
+        lattice_resp_add_simple(o, t, strlen(t));
         break;
+    }
     case LATTICE_RESP_CMD_EXPIRETIME:
     case LATTICE_RESP_CMD_PEXPIRETIME: {
         /* The primary gives the ms left; the absolute time is now + that

@@ -74,7 +74,8 @@ struct walker {
     char *out;                   /* KEYS, SCAN: matching keys, (u32 length, bytes) each; RANDOMKEY: one */
     size_t n_out, len, cap;
     /* SCAN */
-    bool type_none;              /* TYPE names another type than string: no key matches */
+    int type_want;               /* SCAN ... TYPE: the value type kept (LATTICE_OP_R_TYPE's numbers), -2 a
+                                    name of no type (no key matches), -1 no TYPE */
     long long count, seen;
     uint32_t p0, span, n_back;   /* the current round: partitions [p0, p0 + span), answers back */
     uint64_t from0;              /* the round's first partition starts there */
@@ -144,6 +145,16 @@ static void add_cursor(lattice_resp_out *o, uint64_t cur)
     int n = snprintf(s, sizeof s, "%llu", (unsigned long long)cur);
     lattice_resp_add_array(o, 2);
     lattice_resp_add_bulk(o, s, (size_t)n);
+}
+
+/* SCAN's TYPE name as a value type number (Redis's names; LATTICE_OP_R_TYPE's
+ * numbers), -2 for a name of none. */
+static int type_number(const lattice_resp_arg *t)
+{
+    static const char *const names[] = {"string", "hash", "list", "set", "zset"};
+    for (int i = 0; i < 5; i++)
+        if (t->len == strlen(names[i]) && !strncasecmp(t->ptr, names[i], t->len)) return i;
+    return -2;
 }
 
 static bool key_matches(const struct walker *w, const char *k, size_t n)
@@ -229,8 +240,11 @@ static void scan_settle(struct walker *w)
             w->seen += lattice_op_walk_u32((const unsigned char *)x->v + 4);
         const char *key;
         size_t off = LATTICE_OP_WALK_HDR, kl;
-        while (x->st == LATTICE_OK && !w->type_none && lattice_op_walk_next(x->v, x->vlen, &off, &key, &kl))
-            if (key_matches(w, key, kl) && !out_add(w, key, kl)) fail(w, LATTICE_ERR_NOMEM, 0);
+        unsigned t;
+        while (x->st == LATTICE_OK && w->type_want != -2 &&
+               lattice_op_walk_next_typed(x->v, x->vlen, &off, &key, &kl, &t))
+            if ((w->type_want < 0 || (int)t == w->type_want) && key_matches(w, key, kl) && !out_add(w, key, kl))
+                fail(w, LATTICE_ERR_NOMEM, 0);
         if (x->st == LATTICE_OK && x->num >= 0) {
             w->cursor = p << POS_BITS | ((uint64_t)x->num & LATTICE_OP_WALK_POS_MAX);
             cut = true;
@@ -415,8 +429,9 @@ static cmd_outcome walker_command(lattice_respd *r, conn *c, batch *b, lattice_r
     w->plen = plen;
     if (plen) memcpy(w->pat, pat->ptr, plen);
     if (plen == 1 && w->pat[0] == '*') w->plen = 0; /* Redis's "no pattern" */
-    /* TYPE: every value is a string, so TYPE string keeps every key and any other type none. */
-    w->type_none = type && !(type->len == 6 && !strncasecmp(type->ptr, "string", 6));
+    /* TYPE: the keys whose value is of that type (WALK answers each key's);
+     * a name of no type Lattice keeps (stream, module ...) matches none. */
+    w->type_want = type ? type_number(type) : -1;
     w->count = count > (long long)LATTICE_OP_WALK_MAX ? LATTICE_OP_WALK_MAX : count;
     e->walk = w;
     /* The first op: partition 0 (RANDOMKEY: a random one, at a random

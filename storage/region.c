@@ -497,7 +497,7 @@ int lattice_region_read(lattice_region *r, uint64_t link, lattice_store_visit_fn
         q = (struct read_req){.kbuf = k, .kcap = klen, .vbuf = v, .vcap = vlen};
         st = region_read_entry(r, link, &q);
         if (st == LATTICE_OK && q.klen == klen && q.vlen == vlen) {
-            lattice_store_item it = {q.partition, k, klen, v, vlen, q.expire, q.version};
+            lattice_store_item it = {q.partition, k, klen, v, vlen, q.expire, q.version, q.type};
             fn(arg, &it);
         }
         lt_free(k), lt_free(v);

@@ -112,11 +112,11 @@ append_rows(lattice_region *r, struct lane *l, uint32_t pid, const lattice_store
         it[nit] = (uint16_t)upper;
         uint8_t *p = pg + upper;
         if (small) {
-            p[0] = F_HEAD, p[1] = owner, p[2] = (uint8_t)x->partition;
+            p[0] = (uint8_t)(F_HEAD | F_TYPE(x->type)), p[1] = owner, p[2] = (uint8_t)x->partition;
             p[3] = (uint8_t)x->key_len, p[4] = (uint8_t)x->value_len;
             p = version_put(p + 5, x->version);
         } else {
-            *p++ = (uint8_t)(F_HEAD | (x->expire_ms ? F_EXPIRE : 0));
+            *p++ = (uint8_t)(F_HEAD | (x->expire_ms ? F_EXPIRE : 0) | F_TYPE(x->type));
             *p++ = owner;
             p = varint_put(p, x->partition);
             p = varint_put(p, x->key_len);

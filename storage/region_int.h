@@ -90,12 +90,20 @@ static inline void seqlock_read_section_end(int *unused)
 #define SEQLOCK_READ_SECTION() ((void)0)
 #endif
 
-/* Row flags (first byte of every row). */
+/* Row flags (first byte of every row).  Bits 4..6 of a head row hold the
+ * entry's value type (lattice_store_entry.type, 0..LATTICE_STORE_TYPE_MAX);
+ * a string is 0, so a string's row is byte for byte what it was before
+ * types, and a row written before them reads as a string.  Bit 7 is spare
+ * (written 0).  Continuation rows carry no type. */
 enum { F_HEAD = 1, F_CONT = 2, F_EXPIRE = 4, F_NEXT = 8 };
+#define F_TYPE_SHIFT 4
+#define F_TYPE_MASK 0x70u
+#define F_TYPE(type) ((uint8_t)(((unsigned)(type) << F_TYPE_SHIFT) & F_TYPE_MASK))
+#define ROW_TYPE(flags) ((uint8_t)(((flags) & F_TYPE_MASK) >> F_TYPE_SHIFT))
 
 /* A parsed row (head or continuation fragment). */
 struct rowv {
-    uint8_t flags;
+    uint8_t flags;        /* F_*, and a head row's type in F_TYPE_MASK */
     uint8_t owner;
     uint32_t partition;
     uint32_t klen, vlen;
@@ -316,7 +324,7 @@ static inline void head_encode(uint8_t *dst, const lattice_store_entry *e, uint8
                  uint64_t next, uint32_t piece_len)
 {
     uint8_t *p = dst;
-    *p++ = (uint8_t)(F_HEAD | (e->expire_ms ? F_EXPIRE : 0) | (frag ? F_NEXT : 0));
+    *p++ = (uint8_t)(F_HEAD | (e->expire_ms ? F_EXPIRE : 0) | (frag ? F_NEXT : 0) | F_TYPE(e->type));
     *p++ = owner;
     p = varint_put(p, e->partition);
     p = varint_put(p, e->key_len);
@@ -373,6 +381,7 @@ struct read_req {
     uint32_t partition;
     size_t klen, vlen;
     uint64_t version, expire;
+    uint8_t type;          /* the head row's value type (ROW_TYPE) */
     uint32_t row_bytes;    /* all pieces, headers included */
     int no_touch;          /* leave the page's access stamp as it is (OBJECT IDLETIME) */
     uint64_t link;         /* store.c's search: the matched entry's link */

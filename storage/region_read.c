@@ -136,6 +136,7 @@ int region_read_entry(lattice_region *r, uint64_t link, struct read_req *q)
         q->partition = v.partition;
         q->klen = v.klen, q->vlen = v.vlen;
         q->version = v.version, q->expire = v.expire;
+        q->type = ROW_TYPE(v.flags);
         q->match = !q->want_key || (q->want_klen == v.klen && q->want_owner == v.owner &&
                                     q->want_partition == v.partition);
         if (q->match || !q->want_key) take_piece(q, 0, pg + v.payload_off, v.piece_len);

@@ -159,7 +159,9 @@ static inline __attribute__((always_inline)) int region_read_small(const lattice
     const uint8_t *p = pg + hint;
     /* The row must start as this key's head row: the prefix (flags without
      * F_EXPIRE, owner, partition), then the key length - at most 7 bytes,
-     * checked with one 8-byte compare. */
+     * checked with one 8-byte compare.  The prefix's type bits are 0, so
+     * only a string's row passes: a row of another type goes to the
+     * general reader, which returns its type. */
     uint32_t pn = 1 + ((prefix >> 23) & 1), kn;
     uint64_t head = prefix | varint_word((uint32_t)g->klen, &kn) << (16 + 8 * pn);
     uint32_t head_len = 2 + pn + kn;

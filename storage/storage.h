@@ -161,6 +161,12 @@ void lattice_region_tick(lattice_region *r, uint64_t now_ms);
 #define LATTICE_STORE_MAX_VALUE (256u << 20)
 #define LATTICE_STORE_MAX_PARTITIONS 16384u
 
+/* An entry's value type: a small number the store keeps with the entry and
+ * gives back with it, without knowing what it means (types/types.h names
+ * them: 0 is a string).  0..LATTICE_STORE_TYPE_MAX; 0 costs nothing in a
+ * row, and every row written before types existed reads as 0. */
+#define LATTICE_STORE_TYPE_MAX 7u
+
 typedef struct lattice_store_entry {
     uint32_t partition;
     const void *key;
@@ -169,6 +175,7 @@ typedef struct lattice_store_entry {
     size_t value_len;
     uint64_t expire_ms; /* absolute, ms since the Unix epoch (the store's clock); 0 = never */
     uint64_t version;   /* set by the caller: the per-partition update counter */
+    uint8_t type;       /* value type, <= LATTICE_STORE_TYPE_MAX (INVAL above); 0 = string */
 } lattice_store_entry;
 
 /* An entry as read; pointers are valid only during the callback that gets it. */
@@ -180,6 +187,7 @@ typedef struct lattice_store_item {
     size_t value_len;
     uint64_t expire_ms;
     uint64_t version;
+    uint8_t type;       /* the entry's value type (0 = string) */
 } lattice_store_item;
 
 /* Return non-zero to stop the walk. */
@@ -222,6 +230,7 @@ typedef struct lattice_store_meta {
     size_t value_len;
     uint64_t expire_ms;
     uint64_t version;
+    uint8_t type;       /* the entry's value type (0 = string) */
 } lattice_store_meta;
 
 typedef struct lattice_store_metrics {

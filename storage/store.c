@@ -226,7 +226,7 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
             /* Before the row goes: the key may point into its page. */
             if (s->hook.evicted) s->hook.evicted(s->hook.arg, part, key, klen, q.version);
             if (s->change.changed) {
-                lattice_store_entry gone = {part, key, klen, NULL, 0, 0, q.version};
+                lattice_store_entry gone = {part, key, klen, NULL, 0, 0, q.version, 0};
                 s->change.changed(s->change.arg, LATTICE_STORE_CHANGE_REMOVE, &gone);
             }
             /* No history record: the eviction's counter is the remove the
@@ -248,7 +248,7 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
 static int entry_ok(const lattice_store *s, const lattice_store_entry *e)
 {
     if (!e || !e->key || e->key_len == 0 || e->key_len > LATTICE_STORE_MAX_KEY ||
-        (!e->value && e->value_len) || e->partition >= s->nparts)
+        (!e->value && e->value_len) || e->partition >= s->nparts || e->type > LATTICE_STORE_TYPE_MAX)
         return LATTICE_ERR_INVAL;
     return e->value_len > LATTICE_STORE_MAX_VALUE ? LATTICE_ERR_TOO_LARGE : LATTICE_OK;
 }
@@ -533,7 +533,7 @@ int lattice_store_put_all(lattice_store *s, const lattice_store_entry *e, size_t
 
 /* A get's answer from the entry's status, value length and metadata. */
 static inline int get_done(lattice_store *s, int st, size_t vlen, uint64_t expire,
-                           uint64_t version, size_t cap, lattice_store_meta *meta)
+                           uint64_t version, uint8_t type, size_t cap, lattice_store_meta *meta)
 {
     uint64_t now = 0;
     if (st != LATTICE_OK || expired(s, expire, &now)) return LATTICE_ERR_NOT_FOUND;
@@ -541,6 +541,7 @@ static inline int get_done(lattice_store *s, int st, size_t vlen, uint64_t expir
         meta->value_len = vlen;
         meta->expire_ms = expire;
         meta->version = version;
+        meta->type = type;
     }
     return vlen > cap ? LATTICE_ERR_TOO_LARGE : LATTICE_OK;
 }
@@ -559,7 +560,7 @@ static __attribute__((noinline)) int get_general(lattice_store *s, uint32_t part
     long slot = read_lookup(s, partition, tag, &q);
     rcu_read_unlock();
     return get_done(s, slot < 0 ? LATTICE_ERR_NOT_FOUND : LATTICE_OK, q.vlen, q.expire,
-                    q.version, cap, meta);
+                    q.version, q.type, cap, meta);
 }
 
 int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, size_t key_len,
@@ -576,7 +577,8 @@ int lattice_store_get(lattice_store *s, uint32_t partition, const void *key, siz
     int st = get_fast(s, partition, tag, &g);
     rcu_read_unlock();
     if (st == FAST_NO) return get_general(s, partition, tag, key, key_len, buf, cap, meta);
-    return get_done(s, st, g.vlen, g.expire, g.version, cap, meta);
+    /* The fast path matches only a string's row (region_read_small). */
+    return get_done(s, st, g.vlen, g.expire, g.version, 0, cap, meta);
 }
 
 uint32_t lattice_store_prefetch(lattice_store *s, uint32_t partition, const void *key, size_t key_len)
@@ -684,7 +686,7 @@ int lattice_store_get_all(lattice_store *s, const lattice_store_entry *keys, siz
         }
         if (st != LATTICE_OK) break;
         lattice_store_item it = {keys[i].partition, keys[i].key, keys[i].key_len,
-                                 buf, mm.value_len, mm.expire_ms, mm.version};
+                                 buf, mm.value_len, mm.expire_ms, mm.version, mm.type};
         if (fn(arg, &it)) break;
     }
     lt_free(buf);

@@ -116,7 +116,8 @@ struct pick {
 };
 
 struct rec {
-    uint32_t klen, vlen;
+    uint32_t klen : 24, type : 8; /* keys are at most 65535 bytes: the type fits beside */
+    uint32_t vlen;
     uint64_t expire, version;
 };
 
@@ -243,7 +244,7 @@ static int copy_pick(lattice_store_cursor *c, const struct ix_table *t, const st
         if (q.owner != s->owner || q.partition != c->part || key_tag(base, klen) != k->tag)
             goto moved;
         if (expired(s, q.expire, now)) return 0;
-        struct rec r = {(uint32_t)klen, (uint32_t)vlen, q.expire, q.version};
+        struct rec r = {(uint32_t)klen, q.type, (uint32_t)vlen, q.expire, q.version};
         memcpy(c->buf + used, &r, sizeof r);
         *need = sz;
         return 1;
@@ -328,7 +329,7 @@ int lattice_store_cursor_next(lattice_store_cursor *c, size_t max_entries, size_
         struct rec r;
         memcpy(&r, c->buf + off, sizeof r);
         const uint8_t *k = c->buf + off + sizeof r;
-        lattice_store_item item = {c->part, k, r.klen, k + r.klen, r.vlen, r.expire, r.version};
+        lattice_store_item item = {c->part, k, r.klen, k + r.klen, r.vlen, r.expire, r.version, r.type};
         fn(arg, &item);
         off += (sizeof r + r.klen + r.vlen + 7) & ~(size_t)7;
     }

@@ -54,22 +54,44 @@ static uint64_t expiry_for(const lattice_meta_cache *c, uint64_t ttl_ms)
     return ttl ? lt_wall_ms() + ttl : 0;
 }
 
-/* Writes (key, value, expire) with the next counter and fills repl. */
-int exec_write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, size_t vlen, uint64_t expire,
-                       repl_out *repl)
+/* The live entry read holds a value of another type than a string: every
+ * string kind refuses it (Redis's WRONGTYPE) and changes nothing. */
+static bool wrong_type(int st, const lattice_store_meta *meta, lattice_op_result *r)
+{
+    if (st != LATTICE_OK || meta->type == LATTICE_TYPE_STRING) return false;
+    r->status = LATTICE_ERR_WRONGTYPE;
+    r->flags |= LATTICE_OP_R_FOUND | LATTICE_OP_R_TYPE_FLAGS(meta->type);
+    r->value = NULL;
+    r->value_len = 0;
+    return true;
+}
+
+bool exec_wrong_type(int st, const lattice_store_meta *meta, lattice_op_result *r) { return wrong_type(st, meta, r); }
+
+/* Writes (key, value of type, expire) with the next counter and fills repl. */
+int exec_write_typed(lattice_meta_cache *c, const exec_in *in, const void *v, size_t vlen, uint64_t expire,
+                       uint8_t type, repl_out *repl)
 {
     /* The counter moves only with a write that happened: a refused one
      * (a full region) is not replicated, so the copies' counters would
      * otherwise lag behind the primary's (`lattice verify` compares them). */
     uint64_t version = c->counter[in->partition] + 1;
-    lattice_store_entry e = {in->partition, in->key, in->key_len, v, vlen, expire, version};
+    lattice_store_entry e = {in->partition, in->key, in->key_len, v, vlen, expire, version, type};
     if (c->before_change) c->before_change(c, in->partition); /* before the rows change: inline readers (ops/fast.c) */
     int st = lattice_store_put(c->store, &e, 0);
     if (st != LATTICE_OK) return st;
     c->counter[in->partition] = version;
     c->writes++;
-    *repl = (repl_out){true, false, v, vlen, expire, version};
+    *repl = (repl_out){true, false, v, vlen, expire, version, type};
     return LATTICE_OK;
+}
+
+/* Every kind of lattice/ops.h writes a string (a PUT over a value of
+ * another type replaces it, as Redis's SET), except EXPIRE (below). */
+int exec_write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, size_t vlen, uint64_t expire,
+                     repl_out *repl)
+{
+    return exec_write_typed(c, in, v, vlen, expire, LATTICE_TYPE_STRING, repl);
 }
 
 /* For the read-modify-write kinds of rmw.c. */
@@ -109,6 +131,8 @@ static void do_put(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, la
             return;
         }
         found = st == LATTICE_OK;
+        /* SET ... GET (and GETSET) read the old value as a string. */
+        if ((in->flags & LATTICE_OP_RETURN_OLD) && wrong_type(st, &meta, r)) return;
     }
     if (found) r->flags |= LATTICE_OP_R_FOUND;
     if (found && (in->flags & LATTICE_OP_RETURN_OLD)) {
@@ -132,6 +156,7 @@ static void do_remove(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
     if (in->flags & LATTICE_OP_RETURN_OLD) {
         lattice_store_meta meta = {0};
         int st = read_old(c, in, s, &meta);
+        if (wrong_type(st, &meta, r)) return; /* GETDEL: WRONGTYPE, nothing removed */
         if (st == LATTICE_OK) {
             r->value = s->old;
             r->value_len = meta.value_len;
@@ -150,7 +175,7 @@ static void do_remove(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
     }
     r->flags |= LATTICE_OP_R_FOUND;
     c->writes++;
-    *repl = (repl_out){true, true, NULL, 0, 0, version};
+    *repl = (repl_out){true, true, NULL, 0, 0, version, 0};
 }
 
 static void do_increment(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl)
@@ -158,6 +183,7 @@ static void do_increment(lattice_meta_cache *c, const exec_in *in, exec_scratch 
     lattice_store_meta meta = {0};
     int st = read_old(c, in, s, &meta);
     int64_t cur = 0;
+    if (wrong_type(st, &meta, r)) return;
     if (st == LATTICE_OK) {
         if (!parse_i64(s->old, meta.value_len, &cur)) {
             r->status = LATTICE_ERR_INVAL; /* not an integer: nothing changes */
@@ -185,6 +211,7 @@ static void do_append(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
 {
     lattice_store_meta meta = {0};
     int st = read_old(c, in, s, &meta);
+    if (wrong_type(st, &meta, r)) return;
     if (st != LATTICE_OK && st != LATTICE_ERR_NOT_FOUND) {
         r->status = st;
         return;
@@ -214,7 +241,9 @@ static void do_expire(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
         return;
     }
     r->flags |= LATTICE_OP_R_FOUND;
-    r->status = exec_write_entry(c, in, s->old, meta.value_len, in->ttl_ms ? lt_wall_ms() + in->ttl_ms : 0, repl);
+    /* Any type expires: the entry keeps its value and type. */
+    r->status = exec_write_typed(c, in, s->old, meta.value_len, in->ttl_ms ? lt_wall_ms() + in->ttl_ms : 0, meta.type,
+                            repl);
 }
 
 static void do_read(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r)
@@ -224,12 +253,19 @@ static void do_read(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, l
     c->reads++;
     if (st == LATTICE_OK) c->hits++;
     else if (st == LATTICE_ERR_NOT_FOUND) c->misses++;
-    switch (in->kind) {
+    exec_read_answer(in->kind, st, s->old, &meta, r);
+}
+
+void exec_read_answer(int kind, int st, const void *val, const lattice_store_meta *meta, lattice_op_result *r)
+{
+    if (st == LATTICE_OK) r->flags |= LATTICE_OP_R_TYPE_FLAGS(meta->type);
+    switch (kind) {
     case LATTICE_OP_GET:
+        if (wrong_type(st, meta, r)) break;
         r->status = st;
         if (st == LATTICE_OK) {
-            r->value = s->old;
-            r->value_len = meta.value_len;
+            r->value = val;
+            r->value_len = meta->value_len;
             r->flags |= LATTICE_OP_R_FOUND;
         }
         break;
@@ -241,7 +277,7 @@ static void do_read(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, l
         r->status = st;
         if (st == LATTICE_OK) {
             uint64_t now = lt_wall_ms();
-            r->num = meta.expire_ms == 0 ? -1 : meta.expire_ms > now ? (int64_t)(meta.expire_ms - now) : 0;
+            r->num = meta->expire_ms == 0 ? -1 : meta->expire_ms > now ? (int64_t)(meta->expire_ms - now) : 0;
         }
         break;
     }
@@ -277,6 +313,14 @@ lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const v
                               const void *value, size_t value_len, uint64_t expire_ms, uint64_t version,
                               bool remove)
 {
+    return exec_replicate_typed(c, partition, key, key_len, value, value_len, expire_ms, version, remove,
+                                LATTICE_TYPE_STRING);
+}
+
+lattice_status exec_replicate_typed(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
+                                    const void *value, size_t value_len, uint64_t expire_ms, uint64_t version,
+                                    bool remove, uint8_t type)
+{
     if (!c->store || partition >= c->cfg.partitions || key_len == 0) return LATTICE_ERR_INVAL;
     if (c->counter[partition] < version) c->counter[partition] = version;
     if (c->before_change) c->before_change(c, partition); /* before the rows change */
@@ -298,7 +342,8 @@ lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const v
         if (st == LATTICE_ERR_NOT_FOUND) lattice_store_history_note(c->store, partition, key, key_len, version, true);
         return st == LATTICE_ERR_NOT_FOUND ? LATTICE_OK : st;
     }
-    lattice_store_entry e = {partition, key, key_len, value, value_len, expire_ms, version};
+    if (type > LATTICE_STORE_TYPE_MAX) return LATTICE_ERR_INVAL;
+    lattice_store_entry e = {partition, key, key_len, value, value_len, expire_ms, version, type};
     int st = lattice_store_put(c->store, &e, LATTICE_STORE_IF_NEWER);
     if (st != LATTICE_ERR_EXISTS) return st;
     /* An older write arriving late changes nothing; the history still counts

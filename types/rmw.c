@@ -27,6 +27,7 @@ static bool read_entry(lattice_meta_cache *c, const exec_in *in, exec_scratch *s
 {
     lattice_store_meta meta = {0};
     int st = exec_read_old(c, in, s, &meta);
+    if (exec_wrong_type(st, &meta, r)) return false;
     if (st != LATTICE_OK && st != LATTICE_ERR_NOT_FOUND) {
         r->status = st;
         return false;

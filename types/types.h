@@ -16,6 +16,24 @@
 #include "meta/meta.h"
 #include "storage/storage.h"
 
+/* A value's type, kept with every entry: in its store row (the store keeps
+ * it as lattice_store_entry.type, 0..LATTICE_STORE_TYPE_MAX), in replication
+ * and rebalance messages (absent = string), in log records and checkpoints,
+ * and as Redis's RDB type byte in DUMP payloads (resp/rdb.c maps them:
+ * RESP sees them only as LATTICE_OP_R_TYPE of lattice/ops.h, the same
+ * numbers).  Numbers are stable: they are in rows, on the wire and on disk.  Only strings exist yet; the others
+ * are reserved for the collection types (issue 35) - a store may hold them
+ * (tests put them in through the store API), and every string command
+ * answers WRONGTYPE (LATTICE_ERR_WRONGTYPE) on them. */
+typedef enum lattice_value_type {
+    LATTICE_TYPE_STRING = 0,
+    LATTICE_TYPE_HASH = 1,
+    LATTICE_TYPE_LIST = 2,
+    LATTICE_TYPE_SET = 3,
+    LATTICE_TYPE_ZSET = 4,
+    LATTICE_TYPE_MAX_ = 4,
+} lattice_value_type;
+
 /* The replication a primary's write produces (key, value, expiry, version or
  * a remove), valid until the next exec call. */
 typedef struct repl_out {
@@ -25,6 +43,7 @@ typedef struct repl_out {
     size_t value_len;
     uint64_t expire_ms;
     uint64_t version;
+    uint8_t type;      /* the value's lattice_value_type (0 = string) */
 } repl_out;
 
 /* One operation as executed by a primary (or a reading backup). */
@@ -59,14 +78,32 @@ void exec_incrbyfloat(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
 /* Redis's long double text (ld2string, human form) into buf; its length. */
 size_t exec_format_ld(char *buf, size_t cap, long double v);
 bool exec_scratch_reserve(exec_scratch *s, size_t n);
+/* After exec_read_old: true (r answered LATTICE_ERR_WRONGTYPE) when the live
+ * entry is not a string - a string kind then changes nothing. */
+bool exec_wrong_type(int st, const lattice_store_meta *meta, lattice_op_result *r);
 int exec_read_old(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_store_meta *meta);
 uint64_t exec_expiry_for(const lattice_meta_cache *c, uint64_t ttl_ms);
 /* Writes (key, value, expire) with the partition's next counter and fills repl. */
 int exec_write_entry(lattice_meta_cache *c, const exec_in *in, const void *v, size_t vlen, uint64_t expire,
                      repl_out *repl);
+/* A read's answer (GET, CONTAINS, TTL) from the store's status, value and
+ * meta, into r (zeroed by the caller): the same on the primary, on a clean
+ * backup (exec_local) and on the calling thread (ops/fast.c).  Every read
+ * of a live entry reports its type in r->flags (LATTICE_OP_R_TYPE); a GET
+ * of a non-string is LATTICE_ERR_WRONGTYPE, as Redis's GET. */
+void exec_read_answer(int kind, int st, const void *val, const lattice_store_meta *meta, lattice_op_result *r);
+/* exec_write_entry for a value of type (a lattice_value_type): what keeps
+ * a value's type when it moves (RENAME, COPY) or is written back (undo). */
+int exec_write_typed(lattice_meta_cache *c, const exec_in *in, const void *v, size_t vlen, uint64_t expire,
+                     uint8_t type, repl_out *repl);
 /* A backup applies a replicated write: put only if newer, or remove. */
 lattice_status exec_replicate(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
                               const void *value, size_t value_len, uint64_t expire_ms, uint64_t version,
                               bool remove);
+/* The same for a value of type (a lattice_value_type; INVAL above
+ * LATTICE_STORE_TYPE_MAX): the copy keeps the primary's type. */
+lattice_status exec_replicate_typed(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len,
+                                    const void *value, size_t value_len, uint64_t expire_ms, uint64_t version,
+                                    bool remove, uint8_t type);
 
 #endif

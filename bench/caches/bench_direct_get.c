@@ -54,7 +54,7 @@ static double direct_get_ns(long keys, long vsize)
     for (long i = 0; i < keys; i++) {
         int len = snprintf(k, sizeof k, "key-%ld", i);
         lattice_store_entry e = {lattice_partition_of_key(k, (size_t)len, PARTS), k, (size_t)len, value, (size_t)vsize,
-                                 0, 1};
+                                 0, 1, 0};
         if (lattice_store_put(s, &e, 0) != LATTICE_OK) goto out;
     }
     uint64_t rng = 88172645463325252ull, n = 0, t0 = now_ns(), t1 = t0;

@@ -48,7 +48,7 @@ static void put(lattice_store *s, uint64_t id, uint64_t version, uint64_t *count
     int kl = snprintf(k, sizeof k, "key-%010llu", (unsigned long long)id);
     memset(v, 'a' + (int)(version % 26), sizeof v);
     uint32_t p = (uint32_t)(id % PARTS);
-    lattice_store_entry e = {p, k, (size_t)kl, v, sizeof v, 0, version};
+    lattice_store_entry e = {p, k, (size_t)kl, v, sizeof v, 0, version, 0};
     if (lattice_store_put(s, &e, 0) != LATTICE_OK) exit(1);
     if (counter && counter[p] < version) counter[p] = version;
 }

@@ -55,7 +55,7 @@ static struct fill fill_store(uint64_t n, bool history)
     if (!history) lattice_store_history_configure(s, 0, 0);
     for (uint64_t i = 0; i < n; i++) {
         make_key(key, i);
-        lattice_store_entry e = {(uint32_t)(mix64(i + 1) & (PARTS - 1)), key, 16, value, 100, 0, 1};
+        lattice_store_entry e = {(uint32_t)(mix64(i + 1) & (PARTS - 1)), key, 16, value, 100, 0, 1, 0};
         if (lattice_store_put(s, &e, 0) != LATTICE_OK) exit(1);
     }
     f.heap = heap_used() - h0;

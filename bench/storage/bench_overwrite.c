@@ -32,7 +32,7 @@ static double pass(lattice_store *s, const uint64_t *order, uint64_t n, size_t v
         uint64_t id = order[i];
         make_key(key, id);
         lattice_store_entry e = {(uint32_t)(mix64(id + 1) & (PARTS - 1)), key, 16, value, vlen,
-                                 0, version};
+                                 0, version, 0};
         if (lattice_store_put(s, &e, 0) != LATTICE_OK) {
             fprintf(stderr, "overwrite: put failed\n");
             exit(1);

@@ -32,7 +32,7 @@ static void *worker(void *arg)
         if (j->kind == 0) {
             if (ref_put(j->ht, k, v) != 0) j->failed = 1;
         } else {
-            lattice_store_entry e = {part_of(k, PARTS), &k, 8, &v, 8, 0, 1};
+            lattice_store_entry e = {part_of(k, PARTS), &k, 8, &v, 8, 0, 1, 0};
             if (lattice_store_put(j->s, &e, 0) != LATTICE_OK) j->failed = 1;
         }
     }

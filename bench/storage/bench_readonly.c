@@ -153,7 +153,7 @@ int main(int argc, char **argv)
     if (lattice_store_create(&scfg, &s) != LATTICE_OK) return 1;
     for (uint64_t k = 0; k < ENTRIES; k++) {
         uint64_t v = k * 3;
-        lattice_store_entry e = {part_of(k, PARTS), &k, 8, &v, 8, 0, 1};
+        lattice_store_entry e = {part_of(k, PARTS), &k, 8, &v, 8, 0, 1, 0};
         if (ref_put(ht, k, v) != 0 || lattice_store_put(s, &e, 0) != LATTICE_OK) return 1;
     }
     uint64_t *keys = malloc(sizeof(uint64_t) * SEQ);

@@ -133,6 +133,18 @@ typedef enum lattice_op_kind {
 /* Result flags. */
 #define LATTICE_OP_R_FOUND 0x1u     /* the key held a live entry before the op */
 #define LATTICE_OP_R_MORE 0x2u      /* CLEAR: the partition may hold more entries */
+/* GET, CONTAINS, TTL of a live entry (and a WRONGTYPE answer): the entry's
+ * value type in bits 8..11, numbered as types/types.h's lattice_value_type
+ * (0 string, 1 hash, 2 list, 3 set, 4 zset) - 0, so nothing set, for a
+ * string.  Every kind of this header reads and writes strings: one that
+ * meets a value of another type answers LATTICE_ERR_WRONGTYPE (R_FOUND and
+ * the type set) and changes nothing - except PUT without RETURN_OLD
+ * (replaces it with a string, as SET), REMOVE without RETURN_OLD, EXPIRE
+ * and TTL, which take any type. */
+#define LATTICE_OP_R_TYPE_SHIFT 8
+#define LATTICE_OP_R_TYPE_MASK 0xf00u
+#define LATTICE_OP_R_TYPE(flags) (((flags) & LATTICE_OP_R_TYPE_MASK) >> LATTICE_OP_R_TYPE_SHIFT)
+#define LATTICE_OP_R_TYPE_FLAGS(type) (((unsigned)(type) << LATTICE_OP_R_TYPE_SHIFT) & LATTICE_OP_R_TYPE_MASK)
 
 #define LATTICE_OP_WALK_MAX 4096u   /* keys of one WALK answer at most */
 #define LATTICE_OP_CLEAR_MAX 1024u  /* entries one CLEAR removes at most */
@@ -192,25 +204,38 @@ void lattice_op_thread_enter(void);
 void lattice_op_thread_exit(void);
 
 /* WALK's answer: u32 partitions of the cache, u32 n, then n times (u32
- * length, key bytes); little-endian.  lattice_op_walk_next reads the key at
- * *off (start at LATTICE_OP_WALK_HDR): 1 and the key, 0 at the end or on a
- * malformed value. */
+ * length word, key bytes); little-endian.  The length word is the key's
+ * length (at most 65535) in bits 0..23 and the entry's value type
+ * (LATTICE_OP_R_TYPE's numbers) in bits 24..31: 0 for a string, so a
+ * string's key is what it was before types.  lattice_op_walk_next_typed
+ * reads the key at *off (start at LATTICE_OP_WALK_HDR): 1, the key and its
+ * type, 0 at the end or on a malformed value; lattice_op_walk_next the
+ * same without the type. */
 #define LATTICE_OP_WALK_HDR 8u
+#define LATTICE_OP_WALK_LEN(word) ((word) & 0xffffffu)
+#define LATTICE_OP_WALK_TYPE(word) ((word) >> 24)
 static inline uint32_t lattice_op_walk_u32(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static inline int lattice_op_walk_next(const void *value, size_t len, size_t *off, const char **key,
-                                       size_t *key_len)
+static inline int lattice_op_walk_next_typed(const void *value, size_t len, size_t *off, const char **key,
+                                             size_t *key_len, unsigned *type)
 {
     const unsigned char *v = (const unsigned char *)value;
     if (*off + 4 > len) return 0;
-    uint32_t n = lattice_op_walk_u32(v + *off);
+    uint32_t w = lattice_op_walk_u32(v + *off), n = LATTICE_OP_WALK_LEN(w);
     if (n > len - *off - 4) return 0;
     *key = (const char *)v + *off + 4;
     *key_len = n;
+    *type = LATTICE_OP_WALK_TYPE(w);
     *off += 4 + (size_t)n;
     return 1;
+}
+static inline int lattice_op_walk_next(const void *value, size_t len, size_t *off, const char **key,
+                                       size_t *key_len)
+{
+    unsigned type;
+    return lattice_op_walk_next_typed(value, len, off, key, key_len, &type);
 }
 
 /* Builders (plain values; no copies until submit). */

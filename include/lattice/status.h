@@ -32,6 +32,7 @@ typedef enum lattice_status {
     LATTICE_ERR_NO_QUORUM = 19,     /* this node's side of the grid holds no strict majority of the baseline */
     LATTICE_ERR_DISK_FULL = 20,     /* the node's data directory cannot take the write (full disk, IO error) */
     LATTICE_ERR_RESTARTING = 21,    /* whole-grid restart: the grid waits for its baseline's data directories */
+    LATTICE_ERR_WRONGTYPE = 22,     /* the key holds a value of another type than the operation's */
     LATTICE_STATUS_COUNT_
 } lattice_status;
 

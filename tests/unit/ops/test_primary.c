@@ -74,7 +74,7 @@ END_TEST
  * key back on the copy. */
 START_TEST(room_action_follows_the_primary_store)
 {
-    lattice_store_entry e = {3, "k", 1, "v1", 2, 0, 5};
+    lattice_store_entry e = {3, "k", 1, "v1", 2, 0, 5, 0};
     ck_assert_int_eq(lattice_store_put(cache.store, &e, 0), LATTICE_OK);
     ck_assert_int_eq(primary_room_action(&cache, 3, "k", 1, 5), ROOM_EVICT);
     ck_assert_int_eq(primary_room_action(&cache, 3, "k", 1, 4), ROOM_SUPERSEDED);
@@ -82,7 +82,7 @@ START_TEST(room_action_follows_the_primary_store)
     ck_assert_int_eq(primary_room_action(&cache, 3, "absent", 6, 5), ROOM_REMOVE);
     ck_assert_int_eq(lattice_store_remove_v(cache.store, 3, "k", 1, 6), LATTICE_OK);
     ck_assert_int_eq(primary_room_action(&cache, 3, "k", 1, 5), ROOM_REMOVE);
-    lattice_store_entry gone = {3, "x", 1, "v", 1, 1 /* expired long ago */, 7};
+    lattice_store_entry gone = {3, "x", 1, "v", 1, 1 /* expired long ago */, 7, 0};
     ck_assert_int_eq(lattice_store_put(cache.store, &gone, 0), LATTICE_OK);
     ck_assert_int_eq(primary_room_action(&cache, 3, "x", 1, 7), ROOM_REMOVE);
 }

@@ -79,7 +79,7 @@ static void rejoin_keeping_old_copies(void)
     for (uint32_t p = 0; p < PARTS; p++) {
         char key[16];
         snprintf(key, sizeof key, "k%u", p);
-        lattice_store_entry e = {p, key, strlen(key), "v", 1, 0, 1};
+        lattice_store_entry e = {p, key, strlen(key), "v", 1, 0, 1, 0};
         ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
         c->counter[p] = 1;
     }
@@ -176,7 +176,7 @@ START_TEST(a_refused_write_keeps_the_delta_mark_below_it)
         char key[8];
         snprintf(key, sizeof key, "k%d", i);
         uint64_t v = ++c->counter[p];
-        lattice_store_entry e = {p, key, strlen(key), "v", 1, 0, v};
+        lattice_store_entry e = {p, key, strlen(key), "v", 1, 0, v, 0};
         ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
         w[i] = lt_calloc(1, sizeof *w[i]);
         ck_assert_ptr_nonnull(w[i]);
@@ -235,7 +235,7 @@ static void keep_one_recovered(const char *name, bool with_mark)
     lattice_store_config sc = {name, PARTS, region, NULL, NULL};
     lattice_store *st = NULL;
     ck_assert_int_eq(lattice_store_create(&sc, &st), LATTICE_OK);
-    lattice_store_entry e = {3, "k", 1, "v", 1, 0, 4};
+    lattice_store_entry e = {3, "k", 1, "v", 1, 0, 4, 0};
     ck_assert_int_eq(lattice_store_put(st, &e, 0), LATTICE_OK);
     uint64_t *counter = lt_calloc(PARTS, sizeof *counter), *marks = lt_malloc(PARTS * sizeof *marks);
     ck_assert(counter && marks);
@@ -351,7 +351,7 @@ START_TEST(another_primary_caps_a_copy_at_its_old_watermark)
     for (uint64_t v = 1; v <= 5; v++) {
         char key[8];
         snprintf(key, sizeof key, "k%llu", (unsigned long long)v);
-        lattice_store_entry e = {p, key, strlen(key), "v", 1, 0, v};
+        lattice_store_entry e = {p, key, strlen(key), "v", 1, 0, v, 0};
         ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
         clean_note_sender(c, p, "old-primary");
         clean_note_applied(c, p, v);
@@ -371,7 +371,7 @@ START_TEST(another_primary_caps_a_copy_at_its_old_watermark)
     for (uint64_t v = 1; v <= 3; v++) {
         char key[8];
         snprintf(key, sizeof key, "q%llu", (unsigned long long)v);
-        lattice_store_entry e = {q, key, strlen(key), "v", 1, 0, v};
+        lattice_store_entry e = {q, key, strlen(key), "v", 1, 0, v, 0};
         ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
         clean_note_sender(c, q, "old-primary");
         clean_note_applied(c, q, v);

@@ -90,7 +90,7 @@ START_TEST(a_reply_that_cannot_be_held_still_waits_for_the_log)
     for (; tries < 2000 && wal_nomem_waits(d) < 20; tries++) {
         char key[32];
         snprintf(key, sizeof key, "k%d", tries);
-        lattice_store_entry e = {0, key, strlen(key), "value", 5, 0, (uint64_t)tries + 1};
+        lattice_store_entry e = {0, key, strlen(key), "value", 5, 0, (uint64_t)tries + 1, 0};
         ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK); /* a record appended, not yet durable */
         opx *o = lt_calloc(1, sizeof *o);
         ck_assert_ptr_nonnull(o);
@@ -159,7 +159,7 @@ START_TEST(reload_slices_apply_whole_and_survive_any_bytes)
     for (int i = 0; i < 10; i++) { /* what the slice must replace */
         char key[16];
         snprintf(key, sizeof key, "old%d", i);
-        lattice_store_entry e = {3, key, strlen(key), "x", 1, 0, 1};
+        lattice_store_entry e = {3, key, strlen(key), "x", 1, 0, 1, 0};
         ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
     }
     /* A well-formed slice: two entries, first and last. */

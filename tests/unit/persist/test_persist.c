@@ -88,7 +88,7 @@ static void put(lattice_store *s, int i, const char *val)
 {
     char k[32];
     snprintf(k, sizeof k, "key-%d", i);
-    lattice_store_entry e = {(uint32_t)i % PARTS, k, strlen(k), val, strlen(val), 0, (uint64_t)i + 1};
+    lattice_store_entry e = {(uint32_t)i % PARTS, k, strlen(k), val, strlen(val), 0, (uint64_t)i + 1, 0};
     ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
 }
 
@@ -457,7 +457,7 @@ START_TEST(change_hook_logs_exactly_what_the_store_applied)
     lattice_store_entry e[200];
     for (int i = 0; i < 200; i++) {
         snprintf(keys[i], sizeof keys[i], "pa-%d", i);
-        e[i] = (lattice_store_entry){(uint32_t)i % PARTS, keys[i], strlen(keys[i]), "all", 3, 0, 10};
+        e[i] = (lattice_store_entry){(uint32_t)i % PARTS, keys[i], strlen(keys[i]), "all", 3, 0, 10, 0};
     }
     ck_assert_int_eq(lattice_store_put_all(s, e, 200, 0, NULL), LATTICE_OK);
     /* Partition 0 batch: versions 5 (older: skipped) and 20 (newer: applied), and new keys. */
@@ -465,17 +465,17 @@ START_TEST(change_hook_logs_exactly_what_the_store_applied)
     static char bk[50][16];
     size_t nb = 0;
     for (int i = 0; i < 200 && nb < 50; i += PARTS) {
-        b[nb] = (lattice_store_entry){0, keys[i], strlen(keys[i]), nb % 2 ? "newer" : "older", 5, 0, nb % 2 ? 20 : 5};
+        b[nb] = (lattice_store_entry){0, keys[i], strlen(keys[i]), nb % 2 ? "newer" : "older", 5, 0, nb % 2 ? 20 : 5, 0};
         nb++;
     }
     for (int i = 0; nb < 50; i++, nb++) {
         snprintf(bk[i], sizeof bk[i], "new-%d", i);
-        b[nb] = (lattice_store_entry){0, bk[i], strlen(bk[i]), "fresh", 5, 0, 7};
+        b[nb] = (lattice_store_entry){0, bk[i], strlen(bk[i]), "fresh", 5, 0, 7, 0};
     }
     size_t applied = 0;
     ck_assert_int_eq(lattice_store_insert_batch(s, 0, b, nb, LATTICE_STORE_IF_NEWER, &applied), LATTICE_OK);
     ck_assert_uint_lt(applied, nb);
-    lattice_store_entry dup = {1, keys[1], strlen(keys[1]), "refused", 7, 0, 99};
+    lattice_store_entry dup = {1, keys[1], strlen(keys[1]), "refused", 7, 0, 99, 0};
     ck_assert_int_eq(lattice_store_put(s, &dup, LATTICE_STORE_IF_ABSENT), LATTICE_ERR_EXISTS);
     ck_assert_int_eq(lattice_store_remove(s, 2, "absent", 6), LATTICE_ERR_NOT_FOUND);
     ck_assert_int_eq(lattice_store_clear(s, 3), LATTICE_OK);
@@ -485,7 +485,7 @@ START_TEST(change_hook_logs_exactly_what_the_store_applied)
     for (int i = 0; i < 2000; i++) {
         char k[32];
         snprintf(k, sizeof k, "big-%d", i);
-        lattice_store_entry x = {(uint32_t)i % PARTS, k, strlen(k), big, sizeof big, 0, 100 + (uint64_t)i};
+        lattice_store_entry x = {(uint32_t)i % PARTS, k, strlen(k), big, sizeof big, 0, 100 + (uint64_t)i, 0};
         ck_assert_int_eq(lattice_store_put(s, &x, 0), LATTICE_OK);
     }
     lattice_store_metrics m;
@@ -527,7 +527,7 @@ START_TEST(checkpoint_and_log_against_a_reference_map)
             snprintf(k, sizeof k, "key-%d", i);
             if (what < 70) {
                 snprintf(ref[i], sizeof ref[i], "r%d-o%d", round, op);
-                lattice_store_entry e = {part, k, strlen(k), ref[i], strlen(ref[i]), 0, ++counter[part]};
+                lattice_store_entry e = {part, k, strlen(k), ref[i], strlen(ref[i]), 0, ++counter[part], 0};
                 ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
             } else if (what < 99) {
                 int st = lattice_store_remove(s, part, k, strlen(k));

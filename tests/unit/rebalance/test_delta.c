@@ -9,7 +9,7 @@ static const lattice_rebalance_ids DIDS = {3, 1, 7, 1u << 16};
 
 static void dput(lattice_store *s, const char *k, const char *v, uint64_t version)
 {
-    lattice_store_entry e = {0, k, strlen(k), v, strlen(v), 0, version};
+    lattice_store_entry e = {0, k, strlen(k), v, strlen(v), 0, version, 0};
     ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
 }
 

@@ -168,6 +168,36 @@ START_TEST(load_survives_mutated_payloads)
 }
 END_TEST
 
+/* A value's type picks the payload's RDB type byte: a string's payload is
+ * rdb_dump_string's byte for byte; the collection types name Redis 7.0's
+ * type bytes and have no payload yet. */
+START_TEST(dump_by_value_type)
+{
+    static const char *const vals[] = {"", "12", "-5", "hello", "abcdefghijabcdefghijabcdefghijabcdefghij"};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        char *a, *b;
+        size_t na, nb;
+        ck_assert_int_eq(rdb_dump_string(vals[i], strlen(vals[i]), &a, &na), LATTICE_OK);
+        ck_assert_int_eq(rdb_dump_value(0, vals[i], strlen(vals[i]), &b, &nb), LATTICE_OK);
+        ck_assert_uint_eq(na, nb);
+        ck_assert_mem_eq(a, b, na);
+        ck_assert_uint_eq((unsigned char)b[0], 0);
+        lt_free(a);
+        lt_free(b);
+    }
+    ck_assert_int_eq(rdb_type_of_value(0), 0);
+    ck_assert_int_eq(rdb_type_of_value(1), 16);
+    ck_assert_int_eq(rdb_type_of_value(2), 18);
+    ck_assert_int_eq(rdb_type_of_value(3), 2);
+    ck_assert_int_eq(rdb_type_of_value(4), 17);
+    ck_assert_int_eq(rdb_type_of_value(5), -1);
+    char *p = NULL;
+    size_t n = 0;
+    for (unsigned t = 1; t <= 7; t++) ck_assert_int_eq(rdb_dump_value(t, "x", 1, &p, &n), LATTICE_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("resp_rdb");
@@ -180,6 +210,7 @@ int main(void)
     tcase_add_test(t, dump_encodings_round_trip);
     tcase_add_test(t, load_refuses_what_redis_refuses);
     tcase_add_test(t, load_survives_mutated_payloads);
+    tcase_add_test(t, dump_by_value_type);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }

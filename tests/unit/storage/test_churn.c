@@ -87,7 +87,7 @@ START_TEST(random_churn_matches_a_reference_map)
             uint64_t exp = rnd() % 5 == 0 ? now + 1 + rnd() % 100 : 0;
             int kl = key_of(k, sizeof k, id);
             fill_value(val, len, id, v);
-            lattice_store_entry e = {(uint32_t)(id % PARTS), k, (size_t)kl, val, len, exp, v};
+            lattice_store_entry e = {(uint32_t)(id % PARTS), k, (size_t)kl, val, len, exp, v, 0};
             int want = ref_put(&rf, id, now, flags, v, len, exp);
             ck_assert_int_eq(lattice_store_put(s, &e, flags), want);
             counts[0]++;
@@ -113,7 +113,7 @@ START_TEST(random_churn_matches_a_reference_map)
                 uint64_t v = flags && rnd() % 3 == 0 ? rf.version[bid] : ++ver;
                 int kl = key_of(bk[i], 32, bid);
                 fill_value(bvals[i], len, bid, v);
-                e[i] = (lattice_store_entry){part, bk[i], (size_t)kl, bvals[i], len, 0, v};
+                e[i] = (lattice_store_entry){part, bk[i], (size_t)kl, bvals[i], len, 0, v, 0};
                 want_applied += ref_put(&rf, bid, now, flags, v, len, 0) == LATTICE_OK;
             }
             size_t applied = 0;

@@ -34,7 +34,7 @@ static lattice_store_entry make(struct shared *sh, uint64_t id, char *k, uint8_t
     size_t len = len_of(ver);
     fill_value(v, len, id, ver);
     int kl = key_of(k, 32, id);
-    return (lattice_store_entry){(uint32_t)(id % PARTS), k, (size_t)kl, v, len, 0, ver};
+    return (lattice_store_entry){(uint32_t)(id % PARTS), k, (size_t)kl, v, len, 0, ver, 0};
 }
 
 static void *writer(void *arg)
@@ -255,7 +255,7 @@ static void *fill_region(void *arg)
     for (uint64_t id = f->partition;; id += 2) {
         fill_value(v, sizeof v, id, 1);
         int kl = key_of(k, sizeof k, id);
-        lattice_store_entry e = {f->partition, k, (size_t)kl, v, sizeof v, 0, 1};
+        lattice_store_entry e = {f->partition, k, (size_t)kl, v, sizeof v, 0, 1, 0};
         int st = lattice_store_put(f->s, &e, 0);
         if (st == LATTICE_ERR_REGION_FULL) break;
         ck_assert_int_eq(st, LATTICE_OK);
@@ -353,7 +353,7 @@ static void *small_writer(void *arg)
         uint64_t ver = ++version;
         size_t len = small_len(ver);
         fill_value(v, len, id, ver);
-        lattice_store_entry e = {part, k, (size_t)kl, v, len, id % 3 ? 0 : lt_wall_ms() + 3600000, ver};
+        lattice_store_entry e = {part, k, (size_t)kl, v, len, id % 3 ? 0 : lt_wall_ms() + 3600000, ver, 0};
         if (lattice_store_put(sh->s, &e, 0) != LATTICE_OK) __atomic_add_fetch(&sh->bad, 1, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&sh->done, 1, __ATOMIC_RELEASE);

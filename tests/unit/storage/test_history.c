@@ -28,7 +28,7 @@ static void put(lattice_store *st, uint32_t p, uint64_t id, uint64_t version)
 {
     char k[32];
     int kl = key_of(k, sizeof k, id);
-    lattice_store_entry e = {p, k, (size_t)kl, "v", 1, 0, version};
+    lattice_store_entry e = {p, k, (size_t)kl, "v", 1, 0, version, 0};
     ck_assert_int_eq(lattice_store_put(st, &e, 0), LATTICE_OK);
 }
 
@@ -106,7 +106,7 @@ START_TEST(short_and_long_keys_come_back_through_the_wrap)
         char k[32];
         size_t kl = lens[i % 5];
         for (size_t j = 0; j < kl; j++) k[j] = (char)('a' + (i + j) % 26);
-        lattice_store_entry e = {0, k, kl, "v", 1, 0, i};
+        lattice_store_entry e = {0, k, kl, "v", 1, 0, i, 0};
         ck_assert_int_eq(lattice_store_put(st, &e, 0), LATTICE_OK);
     }
     struct seen s = {0};
@@ -189,7 +189,7 @@ START_TEST(insert_batch_is_recorded)
     char k[20][32];
     for (int i = 0; i < 20; i++) {
         int kl = key_of(k[i], sizeof k[i], (uint64_t)i);
-        e[i] = (lattice_store_entry){0, k[i], (size_t)kl, "x", 1, 0, (uint64_t)(100 + i)};
+        e[i] = (lattice_store_entry){0, k[i], (size_t)kl, "x", 1, 0, (uint64_t)(100 + i), 0};
     }
     size_t applied = 0;
     ck_assert_int_eq(lattice_store_insert_batch(st, 0, e, 20, LATTICE_STORE_IF_NEWER, &applied), LATTICE_OK);

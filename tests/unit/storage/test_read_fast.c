@@ -124,7 +124,7 @@ START_TEST(two_stores_in_one_region_never_see_each_others_rows)
         int kl = key_of(k, sizeof k, id);
         for (int w = 0; w < 2; w++) {
             fill_value(v, 8, id, (uint64_t)w + 1);
-            lattice_store_entry e = {(uint32_t)(id % 64), k, (size_t)kl, v, 8, 0, (uint64_t)w + 1};
+            lattice_store_entry e = {(uint32_t)(id % 64), k, (size_t)kl, v, 8, 0, (uint64_t)w + 1, 0};
             ck_assert_int_eq(lattice_store_put(w ? b : a, &e, 0), LATTICE_OK);
         }
     }
@@ -136,7 +136,7 @@ START_TEST(two_stores_in_one_region_never_see_each_others_rows)
     for (uint64_t id = N; id < 2 * N; id++) {
         int kl = key_of(k, sizeof k, id);
         fill_value(v, 8, id, 2);
-        lattice_store_entry e = {(uint32_t)(id % 64), k, (size_t)kl, v, 8, 0, 2};
+        lattice_store_entry e = {(uint32_t)(id % 64), k, (size_t)kl, v, 8, 0, 2, 0};
         ck_assert_int_eq(lattice_store_put(b, &e, 0), LATTICE_OK);
     }
     for (uint64_t id = 0; id < 2 * N; id++) {
@@ -225,7 +225,7 @@ START_TEST(churn_agrees_with_a_reference_map_while_a_reader_checks_values)
         } else {
             size_t vl = clen(id, step);
             fill_value(v, vl, id, step);
-            lattice_store_entry e = {p, k, (size_t)kl, v, vl, 0, step};
+            lattice_store_entry e = {p, k, (size_t)kl, v, vl, 0, step, 0};
             ck_assert_int_eq(lattice_store_put(c.s, &e, 0), LATTICE_OK);
             ref[id] = step;
         }

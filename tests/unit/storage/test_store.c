@@ -1187,7 +1187,7 @@ START_TEST(keys_longer_than_a_page)
         for (uint64_t i = 0; i < 6; i++) {
             big_key(k, klens[i], i);
             fill_value(v, 100 + i * 300, i, 1 + (uint64_t)pass);
-            lattice_store_entry e = {(uint32_t)(i % 2), k, klens[i], v, 100 + i * 300, 0, 1 + (uint64_t)pass};
+            lattice_store_entry e = {(uint32_t)(i % 2), k, klens[i], v, 100 + i * 300, 0, 1 + (uint64_t)pass, 0};
             ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
         }
         for (uint64_t i = 0; i < 6; i++) {

@@ -161,7 +161,7 @@ START_TEST(append_expire_ttl)
     /* An expiry already passed: the entry reads as absent. */
     run(LATTICE_OP_PUT, 0, "e", "v", 0, 0, NULL);
     uint32_t p = lattice_partition_of_key("e", 1, 16);
-    lattice_store_entry e = {p, "e", 1, "v", 1, lt_wall_ms() - 1000, 99};
+    lattice_store_entry e = {p, "e", 1, "v", 1, lt_wall_ms() - 1000, 99, 0};
     ck_assert_int_eq(lattice_store_put(cache.store, &e, 0), LATTICE_OK);
     r = run(LATTICE_OP_GET, 0, "e", NULL, 0, 0, NULL);
     ck_assert_int_eq(r.status, LATTICE_ERR_NOT_FOUND);
