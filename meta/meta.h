@@ -57,7 +57,7 @@ typedef struct lattice_meta_member {
 /* A partition whose every serving owner left in one topology change (a
  * network cut, a pause): no live copy serves it, and the copies of those
  * owners - kept by their processes when they rejoin under new ids
- * (ops/salvage.c) - are the only ones that hold its acknowledged writes.
+ * (grid/salvage.c) - are the only ones that hold its acknowledged writes.
  * The coordinator records it (lattice_meta_set_members) and picks the
  * restorer once every one of those owners reported its kept copy; the
  * record ends with the next base switch. */
@@ -81,7 +81,7 @@ typedef struct lattice_meta_cache {
     uint64_t frozen_at;                /* a prepare froze it at this metadata version (0: not frozen) */
     uint64_t lost_reset;               /* lattice_meta_reset_lost: at this base version (0: never) */
     bool restoring;                    /* whole-grid restart: copies being made equal, nothing served */
-    uint8_t *restore_keep;             /* while restoring: the decision (ops/restart.c's encoding; meta only carries it) */
+    uint8_t *restore_keep;             /* while restoring: the decision (grid/restart.c's encoding; meta only carries it) */
     size_t n_restore_keep;
     lattice_meta_lost *lost;           /* by partition, ascending */
     size_t n_lost;

@@ -10,6 +10,7 @@
 
 #include "lattice/alloc.h"
 #include "node_int.h"
+#include "grid/grid.h"
 #include "ops/ops.h"
 
 lattice_status lattice_op_submit(lattice_node *node, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
@@ -217,13 +218,13 @@ lattice_status lattice_cache_get_all(lattice_node *n, const char *cache, lattice
     return batch(n, cache, kvs, count, false);
 }
 
-static lattice_status call_num(lattice_node *n, lattice_ops_call_kind c, const char *arg, void **ptr, int64_t *num)
+static lattice_status call_num(lattice_node *n, lattice_grid_call_kind c, const char *arg, void **ptr, int64_t *num)
 {
     lattice_ops *d = n ? lattice_node_ops(n) : NULL;
     if (!d) return LATTICE_ERR_STOPPED;
     lattice_op_result r;
     waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, &r, NULL, NULL};
-    lattice_status st = lattice_ops_call(d, c, arg, waiter_fn, &w);
+    lattice_status st = lattice_grid_call(d, c, arg, waiter_fn, &w);
     if (st != LATTICE_OK) return st;
     waiter_wait(&w);
     if (ptr) *ptr = r.status == LATTICE_OK ? w.ptr : NULL;
@@ -231,7 +232,7 @@ static lattice_status call_num(lattice_node *n, lattice_ops_call_kind c, const c
     return r.status;
 }
 
-static lattice_status call(lattice_node *n, lattice_ops_call_kind c, const char *arg, void **ptr)
+static lattice_status call(lattice_node *n, lattice_grid_call_kind c, const char *arg, void **ptr)
 {
     return call_num(n, c, arg, ptr, NULL);
 }
@@ -239,7 +240,7 @@ static lattice_status call(lattice_node *n, lattice_ops_call_kind c, const char 
 lattice_status lattice_node_handover_pending(lattice_node *n, uint32_t *partitions)
 {
     int64_t num = 0;
-    lattice_status st = call_num(n, LATTICE_OPS_CALL_HANDOVER, NULL, NULL, &num);
+    lattice_status st = call_num(n, LATTICE_GRID_CALL_HANDOVER, NULL, NULL, &num);
     if (partitions) *partitions = st == LATTICE_OK && num > 0 ? (uint32_t)num : 0;
     return st;
 }
@@ -251,13 +252,13 @@ lattice_status lattice_cache_create(lattice_node *n, const char *spec)
     if (!spec || lattice_cache_config_parse_spec(&cfg, spec, err, sizeof err) != LATTICE_OK) return LATTICE_ERR_INVAL;
     char full[1100];
     lattice_cache_config_format(&cfg, LATTICE_CACHE_FORMAT_ALL, full, sizeof full);
-    return call(n, LATTICE_OPS_CALL_CREATE, full, NULL);
+    return call(n, LATTICE_GRID_CALL_CREATE, full, NULL);
 }
 
 lattice_status lattice_cache_destroy(lattice_node *n, const char *name)
 {
     if (!name || !lattice_cache_config_name_valid(name, NULL, 0)) return LATTICE_ERR_INVAL;
-    return call(n, LATTICE_OPS_CALL_DESTROY, name, NULL);
+    return call(n, LATTICE_GRID_CALL_DESTROY, name, NULL);
 }
 
 lattice_status lattice_cache_reset_lost(lattice_node *n, const char *name, uint32_t *partitions)
@@ -265,18 +266,18 @@ lattice_status lattice_cache_reset_lost(lattice_node *n, const char *name, uint3
     if (partitions) *partitions = 0;
     if (!name || !lattice_cache_config_name_valid(name, NULL, 0)) return LATTICE_ERR_INVAL;
     int64_t num = 0;
-    lattice_status st = call_num(n, LATTICE_OPS_CALL_RESET_LOST, name, NULL, &num);
+    lattice_status st = call_num(n, LATTICE_GRID_CALL_RESET_LOST, name, NULL, &num);
     if (partitions && st == LATTICE_OK) *partitions = (uint32_t)num;
     return st;
 }
 
 /* The caches of sr (freed here) with every server's figures, as
  * lattice_caches_info returns them. */
-static lattice_status caches_from_stats(lattice_ops_stats *sr, lattice_cache_info **out, size_t *count)
+static lattice_status caches_from_stats(lattice_grid_stats *sr, lattice_cache_info **out, size_t *count)
 {
     lattice_cache_info *ci = lt_calloc(sr->n_caches ? sr->n_caches : 1, sizeof *ci);
     if (!ci) {
-        lattice_ops_stats_free(sr);
+        lattice_grid_stats_free(sr);
         return LATTICE_ERR_NOMEM;
     }
     for (size_t i = 0; i < sr->n_caches; i++) {
@@ -299,7 +300,7 @@ static lattice_status caches_from_stats(lattice_ops_stats *sr, lattice_cache_inf
     }
     *count = sr->n_caches;
     *out = ci;
-    lattice_ops_stats_free(sr);
+    lattice_grid_stats_free(sr);
     return LATTICE_OK;
 }
 
@@ -308,8 +309,8 @@ lattice_status lattice_caches_info(lattice_node *n, lattice_cache_info **out, si
     if (!out || !count) return LATTICE_ERR_INVAL;
     *out = NULL;
     *count = 0;
-    lattice_ops_stats *sr = NULL;
-    lattice_status st = call(n, LATTICE_OPS_CALL_STATS, NULL, (void **)&sr);
+    lattice_grid_stats *sr = NULL;
+    lattice_status st = call(n, LATTICE_GRID_CALL_STATS, NULL, (void **)&sr);
     if (st != LATTICE_OK || !sr) return st != LATTICE_OK ? st : LATTICE_ERR_NOMEM;
     return caches_from_stats(sr, out, count);
 }
@@ -324,10 +325,10 @@ lattice_status lattice_cache_partitions(lattice_node *n, const char *cache, latt
 {
     if (!out) return LATTICE_ERR_INVAL;
     *out = NULL;
-    return call(n, LATTICE_OPS_CALL_PARTITIONS, cache ? cache : "default", (void **)out);
+    return call(n, LATTICE_GRID_CALL_PARTITIONS, cache ? cache : "default", (void **)out);
 }
 
-static lattice_status digests_out(lattice_ops_digests *dr, lattice_partition_digest **out, size_t *count)
+static lattice_status digests_out(lattice_grid_digests *dr, lattice_partition_digest **out, size_t *count)
 {
     *out = dr->d;
     *count = dr->n;
@@ -341,8 +342,8 @@ lattice_status lattice_cache_digests(lattice_node *n, const char *cache, lattice
     if (!out || !count) return LATTICE_ERR_INVAL;
     *out = NULL;
     *count = 0;
-    lattice_ops_digests *dr = NULL;
-    lattice_status st = call(n, LATTICE_OPS_CALL_DIGESTS, cache ? cache : "default", (void **)&dr);
+    lattice_grid_digests *dr = NULL;
+    lattice_status st = call(n, LATTICE_GRID_CALL_DIGESTS, cache ? cache : "default", (void **)&dr);
     if (st != LATTICE_OK || !dr) return st != LATTICE_OK ? st : LATTICE_ERR_NOMEM;
     return digests_out(dr, out, count);
 }
@@ -355,7 +356,7 @@ lattice_status lattice_cache_digests(lattice_node *n, const char *cache, lattice
  * silent (ids into silent[], borrowed from x) and c's secret (read into
  * *secret, node_forget_secret it after). */
 static lattice_status inspect_setup(const lattice_config *c, const lattice_inspection *x, int timeout_ms,
-                                    lattice_ops_inspect *in, const char **silent, uint8_t **secret)
+                                    lattice_grid_inspect *in, const char **silent, uint8_t **secret)
 {
     memset(in, 0, sizeof *in);
     *secret = NULL;
@@ -380,12 +381,12 @@ lattice_status lattice_inspect_caches_info(const lattice_config *c, const lattic
     if (!out || !count) return LATTICE_ERR_INVAL;
     *out = NULL;
     *count = 0;
-    lattice_ops_inspect in = {0};
+    lattice_grid_inspect in = {0};
     const char *silent[INSPECT_MAX_SILENT];
     uint8_t *secret;
     lattice_status st = inspect_setup(c, x, timeout_ms, &in, silent, &secret);
-    lattice_ops_stats *sr = NULL;
-    if (st == LATTICE_OK) st = lattice_ops_inspect_stats(&in, &sr);
+    lattice_grid_stats *sr = NULL;
+    if (st == LATTICE_OK) st = lattice_grid_inspect_stats(&in, &sr);
     node_forget_secret(secret, in.secret_len);
     return st == LATTICE_OK ? caches_from_stats(sr, out, count) : st;
 }
@@ -395,11 +396,11 @@ lattice_status lattice_inspect_partitions(const lattice_config *c, const lattice
 {
     if (!out) return LATTICE_ERR_INVAL;
     *out = NULL;
-    lattice_ops_inspect in = {0};
+    lattice_grid_inspect in = {0};
     const char *silent[INSPECT_MAX_SILENT];
     uint8_t *secret;
     lattice_status st = inspect_setup(c, x, timeout_ms, &in, silent, &secret);
-    if (st == LATTICE_OK) st = lattice_ops_inspect_partitions(&in, cache ? cache : "default", out);
+    if (st == LATTICE_OK) st = lattice_grid_inspect_partitions(&in, cache ? cache : "default", out);
     node_forget_secret(secret, in.secret_len);
     return st;
 }
@@ -410,12 +411,12 @@ lattice_status lattice_inspect_digests(const lattice_config *c, const lattice_in
     if (!out || !count) return LATTICE_ERR_INVAL;
     *out = NULL;
     *count = 0;
-    lattice_ops_inspect in = {0};
+    lattice_grid_inspect in = {0};
     const char *silent[INSPECT_MAX_SILENT];
     uint8_t *secret;
     lattice_status st = inspect_setup(c, x, timeout_ms, &in, silent, &secret);
-    lattice_ops_digests *dr = NULL;
-    if (st == LATTICE_OK) st = lattice_ops_inspect_digests(&in, cache ? cache : "default", &dr);
+    lattice_grid_digests *dr = NULL;
+    if (st == LATTICE_OK) st = lattice_grid_inspect_digests(&in, cache ? cache : "default", &dr);
     node_forget_secret(secret, in.secret_len);
     return st == LATTICE_OK ? digests_out(dr, out, count) : st;
 }

@@ -15,6 +15,7 @@
 #include "lattice/lattice.h"
 #include "lattice/log.h"
 #include "node_int.h"
+#include "grid/grid.h"
 #include "ops/ops.h"
 #include "persist/persist.h"
 
@@ -111,10 +112,14 @@ static lattice_status data_init(lattice_node *n)
         .data_dir = c->data_dir,
         .wal_fsync = c->wal_fsync,
         .checkpoint_mb = c->checkpoint_mb,
-        .restart_wait_ms = c->restart_wait_ms,
     };
     const char *attr = NULL;
     lattice_status st = lattice_ops_init(&dc, &n->data, &attr);
+    /* The grid's machines (grid/) ride on the data thread: attached before it starts. */
+    if (st == LATTICE_OK && (st = lattice_grid_attach(n->data, c->restart_wait_ms)) != LATTICE_OK) {
+        lattice_ops_destroy(n->data);
+        n->data = NULL;
+    }
     if (st == LATTICE_OK && attr) {
         if (n->cfg.n_attrs == LATTICE_MAX_ATTRS) return LATTICE_ERR_TOO_LARGE;
         n->cfg.attrs[n->cfg.n_attrs++] = attr;

@@ -253,6 +253,26 @@ bool clean_mark(const lattice_meta_cache *c, uint32_t partition, uint64_t *mark)
     return true;
 }
 
+bool clean_delta_mark(const lattice_meta_cache *c, uint32_t p, uint64_t *mark)
+{
+    if (!c->store || !c->cfg.history) return false;
+    lattice_store_history_stat hs;
+    lattice_store_history_info(c->store, p, &hs);
+    if (!hs.valid || hs.lost) return false;
+    if (!clean_mark(c, p, mark)) {
+        /* Nobody wrote it while this node held it - it neither led it nor
+         * heard a watermark - and its history is complete from counter 0:
+         * it holds every write up to 0 (none).  A delta from 0 is then
+         * whatever the grid wrote since, as exact as a full copy; without a
+         * mark the never-written partitions of an idle cache came back "in
+         * full" (empty loads, counted as such: it_rebalance delta). */
+        if (c->counter[p] != 0 || hs.base != 0) return false;
+        *mark = 0;
+    }
+    if (*mark > hs.contig) *mark = hs.contig;
+    return true;
+}
+
 bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition)
 {
     const clean_cache *cc = c->clean;

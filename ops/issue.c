@@ -186,7 +186,7 @@ static lattice_meta_cache *route_cache(lattice_ops *d, opx *o, bool *lease)
         return NULL;
     }
     if (!lattice_meta_valid(d->meta)) {
-        if (restart_refuses(d)) answer(d, o, LATTICE_ERR_RESTARTING, 0); /* a whole-grid restart waits: naming it */
+        if (d->grid.refuses && d->grid.refuses(d)) answer(d, o, LATTICE_ERR_RESTARTING, 0); /* a whole-grid restart waits: naming it */
         else retry_later(d, o, LATTICE_ERR_TIMEOUT);
         return NULL;
     }
@@ -323,8 +323,9 @@ void issue_route(lattice_ops *d, opx *o)
     bool lease = false;
     lattice_meta_cache *c = route_cache(d, o, &lease);
     if (!c) return;
-    if (o->op.kind == LATTICE_OP_SIZE) {
-        control_start_size(d, o);
+    if (o->op.kind == LATTICE_OP_SIZE) { /* every server's count: grid/report.c */
+        if (d->grid.start_size) d->grid.start_size(d, o);
+        else answer(d, o, LATTICE_ERR_INVAL, 0);
         return;
     }
     bool walk = walk_is_kind(o->op.kind); /* partition-addressed (walk.c) */

@@ -8,15 +8,16 @@
  * connection per server peer (our requests leave on it, their answers come
  * back on it), every cache's store writes, the pending-request table and
  * the cluster metadata.  Other threads only push work (lattice_ops_submit,
- * lattice_ops_call) onto `inbox`, a cds_wfcq queue, and write the eventfd
+ * lattice_grid_call) onto `inbox`, a cds_wfcq queue, and write the eventfd
  * that poll watches beside the sockets.
  *
  * Loop:  poll -> drain inbox (issue.c routes new ops) -> accept; requests on
- * accepted connections (primary.c executes, backup.c applies, control.c
- * answers) -> responses on our connections (the pending request's settle:
- * complete, retry, release a wait) -> every 10 ms: topology change (peers,
- * live owners, metadata pull, re-route ops whose target left), deadlines,
- * due retries; every 250 ms stalled connections -> flush: one Batch per
+ * accepted connections (primary.c executes, backup.c applies, the kind's
+ * registered server answers: grid/) -> responses on our connections (the
+ * pending request's settle: complete, retry, release a wait) -> every 10 ms:
+ * topology change (peers, live owners, re-route ops whose target left), the
+ * registered ticks (grid/: metadata pull, rebalance), deadlines, due
+ * retries; every 250 ms stalled connections -> flush: one Batch per
  * peer and per accepted connection, written at once as far as the socket
  * takes it.
  */
@@ -38,7 +39,6 @@
 #include "lattice/log.h"
 #include "fabric/fabric.h"
 #include "ops_int.h"
-#include "rebal_exec.h"
 
 #define TICK_MS 10
 #define RUN_HERE_MAX_OPS 1024 /* loop_run_here: larger submits are handed over (the lock's hold, ~1.5 ms) */
@@ -80,13 +80,34 @@ static void handle_response(lattice_ops *d, const Latdata__Resp *rs)
     lt_free(p);
 }
 
-/* A request from a peer: to the stage that serves its kind. */
+void ops_on_kind(lattice_ops *d, int kind, ops_kind_fn fn)
+{
+    if (kind >= CTL_REPLICATE && kind - CTL_REPLICATE < OPS_KINDS) d->kinds[kind - CTL_REPLICATE] = fn;
+}
+
+void ops_on_tick(lattice_ops *d, ops_tick_fn fn)
+{
+    if (d->n_ticks < OPS_MAX_TICKS) d->ticks[d->n_ticks++] = fn;
+}
+
+static void serve_clean(lattice_ops *d, const Latdata__Req *q, const origin *o)
+{
+    (void)o;
+    backup_clean(d, q);
+}
+
+/* A request from a peer: an op to the primary, a control kind to whoever
+ * registered it (backup.c the copies' kinds, grid/ the rest). */
 static void serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
 {
-    if (q->kind == CTL_REPLICATE || q->kind == CTL_REPLICATE_TXN) backup_apply(d, q, o);
-    else if (q->kind == CTL_CLEAN) backup_clean(d, q);
-    else if (q->kind > CTL_REPLICATE) control_serve(d, q, o);
-    else primary_serve(d, q, o);
+    if (q->kind < CTL_REPLICATE) {
+        primary_serve(d, q, o);
+        return;
+    }
+    ops_kind_fn fn = q->kind - CTL_REPLICATE < OPS_KINDS ? d->kinds[q->kind - CTL_REPLICATE] : NULL;
+    lattice_op_result r = {.status = LATTICE_ERR_INVAL};
+    if (fn) fn(d, q, o);
+    else chan_reply(d, o, &r, NULL, 0, false);
 }
 
 /* A frame on a connection our data port accepted: requests, answered on it. */
@@ -96,7 +117,7 @@ static bool on_request_frame(void *arg, link_conn *c, const uint8_t *msg, size_t
     lattice_ops *d = arg;
     Latdata__Batch *b = chan_unpack_batch(d, msg, len, mac, mac_len);
     if (!b) return false;
-    if (b->meta) control_meta_apply(d, b->meta);
+    if (b->meta && d->grid.on_meta) d->grid.on_meta(d, b->meta);
     origin o = {0};
     o.ident_len = link_srv_ident(c, o.ident);
     if (b->n_reqs) o.to = ops_addressed(d, b->to);
@@ -117,7 +138,7 @@ static bool on_response_frame(void *arg, link_conn *c, const uint8_t *msg, size_
     lattice_ops *d = arg;
     Latdata__Batch *b = chan_unpack_batch(d, msg, len, mac, mac_len);
     if (!b) return false;
-    if (b->meta) control_meta_apply(d, b->meta);
+    if (b->meta && d->grid.on_meta) d->grid.on_meta(d, b->meta);
     for (size_t i = 0; i < b->n_resps; i++) {
         handle_response(d, b->resps[i]);
         evict_flush(d);
@@ -225,7 +246,7 @@ static void drain_queue(lattice_ops *d)
         held = true;
         if (n > 1 && lattice_meta_valid(d->meta)) prefetch_ops(d, w, n);
         for (size_t i = 0; i < n; i++) {
-            if (w[i]->call) control_run_call(d, w[i]);
+            if (w[i]->call) d->grid.run_call(d, w[i]); /* only grid/ submits calls */
             else issue_route(d, w[i]);
             evict_flush(d);
         }
@@ -244,17 +265,18 @@ static void run_retries(lattice_ops *d, uint64_t now)
 {
     for (opx *o = retry_take_due(d, now), *next; o; o = next) {
         next = o->rnext;
-        if (o->call) control_run_call(d, o);
+        if (o->call) d->grid.run_call(d, o);
         else issue_route(d, o);
         evict_flush(d);
     }
 }
 
-/* meta frees a cache: what the executor and the watermarks hang on it first. */
+/* meta frees a cache: what the executor (grid/) and the watermarks hang on it first. */
 static void cache_gone(void *arg, lattice_meta_cache *c)
 {
+    lattice_ops *d = arg;
     fast_cache_gone(arg, c);
-    rebal_cache_gone(arg, c);
+    if (d->grid.cache_gone) d->grid.cache_gone(arg, c);
     clean_cache_gone(c);
     evict_cache_gone(arg, c);
     wal_cache_gone(arg, c);
@@ -264,7 +286,7 @@ static void cache_gone(void *arg, lattice_meta_cache *c)
  * whose partitions others took over): what it holds may be stale, and
  * keys removed meanwhile must not come back through it.  It starts over as
  * the new node it is - no caches, no stores - and pulls the metadata.  The
- * old stores are kept aside (salvage.c) for the partitions nobody else
+ * old stores are kept aside (grid/salvage.c) for the partitions nobody else
  * held; the first metadata frees every copy nobody needs. */
 static void forget_data(lattice_ops *d)
 {
@@ -274,7 +296,7 @@ static void forget_data(lattice_ops *d)
     lattice_meta *fresh = NULL;
     lattice_meta_config mc = {d->client, d->region, cache_gone, d};
     if (lattice_meta_create(&mc, &fresh) != LATTICE_OK) return; /* NOMEM: keep them (not served: no lease) */
-    salvage_keep(d, d->meta);
+    if (d->grid.keep_old) d->grid.keep_old(d, d->meta);
     lattice_meta_destroy(d->meta);
     d->meta = fresh;
     d->creates_sent = false;
@@ -290,7 +312,7 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
     lattice_discovery_local_id(d->disc, self, sizeof self);
     if (d->self_id[0] && strcmp(d->self_id, self) != 0) {
         forget_data(d);
-        restart_rejoined(d);
+        if (d->grid.rejoined) d->grid.rejoined(d);
     }
     if (strcmp(d->self_id, self) != 0) d->self_since_major = lattice_topology_major(t);
     snprintf(d->self_id, sizeof d->self_id, "%s", self);
@@ -337,7 +359,7 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
     d->major = lattice_topology_major(t);
     d->minor = lattice_topology_minor(t);
     chan_release_pending(d, false);
-    control_on_topology(d);
+    if (d->grid.on_topology) d->grid.on_topology(d);
 }
 
 static void check_topology(lattice_ops *d)
@@ -475,8 +497,7 @@ static void *data_main(void *arg)
                 sync_wait_resend(d);            /* replications a lost connection may have dropped */
                 sweep_stalled(d, now);
             }
-            control_tick(d, now);
-            rebal_tick(d, now);
+            for (size_t i = 0; i < d->n_ticks; i++) d->ticks[i](d, now);
             wal_tick(d);
             evict_flush(d);
             run_retries(d, now);
@@ -678,9 +699,6 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
         lattice_region_config rc = {"data", 0, (uint64_t)d->region_mb, 0,
                                     d->region_evict ? LATTICE_REGION_EVICT : LATTICE_REGION_REJECT};
         if (lattice_region_create(&rc, &d->region) != LATTICE_OK) goto nomem;
-        /* Every server: one without a data directory may coordinate a
-         * restoring grid too (restart.c). */
-        if (restart_create(d, c->restart_wait_ms) != LATTICE_OK) goto nomem;
         if (c->data_dir) {
             lattice_status st = wal_init(d, c->data_dir, c->wal_fsync, c->checkpoint_mb);
             if (st != LATTICE_OK) {
@@ -707,6 +725,9 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
     }
     lattice_meta_config mc = {d->client, d->region, cache_gone, d};
     if (lattice_meta_create(&mc, &d->meta) != LATTICE_OK) goto nomem;
+    ops_on_kind(d, CTL_REPLICATE, backup_apply);
+    ops_on_kind(d, CTL_REPLICATE_TXN, backup_apply);
+    ops_on_kind(d, CTL_CLEAN, serve_clean);
     *out = d;
     return LATTICE_OK;
 nomem:
@@ -751,12 +772,11 @@ static void ops_free(lattice_ops *d)
 {
     /* A registered thread is needed for the stores' RCU teardown. */
     rcu_register_thread();
-    restart_free(d);
     wal_free(d); /* first: the stores freed below are no DROP records */
-    rebal_node_free(d); /* supplier sessions read the stores */
+    if (d->grid.free_sessions) d->grid.free_sessions(d); /* rebalance's supplier sessions read the stores */
     fast_free(d);
     if (d->meta) lattice_meta_destroy(d->meta);
-    salvage_free(d);
+    if (d->grid.free) d->grid.free(d);
     evict_free(d);
     exec_scratch_free(&d->scratch);
     for (size_t i = 0; i < d->n_peers; i++) chan_peer_free(d->peers[i]);

@@ -7,7 +7,7 @@
  * connection of ours to each server peer), the pending table, the cluster
  * metadata (meta/) and every store write.  Other threads hand work over:
  * lattice_ops_submit (the cache operations of lattice/ops.h) and
- * lattice_ops_call (stats, create/destroy, partitions, digests) - or, in
+ * lattice_grid_call (grid/grid.h: stats, create/destroy, ...) - or, in
  * lattice_ops_submit_inline, take the data thread's state for a moment and
  * run their ops to completion themselves (loop_run_here).  Every callback
  * runs in the data thread's role (on it, or on such a thread: never two at
@@ -15,8 +15,9 @@
  * store on the calling thread (fast.c).
  *
  * Every file and what it holds: docs/ARCHITECTURE.md, "File map".
- * The metadata exchange (control.c) and the rebalance executor
- * (rebal_exec.c) ride on the same channel.
+ * The grid's machines (grid/grid.h: the metadata exchange, rebalance,
+ * restart, salvage) ride on the same channel and thread: they register
+ * with it (ops_int.h, "Registration points"); ops/ never calls them by name.
  *
  * Lifecycle (node/node.c): init binds the data port (servers) so its
  * address can be advertised before discovery starts; start runs the data
@@ -49,7 +50,6 @@ typedef struct lattice_ops_config {
     const char *data_dir;           /* persistence (docs/PERSISTENCE.md); NULL = in memory only */
     const char *wal_fsync;          /* always | group | off; NULL = group */
     int checkpoint_mb;              /* 0 = LT_CHECKPOINT_LOG_BYTES */
-    int restart_wait_ms;            /* whole-grid restart's wait for the baseline (-1: no end; restart.c) */
 } lattice_ops_config;
 
 /* *attr is "data_addr=tcp://..." (owned by the lattice_ops) or NULL for
@@ -89,73 +89,5 @@ uint64_t lattice_ops_run_here(lattice_ops *d);
 /* With --data-dir: the times the log's thread sent the replies its fsync
  * freed itself, the data thread idle (loop_release_durable). */
 uint64_t lattice_ops_log_releases(lattice_ops *d);
-
-/* Internal calls, run on the data thread: fn gets a result whose value
- * points at a call-specific struct the caller then owns. */
-typedef enum lattice_ops_call_kind {
-    LATTICE_OPS_CALL_STATS = 1,      /* value: lattice_ops_stats (lattice_ops_stats_free) */
-    LATTICE_OPS_CALL_CREATE = 2,     /* arg: full cache spec */
-    LATTICE_OPS_CALL_DESTROY = 3,    /* arg: cache name */
-    LATTICE_OPS_CALL_PARTITIONS = 4, /* arg: cache name; value: lattice_partitions_info */
-    LATTICE_OPS_CALL_DIGESTS = 5,    /* arg: cache name; value: lattice_ops_digests */
-    LATTICE_OPS_CALL_RESET_LOST = 6, /* arg: cache name; num: the LOST partitions given up */
-    LATTICE_OPS_CALL_HANDOVER = 7,   /* num: partitions this node alone serves while another live
-                                        server holds them MOVING (a graceful stop waits for them) */
-} lattice_ops_call_kind;
-lattice_status lattice_ops_call(lattice_ops *d, lattice_ops_call_kind call, const char *arg, lattice_op_fn fn,
-                                void *farg);
-
-/* LATTICE_OPS_CALL_STATS: one entry per server node. */
-typedef struct lattice_ops_stats_node {
-    char id[64];
-    size_t n;
-    lattice_cache_node_info *caches; /* caches[i] is the cache names[i] */
-    char (*names)[LATTICE_CACHE_NAME_MAX + 1];
-    uint64_t *view_major, *base_version; /* per cache: what its rebalance figures were computed on */
-} lattice_ops_stats_node;
-typedef struct lattice_ops_stats {
-    size_t n_caches;
-    lattice_cache_config *cfgs;
-    size_t n_nodes;
-    lattice_ops_stats_node *nodes;
-} lattice_ops_stats;
-void lattice_ops_stats_free(lattice_ops_stats *s);
-
-/* LATTICE_OPS_CALL_DIGESTS: every server's digests of its OWNING copies
- * (d is lt_malloc'd; the struct too). */
-typedef struct lattice_ops_digests {
-    lattice_partition_digest *d;
-    size_t n, cap;
-} lattice_ops_digests;
-
-/* ---- inspection (inspect.c): the data channel asked from outside ----
- *
- * What `lattice caches`, `partitions`, `rebalance` and `verify` read
- * without joining: the asker is no member, so the topology version does
- * not move.  It asks every server of `topology` (an inspection's, which
- * names their data_addr) directly, as a client node would, with the data
- * channel's MAC from the cluster secret, and waits at most timeout_ms on
- * the caller's thread (no lattice_ops needed).  Results are the internal
- * calls' (LATTICE_OPS_CALL_STATS, _PARTITIONS, _DIGESTS), owned by the
- * caller; TIMEOUT when no server gave its metadata in time. */
-typedef struct lattice_ops_inspect {
-    const lattice_topology *topology;
-    const uint8_t *secret;          /* NULL = no MAC */
-    size_t secret_len;
-    int timeout_ms;
-    /* Node ids the inspection saw silent (a heartbeat late: most likely
-     * dead, soon removed): asked, but not waited for - as a client node
-     * stops waiting once a dead server leaves its topology. */
-    const char *const *silent;
-    size_t n_silent;
-} lattice_ops_inspect;
-/* Every server's stats; a server that did not answer in time is left out. */
-lattice_status lattice_ops_inspect_stats(const lattice_ops_inspect *in, lattice_ops_stats **out);
-/* NO_CACHE when the metadata has no such cache. */
-lattice_status lattice_ops_inspect_partitions(const lattice_ops_inspect *in, const char *cache,
-                                              lattice_partitions_info **out);
-/* Every server's digests of its OWNING copies: TIMEOUT unless all answered. */
-lattice_status lattice_ops_inspect_digests(const lattice_ops_inspect *in, const char *cache,
-                                           lattice_ops_digests **out);
 
 #endif

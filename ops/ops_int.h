@@ -1,7 +1,9 @@
 /*
  * Internal to ops/: the data thread's state and the functions each stage
  * file offers the stages above it.  Everything here belongs to the data
- * thread, except the fields marked "any thread".
+ * thread, except the fields marked "any thread".  grid/, which runs on the
+ * data thread, sees it too (ops/CMakeLists.txt: lattice_ops_int); ops/
+ * reaches grid/ only through its registration points below.
  *
  * Files: docs/ARCHITECTURE.md, "File map".  The pending table calls back
  * through the settle function its creator gave.  Below them all, the
@@ -24,9 +26,7 @@
 /* The HMAC key of the data channel is derived from the cluster secret with
  * this context (lt_frame_derive_key): every sender and receiver uses it. */
 #define DATA_KEY_CONTEXT "lattice data channel v1"
-#define META_PULL_INTERVAL_MS 1000
 #define NO_CACHE_WAIT_MS 300         /* an unknown cache: how long to pull and look again */
-#define STATS_PREPARE 1u             /* CTL_STATS flag: the base switch's prepare (control.c) */
 #define MAX_PARKED_PREPARES 64       /* prepares one node holds back at once (more: answered AGAIN) */
 enum { DROP_MALFORMED, DROP_OVERSIZED, DROP_AUTH, DROP_SEND, DROP_REASONS }; /* why channel.c dropped a frame */
 
@@ -39,7 +39,7 @@ typedef struct peer {
     bool mark, dirty, push_meta;
     struct link_conn *dealer;     /* servers other than self: our connection to its data port (fabric/fabric.h) */
     uint8_t back[8];              /* a client, at the coordinator: the connection its last metadata pull */
-    size_t back_len;              /* came on (link_srv_ident; 0: none) - its pushes go there (control.c) */
+    size_t back_len;              /* came on (link_srv_ident; 0: none) - its pushes go there (grid/control.c) */
     Latdata__Req **out;           /* requests to send at the next flush */
     size_t n_out, cap_out;
 } peer;
@@ -77,7 +77,7 @@ struct opx {
     uint32_t lost_part;           /* ... the partition it found LOST (its result's num) */
     struct opx *rnext;            /* retry list; a pool's free list (pool.c) */
     struct opx_pool *pool;        /* the pool its block goes back to; NULL: malloc'd */
-    int call;                     /* LATTICE_OPS_CALL_* for internal calls, else 0 */
+    int call;                     /* LATTICE_GRID_CALL_* for internal calls, else 0 */
     char data[];
 };
 
@@ -124,23 +124,8 @@ typedef struct waitw {
     void (*after)(lattice_ops *d, struct waitw *w);
 } waitw;
 
-/* A request sent to every server (stats, size, base check). */
-typedef struct bcast {
-    int remaining;
-    int kind;                     /* CTL_STATS, CTL_PART_SIZE or CTL_DIGEST */
-    opx *op;                      /* caller (NULL: the coordinator's base check) */
-    int64_t sum;
-    lattice_ops_stats *stats;
-    lattice_ops_digests *digests; /* CTL_DIGEST (rebal_exec.c) */
-    uint64_t version;             /* base check: the metadata version its prepare named (0: a poll) */
-    uint32_t caches;              /* ... and the caches it prepared (bit i: cache i at that version) */
-    uint64_t servers;             /* base check: the live server set it started on (servers_hash) */
-    struct salvage_rep *salv;     /* base check: the kept copies the servers reported (control.c) */
-    size_t n_salv;
-} bcast;
-
 /* A prepare of the base switch this node answers once every full_sync write
- * of its cache has drained (control.c). */
+ * of its cache has drained (grid/base_switch.c). */
 typedef struct parked_prepare {
     uint64_t serial;              /* the cache (lattice_meta_cache.serial) */
     uint64_t self_pend;           /* the coordinator's own part: its pending entry; 0: answer org */
@@ -174,7 +159,7 @@ struct pend {
     char target[64];              /* node id the request went to */
     opx *op;                      /* an issued op, a control request's caller (may be NULL) */
     waitw *w;                     /* a replication's full_sync wait */
-    bcast *b;                     /* a broadcast part */
+    struct bcast *b;              /* a broadcast part (grid/) */
     int ctl;                      /* control requests: CTL_* */
     uint64_t pull;                /* CTL_META_GET: its number (pulls_sent) */
     uint64_t deadline_ms;         /* give up on the answer then (UINT64_MAX: only when the target leaves) */
@@ -191,6 +176,41 @@ typedef struct reply_box {
     size_t n, cap;
     bool with_meta;
 } reply_box;
+
+/* ---- Registration points: how the grid's machines (grid/grid.h) ride on
+ * the data thread without ops/ naming them - ops/ includes nothing of
+ * grid/.  lattice_grid_attach sets them before the data thread starts;
+ * each runs on the data thread (or in its role).  An ops without the grid
+ * (unit suites) skips every unset hook and answers the kinds nobody
+ * registered INVAL. */
+/* Serves a peer's request of one kind >= CTL_REPLICATE (cache_int.h). */
+typedef void (*ops_kind_fn)(lattice_ops *d, const Latdata__Req *q, const origin *o);
+#define OPS_KINDS 64 /* the kinds CTL_REPLICATE .. CTL_REPLICATE + OPS_KINDS - 1 */
+void ops_on_kind(lattice_ops *d, int kind, ops_kind_fn fn);
+/* Runs every loop tick, in the order registered. */
+typedef void (*ops_tick_fn)(lattice_ops *d, uint64_t now);
+#define OPS_MAX_TICKS 4
+void ops_on_tick(lattice_ops *d, ops_tick_fn fn);
+/* The data thread's events the grid acts on. */
+typedef struct ops_grid_hooks {
+    void (*on_meta)(lattice_ops *d, const Latdata__Meta *m); /* a frame carried the metadata */
+    void (*on_topology)(lattice_ops *d);                     /* the peers follow a new topology */
+    void (*run_call)(lattice_ops *d, opx *o);                /* an internal call (o->call) is due */
+    void (*start_size)(lattice_ops *d, opx *o);              /* LATTICE_OP_SIZE passed the gate */
+    bool (*refuses)(const lattice_ops *d);                   /* no metadata yet: a whole-grid restart waits */
+    void (*keep_old)(lattice_ops *d, lattice_meta *old);     /* a rejoin: old's stores, before old goes */
+    void (*rejoined)(lattice_ops *d);                        /* ... this node runs under a new id */
+    void (*cache_gone)(void *d, lattice_meta_cache *c);      /* meta frees c */
+    /* A copy applied a replicated remove (backup.c, txn.c). */
+    void (*note_remove)(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len, uint64_t version);
+    /* A recovered copy kept aside as delta bases: takes store, counter, marks (wal.c). */
+    void (*keep_recovered)(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store, uint64_t *counter,
+                           uint64_t *marks);
+    void (*reloads_end)(lattice_ops *d);                     /* a cache ended restoring here (wal.c) */
+    void (*durable_tick)(lattice_ops *d);                    /* wal_tick: what waits for the log */
+    void (*free_sessions)(lattice_ops *d);                   /* destroy, before the stores go */
+    void (*free)(lattice_ops *d);                            /* destroy, after them */
+} ops_grid_hooks;
 
 struct lattice_ops {
     /* set at init, read-only after */
@@ -255,21 +275,27 @@ struct lattice_ops {
     struct txn_kept *txn_kept;    /* results of recent transactions for their resends (txn.c) */
     uint64_t op_seq;
 
-    /* cluster metadata (meta/) and its exchange (control.c) */
+    /* the grid's machines (grid/): their registration points, and below
+     * their state (the fields naming a grid/ file) */
+    ops_grid_hooks grid;
+    ops_kind_fn kinds[OPS_KINDS];
+    ops_tick_fn ticks[OPS_MAX_TICKS];
+    size_t n_ticks;
+    /* cluster metadata (meta/) and its exchange (grid/control.c) */
     struct ops_wal *wal;          /* --data-dir: the log and what waits on it (wal.c); NULL without */
-    struct ops_restart *restart;  /* whole-grid restart (restart.c); servers only */
-    uint64_t restart_seen_ms;     /* the coordinator last answered a pull "restarting" (control.c) */
+    struct ops_restart *restart;  /* whole-grid restart (grid/restart.c); servers only */
+    uint64_t restart_seen_ms;     /* the coordinator last answered a pull "restarting" (grid/control.c) */
     lattice_meta *meta;
     bool creates_sent, base_check_running;
     uint64_t last_meta_pull, last_sweep;
-    uint64_t meta_pull_ms;        /* a non-coordinator's pull interval (control.c; 0: not read yet) */
-    char pull_writer[64];         /* a pull's Req.sender: the writer of the metadata held (control.c) */
+    uint64_t meta_pull_ms;        /* a non-coordinator's pull interval (grid/control.c; 0: not read yet) */
+    char pull_writer[64];         /* a pull's Req.sender: the writer of the metadata held (grid/control.c) */
     uint64_t pulls_sent, pulls_ended; /* metadata pulls (CTL_META_GET) numbered from 1: the last sent, the highest ended */
-    uint64_t switch_waiting_since, switch_logged; /* a base switch waiting on the figures (control.c) */
+    uint64_t switch_waiting_since, switch_logged; /* a base switch waiting on the figures (grid/base_switch.c) */
     parked_prepare parked[MAX_PARKED_PREPARES];
     size_t n_parked;
 
-    struct rebal_sup *rb_sups;    /* supplier sessions (rebal_exec.c) */
+    struct rebal_sup *rb_sups;    /* supplier sessions (grid/rebal_exec.c) */
     struct rebal_parked *rb_parked; /* demands from servers this data thread does not know yet */
     size_t n_rb_parked;
 
@@ -280,7 +306,7 @@ struct lattice_ops {
     struct evict_ctx *evc[LATTICE_META_MAX_CACHES];
     size_t n_evc;
 
-    /* copies kept from the previous incarnation (salvage.c) */
+    /* copies kept from the previous incarnation (grid/salvage.c) */
     struct salvage_cache *salvage;
     size_t n_salvage;
     char salvage_id[64];          /* the node id they were held under */
@@ -366,42 +392,6 @@ lattice_status chan_wake(lattice_ops *d);
 /* The acknowledgement: a local op's callback (o freed), or a reply. */
 void chan_complete_local(lattice_ops *d, opx *o, const lattice_op_result *r);
 void chan_complete(lattice_ops *d, const origin *org, const lattice_op_result *r);
-
-/* ---- salvage.c: copies kept over a rejoin (lattice_meta_lost) */
-typedef struct salvage_cache salvage_cache;
-/* Takes old's stores (before it is destroyed) unless a set is kept already. */
-void salvage_keep(lattice_ops *d, lattice_meta *old);
-/* After a metadata version: frees every kept copy no lost record asks for.
- * `quorum` (ops_quorum): only a grid with a quorum of its baseline frees,
- * moves or consumes kept copies (salvage_done, salvage_restore too). */
-void salvage_prune(lattice_ops *d, bool quorum);
-/* The kept copies of c's lost partitions whose record names this node's old
- * id: partitions, counters, entries (up to max); how many. */
-size_t salvage_report(lattice_ops *d, const lattice_meta_cache *c, uint32_t *parts, uint64_t *counters,
-                      uint64_t *entries, size_t max);
-/* Moves the kept copy of p into c's store with its counter (adding its
- * entries to *entries); false when there is none or it does not fit
- * (nothing changed then). */
-bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, bool quorum, uint64_t *entries);
-/* The kept copy of c's partition p as a delta base (docs/REBALANCE.md §9):
- * its store and mark, when it has one and its history holds every change
- * above the mark; NULL otherwise. */
-lattice_store *salvage_delta_base(lattice_ops *d, const lattice_meta_cache *c, uint32_t p, uint64_t *mark);
-/* c's partition p as a delta base from this copy: the commit watermark it
- * knows (clean_mark) capped by the counter up to which it applied every
- * write (its history's contig); false without one (not full_sync, history
- * off or not valid). */
-bool salvage_mark_of(const lattice_meta_cache *c, uint32_t p, uint64_t *mark);
-/* A copy recovered from the data directory, kept aside (not served) as the
- * delta bases of the partitions marks names (LT_MARK_NONE: none; the
- * others are cleared); takes store, counter and marks. */
-void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store,
-                            uint64_t *counter, uint64_t *marks);
-/* p is loaded (as a delta or in full): its kept copy is not needed any more. */
-void salvage_done(lattice_ops *d, const lattice_meta_cache *c, uint32_t p, bool quorum);
-void salvage_free(lattice_ops *d);
-/* How many partitions' copies are kept. */
-size_t salvage_held(const lattice_ops *d);
 
 /* ---- dedup.c: results of recent writes by (origin, op sequence) */
 uint64_t dedup_origin_hash(const char *node_id);
@@ -496,6 +486,11 @@ bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition);
  * the newest one a copy heard, by the role it had last.  false for caches
  * without watermarks (not full_sync) or a partition it had no role in. */
 bool clean_mark(const lattice_meta_cache *c, uint32_t partition, uint64_t *mark);
+/* c's partition p as a delta base from this copy: the commit watermark it
+ * knows (clean_mark) capped by the counter up to which it applied every
+ * write (its history's contig); false without one (not full_sync, history
+ * off or not valid). */
+bool clean_delta_mark(const lattice_meta_cache *c, uint32_t p, uint64_t *mark);
 /* The cache is going away: forget its in-flight lists (waits keep running). */
 void clean_cache_gone(lattice_meta_cache *c);
 
@@ -618,22 +613,6 @@ lattice_status txn_apply_writes(lattice_meta_cache *c, uint32_t partition, const
 /* ---- backup.c: backup apply */
 void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *org);
 
-/* ---- control.c: metadata exchange, internal calls, stats, base check */
-void control_meta_apply(lattice_ops *d, const Latdata__Meta *m);
-void control_on_topology(lattice_ops *d);
-void control_tick(lattice_ops *d, uint64_t now);
-void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o);
-void control_run_call(lattice_ops *d, opx *o);
-void control_start_size(lattice_ops *d, opx *o);
-/* One server's CTL_STATS answer (node id, per-cache stats) as a node of sr. */
-void control_stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n);
-/* LATTICE_OPS_CALL_PARTITIONS: the owners of every partition of `cache` as
- * meta holds them, with `live` servers in the topology of version
- * major.minor.  NO_CACHE; AGAIN while meta holds no metadata yet; NOMEM.
- * Also what inspect.c answers a non-member with. */
-lattice_status control_partitions_info(const lattice_meta *meta, const char *cache, uint32_t live,
-                                      uint64_t major, uint64_t minor, lattice_partitions_info **out);
-
 /* ---- walk.c: the partition-addressed kinds (WALK, CLEAR) at the primary */
 bool walk_is_kind(int kind);
 /* Runs in->kind on in->partition as its primary and answers org. */
@@ -641,34 +620,6 @@ void walk_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, cons
 
 /* ---- issue.c: issue and route */
 void issue_route(lattice_ops *d, opx *o);
-
-/* ---- restart.c: whole-grid restart from the data directories */
-typedef struct ops_restart ops_restart;
-lattice_status restart_create(lattice_ops *d, int64_t wait_ms);
-void restart_free(lattice_ops *d);
-/* This node rejoined under a new id: a wait it ran as coordinator ends
- * (its reports named the old incarnation); whoever coordinates now decides. */
-void restart_rejoined(lattice_ops *d);
-/* Coordinator without metadata: true while it waits for the baseline's
- * reports instead of starting the metadata (the first call decides). */
-bool restart_waits(lattice_ops *d);
-/* Coordinator, waiting: asks for reports; true once the metadata was
- * started (the caller attaches and publishes it). */
-bool restart_tick(lattice_ops *d, uint64_t now);
-/* Coordinator, restoring: a digest round; true when restoring ended (the
- * caller publishes the metadata). */
-bool restart_restoring_tick(lattice_ops *d, uint64_t now);
-/* Operations are refused with LATTICE_ERR_RESTARTING (the grid waits). */
-bool restart_refuses(const lattice_ops *d);
-void restart_serve_report(lattice_ops *d, const origin *o);
-void restart_serve_push(lattice_ops *d, const Latdata__Req *q);
-void restart_serve_load(lattice_ops *d, const Latdata__Req *q);
-void restart_send_copy(lattice_ops *d, lattice_meta_cache *c, uint32_t p, const char *to);
-/* Restoring ended here: once the log is durable, DIR/reloading is emptied
- * (restart_tick_durable, from wal_tick). */
-void restart_reloads_end(lattice_ops *d);
-void restart_tick_durable(lattice_ops *d);
-const char *restart_phase(const lattice_ops *d);
 
 /* wal.c: persistence (--data-dir) on the operation path */
 lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb);

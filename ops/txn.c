@@ -38,7 +38,6 @@
 #include "lattice/log.h"
 #include "lattice/txn.h"
 #include "ops_int.h"
-#include "rebal_exec.h"
 
 /* ---- growable buffers over lattice_txn_buf ---- */
 
@@ -412,9 +411,10 @@ static lattice_status txn_run(lattice_meta_cache *c, uint32_t partition, const t
     return o->res.failed || o->wr.failed ? LATTICE_ERR_NOMEM : LATTICE_OK;
 }
 
-/* Applies an encoded write list (a copy, or the primary's own undo): OK, or
- * the first failure (the writes before it stay applied). */
-static lattice_status apply_writes(lattice_meta_cache *c, uint32_t partition, const void *p, size_t len, bool copy)
+/* Applies an encoded write list (a copy: `copy` its ops; or the primary's
+ * own undo: NULL): OK, or the first failure (the writes before it stay
+ * applied). */
+static lattice_status apply_writes(lattice_meta_cache *c, uint32_t partition, const void *p, size_t len, lattice_ops *copy)
 {
     lattice_txn_buf b = {(uint8_t *)(uintptr_t)p, 0, len, false};
     while (b.len < len) {
@@ -427,7 +427,7 @@ static lattice_status apply_writes(lattice_meta_cache *c, uint32_t partition, co
         if (b.failed || (rm && flag != 1)) return LATTICE_ERR_INVAL;
         lattice_status st = exec_replicate_typed(c, partition, k, kl, v, vl, exp, ver, rm, (uint8_t)(flag >> 1));
         if (st != LATTICE_OK) return st;
-        if (copy && rm) rebal_note_remove(c, partition, k, kl, ver);
+        if (copy && rm && copy->grid.note_remove) copy->grid.note_remove(c, partition, k, kl, ver);
     }
     return LATTICE_OK;
 }
@@ -499,7 +499,7 @@ lattice_status txn_apply_copy(lattice_ops *d, lattice_meta_cache *c, const Latda
     size_t wl = (size_t)lattice_txn_get_u(&b, 4);
     if (b.failed || wl > q->value.len - 4 || !c->store || q->partition >= c->cfg.partitions)
         return LATTICE_ERR_INVAL;
-    lattice_status st = apply_writes(c, q->partition, q->value.data + 4, wl, true);
+    lattice_status st = apply_writes(c, q->partition, q->value.data + 4, wl, d);
     if (st == LATTICE_OK && q->op_seq)
         kept_put(d, dedup_origin_hash(q->origin), q->op_seq, q->value.data + 4 + wl, q->value.len - 4 - wl);
     return st;
@@ -763,5 +763,5 @@ lattice_status txn_run_local(lattice_meta_cache *c, uint32_t partition, const vo
 
 lattice_status txn_apply_writes(lattice_meta_cache *c, uint32_t partition, const void *writes, size_t len)
 {
-    return apply_writes(c, partition, writes, len, false);
+    return apply_writes(c, partition, writes, len, NULL);
 }

@@ -261,7 +261,7 @@ static void end_restoring(lattice_ops *d, lattice_meta_cache *c)
         lattice_store_clear(c->store, p);
         cleared++;
     }
-    restart_reloads_end(d);
+    if (d->grid.reloads_end) d->grid.reloads_end(d);
     LT_LOG(LT_INFO, "data", "cache %s: restored from the data directories; serving%s", c->cfg.name,
            cleared ? " (copies of partitions this node does not own dropped)" : "");
 }
@@ -288,7 +288,7 @@ static bool adopt(lattice_ops *d, lattice_meta_cache *c, const char *spec)
 
 /* A recovered copy this node does not serve (it joins a live grid), with
  * the delta marks its last checkpoint wrote: kept aside as delta bases
- * (salvage.c), so its partitions come back as only what it missed
+ * (grid/salvage.c), so its partitions come back as only what it missed
  * (docs/PERSISTENCE.md, "Delta rejoin"); without marks it is dropped. */
 static void keep_aside(lattice_ops *d, lattice_meta_cache *c, const char *spec)
 {
@@ -303,8 +303,8 @@ static void keep_aside(lattice_ops *d, lattice_meta_cache *c, const char *spec)
             parts != c->cfg.partitions || c->cfg.sync != LATTICE_SYNC_FULL || !c->cfg.history)
             continue;
         uint64_t *cnt = NULL, *marks = NULL;
-        if (lt_persist_take_aside(p, i, &s, &cnt, &marks) != LATTICE_OK) return;
-        salvage_keep_recovered(d, &c->cfg, s, cnt, marks);
+        if (!d->grid.keep_recovered || lt_persist_take_aside(p, i, &s, &cnt, &marks) != LATTICE_OK) return;
+        d->grid.keep_recovered(d, &c->cfg, s, cnt, marks);
         return;
     }
 }
@@ -475,12 +475,12 @@ static lattice_status checkpoint(lattice_ops *d)
         lattice_meta_cache *c = w->att[i].c;
         if (!c->store) continue;
         spec_of(c, specs[n], sizeof specs[n]);
-        /* The delta marks (salvage_mark_of): after a restart into a live
+        /* The delta marks (clean_delta_mark): after a restart into a live
          * grid the recovered copy receives only what it missed above them. */
         uint64_t *m = lt_malloc((size_t)c->cfg.partitions * sizeof *m);
         bool any = false;
         for (uint32_t p = 0; m && p < c->cfg.partitions; p++) {
-            if (!salvage_mark_of(c, p, &m[p])) m[p] = LT_MARK_NONE;
+            if (!clean_delta_mark(c, p, &m[p])) m[p] = LT_MARK_NONE;
             any |= m[p] != LT_MARK_NONE;
         }
         if (!any) lt_free(m), m = NULL;
@@ -497,7 +497,7 @@ void wal_tick(lattice_ops *d)
 {
     struct ops_wal *w = d->wal;
     if (w && w->decided) save_bases(d); /* the coordinator's own base switches too */
-    if (w) restart_tick_durable(d);
+    if (w && d->grid.durable_tick) d->grid.durable_tick(d);
     /* Not before the recovered copies were adopted or dropped: a checkpoint
      * without them would let their log go. */
     if (!w || !w->decided || !lt_persist_checkpoint_due(w->p) || lt_persist_failed(w->p, NULL) ||

@@ -142,7 +142,7 @@ lattice_status lt_persist_take(lt_persist *p, const char *name, const char *spec
 #define LT_MARK_NONE UINT64_MAX
 const uint64_t *lt_persist_recovered_marks(const lt_persist *p, size_t i);
 /* As lt_persist_take, for a copy the node keeps aside rather than serves
- * (a delta base, ops/salvage.c): the caller also owns *marks (NULL when
+ * (a delta base, grid/salvage.c): the caller also owns *marks (NULL when
  * none), and a DROP record goes to the log, so a later restart does not
  * find the copy again. */
 lattice_status lt_persist_take_aside(lt_persist *p, size_t i, lattice_store **store, uint64_t **counter,

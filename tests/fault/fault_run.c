@@ -1081,7 +1081,7 @@ static void partition_two_of_five(void)
 /* Both copies of a register's partition cut off together (backups=1, 2 of
  * 5): the majority has no copy of it and refuses it (PARTITION_LOST) while
  * the cut lasts; at the heal the cut-off owners rejoin as new nodes and
- * bring their kept copies back (ops/salvage.c).  The register's history and
+ * bring their kept copies back (grid/salvage.c).  The register's history and
  * every preloaded entry of those partitions must come through. */
 static void partition_every_copy(void)
 {

@@ -14,6 +14,7 @@
 
 #include "run_suite.h"
 #include "lattice/alloc.h"
+#include "grid_int.h" /* whole-grid restart's reload (grid/restart_restore.c) */
 #include "ops_int.h"
 
 typedef struct answer {
@@ -140,7 +141,7 @@ START_TEST(reload_slices_apply_whole_and_survive_any_bytes)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     lattice_ops *d = one_node();
     ck_assert_int_eq(wal_init(d, dir, "group", 0), LATTICE_OK);
-    ck_assert_int_eq(restart_create(d, 0), LATTICE_OK);
+    ck_assert_int_eq(lattice_grid_attach(d, 0), LATTICE_OK); /* restart's state and its hooks in wal.c */
     rcu_register_thread();
     lattice_meta_config mc = {false, d->region, NULL, NULL};
     ck_assert_int_eq(lattice_meta_create(&mc, &d->meta), LATTICE_OK);

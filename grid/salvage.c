@@ -42,7 +42,7 @@
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "lattice/log.h"
-#include "ops_int.h"
+#include "grid_int.h"
 #include "persist/persist.h"
 
 struct salvage_cache {
@@ -72,26 +72,6 @@ void salvage_free(lattice_ops *d)
     d->salvage = NULL;
     d->n_salvage = 0;
     d->salvage_id[0] = 0;
-}
-
-bool salvage_mark_of(const lattice_meta_cache *c, uint32_t p, uint64_t *mark)
-{
-    if (!c->store || !c->cfg.history) return false;
-    lattice_store_history_stat hs;
-    lattice_store_history_info(c->store, p, &hs);
-    if (!hs.valid || hs.lost) return false;
-    if (!clean_mark(c, p, mark)) {
-        /* Nobody wrote it while this node held it - it neither led it nor
-         * heard a watermark - and its history is complete from counter 0:
-         * it holds every write up to 0 (none).  A delta from 0 is then
-         * whatever the grid wrote since, as exact as a full copy; without a
-         * mark the never-written partitions of an idle cache came back "in
-         * full" (empty loads, counted as such: it_rebalance delta). */
-        if (c->counter[p] != 0 || hs.base != 0) return false;
-        *mark = 0;
-    }
-    if (*mark > hs.contig) *mark = hs.contig;
-    return true;
 }
 
 void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store,
@@ -188,7 +168,7 @@ void salvage_keep(lattice_ops *d, lattice_meta *old)
         s->mark = lt_calloc(c->cfg.partitions, sizeof *s->mark);
         s->has_mark = lt_calloc(c->cfg.partitions, 1);
         for (uint32_t p = 0; s->mark && s->has_mark && p < c->cfg.partitions; p++)
-            s->has_mark[p] = salvage_mark_of(c, p, &s->mark[p]);
+            s->has_mark[p] = clean_delta_mark(c, p, &s->mark[p]);
         /* The meta frees the cache without them; the eviction hook named it. */
         lattice_store_set_evict_hook(s->store, NULL);
         uint32_t marked = 0;

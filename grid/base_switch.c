@@ -28,8 +28,8 @@
 #include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "control.h"
-#include "ops_int.h"
+#include "grid_int.h"
+#include "ops/ops_int.h"
 #include "rebal_exec.h"
 
 /* The restorer of each lost partition of the caches, from a poll's reports:
@@ -93,7 +93,7 @@ size_t base_live_servers(const lattice_ops *d)
 static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache *c)
 {
     if (c->restoring) return false; /* a whole-grid restart: the copies are made equal first (restart.c) */
-    const lattice_ops_stats *sr = b->stats;
+    const lattice_grid_stats *sr = b->stats;
     size_t cap = 0;
     for (size_t k = 0; sr && k < sr->n_nodes; k++) cap += sr->nodes[k].n;
     lattice_meta_switch_report *rep = lt_calloc(cap ? cap : 1, sizeof *rep);
@@ -262,7 +262,7 @@ void base_serve_parked(lattice_ops *d)
 static void start_prepare(lattice_ops *d, uint32_t caches)
 {
     bcast *b = lt_calloc(1, sizeof *b);
-    lattice_ops_stats *sr = lt_calloc(1, sizeof *sr);
+    lattice_grid_stats *sr = lt_calloc(1, sizeof *sr);
     if (!b || !sr) {
         lt_free(b);
         lt_free(sr);

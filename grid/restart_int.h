@@ -1,12 +1,12 @@
 /*
- * Internal to ops/: the state of a whole-grid restart, shared by restart.c
+ * Internal to grid/: the state of a whole-grid restart, shared by restart.c
  * (reports, waiting, the decision, the lifecycle) and restart_restore.c
  * (restoring: the rounds of digests, and sending the kept copies).
  */
-#ifndef LATTICE_OPS_RESTART_INT_H
-#define LATTICE_OPS_RESTART_INT_H
+#ifndef LATTICE_GRID_RESTART_INT_H
+#define LATTICE_GRID_RESTART_INT_H
 
-#include "ops_int.h"
+#include "grid_int.h"
 
 #define ROUND_MS 500
 #define LOAD_SLICE (1u << 20)
@@ -51,7 +51,7 @@ typedef struct rs_dec {
     uint32_t parts;
     rs_keep *keep;
     bool derived;           /* a coordinator that took over restoring: keep[] from the owners' digests */
-    lattice_ops_digests dg; /* the round's digests */
+    lattice_grid_digests dg; /* the round's digests */
 } rs_dec;
 
 struct ops_restart {

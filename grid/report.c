@@ -12,8 +12,8 @@
 #include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "control.h"
-#include "ops_int.h"
+#include "grid_int.h"
+#include "ops/ops_int.h"
 #include "rebal_exec.h"
 
 #define MAX_SALVAGE_REPORT 16384u
@@ -140,12 +140,12 @@ static void salvage_add(bcast *b, const char *node, Latdata__NodeCacheStats *con
         }
 }
 
-void control_stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n)
+void control_stats_add(lattice_grid_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n)
 {
-    lattice_ops_stats_node *x = lt_realloc(sr->nodes, (sr->n_nodes + 1) * sizeof *x);
+    lattice_grid_stats_node *x = lt_realloc(sr->nodes, (sr->n_nodes + 1) * sizeof *x);
     if (!x) return;
     sr->nodes = x;
-    lattice_ops_stats_node *sn = &x[sr->n_nodes];
+    lattice_grid_stats_node *sn = &x[sr->n_nodes];
     memset(sn, 0, sizeof *sn);
     snprintf(sn->id, sizeof sn->id, "%s", node ? node : "");
     sn->caches = lt_calloc(n ? n : 1, sizeof *sn->caches);
@@ -195,7 +195,7 @@ void control_stats_add(lattice_ops_stats *sr, const char *node, Latdata__NodeCac
     sr->n_nodes++;
 }
 
-static void stats_free(lattice_ops_stats *sr)
+static void stats_free(lattice_grid_stats *sr)
 {
     if (!sr) return;
     for (size_t i = 0; i < sr->n_nodes; i++) {
@@ -209,7 +209,7 @@ static void stats_free(lattice_ops_stats *sr)
     lt_free(sr);
 }
 
-void lattice_ops_stats_free(lattice_ops_stats *sr) { stats_free(sr); }
+void lattice_grid_stats_free(lattice_grid_stats *sr) { stats_free(sr); }
 
 /* One part of a broadcast answered (rs) or gave up (rs NULL). */
 void report_bcast_part(lattice_ops *d, bcast *b, const Latdata__Resp *rs)
@@ -285,7 +285,7 @@ void control_start_size(lattice_ops *d, opx *o)
 void report_start_stats(lattice_ops *d, opx *op)
 {
     bcast *b = lt_calloc(1, sizeof *b);
-    lattice_ops_stats *sr = lt_calloc(1, sizeof *sr);
+    lattice_grid_stats *sr = lt_calloc(1, sizeof *sr);
     if (!b || !sr) {
         lt_free(b);
         lt_free(sr);

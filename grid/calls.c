@@ -1,5 +1,5 @@
 /*
- * calls: the node API's internal calls on the data thread (lattice_ops_call)
+ * calls: the node API's internal calls on the data thread (lattice_grid_call)
  * - stats, partitions, digests, cache create/destroy and reset-lost (the
  * coordinator writes the metadata; another node asks it), and the handover
  * count a graceful stop waits on.
@@ -11,16 +11,16 @@
 #include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "control.h"
-#include "ops_int.h"
+#include "grid_int.h"
+#include "ops/ops_int.h"
 #include "rebal_exec.h"
 
 lattice_status calls_coord_write(lattice_ops *d, int call, const char *arg, int64_t *num)
 {
     if (ops_no_quorum(d, NULL)) return LATTICE_ERR_NO_QUORUM; /* the registry is the quorum side's */
     uint32_t lost = 0;
-    lattice_status st = call == LATTICE_OPS_CALL_CREATE    ? lattice_meta_add(d->meta, arg)
-                        : call == LATTICE_OPS_CALL_DESTROY ? lattice_meta_remove(d->meta, arg)
+    lattice_status st = call == LATTICE_GRID_CALL_CREATE    ? lattice_meta_add(d->meta, arg)
+                        : call == LATTICE_GRID_CALL_DESTROY ? lattice_meta_remove(d->meta, arg)
                                                            : lattice_meta_reset_lost(d->meta, arg, &lost);
     if (num) *num = lost;
     if (st == LATTICE_OK) {
@@ -33,13 +33,13 @@ lattice_status calls_coord_write(lattice_ops *d, int call, const char *arg, int6
 
 static int ctl_of_call(int call)
 {
-    return call == LATTICE_OPS_CALL_CREATE ? CTL_CREATE : call == LATTICE_OPS_CALL_DESTROY ? CTL_DESTROY : CTL_RESET_LOST;
+    return call == LATTICE_GRID_CALL_CREATE ? CTL_CREATE : call == LATTICE_GRID_CALL_DESTROY ? CTL_DESTROY : CTL_RESET_LOST;
 }
 
 int calls_of_ctl(int kind)
 {
-    return kind == CTL_CREATE ? LATTICE_OPS_CALL_CREATE : kind == CTL_DESTROY ? LATTICE_OPS_CALL_DESTROY
-                                                                                : LATTICE_OPS_CALL_RESET_LOST;
+    return kind == CTL_CREATE ? LATTICE_GRID_CALL_CREATE : kind == CTL_DESTROY ? LATTICE_GRID_CALL_DESTROY
+                                                                                  : LATTICE_GRID_CALL_RESET_LOST;
 }
 
 lattice_status control_partitions_info(const lattice_meta *meta, const char *cache, uint32_t live,
@@ -129,7 +129,7 @@ static int64_t handover_pending(lattice_ops *d)
 void control_run_call(lattice_ops *d, opx *o)
 {
     lattice_op_result r = {0};
-    if (o->call == LATTICE_OPS_CALL_HANDOVER) {
+    if (o->call == LATTICE_GRID_CALL_HANDOVER) {
         r.num = handover_pending(d);
         chan_complete_local(d, o, &r);
         return;
@@ -139,12 +139,12 @@ void control_run_call(lattice_ops *d, opx *o)
         return;
     }
     switch (o->call) {
-    case LATTICE_OPS_CALL_STATS: report_start_stats(d, o); return;
-    case LATTICE_OPS_CALL_PARTITIONS: partitions_call(d, o); return;
-    case LATTICE_OPS_CALL_DIGESTS: rebal_start_digests(d, o); return;
-    case LATTICE_OPS_CALL_CREATE:
-    case LATTICE_OPS_CALL_DESTROY:
-    case LATTICE_OPS_CALL_RESET_LOST:
+    case LATTICE_GRID_CALL_STATS: report_start_stats(d, o); return;
+    case LATTICE_GRID_CALL_PARTITIONS: partitions_call(d, o); return;
+    case LATTICE_GRID_CALL_DIGESTS: rebal_start_digests(d, o); return;
+    case LATTICE_GRID_CALL_CREATE:
+    case LATTICE_GRID_CALL_DESTROY:
+    case LATTICE_GRID_CALL_RESET_LOST:
         if (lattice_meta_is_coordinator(d->meta)) {
             r.status = calls_coord_write(d, o->call, o->data, &r.num);
             chan_complete_local(d, o, &r);
@@ -156,8 +156,8 @@ void control_run_call(lattice_ops *d, opx *o)
     }
 }
 
-lattice_status lattice_ops_call(lattice_ops *d, lattice_ops_call_kind call, const char *arg, lattice_op_fn fn,
-                                void *farg)
+lattice_status lattice_grid_call(lattice_ops *d, lattice_grid_call_kind call, const char *arg, lattice_op_fn fn,
+                                 void *farg)
 {
     size_t al = arg ? strlen(arg) : 0;
     opx *o = lt_calloc(1, sizeof *o + al + 1);

@@ -1,9 +1,10 @@
 /*
- * Internal to ops/: the rebalance executor (rebal_exec.c), the running
+ * Internal to grid/: the rebalance executor (rebal_exec.c), the running
  * grid's wiring of the network-free core in rebalance/rebalance.h.  It
- * lives in ops/ because it executes over the data channel: demands and
- * supplies are requests on it, and it reads the caches' owners (meta) -
- * rebalance/ sits below both and sees neither.
+ * lives in grid/, above ops/, because it executes over the data channel:
+ * demands and supplies are requests on it (kinds it registers with ops/),
+ * and it reads the caches' owners (meta) - rebalance/ sits below both and
+ * sees neither.
  *
  * Every function here runs on the data thread only and keeps its state in
  * lattice_meta_cache.rb (demander side, per cache) and lattice_ops.rb (supplier
@@ -11,12 +12,12 @@
  * data thread registered with RCU, which it is.  Design: docs/REBALANCE.md
  * ("In the grid").
  */
-#ifndef LATTICE_OPS_REBAL_EXEC_H
-#define LATTICE_OPS_REBAL_EXEC_H
+#ifndef LATTICE_GRID_REBAL_EXEC_H
+#define LATTICE_GRID_REBAL_EXEC_H
 
 #include <stdint.h>
 
-#include "ops_int.h"
+#include "grid_int.h"
 
 struct rebal_cache;
 struct rebal_node;
@@ -51,14 +52,14 @@ typedef struct rebal_figures {
 } rebal_figures;
 void rebal_figures_of(const lattice_ops *d, const lattice_meta_cache *c, rebal_figures *f);
 
-/* verify.c - `lattice verify`: LATTICE_OPS_CALL_DIGESTS gathers every server's digests of its
- * OWNING copies (CTL_DIGEST); the call's result value is a lattice_ops_digests. */
+/* verify.c - `lattice verify`: LATTICE_GRID_CALL_DIGESTS gathers every server's digests of its
+ * OWNING copies (CTL_DIGEST); the call's result value is a lattice_grid_digests. */
 void rebal_start_digests(lattice_ops *d, opx *o);
 void rebal_serve_digest(lattice_ops *d, const Latdata__Req *q, const origin *o);
 /* Appends the digests one server sent (a CTL_DIGEST answer's value) to dr,
  * named by that server's node id; false when the value is not whole
  * digests (or out of memory). */
-bool rebal_unpack_digests(lattice_ops_digests *dr, const char *node, const uint8_t *b, size_t len);
+bool rebal_unpack_digests(lattice_grid_digests *dr, const char *node, const uint8_t *b, size_t len);
 
 void rebal_cache_free(struct rebal_cache *rc);
 /* meta's cache_gone hook: drops c's rebalance state (before its store goes). */

@@ -2,7 +2,7 @@
  * verify: `lattice verify` on the data thread - every server's digest of
  * each OWNING copy it holds (rebalance/'s lattice_rebalance_digest_partition:
  * an order-free hash of the entries, their count and the partition's update
- * counter), gathered by LATTICE_OPS_CALL_DIGESTS with CTL_DIGEST, and
+ * counter), gathered by LATTICE_GRID_CALL_DIGESTS with CTL_DIGEST, and
  * compared by the caller (copies of one partition must agree).  The wire
  * form of one digest is DIGEST_WIRE bytes, little-endian.
  */
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
-#include "ops_int.h"
+#include "ops/ops_int.h"
 #include "rebal_exec.h"
 #include "rebalance/rebalance.h"
 
@@ -38,7 +38,7 @@ static uint64_t get_le(const uint8_t *b, int n)
     return v;
 }
 
-static bool digest_add(lattice_ops_digests *dr, const char *node, uint32_t p, uint64_t hash, uint64_t size, uint64_t counter)
+static bool digest_add(lattice_grid_digests *dr, const char *node, uint32_t p, uint64_t hash, uint64_t size, uint64_t counter)
 {
     if (dr->n == dr->cap) {
         size_t cap = dr->cap ? dr->cap * 2 : 1024;
@@ -84,7 +84,7 @@ static lattice_status own_digests(lattice_meta_cache *c, uint8_t **buf, size_t *
     return LATTICE_OK;
 }
 
-bool rebal_unpack_digests(lattice_ops_digests *dr, const char *node, const uint8_t *b, size_t len)
+bool rebal_unpack_digests(lattice_grid_digests *dr, const char *node, const uint8_t *b, size_t len)
 {
     if (len % DIGEST_WIRE) return false;
     for (size_t i = 0; i < len; i += DIGEST_WIRE)
@@ -136,7 +136,7 @@ void rebal_start_digests(lattice_ops *d, opx *o)
     lattice_op_result r = {0};
     lattice_meta_cache *c = lattice_meta_cache_of(d->meta, o->data);
     bcast *b = c ? lt_calloc(1, sizeof *b) : NULL;
-    lattice_ops_digests *dr = b ? lt_calloc(1, sizeof *dr) : NULL;
+    lattice_grid_digests *dr = b ? lt_calloc(1, sizeof *dr) : NULL;
     if (!dr) {
         lt_free(b);
         r.status = c ? LATTICE_ERR_NOMEM : LATTICE_ERR_NO_CACHE;

@@ -14,7 +14,7 @@
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "lattice/log.h"
-#include "ops_int.h"
+#include "ops/ops_int.h"
 #include "restart_int.h"
 #include "persist/persist.h"
 #include "rebal_exec.h"

@@ -1,5 +1,5 @@
 /*
- * ops/salvage.c without a network: the copies a node keeps when it rejoins
+ * grid/salvage.c without a network: the copies a node keeps when it rejoins
  * under a new id survive an incarnation in between on a grid without
  * quorum (the cut-off side that a merge dissolves a moment later) and a
  * second rejoin, and only a grid with quorum frees them.
@@ -12,7 +12,7 @@
 
 #include "run_suite.h"
 #include "lattice/alloc.h"
-#include "ops_int.h"
+#include "grid_int.h"
 
 #define PARTS 16
 
@@ -191,14 +191,14 @@ START_TEST(a_refused_write_keeps_the_delta_mark_below_it)
     ck_assert_uint_eq(c->counter[p], 4);
     ck_assert_uint_eq(clean_committed(c, p), 2);
     uint64_t mark = 0;
-    ck_assert(salvage_mark_of(c, p, &mark));
+    ck_assert(clean_delta_mark(c, p, &mark));
     ck_assert_uint_eq(mark, 2);
     /* It hears the new primary's watermark as its copy before it rejoins
      * (the heal): the new primary's writes 3 and 4 are other writes than
      * its own, so the mark still stays below them. */
     clean_note_applied(c, p, 6);
     clean_note_committed(c, p, 6);
-    ck_assert(salvage_mark_of(c, p, &mark));
+    ck_assert(clean_delta_mark(c, p, &mark));
     ck_assert_uint_eq(mark, 2);
     for (int i = 0; i < 4; i++) lt_free(w[i]);
 }
@@ -214,13 +214,13 @@ START_TEST(a_never_written_copy_has_a_delta_mark_of_zero)
     snprintf(d->self_id, sizeof d->self_id, "solo");
     lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
     uint64_t mark = 99;
-    ck_assert(!salvage_mark_of(c, 7, &mark)); /* no history declared complete */
+    ck_assert(!clean_delta_mark(c, 7, &mark)); /* no history declared complete */
     lattice_store_history_valid_from(c->store, 7, 0);
-    ck_assert(salvage_mark_of(c, 7, &mark));
+    ck_assert(clean_delta_mark(c, 7, &mark));
     ck_assert_uint_eq(mark, 0);
     lattice_store_history_valid_from(c->store, 8, 0);
     c->counter[8] = 3; /* written (by rebalance, say) without a watermark heard */
-    ck_assert(!salvage_mark_of(c, 8, &mark));
+    ck_assert(!clean_delta_mark(c, 8, &mark));
 }
 END_TEST
 
@@ -358,11 +358,11 @@ START_TEST(another_primary_caps_a_copy_at_its_old_watermark)
         clean_note_committed(c, p, v <= 3 ? v : 3);
     }
     uint64_t mark = 0;
-    ck_assert(salvage_mark_of(c, p, &mark));
+    ck_assert(clean_delta_mark(c, p, &mark));
     ck_assert_uint_eq(mark, 3);
     clean_note_sender(c, p, "new-primary");
     clean_note_committed(c, p, 10);
-    ck_assert(salvage_mark_of(c, p, &mark));
+    ck_assert(clean_delta_mark(c, p, &mark));
     ck_assert_uint_eq(mark, 3);
     /* A copy whose old primary drained (everything applied was heard)
      * is not capped by the change. */
@@ -379,7 +379,7 @@ START_TEST(another_primary_caps_a_copy_at_its_old_watermark)
     }
     clean_note_sender(c, q, "new-primary");
     clean_note_committed(c, q, 3);
-    ck_assert(salvage_mark_of(c, q, &mark));
+    ck_assert(clean_delta_mark(c, q, &mark));
     ck_assert_uint_eq(mark, 3);
 }
 END_TEST

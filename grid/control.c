@@ -18,8 +18,8 @@
 #include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/log.h"
-#include "control.h"
-#include "ops_int.h"
+#include "grid_int.h"
+#include "ops/ops_int.h"
 #include "rebal_exec.h"
 
 _Static_assert(LATTICE_META_MAX_CACHES == LATTICE_MAX_CACHES, "meta/ and lattice.h disagree on the cache limit");
@@ -241,7 +241,7 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
 
 static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
-    /* The answer's metadata, if any, is applied by now (loop.c). */
+    /* The answer's metadata, if any, is applied by now (ops/loop.c, the on_meta hook). */
     if (p->pull > d->pulls_ended) d->pulls_ended = p->pull;
     if (p->ctl == CTL_META_GET && rs) d->restart_seen_ms = rs->status == LATTICE_ERR_RESTARTING ? lt_mono_ms() : 0;
     if (!p->op) return;

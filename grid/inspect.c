@@ -13,7 +13,7 @@
  * as they answer any peer - the data channel never asks who is a member -
  * so nothing on them changes.  The answers are turned into the results of
  * the calls a client node makes (control.c builds the partition map from
- * the metadata exactly as for LATTICE_OPS_CALL_PARTITIONS), with no data
+ * the metadata exactly as for LATTICE_GRID_CALL_PARTITIONS), with no data
  * thread: the caller's thread polls until every server answered or the
  * deadline passed.  A frame failing the checks of the frame layer is
  * dropped, as on the data thread.
@@ -26,7 +26,7 @@
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "fabric/fabric.h"
-#include "ops_int.h"
+#include "grid_int.h"
 #include "rebal_exec.h"
 
 #define RID_META 1     /* request ids: one connection per server, so two fixed ids do */
@@ -37,7 +37,7 @@ typedef struct server {
     lattice_meta_member *m;
     link_conn *conn;
     bool coordinator;
-    bool silent;                  /* not waited for (lattice_ops_inspect.silent) */
+    bool silent;                  /* not waited for (lattice_grid_inspect.silent) */
     bool meta_ok;                 /* answered META_GET with its metadata */
     uint64_t meta_again_at;       /* answered AGAIN: resend then (0: not due) */
     Latdata__Batch *answer;       /* the batch holding the RID_ASK answer (kept until the end) */
@@ -45,7 +45,7 @@ typedef struct server {
 } server;
 
 typedef struct asker {
-    const lattice_ops_inspect *in;
+    const lattice_grid_inspect *in;
     uint8_t key[LT_FRAME_KEY_BYTES];
     bool have_key;
     lattice_meta *meta;
@@ -74,7 +74,7 @@ static lattice_status send_req(asker *a, server *sv, int kind, uint64_t id)
     return st == LATTICE_ERR_NOMEM ? st : LATTICE_OK;
 }
 
-static lattice_status open_asker(asker *a, const lattice_ops_inspect *in, int kind, const char *cache)
+static lattice_status open_asker(asker *a, const lattice_grid_inspect *in, int kind, const char *cache)
 {
     memset(a, 0, sizeof *a);
     a->in = in;
@@ -217,13 +217,13 @@ out:
     lt_free(which);
 }
 
-lattice_status lattice_ops_inspect_stats(const lattice_ops_inspect *in, lattice_ops_stats **out)
+lattice_status lattice_grid_inspect_stats(const lattice_grid_inspect *in, lattice_grid_stats **out)
 {
     *out = NULL;
     asker a;
     lattice_status st = open_asker(&a, in, CTL_STATS, NULL);
     if (st == LATTICE_OK) run(&a);
-    lattice_ops_stats *sr = st == LATTICE_OK ? lt_calloc(1, sizeof *sr) : NULL;
+    lattice_grid_stats *sr = st == LATTICE_OK ? lt_calloc(1, sizeof *sr) : NULL;
     if (st == LATTICE_OK && !lattice_meta_valid(a.meta)) st = LATTICE_ERR_TIMEOUT;
     else if (st == LATTICE_OK && !sr) st = LATTICE_ERR_NOMEM;
     if (st == LATTICE_OK) {
@@ -244,8 +244,8 @@ lattice_status lattice_ops_inspect_stats(const lattice_ops_inspect *in, lattice_
     return st;
 }
 
-lattice_status lattice_ops_inspect_partitions(const lattice_ops_inspect *in, const char *cache,
-                                              lattice_partitions_info **out)
+lattice_status lattice_grid_inspect_partitions(const lattice_grid_inspect *in, const char *cache,
+                                               lattice_partitions_info **out)
 {
     *out = NULL;
     asker a;
@@ -261,8 +261,8 @@ lattice_status lattice_ops_inspect_partitions(const lattice_ops_inspect *in, con
     return st;
 }
 
-lattice_status lattice_ops_inspect_digests(const lattice_ops_inspect *in, const char *cache,
-                                           lattice_ops_digests **out)
+lattice_status lattice_grid_inspect_digests(const lattice_grid_inspect *in, const char *cache,
+                                            lattice_grid_digests **out)
 {
     *out = NULL;
     asker a;
@@ -270,7 +270,7 @@ lattice_status lattice_ops_inspect_digests(const lattice_ops_inspect *in, const 
     if (st == LATTICE_OK) run(&a);
     if (st == LATTICE_OK && !lattice_meta_valid(a.meta)) st = LATTICE_ERR_TIMEOUT;
     else if (st == LATTICE_OK && !lattice_meta_cache_of(a.meta, cache)) st = LATTICE_ERR_NO_CACHE;
-    lattice_ops_digests *dr = st == LATTICE_OK ? lt_calloc(1, sizeof *dr) : NULL;
+    lattice_grid_digests *dr = st == LATTICE_OK ? lt_calloc(1, sizeof *dr) : NULL;
     if (st == LATTICE_OK && !dr) st = LATTICE_ERR_NOMEM;
     /* Every server's copies, or no answer: a missing one would hide its
      * conflicts (as for a client node, TIMEOUT). */
