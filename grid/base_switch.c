@@ -126,11 +126,11 @@ static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache 
      * a live server that is not ready, or who did not answer). */
     uint64_t now = lt_mono_ms();
     if (due || in.base_is_live) {
-        d->switch_waiting_since = 0;
-    } else if (!d->switch_waiting_since) {
-        d->switch_waiting_since = now;
-    } else if (now - d->switch_waiting_since > 10000 && now - d->switch_logged > 10000) {
-        d->switch_logged = now;
+        d->grid->switch_waiting_since = 0;
+    } else if (!d->grid->switch_waiting_since) {
+        d->grid->switch_waiting_since = now;
+    } else if (now - d->grid->switch_waiting_since > 10000 && now - d->grid->switch_logged > 10000) {
+        d->grid->switch_logged = now;
         char why[512] = "";
         size_t w = 0;
         for (size_t k = 0; k < n && w < sizeof why - 80; k++)
@@ -139,7 +139,7 @@ static bool switch_due(lattice_ops *d, const bcast *b, const lattice_meta_cache 
                                       rep[k].view == in.view ? "same" : "other", (unsigned long long)rep[k].base_version);
         LT_LOG(LT_INFO, "data",
                "cache %s: base switch waiting for %llu s: %zu of %zu servers reported%s%s (base %llu)", c->cfg.name,
-               (unsigned long long)(now - d->switch_waiting_since) / 1000, n, in.live_servers,
+               (unsigned long long)(now - d->grid->switch_waiting_since) / 1000, n, in.live_servers,
                in.all_answered ? "" : ", not all answered", why, (unsigned long long)in.base_version);
     }
     lt_free(rep);
@@ -151,7 +151,7 @@ static void start_prepare(lattice_ops *d, uint32_t caches);
 /* A poll or a prepare round ended (every part answered or gave up). */
 void base_finish_check(lattice_ops *d, bcast *b)
 {
-    d->base_check_running = false;
+    d->grid->base_check_running = false;
     if (!lattice_meta_is_coordinator(d->meta)) return; /* no longer ours to write */
     if (!b->version) {
         if (pick_restorers(d, b)) {
@@ -228,8 +228,8 @@ void base_serve_prepare(lattice_ops *d, const char *name, uint64_t version, cons
                                                     : LATTICE_ERR_AGAIN;
     lattice_meta_cache *c = st == LATTICE_OK ? lattice_meta_cache_of(d->meta, name) : NULL;
     if (c && c->writes_in_flight > 0) {
-        if (d->n_parked < MAX_PARKED_PREPARES) {
-            parked_prepare *pp = &d->parked[d->n_parked++];
+        if (d->grid->n_parked < MAX_PARKED_PREPARES) {
+            parked_prepare *pp = &d->grid->parked[d->grid->n_parked++];
             pp->serial = c->serial;
             pp->self_pend = self_pend;
             pp->org = *org;
@@ -243,14 +243,14 @@ void base_serve_prepare(lattice_ops *d, const char *name, uint64_t version, cons
 /* Parked prepares whose cache drained (or went away) are answered. */
 void base_serve_parked(lattice_ops *d)
 {
-    for (size_t i = 0; i < d->n_parked;) {
-        lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, d->parked[i].serial);
+    for (size_t i = 0; i < d->grid->n_parked;) {
+        lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, d->grid->parked[i].serial);
         if (c && c->writes_in_flight > 0) {
             i++;
             continue;
         }
-        parked_prepare pp = d->parked[i];
-        d->parked[i] = d->parked[--d->n_parked];
+        parked_prepare pp = d->grid->parked[i];
+        d->grid->parked[i] = d->grid->parked[--d->grid->n_parked];
         /* Thawed meanwhile (a newer version, another coordinator): that
          * round is over, and this answer must not count as prepared. */
         lattice_status st = !c ? LATTICE_ERR_NO_CACHE : lattice_meta_frozen(c) ? LATTICE_OK : LATTICE_ERR_AGAIN;
@@ -274,7 +274,7 @@ static void start_prepare(lattice_ops *d, uint32_t caches)
     b->caches = caches;
     b->servers = base_servers_hash(d);
     b->remaining = 1;
-    d->base_check_running = true;
+    d->grid->base_check_running = true;
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
         if (!(caches >> i & 1u)) continue;
         const char *name = lattice_meta_cache_at(d->meta, i)->cfg.name;
@@ -324,11 +324,11 @@ void base_start_check(lattice_ops *d)
 {
     /* A coordinator without quorum (the minority side of a partition)
      * never moves a base: the side with quorum decides affinity. */
-    if (d->base_check_running || ops_no_quorum(d, NULL)) return;
+    if (d->grid->base_check_running || ops_no_quorum(d, NULL)) return;
     bool any = false;
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++)
         any |= !lattice_meta_base_is_live(d->meta, lattice_meta_cache_at(d->meta, i));
     if (!any) return;
-    d->base_check_running = true;
+    d->grid->base_check_running = true;
     report_start_stats(d, NULL);
 }

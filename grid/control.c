@@ -42,12 +42,28 @@ void control_push_meta(lattice_ops *d)
  * learn a change by the coordinator's push, not by its pull). */
 static uint64_t pull_interval_ms(lattice_ops *d)
 {
-    if (!d->meta_pull_ms) {
+    if (!d->grid->meta_pull_ms) {
         const char *e = getenv("LATTICE_META_PULL_MS");
         long long v = e ? atoll(e) : 0;
-        d->meta_pull_ms = v > 0 ? (uint64_t)v : META_PULL_INTERVAL_MS;
+        d->grid->meta_pull_ms = v > 0 ? (uint64_t)v : META_PULL_INTERVAL_MS;
     }
-    return d->meta_pull_ms;
+    return d->grid->meta_pull_ms;
+}
+
+uint64_t control_pull_soon(lattice_ops *d)
+{
+    d->grid->last_meta_pull = 0;
+    return d->grid->pulls_sent + 1;
+}
+
+uint64_t control_pulls_ended(const lattice_ops *d) { return d->grid->pulls_ended; }
+
+/* The metadata started over empty (a rejoin): send the --cache specs
+ * again once it is valid, and pull it now. */
+void control_meta_fresh(lattice_ops *d)
+{
+    d->grid->creates_sent = false;
+    d->grid->last_meta_pull = 0;
 }
 
 void control_meta_apply(lattice_ops *d, const Latdata__Meta *m)
@@ -77,7 +93,7 @@ void control_on_topology(lattice_ops *d)
         control_push_meta(d);
         base_start_check(d);
     } else {
-        d->last_meta_pull = 0; /* pull now */
+        d->grid->last_meta_pull = 0; /* pull now */
         wal_attach(d);         /* what waited for d->self (wal.c) */
         evict_attach(d);
     }
@@ -105,13 +121,13 @@ void control_send_ctl(lattice_ops *d, int kind, const char *cache, const char *v
     }
     p->ctl = kind;
     p->op = op;
-    if (pull) p->pull = ++d->pulls_sent;
+    if (pull) p->pull = ++d->grid->pulls_sent;
     if (pull && lattice_meta_valid(d->meta)) {
         q->meta_version = lattice_meta_version(d->meta);
-        /* Borrowed until the flush packs it: d's buffer, not the metadata's
+        /* Borrowed until the flush packs it: the grid's buffer, not the metadata's
          * (a rejoin replaces the metadata in between). */
-        snprintf(d->pull_writer, sizeof d->pull_writer, "%s", lattice_meta_writer(d->meta));
-        q->sender = d->pull_writer;
+        snprintf(d->grid->pull_writer, sizeof d->grid->pull_writer, "%s", lattice_meta_writer(d->meta));
+        q->sender = d->grid->pull_writer;
     }
     q->id = p->id;
     chan_send(d, coord, q);
@@ -130,22 +146,23 @@ static void restart_publish(lattice_ops *d, bool started)
 
 void control_tick(lattice_ops *d, uint64_t now)
 {
-    if (d->n_parked) base_serve_parked(d);
+    if (d->grid->n_parked) base_serve_parked(d);
     if (d->seen_topology && restart_tick(d, now)) restart_publish(d, true);
     if (d->seen_topology && restart_restoring_tick(d, now)) restart_publish(d, false);
-    if (d->seen_topology && lattice_meta_is_coordinator(d->meta) && lattice_meta_valid(d->meta) && now - d->last_meta_pull >= BASE_CHECK_MS) {
+    if (d->seen_topology && lattice_meta_is_coordinator(d->meta) && lattice_meta_valid(d->meta) &&
+        now - d->grid->last_meta_pull >= BASE_CHECK_MS) {
         /* The coordinator pulls nothing: last_meta_pull paces its base
          * checks instead (a rebalance ends long after the topology change). */
-        d->last_meta_pull = now;
+        d->grid->last_meta_pull = now;
         base_start_check(d);
     }
     if (!d->seen_topology || lattice_meta_is_coordinator(d->meta)) return;
-    if (now - d->last_meta_pull >= pull_interval_ms(d)) {
-        d->last_meta_pull = now;
+    if (now - d->grid->last_meta_pull >= pull_interval_ms(d)) {
+        d->grid->last_meta_pull = now;
         control_send_ctl(d, CTL_META_GET, NULL, NULL, NULL);
     }
-    if (lattice_meta_valid(d->meta) && !d->creates_sent && !d->client) {
-        d->creates_sent = true;
+    if (lattice_meta_valid(d->meta) && !d->grid->creates_sent && !d->client) {
+        d->grid->creates_sent = true;
         for (size_t i = 0; i < d->n_local_cfgs; i++) {
             lattice_meta_cache *c = lattice_meta_cache_of(d->meta, d->local_cfgs[i].name);
             if (c && lattice_cache_config_equal(&c->cfg, &d->local_cfgs[i])) continue;
@@ -242,8 +259,8 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
 static void control_settle_ctl(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
     /* The answer's metadata, if any, is applied by now (ops/loop.c, the on_meta hook). */
-    if (p->pull > d->pulls_ended) d->pulls_ended = p->pull;
-    if (p->ctl == CTL_META_GET && rs) d->restart_seen_ms = rs->status == LATTICE_ERR_RESTARTING ? lt_mono_ms() : 0;
+    if (p->pull > d->grid->pulls_ended) d->grid->pulls_ended = p->pull;
+    if (p->ctl == CTL_META_GET && rs) d->grid->restart_seen_ms = rs->status == LATTICE_ERR_RESTARTING ? lt_mono_ms() : 0;
     if (!p->op) return;
     if (!rs || rs->status == LATTICE_ERR_AGAIN) {
         retry_later(d, p->op, LATTICE_ERR_TIMEOUT);

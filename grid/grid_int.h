@@ -6,7 +6,11 @@
  * verify: rebal_exec.h; restart's own state: restart_int.h.
  *
  * Every function here runs on the data thread of the lattice_ops it is
- * given (ops/ops_int.h: its state, which grid/ works on directly).
+ * given.  Who owns what: ops/'s state (ops/ops_int.h: the topology, the
+ * peers, the metadata, the channel) grid/ reads and leaves to ops/ to
+ * write; the grid's own state is struct lattice_grid below (d->grid),
+ * written only here, and ops/ reaches it through the hooks attach.c
+ * registers (pull_soon, pulls_ended, meta_fresh, ...).
  */
 #ifndef LATTICE_GRID_GRID_INT_H
 #define LATTICE_GRID_GRID_INT_H
@@ -31,6 +35,50 @@ typedef struct bcast {
     struct salvage_rep *salv;     /* base check: the kept copies the servers reported (control.c) */
     size_t n_salv;
 } bcast;
+
+/* A prepare of the base switch this node answers once every full_sync write
+ * of its cache has drained (base_switch.c). */
+#define MAX_PARKED_PREPARES 64       /* prepares one node holds back at once (more: answered AGAIN) */
+typedef struct parked_prepare {
+    uint64_t serial;              /* the cache (lattice_meta_cache.serial) */
+    uint64_t self_pend;           /* the coordinator's own part: its pending entry; 0: answer org */
+    origin org;
+} parked_prepare;
+
+/* The grid's state on one node (lattice_ops.grid): allocated by
+ * lattice_grid_attach, freed by its free hook (attach.c).  Data thread
+ * only, like the rest of the ops it rides on.  Each group is written by the
+ * file that names it and by nobody outside grid/; ops/ reaches what it
+ * needs of it through its hooks (ops_grid_hooks). */
+struct lattice_grid {
+    /* restart.c, restart_restore.c: a whole-grid restart (servers only) */
+    struct grid_restart *restart;
+    uint64_t restart_seen_ms;     /* control.c: the coordinator last answered a pull "restarting" */
+
+    /* control.c: the metadata exchange (ops/ asks for a pull and reads
+     * pulls_ended through the pull_soon and pulls_ended hooks) */
+    bool creates_sent;            /* --cache specs sent to the coordinator (again after a rejoin: meta_fresh) */
+    uint64_t last_meta_pull;      /* the last pull (the coordinator: base check); 0: pull at the next tick */
+    uint64_t pulls_sent, pulls_ended; /* metadata pulls (CTL_META_GET) numbered from 1: the last sent, the highest ended */
+    uint64_t meta_pull_ms;        /* a non-coordinator's pull interval (0: not read yet) */
+    char pull_writer[64];         /* a pull's Req.sender: the writer of the metadata held */
+
+    /* base_switch.c */
+    bool base_check_running;
+    uint64_t switch_waiting_since, switch_logged; /* a base switch waiting on the figures */
+    parked_prepare parked[MAX_PARKED_PREPARES];
+    size_t n_parked;
+
+    /* rebal_exec.c */
+    struct rebal_sup *rb_sups;    /* supplier sessions */
+    struct rebal_parked *rb_parked; /* demands from servers this data thread does not know yet */
+    size_t n_rb_parked;
+
+    /* salvage.c: copies kept from the previous incarnation */
+    struct salvage_cache *salvage;
+    size_t n_salvage;
+    char salvage_id[64];          /* the node id they were held under */
+};
 
 /* ---- salvage.c: copies kept over a rejoin (lattice_meta_lost) */
 typedef struct salvage_cache salvage_cache;
@@ -70,6 +118,10 @@ void control_tick(lattice_ops *d, uint64_t now);
 void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o);
 void control_run_call(lattice_ops *d, opx *o);
 void control_start_size(lattice_ops *d, opx *o);
+/* The hooks of the same names (ops/ops_int.h, ops_grid_hooks). */
+uint64_t control_pull_soon(lattice_ops *d);
+uint64_t control_pulls_ended(const lattice_ops *d);
+void control_meta_fresh(lattice_ops *d);
 /* One server's CTL_STATS answer (node id, per-cache stats) as a node of sr. */
 void control_stats_add(lattice_grid_stats *sr, const char *node, Latdata__NodeCacheStats *const *st, size_t n);
 /* LATTICE_GRID_CALL_PARTITIONS: the owners of every partition of `cache` as
@@ -80,7 +132,7 @@ lattice_status control_partitions_info(const lattice_meta *meta, const char *cac
                                       uint64_t major, uint64_t minor, lattice_partitions_info **out);
 
 /* ---- restart.c: whole-grid restart from the data directories */
-typedef struct ops_restart ops_restart;
+typedef struct grid_restart grid_restart;
 lattice_status restart_create(lattice_ops *d, int64_t wait_ms);
 void restart_free(lattice_ops *d);
 /* This node rejoined under a new id: a wait it ran as coordinator ends

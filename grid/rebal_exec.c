@@ -138,7 +138,7 @@ static bool take_restores(lattice_ops *d, lattice_meta_cache *c, struct rebal_ca
     }
     if (restored)
         LT_LOG(LT_INFO, "rebalance", "cache %s: %u lost partitions restored from the copies kept by incarnation %s (%llu entries)",
-               c->cfg.name, restored, d->salvage_id, (unsigned long long)entries);
+               c->cfg.name, restored, d->grid->salvage_id, (unsigned long long)entries);
     return changed;
 }
 
@@ -218,7 +218,7 @@ static void sup_free(rsup *r)
 /* Drops supplier sessions matching pred (cache c, or every one when c is NULL). */
 static void drop_sups_of(lattice_ops *d, const lattice_meta_cache *c)
 {
-    for (rsup **pp = &d->rb_sups; *pp;) {
+    for (rsup **pp = &d->grid->rb_sups; *pp;) {
         rsup *r = *pp;
         if (c && r->c != c) {
             pp = &r->next;
@@ -259,7 +259,7 @@ typedef struct rebal_parked {
 
 static void park_demand(lattice_ops *d, const Latdata__Req *q, const char *from_id)
 {
-    if (d->n_rb_parked >= PARK_MAX) return;
+    if (d->grid->n_rb_parked >= PARK_MAX) return;
     rebal_parked *k = lt_calloc(1, sizeof *k);
     if (!k) return;
     k->q = chan_req_new(CTL_DEMAND, q->cache, from_id, strlen(from_id), q->value.data, q->value.len);
@@ -268,19 +268,19 @@ static void park_demand(lattice_ops *d, const Latdata__Req *q, const char *from_
         return;
     }
     k->until = lt_mono_ms() + PARK_MS;
-    rebal_parked **tail = &d->rb_parked; /* arrival order: a session's demands keep theirs */
+    rebal_parked **tail = &d->grid->rb_parked; /* arrival order: a session's demands keep theirs */
     while (*tail) tail = &(*tail)->next;
     *tail = k;
-    d->n_rb_parked++;
+    d->grid->n_rb_parked++;
 }
 
 /* Serves the parked demands whose sender is known now (in arrival order);
  * drops expired ones; keeps the rest. */
 static void unpark_demands(lattice_ops *d, uint64_t now)
 {
-    rebal_parked *all = d->rb_parked, **keep = &d->rb_parked;
-    d->rb_parked = NULL;
-    d->n_rb_parked = 0;
+    rebal_parked *all = d->grid->rb_parked, **keep = &d->grid->rb_parked;
+    d->grid->rb_parked = NULL;
+    d->grid->n_rb_parked = 0;
     for (rebal_parked *k = all, *next; k; k = next) {
         next = k->next;
         char from_id[64];
@@ -289,7 +289,7 @@ static void unpark_demands(lattice_ops *d, uint64_t now)
             k->next = NULL;
             *keep = k;
             keep = &k->next;
-            d->n_rb_parked++;
+            d->grid->n_rb_parked++;
             continue;
         }
         if (now < k->until) {
@@ -305,13 +305,13 @@ static void unpark_demands(lattice_ops *d, uint64_t now)
 void rebal_node_free(lattice_ops *d)
 {
     drop_sups_of(d, NULL);
-    for (rebal_parked *k = d->rb_parked, *next; k; k = next) {
+    for (rebal_parked *k = d->grid->rb_parked, *next; k; k = next) {
         next = k->next;
         lt_free(k->q);
         lt_free(k);
     }
-    d->rb_parked = NULL;
-    d->n_rb_parked = 0;
+    d->grid->rb_parked = NULL;
+    d->grid->n_rb_parked = 0;
 }
 
 static struct rebal_cache *ensure(lattice_ops *d, lattice_meta_cache *c)
@@ -810,7 +810,7 @@ void rebal_on_demand(lattice_ops *d, const Latdata__Req *q)
     }
     uint64_t now = lt_mono_ms();
     rsup *r = NULL;
-    for (rsup **pp = &d->rb_sups; *pp;) {
+    for (rsup **pp = &d->grid->rb_sups; *pp;) {
         rsup *x = *pp;
         if (x->c == c && strcmp(x->dem, from_id) == 0) {
             if (same_ids(&x->ids, &dm.ids)) {
@@ -847,8 +847,8 @@ void rebal_on_demand(lattice_ops *d, const Latdata__Req *q)
         snprintf(r->dem, sizeof r->dem, "%s", from_id);
         r->c = c;
         r->ids = dm.ids;
-        r->next = d->rb_sups;
-        d->rb_sups = r;
+        r->next = d->grid->rb_sups;
+        d->grid->rb_sups = r;
     }
     r->last_ms = now;
     lattice_rebalance_out out;
@@ -863,7 +863,7 @@ void rebal_on_demand(lattice_ops *d, const Latdata__Req *q)
 
 static void tick_suppliers(lattice_ops *d, uint64_t now)
 {
-    for (rsup **pp = &d->rb_sups; *pp;) {
+    for (rsup **pp = &d->grid->rb_sups; *pp;) {
         rsup *r = *pp;
         peer *to = chan_peer_by_id(d, r->dem);
         bool idle = now > r->last_ms && now - r->last_ms > SUPPLIER_IDLE_MS; /* a stamp newer than now is not idle */
@@ -886,7 +886,7 @@ static void tick_suppliers(lattice_ops *d, uint64_t now)
 void rebal_tick(lattice_ops *d, uint64_t now)
 {
     if (d->client) return;
-    if (d->rb_parked) unpark_demands(d, now);
+    if (d->grid->rb_parked) unpark_demands(d, now);
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         struct rebal_cache *rc = c->rb;

@@ -7,9 +7,10 @@
  * sees neither.
  *
  * Every function here runs on the data thread only and keeps its state in
- * lattice_meta_cache.rb (demander side, per cache) and lattice_ops.rb (supplier
- * sessions); nothing is shared with other threads.  The store calls need the
- * data thread registered with RCU, which it is.  Design: docs/REBALANCE.md
+ * lattice_meta_cache.rb (demander side, per cache) and the grid's state
+ * (struct lattice_grid, grid_int.h: the supplier sessions); nothing is
+ * shared with other threads.  The store calls need the data thread
+ * registered with RCU, which it is.  Design: docs/REBALANCE.md
  * ("In the grid").
  */
 #ifndef LATTICE_GRID_REBAL_EXEC_H

@@ -27,7 +27,7 @@ Latdata__NodeCacheStats *report_node_stats(lattice_ops *d, lattice_meta_cache *c
     size_t ns = 0;
     uint32_t *parts = NULL;
     uint64_t *counters = NULL, *entries = NULL;
-    if (d->n_salvage && c->n_lost) {
+    if (d->grid->n_salvage && c->n_lost) {
         size_t max = c->n_lost < MAX_SALVAGE_REPORT ? c->n_lost : MAX_SALVAGE_REPORT;
         parts = lt_malloc(max * sizeof *parts);
         counters = lt_malloc(max * sizeof *counters);
@@ -36,7 +36,7 @@ Latdata__NodeCacheStats *report_node_stats(lattice_ops *d, lattice_meta_cache *c
     }
     size_t name_len = strlen(c->cfg.name) + 1;
     Latdata__NodeCacheStats *s = lt_calloc(
-        1, sizeof *s + ns * (sizeof(Latdata__Salvage *) + sizeof(Latdata__Salvage)) + sizeof d->salvage_id + name_len);
+        1, sizeof *s + ns * (sizeof(Latdata__Salvage *) + sizeof(Latdata__Salvage)) + sizeof d->grid->salvage_id + name_len);
     if (!s) {
         lt_free(parts);
         lt_free(counters);
@@ -47,10 +47,10 @@ Latdata__NodeCacheStats *report_node_stats(lattice_ops *d, lattice_meta_cache *c
     Latdata__Salvage **ptr = (Latdata__Salvage **)(s + 1);
     Latdata__Salvage *sv = (Latdata__Salvage *)(ptr + ns);
     char *inc = (char *)(sv + ns);
-    s->name = inc + sizeof d->salvage_id;
+    s->name = inc + sizeof d->grid->salvage_id;
     memcpy(s->name, c->cfg.name, name_len);
     if (ns) {
-        memcpy(inc, d->salvage_id, sizeof d->salvage_id);
+        memcpy(inc, d->grid->salvage_id, sizeof d->grid->salvage_id);
         for (size_t i = 0; i < ns; i++) {
             latdata__salvage__init(&sv[i]);
             sv[i].partition = parts[i];

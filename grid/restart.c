@@ -308,7 +308,7 @@ void restart_serve_report(lattice_ops *d, const origin *o)
     lt_free(w.b);
 }
 
-static rs_report *report_of(struct ops_restart *x, const char *node)
+static rs_report *report_of(struct grid_restart *x, const char *node)
 {
     for (size_t i = 0; i < x->n_rep; i++)
         if (!strcmp(x->rep[i].node, node)) return &x->rep[i];
@@ -317,7 +317,7 @@ static rs_report *report_of(struct ops_restart *x, const char *node)
 
 static void add_report(lattice_ops *d, const char *node, const uint8_t *b, size_t len)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     peer *p = chan_peer_by_id(d, node);
     if (!p || !p->m.server || report_of(x, node)) return;
     rs_report *r = lt_realloc(x->rep, (x->n_rep + 1) * sizeof *r);
@@ -337,7 +337,7 @@ static void add_report(lattice_ops *d, const char *node, const uint8_t *b, size_
 
 static void report_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     if (!x || x->phase != RESTART_WAITING || !rs || rs->status != LATTICE_OK) return; /* asked again next round */
     add_report(d, p->target, rs->value.data, rs->value.len);
 }
@@ -345,7 +345,7 @@ static void report_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 /* ------------------------------------------------------------ waiting */
 
 /* The newest kept base of cache `name` among the reports (NULL: none). */
-static const rs_cache *newest_base(const struct ops_restart *x, const char *name)
+static const rs_cache *newest_base(const struct grid_restart *x, const char *name)
 {
     const rs_cache *best = NULL;
     for (size_t i = 0; i < x->n_rep; i++)
@@ -356,7 +356,7 @@ static const rs_cache *newest_base(const struct ops_restart *x, const char *name
     return best;
 }
 
-static const rs_report *report_by_cid(const struct ops_restart *x, const char *cid)
+static const rs_report *report_by_cid(const struct grid_restart *x, const char *cid)
 {
     for (size_t i = 0; i < x->n_rep; i++)
         if (!strcmp(x->rep[i].cid, cid)) return &x->rep[i];
@@ -365,7 +365,7 @@ static const rs_report *report_by_cid(const struct ops_restart *x, const char *c
 
 /* Servers of the newest bases that have not reported: how many (names in
  * missing, space-separated). */
-static size_t missing(const struct ops_restart *x, char *out, size_t cap)
+static size_t missing(const struct grid_restart *x, char *out, size_t cap)
 {
     size_t n = 0, at = 0;
     out[0] = 0;
@@ -384,7 +384,7 @@ static size_t missing(const struct ops_restart *x, char *out, size_t cap)
 
 bool restart_waits(lattice_ops *d)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     if (!x) return false;
     if (x->phase == RESTART_WAITING) return true;
     if (x->phase != RESTART_NONE) return false;
@@ -416,8 +416,8 @@ bool restart_waits(lattice_ops *d)
 
 bool restart_refuses(const lattice_ops *d)
 {
-    return (d->restart && d->restart->phase == RESTART_WAITING) ||
-           (d->restart_seen_ms && lt_mono_ms() - d->restart_seen_ms < 2 * META_PULL_INTERVAL_MS);
+    return (d->grid->restart && d->grid->restart->phase == RESTART_WAITING) ||
+           (d->grid->restart_seen_ms && lt_mono_ms() - d->grid->restart_seen_ms < 2 * META_PULL_INTERVAL_MS);
 }
 
 /* ------------------------------------------------------------ the decision */
@@ -486,7 +486,7 @@ bool rs_keep_decode(rs_dec *dc, const uint8_t *b, size_t len)
  * the decision in keeps[], which the caller frees). */
 static size_t decide(lattice_ops *d, lattice_meta_restart_base *bases, char ***entries, wbuf *keeps)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     size_t nb = 0;
     x->dec = lt_calloc(LATTICE_META_MAX_CACHES, sizeof *x->dec);
     if (!x->dec) return 0;
@@ -547,7 +547,7 @@ static size_t decide(lattice_ops *d, lattice_meta_restart_base *bases, char ***e
 
 bool restart_tick(lattice_ops *d, uint64_t now)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     if (!x || x->phase != RESTART_WAITING || !lattice_meta_is_coordinator(d->meta) || lattice_meta_valid(d->meta)) return false;
     /* Only while this node holds its lease: one that is rejoining (its
      * grid merged into another) decides nothing for a grid it left. */
@@ -597,13 +597,13 @@ bool restart_tick(lattice_ops *d, uint64_t now)
 
 lattice_status restart_create(lattice_ops *d, int64_t wait_ms)
 {
-    d->restart = lt_calloc(1, sizeof *d->restart);
-    if (!d->restart) return LATTICE_ERR_NOMEM;
-    d->restart->wait_ms = wait_ms;
+    d->grid->restart = lt_calloc(1, sizeof *d->grid->restart);
+    if (!d->grid->restart) return LATTICE_ERR_NOMEM;
+    d->grid->restart->wait_ms = wait_ms;
     return LATTICE_OK;
 }
 
-static void forget(struct ops_restart *x)
+static void forget(struct grid_restart *x)
 {
     for (size_t i = 0; i < x->n_rep; i++) report_free(&x->rep[i]);
     lt_free(x->rep);
@@ -622,7 +622,7 @@ static void forget(struct ops_restart *x)
 
 void restart_rejoined(lattice_ops *d)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     if (!x || (x->phase != RESTART_WAITING && x->phase != RESTART_RESTORING)) return;
     LT_LOG(LT_WARN, "data", "whole-grid restart: this node rejoined the grid as a new node; it no longer "
            "coordinates the restart (whoever coordinates decides)");
@@ -632,7 +632,7 @@ void restart_rejoined(lattice_ops *d)
 
 void restart_free(lattice_ops *d)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     if (!x) return;
     for (size_t i = 0; i < x->n_rep; i++) report_free(&x->rep[i]);
     lt_free(x->rep);
@@ -643,11 +643,11 @@ void restart_free(lattice_ops *d)
     lt_free(x->dec);
     lt_free(x->reloading);
     lt_free(x);
-    d->restart = NULL;
+    d->grid->restart = NULL;
 }
 
 const char *restart_phase(const lattice_ops *d)
 {
     static const char *const names[] = {"none", "waiting", "restoring", "done"};
-    return d->restart ? names[d->restart->phase] : "none";
+    return d->grid->restart ? names[d->grid->restart->phase] : "none";
 }

@@ -54,7 +54,7 @@ typedef struct rs_dec {
     lattice_grid_digests dg; /* the round's digests */
 } rs_dec;
 
-struct ops_restart {
+struct grid_restart {
     restart_phase_id phase;
     int64_t wait_ms;
     uint64_t since, last_round, round;

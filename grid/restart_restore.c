@@ -76,7 +76,7 @@ static const char *holder(lattice_ops *d, const rs_dec *dc, uint32_t p, lattice_
  * kept one, or end restoring. */
 static void round_done(lattice_ops *d)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     if (x->round_failed) return; /* a server did not answer: next round */
     bool all_equal = true;
     uint64_t now = lt_mono_ms();
@@ -146,7 +146,7 @@ static void round_done(lattice_ops *d)
 /* p->ctl: the decision's index; p->pull: the round. */
 static void digest_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     if (!x || x->phase != RESTART_RESTORING || p->pull != x->round) return;
     if (!rs || rs->status != LATTICE_OK || p->ctl < 0 || (size_t)p->ctl >= x->n_dec ||
         !rebal_unpack_digests(&x->dec[p->ctl].dg, p->target, rs->value.data, rs->value.len))
@@ -179,7 +179,7 @@ static bool own_digests_into(lattice_ops *d, lattice_meta_cache *c, rs_dec *dc)
 
 static void start_round(lattice_ops *d)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     x->round++;
     x->round_failed = false;
     x->round_left = 1; /* this function's own share */
@@ -215,7 +215,7 @@ static void start_round(lattice_ops *d)
  * did left): it takes over, deciding from the owners' digests. */
 static void take_over(lattice_ops *d)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     size_t n = 0;
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) n += lattice_meta_cache_at(d->meta, i)->restoring;
     if (!n || !(x->dec = lt_calloc(n, sizeof *x->dec))) return;
@@ -241,7 +241,7 @@ static void take_over(lattice_ops *d)
 
 bool restart_restoring_tick(lattice_ops *d, uint64_t now)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     if (!x || !lattice_meta_is_coordinator(d->meta) || !lattice_meta_valid(d->meta)) return false;
     if (x->publish) { /* a round ended it (its last digest came in) */
         x->publish = false;
@@ -278,7 +278,7 @@ static bool holds(lattice_meta_cache *c, uint32_t p, const uint8_t *want, size_t
 static void push(lattice_ops *d, lattice_meta_cache *c, uint32_t p, const char *keeper, const char *to,
                  const rs_copy *want)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     x->pushes++;
     if (!keeper) { /* nobody held anything of p: the owner's copy must be empty */
         peer *t = chan_peer_by_id(d, to);
@@ -394,7 +394,7 @@ void restart_serve_push(lattice_ops *d, const Latdata__Req *q)
  * it, durably, until the reload is durable (restart_reloads_done). */
 static bool note_reloading(lattice_ops *d, const char *name, uint32_t p)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     lt_persist *ps = wal_persist(d);
     if (!x || !ps) return true;
     char line[LATTICE_CACHE_NAME_MAX + 16];
@@ -416,11 +416,15 @@ static bool note_reloading(lattice_ops *d, const char *name, uint32_t p)
     return true;
 }
 
-void restart_reloads_end(lattice_ops *d) { if (d->restart && d->restart->reloading) d->restart->reload_done_due = true; }
+void restart_reloads_end(lattice_ops *d)
+{
+    grid_restart *x = d->grid->restart;
+    if (x && x->reloading) x->reload_done_due = true;
+}
 
 void restart_tick_durable(lattice_ops *d)
 {
-    struct ops_restart *x = d->restart;
+    struct grid_restart *x = d->grid->restart;
     if (!x || !x->reload_done_due || !wal_durable(d)) return;
     lt_persist *ps = wal_persist(d);
     if (ps && lt_persist_save_text(ps, "reloading", "") != LATTICE_OK) return; /* tried again */

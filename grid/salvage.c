@@ -67,11 +67,11 @@ static void cache_drop(salvage_cache *s)
 
 void salvage_free(lattice_ops *d)
 {
-    for (size_t i = 0; i < d->n_salvage; i++) cache_drop(&d->salvage[i]);
-    lt_free(d->salvage);
-    d->salvage = NULL;
-    d->n_salvage = 0;
-    d->salvage_id[0] = 0;
+    for (size_t i = 0; i < d->grid->n_salvage; i++) cache_drop(&d->grid->salvage[i]);
+    lt_free(d->grid->salvage);
+    d->grid->salvage = NULL;
+    d->grid->n_salvage = 0;
+    d->grid->salvage_id[0] = 0;
 }
 
 void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store,
@@ -81,15 +81,15 @@ void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lat
      * (one set: this incarnation's); never mixed into copies another
      * incarnation kept.  Before, only the first cache attached was kept -
      * the others loaded in full after a restart. */
-    bool other_set = d->n_salvage && strcmp(d->salvage_id, d->self_id) != 0;
+    bool other_set = d->grid->n_salvage && strcmp(d->grid->salvage_id, d->self_id) != 0;
     uint8_t *held = lt_calloc(cfg->partitions, 1), *has = lt_calloc(cfg->partitions, 1);
-    salvage_cache *x = other_set ? NULL : lt_realloc(d->salvage, (d->n_salvage + 1) * sizeof *x);
+    salvage_cache *x = other_set ? NULL : lt_realloc(d->grid->salvage, (d->grid->n_salvage + 1) * sizeof *x);
     if (!held || !has || !x) {
         lt_free(held), lt_free(has), lt_free(marks), lt_free(counter);
         lattice_store_destroy(store);
         return;
     }
-    d->salvage = x;
+    d->grid->salvage = x;
     uint32_t marked = 0;
     for (uint32_t p = 0; p < cfg->partitions; p++) {
         if (marks[p] == LT_MARK_NONE || !lattice_store_count(store, p)) continue;
@@ -107,7 +107,7 @@ void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lat
     }
     for (uint32_t p = 0; p < cfg->partitions; p++)
         if (!held[p]) lattice_store_clear(store, p);
-    salvage_cache *s = &d->salvage[d->n_salvage++];
+    salvage_cache *s = &d->grid->salvage[d->grid->n_salvage++];
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
     s->store = store;
@@ -116,7 +116,7 @@ void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lat
     s->mark = marks;
     s->has_mark = has;
     s->kept_ms = lt_mono_ms();
-    snprintf(d->salvage_id, sizeof d->salvage_id, "%s", d->self_id);
+    snprintf(d->grid->salvage_id, sizeof d->grid->salvage_id, "%s", d->self_id);
     LT_LOG(LT_INFO, "data", "cache %s: keeping the copy recovered from the data directory as a delta base: %u partitions "
            "with a mark", cfg->name, marked);
 }
@@ -124,26 +124,28 @@ void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lat
 size_t salvage_held(const lattice_ops *d)
 {
     size_t n = 0;
-    for (size_t i = 0; i < d->n_salvage; i++)
-        for (uint32_t p = 0; d->salvage[i].store && p < d->salvage[i].cfg.partitions; p++) n += d->salvage[i].held[p];
+    for (size_t i = 0; i < d->grid->n_salvage; i++) {
+        const salvage_cache *s = &d->grid->salvage[i];
+        for (uint32_t p = 0; s->store && p < s->cfg.partitions; p++) n += s->held[p];
+    }
     return n;
 }
 
 void salvage_keep(lattice_ops *d, lattice_meta *old)
 {
-    if (d->n_salvage && salvage_held(d)) { /* the first set is the one that held data */
+    if (d->grid->n_salvage && salvage_held(d)) { /* the first set is the one that held data */
         LT_LOG(LT_INFO, "data", "still keeping the copies of incarnation %s (%zu partitions) for the grid's lost records",
-               d->salvage_id, salvage_held(d));
+               d->grid->salvage_id, salvage_held(d));
         return;
     }
     /* A first set that holds nothing any more (every partition of it was
      * loaded, in a grid with quorum) can serve no lost record: the copies
      * of the incarnation that loaded them are the ones to keep - a node
      * paused twice comes back as a delta again, not in full. */
-    if (d->n_salvage) salvage_free(d);
+    if (d->grid->n_salvage) salvage_free(d);
     size_t n = lattice_meta_cache_count(old);
-    d->salvage = lt_calloc(n ? n : 1, sizeof *d->salvage);
-    if (!d->salvage) return;
+    d->grid->salvage = lt_calloc(n ? n : 1, sizeof *d->grid->salvage);
+    if (!d->grid->salvage) return;
     for (size_t i = 0; i < n; i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(old, i);
         uint8_t *held = lt_malloc(c->cfg.partitions);
@@ -152,7 +154,7 @@ void salvage_keep(lattice_ops *d, lattice_meta *old)
             continue;
         }
         memset(held, 1, c->cfg.partitions);
-        salvage_cache *s = &d->salvage[d->n_salvage++];
+        salvage_cache *s = &d->grid->salvage[d->grid->n_salvage++];
         s->cfg = c->cfg;
         s->store = c->store;
         s->counter = c->counter;
@@ -178,14 +180,14 @@ void salvage_keep(lattice_ops *d, lattice_meta *old)
         c->store = NULL;
         c->counter = NULL;
     }
-    snprintf(d->salvage_id, sizeof d->salvage_id, "%s", d->self_id);
+    snprintf(d->grid->salvage_id, sizeof d->grid->salvage_id, "%s", d->self_id);
 }
 
 /* The kept cache matching c (same name and config), or NULL. */
 static salvage_cache *of(lattice_ops *d, const lattice_meta_cache *c)
 {
-    for (size_t i = 0; i < d->n_salvage; i++)
-        if (d->salvage[i].store && lattice_cache_config_equal(&d->salvage[i].cfg, &c->cfg)) return &d->salvage[i];
+    for (size_t i = 0; i < d->grid->n_salvage; i++)
+        if (d->grid->salvage[i].store && lattice_cache_config_equal(&d->grid->salvage[i].cfg, &c->cfg)) return &d->grid->salvage[i];
     return NULL;
 }
 
@@ -193,7 +195,7 @@ static salvage_cache *of(lattice_ops *d, const lattice_meta_cache *c)
 static bool wanted(const lattice_ops *d, const lattice_meta_cache *c, const salvage_cache *s, uint32_t p)
 {
     const lattice_meta_lost *l = lattice_meta_lost_of(c, p);
-    return s->held[p] && l && lattice_meta_lost_names(l, d->salvage_id);
+    return s->held[p] && l && lattice_meta_lost_names(l, d->grid->salvage_id);
 }
 
 /* Whether the kept copy of p may serve as a delta base: it has a mark and
@@ -245,10 +247,10 @@ static bool planned_in(const lattice_meta_cache *c)
 
 void salvage_prune(lattice_ops *d, bool quorum)
 {
-    if (!quorum || !d->n_salvage || !lattice_meta_valid(d->meta)) return;
+    if (!quorum || !d->grid->n_salvage || !lattice_meta_valid(d->meta)) return;
     size_t kept_caches = 0;
-    for (size_t i = 0; i < d->n_salvage; i++) {
-        salvage_cache *s = &d->salvage[i];
+    for (size_t i = 0; i < d->grid->n_salvage; i++) {
+        salvage_cache *s = &d->grid->salvage[i];
         if (!s->store) continue;
         lattice_meta_cache *c = lattice_meta_cache_of(d->meta, s->cfg.name);
         if (c && lattice_cache_config_equal(&c->cfg, &s->cfg) && s->has_mark && !planned_in(c) &&
@@ -271,7 +273,7 @@ void salvage_prune(lattice_ops *d, bool quorum)
             continue;
         }
         LT_LOG(LT_INFO, "data", "cache %s: the copies kept from incarnation %s are not needed; freed", s->cfg.name,
-               d->salvage_id);
+               d->grid->salvage_id);
         cache_drop(s);
     }
     if (!kept_caches) salvage_free(d);
@@ -370,7 +372,7 @@ bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, bool quo
     if (st != LATTICE_OK) {
         lattice_store_clear(c->store, p);
         LT_LOG(LT_WARN, "data", "cache %s: partition %u: cannot restore the copy of incarnation %s: %s", c->cfg.name,
-               p, d->salvage_id, lattice_strerror(st));
+               p, d->grid->salvage_id, lattice_strerror(st));
         return false;
     }
     c->counter[p] = s->counter[p];

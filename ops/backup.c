@@ -75,8 +75,8 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
     if (r.status != LATTICE_OK && d->repl_failed++ % 1000 == 0)
         LT_LOG(LT_WARN, "data", "cache %s: a replicated write was not applied here: %s (%llu so far)", q->cache,
                lattice_strerror(r.status), (unsigned long long)d->repl_failed);
-    if (c && q->remove && r.status == LATTICE_OK && d->grid.note_remove) /* rebalance: grid/rebal_exec.c */
-        d->grid.note_remove(c, q->partition, q->key.data, q->key.len, q->version);
+    if (c && q->remove && r.status == LATTICE_OK && d->grid_hooks.note_remove) /* rebalance: grid/rebal_exec.c */
+        d->grid_hooks.note_remove(c, q->partition, q->key.data, q->key.len, q->version);
     if (q->id) chan_complete(d, o, &r); /* with --data-dir, once the write is durable here */
 }
 

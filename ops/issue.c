@@ -168,6 +168,14 @@ static void answer(lattice_ops *d, opx *o, lattice_status status, int64_t num)
     chan_complete_local(d, o, &r);
 }
 
+/* The metadata exchange (grid/control.c) owns the pulls; without it
+ * (unit suites) nobody pulls: the pull asked for is number 1 and none ends. */
+static uint64_t pull_soon(lattice_ops *d) { return d->grid_hooks.pull_soon ? d->grid_hooks.pull_soon(d) : 1; }
+static uint64_t pulls_ended(const lattice_ops *d)
+{
+    return d->grid_hooks.pulls_ended ? d->grid_hooks.pulls_ended(d) : 0;
+}
+
 /* The checks before an op's partition is looked at: the cache, if this node
  * may route o for it now (*lease: the lease read once for every check of
  * this op); NULL when o was answered or put back for a retry. */
@@ -186,7 +194,7 @@ static lattice_meta_cache *route_cache(lattice_ops *d, opx *o, bool *lease)
         return NULL;
     }
     if (!lattice_meta_valid(d->meta)) {
-        if (d->grid.refuses && d->grid.refuses(d)) answer(d, o, LATTICE_ERR_RESTARTING, 0); /* a whole-grid restart waits: naming it */
+        if (d->grid_hooks.refuses && d->grid_hooks.refuses(d)) answer(d, o, LATTICE_ERR_RESTARTING, 0); /* a whole-grid restart waits: naming it */
         else retry_later(d, o, LATTICE_ERR_TIMEOUT);
         return NULL;
     }
@@ -207,7 +215,7 @@ static lattice_meta_cache *route_cache(lattice_ops *d, opx *o, bool *lease)
         uint64_t now = lt_mono_ms();
         if (!o->no_cache_until && !lattice_meta_is_coordinator(d->meta)) {
             o->no_cache_until = now + NO_CACHE_WAIT_MS;
-            d->last_meta_pull = 0;
+            pull_soon(d);
         }
         if (now < o->no_cache_until) retry_later(d, o, LATTICE_ERR_NO_CACHE);
         else answer(d, o, LATTICE_ERR_NO_CACHE, 0);
@@ -248,11 +256,8 @@ static lattice_meta_cache *route_cache(lattice_ops *d, opx *o, bool *lease)
 static void route_lost(lattice_ops *d, opx *o, uint32_t p)
 {
     o->lost_part = p;
-    if (d->client && !o->lost_mark) {
-        o->lost_mark = d->pulls_sent + 1;
-        d->last_meta_pull = 0;
-    }
-    if (d->client && d->pulls_ended < o->lost_mark) retry_later(d, o, LATTICE_ERR_PARTITION_LOST);
+    if (d->client && !o->lost_mark) o->lost_mark = pull_soon(d);
+    if (d->client && pulls_ended(d) < o->lost_mark) retry_later(d, o, LATTICE_ERR_PARTITION_LOST);
     else answer(d, o, LATTICE_ERR_PARTITION_LOST, p); /* the caller can name it (RESP's CLUSTERDOWN does) */
 }
 
@@ -324,7 +329,7 @@ void issue_route(lattice_ops *d, opx *o)
     lattice_meta_cache *c = route_cache(d, o, &lease);
     if (!c) return;
     if (o->op.kind == LATTICE_OP_SIZE) { /* every server's count: grid/report.c */
-        if (d->grid.start_size) d->grid.start_size(d, o);
+        if (d->grid_hooks.start_size) d->grid_hooks.start_size(d, o);
         else answer(d, o, LATTICE_ERR_INVAL, 0);
         return;
     }

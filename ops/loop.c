@@ -117,7 +117,7 @@ static bool on_request_frame(void *arg, link_conn *c, const uint8_t *msg, size_t
     lattice_ops *d = arg;
     Latdata__Batch *b = chan_unpack_batch(d, msg, len, mac, mac_len);
     if (!b) return false;
-    if (b->meta && d->grid.on_meta) d->grid.on_meta(d, b->meta);
+    if (b->meta && d->grid_hooks.on_meta) d->grid_hooks.on_meta(d, b->meta);
     origin o = {0};
     o.ident_len = link_srv_ident(c, o.ident);
     if (b->n_reqs) o.to = ops_addressed(d, b->to);
@@ -138,7 +138,7 @@ static bool on_response_frame(void *arg, link_conn *c, const uint8_t *msg, size_
     lattice_ops *d = arg;
     Latdata__Batch *b = chan_unpack_batch(d, msg, len, mac, mac_len);
     if (!b) return false;
-    if (b->meta && d->grid.on_meta) d->grid.on_meta(d, b->meta);
+    if (b->meta && d->grid_hooks.on_meta) d->grid_hooks.on_meta(d, b->meta);
     for (size_t i = 0; i < b->n_resps; i++) {
         handle_response(d, b->resps[i]);
         evict_flush(d);
@@ -246,7 +246,7 @@ static void drain_queue(lattice_ops *d)
         held = true;
         if (n > 1 && lattice_meta_valid(d->meta)) prefetch_ops(d, w, n);
         for (size_t i = 0; i < n; i++) {
-            if (w[i]->call) d->grid.run_call(d, w[i]); /* only grid/ submits calls */
+            if (w[i]->call) d->grid_hooks.run_call(d, w[i]); /* only grid/ submits calls */
             else issue_route(d, w[i]);
             evict_flush(d);
         }
@@ -265,7 +265,7 @@ static void run_retries(lattice_ops *d, uint64_t now)
 {
     for (opx *o = retry_take_due(d, now), *next; o; o = next) {
         next = o->rnext;
-        if (o->call) d->grid.run_call(d, o);
+        if (o->call) d->grid_hooks.run_call(d, o);
         else issue_route(d, o);
         evict_flush(d);
     }
@@ -276,7 +276,7 @@ static void cache_gone(void *arg, lattice_meta_cache *c)
 {
     lattice_ops *d = arg;
     fast_cache_gone(arg, c);
-    if (d->grid.cache_gone) d->grid.cache_gone(arg, c);
+    if (d->grid_hooks.cache_gone) d->grid_hooks.cache_gone(arg, c);
     clean_cache_gone(c);
     evict_cache_gone(arg, c);
     wal_cache_gone(arg, c);
@@ -296,11 +296,10 @@ static void forget_data(lattice_ops *d)
     lattice_meta *fresh = NULL;
     lattice_meta_config mc = {d->client, d->region, cache_gone, d};
     if (lattice_meta_create(&mc, &fresh) != LATTICE_OK) return; /* NOMEM: keep them (not served: no lease) */
-    if (d->grid.keep_old) d->grid.keep_old(d, d->meta);
+    if (d->grid_hooks.keep_old) d->grid_hooks.keep_old(d, d->meta);
     lattice_meta_destroy(d->meta);
     d->meta = fresh;
-    d->creates_sent = false;
-    d->last_meta_pull = 0;
+    if (d->grid_hooks.meta_fresh) d->grid_hooks.meta_fresh(d);
 }
 
 /* Rebuilds peers from a new topology: new servers get a connection (opened
@@ -312,7 +311,7 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
     lattice_discovery_local_id(d->disc, self, sizeof self);
     if (d->self_id[0] && strcmp(d->self_id, self) != 0) {
         forget_data(d);
-        if (d->grid.rejoined) d->grid.rejoined(d);
+        if (d->grid_hooks.rejoined) d->grid_hooks.rejoined(d);
     }
     if (strcmp(d->self_id, self) != 0) d->self_since_major = lattice_topology_major(t);
     snprintf(d->self_id, sizeof d->self_id, "%s", self);
@@ -359,7 +358,7 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
     d->major = lattice_topology_major(t);
     d->minor = lattice_topology_minor(t);
     chan_release_pending(d, false);
-    if (d->grid.on_topology) d->grid.on_topology(d);
+    if (d->grid_hooks.on_topology) d->grid_hooks.on_topology(d);
 }
 
 static void check_topology(lattice_ops *d)
@@ -773,10 +772,10 @@ static void ops_free(lattice_ops *d)
     /* A registered thread is needed for the stores' RCU teardown. */
     rcu_register_thread();
     wal_free(d); /* first: the stores freed below are no DROP records */
-    if (d->grid.free_sessions) d->grid.free_sessions(d); /* rebalance's supplier sessions read the stores */
+    if (d->grid_hooks.free_sessions) d->grid_hooks.free_sessions(d); /* rebalance's supplier sessions read the stores */
     fast_free(d);
     if (d->meta) lattice_meta_destroy(d->meta);
-    if (d->grid.free) d->grid.free(d);
+    if (d->grid_hooks.free) d->grid_hooks.free(d);
     evict_free(d);
     exec_scratch_free(&d->scratch);
     for (size_t i = 0; i < d->n_peers; i++) chan_peer_free(d->peers[i]);

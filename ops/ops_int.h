@@ -2,7 +2,10 @@
  * Internal to ops/: the data thread's state and the functions each stage
  * file offers the stages above it.  Everything here belongs to the data
  * thread, except the fields marked "any thread".  grid/, which runs on the
- * data thread, sees it too (ops/CMakeLists.txt: lattice_ops_int); ops/
+ * data thread, sees it too (ops/CMakeLists.txt: lattice_ops_int) and reads
+ * what ops/ owns here; it writes none of it but the counter `malformed`
+ * (and, in grid/attach.c, the registration points and the pointer grid).
+ * Its own state is its own (struct lattice_grid, grid/grid_int.h).  ops/
  * reaches grid/ only through its registration points below.
  *
  * Files: docs/ARCHITECTURE.md, "File map".  The pending table calls back
@@ -27,7 +30,6 @@
  * this context (lt_frame_derive_key): every sender and receiver uses it. */
 #define DATA_KEY_CONTEXT "lattice data channel v1"
 #define NO_CACHE_WAIT_MS 300         /* an unknown cache: how long to pull and look again */
-#define MAX_PARKED_PREPARES 64       /* prepares one node holds back at once (more: answered AGAIN) */
 enum { DROP_MALFORMED, DROP_OVERSIZED, DROP_AUTH, DROP_SEND, DROP_REASONS }; /* why channel.c dropped a frame */
 
 /* A member of the current topology as the data channel holds it.  Its
@@ -124,14 +126,6 @@ typedef struct waitw {
     void (*after)(lattice_ops *d, struct waitw *w);
 } waitw;
 
-/* A prepare of the base switch this node answers once every full_sync write
- * of its cache has drained (grid/base_switch.c). */
-typedef struct parked_prepare {
-    uint64_t serial;              /* the cache (lattice_meta_cache.serial) */
-    uint64_t self_pend;           /* the coordinator's own part: its pending entry; 0: answer org */
-    origin org;
-} parked_prepare;
-
 
 /* Results of recent writes by (origin, op sequence), on the primary and its
  * copies, so a write resent after a failover returns its first result
@@ -200,6 +194,14 @@ typedef struct ops_grid_hooks {
     bool (*refuses)(const lattice_ops *d);                   /* no metadata yet: a whole-grid restart waits */
     void (*keep_old)(lattice_ops *d, lattice_meta *old);     /* a rejoin: old's stores, before old goes */
     void (*rejoined)(lattice_ops *d);                        /* ... this node runs under a new id */
+    void (*meta_fresh)(lattice_ops *d);                      /* a rejoin replaced the metadata by an empty one */
+    /* The metadata is wanted now (an unknown cache, a LOST partition): a
+     * pull at the next tick.  Returns the number that pull will carry
+     * (pulls are numbered from 1); pulls_ended: the highest number of a
+     * pull that ended (answered or given up).  Without the grid nobody
+     * pulls: ops/ takes 1 and 0. */
+    uint64_t (*pull_soon)(lattice_ops *d);
+    uint64_t (*pulls_ended)(const lattice_ops *d);
     void (*cache_gone)(void *d, lattice_meta_cache *c);      /* meta frees c */
     /* A copy applied a replicated remove (backup.c, txn.c). */
     void (*note_remove)(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len, uint64_t version);
@@ -212,8 +214,15 @@ typedef struct ops_grid_hooks {
     void (*free)(lattice_ops *d);                            /* destroy, after them */
 } ops_grid_hooks;
 
+/* The data thread's state, grouped by owner: each group is written by the
+ * file its comment names (others read it, or call that file's functions
+ * below).  The grid's machines keep their state in struct lattice_grid
+ * (grid/grid_int.h), which grid/ allocates and frees; ops/ holds only the
+ * pointer and reaches what it needs of it through ops_grid_hooks (a pull
+ * of the metadata: pull_soon, pulls_ended; a rejoin: meta_fresh). */
 struct lattice_ops {
-    /* set at init, read-only after */
+    /* ---- loop.c: set at init (lattice_ops_init), read-only after.  srv,
+     * efd, have_key and key are the data channel's (channel.c). */
     bool client, have_key;
     uint8_t key[32];
     int op_timeout_ms, region_mb;
@@ -223,14 +232,12 @@ struct lattice_ops {
     struct link_srv *srv;         /* servers: the data port and the connections it accepted */
     int efd;
     lattice_region *region;
-    /* giving memory back (loop.c, give_memory_back): last try, and pages
-     * released since malloc's free memory was last returned too */
-    uint64_t give_back_ms, gave_back_pages;
     struct lattice_discovery *disc;
     pthread_t thread;
     bool thread_started;
 
-    /* any thread */
+    /* any thread: the inbox (channel.c pushes, loop.c drains); loop.c's
+     * lifecycle flags */
     struct cds_wfcq_head qhead;
     struct cds_wfcq_tail qtail;
     atomic_bool run_flag, accepting;
@@ -245,7 +252,8 @@ struct lattice_ops {
     bool run_open;
     uint64_t poll_changes;        /* runs that changed what the data thread polls: its results are stale */
 
-    /* data thread */
+    /* ---- loop.c: the data thread's view of the topology and of this node
+     * (on_topology), which every stage reads */
     bool running, seen_topology;
     bool inbox_pending;           /* enqueued from the data thread itself: poll without waiting */
     uint64_t major, minor;
@@ -261,6 +269,7 @@ struct lattice_ops {
     peer *peers[DATA_MAX_PEERS];
     size_t n_peers;
     peer *self;
+    /* ---- channel.c: batches, replies, the pending table */
     peer **dirty;
     size_t n_dirty;
     reply_box *boxes;
@@ -269,63 +278,74 @@ struct lattice_ops {
     pend *all;
     size_t n_pending;
     uint64_t next_id;
-    opx *retry, *retry_tail;      /* retry list, first in first out (retry.c) */
-    exec_scratch scratch;
-    dedup_entry *dedup;           /* DEDUP_SLOTS, allocated at init (servers) */
-    struct txn_kept *txn_kept;    /* results of recent transactions for their resends (txn.c) */
-    uint64_t op_seq;
 
-    /* the grid's machines (grid/): their registration points, and below
-     * their state (the fields naming a grid/ file) */
-    ops_grid_hooks grid;
+    /* ---- loop.c: the data thread's own */
+    /* The cluster metadata (meta/): created here, replaced by an empty one
+     * on a rejoin (forget_data); grid/control.c applies what the
+     * coordinator sends and every stage reads the owners from it. */
+    lattice_meta *meta;
+    uint64_t last_sweep;          /* the last sweep: pending deadlines, resends, stalled ops */
+    /* giving memory back (give_memory_back): last try, and pages
+     * released since malloc's free memory was last returned too */
+    uint64_t give_back_ms, gave_back_pages;
+    atomic_uint_fast64_t ops_run_here; /* any thread: other ops run to completion on the calling thread */
+    atomic_uint_fast64_t log_releases; /* log thread: the times it sent the held replies its fsync freed */
+    /* The registration points (above): lattice_grid_attach fills them
+     * before the data thread starts; loop.c (and the stages naming a hook)
+     * call them.  grid: the grid's state, never dereferenced in ops/. */
+    ops_grid_hooks grid_hooks;
+    struct lattice_grid *grid;
     ops_kind_fn kinds[OPS_KINDS];
     ops_tick_fn ticks[OPS_MAX_TICKS];
     size_t n_ticks;
-    /* cluster metadata (meta/) and its exchange (grid/control.c) */
-    struct ops_wal *wal;          /* --data-dir: the log and what waits on it (wal.c); NULL without */
-    struct ops_restart *restart;  /* whole-grid restart (grid/restart.c); servers only */
-    uint64_t restart_seen_ms;     /* the coordinator last answered a pull "restarting" (grid/control.c) */
-    lattice_meta *meta;
-    bool creates_sent, base_check_running;
-    uint64_t last_meta_pull, last_sweep;
-    uint64_t meta_pull_ms;        /* a non-coordinator's pull interval (grid/control.c; 0: not read yet) */
-    char pull_writer[64];         /* a pull's Req.sender: the writer of the metadata held (grid/control.c) */
-    uint64_t pulls_sent, pulls_ended; /* metadata pulls (CTL_META_GET) numbered from 1: the last sent, the highest ended */
-    uint64_t switch_waiting_since, switch_logged; /* a base switch waiting on the figures (grid/base_switch.c) */
-    parked_prepare parked[MAX_PARKED_PREPARES];
-    size_t n_parked;
 
-    struct rebal_sup *rb_sups;    /* supplier sessions (grid/rebal_exec.c) */
-    struct rebal_parked *rb_parked; /* demands from servers this data thread does not know yet */
-    size_t n_rb_parked;
+    /* ---- issue.c: issue and route */
+    uint64_t op_seq;              /* this node's last write sequence (opx.seq) */
 
-    /* eviction across copies (evict.c; region_evict set at init) */
+    /* ---- primary.c: executing one op on the store (txn.c and issue.c's
+     * local reads use it too; freed at destroy by loop.c) */
+    exec_scratch scratch;
+
+    /* ---- backup.c: backup apply */
+    uint64_t repl_failed;         /* replicated writes this copy could not apply (logged every 1000th) */
+
+    /* ---- sync_wait.c: the full_sync wait */
+    uint64_t repl_resent;         /* full_sync replications sent again after a lost connection */
+    uint64_t repl_no_cache;       /* full_sync replications a copy answered NO_CACHE (sent again) */
+    uint64_t resend_logged_ms;
+
+    /* ---- retry.c: retry and failover */
+    opx *retry, *retry_tail;      /* retry list, first in first out */
+
+    /* ---- dedup.c: resend records */
+    dedup_entry *dedup;           /* DEDUP_SLOTS, allocated at init (servers) */
+
+    /* ---- clean.c: nothing here; its state is per cache and partition
+     * (lattice_meta_cache) and in each waitw */
+
+    /* ---- txn.c: transactions */
+    struct txn_kept *txn_kept;    /* results of recent transactions for their resends */
+
+    /* ---- wal.c: --data-dir on the operation path */
+    struct ops_wal *wal;          /* the log and what waits on it; NULL without */
+
+    /* ---- evict.c: eviction across copies (region_evict set at init by loop.c) */
     bool region_evict;
     struct evict_rec **evq;       /* evictions not yet sent to the copies */
     size_t n_evq, cap_evq;
     struct evict_ctx *evc[LATTICE_META_MAX_CACHES];
     size_t n_evc;
 
-    /* copies kept from the previous incarnation (grid/salvage.c) */
-    struct salvage_cache *salvage;
-    size_t n_salvage;
-    char salvage_id[64];          /* the node id they were held under */
-
-    /* reads on the calling thread (fast.c) */
+    /* ---- fast.c: reads on the calling thread */
     struct fast_view *fast_view;  /* any thread under rcu_read_lock; written by the data thread (rcu_xchg_pointer) */
     _Atomic uint64_t fast_inc;    /* any thread: the incarnation the published roles were computed under */
     atomic_uint_fast64_t reads_inline; /* any thread: reads answered on the calling thread */
-    atomic_uint_fast64_t ops_run_here; /* any thread: other ops run to completion on the calling thread */
-    atomic_uint_fast64_t log_releases; /* log thread: the times it sent the held replies its fsync freed */
     uint64_t fast_stamp;          /* data thread: the view the words were last computed on */
     bool fast_republish;          /* data thread: a cache went; publish the others again */
 
-    /* counters (data thread; read for logs) */
-    uint64_t malformed, oversized, auth_failed, send_failed, repl_failed;
-    uint64_t repl_resent;         /* full_sync replications sent again after a lost connection */
-    uint64_t repl_no_cache;       /* full_sync replications a copy answered NO_CACHE (sent again: sync_wait.c) */
-    uint64_t resend_logged_ms;
-    uint64_t drop_logged_ms[DROP_REASONS]; /* when a drop of each reason was last logged (channel.c) */
+    /* ---- channel.c: counters (data thread; read for logs) */
+    uint64_t malformed, oversized, auth_failed, send_failed; /* grid/'s decoders count malformed too */
+    uint64_t drop_logged_ms[DROP_REASONS]; /* when a drop of each reason was last logged */
 };
 
 /* ---- channel.c: the bottom - time, sockets, frames, pending table, replies */

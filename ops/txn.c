@@ -427,7 +427,7 @@ static lattice_status apply_writes(lattice_meta_cache *c, uint32_t partition, co
         if (b.failed || (rm && flag != 1)) return LATTICE_ERR_INVAL;
         lattice_status st = exec_replicate_typed(c, partition, k, kl, v, vl, exp, ver, rm, (uint8_t)(flag >> 1));
         if (st != LATTICE_OK) return st;
-        if (copy && rm && copy->grid.note_remove) copy->grid.note_remove(c, partition, k, kl, ver);
+        if (copy && rm && copy->grid_hooks.note_remove) copy->grid_hooks.note_remove(c, partition, k, kl, ver);
     }
     return LATTICE_OK;
 }

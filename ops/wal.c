@@ -261,7 +261,7 @@ static void end_restoring(lattice_ops *d, lattice_meta_cache *c)
         lattice_store_clear(c->store, p);
         cleared++;
     }
-    if (d->grid.reloads_end) d->grid.reloads_end(d);
+    if (d->grid_hooks.reloads_end) d->grid_hooks.reloads_end(d);
     LT_LOG(LT_INFO, "data", "cache %s: restored from the data directories; serving%s", c->cfg.name,
            cleared ? " (copies of partitions this node does not own dropped)" : "");
 }
@@ -303,8 +303,8 @@ static void keep_aside(lattice_ops *d, lattice_meta_cache *c, const char *spec)
             parts != c->cfg.partitions || c->cfg.sync != LATTICE_SYNC_FULL || !c->cfg.history)
             continue;
         uint64_t *cnt = NULL, *marks = NULL;
-        if (!d->grid.keep_recovered || lt_persist_take_aside(p, i, &s, &cnt, &marks) != LATTICE_OK) return;
-        d->grid.keep_recovered(d, &c->cfg, s, cnt, marks);
+        if (!d->grid_hooks.keep_recovered || lt_persist_take_aside(p, i, &s, &cnt, &marks) != LATTICE_OK) return;
+        d->grid_hooks.keep_recovered(d, &c->cfg, s, cnt, marks);
         return;
     }
 }
@@ -497,7 +497,7 @@ void wal_tick(lattice_ops *d)
 {
     struct ops_wal *w = d->wal;
     if (w && w->decided) save_bases(d); /* the coordinator's own base switches too */
-    if (w && d->grid.durable_tick) d->grid.durable_tick(d);
+    if (w && d->grid_hooks.durable_tick) d->grid_hooks.durable_tick(d);
     /* Not before the recovered copies were adopted or dropped: a checkpoint
      * without them would let their log go. */
     if (!w || !w->decided || !lt_persist_checkpoint_due(w->p) || lt_persist_failed(w->p, NULL) ||

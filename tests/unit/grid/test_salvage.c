@@ -28,11 +28,14 @@ static void setup(void)
     d = lt_calloc(1, sizeof *d);
     ck_assert_ptr_nonnull(d);
     d->region = region;
+    d->grid = lt_calloc(1, sizeof *d->grid); /* what lattice_grid_attach allocates */
+    ck_assert_ptr_nonnull(d->grid);
 }
 
 static void teardown(void)
 {
     salvage_free(d);
+    lt_free(d->grid);
     /* The commit watermarks' state (clean.c) is the ops layer's to free. */
     for (size_t i = 0; d->meta && i < lattice_meta_cache_count(d->meta); i++)
         clean_cache_gone(lattice_meta_cache_at(d->meta, i));
@@ -110,7 +113,7 @@ START_TEST(a_grid_without_quorum_frees_no_kept_copy)
     d->meta = NULL;
     salvage_keep(d, interim);
     lattice_meta_destroy(interim);
-    ck_assert_str_eq(d->salvage_id, "old-a");
+    ck_assert_str_eq(d->grid->salvage_id, "old-a");
     ck_assert_uint_eq(salvage_held(d), PARTS);
 }
 END_TEST
@@ -128,7 +131,7 @@ START_TEST(a_grid_with_quorum_frees_what_no_record_asks_for)
     ck_assert_uint_eq(salvage_held(d), PARTS - 1);
     salvage_prune(d, true);
     ck_assert_uint_eq(salvage_held(d), 0);
-    ck_assert_uint_eq(d->n_salvage, 0);
+    ck_assert_uint_eq(d->grid->n_salvage, 0);
 }
 END_TEST
 
@@ -150,7 +153,7 @@ START_TEST(a_second_rejoin_keeps_the_copies_the_first_one_loaded)
     d->meta = NULL;
     salvage_keep(d, second);
     lattice_meta_destroy(second);
-    ck_assert_str_eq(d->salvage_id, "new-a");
+    ck_assert_str_eq(d->grid->salvage_id, "new-a");
     ck_assert_uint_eq(salvage_held(d), PARTS);
 }
 END_TEST
@@ -251,7 +254,7 @@ START_TEST(every_recovered_cache_with_a_mark_is_kept)
     keep_one_recovered("one", true);
     keep_one_recovered("idle", false);
     keep_one_recovered("two", true);
-    ck_assert_uint_eq(d->n_salvage, 2); /* "one" and "two"; "idle" dropped */
+    ck_assert_uint_eq(d->grid->n_salvage, 2); /* "one" and "two"; "idle" dropped */
     ck_assert_uint_eq(salvage_held(d), 2);
 }
 END_TEST
