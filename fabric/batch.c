@@ -4,6 +4,8 @@
  * and the sender never waits for an answer; split into frames of about
  * FAB_CHUNK_BYTES so a large value never nears the receiver's frame cap.
  */
+#include <string.h>
+
 #include "lattice/alloc.h"
 #include "fabric.h"
 
@@ -85,4 +87,100 @@ void fab_resps_flush(Latdata__Resp *const *r, size_t n, uint32_t proto, const La
         send(arg, &b);
         at += b.n_resps;
     }
+}
+
+/* ------------------------------------------------------------- reply boxes */
+
+static fab_reply_box *box_for(fab_replies *r, const uint8_t *ident, size_t len)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->boxes[i].ident_len == len && memcmp(r->boxes[i].ident, ident, len) == 0) return &r->boxes[i];
+    if (len > sizeof r->boxes->ident) return NULL;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 8;
+        fab_reply_box *b = lt_realloc(r->boxes, cap * sizeof *b);
+        if (!b) return NULL;
+        memset(b + r->cap, 0, (cap - r->cap) * sizeof *b);
+        r->boxes = b;
+        r->cap = cap;
+    }
+    fab_reply_box *b = &r->boxes[r->n++];
+    memcpy(b->ident, ident, len);
+    b->ident_len = len;
+    b->n = 0;
+    b->with_meta = false;
+    return b;
+}
+
+static void resp_free(Latdata__Resp *resp)
+{
+    for (size_t s = 0; s < resp->n_stats; s++) lt_free(resp->stats[s]);
+    lt_free(resp->stats);
+    lt_free(resp);
+}
+
+lattice_status fab_replies_add(fab_replies *r, const uint8_t *ident, size_t len, Latdata__Resp *resp, bool with_meta)
+{
+    fab_reply_box *b = box_for(r, ident, len);
+    if (b && b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        Latdata__Resp **x = lt_realloc(b->out, cap * sizeof *x);
+        if (x) {
+            b->out = x;
+            b->cap = cap;
+        }
+    }
+    if (!b || b->n == b->cap) {
+        resp_free(resp);
+        return LATTICE_ERR_NOMEM;
+    }
+    b->out[b->n++] = resp;
+    if (with_meta) b->with_meta = true;
+    return LATTICE_OK;
+}
+
+lattice_status fab_replies_meta(fab_replies *r, const uint8_t *ident, size_t len)
+{
+    fab_reply_box *b = box_for(r, ident, len);
+    if (!b) return LATTICE_ERR_NOMEM;
+    b->with_meta = true;
+    return LATTICE_OK;
+}
+
+typedef struct frame_to {
+    fab_frames *f;
+    link_conn *c;
+} frame_to;
+
+static void send_to(void *arg, const Latdata__Batch *b)
+{
+    frame_to *t = arg;
+    fab_send(t->f, t->c, b);
+}
+
+void fab_replies_flush(fab_replies *r, link_srv *srv, const Latdata__Meta *meta, fab_frames *f)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        fab_reply_box *b = &r->boxes[i];
+        if (!b->n && !b->with_meta) continue;
+        link_conn *c = srv ? link_srv_find(srv, b->ident, b->ident_len) : NULL;
+        if (!c && f->count[FAB_DROP_SEND]) ++*f->count[FAB_DROP_SEND];
+        frame_to t = {f, c};
+        if (c) /* a push alone: one frame */
+            fab_resps_flush(b->out, b->n, f->proto, b->with_meta ? meta : NULL, FAB_CHUNK_BYTES, send_to, &t);
+        for (size_t k = 0; k < b->n; k++) resp_free(b->out[k]);
+        b->n = 0;
+        b->with_meta = false;
+    }
+    r->n = 0;
+}
+
+void fab_replies_free(fab_replies *r)
+{
+    for (size_t i = 0; i < r->cap; i++) {
+        for (size_t k = 0; k < r->boxes[i].n; k++) resp_free(r->boxes[i].out[k]);
+        lt_free(r->boxes[i].out);
+    }
+    lt_free(r->boxes);
+    memset(r, 0, sizeof *r);
 }

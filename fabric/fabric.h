@@ -1,10 +1,10 @@
 /*
- * fabric/fabric.h: the data channel's transport (prefix link_) - plain
- * non-blocking TCP connections
- * that the thread owning them drives itself (no I/O thread of its own):
- * the data thread (loop.c, channel.c) and an inspection's asker
- * (inspect.c).  docs/PROTOCOL.md, "Data channel transport", is the
- * contract; this is how it is kept.
+ * fabric/fabric.h: the data channel's transport.  Plain non-blocking TCP
+ * connections (prefix link_) that the thread owning them drives itself (no
+ * I/O thread of its own): the data thread (ops/) and an inspection's asker
+ * (grid/).  Above them (prefix fab_, "above the links" below) what every
+ * channel on them needs.  docs/PROTOCOL.md, "Data channel transport", is
+ * the contract; this is how it is kept.
  *
  * A stream carries frames, each an 8-byte header and then exactly the
  * bytes base/'s frame layer produced (lt_frame_pack): the message, then its
@@ -264,6 +264,37 @@ void fab_reqs_free(fab_reqs *q);
  * least one (meta, when not NULL, on the first); they stay the caller's. */
 void fab_resps_flush(Latdata__Resp *const *r, size_t n, uint32_t proto, const Latdata__Meta *meta, size_t chunk,
                      fab_frame_fn send, void *arg);
+
+/* Responses owed to each asker - a connection the listener accepted, named
+ * by its reply identity (link_srv_ident) - until the next flush: one box
+ * per identity, its responses in the order they were added. */
+typedef struct fab_reply_box {
+    uint8_t ident[256];
+    size_t ident_len;
+    Latdata__Resp **out;          /* owned: lt_malloc'd, each with its stats */
+    size_t n, cap;
+    bool with_meta;               /* the first frame carries the metadata message */
+} fab_reply_box;
+
+typedef struct fab_replies {
+    fab_reply_box *boxes;         /* [0, n) in use this iteration; [n, cap) keep their arrays */
+    size_t n, cap;
+} fab_replies;
+
+/* Adds resp (owned; with its stats array and each stat, all lt_malloc'd)
+ * to ident's box; with_meta: that box's first frame carries the metadata.
+ * NOMEM: resp freed, nothing queued. */
+lattice_status fab_replies_add(fab_replies *r, const uint8_t *ident, size_t len, Latdata__Resp *resp, bool with_meta);
+/* ident's box carries the metadata at the next flush, alone if nothing else. */
+lattice_status fab_replies_meta(fab_replies *r, const uint8_t *ident, size_t len);
+/* Sends each box with something in it on its connection in srv (frames
+ * as fab_resps_flush; meta on the first when the box asked for it) through
+ * f, then frees the responses and empties every box.  A box whose
+ * connection closed meanwhile is counted as FAB_DROP_SEND, not logged (a
+ * peer that left, an asker that gave up: its deadlines resend). */
+void fab_replies_flush(fab_replies *r, link_srv *srv, const Latdata__Meta *meta, fab_frames *f);
+/* Frees the boxes and anything still queued in them. */
+void fab_replies_free(fab_replies *r);
 
 /* --------------------------------------------------- pending table (pending.c) */
 

@@ -162,41 +162,18 @@ void chan_push_meta(lattice_ops *d, peer *p)
     }
 }
 
-static reply_box *box_for(lattice_ops *d, const uint8_t *ident, size_t len)
-{
-    for (size_t i = 0; i < d->n_boxes; i++)
-        if (d->boxes[i].ident_len == len && memcmp(d->boxes[i].ident, ident, len) == 0) return &d->boxes[i];
-    if (d->n_boxes == d->cap_boxes) {
-        size_t cap = d->cap_boxes ? d->cap_boxes * 2 : 8;
-        reply_box *b = lt_realloc(d->boxes, cap * sizeof *b);
-        if (!b) return NULL;
-        memset(b + d->cap_boxes, 0, (cap - d->cap_boxes) * sizeof *b);
-        d->boxes = b;
-        d->cap_boxes = cap;
-    }
-    reply_box *b = &d->boxes[d->n_boxes++];
-    memcpy(b->ident, ident, len);
-    b->ident_len = len;
-    b->n = 0;
-    b->with_meta = false;
-    return b;
-}
-
-/* Queue a response to the connection o names.  value/stats are copied. */
+/* Queue a response to the connection o names (fabric/batch.c's reply boxes).
+ * value is copied; stats are owned (freed with the response, or at once on
+ * NOMEM). */
 void chan_reply(lattice_ops *d, const origin *o, const lattice_op_result *r, Latdata__NodeCacheStats **stats,
                 size_t n_stats, bool with_meta)
 {
-    reply_box *b = box_for(d, o->ident, o->ident_len);
-    if (!b) return;
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        Latdata__Resp **x = lt_realloc(b->out, cap * sizeof *x);
-        if (!x) return;
-        b->out = x;
-        b->cap = cap;
-    }
     Latdata__Resp *resp = lt_malloc(sizeof *resp + r->value_len);
-    if (!resp) return;
+    if (!resp) {
+        for (size_t s = 0; s < n_stats; s++) lt_free(stats[s]);
+        lt_free(stats);
+        return;
+    }
     latdata__resp__init(resp);
     resp->id = o->rid;
     resp->status = r->status;
@@ -208,45 +185,21 @@ void chan_reply(lattice_ops *d, const origin *o, const lattice_op_result *r, Lat
     resp->stats = stats;
     resp->n_stats = n_stats;
     resp->node = d->self_id;
-    b->out[b->n++] = resp;
-    if (with_meta) b->with_meta = true;
+    (void)fab_replies_add(&d->replies, o->ident, o->ident_len, resp, with_meta); /* NOMEM: the asker's deadline resends */
 }
 
 void chan_push_meta_back(lattice_ops *d, const uint8_t *ident, size_t len)
 {
-    reply_box *b = box_for(d, ident, len);
-    if (b) b->with_meta = true;
-}
-
-static void flush_boxes(lattice_ops *d)
-{
-    for (size_t i = 0; i < d->n_boxes; i++) {
-        reply_box *b = &d->boxes[i];
-        if (!b->n && !b->with_meta) continue;
-        /* The connection the requests came on; gone meanwhile: the asker
-         * lost them with it (its deadlines resend). */
-        link_conn *c = link_srv_find(d->srv, b->ident, b->ident_len);
-        if (!c) d->send_failed++; /* not logged: a peer that left or an asker that gave up */
-        frame_to t = {d, c};
-        if (c) /* a push alone: one frame */
-            fab_resps_flush(b->out, b->n, LATTICE_DATA_PROTO, b->with_meta ? lattice_meta_message(d->meta) : NULL,
-                            FAB_CHUNK_BYTES, send_frame, &t);
-        for (size_t k = 0; k < b->n; k++) {
-            for (size_t s = 0; s < b->out[k]->n_stats; s++) lt_free(b->out[k]->stats[s]);
-            lt_free(b->out[k]->stats);
-            lt_free(b->out[k]);
-        }
-        b->n = 0;
-        b->with_meta = false;
-    }
-    d->n_boxes = 0;
+    (void)fab_replies_meta(&d->replies, ident, len);
 }
 
 void chan_flush(lattice_ops *d)
 {
     for (size_t i = 0; i < d->n_dirty; i++) flush_peer(d, d->dirty[i]);
     d->n_dirty = 0;
-    flush_boxes(d);
+    /* Each asker's answers on the connection its requests came on; one gone
+     * meanwhile took them with it (the asker's deadlines resend). */
+    fab_replies_flush(&d->replies, d->srv, lattice_meta_message(d->meta), &d->frames);
 }
 
 peer *chan_peer_by_id(lattice_ops *d, const char *id)

@@ -154,7 +154,7 @@ static void conn_closed(lattice_ops *d, const link_conn *c, link_why why)
 {
     if (why == LINK_TIMEOUT) {
         chan_dropped(d, FAB_DROP_MALFORMED, c->proven ? "a data-channel frame left unfinished (no byte for 30 s)"
-                                                  : "a new connection that sent no whole frame within 10 s");
+                                                      : "a new connection that sent no whole frame within 10 s");
     } else if (why == LINK_BAD) {
         if (c->rd_refused == LINK_RD_OVERSIZED) chan_dropped(d, FAB_DROP_OVERSIZED, "a data-channel frame above the frame cap");
         else if (c->rd_refused == LINK_RD_EMPTY) chan_dropped(d, FAB_DROP_MALFORMED, "a data-channel frame of no message");
@@ -580,7 +580,7 @@ static void state_give(lattice_ops *d, uint64_t sig)
         drain_queue(d);
     }
     fast_settle(d);
-    bool replied = d->n_boxes > 0;
+    bool replied = d->replies.n > 0;
     chan_flush(d);
     bool changed = replied || peers_sig(d) != sig;
     if (changed) d->poll_changes++;
@@ -788,8 +788,7 @@ static void ops_free(lattice_ops *d)
     for (size_t i = 0; i < d->n_peers; i++) chan_peer_free(d->peers[i]);
     if (d->region) lattice_region_destroy(d->region);
     rcu_unregister_thread();
-    for (size_t i = 0; i < d->cap_boxes; i++) lt_free(d->boxes[i].out);
-    lt_free(d->boxes);
+    fab_replies_free(&d->replies);
     if (d->srv) link_srv_close(d->srv);
     lt_free(d->srv);
     if (d->efd >= 0) close(d->efd);

@@ -166,14 +166,6 @@ struct pend {
     uint32_t sent_losses;
 };
 
-typedef struct reply_box {
-    uint8_t ident[256];
-    size_t ident_len;
-    Latdata__Resp **out;
-    size_t n, cap;
-    bool with_meta;
-} reply_box;
-
 /* ---- Registration points: how the grid's machines (grid/grid.h) ride on
  * the data thread without ops/ naming them - ops/ includes nothing of
  * grid/.  lattice_grid_attach sets them before the data thread starts;
@@ -262,8 +254,7 @@ struct lattice_ops {
     peer *self;
     peer **dirty;
     size_t n_dirty;
-    reply_box *boxes;
-    size_t n_boxes, cap_boxes;
+    fab_replies replies;          /* responses owed to each asker until the flush (chan_reply) */
     fab_pending *pending;         /* requests sent, waiting for their answer: pend * by id */
     fab_frames frames;            /* the data channel's frame checks (key, cap, protocol) and drop counts */
     opx *retry, *retry_tail;      /* retry list, first in first out (retry.c) */

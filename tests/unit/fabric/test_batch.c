@@ -2,7 +2,8 @@
  * Outgoing batches without a network (fabric/batch.c): what is queued for
  * one place leaves in frames of about the chunk size, each holding at
  * least one whole message, and comes out of the frames in the order it
- * was queued - also after packing and unpacking each frame.
+ * was queued - also after packing and unpacking each frame; answers are
+ * kept per asker until the flush.
  */
 #include <check.h>
 #include <stdio.h>
@@ -137,6 +138,56 @@ START_TEST(responses_split_and_come_out_in_order)
 }
 END_TEST
 
+static Latdata__Resp *resp(uint64_t id, size_t n_stats)
+{
+    Latdata__Resp *r = lt_malloc(sizeof *r);
+    latdata__resp__init(r);
+    r->id = id;
+    if (n_stats) {
+        r->stats = lt_malloc(n_stats * sizeof *r->stats);
+        for (size_t i = 0; i < n_stats; i++) {
+            r->stats[i] = lt_malloc(sizeof *r->stats[i]);
+            latdata__node_cache_stats__init(r->stats[i]);
+        }
+        r->n_stats = n_stats;
+    }
+    return r;
+}
+
+/* One box per asker, its answers in order; a flush whose askers' connections
+ * are gone counts each box once and frees everything. */
+START_TEST(replies_are_boxed_per_asker_in_order)
+{
+    fab_replies r = {0};
+    uint8_t a[8] = {1, 0, 0, 0, 1, 0, 0, 0}, b[8] = {2, 0, 0, 0, 1, 0, 0, 0};
+    for (uint64_t i = 1; i <= 100; i++)
+        ck_assert_int_eq(fab_replies_add(&r, i % 3 ? a : b, 8, resp(i, i == 50 ? 2 : 0), false), LATTICE_OK);
+    ck_assert_int_eq(fab_replies_meta(&r, b, 8), LATTICE_OK);
+    ck_assert_uint_eq(r.n, 2);
+    ck_assert_mem_eq(r.boxes[0].ident, a, 8);
+    ck_assert(!r.boxes[0].with_meta);
+    ck_assert(r.boxes[1].with_meta);
+    uint64_t last = 0;
+    for (size_t k = 0; k < r.boxes[0].n; k++) { /* in the order added */
+        ck_assert_uint_gt(r.boxes[0].out[k]->id, last);
+        ck_assert_uint_ne(r.boxes[0].out[k]->id % 3, 0);
+        last = r.boxes[0].out[k]->id;
+    }
+    ck_assert_uint_eq(r.boxes[0].n + r.boxes[1].n, 100);
+    uint64_t send_failed = 0;
+    fab_frames f = {.proto = 7, .count = {[FAB_DROP_SEND] = &send_failed}};
+    fab_replies_flush(&r, NULL, NULL, &f); /* no listener: both askers are gone */
+    ck_assert_uint_eq(send_failed, 2);
+    ck_assert_uint_eq(r.n, 0);
+    fab_replies_flush(&r, NULL, NULL, &f); /* nothing left: nothing counted */
+    ck_assert_uint_eq(send_failed, 2);
+    ck_assert_int_eq(fab_replies_meta(&r, a, 8), LATTICE_OK); /* a push alone is a box to send */
+    fab_replies_flush(&r, NULL, NULL, &f);
+    ck_assert_uint_eq(send_failed, 3);
+    fab_replies_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fabric: batch");
@@ -145,6 +196,7 @@ int main(void)
     tcase_add_test(tc, chunks_hold_at_least_one_message);
     tcase_add_test(tc, meta_alone_goes_in_one_frame);
     tcase_add_test(tc, responses_split_and_come_out_in_order);
+    tcase_add_test(tc, replies_are_boxed_per_asker_in_order);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
 }

@@ -344,8 +344,8 @@ START_TEST(resent_writes_are_not_applied_twice)
     q.op_seq = 10; /* a new op of the same issuer applies */
     org.rid = 4;
     primary_serve(d, &q, &org);
-    ck_assert_uint_eq(d->n_boxes, 1);
-    reply_box *b = &d->boxes[0];
+    ck_assert_uint_eq(d->replies.n, 1);
+    fab_reply_box *b = &d->replies.boxes[0];
     ck_assert_uint_eq(b->n, 4);
     ck_assert_int_eq(b->out[0]->num, 1);
     ck_assert_int_eq(b->out[1]->num, 1); /* resends: the first result */
@@ -386,7 +386,7 @@ START_TEST(resent_writes_are_not_applied_twice)
     lt_free(v);
     for (size_t k = 0; k < b->n; k++) lt_free(b->out[k]);
     lt_free(b->out);
-    lt_free(d->boxes);
+    lt_free(d->replies.boxes);
     teardown();
 }
 END_TEST
@@ -432,8 +432,8 @@ START_TEST(resent_incrbyfloat_answers_its_float)
     q.op_seq = 5; /* the first again: its reply is no longer in the entry */
     org.rid = 4;
     primary_serve(d, &q, &org);
-    ck_assert_uint_eq(d->n_boxes, 1);
-    reply_box *b = &d->boxes[0];
+    ck_assert_uint_eq(d->replies.n, 1);
+    fab_reply_box *b = &d->replies.boxes[0];
     ck_assert_uint_eq(b->n, 3);
     ck_assert_int_eq(b->out[0]->status, LATTICE_OK);
     ck_assert_uint_eq(b->out[0]->value.len, 3);
@@ -449,7 +449,7 @@ START_TEST(resent_incrbyfloat_answers_its_float)
     lt_free(v);
     for (size_t k = 0; k < b->n; k++) lt_free(b->out[k]);
     lt_free(b->out);
-    lt_free(d->boxes);
+    lt_free(d->replies.boxes);
     teardown();
 }
 END_TEST
