@@ -186,10 +186,10 @@ link_conn *link_srv_find(link_srv *s, const uint8_t *ident, size_t len);
  * What every channel on these links needs, whoever its messages are for:
  * the checks a received frame passes, the outgoing batches and their
  * frames, the table of requests waiting for an answer, and the registry of
- * message kinds.  None of it knows what an op is (ops/ keeps that); none
- * of it touches a socket except fab_send (a link_conn's queue), so each is
- * unit-tested without a network (tests/unit/fabric/).  Data thread only,
- * like the links. */
+ * message kinds.  None of it knows what an op is (ops/ keeps that); only
+ * fab_send and fab_replies_flush hand frames to a link (its queue), so each
+ * piece is unit-tested without a network (tests/unit/fabric/).  Data
+ * thread only, like the links. */
 
 /* ------------------------------------------------------ frame checks (frames.c) */
 

@@ -1,9 +1,9 @@
 /*
  * channel: the bottom of the operation path - what the data channel means
- * to an op: its peers and their requests, the replies owed to each asker,
- * the pending requests of ops and the acknowledgement of an op, and the
- * hand-off of submitted ops to the data thread (data thread, except
- * chan_enqueue).
+ * to an op: its peers and their requests, an op's result as a response to
+ * its asker, the pending requests of ops and the acknowledgement of an op,
+ * and the hand-off of submitted ops to the data thread (data thread,
+ * except chan_enqueue).
  *
  * The transport is fabric/'s: requests leave on our TCP connection to the
  * peer's data port (peer.dealer) and their responses come back on it;
@@ -32,7 +32,6 @@
 #include "lattice/log.h"
 #include "fabric/fabric.h"
 #include "ops_int.h"
-
 
 static __thread lattice_ops *on_data_thread; /* the data thread's own lattice_ops */
 
