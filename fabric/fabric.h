@@ -1,10 +1,10 @@
 /*
- * fabric/fabric.h: the data channel's transport (prefix link_) - plain
- * non-blocking TCP connections
- * that the thread owning them drives itself (no I/O thread of its own):
- * the data thread (loop.c, channel.c) and an inspection's asker
- * (inspect.c).  docs/PROTOCOL.md, "Data channel transport", is the
- * contract; this is how it is kept.
+ * fabric/fabric.h: the data channel's transport.  Plain non-blocking TCP
+ * connections (prefix link_) that the thread owning them drives itself (no
+ * I/O thread of its own): the data thread (ops/) and an inspection's asker
+ * (grid/).  Above them (prefix fab_, "above the links" below) what every
+ * channel on them needs.  docs/PROTOCOL.md, "Data channel transport", is
+ * the contract; this is how it is kept.
  *
  * A stream carries frames, each an 8-byte header and then exactly the
  * bytes base/'s frame layer produced (lt_frame_pack): the message, then its
@@ -42,7 +42,7 @@
 #define LATTICE_DATA_PROTO 1
 /* A data frame above this is dropped and counted.  One value of the largest
  * max_value_bytes (512 MiB) plus its key (<= 16 MiB) and framing must fit:
- * a frame holds at least one whole request (ops/channel.c, chunk_req). */
+ * a frame holds at least one whole request (fab_chunk_reqs). */
 #define DATA_MAX_FRAME (544u << 20)
 
 #define LINK_HDR_BYTES 8
@@ -181,5 +181,175 @@ void link_srv_drop(link_srv *s, link_conn *c);
 size_t link_srv_ident(const link_conn *c, uint8_t *ident);
 /* The accepted connection ident names, or NULL when it closed meanwhile. */
 link_conn *link_srv_find(link_srv *s, const uint8_t *ident, size_t len);
+
+/* ============================================================ above the links
+ * What every channel on these links needs, whoever its messages are for:
+ * the checks a received frame passes, the outgoing batches and their
+ * frames, the table of requests waiting for an answer, and the registry of
+ * message kinds.  None of it knows what an op is (ops/ keeps that); only
+ * fab_send and fab_replies_flush hand frames to a link (its queue), so each
+ * piece is unit-tested without a network (tests/unit/fabric/).  Data
+ * thread only, like the links. */
+
+/* ------------------------------------------------------ frame checks (frames.c) */
+
+/* Why a frame was dropped: each counted and logged apart. */
+typedef enum fab_drop {
+    FAB_DROP_MALFORMED,           /* not decodable, unknown fields, another protocol number, a broken stream */
+    FAB_DROP_OVERSIZED,           /* above the frame cap */
+    FAB_DROP_AUTH,                /* MAC missing or wrong (a cluster secret is set), or a MAC we cannot check */
+    FAB_DROP_SEND,                /* an outgoing frame the link refused (queue full, no connection) */
+    FAB_DROP_REASONS
+} fab_drop;
+
+/* One channel's frame rules and what they refused.  The counters are the
+ * owner's (count[] points at them, each may be NULL): the node's counters
+ * are read and bumped elsewhere too (stats, the grid's decoders). */
+typedef struct fab_frames {
+    const uint8_t *key;           /* HMAC key (LT_FRAME_KEY_BYTES; NULL: no cluster secret) */
+    size_t max_frame;             /* a message longer than this is refused unread (DATA_MAX_FRAME) */
+    uint32_t proto;               /* the protocol number every Batch must carry (LATTICE_DATA_PROTO) */
+    uint64_t *count[FAB_DROP_REASONS];
+    uint64_t logged_ms[FAB_DROP_REASONS]; /* when each reason was last logged (0: never) */
+} fab_frames;
+
+/* One received frame through base/'s frame layer - size, MAC, decoding,
+ * unknown fields at any depth - and then the protocol number: the checked
+ * batch (free with fab_batch_free), or NULL: dropped, counted and logged;
+ * the connection it came on is to be closed. */
+Latdata__Batch *fab_unpack_batch(fab_frames *f, const uint8_t *msg, size_t len, const uint8_t *mac, size_t mac_len);
+void fab_batch_free(Latdata__Batch *b);
+/* Counts a dropped frame under reason and logs why, at most once a second
+ * per reason: repeated bad input must not flood the log, but its first
+ * occurrence is always there. */
+void fab_dropped(fab_frames *f, fab_drop reason, const char *why);
+/* Packs b under f's key onto c's queue; a frame the link refuses is counted
+ * (FAB_DROP_SEND) and logged at most once a second - the sender's deadlines
+ * and retries resend what it carried. */
+void fab_send(fab_frames *f, link_conn *c, const Latdata__Batch *b);
+
+/* ------------------------------------------------- outgoing batches (batch.c) */
+
+/* Everything bound for one place within one loop iteration leaves as one
+ * Batch, split into frames of about FAB_CHUNK_BYTES so that none nears the
+ * receiver's cap (DATA_MAX_FRAME): a frame holds at least one whole
+ * message, however large. */
+#define FAB_CHUNK_BYTES (4u << 20)
+
+/* How many of r[0..n) fit one frame of about chunk bytes (at least 1 when n > 0). */
+size_t fab_chunk_reqs(Latdata__Req *const *r, size_t n, size_t chunk);
+size_t fab_chunk_resps(Latdata__Resp *const *r, size_t n, size_t chunk);
+
+/* Requests queued for one peer until the next flush; owns them. */
+typedef struct fab_reqs {
+    Latdata__Req **v;
+    size_t n, cap;
+} fab_reqs;
+
+/* What a flush does with each frame's batch (valid during the call only). */
+typedef void (*fab_frame_fn)(void *arg, const Latdata__Batch *b);
+
+/* Queues r (owned: lt_free'd with the queue, or at once on NOMEM). */
+lattice_status fab_reqs_push(fab_reqs *q, Latdata__Req *r);
+/* The queued requests, in order, as batches of at most chunk bytes each
+ * (fab_chunk_reqs) handed to send: each names `to` and carries proto; the
+ * first carries meta when it is not NULL.  With `one`, at least one batch
+ * goes even with nothing queued (to carry meta).  Then frees them all. */
+void fab_reqs_flush(fab_reqs *q, const char *to, uint32_t proto, const Latdata__Meta *meta, bool one,
+                    size_t chunk, fab_frame_fn send, void *arg);
+/* Frees what is queued, unsent. */
+void fab_reqs_clear(fab_reqs *q);
+void fab_reqs_free(fab_reqs *q);
+/* Responses r[0..n) as batches of at most chunk bytes each, in order, at
+ * least one (meta, when not NULL, on the first); they stay the caller's. */
+void fab_resps_flush(Latdata__Resp *const *r, size_t n, uint32_t proto, const Latdata__Meta *meta, size_t chunk,
+                     fab_frame_fn send, void *arg);
+
+/* Responses owed to each asker - a connection the listener accepted, named
+ * by its reply identity (link_srv_ident) - until the next flush: one box
+ * per identity, its responses in the order they were added. */
+typedef struct fab_reply_box {
+    uint8_t ident[256];
+    size_t ident_len;
+    Latdata__Resp **out;          /* owned: lt_malloc'd, each with its stats */
+    size_t n, cap;
+    bool with_meta;               /* the first frame carries the metadata message */
+} fab_reply_box;
+
+typedef struct fab_replies {
+    fab_reply_box *boxes;         /* [0, n) in use this iteration; [n, cap) keep their arrays */
+    size_t n, cap;
+} fab_replies;
+
+/* Adds resp (owned; with its stats array and each stat, all lt_malloc'd)
+ * to ident's box; with_meta: that box's first frame carries the metadata.
+ * NOMEM: resp freed, nothing queued. */
+lattice_status fab_replies_add(fab_replies *r, const uint8_t *ident, size_t len, Latdata__Resp *resp, bool with_meta);
+/* ident's box carries the metadata at the next flush, alone if nothing else. */
+lattice_status fab_replies_meta(fab_replies *r, const uint8_t *ident, size_t len);
+/* Sends each box with something in it on its connection in srv (frames
+ * as fab_resps_flush; meta on the first when the box asked for it) through
+ * f, then frees the responses and empties every box.  A box whose
+ * connection closed meanwhile is counted as FAB_DROP_SEND, not logged (a
+ * peer that left, an asker that gave up: its deadlines resend). */
+void fab_replies_flush(fab_replies *r, link_srv *srv, const Latdata__Meta *meta, fab_frames *f);
+/* Frees the boxes and anything still queued in them. */
+void fab_replies_free(fab_replies *r);
+
+/* --------------------------------------------------- pending table (pending.c) */
+
+/* Requests sent and waiting for their answer, by request id, each with a
+ * deadline.  The table holds an opaque pointer per request (the sender's
+ * own record) and hands it back when the answer comes, the deadline
+ * passes or the sender gives up; it never frees one. */
+typedef struct fab_pending fab_pending;
+typedef struct fab_pend_node fab_pend_node;
+
+/* buckets: a power of two (the hash table's width; it does not limit the count). */
+fab_pending *fab_pending_new(size_t buckets);
+/* Frees the table (the items are the caller's: take them first). */
+void fab_pending_free(fab_pending *t);
+/* Adds item under a new id (1, 2, ... in order), answered by deadline_ms
+ * (UINT64_MAX: never expires).  0: NOMEM (nothing added). */
+uint64_t fab_pending_add(fab_pending *t, void *item, uint64_t deadline_ms);
+void *fab_pending_find(const fab_pending *t, uint64_t id);
+/* Removes id and returns its item (NULL: not there - answered, expired or never sent). */
+void *fab_pending_take(fab_pending *t, uint64_t id);
+/* false when id is not there. */
+bool fab_pending_set_deadline(fab_pending *t, uint64_t id, uint64_t deadline_ms);
+size_t fab_pending_count(const fab_pending *t);
+/* Every entry, newest first: for (n = first(t); n; n = after(n)).  Do not
+ * take entries while walking (fab_pending_expire does). */
+const fab_pend_node *fab_pending_first(const fab_pending *t);
+const fab_pend_node *fab_pending_after(const fab_pend_node *n);
+void *fab_pend_item(const fab_pend_node *n);
+/* Takes every entry whose deadline is at or before now, or for which gone
+ * (may be NULL) says its answer will never come, newest first, and hands
+ * each to end after it left the table.  end may add entries (not visited)
+ * but must take no other. */
+typedef bool (*fab_pend_gone_fn)(void *arg, void *item);
+typedef void (*fab_pend_end_fn)(void *arg, void *item);
+void fab_pending_expire(fab_pending *t, uint64_t now, fab_pend_gone_fn gone, fab_pend_end_fn end, void *arg);
+
+/* ----------------------------------------------------- message kinds (kinds.c) */
+
+/* Who serves a request of each kind: subsystems register their kinds
+ * (ops/ the copies' kinds, grid/ the grid's) instead of a switch that names
+ * them all.  A handler gets the owner's context and where the request came
+ * from (the owner's own reply address), both opaque here. */
+#define FAB_KINDS 64
+typedef void (*fab_kind_fn)(void *ctx, const Latdata__Req *q, const void *from);
+typedef struct fab_kinds {
+    uint32_t base;                /* the kinds base .. base + FAB_KINDS - 1 may be registered */
+    fab_kind_fn fn[FAB_KINDS];
+    uint64_t refused;             /* requests of a kind nobody registered */
+} fab_kinds;
+
+void fab_kinds_init(fab_kinds *k, uint32_t base);
+/* INVAL: kind outside the range; a kind registered again takes the new handler. */
+lattice_status fab_kinds_on(fab_kinds *k, uint32_t kind, fab_kind_fn fn);
+/* Hands q to its kind's handler: false (counted in refused) when nobody
+ * registered q->kind - the caller answers it as refused. */
+bool fab_kinds_dispatch(fab_kinds *k, void *ctx, const Latdata__Req *q, const void *from);
 
 #endif

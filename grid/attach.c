@@ -16,6 +16,10 @@ static const int grid_kinds[] = {
     CTL_SUPPLY, CTL_DIGEST,     CTL_RESET_LOST,     CTL_RESTART_REPORT, CTL_RESTART_PUSH, CTL_RESTART_LOAD,
 };
 
+/* control_serve as the kinds registry calls it (ops_kind_fn: the ops, the
+ * request, its origin). */
+static void serve_kind(void *d, const Latdata__Req *q, const void *o) { control_serve(d, q, o); }
+
 /* lattice_ops_destroy, once the stores went: what the grid held besides,
  * and its state itself. */
 static void grid_free(lattice_ops *d)
@@ -38,7 +42,7 @@ lattice_status lattice_grid_attach(lattice_ops *d, int64_t restart_wait_ms)
         d->grid = NULL;
         return LATTICE_ERR_NOMEM;
     }
-    for (size_t i = 0; i < sizeof grid_kinds / sizeof *grid_kinds; i++) ops_on_kind(d, grid_kinds[i], control_serve);
+    for (size_t i = 0; i < sizeof grid_kinds / sizeof *grid_kinds; i++) ops_on_kind(d, grid_kinds[i], serve_kind);
     ops_on_tick(d, control_tick); /* the metadata exchange first, then rebalance */
     ops_on_tick(d, rebal_tick);
     d->grid_hooks = (ops_grid_hooks){

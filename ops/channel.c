@@ -1,19 +1,19 @@
 /*
- * channel: the bottom of the operation path - the data channel's sockets
- * and frames, the pending-request table, the per-peer and per-identity
- * outgoing batches, and the acknowledgement of an op (data thread, except
- * chan_enqueue).
+ * channel: the bottom of the operation path - what the data channel means
+ * to an op: its peers and their requests, an op's result as a response to
+ * its asker, the pending requests of ops and the acknowledgement of an op,
+ * and the hand-off of submitted ops to the data thread (data thread,
+ * except chan_enqueue).
  *
- * The transport is link.c's TCP connections: requests leave on our
- * connection to the peer's data port (peer.dealer) and their responses come
- * back on it; requests from others arrive on the connections our data port
- * accepted and are answered on the one each came in on (an origin's ident
- * names it).  Everything bound for one peer within one loop iteration
- * leaves as one Batch (split into frames of about CHUNK_BYTES), so many
- * requests are in flight at once and the thread never waits for an answer.
- * Frames are checked before use: size, HMAC (when there is a cluster
- * secret), protocol number, no unknown fields; anything else is dropped and
- * counted, and the connection it came on is closed.
+ * The transport is fabric/'s: requests leave on our TCP connection to the
+ * peer's data port (peer.dealer) and their responses come back on it;
+ * requests from others arrive on the connections our data port accepted
+ * and are answered on the one each came in on (an origin's ident names
+ * it).  fabric/ batches what is bound for one peer or one asker within one
+ * loop iteration and splits it into frames (batch.c), checks every frame
+ * received and counts what it drops (frames.c), and keeps the table of
+ * requests waiting for an answer (pending.c); this file says which peer,
+ * which asker and which op.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,9 +33,6 @@
 #include "fabric/fabric.h"
 #include "ops_int.h"
 
-#define CHUNK_BYTES (4u << 20)
-#define PEND_BUCKETS 65536u
-
 static __thread lattice_ops *on_data_thread; /* the data thread's own lattice_ops */
 
 void chan_enter_thread(lattice_ops *d) { on_data_thread = d; }
@@ -43,49 +40,28 @@ bool chan_on_data_thread(const lattice_ops *d) { return on_data_thread == d; }
 
 /* ------------------------------------------------------------ pending table */
 
-static void pend_link(lattice_ops *d, pend *p)
-{
-    uint32_t b = (uint32_t)(p->id & (PEND_BUCKETS - 1));
-    p->hnext = d->buckets[b];
-    d->buckets[b] = p;
-    p->next = d->all;
-    p->prev = NULL;
-    if (d->all) d->all->prev = p;
-    d->all = p;
-    d->n_pending++;
-}
-
-pend *chan_pend_take(lattice_ops *d, uint64_t id)
-{
-    uint32_t b = (uint32_t)(id & (PEND_BUCKETS - 1));
-    for (pend **pp = &d->buckets[b]; *pp; pp = &(*pp)->hnext) {
-        if ((*pp)->id != id) continue;
-        pend *p = *pp;
-        *pp = p->hnext;
-        if (p->prev) p->prev->next = p->next;
-        else d->all = p->next;
-        if (p->next) p->next->prev = p->prev;
-        d->n_pending--;
-        return p;
-    }
-    return NULL;
-}
+pend *chan_pend_take(lattice_ops *d, uint64_t id) { return fab_pending_take(d->pending, id); }
 
 pend *chan_pend_new(lattice_ops *d, pend_settle_fn settle, const peer *target)
 {
     pend *p = lt_calloc(1, sizeof *p);
     if (!p) return NULL;
-    p->id = ++d->next_id;
     p->settle = settle;
-    p->deadline_ms = lt_mono_ms() + (uint64_t)d->op_timeout_ms;
     snprintf(p->target, sizeof p->target, "%s", target->m.id);
-    pend_link(d, p);
+    p->id = fab_pending_add(d->pending, p, lt_mono_ms() + (uint64_t)d->op_timeout_ms);
+    if (!p->id) {
+        lt_free(p);
+        return NULL;
+    }
     return p;
 }
 
-/* ------------------------------------------------------------------- peers */
+void chan_pend_deadline(lattice_ops *d, pend *p, uint64_t deadline_ms)
+{
+    fab_pending_set_deadline(d->pending, p->id, deadline_ms);
+}
 
-static void req_free(Latdata__Req *r) { lt_free(r); }
+/* ------------------------------------------------------------------- peers */
 
 /* A request with its own copies of cache, key, value and origin (one block;
  * origin NULL = none). */
@@ -138,17 +114,8 @@ Latdata__Req *chan_req_new(int kind, const char *cache, const void *key, size_t 
 
 lattice_status chan_send(lattice_ops *d, peer *p, Latdata__Req *r)
 {
-    if (p->n_out == p->cap_out) {
-        size_t cap = p->cap_out ? p->cap_out * 2 : 64;
-        Latdata__Req **o = lt_realloc(p->out, cap * sizeof *o);
-        if (!o) {
-            req_free(r);
-            return LATTICE_ERR_NOMEM;
-        }
-        p->out = o;
-        p->cap_out = cap;
-    }
-    p->out[p->n_out++] = r;
+    lattice_status st = fab_reqs_push(&p->out, r);
+    if (st != LATTICE_OK) return st;
     if (!p->dirty) {
         p->dirty = true;
         d->dirty[d->n_dirty++] = p;
@@ -156,60 +123,33 @@ lattice_status chan_send(lattice_ops *d, peer *p, Latdata__Req *r)
     return LATTICE_OK;
 }
 
-/* A send the transport refused (queue full, no connection): counted; the
- * pending request's deadline and the retry layer resend. */
-static void send_frame(lattice_ops *d, link_conn *c, const Latdata__Batch *b)
-{
-    uint64_t now = lt_mono_ms();
-    if (link_send(c, d->have_key ? d->key : NULL, b, now) == LATTICE_OK) return;
-    d->send_failed++;
-    if (d->drop_logged_ms[DROP_SEND] && now - d->drop_logged_ms[DROP_SEND] < 1000) return;
-    d->drop_logged_ms[DROP_SEND] = now;
-    if (c->fd < 0)
-        LT_LOG(LT_WARN, "data", "dropped an outgoing data-channel frame to %s: not connected (connecting again after a backoff) (%llu so far)",
-               c->addr, (unsigned long long)d->send_failed);
-    else
-        LT_LOG(LT_WARN, "data", "dropped an outgoing data-channel frame%s%s: its connection has %u MiB queued, the bound (%llu so far)",
-               c->dial ? " to " : "", c->dial ? c->addr : "", LINK_QUEUE_BYTES >> 20, (unsigned long long)d->send_failed);
-}
+/* One frame to a connection; a send the transport refused (queue full, no
+ * connection) is counted - the pending request's deadline and the retry
+ * layer resend. */
+typedef struct frame_to {
+    lattice_ops *d;
+    link_conn *c;
+} frame_to;
 
-/* How many of items[0..n) fit one frame of about CHUNK_BYTES (at least 1):
- * large values are split over several messages so none nears
- * DATA_MAX_FRAME, which a receiver drops. */
-static size_t chunk_req(Latdata__Req *const *r, size_t n)
+static void send_frame(void *arg, const Latdata__Batch *b)
 {
-    size_t k = 0, bytes = 0;
-    while (k < n && (k == 0 || bytes + r[k]->key.len + r[k]->value.len + 64 <= CHUNK_BYTES))
-        bytes += r[k]->key.len + r[k]->value.len + 64, k++;
-    return k;
-}
-
-static size_t chunk_resp(Latdata__Resp *const *r, size_t n)
-{
-    size_t k = 0, bytes = 0;
-    while (k < n && (k == 0 || bytes + r[k]->value.len + 128 * r[k]->n_stats + 64 <= CHUNK_BYTES))
-        bytes += r[k]->value.len + 128 * r[k]->n_stats + 64, k++;
-    return k;
+    frame_to *t = arg;
+    fab_send(&t->d->frames, t->c, b);
 }
 
 static void flush_peer(lattice_ops *d, peer *p)
 {
     p->dirty = false;
-    if (!p->n_out && !p->push_meta) return;
-    for (size_t at = 0; p->dealer && (at < p->n_out || p->push_meta);) {
-        Latdata__Batch b = LATDATA__BATCH__INIT;
-        b.proto = LATTICE_DATA_PROTO;
-        b.to = p->m.id; /* the incarnation these are meant for (ops_not_meant_here) */
-        b.reqs = p->out + at;
-        b.n_reqs = chunk_req(p->out + at, p->n_out - at);
-        const Latdata__Meta *meta = lattice_meta_message(d->meta);
-        if (p->push_meta && meta) b.meta = (Latdata__Meta *)meta;
-        send_frame(d, p->dealer, &b); /* a lost send is retried by the ops' deadlines */
-        p->push_meta = false;
-        at += b.n_reqs;
+    if (!p->out.n && !p->push_meta) return;
+    if (!p->dealer) { /* nowhere to send: the ops' deadlines resend */
+        fab_reqs_clear(&p->out);
+        return;
     }
-    for (size_t i = 0; i < p->n_out; i++) req_free(p->out[i]);
-    p->n_out = 0;
+    frame_to t = {d, p->dealer};
+    const Latdata__Meta *meta = p->push_meta ? lattice_meta_message(d->meta) : NULL;
+    /* to: the incarnation these are meant for (ops_not_meant_here) */
+    fab_reqs_flush(&p->out, p->m.id, LATTICE_DATA_PROTO, meta, p->push_meta, FAB_CHUNK_BYTES, send_frame, &t);
+    p->push_meta = false;
 }
 
 void chan_push_meta(lattice_ops *d, peer *p)
@@ -221,41 +161,18 @@ void chan_push_meta(lattice_ops *d, peer *p)
     }
 }
 
-static reply_box *box_for(lattice_ops *d, const uint8_t *ident, size_t len)
-{
-    for (size_t i = 0; i < d->n_boxes; i++)
-        if (d->boxes[i].ident_len == len && memcmp(d->boxes[i].ident, ident, len) == 0) return &d->boxes[i];
-    if (d->n_boxes == d->cap_boxes) {
-        size_t cap = d->cap_boxes ? d->cap_boxes * 2 : 8;
-        reply_box *b = lt_realloc(d->boxes, cap * sizeof *b);
-        if (!b) return NULL;
-        memset(b + d->cap_boxes, 0, (cap - d->cap_boxes) * sizeof *b);
-        d->boxes = b;
-        d->cap_boxes = cap;
-    }
-    reply_box *b = &d->boxes[d->n_boxes++];
-    memcpy(b->ident, ident, len);
-    b->ident_len = len;
-    b->n = 0;
-    b->with_meta = false;
-    return b;
-}
-
-/* Queue a response to the connection o names.  value/stats are copied. */
+/* Queue a response to the connection o names (fabric/batch.c's reply boxes).
+ * value is copied; stats are owned (freed with the response, or at once on
+ * NOMEM). */
 void chan_reply(lattice_ops *d, const origin *o, const lattice_op_result *r, Latdata__NodeCacheStats **stats,
                 size_t n_stats, bool with_meta)
 {
-    reply_box *b = box_for(d, o->ident, o->ident_len);
-    if (!b) return;
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        Latdata__Resp **x = lt_realloc(b->out, cap * sizeof *x);
-        if (!x) return;
-        b->out = x;
-        b->cap = cap;
-    }
     Latdata__Resp *resp = lt_malloc(sizeof *resp + r->value_len);
-    if (!resp) return;
+    if (!resp) {
+        for (size_t s = 0; s < n_stats; s++) lt_free(stats[s]);
+        lt_free(stats);
+        return;
+    }
     latdata__resp__init(resp);
     resp->id = o->rid;
     resp->status = r->status;
@@ -267,51 +184,21 @@ void chan_reply(lattice_ops *d, const origin *o, const lattice_op_result *r, Lat
     resp->stats = stats;
     resp->n_stats = n_stats;
     resp->node = d->self_id;
-    b->out[b->n++] = resp;
-    if (with_meta) b->with_meta = true;
+    (void)fab_replies_add(&d->replies, o->ident, o->ident_len, resp, with_meta); /* NOMEM: the asker's deadline resends */
 }
 
 void chan_push_meta_back(lattice_ops *d, const uint8_t *ident, size_t len)
 {
-    reply_box *b = box_for(d, ident, len);
-    if (b) b->with_meta = true;
-}
-
-static void flush_boxes(lattice_ops *d)
-{
-    for (size_t i = 0; i < d->n_boxes; i++) {
-        reply_box *b = &d->boxes[i];
-        if (!b->n && !b->with_meta) continue;
-        /* The connection the requests came on; gone meanwhile: the asker
-         * lost them with it (its deadlines resend). */
-        link_conn *c = link_srv_find(d->srv, b->ident, b->ident_len);
-        if (!c) d->send_failed++; /* not logged: a peer that left or an asker that gave up */
-        for (size_t at = 0, first = 1; c && (at < b->n || first); first = 0) { /* a push alone: one frame */
-            Latdata__Batch batch = LATDATA__BATCH__INIT;
-            batch.proto = LATTICE_DATA_PROTO;
-            batch.resps = b->out + at;
-            batch.n_resps = chunk_resp(b->out + at, b->n - at);
-            const Latdata__Meta *meta = lattice_meta_message(d->meta);
-            if (first && b->with_meta && meta) batch.meta = (Latdata__Meta *)meta;
-            send_frame(d, c, &batch);
-            at += batch.n_resps;
-        }
-        for (size_t k = 0; k < b->n; k++) {
-            for (size_t s = 0; s < b->out[k]->n_stats; s++) lt_free(b->out[k]->stats[s]);
-            lt_free(b->out[k]->stats);
-            lt_free(b->out[k]);
-        }
-        b->n = 0;
-        b->with_meta = false;
-    }
-    d->n_boxes = 0;
+    (void)fab_replies_meta(&d->replies, ident, len);
 }
 
 void chan_flush(lattice_ops *d)
 {
     for (size_t i = 0; i < d->n_dirty; i++) flush_peer(d, d->dirty[i]);
     d->n_dirty = 0;
-    flush_boxes(d);
+    /* Each asker's answers on the connection its requests came on; one gone
+     * meanwhile took them with it (the asker's deadlines resend). */
+    fab_replies_flush(&d->replies, d->srv, lattice_meta_message(d->meta), &d->frames);
 }
 
 peer *chan_peer_by_id(lattice_ops *d, const char *id)
@@ -330,8 +217,7 @@ peer *chan_peer_by_cid(lattice_ops *d, const char *cid)
 
 void chan_peer_free(peer *p)
 {
-    for (size_t i = 0; i < p->n_out; i++) req_free(p->out[i]);
-    lt_free(p->out);
+    fab_reqs_free(&p->out);
     link_free(p->dealer);
     lt_free(p);
 }
@@ -373,55 +259,41 @@ void chan_complete_now(lattice_ops *d, const origin *org, const lattice_op_resul
     else if (org->ident_len) chan_reply(d, org, r, NULL, 0, false); /* else: no issuer (an eviction) */
 }
 
-/* A frame that failed the checks: counted, and logged at most once a
- * second per reason - repeated bad input from a peer or an outside asker
- * must not flood the log, but its first occurrence is always there. */
-void chan_dropped(lattice_ops *d, int reason, const char *why)
-{
-    uint64_t *counter = reason == DROP_OVERSIZED ? &d->oversized : reason == DROP_AUTH ? &d->auth_failed : &d->malformed;
-    (*counter)++;
-    uint64_t now = lt_mono_ms();
-    if (d->drop_logged_ms[reason] && now - d->drop_logged_ms[reason] < 1000) return;
-    d->drop_logged_ms[reason] = now;
-    LT_LOG(LT_WARN, "data", "dropped %s and closed its data connection (%llu so far)", why, (unsigned long long)*counter);
-}
+/* A frame that failed the checks (fabric/frames.c counts and logs it). */
+void chan_dropped(lattice_ops *d, fab_drop reason, const char *why) { fab_dropped(&d->frames, reason, why); }
 
 Latdata__Batch *chan_unpack_batch(lattice_ops *d, const uint8_t *msg, size_t len, const uint8_t *mac, size_t mac_len)
 {
-    /* base/'s frame layer: size, MAC, decode, unknown fields at any depth. */
-    ProtobufCMessage *m = NULL;
-    Latdata__Batch *b = NULL;
-    switch (lt_frame_unpack(&latdata__batch__descriptor, msg, len, mac, mac_len, d->have_key ? d->key : NULL,
-                            DATA_MAX_FRAME, &m)) {
-    case LT_FRAME_OK: b = (Latdata__Batch *)m; break;
-    case LT_FRAME_OVERSIZED: chan_dropped(d, DROP_OVERSIZED, "a data-channel frame above the frame cap"); break;
-    case LT_FRAME_AUTH: chan_dropped(d, DROP_AUTH, "a data-channel frame that failed authentication (check --secret-file)"); break;
-    case LT_FRAME_MALFORMED: chan_dropped(d, DROP_MALFORMED, "a data-channel frame that does not decode"); break;
-    }
-    if (b && b->proto != LATTICE_DATA_PROTO) {
-        lt_frame_free(m);
-        b = NULL;
-        chan_dropped(d, DROP_MALFORMED, "a data-channel frame of another data protocol version");
-    }
-    return b;
+    return fab_unpack_batch(&d->frames, msg, len, mac, mac_len);
 }
 
-void chan_batch_free(Latdata__Batch *b) { lt_frame_free(&b->base); }
+void chan_batch_free(Latdata__Batch *b) { fab_batch_free(b); }
+
+/* An answer that will never come: the target left the topology, or the
+ * node stops (all). */
+typedef struct release_ctx {
+    lattice_ops *d;
+    bool all;
+} release_ctx;
+
+static bool pend_gone(void *arg, void *item)
+{
+    release_ctx *r = arg;
+    return r->all || !chan_peer_by_id(r->d, ((pend *)item)->target);
+}
+
+static void pend_end(void *arg, void *item)
+{
+    release_ctx *r = arg;
+    pend *p = item;
+    p->settle(r->d, p, NULL);
+    lt_free(p);
+}
 
 void chan_release_pending(lattice_ops *d, bool all)
 {
-    uint64_t now = lt_mono_ms();
-    pend *p = d->all;
-    while (p) {
-        pend *next = p->next;
-        bool gone = all || !chan_peer_by_id(d, p->target);
-        if (gone || now >= p->deadline_ms) {
-            chan_pend_take(d, p->id);
-            p->settle(d, p, NULL);
-            lt_free(p);
-        }
-        p = next;
-    }
+    release_ctx r = {d, all};
+    fab_pending_expire(d->pending, lt_mono_ms(), pend_gone, pend_end, &r);
 }
 
 /* Any thread: hand an op to the data thread (chan_push), then wake it once

@@ -316,7 +316,7 @@ static void send_to_primary(lattice_ops *d, opx *o, lattice_meta_cache *c, uint3
             return;
         }
         pe->op = o;
-        pe->deadline_ms = o->deadline_ms;
+        chan_pend_deadline(d, pe, o->deadline_ms);
         q->id = pe->id;
     }
     chan_send(d, prim, q);

@@ -82,7 +82,7 @@ static void handle_response(lattice_ops *d, const Latdata__Resp *rs)
 
 void ops_on_kind(lattice_ops *d, int kind, ops_kind_fn fn)
 {
-    if (kind >= CTL_REPLICATE && kind - CTL_REPLICATE < OPS_KINDS) d->kinds[kind - CTL_REPLICATE] = fn;
+    if (kind >= 0) (void)fab_kinds_on(&d->kinds, (uint32_t)kind, fn); /* outside the range: ignored, as before */
 }
 
 void ops_on_tick(lattice_ops *d, ops_tick_fn fn)
@@ -90,7 +90,10 @@ void ops_on_tick(lattice_ops *d, ops_tick_fn fn)
     if (d->n_ticks < OPS_MAX_TICKS) d->ticks[d->n_ticks++] = fn;
 }
 
-static void serve_clean(lattice_ops *d, const Latdata__Req *q, const origin *o)
+/* The copies' kinds, as the registry calls them (ops_kind_fn). */
+static void serve_replicate(void *d, const Latdata__Req *q, const void *o) { backup_apply(d, q, o); }
+
+static void serve_clean(void *d, const Latdata__Req *q, const void *o)
 {
     (void)o;
     backup_clean(d, q);
@@ -104,10 +107,8 @@ static void serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
         primary_serve(d, q, o);
         return;
     }
-    ops_kind_fn fn = q->kind - CTL_REPLICATE < OPS_KINDS ? d->kinds[q->kind - CTL_REPLICATE] : NULL;
     lattice_op_result r = {.status = LATTICE_ERR_INVAL};
-    if (fn) fn(d, q, o);
-    else chan_reply(d, o, &r, NULL, 0, false);
+    if (!fab_kinds_dispatch(&d->kinds, d, q, o)) chan_reply(d, o, &r, NULL, 0, false); /* nobody serves it */
 }
 
 /* A frame on a connection our data port accepted: requests, answered on it. */
@@ -152,13 +153,13 @@ static bool on_response_frame(void *arg, link_conn *c, const uint8_t *msg, size_
 static void conn_closed(lattice_ops *d, const link_conn *c, link_why why)
 {
     if (why == LINK_TIMEOUT) {
-        chan_dropped(d, DROP_MALFORMED, c->proven ? "a data-channel frame left unfinished (no byte for 30 s)"
-                                                  : "a new connection that sent no whole frame within 10 s");
+        chan_dropped(d, FAB_DROP_MALFORMED, c->proven ? "a data-channel frame left unfinished (no byte for 30 s)"
+                                                      : "a new connection that sent no whole frame within 10 s");
     } else if (why == LINK_BAD) {
-        if (c->rd_refused == LINK_RD_OVERSIZED) chan_dropped(d, DROP_OVERSIZED, "a data-channel frame above the frame cap");
-        else if (c->rd_refused == LINK_RD_EMPTY) chan_dropped(d, DROP_MALFORMED, "a data-channel frame of no message");
-        else if (c->rd_refused == LINK_RD_GARBAGE) chan_dropped(d, DROP_MALFORMED, "bytes that are not a data-channel frame");
-        else if (c->rd_refused == LINK_RD_NOMEM) chan_dropped(d, DROP_MALFORMED, "a data-channel frame this node had no memory to read");
+        if (c->rd_refused == LINK_RD_OVERSIZED) chan_dropped(d, FAB_DROP_OVERSIZED, "a data-channel frame above the frame cap");
+        else if (c->rd_refused == LINK_RD_EMPTY) chan_dropped(d, FAB_DROP_MALFORMED, "a data-channel frame of no message");
+        else if (c->rd_refused == LINK_RD_GARBAGE) chan_dropped(d, FAB_DROP_MALFORMED, "bytes that are not a data-channel frame");
+        else if (c->rd_refused == LINK_RD_NOMEM) chan_dropped(d, FAB_DROP_MALFORMED, "a data-channel frame this node had no memory to read");
     }
     /* What a lost connection took with it is resent by the deadlines and the retry layer only. */
     if (c->lost_frames) {
@@ -578,7 +579,7 @@ static void state_give(lattice_ops *d, uint64_t sig)
         drain_queue(d);
     }
     fast_settle(d);
-    bool replied = d->n_boxes > 0;
+    bool replied = d->replies.n > 0;
     chan_flush(d);
     bool changed = replied || peers_sig(d) != sig;
     if (changed) d->poll_changes++;
@@ -668,9 +669,13 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
     if (!d) return LATTICE_ERR_NOMEM;
     d->efd = -1;
     pthread_mutex_init(&d->run_lock, NULL);
-    d->buckets = lt_calloc(PEND_BUCKETS, sizeof *d->buckets);
+    d->pending = fab_pending_new(PEND_BUCKETS);
     d->dirty = lt_calloc(DATA_MAX_PEERS, sizeof *d->dirty);
-    if (!d->buckets || !d->dirty) goto nomem;
+    if (!d->pending || !d->dirty) goto nomem;
+    fab_kinds_init(&d->kinds, CTL_REPLICATE);
+    d->frames = (fab_frames){.max_frame = DATA_MAX_FRAME, .proto = LATTICE_DATA_PROTO,
+                             .count = {[FAB_DROP_MALFORMED] = &d->malformed, [FAB_DROP_OVERSIZED] = &d->oversized,
+                                       [FAB_DROP_AUTH] = &d->auth_failed, [FAB_DROP_SEND] = &d->send_failed}};
     d->client = c->client;
     d->op_timeout_ms = c->op_timeout_ms > 0 ? c->op_timeout_ms : LATTICE_DEFAULT_OP_TIMEOUT_MS;
     d->region_mb = c->region_mb > 0 ? c->region_mb : LATTICE_DEFAULT_REGION_MB;
@@ -687,6 +692,7 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
     if (c->secret) {
         lt_frame_derive_key(c->secret, c->secret_len, DATA_KEY_CONTEXT, d->key);
         d->have_key = true;
+        d->frames.key = d->key;
     }
     d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (d->efd < 0) goto io;
@@ -724,8 +730,8 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
     }
     lattice_meta_config mc = {d->client, d->region, cache_gone, d};
     if (lattice_meta_create(&mc, &d->meta) != LATTICE_OK) goto nomem;
-    ops_on_kind(d, CTL_REPLICATE, backup_apply);
-    ops_on_kind(d, CTL_REPLICATE_TXN, backup_apply);
+    ops_on_kind(d, CTL_REPLICATE, serve_replicate);
+    ops_on_kind(d, CTL_REPLICATE_TXN, serve_replicate);
     ops_on_kind(d, CTL_CLEAN, serve_clean);
     *out = d;
     return LATTICE_OK;
@@ -781,13 +787,12 @@ static void ops_free(lattice_ops *d)
     for (size_t i = 0; i < d->n_peers; i++) chan_peer_free(d->peers[i]);
     if (d->region) lattice_region_destroy(d->region);
     rcu_unregister_thread();
-    for (size_t i = 0; i < d->cap_boxes; i++) lt_free(d->boxes[i].out);
-    lt_free(d->boxes);
+    fab_replies_free(&d->replies);
     if (d->srv) link_srv_close(d->srv);
     lt_free(d->srv);
     if (d->efd >= 0) close(d->efd);
     pthread_mutex_destroy(&d->run_lock);
-    lt_free(d->buckets);
+    fab_pending_free(d->pending);
     lt_free(d->dirty);
     lt_free(d->dedup);
     txn_free(d);

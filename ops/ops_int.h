@@ -23,6 +23,7 @@
 #include "cache.pb-c.h"
 #include "cache_int.h"
 #include "discovery/discovery.h"
+#include "fabric/fabric.h"
 #include "ops/ops.h"
 
 #define DATA_MAX_PEERS 256
@@ -30,7 +31,6 @@
  * this context (lt_frame_derive_key): every sender and receiver uses it. */
 #define DATA_KEY_CONTEXT "lattice data channel v1"
 #define NO_CACHE_WAIT_MS 300         /* an unknown cache: how long to pull and look again */
-enum { DROP_MALFORMED, DROP_OVERSIZED, DROP_AUTH, DROP_SEND, DROP_REASONS }; /* why channel.c dropped a frame */
 
 /* A member of the current topology as the data channel holds it.  Its
  * identity is the metadata's member (first, so owners meta returns convert
@@ -42,8 +42,7 @@ typedef struct peer {
     struct link_conn *dealer;     /* servers other than self: our connection to its data port (fabric/fabric.h) */
     uint8_t back[8];              /* a client, at the coordinator: the connection its last metadata pull */
     size_t back_len;              /* came on (link_srv_ident; 0: none) - its pushes go there (grid/control.c) */
-    Latdata__Req **out;           /* requests to send at the next flush */
-    size_t n_out, cap_out;
+    fab_reqs out;                 /* requests to send at the next flush (fabric/batch.c) */
 } peer;
 
 static inline struct peer *peer_of(lattice_meta_member *m) { return (struct peer *)m; }
@@ -147,8 +146,7 @@ typedef struct pend pend;
 typedef void (*pend_settle_fn)(lattice_ops *d, pend *p, const Latdata__Resp *rs);
 
 struct pend {
-    uint64_t id;
-    struct pend *hnext, *next, *prev;
+    uint64_t id;                  /* its request id: the key in the pending table (fabric/pending.c) */
     pend_settle_fn settle;
     char target[64];              /* node id the request went to */
     opx *op;                      /* an issued op, a control request's caller (may be NULL) */
@@ -156,20 +154,11 @@ struct pend {
     struct bcast *b;              /* a broadcast part (grid/) */
     int ctl;                      /* control requests: CTL_* */
     uint64_t pull;                /* CTL_META_GET: its number (pulls_sent) */
-    uint64_t deadline_ms;         /* give up on the answer then (UINT64_MAX: only when the target leaves) */
     /* A full_sync replication: its request, sent again when the target's
      * connection lost frames since (losses moved on: sync_wait_resend). */
     Latdata__Req *resend;
     uint32_t sent_losses;
 };
-
-typedef struct reply_box {
-    uint8_t ident[256];
-    size_t ident_len;
-    Latdata__Resp **out;
-    size_t n, cap;
-    bool with_meta;
-} reply_box;
 
 /* ---- Registration points: how the grid's machines (grid/grid.h) ride on
  * the data thread without ops/ naming them - ops/ includes nothing of
@@ -177,9 +166,11 @@ typedef struct reply_box {
  * each runs on the data thread (or in its role).  An ops without the grid
  * (unit suites) skips every unset hook and answers the kinds nobody
  * registered INVAL. */
-/* Serves a peer's request of one kind >= CTL_REPLICATE (cache_int.h). */
-typedef void (*ops_kind_fn)(lattice_ops *d, const Latdata__Req *q, const origin *o);
-#define OPS_KINDS 64 /* the kinds CTL_REPLICATE .. CTL_REPLICATE + OPS_KINDS - 1 */
+/* Serves a peer's request of one kind >= CTL_REPLICATE (cache_int.h), up to
+ * CTL_REPLICATE + FAB_KINDS - 1 (others are ignored): the data channel's
+ * registry of kinds (fabric/kinds.c).  Its handler gets the lattice_ops as
+ * ctx and the request's origin (const origin *) as from. */
+typedef fab_kind_fn ops_kind_fn;
 void ops_on_kind(lattice_ops *d, int kind, ops_kind_fn fn);
 /* Runs every loop tick, in the order registered. */
 typedef void (*ops_tick_fn)(lattice_ops *d, uint64_t now);
@@ -272,12 +263,9 @@ struct lattice_ops {
     /* ---- channel.c: batches, replies, the pending table */
     peer **dirty;
     size_t n_dirty;
-    reply_box *boxes;
-    size_t n_boxes, cap_boxes;
-    pend **buckets;
-    pend *all;
-    size_t n_pending;
-    uint64_t next_id;
+    fab_replies replies;          /* responses owed to each asker until the flush (chan_reply) */
+    fab_pending *pending;         /* requests sent, waiting for their answer: pend * by id */
+    fab_frames frames;            /* the data channel's frame checks (key, cap, protocol) and drop counts */
 
     /* ---- loop.c: the data thread's own */
     /* The cluster metadata (meta/): created here, replaced by an empty one
@@ -295,7 +283,7 @@ struct lattice_ops {
      * call them.  grid: the grid's state, never dereferenced in ops/. */
     ops_grid_hooks grid_hooks;
     struct lattice_grid *grid;
-    ops_kind_fn kinds[OPS_KINDS];
+    fab_kinds kinds;              /* who serves each control kind (ops_on_kind) */
     ops_tick_fn ticks[OPS_MAX_TICKS];
     size_t n_ticks;
 
@@ -343,9 +331,9 @@ struct lattice_ops {
     uint64_t fast_stamp;          /* data thread: the view the words were last computed on */
     bool fast_republish;          /* data thread: a cache went; publish the others again */
 
-    /* ---- channel.c: counters (data thread; read for logs) */
+    /* ---- channel.c: counters (data thread; read for logs; frames.count[]
+     * points at them) */
     uint64_t malformed, oversized, auth_failed, send_failed; /* grid/'s decoders count malformed too */
-    uint64_t drop_logged_ms[DROP_REASONS]; /* when a drop of each reason was last logged */
 };
 
 /* ---- channel.c: the bottom - time, sockets, frames, pending table, replies */
@@ -378,13 +366,16 @@ void chan_enter_thread(lattice_ops *d);
  * (dropped, counted and logged: its connection is to be closed).  Free with
  * chan_batch_free. */
 Latdata__Batch *chan_unpack_batch(lattice_ops *d, const uint8_t *msg, size_t len, const uint8_t *mac, size_t mac_len);
-/* Counts a dropped frame under reason (DROP_*) and logs it at most once a
- * second per reason. */
-void chan_dropped(lattice_ops *d, int reason, const char *why);
+/* Counts a dropped frame under reason and logs it at most once a second
+ * per reason (fab_dropped). */
+void chan_dropped(lattice_ops *d, fab_drop reason, const char *why);
 void chan_batch_free(Latdata__Batch *b);
 /* A pending request to target, answered by settle (deadline: op_timeout_ms). */
 pend *chan_pend_new(lattice_ops *d, pend_settle_fn settle, const peer *target);
 pend *chan_pend_take(lattice_ops *d, uint64_t id);
+/* p gives up on its answer at deadline_ms instead (UINT64_MAX: only when
+ * its target leaves the topology). */
+void chan_pend_deadline(lattice_ops *d, pend *p, uint64_t deadline_ms);
 /* Settles (rs NULL) every pending request whose target left the topology or
  * whose deadline passed - or all of them. */
 void chan_release_pending(lattice_ops *d, bool all);
@@ -434,7 +425,7 @@ opx *retry_take_due(lattice_ops *d, uint64_t now);
 /* A wait for a write of c, counted in c->writes_in_flight until it ends. */
 waitw *sync_wait_new(lattice_meta_cache *c, const origin *org, const lattice_op_result *r);
 /* One more copy to wait for: its request's settle is sync_wait_settle. */
-void sync_wait_add(waitw *w, pend *p);
+void sync_wait_add(lattice_ops *d, waitw *w, pend *p);
 void sync_wait_settle(lattice_ops *d, pend *p, const Latdata__Resp *rs);
 /* Sends again every full_sync replication whose target's connection may
  * have lost it (closed, or refused a frame, since it was sent). */

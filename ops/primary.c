@@ -144,7 +144,7 @@ void primary_send_copies(lattice_ops *d, lattice_meta_cache *c, int kind, uint32
                 lt_free(q);
                 continue;
             }
-            sync_wait_add(w, p);
+            sync_wait_add(d, w, p);
             q->id = p->id;
             p->resend = chan_req_dup(q); /* NULL (NOMEM): not resent, as before */
             p->sent_losses = to->dealer->losses;
@@ -276,7 +276,7 @@ bool primary_room_for_copy(lattice_ops *d, pend *p, bool *answered)
         return false;
     }
     n->w = w;
-    n->deadline_ms = UINT64_MAX;
+    chan_pend_deadline(d, n, UINT64_MAX);
     n->resend = q;
     n->resend->id = n->id;
     again->id = n->id;

@@ -59,10 +59,10 @@ waitw *sync_wait_new(lattice_meta_cache *c, const origin *org, const lattice_op_
     return w;
 }
 
-void sync_wait_add(waitw *w, pend *p)
+void sync_wait_add(lattice_ops *d, waitw *w, pend *p)
 {
     p->w = w;
-    p->deadline_ms = UINT64_MAX;
+    chan_pend_deadline(d, p, UINT64_MAX);
     w->remaining++;
 }
 
@@ -123,7 +123,7 @@ static bool rearm(lattice_ops *d, pend *p)
     pend *n = chan_pend_new(d, sync_wait_settle, to);
     if (!n) return false;
     n->w = p->w;
-    n->deadline_ms = UINT64_MAX;
+    chan_pend_deadline(d, n, UINT64_MAX);
     n->resend = p->resend;
     n->resend->id = n->id;
     n->sent_losses = to->dealer->losses - 1; /* "lost since": the sweep sends it */
@@ -161,7 +161,8 @@ void sync_wait_resend(lattice_ops *d)
 {
     uint64_t before = d->repl_resent;
     const char *last = NULL;
-    for (pend *p = d->all; p; p = p->next) {
+    for (const fab_pend_node *e = fab_pending_first(d->pending); e; e = fab_pending_after(e)) {
+        pend *p = fab_pend_item(e);
         if (!p->resend) continue;
         peer *to = chan_peer_by_id(d, p->target);
         if (!to || !to->dealer || to->dealer->losses == p->sent_losses) continue;

@@ -16,6 +16,11 @@
 #include "ops_int.h"
 
 static lattice_ops *d;
+
+/* Every pending request, newest first (the table is fabric/pending.c's). */
+#define EACH_PEND(x)                                                                                          \
+    for (const fab_pend_node *e_##x = fab_pending_first(d->pending); e_##x; e_##x = fab_pending_after(e_##x)) \
+        for (pend *x = fab_pend_item(e_##x); x; x = NULL)
 static lattice_meta_cache *c;
 static peer peers[4]; /* 0..2 servers, 3 = self */
 static lattice_region *region;
@@ -40,7 +45,7 @@ static void build(bool self_server, lattice_cache_config *cfg)
 {
     rcu_register_thread();
     d = lt_calloc(1, sizeof *d);
-    d->buckets = lt_calloc(65536, sizeof *d->buckets);
+    d->pending = fab_pending_new(65536);
     d->dirty = lt_calloc(DATA_MAX_PEERS, sizeof *d->dirty);
     d->op_timeout_ms = 1000;
     d->running = true;
@@ -81,11 +86,10 @@ static void teardown(void)
 {
     fast_free(d); /* before the caches: their fast words hang on them */
     for (size_t i = 0; i < d->n_peers; i++) {
-        for (size_t k = 0; k < d->peers[i]->n_out; k++) lt_free(d->peers[i]->out[k]);
-        lt_free(d->peers[i]->out);
+        for (size_t k = 0; k < d->peers[i]->out.n; k++) lt_free(d->peers[i]->out.v[k]);
+        lt_free(d->peers[i]->out.v);
     }
-    for (pend *p = d->all, *n; p; p = n) {
-        n = p->next;
+    EACH_PEND(p) { /* the items only: the table goes with d */
         lt_free(p->op);
         lt_free(p->resend);
         lt_free(p);
@@ -101,7 +105,7 @@ static void teardown(void)
     region = NULL;
     exec_scratch_free(&d->scratch);
     lt_free(d->dedup);
-    lt_free(d->buckets);
+    fab_pending_free(d->pending);
     lt_free(d->dirty);
     lt_free(d);
     rcu_unregister_thread();
@@ -133,13 +137,13 @@ START_TEST(each_op_goes_to_its_primary_in_one_message_per_node)
         issue_route(d, op(i % 2 ? LATTICE_OP_PUT : LATTICE_OP_GET, "default", key, 10, &s));
     }
     ck_assert_int_eq(s.calls, 0);          /* full_sync, nothing answered yet */
-    ck_assert_uint_eq(d->n_pending, 300);
+    ck_assert_uint_eq(fab_pending_count(d->pending), 300);
     ck_assert_uint_eq(d->n_dirty, 3);      /* one outgoing message per server */
     size_t total = 0;
     for (int i = 0; i < 3; i++) {
-        total += peers[i].n_out;
-        for (size_t k = 0; k < peers[i].n_out; k++) {
-            Latdata__Req *r = peers[i].out[k];
+        total += peers[i].out.n;
+        for (size_t k = 0; k < peers[i].out.n; k++) {
+            Latdata__Req *r = peers[i].out.v[k];
             uint32_t p = lattice_partition_of_key(r->key.data, r->key.len, 1024);
             ck_assert_uint_eq(r->partition, p);
             lattice_meta_member *own[2];
@@ -198,7 +202,7 @@ START_TEST(issuer_errors_without_a_round_trip)
     issue_route(d, op(LATTICE_OP_GET, "default", "k", 0, &s));
     ck_assert_int_eq(s.last, LATTICE_ERR_PARTITION_LOST);
     ck_assert_int_eq(s.calls, 6);
-    ck_assert_uint_eq(d->n_pending, 0);
+    ck_assert_uint_eq(fab_pending_count(d->pending), 0);
     ck_assert_uint_eq(d->n_dirty, 0);
     /* Before any metadata: the op waits (retry list), nothing fails. */
     lattice_meta *known = d->meta;
@@ -224,12 +228,12 @@ START_TEST(full_async_acks_when_sent)
     issue_route(d, op(LATTICE_OP_PUT, "default", "k", 3, &s));
     ck_assert_int_eq(s.calls, 1);
     ck_assert_int_eq(s.last, LATTICE_OK);
-    ck_assert_uint_eq(d->n_pending, 0);
+    ck_assert_uint_eq(fab_pending_count(d->pending), 0);
     ck_assert_uint_eq(d->n_dirty, 1);   /* but it did leave */
     /* A read is never "acked when sent". */
     issue_route(d, op(LATTICE_OP_GET, "default", "k", 0, &s));
     ck_assert_int_eq(s.calls, 1);
-    ck_assert_uint_eq(d->n_pending, 1);
+    ck_assert_uint_eq(fab_pending_count(d->pending), 1);
     teardown();
 }
 END_TEST
@@ -264,8 +268,8 @@ START_TEST(reads_from_a_local_backup_copy_and_writes_as_primary)
             ck_assert_int_eq(s.calls, 0);
             ck_assert_uint_eq(lattice_store_count(c->store, p), stored + 1);
             peer *backup = peer_of(own[1]);
-            ck_assert(backup->n_out > 0);
-            ck_assert_uint_eq(backup->out[backup->n_out - 1]->kind, CTL_REPLICATE);
+            ck_assert(backup->out.n > 0);
+            ck_assert_uint_eq(backup->out.v[backup->out.n - 1]->kind, CTL_REPLICATE);
             primary_writes++;
         }
     }
@@ -281,23 +285,23 @@ START_TEST(reads_from_a_local_backup_copy_and_writes_as_primary)
         lattice_meta_serving_owners(c, p, own, 2);
         if (!own[1]->self) continue;
         seen s = {0};
-        size_t n_out = peer_of(own[0])->n_out;
+        size_t n_out = peer_of(own[0])->out.n;
         issue_route(d, op(LATTICE_OP_GET, "default", key, 0, &s));
         ck_assert_int_eq(s.calls, 0);
-        ck_assert_uint_eq(peer_of(own[0])->n_out, n_out + 1);
+        ck_assert_uint_eq(peer_of(own[0])->out.n, n_out + 1);
         break;
     }
     /* The wait structures of the unacknowledged writes are the test's to
      * drop (first out of the partitions' in-flight lists). */
     clean_cache_gone(c);
-    for (pend *p = d->all; p; p = p->next)
+    EACH_PEND(p)
         if (p->settle == sync_wait_settle && p->w && --p->w->remaining == 0) {
             lt_free(p->w->org.local);
             lt_free(p->w->value);
             lt_free(p->w->undo);
             lt_free(p->w);
         }
-    for (pend *p = d->all; p; p = p->next)
+    EACH_PEND(p)
         if (p->settle == sync_wait_settle) p->op = NULL;
     teardown();
 }
@@ -350,8 +354,8 @@ START_TEST(resent_writes_are_not_applied_twice)
     q.op_seq = 10; /* a new op of the same issuer applies */
     org.rid = 4;
     primary_serve(d, &q, &org);
-    ck_assert_uint_eq(d->n_boxes, 1);
-    reply_box *b = &d->boxes[0];
+    ck_assert_uint_eq(d->replies.n, 1);
+    fab_reply_box *b = &d->replies.boxes[0];
     ck_assert_uint_eq(b->n, 4);
     ck_assert_int_eq(b->out[0]->num, 1);
     ck_assert_int_eq(b->out[1]->num, 1); /* resends: the first result */
@@ -392,7 +396,7 @@ START_TEST(resent_writes_are_not_applied_twice)
     lt_free(v);
     for (size_t k = 0; k < b->n; k++) lt_free(b->out[k]);
     lt_free(b->out);
-    lt_free(d->boxes);
+    lt_free(d->replies.boxes);
     teardown();
 }
 END_TEST
@@ -438,8 +442,8 @@ START_TEST(resent_incrbyfloat_answers_its_float)
     q.op_seq = 5; /* the first again: its reply is no longer in the entry */
     org.rid = 4;
     primary_serve(d, &q, &org);
-    ck_assert_uint_eq(d->n_boxes, 1);
-    reply_box *b = &d->boxes[0];
+    ck_assert_uint_eq(d->replies.n, 1);
+    fab_reply_box *b = &d->replies.boxes[0];
     ck_assert_uint_eq(b->n, 3);
     ck_assert_int_eq(b->out[0]->status, LATTICE_OK);
     ck_assert_uint_eq(b->out[0]->value.len, 3);
@@ -455,7 +459,7 @@ START_TEST(resent_incrbyfloat_answers_its_float)
     lt_free(v);
     for (size_t k = 0; k < b->n; k++) lt_free(b->out[k]);
     lt_free(b->out);
-    lt_free(d->boxes);
+    lt_free(d->replies.boxes);
     teardown();
 }
 END_TEST
@@ -560,10 +564,10 @@ START_TEST(reads_see_only_acknowledged_writes)
     backup_apply(d, &q, &none);
     ck_assert_uint_eq(lattice_store_count(c->store, p), 1);
     seen s = {0};
-    size_t n_out = peer_of(own[0])->n_out;
+    size_t n_out = peer_of(own[0])->out.n;
     issue_route(d, op(LATTICE_OP_GET, "default", key, 0, &s));
     ck_assert_int_eq(s.calls, 0); /* dirty: asked the primary */
-    ck_assert_uint_eq(peer_of(own[0])->n_out, n_out + 1);
+    ck_assert_uint_eq(peer_of(own[0])->out.n, n_out + 1);
     /* The primary says version 7 is acknowledged: the copy is clean. */
     Latdata__Req cl = LATDATA__REQ__INIT;
     cl.kind = CTL_CLEAN;
@@ -598,7 +602,7 @@ START_TEST(reads_see_only_acknowledged_writes)
     issue_route(d, op(LATTICE_OP_GET, "default", pk, 0, &r));
     ck_assert_int_eq(r.calls, 0); /* waits for the write */
     pend *pw = NULL;
-    for (pend *x = d->all; x; x = x->next)
+    EACH_PEND(x)
         if (x->settle == sync_wait_settle) pw = x;
     ck_assert_ptr_nonnull(pw);
     Latdata__Resp ok = LATDATA__RESP__INIT;
@@ -625,7 +629,7 @@ END_TEST
 static void answer_replication(lattice_status status)
 {
     pend *pw = NULL;
-    for (pend *x = d->all; x; x = x->next)
+    EACH_PEND(x)
         if (x->settle == sync_wait_settle) pw = x;
     ck_assert_ptr_nonnull(pw);
     Latdata__Resp rs = LATDATA__RESP__INIT;
@@ -667,13 +671,13 @@ START_TEST(a_write_a_copy_has_no_room_for_is_undone)
     ck_assert_uint_eq(stored_len(p, pk), 4);
 
     seen w2 = {0}, r = {0};
-    size_t out = peer_of(own[1])->n_out;
+    size_t out = peer_of(own[1])->out.n;
     issue_route(d, op(LATTICE_OP_PUT, "default", pk, 9, &w2));
     ck_assert_uint_eq(stored_len(p, pk), 9);
     answer_replication(LATTICE_ERR_REGION_FULL);
     ck_assert_int_eq(w2.calls, 0); /* not acknowledged: the undo is on its way */
     ck_assert_uint_eq(stored_len(p, pk), 4);
-    ck_assert_uint_gt(peer_of(own[1])->n_out, out);
+    ck_assert_uint_gt(peer_of(own[1])->out.n, out);
     issue_route(d, op(LATTICE_OP_GET, "default", pk, 0, &r));
     ck_assert_int_eq(r.calls, 0); /* the key is still in flight */
     answer_replication(LATTICE_OK);
@@ -723,7 +727,7 @@ START_TEST(a_refused_write_is_not_acknowledged_by_its_resend)
     key_where_self_is(0, pk, sizeof pk, &p, own);
     seen w = {0};
     issue_route(d, op(LATTICE_OP_PUT, "default", pk, 4, &w));
-    size_t out = peer_of(own[1])->n_out;
+    size_t out = peer_of(own[1])->out.n;
     answer_replication(LATTICE_ERR_NOT_OWNER);
     ck_assert_int_eq(w.calls, 0); /* not acknowledged: retried */
     ck_assert_ptr_nonnull(d->retry);
@@ -735,8 +739,8 @@ START_TEST(a_refused_write_is_not_acknowledged_by_its_resend)
      * (applied here, not on the copy), and it is not applied a second time. */
     ck_assert_int_eq(w.calls, 1);
     ck_assert_int_eq(w.last, LATTICE_ERR_TIMEOUT);
-    for (size_t k = out; k < peer_of(own[1])->n_out; k++) /* no new replication (a watermark may go) */
-        ck_assert_uint_ne(peer_of(own[1])->out[k]->kind, CTL_REPLICATE);
+    for (size_t k = out; k < peer_of(own[1])->out.n; k++) /* no new replication (a watermark may go) */
+        ck_assert_uint_ne(peer_of(own[1])->out.v[k]->kind, CTL_REPLICATE);
     teardown();
 }
 END_TEST
@@ -758,8 +762,8 @@ static peer *put_replicated(char *pk, size_t cap, seen *w)
     key_where_self_is(0, pk, cap, &p, own);
     peer *b = peer_of(own[1]);
     issue_route(d, op(LATTICE_OP_PUT, "default", pk, 4, w));
-    ck_assert_uint_eq(b->n_out, 1);
-    ck_assert_uint_eq(b->out[0]->kind, CTL_REPLICATE);
+    ck_assert_uint_eq(b->out.n, 1);
+    ck_assert_uint_eq(b->out.v[0]->kind, CTL_REPLICATE);
     return b;
 }
 
@@ -769,25 +773,25 @@ START_TEST(a_replication_a_lost_connection_dropped_goes_again)
     seen w = {0};
     peer *b = put_replicated(pk, sizeof pk, &w);
     sync_wait_resend(d);
-    ck_assert_uint_eq(b->n_out, 1); /* nothing lost: nothing again */
+    ck_assert_uint_eq(b->out.n, 1); /* nothing lost: nothing again */
     b->dealer->losses++;
     sync_wait_resend(d);
-    ck_assert_uint_eq(b->n_out, 2);
-    ck_assert_uint_eq(b->out[1]->kind, CTL_REPLICATE);
-    ck_assert_uint_eq(b->out[1]->id, b->out[0]->id); /* the same request: one answer settles it */
-    ck_assert_uint_eq(b->out[1]->version, b->out[0]->version);
-    ck_assert_mem_eq(b->out[1]->key.data, pk, strlen(pk));
-    ck_assert_uint_eq(b->out[1]->value.len, 4);
+    ck_assert_uint_eq(b->out.n, 2);
+    ck_assert_uint_eq(b->out.v[1]->kind, CTL_REPLICATE);
+    ck_assert_uint_eq(b->out.v[1]->id, b->out.v[0]->id); /* the same request: one answer settles it */
+    ck_assert_uint_eq(b->out.v[1]->version, b->out.v[0]->version);
+    ck_assert_mem_eq(b->out.v[1]->key.data, pk, strlen(pk));
+    ck_assert_uint_eq(b->out.v[1]->value.len, 4);
     sync_wait_resend(d);
-    ck_assert_uint_eq(b->n_out, 2); /* once per loss */
+    ck_assert_uint_eq(b->out.n, 2); /* once per loss */
     ck_assert_int_eq(w.calls, 0);
     answer_replication(LATTICE_OK);
     ck_assert_int_eq(w.calls, 1);
     ck_assert_int_eq(w.last, LATTICE_OK);
     b->dealer->losses++;
     sync_wait_resend(d);
-    for (size_t k = 2; k < b->n_out; k++) /* answered: never again (its watermark may go) */
-        ck_assert_uint_ne(b->out[k]->kind, CTL_REPLICATE);
+    for (size_t k = 2; k < b->out.n; k++) /* answered: never again (its watermark may go) */
+        ck_assert_uint_ne(b->out.v[k]->kind, CTL_REPLICATE);
     teardown();
 }
 END_TEST
@@ -805,15 +809,15 @@ START_TEST(a_copy_without_the_cache_yet_gets_the_write_again)
     ck_assert_int_eq(w.calls, 0); /* not acknowledged without that copy */
     ck_assert_uint_eq(d->repl_no_cache, 1);
     sync_wait_resend(d);
-    ck_assert_uint_eq(b->n_out, 2);
-    ck_assert_uint_eq(b->out[1]->kind, CTL_REPLICATE);
-    ck_assert_uint_ne(b->out[1]->id, b->out[0]->id); /* a new request: the old answer is spent */
-    ck_assert_mem_eq(b->out[1]->key.data, pk, strlen(pk));
+    ck_assert_uint_eq(b->out.n, 2);
+    ck_assert_uint_eq(b->out.v[1]->kind, CTL_REPLICATE);
+    ck_assert_uint_ne(b->out.v[1]->id, b->out.v[0]->id); /* a new request: the old answer is spent */
+    ck_assert_mem_eq(b->out.v[1]->key.data, pk, strlen(pk));
     sync_wait_resend(d);
-    ck_assert_uint_eq(b->n_out, 2); /* once per sweep that finds it unanswered and unsent */
+    ck_assert_uint_eq(b->out.n, 2); /* once per sweep that finds it unanswered and unsent */
     answer_replication(LATTICE_ERR_NO_CACHE);
     sync_wait_resend(d);
-    ck_assert_uint_eq(b->n_out, 3);
+    ck_assert_uint_eq(b->out.n, 3);
     ck_assert_int_eq(w.calls, 0);
     answer_replication(LATTICE_OK);
     ck_assert_int_eq(w.calls, 1);
@@ -848,7 +852,7 @@ START_TEST(a_server_not_yet_joined_waits_instead_of_refusing)
     /* Every op waits here for the join: none answered, none sent by a
      * member set the node has not got from a topology of its own. */
     ck_assert_msg(s.calls == 0, "%d ops answered, the last %s", s.calls, lattice_strerror(s.last));
-    ck_assert_uint_eq(d->n_pending, 0);
+    ck_assert_uint_eq(fab_pending_count(d->pending), 0);
     int waiting = 0;
     for (opx *o = d->retry; o; o = o->rnext) waiting++;
     ck_assert_int_eq(waiting, 50);
@@ -899,32 +903,32 @@ START_TEST(retried_ops_keep_their_order)
     opx *incr = op(LATTICE_OP_INCREMENT, "default", "k", 0, &s);
     issue_route(d, set);
     issue_route(d, incr);
-    ck_assert_uint_eq(d->n_pending, 2);
+    ck_assert_uint_eq(fab_pending_count(d->pending), 2);
     lattice_meta_member *own[2];
     lattice_meta_serving_owners(c, lattice_partition_of_key("k", 1, cfg.partitions), own, 2);
     peer *prim = peer_of(own[0]);
-    ck_assert_uint_eq(prim->n_out, 2);
+    ck_assert_uint_eq(prim->out.n, 2);
     /* The primary answers both with AGAIN, in order. */
     for (size_t k = 0; k < 2; k++) {
         Latdata__Resp rs = LATDATA__RESP__INIT;
-        rs.id = prim->out[k]->id;
+        rs.id = prim->out.v[k]->id;
         rs.status = LATTICE_ERR_AGAIN;
         pend *p = chan_pend_take(d, rs.id);
         ck_assert_ptr_nonnull(p);
         p->settle(d, p, &rs);
         lt_free(p);
-        lt_free(prim->out[k]);
+        lt_free(prim->out.v[k]);
     }
-    prim->n_out = 0;
+    prim->out.n = 0;
     ck_assert_int_eq(s.calls, 0);
     ck_assert_ptr_null(retry_take_due(d, 0)); /* not due yet */
     for (opx *o = retry_take_due(d, UINT64_MAX), *next; o; o = next) {
         next = o->rnext;
         issue_route(d, o);
     }
-    ck_assert_uint_eq(prim->n_out, 2);
-    ck_assert_uint_eq(prim->out[0]->kind, LATTICE_OP_PUT);
-    ck_assert_uint_eq(prim->out[1]->kind, LATTICE_OP_INCREMENT);
+    ck_assert_uint_eq(prim->out.n, 2);
+    ck_assert_uint_eq(prim->out.v[0]->kind, LATTICE_OP_PUT);
+    ck_assert_uint_eq(prim->out.v[1]->kind, LATTICE_OP_INCREMENT);
     teardown();
 }
 END_TEST
