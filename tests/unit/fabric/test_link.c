@@ -1,5 +1,5 @@
 /*
- * The data channel's transport without a network (ops/link.h): the frame
+ * The data channel's transport without a network (fabric/fabric.h): the frame
  * reader on every split of a stream of frames and on every kind of bad
  * header, and a connection over a socketpair whose kernel buffer is too
  * small for what is sent (partial writes resumed, the queue bound).
@@ -329,7 +329,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("ops: link");
+    Suite *s = suite_create("fabric: link");
     TCase *tc = tcase_create("link");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, every_split_point_of_a_stream_gives_the_same_frames);
