@@ -219,7 +219,7 @@ START_TEST(reload_slices_apply_whole_and_survive_any_bytes)
     ck_assert_ptr_null(fgets(text, sizeof text, f));
     fclose(f);
 
-    restart_free(d);
+    d->grid_hooks.free(d); /* what lattice_grid_attach took: restart's state and the grid's */
     node_free(d, dir);
     rcu_unregister_thread();
 }
