@@ -55,9 +55,8 @@ static void ops_free(lattice_ops *d);
  * server's RSS follows what it holds instead of the most it ever held. */
 #define GIVE_BACK_MS 1000
 #define GIVE_BACK_PAGES 4096
-static void give_memory_back(lattice_ops *d)
+static void give_memory_back(lattice_ops *d, uint64_t now)
 {
-    uint64_t now = lt_mono_ms();
     if (now - d->give_back_ms < GIVE_BACK_MS) return;
     d->give_back_ms = now;
     uint32_t n = lattice_region_release(d->region, GIVE_BACK_PAGES, LATTICE_REGION_SLACK_AUTO);
@@ -503,7 +502,7 @@ static void *data_main(void *arg)
             run_retries(d, now);
             if (d->region) {
                 lattice_region_tick(d->region, now); /* OBJECT IDLETIME's clock (once a second) */
-                give_memory_back(d);
+                give_memory_back(d, now);
             }
         }
         wal_release(d); /* replies whose records the log made durable */
