@@ -18,9 +18,11 @@
  *  - once a --report-every (1 min): elapsed, ops/s, p99, errors (and the
  *    kills, restarts, joins and leaves of that minute), RSS and open fds of
  *    every server from /proc;
- *  - at the end: RSS slope per node (%/hour, one slope fitted over every
- *    incarnation of the node with an intercept each, samples after the
- *    warm-up), p99 drift, errors outside kill windows (and outside stalls of
+ *  - at the end: RSS slopes per node (%/hour, over the samples taken after
+ *    the warm-up in the base state - 3 servers, settled, calm for 30 s - the
+ *    level through the kills and the slope within incarnations, each with
+ *    its standard error; every sample goes to rss.csv in the temp dir),
+ *    p99 drift, errors outside kill windows (and outside stalls of
  *    the host, which every process logs at once here), set losses and
  *    `lattice verify default`.  Exit 1 when an acknowledged write was lost,
  *    a value was wrong or verify found conflicts; 2 on bad usage.
@@ -111,7 +113,9 @@ static void usage(FILE *f)
           "                      makes a short run checkpoint, and restart from a checkpoint\n"
           "  --report-every T    one progress line this often (default 1m)\n"
           "  --warmup T          RSS samples before this are left out of the slope (default\n"
-          "                      10m, or a third of --duration when that is shorter)\n"
+          "                      10m, or a third of --duration when that is shorter).  The\n"
+          "                      slope takes only samples of the base state (3 servers, no\n"
+          "                      event for 30 s) and none of a restarted process's first 2 min\n"
           "  --settle-timeout T  longest wait for the grid to settle after an event (default 3m)\n"
           "  --base-port P       first of the 8 ports (4 peer, 4 RESP; default: a free range\n"
           "                      in 20000..32767)\n"
@@ -408,10 +412,14 @@ typedef struct slice {
 static slice *slices;
 static size_t n_slices, cap_slices;
 
+/* `base`: taken in the state the slope compares - the 3 base servers
+ * serving, no 4th server, no event under way and none for CALM_S (a node
+ * holds more with 3 servers than with 4, and more while it rebalances). */
 typedef struct rss_sample {
     double t;
     long kb;
     int node, incarnation;
+    bool base;
 } rss_sample;
 static rss_sample *rss;
 static size_t n_rss, cap_rss;
@@ -906,6 +914,9 @@ static void close_window(void)
 static int want_servers(void) { return 3 + (srv[3].pid > 0); }
 
 static double next_kill, next_join, leave_at;
+static double calm_since; /* el() when the last event ended */
+#define CALM_S 30.0
+#define YOUNG_S 120.0 /* a restarted process's warm-up, left out of the slope */
 
 /* One step of the event machine: called every tick by the main loop. */
 static void events_step(bool final_phase)
@@ -988,11 +999,13 @@ static void events_step(bool final_phase)
             if (ev_node == 3) leave_at = el() + opt.join_hold_s;
             close_window();
             ev_state = EV_NONE;
+            calm_since = el();
         } else if (now_s() - ev_t > opt.settle_s) {
             n_stuck++;
             note("grid NOT SETTLED %.0f s after s%d started", opt.settle_s, ev_node);
             close_window();
             ev_state = EV_NONE;
+            calm_since = el();
         }
         return;
     case EV_DRAINING:
@@ -1065,7 +1078,8 @@ static void take_slice(void)
             rss = nr;
             cap_rss = nc;
         }
-        rss[n_rss++] = (rss_sample){now_s() - load_t0, kb, i, srv[i].starts};
+        bool base = ev_state == EV_NONE && srv[3].pid <= 0 && el() - calm_since >= CALM_S;
+        rss[n_rss++] = (rss_sample){now_s() - load_t0, kb, i, srv[i].starts, base};
     }
 }
 
@@ -1309,39 +1323,88 @@ static int run_verify(char *out, size_t cap)
     return conflicts;
 }
 
-/* Pooled within-incarnation least squares: one slope for a node, an
- * intercept per incarnation (a restarted process starts over).  Samples
- * before the warm-up and in a restarted incarnation's first 30 s (its
- * rebalance) are left out; an incarnation needs 3 samples.
- * Returns KiB per second; *mean the mean RSS; *n samples used. */
-static double rss_slope(int node, double warm, double *mean, int *n)
+/* The RSS slope of a node, least squares over the samples taken in the
+ * base state (rss_sample) after the warm-up and after a restarted
+ * incarnation's first YOUNG_S (it loads its share and fills its rings then).
+ * Comparing like states only is what lets a slope say anything: over every
+ * sample it would measure how long a 4th server was in.  Two fits:
+ *  - level: one intercept for the node - does the memory of the node, as
+ *    its operator sees it through the kills, climb over the run?
+ *  - within: an intercept per incarnation (3 samples at least) - does one
+ *    process's memory climb while it lives (a leak a restart hides)?
+ * KiB per second, with its standard error (residuals taken as independent,
+ * which 10 s samples are not quite: a lower bound). */
+struct slope_fit {
+    double slope, se, mean;
+    int n;
+};
+
+static bool slope_sample(const rss_sample *r, int node, double warm, double first)
 {
-    double sxy = 0, sxx = 0, sum = 0;
-    *n = 0;
-    for (int inc = 1; inc <= srv[node].starts; inc++) {
-        double st = 0, sy = 0, first = -1;
+    return r->node == node && r->base && r->t >= warm && (r->incarnation == 1 || r->t >= first + YOUNG_S);
+}
+
+static struct slope_fit rss_slope(int node, double warm, bool per_incarnation)
+{
+    double sxy = 0, sxx = 0, syy = 0, sum = 0;
+    int n = 0, groups = 0;
+    int lo = per_incarnation ? 1 : 0, hi = per_incarnation ? srv[node].starts : 0;
+    for (int g = lo; g <= hi; g++) {
+        double st = 0, sy = 0, first[64];
         int k = 0;
-        for (size_t i = 0; i < n_rss; i++)
-            if (rss[i].node == node && rss[i].incarnation == inc) {
-                if (first < 0) first = rss[i].t;
-                if (rss[i].t < warm || (inc > 1 && rss[i].t < first + 30)) continue;
-                st += rss[i].t;
-                sy += (double)rss[i].kb;
-                k++;
-            }
+        for (int i = 0; i < 64; i++) first[i] = -1;
+        for (size_t i = 0; i < n_rss; i++) {
+            if (rss[i].node != node) continue;
+            int inc = rss[i].incarnation < 64 ? rss[i].incarnation : 63;
+            if (first[inc] < 0) first[inc] = rss[i].t;
+            if ((per_incarnation && rss[i].incarnation != g) || !slope_sample(&rss[i], node, warm, first[inc])) continue;
+            st += rss[i].t;
+            sy += (double)rss[i].kb;
+            k++;
+        }
         if (k < 3) continue;
         double mt = st / k, my = sy / k;
-        for (size_t i = 0; i < n_rss; i++)
-            if (rss[i].node == node && rss[i].incarnation == inc && rss[i].t >= warm &&
-                (inc == 1 || rss[i].t >= first + 30)) {
-                sxy += (rss[i].t - mt) * ((double)rss[i].kb - my);
-                sxx += (rss[i].t - mt) * (rss[i].t - mt);
-            }
+        for (int i = 0; i < 64; i++) first[i] = -1;
+        for (size_t i = 0; i < n_rss; i++) {
+            if (rss[i].node != node) continue;
+            int inc = rss[i].incarnation < 64 ? rss[i].incarnation : 63;
+            if (first[inc] < 0) first[inc] = rss[i].t;
+            if ((per_incarnation && rss[i].incarnation != g) || !slope_sample(&rss[i], node, warm, first[inc])) continue;
+            double dt = rss[i].t - mt, dy = (double)rss[i].kb - my;
+            sxy += dt * dy;
+            sxx += dt * dt;
+            syy += dy * dy;
+        }
         sum += sy;
-        *n += k;
+        n += k;
+        groups++;
     }
-    *mean = *n ? sum / *n : 0;
-    return sxx > 0 ? sxy / sxx : NAN;
+    struct slope_fit f = {NAN, NAN, n ? sum / n : 0, n};
+    if (sxx > 0) {
+        f.slope = sxy / sxx;
+        double res = syy - f.slope * sxy;
+        if (n > groups + 1 && res > 0) f.se = sqrt(res / (n - groups - 1) / sxx);
+    }
+    return f;
+}
+
+static double pct_per_hour(double kib_per_s, double mean_kib)
+{
+    return mean_kib > 0 && !isnan(kib_per_s) ? kib_per_s * 3600 / mean_kib * 100 : NAN;
+}
+
+/* Every RSS sample as CSV in the temp dir, for a look at what the slope
+ * left out. */
+static void write_rss_csv(void)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/rss.csv", tmpdir);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "t_s,node,incarnation,base,rss_kib\n");
+    for (size_t i = 0; i < n_rss; i++)
+        fprintf(f, "%.1f,s%d,%d,%d,%ld\n", rss[i].t, rss[i].node, rss[i].incarnation, rss[i].base, rss[i].kb);
+    fclose(f);
 }
 
 static double window_p99(double from, double to, uint64_t *n)
@@ -1649,6 +1712,7 @@ int main(int argc, char **argv)
         }
 
     bool keep = failed || n_crashes || n_stuck || eout || opt.keep;
+    write_rss_csv();
     json_t *jn = json_array();
     if (!opt.json) say("\n==== soak summary (%.0f s of load) ====\n", load_s);
     if (!opt.json)
@@ -1658,27 +1722,28 @@ int main(int argc, char **argv)
             p99_first > 0 ? (p99_last / p99_first - 1) * 100 : 0);
     for (int i = 0; i < N_SRV; i++) {
         if (!srv[i].starts) continue;
-        double mean;
-        int n;
-        double slope = rss_slope(i, warm, &mean, &n);
-        double pct = mean > 0 && !isnan(slope) ? slope * 3600 / mean * 100 : NAN;
+        struct slope_fit lv = rss_slope(i, warm, false), wi = rss_slope(i, warm, true);
+        double pct = pct_per_hour(lv.slope, lv.mean), se = pct_per_hour(lv.se, lv.mean);
+        double wpct = pct_per_hour(wi.slope, wi.mean), wse = pct_per_hour(wi.se, wi.mean);
         long kb;
         int fds;
         proc_figures(srv[i].pid, &kb, &fds);
-        if (!opt.json)
-        {
-            char sl[32];
-            if (isnan(pct)) snprintf(sl, sizeof sl, "n/a");
-            else snprintf(sl, sizeof sl, "%+.1f%%/h", pct);
-            say("s%d: %d starts (%d crashes), RSS slope %s (%d samples after %.0f s, mean %.1f MiB), now "
-                "%.1f MiB %d fds\n",
-                i, srv[i].starts, srv[i].crashes, sl, n, warm, mean / 1024, kb / 1024.0, fds);
+        if (!opt.json) {
+            char sl[48] = "n/a", ws[48] = "n/a";
+            if (!isnan(pct)) snprintf(sl, sizeof sl, "%+.1f%%/h (se %.1f)", pct, se);
+            if (!isnan(wpct)) snprintf(ws, sizeof ws, "%+.1f%%/h (se %.1f)", wpct, wse);
+            say("s%d: %d starts (%d crashes), RSS slope %s, within incarnations %s (%d base-state samples after "
+                "%.0f s, mean %.1f MiB), now %.1f MiB %d fds\n",
+                i, srv[i].starts, srv[i].crashes, sl, ws, lv.n, warm, lv.mean / 1024, kb / 1024.0, fds);
         }
-        json_array_append_new(jn, json_pack("{s:s, s:i, s:i, s:o, s:i, s:f, s:I, s:i}", "node",
+#define JNUM(x) (isnan(x) ? json_null() : json_real(x))
+        json_array_append_new(jn, json_pack("{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:i, s:f, s:I, s:i}", "node",
                                             i == 0 ? "s0" : i == 1 ? "s1" : i == 2 ? "s2" : "s3", "starts",
                                             srv[i].starts, "crashes", srv[i].crashes, "rss_slope_pct_per_hour",
-                                            isnan(pct) ? json_null() : json_real(pct), "rss_samples", n,
-                                            "rss_mean_mib", mean / 1024, "rss_now_kib", (json_int_t)kb, "fds_now", fds));
+                                            JNUM(pct), "rss_slope_se_pct", JNUM(se), "rss_slope_within_pct_per_hour",
+                                            JNUM(wpct), "rss_slope_within_se_pct", JNUM(wse), "rss_samples", lv.n,
+                                            "rss_mean_mib", lv.mean / 1024, "rss_now_kib", (json_int_t)kb, "fds_now", fds));
+#undef JNUM
     }
     if (!opt.json) {
         say("events: %d kills, %d joins, %d leaves, %d unexpected exits, %d stuck; slowest restart to serving %.1f "
