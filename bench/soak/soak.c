@@ -1339,46 +1339,58 @@ struct slope_fit {
     int n;
 };
 
-static bool slope_sample(const rss_sample *r, int node, double warm, double first)
+/* Which of node's samples the fits take: base state, after the warm-up, and
+ * past their incarnation's first YOUNG_S (its first sample's time) unless
+ * it is the first incarnation.  NULL when out of memory. */
+static bool *fit_samples(int node, double warm)
 {
-    return r->node == node && r->base && r->t >= warm && (r->incarnation == 1 || r->t >= first + YOUNG_S);
+    bool *in = calloc(n_rss ? n_rss : 1, sizeof *in);
+    double *first = malloc(((size_t)srv[node].starts + 1) * sizeof *first);
+    if (!in || !first) {
+        free(in);
+        free(first);
+        return NULL;
+    }
+    for (int g = 0; g <= srv[node].starts; g++) first[g] = -1;
+    for (size_t i = 0; i < n_rss; i++) {
+        const rss_sample *r = &rss[i];
+        if (r->node != node) continue;
+        if (first[r->incarnation] < 0) first[r->incarnation] = r->t;
+        in[i] = r->base && r->t >= warm && (r->incarnation == 1 || r->t >= first[r->incarnation] + YOUNG_S);
+    }
+    free(first);
+    return in;
 }
 
 static struct slope_fit rss_slope(int node, double warm, bool per_incarnation)
 {
     double sxy = 0, sxx = 0, syy = 0, sum = 0;
     int n = 0, groups = 0;
-    int lo = per_incarnation ? 1 : 0, hi = per_incarnation ? srv[node].starts : 0;
+    bool *in = fit_samples(node, warm);
+    int lo = per_incarnation ? 1 : 0, hi = in && per_incarnation ? srv[node].starts : in ? 0 : -1;
     for (int g = lo; g <= hi; g++) {
-        double st = 0, sy = 0, first[64];
+        double st = 0, sy = 0;
         int k = 0;
-        for (int i = 0; i < 64; i++) first[i] = -1;
-        for (size_t i = 0; i < n_rss; i++) {
-            if (rss[i].node != node) continue;
-            int inc = rss[i].incarnation < 64 ? rss[i].incarnation : 63;
-            if (first[inc] < 0) first[inc] = rss[i].t;
-            if ((per_incarnation && rss[i].incarnation != g) || !slope_sample(&rss[i], node, warm, first[inc])) continue;
-            st += rss[i].t;
-            sy += (double)rss[i].kb;
-            k++;
-        }
+        for (size_t i = 0; i < n_rss; i++)
+            if (in[i] && (!per_incarnation || rss[i].incarnation == g)) {
+                st += rss[i].t;
+                sy += (double)rss[i].kb;
+                k++;
+            }
         if (k < 3) continue;
         double mt = st / k, my = sy / k;
-        for (int i = 0; i < 64; i++) first[i] = -1;
-        for (size_t i = 0; i < n_rss; i++) {
-            if (rss[i].node != node) continue;
-            int inc = rss[i].incarnation < 64 ? rss[i].incarnation : 63;
-            if (first[inc] < 0) first[inc] = rss[i].t;
-            if ((per_incarnation && rss[i].incarnation != g) || !slope_sample(&rss[i], node, warm, first[inc])) continue;
-            double dt = rss[i].t - mt, dy = (double)rss[i].kb - my;
-            sxy += dt * dy;
-            sxx += dt * dt;
-            syy += dy * dy;
-        }
+        for (size_t i = 0; i < n_rss; i++)
+            if (in[i] && (!per_incarnation || rss[i].incarnation == g)) {
+                double dt = rss[i].t - mt, dy = (double)rss[i].kb - my;
+                sxy += dt * dy;
+                sxx += dt * dt;
+                syy += dy * dy;
+            }
         sum += sy;
         n += k;
         groups++;
     }
+    free(in);
     struct slope_fit f = {NAN, NAN, n ? sum / n : 0, n};
     if (sxx > 0) {
         f.slope = sxy / sxx;
