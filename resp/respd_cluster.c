@@ -227,7 +227,7 @@ respd_where respd_route(lattice_respd *r, uint16_t slot, bool replica_ok, char *
      * the next wake-up, and a command run here meanwhile is still routed
      * by the ops API - only a MOVED comes a wake-up late. */
     if (respd_io_all_here()) return RESPD_HERE_ALL;
-    respd_where w = RESPD_HERE;
+    respd_where w = RESPD_HERE_UNKNOWN;
     struct respd_view *v = view_get(r);
     if (v && v->partitions && v->self >= 0 && v->primary_of_all) {
         w = RESPD_HERE_ALL;

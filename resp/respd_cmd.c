@@ -121,7 +121,13 @@ bool respd_misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size
      * reads replicas without READONLY is served as plain: proxied, never
      * redirected. */
     if (w == RESPD_MOVED || w == RESPD_HERE_REPLICA || w == RESPD_HERE_DEMOTED) c->aware = AWARE_NO;
-    else if (w == RESPD_HERE) learn_slot(c, slot); /* HERE_ALL: every client looks aware */
+    else if (w == RESPD_HERE) learn_slot(c, slot);
+    /* HERE_ALL: every client looks aware.  HERE_UNKNOWN: no serving primary
+     * in this node's view (a lost partition, a node alone after a stall,
+     * one not yet in its own view) - a plain client's keys land there as
+     * often as a cluster client's; counted, they made the harness's plain
+     * read-back connection aware on a node that had just rejoined, and it
+     * got MOVED (fault_stop_all_one_wakes beside a build loop). */
     return false;
 }
 

@@ -364,8 +364,18 @@ void respd_view_free(struct respd_view *v);
  * RESPD_HERE_DEMOTED: a read here as a replica of a partition this node was
  * the primary of before - a client may send it here from a stale map; moved
  * holds the primary's MOVED and *gen (when not NULL) the demotion generation.
- * A slot whose primary is unknown runs here (the ops API answers). */
-typedef enum { RESPD_HERE, RESPD_HERE_ALL, RESPD_HERE_REPLICA, RESPD_MOVED, RESPD_HERE_DEMOTED } respd_where;
+ * RESPD_HERE_UNKNOWN: no serving primary is known for the slot (no view
+ * yet, this node not in it, a lost partition, every copy still moving): it
+ * runs here and the ops API answers - which says nothing about whether the
+ * client routes by the slot map. */
+typedef enum {
+    RESPD_HERE,
+    RESPD_HERE_ALL,
+    RESPD_HERE_REPLICA,
+    RESPD_MOVED,
+    RESPD_HERE_DEMOTED,
+    RESPD_HERE_UNKNOWN
+} respd_where;
 respd_where respd_route(struct lattice_respd *r, uint16_t slot, bool replica_ok, char *moved, uint32_t *gen);
 /* The partitions of the endpoint's cache as the current view knows them (0: not yet). */
 uint32_t respd_partitions(struct lattice_respd *r);

@@ -29,6 +29,11 @@
  *                           slots meanwhile, now their replicas, answer
  *                           MOVED instead of serving them for good), and a
  *                           plain connection is still never answered MOVED
+ *   lost_slots_teach_nothing backups=0, kill -9 of a node: a plain
+ *                           connection whose first 40 keys lay in its lost
+ *                           slots (no serving primary) is not taken for a
+ *                           cluster client - a key of the other survivor is
+ *                           still proxied, not answered MOVED
  *
  * `it_resp_cluster NAME...` runs some.
  */
@@ -581,6 +586,81 @@ START_TEST(rejoin_moved)
 }
 END_TEST
 
+typedef struct lost_ctx {
+    int node, dead;
+    slot_map *m;
+} lost_ctx;
+
+/* Node x->node's map has no slot whose primary is x->dead, and some slots
+ * with no primary at all (the dead node's, with backups=0). */
+static bool lost_shown(void *p)
+{
+    lost_ctx *x = p;
+    read_map(x->node, x->m); /* false: not every slot covered - expected here */
+    int uncovered = 0;
+    for (int s = 0; s < 16384; s++) {
+        if (x->m->primary[s] == x->dead) return false;
+        uncovered += x->m->primary[s] < 0;
+    }
+    return uncovered > 0;
+}
+
+/* Every slot covered by three distinct primaries (backups=0: no replicas). */
+static bool three_primaries(void *p)
+{
+    slot_map *m = p;
+    if (!read_map(0, m)) return false;
+    bool seen[3] = {false};
+    for (int s = 0; s < 16384; s++)
+        if (m->primary[s] >= 0 && m->primary[s] < 3) seen[m->primary[s]] = true;
+    return seen[0] && seen[1] && seen[2];
+}
+
+START_TEST(lost_slots_teach_nothing)
+{
+    it_begin("resp_lost_slots");
+    const char *extra[] = {"--cache", "default:backups=0,partitions=256", NULL};
+    start_grid(3, 3, extra);
+    ck_assert_msg(it_wait_for(three_primaries, &map_a, 90000), "node 0 never showed three primaries");
+    char k1[64];
+    key_on(&map_a, 1, 0, false, "lost1-", k1, sizeof k1); /* backups=0: no replica, never node 0 */
+    redisContext *w = conn_to(0);
+    expect_text(w, REDIS_REPLY_STATUS, "OK", "SET %s one", k1);
+    redisFree(w);
+
+    /* kill -9 of node 2: its partitions have no copy left (LOST, kept for
+     * its return); nodes 0 and 1 keep the quorum of the baseline. */
+    it_signal(srv[2], SIGKILL);
+    lost_ctx x = {0, 2, &map_a};
+    ck_assert_msg(it_wait_for(lost_shown, &x, 90000), "node 0 never showed node 2's slots lost");
+
+    /* 40 keys in distinct slots with no primary: they run on node 0 and
+     * the ops API answers them - what a plain client and a cluster client
+     * would both see, so they teach node 0 nothing about this connection. */
+    redisContext *plain = conn_to(0);
+    bool used[16384] = {false};
+    int sent = 0;
+    for (int i = 0; i < 1000000 && sent < 40; i++) {
+        char k[64];
+        snprintf(k, sizeof k, "gone%d", i);
+        int s = slot_of(k);
+        if (map_a.primary[s] >= 0 || used[s]) continue;
+        used[s] = true;
+        sent++;
+        redisReply *r = cmd(plain, "GET %s", k);
+        ck_assert_msg(!(r->type == REDIS_REPLY_ERROR && r->str && !strncmp(r->str, "MOVED", 5)),
+                      "a key of a lost slot was answered %s", r->str);
+        freeReplyObject(r);
+    }
+    ck_assert_int_eq(sent, 40);
+    ck_assert_int_eq(map_a.primary[slot_of(k1)], 1);
+    /* A key node 1 is the primary of: proxied, as for any plain client. */
+    expect_text(plain, REDIS_REPLY_STRING, "one", "GET %s", k1);
+    redisFree(plain);
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
@@ -589,6 +669,7 @@ int main(int argc, char **argv)
         {"large_values", &large_values},
         {"cluster_clients", &cluster_clients},
         {"rejoin_moved", &rejoin_moved},
+        {"lost_slots_teach_nothing", &lost_slots_teach_nothing},
     };
     Suite *s = suite_create("resp_cluster");
     TCase *tc = tcase_create("grid");
