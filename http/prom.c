@@ -133,6 +133,10 @@ static void ops_part(const lattice_node_metrics *m, FILE *o)
     family(o, "lattice_wal_log_releases_total", "counter",
            "with --data-dir: times the log's thread sent the replies its fsync freed itself, the data thread idle");
     sample(o, "lattice_wal_log_releases_total", m->log_releases);
+    family(o, "lattice_heap_bytes", "gauge",
+           "the C library's heap: bytes in use (allocated, not freed) and free inside it (mallinfo2)");
+    fprintf(o, "lattice_heap_bytes{state=\"in_use\"} %llu\nlattice_heap_bytes{state=\"free\"} %llu\n",
+            (unsigned long long)m->heap_in_use, (unsigned long long)m->heap_free);
     if (!m->pages_max) return;
     family(o, "lattice_region_page_size_bytes", "gauge", "data region page size");
     sample(o, "lattice_region_page_size_bytes", m->page_size);

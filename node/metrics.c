@@ -9,6 +9,7 @@
  * (ops/fast.c), so every counter is an atomic add (relaxed: a figure may
  * lag by an operation, never tear nor lose one).
  */
+#include <malloc.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -123,6 +124,12 @@ lattice_status lattice_node_metrics_get(lattice_node *n, lattice_node_metrics *o
         out->rows = rm.rows;
         out->evictions = rm.evictions;
     }
+    /* Walks the heap's arenas under their locks: fine for a scrape, not
+     * for a hot path.  With the region's resident pages it splits the
+     * process's RSS into data and everything else (bench/soak). */
+    struct mallinfo2 mi = mallinfo2();
+    out->heap_in_use = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+    out->heap_free = (uint64_t)mi.fordblks;
     return LATTICE_OK;
 }
 

@@ -52,6 +52,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,7 +189,7 @@ static void say(const char *fmt, ...)
 
 typedef struct server {
     pid_t pid;
-    int peer, resp;
+    int peer, resp, http;
     char dir[300], log[300];
     int starts, crashes;
     double started_at;           /* el() of the current incarnation's serve */
@@ -265,15 +266,16 @@ static void die(const char *fmt, ...)
 static void spawn_server(int i)
 {
     server *s = &srv[i];
-    char peer[16], resp[16], fd[16], region[16], cache[64];
+    char peer[16], resp[16], http[16], fd[16], region[16], cache[64];
     snprintf(peer, sizeof peer, "%d", s->peer);
     snprintf(resp, sizeof resp, "%d", s->resp);
+    snprintf(http, sizeof http, "%d", s->http);
     snprintf(fd, sizeof fd, "%d", opt.fd_ms);
     snprintf(region, sizeof region, "%d", opt.region_mb);
     snprintf(cache, sizeof cache, "default:backups=%d,sync=full_sync", opt.backups);
     char *argv[] = {(char *)opt.latticed, "--port", peer, "--port-range", "1", "--ip-finder", finder, "--cluster",
                     cluster, "--failure-detection-ms", fd, "--data-dir", s->dir, "--resp-port", resp, "--cache",
-                    cache, "--region-mb", region, "--log-level", "info", NULL, NULL, NULL};
+                    cache, "--region-mb", region, "--http-port", http, "--log-level", "info", NULL, NULL, NULL};
     char ckpt[16];
     if (opt.checkpoint_mb) {
         snprintf(ckpt, sizeof ckpt, "%d", opt.checkpoint_mb);
@@ -366,6 +368,48 @@ static void proc_figures(pid_t pid, long *rss_kb, int *fds)
     }
 }
 
+/* A value of the node's /metrics page: the first line starting with `name`
+ * (labels included), or -1. */
+static double metric_of(const char *text, const char *name)
+{
+    size_t l = strlen(name);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, name, l) && p[l] == ' ') return strtod(p + l + 1, NULL);
+    return -1;
+}
+
+/* The region's resident pages ((mapped - released) x page size) and the C
+ * library's heap in use of the node whose HTTP port is port, in KiB; -1
+ * each when it does not answer within a second (one GET a sample). */
+static void node_memory(int port, long *region_kb, long *heap_kb)
+{
+    *region_kb = *heap_kb = -1;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return;
+    struct timeval tv = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    static char buf[1 << 18];
+    size_t n = 0;
+    const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 && write(fd, req, sizeof req - 1) == (ssize_t)sizeof req - 1) {
+        ssize_t r;
+        while (n < sizeof buf - 1 && (r = read(fd, buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    const char *body = strstr(buf, "\r\n\r\n");
+    if (!body) return;
+    double mapped = metric_of(body, "lattice_region_pages{state=\"mapped\"}");
+    double released = metric_of(body, "lattice_region_pages{state=\"released\"}");
+    double page = metric_of(body, "lattice_region_page_size_bytes");
+    double heap = metric_of(body, "lattice_heap_bytes{state=\"in_use\"}");
+    if (mapped >= 0 && released >= 0 && page > 0) *region_kb = (long)((mapped - released) * page / 1024);
+    if (heap >= 0) *heap_kb = (long)(heap / 1024);
+}
+
 /* ---------------------------------------------------------------- figures */
 
 /* Latency histogram: 16 buckets per power of two of microseconds. */
@@ -418,6 +462,7 @@ static size_t n_slices, cap_slices;
 typedef struct rss_sample {
     double t;
     long kb;
+    long region_kb, heap_kb; /* from the node's /metrics; -1 when it did not answer */
     int node, incarnation;
     bool base;
 } rss_sample;
@@ -1079,7 +1124,9 @@ static void take_slice(void)
             cap_rss = nc;
         }
         bool base = ev_state == EV_NONE && srv[3].pid <= 0 && el() - calm_since >= CALM_S;
-        rss[n_rss++] = (rss_sample){now_s() - load_t0, kb, i, srv[i].starts, base};
+        long region_kb, heap_kb;
+        node_memory(srv[i].http, &region_kb, &heap_kb);
+        rss[n_rss++] = (rss_sample){now_s() - load_t0, kb, region_kb, heap_kb, i, srv[i].starts, base};
     }
 }
 
@@ -1339,6 +1386,22 @@ struct slope_fit {
     int n;
 };
 
+/* What a fit is of: the process's RSS, RSS without the data region's
+ * resident pages (everything else: heap, stacks, code), or the heap's
+ * bytes in use.  The split tells a region that fills from a heap that
+ * grows (a leak is in the heap; the region's resident pages follow the
+ * data it holds). */
+enum measure { M_RSS, M_REST, M_HEAP };
+
+static double measure_of(const rss_sample *r, enum measure m)
+{
+    switch (m) {
+    case M_REST: return r->region_kb >= 0 ? (double)(r->kb - r->region_kb) : NAN;
+    case M_HEAP: return r->heap_kb >= 0 ? (double)r->heap_kb : NAN;
+    default: return (double)r->kb;
+    }
+}
+
 /* Which of node's samples the fits take: base state, after the warm-up, and
  * past their incarnation's first YOUNG_S (its first sample's time) unless
  * it is the first incarnation.  NULL when out of memory. */
@@ -1362,11 +1425,13 @@ static bool *fit_samples(int node, double warm)
     return in;
 }
 
-static struct slope_fit rss_slope(int node, double warm, bool per_incarnation)
+static struct slope_fit rss_slope(int node, double warm, bool per_incarnation, enum measure m)
 {
     double sxy = 0, sxx = 0, syy = 0, sum = 0;
     int n = 0, groups = 0;
     bool *in = fit_samples(node, warm);
+    for (size_t i = 0; in && i < n_rss; i++)
+        if (in[i] && isnan(measure_of(&rss[i], m))) in[i] = false;
     int lo = per_incarnation ? 1 : 0, hi = in && per_incarnation ? srv[node].starts : in ? 0 : -1;
     for (int g = lo; g <= hi; g++) {
         double st = 0, sy = 0;
@@ -1374,14 +1439,14 @@ static struct slope_fit rss_slope(int node, double warm, bool per_incarnation)
         for (size_t i = 0; i < n_rss; i++)
             if (in[i] && (!per_incarnation || rss[i].incarnation == g)) {
                 st += rss[i].t;
-                sy += (double)rss[i].kb;
+                sy += measure_of(&rss[i], m);
                 k++;
             }
         if (k < 3) continue;
         double mt = st / k, my = sy / k;
         for (size_t i = 0; i < n_rss; i++)
             if (in[i] && (!per_incarnation || rss[i].incarnation == g)) {
-                double dt = rss[i].t - mt, dy = (double)rss[i].kb - my;
+                double dt = rss[i].t - mt, dy = measure_of(&rss[i], m) - my;
                 sxy += dt * dy;
                 sxx += dt * dt;
                 syy += dy * dy;
@@ -1413,9 +1478,10 @@ static void write_rss_csv(void)
     snprintf(path, sizeof path, "%s/rss.csv", tmpdir);
     FILE *f = fopen(path, "w");
     if (!f) return;
-    fprintf(f, "t_s,node,incarnation,base,rss_kib\n");
+    fprintf(f, "t_s,node,incarnation,base,rss_kib,region_kib,heap_kib\n");
     for (size_t i = 0; i < n_rss; i++)
-        fprintf(f, "%.1f,s%d,%d,%d,%ld\n", rss[i].t, rss[i].node, rss[i].incarnation, rss[i].base, rss[i].kb);
+        fprintf(f, "%.1f,s%d,%d,%d,%ld,%ld,%ld\n", rss[i].t, rss[i].node, rss[i].incarnation, rss[i].base, rss[i].kb,
+                rss[i].region_kb, rss[i].heap_kb);
     fclose(f);
 }
 
@@ -1566,12 +1632,13 @@ int main(int argc, char **argv)
     if (errlog) setvbuf(errlog, NULL, _IOLBF, 0);
     opt.latticed = pin_binary(opt.latticed, "latticed");
     opt.cli = pin_binary(opt.cli, "lattice");
-    int base = opt.base_port ? opt.base_port : free_ports(8);
+    int base = opt.base_port ? opt.base_port : free_ports(3 * N_SRV);
     snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", base, base + N_SRV - 1);
     snprintf(cluster, sizeof cluster, "soak-%d", (int)getpid());
     for (int i = 0; i < N_SRV; i++) {
         srv[i].peer = base + i;
         srv[i].resp = base + N_SRV + i;
+        srv[i].http = base + 2 * N_SRV + i;
         snprintf(srv[i].dir, sizeof srv[i].dir, "%s/s%d-data", tmpdir, i);
         snprintf(srv[i].log, sizeof srv[i].log, "%s/s%d.log", tmpdir, i);
         if (mkdir(srv[i].dir, 0755) != 0) die("mkdir %s: %s", srv[i].dir, strerror(errno));
@@ -1580,7 +1647,8 @@ int main(int argc, char **argv)
         "client threads, %.0f unique writes/s, seed %u\n",
         opt.duration_s, opt.kill_every_s, opt.join_every_s, opt.join_hold_s, opt.keys, opt.vmin, opt.vmax,
         opt.resp_threads, opt.client_threads, opt.set_rate, opt.seed);
-    say("soak: peer ports %d..%d, RESP %d..%d, logs and data in %s\n", base, base + 3, base + 4, base + 7, tmpdir);
+    say("soak: peer ports %d..%d, RESP %d..%d, HTTP %d..%d, logs and data in %s\n", base, base + 3, base + 4,
+        base + 7, base + 8, base + 11, tmpdir);
 
     for (int i = 0; i < 3; i++) spawn_server(i);
     double end = now_s() + 60;
@@ -1734,9 +1802,14 @@ int main(int argc, char **argv)
             p99_first > 0 ? (p99_last / p99_first - 1) * 100 : 0);
     for (int i = 0; i < N_SRV; i++) {
         if (!srv[i].starts) continue;
-        struct slope_fit lv = rss_slope(i, warm, false), wi = rss_slope(i, warm, true);
+#define JNUM(x) (isnan(x) ? json_null() : json_real(x))
+        struct slope_fit lv = rss_slope(i, warm, false, M_RSS), wi = rss_slope(i, warm, true, M_RSS);
         double pct = pct_per_hour(lv.slope, lv.mean), se = pct_per_hour(lv.se, lv.mean);
         double wpct = pct_per_hour(wi.slope, wi.mean), wse = pct_per_hour(wi.se, wi.mean);
+        /* The same two fits of RSS without the region, and of the heap in
+         * use, in KiB an hour (a share of the RSS would hide which grew). */
+        struct slope_fit rl = rss_slope(i, warm, false, M_REST), rw = rss_slope(i, warm, true, M_REST);
+        struct slope_fit hl = rss_slope(i, warm, false, M_HEAP), hw = rss_slope(i, warm, true, M_HEAP);
         long kb;
         int fds;
         proc_figures(srv[i].pid, &kb, &fds);
@@ -1747,14 +1820,25 @@ int main(int argc, char **argv)
             say("s%d: %d starts (%d crashes), RSS slope %s, within incarnations %s (%d base-state samples after "
                 "%.0f s, mean %.1f MiB), now %.1f MiB %d fds\n",
                 i, srv[i].starts, srv[i].crashes, sl, ws, lv.n, warm, lv.mean / 1024, kb / 1024.0, fds);
+            say("    without the region (mean %.1f MiB): %+.0f KiB/h (se %.0f), within %+.0f KiB/h (se %.0f); heap in use "
+                "(mean %.1f MiB): %+.0f KiB/h (se %.0f), within %+.0f KiB/h (se %.0f)\n",
+                rl.mean / 1024, rl.slope * 3600, rl.se * 3600, rw.slope * 3600, rw.se * 3600, hl.mean / 1024,
+                hl.slope * 3600, hl.se * 3600, hw.slope * 3600, hw.se * 3600);
         }
-#define JNUM(x) (isnan(x) ? json_null() : json_real(x))
-        json_array_append_new(jn, json_pack("{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:i, s:f, s:I, s:i}", "node",
+        json_t *jsplit = json_pack("{s:f, s:o, s:o, s:o, s:o, s:f, s:o, s:o, s:o, s:o}", "rest_mean_mib", rl.mean / 1024,
+                                   "rest_kib_per_hour", JNUM(rl.slope * 3600), "rest_se_kib", JNUM(rl.se * 3600),
+                                   "rest_within_kib_per_hour", JNUM(rw.slope * 3600), "rest_within_se_kib",
+                                   JNUM(rw.se * 3600), "heap_mean_mib", hl.mean / 1024, "heap_kib_per_hour",
+                                   JNUM(hl.slope * 3600), "heap_se_kib", JNUM(hl.se * 3600),
+                                   "heap_within_kib_per_hour", JNUM(hw.slope * 3600), "heap_within_se_kib",
+                                   JNUM(hw.se * 3600));
+        json_array_append_new(jn, json_pack("{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:i, s:f, s:I, s:i, s:o}", "node",
                                             i == 0 ? "s0" : i == 1 ? "s1" : i == 2 ? "s2" : "s3", "starts",
                                             srv[i].starts, "crashes", srv[i].crashes, "rss_slope_pct_per_hour",
                                             JNUM(pct), "rss_slope_se_pct", JNUM(se), "rss_slope_within_pct_per_hour",
                                             JNUM(wpct), "rss_slope_within_se_pct", JNUM(wse), "rss_samples", lv.n,
-                                            "rss_mean_mib", lv.mean / 1024, "rss_now_kib", (json_int_t)kb, "fds_now", fds));
+                                            "rss_mean_mib", lv.mean / 1024, "rss_now_kib", (json_int_t)kb, "fds_now", fds,
+                                            "memory_split", jsplit));
 #undef JNUM
     }
     if (!opt.json) {

@@ -41,6 +41,9 @@ typedef struct lattice_node_metrics {
     /* The data region (servers; zero on a client). */
     uint64_t page_size, pages_max, pages_mapped, pages_data, row_bytes, rows, evictions;
     uint64_t pages_released; /* mapped pages whose memory went back to the OS */
+    /* The C library's heap (mallinfo2): bytes handed out and not freed
+     * (small blocks and mmapped large ones), and bytes free inside it. */
+    uint64_t heap_in_use, heap_free;
 } lattice_node_metrics;
 
 /* Upper bound of bucket i in microseconds; UINT64_MAX for the last one. */

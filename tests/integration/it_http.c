@@ -218,6 +218,11 @@ START_TEST(metrics_parse_and_follow_the_clients)
     ck_assert_double_eq(sample(m, "lattice_peers", NULL), 1);
     ck_assert(sample(m, "lattice_topology_version_major", NULL) >= 2);
     ck_assert(sample(m, "lattice_region_row_bytes", NULL) > 0);
+    /* The heap holds at least the index of the cache it just reported. */
+    const char *in_use[] = {"state", "in_use", NULL};
+    const char *dflt[] = {"cache", "default", NULL};
+    ck_assert_str_eq(family_type(m, "lattice_heap_bytes"), "gauge");
+    ck_assert(sample(m, "lattice_heap_bytes", in_use) >= sample(m, "lattice_cache_index_bytes", dflt));
     const char *cache_default[] = {"cache", "default", NULL};
     ck_assert_double_eq(sample(m, "lattice_cache_size", cache_default), N);
     ck_assert_str_eq(family_type(m, "lattice_cache_expirations"), "counter");
