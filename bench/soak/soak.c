@@ -118,7 +118,7 @@ static void usage(FILE *f)
           "                      slope takes only samples of the base state (3 servers, no\n"
           "                      event for 30 s) and none of a restarted process's first 2 min\n"
           "  --settle-timeout T  longest wait for the grid to settle after an event (default 3m)\n"
-          "  --base-port P       first of the 8 ports (4 peer, 4 RESP; default: a free range\n"
+          "  --base-port P       first of the 12 ports (4 peer, 4 RESP, 4 HTTP; default: a free range\n"
           "                      in 20000..32767)\n"
           "  --seed N            random seed (default: time and pid)\n"
           "  --keep              keep the temp dir (logs, data dirs; kept anyway on failure)\n"
@@ -1593,7 +1593,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--failure-detection-ms")) opt.fd_ms = (int)parse_long(v, a, 200, 600000);
         else if (!strcmp(a, "--checkpoint-mb")) opt.checkpoint_mb = (int)parse_long(v, a, 1, 1 << 20);
         else if (!strcmp(a, "--region-mb")) opt.region_mb = (int)parse_long(v, a, 16, 1 << 20);
-        else if (!strcmp(a, "--base-port")) opt.base_port = (int)parse_long(v, a, 1024, 32760);
+        else if (!strcmp(a, "--base-port")) opt.base_port = (int)parse_long(v, a, 1024, 32768 - 3 * N_SRV);
         else if (!strcmp(a, "--seed")) opt.seed = (unsigned)parse_long(v, a, 0, 0x7fffffff);
         else if (!strcmp(a, "--latticed")) opt.latticed = v;
         else if (!strcmp(a, "--lattice")) opt.cli = v;
