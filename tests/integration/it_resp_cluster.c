@@ -622,6 +622,12 @@ START_TEST(lost_slots_teach_nothing)
     const char *extra[] = {"--cache", "default:backups=0,partitions=256", NULL};
     start_grid(3, 3, extra);
     ck_assert_msg(it_wait_for(three_primaries, &map_a, 90000), "node 0 never showed three primaries");
+    /* The kill below leaves a quorum only once the baseline holds all
+     * three (the map may show three primaries before the third server's
+     * baseline entry: a fresh-clone CI run met CLUSTERDOWN no quorum, 1 of
+     * 2 baseline nodes reachable). */
+    ck_assert_msg(it_wait_baseline(finder, 3, 60000), "the baseline never held the 3 servers");
+    ck_assert_msg(it_wait_for(three_primaries, &map_a, 90000), "node 0 never showed three primaries");
     char k1[64];
     key_on(&map_a, 1, 0, false, "lost1-", k1, sizeof k1); /* backups=0: no replica, never node 0 */
     redisContext *w = conn_to(0);
