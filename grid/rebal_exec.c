@@ -385,8 +385,10 @@ static bool recompute(lattice_meta_cache *c, struct rebal_cache *rc)
         fast_mark(c, p);
         if (lattice_store_count(c->store, p) && lattice_store_clear(c->store, p) == LATTICE_OK) evicted++;
     }
-    if (evicted)
+    if (evicted) {
         LT_LOG(LT_INFO, "rebalance", "cache %s: %u partitions evicted (pages freed)", c->cfg.name, evicted);
+        rc->d->heap_freed = true; /* their indexes and histories */
+    }
     return changed;
 }
 

@@ -275,6 +275,7 @@ void salvage_prune(lattice_ops *d, bool quorum)
         LT_LOG(LT_INFO, "data", "cache %s: the copies kept from incarnation %s are not needed; freed", s->cfg.name,
                d->grid->salvage_id);
         cache_drop(s);
+        d->heap_freed = true;
     }
     if (!kept_caches) salvage_free(d);
 }

@@ -48,11 +48,26 @@
 
 static void ops_free(lattice_ops *d);
 
+/* The process's resident bytes (/proc/self/statm), 0 when unknown. */
+static uint64_t resident_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, res = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%llu %llu", &size, &res) != 2) res = 0;
+    fclose(f);
+    return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
 /* Once a second: the region gives the memory of pages emptied beyond its
  * slack back to the OS (partitions that moved away, a flush), a bounded
  * number of pages a round; once it has nothing more to give, malloc's free
  * memory goes too (the indexes and histories of the same partitions), so a
- * server's RSS follows what it holds instead of the most it ever held. */
+ * server's RSS follows what it holds instead of the most it ever held.
+ * Copies that went while their region pages were reused at once (a
+ * recovered copy dropped at a restart, then the rebalance: the soak's
+ * fifth hour saw 30 MiB of such free heap stay resident for minutes) mark
+ * heap_freed, and malloc's free memory goes at the next round as well. */
 #define GIVE_BACK_MS 1000
 #define GIVE_BACK_PAGES 4096
 static void give_memory_back(lattice_ops *d, uint64_t now)
@@ -61,13 +76,17 @@ static void give_memory_back(lattice_ops *d, uint64_t now)
     d->give_back_ms = now;
     uint32_t n = lattice_region_release(d->region, GIVE_BACK_PAGES, LATTICE_REGION_SLACK_AUTO);
     d->gave_back_pages += n;
-    if (n == 0 && d->gave_back_pages) {
+    if (n == 0 && (d->gave_back_pages || d->heap_freed)) {
+        uint64_t before = resident_bytes();
         malloc_trim(0);
+        uint64_t after = resident_bytes();
         uint64_t mib = d->gave_back_pages * lattice_region_page_size(d->region) >> 20;
-        if (mib)
-            LT_LOG(LT_INFO, "memory", "gave %llu MiB of emptied region pages back to the OS, and malloc's free memory",
-                   (unsigned long long)mib);
+        uint64_t heap_mib = before > after ? (before - after) >> 20 : 0;
+        if (mib || heap_mib)
+            LT_LOG(LT_INFO, "memory", "gave %llu MiB of emptied region pages and %llu MiB of malloc's free memory back to the OS",
+                   (unsigned long long)mib, (unsigned long long)heap_mib);
         d->gave_back_pages = 0;
+        d->heap_freed = false;
     }
 }
 

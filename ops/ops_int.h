@@ -274,8 +274,13 @@ struct lattice_ops {
     lattice_meta *meta;
     uint64_t last_sweep;          /* the last sweep: pending deadlines, resends, stalled ops */
     /* giving memory back (give_memory_back): last try, and pages
-     * released since malloc's free memory was last returned too */
+     * released since malloc's free memory was last returned too;
+     * heap_freed: copies went (a recovered copy dropped, kept copies
+     * freed, partitions evicted) whose indexes and histories are free
+     * heap now, given back at the next round even when no region page
+     * was (their pages are reused at once by the rebalance that follows) */
     uint64_t give_back_ms, gave_back_pages;
+    bool heap_freed;
     atomic_uint_fast64_t ops_run_here; /* any thread: other ops run to completion on the calling thread */
     atomic_uint_fast64_t log_releases; /* log thread: the times it sent the held replies its fsync freed */
     /* The registration points (above): lattice_grid_attach fills them

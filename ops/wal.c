@@ -341,6 +341,7 @@ void wal_attach(lattice_ops *d)
             else if (c->store && !att_of(w, c)) keep_aside(d, c, spec);
         }
         lt_persist_discard(w->p, why);
+        d->heap_freed = true; /* the copies not adopted went with it */
     }
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
