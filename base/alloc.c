@@ -1,8 +1,10 @@
 #include "lattice/alloc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static uint64_t calls;       /* calls made while watched, atomically incremented */
 static uint64_t fail_at;     /* call number that fails; 0 = none */
@@ -74,4 +76,14 @@ void *lt_map(size_t n)
 void lt_unmap(void *p, size_t n)
 {
     if (p) munmap(p, n);
+}
+
+uint64_t lt_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, res = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%llu %llu", &size, &res) != 2) res = 0;
+    fclose(f);
+    return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
 }

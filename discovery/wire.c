@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "lattice/alloc.h"
 
 void wire_derive_key(const uint8_t *secret, size_t len, uint8_t key[LT_FRAME_KEY_BYTES])
 {
@@ -62,11 +63,5 @@ void proc_sample(proc_sampler *s, uint64_t *rss_bytes)
         s->load = (cpu - s->last_cpu_s) / (wall - s->last_wall_s);
     s->last_cpu_s = cpu;
     s->last_wall_s = wall;
-    *rss_bytes = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        unsigned long size, res;
-        if (fscanf(f, "%lu %lu", &size, &res) == 2) *rss_bytes = (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
-        fclose(f);
-    }
+    *rss_bytes = lt_rss_bytes();
 }

@@ -48,17 +48,6 @@
 
 static void ops_free(lattice_ops *d);
 
-/* The process's resident bytes (/proc/self/statm), 0 when unknown. */
-static uint64_t resident_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long long size = 0, res = 0;
-    if (!f) return 0;
-    if (fscanf(f, "%llu %llu", &size, &res) != 2) res = 0;
-    fclose(f);
-    return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 /* Once a second: the region gives the memory of pages emptied beyond its
  * slack back to the OS (partitions that moved away, a flush), a bounded
  * number of pages a round; once it has nothing more to give, malloc's free
@@ -77,9 +66,9 @@ static void give_memory_back(lattice_ops *d, uint64_t now)
     uint32_t n = lattice_region_release(d->region, GIVE_BACK_PAGES, LATTICE_REGION_SLACK_AUTO);
     d->gave_back_pages += n;
     if (n == 0 && (d->gave_back_pages || d->heap_freed)) {
-        uint64_t before = resident_bytes();
+        uint64_t before = lt_rss_bytes();
         malloc_trim(0);
-        uint64_t after = resident_bytes();
+        uint64_t after = lt_rss_bytes();
         uint64_t mib = d->gave_back_pages * lattice_region_page_size(d->region) >> 20;
         uint64_t heap_mib = before > after ? (before - after) >> 20 : 0;
         if (mib || heap_mib)

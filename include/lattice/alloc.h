@@ -25,6 +25,8 @@ int lt_alloc_check(void);
 /* Large, page-aligned memory straight from the OS (mmap); counted like the others. */
 void *lt_map(size_t n);
 void lt_unmap(void *p, size_t n);
+/* The process's resident bytes (/proc/self/statm), 0 when unknown. */
+uint64_t lt_rss_bytes(void);
 
 /* Make the nth allocation call from now (1 = the very next) fail; 0 disarms. */
 void lattice_alloc_fail_nth(uint64_t nth);

@@ -344,17 +344,6 @@ START_TEST(full_region_rejects_and_keeps_every_row)
 }
 END_TEST
 
-/* The region's resident memory, from /proc/self/statm. */
-static uint64_t rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long long size = 0, res = 0;
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fscanf(f, "%llu %llu", &size, &res), 2);
-    fclose(f);
-    return res * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 /* Fills the region with one 3,500-byte row per page until it is full;
  * returns how many rows went in. */
 static int fill_pages(lattice_region *r, uint64_t *links, int max, uint64_t id0)
@@ -385,13 +374,13 @@ START_TEST(emptied_pages_go_back_to_the_os_and_come_back)
     ck_assert_uint_eq(lattice_region_release(r, UINT32_MAX, LATTICE_REGION_SLACK_AUTO), 0);
 
     for (int i = 0; i < n; i++) ck_assert_int_eq(lattice_region_remove(r, links[i]), LATTICE_OK);
-    uint64_t rss_full = rss_bytes();
+    uint64_t rss_full = lt_rss_bytes();
     /* At most max_pages a call; then the rest, down to the slack (a chunk). */
     ck_assert_uint_eq(lattice_region_release(r, 100, LATTICE_REGION_SLACK_AUTO), 100);
     uint32_t rest = lattice_region_release(r, UINT32_MAX, LATTICE_REGION_SLACK_AUTO);
     ck_assert_uint_eq(100 + rest, mapped - 256);
     ck_assert_uint_eq(lattice_region_release(r, UINT32_MAX, LATTICE_REGION_SLACK_AUTO), 0);
-    uint64_t rss_after = rss_bytes();
+    uint64_t rss_after = lt_rss_bytes();
     ck_assert_msg(rss_full - rss_after >= (mapped - 256) * 4096 * 9 / 10,
                   "RSS %llu -> %llu bytes: the pages' memory was not given back",
                   (unsigned long long)rss_full, (unsigned long long)rss_after);
