@@ -15,14 +15,21 @@
  * write or INCR without an answer, or answered with an error, is recorded as
  * unknown: it may have happened. Beside them, SET_CLIENTS_PER_NODE set
  * clients per node (sticky and roaming too) run Jepsen's set test: pipelined
- * SETs, each of a key never written before with its own value.
+ * SETs, each of a key never written before with its own value. And
+ * TXN_CLIENTS_PER_NODE transaction clients per node run Elle's list-append
+ * workload (txn.h): MULTI, one to four APPENDs of unique tokens and GETs of
+ * keys of one slot, EXEC; the keys rotate every TXN_EPOCH_S so the lists
+ * stay short.
  * After the schedule the load goes on until MIN_OK_AFTER_FAULT operations
  * succeeded after the last fault (bounded), then stops; the grid must settle
  * (every partition one primary and its backups, all OWNING), then every key
- * is read through every live node - the registers and counters, and every
- * set key, which must read back through every node if it was acknowledged.
- * FAULT_SELFTEST_LOSE=1 deletes one acknowledged set key before that read:
- * a self-test of the set check (the run must fail).
+ * is read through every live node - the registers and counters, every
+ * set key, which must read back through every node if it was acknowledged,
+ * and every list-append key (a read-only transaction a slot); the
+ * transactions' history must be strictly serializable (tx_check).
+ * FAULT_SELFTEST_LOSE=1 deletes one acknowledged set key and the first
+ * list-append key before that read: a self-test of the set check and of the
+ * transaction check (the run must fail on both).
  *
  * Scenarios: steady (no fault), kill_primary, kill_coordinator, restart_loop,
  * join_leave, two_joins, stop_primary, stop_coordinator, kill_during_rebalance
@@ -51,6 +58,7 @@
 #include "harness.h"
 #include "history.h"
 #include "netns.h"
+#include "txn.h"
 
 #define MAX_NODES 6
 #define CLIENTS_PER_NODE 4
@@ -70,6 +78,16 @@
 #define SET_PAUSE_MS 20 /* unpaced, 6 clients wrote 13,000 keys/s and hit their bound in 20 s */
 #define SET_MAX_PER_CLIENT 40000
 #define SET_READ_BATCH 1000 /* GETs pipelined at a time by the final set read */
+/* The list-append transactions: keys {la<epoch><group>}k<k>, TXN_GROUPS
+ * slots of TXN_KEYS keys an epoch, a new epoch every TXN_EPOCH_S. */
+#define TXN_CLIENTS_PER_NODE 1
+#define MAX_TXN_CLIENTS (MAX_NODES * TXN_CLIENTS_PER_NODE)
+#define TXN_GROUPS 4
+#define TXN_KEYS 3
+#define TXN_EPOCH_S 5
+#define TXN_MAX_MOPS 4
+#define TXN_PAUSE_MS 5
+#define MIN_OK_TXNS 200
 
 /* The defaults, spelled out; FAULT_CACHE=SPEC runs the same schedules on
  * another configuration (to tell what read_from_backup or a sync mode
@@ -381,12 +399,18 @@ typedef struct client {
     pthread_t thread;
     set_op *sops; /* a set client's writes, index = seq (NULL: a register/counter client) */
     int n_sops;
+    bool txn;       /* a list-append transaction client: its history is th */
+    tx_history th;
 } client;
 
 static client clients[MAX_CLIENTS];
 static int n_clients;
 static client set_clients[MAX_SET_CLIENTS];
 static int n_set_clients;
+static client txn_clients[MAX_TXN_CLIENTS];
+static int n_txn_clients;
+static int64_t txn_t0;
+static _Atomic uint32_t txn_last_epoch;
 static int n_nodes_max; /* nodes a roaming client may try */
 
 static void record(client *c, fh_kind kind, const char *key, int64_t value, int64_t inv, fh_outcome oc)
@@ -478,6 +502,113 @@ static bool set_batch(client *c, redisContext *rc)
     return true;
 }
 
+/* ---- the list-append transactions ---- */
+
+static uint32_t txn_key_id(uint32_t epoch, int group, int k) { return epoch * 100 + (uint32_t)group * 10 + (uint32_t)k; }
+
+static void txn_key_name(char *buf, size_t cap, uint32_t id)
+{
+    snprintf(buf, cap, "{la%u}k%u", id / 10, id % 10); /* one slot per epoch and group */
+}
+
+/* A GET reply of the list-append workload ("v1,v2,...," or nil) as a list;
+ * false if it is neither. */
+static bool txn_parse_list(const redisReply *r, int64_t **list, size_t *n, size_t *cap)
+{
+    *n = 0;
+    if (r->type == REDIS_REPLY_NIL) return true;
+    if (r->type != REDIS_REPLY_STRING) return false;
+    const char *p = r->str, *end = r->str + r->len;
+    while (p < end) {
+        char *e;
+        long long v = strtoll(p, &e, 10);
+        if (e == p || e >= end || *e != ',') return false;
+        if (*n == *cap) {
+            *cap = *cap ? *cap * 2 : 256;
+            *list = realloc(*list, *cap * sizeof **list);
+            if (!*list) exit(1);
+        }
+        (*list)[(*n)++] = v;
+        p = e + 1;
+    }
+    return true;
+}
+
+typedef struct txn_mop {
+    bool append;
+    uint32_t key;
+    int64_t value;
+} txn_mop;
+
+/* One read-only or read-write transaction of keys of one slot on c's
+ * connection, pipelined (MULTI, the commands, EXEC); false when the
+ * connection broke.  EXEC's array commits it (its GETs are the reads);
+ * EXECABORT or a nil (nothing watched here) means it was not applied; any
+ * other error or no reply leaves it unknown - the grid may have applied it
+ * ("its replies were lost in a failover"). */
+static bool txn_one(client *c, redisContext *rc)
+{
+    uint32_t epoch = (uint32_t)((now_ns() - txn_t0) / (TXN_EPOCH_S * 1000000000LL));
+    uint32_t last = atomic_load(&txn_last_epoch);
+    while (epoch > last && !atomic_compare_exchange_weak(&txn_last_epoch, &last, epoch)) {}
+    int group = (int)(rnd(&c->rng) % TXN_GROUPS), n = 1 + (int)(rnd(&c->rng) % TXN_MAX_MOPS);
+    txn_mop m[TXN_MAX_MOPS];
+    bool writes = false;
+    redisAppendCommand(rc, "MULTI");
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        m[i].key = txn_key_id(epoch, group, (int)(rnd(&c->rng) % TXN_KEYS));
+        m[i].append = rnd(&c->rng) % 2;
+        txn_key_name(key, sizeof key, m[i].key);
+        if (m[i].append) {
+            m[i].value = (int64_t)(c->id + 1) * 10000000LL + ++c->seq;
+            writes = true;
+            redisAppendCommand(rc, "APPEND %s %" PRId64 ",", key, m[i].value);
+        } else {
+            redisAppendCommand(rc, "GET %s", key);
+        }
+    }
+    redisAppendCommand(rc, "EXEC");
+    int64_t inv = now_ns();
+    redisReply *r = NULL;
+    bool alive = true;
+    for (int i = 0; i <= n && alive; i++) { /* MULTI's and the QUEUED replies */
+        alive = redisGetReply(rc, (void **)&r) == REDIS_OK && r;
+        if (r) freeReplyObject(r);
+        r = NULL;
+    }
+    if (alive) alive = redisGetReply(rc, (void **)&r) == REDIS_OK && r;
+    fh_outcome oc = FH_UNKNOWN;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n) {
+        oc = FH_OK;
+        for (size_t i = 0; i < r->elements; i++)
+            if (r->element[i]->type == REDIS_REPLY_ERROR) oc = FH_UNKNOWN;
+    } else if (r && (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "EXECABORT", 9)))) {
+        oc = FH_FAIL;
+    } else if (r && r->type == REDIS_REPLY_ERROR && !writes) {
+        oc = FH_FAIL; /* a read-only transaction has no effect to be unsure of */
+    }
+    if (r && r->type == REDIS_REPLY_ERROR) {
+        int64_t cut = atomic_load(&cut_ns);
+        if (cut && inv > cut && strstr(r->str, "no quorum")) atomic_fetch_add(&no_quorum[c->node], 1);
+    }
+    int64_t done = now_ns();
+    int64_t *list = NULL;
+    size_t ln = 0, lcap = 0;
+    pthread_mutex_lock(&c->lock);
+    tx_begin(&c->th, c->id, c->node, inv);
+    for (int i = 0; i < n; i++) {
+        if (m[i].append) tx_append(&c->th, m[i].key, m[i].value);
+        else if (oc == FH_OK && txn_parse_list(r->element[i], &list, &ln, &lcap)) tx_read(&c->th, m[i].key, list, ln);
+        else tx_read_unknown(&c->th, m[i].key);
+    }
+    tx_end(&c->th, oc, done);
+    pthread_mutex_unlock(&c->lock);
+    free(list);
+    if (r) freeReplyObject(r);
+    return alive;
+}
+
 static void *client_main(void *arg)
 {
     client *c = arg;
@@ -493,10 +624,11 @@ static void *client_main(void *arg)
             continue;
         }
         ops++;
-        bool alive = c->sops ? set_batch(c, rc) : one_op(c, rc);
-        /* A set client paces itself: the register histories must stay
-         * dense, and the machine is shared. */
+        bool alive = c->sops ? set_batch(c, rc) : c->txn ? txn_one(c, rc) : one_op(c, rc);
+        /* A set or transaction client paces itself: the register histories
+         * must stay dense, and the machine is shared. */
         if (alive && c->sops) msleep(SET_PAUSE_MS);
+        if (alive && c->txn) msleep(TXN_PAUSE_MS);
         if (!alive) {
             redisFree(rc);
             rc = NULL;
@@ -536,6 +668,21 @@ static void start_load(int nodes, int roam)
             c->sops = calloc(SET_MAX_PER_CLIENT, sizeof *c->sops);
             if (!c->sops) exit(1);
             fh_init(&c->h);
+            pthread_mutex_init(&c->lock, NULL);
+            pthread_create(&c->thread, NULL, client_main, c);
+        }
+    /* The list-append transaction clients, likewise. */
+    txn_t0 = now_ns();
+    for (int n = 0; n < nodes; n++)
+        for (int k = 0; k < TXN_CLIENTS_PER_NODE; k++) {
+            client *c = &txn_clients[n_txn_clients];
+            c->id = 100 + n_txn_clients++;
+            c->home = n;
+            c->sticky = (n + k) % 2 == 0;
+            c->txn = true;
+            c->rng = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)c->id * 104729 + 7;
+            fh_init(&c->h);
+            tx_init(&c->th);
             pthread_mutex_init(&c->lock, NULL);
             pthread_create(&c->thread, NULL, client_main, c);
         }
@@ -582,6 +729,7 @@ static void stop_load(void)
     atomic_store(&load_stop, true);
     for (int i = 0; i < n_clients; i++) pthread_join(clients[i].thread, NULL);
     for (int i = 0; i < n_set_clients; i++) pthread_join(set_clients[i].thread, NULL);
+    for (int i = 0; i < n_txn_clients; i++) pthread_join(txn_clients[i].thread, NULL);
 }
 
 static int final_read_failures; /* final reads answered with an error or not at all */
@@ -614,6 +762,57 @@ static void final_reads(fh_history *h)
         fh_free(&c.h);
         redisFree(rc);
     }
+}
+
+static int txn_final_failures; /* final list reads answered with an error or not at all */
+
+/* Every list-append key read through every live node after the load
+ * stopped: a read-only transaction of each slot's keys. */
+static void txn_final_reads(tx_history *h)
+{
+    uint32_t epochs = atomic_load(&txn_last_epoch) + 1;
+    int64_t *list = NULL;
+    size_t ln = 0, lcap = 0;
+    for (int n = 0; n < g.capacity; n++) {
+        if (!atomic_load(&g.up[n])) continue;
+        redisContext *rc = connect_node(n, 10000);
+        if (!rc) continue;
+        for (uint32_t e = 0; e < epochs; e++)
+            for (int grp = 0; grp < TXN_GROUPS; grp++) {
+                redisAppendCommand(rc, "MULTI");
+                for (int k = 0; k < TXN_KEYS; k++) {
+                    char key[32];
+                    txn_key_name(key, sizeof key, txn_key_id(e, grp, k));
+                    redisAppendCommand(rc, "GET %s", key);
+                }
+                redisAppendCommand(rc, "EXEC");
+                int64_t inv = now_ns();
+                redisReply *r = NULL;
+                bool alive = true;
+                for (int i = 0; i <= TXN_KEYS && alive; i++) {
+                    alive = redisGetReply(rc, (void **)&r) == REDIS_OK && r;
+                    if (r) freeReplyObject(r);
+                    r = NULL;
+                }
+                if (alive && (redisGetReply(rc, (void **)&r) != REDIS_OK || !r)) alive = false;
+                bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == TXN_KEYS;
+                tx_begin(h, 1100 + n, n, inv);
+                for (int k = 0; k < TXN_KEYS; k++) {
+                    uint32_t id = txn_key_id(e, grp, k);
+                    if (ok && txn_parse_list(r->element[k], &list, &ln, &lcap)) tx_read(h, id, list, ln);
+                    else tx_read_unknown(h, id);
+                }
+                tx_end(h, ok ? FH_OK : FH_FAIL, now_ns());
+                txn_final_failures += !ok;
+                if (r) freeReplyObject(r);
+                if (!alive) {
+                    e = epochs;
+                    break;
+                }
+            }
+        redisFree(rc);
+    }
+    free(list);
 }
 
 /* ---- the set workload's check ----
@@ -686,10 +885,13 @@ static void selftest_lose(void)
             for (int n = 0; n < g.capacity; n++) {
                 redisContext *c = atomic_load(&g.up[n]) ? connect_node(n, 10000) : NULL;
                 if (!c) continue;
-                char key[32];
+                char key[32], list[32];
                 set_key(key, sizeof key, i, k);
-                redisReply *r = redisCommand(c, "DEL %s", key);
-                say("self-test (FAULT_SELFTEST_LOSE=1): DEL %s through node %d: %lld", key, n,
+                /* and the first list key of the transactions: the final
+                 * reads then see it empty after reads saw its tokens */
+                txn_key_name(list, sizeof list, txn_key_id(0, 0, 0));
+                redisReply *r = redisCommand(c, "DEL %s %s", key, list);
+                say("self-test (FAULT_SELFTEST_LOSE=1): DEL %s %s through node %d: %lld", key, list, n,
                     r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1LL);
                 if (r) freeReplyObject(r);
                 redisFree(c);
@@ -1251,7 +1453,27 @@ static long long inline_reads(void)
 
 static bool set_ok;
 
-static int verdict(fh_history *h, int64_t t0, int64_t t1)
+/* The list-append transactions' verdict: strictly serializable (txn.h),
+ * with enough of them committed to mean something.  Saves the history. */
+static bool txn_verdict(tx_history *th, char *line, size_t cap, char *path, size_t pcap)
+{
+    snprintf(path, pcap, "%s/txn.txt", it_dir());
+    char comment[400];
+    snprintf(comment, sizeof comment, "scenario %s seed %" PRIu64 " cache %s", scenario, seed, cache_spec);
+    tx_save(th, path, comment);
+    tx_report r;
+    bool valid = tx_check(th, stdout, &r);
+    snprintf(line, cap,
+             "fault %s: %zu list-append transactions (%zu committed, %zu failed, %zu unknown) on %zu keys, %zu "
+             "dependencies: %zu anomalies; %d final list reads failed\n",
+             scenario, r.ok + r.failed + r.unknown, r.ok, r.failed, r.unknown, r.keys, r.edges, r.anomalies,
+             txn_final_failures);
+    fputs(line, stdout);
+    if (r.ok < MIN_OK_TXNS) printf("fault %s: too few transactions committed for a meaningful verdict\n", scenario);
+    return valid && r.ok >= MIN_OK_TXNS;
+}
+
+static int verdict(fh_history *h, tx_history *th, int64_t t0, int64_t t1)
 {
     char path[400], comment[400];
     snprintf(path, sizeof path, "%s/history.txt", it_dir());
@@ -1269,12 +1491,14 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
              r.inconclusive ? " (some inconclusive)" : "", gap, inline_reads(), seed);
     fputs(line, stdout);
     fputs(setr.line, stdout);
+    char tline[400], tpath[400];
+    bool txn_ok = txn_verdict(th, tline, sizeof tline, tpath, sizeof tpath);
     /* FAULT_FIGURES=FILE collects every schedule's lines (CTest shows the
      * output of failed tests only). */
     const char *fig = getenv("FAULT_FIGURES");
     FILE *ff = fig && *fig ? fopen(fig, "a") : NULL;
     if (ff) {
-        fprintf(ff, "%s%s", line, setr.line);
+        fprintf(ff, "%s%s%s", line, setr.line, tline);
         fclose(ff);
     }
     int missing = preload_n ? preload_missing() : 0;
@@ -1303,12 +1527,14 @@ static int verdict(fh_history *h, int64_t t0, int64_t t1)
     }
     if (!set_ok)
         printf("fault %s: the set workload lost acknowledged writes or could not read them back\n", scenario);
-    if (valid && enough && settled && !missing && refused && verified && live && set_ok) return 0;
+    if (!txn_ok) printf("fault %s: the list-append transactions are not strictly serializable\n", scenario);
+    if (valid && enough && settled && !missing && refused && verified && live && set_ok && txn_ok) return 0;
     printf("fault %s: FAILED. The history and the nodes' logs are kept in %s\n"
            "  re-check:  %s/tests/fault/fault_check %s\n"
+           "  re-check the transactions:  %s/tests/fault/fault_check --txn %s\n"
            "  the set workload's writes:  %s/set.txt\n"
            "  replay the schedule:  FAULT_SEED=%" PRIu64 "%s%s %s/tests/fault/fault_run %s\n",
-           scenario, it_dir(), LATTICE_BUILD_DIR, path, it_dir(), seed, cache_spec == own_cache ? "" : " FAULT_CACHE=",
+           scenario, it_dir(), LATTICE_BUILD_DIR, path, LATTICE_BUILD_DIR, tpath, it_dir(), seed, cache_spec == own_cache ? "" : " FAULT_CACHE=",
            cache_spec == own_cache ? "" : cache_spec, LATTICE_BUILD_DIR, scenario);
     return 1;
 }
@@ -1347,8 +1573,16 @@ int main(int argc, char **argv)
     }
     final_reads(&all);
     set_ok = set_check();
-    int rc = verdict(&all, t0, t1);
+    tx_history txs;
+    tx_init(&txs);
+    for (int i = 0; i < n_txn_clients; i++) {
+        tx_append_all(&txs, &txn_clients[i].th);
+        tx_free(&txn_clients[i].th);
+    }
+    txn_final_reads(&txs);
+    int rc = verdict(&all, &txs, t0, t1);
     fh_free(&all);
+    tx_free(&txs);
     if (rc == 0) it_end();
     return rc;
 }
