@@ -833,17 +833,22 @@ static bool cycle_in(checker *c, unsigned mask, size_t comp, tx_anomaly a, const
 }
 
 /* A cycle with exactly one rw edge: an rw edge a -> b and a path b -> a
- * over mask (which has no rw). */
+ * over mask (which has no rw).  Tarjan numbers a component only after every
+ * component it reaches, so b can reach a (in another component of mask)
+ * only when b's number is the larger: the other rw edges - nearly all, in a
+ * valid stretch of history - need no search. */
 #define RW_TRIES 500
 static bool single_rw_cycle(checker *c, unsigned mask, size_t comp, tx_anomaly a, const char *what)
 {
     size_t n = c->nodes, tries = 0;
     size_t *path = xrealloc(NULL, (n + 2) * sizeof *path);
     bool hit = false;
+    scc(c, mask, c->comp, comp, c->sub);
     for (size_t v = 0; v < c->h->n && !hit && tries < RW_TRIES; v++) {
         if (c->comp[v] != comp) continue;
         for (size_t i = c->off[v]; i < c->off[v + 1] && !hit && tries < RW_TRIES; i++) {
             if (c->adj[i].type != E_RW || c->comp[c->adj[i].to] != comp) continue;
+            if (c->sub[c->adj[i].to] <= c->sub[v]) continue;
             tries++;
             size_t len = bfs(c, c->adj[i].to, v, mask, c->comp, comp, path, n);
             if (!len) continue;
