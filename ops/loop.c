@@ -36,6 +36,7 @@
 
 #include "base/base.h"
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "lattice/log.h"
 #include "fabric/fabric.h"
 #include "ops_int.h"
@@ -56,27 +57,40 @@ static void ops_free(lattice_ops *d);
  * Copies that went while their region pages were reused at once (a
  * recovered copy dropped at a restart, then the rebalance: the soak's
  * fifth hour saw 30 MiB of such free heap stay resident for minutes) mark
- * heap_freed, and malloc's free memory goes at the next round as well. */
+ * heap_freed, and malloc's free memory goes at the next round as well.
+ * And once a minute in any case: after such a trim the heap has holes the
+ * OS took back, and the writes' churn (values, replication buffers) faults
+ * their pages in again one by one, free or not - the sixth soak hour saw a
+ * restarted node's memory outside the region and the heap in use climb 2-5
+ * MiB in 10 minutes, one that never restarted stay flat. */
 #define GIVE_BACK_MS 1000
 #define GIVE_BACK_PAGES 4096
+#define TRIM_EVERY_MS 60000
+#define TRIM_LOG_MIB 4 /* a periodic trim logs only what is worth a line */
 static void give_memory_back(lattice_ops *d, uint64_t now)
 {
     if (now - d->give_back_ms < GIVE_BACK_MS) return;
     d->give_back_ms = now;
     uint32_t n = lattice_region_release(d->region, GIVE_BACK_PAGES, LATTICE_REGION_SLACK_AUTO);
     d->gave_back_pages += n;
-    if (n == 0 && (d->gave_back_pages || d->heap_freed)) {
-        uint64_t before = lt_rss_bytes();
-        malloc_trim(0);
-        uint64_t after = lt_rss_bytes();
-        uint64_t mib = d->gave_back_pages * lattice_region_page_size(d->region) >> 20;
-        uint64_t heap_mib = before > after ? (before - after) >> 20 : 0;
-        if (mib || heap_mib)
-            LT_LOG(LT_INFO, "memory", "gave %llu MiB of emptied region pages and %llu MiB of malloc's free memory back to the OS",
-                   (unsigned long long)mib, (unsigned long long)heap_mib);
-        d->gave_back_pages = 0;
-        d->heap_freed = false;
-    }
+    if (n) return;
+    bool asked = d->gave_back_pages || d->heap_freed;
+    if (!asked && now - d->trim_ms < TRIM_EVERY_MS) return;
+    d->trim_ms = now;
+    uint64_t before = lt_rss_bytes(), t0 = lt_mono_us();
+    malloc_trim(0);
+    uint64_t after = lt_rss_bytes(), took_us = lt_mono_us() - t0;
+    uint64_t mib = d->gave_back_pages * lattice_region_page_size(d->region) >> 20;
+    uint64_t heap_mib = before > after ? (before - after) >> 20 : 0;
+    if ((asked && (mib || heap_mib)) || heap_mib >= TRIM_LOG_MIB)
+        LT_LOG(LT_INFO, "memory",
+               "gave %llu MiB of emptied region pages and %llu MiB of malloc's free memory back to the OS (trim %.1f ms)",
+               (unsigned long long)mib, (unsigned long long)heap_mib, took_us / 1000.0);
+    else
+        LT_LOG(LT_DEBUG, "memory", "malloc_trim gave %llu KiB back in %llu us",
+               (unsigned long long)(before > after ? (before - after) >> 10 : 0), (unsigned long long)took_us);
+    d->gave_back_pages = 0;
+    d->heap_freed = false;
 }
 
 static void handle_response(lattice_ops *d, const Latdata__Resp *rs)

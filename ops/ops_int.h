@@ -278,8 +278,9 @@ struct lattice_ops {
      * heap_freed: copies went (a recovered copy dropped, kept copies
      * freed, partitions evicted) whose indexes and histories are free
      * heap now, given back at the next round even when no region page
-     * was (their pages are reused at once by the rebalance that follows) */
-    uint64_t give_back_ms, gave_back_pages;
+     * was (their pages are reused at once by the rebalance that follows);
+     * trim_ms: when malloc's free memory was last given back */
+    uint64_t give_back_ms, gave_back_pages, trim_ms;
     bool heap_freed;
     atomic_uint_fast64_t ops_run_here; /* any thread: other ops run to completion on the calling thread */
     atomic_uint_fast64_t log_releases; /* log thread: the times it sent the held replies its fsync freed */
