@@ -100,7 +100,7 @@ void tx_append_all(tx_history *dst, const tx_history *src)
         for (size_t j = 0; j < o->nmops; j++) {
             const tx_mop *m = &src->mops[o->mop0 + j];
             if (m->kind == TX_APPEND) tx_append(dst, m->key, m->value);
-            else if (m->known) tx_read(dst, m->key, src->elems + m->list0, m->n);
+            else if (m->known) tx_read(dst, m->key, m->n ? src->elems + m->list0 : NULL, m->n);
             else tx_read_unknown(dst, m->key);
         }
         tx_end(dst, o->outcome, o->complete);
@@ -404,7 +404,11 @@ static bool found(checker *c, tx_anomaly a, const char *fmt, ...)
     return true;
 }
 
-static const int64_t *list_of(const checker *c, const tx_mop *m) { return c->h->elems + m->list0; }
+/* A read's list (NULL when empty: the history may have no elements at all). */
+static const int64_t *list_of(const checker *c, const tx_mop *m) { return m->n ? c->h->elems + m->list0 : NULL; }
+
+/* The first n elements of a and b are equal. */
+static bool same_start(const int64_t *a, const int64_t *b, size_t n) { return !n || !memcmp(a, b, n * sizeof *a); }
 
 /* Keys, writers and the last append of each transaction to each key. */
 static bool index_appends(checker *c)
@@ -481,7 +485,7 @@ static void check_internal(checker *c, size_t t)
         bool bad = m->n < need;
         if (!bad && prev != NONE) {
             const tx_mop *p = &h->mops[o->mop0 + prev];
-            bad = m->n != p->n + need || memcmp(list_of(c, m), list_of(c, p), p->n * sizeof(int64_t));
+            bad = m->n != p->n + need || !same_start(list_of(c, m), list_of(c, p), p->n);
         }
         size_t e = m->n - need;
         for (size_t l = prev == NONE ? 0 : prev + 1; !bad && l < j; l++) {
@@ -519,7 +523,7 @@ static void check_reads(checker *c)
         uint32_t ki = key_index(c, m->key);
         keyinfo *k = &c->keys[ki];
         const tx_mop *lm = &h->mops[k->longest];
-        if (memcmp(list_of(c, m), list_of(c, lm), m->n * sizeof(int64_t))) {
+        if (!same_start(list_of(c, m), list_of(c, lm), m->n)) {
             k->broken = true;
             if (found(c, TXA_INCOMPATIBLE, "key %" PRIu32 ": T%zu read a list that is not a prefix of T%zu's", m->key, t,
                       c->mop_txn[k->longest])) {
