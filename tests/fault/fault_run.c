@@ -534,6 +534,19 @@ static bool txn_parse_list(const redisReply *r, int64_t **list, size_t *n, size_
     return true;
 }
 
+/* The replies of a pipelined MULTI, n commands and EXEC: *exec gets EXEC's
+ * (NULL when none came); false when the connection broke. */
+static bool txn_replies(redisContext *rc, int n, redisReply **exec)
+{
+    redisReply *r = NULL;
+    *exec = NULL;
+    for (int i = 0; i <= n; i++) { /* MULTI's and the QUEUED replies */
+        if (redisGetReply(rc, (void **)&r) != REDIS_OK || !r) return false;
+        freeReplyObject(r);
+    }
+    return redisGetReply(rc, (void **)exec) == REDIS_OK && *exec;
+}
+
 typedef struct txn_mop {
     bool append;
     uint32_t key;
@@ -570,14 +583,8 @@ static bool txn_one(client *c, redisContext *rc)
     }
     redisAppendCommand(rc, "EXEC");
     int64_t inv = now_ns();
-    redisReply *r = NULL;
-    bool alive = true;
-    for (int i = 0; i <= n && alive; i++) { /* MULTI's and the QUEUED replies */
-        alive = redisGetReply(rc, (void **)&r) == REDIS_OK && r;
-        if (r) freeReplyObject(r);
-        r = NULL;
-    }
-    if (alive) alive = redisGetReply(rc, (void **)&r) == REDIS_OK && r;
+    redisReply *r;
+    bool alive = txn_replies(rc, n, &r);
     fh_outcome oc = FH_UNKNOWN;
     if (r && r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n) {
         oc = FH_OK;
@@ -787,14 +794,8 @@ static void txn_final_reads(tx_history *h)
                 }
                 redisAppendCommand(rc, "EXEC");
                 int64_t inv = now_ns();
-                redisReply *r = NULL;
-                bool alive = true;
-                for (int i = 0; i <= TXN_KEYS && alive; i++) {
-                    alive = redisGetReply(rc, (void **)&r) == REDIS_OK && r;
-                    if (r) freeReplyObject(r);
-                    r = NULL;
-                }
-                if (alive && (redisGetReply(rc, (void **)&r) != REDIS_OK || !r)) alive = false;
+                redisReply *r;
+                bool alive = txn_replies(rc, TXN_KEYS, &r);
                 bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == TXN_KEYS;
                 tx_begin(h, 1100 + n, n, inv);
                 for (int k = 0; k < TXN_KEYS; k++) {
