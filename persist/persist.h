@@ -94,6 +94,7 @@ typedef enum lt_wal_fsync {
 
 #define LT_WAL_GROUP_US 1000                 /* group: the longest a batch waits for more records */
 #define LT_WAL_GROUP_BYTES (256u << 10)      /* group: a batch this large goes at once */
+#define LT_WAL_KEEP_BYTES (1u << 20)         /* a batch buffer grown past this by a burst is freed once written */
 #define LT_WAL_SEGMENT_BYTES (64ull << 20)   /* a segment is closed past this size */
 #define LT_WAL_PREFILL_BYTES (1u << 20)      /* a segment is zeroed this far ahead of its records */
 #define LT_CHECKPOINT_LOG_BYTES (256ull << 20) /* default: a checkpoint once the log holds this much */

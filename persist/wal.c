@@ -16,6 +16,11 @@
  * the log failed - the data thread refuses writes and answers every write
  * still waiting with DISK_FULL - and retries the same batch every 200 ms; the
  * first success clears the failure.
+ *
+ * The two batch buffers grow to the largest batch (a burst of held writes
+ * during a rejoin doubles one to several MiB) and would keep that size for
+ * the process's life: one grown past LT_WAL_KEEP_BYTES is freed once
+ * written, and the next append starts a small one again.
  */
 
 #include <dirent.h>
@@ -285,6 +290,11 @@ void *persist_writer_main(void *arg)
             nanosleep(&d, NULL);
             ok = write_batch(p, wb, n, start);
             if (ok) LT_LOG(LT_INFO, "persist", "data dir %s: the log writes again", p->dir);
+        }
+        if (wcap > LT_WAL_KEEP_BYTES) {
+            lt_free(wb);
+            wb = NULL;
+            wcap = 0;
         }
         if (atomic_load(&p->failed) && !p->lost) atomic_store(&p->failed, false);
         atomic_store_explicit(&p->durable, start + n, memory_order_release);

@@ -18,6 +18,7 @@
 #include "lattice/alloc.h"
 #include "lattice/log.h"
 #include "persist/persist.h"
+#include "persist_int.h" /* the append buffer's size */
 #include "run_suite.h"
 
 #define SPEC "c:partitions=8"
@@ -799,6 +800,46 @@ START_TEST(group_takes_a_held_round_in_one_batch)
 }
 END_TEST
 
+/* A burst of held writes (a rejoin's) grows a batch buffer to its size;
+ * once written the writer frees it, so the buffer appends go into stays
+ * small for the rest of the process's life (the soak's restarted nodes
+ * kept 3-4 MiB of them, #32). */
+static size_t append_cap(lt_persist *p)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t c = p->cap;
+    pthread_mutex_unlock(&p->mu);
+    return c;
+}
+
+START_TEST(a_burst_grown_batch_buffer_is_given_back)
+{
+    lt_persist_config c = {.dir = dir, .fsync = LT_WAL_GROUP, .region = region, .notify_fd = -1,
+                           .group_us = 60u * 1000 * 1000};
+    lt_persist *p = NULL;
+    ck_assert_int_eq(lt_persist_open(&c, &p), LATTICE_OK);
+    lattice_store *s = new_store();
+    lt_persist_cache_attach(p, s, "c", SPEC, PARTS);
+    wait_durable(p);
+    size_t n = 3 * LT_WAL_KEEP_BYTES / 2;
+    char *big = lt_malloc(n + 1);
+    memset(big, 'b', n);
+    big[n] = 0;
+    lt_persist_hold(p);
+    put(s, 1, big); /* one record larger than the bound: its buffer grew past it */
+    lt_persist_unhold(p);
+    lt_free(big);
+    wait_durable(p);
+    for (int i = 0; i < 4; i++) { /* each swap hands the writer's buffer to the appends */
+        put(s, 2000 + i, "small");
+        wait_durable(p);
+        ck_assert_uint_le(append_cap(p), LT_WAL_KEEP_BYTES);
+    }
+    lt_persist_close(p);
+    lattice_store_destroy(s);
+}
+END_TEST
+
 START_TEST(second_open_of_a_dir_is_refused)
 {
     lt_persist *p = open_dir(0);
@@ -845,6 +886,7 @@ int main(void)
     tcase_add_test(t, checkpoint_file_whole_or_not_used);
     tcase_add_test(t, checkpoint_marks_come_back_and_a_clear_drops_its_mark);
     tcase_add_test(t, group_takes_a_held_round_in_one_batch);
+    tcase_add_test(t, a_burst_grown_batch_buffer_is_given_back);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }
