@@ -697,6 +697,13 @@ static void after_call(lattice_meta_cache *c, struct rebal_cache *rc, rsess *s, 
     } else if (st == LATTICE_REBALANCE_DEMANDER_DONE) {
         s->done = true;
     }
+    /* A done session demands nothing more: the key lists of its delta
+     * bases (1-2 MiB after a restart) would otherwise stay until the next
+     * rebalance, which may never come. */
+    if (s->done && s->nbases) {
+        lattice_rebalance_demander_set_bases(s->dm, NULL, 0);
+        bases_free(s);
+    }
     log_progress(c, rc, now);
 }
 
