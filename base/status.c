@@ -26,6 +26,8 @@ static const char *const messages[LATTICE_STATUS_COUNT_] = {
                                 "to report (or --restart-wait-ms) and for their copies to agree; nothing is served yet"),
     [LATTICE_ERR_NO_QUORUM] = "no quorum: this node reaches no strict majority of the baseline topology",
     [LATTICE_ERR_WRONGTYPE] = "the key holds a value of another type",
+    [LATTICE_ERR_ABORTED] = "transaction aborted: a key it read changed before it committed; nothing applied, retry it",
+    [LATTICE_ERR_UNKNOWN] = "the commit's answer was lost: the transaction may or may not have applied",
 };
 
 const char *lattice_strerror(int status)

@@ -23,10 +23,11 @@
 #include "cli.h"
 #include "lattice/alloc.h"
 #include "lattice/ops.h"
+#include "lattice/transaction.h"
 
 #define HIST_US (1u << 20) /* latencies up to ~1 s at 1 us resolution, the rest in the last bucket */
 
-enum { OP_GET, OP_PUT, OP_PUTGET, OP_PUTALL };
+enum { OP_GET, OP_PUT, OP_PUTGET, OP_PUTALL, OP_PUTTX, OP_GETANDPUTTX };
 
 typedef struct bench bench;
 
@@ -36,6 +37,7 @@ typedef struct worker {
     uint64_t rng;
     bool getting;        /* putget: the get half */
     size_t batch_left;   /* putall: ops of this batch not yet completed */
+    lattice_tx *tx;      /* puttx, getandputtx: the transaction under way */
     char key[64];
     lattice_op ops[];    /* putall batch */
 } worker;
@@ -49,6 +51,7 @@ struct bench {
     char *value;
     atomic_bool recording, stop;
     atomic_uint_fast64_t ops_done, errors, active;
+    atomic_uint_fast64_t aborted; /* transactions: aborted attempts (each retried) */
     uint32_t *hist;      /* data thread only (callbacks), read after stop */
     uint64_t hist_n;
     char (*batch_keys)[64];
@@ -91,6 +94,75 @@ static void done_fn(void *arg, size_t i, const lattice_op_result *r)
     submit_next(w);
 }
 
+/* Transactions (Yardstick's PutTx, GetAndPutTx): one key each, a closed
+ * loop of the asynchronous transaction API.  An aborted commit is counted
+ * and run again; its latency is from the first attempt to the commit. */
+static void tx_attempt(worker *w);
+
+static void tx_committed(void *arg, lattice_status st)
+{
+    worker *w = arg;
+    bench *b = w->b;
+    w->tx = NULL;
+    if (st == LATTICE_ERR_ABORTED) {
+        if (atomic_load(&b->recording)) atomic_fetch_add(&b->aborted, 1);
+        if (!atomic_load(&b->stop)) {
+            tx_attempt(w);
+            return;
+        }
+    } else if (st != LATTICE_OK) {
+        atomic_fetch_add(&b->errors, 1);
+    } else {
+        record(b, now_ns() - w->start_ns, 1);
+    }
+    submit_next(w);
+}
+
+static void tx_commit(worker *w)
+{
+    lattice_status st = lattice_tx_put(w->tx, w->key, strlen(w->key), w->b->value, (size_t)w->b->value_size);
+    if (st != LATTICE_OK) {
+        lattice_tx_rollback(w->tx);
+        tx_committed(w, st);
+        return;
+    }
+    lattice_tx *tx = w->tx;
+    if ((st = lattice_tx_commit_async(tx, tx_committed, w)) != LATTICE_OK) tx_committed(w, st);
+}
+
+static void tx_read(void *arg, lattice_status st, const void *value, size_t value_len)
+{
+    (void)value;
+    (void)value_len;
+    worker *w = arg;
+    if (st != LATTICE_OK && st != LATTICE_ERR_NOT_FOUND) {
+        lattice_tx_rollback(w->tx);
+        tx_committed(w, st);
+        return;
+    }
+    tx_commit(w);
+}
+
+static void tx_attempt(worker *w)
+{
+    bench *b = w->b;
+    lattice_status st = lattice_tx_begin(b->n, b->cache, 0, "bench", &w->tx);
+    if (st != LATTICE_OK) {
+        w->tx = NULL;
+        atomic_fetch_add(&b->errors, 1);
+        atomic_fetch_sub(&b->active, 1);
+        return;
+    }
+    if (b->op == OP_PUTTX) {
+        tx_commit(w);
+        return;
+    }
+    if ((st = lattice_tx_get_async(w->tx, w->key, strlen(w->key), tx_read, w)) != LATTICE_OK) {
+        lattice_tx_rollback(w->tx);
+        tx_committed(w, st);
+    }
+}
+
 static void submit_next(worker *w)
 {
     bench *b = w->b;
@@ -100,6 +172,11 @@ static void submit_next(worker *w)
     }
     w->start_ns = now_ns();
     lattice_status st;
+    if (b->op == OP_PUTTX || b->op == OP_GETANDPUTTX) {
+        snprintf(w->key, sizeof w->key, "key-%ld", (long)(rnd(&w->rng) % (uint64_t)b->keys));
+        tx_attempt(w);
+        return;
+    }
     if (b->op == OP_PUTALL) {
         for (int i = 0; i < b->batch; i++) {
             char *k = (char *)(w->ops + b->batch) + (size_t)i * 64;
@@ -163,25 +240,29 @@ static void report(const cli_globals *g, bench *b, const char *opname, long thre
     double rate = (double)total / secs;
     uint64_t p50 = percentile_us(b, 0.5), p99 = percentile_us(b, 0.99), p999 = percentile_us(b, 0.999);
     if (g->json) {
-        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:o}", "op", opname,
+        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:o}", "op", opname,
                               "cache", cache, "threads", (json_int_t)threads, "duration_s", (json_int_t)duration,
                               "keys", (json_int_t)keys, "value_size", (json_int_t)vsize, "batch", (json_int_t)b->batch,
                               "ops_per_s", rate, "p50_us", (json_int_t)p50, "p99_us", (json_int_t)p99, "p999_us",
-                              (json_int_t)p999, "errors", (json_int_t)atomic_load(&b->errors), "per_second", series);
+                              (json_int_t)p999, "errors", (json_int_t)atomic_load(&b->errors), "aborted",
+                              (json_int_t)atomic_load(&b->aborted), "per_second", series);
         cli_print_json(j);
     } else {
         json_decref(series);
-        printf("%s: %.0f ops/s over %.1f s, %ld in flight%s; latency p50 %" PRIu64 " us, p99 %" PRIu64
-               " us, p99.9 %" PRIu64 " us; errors %" PRIu64 "\n",
-               opname, rate, secs, threads, op == OP_PUTALL ? " (batches; ops = keys)" : "", p50, p99, p999,
-               (uint64_t)atomic_load(&b->errors));
+        bool tx = op == OP_PUTTX || op == OP_GETANDPUTTX;
+        printf("%s: %.0f %s/s over %.1f s, %ld in flight%s; latency p50 %" PRIu64 " us, p99 %" PRIu64
+               " us, p99.9 %" PRIu64 " us; errors %" PRIu64,
+               opname, rate, tx ? "committed transactions" : "ops", secs, threads,
+               op == OP_PUTALL ? " (batches; ops = keys)" : "", p50, p99, p999, (uint64_t)atomic_load(&b->errors));
+        if (tx) printf("; aborted attempts %" PRIu64 " (each run again)", (uint64_t)atomic_load(&b->aborted));
+        printf("\n");
     }
 }
 
 static int usage(FILE *f, int rc)
 {
     fputs("usage: lattice [GLOBAL OPTIONS] bench [OPTIONS]\n"
-          "  --op get|put|putget|putall   (default put)\n"
+          "  --op get|put|putget|putall|puttx|getandputtx   (default put)\n"
           "  --threads N       operations kept in flight, 1..4096 (default 8)\n"
           "  --duration S      measured seconds, 1..600 (default 10)\n"
           "  --warmup S        unmeasured seconds first, 0..60 (default 2)\n"
@@ -190,7 +271,10 @@ static int usage(FILE *f, int rc)
           "  --batch N         putall: keys per put_all, 1..10000 (default 100)\n"
           "  --cache NAME      (default default)\n"
           "Runs as a client node; prints ops/s every second, then p50/p99/p99.9 latency.\n"
-          "get preloads every key first.  With --json (global) prints one JSON object.\n",
+          "get and getandputtx preload every key first.  puttx: one put in a transaction;\n"
+          "getandputtx: a get and a put of one key in a transaction (Yardstick's PutTx,\n"
+          "GetAndPutTx); an aborted one is run again and counted apart (\"aborted\"), its\n"
+          "latency taken from its first attempt.  With --json (global) prints one JSON object.\n",
           f);
     return rc;
 }
@@ -241,9 +325,10 @@ int cli_bench(cli_globals *g, int argc, char **argv)
     }
     if (optind != argc) return usage(stderr, 2);
     int op = !strcmp(opname, "get") ? OP_GET : !strcmp(opname, "put") ? OP_PUT : !strcmp(opname, "putget") ? OP_PUTGET
-             : !strcmp(opname, "putall") ? OP_PUTALL : -1;
+             : !strcmp(opname, "putall") ? OP_PUTALL : !strcmp(opname, "puttx") ? OP_PUTTX
+             : !strcmp(opname, "getandputtx") ? OP_GETANDPUTTX : -1;
     if (op < 0) {
-        fprintf(stderr, "lattice bench: --op wants get, put, putget or putall\n");
+        fprintf(stderr, "lattice bench: --op wants get, put, putget, putall, puttx or getandputtx\n");
         return 2;
     }
     bench *b = lt_calloc(1, sizeof *b);
@@ -259,7 +344,7 @@ int cli_bench(cli_globals *g, int argc, char **argv)
     b->batch = op == OP_PUTALL ? (int)batch : 1;
     b->n = cli_attach(g);
     if (!b->n) return 1;
-    if (op == OP_GET) {
+    if (op == OP_GET || op == OP_GETANDPUTTX) {
         if (!g->json) fprintf(stderr, "preloading %ld keys...\n", keys);
         lattice_status st = preload(b);
         if (st != LATTICE_OK) {

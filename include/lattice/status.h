@@ -33,6 +33,8 @@ typedef enum lattice_status {
     LATTICE_ERR_DISK_FULL = 20,     /* the node's data directory cannot take the write (full disk, IO error) */
     LATTICE_ERR_RESTARTING = 21,    /* whole-grid restart: the grid waits for its baseline's data directories */
     LATTICE_ERR_WRONGTYPE = 22,     /* the key holds a value of another type than the operation's */
+    LATTICE_ERR_ABORTED = 23,       /* a transaction met a conflict and applied nothing: safe to retry */
+    LATTICE_ERR_UNKNOWN = 24,       /* a commit was sent; whether it applied cannot be told (its answer was lost) */
     LATTICE_STATUS_COUNT_
 } lattice_status;
 

@@ -1,0 +1,354 @@
+/*
+ * it_tx: interactive transactions through the C API (lattice/transaction.h)
+ * on a grid of real latticed processes, a client node as the coordinator:
+ * nothing is visible before the commit and everything after; a conflicting
+ * write or transaction aborts a commit (nothing applied); concurrent
+ * read-modify-write transactions with retries lose no increment; a
+ * rollback, a timeout and a key of another slot apply nothing; a failover
+ * of the primary between read and commit aborts the commit.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "grid_client.h"
+#include "harness.h"
+#include "lattice/alloc.h"
+#include "lattice/lattice.h"
+#include "lattice/transaction.h"
+
+static char finder[64];
+static it_proc *srv[3];
+static int base_port;
+
+static void start_grid(int n)
+{
+    base_port = it_free_ports(n + 2);
+    snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", base_port, base_port + n + 1);
+    for (int i = 0; i < n; i++) {
+        char port[16], name[16];
+        snprintf(port, sizeof port, "%d", base_port + i);
+        snprintf(name, sizeof name, "s%d", i);
+        const char *args[] = {"--port", port, "--port-range", "1", "--ip-finder", finder, "--failure-detection-ms",
+                              "1000", "--cache", "default:backups=1,sync=full_sync", "--log-level", "info", NULL};
+        srv[i] = it_latticed(name, args);
+        ck_assert_ptr_nonnull(srv[i]);
+    }
+}
+
+static lattice_node *attach(void)
+{
+    lattice_config c;
+    lattice_config_init(&c);
+    c.client = true;
+    c.port = 0;
+    c.failure_detection_ms = 1000;
+    c.finders[c.n_finders++] = finder;
+    c.op_timeout_ms = 60000; /* a deadline, not an expectation */
+    lattice_node *n = NULL;
+    ck_assert_int_eq(lattice_node_start(&c, &n), LATTICE_OK);
+    ck_assert_int_eq(lattice_node_wait_joined(n, 15000), LATTICE_OK);
+    return n;
+}
+
+static bool ready(void *ctx)
+{
+    lattice_node *n = ctx;
+    return lattice_cache_put(n, "default", "__ready", 7, "1", 1) == LATTICE_OK &&
+           lattice_cache_remove(n, "default", "__ready", 7) == LATTICE_OK;
+}
+
+static lattice_node *grid_up(void)
+{
+    start_grid(3);
+    lattice_node *c = attach();
+    wait_grid(c, 3);
+    ck_assert_msg(it_wait_for(ready, c, 30000), "the grid never served");
+    return c;
+}
+
+/* The value of key through a plain get, "" when absent. */
+static char *get_str(lattice_node *n, const char *key)
+{
+    static char buf[256];
+    void *v = NULL;
+    size_t vl = 0;
+    lattice_status st = lattice_cache_get(n, "default", key, strlen(key), &v, &vl);
+    ck_assert_msg(st == LATTICE_OK || st == LATTICE_ERR_NOT_FOUND, "get %s: %s", key, lattice_strerror(st));
+    ck_assert_uint_lt(vl, sizeof buf);
+    if (vl) memcpy(buf, v, vl);
+    buf[vl] = 0;
+    lt_free(v);
+    return buf;
+}
+
+static char *tx_get_str(lattice_tx *tx, const char *key, lattice_status *st)
+{
+    static char buf[256];
+    void *v = NULL;
+    size_t vl = 0;
+    *st = lattice_tx_get(tx, key, strlen(key), &v, &vl);
+    ck_assert_uint_lt(vl, sizeof buf);
+    if (vl) memcpy(buf, v, vl);
+    buf[vl] = 0;
+    lt_free(v);
+    return buf;
+}
+
+static void put(lattice_tx *tx, const char *key, const char *val)
+{
+    ck_assert_int_eq(lattice_tx_put(tx, key, strlen(key), val, strlen(val)), LATTICE_OK);
+}
+
+START_TEST(writes_appear_together_at_the_commit_and_never_before)
+{
+    it_begin("tx_commit");
+    lattice_node *c = grid_up();
+    lattice_tx *tx;
+    ck_assert_int_eq(lattice_tx_begin(c, NULL, 0, "basic", &tx), LATTICE_OK);
+    lattice_status st;
+    ck_assert_str_eq(tx_get_str(tx, "{acct}a", &st), "");
+    ck_assert_int_eq(st, LATTICE_ERR_NOT_FOUND);
+    put(tx, "{acct}a", "90");
+    put(tx, "{acct}b", "110");
+    lattice_kv kv[2] = {{"{acct}c", 7, "7", 1, 0}, {"{acct}d", 7, "8", 1, 0}};
+    ck_assert_int_eq(lattice_tx_put_all(tx, kv, 2), LATTICE_OK);
+    ck_assert_int_eq(lattice_tx_remove(tx, "{acct}d", 7), LATTICE_OK);
+    /* The transaction sees its own writes; nobody else does yet. */
+    ck_assert_str_eq(tx_get_str(tx, "{acct}a", &st), "90");
+    ck_assert_int_eq(st, LATTICE_OK);
+    ck_assert_str_eq(get_str(c, "{acct}a"), "");
+    ck_assert_str_eq(get_str(c, "{acct}b"), "");
+    lattice_kv all[3] = {{"{acct}a", 7, NULL, 0, 0}, {"{acct}d", 7, NULL, 0, 0}, {"{acct}e", 7, NULL, 0, 0}};
+    ck_assert_int_eq(lattice_tx_get_all(tx, all, 3), LATTICE_OK);
+    ck_assert_int_eq(all[0].status, LATTICE_OK);
+    ck_assert(all[0].value_len == 2 && !memcmp(all[0].value, "90", 2));
+    ck_assert_int_eq(all[1].status, LATTICE_ERR_NOT_FOUND); /* removed in the transaction */
+    ck_assert_int_eq(all[2].status, LATTICE_ERR_NOT_FOUND); /* read from the grid: absent */
+    for (int i = 0; i < 3; i++) lt_free(all[i].value);
+    ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_OK);
+    ck_assert_str_eq(get_str(c, "{acct}a"), "90");
+    ck_assert_str_eq(get_str(c, "{acct}b"), "110");
+    ck_assert_str_eq(get_str(c, "{acct}c"), "7");
+    ck_assert_str_eq(get_str(c, "{acct}d"), "");
+
+    /* get_and_put gives the committed value, and a second read of a key the same answer. */
+    ck_assert_int_eq(lattice_tx_begin(c, "default", 5000, NULL, &tx), LATTICE_OK);
+    void *old = NULL;
+    size_t ol = 0;
+    ck_assert_int_eq(lattice_tx_get_and_put(tx, "{acct}a", 7, "80", 2, &old, &ol), LATTICE_OK);
+    ck_assert(ol == 2 && !memcmp(old, "90", 2));
+    lt_free(old);
+    ck_assert_str_eq(tx_get_str(tx, "{acct}b", &st), "110");
+    ck_assert_int_eq(lattice_cache_put(c, "default", "{acct}b", 7, "999", 3), LATTICE_OK);
+    ck_assert_str_eq(tx_get_str(tx, "{acct}b", &st), "110"); /* repeatable */
+    /* ... but {acct}b changed since it was read: the commit aborts, nothing applies. */
+    ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_ERR_ABORTED);
+    ck_assert_str_eq(get_str(c, "{acct}a"), "90");
+    ck_assert_str_eq(get_str(c, "{acct}b"), "999");
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+START_TEST(rollback_timeout_and_other_slots_apply_nothing)
+{
+    it_begin("tx_nothing");
+    lattice_node *c = grid_up();
+    lattice_tx *tx;
+    ck_assert_int_eq(lattice_tx_begin(c, NULL, 0, "rb", &tx), LATTICE_OK);
+    put(tx, "{r}1", "x");
+    lattice_tx_rollback(tx);
+    ck_assert_str_eq(get_str(c, "{r}1"), "");
+
+    ck_assert_int_eq(lattice_tx_begin(c, NULL, 200, "late", &tx), LATTICE_OK);
+    put(tx, "{r}2", "x");
+    struct timespec d = {0, 400 * 1000000L}; /* past its 200 ms: the deadline, not a race */
+    nanosleep(&d, NULL);
+    ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_ERR_TIMEOUT);
+    ck_assert_str_eq(get_str(c, "{r}2"), "");
+
+    ck_assert_int_eq(lattice_tx_begin(c, NULL, 0, "slots", &tx), LATTICE_OK);
+    put(tx, "{r}3", "x");
+    ck_assert_int_eq(lattice_tx_put(tx, "{other}3", 8, "y", 1), LATTICE_ERR_UNSUPPORTED);
+    lattice_kv kv[2] = {{"{r}4", 4, "a", 1, 0}, {"{other}4", 8, "b", 1, 0}};
+    ck_assert_int_eq(lattice_tx_put_all(tx, kv, 2), LATTICE_ERR_UNSUPPORTED);
+    void *v = NULL;
+    size_t vl = 0;
+    ck_assert_int_eq(lattice_tx_get(tx, "{other}5", 8, &v, &vl), LATTICE_ERR_UNSUPPORTED);
+    ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_OK); /* what did join commits */
+    ck_assert_str_eq(get_str(c, "{r}3"), "x");
+    ck_assert_str_eq(get_str(c, "{r}4"), ""); /* put_all: all or none buffered */
+    ck_assert_str_eq(get_str(c, "{other}3"), "");
+    ck_assert_str_eq(get_str(c, "{other}4"), "");
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+/* Concurrent read-modify-write transactions over a few counters: each
+ * commits +1 to one counter and +1 to the total, retrying when aborted.
+ * A lost update (two transactions committing on the same read) would make a
+ * counter or the total fall short of the commits counted. */
+enum { WORKERS = 4, PER_WORKER = 150, COUNTERS = 3 };
+
+typedef struct worker {
+    lattice_node *n;
+    unsigned seed;
+    long committed[COUNTERS], aborted, unknown;
+} worker;
+
+static long num_of(lattice_tx *tx, const char *key, bool *ok)
+{
+    void *v = NULL;
+    size_t vl = 0;
+    lattice_status st = lattice_tx_get(tx, key, strlen(key), &v, &vl);
+    long x = 0;
+    if (st == LATTICE_OK) {
+        char b[32];
+        snprintf(b, sizeof b, "%.*s", (int)(vl < 31 ? vl : 31), (const char *)v);
+        x = atol(b);
+    }
+    lt_free(v);
+    *ok = st == LATTICE_OK || st == LATTICE_ERR_NOT_FOUND;
+    return x;
+}
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    time_t stop = time(NULL) + 120; /* bounded in time as in count */
+    for (int i = 0; i < PER_WORKER && time(NULL) < stop;) {
+        int k = (int)(rand_r(&w->seed) % COUNTERS);
+        char key[32], val[32];
+        snprintf(key, sizeof key, "{ctr}%d", k);
+        lattice_tx *tx;
+        if (lattice_tx_begin(w->n, NULL, 0, "incr", &tx) != LATTICE_OK) continue;
+        bool ok1, ok2;
+        long x = num_of(tx, key, &ok1), total = num_of(tx, "{ctr}total", &ok2);
+        if (!ok1 || !ok2) {
+            lattice_tx_rollback(tx);
+            continue;
+        }
+        snprintf(val, sizeof val, "%ld", x + 1);
+        lattice_tx_put(tx, key, strlen(key), val, strlen(val));
+        snprintf(val, sizeof val, "%ld", total + 1);
+        lattice_tx_put(tx, "{ctr}total", 10, val, strlen(val));
+        lattice_status st = lattice_tx_commit(tx);
+        if (st == LATTICE_OK) {
+            w->committed[k]++;
+            i++;
+        } else if (st == LATTICE_ERR_ABORTED) {
+            w->aborted++;
+        } else {
+            w->unknown++;
+            i++;
+        }
+    }
+    return NULL;
+}
+
+START_TEST(contending_increments_lose_nothing)
+{
+    it_begin("tx_increments");
+    lattice_node *c = grid_up();
+    worker w[WORKERS];
+    pthread_t th[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].n = c;
+        w[i].seed = 17u * (unsigned)i + 1;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    long committed[COUNTERS] = {0}, total = 0, aborted = 0, unknown = 0;
+    for (int i = 0; i < WORKERS; i++) {
+        pthread_join(th[i], NULL);
+        for (int k = 0; k < COUNTERS; k++) committed[k] += w[i].committed[k], total += w[i].committed[k];
+        aborted += w[i].aborted;
+        unknown += w[i].unknown;
+    }
+    printf("increments: %ld committed, %ld aborted (retried), %ld unknown\n", total, aborted, unknown);
+    ck_assert_int_eq(unknown, 0); /* no fault here: every outcome is known */
+    ck_assert_int_eq(total, WORKERS * PER_WORKER);
+    ck_assert_int_gt(aborted, 0); /* 4 workers on 3 keys: they did contend */
+    char key[32];
+    for (int k = 0; k < COUNTERS; k++) {
+        snprintf(key, sizeof key, "{ctr}%d", k);
+        ck_assert_int_eq(atol(get_str(c, key)), committed[k]);
+    }
+    ck_assert_int_eq(atol(get_str(c, "{ctr}total")), total);
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+/* The server holding the primary copy of key's partition. */
+static int primary_of(lattice_node *c, const char *key)
+{
+    lattice_partitions_info *pi = NULL;
+    ck_assert_int_eq(lattice_cache_partitions(c, "default", &pi), LATTICE_OK);
+    uint32_t p = lattice_slot_partition(lattice_key_slot(key, strlen(key)), pi->partitions);
+    ck_assert_uint_gt(pi->n_owners[p], 0);
+    const lattice_partition_owner *o = &pi->owners[(size_t)p * pi->max_owners];
+    ck_assert_int_eq(o->primary, 1);
+    int port = 0;
+    ck_assert_int_eq(sscanf(o->consistent_id, "127.0.0.1:%d", &port), 1);
+    lattice_partitions_info_free(pi);
+    ck_assert(port >= base_port && port < base_port + 3);
+    return port - base_port;
+}
+
+START_TEST(a_failover_between_read_and_commit_aborts)
+{
+    it_begin("tx_failover");
+    lattice_node *c = grid_up();
+    /* Three servers in the baseline, every partition with its backup: the
+     * kill of one leaves a majority and a copy. */
+    ck_assert(it_wait_baseline(finder, 3, 30000));
+    ck_assert(it_wait_settled(finder, "default", 3, 30000));
+    ck_assert_int_eq(lattice_cache_put(c, "default", "{f}k", 4, "before", 6), LATTICE_OK);
+    lattice_tx *tx;
+    ck_assert_int_eq(lattice_tx_begin(c, NULL, 60000, "failover", &tx), LATTICE_OK);
+    lattice_status st;
+    ck_assert_str_eq(tx_get_str(tx, "{f}k", &st), "before");
+    put(tx, "{f}k", "after");
+    int victim = primary_of(c, "{f}k");
+    it_signal(srv[victim], SIGKILL);
+    ck_assert(it_wait_exit(srv[victim], 10000));
+    /* The backup takes over with a new epoch: the read's watch cannot hold
+     * there, whatever the value (the new primary cannot know what the old
+     * one let through after the read). */
+    ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_ERR_ABORTED);
+    ck_assert_str_eq(get_str(c, "{f}k"), "before");
+    /* Run again, it commits on the new primary. */
+    ck_assert_int_eq(lattice_tx_begin(c, NULL, 60000, "again", &tx), LATTICE_OK);
+    ck_assert_str_eq(tx_get_str(tx, "{f}k", &st), "before");
+    put(tx, "{f}k", "after");
+    ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_OK);
+    ck_assert_str_eq(get_str(c, "{f}k"), "after");
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    Suite *s = suite_create("tx");
+    TCase *tc = tcase_create("grid");
+    tcase_set_timeout(tc, 300);
+    static const it_named tests[] = {
+        {"writes_appear_together_at_the_commit_and_never_before", &writes_appear_together_at_the_commit_and_never_before},
+        {"rollback_timeout_and_other_slots_apply_nothing", &rollback_timeout_and_other_slots_apply_nothing},
+        {"contending_increments_lose_nothing", &contending_increments_lose_nothing},
+        {"a_failover_between_read_and_commit_aborts", &a_failover_between_read_and_commit_aborts},
+    };
+    it_add_named(tc, tests, sizeof tests / sizeof tests[0], argc, argv); /* it_tx [NAME...] */
+    suite_add_tcase(s, tc);
+    return it_run_suite(s);
+}
