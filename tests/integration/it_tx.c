@@ -5,7 +5,9 @@
  * write or transaction aborts a commit (nothing applied); concurrent
  * read-modify-write transactions with retries lose no increment; a
  * rollback, a timeout and a key of another slot apply nothing; a failover
- * of the primary between read and commit aborts the commit.
+ * of the primary between read and commit aborts the commit; bank transfers
+ * through a kill -9 of their primary keep the total in every committed
+ * audit and at the end.
  */
 #include <check.h>
 #include <pthread.h>
@@ -337,6 +339,137 @@ START_TEST(a_failover_between_read_and_commit_aborts)
 }
 END_TEST
 
+/* The bank: ACCOUNTS accounts of one slot, START each; transfer threads
+ * move random amounts between two accounts in a transaction, an auditor
+ * reads every account in a read-only transaction and commits it (the
+ * commit validates that none changed since it was read).  Midway the
+ * accounts' primary is killed -9.  Every committed audit must see the
+ * total, and so must the final read: a partial transfer never shows, and
+ * none applied twice or half (UNKNOWN outcomes too keep the total). */
+enum { ACCOUNTS = 8, START = 100 };
+
+typedef struct bank {
+    lattice_node *n;
+    atomic_bool stop;
+    atomic_long transfers, audits, bad_audits, aborted, unknown, failed;
+    long bad_total;
+} bank;
+
+static void acct_key(char *k, size_t cap, int i) { snprintf(k, cap, "{bank}acct-%d", i); }
+
+static void *transfer(void *arg)
+{
+    bank *b = arg;
+    unsigned seed = (unsigned)(uintptr_t)&seed;
+    time_t stop = time(NULL) + 90;
+    for (int i = 0; i < 2000 && !atomic_load(&b->stop) && time(NULL) < stop; i++) {
+        int from = (int)(rand_r(&seed) % ACCOUNTS), to = (int)(rand_r(&seed) % ACCOUNTS);
+        if (from == to) continue;
+        char kf[32], kt[32], v[32];
+        acct_key(kf, sizeof kf, from);
+        acct_key(kt, sizeof kt, to);
+        lattice_tx *tx;
+        if (lattice_tx_begin(b->n, NULL, 0, "transfer", &tx) != LATTICE_OK) continue;
+        bool ok1, ok2;
+        long f = num_of(tx, kf, &ok1), t = num_of(tx, kt, &ok2);
+        if (!ok1 || !ok2 || f == 0) {
+            lattice_tx_rollback(tx);
+            continue;
+        }
+        long amount = 1 + (long)(rand_r(&seed) % (unsigned long)f);
+        snprintf(v, sizeof v, "%ld", f - amount);
+        lattice_tx_put(tx, kf, strlen(kf), v, strlen(v));
+        snprintf(v, sizeof v, "%ld", t + amount);
+        lattice_tx_put(tx, kt, strlen(kt), v, strlen(v));
+        lattice_status st = lattice_tx_commit(tx);
+        atomic_fetch_add(st == LATTICE_OK              ? &b->transfers
+                         : st == LATTICE_ERR_ABORTED   ? &b->aborted
+                         : st == LATTICE_ERR_UNKNOWN   ? &b->unknown
+                                                       : &b->failed,
+                         1);
+    }
+    return NULL;
+}
+
+static void *audit(void *arg)
+{
+    bank *b = arg;
+    time_t stop = time(NULL) + 90;
+    static char keys[ACCOUNTS][32];
+    for (int i = 0; i < ACCOUNTS; i++) acct_key(keys[i], sizeof keys[i], i);
+    while (!atomic_load(&b->stop) && time(NULL) < stop) {
+        lattice_kv kv[ACCOUNTS];
+        for (int i = 0; i < ACCOUNTS; i++) kv[i] = (lattice_kv){keys[i], strlen(keys[i]), NULL, 0, 0};
+        lattice_tx *tx;
+        if (lattice_tx_begin(b->n, NULL, 0, "audit", &tx) != LATTICE_OK) continue;
+        lattice_status st = lattice_tx_get_all(tx, kv, ACCOUNTS);
+        long total = 0;
+        for (int i = 0; i < ACCOUNTS; i++) {
+            char x[32];
+            snprintf(x, sizeof x, "%.*s", (int)(kv[i].value_len < 31 ? kv[i].value_len : 31),
+                     kv[i].value ? (const char *)kv[i].value : "");
+            total += atol(x);
+            lt_free(kv[i].value);
+        }
+        if (st != LATTICE_OK) {
+            lattice_tx_rollback(tx);
+            continue;
+        }
+        if (lattice_tx_commit(tx) != LATTICE_OK) continue; /* not validated: it proves nothing */
+        atomic_fetch_add(&b->audits, 1);
+        if (total != (long)ACCOUNTS * START) {
+            atomic_fetch_add(&b->bad_audits, 1);
+            b->bad_total = total;
+        }
+    }
+    return NULL;
+}
+
+START_TEST(bank_transfers_through_a_kill_keep_the_total)
+{
+    it_begin("tx_bank");
+    lattice_node *c = grid_up();
+    ck_assert(it_wait_baseline(finder, 3, 30000));
+    ck_assert(it_wait_settled(finder, "default", 3, 30000));
+    char k[32];
+    for (int i = 0; i < ACCOUNTS; i++) {
+        acct_key(k, sizeof k, i);
+        ck_assert_int_eq(lattice_cache_put(c, "default", k, strlen(k), "100", 3), LATTICE_OK);
+    }
+    bank b = {.n = c};
+    pthread_t tt[3], ta;
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(pthread_create(&tt[i], NULL, transfer, &b), 0);
+    ck_assert_int_eq(pthread_create(&ta, NULL, audit, &b), 0);
+    /* Once some transfers committed, the accounts' primary dies. */
+    for (int i = 0; i < 3000 && atomic_load(&b.transfers) < 100; i++) usleep(10000);
+    acct_key(k, sizeof k, 0);
+    int victim = primary_of(c, k);
+    long before = atomic_load(&b.transfers);
+    it_signal(srv[victim], SIGKILL);
+    ck_assert(it_wait_exit(srv[victim], 10000));
+    /* ... and transfers commit again on the new primary. */
+    for (int i = 0; i < 6000 && atomic_load(&b.transfers) < before + 100; i++) usleep(10000);
+    atomic_store(&b.stop, true);
+    for (int i = 0; i < 3; i++) pthread_join(tt[i], NULL);
+    pthread_join(ta, NULL);
+    long total = 0;
+    for (int i = 0; i < ACCOUNTS; i++) {
+        acct_key(k, sizeof k, i);
+        total += atol(get_str(c, k));
+    }
+    printf("bank: %ld transfers committed (%ld before the kill), %ld aborted, %ld unknown, %ld failed; "
+           "%ld audits committed, %ld saw another total; final total %ld\n",
+           atomic_load(&b.transfers), before, atomic_load(&b.aborted), atomic_load(&b.unknown), atomic_load(&b.failed),
+           atomic_load(&b.audits), atomic_load(&b.bad_audits), total);
+    ck_assert_int_ge(atomic_load(&b.transfers), before + 100);
+    ck_assert_int_gt(atomic_load(&b.audits), 0);
+    ck_assert_msg(atomic_load(&b.bad_audits) == 0, "a committed audit saw a total of %ld", b.bad_total);
+    ck_assert_int_eq(total, (long)ACCOUNTS * START);
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     Suite *s = suite_create("tx");
@@ -347,6 +480,7 @@ int main(int argc, char **argv)
         {"rollback_timeout_and_other_slots_apply_nothing", &rollback_timeout_and_other_slots_apply_nothing},
         {"contending_increments_lose_nothing", &contending_increments_lose_nothing},
         {"a_failover_between_read_and_commit_aborts", &a_failover_between_read_and_commit_aborts},
+        {"bank_transfers_through_a_kill_keep_the_total", &bank_transfers_through_a_kill_keep_the_total},
     };
     it_add_named(tc, tests, sizeof tests / sizeof tests[0], argc, argv); /* it_tx [NAME...] */
     suite_add_tcase(s, tc);
