@@ -7,7 +7,8 @@
  * rollback, a timeout and a key of another slot apply nothing; a failover
  * of the primary between read and commit aborts the commit; bank transfers
  * through a kill -9 of their primary keep the total in every committed
- * audit and at the end.
+ * audit and at the end; list-append transactions through a kill -9 give a
+ * history the fault suite's checker finds strict serializable.
  */
 #include <check.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
 #include "lattice/transaction.h"
+#include "txn.h" /* tests/fault: the list-append history and its checker */
 
 static char finder[64];
 static it_proc *srv[3];
@@ -470,6 +472,198 @@ START_TEST(bank_transfers_through_a_kill_keep_the_total)
 }
 END_TEST
 
+/* List-append (Elle's workload, the fault suite's checker): 4 clients run
+ * transactions of 1-3 micro-operations over 6 keys of one slot - read a
+ * key's list, or append a unique token to it (a get and a put of the list
+ * with the token added) - while the keys' primary is killed -9 midway.
+ * Every transaction goes into a history (committed: ok, with the lists it
+ * read; ABORTED, TIMEOUT, other refusals: failed; UNKNOWN: unknown), a final
+ * transaction reads every key, and tests/fault/txn.c looks for G0, G1a/b/c,
+ * G-single, G2 (and their real-time forms), lost appends, incompatible
+ * orders, duplicates. */
+enum { LA_CLIENTS = 4, LA_KEYS = 6, LA_TXNS = 150 };
+
+typedef struct la_client {
+    lattice_node *n;
+    int id;
+    tx_history h;
+    atomic_bool *stop;
+    atomic_long ok, failed, unknown;
+} la_client;
+
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void la_key(char *k, size_t cap, uint32_t i) { snprintf(k, cap, "{la}k%u", i); }
+
+/* Parses "1,2,3" into list (at most cap); its length. */
+static size_t parse_list(const void *v, size_t vl, int64_t *list, size_t cap)
+{
+    char *s = lt_malloc(vl + 1); /* a value has no terminator: strtoll must stop at its end */
+    ck_assert_ptr_nonnull(s);
+    if (vl) memcpy(s, v, vl);
+    s[vl] = 0;
+    size_t n = 0;
+    for (char *p = s, *e; *p && n < cap; p = *e == ',' ? e + 1 : e) {
+        list[n++] = strtoll(p, &e, 10);
+        if (e == p) break; /* not a number: stop (the checker reports what was read) */
+    }
+    lt_free(s);
+    return n;
+}
+
+typedef struct la_mop {
+    bool append;
+    uint32_t key;
+    int64_t value;
+    int64_t list[512];
+    size_t n;
+    bool read_ok;
+} la_mop;
+
+static void *la_work(void *arg)
+{
+    la_client *c = arg;
+    unsigned seed = 7u * (unsigned)c->id + 3;
+    int64_t next = 1;
+    time_t stop = time(NULL) + 90;
+    static _Thread_local la_mop mops[3];
+    for (int t = 0; t < LA_TXNS && !atomic_load(c->stop) && time(NULL) < stop; t++) {
+        size_t nm = 1 + rand_r(&seed) % 3;
+        int64_t invoke = mono_ns();
+        lattice_tx *tx;
+        if (lattice_tx_begin(c->n, NULL, 0, "list-append", &tx) != LATTICE_OK) continue;
+        lattice_status st = LATTICE_OK;
+        for (size_t m = 0; m < nm; m++) {
+            la_mop *x = &mops[m];
+            x->append = rand_r(&seed) % 2;
+            x->key = (uint32_t)(rand_r(&seed) % LA_KEYS);
+            x->read_ok = false;
+            x->n = 0;
+            char k[32];
+            la_key(k, sizeof k, x->key);
+            void *v = NULL;
+            size_t vl = 0;
+            lattice_status g = lattice_tx_get(tx, k, strlen(k), &v, &vl);
+            if (g != LATTICE_OK && g != LATTICE_ERR_NOT_FOUND) {
+                lt_free(v);
+                st = g;
+                break;
+            }
+            if (!x->append) {
+                x->n = parse_list(v, vl, x->list, 512);
+                x->read_ok = true;
+            } else {
+                x->value = (int64_t)c->id * 1000000 + next++;
+                char *nv = lt_malloc(vl + 32);
+                int len = snprintf(nv, vl + 32, "%.*s%s%lld", (int)vl, v ? (const char *)v : "", vl ? "," : "",
+                                   (long long)x->value);
+                st = lattice_tx_put(tx, k, strlen(k), nv, (size_t)len);
+                lt_free(nv);
+            }
+            lt_free(v);
+            if (st != LATTICE_OK) break;
+        }
+        if (st == LATTICE_OK) st = lattice_tx_commit(tx);
+        else lattice_tx_rollback(tx);
+        int64_t complete = mono_ns();
+        fh_outcome o = st == LATTICE_OK ? FH_OK : st == LATTICE_ERR_UNKNOWN ? FH_UNKNOWN : FH_FAIL;
+        tx_begin(&c->h, c->id, 0, invoke);
+        for (size_t m = 0; m < nm; m++) {
+            la_mop *x = &mops[m];
+            if (x->append) tx_append(&c->h, x->key, x->value);
+            else if (o == FH_OK && x->read_ok) tx_read(&c->h, x->key, x->list, x->n);
+            else tx_read_unknown(&c->h, x->key);
+        }
+        tx_end(&c->h, o, o == FH_UNKNOWN ? FH_INF : complete);
+        atomic_fetch_add(o == FH_OK ? &c->ok : o == FH_FAIL ? &c->failed : &c->unknown, 1);
+    }
+    return NULL;
+}
+
+START_TEST(list_append_histories_through_a_kill_are_strict_serializable)
+{
+    it_begin("tx_list_append");
+    lattice_node *n = grid_up();
+    ck_assert(it_wait_baseline(finder, 3, 30000));
+    ck_assert(it_wait_settled(finder, "default", 3, 30000));
+    atomic_bool stop = false;
+    la_client c[LA_CLIENTS];
+    pthread_t th[LA_CLIENTS];
+    for (int i = 0; i < LA_CLIENTS; i++) {
+        memset(&c[i], 0, sizeof c[i]);
+        c[i].n = n;
+        c[i].id = i + 1;
+        c[i].stop = &stop;
+        tx_init(&c[i].h);
+        ck_assert_int_eq(pthread_create(&th[i], NULL, la_work, &c[i]), 0);
+    }
+    for (int i = 0; i < 3000; i++) { /* a third of the way, the keys' primary dies */
+        long done = 0;
+        for (int j = 0; j < LA_CLIENTS; j++)
+            done += atomic_load(&c[j].ok) + atomic_load(&c[j].failed) + atomic_load(&c[j].unknown);
+        if (done >= LA_CLIENTS * LA_TXNS / 3) break;
+        usleep(10000);
+    }
+    int victim = primary_of(n, "{la}k0");
+    it_signal(srv[victim], SIGKILL);
+    ck_assert(it_wait_exit(srv[victim], 10000));
+    for (int i = 0; i < LA_CLIENTS; i++) pthread_join(th[i], NULL);
+    tx_history all;
+    tx_init(&all);
+    long ok = 0, failed = 0, unknown = 0;
+    for (int i = 0; i < LA_CLIENTS; i++) {
+        tx_append_all(&all, &c[i].h);
+        ok += atomic_load(&c[i].ok), failed += atomic_load(&c[i].failed), unknown += atomic_load(&c[i].unknown);
+        tx_free(&c[i].h);
+    }
+    /* The final read: every key, in one transaction. */
+    lattice_tx *tx;
+    lattice_status st = LATTICE_ERR_AGAIN;
+    for (int attempt = 0; attempt < 20 && st != LATTICE_OK; attempt++) {
+        int64_t invoke = mono_ns();
+        ck_assert_int_eq(lattice_tx_begin(n, NULL, 0, "final", &tx), LATTICE_OK);
+        static char keys[LA_KEYS][32];
+        lattice_kv kv[LA_KEYS];
+        for (uint32_t k = 0; k < LA_KEYS; k++) {
+            la_key(keys[k], sizeof keys[k], k);
+            kv[k] = (lattice_kv){keys[k], strlen(keys[k]), NULL, 0, 0};
+        }
+        st = lattice_tx_get_all(tx, kv, LA_KEYS);
+        if (st == LATTICE_OK) st = lattice_tx_commit(tx);
+        else lattice_tx_rollback(tx);
+        if (st == LATTICE_OK) {
+            tx_begin(&all, 0, 0, invoke);
+            for (uint32_t k = 0; k < LA_KEYS; k++) {
+                static int64_t list[4096];
+                size_t m = parse_list(kv[k].value, kv[k].value_len, list, 4096);
+                tx_read(&all, k, list, m);
+            }
+            tx_end(&all, FH_OK, mono_ns());
+        }
+        for (uint32_t k = 0; k < LA_KEYS; k++) lt_free(kv[k].value);
+    }
+    ck_assert_int_eq(st, LATTICE_OK);
+    char path[512];
+    snprintf(path, sizeof path, "%s/txn.txt", it_dir());
+    tx_save(&all, path, "it_tx list-append through a kill -9 of the keys' primary");
+    tx_report rep;
+    bool clean = tx_check(&all, stdout, &rep);
+    printf("list-append: %ld ok, %ld failed, %ld unknown; %zu keys, %zu dependency edges, %zu anomalies\n", ok,
+           failed, unknown, rep.keys, rep.edges, rep.anomalies);
+    fflush(stdout); /* the witnesses, before a failed assertion ends this process */
+    tx_free(&all);
+    ck_assert_msg(clean, "the history has anomalies (above; history in %s)", path);
+    ck_assert_int_ge(ok, LA_CLIENTS * LA_TXNS / 3); /* enough committed to say something */
+    lattice_node_stop(n);
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     Suite *s = suite_create("tx");
@@ -481,6 +675,8 @@ int main(int argc, char **argv)
         {"contending_increments_lose_nothing", &contending_increments_lose_nothing},
         {"a_failover_between_read_and_commit_aborts", &a_failover_between_read_and_commit_aborts},
         {"bank_transfers_through_a_kill_keep_the_total", &bank_transfers_through_a_kill_keep_the_total},
+        {"list_append_histories_through_a_kill_are_strict_serializable",
+         &list_append_histories_through_a_kill_are_strict_serializable},
     };
     it_add_named(tc, tests, sizeof tests / sizeof tests[0], argc, argv); /* it_tx [NAME...] */
     suite_add_tcase(s, tc);
