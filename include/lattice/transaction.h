@@ -17,7 +17,9 @@
  * one unit.  Committed transactions are strictly serializable with each
  * other and with single-key operations; an aborted or rolled-back
  * transaction leaves nothing anyone can read.  A transaction sees its own
- * writes, and a key read twice gives the same answer (the first).
+ * writes, and a key read twice gives the same answer (the first).  Only the
+ * commit validates the reads: values read in a transaction that is rolled
+ * back (or whose commit fails) are not known to be one consistent snapshot.
  *
  * Keys of one Redis slot (use a hash tag, "{user42}name"): a read or write
  * of a key of another slot than the transaction's first key answers
