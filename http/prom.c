@@ -122,6 +122,12 @@ static void ops_part(const lattice_node_metrics *m, FILE *o)
         fprintf(o, "lattice_operation_duration_seconds_sum{kind=\"%s\"} %.6f\n", kn, (double)m->latency_sum_us[k] / 1e6);
         fprintf(o, "lattice_operation_duration_seconds_count{kind=\"%s\"} %llu\n", kn, cum);
     }
+    family(o, "lattice_transactions_total", "counter",
+           "interactive transactions this node coordinated, by how their commit ended");
+    for (int s = 0; s < LATTICE_STATUS_COUNT_; s++)
+        if (m->tx[s] || s == LATTICE_OK || s == LATTICE_ERR_ABORTED || s == LATTICE_ERR_UNKNOWN)
+            fprintf(o, "lattice_transactions_total{result=\"%s\"} %llu\n", lattice_status_name(s),
+                    (unsigned long long)m->tx[s]);
     family(o, "lattice_operations_in_flight", "gauge", "operations this node submitted that have no result yet");
     sample(o, "lattice_operations_in_flight", m->ops_in_flight);
     family(o, "lattice_reads_inline_total", "counter",

@@ -25,6 +25,7 @@ struct node_metrics {
     uint64_t latency[LATTICE_OP_KIND_MAX_ + 1][LATTICE_METRICS_BUCKETS];
     uint64_t latency_sum_us[LATTICE_OP_KIND_MAX_ + 1];
     uint64_t in_flight;
+    uint64_t tx[LATTICE_STATUS_COUNT_];
 };
 
 /* One submit call: the caller's callback, and what each op was. */
@@ -38,6 +39,12 @@ typedef struct wrap {
 } wrap;
 
 node_metrics *node_metrics_new(void) { return lt_calloc(1, sizeof(node_metrics)); }
+
+void node_metrics_tx(node_metrics *m, lattice_status st)
+{
+    unsigned s = st >= 0 && st < LATTICE_STATUS_COUNT_ ? (unsigned)st : LATTICE_ERR_PROTO;
+    __atomic_fetch_add(&m->tx[s], 1, __ATOMIC_RELAXED);
+}
 void node_metrics_free(node_metrics *m) { lt_free(m); }
 
 uint64_t lattice_metrics_bucket_us(unsigned i)
@@ -108,6 +115,7 @@ lattice_status lattice_node_metrics_get(lattice_node *n, lattice_node_metrics *o
         out->latency_sum_us[k] = __atomic_load_n(&m->latency_sum_us[k], __ATOMIC_RELAXED);
     }
     out->ops_in_flight = __atomic_load_n(&m->in_flight, __ATOMIC_RELAXED);
+    for (size_t st = 0; st < LATTICE_STATUS_COUNT_; st++) out->tx[st] = __atomic_load_n(&m->tx[st], __ATOMIC_RELAXED);
     out->reads_inline = lattice_ops_reads_inline(lattice_node_ops(n));
     out->ops_run_here = lattice_ops_run_here(lattice_node_ops(n));
     out->log_releases = lattice_ops_log_releases(lattice_node_ops(n));

@@ -29,5 +29,7 @@ node_metrics *lattice_node_metrics_of(lattice_node *n);
 /* inline: lattice_op_submit_inline (reads may complete on the calling thread). */
 lattice_status node_metrics_submit(node_metrics *m, struct lattice_ops *ops, const struct lattice_op *o, size_t n,
                                    lattice_op_fn fn, void *arg, bool inline_reads);
+/* tx.c: one commit of an interactive transaction ended with st. */
+void node_metrics_tx(node_metrics *m, lattice_status st);
 
 #endif

@@ -11,6 +11,7 @@
 #include "lattice/clock.h"
 #include "lattice/log.h"
 #include "lattice/transaction.h"
+#include "node_int.h"
 #include "txn/txn.h"
 
 struct lattice_tx {
@@ -180,6 +181,7 @@ lattice_status lattice_tx_get_async(lattice_tx *tx, const void *key, size_t key_
 }
 
 typedef struct commit_ctx {
+    node_metrics *m;
     lt_txc *c;
     lattice_tx_done_fn fn;
     void *arg;
@@ -190,6 +192,7 @@ static void commit_answered(void *arg, size_t i, const lattice_op_result *r)
     (void)i;
     commit_ctx *k = arg;
     lattice_status st = lt_txc_commit_done(k->c, r);
+    node_metrics_tx(k->m, st);
     if (st == LATTICE_ERR_UNKNOWN)
         LT_LOG(LT_WARN, "tx", "cache %s: transaction '%s': the commit's answer was lost (%s): it applied once or not at all",
                lt_txc_cache(k->c), lt_txc_label(k->c), lattice_strerror(r->status));
@@ -211,15 +214,17 @@ lattice_status lattice_tx_commit_async(lattice_tx *tx, lattice_tx_done_fn fn, vo
     commit_ctx *k = st == LATTICE_OK && !none ? lt_malloc(sizeof *k) : NULL;
     if (st == LATTICE_OK && !none && !k) st = LATTICE_ERR_NOMEM;
     if (st != LATTICE_OK || none) {
+        node_metrics_tx(lattice_node_metrics_of(tx->node), st);
         tx_free(tx);
         if (none) fn(arg, LATTICE_OK);
         return st;
     }
-    *k = (commit_ctx){tx->c, fn, arg};
+    *k = (commit_ctx){lattice_node_metrics_of(tx->node), tx->c, fn, arg};
     lattice_node *n = tx->node;
     lt_free(tx); /* the coordinator lives on in k until the answer */
     st = lattice_op_submit(n, &op, 1, commit_answered, k);
     if (st != LATTICE_OK) {
+        node_metrics_tx(k->m, st);
         lt_txc_free(k->c);
         lt_free(k);
     }

@@ -28,6 +28,11 @@ typedef struct lattice_node_metrics {
     uint64_t latency[LATTICE_OP_KIND_MAX_ + 1][LATTICE_METRICS_BUCKETS];
     uint64_t latency_sum_us[LATTICE_OP_KIND_MAX_ + 1];
     uint64_t ops_in_flight;       /* submitted, no result yet */
+    /* Interactive transactions this node coordinated (lattice/transaction.h),
+     * by how their commit ended: tx[LATTICE_OK] committed, tx[LATTICE_ERR_ABORTED]
+     * aborted, tx[LATTICE_ERR_UNKNOWN] outcome unknown, tx[LATTICE_ERR_TIMEOUT]
+     * timed out before the commit, ...  Rollbacks are not counted. */
+    uint64_t tx[LATTICE_STATUS_COUNT_];
     /* Reads answered on the thread that submitted them (lattice_op_submit_inline:
      * RESP's IO threads), without the data thread; counted in ops[] too. */
     uint64_t reads_inline;

@@ -24,6 +24,7 @@
 #include "harness.h"
 #include "lattice/alloc.h"
 #include "lattice/lattice.h"
+#include "lattice/metrics.h"
 #include "lattice/transaction.h"
 #include "txn.h" /* tests/fault: the list-append history and its checker */
 
@@ -287,6 +288,12 @@ START_TEST(contending_increments_lose_nothing)
         ck_assert_int_eq(atol(get_str(c, key)), committed[k]);
     }
     ck_assert_int_eq(atol(get_str(c, "{ctr}total")), total);
+    /* The coordinator's metrics count the same outcomes. */
+    lattice_node_metrics m;
+    ck_assert_int_eq(lattice_node_metrics_get(c, &m), LATTICE_OK);
+    ck_assert_uint_eq(m.tx[LATTICE_OK], (uint64_t)total);
+    ck_assert_uint_eq(m.tx[LATTICE_ERR_ABORTED], (uint64_t)aborted);
+    ck_assert_uint_eq(m.tx[LATTICE_ERR_UNKNOWN], 0);
     lattice_node_stop(c);
     it_end();
 }
