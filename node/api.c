@@ -32,9 +32,7 @@ void lattice_op_thread_exit(void) { lattice_ops_thread_exit(); }
 /* ------------------------------------------------------------- blocking */
 
 typedef struct waiter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t left;
+    node_latch latch;
     lattice_op_result *res; /* per op; values copied into vals */
     void **vals;
     void *ptr;              /* internal calls: the result struct */
@@ -48,7 +46,8 @@ static void waiter_fn(void *arg, size_t i, const lattice_op_result *r)
         copy = lt_malloc(r->value_len);
         if (copy) memcpy(copy, r->value, r->value_len);
     }
-    pthread_mutex_lock(&w->mu);
+    /* Each callback owns its slot i; the latch's mutex orders the writes
+     * before the waiter's reads. */
     w->res[i] = *r;
     if (w->vals) {
         w->vals[i] = copy;
@@ -56,25 +55,17 @@ static void waiter_fn(void *arg, size_t i, const lattice_op_result *r)
     } else {
         w->ptr = (void *)r->value;
     }
-    if (--w->left == 0) pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
-static void waiter_wait(waiter *w)
-{
-    pthread_mutex_lock(&w->mu);
-    while (w->left) pthread_cond_wait(&w->cv, &w->mu);
-    pthread_mutex_unlock(&w->mu);
+    node_latch_count_down(&w->latch);
 }
 
 /* Runs ops[0..n) and waits; res/vals have n entries (vals may be NULL). */
 static lattice_status run_ops(lattice_node *node, const lattice_op *ops, size_t n, lattice_op_result *res, void **vals)
 {
-    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, n, res, vals, NULL};
+    waiter w = {NODE_LATCH(n), res, vals, NULL};
     if (vals) memset(vals, 0, n * sizeof *vals);
     lattice_status st = lattice_op_submit(node, ops, n, waiter_fn, &w);
     if (st != LATTICE_OK) return st;
-    waiter_wait(&w);
+    node_latch_wait(&w.latch);
     return LATTICE_OK;
 }
 
@@ -223,10 +214,10 @@ static lattice_status call_num(lattice_node *n, lattice_grid_call_kind c, const 
     lattice_ops *d = n ? lattice_node_ops(n) : NULL;
     if (!d) return LATTICE_ERR_STOPPED;
     lattice_op_result r;
-    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, &r, NULL, NULL};
+    waiter w = {NODE_LATCH(1), &r, NULL, NULL};
     lattice_status st = lattice_grid_call(d, c, arg, waiter_fn, &w);
     if (st != LATTICE_OK) return st;
-    waiter_wait(&w);
+    node_latch_wait(&w.latch);
     if (ptr) *ptr = r.status == LATTICE_OK ? w.ptr : NULL;
     if (num) *num = r.num;
     return r.status;

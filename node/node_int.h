@@ -8,6 +8,8 @@
 #include "lattice/lattice.h"
 #include "lattice/ops.h"
 
+#include <pthread.h>
+
 /* The node's operation path (api.c submits to it); valid from
  * lattice_node_start until lattice_node_stop. */
 struct lattice_ops;
@@ -31,5 +33,29 @@ lattice_status node_metrics_submit(node_metrics *m, struct lattice_ops *ops, con
                                    lattice_op_fn fn, void *arg, bool inline_reads);
 /* tx.c: one commit of an interactive transaction ended with st. */
 void node_metrics_tx(node_metrics *m, lattice_status st);
+
+/* A count-down latch: the blocking calls (api.c, tx.c) submit asynchronous
+ * work and wait until each of its `left` callbacks counted down. */
+typedef struct node_latch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t left;
+} node_latch;
+
+#define NODE_LATCH(n) {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, (n)}
+
+static inline void node_latch_count_down(node_latch *l)
+{
+    pthread_mutex_lock(&l->mu);
+    if (--l->left == 0) pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static inline void node_latch_wait(node_latch *l)
+{
+    pthread_mutex_lock(&l->mu);
+    while (l->left) pthread_cond_wait(&l->cv, &l->mu);
+    pthread_mutex_unlock(&l->mu);
+}
 
 #endif

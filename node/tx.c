@@ -85,6 +85,9 @@ static void read_answered(void *arg, size_t op_i, const lattice_op_result *r)
         const void *v = NULL;
         size_t vl = 0;
         lattice_status x = st != LATTICE_OK ? st : g->each[i];
+        /* Looked up right before each callback, not kept from read_done: a
+         * callback may write a key of this read, which frees the value the
+         * transaction held for it. */
         if (x == LATTICE_OK) lt_txc_local_get(g->tx->c, g->keys[i].key, g->keys[i].len, &found, &v, &vl);
         g->fn(g->arg, g->index[i], x, v, vl);
     }
@@ -194,8 +197,11 @@ static void commit_answered(void *arg, size_t i, const lattice_op_result *r)
     lattice_status st = lt_txc_commit_done(k->c, r);
     node_metrics_tx(k->m, st);
     if (st == LATTICE_ERR_UNKNOWN)
-        LT_LOG(LT_WARN, "tx", "cache %s: transaction '%s': the commit's answer was lost (%s): it applied once or not at all",
-               lt_txc_cache(k->c), lt_txc_label(k->c), lattice_strerror(r->status));
+        LT_LOG(LT_WARN, "tx",
+               "cache %s: transaction '%s' (%zu keys read, %zu written): the commit's answer was lost (%s): it "
+               "applied once or not at all",
+               lt_txc_cache(k->c), lt_txc_label(k->c), lt_txc_reads(k->c), lt_txc_writes(k->c),
+               lattice_strerror(r->status));
     k->fn(k->arg, st);
     lt_txc_free(k->c);
     lt_free(k);
@@ -234,28 +240,12 @@ lattice_status lattice_tx_commit_async(lattice_tx *tx, lattice_tx_done_fn fn, vo
 /* ------------------------------------------------------------- blocking */
 
 typedef struct waiter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t left;
+    node_latch latch;
     lattice_kv *kvs; /* get_all's entries */
     lattice_status st;
     void *value;
     size_t value_len;
 } waiter;
-
-static void waiter_done(waiter *w)
-{
-    pthread_mutex_lock(&w->mu);
-    if (--w->left == 0) pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
-static void waiter_wait(waiter *w)
-{
-    pthread_mutex_lock(&w->mu);
-    while (w->left) pthread_cond_wait(&w->cv, &w->mu);
-    pthread_mutex_unlock(&w->mu);
-}
 
 static void got(void *arg, lattice_status st, const void *value, size_t value_len)
 {
@@ -269,7 +259,7 @@ static void got(void *arg, lattice_status st, const void *value, size_t value_le
             w->value_len = value_len;
         }
     }
-    waiter_done(w);
+    node_latch_count_down(&w->latch);
 }
 
 lattice_status lattice_tx_get(lattice_tx *tx, const void *key, size_t key_len, void **value, size_t *value_len)
@@ -277,10 +267,10 @@ lattice_status lattice_tx_get(lattice_tx *tx, const void *key, size_t key_len, v
     if (!value || !value_len) return LATTICE_ERR_INVAL;
     *value = NULL;
     *value_len = 0;
-    waiter w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .left = 1};
+    waiter w = {.latch = NODE_LATCH(1)};
     lattice_status st = lattice_tx_get_async(tx, key, key_len, got, &w);
     if (st != LATTICE_OK) return st;
-    waiter_wait(&w);
+    node_latch_wait(&w.latch);
     *value = w.value;
     *value_len = w.value_len;
     return w.st;
@@ -351,7 +341,7 @@ static void got_one(void *arg, size_t i, lattice_status st, const void *value, s
             kv->value_len = value_len;
         }
     }
-    waiter_done(w);
+    node_latch_count_down(&w->latch);
 }
 
 lattice_status lattice_tx_get_all(lattice_tx *tx, lattice_kv *kvs, size_t count)
@@ -365,11 +355,11 @@ lattice_status lattice_tx_get_all(lattice_tx *tx, lattice_kv *kvs, size_t count)
         kvs[i].value_len = 0;
         kvs[i].status = LATTICE_ERR_STOPPED;
     }
-    waiter w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .left = count, .kvs = kvs};
+    waiter w = {.latch = NODE_LATCH(count), .kvs = kvs};
     lattice_status st = count ? read_keys(tx, keys, count, got_one, &w) : LATTICE_OK;
     lt_free(keys);
     if (st != LATTICE_OK) return st;
-    waiter_wait(&w);
+    node_latch_wait(&w.latch);
     for (size_t i = 0; i < count; i++)
         if (kvs[i].status != LATTICE_OK && kvs[i].status != LATTICE_ERR_NOT_FOUND) return kvs[i].status;
     return LATTICE_OK;
@@ -379,14 +369,14 @@ static void committed(void *arg, lattice_status st)
 {
     waiter *w = arg;
     w->st = st;
-    waiter_done(w);
+    node_latch_count_down(&w->latch);
 }
 
 lattice_status lattice_tx_commit(lattice_tx *tx)
 {
-    waiter w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .left = 1};
+    waiter w = {.latch = NODE_LATCH(1)};
     lattice_status st = lattice_tx_commit_async(tx, committed, &w);
     if (st != LATTICE_OK) return st;
-    waiter_wait(&w);
+    node_latch_wait(&w.latch);
     return w.st;
 }

@@ -315,23 +315,35 @@ static int primary_of(lattice_node *c, const char *key)
     return port - base_port;
 }
 
+/* Three servers in the baseline, every partition with its backup (the kill
+ * of one leaves a majority and a copy); a client node attached to them. */
+static lattice_node *grid_settled(void)
+{
+    lattice_node *c = grid_up();
+    ck_assert(it_wait_baseline(finder, 3, 30000));
+    ck_assert(it_wait_settled(finder, "default", 3, 30000));
+    return c;
+}
+
+/* kill -9 of the server holding the primary copy of key's partition. */
+static void kill_primary_of(lattice_node *c, const char *key)
+{
+    int victim = primary_of(c, key);
+    it_signal(srv[victim], SIGKILL);
+    ck_assert(it_wait_exit(srv[victim], 10000));
+}
+
 START_TEST(a_failover_between_read_and_commit_aborts)
 {
     it_begin("tx_failover");
-    lattice_node *c = grid_up();
-    /* Three servers in the baseline, every partition with its backup: the
-     * kill of one leaves a majority and a copy. */
-    ck_assert(it_wait_baseline(finder, 3, 30000));
-    ck_assert(it_wait_settled(finder, "default", 3, 30000));
+    lattice_node *c = grid_settled();
     ck_assert_int_eq(lattice_cache_put(c, "default", "{f}k", 4, "before", 6), LATTICE_OK);
     lattice_tx *tx;
     ck_assert_int_eq(lattice_tx_begin(c, NULL, 60000, "failover", &tx), LATTICE_OK);
     lattice_status st;
     ck_assert_str_eq(tx_get_str(tx, "{f}k", &st), "before");
     put(tx, "{f}k", "after");
-    int victim = primary_of(c, "{f}k");
-    it_signal(srv[victim], SIGKILL);
-    ck_assert(it_wait_exit(srv[victim], 10000));
+    kill_primary_of(c, "{f}k");
     /* The backup takes over with a new epoch: the read's watch cannot hold
      * there, whatever the value (the new primary cannot know what the old
      * one let through after the read). */
@@ -437,9 +449,7 @@ static void *audit(void *arg)
 START_TEST(bank_transfers_through_a_kill_keep_the_total)
 {
     it_begin("tx_bank");
-    lattice_node *c = grid_up();
-    ck_assert(it_wait_baseline(finder, 3, 30000));
-    ck_assert(it_wait_settled(finder, "default", 3, 30000));
+    lattice_node *c = grid_settled();
     char k[32];
     for (int i = 0; i < ACCOUNTS; i++) {
         acct_key(k, sizeof k, i);
@@ -452,10 +462,8 @@ START_TEST(bank_transfers_through_a_kill_keep_the_total)
     /* Once some transfers committed, the accounts' primary dies. */
     for (int i = 0; i < 3000 && atomic_load(&b.transfers) < 100; i++) usleep(10000);
     acct_key(k, sizeof k, 0);
-    int victim = primary_of(c, k);
     long before = atomic_load(&b.transfers);
-    it_signal(srv[victim], SIGKILL);
-    ck_assert(it_wait_exit(srv[victim], 10000));
+    kill_primary_of(c, k);
     /* ... and transfers commit again on the new primary. */
     for (int i = 0; i < 6000 && atomic_load(&b.transfers) < before + 100; i++) usleep(10000);
     atomic_store(&b.stop, true);
@@ -595,9 +603,7 @@ static void *la_work(void *arg)
 START_TEST(list_append_histories_through_a_kill_are_strict_serializable)
 {
     it_begin("tx_list_append");
-    lattice_node *n = grid_up();
-    ck_assert(it_wait_baseline(finder, 3, 30000));
-    ck_assert(it_wait_settled(finder, "default", 3, 30000));
+    lattice_node *n = grid_settled();
     atomic_bool stop = false;
     la_client c[LA_CLIENTS];
     pthread_t th[LA_CLIENTS];
@@ -616,9 +622,7 @@ START_TEST(list_append_histories_through_a_kill_are_strict_serializable)
         if (done >= LA_CLIENTS * LA_TXNS / 3) break;
         usleep(10000);
     }
-    int victim = primary_of(n, "{la}k0");
-    it_signal(srv[victim], SIGKILL);
-    ck_assert(it_wait_exit(srv[victim], 10000));
+    kill_primary_of(n, "{la}k0");
     for (int i = 0; i < LA_CLIENTS; i++) pthread_join(th[i], NULL);
     tx_history all;
     tx_init(&all);
