@@ -54,7 +54,9 @@ void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *o)
         if (q->id) chan_reply(d, o, &r, NULL, 0, false);
         return;
     }
-    if (c) clean_note_sender(c, q->partition, q->sender); /* before this write counts as applied */
+    uint64_t from;
+    if (c && clean_note_sender(c, q->partition, q->sender, &from)) /* before this write counts as applied */
+        takeover_ask(d, c, q->partition, from, q->sender);
     if (!c) r.status = LATTICE_ERR_NO_CACHE;
     else if (q->kind == CTL_REPLICATE_TXN) r.status = txn_apply_copy(d, c, q);
     else if (q->value_type > LATTICE_STORE_TYPE_MAX) r.status = LATTICE_ERR_PROTO; /* not a type this build keeps */
@@ -84,7 +86,8 @@ void backup_clean(lattice_ops *d, const Latdata__Req *q)
 {
     lattice_meta_cache *c = lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, q->cache) : NULL;
     if (c && c->store) {
-        clean_note_sender(c, q->partition, q->sender);
+        uint64_t from;
+        if (clean_note_sender(c, q->partition, q->sender, &from)) takeover_ask(d, c, q->partition, from, q->sender);
         clean_note_committed(c, q->partition, q->committed);
         fast_mark(c, q->partition); /* the copy may be clean now: re-checked at the settle */
     }

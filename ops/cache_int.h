@@ -33,6 +33,7 @@ enum {
     CTL_CLEAN = 109,     /* primary -> copies: partition's writes up to `committed` are acknowledged */
     CTL_RESET_LOST = 110,/* -> coordinator: cache = name; num = the LOST partitions given up */
     CTL_REPLICATE_TXN = 111, /* primary -> copies: a transaction's writes, applied together (txn.c) */
+    CTL_LEVEL = 112,     /* copy -> its new primary: rewrite key (version: the copy's) on every copy (takeover.c) */
     CTL_RESTART_REPORT = 130,/* coordinator -> server, whole-grid restart: its recovered copies (restart.c) */
     CTL_RESTART_PUSH = 131,  /* coordinator -> keeper: send partition's kept copy to node `key` */
     CTL_RESTART_LOAD = 132,  /* keeper -> owner: a slice of the kept copy (remove: clear first; delta: last) */

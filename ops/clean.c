@@ -44,6 +44,7 @@ typedef struct clean_part {
     uint64_t sender;      /* copy: hash of the primary whose writes it applied last (0: none yet) */
     uint8_t role;         /* the last role this node had: ROLE_PRIMARY / ROLE_COPY (0: none yet) */
     bool capped;
+    uint32_t levelling;   /* copy: CTL_LEVEL requests not answered yet (takeover.c) */
     waitw *head, *tail;   /* primary: writes in flight, oldest first */
 } clean_part;
 
@@ -186,27 +187,52 @@ waitw *clean_pending_write(lattice_ops *d, lattice_meta_cache *c, uint32_t parti
     return last;
 }
 
-lattice_status clean_defer_read(waitw *w, const exec_in *in, const origin *org)
+lattice_status clean_defer_write(waitw *w, const exec_in *in, const origin *org, const char *origin_id,
+                                 uint64_t seq)
 {
-    deferred_read *r = lt_malloc(sizeof *r + in->key_len);
-    if (!r) return LATTICE_ERR_NOMEM;
+    size_t id_len = origin_id ? strlen(origin_id) : 0;
+    deferred_read *r = lt_malloc(sizeof *r + in->key_len + in->value_len);
+    if (!r || id_len >= sizeof r->origin_id) {
+        lt_free(r);
+        return LATTICE_ERR_NOMEM;
+    }
     r->in = *in;
     memcpy(r->key, in->key, in->key_len);
     r->in.key = r->key;
-    r->in.value = NULL;
-    r->in.value_len = 0;
+    if (in->value_len) memcpy(r->key + in->key_len, in->value, in->value_len);
+    r->in.value = in->value_len ? r->key + in->key_len : NULL;
     r->org = *org;
-    r->seq = 0; /* a plain read has no resend record (txn.c's defer sets one) */
-    r->origin_id[0] = 0;
+    r->seq = seq;
+    memcpy(r->origin_id, origin_id ? origin_id : "", id_len + 1);
     r->next = w->reads;
     w->reads = r;
     return LATTICE_OK;
 }
 
-void clean_note_sender(lattice_meta_cache *c, uint32_t partition, const char *sender)
+lattice_status clean_defer_read(waitw *w, const exec_in *in, const origin *org)
+{
+    exec_in read = *in;
+    read.value = NULL;
+    read.value_len = 0;
+    return clean_defer_write(w, &read, org, NULL, 0); /* a plain read has no resend record */
+}
+
+bool clean_take_over(lattice_meta_cache *c, uint32_t partition, uint64_t *from)
+{
+    clean_cache *cc = c->clean;
+    if (!cc || partition >= cc->parts) return false;
+    clean_part *cp = &cc->p[partition];
+    if (cp->role != ROLE_COPY) return false;
+    cp->role = ROLE_PRIMARY;
+    if (cp->applied <= cp->heard) return false; /* everything it holds was acknowledged: on every copy */
+    *from = cp->heard;
+    return true;
+}
+
+bool clean_note_sender(lattice_meta_cache *c, uint32_t partition, const char *sender, uint64_t *from)
 {
     clean_cache *cc = state(c);
-    if (!cc || partition >= cc->parts || !sender || !*sender) return;
+    if (!cc || partition >= cc->parts || !sender || !*sender) return false;
     clean_part *cp = &cc->p[partition];
     uint64_t h = lt_fnv1a(sender, strlen(sender)) | 1;
     /* Another primary's stream.  What this copy applied of the old one's
@@ -219,8 +245,25 @@ void clean_note_sender(lattice_meta_cache *c, uint32_t partition, const char *se
      * backups=2: a cut-off backup heard the majority's watermark before it
      * rejoined).  A switch after the old primary drained (every applied
      * write acknowledged and heard) needs no cap. */
-    if (cp->sender && cp->sender != h && cp->applied > cp->heard) cap_at(cp, cp->heard);
+    bool level = cp->sender && cp->sender != h && cp->applied > cp->heard;
+    if (level) {
+        cap_at(cp, cp->heard);
+        *from = cp->heard;
+    }
     cp->sender = h;
+    return level;
+}
+
+void clean_level_begin(lattice_meta_cache *c, uint32_t partition)
+{
+    clean_cache *cc = state(c);
+    if (cc && partition < cc->parts) cc->p[partition].levelling++;
+}
+
+void clean_level_end(lattice_meta_cache *c, uint32_t partition)
+{
+    clean_cache *cc = c->clean;
+    if (cc && partition < cc->parts && cc->p[partition].levelling) cc->p[partition].levelling--;
 }
 
 void clean_note_applied(lattice_meta_cache *c, uint32_t partition, uint64_t version)
@@ -277,7 +320,9 @@ bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition)
 {
     const clean_cache *cc = c->clean;
     if (!cc || partition >= cc->parts) return true; /* nothing applied by replication yet */
-    return cc->p[partition].applied <= cc->p[partition].heard;
+    /* Levelling (takeover.c): it may hold writes nobody acknowledged,
+     * under counters its new primary's watermark covers. */
+    return cc->p[partition].applied <= cc->p[partition].heard && !cc->p[partition].levelling;
 }
 
 void clean_cache_gone(lattice_meta_cache *c)

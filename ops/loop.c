@@ -139,7 +139,10 @@ static bool on_request_frame(void *arg, link_conn *c, const uint8_t *msg, size_t
     lattice_ops *d = arg;
     Latdata__Batch *b = chan_unpack_batch(d, msg, len, mac, mac_len);
     if (!b) return false;
-    if (b->meta && d->grid_hooks.on_meta) d->grid_hooks.on_meta(d, b->meta);
+    if (b->meta && d->grid_hooks.on_meta) {
+        d->grid_hooks.on_meta(d, b->meta);
+        takeover_check(d); /* before anything is served in the new view */
+    }
     origin o = {0};
     o.ident_len = link_srv_ident(c, o.ident);
     if (b->n_reqs) o.to = ops_addressed(d, b->to);
@@ -160,7 +163,10 @@ static bool on_response_frame(void *arg, link_conn *c, const uint8_t *msg, size_
     lattice_ops *d = arg;
     Latdata__Batch *b = chan_unpack_batch(d, msg, len, mac, mac_len);
     if (!b) return false;
-    if (b->meta && d->grid_hooks.on_meta) d->grid_hooks.on_meta(d, b->meta);
+    if (b->meta && d->grid_hooks.on_meta) {
+        d->grid_hooks.on_meta(d, b->meta);
+        takeover_check(d); /* before anything is served in the new view */
+    }
     for (size_t i = 0; i < b->n_resps; i++) {
         handle_response(d, b->resps[i]);
         evict_flush(d);
@@ -396,6 +402,7 @@ static void check_topology(lattice_ops *d)
         d->seen_topology = true;
         d->incarnation = inc;
         on_topology(d, t);
+        takeover_check(d); /* before anything is served in the new view */
     }
     lattice_topology_release(t);
 }
@@ -519,6 +526,7 @@ static void *data_main(void *arg)
                 sweep_stalled(d, now);
             }
             for (size_t i = 0; i < d->n_ticks; i++) d->ticks[i](d, now);
+            takeover_check(d); /* a tick of grid/ may have applied a metadata */
             wal_tick(d);
             evict_flush(d);
             run_retries(d, now);
@@ -754,6 +762,7 @@ lattice_status lattice_ops_init(const lattice_ops_config *c, lattice_ops **out, 
     ops_on_kind(d, CTL_REPLICATE, serve_replicate);
     ops_on_kind(d, CTL_REPLICATE_TXN, serve_replicate);
     ops_on_kind(d, CTL_CLEAN, serve_clean);
+    ops_on_kind(d, CTL_LEVEL, takeover_level_serve);
     *out = d;
     return LATTICE_OK;
 nomem:

@@ -158,6 +158,9 @@ struct pend {
      * connection lost frames since (losses moved on: sync_wait_resend). */
     Latdata__Req *resend;
     uint32_t sent_losses;
+    /* CTL_LEVEL: the partition whose key it asked to be rewritten (takeover.c) */
+    uint64_t cache_serial;
+    uint32_t partition;
 };
 
 /* ---- Registration points: how the grid's machines (grid/grid.h) ride on
@@ -307,6 +310,10 @@ struct lattice_ops {
     uint64_t repl_resent;         /* full_sync replications sent again after a lost connection */
     uint64_t repl_no_cache;       /* full_sync replications a copy answered NO_CACHE (sent again) */
     uint64_t resend_logged_ms;
+    uint64_t takeover_major, takeover_meta; /* the view takeover_check last looked at */
+    uint64_t takeovers, takeover_keys;      /* partitions taken over with writes to level, and their keys */
+    uint64_t levels_asked, level_failed;    /* CTL_LEVEL: keys a copy asked its new primary to rewrite; unanswered */
+    uint64_t level_logged_ms;
 
     /* ---- retry.c: retry and failover */
     opx *retry, *retry_tail;      /* retry list, first in first out */
@@ -483,18 +490,43 @@ deferred_read *clean_end(lattice_ops *d, waitw *w);
 /* Primary: the write in flight on this key a read must wait for, or NULL. */
 waitw *clean_pending_write(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key,
                            size_t key_len);
-/* Primary: park a read until w is done (copies in and org). */
+/* Primary: park a read until w is done (copies in and org).  A write's
+ * resend parked there (clean_defer_write) keeps its value and resend
+ * record, so it reruns as the same write. */
 lattice_status clean_defer_read(waitw *w, const exec_in *in, const origin *org);
+lattice_status clean_defer_write(waitw *w, const exec_in *in, const origin *org, const char *origin_id,
+                                 uint64_t seq);
+/* Primary: this node serves the partition as primary now.  True, once,
+ * when it was a copy that applied writes above the last watermark it heard
+ * from its old primary: those (counters in (*from, counter]) may be missing
+ * on the other copies (takeover.c); from here on its role is primary. */
+bool clean_take_over(lattice_meta_cache *c, uint32_t partition, uint64_t *from);
 /* Primary: the partition's commit watermark (versions <= it are acknowledged). */
 uint64_t clean_committed(const lattice_meta_cache *c, uint32_t partition);
 /* Copy: a replicated write of `version` was applied; `committed` is the
  * watermark its primary sent along (or in CTL_CLEAN). */
 /* A replicate or watermark from `sender` (its primary) reached this copy:
  * when it is another primary than before, the copy's marks are capped at
- * its last watermark if it applied anything above it (clean.c). */
-void clean_note_sender(lattice_meta_cache *c, uint32_t partition, const char *sender);
+ * its last watermark if it applied anything above it (clean.c) - and true,
+ * with that watermark in *from: the copy holds writes of its old primary
+ * the new one may not have (takeover_ask levels them). */
+bool clean_note_sender(lattice_meta_cache *c, uint32_t partition, const char *sender, uint64_t *from);
 void clean_note_applied(lattice_meta_cache *c, uint32_t partition, uint64_t version);
 void clean_note_committed(lattice_meta_cache *c, uint32_t partition, uint64_t committed);
+
+/* takeover.c: after the view changed (a topology, a metadata), each
+ * partition this node now leads after it was its copy is brought level on
+ * every copy before anything of it counts as acknowledged. */
+void takeover_check(lattice_ops *d);
+/* The other half (a copy): sender became the primary of partition while
+ * this copy holds writes above watermark `from` it may lack; each key those
+ * touched is sent to it as CTL_LEVEL, which rewrites the key's state there
+ * under a new version on every copy.  Until each is answered this copy
+ * answers no read of the partition itself (clean_level_begin / _end). */
+void takeover_ask(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, uint64_t from, const char *sender);
+void takeover_level_serve(void *d, const Latdata__Req *q, const void *from);
+void clean_level_begin(lattice_meta_cache *c, uint32_t partition);
+void clean_level_end(lattice_meta_cache *c, uint32_t partition);
 /* Copy: may a read be answered from this copy (no applied write that its
  * primary has not acknowledged)? */
 bool clean_copy_is_clean(const lattice_meta_cache *c, uint32_t partition);

@@ -341,6 +341,17 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
     }
     uint64_t oh = seq ? ops_origin_hash(d, origin_id) : 0;
     const dedup_entry *seen = ops_is_read(in->kind) ? NULL : dedup_get(d, oh, seq);
+    waitw *level = seen && full_sync ? clean_pending_write(d, c, in->partition, in->key, in->key_len) : NULL;
+    if (level) {
+        /* A resend of a write this node holds while a write of its key is
+         * still in flight - its first attempt, or a takeover levelling the
+         * copies (takeover.c): answered from its record only once that is
+         * on every copy, or a copy that lacks it would call it absent. */
+        if (clean_defer_write(level, in, org, origin_id, seq) == LATTICE_OK) return;
+        lattice_op_result nomem = {.status = LATTICE_ERR_NOMEM};
+        chan_complete(d, org, &nomem);
+        return;
+    }
     if (seen) {
         /* A resend of a write applied here (or replicated here) before: its
          * first result, without applying it again (a previous value it

@@ -646,19 +646,8 @@ static waitw *pending_on(lattice_ops *d, lattice_meta_cache *c, uint32_t partiti
 /* Parks the whole transaction behind w (rerun with its name for resends). */
 static lattice_status defer(waitw *w, const exec_in *in, const origin *org, const char *origin_id, uint64_t seq)
 {
-    deferred_read *r = lt_malloc(sizeof *r + in->key_len + in->value_len);
-    if (!r) return LATTICE_ERR_NOMEM;
-    r->in = *in;
-    memcpy(r->key, in->key, in->key_len);
-    memcpy(r->key + in->key_len, in->value, in->value_len);
-    r->in.key = r->key;
-    r->in.value = r->key + in->key_len;
-    r->org = *org;
-    r->seq = seq && origin_id ? seq : 0;
-    snprintf(r->origin_id, sizeof r->origin_id, "%s", r->seq ? origin_id : "");
-    r->next = w->reads;
-    w->reads = r;
-    return LATTICE_OK;
+    bool named = seq && origin_id;
+    return clean_defer_write(w, in, org, named ? origin_id : NULL, named ? seq : 0);
 }
 
 static void fail(lattice_ops *d, const origin *org, lattice_status st)

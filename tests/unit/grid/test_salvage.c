@@ -356,15 +356,24 @@ START_TEST(another_primary_caps_a_copy_at_its_old_watermark)
         snprintf(key, sizeof key, "k%llu", (unsigned long long)v);
         lattice_store_entry e = {p, key, strlen(key), "v", 1, 0, v, 0};
         ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
-        clean_note_sender(c, p, "old-primary");
+        uint64_t none;
+        ck_assert(!clean_note_sender(c, p, "old-primary", &none));
         clean_note_applied(c, p, v);
         clean_note_committed(c, p, v <= 3 ? v : 3);
     }
     uint64_t mark = 0;
     ck_assert(clean_delta_mark(c, p, &mark));
     ck_assert_uint_eq(mark, 3);
-    clean_note_sender(c, p, "new-primary");
+    /* ... and it must have the new primary rewrite what it holds above 3
+     * (takeover.c): it reads nothing itself meanwhile. */
+    uint64_t from = 0;
+    ck_assert(clean_note_sender(c, p, "new-primary", &from));
+    ck_assert_uint_eq(from, 3);
+    clean_level_begin(c, p);
     clean_note_committed(c, p, 10);
+    ck_assert(!clean_copy_is_clean(c, p));
+    clean_level_end(c, p);
+    ck_assert(clean_copy_is_clean(c, p));
     ck_assert(clean_delta_mark(c, p, &mark));
     ck_assert_uint_eq(mark, 3);
     /* A copy whose old primary drained (everything applied was heard)
@@ -376,14 +385,38 @@ START_TEST(another_primary_caps_a_copy_at_its_old_watermark)
         snprintf(key, sizeof key, "q%llu", (unsigned long long)v);
         lattice_store_entry e = {q, key, strlen(key), "v", 1, 0, v, 0};
         ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
-        clean_note_sender(c, q, "old-primary");
+        uint64_t none;
+        ck_assert(!clean_note_sender(c, q, "old-primary", &none));
         clean_note_applied(c, q, v);
         clean_note_committed(c, q, v);
     }
-    clean_note_sender(c, q, "new-primary");
+    ck_assert(!clean_note_sender(c, q, "new-primary", &from));
     clean_note_committed(c, q, 3);
     ck_assert(clean_delta_mark(c, q, &mark));
     ck_assert_uint_eq(mark, 3);
+}
+END_TEST
+
+/* A copy that becomes primary levels its copies only when it applied
+ * writes above the last watermark it heard (ops/takeover.c): those alone can
+ * be missing on another copy. */
+START_TEST(a_copy_taking_over_levels_only_above_its_watermark)
+{
+    static const char *ids[] = {"solo"};
+    d->meta = grid_of(1, ids);
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
+    uint64_t from = 0, none;
+    ck_assert(!clean_take_over(c, 1, &from)); /* never a copy: nothing */
+    ck_assert(!clean_note_sender(c, 1, "old-primary", &none));
+    clean_note_applied(c, 1, 9);
+    clean_note_committed(c, 1, 6);
+    ck_assert(clean_take_over(c, 1, &from));
+    ck_assert_uint_eq(from, 6);
+    ck_assert(!clean_take_over(c, 1, &from)); /* once: it is the primary now */
+    ck_assert(!clean_note_sender(c, 2, "old-primary", &none));
+    clean_note_applied(c, 2, 9);
+    clean_note_committed(c, 2, 9); /* its old primary drained */
+    ck_assert(!clean_take_over(c, 2, &from));
 }
 END_TEST
 
@@ -393,6 +426,7 @@ int main(void)
     TCase *tc = tcase_create("salvage");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, a_grid_without_quorum_frees_no_kept_copy);
+    tcase_add_test(tc, a_copy_taking_over_levels_only_above_its_watermark);
     tcase_add_test(tc, a_grid_with_quorum_frees_what_no_record_asks_for);
     tcase_add_test(tc, a_kept_copy_is_reported_whoever_owns_the_partition_next);
     tcase_add_test(tc, a_refused_write_keeps_the_delta_mark_below_it);
