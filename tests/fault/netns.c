@@ -83,3 +83,14 @@ void fnet_link(fnet *f, int i, bool up)
 {
     must(it_sh("ip -n %s link set b%d %s", f->sw, i, up ? "up" : "down"), "link");
 }
+
+void fnet_cut_pair(fnet *f, int a, int b, bool cut)
+{
+    /* A blackhole route to the other's address, in each of the two: a
+     * host route beats the bridge's /24, and a packet already in a socket's
+     * queue meets it at its next (re)transmission. */
+    const char *op = cut ? "add" : "del";
+    must(it_sh("ip -n %s route %s blackhole %s/32 && ip -n %s route %s blackhole %s/32", f->ns[a], op, f->host[b],
+               f->ns[b], op, f->host[a]),
+         cut ? "cut a pair" : "heal a pair");
+}

@@ -3,7 +3,8 @@
  * benchmark (bench/quorum): one namespace per node, their peer links on a
  * bridge in a "switch" namespace, so a partition is a bridge port moved to
  * a second bridge (a group cut: the nodes moved still reach each other) or
- * set down (one node cut), and a heal moves it back.  Clients stay in the
+ * set down (one node cut), and a heal moves it back; two nodes that must not
+ * reach each other (and only each other) get blackhole routes.  Clients stay in the
  * root namespace and reach each node through a link of its own that no cut
  * touches: clients on both sides of a partition go on talking to their node.
  *
@@ -46,5 +47,8 @@ void fnet_isolate(fnet *f, const int *nodes, int k);
 void fnet_heal(fnet *f);
 /* Node i's peer link down (cut from everyone) or up again. */
 void fnet_link(fnet *f, int i, bool up);
+/* Nodes a and b no longer reach each other (cut) or do again; each still
+ * reaches everyone else. */
+void fnet_cut_pair(fnet *f, int a, int b, bool cut);
 
 #endif
