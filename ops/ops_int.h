@@ -161,6 +161,7 @@ struct pend {
     /* CTL_LEVEL: the partition whose key it asked to be rewritten (takeover.c) */
     uint64_t cache_serial;
     uint32_t partition;
+    uint8_t attempts;
 };
 
 /* ---- Registration points: how the grid's machines (grid/grid.h) ride on

@@ -195,9 +195,46 @@ void takeover_check(lattice_ops *d)
  * like any write; the copy applies it (newer) and answers reads of the
  * partition itself again once every key it asked for was rewritten. */
 
+static void level_answered(lattice_ops *d, pend *p, const Latdata__Resp *rs);
+
+/* Sends q (owned) to `to` as a CTL_LEVEL of c's partition; false when it
+ * could not (no memory). */
+static bool level_send(lattice_ops *d, peer *to, lattice_meta_cache *c, uint32_t partition, Latdata__Req *q,
+                       uint8_t attempts)
+{
+    pend *p = q ? chan_pend_new(d, level_answered, to) : NULL;
+    if (!p) {
+        lt_free(q);
+        return false;
+    }
+    p->cache_serial = c->serial;
+    p->partition = partition;
+    p->ctl = CTL_LEVEL;
+    p->attempts = attempts;
+    p->resend = chan_req_dup(q); /* for another attempt (NULL: none) */
+    q->id = p->id;
+    chan_send(d, to, q);
+    return true;
+}
+
 static void level_answered(lattice_ops *d, pend *p, const Latdata__Resp *rs)
 {
     lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, p->cache_serial);
+    Latdata__Req *again = p->resend;
+    p->resend = NULL;
+    /* Refused or unanswered (the view moved on meanwhile, a lost
+     * connection): asked again of the same primary while it still leads
+     * the partition, a few times. */
+    lattice_meta_member *own[1];
+    peer *to = chan_peer_by_id(d, p->target);
+    if ((!rs || rs->status != LATTICE_OK) && again && c && to && to->dealer && p->attempts < 4 &&
+        lattice_meta_serving_owners(c, p->partition, own, 1) == 1 && !strcmp(own[0]->id, p->target)) {
+        again->topo_major = d->major;
+        again->meta_version = lattice_meta_version(d->meta);
+        if (level_send(d, to, c, p->partition, again, (uint8_t)(p->attempts + 1))) return; /* still levelling */
+        again = NULL;
+    }
+    lt_free(again);
     if (c) {
         clean_level_end(c, p->partition);
         fast_mark(c, p->partition); /* may answer reads itself again */
@@ -226,23 +263,18 @@ void takeover_ask(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, uin
                                ? m.version
                                : ks.k[i].counter;
         Latdata__Req *q = chan_req_new_from(CTL_LEVEL, c->cfg.name, ks.k[i].key, ks.k[i].key_len, NULL, 0, NULL);
-        pend *p = q ? chan_pend_new(d, level_answered, to) : NULL;
-        if (!p) {
-            lt_free(q);
+        if (q) {
+            q->partition = partition;
+            q->version = version;
+            q->sender = d->self_id;
+            q->topo_major = d->major;
+            q->meta_version = lattice_meta_version(d->meta);
+        }
+        if (!level_send(d, to, c, partition, q, 0)) {
             ok = false;
             continue;
         }
-        p->cache_serial = c->serial;
-        p->partition = partition;
-        p->ctl = CTL_LEVEL;
-        q->id = p->id;
-        q->partition = partition;
-        q->version = version;
-        q->sender = d->self_id;
-        q->topo_major = d->major;
-        q->meta_version = lattice_meta_version(d->meta);
         clean_level_begin(c, partition);
-        chan_send(d, to, q);
     }
     d->levels_asked += ks.n;
     uint64_t now = lt_mono_ms();
