@@ -647,6 +647,8 @@ void txn_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const
  * result for a resend.  Not OK: a write failed (the primary undoes all). */
 lattice_status txn_apply_copy(lattice_ops *d, lattice_meta_cache *c, const Latdata__Req *q);
 void txn_free(lattice_ops *d);
+/* The bytes of the results kept for resends (at most LATTICE_TXN_RESULTS_KEPT_BYTES). */
+size_t txn_kept_bytes(const lattice_ops *d);
 /* The execution alone, on c's store (no network, no wait; unit tests): the
  * result and the write list a copy would apply (both lt_malloc'd, the
  * caller frees them). */

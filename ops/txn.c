@@ -441,6 +441,7 @@ typedef struct txn_kept_ent {
 } txn_kept_ent;
 
 struct txn_kept {
+    size_t bytes; /* of every kept result: at most LATTICE_TXN_RESULTS_KEPT_BYTES */
     txn_kept_ent e[LATTICE_TXN_RESULTS_KEPT];
 };
 
@@ -448,11 +449,17 @@ static void kept_put(lattice_ops *d, uint64_t origin, uint64_t seq, const void *
 {
     if (!seq || len > LATTICE_TXN_RESULT_KEEP_MAX) return;
     if (!d->txn_kept && !(d->txn_kept = lt_calloc(1, sizeof *d->txn_kept))) return;
-    txn_kept_ent *e = &d->txn_kept->e[(origin ^ seq * 0x9E3779B97F4A7C15ull) % LATTICE_TXN_RESULTS_KEPT];
+    struct txn_kept *k = d->txn_kept;
+    txn_kept_ent *e = &k->e[(origin ^ seq * 0x9E3779B97F4A7C15ull) % LATTICE_TXN_RESULTS_KEPT];
+    /* Bounded in bytes too (1,024 results of a MiB would be a GiB): over
+     * the budget the result is not kept, and a resend of it learns
+     * "applied once, replies lost" (R_LOST). */
+    if (k->bytes - e->len + len > LATTICE_TXN_RESULTS_KEPT_BYTES) return;
     void *copy = lt_malloc(len ? len : 1);
     if (!copy) return;
     if (len) memcpy(copy, v, len);
     lt_free(e->value);
+    k->bytes = k->bytes - e->len + len;
     *e = (txn_kept_ent){origin, seq, copy, len};
 }
 
@@ -462,6 +469,8 @@ static const txn_kept_ent *kept_get(const lattice_ops *d, uint64_t origin, uint6
     const txn_kept_ent *e = &d->txn_kept->e[(origin ^ seq * 0x9E3779B97F4A7C15ull) % LATTICE_TXN_RESULTS_KEPT];
     return e->seq == seq && e->origin == origin ? e : NULL;
 }
+
+size_t txn_kept_bytes(const lattice_ops *d) { return d->txn_kept ? d->txn_kept->bytes : 0; }
 
 void txn_free(lattice_ops *d)
 {

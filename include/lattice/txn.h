@@ -24,7 +24,8 @@
  * A resend after a failover (same issuer and op sequence) of a transaction
  * applied before gets the first result again when the copy kept it (its
  * last LATTICE_TXN_RESULTS_KEPT transactions, results up to
- * LATTICE_TXN_RESULT_KEEP_MAX bytes), else status OK with flag
+ * LATTICE_TXN_RESULT_KEEP_MAX bytes, LATTICE_TXN_RESULTS_KEPT_BYTES in
+ * all), else status OK with flag
  * LATTICE_OP_R_LOST and no value: applied once, its replies unknown.
  */
 #ifndef LATTICE_TXN_H
@@ -40,6 +41,7 @@
 #define LATTICE_TXN_FORMAT 1
 #define LATTICE_TXN_RESULTS_KEPT 1024u
 #define LATTICE_TXN_RESULT_KEEP_MAX (1u << 20)
+#define LATTICE_TXN_RESULTS_KEPT_BYTES (16u << 20)
 
 /* Sub-operation kinds only a transaction has. */
 enum {

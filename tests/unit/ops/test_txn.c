@@ -128,6 +128,36 @@ START_TEST(subs_run_in_order_and_a_copy_gets_them_all)
 }
 END_TEST
 
+/* A copy keeps the results of the transactions it applied for their
+ * resends - in count and in bytes: results of a MiB each stop being kept at
+ * the byte budget (their resends learn R_LOST), and the oldest make room
+ * only as their slots are taken. */
+START_TEST(kept_results_are_bounded_in_bytes)
+{
+    lattice_ops *d = lt_calloc(1, sizeof *d);
+    ck_assert_ptr_nonnull(d);
+    size_t big = LATTICE_TXN_RESULT_KEEP_MAX - 64;
+    uint8_t *value = lt_calloc(1, 4 + big); /* an empty write list (u32 0), then the result */
+    ck_assert_ptr_nonnull(value);
+    for (uint64_t seq = 1; seq <= 40; seq++) {
+        Latdata__Req q = LATDATA__REQ__INIT;
+        q.kind = CTL_REPLICATE_TXN;
+        q.partition = part("{t}a");
+        q.value.data = value;
+        q.value.len = 4 + big;
+        q.origin = "issuer";
+        q.op_seq = seq;
+        ck_assert_int_eq(txn_apply_copy(d, &copy, &q), LATTICE_OK);
+        ck_assert_uint_le(txn_kept_bytes(d), LATTICE_TXN_RESULTS_KEPT_BYTES);
+    }
+    ck_assert_uint_eq(txn_kept_bytes(d), (LATTICE_TXN_RESULTS_KEPT_BYTES / big) * big);
+    txn_free(d);
+    ck_assert_uint_eq(txn_kept_bytes(d), 0);
+    lt_free(value);
+    lt_free(d);
+}
+END_TEST
+
 START_TEST(watch_versions_abort_on_any_change)
 {
     uint32_t p = part("{w}k");
@@ -311,6 +341,7 @@ int main(void)
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, subs_run_in_order_and_a_copy_gets_them_all);
     tcase_add_test(t, watch_versions_abort_on_any_change);
+    tcase_add_test(t, kept_results_are_bounded_in_bytes);
     tcase_add_test(t, rename_and_copy_keep_the_expiry);
     tcase_add_test(t, bad_requests_change_nothing);
     tcase_add_test(t, mutated_requests_are_refused_or_run);
