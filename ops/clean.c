@@ -222,9 +222,16 @@ bool clean_take_over(lattice_meta_cache *c, uint32_t partition, uint64_t *from)
     clean_cache *cc = c->clean;
     if (!cc || partition >= cc->parts) return false;
     clean_part *cp = &cc->p[partition];
-    if (cp->role != ROLE_COPY) return false;
-    cp->role = ROLE_PRIMARY;
-    if (cp->applied <= cp->heard) return false; /* everything it holds was acknowledged: on every copy */
+    /* Its role stays as it was until it leads a write (clean_begin, the
+     * levelling's first): a copy's delta mark is the watermark it heard,
+     * a primary's its counter - and a copy's counter may count writes
+     * nobody acknowledged (a load takes what its supplier applied), which
+     * a side without quorum, where this node leads but writes nothing,
+     * never acknowledges.  A mark at that counter made a rejoin's delta
+     * skip the majority's writes under the same counters
+     * (fault_partition_two_of_five: 2 acknowledged SETs missing on the
+     * rejoined node). */
+    if (cp->role != ROLE_COPY || cp->applied <= cp->heard) return false; /* all it holds was acknowledged: on every copy */
     *from = cp->heard;
     return true;
 }

@@ -124,6 +124,7 @@ static void serve_clean(void *d, const Latdata__Req *q, const void *o)
  * registered it (backup.c the copies' kinds, grid/ the rest). */
 static void serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
 {
+    takeover_check(d); /* a metadata the grid applied since (a settle, a call): levelled first */
     if (q->kind < CTL_REPLICATE) {
         primary_serve(d, q, o);
         return;
@@ -270,6 +271,7 @@ static void drain_queue(lattice_ops *d)
             w[n++] = caa_container_of(q, opx, qnode);
         }
         if (!n) break;
+        takeover_check(d);
         if (!held) log = wal_round_begin(d); /* the log's batch waits for the round */
         held = true;
         if (n > 1 && lattice_meta_valid(d->meta)) prefetch_ops(d, w, n);
@@ -291,6 +293,7 @@ static void drain_inbox(lattice_ops *d)
 
 static void run_retries(lattice_ops *d, uint64_t now)
 {
+    takeover_check(d);
     for (opx *o = retry_take_due(d, now), *next; o; o = next) {
         next = o->rnext;
         if (o->call) d->grid_hooks.run_call(d, o);
@@ -647,6 +650,7 @@ bool loop_run_here(lattice_ops *d, opx **all, size_t n)
     uint64_t sig = state_taken(d);
     struct lt_persist *log = wal_round_begin(d); /* the log's batch takes the whole run */
     drain_queue(d);
+    takeover_check(d);
     for (size_t at = 0; at < n; at += DRAIN_WINDOW) {
         size_t k = n - at < DRAIN_WINDOW ? n - at : DRAIN_WINDOW;
         if (k > 1) prefetch_ops(d, all + at, k); /* ends_here found the metadata valid */

@@ -500,7 +500,8 @@ lattice_status clean_defer_write(waitw *w, const exec_in *in, const origin *org,
 /* Primary: this node serves the partition as primary now.  True, once,
  * when it was a copy that applied writes above the last watermark it heard
  * from its old primary: those (counters in (*from, counter]) may be missing
- * on the other copies (takeover.c); from here on its role is primary. */
+ * on the other copies (takeover.c), which it sends there again as writes
+ * of this primary (clean_begin makes the role primary). */
 bool clean_take_over(lattice_meta_cache *c, uint32_t partition, uint64_t *from);
 /* Primary: the partition's commit watermark (versions <= it are acknowledged). */
 uint64_t clean_committed(const lattice_meta_cache *c, uint32_t partition);

@@ -141,6 +141,7 @@ static void level_partition(lattice_ops *d, lattice_meta_cache *c, uint32_t p, u
     bool walked;
     bool ok = changed_keys(c, p, &ks, &walked);
     for (size_t i = 0; i < ks.n; i++) level_key(d, c, p, from, &ks.k[i]);
+    fast_mark(c, p); /* not readable on the calling thread while they are in flight */
     d->takeovers++;
     d->takeover_keys += ks.n;
     if (!ok || walked)
