@@ -212,8 +212,10 @@ static bool level_send(lattice_ops *d, peer *to, lattice_meta_cache *c, uint32_t
     p->partition = partition;
     p->ctl = CTL_LEVEL;
     p->attempts = attempts;
-    p->resend = chan_req_dup(q); /* for another attempt (NULL: none) */
     q->id = p->id;
+    /* Kept for another attempt (NULL: none), and sent again with the same
+     * id should the connection lose frames (sync_wait_resend). */
+    p->resend = chan_req_dup(q);
     chan_send(d, to, q);
     return true;
 }
