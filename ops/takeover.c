@@ -216,6 +216,7 @@ static bool level_send(lattice_ops *d, peer *to, lattice_meta_cache *c, uint32_t
     /* Kept for another attempt (NULL: none), and sent again with the same
      * id should the connection lose frames (sync_wait_resend). */
     p->resend = chan_req_dup(q);
+    p->sent_losses = to->dealer->losses;
     chan_send(d, to, q);
     return true;
 }
