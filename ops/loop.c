@@ -140,10 +140,7 @@ static bool on_request_frame(void *arg, link_conn *c, const uint8_t *msg, size_t
     lattice_ops *d = arg;
     Latdata__Batch *b = chan_unpack_batch(d, msg, len, mac, mac_len);
     if (!b) return false;
-    if (b->meta && d->grid_hooks.on_meta) {
-        d->grid_hooks.on_meta(d, b->meta);
-        takeover_check(d); /* before anything is served in the new view */
-    }
+    if (b->meta && d->grid_hooks.on_meta) d->grid_hooks.on_meta(d, b->meta); /* serve() levels first (takeover.c) */
     origin o = {0};
     o.ident_len = link_srv_ident(c, o.ident);
     if (b->n_reqs) o.to = ops_addressed(d, b->to);

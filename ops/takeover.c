@@ -77,6 +77,13 @@ static int add_key(lv_keys *ks, const void *key, size_t key_len, uint64_t counte
     return 0;
 }
 
+static void keys_free(lv_keys *ks)
+{
+    for (size_t i = 0; i < ks->n; i++) lt_free(ks->k[i].key);
+    lt_free(ks->k);
+    *ks = (lv_keys){.from = ks->from};
+}
+
 static int from_history(void *arg, const void *key, size_t key_len, uint64_t counter, bool removed)
 {
     return add_key(arg, key, key_len, counter, removed);
@@ -94,9 +101,7 @@ static bool changed_keys(lattice_meta_cache *c, uint32_t p, lv_keys *ks, bool *w
     *walked = false;
     if (lattice_store_history_above(c->store, p, ks->from, false, from_history, ks) == LATTICE_OK && !ks->nomem)
         return true;
-    for (size_t i = 0; i < ks->n; i++) lt_free(ks->k[i].key);
-    ks->n = 0;
-    ks->nomem = false;
+    keys_free(ks);
     *walked = true;
     lattice_store_cursor *cur = NULL;
     if (lattice_store_cursor_open(c->store, p, &cur) != LATTICE_OK) return false;
@@ -153,8 +158,7 @@ static void level_partition(lattice_ops *d, lattice_meta_cache *c, uint32_t p, u
                      "(lattice verify)"
                    : "its history does not reach back that far, so a key removed meanwhile may stay on a copy",
                ks.n);
-    for (size_t i = 0; i < ks.n; i++) lt_free(ks.k[i].key);
-    lt_free(ks.k);
+    keys_free(&ks);
 }
 
 void takeover_check(lattice_ops *d)
@@ -298,8 +302,7 @@ void takeover_ask(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, uin
                      "verify)"
                    : "its history does not reach back that far, so a key it removed meanwhile is not among them",
                ks.n);
-    for (size_t i = 0; i < ks.n; i++) lt_free(ks.k[i].key);
-    lt_free(ks.k);
+    keys_free(&ks);
 }
 
 void takeover_level_serve(void *arg, const Latdata__Req *q, const void *from)
@@ -321,24 +324,25 @@ void takeover_level_serve(void *arg, const Latdata__Req *q, const void *from)
     }
     uint32_t p = q->partition;
     n += lattice_meta_moving_owners(c, p, owners + n, LATTICE_CACHE_MAX_BACKUPS + 1);
-    /* Above the copy's version, so that every copy applies it. */
+    /* Above the copy's version, so that every copy applies it: the value
+     * as any write of it (exec_write_typed: the next counter), or - absent
+     * here, or no room to write it again - its removal under that counter. */
     if (c->counter[p] < q->version) c->counter[p] = q->version;
-    uint64_t version = ++c->counter[p];
-    if (c->before_change) c->before_change(c, p); /* before the rows change: inline readers (fast.c) */
     void *v = NULL;
     lattice_store_meta m = {0};
-    repl_out repl = {.needed = true, .remove = true, .version = version};
-    if (lattice_store_get_copy(c->store, p, q->key.data, q->key.len, &v, &m) == LATTICE_OK) {
-        lattice_store_entry e = {p, q->key.data, q->key.len, v, m.value_len, m.expire_ms, version, m.type};
-        if (lattice_store_put(c->store, &e, 0) == LATTICE_OK)
-            repl = (repl_out){true, false, v, m.value_len, m.expire_ms, version, m.type};
-        else
-            lattice_store_remove_v(c->store, p, q->key.data, q->key.len, version); /* no room: gone everywhere */
-    } else {
-        lattice_store_history_note(c->store, p, q->key.data, q->key.len, version, true);
+    repl_out repl;
+    exec_in in = {LATTICE_OP_PUT, 0, p, q->key.data, q->key.len, NULL, 0, 0, 0};
+    if (lattice_store_get_copy(c->store, p, q->key.data, q->key.len, &v, &m) != LATTICE_OK ||
+        exec_write_typed(c, &in, v, m.value_len, m.expire_ms, m.type, &repl) != LATTICE_OK) {
+        uint64_t version = ++c->counter[p];
+        if (c->before_change) c->before_change(c, p); /* before the rows change: inline readers (fast.c) */
+        if (lattice_store_remove_v(c->store, p, q->key.data, q->key.len, version) != LATTICE_OK)
+            lattice_store_history_note(c->store, p, q->key.data, q->key.len, version, true);
+        c->writes++;
+        repl = (repl_out){true, true, NULL, 0, 0, version, 0};
     }
-    c->writes++;
     fast_mark(c, p);
+    uint64_t version = repl.version;
     waitw *w = n > 1 && c->cfg.sync == LATTICE_SYNC_FULL
                    ? primary_wait_begin(d, c, o, &r, NULL, NULL, primary_after_write, p, version, q->key.data,
                                         q->key.len)
