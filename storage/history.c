@@ -5,8 +5,27 @@
 #include "history.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "lattice/alloc.h"
+
+/* A ring's slots are pages of their own (lt_map), not heap: a partition's
+ * ring is 40 KiB at the defaults, allocated at its first write and freed when
+ * the partition leaves.  From malloc, the rings of partitions that came and
+ * went (a restart elsewhere, a joiner's share) left 40-65 KiB holes between
+ * small long-lived blocks that the next rings did not fit exactly, and the
+ * node's RSS crept up by a few MiB an hour through such events (the soak,
+ * docs/BENCHMARKS.md).  Unmapped, the memory is the OS's again at once. */
+static size_t ring_bytes(uint32_t cap)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return ((size_t)cap * sizeof(hist_rec) + pg - 1) / pg * pg;
+}
+
+static void ring_free(hist_rec *ring, uint32_t cap)
+{
+    if (ring) lt_unmap(ring, ring_bytes(cap));
+}
 
 void lt_hist_init(lt_hist *h)
 {
@@ -27,7 +46,7 @@ static void drop_oldest(lt_hist *h)
 static void empty(lt_hist *h)
 {
     while (h->n) drop_oldest(h);
-    lt_free(h->ring);
+    ring_free(h->ring, h->cap);
     h->ring = NULL;
     h->cap = h->head = 0;
 }
@@ -63,11 +82,11 @@ static bool grow(lt_hist *h, uint32_t max_entries, uint64_t max_bytes)
     uint32_t cap = by_bytes < max_entries ? (uint32_t)by_bytes : max_entries;
     if (cap <= h->cap) cap = h->cap * 2 < max_entries ? h->cap * 2 : max_entries;
     if (cap <= h->cap) return false;
-    hist_rec *x = lt_malloc(cap * sizeof *x);
+    hist_rec *x = lt_map(ring_bytes(cap));
     if (!x) return false;
-    memset(x, 0, cap * sizeof *x);
+    memset(x, 0, cap * sizeof *x); /* zero already; touched, so RSS shows it from now */
     for (uint32_t i = 0; i < h->n; i++) x[i] = h->ring[(h->head + i) % h->cap];
-    lt_free(h->ring);
+    ring_free(h->ring, h->cap);
     h->ring = x;
     h->cap = cap;
     h->head = 0;

@@ -67,6 +67,7 @@ static struct options {
     double duration_s, kill_every_s, join_every_s, join_hold_s, report_s, warmup_s, settle_s;
     long keys;
     int vmin, vmax, resp_threads, client_threads, fd_ms, backups, region_mb, base_port, checkpoint_mb;
+    int spare; /* a base server never killed, or -1 */
     double set_rate, set_retire_s;
     unsigned seed;
     bool json, keep;
@@ -120,6 +121,8 @@ static void usage(FILE *f)
           "  --settle-timeout T  longest wait for the grid to settle after an event (default 3m)\n"
           "  --base-port P       first of the 12 ports (4 peer, 4 RESP, 4 HTTP; default: a free range\n"
           "                      in 20000..32767)\n"
+          "  --spare N           never kill base server sN (0-2), so one process lives through\n"
+          "                      every event (for a heap profile of it; default: none)\n"
           "  --seed N            random seed (default: time and pid)\n"
           "  --keep              keep the temp dir (logs, data dirs; kept anyway on failure)\n"
           "  --json              progress lines on stderr, the summary as one JSON object on stdout\n"
@@ -992,6 +995,7 @@ static void events_step(bool final_phase)
         if (opt.kill_every_s > 0 && t >= next_kill) {
             if (!settled(want_servers())) return; /* a kill waits for every copy */
             int i = (int)((unsigned)rand() % 3u);
+            if (i == opt.spare) i = (i + 1 + (int)((unsigned)rand() % 2u)) % 3;
             open_window();
             atomic_store(&srv[i].accepting, 0);
             kill(srv[i].pid, SIGKILL);
@@ -1554,7 +1558,7 @@ int main(int argc, char **argv)
     opt = (struct options){.duration_s = 300, .kill_every_s = 180, .set_retire_s = 600, .join_every_s = 600, .join_hold_s = -1,
                         .report_s = 60, .warmup_s = -1, .settle_s = 180, .keys = 100000, .vmin = 100,
                         .vmax = 1000, .resp_threads = 3, .client_threads = 1, .fd_ms = 2000, .backups = 1,
-                        .region_mb = 0, .set_rate = 20, .latticed = LATTICED_PATH, .cli = LATTICE_CLI_PATH};
+                        .region_mb = 0, .set_rate = 20, .spare = -1, .latticed = LATTICED_PATH, .cli = LATTICE_CLI_PATH};
     opt.seed = (unsigned)time(NULL) ^ (unsigned)getpid();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1594,6 +1598,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--checkpoint-mb")) opt.checkpoint_mb = (int)parse_long(v, a, 1, 1 << 20);
         else if (!strcmp(a, "--region-mb")) opt.region_mb = (int)parse_long(v, a, 16, 1 << 20);
         else if (!strcmp(a, "--base-port")) opt.base_port = (int)parse_long(v, a, 1024, 32768 - 3 * N_SRV);
+        else if (!strcmp(a, "--spare")) opt.spare = (int)parse_long(v, a, 0, 2);
         else if (!strcmp(a, "--seed")) opt.seed = (unsigned)parse_long(v, a, 0, 0x7fffffff);
         else if (!strcmp(a, "--latticed")) opt.latticed = v;
         else if (!strcmp(a, "--lattice")) opt.cli = v;

@@ -1,6 +1,8 @@
 /* The per-partition update history (delta rebalance): what it records, its
  * bounds in records and bytes, the ring's wrap, and the decision it gives a
  * supplier - every change above a mark is known, or a full copy is needed. */
+#include <malloc.h>
+
 #include "run_suite.h"
 #include "helpers.h"
 #include "history.h"
@@ -271,6 +273,32 @@ START_TEST(ring_takes_its_slots_at_the_first_record)
 }
 END_TEST
 
+/* Rings are pages of their own, not heap: 256 partitions' rings, taken and
+ * freed as partitions come and go, leave no holes in malloc's heap, and the
+ * heap does not hold them while they live. */
+START_TEST(rings_are_not_heap)
+{
+    enum { N = 256 };
+    static lt_hist hs[N];
+    struct mallinfo2 before = mallinfo2();
+    for (int i = 0; i < N; i++) {
+        lt_hist_init(&hs[i]);
+        lt_hist_note(&hs[i], 1024, 65536, 1, "k1", 2, false);
+        ck_assert_uint_eq(hs[i].cap, 1024);
+        ck_assert_uint_eq((uintptr_t)hs[i].ring % 4096, 0); /* page-aligned: mapped */
+    }
+    struct mallinfo2 held = mallinfo2();
+    size_t rings = (size_t)N * 1024 * sizeof(hist_rec); /* 10 MiB */
+    size_t grew = (held.uordblks + held.hblkhd) - (before.uordblks + before.hblkhd);
+    ck_assert_uint_lt(grew, rings / 16);
+    for (int i = 0; i < N; i++) {
+        for (uint64_t c = 2; c <= 1100; c++) lt_hist_note(&hs[i], 1024, 65536, c, "k", 1, false);
+        ck_assert_uint_eq(hs[i].n, 1024);
+        lt_hist_free(&hs[i]);
+    }
+}
+END_TEST
+
 static void setup(void) { rcu_register_thread(); }
 static void teardown(void) { rcu_unregister_thread(); }
 
@@ -284,6 +312,7 @@ int main(void)
     tcase_add_test(tc, bound_in_records_drops_oldest_and_raises_the_floor);
     tcase_add_test(tc, bound_in_bytes);
     tcase_add_test(tc, ring_takes_its_slots_at_the_first_record);
+    tcase_add_test(tc, rings_are_not_heap);
     tcase_add_test(tc, short_and_long_keys_come_back_through_the_wrap);
     tcase_add_test(tc, unknown_counter_and_clear);
     tcase_add_test(tc, insert_batch_is_recorded);
