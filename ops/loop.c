@@ -52,7 +52,8 @@ static void ops_free(lattice_ops *d);
 /* Once a second: the region gives the memory of pages emptied beyond its
  * slack back to the OS (partitions that moved away, a flush), a bounded
  * number of pages a round; once it has nothing more to give, malloc's free
- * memory goes too (the indexes and histories of the same partitions), so a
+ * memory goes too (the indexes of the same partitions; their histories'
+ * rings are unmapped as they go), so a
  * server's RSS follows what it holds instead of the most it ever held.
  * Copies that went while their region pages were reused at once (a
  * recovered copy dropped at a restart, then the rebalance: the soak's
