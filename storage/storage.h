@@ -288,6 +288,19 @@ typedef struct lattice_store_change_hook {
 } lattice_store_change_hook;
 void lattice_store_set_change_hook(lattice_store *s, const lattice_store_change_hook *h);
 
+/* Keys that start with this byte are reserved for the grid's own records
+ * (a transaction across partitions keeps its prepared state and its
+ * decision as entries of the partitions involved, txn/txn.h).  Eviction
+ * never takes such an entry: it would free a transaction's locks without
+ * its outcome.  The reserved hook hears of every put and remove of such a
+ * key, whichever path wrote it (an operation, a replicated write, a
+ * rebalance, a log replay, a restore), and of every clear (key NULL), as
+ * the change hook does and under the same rules - so what the node derives
+ * from these entries (the lock table) follows the rows exactly.  h NULL
+ * removes it. */
+#define LATTICE_STORE_RESERVED_BYTE 0xffu
+void lattice_store_set_reserved_hook(lattice_store *s, const lattice_store_change_hook *h);
+
 /* Update history (delta rebalance, docs/REBALANCE.md §9).  Each partition
  * keeps its latest changes as (counter, key, removed) records - every put
  * with its entry's version, every remove_v with its counter - at most

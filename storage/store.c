@@ -211,6 +211,7 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
 {
     lattice_store *s = ctx;
     if (part >= s->nparts) return 0;
+    if (klen && *(const uint8_t *)key == LATTICE_STORE_RESERVED_BYTE) return 0; /* a transaction's record stays */
     if (g && g->skip_store == s && part == g->skip_partition && klen == g->skip_klen && !memcmp(key, g->skip_key, klen))
         return 0;
     struct part *p = &s->parts[part];
@@ -779,6 +780,13 @@ void lattice_store_set_change_hook(lattice_store *s, const lattice_store_change_
 {
     for (uint32_t i = 0; i < s->nparts; i++) pthread_mutex_lock(&s->parts[i].lock);
     s->change = h ? *h : (lattice_store_change_hook){0};
+    for (uint32_t i = s->nparts; i-- > 0;) pthread_mutex_unlock(&s->parts[i].lock);
+}
+
+void lattice_store_set_reserved_hook(lattice_store *s, const lattice_store_change_hook *h)
+{
+    for (uint32_t i = 0; i < s->nparts; i++) pthread_mutex_lock(&s->parts[i].lock);
+    s->reserved = h ? *h : (lattice_store_change_hook){0};
     for (uint32_t i = s->nparts; i-- > 0;) pthread_mutex_unlock(&s->parts[i].lock);
 }
 

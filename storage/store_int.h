@@ -60,6 +60,7 @@ struct lattice_store {
     uint64_t expirations, evictions, index_bytes; /* atomics */
     lattice_store_evict_hook hook; /* changed with every partition lock held */
     lattice_store_change_hook change; /* likewise */
+    lattice_store_change_hook reserved; /* likewise: changes of reserved keys and clears only */
     /* Per partition, its update history (history.h), guarded by that
      * partition's lock; kept out of struct part, which readers touch. */
     lt_hist *hists;
@@ -124,6 +125,9 @@ static inline void store_note(lattice_store *s, struct part *p, int kind, const 
     else lt_hist_note(h, s->hist_entries, s->hist_bytes, counter, e->key, e->key_len,
                       kind == LATTICE_STORE_CHANGE_REMOVE);
     if (s->change.changed) s->change.changed(s->change.arg, kind, e);
+    if (s->reserved.changed &&
+        (kind == LATTICE_STORE_CHANGE_CLEAR || (e->key_len && *(const uint8_t *)e->key == LATTICE_STORE_RESERVED_BYTE)))
+        s->reserved.changed(s->reserved.arg, kind, e);
 }
 
 #endif

@@ -691,6 +691,75 @@ START_TEST(clear_empties_one_partition_only)
 }
 END_TEST
 
+/* ---- reserved keys (a transaction's records, txn/txn.h) ---- */
+
+struct reserved_log {
+    int puts, removes, clears, others;
+    char last[32];
+};
+
+static void hook_reserved(void *arg, int kind, const lattice_store_entry *e)
+{
+    struct reserved_log *l = arg;
+    if (kind == LATTICE_STORE_CHANGE_CLEAR) {
+        l->clears++;
+        return;
+    }
+    if (!e->key_len || *(const uint8_t *)e->key != LATTICE_STORE_RESERVED_BYTE) l->others++;
+    if (kind == LATTICE_STORE_CHANGE_PUT) l->puts++;
+    else l->removes++;
+    snprintf(l->last, sizeof l->last, "%.*s", (int)(e->key_len - 1), (const char *)e->key + 1);
+}
+
+/* The hook hears of the reserved keys only, and eviction never takes one:
+ * a full region of plain entries keeps every reserved entry. */
+START_TEST(reserved_keys_are_heard_and_never_evicted)
+{
+    lattice_region *r = new_region(4096, 1, LATTICE_REGION_EVICT);
+    lattice_store *s = new_store(r, 4, NULL);
+    struct reserved_log log = {0};
+    lattice_store_change_hook h = {hook_reserved, &log};
+    lattice_store_set_reserved_hook(s, &h);
+    uint8_t v[3000] = {0};
+    char rk[16][8];
+    for (int i = 0; i < 16; i++) {
+        int n = snprintf(rk[i], sizeof rk[i], "\xffr%d", i);
+        lattice_store_entry e = {(uint32_t)(i % 4), rk[i], (size_t)n, v, 200, 0, 1, 0};
+        ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    }
+    ck_assert_int_eq(log.puts, 16);
+    ck_assert_str_eq(log.last, "r15");
+    char k[32];
+    for (uint64_t id = 0; id < 20000; id++) { /* 1 MiB of region: most of these are evicted */
+        lattice_store_entry e = ent(k, id, v, 300, 1, 4);
+        ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    }
+    lattice_store_metrics m;
+    lattice_store_metrics_get(s, &m);
+    ck_assert_uint_gt(m.evictions, 0);
+    ck_assert_int_eq(log.others, 0); /* plain puts and their evictions are not heard */
+    ck_assert_int_eq(log.removes, 0);
+    for (int i = 0; i < 16; i++) {
+        void *val;
+        lattice_store_meta mm;
+        ck_assert_int_eq(lattice_store_get_copy(s, (uint32_t)(i % 4), rk[i], strlen(rk[i]), &val, &mm), LATTICE_OK);
+        lt_free(val);
+    }
+    ck_assert_int_eq(lattice_store_remove_v(s, 1, rk[1], strlen(rk[1]), 9), LATTICE_OK);
+    ck_assert_int_eq(log.removes, 1);
+    ck_assert_str_eq(log.last, "r1");
+    ck_assert_int_eq(lattice_store_clear(s, 2), LATTICE_OK);
+    ck_assert_int_eq(log.clears, 1);
+    lattice_store_set_reserved_hook(s, NULL);
+    lattice_store_entry e = {0, rk[0], strlen(rk[0]), v, 10, 0, 2, 0};
+    ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    ck_assert_int_eq(log.puts, 16); /* removed: not heard */
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    lattice_store_destroy(s);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 /* ---- full region ---- */
 
 START_TEST(full_region_evicts_least_recently_used)
@@ -1357,6 +1426,7 @@ int main(void)
     tcase_add_test(tc, sweeps_find_expiry_lowered_by_an_update);
     tcase_add_test(tc, idle_time_is_a_lower_bound_from_the_page_stamp);
     tcase_add_test(tc, same_size_overwrites_keep_their_rows_as_versions_grow);
+    tcase_add_test(tc, reserved_keys_are_heard_and_never_evicted);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
 }
