@@ -783,13 +783,6 @@ void lattice_store_set_change_hook(lattice_store *s, const lattice_store_change_
     for (uint32_t i = s->nparts; i-- > 0;) pthread_mutex_unlock(&s->parts[i].lock);
 }
 
-void lattice_store_set_reserved_hook(lattice_store *s, const lattice_store_change_hook *h)
-{
-    for (uint32_t i = 0; i < s->nparts; i++) pthread_mutex_lock(&s->parts[i].lock);
-    s->reserved = h ? *h : (lattice_store_change_hook){0};
-    for (uint32_t i = s->nparts; i-- > 0;) pthread_mutex_unlock(&s->parts[i].lock);
-}
-
 static size_t parts_bytes(uint32_t n) { return (size_t)n * sizeof(struct part); }
 
 int lattice_store_create(const lattice_store_config *cfg, lattice_store **out)
@@ -862,6 +855,7 @@ void lattice_store_destroy(lattice_store *s)
         pthread_mutex_lock(&p->lock);
         store_clear_locked(s, p);
         lt_hist_free(&s->hists[i]);
+        store_reserved_free(p);
         pthread_mutex_unlock(&p->lock);
         pthread_mutex_destroy(&p->lock);
     }

@@ -33,6 +33,9 @@ struct part {
     uint64_t slots;       /* atomic read; home slots of the table (metrics) */
     uint64_t min_expire;  /* atomic read; no entry expires before this (lock) */
     uint32_t idx;
+    struct reserved *reserved; /* lock; the reserved keys held (NULL: none) */
+    uint64_t reserved_gen;     /* atomic read; changed under lock by every change of a reserved key */
+    bool reserved_walk;        /* lock; the list missed a key (no memory): walk the partition until its clear */
 } __attribute__((aligned(64)));
 
 struct lattice_store {
@@ -60,7 +63,6 @@ struct lattice_store {
     uint64_t expirations, evictions, index_bytes; /* atomics */
     lattice_store_evict_hook hook; /* changed with every partition lock held */
     lattice_store_change_hook change; /* likewise */
-    lattice_store_change_hook reserved; /* likewise: changes of reserved keys and clears only */
     /* Per partition, its update history (history.h), guarded by that
      * partition's lock; kept out of struct part, which readers touch. */
     lt_hist *hists;
@@ -112,6 +114,11 @@ void store_maybe_shrink(lattice_store *s, struct part *p);
  * held. */
 void store_clear_locked(lattice_store *s, struct part *p);
 
+/* A put, remove or clear that concerns reserved keys (store_walk.c):
+ * keeps p->reserved and bumps p->reserved_gen.  Partition lock held. */
+void store_reserved_note(struct part *p, int kind, const lattice_store_entry *e);
+void store_reserved_free(struct part *p);
+
 /* Every change of an entry goes through here (partition lock held): the
  * history hears of it with its counter (UINT64_MAX: not known), then the
  * persistence hook. */
@@ -125,9 +132,9 @@ static inline void store_note(lattice_store *s, struct part *p, int kind, const 
     else lt_hist_note(h, s->hist_entries, s->hist_bytes, counter, e->key, e->key_len,
                       kind == LATTICE_STORE_CHANGE_REMOVE);
     if (s->change.changed) s->change.changed(s->change.arg, kind, e);
-    if (s->reserved.changed &&
-        (kind == LATTICE_STORE_CHANGE_CLEAR || (e->key_len && *(const uint8_t *)e->key == LATTICE_STORE_RESERVED_BYTE)))
-        s->reserved.changed(s->reserved.arg, kind, e);
+    if (kind == LATTICE_STORE_CHANGE_CLEAR ? p->reserved != NULL
+                                           : e->key_len && *(const uint8_t *)e->key == LATTICE_STORE_RESERVED_BYTE)
+        store_reserved_note(p, kind, e);
 }
 
 #endif
