@@ -307,6 +307,7 @@ static void cache_gone(void *arg, lattice_meta_cache *c)
     fast_cache_gone(arg, c);
     if (d->grid_hooks.cache_gone) d->grid_hooks.cache_gone(arg, c);
     clean_cache_gone(c);
+    txlock_cache_gone(c);
     evict_cache_gone(arg, c);
     wal_cache_gone(arg, c);
 }

@@ -480,6 +480,17 @@ bool ops_not_meant_here(const lattice_ops *d, const origin *o, uint64_t topo_maj
  * nobody. */
 addressed_to ops_addressed(const lattice_ops *d, const char *to);
 
+/* ---- txlock.c: the locks of transactions prepared across partitions ----
+ * Read off partition p's prepared rows (docs/TRANSACTIONS.md).  The table
+ * (NULL: p holds none); *unknown when it could not be read (no memory):
+ * then treat every key of p as locked. */
+struct lt_txp_locks;
+struct lt_txp_locks *txlock_table(lattice_meta_cache *c, uint32_t p, bool *unknown);
+/* True when a prepared transaction holds key against this access: a write
+ * waits for any of its locks, a read only for a write lock. */
+bool txlock_blocks(lattice_meta_cache *c, uint32_t p, const void *key, size_t key_len, bool write);
+void txlock_cache_gone(lattice_meta_cache *c);
+
 /* ---- clean.c: commit watermarks, so every read is linearizable (full_sync) */
 /* Primary: the write w (version, key) is in flight to the copies. */
 void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,

@@ -14,6 +14,7 @@
 #include "lattice/alloc.h"
 #include "lattice/txn.h"
 #include "ops_int.h"
+#include "txn/txn.h"
 
 #define PARTS 4
 static lattice_region *region;
@@ -334,6 +335,75 @@ START_TEST(mutated_requests_are_refused_or_run)
 }
 END_TEST
 
+/* ---- txlock.c: locks read off prepared rows ---- */
+
+/* Writes the prepared row of transaction `seq` in the partition of `w` (its
+ * one write), reading `r`. */
+static void prepare_row(lattice_meta_cache *c, uint64_t seq, const char *r, const char *w, uint64_t version)
+{
+    uint32_t p = part(w);
+    lt_txp_key_ref rr = {r, strlen(r)};
+    lt_txp_write ww = {w, "new", strlen(w), 3, false, 0, 0};
+    lt_txp_rec rec = {{42, seq}, seq, 0, 1000, 1, 1, &rr, &ww};
+    uint8_t *v, k[LT_TXP_KEY_MAX];
+    size_t vl, kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, rec.id, k);
+    ck_assert_int_eq(lt_txp_rec_encode(&rec, &v, &vl), LATTICE_OK);
+    lattice_store_entry e = {p, k, kl, v, vl, 0, version, 0};
+    ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
+    lt_free(v);
+}
+
+static void finish_row(lattice_meta_cache *c, uint64_t seq, uint32_t p, uint64_t version)
+{
+    uint8_t k[LT_TXP_KEY_MAX];
+    size_t kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, (lt_txid){42, seq}, k);
+    ck_assert_int_eq(lattice_store_remove_v(c->store, p, k, kl, version), LATTICE_OK);
+}
+
+/* The locks follow the rows: a prepared row locks what it writes against
+ * reads and writes and what it reads against writes; its removal frees
+ * them; a store replaced (a restart's recovered copy) is read afresh. */
+START_TEST(locks_are_read_off_the_prepared_rows)
+{
+    /* Two keys of one partition. */
+    char w[16] = "w", r[16] = "r";
+    for (int i = 0; part(r) != part(w); i++) snprintf(r, sizeof r, "r%d", i);
+    uint32_t p = part(w);
+    ck_assert(!txlock_blocks(&prim, p, w, 1, true));
+    prepare_row(&prim, 1, r, w, 10);
+    ck_assert(txlock_blocks(&prim, p, w, strlen(w), false));
+    ck_assert(txlock_blocks(&prim, p, w, strlen(w), true));
+    ck_assert(!txlock_blocks(&prim, p, r, strlen(r), false)); /* readers share */
+    ck_assert(txlock_blocks(&prim, p, r, strlen(r), true));
+    ck_assert(!txlock_blocks(&prim, p, "other", 5, true));
+    bool unknown;
+    ck_assert_uint_eq(lt_txp_locks_count(txlock_table(&prim, p, &unknown)), 1);
+    prepare_row(&prim, 2, r, w, 11); /* a second one (the table does not judge: the prepare did) */
+    ck_assert_uint_eq(lt_txp_locks_count(txlock_table(&prim, p, &unknown)), 2);
+    finish_row(&prim, 1, p, 12);
+    ck_assert(txlock_blocks(&prim, p, w, strlen(w), false)); /* 2 still holds it */
+    finish_row(&prim, 2, p, 13);
+    ck_assert(!txlock_blocks(&prim, p, w, strlen(w), false));
+    ck_assert(!txlock_blocks(&prim, p, r, strlen(r), true));
+    /* The copy applied the same row by another path: it holds the lock too. */
+    prepare_row(&copy, 3, r, w, 10);
+    ck_assert(txlock_blocks(&copy, p, w, strlen(w), true));
+    /* A replaced store is read afresh. */
+    lattice_store *old = copy.store;
+    lattice_store_config sc = {"t2", PARTS, region, NULL, NULL};
+    ck_assert_int_eq(lattice_store_create(&sc, &copy.store), LATTICE_OK);
+    ck_assert(!txlock_blocks(&copy, p, w, strlen(w), true));
+    lattice_store_destroy(copy.store);
+    copy.store = old;
+    ck_assert(txlock_blocks(&copy, p, w, strlen(w), true));
+    /* A clear drops it. */
+    ck_assert_int_eq(lattice_store_clear(copy.store, p), LATTICE_OK);
+    ck_assert(!txlock_blocks(&copy, p, w, strlen(w), true));
+    txlock_cache_gone(&prim);
+    txlock_cache_gone(&copy);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("txn");
@@ -345,6 +415,7 @@ int main(void)
     tcase_add_test(t, rename_and_copy_keep_the_expiry);
     tcase_add_test(t, bad_requests_change_nothing);
     tcase_add_test(t, mutated_requests_are_refused_or_run);
+    tcase_add_test(t, locks_are_read_off_the_prepared_rows);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }

@@ -1,0 +1,123 @@
+/*
+ * txlock: the locks of the transactions prepared in this node's partitions
+ * (data thread; docs/TRANSACTIONS.md, "Across slots").
+ *
+ * A transaction across partitions holds its keys from its prepare to its
+ * finish by a prepared row in each partition it touches (txn/txn.h: an
+ * internal key, the record of its reads and writes).  The locks are not
+ * state of their own: they are read off those rows.  The store lists each
+ * partition's reserved keys with a generation that moves with every change
+ * to one of them (storage.h), whichever path made it - this node's primary
+ * writing the row, a backup applying it, a rebalance loading it, a log
+ * replay, a clear - so a partition's table is rebuilt from its rows when
+ * the generation moved since it was built, and a new primary holds exactly
+ * the locks its rows say, with nothing to hand over.
+ *
+ * A partition that never held a reserved key costs one atomic load a check.
+ */
+#include <string.h>
+
+#include "lattice/alloc.h"
+#include "lattice/log.h"
+#include "ops_int.h"
+#include "txn/txn.h"
+
+typedef struct txlocks {
+    lattice_store *store; /* the tables below were read off this store */
+    uint32_t parts;
+    lt_txp_locks **t; /* per partition: NULL until first needed */
+    uint64_t *gen;    /* the store's reserved generation t[p] was built at */
+    bool *bad;        /* t[p] could not be built (no memory): everything in p waits */
+} txlocks;
+
+static void txlocks_free(txlocks *x)
+{
+    if (!x) return;
+    for (uint32_t p = 0; x->t && p < x->parts; p++) lt_txp_locks_free(x->t[p]);
+    lt_free(x->t);
+    lt_free(x->gen);
+    lt_free(x->bad);
+    lt_free(x);
+}
+
+void txlock_cache_gone(lattice_meta_cache *c)
+{
+    txlocks_free(c->txlocks);
+    c->txlocks = NULL;
+}
+
+static txlocks *txlocks_of(lattice_meta_cache *c)
+{
+    txlocks *x = c->txlocks;
+    if (x && x->store == c->store && x->parts == c->cfg.partitions) return x;
+    txlocks_free(x); /* the store was replaced (a restart's recovered copy, a rejoin): read it afresh */
+    c->txlocks = NULL;
+    x = lt_calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->store = c->store;
+    x->parts = c->cfg.partitions;
+    x->t = lt_calloc(x->parts, sizeof *x->t);
+    x->gen = lt_calloc(x->parts, sizeof *x->gen);
+    x->bad = lt_calloc(x->parts, sizeof *x->bad);
+    if (!x->t || !x->gen || !x->bad) {
+        txlocks_free(x);
+        return NULL;
+    }
+    c->txlocks = x;
+    return x;
+}
+
+static int add_row(void *arg, const lattice_store_item *it)
+{
+    lt_txp_locks *t = arg;
+    lt_txp_kind kind;
+    lt_txid id;
+    if (!lt_txp_key_parse(it->key, it->key_len, &kind, &id) || kind != LT_TXP_PREPARED) return 0; /* a decision */
+    lt_txp_rec r;
+    lattice_status st = lt_txp_rec_decode(it->value, it->value_len, &r);
+    if (st == LATTICE_ERR_INVAL) {
+        LT_LOG(LT_ERROR, "data", "partition %u: a prepared transaction's record does not decode: its keys are not locked",
+               it->partition);
+        return 0;
+    }
+    if (st == LATTICE_OK) st = lt_txp_locks_add(t, &r);
+    lt_txp_rec_free(&r);
+    return st == LATTICE_OK ? 0 : 1;
+}
+
+lt_txp_locks *txlock_table(lattice_meta_cache *c, uint32_t p, bool *unknown)
+{
+    *unknown = false;
+    if (!c->store || p >= c->cfg.partitions) return NULL;
+    uint64_t g = lattice_store_reserved_gen(c->store, p, NULL);
+    txlocks *x = c->txlocks;
+    if (!g && (!x || x->store == c->store)) return NULL; /* never held a reserved key */
+    if (!(x = txlocks_of(c))) {
+        *unknown = true;
+        return NULL;
+    }
+    if (x->t[p] && x->gen[p] == g && !x->bad[p]) return x->t[p];
+    lt_txp_locks *t = lt_txp_locks_new();
+    uint64_t built = 0;
+    if (!t || lattice_store_reserved_each(c->store, p, add_row, t, &built) != 0) {
+        lt_txp_locks_free(t);
+        if (!x->bad[p]) LT_LOG(LT_ERROR, "data", "cache %s: partition %u: out of memory reading its prepared "
+                               "transactions: its operations wait", c->cfg.name, p);
+        x->bad[p] = true;
+        *unknown = true;
+        return NULL;
+    }
+    lt_txp_locks_free(x->t[p]);
+    x->t[p] = t;
+    x->gen[p] = built;
+    x->bad[p] = false;
+    return t;
+}
+
+bool txlock_blocks(lattice_meta_cache *c, uint32_t p, const void *key, size_t key_len, bool write)
+{
+    bool unknown;
+    lt_txp_locks *t = txlock_table(c, p, &unknown);
+    if (unknown) return true;
+    return t && lt_txp_locks_count(t) && lt_txp_locks_holders(t, key, key_len, write, NULL, NULL) > 0;
+}
