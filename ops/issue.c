@@ -272,6 +272,9 @@ static bool read_local_copy(lattice_ops *d, opx *o, lattice_meta_cache *c, const
          * that its primary has not acknowledged (clean.c); else the
          * primary answers.  primary_sync/full_async: as it stands. */
         if (c->cfg.sync == LATTICE_SYNC_FULL && !clean_copy_is_clean(c, in->partition)) return false;
+        /* A transaction prepared across partitions holds the key: its
+         * primary answers once the transaction finished (txlock.c). */
+        if (txlock_blocks(c, in->partition, in->key, in->key_len, false)) return false;
         if (!ops_serving_leased(d, c, lease)) {
             retry_later(d, o, LATTICE_ERR_AGAIN);
             return true;

@@ -531,6 +531,7 @@ static void *data_main(void *arg)
             takeover_check(d); /* a tick of grid/ may have applied a metadata */
             wal_tick(d);
             evict_flush(d);
+            txlock_tick(d);
             run_retries(d, now);
             if (d->region) {
                 lattice_region_tick(d->region, now); /* OBJECT IDLETIME's clock (once a second) */
@@ -549,6 +550,7 @@ static void *data_main(void *arg)
     d->running = false;
     drain_inbox(d);
     chan_release_pending(d, true);
+    txlock_stop(d);
     run_retries(d, UINT64_MAX);
     chan_flush(d);
     pthread_mutex_unlock(&d->run_lock);

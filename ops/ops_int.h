@@ -321,6 +321,8 @@ struct lattice_ops {
 
     /* ---- dedup.c: resend records */
     dedup_entry *dedup;           /* DEDUP_SLOTS, allocated at init (servers) */
+    struct txwait *txwaits;       /* operations waiting for a prepared transaction's lock (txlock.c) */
+    uint64_t txwaiting;
 
     /* ---- clean.c: nothing here; its state is per cache and partition
      * (lattice_meta_cache) and in each waitw */
@@ -490,6 +492,13 @@ struct lt_txp_locks *txlock_table(lattice_meta_cache *c, uint32_t p, bool *unkno
  * waits for any of its locks, a read only for a write lock. */
 bool txlock_blocks(lattice_meta_cache *c, uint32_t p, const void *key, size_t key_len, bool write);
 void txlock_cache_gone(lattice_meta_cache *c);
+/* Parks an operation on a locked key until p's prepared rows or the view
+ * change (polled by txlock_tick each tick); txlock_stop ends every waiter
+ * with STOPPED.  NOMEM. */
+lattice_status txlock_park(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org,
+                           const char *origin_id, uint64_t seq);
+void txlock_tick(lattice_ops *d);
+void txlock_stop(lattice_ops *d);
 
 /* ---- clean.c: commit watermarks, so every read is linearizable (full_sync) */
 /* Primary: the write w (version, key) is in flight to the copies. */
@@ -506,6 +515,11 @@ waitw *clean_pending_write(lattice_ops *d, lattice_meta_cache *c, uint32_t parti
  * resend parked there (clean_defer_write) keeps its value and resend
  * record, so it reruns as the same write. */
 lattice_status clean_defer_read(waitw *w, const exec_in *in, const origin *org);
+/* A copy of an operation to run later (key and value copied): NULL on
+ * NOMEM.  primary_rerun runs it here if this node still leads its
+ * partition, or sends it back to be routed again. */
+deferred_read *deferred_new(const exec_in *in, const origin *org, const char *origin_id, uint64_t seq);
+void primary_rerun(lattice_ops *d, lattice_meta_cache *c, deferred_read *rd);
 lattice_status clean_defer_write(waitw *w, const exec_in *in, const origin *org, const char *origin_id,
                                  uint64_t seq);
 /* Primary: this node serves the partition as primary now.  True, once,

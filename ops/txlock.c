@@ -121,3 +121,87 @@ bool txlock_blocks(lattice_meta_cache *c, uint32_t p, const void *key, size_t ke
     if (unknown) return true;
     return t && lt_txp_locks_count(t) && lt_txp_locks_holders(t, key, key_len, write, NULL, NULL) > 0;
 }
+
+/* ---- operations waiting for a lock ----
+ *
+ * An operation on a locked key waits here, whole (its key and value
+ * copied), until the partition's prepared rows change - the transaction
+ * finished, or another prepared - or the view moves; then it runs again
+ * through primary_rerun, which routes it elsewhere if this node no longer
+ * leads the partition, or parks it again if the key is still locked.  The
+ * rows change on any path (a finish applied here or replicated here), so
+ * the check is the partition's reserved generation, polled at each tick:
+ * a waiter costs one atomic load every TICK_MS. */
+
+typedef struct txwait {
+    struct txwait *next;
+    uint64_t cache_serial, gen, major, meta;
+    uint32_t partition;
+    deferred_read *op;
+} txwait;
+
+lattice_status txlock_park(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org,
+                           const char *origin_id, uint64_t seq)
+{
+    txwait *w = lt_malloc(sizeof *w);
+    deferred_read *op = w ? deferred_new(in, org, origin_id, seq) : NULL;
+    if (!op) {
+        lt_free(w);
+        return LATTICE_ERR_NOMEM;
+    }
+    *w = (txwait){d->txwaits, c->serial, lattice_store_reserved_gen(c->store, in->partition, NULL), d->major,
+                  lattice_meta_version(d->meta), in->partition, op};
+    d->txwaits = w;
+    d->txwaiting++;
+    return LATTICE_OK;
+}
+
+static void end_wait(lattice_ops *d, txwait *w, lattice_status st)
+{
+    lattice_meta_cache *c = st == LATTICE_OK ? lattice_meta_cache_by_serial(d->meta, w->cache_serial) : NULL;
+    if (c) {
+        primary_rerun(d, c, w->op); /* may park it again */
+    } else if (w->op->org.local) {
+        retry_later(d, w->op->org.local, st == LATTICE_OK ? LATTICE_ERR_NOT_OWNER : st);
+    } else {
+        lattice_op_result r = {.status = st == LATTICE_OK ? LATTICE_ERR_NOT_OWNER : st};
+        chan_complete(d, &w->op->org, &r);
+    }
+    lt_free(w->op);
+    lt_free(w);
+    d->txwaiting--;
+}
+
+void txlock_tick(lattice_ops *d)
+{
+    if (!d->txwaits) return;
+    uint64_t meta = lattice_meta_version(d->meta);
+    txwait *ready = NULL, **pp = &d->txwaits;
+    while (*pp) {
+        txwait *w = *pp;
+        lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, w->cache_serial);
+        bool moved = !c || !c->store || w->major != d->major || w->meta != meta ||
+                     lattice_store_reserved_gen(c->store, w->partition, NULL) != w->gen;
+        if (!moved) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next; /* out of the list before any rerun parks again */
+        w->next = ready;
+        ready = w;
+    }
+    while (ready) {
+        txwait *next = ready->next;
+        end_wait(d, ready, LATTICE_OK);
+        ready = next;
+    }
+}
+
+void txlock_stop(lattice_ops *d)
+{
+    while (d->txwaits) {
+        txwait *w = d->txwaits;
+        d->txwaits = w->next;
+        end_wait(d, w, LATTICE_ERR_STOPPED);
+    }
+}

@@ -652,6 +652,22 @@ static waitw *pending_on(lattice_ops *d, lattice_meta_cache *c, uint32_t partiti
     return last;
 }
 
+/* True when a transaction prepared across partitions holds a key of q
+ * (txlock.c): every key conservatively as written when q writes at all. */
+static bool locked_by_prepared(lattice_meta_cache *c, uint32_t partition, const txn_req *q)
+{
+    bool writes = false;
+    for (size_t i = 0; i < q->n_subs && !writes; i++) writes = !ops_is_read(q->subs[i].kind) && q->subs[i].kind != LATTICE_TXN_VERSION;
+    for (size_t i = 0; i < q->n_watch; i++)
+        if (txlock_blocks(c, partition, q->watch[i].key, q->watch[i].key_len, writes)) return true;
+    for (size_t i = 0; i < q->n_subs; i++) {
+        const txn_sub *s = &q->subs[i];
+        if (txlock_blocks(c, partition, s->key, s->key_len, writes)) return true;
+        if (names_key(s->kind) && txlock_blocks(c, partition, s->value, s->value_len, writes)) return true;
+    }
+    return false;
+}
+
 /* Parks the whole transaction behind w (rerun with its name for resends). */
 static lattice_status defer(waitw *w, const exec_in *in, const origin *org, const char *origin_id, uint64_t seq)
 {
@@ -696,6 +712,12 @@ void txn_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const
                                    seen->flags | (k || seen->status != LATTICE_OK ? 0 : LATTICE_OP_R_LOST)};
         req_free(&q);
         chan_complete(d, org, &again);
+        return;
+    }
+    if (locked_by_prepared(c, in->partition, &q)) {
+        req_free(&q);
+        bool named = seq && origin_id;
+        if ((st = txlock_park(d, c, in, org, named ? origin_id : NULL, named ? seq : 0)) != LATTICE_OK) fail(d, org, st);
         return;
     }
     lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];
