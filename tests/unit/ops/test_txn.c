@@ -404,6 +404,108 @@ START_TEST(locks_are_read_off_the_prepared_rows)
 }
 END_TEST
 
+/* PREPARE, FINISH and DECIDE run on a real store: the prepared row holds
+ * the writes back and locks the keys, on the primary and on a copy that
+ * applied the write list; FINISH applies them (commit) or not (abort) and
+ * frees the locks; a watch that changed aborts the prepare; the first
+ * decision stands. */
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static lattice_status run_cross(const lattice_txn_watch *w, size_t nw, const lattice_op *ops, size_t n, uint32_t p,
+                                txn_local_out *out, lattice_txn_sub_result *res)
+{
+    lattice_status st = run(w, nw, ops, n, p, out, res, n);
+    if (st == LATTICE_OK && out->writes_len)
+        ck_assert_int_eq(txn_apply_writes(&copy, p, out->writes, out->writes_len), LATTICE_OK);
+    return st;
+}
+
+START_TEST(prepare_finish_and_decide)
+{
+    char a[16] = "a", b[16] = "b";
+    for (int i = 0; part(b) != part(a); i++) snprintf(b, sizeof b, "b%d", i);
+    uint32_t p = part(a);
+    txn_local_out out;
+    lattice_txn_sub_result res[4];
+    lattice_op put = sub(LATTICE_OP_PUT, 0, b, "old", 0);
+    ck_assert_int_eq(run_cross(NULL, 0, &put, 1, p, &out, res), LATTICE_OK);
+    free_out(&out);
+    /* Transaction 7 read b (version as it is) and writes a. */
+    lattice_store_meta m = {0};
+    ck_assert_int_eq(lattice_store_get(prim.store, p, b, strlen(b), NULL, 0, &m), LATTICE_ERR_TOO_LARGE);
+    lattice_txn_watch w = {b, strlen(b), LATTICE_TXN_W_VERSION, m.version, EPOCH};
+    uint8_t hdr[LATTICE_TXN_PREP_BYTES];
+    put_le(hdr, 99, 8), put_le(hdr + 8, 7, 8), put_le(hdr + 16, 1000, 8), put_le(hdr + 24, 3, 4), put_le(hdr + 28, 5000, 8);
+    lattice_op prep[2] = {{(lattice_op_kind)LATTICE_TXN_PREPARE, 0, NULL, a, strlen(a), (const char *)hdr, sizeof hdr, 0, 0, 0},
+                          sub(LATTICE_OP_PUT, 0, a, "new", 0)};
+    ck_assert_int_eq(run_cross(&w, 1, prep, 2, p, &out, res), LATTICE_OK);
+    ck_assert(!out.aborted);
+    ck_assert_int_eq(res[0].status, LATTICE_OK);
+    ck_assert_int_eq(res[0].num, 1);
+    free_out(&out);
+    assert_get(&prim, a, NULL); /* not applied yet */
+    for (lattice_meta_cache *c = &prim; c; c = c == &prim ? &copy : NULL) {
+        ck_assert(txlock_blocks(c, p, a, strlen(a), false));
+        ck_assert(txlock_blocks(c, p, b, strlen(b), true));
+        ck_assert(!txlock_blocks(c, p, b, strlen(b), false));
+    }
+    /* Again: prepared already, nothing written. */
+    ck_assert_int_eq(run_cross(&w, 1, prep, 2, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, 0);
+    ck_assert_uint_eq(out.n_writes, 0);
+    free_out(&out);
+    /* Commit. */
+    uint8_t k[LT_TXP_KEY_MAX], commit = LATTICE_TXN_COMMIT;
+    size_t kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, (lt_txid){99, 7}, k);
+    lattice_op fin = {(lattice_op_kind)LATTICE_TXN_FINISH, 0, NULL, (const char *)k, kl, (const char *)&commit, 1, 0, 0, 0};
+    ck_assert_int_eq(run_cross(NULL, 0, &fin, 1, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, 1);
+    free_out(&out);
+    assert_get(&prim, a, "new");
+    assert_get(&copy, a, "new");
+    for (lattice_meta_cache *c = &prim; c; c = c == &prim ? &copy : NULL) {
+        ck_assert(!txlock_blocks(c, p, a, strlen(a), true));
+        ck_assert(!txlock_blocks(c, p, b, strlen(b), true));
+    }
+    ck_assert_int_eq(run_cross(NULL, 0, &fin, 1, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, 0); /* finished already */
+    free_out(&out);
+    /* A prepare whose read changed since aborts and holds nothing. */
+    put_le(hdr + 8, 8, 8);
+    ck_assert_int_eq(run_cross(&w, 1, prep, 2, p, &out, res), LATTICE_OK);
+    ck_assert(!out.aborted); /* b did not change: prepared */
+    free_out(&out);
+    uint8_t abort = LATTICE_TXN_ABORT;
+    kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, (lt_txid){99, 8}, k);
+    lattice_op fin8 = {(lattice_op_kind)LATTICE_TXN_FINISH, 0, NULL, (const char *)k, kl, (const char *)&abort, 1, 0, 0, 0};
+    ck_assert_int_eq(run_cross(NULL, 0, &fin8, 1, p, &out, res), LATTICE_OK);
+    free_out(&out);
+    assert_get(&prim, a, "new"); /* aborted: not applied */
+    ck_assert(!txlock_blocks(&prim, p, a, strlen(a), true));
+    w.version += 1000; /* as if b had changed */
+    put_le(hdr + 8, 9, 8);
+    ck_assert_int_eq(run_cross(&w, 1, prep, 2, p, &out, res), LATTICE_OK);
+    ck_assert(out.aborted);
+    free_out(&out);
+    ck_assert(!txlock_blocks(&prim, p, a, strlen(a), true));
+    /* The first decision stands. */
+    kl = lt_txp_key(PARTS, p, LT_TXP_DECISION, (lt_txid){99, 7}, k);
+    lattice_op dec = {(lattice_op_kind)LATTICE_TXN_DECIDE, 0, NULL, (const char *)k, kl, (const char *)&commit, 1, 0, 0, 0};
+    ck_assert_int_eq(run_cross(NULL, 0, &dec, 1, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, LATTICE_TXN_COMMIT);
+    free_out(&out);
+    dec.value = (const char *)&abort;
+    ck_assert_int_eq(run_cross(NULL, 0, &dec, 1, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, LATTICE_TXN_COMMIT);
+    free_out(&out);
+    txlock_cache_gone(&prim);
+    txlock_cache_gone(&copy);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("txn");
@@ -416,6 +518,7 @@ int main(void)
     tcase_add_test(t, bad_requests_change_nothing);
     tcase_add_test(t, mutated_requests_are_refused_or_run);
     tcase_add_test(t, locks_are_read_off_the_prepared_rows);
+    tcase_add_test(t, prepare_finish_and_decide);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }
