@@ -101,6 +101,22 @@ lattice_status lt_txc_commit_done(lt_txc *t, const lattice_op_result *r);
 /* Ends an active transaction without a commit (nothing was sent). */
 void lt_txc_rollback(lt_txc *t);
 
+/* ---- the commit across partitions (docs/TRANSACTIONS.md) ----
+ * When a transaction's keys lie in several partitions of the cache
+ * (lt_txc_partitions > 1) its commit is an lt_txx: a PREPARE at each
+ * participant (lt_txx_prepare_op / lt_txx_prepared), a DECIDE at the home
+ * partition (commit only when every participant prepared; abort
+ * otherwise - the decision that stands is the outcome), a FINISH at each
+ * participant (again until answered).  The ids come from the caller: id
+ * unique in the grid, stamp its start (wait-die's age), the deadline on
+ * the wall clock (participants compare it with theirs).  Ops stay valid
+ * until the next call on x or its transaction. */
+typedef struct lt_txx lt_txx;
+size_t lt_txc_partitions(const lt_txc *t, uint32_t partitions);
+/* Lifts the one-slot rule: keys of any slot may join t (a read op still
+ * reads keys of one slot). */
+void lt_txc_across(lt_txc *t);
+
 /* ================================================================
  * The participant's side of a transaction across partitions (prefix
  * lt_txp_), pure - no network, no threads.  docs/TRANSACTIONS.md ("Across
@@ -224,6 +240,27 @@ typedef enum lt_txp_verdict {
  * any key it needs is held by an older transaction, WAIT when held only by
  * younger ones, GRANT when free (its own locks do not count). */
 lt_txp_verdict lt_txp_locks_verdict(const lt_txp_locks *t, const lt_txp_rec *r);
+
+/* The coordinator's commit across partitions (above): t becomes
+ * COMMITTING and x borrows its keys (free x before t). */
+lattice_status lt_txx_new(lt_txc *t, uint32_t partitions, lt_txid id, uint64_t stamp, uint64_t deadline_wall_ms,
+                          lt_txx **out);
+void lt_txx_free(lt_txx *x);
+size_t lt_txx_parts(const lt_txx *x);
+uint32_t lt_txx_home(const lt_txx *x);
+uint32_t lt_txx_part(const lt_txx *x, size_t i);
+lattice_status lt_txx_prepare_op(lt_txx *x, size_t i, lattice_op *op);
+/* OK prepared; ABORTED (a read changed, or an older transaction holds a
+ * key: safe to retry); UNKNOWN (the answer was lost: maybe prepared); or
+ * the refusal as it stood. */
+lattice_status lt_txx_prepared(lt_txx *x, size_t i, const lattice_op_result *r);
+bool lt_txx_all_prepared(const lt_txx *x);
+lattice_status lt_txx_decide_op(lt_txx *x, bool commit, lattice_op *op);
+/* OK and *commit = the decision that stands; else ask again. */
+lattice_status lt_txx_decided(lt_txx *x, const lattice_op_result *r, bool *commit);
+lattice_status lt_txx_finish_op(lt_txx *x, size_t i, bool commit, lattice_op *op);
+/* OK finished (now or before); else ask again. */
+lattice_status lt_txx_finished(lt_txx *x, size_t i, const lattice_op_result *r);
 
 /* Calls fn for every held transaction (for the deadline sweep). */
 void lt_txp_locks_each(const lt_txp_locks *t, void (*fn)(void *arg, lt_txid id, uint64_t stamp, uint64_t deadline_ms),
