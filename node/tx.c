@@ -5,8 +5,11 @@
  * for the asynchronous ones on a condition variable.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "lattice/log.h"
@@ -17,7 +20,16 @@
 struct lattice_tx {
     lattice_node *node;
     lt_txc *c;
+    uint64_t deadline; /* lt_mono_ms */
+    uint64_t stamp;    /* its start on the wall clock: wait-die's age */
 };
+
+static uint64_t wall_ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 lattice_status lattice_tx_begin(lattice_node *n, const char *cache, int timeout_ms, const char *label,
                                 lattice_tx **out)
@@ -34,6 +46,9 @@ lattice_status lattice_tx_begin(lattice_node *n, const char *cache, int timeout_
         return st;
     }
     tx->node = n;
+    tx->deadline = deadline;
+    tx->stamp = wall_ms_now();
+    lt_txc_across(tx->c); /* keys of any slot: a commit across partitions */
     *out = tx;
     return LATTICE_OK;
 }
@@ -207,6 +222,186 @@ static void commit_answered(void *arg, size_t i, const lattice_op_result *r)
     lt_free(k);
 }
 
+/* ---- the commit across partitions (docs/TRANSACTIONS.md) ----
+ * Every participant's PREPARE at once; once all answered, the DECIDE at the
+ * home partition (commit only if all prepared), asked again while its
+ * answer is lost (it is idempotent: the decision that stands comes back);
+ * the caller's answer follows the decision; then each participant's
+ * FINISH, asked again a few times (a participant's own sweep finishes
+ * what is left once the deadline passed).  Callbacks run on the data
+ * thread, one at a time. */
+
+#define DECIDE_TRIES 8
+#define FINISH_TRIES 4
+
+typedef struct xcommit {
+    node_metrics *m;
+    lattice_node *node;
+    lt_txc *c;
+    lt_txx *x;
+    lattice_tx_done_fn fn;
+    void *arg;
+    size_t n, answered, finishing;
+    lattice_status refusal; /* the first prepare refused as it stood */
+    bool commit;
+    int decide_tries;
+    uint8_t *finish_tries;
+} xcommit;
+
+static void xcommit_free(xcommit *k)
+{
+    lt_txx_free(k->x);
+    lt_txc_free(k->c);
+    lt_free(k->finish_tries);
+    lt_free(k);
+}
+
+static void x_decide(xcommit *k);
+static void x_finish(xcommit *k, size_t i);
+
+static void x_finished(void *arg, size_t i, const lattice_op_result *r);
+
+typedef struct xpart {
+    xcommit *k;
+    size_t i;
+} xpart;
+
+static void x_prepared(void *arg, size_t op_i, const lattice_op_result *r)
+{
+    (void)op_i;
+    xpart *xp = arg;
+    xcommit *k = xp->k;
+    lattice_status st = lt_txx_prepared(k->x, xp->i, r);
+    lt_free(xp);
+    if (st != LATTICE_OK && st != LATTICE_ERR_ABORTED && st != LATTICE_ERR_UNKNOWN && k->refusal == LATTICE_OK)
+        k->refusal = st;
+    if (++k->answered == k->n) x_decide(k);
+}
+
+static void x_end(xcommit *k, lattice_status st)
+{
+    node_metrics_tx(k->m, st);
+    if (st == LATTICE_ERR_UNKNOWN)
+        LT_LOG(LT_WARN, "tx", "cache %s: transaction '%s' across %zu partitions: its decision's answer was lost: it "
+               "applied everywhere or nowhere", lt_txc_cache(k->c), lt_txc_label(k->c), k->n);
+    k->fn(k->arg, st);
+}
+
+static void x_decided(void *arg, size_t op_i, const lattice_op_result *r)
+{
+    (void)op_i;
+    xcommit *k = arg;
+    bool commit = false;
+    lattice_status st = lt_txx_decided(k->x, r, &commit);
+    if (st != LATTICE_OK) {
+        if (++k->decide_tries < DECIDE_TRIES) {
+            x_decide(k);
+            return;
+        }
+        x_end(k, LATTICE_ERR_UNKNOWN); /* the participants settle it by the decision row */
+        xcommit_free(k);
+        return;
+    }
+    k->commit = commit;
+    x_end(k, commit ? LATTICE_OK : k->refusal != LATTICE_OK ? k->refusal : LATTICE_ERR_ABORTED);
+    k->finishing = k->n;
+    for (size_t i = 0; i < k->n; i++) x_finish(k, i);
+}
+
+static void x_decide(xcommit *k)
+{
+    lattice_op op;
+    lattice_status st = lt_txx_decide_op(k->x, lt_txx_all_prepared(k->x), &op);
+    if (st == LATTICE_OK) st = lattice_op_submit(k->node, &op, 1, x_decided, k);
+    if (st != LATTICE_OK) {
+        lattice_op_result r = {.status = st};
+        x_decided(k, 0, &r); /* counted as a try */
+    }
+}
+
+static void x_finish(xcommit *k, size_t i)
+{
+    lattice_op op;
+    xpart *xp = lt_malloc(sizeof *xp);
+    lattice_status st = xp ? lt_txx_finish_op(k->x, i, k->commit, &op) : LATTICE_ERR_NOMEM;
+    if (st == LATTICE_OK) {
+        *xp = (xpart){k, i};
+        st = lattice_op_submit(k->node, &op, 1, x_finished, xp);
+    }
+    if (st != LATTICE_OK) {
+        lt_free(xp);
+        if (!--k->finishing) xcommit_free(k); /* the participant's sweep finishes it */
+    }
+}
+
+static void x_finished(void *arg, size_t op_i, const lattice_op_result *r)
+{
+    (void)op_i;
+    xpart *xp = arg;
+    xcommit *k = xp->k;
+    size_t i = xp->i;
+    lt_free(xp);
+    if (lt_txx_finished(k->x, i, r) != LATTICE_OK && ++k->finish_tries[i] < FINISH_TRIES) {
+        x_finish(k, i);
+        return;
+    }
+    if (!--k->finishing) xcommit_free(k);
+}
+
+static atomic_uint_fast64_t tx_seq;
+
+/* The commit of tx's keys over several partitions; st the outcome of the
+ * start (OK: fn will be called). */
+static lattice_status commit_across(lattice_tx *tx, uint32_t partitions, lattice_tx_done_fn fn, void *arg)
+{
+    xcommit *k = lt_calloc(1, sizeof *k);
+    if (!k) return LATTICE_ERR_NOMEM;
+    char id[64];
+    lattice_node_id(tx->node, id, sizeof id);
+    uint64_t node = lt_fnv1a(id, strlen(id)) | 1;
+    lt_txid txid = {node, atomic_fetch_add(&tx_seq, 1) + 1};
+    uint64_t now = wall_ms_now(), mono = lt_mono_ms();
+    uint64_t left = tx->deadline > mono ? tx->deadline - mono : 0;
+    lattice_status st = lt_txx_new(tx->c, partitions, txid, tx->stamp, now + left, &k->x);
+    if (st != LATTICE_OK) {
+        lt_free(k);
+        return st;
+    }
+    k->m = lattice_node_metrics_of(tx->node);
+    k->node = tx->node;
+    k->c = tx->c;
+    k->fn = fn;
+    k->arg = arg;
+    k->n = lt_txx_parts(k->x);
+    k->finish_tries = lt_calloc(k->n, 1);
+    lt_free(tx); /* the coordinator lives on in k */
+    if (!k->finish_tries) {
+        xcommit_free(k);
+        return LATTICE_ERR_NOMEM;
+    }
+    /* Every prepare out; one that cannot be sent counts as answered with
+     * its error (the decision is then abort). */
+    size_t n = k->n;
+    for (size_t i = 0; i < n; i++) {
+        lattice_op op;
+        xpart *xp = lt_malloc(sizeof *xp);
+        st = xp ? lt_txx_prepare_op(k->x, i, &op) : LATTICE_ERR_NOMEM;
+        if (st == LATTICE_OK) {
+            *xp = (xpart){k, i};
+            st = lattice_op_submit(k->node, &op, 1, x_prepared, xp);
+        }
+        if (st != LATTICE_OK) {
+            lattice_op_result r = {.status = st};
+            if (!xp) xp = lt_malloc(sizeof *xp);
+            if (xp) {
+                *xp = (xpart){k, i};
+                x_prepared(xp, 0, &r);
+            }
+        }
+    }
+    return LATTICE_OK;
+}
+
 lattice_status lattice_tx_commit_async(lattice_tx *tx, lattice_tx_done_fn fn, void *arg)
 {
     if (!tx || !fn) {
@@ -214,6 +409,26 @@ lattice_status lattice_tx_commit_async(lattice_tx *tx, lattice_tx_done_fn fn, vo
         return LATTICE_ERR_INVAL;
     }
     lattice_status st = lt_txc_check(tx->c, lt_mono_ms());
+    if (st == LATTICE_OK && !lt_txc_one_slot(tx->c)) {
+        uint32_t partitions = 0;
+        lattice_cache_info *ci = NULL;
+        size_t nc = 0;
+        if ((st = lattice_caches_info(tx->node, &ci, &nc)) == LATTICE_OK) {
+            st = LATTICE_ERR_NO_CACHE;
+            for (size_t i = 0; i < nc; i++)
+                if (!strcmp(ci[i].name, lt_txc_cache(tx->c))) {
+                    partitions = ci[i].partitions;
+                    st = LATTICE_OK;
+                }
+            lattice_caches_info_free(ci, nc);
+        }
+        if (st == LATTICE_OK && lt_txc_partitions(tx->c, partitions) > 1) {
+            lattice_node *node = tx->node;
+            st = commit_across(tx, partitions, fn, arg);
+            if (st != LATTICE_OK) node_metrics_tx(lattice_node_metrics_of(node), st);
+            return st;
+        }
+    }
     lattice_op op;
     bool none = false;
     if (st == LATTICE_OK) st = lt_txc_commit_op(tx->c, &op, &none);

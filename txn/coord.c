@@ -408,6 +408,15 @@ lattice_status lt_txc_commit_done(lt_txc *t, const lattice_op_result *r)
 
 void lt_txc_across(lt_txc *t) { t->across = true; }
 
+bool lt_txc_one_slot(const lt_txc *t)
+{
+    for (size_t i = 1; i < t->n; i++)
+        if (lattice_partition_key_slot(t->k[i].key, t->k[i].key_len) !=
+            lattice_partition_key_slot(t->k[0].key, t->k[0].key_len))
+            return false;
+    return true;
+}
+
 void lt_txc_rollback(lt_txc *t)
 {
     t->state = LT_TXC_ENDED;

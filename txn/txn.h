@@ -116,6 +116,8 @@ size_t lt_txc_partitions(const lt_txc *t, uint32_t partitions);
 /* Lifts the one-slot rule: keys of any slot may join t (a read op still
  * reads keys of one slot). */
 void lt_txc_across(lt_txc *t);
+/* True when every key of t shares one slot (none: true). */
+bool lt_txc_one_slot(const lt_txc *t);
 
 /* ================================================================
  * The participant's side of a transaction across partitions (prefix
