@@ -53,6 +53,14 @@ static opx *opx_new(const lattice_op *op, lattice_op_fn fn, void *arg, size_t in
     return o;
 }
 
+lattice_status issue_here(lattice_ops *d, const lattice_op *op, lattice_op_fn fn, void *arg)
+{
+    opx *o = opx_new(op, fn, arg, 0, lt_mono_ms() + (uint64_t)d->op_timeout_ms);
+    if (!o) return LATTICE_ERR_NOMEM;
+    issue_route(d, o);
+    return LATTICE_OK;
+}
+
 /* The data thread takes them: each pushed, then one wake-up for all. */
 static void hand_over(lattice_ops *d, opx **all, size_t n)
 {

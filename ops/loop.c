@@ -532,6 +532,7 @@ static void *data_main(void *arg)
             wal_tick(d);
             evict_flush(d);
             txlock_tick(d);
+            txlock_sweep(d, now);
             run_retries(d, now);
             if (d->region) {
                 lattice_region_tick(d->region, now); /* OBJECT IDLETIME's clock (once a second) */

@@ -323,6 +323,9 @@ struct lattice_ops {
     dedup_entry *dedup;           /* DEDUP_SLOTS, allocated at init (servers) */
     struct txwait *txwaits;       /* operations waiting for a prepared transaction's lock (txlock.c) */
     uint64_t txwaiting;
+    uint64_t txsweep_ms;          /* txlock_sweep's last round */
+    struct txsettle *txsettles;   /* orphans being settled (txlock.c) */
+    uint64_t txsettled;
 
     /* ---- clean.c: nothing here; its state is per cache and partition
      * (lattice_meta_cache) and in each waitw */
@@ -499,6 +502,11 @@ lattice_status txlock_park(lattice_ops *d, lattice_meta_cache *c, const exec_in 
                            const char *origin_id, uint64_t seq);
 void txlock_tick(lattice_ops *d);
 void txlock_stop(lattice_ops *d);
+/* Settles the transactions prepared in partitions this node leads whose
+ * deadline passed (their coordinator died, was cut off or paused): an abort
+ * decision at the home partition if none stands, then the row finished by
+ * the decision that does.  Each tick; acts at most every TXLOCK_SWEEP_MS. */
+void txlock_sweep(lattice_ops *d, uint64_t now);
 
 /* ---- clean.c: commit watermarks, so every read is linearizable (full_sync) */
 /* Primary: the write w (version, key) is in flight to the copies. */
@@ -698,6 +706,9 @@ void walk_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, cons
 
 /* ---- issue.c: issue and route */
 void issue_route(lattice_ops *d, opx *o);
+/* An operation the data thread itself issues (op copied): routed now, fn
+ * called on the data thread with its answer.  NOMEM. */
+lattice_status issue_here(lattice_ops *d, const lattice_op *op, lattice_op_fn fn, void *arg);
 
 /* wal.c: persistence (--data-dir) on the operation path */
 lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb);

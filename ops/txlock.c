@@ -15,10 +15,13 @@
  *
  * A partition that never held a reserved key costs one atomic load a check.
  */
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "lattice/alloc.h"
 #include "lattice/log.h"
+#include "lattice/txn.h"
 #include "ops_int.h"
 #include "txn/txn.h"
 
@@ -203,5 +206,152 @@ void txlock_stop(lattice_ops *d)
         txwait *w = d->txwaits;
         d->txwaits = w->next;
         end_wait(d, w, LATTICE_ERR_STOPPED);
+    }
+}
+
+/* ---- orphans ----
+ *
+ * A prepared row outlives its coordinator when the coordinator died, was
+ * cut off or paused before it finished the row.  Past the row's deadline
+ * (the coordinator's wall clock, plus TXLOCK_GRACE_MS for clocks and the
+ * last messages), the partition's primary asks the home partition to
+ * record an abort - written only if no decision stands, so a commit the
+ * coordinator recorded in time wins and one it records later is refused -
+ * and then finishes the row by the decision that stands.  Never a local
+ * guess. */
+
+#define TXLOCK_SWEEP_MS 500
+#define TXLOCK_GRACE_MS 2000
+
+typedef struct txsettle {
+    struct txsettle *next;
+    lattice_ops *d;
+    uint64_t cache_serial;
+    uint32_t partition, home;
+    lt_txid id;
+    char cache[LATTICE_CACHE_NAME_MAX + 1];
+    uint8_t key[LT_TXP_KEY_MAX];
+    size_t key_len;
+    uint8_t byte;
+    uint8_t req[64 + LT_TXP_KEY_MAX];
+} txsettle;
+
+static bool settling(const lattice_ops *d, uint64_t serial, lt_txid id)
+{
+    for (const txsettle *s = d->txsettles; s; s = s->next)
+        if (s->cache_serial == serial && lt_txid_eq(s->id, id)) return true;
+    return false;
+}
+
+static void settle_end(txsettle *s)
+{
+    lattice_ops *d = s->d;
+    for (txsettle **pp = &d->txsettles; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    lt_free(s);
+}
+
+/* One sub (DECIDE or FINISH) on s->key, issued from the data thread. */
+static lattice_status settle_send(txsettle *s, int kind, lattice_op_fn fn)
+{
+    lattice_op sub = {(lattice_op_kind)kind, 0, s->cache, (const char *)s->key, s->key_len, (const char *)&s->byte, 1,
+                      0, 0, 0};
+    size_t need = lattice_txn_request_size(NULL, 0, &sub, 1);
+    if (need > sizeof s->req || !lattice_txn_request_encode(NULL, 0, &sub, 1, s->req, sizeof s->req))
+        return LATTICE_ERR_TOO_LARGE;
+    lattice_op op = {LATTICE_OP_TXN, 0, s->cache, (const char *)s->key, s->key_len, (const char *)s->req, need, 0, 0, 0};
+    return issue_here(s->d, &op, fn, s);
+}
+
+static void settle_finished(void *arg, size_t i, const lattice_op_result *r)
+{
+    (void)i;
+    txsettle *s = arg;
+    if (r->status == LATTICE_OK) s->d->txsettled++;
+    settle_end(s); /* an error: the next sweep tries again */
+}
+
+static void settle_decided(void *arg, size_t i, const lattice_op_result *r)
+{
+    (void)i;
+    txsettle *s = arg;
+    lattice_txn_buf b;
+    lattice_txn_sub_result sub;
+    if (r->status != LATTICE_OK || lattice_txn_result_begin(&b, r->value, r->value_len) != 1 ||
+        !lattice_txn_result_next(&b, &sub) || sub.status != LATTICE_OK ||
+        (sub.num != LATTICE_TXN_COMMIT && sub.num != LATTICE_TXN_ABORT)) {
+        settle_end(s); /* the next sweep asks again */
+        return;
+    }
+    lattice_meta_cache *c = lattice_meta_cache_by_serial(s->d->meta, s->cache_serial);
+    if (!c) {
+        settle_end(s);
+        return;
+    }
+    LT_LOG(LT_INFO, "data", "cache %s: partition %u: a transaction prepared here outlived its deadline: %s stands "
+           "at its home partition %u, finishing it so", c->cfg.name, s->partition,
+           sub.num == LATTICE_TXN_COMMIT ? "commit" : "abort", s->home);
+    s->key_len = lt_txp_key(c->cfg.partitions, s->partition, LT_TXP_PREPARED, s->id, s->key);
+    s->byte = (uint8_t)sub.num;
+    if (settle_send(s, LATTICE_TXN_FINISH, settle_finished) != LATTICE_OK) settle_end(s);
+}
+
+typedef struct sweep_ctx {
+    lattice_ops *d;
+    lattice_meta_cache *c;
+    uint32_t p;
+    uint64_t wall;
+} sweep_ctx;
+
+static void sweep_one(void *arg, const lt_txp_held *h)
+{
+    sweep_ctx *x = arg;
+    if (x->wall < h->deadline_ms + TXLOCK_GRACE_MS || settling(x->d, x->c->serial, h->id)) return;
+    if (h->home >= x->c->cfg.partitions) return;
+    txsettle *s = lt_calloc(1, sizeof *s);
+    if (!s) return;
+    s->d = x->d;
+    s->cache_serial = x->c->serial;
+    s->partition = x->p;
+    s->home = h->home;
+    s->id = h->id;
+    snprintf(s->cache, sizeof s->cache, "%s", x->c->cfg.name);
+    s->key_len = lt_txp_key(x->c->cfg.partitions, h->home, LT_TXP_DECISION, h->id, s->key);
+    s->byte = LATTICE_TXN_ABORT;
+    s->next = x->d->txsettles;
+    x->d->txsettles = s;
+    if (settle_send(s, LATTICE_TXN_DECIDE, settle_decided) != LATTICE_OK) settle_end(s);
+}
+
+static uint64_t wall_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void txlock_sweep(lattice_ops *d, uint64_t now)
+{
+    if (now - d->txsweep_ms < TXLOCK_SWEEP_MS || !lattice_meta_valid(d->meta)) return;
+    d->txsweep_ms = now;
+    uint64_t wall = wall_now_ms();
+    for (size_t i = 0, nc = lattice_meta_cache_count(d->meta); i < nc; i++) {
+        lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
+        if (!c || !c->store || !ops_serving(d, c)) continue;
+        for (uint32_t p = 0; p < c->cfg.partitions; p++) {
+            /* Every partition with reserved rows, read or not since it
+             * came here (a rebalance, a replay, a failover). */
+            if (!lattice_store_reserved_gen(c->store, p, NULL)) continue;
+            lattice_meta_member *own[1];
+            if (lattice_meta_serving_owners(c, p, own, 1) != 1 || !own[0]->self) continue;
+            bool unknown;
+            lt_txp_locks *t = txlock_table(c, p, &unknown); /* current */
+            if (!t || !lt_txp_locks_count(t)) continue;
+            sweep_ctx sc = {d, c, p, wall};
+            lt_txp_locks_each(t, sweep_one, &sc);
+        }
     }
 }

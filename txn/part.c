@@ -266,6 +266,7 @@ typedef struct ltx {
     struct ltx *next;
     lt_txid id;
     uint64_t stamp, deadline_ms;
+    uint32_t home;
     lkey **keys; /* the keys it holds */
     size_t n;
 } ltx;
@@ -453,6 +454,7 @@ lattice_status lt_txp_locks_add(lt_txp_locks *t, const lt_txp_rec *r)
     x->id = r->id;
     x->stamp = r->stamp;
     x->deadline_ms = r->deadline_ms;
+    x->home = r->home;
     for (size_t i = 0; i < most; i++) {
         bool write = i < r->n_writes;
         const void *key = write ? r->writes[i].key : r->reads[i - r->n_writes].key;
@@ -549,9 +551,11 @@ lt_txp_verdict lt_txp_locks_verdict(const lt_txp_locks *t, const lt_txp_rec *r)
     return v;
 }
 
-void lt_txp_locks_each(const lt_txp_locks *t, void (*fn)(void *arg, lt_txid id, uint64_t stamp, uint64_t deadline_ms),
-                       void *arg)
+void lt_txp_locks_each(const lt_txp_locks *t, void (*fn)(void *arg, const lt_txp_held *h), void *arg)
 {
     for (size_t i = 0; i < t->tcap; i++)
-        for (ltx *x = t->tb[i]; x; x = x->next) fn(arg, x->id, x->stamp, x->deadline_ms);
+        for (ltx *x = t->tb[i]; x; x = x->next) {
+            lt_txp_held h = {x->id, x->stamp, x->deadline_ms, x->home};
+            fn(arg, &h);
+        }
 }

@@ -265,8 +265,12 @@ lattice_status lt_txx_finish_op(lt_txx *x, size_t i, bool commit, lattice_op *op
 lattice_status lt_txx_finished(lt_txx *x, size_t i, const lattice_op_result *r);
 
 /* Calls fn for every held transaction (for the deadline sweep). */
-void lt_txp_locks_each(const lt_txp_locks *t, void (*fn)(void *arg, lt_txid id, uint64_t stamp, uint64_t deadline_ms),
-                       void *arg);
+typedef struct lt_txp_held {
+    lt_txid id;
+    uint64_t stamp, deadline_ms;
+    uint32_t home;
+} lt_txp_held;
+void lt_txp_locks_each(const lt_txp_locks *t, void (*fn)(void *arg, const lt_txp_held *h), void *arg);
 
 
 #endif

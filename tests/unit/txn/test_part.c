@@ -178,12 +178,10 @@ START_TEST(wait_die)
 }
 END_TEST
 
-static void count_each(void *arg, lt_txid id, uint64_t stamp, uint64_t deadline_ms)
+static void count_each(void *arg, const lt_txp_held *h)
 {
-    (void)id;
-    (void)stamp;
     uint64_t *sum = arg;
-    *sum += deadline_ms;
+    *sum += h->deadline_ms;
 }
 
 START_TEST(many_transactions_and_keys)
