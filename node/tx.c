@@ -15,6 +15,7 @@
 #include "lattice/log.h"
 #include "lattice/transaction.h"
 #include "node_int.h"
+#include "partition/partition.h"
 #include "txn/txn.h"
 
 struct lattice_tx {
@@ -110,8 +111,8 @@ static void read_answered(void *arg, size_t op_i, const lattice_op_result *r)
 }
 
 /* Answers what the transaction knows itself at once, reads the rest in one
- * op.  OK: fn runs once per key; an error: for none. */
-static lattice_status read_keys(lattice_tx *tx, const lt_txc_key *keys, size_t n, each_fn fn, void *arg)
+ * op (keys of one slot).  OK: fn runs once per key; an error: for none. */
+static lattice_status read_group(lattice_tx *tx, const lt_txc_key *keys, size_t n, each_fn fn, void *arg)
 {
     if (!tx || !fn || (!keys && n)) return LATTICE_ERR_INVAL;
     lattice_status st = lt_txc_check(tx->c, lt_mono_ms());
@@ -170,6 +171,77 @@ static lattice_status read_keys(lattice_tx *tx, const lt_txc_key *keys, size_t n
         for (size_t i = 0; i < g->n; i++) fn(arg, g->index[i], st, NULL, 0);
         read_ctx_free(g);
     }
+    return LATTICE_OK;
+}
+
+/* The keys of one slot of a read over several: their answers go to the
+ * caller's fn under the caller's indexes. */
+typedef struct group_map {
+    each_fn fn;
+    void *arg;
+    size_t left;
+    size_t idx[];
+} group_map;
+
+static void group_answered(void *arg, size_t i, lattice_status st, const void *value, size_t value_len)
+{
+    group_map *g = arg;
+    g->fn(g->arg, g->idx[i], st, value, value_len);
+    if (!--g->left) lt_free(g);
+}
+
+/* read_group per slot (a read op reaches one partition).  OK: fn runs once
+ * per key (a group that could not be sent answers its keys with the
+ * error); an error: for none. */
+static lattice_status read_keys(lattice_tx *tx, const lt_txc_key *keys, size_t n, each_fn fn, void *arg)
+{
+    bool one = true;
+    for (size_t i = 1; i < n && one; i++)
+        one = lattice_partition_key_slot(keys[i].key, keys[i].len) == lattice_partition_key_slot(keys[0].key, keys[0].len);
+    if (one) return read_group(tx, keys, n, fn, arg);
+    if (!tx || !fn || !keys) return LATTICE_ERR_INVAL;
+    lattice_status st = lt_txc_check(tx->c, lt_mono_ms());
+    if (st == LATTICE_OK) st = lt_txc_can_join(tx->c, keys, n);
+    if (st != LATTICE_OK) return st;
+    bool *done = lt_calloc(n, sizeof *done);
+    lt_txc_key *sub = lt_calloc(n, sizeof *sub);
+    if (!done || !sub) {
+        lt_free(done);
+        lt_free(sub);
+        return LATTICE_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (done[i]) continue;
+        uint16_t slot = lattice_partition_key_slot(keys[i].key, keys[i].len);
+        size_t m = 0;
+        for (size_t j = i; j < n; j++)
+            if (!done[j] && lattice_partition_key_slot(keys[j].key, keys[j].len) == slot) m++;
+        group_map *g = lt_malloc(sizeof *g + m * sizeof g->idx[0]);
+        if (g) {
+            g->fn = fn;
+            g->arg = arg;
+            g->left = m;
+        }
+        size_t k = 0;
+        for (size_t j = i; j < n; j++) {
+            if (done[j] || lattice_partition_key_slot(keys[j].key, keys[j].len) != slot) continue;
+            done[j] = true;
+            sub[k] = keys[j];
+            if (g) g->idx[k] = j;
+            k++;
+        }
+        st = g ? read_group(tx, sub, m, group_answered, g) : LATTICE_ERR_NOMEM;
+        if (st != LATTICE_OK) {
+            lt_free(g);
+            for (size_t j = 0, x = 0; j < n && x < m; j++)
+                if (lattice_partition_key_slot(keys[j].key, keys[j].len) == slot) {
+                    fn(arg, j, st, NULL, 0);
+                    x++;
+                }
+        }
+    }
+    lt_free(done);
+    lt_free(sub);
     return LATTICE_OK;
 }
 

@@ -162,7 +162,7 @@ START_TEST(writes_appear_together_at_the_commit_and_never_before)
 }
 END_TEST
 
-START_TEST(rollback_timeout_and_other_slots_apply_nothing)
+START_TEST(rollback_and_timeout_apply_nothing)
 {
     it_begin("tx_nothing");
     lattice_node *c = grid_up();
@@ -179,19 +179,63 @@ START_TEST(rollback_timeout_and_other_slots_apply_nothing)
     ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_ERR_TIMEOUT);
     ck_assert_str_eq(get_str(c, "{r}2"), "");
 
-    ck_assert_int_eq(lattice_tx_begin(c, NULL, 0, "slots", &tx), LATTICE_OK);
-    put(tx, "{r}3", "x");
-    ck_assert_int_eq(lattice_tx_put(tx, "{other}3", 8, "y", 1), LATTICE_ERR_UNSUPPORTED);
-    lattice_kv kv[2] = {{"{r}4", 4, "a", 1, 0}, {"{other}4", 8, "b", 1, 0}};
-    ck_assert_int_eq(lattice_tx_put_all(tx, kv, 2), LATTICE_ERR_UNSUPPORTED);
-    void *v = NULL;
-    size_t vl = 0;
-    ck_assert_int_eq(lattice_tx_get(tx, "{other}5", 8, &v, &vl), LATTICE_ERR_UNSUPPORTED);
-    ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_OK); /* what did join commits */
-    ck_assert_str_eq(get_str(c, "{r}3"), "x");
-    ck_assert_str_eq(get_str(c, "{r}4"), ""); /* put_all: all or none buffered */
-    ck_assert_str_eq(get_str(c, "{other}3"), "");
-    ck_assert_str_eq(get_str(c, "{other}4"), "");
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+/* Keys of several partitions commit together or not at all: nothing is
+ * visible before the commit and all of it after; a read key written in
+ * between aborts the commit and none of its writes applies; a removal
+ * takes part like a put. */
+START_TEST(across_partitions_all_or_nothing)
+{
+    it_begin("tx_across");
+    lattice_node *c = grid_up();
+    lattice_tx *tx;
+    lattice_status st;
+    ck_assert_int_eq(lattice_tx_begin(c, NULL, 0, "across", &tx), LATTICE_OK);
+    put(tx, "{p}1", "a");
+    put(tx, "{q}1", "b");
+    lattice_kv kv[2] = {{"{r}1", 4, "c", 1, 0}, {"{s}1", 4, "d", 1, 0}};
+    ck_assert_int_eq(lattice_tx_put_all(tx, kv, 2), LATTICE_OK);
+    ck_assert_str_eq(get_str(c, "{p}1"), "");
+    ck_assert_str_eq(get_str(c, "{s}1"), "");
+    ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_OK);
+    ck_assert_str_eq(get_str(c, "{p}1"), "a");
+    ck_assert_str_eq(get_str(c, "{q}1"), "b");
+    ck_assert_str_eq(get_str(c, "{r}1"), "c");
+    ck_assert_str_eq(get_str(c, "{s}1"), "d");
+
+    /* A read of two partitions, one of its keys written meanwhile. */
+    ck_assert_int_eq(lattice_tx_begin(c, NULL, 0, "conflict", &tx), LATTICE_OK);
+    lattice_kv all[2] = {{"{p}1", 4, NULL, 0, 0}, {"{q}1", 4, NULL, 0, 0}};
+    ck_assert_int_eq(lattice_tx_get_all(tx, all, 2), LATTICE_OK);
+    ck_assert_uint_eq(all[0].value_len, 1);
+    ck_assert_uint_eq(all[1].value_len, 1);
+    lt_free(all[0].value);
+    lt_free(all[1].value);
+    ck_assert_int_eq(lattice_cache_put(c, "default", "{q}1", 4, "B", 1), LATTICE_OK);
+    put(tx, "{p}1", "A");
+    put(tx, "{r}1", "C");
+    ck_assert_int_eq(lattice_tx_remove(tx, "{s}1", 4), LATTICE_OK);
+    ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_ERR_ABORTED);
+    ck_assert_str_eq(get_str(c, "{p}1"), "a");
+    ck_assert_str_eq(get_str(c, "{r}1"), "c");
+    ck_assert_str_eq(get_str(c, "{s}1"), "d");
+    /* The keys are free again: plain writes go through. */
+    ck_assert_int_eq(lattice_cache_put(c, "default", "{p}1", 4, "x", 1), LATTICE_OK);
+    ck_assert_int_eq(lattice_cache_put(c, "default", "{r}1", 4, "y", 1), LATTICE_OK);
+
+    /* The same, undisturbed: commits, the removal included. */
+    ck_assert_int_eq(lattice_tx_begin(c, NULL, 0, "again", &tx), LATTICE_OK);
+    char *q = tx_get_str(tx, "{q}1", &st);
+    ck_assert_str_eq(q, "B");
+    put(tx, "{p}1", "A");
+    ck_assert_int_eq(lattice_tx_remove(tx, "{s}1", 4), LATTICE_OK);
+    ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_OK);
+    ck_assert_str_eq(get_str(c, "{p}1"), "A");
+    ck_assert_str_eq(get_str(c, "{s}1"), "");
     lattice_node_stop(c);
     it_end();
 }
@@ -376,7 +420,8 @@ typedef struct bank {
     long bad_total;
 } bank;
 
-static void acct_key(char *k, size_t cap, int i) { snprintf(k, cap, "{bank}acct-%d", i); }
+static const char *bank_tag = "{bank}"; /* "": every account in a slot of its own */
+static void acct_key(char *k, size_t cap, int i) { snprintf(k, cap, "%sacct-%d", bank_tag, i); }
 
 static void *transfer(void *arg)
 {
@@ -446,9 +491,16 @@ static void *audit(void *arg)
     return NULL;
 }
 
+static void bank_run(void);
 START_TEST(bank_transfers_through_a_kill_keep_the_total)
 {
-    it_begin("tx_bank");
+    bank_run();
+}
+END_TEST
+
+static void bank_run(void)
+{
+    it_begin(*bank_tag ? "tx_bank" : "tx_bank_across");
     lattice_node *c = grid_settled();
     char k[32];
     for (int i = 0; i < ACCOUNTS; i++) {
@@ -484,6 +536,17 @@ START_TEST(bank_transfers_through_a_kill_keep_the_total)
     ck_assert_int_eq(total, (long)ACCOUNTS * START);
     lattice_node_stop(c);
     it_end();
+}
+
+
+/* The bank with every account in a partition of its own: each transfer a
+ * commit across two partitions, each audit a read-only commit across all
+ * eight, the first account's primary killed -9 midway. */
+START_TEST(bank_across_partitions_through_a_kill_keeps_the_total)
+{
+    bank_tag = "";
+    bank_run();
+    bank_tag = "{bank}";
 }
 END_TEST
 
@@ -682,10 +745,12 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 300);
     static const it_named tests[] = {
         {"writes_appear_together_at_the_commit_and_never_before", &writes_appear_together_at_the_commit_and_never_before},
-        {"rollback_timeout_and_other_slots_apply_nothing", &rollback_timeout_and_other_slots_apply_nothing},
+        {"rollback_and_timeout_apply_nothing", &rollback_and_timeout_apply_nothing},
+        {"across_partitions_all_or_nothing", &across_partitions_all_or_nothing},
         {"contending_increments_lose_nothing", &contending_increments_lose_nothing},
         {"a_failover_between_read_and_commit_aborts", &a_failover_between_read_and_commit_aborts},
         {"bank_transfers_through_a_kill_keep_the_total", &bank_transfers_through_a_kill_keep_the_total},
+        {"bank_across_partitions_through_a_kill_keeps_the_total", &bank_across_partitions_through_a_kill_keeps_the_total},
         {"list_append_histories_through_a_kill_are_strict_serializable",
          &list_append_histories_through_a_kill_are_strict_serializable},
     };
