@@ -47,6 +47,10 @@ lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_o
         return LATTICE_ERR_INVAL;
     if (op->kind == LATTICE_OP_SIZE || walk_is_kind(op->kind)) return LATTICE_OK;
     if (op->key_len == 0) return LATTICE_ERR_INVAL;
+    /* The grid's own records (a transaction's prepared rows and decisions):
+     * only a transaction's own steps name them (txn.c checks those). */
+    if (op->kind != LATTICE_OP_TXN && *(const uint8_t *)op->key == LATTICE_STORE_RESERVED_BYTE)
+        return LATTICE_ERR_RESERVED_KEY;
     /* A transaction's value holds its sub-operations, each checked by txn.c. */
     size_t vmax = op->kind == LATTICE_OP_TXN ? (size_t)DATA_MAX_FRAME / 2 : c->cfg.max_value_bytes;
     if (op->key_len > c->cfg.max_key_bytes || op->value_len > vmax) return LATTICE_ERR_TOO_LARGE;

@@ -105,7 +105,17 @@ static bool names_key(int kind)
 static lattice_status key_ok(const lattice_meta_cache *c, uint32_t partition, const void *key, size_t len)
 {
     if (len == 0) return LATTICE_ERR_INVAL;
+    if (*(const uint8_t *)key == LATTICE_STORE_RESERVED_BYTE) return LATTICE_ERR_RESERVED_KEY; /* see req_decode */
     if (len > c->cfg.max_key_bytes) return LATTICE_ERR_TOO_LARGE;
+    return lattice_partition_of_key(key, len, c->cfg.partitions) == partition ? LATTICE_OK : LATTICE_ERR_INVAL;
+}
+
+/* FINISH's and DECIDE's key: the grid's own record, of this partition. */
+static lattice_status internal_key_ok(const lattice_meta_cache *c, uint32_t partition, const void *key, size_t len)
+{
+    lt_txp_kind kind;
+    lt_txid id;
+    if (!lt_txp_key_parse(key, len, &kind, &id)) return LATTICE_ERR_INVAL;
     return lattice_partition_of_key(key, len, c->cfg.partitions) == partition ? LATTICE_OK : LATTICE_ERR_INVAL;
 }
 
@@ -146,7 +156,11 @@ static lattice_status req_decode(const lattice_meta_cache *c, uint32_t partition
         s->ttl_ms = lattice_txn_get_u(&b, 8);
         if (b.failed || !sub_kind_ok(s->kind) || (s->flags & ~(LATTICE_OP_FLAGS_ALL_ & ~LATTICE_OP_LOCAL)))
             st = LATTICE_ERR_INVAL;
-        else if ((st = key_ok(c, partition, s->key, s->key_len)) != LATTICE_OK)
+        else if ((s->kind == LATTICE_TXN_PREPARE || s->kind == LATTICE_TXN_FINISH || s->kind == LATTICE_TXN_DECIDE) && i)
+            st = LATTICE_ERR_INVAL; /* a step of a transaction across partitions governs its request: first */
+        else if ((st = s->kind == LATTICE_TXN_FINISH || s->kind == LATTICE_TXN_DECIDE
+                           ? internal_key_ok(c, partition, s->key, s->key_len)
+                           : key_ok(c, partition, s->key, s->key_len)) != LATTICE_OK)
             ;
         else if (names_key(s->kind))
             st = key_ok(c, partition, s->value, s->value_len);

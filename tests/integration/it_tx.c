@@ -26,6 +26,8 @@
 #include "lattice/lattice.h"
 #include "lattice/metrics.h"
 #include "lattice/transaction.h"
+#include "lattice/txn.h"
+#include "partition/partition.h"
 #include "txn.h" /* tests/fault: the list-append history and its checker */
 
 static char finder[64];
@@ -236,6 +238,88 @@ START_TEST(across_partitions_all_or_nothing)
     ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_OK);
     ck_assert_str_eq(get_str(c, "{p}1"), "A");
     ck_assert_str_eq(get_str(c, "{s}1"), "");
+    lattice_node_stop(c);
+    it_end();
+}
+END_TEST
+
+typedef struct sync_op {
+    atomic_int done;
+    lattice_op_result r;
+    uint8_t *buf;
+    size_t cap;
+} sync_op;
+
+static void sync_op_done(void *arg, size_t i, const lattice_op_result *r)
+{
+    (void)i;
+    sync_op *s = arg;
+    s->r = *r;
+    size_t n = r->value_len < s->cap ? r->value_len : s->cap;
+    if (n) memcpy(s->buf, r->value, n);
+    s->r.value = s->buf;
+    s->r.value_len = n;
+    atomic_store(&s->done, 1);
+}
+
+static lattice_status submit_wait(lattice_node *n, const lattice_op *op, lattice_op_result *out, uint8_t *buf, size_t cap)
+{
+    sync_op s = {0, {0}, buf, cap};
+    lattice_status st = lattice_op_submit(n, op, 1, sync_op_done, &s);
+    if (st != LATTICE_OK) return st;
+    for (int i = 0; i < 120000 && !atomic_load(&s.done); i++) usleep(1000); /* the op's own deadline ends it first */
+    if (!atomic_load(&s.done)) return LATTICE_ERR_TIMEOUT;
+    *out = s.r;
+    return LATTICE_OK;
+}
+
+/* A transaction prepared and then orphaned - its coordinator gone before it
+ * finished, as if killed after its prepare: the key stays locked until the
+ * deadline passes, then the partition's primary records an abort at the
+ * home partition and finishes the row, so the key is free again and the
+ * prepared write never appears.  The grid's own keys (first byte 0xff)
+ * are refused to users. */
+START_TEST(an_orphaned_prepare_is_settled_by_its_deadline)
+{
+    it_begin("tx_orphan");
+    lattice_node *c = grid_up();
+    ck_assert_int_eq(lattice_cache_put(c, "default", "\xff" "x", 2, "v", 1), LATTICE_ERR_RESERVED_KEY);
+    ck_assert_int_eq(lattice_cache_put(c, "default", "orphan:1", 8, "before", 6), LATTICE_OK);
+    /* A PREPARE as a coordinator sends it, whose coordinator never comes
+     * back: deadline 1 s from now on the wall clock. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t wall = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+    uint8_t hdr[LATTICE_TXN_PREP_BYTES];
+    uint64_t fields[5] = {0x5eed, 1, wall, lattice_partition_of_key("orphan:1", 8, 1024), wall + 1000};
+    int widths[5] = {8, 8, 8, 4, 8};
+    for (int f = 0, at = 0; f < 5; at += widths[f++])
+        for (int b = 0; b < widths[f]; b++) hdr[at + b] = (uint8_t)(fields[f] >> (8 * b));
+    lattice_op subs[2] = {{(lattice_op_kind)LATTICE_TXN_PREPARE, 0, NULL, "orphan:1", 8, (const char *)hdr, sizeof hdr, 0, 0, 0},
+                          lattice_op_put(NULL, "orphan:1", 8, "never", 5)};
+    uint8_t req[256];
+    size_t len = lattice_txn_request_encode(NULL, 0, subs, 2, req, sizeof req);
+    ck_assert_uint_gt(len, 0);
+    lattice_op op = {LATTICE_OP_TXN, 0, "default", "orphan:1", 8, (const char *)req, len, 0, 0, 0};
+    lattice_op_result r;
+    uint8_t res[256];
+    ck_assert_int_eq(submit_wait(c, &op, &r, res, sizeof res), LATTICE_OK);
+    ck_assert_int_eq(r.status, LATTICE_OK);
+    ck_assert(!(r.flags & LATTICE_OP_R_ABORTED));
+    /* Locked: a plain write waits until the sweep settles it (deadline +
+     * grace), then applies; the prepared value never shows. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(lattice_cache_put(c, "default", "orphan:1", 8, "after", 5), LATTICE_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    printf("orphan: the plain write waited %.2f s for the prepared transaction to be settled\n", waited);
+    ck_assert_str_eq(get_str(c, "orphan:1"), "after");
+    /* It went through only once the orphan was settled (not a timing: the
+     * settle's line is written before the row's finish frees the key). */
+    bool settled = false;
+    for (int i = 0; i < 3; i++) settled = settled || it_log_has(srv[i], "outlived its deadline");
+    ck_assert_msg(settled, "the plain write applied while the prepared transaction still held its key");
     lattice_node_stop(c);
     it_end();
 }
@@ -747,6 +831,7 @@ int main(int argc, char **argv)
         {"writes_appear_together_at_the_commit_and_never_before", &writes_appear_together_at_the_commit_and_never_before},
         {"rollback_and_timeout_apply_nothing", &rollback_and_timeout_apply_nothing},
         {"across_partitions_all_or_nothing", &across_partitions_all_or_nothing},
+        {"an_orphaned_prepare_is_settled_by_its_deadline", &an_orphaned_prepare_is_settled_by_its_deadline},
         {"contending_increments_lose_nothing", &contending_increments_lose_nothing},
         {"a_failover_between_read_and_commit_aborts", &a_failover_between_read_and_commit_aborts},
         {"bank_transfers_through_a_kill_keep_the_total", &bank_transfers_through_a_kill_keep_the_total},
