@@ -1,6 +1,6 @@
 /*
  * txlock: the locks of the transactions prepared in this node's partitions
- * (data thread; docs/TRANSACTIONS.md, "Across slots").
+ * (data thread; docs/TRANSACTIONS.md, "Across partitions").
  *
  * A transaction across partitions holds its keys from its prepare to its
  * finish by a prepared row in each partition it touches (txn/txn.h: an

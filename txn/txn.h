@@ -14,9 +14,10 @@
  * effect at that step, so committed transactions are strictly serializable
  * with each other and with single-key operations.
  *
- * Today the commit covers keys of one Redis slot (a hash tag groups keys):
- * a read or write that would add a second slot answers UNSUPPORTED and
- * changes nothing in the transaction (docs/TRANSACTIONS.md, "Across slots").
+ * A new transaction takes keys of one Redis slot (a read or write that would
+ * add a second slot answers UNSUPPORTED) until lt_txc_across lifts that:
+ * then a commit whose keys lie in several partitions is an lt_txx (below;
+ * docs/TRANSACTIONS.md, "Across partitions").
  *
  * One transaction is used by one thread at a time.
  */
@@ -122,7 +123,7 @@ bool lt_txc_one_slot(const lt_txc *t);
 /* ================================================================
  * The participant's side of a transaction across partitions (prefix
  * lt_txp_), pure - no network, no threads.  docs/TRANSACTIONS.md ("Across
- * slots") states the protocol; this is the state it rests on:
+ * partitions") states the protocol; this is the state it rests on:
  *
  *  - internal keys: a prepared transaction and a decision are rows of a
  *    partition, under keys users cannot write (a reserved first byte) whose
