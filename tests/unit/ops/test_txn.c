@@ -315,7 +315,7 @@ START_TEST(mutated_requests_are_refused_or_run)
         for (int f = 0; f < flips; f++) req[(size_t)rand_r(&seed) % cap] = (uint8_t)rand_r(&seed);
         size_t n = (size_t)rand_r(&seed) % 8 == 0 ? (size_t)rand_r(&seed) % cap : cap;
         lattice_status st = txn_run_local(&prim, p, req, n, EPOCH, &scratch, &o);
-        ck_assert(st == LATTICE_OK || st == LATTICE_ERR_INVAL || st == LATTICE_ERR_TOO_LARGE);
+        ck_assert(st == LATTICE_OK || st == LATTICE_ERR_INVAL || st == LATTICE_ERR_TOO_LARGE || st == LATTICE_ERR_RESERVED_KEY);
         if (st == LATTICE_OK) {
             lattice_txn_buf b;
             long k = lattice_txn_result_begin(&b, o.result, o.result_len);
