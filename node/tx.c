@@ -174,25 +174,35 @@ static lattice_status read_group(lattice_tx *tx, const lt_txc_key *keys, size_t 
     return LATTICE_OK;
 }
 
-/* The keys of one slot of a read over several: their answers go to the
- * caller's fn under the caller's indexes. */
-typedef struct group_map {
-    each_fn fn;
-    void *arg;
-    size_t left;
-    size_t idx[];
-} group_map;
+/* A read over keys of several slots: one op per slot (an op reaches one
+ * partition), every op built before any is sent and all sent in one
+ * submit - so from then on only the data thread, one answer at a time,
+ * touches the transaction (it is not safe against two threads). */
+typedef struct multi_read {
+    size_t n, left;
+    read_ctx **g;      /* per op */
+    uint8_t **payload; /* per op: its request, copied out of the transaction's scratch */
+} multi_read;
 
-static void group_answered(void *arg, size_t i, lattice_status st, const void *value, size_t value_len)
+static void multi_free(multi_read *m)
 {
-    group_map *g = arg;
-    g->fn(g->arg, g->idx[i], st, value, value_len);
-    if (!--g->left) lt_free(g);
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->g[i]) read_ctx_free(m->g[i]);
+        lt_free(m->payload[i]);
+    }
+    lt_free(m->g);
+    lt_free(m->payload);
+    lt_free(m);
 }
 
-/* read_group per slot (a read op reaches one partition).  OK: fn runs once
- * per key (a group that could not be sent answers its keys with the
- * error); an error: for none. */
+static void multi_answered(void *arg, size_t op_i, const lattice_op_result *r)
+{
+    multi_read *m = arg;
+    read_answered(m->g[op_i], 0, r); /* frees it */
+    m->g[op_i] = NULL;
+    if (!--m->left) multi_free(m);
+}
+
 static lattice_status read_keys(lattice_tx *tx, const lt_txc_key *keys, size_t n, each_fn fn, void *arg)
 {
     bool one = true;
@@ -203,45 +213,94 @@ static lattice_status read_keys(lattice_tx *tx, const lt_txc_key *keys, size_t n
     lattice_status st = lt_txc_check(tx->c, lt_mono_ms());
     if (st == LATTICE_OK) st = lt_txc_can_join(tx->c, keys, n);
     if (st != LATTICE_OK) return st;
-    bool *done = lt_calloc(n, sizeof *done);
-    lt_txc_key *sub = lt_calloc(n, sizeof *sub);
-    if (!done || !sub) {
-        lt_free(done);
-        lt_free(sub);
-        return LATTICE_ERR_NOMEM;
+    /* The slots of the keys the transaction cannot answer itself. */
+    uint16_t *slot = lt_calloc(n, sizeof *slot);
+    bool *local = lt_calloc(n, sizeof *local);
+    multi_read *m = lt_calloc(1, sizeof *m);
+    lattice_op *ops = lt_calloc(n, sizeof *ops);
+    if (m) {
+        m->g = lt_calloc(n, sizeof *m->g);
+        m->payload = lt_calloc(n, sizeof *m->payload);
     }
+    st = slot && local && m && ops && m->g && m->payload ? LATTICE_OK : LATTICE_ERR_NOMEM;
+    for (size_t i = 0; st == LATTICE_OK && i < n; i++) {
+        bool found;
+        const void *v;
+        size_t vl;
+        if (!keys[i].key && keys[i].len) st = LATTICE_ERR_INVAL;
+        local[i] = lt_txc_local_get(tx->c, keys[i].key, keys[i].len, &found, &v, &vl);
+        slot[i] = lattice_partition_key_slot(keys[i].key, keys[i].len);
+    }
+    /* One read_ctx and one op per slot, built now. */
+    bool *taken = st == LATTICE_OK ? lt_calloc(n, sizeof *taken) : NULL;
+    if (st == LATTICE_OK && !taken) st = LATTICE_ERR_NOMEM;
+    for (size_t i = 0; st == LATTICE_OK && i < n; i++) {
+        if (local[i] || taken[i]) continue;
+        read_ctx *g = lt_calloc(1, sizeof *g);
+        if (!g || !(g->index = lt_calloc(n, sizeof *g->index)) || !(g->keys = lt_calloc(n, sizeof *g->keys)) ||
+            !(g->each = lt_calloc(n, sizeof *g->each))) {
+            if (g) read_ctx_free(g);
+            st = LATTICE_ERR_NOMEM;
+            break;
+        }
+        g->tx = tx;
+        g->fn = fn;
+        g->arg = arg;
+        m->g[m->n] = g;
+        for (size_t j = i; st == LATTICE_OK && j < n; j++) {
+            if (local[j] || taken[j] || slot[j] != slot[i]) continue;
+            void *k = lt_malloc(keys[j].len ? keys[j].len : 1);
+            if (!k) {
+                st = LATTICE_ERR_NOMEM;
+                break;
+            }
+            if (keys[j].len) memcpy(k, keys[j].key, keys[j].len);
+            taken[j] = true;
+            g->keys[g->n] = (lt_txc_key){k, keys[j].len};
+            g->index[g->n++] = j;
+        }
+        lattice_op op;
+        if (st == LATTICE_OK) st = lt_txc_read_op(tx->c, g->keys, g->n, &op);
+        if (st == LATTICE_OK && !(m->payload[m->n] = lt_malloc(op.value_len ? op.value_len : 1))) st = LATTICE_ERR_NOMEM;
+        if (st == LATTICE_OK) {
+            memcpy(m->payload[m->n], op.value, op.value_len);
+            op.value = (const char *)m->payload[m->n];
+            op.key = g->keys[0].key; /* the op's key pointed into the transaction's scratch */
+            ops[m->n] = op;
+        }
+        m->n++;
+    }
+    lt_free(taken);
+    if (st != LATTICE_OK) {
+        if (m && m->g) multi_free(m);
+        else lt_free(m);
+        lt_free(slot);
+        lt_free(local);
+        lt_free(ops);
+        return st;
+    }
+    /* Nothing can fail from here on but the submit: the local answers first. */
     for (size_t i = 0; i < n; i++) {
-        if (done[i]) continue;
-        uint16_t slot = lattice_partition_key_slot(keys[i].key, keys[i].len);
-        size_t m = 0;
-        for (size_t j = i; j < n; j++)
-            if (!done[j] && lattice_partition_key_slot(keys[j].key, keys[j].len) == slot) m++;
-        group_map *g = lt_malloc(sizeof *g + m * sizeof g->idx[0]);
-        if (g) {
-            g->fn = fn;
-            g->arg = arg;
-            g->left = m;
-        }
-        size_t k = 0;
-        for (size_t j = i; j < n; j++) {
-            if (done[j] || lattice_partition_key_slot(keys[j].key, keys[j].len) != slot) continue;
-            done[j] = true;
-            sub[k] = keys[j];
-            if (g) g->idx[k] = j;
-            k++;
-        }
-        st = g ? read_group(tx, sub, m, group_answered, g) : LATTICE_ERR_NOMEM;
-        if (st != LATTICE_OK) {
-            lt_free(g);
-            for (size_t j = 0, x = 0; j < n && x < m; j++)
-                if (lattice_partition_key_slot(keys[j].key, keys[j].len) == slot) {
-                    fn(arg, j, st, NULL, 0);
-                    x++;
-                }
-        }
+        if (!local[i]) continue;
+        bool found = false;
+        const void *v = NULL;
+        size_t vl = 0;
+        lt_txc_local_get(tx->c, keys[i].key, keys[i].len, &found, &v, &vl);
+        fn(arg, i, found ? LATTICE_OK : LATTICE_ERR_NOT_FOUND, v, vl);
     }
-    lt_free(done);
-    lt_free(sub);
+    lt_free(slot);
+    lt_free(local);
+    m->left = m->n;
+    size_t nops = m->n;
+    st = nops ? lattice_op_submit(tx->node, ops, nops, multi_answered, m) : LATTICE_OK;
+    lt_free(ops);
+    if (!nops) multi_free(m);
+    else if (st != LATTICE_OK) {
+        /* Not sent: every key read answers the error (fn runs once per key). */
+        for (size_t o = 0; o < m->n; o++)
+            for (size_t i = 0; i < m->g[o]->n; i++) fn(arg, m->g[o]->index[i], st, NULL, 0);
+        multi_free(m);
+    }
     return LATTICE_OK;
 }
 
