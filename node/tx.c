@@ -397,13 +397,10 @@ typedef struct xpart {
     size_t i;
 } xpart;
 
-static void x_prepared(void *arg, size_t op_i, const lattice_op_result *r)
+static void x_prepared(void *arg, size_t i, const lattice_op_result *r)
 {
-    (void)op_i;
-    xpart *xp = arg;
-    xcommit *k = xp->k;
-    lattice_status st = lt_txx_prepared(k->x, xp->i, r);
-    lt_free(xp);
+    xcommit *k = arg;
+    lattice_status st = lt_txx_prepared(k->x, i, r);
     if (st != LATTICE_OK && st != LATTICE_ERR_ABORTED && st != LATTICE_ERR_UNKNOWN && k->refusal == LATTICE_OK)
         k->refusal = st;
     if (++k->answered == k->n) x_decide(k);
@@ -496,6 +493,7 @@ static lattice_status commit_across(lattice_tx *tx, uint32_t partitions, lattice
     lattice_status st = lt_txx_new(tx->c, partitions, txid, tx->stamp, now + left, &k->x);
     if (st != LATTICE_OK) {
         lt_free(k);
+        tx_free(tx);
         return st;
     }
     k->m = lattice_node_metrics_of(tx->node);
@@ -510,25 +508,31 @@ static lattice_status commit_across(lattice_tx *tx, uint32_t partitions, lattice
         xcommit_free(k);
         return LATTICE_ERR_NOMEM;
     }
-    /* Every prepare out; one that cannot be sent counts as answered with
-     * its error (the decision is then abort). */
+    /* Every prepare built first, then all sent in one submit: from then on
+     * only the data thread, one answer at a time, touches k and the
+     * transaction. */
     size_t n = k->n;
-    for (size_t i = 0; i < n; i++) {
+    lattice_op *ops = lt_calloc(n, sizeof *ops);
+    uint8_t **req = lt_calloc(n, sizeof *req);
+    st = ops && req ? LATTICE_OK : LATTICE_ERR_NOMEM;
+    for (size_t i = 0; st == LATTICE_OK && i < n; i++) {
         lattice_op op;
-        xpart *xp = lt_malloc(sizeof *xp);
-        st = xp ? lt_txx_prepare_op(k->x, i, &op) : LATTICE_ERR_NOMEM;
-        if (st == LATTICE_OK) {
-            *xp = (xpart){k, i};
-            st = lattice_op_submit(k->node, &op, 1, x_prepared, xp);
-        }
-        if (st != LATTICE_OK) {
-            lattice_op_result r = {.status = st};
-            if (!xp) xp = lt_malloc(sizeof *xp);
-            if (xp) {
-                *xp = (xpart){k, i};
-                x_prepared(xp, 0, &r);
-            }
-        }
+        st = lt_txx_prepare_op(k->x, i, &op);
+        if (st == LATTICE_OK && !(req[i] = lt_malloc(op.value_len + op.key_len + 1))) st = LATTICE_ERR_NOMEM;
+        if (st != LATTICE_OK) break;
+        memcpy(req[i], op.value, op.value_len);
+        memcpy(req[i] + op.value_len, op.key, op.key_len);
+        op.value = (const char *)req[i];
+        op.key = (const char *)req[i] + op.value_len;
+        ops[i] = op;
+    }
+    if (st == LATTICE_OK) st = lattice_op_submit(k->node, ops, n, x_prepared, k);
+    for (size_t i = 0; req && i < n; i++) lt_free(req[i]);
+    lt_free(req);
+    lt_free(ops);
+    if (st != LATTICE_OK) {
+        xcommit_free(k); /* nothing was sent: nothing to settle */
+        return st;
     }
     return LATTICE_OK;
 }
