@@ -431,9 +431,9 @@ static lattice_status prep_rec(const txn_req *q, lt_txp_rec *rec)
 /* One write of a key by the participant (its own exec path: versions,
  * history, the copies' list). */
 static void cross_write(lattice_meta_cache *c, uint32_t partition, int kind, const void *key, size_t klen,
-                        const void *value, size_t vlen, exec_scratch *sc, txn_out *o)
+                        const void *value, size_t vlen, uint64_t ttl_ms, exec_scratch *sc, txn_out *o)
 {
-    exec_in in = {kind, 0, partition, key, klen, value, vlen, 0, 0};
+    exec_in in = {kind, 0, partition, key, klen, value, vlen, 0, ttl_ms};
     lattice_op_result r = {0};
     repl_out w;
     exec_local(c, &in, sc, &r, &w);
@@ -460,7 +460,7 @@ static lattice_status run_prepare(lattice_meta_cache *c, uint32_t partition, con
             lt_txp_rec_free(&rec);
             return st;
         }
-        cross_write(c, partition, LATTICE_OP_PUT, k, kl, v, vl, sc, o);
+        cross_write(c, partition, LATTICE_OP_PUT, k, kl, v, vl, 0, sc, o);
         lt_free(v);
     }
     lt_txp_rec_free(&rec);
@@ -497,7 +497,7 @@ static lattice_status run_finish(lattice_meta_cache *c, uint32_t partition, cons
         for (size_t i = 0; st == LATTICE_OK && outcome == LATTICE_TXN_COMMIT && i < rec.n_writes; i++) {
             const lt_txp_write *w = &rec.writes[i];
             cross_write(c, partition, w->remove ? LATTICE_OP_REMOVE : LATTICE_OP_PUT, w->key, w->key_len, w->value,
-                        w->value_len, sc, o);
+                        w->value_len, 0, sc, o);
         }
         if (st == LATTICE_OK) lt_txp_rec_free(&rec);
         remove_key(c, partition, h->key, h->key_len, o);
@@ -526,7 +526,12 @@ static lattice_status run_decide(lattice_meta_cache *c, uint32_t partition, cons
     if ((g == LATTICE_OK || g == LATTICE_ERR_TOO_LARGE) && m.value_len == 1) {
         r.num = have; /* decided already: that stands */
     } else {
-        cross_write(c, partition, LATTICE_OP_PUT, h->key, h->key_len, &want, 1, sc, o);
+        /* Kept an hour: every prepared row of the transaction is finished
+         * long before (the coordinator's finish, or the sweep within its
+         * deadline and seconds); a copy cut off for longer that comes back
+         * with a prepared row finds none and records abort - the one case
+         * the expiry trades for not keeping decisions for ever. */
+        cross_write(c, partition, LATTICE_OP_PUT, h->key, h->key_len, &want, 1, LATTICE_TXN_DECISION_KEEP_MS, sc, o);
         r.num = want;
     }
     add_result(o, &r);

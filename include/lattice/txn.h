@@ -93,6 +93,7 @@ enum {
     LATTICE_TXN_DECIDE = 72,
 };
 #define LATTICE_TXN_PREP_BYTES 36u
+#define LATTICE_TXN_DECISION_KEEP_MS 3600000u /* a decision row expires after an hour */
 #define LATTICE_TXN_COMMIT 1u
 #define LATTICE_TXN_ABORT 2u
 
