@@ -28,6 +28,7 @@ static const char *const messages[LATTICE_STATUS_COUNT_] = {
     [LATTICE_ERR_WRONGTYPE] = "the key holds a value of another type",
     [LATTICE_ERR_ABORTED] = "transaction aborted: a key it read changed before it committed; nothing applied, retry it",
     [LATTICE_ERR_UNKNOWN] = "the commit's answer was lost: the transaction may or may not have applied",
+    [LATTICE_ERR_RESERVED_KEY] = "keys that start with byte 0xff are reserved for the grid's own records",
 };
 
 const char *lattice_strerror(int status)

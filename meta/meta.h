@@ -94,6 +94,7 @@ typedef struct lattice_meta_cache {
     void *rb;                          /* the rebalance executor's state (freed through cache_gone) */
     void *clean;                       /* the commit watermarks (ops/clean.c; freed through cache_gone) */
     struct fast_cache *fast;           /* what readers on other threads test (ops/fast.c; freed through cache_gone) */
+    void *txlocks;                     /* prepared transactions' locks (ops/txlock.c; freed through cache_gone) */
     /* Called before any change of a partition's rows by whoever changes
      * them (types/: a write, a replicated write; ops/: removes, clears,
      * evictions, restores call ops/fast.c's fast_mark directly): ops/fast.c

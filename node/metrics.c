@@ -167,6 +167,7 @@ const char *lattice_status_name(int status)
         [LATTICE_ERR_NO_QUORUM] = "no_quorum", [LATTICE_ERR_DISK_FULL] = "disk_full",
         [LATTICE_ERR_RESTARTING] = "restarting", [LATTICE_ERR_WRONGTYPE] = "wrongtype",
         [LATTICE_ERR_ABORTED] = "aborted", [LATTICE_ERR_UNKNOWN] = "unknown_outcome",
+        [LATTICE_ERR_RESERVED_KEY] = "reserved_key",
     };
     return status >= 0 && status < LATTICE_STATUS_COUNT_ && names[status] ? names[status] : "unknown";
 }

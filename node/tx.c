@@ -5,19 +5,32 @@
  * for the asynchronous ones on a condition variable.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "lattice/log.h"
 #include "lattice/transaction.h"
 #include "node_int.h"
+#include "partition/partition.h"
 #include "txn/txn.h"
 
 struct lattice_tx {
     lattice_node *node;
     lt_txc *c;
+    uint64_t deadline; /* lt_mono_ms */
+    uint64_t stamp;    /* its start on the wall clock: wait-die's age */
 };
+
+static uint64_t wall_ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 lattice_status lattice_tx_begin(lattice_node *n, const char *cache, int timeout_ms, const char *label,
                                 lattice_tx **out)
@@ -34,6 +47,9 @@ lattice_status lattice_tx_begin(lattice_node *n, const char *cache, int timeout_
         return st;
     }
     tx->node = n;
+    tx->deadline = deadline;
+    tx->stamp = wall_ms_now();
+    lt_txc_across(tx->c); /* keys of any slot: a commit across partitions */
     *out = tx;
     return LATTICE_OK;
 }
@@ -95,8 +111,8 @@ static void read_answered(void *arg, size_t op_i, const lattice_op_result *r)
 }
 
 /* Answers what the transaction knows itself at once, reads the rest in one
- * op.  OK: fn runs once per key; an error: for none. */
-static lattice_status read_keys(lattice_tx *tx, const lt_txc_key *keys, size_t n, each_fn fn, void *arg)
+ * op (keys of one slot).  OK: fn runs once per key; an error: for none. */
+static lattice_status read_group(lattice_tx *tx, const lt_txc_key *keys, size_t n, each_fn fn, void *arg)
 {
     if (!tx || !fn || (!keys && n)) return LATTICE_ERR_INVAL;
     lattice_status st = lt_txc_check(tx->c, lt_mono_ms());
@@ -158,6 +174,136 @@ static lattice_status read_keys(lattice_tx *tx, const lt_txc_key *keys, size_t n
     return LATTICE_OK;
 }
 
+/* A read over keys of several slots: one op per slot (an op reaches one
+ * partition), every op built before any is sent and all sent in one
+ * submit - so from then on only the data thread, one answer at a time,
+ * touches the transaction (it is not safe against two threads). */
+typedef struct multi_read {
+    size_t n, left;
+    read_ctx **g;      /* per op */
+    uint8_t **payload; /* per op: its request, copied out of the transaction's scratch */
+} multi_read;
+
+static void multi_free(multi_read *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->g[i]) read_ctx_free(m->g[i]);
+        lt_free(m->payload[i]);
+    }
+    lt_free(m->g);
+    lt_free(m->payload);
+    lt_free(m);
+}
+
+static void multi_answered(void *arg, size_t op_i, const lattice_op_result *r)
+{
+    multi_read *m = arg;
+    read_answered(m->g[op_i], 0, r); /* frees it */
+    m->g[op_i] = NULL;
+    if (!--m->left) multi_free(m);
+}
+
+static lattice_status read_keys(lattice_tx *tx, const lt_txc_key *keys, size_t n, each_fn fn, void *arg)
+{
+    bool one = true;
+    for (size_t i = 1; i < n && one; i++)
+        one = lattice_partition_key_slot(keys[i].key, keys[i].len) == lattice_partition_key_slot(keys[0].key, keys[0].len);
+    if (one) return read_group(tx, keys, n, fn, arg);
+    if (!tx || !fn || !keys) return LATTICE_ERR_INVAL;
+    lattice_status st = lt_txc_check(tx->c, lt_mono_ms());
+    if (st == LATTICE_OK) st = lt_txc_can_join(tx->c, keys, n);
+    if (st != LATTICE_OK) return st;
+    /* The slots of the keys the transaction cannot answer itself. */
+    uint16_t *slot = lt_calloc(n, sizeof *slot);
+    bool *local = lt_calloc(n, sizeof *local);
+    multi_read *m = lt_calloc(1, sizeof *m);
+    lattice_op *ops = lt_calloc(n, sizeof *ops);
+    if (m) {
+        m->g = lt_calloc(n, sizeof *m->g);
+        m->payload = lt_calloc(n, sizeof *m->payload);
+    }
+    st = slot && local && m && ops && m->g && m->payload ? LATTICE_OK : LATTICE_ERR_NOMEM;
+    for (size_t i = 0; st == LATTICE_OK && i < n; i++) {
+        bool found;
+        const void *v;
+        size_t vl;
+        if (!keys[i].key && keys[i].len) st = LATTICE_ERR_INVAL;
+        local[i] = lt_txc_local_get(tx->c, keys[i].key, keys[i].len, &found, &v, &vl);
+        slot[i] = lattice_partition_key_slot(keys[i].key, keys[i].len);
+    }
+    /* One read_ctx and one op per slot, built now. */
+    bool *taken = st == LATTICE_OK ? lt_calloc(n, sizeof *taken) : NULL;
+    if (st == LATTICE_OK && !taken) st = LATTICE_ERR_NOMEM;
+    for (size_t i = 0; st == LATTICE_OK && i < n; i++) {
+        if (local[i] || taken[i]) continue;
+        read_ctx *g = lt_calloc(1, sizeof *g);
+        if (!g || !(g->index = lt_calloc(n, sizeof *g->index)) || !(g->keys = lt_calloc(n, sizeof *g->keys)) ||
+            !(g->each = lt_calloc(n, sizeof *g->each))) {
+            if (g) read_ctx_free(g);
+            st = LATTICE_ERR_NOMEM;
+            break;
+        }
+        g->tx = tx;
+        g->fn = fn;
+        g->arg = arg;
+        m->g[m->n] = g;
+        for (size_t j = i; st == LATTICE_OK && j < n; j++) {
+            if (local[j] || taken[j] || slot[j] != slot[i]) continue;
+            void *k = lt_malloc(keys[j].len ? keys[j].len : 1);
+            if (!k) {
+                st = LATTICE_ERR_NOMEM;
+                break;
+            }
+            if (keys[j].len) memcpy(k, keys[j].key, keys[j].len);
+            taken[j] = true;
+            g->keys[g->n] = (lt_txc_key){k, keys[j].len};
+            g->index[g->n++] = j;
+        }
+        lattice_op op;
+        if (st == LATTICE_OK) st = lt_txc_read_op(tx->c, g->keys, g->n, &op);
+        if (st == LATTICE_OK && !(m->payload[m->n] = lt_malloc(op.value_len ? op.value_len : 1))) st = LATTICE_ERR_NOMEM;
+        if (st == LATTICE_OK) {
+            memcpy(m->payload[m->n], op.value, op.value_len);
+            op.value = (const char *)m->payload[m->n];
+            op.key = g->keys[0].key; /* the op's key pointed into the transaction's scratch */
+            ops[m->n] = op;
+        }
+        m->n++;
+    }
+    lt_free(taken);
+    if (st != LATTICE_OK) {
+        if (m && m->g) multi_free(m);
+        else lt_free(m);
+        lt_free(slot);
+        lt_free(local);
+        lt_free(ops);
+        return st;
+    }
+    /* Nothing can fail from here on but the submit: the local answers first. */
+    for (size_t i = 0; i < n; i++) {
+        if (!local[i]) continue;
+        bool found = false;
+        const void *v = NULL;
+        size_t vl = 0;
+        lt_txc_local_get(tx->c, keys[i].key, keys[i].len, &found, &v, &vl);
+        fn(arg, i, found ? LATTICE_OK : LATTICE_ERR_NOT_FOUND, v, vl);
+    }
+    lt_free(slot);
+    lt_free(local);
+    m->left = m->n;
+    size_t nops = m->n;
+    st = nops ? lattice_op_submit(tx->node, ops, nops, multi_answered, m) : LATTICE_OK;
+    lt_free(ops);
+    if (!nops) multi_free(m);
+    else if (st != LATTICE_OK) {
+        /* Not sent: every key read answers the error (fn runs once per key). */
+        for (size_t o = 0; o < m->n; o++)
+            for (size_t i = 0; i < m->g[o]->n; i++) fn(arg, m->g[o]->index[i], st, NULL, 0);
+        multi_free(m);
+    }
+    return LATTICE_OK;
+}
+
 typedef struct one_fn {
     lattice_tx_get_fn fn;
     void *arg;
@@ -207,6 +353,190 @@ static void commit_answered(void *arg, size_t i, const lattice_op_result *r)
     lt_free(k);
 }
 
+/* ---- the commit across partitions (docs/TRANSACTIONS.md) ----
+ * Every participant's PREPARE at once; once all answered, the DECIDE at the
+ * home partition (commit only if all prepared), asked again while its
+ * answer is lost (it is idempotent: the decision that stands comes back);
+ * the caller's answer follows the decision; then each participant's
+ * FINISH, asked again a few times (a participant's own sweep finishes
+ * what is left once the deadline passed).  Callbacks run on the data
+ * thread, one at a time. */
+
+#define DECIDE_TRIES 8
+#define FINISH_TRIES 4
+
+typedef struct xcommit {
+    node_metrics *m;
+    lattice_node *node;
+    lt_txc *c;
+    lt_txx *x;
+    lattice_tx_done_fn fn;
+    void *arg;
+    size_t n, answered, finishing;
+    lattice_status refusal; /* the first prepare refused as it stood */
+    bool commit;
+    int decide_tries;
+    uint8_t *finish_tries;
+} xcommit;
+
+static void xcommit_free(xcommit *k)
+{
+    lt_txx_free(k->x);
+    lt_txc_free(k->c);
+    lt_free(k->finish_tries);
+    lt_free(k);
+}
+
+static void x_decide(xcommit *k);
+static void x_finish(xcommit *k, size_t i);
+
+static void x_finished(void *arg, size_t i, const lattice_op_result *r);
+
+typedef struct xpart {
+    xcommit *k;
+    size_t i;
+} xpart;
+
+static void x_prepared(void *arg, size_t i, const lattice_op_result *r)
+{
+    xcommit *k = arg;
+    lattice_status st = lt_txx_prepared(k->x, i, r);
+    if (st != LATTICE_OK && st != LATTICE_ERR_ABORTED && st != LATTICE_ERR_UNKNOWN && k->refusal == LATTICE_OK)
+        k->refusal = st;
+    if (++k->answered == k->n) x_decide(k);
+}
+
+static void x_end(xcommit *k, lattice_status st)
+{
+    node_metrics_tx(k->m, st);
+    if (st == LATTICE_ERR_UNKNOWN)
+        LT_LOG(LT_WARN, "tx", "cache %s: transaction '%s' across %zu partitions: its decision's answer was lost: it "
+               "applied everywhere or nowhere", lt_txc_cache(k->c), lt_txc_label(k->c), k->n);
+    k->fn(k->arg, st);
+}
+
+static void x_decided(void *arg, size_t op_i, const lattice_op_result *r)
+{
+    (void)op_i;
+    xcommit *k = arg;
+    bool commit = false;
+    lattice_status st = lt_txx_decided(k->x, r, &commit);
+    if (st != LATTICE_OK) {
+        if (++k->decide_tries < DECIDE_TRIES) {
+            x_decide(k);
+            return;
+        }
+        x_end(k, LATTICE_ERR_UNKNOWN); /* the participants settle it by the decision row */
+        xcommit_free(k);
+        return;
+    }
+    k->commit = commit;
+    x_end(k, commit ? LATTICE_OK : k->refusal != LATTICE_OK ? k->refusal : LATTICE_ERR_ABORTED);
+    k->finishing = k->n;
+    for (size_t i = 0; i < k->n; i++) x_finish(k, i);
+}
+
+static void x_decide(xcommit *k)
+{
+    lattice_op op;
+    lattice_status st = lt_txx_decide_op(k->x, lt_txx_all_prepared(k->x), &op);
+    if (st == LATTICE_OK) st = lattice_op_submit(k->node, &op, 1, x_decided, k);
+    if (st != LATTICE_OK) {
+        lattice_op_result r = {.status = st};
+        x_decided(k, 0, &r); /* counted as a try */
+    }
+}
+
+static void x_finish(xcommit *k, size_t i)
+{
+    lattice_op op;
+    xpart *xp = lt_malloc(sizeof *xp);
+    lattice_status st = xp ? lt_txx_finish_op(k->x, i, k->commit, &op) : LATTICE_ERR_NOMEM;
+    if (st == LATTICE_OK) {
+        *xp = (xpart){k, i};
+        st = lattice_op_submit(k->node, &op, 1, x_finished, xp);
+    }
+    if (st != LATTICE_OK) {
+        lt_free(xp);
+        if (!--k->finishing) xcommit_free(k); /* the participant's sweep finishes it */
+    }
+}
+
+static void x_finished(void *arg, size_t op_i, const lattice_op_result *r)
+{
+    (void)op_i;
+    xpart *xp = arg;
+    xcommit *k = xp->k;
+    size_t i = xp->i;
+    lt_free(xp);
+    if (lt_txx_finished(k->x, i, r) != LATTICE_OK && ++k->finish_tries[i] < FINISH_TRIES) {
+        x_finish(k, i);
+        return;
+    }
+    if (!--k->finishing) xcommit_free(k);
+}
+
+static atomic_uint_fast64_t tx_seq;
+
+/* The commit of tx's keys over several partitions; st the outcome of the
+ * start (OK: fn will be called). */
+static lattice_status commit_across(lattice_tx *tx, uint32_t partitions, lattice_tx_done_fn fn, void *arg)
+{
+    xcommit *k = lt_calloc(1, sizeof *k);
+    if (!k) return LATTICE_ERR_NOMEM;
+    char id[64];
+    lattice_node_id(tx->node, id, sizeof id);
+    uint64_t node = lt_fnv1a(id, strlen(id)) | 1;
+    lt_txid txid = {node, atomic_fetch_add(&tx_seq, 1) + 1};
+    uint64_t now = wall_ms_now(), mono = lt_mono_ms();
+    uint64_t left = tx->deadline > mono ? tx->deadline - mono : 0;
+    lattice_status st = lt_txx_new(tx->c, partitions, txid, tx->stamp, now + left, &k->x);
+    if (st != LATTICE_OK) {
+        lt_free(k);
+        tx_free(tx);
+        return st;
+    }
+    k->m = lattice_node_metrics_of(tx->node);
+    k->node = tx->node;
+    k->c = tx->c;
+    k->fn = fn;
+    k->arg = arg;
+    k->n = lt_txx_parts(k->x);
+    k->finish_tries = lt_calloc(k->n, 1);
+    lt_free(tx); /* the coordinator lives on in k */
+    if (!k->finish_tries) {
+        xcommit_free(k);
+        return LATTICE_ERR_NOMEM;
+    }
+    /* Every prepare built first, then all sent in one submit: from then on
+     * only the data thread, one answer at a time, touches k and the
+     * transaction. */
+    size_t n = k->n;
+    lattice_op *ops = lt_calloc(n, sizeof *ops);
+    uint8_t **req = lt_calloc(n, sizeof *req);
+    st = ops && req ? LATTICE_OK : LATTICE_ERR_NOMEM;
+    for (size_t i = 0; st == LATTICE_OK && i < n; i++) {
+        lattice_op op;
+        st = lt_txx_prepare_op(k->x, i, &op);
+        if (st == LATTICE_OK && !(req[i] = lt_malloc(op.value_len + op.key_len + 1))) st = LATTICE_ERR_NOMEM;
+        if (st != LATTICE_OK) break;
+        memcpy(req[i], op.value, op.value_len);
+        memcpy(req[i] + op.value_len, op.key, op.key_len);
+        op.value = (const char *)req[i];
+        op.key = (const char *)req[i] + op.value_len;
+        ops[i] = op;
+    }
+    if (st == LATTICE_OK) st = lattice_op_submit(k->node, ops, n, x_prepared, k);
+    for (size_t i = 0; req && i < n; i++) lt_free(req[i]);
+    lt_free(req);
+    lt_free(ops);
+    if (st != LATTICE_OK) {
+        xcommit_free(k); /* nothing was sent: nothing to settle */
+        return st;
+    }
+    return LATTICE_OK;
+}
+
 lattice_status lattice_tx_commit_async(lattice_tx *tx, lattice_tx_done_fn fn, void *arg)
 {
     if (!tx || !fn) {
@@ -214,6 +544,26 @@ lattice_status lattice_tx_commit_async(lattice_tx *tx, lattice_tx_done_fn fn, vo
         return LATTICE_ERR_INVAL;
     }
     lattice_status st = lt_txc_check(tx->c, lt_mono_ms());
+    if (st == LATTICE_OK && !lt_txc_one_slot(tx->c)) {
+        uint32_t partitions = 0;
+        lattice_cache_info *ci = NULL;
+        size_t nc = 0;
+        if ((st = lattice_caches_info(tx->node, &ci, &nc)) == LATTICE_OK) {
+            st = LATTICE_ERR_NO_CACHE;
+            for (size_t i = 0; i < nc; i++)
+                if (!strcmp(ci[i].name, lt_txc_cache(tx->c))) {
+                    partitions = ci[i].partitions;
+                    st = LATTICE_OK;
+                }
+            lattice_caches_info_free(ci, nc);
+        }
+        if (st == LATTICE_OK && lt_txc_partitions(tx->c, partitions) > 1) {
+            lattice_node *node = tx->node;
+            st = commit_across(tx, partitions, fn, arg);
+            if (st != LATTICE_OK) node_metrics_tx(lattice_node_metrics_of(node), st);
+            return st;
+        }
+    }
     lattice_op op;
     bool none = false;
     if (st == LATTICE_OK) st = lt_txc_commit_op(tx->c, &op, &none);

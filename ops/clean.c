@@ -187,14 +187,13 @@ waitw *clean_pending_write(lattice_ops *d, lattice_meta_cache *c, uint32_t parti
     return last;
 }
 
-lattice_status clean_defer_write(waitw *w, const exec_in *in, const origin *org, const char *origin_id,
-                                 uint64_t seq)
+deferred_read *deferred_new(const exec_in *in, const origin *org, const char *origin_id, uint64_t seq)
 {
     size_t id_len = origin_id ? strlen(origin_id) : 0;
     deferred_read *r = lt_malloc(sizeof *r + in->key_len + in->value_len);
     if (!r || id_len >= sizeof r->origin_id) {
         lt_free(r);
-        return LATTICE_ERR_NOMEM;
+        return NULL;
     }
     r->in = *in;
     memcpy(r->key, in->key, in->key_len);
@@ -204,6 +203,15 @@ lattice_status clean_defer_write(waitw *w, const exec_in *in, const origin *org,
     r->org = *org;
     r->seq = seq;
     memcpy(r->origin_id, origin_id ? origin_id : "", id_len + 1);
+    r->next = NULL;
+    return r;
+}
+
+lattice_status clean_defer_write(waitw *w, const exec_in *in, const origin *org, const char *origin_id,
+                                 uint64_t seq)
+{
+    deferred_read *r = deferred_new(in, org, origin_id, seq);
+    if (!r) return LATTICE_ERR_NOMEM;
     r->next = w->reads;
     w->reads = r;
     return LATTICE_OK;

@@ -48,6 +48,7 @@
 
 #include "lattice/alloc.h"
 #include "ops_int.h"
+#include "txn/txn.h"
 
 struct fast_cache {
     char name[LATTICE_CACHE_NAME_MAX + 1];
@@ -113,6 +114,12 @@ bool fast_readable(lattice_ops *d, lattice_meta_cache *c, uint32_t p)
 {
     if (!c->store || !lattice_meta_valid(d->meta) || lattice_meta_frozen(c) || c->restoring) return false;
     if (c->cfg.rebalance_mode == LATTICE_REBALANCE_SYNC && c->ideal) return false;
+    /* A transaction prepared in p holds keys a read must wait for
+     * (txlock.c): the data thread answers p's reads meanwhile.  Its rows'
+     * arrival and removal are changes of p, so p is re-checked then. */
+    bool unknown;
+    struct lt_txp_locks *held = txlock_table(c, p, &unknown);
+    if (unknown || (held && lt_txp_locks_count(held))) return false;
     lattice_meta_member *owners[LATTICE_CACHE_MAX_BACKUPS + 1];
     size_t n = lattice_meta_serving_owners(c, p, owners, LATTICE_CACHE_MAX_BACKUPS + 1);
     if (n == 0) return false;

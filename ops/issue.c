@@ -53,6 +53,14 @@ static opx *opx_new(const lattice_op *op, lattice_op_fn fn, void *arg, size_t in
     return o;
 }
 
+lattice_status issue_here(lattice_ops *d, const lattice_op *op, lattice_op_fn fn, void *arg)
+{
+    opx *o = opx_new(op, fn, arg, 0, lt_mono_ms() + (uint64_t)d->op_timeout_ms);
+    if (!o) return LATTICE_ERR_NOMEM;
+    issue_route(d, o);
+    return LATTICE_OK;
+}
+
 /* The data thread takes them: each pushed, then one wake-up for all. */
 static void hand_over(lattice_ops *d, opx **all, size_t n)
 {
@@ -272,6 +280,9 @@ static bool read_local_copy(lattice_ops *d, opx *o, lattice_meta_cache *c, const
          * that its primary has not acknowledged (clean.c); else the
          * primary answers.  primary_sync/full_async: as it stands. */
         if (c->cfg.sync == LATTICE_SYNC_FULL && !clean_copy_is_clean(c, in->partition)) return false;
+        /* A transaction prepared across partitions holds the key: its
+         * primary answers once the transaction finished (txlock.c). */
+        if (txlock_blocks(c, in->partition, in->key, in->key_len, false)) return false;
         if (!ops_serving_leased(d, c, lease)) {
             retry_later(d, o, LATTICE_ERR_AGAIN);
             return true;

@@ -307,6 +307,7 @@ static void cache_gone(void *arg, lattice_meta_cache *c)
     fast_cache_gone(arg, c);
     if (d->grid_hooks.cache_gone) d->grid_hooks.cache_gone(arg, c);
     clean_cache_gone(c);
+    txlock_cache_gone(c);
     evict_cache_gone(arg, c);
     wal_cache_gone(arg, c);
 }
@@ -530,6 +531,8 @@ static void *data_main(void *arg)
             takeover_check(d); /* a tick of grid/ may have applied a metadata */
             wal_tick(d);
             evict_flush(d);
+            txlock_tick(d);
+            txlock_sweep(d, now);
             run_retries(d, now);
             if (d->region) {
                 lattice_region_tick(d->region, now); /* OBJECT IDLETIME's clock (once a second) */
@@ -548,6 +551,7 @@ static void *data_main(void *arg)
     d->running = false;
     drain_inbox(d);
     chan_release_pending(d, true);
+    txlock_stop(d);
     run_retries(d, UINT64_MAX);
     chan_flush(d);
     pthread_mutex_unlock(&d->run_lock);

@@ -321,6 +321,11 @@ struct lattice_ops {
 
     /* ---- dedup.c: resend records */
     dedup_entry *dedup;           /* DEDUP_SLOTS, allocated at init (servers) */
+    struct txwait *txwaits;       /* operations waiting for a prepared transaction's lock (txlock.c) */
+    uint64_t txwaiting;
+    uint64_t txsweep_ms;          /* txlock_sweep's last round */
+    struct txsettle *txsettles;   /* orphans being settled (txlock.c) */
+    uint64_t txsettled;
 
     /* ---- clean.c: nothing here; its state is per cache and partition
      * (lattice_meta_cache) and in each waitw */
@@ -480,6 +485,29 @@ bool ops_not_meant_here(const lattice_ops *d, const origin *o, uint64_t topo_maj
  * nobody. */
 addressed_to ops_addressed(const lattice_ops *d, const char *to);
 
+/* ---- txlock.c: the locks of transactions prepared across partitions ----
+ * Read off partition p's prepared rows (docs/TRANSACTIONS.md).  The table
+ * (NULL: p holds none); *unknown when it could not be read (no memory):
+ * then treat every key of p as locked. */
+struct lt_txp_locks;
+struct lt_txp_locks *txlock_table(lattice_meta_cache *c, uint32_t p, bool *unknown);
+/* True when a prepared transaction holds key against this access: a write
+ * waits for any of its locks, a read only for a write lock. */
+bool txlock_blocks(lattice_meta_cache *c, uint32_t p, const void *key, size_t key_len, bool write);
+void txlock_cache_gone(lattice_meta_cache *c);
+/* Parks an operation on a locked key until p's prepared rows or the view
+ * change (polled by txlock_tick each tick); txlock_stop ends every waiter
+ * with STOPPED.  NOMEM. */
+lattice_status txlock_park(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org,
+                           const char *origin_id, uint64_t seq);
+void txlock_tick(lattice_ops *d);
+void txlock_stop(lattice_ops *d);
+/* Settles the transactions prepared in partitions this node leads whose
+ * deadline passed (their coordinator died, was cut off or paused): an abort
+ * decision at the home partition if none stands, then the row finished by
+ * the decision that does.  Each tick; acts at most every TXLOCK_SWEEP_MS. */
+void txlock_sweep(lattice_ops *d, uint64_t now);
+
 /* ---- clean.c: commit watermarks, so every read is linearizable (full_sync) */
 /* Primary: the write w (version, key) is in flight to the copies. */
 void clean_begin(lattice_ops *d, lattice_meta_cache *c, waitw *w, uint32_t partition, uint64_t version,
@@ -495,6 +523,11 @@ waitw *clean_pending_write(lattice_ops *d, lattice_meta_cache *c, uint32_t parti
  * resend parked there (clean_defer_write) keeps its value and resend
  * record, so it reruns as the same write. */
 lattice_status clean_defer_read(waitw *w, const exec_in *in, const origin *org);
+/* A copy of an operation to run later (key and value copied): NULL on
+ * NOMEM.  primary_rerun runs it here if this node still leads its
+ * partition, or sends it back to be routed again. */
+deferred_read *deferred_new(const exec_in *in, const origin *org, const char *origin_id, uint64_t seq);
+void primary_rerun(lattice_ops *d, lattice_meta_cache *c, deferred_read *rd);
 lattice_status clean_defer_write(waitw *w, const exec_in *in, const origin *org, const char *origin_id,
                                  uint64_t seq);
 /* Primary: this node serves the partition as primary now.  True, once,
@@ -673,6 +706,9 @@ void walk_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, cons
 
 /* ---- issue.c: issue and route */
 void issue_route(lattice_ops *d, opx *o);
+/* An operation the data thread itself issues (op copied): routed now, fn
+ * called on the data thread with its answer.  NOMEM. */
+lattice_status issue_here(lattice_ops *d, const lattice_op *op, lattice_op_fn fn, void *arg);
 
 /* wal.c: persistence (--data-dir) on the operation path */
 lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb);

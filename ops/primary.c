@@ -47,6 +47,10 @@ lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_o
         return LATTICE_ERR_INVAL;
     if (op->kind == LATTICE_OP_SIZE || walk_is_kind(op->kind)) return LATTICE_OK;
     if (op->key_len == 0) return LATTICE_ERR_INVAL;
+    /* The grid's own records (a transaction's prepared rows and decisions):
+     * only a transaction's own steps name them (txn.c checks those). */
+    if (op->kind != LATTICE_OP_TXN && *(const uint8_t *)op->key == LATTICE_STORE_RESERVED_BYTE)
+        return LATTICE_ERR_RESERVED_KEY;
     /* A transaction's value holds its sub-operations, each checked by txn.c. */
     size_t vmax = op->kind == LATTICE_OP_TXN ? (size_t)DATA_MAX_FRAME / 2 : c->cfg.max_value_bytes;
     if (op->key_len > c->cfg.max_key_bytes || op->value_len > vmax) return LATTICE_ERR_TOO_LARGE;
@@ -55,7 +59,7 @@ lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_o
 
 /* A read parked behind a write runs once that write is acknowledged, if
  * this node still serves the partition as primary. */
-static void rerun_read(lattice_ops *d, lattice_meta_cache *c, deferred_read *rd)
+void primary_rerun(lattice_ops *d, lattice_meta_cache *c, deferred_read *rd)
 {
     lattice_meta_member *own[1];
     bool mine = c && ops_serving(d, c) && lattice_meta_serving_owners(c, rd->in.partition, own, 1) == 1 &&
@@ -292,7 +296,7 @@ void primary_after_write(lattice_ops *d, waitw *w)
     deferred_read *rd = clean_end(d, w);
     while (rd) {
         deferred_read *next = rd->next;
-        rerun_read(d, c, rd);
+        primary_rerun(d, c, rd);
         lt_free(rd);
         rd = next;
     }
@@ -369,6 +373,16 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
         }
         chan_complete(d, org, &again);
         lt_free(v);
+        return;
+    }
+    if (c->store && txlock_blocks(c, in->partition, in->key, in->key_len, !ops_is_read(in->kind))) {
+        /* A transaction prepared across partitions holds the key (a write
+         * waits for any of its locks, a read for its write lock): it runs
+         * once the transaction finished (txlock.c), so it serializes with
+         * it and never reads what a committed transaction replaced. */
+        if (txlock_park(d, c, in, org, origin_id, seq) == LATTICE_OK) return;
+        lattice_op_result nomem = {.status = LATTICE_ERR_NOMEM};
+        chan_complete(d, org, &nomem);
         return;
     }
     lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];

@@ -38,6 +38,7 @@
 #include "lattice/log.h"
 #include "lattice/txn.h"
 #include "ops_int.h"
+#include "txn/txn.h"
 
 /* ---- growable buffers over lattice_txn_buf ---- */
 
@@ -92,7 +93,8 @@ static bool sub_kind_ok(int kind)
     return (kind >= LATTICE_OP_GET && kind <= LATTICE_OP_CONTAINS) || kind == LATTICE_OP_SETRANGE ||
            kind == LATTICE_OP_SETBIT || kind == LATTICE_OP_INCRBYFLOAT || kind == LATTICE_TXN_VERSION ||
            kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY || kind == LATTICE_TXN_IF_ABSENT ||
-           kind == LATTICE_TXN_EXPIRE_IF || kind == LATTICE_TXN_IDLE;
+           kind == LATTICE_TXN_EXPIRE_IF || kind == LATTICE_TXN_IDLE || kind == LATTICE_TXN_PREPARE ||
+           kind == LATTICE_TXN_FINISH || kind == LATTICE_TXN_DECIDE;
 }
 
 static bool names_key(int kind)
@@ -103,7 +105,17 @@ static bool names_key(int kind)
 static lattice_status key_ok(const lattice_meta_cache *c, uint32_t partition, const void *key, size_t len)
 {
     if (len == 0) return LATTICE_ERR_INVAL;
+    if (*(const uint8_t *)key == LATTICE_STORE_RESERVED_BYTE) return LATTICE_ERR_RESERVED_KEY; /* see req_decode */
     if (len > c->cfg.max_key_bytes) return LATTICE_ERR_TOO_LARGE;
+    return lattice_partition_of_key(key, len, c->cfg.partitions) == partition ? LATTICE_OK : LATTICE_ERR_INVAL;
+}
+
+/* FINISH's and DECIDE's key: the grid's own record, of this partition. */
+static lattice_status internal_key_ok(const lattice_meta_cache *c, uint32_t partition, const void *key, size_t len)
+{
+    lt_txp_kind kind;
+    lt_txid id;
+    if (!lt_txp_key_parse(key, len, &kind, &id)) return LATTICE_ERR_INVAL;
     return lattice_partition_of_key(key, len, c->cfg.partitions) == partition ? LATTICE_OK : LATTICE_ERR_INVAL;
 }
 
@@ -144,7 +156,11 @@ static lattice_status req_decode(const lattice_meta_cache *c, uint32_t partition
         s->ttl_ms = lattice_txn_get_u(&b, 8);
         if (b.failed || !sub_kind_ok(s->kind) || (s->flags & ~(LATTICE_OP_FLAGS_ALL_ & ~LATTICE_OP_LOCAL)))
             st = LATTICE_ERR_INVAL;
-        else if ((st = key_ok(c, partition, s->key, s->key_len)) != LATTICE_OK)
+        else if ((s->kind == LATTICE_TXN_PREPARE || s->kind == LATTICE_TXN_FINISH || s->kind == LATTICE_TXN_DECIDE) && i)
+            st = LATTICE_ERR_INVAL; /* a step of a transaction across partitions governs its request: first */
+        else if ((st = s->kind == LATTICE_TXN_FINISH || s->kind == LATTICE_TXN_DECIDE
+                           ? internal_key_ok(c, partition, s->key, s->key_len)
+                           : key_ok(c, partition, s->key, s->key_len)) != LATTICE_OK)
             ;
         else if (names_key(s->kind))
             st = key_ok(c, partition, s->value, s->value_len);
@@ -359,6 +375,169 @@ static bool watches_hold(lattice_meta_cache *c, uint32_t partition, const txn_re
     return true;
 }
 
+/* ---- transactions across partitions: the participant's steps ----
+ * (lattice/txn.h: PREPARE, FINISH, DECIDE; docs/TRANSACTIONS.md).  The
+ * prepared row and the decision are entries under internal keys
+ * (txn/txn.h), written and removed like any entry, so they replicate, log
+ * and rebalance with their partition; the locks are read off the prepared
+ * rows (txlock.c). */
+
+static int cross_kind(const txn_req *q)
+{
+    int k = q->n_subs ? q->subs[0].kind : 0;
+    return k == LATTICE_TXN_PREPARE || k == LATTICE_TXN_FINISH || k == LATTICE_TXN_DECIDE ? k : 0;
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* PREPARE's record: its reads (the watches) and writes (the subs after
+ * it), pointing into q; rec->reads and rec->writes malloc'd. */
+static lattice_status prep_rec(const txn_req *q, lt_txp_rec *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    const txn_sub *h = &q->subs[0];
+    if (h->value_len != LATTICE_TXN_PREP_BYTES) return LATTICE_ERR_INVAL;
+    const uint8_t *v = h->value;
+    rec->id = (lt_txid){get_le(v, 8), get_le(v + 8, 8)};
+    rec->stamp = get_le(v + 16, 8);
+    rec->home = (uint32_t)get_le(v + 24, 4);
+    rec->deadline_ms = get_le(v + 28, 8);
+    if (lt_txid_none(rec->id)) return LATTICE_ERR_INVAL;
+    rec->n_reads = q->n_watch;
+    rec->n_writes = q->n_subs - 1;
+    rec->reads = lt_calloc(rec->n_reads ? rec->n_reads : 1, sizeof *rec->reads);
+    rec->writes = lt_calloc(rec->n_writes ? rec->n_writes : 1, sizeof *rec->writes);
+    if (!rec->reads || !rec->writes) {
+        lt_txp_rec_free(rec);
+        return LATTICE_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < q->n_watch; i++) rec->reads[i] = (lt_txp_key_ref){q->watch[i].key, q->watch[i].key_len};
+    for (size_t i = 1; i < q->n_subs; i++) {
+        const txn_sub *s = &q->subs[i];
+        if (s->kind != LATTICE_OP_PUT && s->kind != LATTICE_OP_REMOVE) {
+            lt_txp_rec_free(rec);
+            return LATTICE_ERR_INVAL;
+        }
+        rec->writes[i - 1] = (lt_txp_write){s->key, s->value, s->key_len, s->value_len, s->kind == LATTICE_OP_REMOVE, 0, 0};
+    }
+    return LATTICE_OK;
+}
+
+/* One write of a key by the participant (its own exec path: versions,
+ * history, the copies' list). */
+static void cross_write(lattice_meta_cache *c, uint32_t partition, int kind, const void *key, size_t klen,
+                        const void *value, size_t vlen, uint64_t ttl_ms, exec_scratch *sc, txn_out *o)
+{
+    exec_in in = {kind, 0, partition, key, klen, value, vlen, 0, ttl_ms};
+    lattice_op_result r = {0};
+    repl_out w;
+    exec_local(c, &in, sc, &r, &w);
+    if (w.needed) add_write(o, key, klen, &w);
+}
+
+static lattice_status run_prepare(lattice_meta_cache *c, uint32_t partition, const txn_req *q, exec_scratch *sc,
+                                  txn_out *o)
+{
+    lt_txp_rec rec;
+    lattice_status st = prep_rec(q, &rec);
+    if (st != LATTICE_OK) return st;
+    uint8_t k[LT_TXP_KEY_MAX];
+    size_t kl = lt_txp_key(c->cfg.partitions, partition, LT_TXP_PREPARED, rec.id, k);
+    lattice_store_meta m = {0};
+    lattice_op_result r = {.status = LATTICE_OK, .num = 1};
+    int g = lattice_store_get(c->store, partition, k, kl, NULL, 0, &m);
+    if (g == LATTICE_OK || g == LATTICE_ERR_TOO_LARGE) {
+        r.num = 0; /* prepared already (a resend under another op sequence) */
+    } else {
+        uint8_t *v;
+        size_t vl;
+        if ((st = lt_txp_rec_encode(&rec, &v, &vl)) != LATTICE_OK) {
+            lt_txp_rec_free(&rec);
+            return st;
+        }
+        cross_write(c, partition, LATTICE_OP_PUT, k, kl, v, vl, 0, sc, o);
+        lt_free(v);
+    }
+    lt_txp_rec_free(&rec);
+    add_result(o, &r);
+    lattice_op_result later = {.status = LATTICE_OK}; /* the writes: applied at FINISH */
+    for (size_t i = 1; i < q->n_subs; i++) add_result(o, &later);
+    return LATTICE_OK;
+}
+
+static lattice_status run_finish(lattice_meta_cache *c, uint32_t partition, const txn_req *q, exec_scratch *sc,
+                                 txn_out *o)
+{
+    const txn_sub *h = &q->subs[0];
+    lt_txp_kind kind;
+    lt_txid id;
+    if (q->n_subs != 1 || h->value_len != 1 || !lt_txp_key_parse(h->key, h->key_len, &kind, &id) ||
+        kind != LT_TXP_PREPARED)
+        return LATTICE_ERR_INVAL;
+    unsigned outcome = *(const uint8_t *)h->value;
+    if (outcome != LATTICE_TXN_COMMIT && outcome != LATTICE_TXN_ABORT) return LATTICE_ERR_INVAL;
+    void *row = NULL;
+    lattice_store_meta m = {0};
+    lattice_op_result r = {.status = LATTICE_OK, .num = 0};
+    if (lattice_store_get_copy(c->store, partition, h->key, h->key_len, &row, &m) == LATTICE_OK) {
+        lt_txp_rec rec;
+        lattice_status st = lt_txp_rec_decode(row, m.value_len, &rec);
+        if (st == LATTICE_ERR_NOMEM) {
+            lt_free(row);
+            return st;
+        }
+        if (st != LATTICE_OK)
+            LT_LOG(LT_ERROR, "data", "cache %s: partition %u: a prepared transaction's record does not decode: "
+                   "removed without its writes", c->cfg.name, partition);
+        for (size_t i = 0; st == LATTICE_OK && outcome == LATTICE_TXN_COMMIT && i < rec.n_writes; i++) {
+            const lt_txp_write *w = &rec.writes[i];
+            cross_write(c, partition, w->remove ? LATTICE_OP_REMOVE : LATTICE_OP_PUT, w->key, w->key_len, w->value,
+                        w->value_len, 0, sc, o);
+        }
+        if (st == LATTICE_OK) lt_txp_rec_free(&rec);
+        remove_key(c, partition, h->key, h->key_len, o);
+        r.num = 1;
+        lt_free(row);
+    }
+    add_result(o, &r);
+    return LATTICE_OK;
+}
+
+static lattice_status run_decide(lattice_meta_cache *c, uint32_t partition, const txn_req *q, exec_scratch *sc,
+                                 txn_out *o)
+{
+    const txn_sub *h = &q->subs[0];
+    lt_txp_kind kind;
+    lt_txid id;
+    if (q->n_subs != 1 || h->value_len != 1 || !lt_txp_key_parse(h->key, h->key_len, &kind, &id) ||
+        kind != LT_TXP_DECISION)
+        return LATTICE_ERR_INVAL;
+    uint8_t want = *(const uint8_t *)h->value;
+    if (want != LATTICE_TXN_COMMIT && want != LATTICE_TXN_ABORT) return LATTICE_ERR_INVAL;
+    uint8_t have = 0;
+    lattice_store_meta m = {0};
+    int g = lattice_store_get(c->store, partition, h->key, h->key_len, &have, 1, &m);
+    lattice_op_result r = {.status = LATTICE_OK};
+    if ((g == LATTICE_OK || g == LATTICE_ERR_TOO_LARGE) && m.value_len == 1) {
+        r.num = have; /* decided already: that stands */
+    } else {
+        /* Kept an hour: every prepared row of the transaction is finished
+         * long before (the coordinator's finish, or the sweep within its
+         * deadline and seconds); a copy cut off for longer that comes back
+         * with a prepared row finds none and records abort - the one case
+         * the expiry trades for not keeping decisions for ever. */
+        cross_write(c, partition, LATTICE_OP_PUT, h->key, h->key_len, &want, 1, LATTICE_TXN_DECISION_KEEP_MS, sc, o);
+        r.num = want;
+    }
+    add_result(o, &r);
+    return LATTICE_OK;
+}
+
 /* Runs q on c's store (the caller is its partition's one writer).  OK with
  * o filled (o->aborted when a watch failed), or NOMEM (o->res/wr failed
  * part way: the writes made are in o->wr all the same). */
@@ -374,6 +553,12 @@ static lattice_status txn_run(lattice_meta_cache *c, uint32_t partition, const t
         return LATTICE_OK;
     }
     lattice_txn_put_u(&o->res, q->n_subs, 4);
+    switch (cross_kind(q)) {
+    case LATTICE_TXN_PREPARE: return run_prepare(c, partition, q, sc, o);
+    case LATTICE_TXN_FINISH: return run_finish(c, partition, q, sc, o);
+    case LATTICE_TXN_DECIDE: return run_decide(c, partition, q, sc, o);
+    default: break;
+    }
     for (size_t i = 0; i < q->n_subs; i++) {
         const txn_sub *s = &q->subs[i];
         lattice_op_result r = {0};
@@ -652,6 +837,22 @@ static waitw *pending_on(lattice_ops *d, lattice_meta_cache *c, uint32_t partiti
     return last;
 }
 
+/* True when a transaction prepared across partitions holds a key of q
+ * (txlock.c): every key conservatively as written when q writes at all. */
+static bool locked_by_prepared(lattice_meta_cache *c, uint32_t partition, const txn_req *q)
+{
+    bool writes = false;
+    for (size_t i = 0; i < q->n_subs && !writes; i++) writes = !ops_is_read(q->subs[i].kind) && q->subs[i].kind != LATTICE_TXN_VERSION;
+    for (size_t i = 0; i < q->n_watch; i++)
+        if (txlock_blocks(c, partition, q->watch[i].key, q->watch[i].key_len, writes)) return true;
+    for (size_t i = 0; i < q->n_subs; i++) {
+        const txn_sub *s = &q->subs[i];
+        if (txlock_blocks(c, partition, s->key, s->key_len, writes)) return true;
+        if (names_key(s->kind) && txlock_blocks(c, partition, s->value, s->value_len, writes)) return true;
+    }
+    return false;
+}
+
 /* Parks the whole transaction behind w (rerun with its name for resends). */
 static lattice_status defer(waitw *w, const exec_in *in, const origin *org, const char *origin_id, uint64_t seq)
 {
@@ -696,6 +897,37 @@ void txn_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const
                                    seen->flags | (k || seen->status != LATTICE_OK ? 0 : LATTICE_OP_R_LOST)};
         req_free(&q);
         chan_complete(d, org, &again);
+        return;
+    }
+    if (cross_kind(&q) == LATTICE_TXN_PREPARE) {
+        /* Wait-die against the transactions prepared here (txlock.c). */
+        lt_txp_rec rec;
+        if ((st = prep_rec(&q, &rec)) != LATTICE_OK) {
+            req_free(&q);
+            fail(d, org, st);
+            return;
+        }
+        bool unknown;
+        lt_txp_locks *held = txlock_table(c, in->partition, &unknown);
+        lt_txp_verdict v = unknown ? LT_TXP_WAIT : held ? lt_txp_locks_verdict(held, &rec) : LT_TXP_GRANT;
+        lt_txp_rec_free(&rec);
+        if (v == LT_TXP_DIE) {
+            req_free(&q);
+            lattice_op_result died = {.status = LATTICE_OK, .flags = LATTICE_OP_R_ABORTED};
+            chan_complete(d, org, &died);
+            return;
+        }
+        if (v == LT_TXP_WAIT) {
+            req_free(&q);
+            bool named = seq && origin_id;
+            if ((st = txlock_park(d, c, in, org, named ? origin_id : NULL, named ? seq : 0)) != LATTICE_OK)
+                fail(d, org, st);
+            return;
+        }
+    } else if (!cross_kind(&q) && locked_by_prepared(c, in->partition, &q)) {
+        req_free(&q);
+        bool named = seq && origin_id;
+        if ((st = txlock_park(d, c, in, org, named ? origin_id : NULL, named ? seq : 0)) != LATTICE_OK) fail(d, org, st);
         return;
     }
     lattice_meta_member *owners[2 * (LATTICE_CACHE_MAX_BACKUPS + 1)];

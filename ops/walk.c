@@ -73,6 +73,7 @@ static int walk_collect(void *arg, const lattice_store_item *it)
 {
     walk_ctx *x = arg;
     if (x->nomem) return 0;
+    if (it->key_len && *(const uint8_t *)it->key == LATTICE_STORE_RESERVED_BYTE) return 0; /* the grid's own */
     if (!key_append(&x->buf, &x->cap, x->len, 4, it)) return x->nomem = true, 0;
     /* The key's length and its value's type (lattice/ops.h, WALK's answer). */
     put_u32((unsigned char *)x->buf + x->len, (uint32_t)it->key_len | (uint32_t)it->type << 24);
@@ -128,6 +129,9 @@ static int clear_collect(void *arg, const lattice_store_item *it)
 {
     clear_ctx *x = arg;
     if (it->version > x->bound) return 0; /* written after the clear began here */
+    /* A prepared transaction's row stays: its finish applies or drops it
+     * (removing it would free its locks without its outcome). */
+    if (it->key_len && *(const uint8_t *)it->key == LATTICE_STORE_RESERVED_BYTE) return 0;
     if (!key_append(&x->buf, &x->cap, x->len, 0, it)) return x->nomem = true, 1;
     x->len += it->key_len;
     x->lens[x->n++] = it->key_len;

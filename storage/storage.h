@@ -288,6 +288,28 @@ typedef struct lattice_store_change_hook {
 } lattice_store_change_hook;
 void lattice_store_set_change_hook(lattice_store *s, const lattice_store_change_hook *h);
 
+/* Keys that start with this byte are reserved for the grid's own records
+ * (a transaction across partitions keeps its prepared state and its
+ * decision as entries of the partitions involved, txn/txn.h).  Eviction
+ * never takes such an entry: it would free a transaction's locks without
+ * its outcome.  Each partition keeps the list of the reserved keys it
+ * holds, whichever path wrote them (an operation, a replicated write, a
+ * rebalance, a log replay, a restore), so what the node derives from them
+ * (the lock table) is rebuilt from the rows themselves when their
+ * generation moved. */
+#define LATTICE_STORE_RESERVED_BYTE 0xffu
+/* Partition p's reserved generation: it changes with every put, remove or
+ * clear of a reserved key of p (0: none ever); *n (may be NULL) = how
+ * many p holds now. */
+uint64_t lattice_store_reserved_gen(lattice_store *s, uint32_t partition, uint32_t *n);
+/* Calls fn with each reserved entry of p (it->value and the rest as a
+ * cursor gives them; a key removed meanwhile is skipped) and sets *gen to
+ * the generation they belong to: a later lattice_store_reserved_gen that
+ * differs means they changed since.  fn's non-zero return stops the walk
+ * and is returned.  NOMEM. */
+int lattice_store_reserved_each(lattice_store *s, uint32_t partition, int (*fn)(void *arg, const lattice_store_item *it),
+                                void *arg, uint64_t *gen);
+
 /* Update history (delta rebalance, docs/REBALANCE.md §9).  Each partition
  * keeps its latest changes as (counter, key, removed) records - every put
  * with its entry's version, every remove_v with its counter - at most

@@ -211,6 +211,7 @@ static int store_evict(void *ctx, uint32_t part, const void *key, size_t klen, u
 {
     lattice_store *s = ctx;
     if (part >= s->nparts) return 0;
+    if (klen && *(const uint8_t *)key == LATTICE_STORE_RESERVED_BYTE) return 0; /* a transaction's record stays */
     if (g && g->skip_store == s && part == g->skip_partition && klen == g->skip_klen && !memcmp(key, g->skip_key, klen))
         return 0;
     struct part *p = &s->parts[part];
@@ -854,6 +855,7 @@ void lattice_store_destroy(lattice_store *s)
         pthread_mutex_lock(&p->lock);
         store_clear_locked(s, p);
         lt_hist_free(&s->hists[i]);
+        store_reserved_free(p);
         pthread_mutex_unlock(&p->lock);
         pthread_mutex_destroy(&p->lock);
     }

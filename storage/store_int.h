@@ -33,6 +33,9 @@ struct part {
     uint64_t slots;       /* atomic read; home slots of the table (metrics) */
     uint64_t min_expire;  /* atomic read; no entry expires before this (lock) */
     uint32_t idx;
+    struct reserved *reserved; /* lock; the reserved keys held (NULL: none) */
+    uint64_t reserved_gen;     /* atomic read; changed under lock by every change of a reserved key */
+    bool reserved_walk;        /* lock; the list missed a key (no memory): walk the partition until its clear */
 } __attribute__((aligned(64)));
 
 struct lattice_store {
@@ -111,6 +114,11 @@ void store_maybe_shrink(lattice_store *s, struct part *p);
  * held. */
 void store_clear_locked(lattice_store *s, struct part *p);
 
+/* A put, remove or clear that concerns reserved keys (store_walk.c):
+ * keeps p->reserved and bumps p->reserved_gen.  Partition lock held. */
+void store_reserved_note(struct part *p, int kind, const lattice_store_entry *e);
+void store_reserved_free(struct part *p);
+
 /* Every change of an entry goes through here (partition lock held): the
  * history hears of it with its counter (UINT64_MAX: not known), then the
  * persistence hook. */
@@ -124,6 +132,9 @@ static inline void store_note(lattice_store *s, struct part *p, int kind, const 
     else lt_hist_note(h, s->hist_entries, s->hist_bytes, counter, e->key, e->key_len,
                       kind == LATTICE_STORE_CHANGE_REMOVE);
     if (s->change.changed) s->change.changed(s->change.arg, kind, e);
+    if (kind == LATTICE_STORE_CHANGE_CLEAR ? p->reserved != NULL
+                                           : e->key_len && *(const uint8_t *)e->key == LATTICE_STORE_RESERVED_BYTE)
+        store_reserved_note(p, kind, e);
 }
 
 #endif

@@ -71,6 +71,179 @@ void store_clear_locked(lattice_store *s, struct part *p)
     store_swap_table(s, p, NULL, (struct ix_counts){0, 0});
 }
 
+/* ---- reserved keys (storage.h) ----
+ *
+ * A partition holds few of them at a time (the transactions prepared in it
+ * and the decisions it keeps), so a plain array of copies does. */
+
+struct reserved {
+    uint8_t **keys;
+    uint32_t *lens;
+    uint32_t n, cap;
+};
+
+void store_reserved_free(struct part *p)
+{
+    struct reserved *r = p->reserved;
+    if (!r) return;
+    for (uint32_t i = 0; i < r->n; i++) lt_free(r->keys[i]);
+    lt_free(r->keys);
+    lt_free(r->lens);
+    lt_free(r);
+    p->reserved = NULL;
+}
+
+static long reserved_find(const struct reserved *r, const void *key, size_t len)
+{
+    for (uint32_t i = 0; r && i < r->n; i++)
+        if (r->lens[i] == len && !memcmp(r->keys[i], key, len)) return i;
+    return -1;
+}
+
+static void reserved_drop(struct part *p, uint32_t i)
+{
+    struct reserved *r = p->reserved;
+    lt_free(r->keys[i]);
+    r->keys[i] = r->keys[r->n - 1];
+    r->lens[i] = r->lens[r->n - 1];
+    if (!--r->n) store_reserved_free(p);
+}
+
+void store_reserved_note(struct part *p, int kind, const lattice_store_entry *e)
+{
+    __atomic_add_fetch(&p->reserved_gen, 1, __ATOMIC_RELEASE);
+    if (kind == LATTICE_STORE_CHANGE_CLEAR) {
+        store_reserved_free(p);
+        p->reserved_walk = false;
+        return;
+    }
+    long i = reserved_find(p->reserved, e->key, e->key_len);
+    struct reserved *r = p->reserved;
+    if (kind == LATTICE_STORE_CHANGE_REMOVE) {
+        if (i >= 0) reserved_drop(p, (uint32_t)i);
+        return;
+    }
+    if (i >= 0 || e->key_len > UINT32_MAX) return;
+    /* Out of memory, the key is not listed: its record is missed until the
+     * partition's next change of a reserved key (logged). */
+    if (!r && !(r = p->reserved = lt_calloc(1, sizeof *r))) goto nomem;
+    if (r->n == r->cap) {
+        uint32_t cap = r->cap ? 2 * r->cap : 4;
+        uint8_t **k = lt_realloc(r->keys, cap * sizeof *k);
+        if (k) r->keys = k;
+        uint32_t *l = k ? lt_realloc(r->lens, cap * sizeof *l) : NULL;
+        if (!l) goto nomem;
+        r->lens = l;
+        r->cap = cap;
+    }
+    uint8_t *copy = lt_malloc(e->key_len);
+    if (!copy) goto nomem;
+    memcpy(copy, e->key, e->key_len);
+    r->keys[r->n] = copy;
+    r->lens[r->n++] = (uint32_t)e->key_len;
+    return;
+nomem:
+    if (p->reserved && !p->reserved->n) store_reserved_free(p);
+    if (!p->reserved_walk)
+        LT_LOG(LT_WARN, "store", "partition %u: out of memory listing a reserved key: its reserved keys are found by "
+               "walking it until it is cleared", p->idx);
+    p->reserved_walk = true;
+}
+
+struct reserved_walk {
+    int (*fn)(void *arg, const lattice_store_item *it);
+    void *arg;
+    int rc;
+};
+
+static int walk_reserved(void *arg, const lattice_store_item *it)
+{
+    struct reserved_walk *w = arg;
+    if (!it->key_len || *(const uint8_t *)it->key != LATTICE_STORE_RESERVED_BYTE) return 0;
+    w->rc = w->fn(w->arg, it);
+    return w->rc;
+}
+
+uint64_t lattice_store_reserved_gen(lattice_store *s, uint32_t partition, uint32_t *n)
+{
+    if (partition >= s->nparts) return 0;
+    struct part *p = &s->parts[partition];
+    if (n) {
+        pthread_mutex_lock(&p->lock);
+        *n = p->reserved ? p->reserved->n : 0;
+        pthread_mutex_unlock(&p->lock);
+    }
+    return __atomic_load_n(&p->reserved_gen, __ATOMIC_ACQUIRE);
+}
+
+int lattice_store_reserved_each(lattice_store *s, uint32_t partition, int (*fn)(void *arg, const lattice_store_item *it),
+                                void *arg, uint64_t *gen)
+{
+    if (partition >= s->nparts) return LATTICE_ERR_INVAL;
+    struct part *p = &s->parts[partition];
+    pthread_mutex_lock(&p->lock);
+    *gen = p->reserved_gen;
+    if (p->reserved_walk) {
+        pthread_mutex_unlock(&p->lock);
+        struct reserved_walk w = {fn, arg, 0};
+        lattice_store_cursor *cur = NULL;
+        if (lattice_store_cursor_open(s, partition, &cur) != LATTICE_OK) return LATTICE_ERR_NOMEM;
+        int done = 0;
+        while (!done && !w.rc)
+            if (lattice_store_cursor_next(cur, 256, 1 << 20, walk_reserved, &w, &done) != LATTICE_OK) {
+                if (!w.rc) w.rc = LATTICE_ERR_NOMEM;
+                break;
+            }
+        lattice_store_cursor_close(cur);
+        return w.rc;
+    }
+    struct reserved *r = p->reserved;
+    uint32_t n = r ? r->n : 0;
+    uint8_t **keys = n ? lt_calloc(n, sizeof *keys) : NULL;
+    uint32_t *lens = n ? lt_calloc(n, sizeof *lens) : NULL;
+    bool ok = !n || (keys && lens);
+    for (uint32_t i = 0; ok && i < n; i++) {
+        keys[i] = lt_malloc(r->lens[i]);
+        if (!keys[i]) {
+            ok = false;
+            break;
+        }
+        memcpy(keys[i], r->keys[i], r->lens[i]);
+        lens[i] = r->lens[i];
+    }
+    pthread_mutex_unlock(&p->lock);
+    int rc = ok ? 0 : LATTICE_ERR_NOMEM;
+    bool *absent = n && ok ? lt_calloc(n, sizeof *absent) : NULL;
+    bool any_absent = false;
+    for (uint32_t i = 0; ok && !rc && i < n; i++) {
+        void *v = NULL;
+        lattice_store_meta m = {0};
+        if (lattice_store_get_copy(s, partition, keys[i], lens[i], &v, &m) != LATTICE_OK) {
+            /* Removed since (the generation moved), or expired: an expiry
+             * is not noted, so the list still names it (below). */
+            if (absent) absent[i] = any_absent = true;
+            continue;
+        }
+        lattice_store_item it = {partition, keys[i], lens[i], v, m.value_len, m.expire_ms, m.version, m.type};
+        rc = fn(arg, &it);
+        lt_free(v);
+    }
+    if (any_absent) {
+        /* Absent while no reserved key changed: expired.  Off the list. */
+        pthread_mutex_lock(&p->lock);
+        for (uint32_t i = 0; p->reserved_gen == *gen && i < n; i++) {
+            long at = absent[i] ? reserved_find(p->reserved, keys[i], lens[i]) : -1;
+            if (at >= 0) reserved_drop(p, (uint32_t)at);
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+    lt_free(absent);
+    for (uint32_t i = 0; keys && i < n; i++) lt_free(keys[i]);
+    lt_free(keys);
+    lt_free(lens);
+    return rc;
+}
+
 int lattice_store_clear(lattice_store *s, uint32_t partition)
 {
     if (partition >= s->nparts) return LATTICE_ERR_INVAL;

@@ -37,6 +37,7 @@ struct lt_txc {
     uint32_t *ix; /* slots of k + 1 (0 empty), ix_cap a power of two */
     size_t ix_cap;
     int slot; /* of every key; -1 none yet */
+    bool across; /* keys of any slot may join (lt_txc_across) */
     size_t n_read, n_written;
     /* the last op built: its payload and the parts it points into */
     uint8_t *payload;
@@ -154,8 +155,9 @@ static bool ix_grow(lt_txc *t)
 /* The key's slot may join the transaction's: UNSUPPORTED when it is another. */
 static lattice_status slot_ok(const lt_txc *t, const void *key, size_t len)
 {
-    return t->slot < 0 || lattice_partition_key_slot(key, len) == (uint16_t)t->slot ? LATTICE_OK
-                                                                                  : LATTICE_ERR_UNSUPPORTED;
+    return t->across || t->slot < 0 || lattice_partition_key_slot(key, len) == (uint16_t)t->slot
+               ? LATTICE_OK
+               : LATTICE_ERR_UNSUPPORTED;
 }
 
 /* The key's entry, added when new (NULL: no memory, or UNSUPPORTED in *st). */
@@ -242,7 +244,7 @@ lattice_status lt_txc_can_join(const lt_txc *t, const lt_txc_key *keys, size_t n
     int slot = t->slot;
     for (size_t i = 0; i < n; i++) {
         if (keys[i].len > UINT32_MAX) return LATTICE_ERR_TOO_LARGE;
-        if (find(t, keys[i].key, keys[i].len)) continue;
+        if (t->across || find(t, keys[i].key, keys[i].len)) continue;
         uint16_t s = lattice_partition_key_slot(keys[i].key, keys[i].len);
         if (slot < 0) slot = s;
         else if (s != (uint16_t)slot) return LATTICE_ERR_UNSUPPORTED;
@@ -404,7 +406,213 @@ lattice_status lt_txc_commit_done(lt_txc *t, const lattice_op_result *r)
     return LATTICE_OK;
 }
 
+void lt_txc_across(lt_txc *t) { t->across = true; }
+
+bool lt_txc_one_slot(const lt_txc *t)
+{
+    for (size_t i = 1; i < t->n; i++)
+        if (lattice_partition_key_slot(t->k[i].key, t->k[i].key_len) !=
+            lattice_partition_key_slot(t->k[0].key, t->k[0].key_len))
+            return false;
+    return true;
+}
+
 void lt_txc_rollback(lt_txc *t)
 {
     t->state = LT_TXC_ENDED;
+}
+
+/* ---- the commit across partitions (docs/TRANSACTIONS.md) ----
+ *
+ * The transaction's keys grouped by partition; each participant gets a
+ * PREPARE (its reads as watches, its writes), the home partition (the first
+ * key's) keeps the decision, and each participant's prepared row is
+ * finished by the decision that stands. */
+
+struct lt_txx {
+    lt_txc *t;
+    uint32_t partitions;
+    lt_txid id;
+    uint64_t stamp, deadline_wall_ms;
+    uint32_t *part;   /* participant i's partition */
+    size_t *first;    /* the index (in t->k) of its first key */
+    uint8_t *state;   /* LT_TXX_* per participant */
+    size_t n;
+    uint32_t home;
+    uint8_t key[LT_TXP_KEY_MAX];
+    uint8_t byte;
+    uint8_t hdr[LATTICE_TXN_PREP_BYTES];
+};
+
+enum { TXX_ASKED = 0, TXX_PREPARED = 1, TXX_REFUSED = 2, TXX_UNKNOWN = 3 };
+
+static uint32_t part_of(const lt_txx *x, const txk *k)
+{
+    return lattice_partition_of_key(k->key, k->key_len, x->partitions);
+}
+
+size_t lt_txc_partitions(const lt_txc *t, uint32_t partitions)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        uint32_t p = lattice_partition_of_key(t->k[i].key, t->k[i].key_len, partitions);
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = lattice_partition_of_key(t->k[j].key, t->k[j].key_len, partitions) == p;
+        n += !seen;
+    }
+    return n;
+}
+
+lattice_status lt_txx_new(lt_txc *t, uint32_t partitions, lt_txid id, uint64_t stamp, uint64_t deadline_wall_ms,
+                          lt_txx **out)
+{
+    *out = NULL;
+    if (t->state != LT_TXC_ACTIVE) return LATTICE_ERR_STOPPED;
+    if (!t->n || !lattice_partition_count_valid(partitions) || lt_txid_none(id)) return LATTICE_ERR_INVAL;
+    lt_txx *x = lt_calloc(1, sizeof *x);
+    if (!x) return LATTICE_ERR_NOMEM;
+    *x = (lt_txx){.t = t, .partitions = partitions, .id = id, .stamp = stamp, .deadline_wall_ms = deadline_wall_ms};
+    x->part = lt_calloc(t->n, sizeof *x->part);
+    x->first = lt_calloc(t->n, sizeof *x->first);
+    x->state = lt_calloc(t->n, sizeof *x->state);
+    if (!x->part || !x->first || !x->state) {
+        lt_txx_free(x);
+        return LATTICE_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        uint32_t p = part_of(x, &t->k[i]);
+        size_t j = 0;
+        while (j < x->n && x->part[j] != p) j++;
+        if (j < x->n) continue;
+        x->part[x->n] = p;
+        x->first[x->n++] = i;
+    }
+    x->home = x->part[0];
+    t->state = LT_TXC_COMMITTING;
+    *out = x;
+    return LATTICE_OK;
+}
+
+void lt_txx_free(lt_txx *x)
+{
+    if (!x) return;
+    lt_free(x->part);
+    lt_free(x->first);
+    lt_free(x->state);
+    lt_free(x);
+}
+
+size_t lt_txx_parts(const lt_txx *x) { return x->n; }
+uint32_t lt_txx_home(const lt_txx *x) { return x->home; }
+uint32_t lt_txx_part(const lt_txx *x, size_t i) { return i < x->n ? x->part[i] : 0; }
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+lattice_status lt_txx_prepare_op(lt_txx *x, size_t i, lattice_op *op)
+{
+    if (i >= x->n) return LATTICE_ERR_INVAL;
+    lt_txc *t = x->t;
+    uint32_t p = x->part[i];
+    size_t nw = 0, ns = 1;
+    for (size_t j = 0; j < t->n; j++)
+        if (part_of(x, &t->k[j]) == p) {
+            nw += t->k[j].read;
+            ns += t->k[j].written;
+        }
+    if (!scratch(t, ns, nw, 0)) return LATTICE_ERR_NOMEM;
+    uint8_t *hdr = x->hdr;
+    put_le(hdr, x->id.node, 8);
+    put_le(hdr + 8, x->id.seq, 8);
+    put_le(hdr + 16, x->stamp, 8);
+    put_le(hdr + 24, x->home, 4);
+    put_le(hdr + 28, x->deadline_wall_ms, 8);
+    const txk *first = &t->k[x->first[i]];
+    t->ops[0] = (lattice_op){.kind = (lattice_op_kind)LATTICE_TXN_PREPARE, .cache = t->cache, .key = first->key,
+                             .key_len = first->key_len, .value = (const char *)hdr, .value_len = LATTICE_TXN_PREP_BYTES};
+    nw = 0, ns = 1;
+    for (size_t j = 0; j < t->n; j++) {
+        const txk *k = &t->k[j];
+        if (part_of(x, k) != p) continue;
+        if (k->read) t->w[nw++] = (lattice_txn_watch){k->key, k->key_len, k->mode, k->version, k->epoch};
+        if (k->written)
+            t->ops[ns++] = k->removed ? lattice_op_remove(t->cache, k->key, k->key_len)
+                                      : lattice_op_put(t->cache, k->key, k->key_len, k->wval, k->wlen);
+    }
+    return build(t, first->key, first->key_len, nw, ns, op);
+}
+
+lattice_status lt_txx_prepared(lt_txx *x, size_t i, const lattice_op_result *r)
+{
+    if (i >= x->n) return LATTICE_ERR_INVAL;
+    lattice_status st;
+    if (r->status != LATTICE_OK) st = refused(r->status) ? r->status : LATTICE_ERR_UNKNOWN;
+    else if (r->flags & LATTICE_OP_R_ABORTED) st = LATTICE_ERR_ABORTED;
+    else if (r->flags & LATTICE_OP_R_LOST) st = LATTICE_OK; /* applied once: prepared */
+    else {
+        lattice_txn_buf b;
+        lattice_txn_sub_result s;
+        st = lattice_txn_result_begin(&b, r->value, r->value_len) >= 1 && lattice_txn_result_next(&b, &s) &&
+                     s.status == LATTICE_OK
+                 ? LATTICE_OK
+                 : LATTICE_ERR_UNKNOWN;
+    }
+    x->state[i] = st == LATTICE_OK ? TXX_PREPARED : st == LATTICE_ERR_UNKNOWN ? TXX_UNKNOWN : TXX_REFUSED;
+    return st;
+}
+
+bool lt_txx_all_prepared(const lt_txx *x)
+{
+    for (size_t i = 0; i < x->n; i++)
+        if (x->state[i] != TXX_PREPARED) return false;
+    return true;
+}
+
+/* A request of one sub (DECIDE or FINISH) on the internal key x->key. */
+static lattice_status lt_txx_one(lt_txx *x, int kind, size_t kl, lattice_op *op)
+{
+    lt_txc *t = x->t;
+    if (!scratch(t, 1, 0, 0)) return LATTICE_ERR_NOMEM;
+    t->ops[0] = (lattice_op){.kind = (lattice_op_kind)kind, .cache = t->cache, .key = (const char *)x->key,
+                             .key_len = kl, .value = (const char *)&x->byte, .value_len = 1};
+    return build(t, x->key, kl, 0, 1, op);
+}
+
+lattice_status lt_txx_decide_op(lt_txx *x, bool commit, lattice_op *op)
+{
+    size_t kl = lt_txp_key(x->partitions, x->home, LT_TXP_DECISION, x->id, x->key);
+    x->byte = commit ? LATTICE_TXN_COMMIT : LATTICE_TXN_ABORT;
+    return lt_txx_one(x, LATTICE_TXN_DECIDE, kl, op);
+}
+
+lattice_status lt_txx_decided(lt_txx *x, const lattice_op_result *r, bool *commit)
+{
+    (void)x;
+    if (r->status != LATTICE_OK) return r->status;
+    if (r->flags & (LATTICE_OP_R_ABORTED | LATTICE_OP_R_LOST)) return LATTICE_ERR_UNKNOWN; /* ask again */
+    lattice_txn_buf b;
+    lattice_txn_sub_result s;
+    if (lattice_txn_result_begin(&b, r->value, r->value_len) != 1 || !lattice_txn_result_next(&b, &s) ||
+        s.status != LATTICE_OK || (s.num != LATTICE_TXN_COMMIT && s.num != LATTICE_TXN_ABORT))
+        return LATTICE_ERR_PROTO;
+    *commit = s.num == LATTICE_TXN_COMMIT;
+    return LATTICE_OK;
+}
+
+lattice_status lt_txx_finish_op(lt_txx *x, size_t i, bool commit, lattice_op *op)
+{
+    if (i >= x->n) return LATTICE_ERR_INVAL;
+    size_t kl = lt_txp_key(x->partitions, x->part[i], LT_TXP_PREPARED, x->id, x->key);
+    x->byte = commit ? LATTICE_TXN_COMMIT : LATTICE_TXN_ABORT;
+    return lt_txx_one(x, LATTICE_TXN_FINISH, kl, op);
+}
+
+lattice_status lt_txx_finished(lt_txx *x, size_t i, const lattice_op_result *r)
+{
+    if (i >= x->n) return LATTICE_ERR_INVAL;
+    if (r->status != LATTICE_OK) return r->status;
+    return r->flags & LATTICE_OP_R_ABORTED ? LATTICE_ERR_PROTO : LATTICE_OK;
 }

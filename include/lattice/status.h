@@ -35,6 +35,7 @@ typedef enum lattice_status {
     LATTICE_ERR_WRONGTYPE = 22,     /* the key holds a value of another type than the operation's */
     LATTICE_ERR_ABORTED = 23,       /* a transaction met a conflict and applied nothing: safe to retry */
     LATTICE_ERR_UNKNOWN = 24,       /* a commit was sent; whether it applied cannot be told (its answer was lost) */
+    LATTICE_ERR_RESERVED_KEY = 25,  /* the key starts with byte 0xff: reserved for the grid's own records */
     LATTICE_STATUS_COUNT_
 } lattice_status;
 

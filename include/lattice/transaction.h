@@ -21,12 +21,15 @@
  * commit validates the reads: values read in a transaction that is rolled
  * back (or whose commit fails) are not known to be one consistent snapshot.
  *
- * Keys of one Redis slot (use a hash tag, "{user42}name"): a read or write
- * of a key of another slot than the transaction's first key answers
- * LATTICE_ERR_UNSUPPORTED and leaves the transaction as it was.
+ * Keys of any partitions.  Keys of one partition (a hash tag groups keys:
+ * "{user42}name") commit in one step at its primary; keys of several
+ * commit across partitions - prepared at each, decided at one, finished at
+ * each (docs/TRANSACTIONS.md), a round trip or two more.  Keys that start
+ * with byte 0xff are the grid's own (LATTICE_ERR_RESERVED_KEY).
  *
  * Errors: ABORTED - a key read changed (or its primary changed) before the
- * commit: nothing applied, safe to retry; TIMEOUT - the transaction's
+ * commit, or, across partitions, an older transaction held one of its keys
+ * (wait-die): nothing applied, safe to retry; TIMEOUT - the transaction's
  * timeout passed before the commit was sent: it ended, nothing applied;
  * UNKNOWN - the commit was sent and its answer lost (a failover, the
  * operation's deadline): it applied once or not at all; any other error of a

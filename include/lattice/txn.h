@@ -70,7 +70,32 @@ enum {
      * read or written (its storage page's access stamp: lattice_store_idle_ms);
      * NOT_FOUND when absent.  Reads nothing else, touches nothing. */
     LATTICE_TXN_IDLE = 69,
+    /* A transaction across partitions (docs/TRANSACTIONS.md), built by the
+     * coordinator only - each is the first and governs the request:
+     * PREPARE: value = LATTICE_TXN_PREP_BYTES (u64 node, u64 seq, u64 stamp,
+     *   u32 home, u64 deadline_ms: the transaction's id, start stamp, home
+     *   partition, wall-clock deadline); the watches are its reads here, the
+     *   subs after it (PUT or REMOVE only) its writes here, applied only at
+     *   FINISH.  Watches fail: R_ABORTED.  A key held by an older prepared
+     *   transaction: R_ABORTED too (wait-die: the younger dies); by younger
+     *   ones: the request waits.  Else the prepared row is written (an
+     *   internal key of this partition) and the result is OK - then num 1,
+     *   or num 0 when it was prepared already.
+     * FINISH: key = the prepared row's internal key, value = 1 byte,
+     *   LATTICE_TXN_COMMIT or LATTICE_TXN_ABORT: applies the row's writes
+     *   (commit) and removes it, as one step.  num 1, or 0 when no such row
+     *   was there (finished already).
+     * DECIDE: key = the decision's internal key in the home partition,
+     *   value = 1 byte, the outcome wanted: written if there is none; num =
+     *   the outcome that stands. */
+    LATTICE_TXN_PREPARE = 70,
+    LATTICE_TXN_FINISH = 71,
+    LATTICE_TXN_DECIDE = 72,
 };
+#define LATTICE_TXN_PREP_BYTES 36u
+#define LATTICE_TXN_DECISION_KEEP_MS 3600000u /* a decision row expires after an hour */
+#define LATTICE_TXN_COMMIT 1u
+#define LATTICE_TXN_ABORT 2u
 
 /* Conditions of LATTICE_TXN_EXPIRE_IF (Redis's EXPIRE NX/XX/GT/LT). */
 #define LATTICE_TXN_EXP_NX 0x1u   /* the key has no expiry */

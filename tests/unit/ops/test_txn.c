@@ -14,6 +14,7 @@
 #include "lattice/alloc.h"
 #include "lattice/txn.h"
 #include "ops_int.h"
+#include "txn/txn.h"
 
 #define PARTS 4
 static lattice_region *region;
@@ -314,7 +315,7 @@ START_TEST(mutated_requests_are_refused_or_run)
         for (int f = 0; f < flips; f++) req[(size_t)rand_r(&seed) % cap] = (uint8_t)rand_r(&seed);
         size_t n = (size_t)rand_r(&seed) % 8 == 0 ? (size_t)rand_r(&seed) % cap : cap;
         lattice_status st = txn_run_local(&prim, p, req, n, EPOCH, &scratch, &o);
-        ck_assert(st == LATTICE_OK || st == LATTICE_ERR_INVAL || st == LATTICE_ERR_TOO_LARGE);
+        ck_assert(st == LATTICE_OK || st == LATTICE_ERR_INVAL || st == LATTICE_ERR_TOO_LARGE || st == LATTICE_ERR_RESERVED_KEY);
         if (st == LATTICE_OK) {
             lattice_txn_buf b;
             long k = lattice_txn_result_begin(&b, o.result, o.result_len);
@@ -334,6 +335,177 @@ START_TEST(mutated_requests_are_refused_or_run)
 }
 END_TEST
 
+/* ---- txlock.c: locks read off prepared rows ---- */
+
+/* Writes the prepared row of transaction `seq` in the partition of `w` (its
+ * one write), reading `r`. */
+static void prepare_row(lattice_meta_cache *c, uint64_t seq, const char *r, const char *w, uint64_t version)
+{
+    uint32_t p = part(w);
+    lt_txp_key_ref rr = {r, strlen(r)};
+    lt_txp_write ww = {w, "new", strlen(w), 3, false, 0, 0};
+    lt_txp_rec rec = {{42, seq}, seq, 0, 1000, 1, 1, &rr, &ww};
+    uint8_t *v, k[LT_TXP_KEY_MAX];
+    size_t vl, kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, rec.id, k);
+    ck_assert_int_eq(lt_txp_rec_encode(&rec, &v, &vl), LATTICE_OK);
+    lattice_store_entry e = {p, k, kl, v, vl, 0, version, 0};
+    ck_assert_int_eq(lattice_store_put(c->store, &e, 0), LATTICE_OK);
+    lt_free(v);
+}
+
+static void finish_row(lattice_meta_cache *c, uint64_t seq, uint32_t p, uint64_t version)
+{
+    uint8_t k[LT_TXP_KEY_MAX];
+    size_t kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, (lt_txid){42, seq}, k);
+    ck_assert_int_eq(lattice_store_remove_v(c->store, p, k, kl, version), LATTICE_OK);
+}
+
+/* The locks follow the rows: a prepared row locks what it writes against
+ * reads and writes and what it reads against writes; its removal frees
+ * them; a store replaced (a restart's recovered copy) is read afresh. */
+START_TEST(locks_are_read_off_the_prepared_rows)
+{
+    /* Two keys of one partition. */
+    char w[16] = "w", r[16] = "r";
+    for (int i = 0; part(r) != part(w); i++) snprintf(r, sizeof r, "r%d", i);
+    uint32_t p = part(w);
+    ck_assert(!txlock_blocks(&prim, p, w, 1, true));
+    prepare_row(&prim, 1, r, w, 10);
+    ck_assert(txlock_blocks(&prim, p, w, strlen(w), false));
+    ck_assert(txlock_blocks(&prim, p, w, strlen(w), true));
+    ck_assert(!txlock_blocks(&prim, p, r, strlen(r), false)); /* readers share */
+    ck_assert(txlock_blocks(&prim, p, r, strlen(r), true));
+    ck_assert(!txlock_blocks(&prim, p, "other", 5, true));
+    bool unknown;
+    ck_assert_uint_eq(lt_txp_locks_count(txlock_table(&prim, p, &unknown)), 1);
+    prepare_row(&prim, 2, r, w, 11); /* a second one (the table does not judge: the prepare did) */
+    ck_assert_uint_eq(lt_txp_locks_count(txlock_table(&prim, p, &unknown)), 2);
+    finish_row(&prim, 1, p, 12);
+    ck_assert(txlock_blocks(&prim, p, w, strlen(w), false)); /* 2 still holds it */
+    finish_row(&prim, 2, p, 13);
+    ck_assert(!txlock_blocks(&prim, p, w, strlen(w), false));
+    ck_assert(!txlock_blocks(&prim, p, r, strlen(r), true));
+    /* The copy applied the same row by another path: it holds the lock too. */
+    prepare_row(&copy, 3, r, w, 10);
+    ck_assert(txlock_blocks(&copy, p, w, strlen(w), true));
+    /* A replaced store is read afresh. */
+    lattice_store *old = copy.store;
+    lattice_store_config sc = {"t2", PARTS, region, NULL, NULL};
+    ck_assert_int_eq(lattice_store_create(&sc, &copy.store), LATTICE_OK);
+    ck_assert(!txlock_blocks(&copy, p, w, strlen(w), true));
+    lattice_store_destroy(copy.store);
+    copy.store = old;
+    ck_assert(txlock_blocks(&copy, p, w, strlen(w), true));
+    /* A clear drops it. */
+    ck_assert_int_eq(lattice_store_clear(copy.store, p), LATTICE_OK);
+    ck_assert(!txlock_blocks(&copy, p, w, strlen(w), true));
+    txlock_cache_gone(&prim);
+    txlock_cache_gone(&copy);
+}
+END_TEST
+
+/* PREPARE, FINISH and DECIDE run on a real store: the prepared row holds
+ * the writes back and locks the keys, on the primary and on a copy that
+ * applied the write list; FINISH applies them (commit) or not (abort) and
+ * frees the locks; a watch that changed aborts the prepare; the first
+ * decision stands. */
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static lattice_status run_cross(const lattice_txn_watch *w, size_t nw, const lattice_op *ops, size_t n, uint32_t p,
+                                txn_local_out *out, lattice_txn_sub_result *res)
+{
+    lattice_status st = run(w, nw, ops, n, p, out, res, n);
+    if (st == LATTICE_OK && out->writes_len)
+        ck_assert_int_eq(txn_apply_writes(&copy, p, out->writes, out->writes_len), LATTICE_OK);
+    return st;
+}
+
+START_TEST(prepare_finish_and_decide)
+{
+    char a[16] = "a", b[16] = "b";
+    for (int i = 0; part(b) != part(a); i++) snprintf(b, sizeof b, "b%d", i);
+    uint32_t p = part(a);
+    txn_local_out out;
+    lattice_txn_sub_result res[4];
+    lattice_op put = sub(LATTICE_OP_PUT, 0, b, "old", 0);
+    ck_assert_int_eq(run_cross(NULL, 0, &put, 1, p, &out, res), LATTICE_OK);
+    free_out(&out);
+    /* Transaction 7 read b (version as it is) and writes a. */
+    lattice_store_meta m = {0};
+    ck_assert_int_eq(lattice_store_get(prim.store, p, b, strlen(b), NULL, 0, &m), LATTICE_ERR_TOO_LARGE);
+    lattice_txn_watch w = {b, strlen(b), LATTICE_TXN_W_VERSION, m.version, EPOCH};
+    uint8_t hdr[LATTICE_TXN_PREP_BYTES];
+    put_le(hdr, 99, 8), put_le(hdr + 8, 7, 8), put_le(hdr + 16, 1000, 8), put_le(hdr + 24, 3, 4), put_le(hdr + 28, 5000, 8);
+    lattice_op prep[2] = {{(lattice_op_kind)LATTICE_TXN_PREPARE, 0, NULL, a, strlen(a), (const char *)hdr, sizeof hdr, 0, 0, 0},
+                          sub(LATTICE_OP_PUT, 0, a, "new", 0)};
+    ck_assert_int_eq(run_cross(&w, 1, prep, 2, p, &out, res), LATTICE_OK);
+    ck_assert(!out.aborted);
+    ck_assert_int_eq(res[0].status, LATTICE_OK);
+    ck_assert_int_eq(res[0].num, 1);
+    free_out(&out);
+    assert_get(&prim, a, NULL); /* not applied yet */
+    for (lattice_meta_cache *c = &prim; c; c = c == &prim ? &copy : NULL) {
+        ck_assert(txlock_blocks(c, p, a, strlen(a), false));
+        ck_assert(txlock_blocks(c, p, b, strlen(b), true));
+        ck_assert(!txlock_blocks(c, p, b, strlen(b), false));
+    }
+    /* Again: prepared already, nothing written. */
+    ck_assert_int_eq(run_cross(&w, 1, prep, 2, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, 0);
+    ck_assert_uint_eq(out.n_writes, 0);
+    free_out(&out);
+    /* Commit. */
+    uint8_t k[LT_TXP_KEY_MAX], commit = LATTICE_TXN_COMMIT;
+    size_t kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, (lt_txid){99, 7}, k);
+    lattice_op fin = {(lattice_op_kind)LATTICE_TXN_FINISH, 0, NULL, (const char *)k, kl, (const char *)&commit, 1, 0, 0, 0};
+    ck_assert_int_eq(run_cross(NULL, 0, &fin, 1, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, 1);
+    free_out(&out);
+    assert_get(&prim, a, "new");
+    assert_get(&copy, a, "new");
+    for (lattice_meta_cache *c = &prim; c; c = c == &prim ? &copy : NULL) {
+        ck_assert(!txlock_blocks(c, p, a, strlen(a), true));
+        ck_assert(!txlock_blocks(c, p, b, strlen(b), true));
+    }
+    ck_assert_int_eq(run_cross(NULL, 0, &fin, 1, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, 0); /* finished already */
+    free_out(&out);
+    /* A prepare whose read changed since aborts and holds nothing. */
+    put_le(hdr + 8, 8, 8);
+    ck_assert_int_eq(run_cross(&w, 1, prep, 2, p, &out, res), LATTICE_OK);
+    ck_assert(!out.aborted); /* b did not change: prepared */
+    free_out(&out);
+    uint8_t abort = LATTICE_TXN_ABORT;
+    kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, (lt_txid){99, 8}, k);
+    lattice_op fin8 = {(lattice_op_kind)LATTICE_TXN_FINISH, 0, NULL, (const char *)k, kl, (const char *)&abort, 1, 0, 0, 0};
+    ck_assert_int_eq(run_cross(NULL, 0, &fin8, 1, p, &out, res), LATTICE_OK);
+    free_out(&out);
+    assert_get(&prim, a, "new"); /* aborted: not applied */
+    ck_assert(!txlock_blocks(&prim, p, a, strlen(a), true));
+    w.version += 1000; /* as if b had changed */
+    put_le(hdr + 8, 9, 8);
+    ck_assert_int_eq(run_cross(&w, 1, prep, 2, p, &out, res), LATTICE_OK);
+    ck_assert(out.aborted);
+    free_out(&out);
+    ck_assert(!txlock_blocks(&prim, p, a, strlen(a), true));
+    /* The first decision stands. */
+    kl = lt_txp_key(PARTS, p, LT_TXP_DECISION, (lt_txid){99, 7}, k);
+    lattice_op dec = {(lattice_op_kind)LATTICE_TXN_DECIDE, 0, NULL, (const char *)k, kl, (const char *)&commit, 1, 0, 0, 0};
+    ck_assert_int_eq(run_cross(NULL, 0, &dec, 1, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, LATTICE_TXN_COMMIT);
+    free_out(&out);
+    dec.value = (const char *)&abort;
+    ck_assert_int_eq(run_cross(NULL, 0, &dec, 1, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, LATTICE_TXN_COMMIT);
+    free_out(&out);
+    txlock_cache_gone(&prim);
+    txlock_cache_gone(&copy);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("txn");
@@ -345,6 +517,8 @@ int main(void)
     tcase_add_test(t, rename_and_copy_keep_the_expiry);
     tcase_add_test(t, bad_requests_change_nothing);
     tcase_add_test(t, mutated_requests_are_refused_or_run);
+    tcase_add_test(t, locks_are_read_off_the_prepared_rows);
+    tcase_add_test(t, prepare_finish_and_decide);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }

@@ -691,6 +691,106 @@ START_TEST(clear_empties_one_partition_only)
 }
 END_TEST
 
+/* ---- reserved keys (a transaction's records, txn/txn.h) ---- */
+
+struct reserved_seen {
+    int n;
+    char keys[32][8];
+    size_t vlen[32];
+};
+
+static int see_reserved(void *arg, const lattice_store_item *it)
+{
+    struct reserved_seen *r = arg;
+    ck_assert_int_lt(r->n, 32);
+    snprintf(r->keys[r->n], sizeof r->keys[r->n], "%.*s", (int)(it->key_len - 1), (const char *)it->key + 1);
+    r->vlen[r->n++] = it->value_len;
+    return 0;
+}
+
+static bool seen_has(const struct reserved_seen *r, const char *k)
+{
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->keys[i], k)) return true;
+    return false;
+}
+
+/* Each partition lists the reserved keys it holds, with a generation that
+ * moves with each of their changes; eviction never takes one: a full
+ * region of plain entries keeps every reserved entry. */
+START_TEST(reserved_keys_are_listed_and_never_evicted)
+{
+    lattice_region *r = new_region(4096, 1, LATTICE_REGION_EVICT);
+    lattice_store *s = new_store(r, 4, NULL);
+    uint8_t v[3000] = {0};
+    char rk[16][8];
+    uint32_t n;
+    ck_assert_uint_eq(lattice_store_reserved_gen(s, 1, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    for (int i = 0; i < 16; i++) {
+        int len = snprintf(rk[i], sizeof rk[i], "\xffr%d", i);
+        lattice_store_entry e = {(uint32_t)(i % 4), rk[i], (size_t)len, v, 200 + (size_t)i, 0, 1, 0};
+        ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    }
+    uint64_t g1 = lattice_store_reserved_gen(s, 1, &n);
+    ck_assert_uint_eq(g1, 4);
+    ck_assert_uint_eq(n, 4);
+    char k[32];
+    for (uint64_t id = 0; id < 20000; id++) { /* 1 MiB of region: most of these are evicted */
+        lattice_store_entry e = ent(k, id, v, 300, 1, 4);
+        ck_assert_int_eq(lattice_store_put(s, &e, 0), LATTICE_OK);
+    }
+    lattice_store_metrics m;
+    lattice_store_metrics_get(s, &m);
+    ck_assert_uint_gt(m.evictions, 0);
+    ck_assert_uint_eq(lattice_store_reserved_gen(s, 1, &n), g1); /* plain keys do not move it */
+    struct reserved_seen seen = {0};
+    uint64_t gen;
+    ck_assert_int_eq(lattice_store_reserved_each(s, 1, see_reserved, &seen, &gen), 0);
+    ck_assert_uint_eq(gen, g1);
+    ck_assert_int_eq(seen.n, 4);
+    for (int i = 1; i < 16; i += 4) ck_assert(seen_has(&seen, rk[i] + 1));
+    ck_assert_int_eq(lattice_store_remove_v(s, 1, rk[1], strlen(rk[1]), 9), LATTICE_OK);
+    ck_assert_uint_gt(lattice_store_reserved_gen(s, 1, &n), g1);
+    ck_assert_uint_eq(n, 3);
+    seen.n = 0;
+    ck_assert_int_eq(lattice_store_reserved_each(s, 1, see_reserved, &seen, &gen), 0);
+    ck_assert_int_eq(seen.n, 3);
+    ck_assert(!seen_has(&seen, "r1"));
+    ck_assert_int_eq(lattice_store_clear(s, 2), LATTICE_OK);
+    lattice_store_reserved_gen(s, 2, &n);
+    ck_assert_uint_eq(n, 0);
+    lattice_store_reserved_gen(s, 3, &n);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
+    lattice_store_destroy(s);
+    lattice_region_destroy(r);
+}
+END_TEST
+
+/* A reserved key that expires is dropped from the list at the next walk. */
+START_TEST(an_expired_reserved_key_leaves_the_list)
+{
+    struct fake_clock clk = {1000};
+    lattice_region *r = new_region(4096, 4, LATTICE_REGION_REJECT);
+    lattice_store *s = new_store(r, 1, &clk);
+    lattice_store_entry a = {0, "\xff" "a", 2, "x", 1, 2000, 1, 0}, b = {0, "\xff" "b", 2, "y", 1, 0, 2, 0};
+    ck_assert_int_eq(lattice_store_put(s, &a, 0), LATTICE_OK);
+    ck_assert_int_eq(lattice_store_put(s, &b, 0), LATTICE_OK);
+    clk.now = 3000;
+    struct reserved_seen seen = {0};
+    uint64_t gen;
+    ck_assert_int_eq(lattice_store_reserved_each(s, 0, see_reserved, &seen, &gen), 0);
+    ck_assert_int_eq(seen.n, 1);
+    ck_assert_str_eq(seen.keys[0], "b");
+    uint32_t n;
+    lattice_store_reserved_gen(s, 0, &n);
+    ck_assert_uint_eq(n, 1);
+    lattice_store_destroy(s);
+    lattice_region_destroy(r);
+}
+END_TEST
+
 /* ---- full region ---- */
 
 START_TEST(full_region_evicts_least_recently_used)
@@ -1357,6 +1457,8 @@ int main(void)
     tcase_add_test(tc, sweeps_find_expiry_lowered_by_an_update);
     tcase_add_test(tc, idle_time_is_a_lower_bound_from_the_page_stamp);
     tcase_add_test(tc, same_size_overwrites_keep_their_rows_as_versions_grow);
+    tcase_add_test(tc, reserved_keys_are_listed_and_never_evicted);
+    tcase_add_test(tc, an_expired_reserved_key_leaves_the_list);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
 }

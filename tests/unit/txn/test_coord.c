@@ -12,6 +12,7 @@
 #include "lattice/alloc.h"
 #include "lattice/txn.h"
 #include "run_suite.h"
+#include "partition/partition.h"
 #include "txn/txn.h"
 
 /* ---- answers, built as a primary would ---- */
@@ -382,6 +383,109 @@ START_TEST(thousands_of_keys_are_found_again)
 }
 END_TEST
 
+/* Across partitions: one PREPARE per partition with that partition's reads
+ * as watches and its writes, a DECIDE at the home partition's decision
+ * key, a FINISH at each prepared row's key; each answer read back. */
+START_TEST(across_partitions_prepare_decide_finish)
+{
+    enum { PARTS = 1024 };
+    lt_txc *t = begin();
+    ck_assert_int_eq(lt_txc_write(t, "{b}z", 4, "v", 1, false), LATTICE_OK);
+    ck_assert_int_eq(lt_txc_write(t, "{a}q", 4, "v", 1, false), LATTICE_ERR_UNSUPPORTED); /* one slot until... */
+    lt_txc_across(t);
+    ck_assert_int_eq(read1(t, "{a}x", read_answer(true, 41, 7, "old")), LATTICE_OK);
+    ck_assert_int_eq(read1(t, "{c}y", read_answer(false, 5, 8, NULL)), LATTICE_ERR_NOT_FOUND);
+    ck_assert_int_eq(lt_txc_write(t, "{a}x", 4, "new", 3, false), LATTICE_OK);
+    ck_assert_int_eq(lt_txc_write(t, "{c}w", 4, NULL, 0, true), LATTICE_OK);
+    uint32_t pa = lattice_partition_of_key("{a}x", 4, PARTS), pb = lattice_partition_of_key("{b}z", 4, PARTS),
+             pc = lattice_partition_of_key("{c}y", 4, PARTS);
+    ck_assert(pa != pb && pb != pc && pa != pc);
+    ck_assert_uint_eq(lt_txc_partitions(t, PARTS), 3);
+    lt_txx *x;
+    ck_assert_int_eq(lt_txx_new(t, PARTS, (lt_txid){5, 6}, 100, 9999, &x), LATTICE_OK);
+    ck_assert_int_eq(lt_txc_state_of(t), LT_TXC_COMMITTING);
+    ck_assert_uint_eq(lt_txx_parts(x), 3);
+    ck_assert_uint_eq(lt_txx_home(x), pb); /* the first key's: {b}z was written first */
+    for (size_t i = 0; i < 3; i++) {
+        lattice_op op;
+        ck_assert_int_eq(lt_txx_prepare_op(x, i, &op), LATTICE_OK);
+        uint32_t p = lt_txx_part(x, i);
+        ck_assert_uint_eq(lattice_partition_of_key(op.key, op.key_len, PARTS), p);
+        decoded d = decode(&op);
+        ck_assert_int_eq(d.s[0].kind, LATTICE_TXN_PREPARE);
+        const uint8_t *h = (const uint8_t *)d.s[0].value;
+        ck_assert_uint_eq(h[0], 5);      /* node */
+        ck_assert_uint_eq(h[8], 6);      /* seq */
+        ck_assert_uint_eq(h[16], 100);   /* stamp */
+        ck_assert_uint_eq(h[24] | h[25] << 8, pb); /* home */
+        if (p == pa) {
+            ck_assert_uint_eq(d.nw, 1);
+            ck_assert_str_eq(d.w[0].key, "{a}x");
+            ck_assert_uint_eq(d.w[0].version, 41);
+            ck_assert_uint_eq(d.n, 2);
+            ck_assert_int_eq(d.s[1].kind, LATTICE_OP_PUT);
+            ck_assert_str_eq(d.s[1].value, "new");
+        } else if (p == pc) {
+            ck_assert_uint_eq(d.nw, 1);
+            ck_assert_int_eq(d.w[0].mode, LATTICE_TXN_W_COUNTER);
+            ck_assert_uint_eq(d.n, 2);
+            ck_assert_int_eq(d.s[1].kind, LATTICE_OP_REMOVE);
+            ck_assert_str_eq(d.s[1].key, "{c}w");
+        } else {
+            ck_assert_uint_eq(d.nw, 0);
+            ck_assert_uint_eq(d.n, 2);
+            ck_assert_str_eq(d.s[1].key, "{b}z");
+        }
+    }
+    sub ok = {LATTICE_OK, 0, 1, NULL, 0};
+    lattice_op_result r = answer(&ok, 1, 0);
+    ck_assert_int_eq(lt_txx_prepared(x, 0, &r), LATTICE_OK);
+    ck_assert(!lt_txx_all_prepared(x));
+    r = answer(NULL, 0, LATTICE_OP_R_ABORTED);
+    ck_assert_int_eq(lt_txx_prepared(x, 1, &r), LATTICE_ERR_ABORTED);
+    r = (lattice_op_result){.status = LATTICE_ERR_TIMEOUT};
+    ck_assert_int_eq(lt_txx_prepared(x, 2, &r), LATTICE_ERR_UNKNOWN);
+    r = (lattice_op_result){.status = LATTICE_ERR_WRONGTYPE};
+    ck_assert_int_eq(lt_txx_prepared(x, 2, &r), LATTICE_ERR_WRONGTYPE);
+    r = answer(&ok, 1, 0);
+    for (size_t i = 0; i < 3; i++) ck_assert_int_eq(lt_txx_prepared(x, i, &r), LATTICE_OK);
+    ck_assert(lt_txx_all_prepared(x));
+    /* The decision, at the home partition. */
+    lattice_op op;
+    ck_assert_int_eq(lt_txx_decide_op(x, true, &op), LATTICE_OK);
+    ck_assert_uint_eq(lattice_partition_of_key(op.key, op.key_len, PARTS), pb);
+    decoded d = decode(&op);
+    ck_assert_int_eq(d.s[0].kind, LATTICE_TXN_DECIDE);
+    ck_assert_uint_eq((uint8_t)d.s[0].value[0], LATTICE_TXN_COMMIT);
+    lt_txp_kind kind;
+    lt_txid id;
+    ck_assert_int_eq(lt_txp_key_parse(op.key, op.key_len, &kind, &id), 1);
+    ck_assert_int_eq(kind, LT_TXP_DECISION);
+    ck_assert(lt_txid_eq(id, ((lt_txid){5, 6})));
+    bool commit = false;
+    sub stands = {LATTICE_OK, 0, LATTICE_TXN_ABORT, NULL, 0};
+    r = answer(&stands, 1, 0);
+    ck_assert_int_eq(lt_txx_decided(x, &r, &commit), LATTICE_OK);
+    ck_assert(!commit); /* someone settled it first: abort stands */
+    r = (lattice_op_result){.status = LATTICE_ERR_TIMEOUT};
+    ck_assert_int_ne(lt_txx_decided(x, &r, &commit), LATTICE_OK);
+    /* Each prepared row is finished at its own partition. */
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_int_eq(lt_txx_finish_op(x, i, false, &op), LATTICE_OK);
+        ck_assert_uint_eq(lattice_partition_of_key(op.key, op.key_len, PARTS), lt_txx_part(x, i));
+        d = decode(&op);
+        ck_assert_int_eq(d.s[0].kind, LATTICE_TXN_FINISH);
+        ck_assert_uint_eq((uint8_t)d.s[0].value[0], LATTICE_TXN_ABORT);
+        ck_assert_int_eq(lt_txp_key_parse(op.key, op.key_len, &kind, &id), 1);
+        ck_assert_int_eq(kind, LT_TXP_PREPARED);
+        r = answer(&ok, 1, 0);
+        ck_assert_int_eq(lt_txx_finished(x, i, &r), LATTICE_OK);
+    }
+    lt_txx_free(x);
+    lt_txc_free(t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("txn_coord");
@@ -393,6 +497,7 @@ static Suite *suite(void)
     tcase_add_test(t, each_answer_to_a_commit_means_one_outcome);
     tcase_add_test(t, the_deadline_ends_it_and_an_empty_commit_sends_nothing);
     tcase_add_test(t, thousands_of_keys_are_found_again);
+    tcase_add_test(t, across_partitions_prepare_decide_finish);
     suite_add_tcase(s, t);
     return s;
 }
