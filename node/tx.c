@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/base.h"
 #include "lattice/alloc.h"
@@ -25,13 +24,6 @@ struct lattice_tx {
     uint64_t stamp;    /* its start on the wall clock: wait-die's age */
 };
 
-static uint64_t wall_ms_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 lattice_status lattice_tx_begin(lattice_node *n, const char *cache, int timeout_ms, const char *label,
                                 lattice_tx **out)
 {
@@ -48,7 +40,7 @@ lattice_status lattice_tx_begin(lattice_node *n, const char *cache, int timeout_
     }
     tx->node = n;
     tx->deadline = deadline;
-    tx->stamp = wall_ms_now();
+    tx->stamp = lt_wall_ms();
     lt_txc_across(tx->c); /* keys of any slot: a commit across partitions */
     *out = tx;
     return LATTICE_OK;
@@ -488,7 +480,7 @@ static lattice_status commit_across(lattice_tx *tx, uint32_t partitions, lattice
     lattice_node_id(tx->node, id, sizeof id);
     uint64_t node = lt_fnv1a(id, strlen(id)) | 1;
     lt_txid txid = {node, atomic_fetch_add(&tx_seq, 1) + 1};
-    uint64_t now = wall_ms_now(), mono = lt_mono_ms();
+    uint64_t now = lt_wall_ms(), mono = lt_mono_ms();
     uint64_t left = tx->deadline > mono ? tx->deadline - mono : 0;
     lattice_status st = lt_txx_new(tx->c, partitions, txid, tx->stamp, now + left, &k->x);
     if (st != LATTICE_OK) {

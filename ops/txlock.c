@@ -17,9 +17,9 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "lattice/log.h"
 #include "lattice/txn.h"
 #include "ops_int.h"
@@ -326,18 +326,11 @@ static void sweep_one(void *arg, const lt_txp_held *h)
     if (settle_send(s, LATTICE_TXN_DECIDE, settle_decided) != LATTICE_OK) settle_end(s);
 }
 
-static uint64_t wall_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void txlock_sweep(lattice_ops *d, uint64_t now)
 {
     if (now - d->txsweep_ms < TXLOCK_SWEEP_MS || !lattice_meta_valid(d->meta)) return;
     d->txsweep_ms = now;
-    uint64_t wall = wall_now_ms();
+    uint64_t wall = lt_wall_ms();
     for (size_t i = 0, nc = lattice_meta_cache_count(d->meta); i < nc; i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         if (!c || !c->store || !ops_serving(d, c)) continue;

@@ -470,17 +470,25 @@ static lattice_status run_prepare(lattice_meta_cache *c, uint32_t partition, con
     return LATTICE_OK;
 }
 
-static lattice_status run_finish(lattice_meta_cache *c, uint32_t partition, const txn_req *q, exec_scratch *sc,
-                                 txn_out *o)
+/* FINISH's and DECIDE's request: that one sub, on a record of `kind`, with
+ * an outcome byte. */
+static bool one_step_ok(const txn_req *q, lt_txp_kind want)
 {
     const txn_sub *h = &q->subs[0];
     lt_txp_kind kind;
     lt_txid id;
-    if (q->n_subs != 1 || h->value_len != 1 || !lt_txp_key_parse(h->key, h->key_len, &kind, &id) ||
-        kind != LT_TXP_PREPARED)
-        return LATTICE_ERR_INVAL;
+    if (q->n_subs != 1 || h->value_len != 1 || !lt_txp_key_parse(h->key, h->key_len, &kind, &id) || kind != want)
+        return false;
+    uint8_t o = *(const uint8_t *)h->value;
+    return o == LATTICE_TXN_COMMIT || o == LATTICE_TXN_ABORT;
+}
+
+static lattice_status run_finish(lattice_meta_cache *c, uint32_t partition, const txn_req *q, exec_scratch *sc,
+                                 txn_out *o)
+{
+    const txn_sub *h = &q->subs[0];
+    if (!one_step_ok(q, LT_TXP_PREPARED)) return LATTICE_ERR_INVAL;
     unsigned outcome = *(const uint8_t *)h->value;
-    if (outcome != LATTICE_TXN_COMMIT && outcome != LATTICE_TXN_ABORT) return LATTICE_ERR_INVAL;
     void *row = NULL;
     lattice_store_meta m = {0};
     lattice_op_result r = {.status = LATTICE_OK, .num = 0};
@@ -512,13 +520,8 @@ static lattice_status run_decide(lattice_meta_cache *c, uint32_t partition, cons
                                  txn_out *o)
 {
     const txn_sub *h = &q->subs[0];
-    lt_txp_kind kind;
-    lt_txid id;
-    if (q->n_subs != 1 || h->value_len != 1 || !lt_txp_key_parse(h->key, h->key_len, &kind, &id) ||
-        kind != LT_TXP_DECISION)
-        return LATTICE_ERR_INVAL;
+    if (!one_step_ok(q, LT_TXP_DECISION)) return LATTICE_ERR_INVAL;
     uint8_t want = *(const uint8_t *)h->value;
-    if (want != LATTICE_TXN_COMMIT && want != LATTICE_TXN_ABORT) return LATTICE_ERR_INVAL;
     uint8_t have = 0;
     lattice_store_meta m = {0};
     int g = lattice_store_get(c->store, partition, h->key, h->key_len, &have, 1, &m);
