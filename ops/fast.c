@@ -323,6 +323,7 @@ size_t fast_read_n(lattice_ops *d, const lattice_op *ops, size_t n, fast_slot *o
         const lattice_op *op = &ops[i];
         t[i].f = NULL;
         if (!ops_is_read(op->kind) || op->flags || !op->key || !op->key_len) continue;
+        if (*(const uint8_t *)op->key == LATTICE_STORE_RESERVED_BYTE) continue; /* the grid's own: refused there */
         fast_cache *f = find_cached(v, op->cache && *op->cache ? op->cache : "default", &last, &lastf);
         if (!f || op->key_len > f->max_key) continue;
         t[i].f = f;

@@ -465,6 +465,20 @@ START_TEST(multi_keyless_on_grid)
     int prim, rep;
     owners_of(0, sc.slot, &prim, &rep);
     ck_assert_int_ge(prim, 0);
+    for (int i = 0; i < 3; i++) {
+        /* The grid's own keys (first byte 0xff) are refused, a read on the
+         * calling thread included: whichever node holds one. */
+        redisContext *c = conn_to(i);
+        static const char *const forms[] = {"SET %b v", "GET %b"};
+        for (size_t f = 0; f < 2; f++) {
+            redisReply *r = redisCommand(c, forms[f], "\xffk", (size_t)2);
+            ck_assert_ptr_nonnull(r);
+            ck_assert_msg(r->type == REDIS_REPLY_ERROR && strstr(r->str, "reserved for the grid's own records"),
+                          "'%s' of a 0xff key on node %d: %s", forms[f], i, r->str ? r->str : "(not an error)");
+            freeReplyObject(r);
+        }
+        redisFree(c);
+    }
     for (int i = 0; i < 3; i++) { /* plain connections: proxied where this node is not the primary */
         redisContext *c = conn_to(i);
         char v[16];

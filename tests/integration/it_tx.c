@@ -284,6 +284,9 @@ START_TEST(an_orphaned_prepare_is_settled_by_its_deadline)
     it_begin("tx_orphan");
     lattice_node *c = grid_up();
     ck_assert_int_eq(lattice_cache_put(c, "default", "\xff" "x", 2, "v", 1), LATTICE_ERR_RESERVED_KEY);
+    void *rv = NULL;
+    size_t rvl = 0;
+    ck_assert_int_eq(lattice_cache_get(c, "default", "\xff" "x", 2, &rv, &rvl), LATTICE_ERR_RESERVED_KEY);
     ck_assert_int_eq(lattice_cache_put(c, "default", "orphan:1", 8, "before", 6), LATTICE_OK);
     /* A PREPARE as a coordinator sends it, whose coordinator never comes
      * back: deadline 1 s from now on the wall clock. */
