@@ -218,7 +218,7 @@ void control_serve(lattice_ops *d, const Latdata__Req *q, const origin *o)
         lattice_meta_cache *c = lattice_meta_cache_of(d->meta, q->cache);
         for (uint32_t k = 0; c && c->store && k < c->cfg.partitions; k++) {
             lattice_meta_member *own[1];
-            if (lattice_meta_serving_owners(c, k, own, 1) == 1 && own[0]->self) r.num += (int64_t)lattice_store_count(c->store, k);
+            if (lattice_meta_serving_owners(c, k, own, 1) == 1 && own[0]->self) r.num += (int64_t)lattice_store_user_count(c->store, k);
         }
         chan_reply(d, o, &r, NULL, 0, false);
         return;

@@ -259,7 +259,7 @@ void control_start_size(lattice_ops *d, opx *o)
             Latdata__Resp rs = LATDATA__RESP__INIT;
             for (uint32_t k = 0; c && c->store && k < c->cfg.partitions; k++) {
                 lattice_meta_member *own[1];
-                if (lattice_meta_serving_owners(c, k, own, 1) == 1 && own[0]->self) rs.num += (int64_t)lattice_store_count(c->store, k);
+                if (lattice_meta_serving_owners(c, k, own, 1) == 1 && own[0]->self) rs.num += (int64_t)lattice_store_user_count(c->store, k);
             }
             b->remaining++;
             report_bcast_part(d, b, &rs);

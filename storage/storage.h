@@ -424,6 +424,9 @@ int lattice_store_insert_batch(lattice_store *s, uint32_t partition,
 int lattice_store_clear(lattice_store *s, uint32_t partition);
 /* Entries indexed in the partition (expired ones count until reclaimed). */
 uint64_t lattice_store_count(lattice_store *s, uint32_t partition);
+/* The partition's entries less its reserved ones (the grid's own records):
+ * what a user counts (DBSIZE, lattice_cache_size). */
+uint64_t lattice_store_user_count(lattice_store *s, uint32_t partition);
 
 /* Iteration over one partition, for rebalance supply.  A cursor survives
  * concurrent writes: every entry present in the partition from open until

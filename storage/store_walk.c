@@ -164,6 +164,15 @@ static int walk_reserved(void *arg, const lattice_store_item *it)
     return w->rc;
 }
 
+uint64_t lattice_store_user_count(lattice_store *s, uint32_t partition)
+{
+    uint64_t all = lattice_store_count(s, partition);
+    if (partition >= s->nparts || !__atomic_load_n(&s->parts[partition].reserved_gen, __ATOMIC_ACQUIRE)) return all;
+    uint32_t n = 0;
+    lattice_store_reserved_gen(s, partition, &n);
+    return all > n ? all - n : 0;
+}
+
 uint64_t lattice_store_reserved_gen(lattice_store *s, uint32_t partition, uint32_t *n)
 {
     if (partition >= s->nparts) return 0;

@@ -309,6 +309,11 @@ START_TEST(an_orphaned_prepare_is_settled_by_its_deadline)
     ck_assert_int_eq(submit_wait(c, &op, &r, res, sizeof res), LATTICE_OK);
     ck_assert_int_eq(r.status, LATTICE_OK);
     ck_assert(!(r.flags & LATTICE_OP_R_ABORTED));
+    /* The grid's own rows (the prepared row, later the decision) are not
+     * the user's: the cache holds one key. */
+    uint64_t size = 0;
+    ck_assert_int_eq(lattice_cache_size(c, "default", &size), LATTICE_OK);
+    ck_assert_uint_eq(size, 1);
     /* Locked: a plain write waits until the sweep settles it (deadline +
      * grace), then applies; the prepared value never shows. */
     struct timespec t0, t1;
