@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lattice/alloc.h"
+#include "lattice/txn.h"
 #include "partition/partition.h"
 
 /* ---- internal keys ----
@@ -93,122 +94,62 @@ int lt_txp_key_parse(const void *key, size_t len, lt_txp_kind *kind, lt_txid *id
 
 #define REC_FORMAT 1
 
-typedef struct wbuf {
-    uint8_t *p;
-    size_t len, cap;
-    bool failed;
-} wbuf;
-
-static void w_bytes(wbuf *b, const void *v, size_t n)
+/* Written and read with lattice/txn.h's buffer, as a transaction's request. */
+static size_t rec_size(const lt_txp_rec *r)
 {
-    if (b->failed) return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 128;
-        while (cap < b->len + n) cap *= 2;
-        uint8_t *p = lt_realloc(b->p, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, v, n);
-    b->len += n;
-}
-
-static void w_u(wbuf *b, uint64_t v, int bytes)
-{
-    uint8_t t[8];
-    for (int i = 0; i < bytes; i++) t[i] = (uint8_t)(v >> (8 * i));
-    w_bytes(b, t, (size_t)bytes);
-}
-
-static void w_blob(wbuf *b, const void *v, size_t n)
-{
-    w_u(b, n, 4);
-    w_bytes(b, v, n);
+    size_t n = 1 + 8 + 8 + 8 + 4 + 8 + 4 + 4;
+    for (size_t i = 0; i < r->n_reads; i++) n += 4 + r->reads[i].len;
+    for (size_t i = 0; i < r->n_writes; i++)
+        n += 1 + 1 + 8 + 4 + r->writes[i].key_len + 4 + (r->writes[i].remove ? 0 : r->writes[i].value_len);
+    return n;
 }
 
 lattice_status lt_txp_rec_encode(const lt_txp_rec *r, uint8_t **out, size_t *len)
 {
-    wbuf b = {0};
-    w_u(&b, REC_FORMAT, 1);
-    w_u(&b, r->id.node, 8);
-    w_u(&b, r->id.seq, 8);
-    w_u(&b, r->stamp, 8);
-    w_u(&b, r->home, 4);
-    w_u(&b, r->deadline_ms, 8);
-    w_u(&b, r->n_reads, 4);
-    for (size_t i = 0; i < r->n_reads; i++) w_blob(&b, r->reads[i].key, r->reads[i].len);
-    w_u(&b, r->n_writes, 4);
+    if (r->n_reads > UINT32_MAX || r->n_writes > UINT32_MAX) return LATTICE_ERR_TOO_LARGE;
+    size_t cap = rec_size(r);
+    lattice_txn_buf b = {lt_malloc(cap), 0, cap, false};
+    if (!b.p) return LATTICE_ERR_NOMEM;
+    lattice_txn_put_u(&b, REC_FORMAT, 1);
+    lattice_txn_put_u(&b, r->id.node, 8);
+    lattice_txn_put_u(&b, r->id.seq, 8);
+    lattice_txn_put_u(&b, r->stamp, 8);
+    lattice_txn_put_u(&b, r->home, 4);
+    lattice_txn_put_u(&b, r->deadline_ms, 8);
+    lattice_txn_put_u(&b, r->n_reads, 4);
+    for (size_t i = 0; i < r->n_reads; i++) lattice_txn_put_bytes(&b, r->reads[i].key, r->reads[i].len);
+    lattice_txn_put_u(&b, r->n_writes, 4);
     for (size_t i = 0; i < r->n_writes; i++) {
         const lt_txp_write *w = &r->writes[i];
-        w_u(&b, w->remove, 1);
-        w_u(&b, w->type, 1);
-        w_u(&b, w->expire_ms, 8);
-        w_blob(&b, w->key, w->key_len);
-        w_blob(&b, w->remove ? NULL : w->value, w->remove ? 0 : w->value_len);
-    }
-    if (b.failed || r->n_reads > UINT32_MAX || r->n_writes > UINT32_MAX) {
-        lt_free(b.p);
-        return LATTICE_ERR_NOMEM;
+        lattice_txn_put_u(&b, w->remove, 1);
+        lattice_txn_put_u(&b, w->type, 1);
+        lattice_txn_put_u(&b, w->expire_ms, 8);
+        lattice_txn_put_bytes(&b, w->key, w->key_len);
+        lattice_txn_put_bytes(&b, w->remove ? NULL : w->value, w->remove ? 0 : w->value_len);
     }
     *out = b.p;
     *len = b.len;
     return LATTICE_OK;
 }
 
-typedef struct rbuf {
-    const uint8_t *p;
-    size_t off, len;
-    bool failed;
-} rbuf;
-
-static uint64_t r_u(rbuf *b, int bytes)
-{
-    if (b->failed || b->len - b->off < (size_t)bytes) {
-        b->failed = true;
-        return 0;
-    }
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v |= (uint64_t)b->p[b->off + (size_t)i] << (8 * i);
-    b->off += (size_t)bytes;
-    return v;
-}
-
-static const void *r_blob(rbuf *b, size_t *n)
-{
-    uint64_t len = r_u(b, 4);
-    if (b->failed || b->len - b->off < len) {
-        b->failed = true;
-        *n = 0;
-        return NULL;
-    }
-    const void *v = b->p + b->off;
-    b->off += len;
-    *n = (size_t)len;
-    return v;
-}
-
 lattice_status lt_txp_rec_decode(const void *buf, size_t len, lt_txp_rec *r)
 {
     memset(r, 0, sizeof *r);
-    rbuf b = {buf, 0, len, false};
-    if (r_u(&b, 1) != REC_FORMAT) return LATTICE_ERR_INVAL;
-    r->id.node = r_u(&b, 8);
-    r->id.seq = r_u(&b, 8);
-    r->stamp = r_u(&b, 8);
-    r->home = (uint32_t)r_u(&b, 4);
-    r->deadline_ms = r_u(&b, 8);
-    uint64_t nr = r_u(&b, 4);
-    if (b.failed || nr > (len - b.off) / 4) return LATTICE_ERR_INVAL; /* each read takes >= 4 bytes */
+    lattice_txn_buf b = {(uint8_t *)(uintptr_t)buf, 0, len, false};
+    if (lattice_txn_get_u(&b, 1) != REC_FORMAT) return LATTICE_ERR_INVAL;
+    r->id.node = lattice_txn_get_u(&b, 8);
+    r->id.seq = lattice_txn_get_u(&b, 8);
+    r->stamp = lattice_txn_get_u(&b, 8);
+    r->home = (uint32_t)lattice_txn_get_u(&b, 4);
+    r->deadline_ms = lattice_txn_get_u(&b, 8);
+    uint64_t nr = lattice_txn_get_u(&b, 4);
+    if (b.failed || nr > (len - b.len) / 4) return LATTICE_ERR_INVAL; /* each read takes >= 4 bytes */
     r->reads = lt_calloc(nr ? nr : 1, sizeof *r->reads);
     if (!r->reads) return LATTICE_ERR_NOMEM;
     r->n_reads = (size_t)nr;
-    for (size_t i = 0; i < r->n_reads; i++) r->reads[i].key = r_blob(&b, &r->reads[i].len);
-    uint64_t nw = r_u(&b, 4);
-    if (b.failed || nw > (len - b.off) / 18) { /* each write takes >= 18 bytes */
+    for (size_t i = 0; i < r->n_reads; i++) r->reads[i].key = lattice_txn_get_bytes(&b, &r->reads[i].len);
+    uint64_t nw = lattice_txn_get_u(&b, 4);
+    if (b.failed || nw > (len - b.len) / 18) { /* each write takes >= 18 bytes */
         lt_txp_rec_free(r);
         return LATTICE_ERR_INVAL;
     }
@@ -220,13 +161,13 @@ lattice_status lt_txp_rec_decode(const void *buf, size_t len, lt_txp_rec *r)
     r->n_writes = (size_t)nw;
     for (size_t i = 0; i < r->n_writes; i++) {
         lt_txp_write *w = &r->writes[i];
-        w->remove = r_u(&b, 1) != 0;
-        w->type = (uint8_t)r_u(&b, 1);
-        w->expire_ms = r_u(&b, 8);
-        w->key = r_blob(&b, &w->key_len);
-        w->value = r_blob(&b, &w->value_len);
+        w->remove = lattice_txn_get_u(&b, 1) != 0;
+        w->type = (uint8_t)lattice_txn_get_u(&b, 1);
+        w->expire_ms = lattice_txn_get_u(&b, 8);
+        w->key = lattice_txn_get_bytes(&b, &w->key_len);
+        w->value = lattice_txn_get_bytes(&b, &w->value_len);
     }
-    if (b.failed || b.off != len || lt_txid_none(r->id)) {
+    if (b.failed || b.len != len || lt_txid_none(r->id)) {
         lt_txp_rec_free(r);
         return LATTICE_ERR_INVAL;
     }
@@ -493,16 +434,15 @@ bool lt_txp_locks_release(lt_txp_locks *t, lt_txid id)
 
 size_t lt_txp_locks_count(const lt_txp_locks *t) { return t->tn; }
 
-/* Holders of key that conflict with an access by `self` (none: every
- * holder), and the oldest of them. */
-static size_t conflicts(const lt_txp_locks *t, const void *key, size_t len, bool write, const lt_txid *self,
-                        lt_txid *oldest, uint64_t *oldest_stamp)
+/* Holders of key that conflict with an access (a write: any; a read: a
+ * writer), and the oldest of them. */
+static size_t conflicts(const lt_txp_locks *t, const void *key, size_t len, bool write, lt_txid *oldest,
+                        uint64_t *oldest_stamp)
 {
     lkey *k = key_find(t, key, len, hash_bytes(key, len));
     size_t n = 0;
     for (size_t i = 0; k && i < k->n; i++) {
         const holder *h = &k->h[i];
-        if (self && lt_txid_eq(h->id, *self)) continue;
         if (!write && !h->write) continue; /* readers share */
         if (!n++ || h->stamp < *oldest_stamp) {
             *oldest = h->id;
@@ -517,7 +457,7 @@ size_t lt_txp_locks_holders(const lt_txp_locks *t, const void *key, size_t len, 
 {
     lt_txid o = {0, 0};
     uint64_t s = 0;
-    size_t n = conflicts(t, key, len, write, NULL, &o, &s);
+    size_t n = conflicts(t, key, len, write, &o, &s);
     if (oldest) *oldest = o;
     if (oldest_stamp) *oldest_stamp = s;
     return n;
