@@ -10,12 +10,14 @@
 
 #include "lattice/alloc.h"
 #include "node_int.h"
+#include "node_tx.h"
 #include "grid/grid.h"
 #include "ops/ops.h"
 
 lattice_status lattice_op_submit(lattice_node *node, const lattice_op *ops, size_t n, lattice_op_fn fn, void *arg)
 {
     if (!node) return LATTICE_ERR_INVAL;
+    if (node_txexec_wants(ops, n)) return node_txexec_submit(node, ops, n, fn, arg, false);
     return node_metrics_submit(lattice_node_metrics_of(node), lattice_node_ops(node), ops, n, fn, arg, false);
 }
 
@@ -23,6 +25,7 @@ lattice_status lattice_op_submit_inline(lattice_node *node, const lattice_op *op
                                         void *arg)
 {
     if (!node) return LATTICE_ERR_INVAL;
+    if (node_txexec_wants(ops, n)) return node_txexec_submit(node, ops, n, fn, arg, true);
     return node_metrics_submit(lattice_node_metrics_of(node), lattice_node_ops(node), ops, n, fn, arg, true);
 }
 

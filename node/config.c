@@ -174,6 +174,11 @@ lattice_status latticed_option_set(latticed_options *o, const char *key, const c
         else if (!strcmp(v, "never")) r->moved = LATTICE_RESPD_MOVED_NEVER;
         else BAD("--resp-moved wants aware, always or never");
     }
+    else if (!strcmp(k, "resp-cross-slot")) {
+        if (!strcmp(v, "aware")) r->cross_slot = LATTICE_RESPD_CROSS_AWARE;
+        else if (!strcmp(v, "allow")) r->cross_slot = LATTICE_RESPD_CROSS_ALLOW;
+        else BAD("--resp-cross-slot wants aware or allow");
+    }
     else if (!strcmp(k, "resp-output-limit")) { if (!parse_ll(v, 0, 1LL << 40, &r->output_limit)) BAD("--resp-output-limit wants 0 (unlimited)..1099511627776 bytes"); }
     else if (!strcmp(k, "http-port")) { if (!parse_int(v, 1, 65535, &o->http_port)) BAD("--http-port wants 1..65535"); }
     else BAD("unknown option '%s'", key);
@@ -238,6 +243,7 @@ static const struct option long_opts[] = {
     {"resp-timeout", required_argument, 0, 1}, {"resp-max-bulk", required_argument, 0, 1},
     {"resp-max-multibulk", required_argument, 0, 1}, {"resp-max-inline", required_argument, 0, 1},
     {"resp-output-limit", required_argument, 0, 1}, {"resp-moved", required_argument, 0, 1},
+    {"resp-cross-slot", required_argument, 0, 1},
     {"help", no_argument, 0, 'h'},           {"version", no_argument, 0, 'V'},
     {0, 0, 0, 0}};
 
@@ -296,6 +302,9 @@ static void usage(FILE *f)
           "  --resp-output-limit N     close a client with more than N reply bytes pending (default 0 = none)\n"
           "  --resp-moved M            MOVED for: aware (clients that route by the slot map; default),\n"
           "                            always (every client, as Redis Cluster: redis-cli -c), never\n"
+          "  --resp-cross-slot M       keys of several slots in one command or MULTI/EXEC run as one\n"
+          "                            transaction for: aware (plain clients; cluster-aware ones get\n"
+          "                            CROSSSLOT, as Redis Cluster; default), allow (every client)\n"
           "  --http-port N             serve the web console (/), /metrics, /health and the JSON pages\n"
           "                            (/topology /caches /partitions /rebalance /slowlog) on this port\n"
           "  --help, --version\n",

@@ -14,6 +14,7 @@
 #include "lattice/log.h"
 #include "lattice/transaction.h"
 #include "node_int.h"
+#include "node_tx.h"
 #include "partition/partition.h"
 #include "txn/txn.h"
 
@@ -62,7 +63,7 @@ void lattice_tx_rollback(lattice_tx *tx)
 /* ------------------------------------------------------------- async */
 
 /* Reads of keys[0..n) in flight: each answer goes to fn(arg, i, ...). */
-typedef void (*each_fn)(void *arg, size_t i, lattice_status st, const void *value, size_t value_len);
+typedef node_tx_each_fn each_fn;
 
 typedef struct read_ctx {
     lattice_tx *tx;
@@ -528,6 +529,30 @@ static lattice_status commit_across(lattice_tx *tx, uint32_t partitions, lattice
     }
     return LATTICE_OK;
 }
+
+lattice_status node_tx_commit_in(lattice_tx *tx, uint32_t partitions, lattice_tx_done_fn fn, void *arg)
+{
+    lattice_status st = lt_txc_check(tx->c, lt_mono_ms());
+    if (st == LATTICE_OK && lt_txc_partitions(tx->c, partitions) > 1) {
+        lattice_node *node = tx->node;
+        st = commit_across(tx, partitions, fn, arg);
+        if (st != LATTICE_OK) node_metrics_tx(lattice_node_metrics_of(node), st);
+        return st;
+    }
+    if (st != LATTICE_OK) node_metrics_tx(lattice_node_metrics_of(tx->node), st);
+    tx_free(tx);
+    return st == LATTICE_OK ? LATTICE_ERR_INVAL : st; /* one partition: not for this path */
+}
+
+lattice_status node_tx_read_all(lattice_tx *tx, const lt_txc_key *keys, size_t n, node_tx_each_fn fn, void *arg)
+{
+    return read_keys(tx, keys, n, fn, arg);
+}
+
+lt_txc *node_tx_coord(lattice_tx *tx) { return tx->c; }
+
+void node_tx_set_stamp(lattice_tx *tx, uint64_t stamp) { tx->stamp = stamp; }
+uint64_t node_tx_stamp(const lattice_tx *tx) { return tx->stamp; }
 
 lattice_status lattice_tx_commit_async(lattice_tx *tx, lattice_tx_done_fn fn, void *arg)
 {

@@ -90,4 +90,33 @@ uint64_t lattice_ops_run_here(lattice_ops *d);
  * freed itself, the data thread idle (loop_release_durable). */
 uint64_t lattice_ops_log_releases(lattice_ops *d);
 
+/* ---- a transaction across partitions, worked out (txn.c) ----
+ * The coordinator of a LATTICE_OP_TXN whose keys lie in several partitions
+ * (node/txexec.c) reads every key it names, then runs its sub-operations
+ * here on those entries alone - a private store of one partition holding
+ * exactly them, under the cache's configuration - as a primary would run
+ * them in one step.  *result (lattice/txn.h's result layout, lt_malloc'd)
+ * is the transaction's answer; fn gets each written key's final state (a
+ * key may come more than once, with the same state), which the commit
+ * writes.  The request's watches are ignored (the caller checks them
+ * against its reads).  Data thread only.  TOO_LARGE: the entries do not fit
+ * the private store (64 MiB). */
+/* The cache's partition count (0: no such cache).  Data thread only. */
+uint32_t lattice_ops_cache_partitions(lattice_ops *d, const char *cache);
+typedef struct lattice_ops_txn_entry {
+    const void *key;
+    size_t key_len;
+    bool live;
+    const void *value;
+    size_t value_len;
+    uint64_t expire_ms; /* absolute, 0 none */
+    uint8_t type;
+} lattice_ops_txn_entry;
+typedef lattice_status (*lattice_ops_txn_final_fn)(void *arg, const void *key, size_t key_len, bool live,
+                                                   const void *value, size_t value_len, uint64_t expire_ms,
+                                                   uint8_t type);
+lattice_status lattice_ops_txn_eval(lattice_ops *d, const char *cache, const lattice_ops_txn_entry *e, size_t n,
+                                    const void *req, size_t req_len, void **result, size_t *result_len,
+                                    lattice_ops_txn_final_fn fn, void *arg);
+
 #endif

@@ -332,6 +332,7 @@ struct lattice_ops {
 
     /* ---- txn.c: transactions */
     struct txn_kept *txn_kept;    /* results of recent transactions for their resends */
+    struct txn_sandbox *txn_sandbox; /* lattice_ops_txn_eval's store (txn.c), made at first use */
 
     /* ---- wal.c: --data-dir on the operation path */
     struct ops_wal *wal;          /* the log and what waits on it; NULL without */
@@ -695,6 +696,13 @@ typedef struct txn_local_out {
 lattice_status txn_run_local(lattice_meta_cache *c, uint32_t partition, const void *req, size_t len, uint64_t epoch,
                              exec_scratch *s, txn_local_out *out);
 lattice_status txn_apply_writes(lattice_meta_cache *c, uint32_t partition, const void *writes, size_t len);
+/* lattice_ops_txn_eval (ops.h) on the private store *sb (made at first
+ * use; txn_sandbox_free frees it) under cfg: unit-tested without a node. */
+struct txn_sandbox;
+lattice_status txn_eval(struct txn_sandbox **sb, const lattice_cache_config *cfg, const lattice_ops_txn_entry *e,
+                        size_t n, const void *req, size_t req_len, void **result, size_t *result_len,
+                        lattice_ops_txn_final_fn fn, void *arg);
+void txn_sandbox_free(struct txn_sandbox **sb);
 
 /* ---- backup.c: backup apply */
 void backup_apply(lattice_ops *d, const Latdata__Req *q, const origin *org);

@@ -423,7 +423,13 @@ static lattice_status prep_rec(const txn_req *q, lt_txp_rec *rec)
             lt_txp_rec_free(rec);
             return LATTICE_ERR_INVAL;
         }
-        rec->writes[i - 1] = (lt_txp_write){s->key, s->value, s->key_len, s->value_len, s->kind == LATTICE_OP_REMOVE, 0, 0};
+        bool rm = s->kind == LATTICE_OP_REMOVE;
+        if (!rm && (s->delta < 0 || s->delta > LATTICE_STORE_TYPE_MAX)) {
+            lt_txp_rec_free(rec);
+            return LATTICE_ERR_INVAL;
+        }
+        rec->writes[i - 1] = (lt_txp_write){s->key, s->value, s->key_len, s->value_len, rm,
+                                            rm ? 0 : (uint8_t)s->delta, rm ? 0 : s->ttl_ms};
     }
     return LATTICE_OK;
 }
@@ -504,8 +510,16 @@ static lattice_status run_finish(lattice_meta_cache *c, uint32_t partition, cons
                    "removed without its writes", c->cfg.name, partition);
         for (size_t i = 0; st == LATTICE_OK && outcome == LATTICE_TXN_COMMIT && i < rec.n_writes; i++) {
             const lt_txp_write *w = &rec.writes[i];
-            cross_write(c, partition, w->remove ? LATTICE_OP_REMOVE : LATTICE_OP_PUT, w->key, w->key_len, w->value,
-                        w->value_len, 0, sc, o);
+            if (w->remove) {
+                cross_write(c, partition, LATTICE_OP_REMOVE, w->key, w->key_len, NULL, 0, 0, sc, o);
+            } else { /* as written: its type and absolute expiry (none: the cache's default) */
+                exec_in in = {LATTICE_OP_PUT, 0, partition, w->key, w->key_len, w->value, w->value_len, 0, 0};
+                repl_out rw;
+                uint64_t exp = w->expire_ms ? w->expire_ms : exec_expiry_for(c, 0); /* 0: the cache's own */
+                if (exec_write_typed(c, &in, w->value, w->value_len, exp, w->type, &rw) == LATTICE_OK &&
+                    rw.needed)
+                    add_write(o, w->key, w->key_len, &rw);
+            }
         }
         if (st == LATTICE_OK) lt_txp_rec_free(&rec);
         remove_key(c, partition, h->key, h->key_len, o);
@@ -660,8 +674,11 @@ static const txn_kept_ent *kept_get(const lattice_ops *d, uint64_t origin, uint6
 
 size_t txn_kept_bytes(const lattice_ops *d) { return d->txn_kept ? d->txn_kept->bytes : 0; }
 
+static void sandbox_free(lattice_ops *d);
+
 void txn_free(lattice_ops *d)
 {
+    sandbox_free(d);
     if (!d->txn_kept) return;
     for (size_t i = 0; i < LATTICE_TXN_RESULTS_KEPT; i++) lt_free(d->txn_kept->e[i].value);
     lt_free(d->txn_kept);
@@ -997,4 +1014,126 @@ lattice_status txn_run_local(lattice_meta_cache *c, uint32_t partition, const vo
 lattice_status txn_apply_writes(lattice_meta_cache *c, uint32_t partition, const void *writes, size_t len)
 {
     return apply_writes(c, partition, writes, len, NULL);
+}
+
+/* ---- a transaction across partitions, worked out (lattice_ops_txn_eval) ----
+ * A private store of one partition in a region of its own: it holds the
+ * entries a coordinator read, runs the request there as a primary would
+ * (txn_run: the same value semantics, byte for byte), hands each written
+ * key's final state on and is emptied again.  Only the data thread uses it. */
+
+#define SANDBOX_MB 64u
+
+struct txn_sandbox {
+    lattice_region *region;
+    lattice_store *store;
+    exec_scratch sc;
+};
+
+void txn_sandbox_free(struct txn_sandbox **sb)
+{
+    struct txn_sandbox *b = *sb;
+    if (!b) return;
+    exec_scratch_free(&b->sc);
+    if (b->store) lattice_store_destroy(b->store);
+    if (b->region) lattice_region_destroy(b->region);
+    lt_free(b);
+    *sb = NULL;
+}
+
+static void sandbox_free(lattice_ops *d) { txn_sandbox_free(&d->txn_sandbox); }
+
+static struct txn_sandbox *sandbox(struct txn_sandbox **sb)
+{
+    if (*sb) return *sb;
+    struct txn_sandbox *b = lt_calloc(1, sizeof *b);
+    if (!b) return NULL;
+    *sb = b;
+    lattice_region_config rc = {"txn-eval", 0, SANDBOX_MB, 0, LATTICE_REGION_REJECT};
+    lattice_store_config sc = {"txn-eval", 1, NULL, NULL, NULL};
+    if (lattice_region_create(&rc, &b->region) != LATTICE_OK || !(sc.region = b->region) ||
+        lattice_store_create(&sc, &b->store) != LATTICE_OK) {
+        txn_sandbox_free(sb);
+        return NULL;
+    }
+    return b;
+}
+
+lattice_status lattice_ops_txn_eval(lattice_ops *d, const char *cache, const lattice_ops_txn_entry *e, size_t n,
+                                    const void *req, size_t req_len, void **result, size_t *result_len,
+                                    lattice_ops_txn_final_fn fn, void *arg)
+{
+    *result = NULL;
+    *result_len = 0;
+    const lattice_meta_cache *real = lattice_meta_cache_of(d->meta, cache ? cache : "default");
+    if (!real) return LATTICE_ERR_NO_CACHE;
+    return txn_eval(&d->txn_sandbox, &real->cfg, e, n, req, req_len, result, result_len, fn, arg);
+}
+
+lattice_status txn_eval(struct txn_sandbox **sb, const lattice_cache_config *cfg, const lattice_ops_txn_entry *e,
+                        size_t n, const void *req, size_t req_len, void **result, size_t *result_len,
+                        lattice_ops_txn_final_fn fn, void *arg)
+{
+    *result = NULL;
+    *result_len = 0;
+    struct txn_sandbox *b = sandbox(sb);
+    if (!b) return LATTICE_ERR_NOMEM;
+    uint64_t counter = 1;
+    lattice_meta_cache c = {0};
+    c.cfg = *cfg;
+    c.cfg.partitions = 1;
+    c.store = b->store;
+    c.counter = &counter;
+    lattice_status st = LATTICE_OK;
+    for (size_t i = 0; st == LATTICE_OK && i < n; i++) {
+        if (!e[i].live) continue;
+        lattice_store_entry en = {0, e[i].key, e[i].key_len, e[i].value, e[i].value_len, e[i].expire_ms, 1, e[i].type};
+        int ps = lattice_store_put(b->store, &en, 0);
+        if (ps != LATTICE_OK) st = ps == LATTICE_ERR_NOMEM || ps == LATTICE_ERR_REGION_FULL ? LATTICE_ERR_TOO_LARGE : ps;
+    }
+    txn_req q = {0};
+    txn_out o = {0};
+    if (st == LATTICE_OK) st = req_decode(&c, 0, req, req_len, &q);
+    if (st == LATTICE_OK) {
+        q.n_watch = 0; /* checked against the reads by the caller */
+        st = cross_kind(&q) ? LATTICE_ERR_INVAL : txn_run(&c, 0, &q, 0, &b->sc, &o);
+    }
+    /* Each written key's state as the request left it. */
+    lattice_txn_buf w = {o.wr.p, 0, o.wr.len, false};
+    while (st == LATTICE_OK && w.len < o.wr.len) {
+        size_t kl, vl;
+        const void *k = lattice_txn_get_bytes(&w, &kl);
+        lattice_txn_get_u(&w, 1);
+        lattice_txn_get_u(&w, 8);
+        lattice_txn_get_u(&w, 8);
+        lattice_txn_get_bytes(&w, &vl);
+        if (w.failed) {
+            st = LATTICE_ERR_INVAL;
+            break;
+        }
+        void *v = NULL;
+        lattice_store_meta m = {0};
+        int g = lattice_store_get_copy(b->store, 0, k, kl, &v, &m);
+        if (g == LATTICE_OK) st = fn(arg, k, kl, true, v, m.value_len, m.expire_ms, m.type);
+        else if (g == LATTICE_ERR_NOT_FOUND) st = fn(arg, k, kl, false, NULL, 0, 0, 0);
+        else st = g;
+        lt_free(v);
+    }
+    req_free(&q);
+    lattice_store_clear(b->store, 0);
+    lt_free(o.wr.p);
+    lt_free(o.hashes);
+    if (st != LATTICE_OK) {
+        lt_free(o.res.p);
+        return st;
+    }
+    *result = o.res.p;
+    *result_len = o.res.len;
+    return LATTICE_OK;
+}
+
+uint32_t lattice_ops_cache_partitions(lattice_ops *d, const char *cache)
+{
+    const lattice_meta_cache *c = lattice_meta_cache_of(d->meta, cache ? cache : "default");
+    return c ? c->cfg.partitions : 0;
 }

@@ -60,6 +60,7 @@ typedef struct lattice_respd_config {
     long long maxmemory;         /* CONFIG GET maxmemory: the node's region bound in bytes */
     bool maxmemory_evicts;       /* CONFIG GET maxmemory-policy: allkeys-lru, else noeviction */
     int moved;                   /* LATTICE_RESPD_MOVED_*: which clients get MOVED; 0 = AWARE */
+    int cross_slot;              /* LATTICE_RESPD_CROSS_*: who may run keys of several slots at once */
 } lattice_respd_config;
 
 /* Which connections are redirected with MOVED (docs/RESP.md, "Redirection");
@@ -67,6 +68,12 @@ typedef struct lattice_respd_config {
 #define LATTICE_RESPD_MOVED_AWARE 0   /* connections that route by the slot map */
 #define LATTICE_RESPD_MOVED_ALWAYS 1  /* every connection, as Redis Cluster (redis-cli -c) */
 #define LATTICE_RESPD_MOVED_NEVER 2   /* none: every key is proxied */
+
+/* Which connections run a command or MULTI/EXEC over keys of several slots
+ * as one transaction across partitions (docs/RESP.md, "Transactions across
+ * slots"); the others get CROSSSLOT, as from Redis Cluster. */
+#define LATTICE_RESPD_CROSS_AWARE 0   /* plain connections; cluster-aware ones get CROSSSLOT */
+#define LATTICE_RESPD_CROSS_ALLOW 1   /* every connection */
 
 typedef struct lattice_respd lattice_respd;
 

@@ -411,6 +411,10 @@ void respd_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool i
         lattice_resp_add_error(o, b->arena + e->first, e->n);
         return;
     }
+    if (e->across) {
+        respd_tx_across_reply(o, b, e);
+        return;
+    }
     if (respd_is_tx_command((lattice_resp_cmd_id)e->cmd) || e->cmd == LATTICE_RESP_CMD_OBJECT_IDLETIME) {
         respd_tx_entry_reply(o, b, e, in_exec);
         return;

@@ -96,6 +96,7 @@ bool respd_misrouted(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, size
     uint16_t slot = lattice_key_slot(argv[first].ptr, argv[first].len);
     for (long i = first + step; i <= end; i += step) {
         if (lattice_key_slot(argv[i].ptr, argv[i].len) == slot) continue;
+        if (aware && r->cfg.cross_slot == LATTICE_RESPD_CROSS_ALLOW) return false; /* runs here, across slots */
         if (aware) {
             snprintf(err, LATTICE_RESP_ERR_MAX, "%s", LATTICE_RESP_ERR_CROSSSLOT);
             return true;
@@ -176,7 +177,9 @@ static cmd_outcome run_command(lattice_respd *r, conn *c, batch *b, size_t argc,
         if (!in_exec) c->last_cmd = lattice_resp_cmd_name(rc); /* in EXEC: cmd=exec, as Redis */
         if (!in_exec && atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
         size_t n_before = b->n_ents;
+        b->c = c; /* the batch's connection (queue_batch sets it too): respd_tx_key_command asks it */
         cmd_outcome oc = walk ? respd_walk_command(r, c, b, id, argc, argv) : respd_key_command(r, b, id, argc, argv);
+        if (!walk && oc == CMD_BATCHED && b->n_ents > n_before) respd_tx_wrap_across(r, c, b);
         if (b->n_ents > n_before && b->ents[b->n_ents - 1].cmd != ENT_ERROR && respd_slowlog_wants(r))
             respd_slowlog_keep(b, &b->ents[b->n_ents - 1], argc, argv);
         return oc;

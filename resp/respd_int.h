@@ -81,6 +81,7 @@ typedef struct ent {
     uint16_t sflags;                  /* SET/EXPIRE option flags */
     bool mute;                        /* sent under CLIENT REPLY OFF/SKIP: no reply */
     bool later;                       /* queued in MULTI, run at EXEC in its place: argv packed at arena + first, n bytes (respd_tx.c) */
+    bool across;                      /* its ops wrapped as one txn op across partitions (respd_tx_wrap_across) */
     uint32_t first, n;                /* ops [first, first+n) */
     int64_t when_ms;                  /* conditional EXPIRE: the new deadline; ranges: start */
     int64_t arg2;                     /* ranges: end; GETBIT: the offset */
@@ -325,6 +326,12 @@ void respd_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool i
 /* respd_tx.c: MULTI/EXEC/DISCARD/WATCH/UNWATCH, RENAME/RENAMENX/COPY/MSETNX. */
 bool respd_is_tx_command(lattice_resp_cmd_id id);
 bool respd_is_tx_key_command(lattice_resp_cmd_id id);
+/* Keys of several slots may run as one transaction on c (respd_tx.c). */
+bool respd_cross_slot_ok(const lattice_respd *r, const conn *c);
+/* DEL, UNLINK, EXISTS, TOUCH, MGET, MSET just built as b's last entry:
+ * over keys of several slots, one transaction across partitions; its reply. */
+void respd_tx_wrap_across(lattice_respd *r, conn *c, batch *b);
+void respd_tx_across_reply(lattice_resp_out *o, const batch *b, const ent *e);
 bool respd_tx_in_multi(const conn *c);
 /* CLIENT LIST's multi=: the commands queued (also while EXEC runs them), -1 outside MULTI. */
 long respd_tx_queued(const conn *c);

@@ -153,7 +153,8 @@ static const char *at(const batch *b, const void *off)
 /* ---- RENAME, RENAMENX, COPY, MSETNX ---- */
 
 /* One txn op in e holding subs[0..n) and watches (outside MULTI). */
-static bool add_txn_op(batch *b, ent *e, const lattice_txn_watch *w, size_t nw, const lattice_op *subs, size_t n)
+static bool add_txn_op_as(batch *b, ent *e, unsigned flags, const lattice_txn_watch *w, size_t nw,
+                          const lattice_op *subs, size_t n)
 {
     size_t cap = lattice_txn_request_size(w, nw, subs, n);
     char *p = lt_malloc(cap);
@@ -162,9 +163,24 @@ static bool add_txn_op(batch *b, ent *e, const lattice_txn_watch *w, size_t nw, 
     lattice_resp_arg key = n ? (lattice_resp_arg){(char *)subs[0].key, subs[0].key_len}
                              : (lattice_resp_arg){(char *)w[0].key, w[0].key_len};
     lattice_resp_arg val = {p, cap};
-    bool ok = respd_op_add(b, e, LATTICE_OP_TXN, 0, &key, &val, 0, 0);
+    bool ok = respd_op_add(b, e, LATTICE_OP_TXN, flags, &key, &val, 0, 0);
     lt_free(p);
     return ok;
+}
+
+static bool add_txn_op(batch *b, ent *e, const lattice_txn_watch *w, size_t nw, const lattice_op *subs, size_t n)
+{
+    return add_txn_op_as(b, e, 0, w, nw, subs, n);
+}
+
+/* Keys of several slots run as one transaction across partitions on this
+ * connection (docs/RESP.md, "Transactions across slots"): a plain client's
+ * always, a cluster-aware one's with --resp-cross-slot allow (else
+ * CROSSSLOT, as Redis Cluster). */
+bool respd_cross_slot_ok(const lattice_respd *r, const conn *c)
+{
+    if (r->cfg.cross_slot == LATTICE_RESPD_CROSS_ALLOW || r->cfg.moved == LATTICE_RESPD_MOVED_NEVER) return true;
+    return !(c->aware == AWARE_YES || r->cfg.moved == LATTICE_RESPD_MOVED_ALWAYS);
 }
 
 static bool same_slot(size_t argc, const lattice_resp_arg *argv, size_t first, size_t step)
@@ -185,7 +201,11 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
 {
     if (id == LATTICE_RESP_CMD_MSETNX) {
         if (argc % 2 == 0) return respd_ent_error(b, "ERR wrong number of arguments for 'msetnx' command");
-        if (!same_slot(argc, argv, 1, 2)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
+        unsigned across = 0;
+        if (!same_slot(argc, argv, 1, 2) && !in_multi) { /* in MULTI: EXEC decides */
+            if (!b->c || !respd_cross_slot_ok(b->r, b->c)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
+            across = LATTICE_OP_ACROSS;
+        }
         size_t n = (argc - 1) / 2;
         if (in_multi) { /* the guard, then the puts it guards, as subs of EXEC's transaction */
             ent *e = respd_ent_new(b, id);
@@ -205,7 +225,8 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
                                      argv[2 + 2 * i].len);
             w[i] = (lattice_txn_watch){argv[1 + 2 * i].ptr, argv[1 + 2 * i].len, LATTICE_TXN_W_ABSENT, 0, 0};
         }
-        bool ok = e && add_txn_op(b, e, w, n, subs, n);
+        bool ok = e && add_txn_op_as(b, e, across, w, n, subs, n);
+        if (ok && across) b->sealed = true; /* a later command on one of its keys runs after it */
         lt_free(subs);
         lt_free(w);
         return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
@@ -227,7 +248,11 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
             }
         }
     }
-    if (!same_slot(3, argv, 1, 1)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
+    unsigned across = 0;
+    if (!same_slot(3, argv, 1, 1) && !in_multi) {
+        if (!b->c || !respd_cross_slot_ok(b->r, b->c)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
+        across = LATTICE_OP_ACROSS;
+    }
     bool same = argv[1].len == argv[2].len && memcmp(argv[1].ptr, argv[2].ptr, argv[1].len) == 0;
     if (id == LATTICE_RESP_CMD_COPY && same) return respd_ent_error(b, ERR_SAME_OBJECT);
     int kind = id == LATTICE_RESP_CMD_COPY ? LATTICE_TXN_COPY : LATTICE_TXN_RENAME;
@@ -238,7 +263,8 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
         ok = respd_op_add(b, e, (lattice_op_kind)kind, flags, &argv[1], &argv[2], 0, 0);
     } else {
         lattice_op s = {(lattice_op_kind)kind, flags, NULL, argv[1].ptr, argv[1].len, argv[2].ptr, argv[2].len, 0, 0, 0};
-        ok = add_txn_op(b, e, NULL, 0, &s, 1);
+        ok = add_txn_op_as(b, e, across, NULL, 0, &s, 1);
+        if (ok && across) b->sealed = true;
     }
     return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
 }
@@ -304,6 +330,101 @@ static bool first_sub(const batch *b, const ent *e, opres *x, batch *tmp)
     return store_sub(tmp, x, &s);
 }
 
+/* ---- multi-key commands across slots (DEL, UNLINK, EXISTS, TOUCH, MGET, MSET) ---- */
+
+static bool wrappable(lattice_resp_cmd_id id)
+{
+    return id == LATTICE_RESP_CMD_DEL || id == LATTICE_RESP_CMD_UNLINK || id == LATTICE_RESP_CMD_EXISTS ||
+           id == LATTICE_RESP_CMD_TOUCH || id == LATTICE_RESP_CMD_MGET || id == LATTICE_RESP_CMD_MSET;
+}
+
+/* The last entry of b, just built as one op per key: when its keys lie in
+ * several slots, its ops become the subs of ONE transaction across
+ * partitions (all or nothing, one instant), answered as before
+ * (respd_tx_across_reply).  The batch ends after it, so a later command of
+ * the pipeline on one of its keys runs after it. */
+void respd_tx_wrap_across(lattice_respd *r, conn *c, batch *b)
+{
+    ent *e = b->n_ents ? &b->ents[b->n_ents - 1] : NULL;
+    if (!e || e->n < 2 || e->later || !wrappable((lattice_resp_cmd_id)e->cmd) || !respd_cross_slot_ok(r, c)) return;
+    if (e->first + e->n != b->n_ops) return;
+    const lattice_op *o = &b->ops[e->first];
+    int s0 = lattice_key_slot(at(b, o[0].key), o[0].key_len);
+    bool cross = false;
+    for (size_t i = 1; i < e->n && !cross; i++) cross = lattice_key_slot(at(b, o[i].key), o[i].key_len) != s0;
+    if (!cross) return;
+    /* The subs point at a copy: the arena moves as the new op is added. */
+    size_t n = e->n, bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += o[i].key_len + o[i].value_len;
+    lattice_op *subs = lt_calloc(n, sizeof *subs);
+    char *copy = lt_malloc(bytes ? bytes : 1);
+    if (!subs || !copy) {
+        lt_free(subs);
+        lt_free(copy);
+        return; /* left as it was: one op per key */
+    }
+    char *p = copy;
+    for (size_t i = 0; i < n; i++) {
+        subs[i] = o[i];
+        subs[i].key = p;
+        memcpy(p, at(b, o[i].key), o[i].key_len);
+        p += o[i].key_len;
+        if (o[i].value) {
+            subs[i].value = p;
+            memcpy(p, at(b, o[i].value), o[i].value_len);
+            p += o[i].value_len;
+        }
+    }
+    uint32_t first = e->first;
+    b->n_ops = first;
+    e->n = 0;
+    if (add_txn_op_as(b, e, LATTICE_OP_ACROSS, NULL, 0, subs, n)) {
+        e->across = true;
+        b->sealed = true;
+    } else { /* no memory: the entry answers OOM */
+        b->n_ops = first;
+        b->n_ents--;
+        respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+    }
+    lt_free(subs);
+    lt_free(copy);
+}
+
+/* The reply of a wrapped entry: its subs' results unpacked into one result
+ * per key, then answered as the command is outside a transaction. */
+void respd_tx_across_reply(lattice_resp_out *o, const batch *b, const ent *e)
+{
+    const opres *x = &b->res[e->first];
+    if (x->status != LATTICE_OK) {
+        respd_add_result_error(o, x);
+        return;
+    }
+    if (x->flags & LATTICE_OP_R_LOST) {
+        lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));
+        return;
+    }
+    lattice_txn_buf rb;
+    long n = lattice_txn_result_begin(&rb, b->vals + x->voff, x->vlen);
+    batch tmp = {0};
+    tmp.res = n > 0 ? lt_calloc((size_t)n, sizeof *tmp.res) : NULL;
+    bool ok = tmp.res != NULL;
+    for (long i = 0; ok && i < n; i++) {
+        lattice_txn_sub_result sr;
+        ok = lattice_txn_result_next(&rb, &sr) && store_sub(&tmp, &tmp.res[i], &sr);
+    }
+    if (ok) {
+        ent one = *e;
+        one.across = false;
+        one.first = 0;
+        one.n = (uint32_t)n;
+        respd_entry_reply(o, &tmp, &one, false);
+    } else {
+        lattice_resp_add_error(o, "ERR internal", 12);
+    }
+    lt_free(tmp.res);
+    lt_free(tmp.vals);
+}
+
 static void move_reply(lattice_resp_out *o, lattice_resp_cmd_id cmd, const opres *x)
 {
     if (x->flags & LATTICE_OP_R_LOST) {
@@ -355,25 +476,26 @@ void respd_tx_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, boo
     lt_free(tmp.vals);
 }
 
-static void watch_reply(conn *c, const batch *b, const ent *e)
+/* The watches one read op of a WATCH answered (its keys: the request's
+ * subs, the op's value resolved at submit).  False: the watch is broken
+ * (EXEC must fail rather than miss a change); *failed when the op failed
+ * as a whole (the reply is then an error: *err, or internal). */
+static bool watch_note(struct respd_tx *t, const batch *b, size_t op_i, bool *failed, const opres **err)
 {
-    struct respd_tx *t = tx_of(c);
-    const opres *x = &b->res[e->first];
-    if (!t) return;
+    const opres *x = &b->res[op_i];
     lattice_txn_buf rb = {0};
     long n = x->status == LATTICE_OK ? lattice_txn_result_begin(&rb, b->vals + x->voff, x->vlen) : -1;
-    /* The keys: the request's subs (the op's value, resolved at submit). */
-    const lattice_op *op = &b->ops[e->first];
+    const lattice_op *op = &b->ops[op_i];
     lattice_txn_buf qb = {(uint8_t *)(uintptr_t)op->value, 0, op->value_len, false};
     lattice_txn_get_u(&qb, 1);
     lattice_txn_get_u(&qb, 4);
     long nq = (long)lattice_txn_get_u(&qb, 4);
     if (n < 0 || n != nq) {
-        t->watch_broken = true; /* EXEC must fail rather than miss a change */
-        if (x->status != LATTICE_OK) respd_add_result_error(c->out, x);
-        else lattice_resp_add_error(c->out, "ERR internal", 12);
-        return;
+        if (x->status != LATTICE_OK) *err = x;
+        *failed = true;
+        return false;
     }
+    bool ok = true;
     for (long i = 0; i < n; i++) {
         lattice_txn_sub_result s;
         size_t kl, vl;
@@ -384,7 +506,7 @@ static void watch_reply(conn *c, const batch *b, const ent *e)
         lattice_txn_get_u(&qb, 8);
         lattice_txn_get_u(&qb, 8);
         if (!lattice_txn_result_next(&rb, &s) || s.status != LATTICE_OK || s.value_len != 8 || qb.failed) {
-            t->watch_broken = true;
+            ok = false;
             continue;
         }
         uint64_t epoch = 0;
@@ -393,7 +515,7 @@ static void watch_reply(conn *c, const batch *b, const ent *e)
             size_t nc = t->cap_w ? 2 * t->cap_w : 8;
             tx_watch *p = lt_realloc(t->w, nc * sizeof *p);
             if (!p) {
-                t->watch_broken = true;
+                ok = false;
                 continue;
             }
             t->w = p;
@@ -401,7 +523,7 @@ static void watch_reply(conn *c, const batch *b, const ent *e)
         }
         char *kc = lt_malloc(kl ? kl : 1);
         if (!kc) {
-            t->watch_broken = true;
+            ok = false;
             continue;
         }
         memcpy(kc, k, kl);
@@ -409,7 +531,20 @@ static void watch_reply(conn *c, const batch *b, const ent *e)
                                     (uint64_t)s.num, epoch};
         note_slot(t, kc, kl);
     }
-    lattice_resp_add_simple(c->out, "OK", 2);
+    return ok;
+}
+
+static void watch_reply(conn *c, const batch *b, const ent *e)
+{
+    struct respd_tx *t = tx_of(c);
+    if (!t) return;
+    const opres *err = NULL;
+    bool ok = true, failed = false;
+    for (size_t i = 0; i < e->n; i++) ok = watch_note(t, b, e->first + i, &failed, &err) && ok;
+    if (!ok) t->watch_broken = true;
+    if (err) respd_add_result_error(c->out, err);
+    else if (failed) lattice_resp_add_error(c->out, "ERR internal", 12);
+    else lattice_resp_add_simple(c->out, "OK", 2);
 }
 
 /* The ops of run's entries [lo, hi) are [ops_from(lo), ops_from(hi)). */
@@ -478,17 +613,29 @@ void respd_tx_reply(conn *c, const batch *b, const ent *e)
 
 static cmd_outcome cmd_watch(lattice_respd *r, conn *c, batch *b, size_t argc, const lattice_resp_arg *argv)
 {
-    (void)r;
-    if (!same_slot(argc, argv, 1, 1)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
+    if (!same_slot(argc, argv, 1, 1) && !respd_cross_slot_ok(r, c))
+        return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
     if (!tx_of(c)) return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
     size_t n = argc - 1;
     lattice_op *subs = lt_calloc(n, sizeof *subs);
-    ent *e = subs ? respd_ent_new(b, LATTICE_RESP_CMD_WATCH) : NULL;
-    for (size_t i = 0; e && i < n; i++)
-        subs[i] = (lattice_op){(lattice_op_kind)LATTICE_TXN_VERSION, 0, NULL, argv[1 + i].ptr, argv[1 + i].len,
-                               NULL, 0, 0, 0, 0};
-    bool ok = e && add_txn_op(b, e, NULL, 0, subs, n);
+    bool *taken = lt_calloc(n, sizeof *taken);
+    ent *e = subs && taken ? respd_ent_new(b, LATTICE_RESP_CMD_WATCH) : NULL;
+    bool ok = e != NULL;
+    /* One read op per slot (an op reaches one partition), in one entry. */
+    for (size_t i = 0; ok && i < n; i++) {
+        if (taken[i]) continue;
+        int slot = lattice_key_slot(argv[1 + i].ptr, argv[1 + i].len);
+        size_t m = 0;
+        for (size_t j = i; j < n; j++) {
+            if (taken[j] || lattice_key_slot(argv[1 + j].ptr, argv[1 + j].len) != slot) continue;
+            taken[j] = true;
+            subs[m++] = (lattice_op){(lattice_op_kind)LATTICE_TXN_VERSION, 0, NULL, argv[1 + j].ptr,
+                                     argv[1 + j].len, NULL, 0, 0, 0, 0};
+        }
+        ok = add_txn_op(b, e, NULL, 0, subs, m);
+    }
     lt_free(subs);
+    lt_free(taken);
     if (!ok) return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
     b->sealed = true;
     return CMD_BATCHED;
@@ -513,7 +660,7 @@ static cmd_outcome exec_part(lattice_respd *r, conn *c, batch *b, size_t lo, siz
     }
     for (size_t i = 0; ok && i < nw; i++)
         w[i] = (lattice_txn_watch){t->w[i].key, t->w[i].len, t->w[i].mode, t->w[i].version, t->w[i].epoch};
-    if (ok && (o1 > o0 || nw)) ok = add_txn_op(b, e, w, nw, ops, o1 - o0);
+    if (ok && (o1 > o0 || nw)) ok = add_txn_op_as(b, e, t->cross ? LATTICE_OP_ACROSS : 0, w, nw, ops, o1 - o0);
     lt_free(ops);
     lt_free(w);
     if (!ok) {
@@ -594,7 +741,7 @@ static cmd_outcome cmd_exec(lattice_respd *r, conn *c, batch *b, char *err)
             reply_err(c, ERR_EXECABORT);
             return CMD_DONE;
         }
-        if (t->cross) {
+        if (t->cross && !respd_cross_slot_ok(r, c)) {
             discard(t);
             reply_err(c, LATTICE_RESP_ERR_CROSSSLOT);
             return CMD_DONE;
@@ -604,7 +751,7 @@ static cmd_outcome cmd_exec(lattice_respd *r, conn *c, batch *b, char *err)
             lattice_resp_add_null_array(c->out);
             return CMD_DONE;
         }
-        if (t->slot >= 0 && (c->aware == AWARE_YES || r->cfg.moved == LATTICE_RESPD_MOVED_ALWAYS) &&
+        if (t->slot >= 0 && !t->cross && (c->aware == AWARE_YES || r->cfg.moved == LATTICE_RESPD_MOVED_ALWAYS) &&
             r->cfg.moved != LATTICE_RESPD_MOVED_NEVER && respd_route(r, (uint16_t)t->slot, false, err, NULL) == RESPD_MOVED) {
             discard(t);
             reply_err(c, err);

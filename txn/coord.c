@@ -22,10 +22,14 @@ typedef struct txk {
     uint64_t version, epoch;
     uint8_t *rval;
     size_t rlen;
+    uint64_t rexpire; /* the value read's absolute expiry (0 none) and type */
+    uint8_t rtype;
     /* written: the commit applies it */
     bool written, removed;
     uint8_t *wval;
     size_t wlen;
+    uint64_t wexpire; /* a write's absolute expiry (0 none) and type: lt_txc_write_as */
+    uint8_t wtype;
 } txk;
 
 struct lt_txc {
@@ -38,6 +42,7 @@ struct lt_txc {
     size_t ix_cap;
     int slot; /* of every key; -1 none yet */
     bool across; /* keys of any slot may join (lt_txc_across) */
+    bool any_type; /* reads take values of any type (lt_txc_any_type) */
     size_t n_read, n_written;
     /* the last op built: its payload and the parts it points into */
     uint8_t *payload;
@@ -268,6 +273,7 @@ lattice_status lt_txc_read_op(lt_txc *t, const lt_txc_key *keys, size_t n, latti
         t->ops[2 * i] = (lattice_op){.kind = (lattice_op_kind)LATTICE_TXN_VERSION, .cache = t->cache,
                                      .key = keys[i].key, .key_len = keys[i].len};
         t->ops[2 * i + 1] = lattice_op_get(t->cache, keys[i].key, keys[i].len);
+        if (t->any_type) t->ops[2 * i + 1].flags = LATTICE_OP_ANY_TYPE;
     }
     return build(t, keys[0].key, keys[0].len, 0, 2 * n, op);
 }
@@ -294,6 +300,8 @@ static lattice_status note_read(lt_txc *t, const lt_txc_key *key, const lattice_
     k->epoch = epoch;
     k->rval = v;
     k->rlen = live ? get->value_len : 0;
+    k->rexpire = live ? (uint64_t)get->num : 0;
+    k->rtype = live ? (uint8_t)LATTICE_OP_R_TYPE(get->flags) : 0;
     t->n_read++;
     return LATTICE_OK;
 }
@@ -323,6 +331,12 @@ lattice_status lt_txc_read_done(lt_txc *t, const lt_txc_key *keys, size_t n, con
 lattice_status lt_txc_write(lt_txc *t, const void *key, size_t key_len, const void *value, size_t value_len,
                             bool remove)
 {
+    return lt_txc_write_as(t, key, key_len, value, value_len, remove, 0, 0);
+}
+
+lattice_status lt_txc_write_as(lt_txc *t, const void *key, size_t key_len, const void *value, size_t value_len,
+                               bool remove, uint64_t expire_ms, uint8_t type)
+{
     if (t->state != LT_TXC_ACTIVE) return LATTICE_ERR_STOPPED;
     if (key_len > UINT32_MAX || value_len > UINT32_MAX) return LATTICE_ERR_TOO_LARGE;
     uint8_t *v = NULL;
@@ -339,7 +353,17 @@ lattice_status lt_txc_write(lt_txc *t, const void *key, size_t key_len, const vo
     k->removed = remove;
     k->wval = v;
     k->wlen = remove ? 0 : value_len;
+    k->wexpire = remove ? 0 : expire_ms;
+    k->wtype = remove ? 0 : type;
     return LATTICE_OK;
+}
+
+bool lt_txc_read_of(const lt_txc *t, const void *key, size_t key_len, lt_txc_read *out)
+{
+    const txk *k = find(t, key, key_len);
+    if (!k || !k->read) return false;
+    *out = (lt_txc_read){k->read_found, k->rval, k->rlen, k->rexpire, k->rtype, k->mode, k->version, k->epoch};
+    return true;
 }
 
 /* ---- the end ---- */
@@ -407,6 +431,7 @@ lattice_status lt_txc_commit_done(lt_txc *t, const lattice_op_result *r)
 }
 
 void lt_txc_across(lt_txc *t) { t->across = true; }
+void lt_txc_any_type(lt_txc *t) { t->any_type = true; }
 
 bool lt_txc_one_slot(const lt_txc *t)
 {
@@ -538,9 +563,15 @@ lattice_status lt_txx_prepare_op(lt_txx *x, size_t i, lattice_op *op)
         const txk *k = &t->k[j];
         if (part_of(x, k) != p) continue;
         if (k->read) t->w[nw++] = (lattice_txn_watch){k->key, k->key_len, k->mode, k->version, k->epoch};
-        if (k->written)
-            t->ops[ns++] = k->removed ? lattice_op_remove(t->cache, k->key, k->key_len)
-                                      : lattice_op_put(t->cache, k->key, k->key_len, k->wval, k->wlen);
+        if (!k->written) continue;
+        if (k->removed) {
+            t->ops[ns++] = lattice_op_remove(t->cache, k->key, k->key_len);
+        } else {
+            lattice_op w = lattice_op_put(t->cache, k->key, k->key_len, k->wval, k->wlen);
+            w.ttl_ms = k->wexpire; /* PREPARE's writes: absolute expiry, type in delta (lattice/txn.h) */
+            w.delta = k->wtype;
+            t->ops[ns++] = w;
+        }
     }
     return build(t, first->key, first->key_len, nw, ns, op);
 }

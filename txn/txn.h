@@ -88,6 +88,24 @@ lattice_status lt_txc_read_done(lt_txc *t, const lt_txc_key *keys, size_t n, con
 lattice_status lt_txc_write(lt_txc *t, const void *key, size_t key_len, const void *value, size_t value_len,
                             bool remove);
 
+/* lt_txc_write of a value of `type` (a lattice_value_type; 0 a string)
+ * expiring at expire_ms (ms since the epoch, 0 never) - kept by a commit
+ * across partitions; a commit in one step writes a string without expiry. */
+lattice_status lt_txc_write_as(lt_txc *t, const void *key, size_t key_len, const void *value, size_t value_len,
+                               bool remove, uint64_t expire_ms, uint8_t type);
+
+/* What the transaction read of key: false when it did not read it. */
+typedef struct lt_txc_read {
+    bool live;
+    const void *value; /* valid until the next call that changes t */
+    size_t value_len;
+    uint64_t expire_ms;
+    uint8_t type;
+    uint8_t mode;      /* its watch: LATTICE_TXN_W_VERSION (live) or W_COUNTER */
+    uint64_t version, epoch;
+} lt_txc_read;
+bool lt_txc_read_of(const lt_txc *t, const void *key, size_t key_len, lt_txc_read *out);
+
 /* The commit op (valid until the next call on t), the state becomes
  * COMMITTING.  *none = true: nothing was read or written - committed
  * already, no op to send (the state is ENDED). */
@@ -117,6 +135,10 @@ size_t lt_txc_partitions(const lt_txc *t, uint32_t partitions);
 /* Lifts the one-slot rule: keys of any slot may join t (a read op still
  * reads keys of one slot). */
 void lt_txc_across(lt_txc *t);
+/* Reads take a value of any type as stored (its type kept with the read,
+ * lt_txc_read_of) instead of WRONGTYPE for a non-string: what a
+ * coordinator that runs the primaries' value semantics itself needs. */
+void lt_txc_any_type(lt_txc *t);
 /* True when every key of t shares one slot (none: true). */
 bool lt_txc_one_slot(const lt_txc *t);
 

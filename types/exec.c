@@ -253,6 +253,13 @@ static void do_read(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, l
     c->reads++;
     if (st == LATTICE_OK) c->hits++;
     else if (st == LATTICE_ERR_NOT_FOUND) c->misses++;
+    if (in->kind == LATTICE_OP_GET && (in->flags & LATTICE_OP_ANY_TYPE) && st == LATTICE_OK) {
+        uint8_t type = meta.type; /* answered as a string's would be, with its own type in the flags */
+        meta.type = LATTICE_TYPE_STRING;
+        exec_read_answer(in->kind, st, s->old, &meta, r);
+        r->flags = (r->flags & ~LATTICE_OP_R_TYPE_MASK) | LATTICE_OP_R_TYPE_FLAGS(type);
+        return;
+    }
     exec_read_answer(in->kind, st, s->old, &meta, r);
 }
 
@@ -267,6 +274,7 @@ void exec_read_answer(int kind, int st, const void *val, const lattice_store_met
             r->value = val;
             r->value_len = meta->value_len;
             r->flags |= LATTICE_OP_R_FOUND;
+            r->num = (int64_t)meta->expire_ms; /* what a transaction's read carries over (node/txexec.c) */
         }
         break;
     case LATTICE_OP_CONTAINS:

@@ -26,7 +26,8 @@
  *
  * Semantics per kind (the primary executes them; one writer per partition,
  * so read-modify-write kinds are atomic):
- *   GET            value; NOT_FOUND when absent or expired.
+ *   GET            value, num = its absolute expiry (ms since the epoch, 0 none);
+ *                  NOT_FOUND when absent or expired.
  *   PUT            stores value.  flags: NX (only if absent, else EXISTS),
  *                  XX (only if present, else NOT_FOUND), RETURN_OLD (value =
  *                  previous value, R_FOUND when there was one), KEEP_TTL
@@ -128,7 +129,9 @@ typedef enum lattice_op_kind {
 #define LATTICE_OP_RETURN_OLD 0x4u  /* PUT/REMOVE: return the previous value */
 #define LATTICE_OP_KEEP_TTL 0x8u    /* PUT: keep the entry's expiry */
 #define LATTICE_OP_LOCAL 0x10u      /* SIZE, WALK: this node's primary entries only */
-#define LATTICE_OP_FLAGS_ALL_ 0x1fu
+#define LATTICE_OP_ACROSS 0x20u     /* TXN: its keys may lie in several partitions (lattice/txn.h) */
+#define LATTICE_OP_ANY_TYPE 0x40u   /* GET: a value of any type as it is stored (its type in R_TYPE), not WRONGTYPE */
+#define LATTICE_OP_FLAGS_ALL_ 0x7fu
 
 /* Result flags. */
 #define LATTICE_OP_R_FOUND 0x1u     /* the key held a live entry before the op */

@@ -76,7 +76,9 @@ enum {
      *   u32 home, u64 deadline_ms: the transaction's id, start stamp, home
      *   partition, wall-clock deadline); the watches are its reads here, the
      *   subs after it (PUT or REMOVE only) its writes here, applied only at
-     *   FINISH.  Watches fail: R_ABORTED.  A key held by an older prepared
+     *   FINISH - a PUT's ttl_ms is its absolute expiry (ms since the epoch;
+     *   0: the cache's expiry_ms from FINISH on, as a PUT's 0) and its delta
+     *   the value's type (0 a string).  Watches fail: R_ABORTED.  A key held by an older prepared
      *   transaction: R_ABORTED too (wait-die: the younger dies); by younger
      *   ones: the request waits.  Else the prepared row is written (an
      *   internal key of this partition) and the result is OK - then num 1,

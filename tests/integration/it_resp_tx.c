@@ -44,71 +44,6 @@
 
 static const char *const grid_args[] = {"--cache", "default:backups=1,sync=full_sync", NULL};
 
-/* The node index (0..) of slot's primary and first replica in node i's CLUSTER SLOTS, -1 when none. */
-static void owners_of(int i, int slot, int *primary, int *replica)
-{
-    *primary = *replica = -1;
-    redisContext *c = try_conn(i);
-    if (!c) return;
-    redisReply *r = redisCommand(c, "CLUSTER SLOTS");
-    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
-        redisReply *e = r->element[k];
-        if (e->elements < 3 || slot < e->element[0]->integer || slot > e->element[1]->integer) continue;
-        *primary = (int)e->element[2]->element[1]->integer - resp_base;
-        if (e->elements > 3) *replica = (int)e->element[3]->element[1]->integer - resp_base;
-    }
-    if (r) freeReplyObject(r);
-    redisFree(c);
-}
-
-typedef struct spread_ctx {
-    int slot, absent;
-    int nodes;
-} spread_ctx;
-
-/* Every live node names the same live primary of the slot, and (with every
- * node up) the same replica.  After a kill the baseline keeps the dead node
- * for a while, so the slot may have no replica yet. */
-static bool settled(void *p)
-{
-    spread_ctx *x = p;
-    int prim = -2, rep = -2;
-    for (int i = 0; i < x->nodes; i++) {
-        if (i == x->absent) continue;
-        int a, b;
-        owners_of(i, x->slot, &a, &b);
-        if (x->absent < 0 ? b < 0 : b == x->absent) b = -1;
-        if (a < 0 || a == x->absent || (x->absent < 0 && b < 0) || (prim != -2 && (a != prim || b != rep))) return false;
-        prim = a;
-        rep = b;
-    }
-    return true;
-}
-
-/* The baseline counts the three servers (it grows one at a time after the
- * grid forms: a kill before that leaves the survivors without quorum). */
-static bool baseline_of_three(void *ctx)
-{
-    (void)ctx;
-    json_t *top = it_top(finder, NULL, NULL);
-    bool ok = top && json_integer_value(json_object_get(json_object_get(top, "quorum"), "baseline_nodes")) == 3;
-    json_decref(top);
-    return ok;
-}
-
-static int slot_of(const char *k)
-{
-    const char *o = strchr(k, '{'), *e = o ? strchr(o + 1, '}') : NULL;
-    const char *p = k, *end = k + strlen(k);
-    if (o && e && e > o + 1) p = o + 1, end = e;
-    unsigned crc = 0;
-    for (; p < end; p++) {
-        crc ^= (unsigned)(unsigned char)*p << 8;
-        for (int j = 0; j < 8; j++) crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-    }
-    return (int)(crc & 16383);
-}
-
 /* MULTI INCR a INCR b EXEC: 1 and the two numbers (*x, *y), 0 on an error reply, -1 when the connection broke. */
 static int exec_incr(redisContext *c, const char *a, const char *b, long long *x, long long *y)
 {
@@ -217,8 +152,8 @@ START_TEST(concurrent_multi_incr)
 {
     it_begin("resp_tx");
     start_grid(3, 3, grid_args);
-    spread_ctx sc = {slot_of("{x}a"), -1, 3};
-    ck_assert_msg(it_wait_for(settled, &sc, 90000), "the grid never agreed on the slot's owners");
+    rg_spread sc = {rg_slot_of("{x}a"), -1, 3};
+    ck_assert_msg(it_wait_for(rg_settled, &sc, 90000), "the grid never agreed on the slot's owners");
     atomic_bool stop = false;
     worker wr[WRITERS] = {0}, rd[READERS] = {0};
     for (int i = 0; i < READERS; i++) {
@@ -292,13 +227,13 @@ START_TEST(failover_exec_stream)
     for (int t = 0; t < 1000; t++) {
         snprintf(a, sizeof a, "{f%d}a", t);
         snprintf(b, sizeof b, "{f%d}b", t);
-        spread_ctx sc = {slot_of(a), -1, 3};
-        ck_assert_msg(it_wait_for(settled, &sc, 90000), "the grid never agreed on the slot's owners");
-        owners_of(0, slot_of(a), &prim, &rep);
+        rg_spread sc = {rg_slot_of(a), -1, 3};
+        ck_assert_msg(it_wait_for(rg_settled, &sc, 90000), "the grid never agreed on the slot's owners");
+        rg_owners_of(0, rg_slot_of(a), &prim, &rep);
         if (prim > 0) break;
     }
     ck_assert_int_gt(prim, 0);
-    ck_assert_msg(it_wait_for(baseline_of_three, NULL, 90000), "the baseline never counted the three servers");
+    ck_assert_msg(it_wait_for(rg_baseline_of_three, NULL, 90000), "the baseline never counted the three servers");
     /* Windows of pipelined EXECs; the kill lands while one window is in
      * flight, so some transactions reach the primary (and maybe its backup)
      * unacknowledged and are resent by node 0 after the failover. */
@@ -332,8 +267,8 @@ START_TEST(failover_exec_stream)
         }
     }
     redisFree(c);
-    spread_ctx sc = {slot_of(a), prim, 3};
-    ck_assert_msg(it_wait_for(settled, &sc, 90000), "the survivors never agreed on the slot's owners");
+    rg_spread sc = {rg_slot_of(a), prim, 3};
+    ck_assert_msg(it_wait_for(rg_settled, &sc, 90000), "the survivors never agreed on the slot's owners");
     ck_assert_msg(acked > kill_window * per, "only %lld of %lld EXECs acknowledged", acked, sent);
     for (int i = 0; i < 3; i++) {
         if (i == prim) continue;
@@ -375,9 +310,9 @@ START_TEST(full_backup_undoes_the_whole_transaction)
     int prim = -1, rep = -1, t = 0;
     for (; t < 1000; t++) {
         snprintf(a, sizeof a, "{u%d}a", t);
-        spread_ctx sc = {slot_of(a), -1, 2};
-        ck_assert_msg(it_wait_for(settled, &sc, 90000), "the grid never agreed on the slot's owners");
-        owners_of(0, slot_of(a), &prim, &rep);
+        rg_spread sc = {rg_slot_of(a), -1, 2};
+        ck_assert_msg(it_wait_for(rg_settled, &sc, 90000), "the grid never agreed on the slot's owners");
+        rg_owners_of(0, rg_slot_of(a), &prim, &rep);
         if (prim == 0 && rep == 1) break;
     }
     ck_assert_msg(prim == 0 && rep == 1, "no slot with node 0 primary and node 1 replica");
@@ -460,10 +395,10 @@ START_TEST(multi_keyless_on_grid)
 {
     it_begin("resp_tx_keyless");
     start_grid(3, 3, grid_args);
-    spread_ctx sc = {slot_of("{y}a"), -1, 3};
-    ck_assert_msg(it_wait_for(settled, &sc, 90000), "the grid never agreed on the slot's owners");
+    rg_spread sc = {rg_slot_of("{y}a"), -1, 3};
+    ck_assert_msg(it_wait_for(rg_settled, &sc, 90000), "the grid never agreed on the slot's owners");
     int prim, rep;
-    owners_of(0, sc.slot, &prim, &rep);
+    rg_owners_of(0, sc.slot, &prim, &rep);
     ck_assert_int_ge(prim, 0);
     for (int i = 0; i < 3; i++) {
         /* The grid's own keys (first byte 0xff) are refused, a read on the

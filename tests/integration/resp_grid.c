@@ -2,6 +2,8 @@
 #include "resp_grid.h"
 
 #include <check.h>
+#include <jansson.h>
+#include <string.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -108,4 +110,64 @@ long long info_stat(int i, const char *name)
     if (r) freeReplyObject(r);
     redisFree(c);
     return v;
+}
+
+/* The node index (0..) of slot's primary and first replica in node i's CLUSTER SLOTS, -1 when none. */
+void rg_owners_of(int i, int slot, int *primary, int *replica)
+{
+    *primary = *replica = -1;
+    redisContext *c = try_conn(i);
+    if (!c) return;
+    redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+        redisReply *e = r->element[k];
+        if (e->elements < 3 || slot < e->element[0]->integer || slot > e->element[1]->integer) continue;
+        *primary = (int)e->element[2]->element[1]->integer - resp_base;
+        if (e->elements > 3) *replica = (int)e->element[3]->element[1]->integer - resp_base;
+    }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+}
+
+/* Every live node names the same live primary of the slot, and (with every
+ * node up) the same replica.  After a kill the baseline keeps the dead node
+ * for a while, so the slot may have no replica yet. */
+bool rg_settled(void *p)
+{
+    rg_spread *x = p;
+    int prim = -2, rep = -2;
+    for (int i = 0; i < x->nodes; i++) {
+        if (i == x->absent) continue;
+        int a, b;
+        rg_owners_of(i, x->slot, &a, &b);
+        if (x->absent < 0 ? b < 0 : b == x->absent) b = -1;
+        if (a < 0 || a == x->absent || (x->absent < 0 && b < 0) || (prim != -2 && (a != prim || b != rep))) return false;
+        prim = a;
+        rep = b;
+    }
+    return true;
+}
+
+/* The baseline counts the three servers (it grows one at a time after the
+ * grid forms: a kill before that leaves the survivors without quorum). */
+bool rg_baseline_of_three(void *ctx)
+{
+    (void)ctx;
+    json_t *top = it_top(finder, NULL, NULL);
+    bool ok = top && json_integer_value(json_object_get(json_object_get(top, "quorum"), "baseline_nodes")) == 3;
+    json_decref(top);
+    return ok;
+}
+
+int rg_slot_of(const char *k)
+{
+    const char *o = strchr(k, '{'), *e = o ? strchr(o + 1, '}') : NULL;
+    const char *p = k, *end = k + strlen(k);
+    if (o && e && e > o + 1) p = o + 1, end = e;
+    unsigned crc = 0;
+    for (; p < end; p++) {
+        crc ^= (unsigned)(unsigned char)*p << 8;
+        for (int j = 0; j < 8; j++) crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+    }
+    return (int)(crc & 16383);
 }

@@ -34,4 +34,19 @@ long long info_stat(int i, const char *name);
 extern char out_buf[1 << 20];
 int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Redis's hash slot of a key (its {tag} when it has one). */
+int rg_slot_of(const char *k);
+/* The node index (0..) of slot's primary and first replica in node i's
+ * CLUSTER SLOTS, -1 when none. */
+void rg_owners_of(int i, int slot, int *primary, int *replica);
+/* it_wait_for's test that every live node of `nodes` (but `absent`, -1
+ * none) names the same live primary and replica of `slot`. */
+typedef struct rg_spread {
+    int slot, absent;
+    int nodes;
+} rg_spread;
+bool rg_settled(void *rg_spread_ctx);
+/* it_wait_for's test that the baseline counts three servers. */
+bool rg_baseline_of_three(void *unused);
+
 #endif

@@ -506,6 +506,167 @@ START_TEST(prepare_finish_and_decide)
 }
 END_TEST
 
+/* A prepared write keeps the absolute expiry and the type it was prepared
+ * with (a transaction across slots over RESP: INCR of a key with a TTL). */
+START_TEST(a_prepared_write_keeps_its_expiry_and_type)
+{
+    const char *a = "a";
+    uint32_t p = part(a);
+    uint64_t exp = lt_wall_ms() + 100000;
+    uint8_t hdr[LATTICE_TXN_PREP_BYTES];
+    put_le(hdr, 5, 8), put_le(hdr + 8, 1, 8), put_le(hdr + 16, 1000, 8), put_le(hdr + 24, p, 4), put_le(hdr + 28, 5000, 8);
+    lattice_op w = sub(LATTICE_OP_PUT, 0, a, "v", 0);
+    w.ttl_ms = exp;
+    w.delta = LATTICE_TYPE_HASH;
+    lattice_op prep[2] = {{(lattice_op_kind)LATTICE_TXN_PREPARE, 0, NULL, a, 1, (const char *)hdr, sizeof hdr, 0, 0, 0}, w};
+    txn_local_out out;
+    lattice_txn_sub_result res[2];
+    ck_assert_int_eq(run_cross(NULL, 0, prep, 2, p, &out, res), LATTICE_OK);
+    free_out(&out);
+    uint8_t k[LT_TXP_KEY_MAX], commit = LATTICE_TXN_COMMIT;
+    size_t kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, (lt_txid){5, 1}, k);
+    lattice_op fin = {(lattice_op_kind)LATTICE_TXN_FINISH, 0, NULL, (const char *)k, kl, (const char *)&commit, 1, 0, 0, 0};
+    ck_assert_int_eq(run_cross(NULL, 0, &fin, 1, p, &out, res), LATTICE_OK);
+    free_out(&out);
+    for (lattice_meta_cache *c = &prim; c; c = c == &prim ? &copy : NULL) {
+        lattice_store_meta m = {0};
+        char v[4];
+        ck_assert_int_eq(lattice_store_get(c->store, p, a, 1, v, sizeof v, &m), LATTICE_OK);
+        ck_assert_uint_eq(m.expire_ms, exp);
+        ck_assert_uint_eq(m.type, LATTICE_TYPE_HASH);
+    }
+    /* A type past the last one is refused, nothing prepared. */
+    w.delta = 99;
+    prep[1] = w;
+    put_le(hdr + 8, 2, 8);
+    ck_assert_int_ne(run_cross(NULL, 0, prep, 2, p, &out, res), LATTICE_OK);
+    free_out(&out);
+    txlock_cache_gone(&prim);
+    txlock_cache_gone(&copy);
+}
+END_TEST
+
+/* ---- txn_eval: a request worked out on given entries alone ---- */
+
+typedef struct final {
+    char key[16], value[32];
+    bool live;
+    uint64_t expire;
+} final;
+
+static final finals[16];
+static size_t n_finals;
+
+static lattice_status take_final(void *arg, const void *key, size_t key_len, bool live, const void *value,
+                                 size_t value_len, uint64_t expire_ms, uint8_t type)
+{
+    (void)arg;
+    ck_assert_uint_eq(type, 0);
+    ck_assert_uint_lt(n_finals, 16);
+    final *f = &finals[n_finals++];
+    snprintf(f->key, sizeof f->key, "%.*s", (int)key_len, (const char *)key);
+    snprintf(f->value, sizeof f->value, "%.*s", (int)value_len, live ? (const char *)value : "");
+    f->live = live;
+    f->expire = expire_ms;
+    return LATTICE_OK;
+}
+
+static const final *final_of(const char *k)
+{
+    const final *f = NULL;
+    for (size_t i = 0; i < n_finals; i++)
+        if (!strcmp(finals[i].key, k)) f = &finals[i]; /* the last one: a key may come more than once */
+    return f;
+}
+
+START_TEST(eval_works_a_request_out_on_the_entries_alone)
+{
+    struct txn_sandbox *sb = NULL;
+    uint64_t exp = lt_wall_ms() + 100000;
+    /* Keys of any partitions: the private store has one. */
+    lattice_ops_txn_entry e[] = {{"a", 1, true, "10", 2, exp, 0}, {"b", 1, true, "x", 1, 0, 0},
+                                 {"c", 1, false, NULL, 0, 0, 0}, {"d", 1, false, NULL, 0, 0, 0},
+                                 {"n", 1, true, "abc", 3, 0, 0}};
+    lattice_op ops[] = {sub(LATTICE_OP_INCREMENT, 0, "a", NULL, 1),
+                        sub(LATTICE_OP_APPEND, 0, "b", "yz", 0),
+                        sub(LATTICE_OP_GET, 0, "a", NULL, 0),
+                        sub(LATTICE_OP_REMOVE, 0, "c", NULL, 0),
+                        sub(LATTICE_OP_PUT, 0, "c", "5", 0),
+                        sub(LATTICE_TXN_RENAME, 0, "b", "d", 0),
+                        sub(LATTICE_OP_INCREMENT, 0, "n", NULL, 1)};
+    size_t n = sizeof ops / sizeof ops[0];
+    lattice_txn_watch w = {"a", 1, LATTICE_TXN_W_VERSION, 12345, 1}; /* ignored: the caller checks them */
+    size_t cap = lattice_txn_request_size(&w, 1, ops, n);
+    void *req = malloc(cap);
+    ck_assert_uint_eq(lattice_txn_request_encode(&w, 1, ops, n, req, cap), cap);
+    void *result = NULL;
+    size_t rlen = 0;
+    n_finals = 0;
+    ck_assert_int_eq(txn_eval(&sb, &prim.cfg, e, 5, req, cap, &result, &rlen, take_final, NULL), LATTICE_OK);
+    lattice_txn_buf b;
+    ck_assert_int_eq(lattice_txn_result_begin(&b, result, rlen), (long)n);
+    lattice_txn_sub_result r[8];
+    for (size_t i = 0; i < n; i++) ck_assert(lattice_txn_result_next(&b, &r[i]));
+    ck_assert_int_eq(r[0].num, 11);
+    ck_assert_int_eq(r[1].num, 3);
+    ck_assert_uint_eq(r[2].value_len, 2);
+    ck_assert_int_eq(memcmp(r[2].value, "11", 2), 0);
+    ck_assert_int_eq(r[3].status, LATTICE_ERR_NOT_FOUND);
+    ck_assert_int_eq(r[4].status, LATTICE_OK);
+    ck_assert_int_eq(r[5].status, LATTICE_OK);
+    ck_assert_int_eq(r[6].status, LATTICE_ERR_INVAL); /* INCR of a non-integer: that command's error */
+    lt_free(result);
+    const final *fa = final_of("a"), *fb = final_of("b"), *fc = final_of("c"), *fd = final_of("d");
+    ck_assert(fa && fa->live && !strcmp(fa->value, "11"));
+    ck_assert_uint_eq(fa->expire, exp); /* INCR keeps the expiry */
+    ck_assert(fb && !fb->live);         /* renamed away */
+    ck_assert(fc && fc->live && !strcmp(fc->value, "5") && fc->expire == 0);
+    ck_assert(fd && fd->live && !strcmp(fd->value, "xyz"));
+    ck_assert_ptr_null(final_of("n")); /* nothing written: no final state */
+    /* The store is empty again: the same request on no entries. */
+    n_finals = 0;
+    ck_assert_int_eq(txn_eval(&sb, &prim.cfg, e + 2, 2, req, cap, &result, &rlen, take_final, NULL), LATTICE_OK);
+    ck_assert_int_eq(lattice_txn_result_begin(&b, result, rlen), (long)n);
+    ck_assert(lattice_txn_result_next(&b, &r[0]));
+    ck_assert_int_eq(r[0].num, 1); /* a was not there */
+    lt_free(result);
+    free(req);
+    /* The coordinator's own kinds and reserved keys are refused. */
+    uint8_t hdr[LATTICE_TXN_PREP_BYTES] = {1};
+    lattice_op prep = {(lattice_op_kind)LATTICE_TXN_PREPARE, 0, NULL, "a", 1, (const char *)hdr, sizeof hdr, 0, 0, 0};
+    lattice_op rsv = sub(LATTICE_OP_PUT, 0, "\xff" "x", "v", 0);
+    for (int t = 0; t < 2; t++) {
+        const lattice_op *o = t ? &rsv : &prep;
+        cap = lattice_txn_request_size(NULL, 0, o, 1);
+        req = malloc(cap);
+        lattice_txn_request_encode(NULL, 0, o, 1, req, cap);
+        ck_assert_int_ne(txn_eval(&sb, &prim.cfg, NULL, 0, req, cap, &result, &rlen, take_final, NULL), LATTICE_OK);
+        ck_assert_ptr_null(result);
+        free(req);
+    }
+    /* Entries that do not fit the private store: TOO_LARGE. */
+    size_t big = 1u << 20;
+    char *v = calloc(1, big);
+    lattice_ops_txn_entry many[80];
+    char keys[80][8];
+    for (int i = 0; i < 80; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        many[i] = (lattice_ops_txn_entry){keys[i], strlen(keys[i]), true, v, big, 0, 0};
+    }
+    lattice_op g = sub(LATTICE_OP_GET, 0, "k0", NULL, 0);
+    cap = lattice_txn_request_size(NULL, 0, &g, 1);
+    req = malloc(cap);
+    lattice_txn_request_encode(NULL, 0, &g, 1, req, cap);
+    lattice_cache_config cfg = prim.cfg;
+    cfg.max_value_bytes = 0;
+    ck_assert_int_eq(txn_eval(&sb, &cfg, many, 80, req, cap, &result, &rlen, take_final, NULL), LATTICE_ERR_TOO_LARGE);
+    free(req);
+    free(v);
+    txn_sandbox_free(&sb);
+    ck_assert_ptr_null(sb);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("txn");
@@ -519,6 +680,8 @@ int main(void)
     tcase_add_test(t, mutated_requests_are_refused_or_run);
     tcase_add_test(t, locks_are_read_off_the_prepared_rows);
     tcase_add_test(t, prepare_finish_and_decide);
+    tcase_add_test(t, a_prepared_write_keeps_its_expiry_and_type);
+    tcase_add_test(t, eval_works_a_request_out_on_the_entries_alone);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }
