@@ -27,7 +27,9 @@
 
 #define HIST_US (1u << 20) /* latencies up to ~1 s at 1 us resolution, the rest in the last bucket */
 
-enum { OP_GET, OP_PUT, OP_PUTGET, OP_PUTALL, OP_PUTTX, OP_GETANDPUTTX };
+enum { OP_GET, OP_PUT, OP_PUTGET, OP_PUTALL, OP_PUTTX, OP_GETANDPUTTX, OP_PUTALLTX };
+
+static bool is_tx(int op) { return op == OP_PUTTX || op == OP_GETANDPUTTX || op == OP_PUTALLTX; }
 
 typedef struct bench bench;
 
@@ -94,9 +96,11 @@ static void done_fn(void *arg, size_t i, const lattice_op_result *r)
     submit_next(w);
 }
 
-/* Transactions (Yardstick's PutTx, GetAndPutTx): one key each, a closed
- * loop of the asynchronous transaction API.  An aborted commit is counted
- * and run again; its latency is from the first attempt to the commit. */
+/* Transactions (Yardstick's PutTx, GetAndPutTx, PutAllTx): one key each,
+ * or --batch random keys over every partition (putalltx: a commit across
+ * partitions), a closed loop of the asynchronous transaction API.  An
+ * aborted commit is counted and run again with the same keys; its latency
+ * is from the first attempt to the commit. */
 static void tx_attempt(worker *w);
 
 static void tx_committed(void *arg, lattice_status st)
@@ -113,14 +117,25 @@ static void tx_committed(void *arg, lattice_status st)
     } else if (st != LATTICE_OK) {
         atomic_fetch_add(&b->errors, 1);
     } else {
-        record(b, now_ns() - w->start_ns, 1);
+        record(b, now_ns() - w->start_ns, (uint64_t)b->batch);
     }
     submit_next(w);
 }
 
 static void tx_commit(worker *w)
 {
-    lattice_status st = lattice_tx_put(w->tx, w->key, strlen(w->key), w->b->value, (size_t)w->b->value_size);
+    bench *b = w->b;
+    lattice_status st = LATTICE_OK;
+    if (b->op == OP_PUTALLTX) {
+        lattice_kv *kv = (lattice_kv *)(w->ops + b->batch); /* after the keys: see cli_bench's allocation */
+        for (int i = 0; i < b->batch; i++) {
+            const char *k = (const char *)(kv + b->batch) + (size_t)i * 64;
+            kv[i] = (lattice_kv){k, strlen(k), b->value, (size_t)b->value_size, 0};
+        }
+        st = lattice_tx_put_all(w->tx, kv, (size_t)b->batch);
+    } else {
+        st = lattice_tx_put(w->tx, w->key, strlen(w->key), b->value, (size_t)b->value_size);
+    }
     if (st != LATTICE_OK) {
         lattice_tx_rollback(w->tx);
         tx_committed(w, st);
@@ -153,7 +168,7 @@ static void tx_attempt(worker *w)
         atomic_fetch_sub(&b->active, 1);
         return;
     }
-    if (b->op == OP_PUTTX) {
+    if (b->op == OP_PUTTX || b->op == OP_PUTALLTX) {
         tx_commit(w);
         return;
     }
@@ -172,6 +187,13 @@ static void submit_next(worker *w)
     }
     w->start_ns = now_ns();
     lattice_status st;
+    if (b->op == OP_PUTALLTX) {
+        char *keys = (char *)((lattice_kv *)(w->ops + b->batch) + b->batch);
+        for (int i = 0; i < b->batch; i++)
+            snprintf(keys + (size_t)i * 64, 64, "key-%ld", (long)(rnd(&w->rng) % (uint64_t)b->keys));
+        tx_attempt(w);
+        return;
+    }
     if (b->op == OP_PUTTX || b->op == OP_GETANDPUTTX) {
         snprintf(w->key, sizeof w->key, "key-%ld", (long)(rnd(&w->rng) % (uint64_t)b->keys));
         tx_attempt(w);
@@ -249,11 +271,12 @@ static void report(const cli_globals *g, bench *b, const char *opname, long thre
         cli_print_json(j);
     } else {
         json_decref(series);
-        bool tx = op == OP_PUTTX || op == OP_GETANDPUTTX;
+        bool tx = is_tx(op);
         printf("%s: %.0f %s/s over %.1f s, %ld in flight%s; latency p50 %" PRIu64 " us, p99 %" PRIu64
                " us, p99.9 %" PRIu64 " us; errors %" PRIu64,
-               opname, rate, tx ? "committed transactions" : "ops", secs, threads,
-               op == OP_PUTALL ? " (batches; ops = keys)" : "", p50, p99, p999, (uint64_t)atomic_load(&b->errors));
+               opname, rate, op == OP_PUTALLTX ? "keys of committed transactions" : tx ? "committed transactions" : "ops",
+               secs, threads, op == OP_PUTALL || op == OP_PUTALLTX ? " (batches; ops = keys)" : "", p50, p99, p999,
+               (uint64_t)atomic_load(&b->errors));
         if (tx) printf("; aborted attempts %" PRIu64 " (each run again)", (uint64_t)atomic_load(&b->aborted));
         printf("\n");
     }
@@ -262,18 +285,20 @@ static void report(const cli_globals *g, bench *b, const char *opname, long thre
 static int usage(FILE *f, int rc)
 {
     fputs("usage: lattice [GLOBAL OPTIONS] bench [OPTIONS]\n"
-          "  --op get|put|putget|putall|puttx|getandputtx   (default put)\n"
+          "  --op get|put|putget|putall|puttx|getandputtx|putalltx   (default put)\n"
           "  --threads N       operations kept in flight, 1..4096 (default 8)\n"
           "  --duration S      measured seconds, 1..600 (default 10)\n"
           "  --warmup S        unmeasured seconds first, 0..60 (default 2)\n"
           "  --keys N          key range key-0..key-(N-1), 1..10000000 (default 100000)\n"
           "  --value-size N    bytes, 0..1048576 (default 100)\n"
-          "  --batch N         putall: keys per put_all, 1..10000 (default 100)\n"
+          "  --batch N         putall, putalltx: keys per put_all, 1..10000 (default 100)\n"
           "  --cache NAME      (default default)\n"
           "Runs as a client node; prints ops/s every second, then p50/p99/p99.9 latency.\n"
           "get and getandputtx preload every key first.  puttx: one put in a transaction;\n"
           "getandputtx: a get and a put of one key in a transaction (Yardstick's PutTx,\n"
-          "GetAndPutTx); an aborted one is run again and counted apart (\"aborted\"), its\n"
+          "GetAndPutTx); putalltx: a put_all of --batch random keys in a transaction (PutAllTx:\n"
+          "its keys lie in many partitions, so it commits across them; ops/s counts keys);\n"
+          "an aborted transaction is run again and counted apart (\"aborted\"), its\n"
           "latency taken from its first attempt.  With --json (global) prints one JSON object.\n",
           f);
     return rc;
@@ -326,9 +351,9 @@ int cli_bench(cli_globals *g, int argc, char **argv)
     if (optind != argc) return usage(stderr, 2);
     int op = !strcmp(opname, "get") ? OP_GET : !strcmp(opname, "put") ? OP_PUT : !strcmp(opname, "putget") ? OP_PUTGET
              : !strcmp(opname, "putall") ? OP_PUTALL : !strcmp(opname, "puttx") ? OP_PUTTX
-             : !strcmp(opname, "getandputtx") ? OP_GETANDPUTTX : -1;
+             : !strcmp(opname, "getandputtx") ? OP_GETANDPUTTX : !strcmp(opname, "putalltx") ? OP_PUTALLTX : -1;
     if (op < 0) {
-        fprintf(stderr, "lattice bench: --op wants get, put, putget, putall, puttx or getandputtx\n");
+        fprintf(stderr, "lattice bench: --op wants get, put, putget, putall, puttx, getandputtx or putalltx\n");
         return 2;
     }
     bench *b = lt_calloc(1, sizeof *b);
@@ -341,7 +366,7 @@ int cli_bench(cli_globals *g, int argc, char **argv)
     b->op = op;
     b->keys = keys;
     b->value_size = (int)vsize;
-    b->batch = op == OP_PUTALL ? (int)batch : 1;
+    b->batch = op == OP_PUTALL || op == OP_PUTALLTX ? (int)batch : 1;
     b->n = cli_attach(g);
     if (!b->n) return 1;
     if (op == OP_GET || op == OP_GETANDPUTTX) {
@@ -355,7 +380,8 @@ int cli_bench(cli_globals *g, int argc, char **argv)
     }
     worker **ws = lt_calloc((size_t)threads, sizeof *ws);
     for (long i = 0; ws && i < threads; i++) {
-        ws[i] = lt_calloc(1, sizeof(worker) + (size_t)b->batch * (sizeof(lattice_op) + 64));
+        /* ops[batch] (putall), then for putalltx kv[batch] and the keys (64 bytes each) */
+        ws[i] = lt_calloc(1, sizeof(worker) + (size_t)b->batch * (sizeof(lattice_op) + sizeof(lattice_kv) + 64));
         if (!ws[i]) return 1;
         ws[i]->b = b;
         ws[i]->rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);

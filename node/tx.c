@@ -15,6 +15,7 @@
 #include "lattice/transaction.h"
 #include "node_int.h"
 #include "node_tx.h"
+#include "ops/ops.h"
 #include "partition/partition.h"
 #include "txn/txn.h"
 
@@ -424,9 +425,13 @@ static void x_decided(void *arg, size_t op_i, const lattice_op_result *r)
         return;
     }
     k->commit = commit;
-    x_end(k, commit ? LATTICE_OK : k->refusal != LATTICE_OK ? k->refusal : LATTICE_ERR_ABORTED);
-    k->finishing = k->n;
+    /* The finishes go out before the caller hears: a transaction it starts
+     * from the answer (a retry of the same keys, above all) must find the
+     * locks released, not die on its own predecessor's (wait-die). */
+    k->finishing = k->n + 1; /* + the hold released below */
     for (size_t i = 0; i < k->n; i++) x_finish(k, i);
+    x_end(k, commit ? LATTICE_OK : k->refusal != LATTICE_OK ? k->refusal : LATTICE_ERR_ABORTED);
+    if (!--k->finishing) xcommit_free(k);
 }
 
 static void x_decide(xcommit *k)
@@ -565,7 +570,11 @@ lattice_status lattice_tx_commit_async(lattice_tx *tx, lattice_tx_done_fn fn, vo
         uint32_t partitions = 0;
         lattice_cache_info *ci = NULL;
         size_t nc = 0;
-        if ((st = lattice_caches_info(tx->node, &ci, &nc)) == LATTICE_OK) {
+        /* A commit from a callback (the data thread's role) reads the count
+         * itself: a grid call would wait for the thread it runs on. */
+        if (lattice_ops_cache_partitions(lattice_node_ops(tx->node), lt_txc_cache(tx->c), &partitions))
+            st = partitions ? LATTICE_OK : LATTICE_ERR_NO_CACHE;
+        else if ((st = lattice_caches_info(tx->node, &ci, &nc)) == LATTICE_OK) {
             st = LATTICE_ERR_NO_CACHE;
             for (size_t i = 0; i < nc; i++)
                 if (!strcmp(ci[i].name, lt_txc_cache(tx->c))) {

@@ -101,8 +101,10 @@ uint64_t lattice_ops_log_releases(lattice_ops *d);
  * writes.  The request's watches are ignored (the caller checks them
  * against its reads).  Data thread only.  TOO_LARGE: the entries do not fit
  * the private store (64 MiB). */
-/* The cache's partition count (0: no such cache).  Data thread only. */
-uint32_t lattice_ops_cache_partitions(lattice_ops *d, const char *cache);
+/* In the data thread's role (a callback of an op): true, and *out the
+ * cache's partition count (0: no such cache).  Elsewhere false - ask
+ * through a grid call (which the data thread itself must never wait for). */
+bool lattice_ops_cache_partitions(lattice_ops *d, const char *cache, uint32_t *out);
 typedef struct lattice_ops_txn_entry {
     const void *key;
     size_t key_len;

@@ -501,6 +501,15 @@ void txlock_cache_gone(lattice_meta_cache *c);
  * with STOPPED.  NOMEM. */
 lattice_status txlock_park(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org,
                            const char *origin_id, uint64_t seq);
+/* The same, run again at due_ms (lt_mono_ms) at the latest. */
+lattice_status txlock_park_until(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org,
+                                 const char *origin_id, uint64_t seq, uint64_t due_ms);
+/* Wait-die's "die" for prepare (id_node, id_seq) in p, with patience: true when it dies
+ * now; false and *due when it waits until then first (TXLOCK_PATIENCE_MS
+ * from its first meeting with an older holder here).  _end forgets it
+ * (granted, or another verdict). */
+bool txlock_patience(lattice_meta_cache *c, uint32_t p, uint64_t id_node, uint64_t id_seq, uint64_t now, uint64_t *due);
+void txlock_patience_end(lattice_meta_cache *c, uint32_t p, uint64_t id_node, uint64_t id_seq);
 void txlock_tick(lattice_ops *d);
 void txlock_stop(lattice_ops *d);
 /* Settles the transactions prepared in partitions this node leads whose

@@ -25,17 +25,28 @@
 #include "ops_int.h"
 #include "txn/txn.h"
 
+/* A younger prepare that met an older holder (wait-die's "die"), waiting
+ * a little first: since when. */
+typedef struct patient {
+    lt_txid id;
+    uint32_t partition;
+    uint64_t since_ms; /* lt_mono_ms */
+} patient;
+
 typedef struct txlocks {
     lattice_store *store; /* the tables below were read off this store */
     uint32_t parts;
     lt_txp_locks **t; /* per partition: NULL until first needed */
     uint64_t *gen;    /* the store's reserved generation t[p] was built at */
     bool *bad;        /* t[p] could not be built (no memory): everything in p waits */
+    patient *pat;     /* txlock_patience */
+    size_t n_pat, cap_pat;
 } txlocks;
 
 static void txlocks_free(txlocks *x)
 {
     if (!x) return;
+    lt_free(x->pat);
     for (uint32_t p = 0; x->t && p < x->parts; p++) lt_txp_locks_free(x->t[p]);
     lt_free(x->t);
     lt_free(x->gen);
@@ -141,10 +152,71 @@ typedef struct txwait {
     uint64_t cache_serial, gen, major, meta;
     uint32_t partition;
     deferred_read *op;
+    uint64_t due_ms; /* lt_mono_ms: run again then at the latest (0: only on a change) */
 } txwait;
+
+/* ---- wait-die, with patience ----
+ * Wait-die kills a younger prepare at once when an older transaction holds
+ * one of its keys.  Most holders finish within a few round trips, so the
+ * younger one first waits TXLOCK_PATIENCE_MS for them (parked like any
+ * waiter, run again as rows change) and dies only if the key is still held
+ * then.  Deadlock stays impossible to wait out: a cycle needs a younger
+ * transaction waiting, and that wait is bounded. */
+
+#define TXLOCK_PATIENCE_MS 50
+#define TXLOCK_PATIENT_MAX 4096 /* remembered prepares; more die at once */
+
+bool txlock_patience(lattice_meta_cache *c, uint32_t p, uint64_t id_node, uint64_t id_seq, uint64_t now, uint64_t *due)
+{
+    lt_txid id = {id_node, id_seq};
+    txlocks *x = txlocks_of(c);
+    if (!x) return true;
+    for (size_t i = 0; i < x->n_pat; i++) {
+        patient *t = &x->pat[i];
+        if (t->partition != p || !lt_txid_eq(t->id, id)) continue;
+        if (now >= t->since_ms + TXLOCK_PATIENCE_MS) {
+            x->pat[i] = x->pat[--x->n_pat];
+            return true;
+        }
+        *due = t->since_ms + TXLOCK_PATIENCE_MS;
+        return false;
+    }
+    /* Forget those that never came back (their coordinator gave up, or
+     * they were granted): older than a few patiences. */
+    for (size_t i = 0; i < x->n_pat;)
+        if (now >= x->pat[i].since_ms + 4 * TXLOCK_PATIENCE_MS) x->pat[i] = x->pat[--x->n_pat];
+        else i++;
+    if (x->n_pat == x->cap_pat) {
+        size_t nc = x->cap_pat ? 2 * x->cap_pat : 16;
+        patient *np = nc <= TXLOCK_PATIENT_MAX ? lt_realloc(x->pat, nc * sizeof *np) : NULL;
+        if (!np) return true;
+        x->pat = np;
+        x->cap_pat = nc;
+    }
+    x->pat[x->n_pat++] = (patient){id, p, now};
+    *due = now + TXLOCK_PATIENCE_MS;
+    return false;
+}
+
+void txlock_patience_end(lattice_meta_cache *c, uint32_t p, uint64_t id_node, uint64_t id_seq)
+{
+    lt_txid id = {id_node, id_seq};
+    txlocks *x = c->txlocks;
+    for (size_t i = 0; x && i < x->n_pat; i++)
+        if (x->pat[i].partition == p && lt_txid_eq(x->pat[i].id, id)) {
+            x->pat[i] = x->pat[--x->n_pat];
+            return;
+        }
+}
 
 lattice_status txlock_park(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org,
                            const char *origin_id, uint64_t seq)
+{
+    return txlock_park_until(d, c, in, org, origin_id, seq, 0);
+}
+
+lattice_status txlock_park_until(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org,
+                                 const char *origin_id, uint64_t seq, uint64_t due_ms)
 {
     txwait *w = lt_malloc(sizeof *w);
     deferred_read *op = w ? deferred_new(in, org, origin_id, seq) : NULL;
@@ -153,7 +225,7 @@ lattice_status txlock_park(lattice_ops *d, lattice_meta_cache *c, const exec_in 
         return LATTICE_ERR_NOMEM;
     }
     *w = (txwait){d->txwaits, c->serial, lattice_store_reserved_gen(c->store, in->partition, NULL), d->major,
-                  lattice_meta_version(d->meta), in->partition, op};
+                  lattice_meta_version(d->meta), in->partition, op, due_ms};
     d->txwaits = w;
     d->txwaiting++;
     return LATTICE_OK;
@@ -178,12 +250,12 @@ static void end_wait(lattice_ops *d, txwait *w, lattice_status st)
 void txlock_tick(lattice_ops *d)
 {
     if (!d->txwaits) return;
-    uint64_t meta = lattice_meta_version(d->meta);
+    uint64_t meta = lattice_meta_version(d->meta), now = lt_mono_ms();
     txwait *ready = NULL, **pp = &d->txwaits;
     while (*pp) {
         txwait *w = *pp;
         lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, w->cache_serial);
-        bool moved = !c || !c->store || w->major != d->major || w->meta != meta ||
+        bool moved = !c || !c->store || w->major != d->major || w->meta != meta || (w->due_ms && now >= w->due_ms) ||
                      lattice_store_reserved_gen(c->store, w->partition, NULL) != w->gen;
         if (!moved) {
             pp = &w->next;

@@ -930,7 +930,17 @@ void txn_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const
         bool unknown;
         lt_txp_locks *held = txlock_table(c, in->partition, &unknown);
         lt_txp_verdict v = unknown ? LT_TXP_WAIT : held ? lt_txp_locks_verdict(held, &rec) : LT_TXP_GRANT;
+        lt_txid id = rec.id;
         lt_txp_rec_free(&rec);
+        uint64_t due = 0;
+        if (v == LT_TXP_DIE && !txlock_patience(c, in->partition, id.node, id.seq, lt_mono_ms(), &due)) {
+            req_free(&q); /* waits a little for the older holder first */
+            bool named = seq && origin_id;
+            if ((st = txlock_park_until(d, c, in, org, named ? origin_id : NULL, named ? seq : 0, due)) != LATTICE_OK)
+                fail(d, org, st);
+            return;
+        }
+        if (v != LT_TXP_DIE) txlock_patience_end(c, in->partition, id.node, id.seq);
         if (v == LT_TXP_DIE) {
             req_free(&q);
             lattice_op_result died = {.status = LATTICE_OK, .flags = LATTICE_OP_R_ABORTED};
@@ -1132,8 +1142,10 @@ lattice_status txn_eval(struct txn_sandbox **sb, const lattice_cache_config *cfg
     return LATTICE_OK;
 }
 
-uint32_t lattice_ops_cache_partitions(lattice_ops *d, const char *cache)
+bool lattice_ops_cache_partitions(lattice_ops *d, const char *cache, uint32_t *out)
 {
+    if (!d || !chan_on_data_thread(d)) return false;
     const lattice_meta_cache *c = lattice_meta_cache_of(d->meta, cache ? cache : "default");
-    return c ? c->cfg.partitions : 0;
+    *out = c ? c->cfg.partitions : 0;
+    return true;
 }

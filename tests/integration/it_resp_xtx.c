@@ -235,7 +235,7 @@ static void acct_key(char *k, size_t cap, int i) { snprintf(k, cap, "acct%d", i)
 typedef struct bank {
     atomic_bool stop;
     atomic_long transfers, audits, failed;
-    char err[256];
+    char err[256], refusal[256];
     pthread_mutex_t mu;
 } bank;
 
@@ -275,8 +275,15 @@ static void *transferrer(void *p)
                 return NULL;
             }
             if (i == 3) {
-                if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) atomic_fetch_add(&w->b->transfers, 1);
-                else atomic_fetch_add(&w->b->failed, 1); /* an error reply: nothing applied */
+                if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+                    atomic_fetch_add(&w->b->transfers, 1);
+                } else { /* an error reply (all or nothing: the total holds either way) */
+                    atomic_fetch_add(&w->b->failed, 1);
+                    pthread_mutex_lock(&w->b->mu);
+                    if (!w->b->refusal[0])
+                        snprintf(w->b->refusal, sizeof w->b->refusal, "%s", r->str ? r->str : "(no text)");
+                    pthread_mutex_unlock(&w->b->mu);
+                }
             }
             freeReplyObject(r);
         }
@@ -362,8 +369,8 @@ START_TEST(bank_across_slots_keeps_the_total)
     for (int i = 0; i < TRANSFERRERS; i++) pthread_join(th[i], NULL);
     atomic_store(&b.stop, true);
     for (int i = TRANSFERRERS; i < TRANSFERRERS + AUDITORS; i++) pthread_join(th[i], NULL);
-    printf("bank over RESP: %ld transfers, %ld refused, %ld audits\n", atomic_load(&b.transfers),
-           atomic_load(&b.failed), atomic_load(&b.audits));
+    printf("bank over RESP: %ld transfers, %ld refused (the first: %s), %ld audits\n", atomic_load(&b.transfers),
+           atomic_load(&b.failed), b.refusal[0] ? b.refusal : "-", atomic_load(&b.audits));
     ck_assert_msg(!b.err[0], "%s", b.err);
     ck_assert_int_ge(atomic_load(&b.transfers), TRANSFERRERS * 300 / 2);
     ck_assert_int_gt(atomic_load(&b.audits), 0);
