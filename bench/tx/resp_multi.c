@@ -7,6 +7,9 @@
  *   --mode multi  each connection: MULTI, SET {t}a <value>, SET {t}b
  *                 <value>, EXEC - two keys of one hash tag (one slot), sent
  *                 as one write, the next transaction after EXEC answered
+ *   --mode xmulti the same with two random keys of their own slots (almost
+ *                 always two partitions, often two primaries): a
+ *                 transaction across partitions
  *
  * Keys are random over --keys.  Every connection is one thread; the run is
  * bounded by --duration (after --warmup) and by --max-ops per connection,
@@ -70,8 +73,13 @@ static int one(worker *w, redisContext *c, const char *value)
         freeReplyObject(r);
         return 1;
     }
-    snprintf(a, sizeof a, "{t%ld}a", k);
-    snprintf(b, sizeof b, "{t%ld}b", k);
+    if (opt.multi == 2) { /* two keys of their own slots */
+        snprintf(a, sizeof a, "x:%ld", k);
+        snprintf(b, sizeof b, "y:%ld", (long)(rand_r(&w->seed) % (unsigned)opt.keys));
+    } else {
+        snprintf(a, sizeof a, "{t%ld}a", k);
+        snprintf(b, sizeof b, "{t%ld}b", k);
+    }
     redisAppendCommand(c, "MULTI");
     redisAppendCommand(c, "SET %s %s", a, value);
     redisAppendCommand(c, "SET %s %s", b, value);
@@ -123,10 +131,11 @@ static int cmp_u32(const void *a, const void *b)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: resp_multi --port P [--mode set|multi] [--conns N] [--duration S] [--warmup S]\n"
+    fprintf(f, "usage: resp_multi --port P [--mode set|multi|xmulti] [--conns N] [--duration S] [--warmup S]\n"
                "                  [--keys N] [--value-size B] [--max-ops N] [--host H] [--json]\n"
                "  RESP load on one port: plain SETs (the reference) or same-slot transactions\n"
-               "  (MULTI, SET {t}a, SET {t}b, EXEC), one in flight per connection.\n"
+               "  (MULTI, SET {t}a, SET {t}b, EXEC), or the same over two keys of two slots\n"
+               "  (xmulti: across partitions), one in flight per connection.\n"
                "  --conns N       connections, one thread each (default 4, max 64)\n"
                "  --duration S    measured seconds after --warmup (defaults 5 and 1)\n"
                "  --max-ops N     per connection, a bound besides the time (default 5000000)\n");
@@ -144,6 +153,7 @@ int main(int argc, char **argv)
         case 'p': opt.port = atoi(optarg); break;
         case 'm':
             if (!strcmp(optarg, "multi")) opt.multi = 1;
+            else if (!strcmp(optarg, "xmulti")) opt.multi = 2;
             else if (!strcmp(optarg, "set")) opt.multi = 0;
             else {
                 usage(stderr);
@@ -200,10 +210,10 @@ int main(int argc, char **argv)
     if (opt.json)
         printf("{\"mode\":\"%s\",\"conns\":%d,\"per_s\":%.0f,\"p50_us\":%u,\"p99_us\":%u,\"p999_us\":%u,"
                "\"errors\":%ld}\n",
-               opt.multi ? "multi" : "set", opt.conns, rate, PCT(0.5), PCT(0.99), PCT(0.999), errors);
+               opt.multi == 2 ? "xmulti" : opt.multi ? "multi" : "set", opt.conns, rate, PCT(0.5), PCT(0.99), PCT(0.999), errors);
     else
         printf("%s, %d connections: %.0f/s, p50 %u us, p99 %u us, p99.9 %u us, %ld errors\n",
-               opt.multi ? "MULTI/SET/SET/EXEC" : "SET", opt.conns, rate, PCT(0.5), PCT(0.99), PCT(0.999), errors);
+               opt.multi == 2 ? "MULTI/SET/SET/EXEC across slots" : opt.multi ? "MULTI/SET/SET/EXEC" : "SET", opt.conns, rate, PCT(0.5), PCT(0.99), PCT(0.999), errors);
     if (first_err) fprintf(stderr, "resp_multi: first error: %s\n", first_err);
     free(all);
     free(w);

@@ -546,6 +546,26 @@ START_TEST(a_prepared_write_keeps_its_expiry_and_type)
 }
 END_TEST
 
+/* Wait-die's "die" waits a little first: the first meeting parks until
+ * due, a meeting past due dies, and a prepare granted meanwhile is forgotten. */
+START_TEST(a_younger_prepare_is_patient_before_it_dies)
+{
+    uint64_t due = 0, now = 1000000;
+    ck_assert(!txlock_patience(&prim, 1, 5, 7, now, &due));
+    ck_assert_uint_gt(due, now);
+    uint64_t first_due = due;
+    ck_assert(!txlock_patience(&prim, 1, 5, 7, now + 1, &due)); /* again, before due: same due */
+    ck_assert_uint_eq(due, first_due);
+    ck_assert(!txlock_patience(&prim, 2, 5, 7, now + 1, &due)); /* another partition: its own patience */
+    ck_assert(txlock_patience(&prim, 1, 5, 7, first_due, &due)); /* due: dies */
+    ck_assert(!txlock_patience(&prim, 1, 5, 7, first_due, &due)); /* a new meeting starts anew */
+    txlock_patience_end(&prim, 1, 5, 7);
+    ck_assert(!txlock_patience(&prim, 1, 5, 7, first_due + 1, &due)); /* forgotten: patient again */
+    ck_assert_uint_eq(due, first_due + 1 + (first_due - now));
+    txlock_cache_gone(&prim);
+}
+END_TEST
+
 /* ---- txn_eval: a request worked out on given entries alone ---- */
 
 typedef struct final {
@@ -682,6 +702,7 @@ int main(void)
     tcase_add_test(t, prepare_finish_and_decide);
     tcase_add_test(t, a_prepared_write_keeps_its_expiry_and_type);
     tcase_add_test(t, eval_works_a_request_out_on_the_entries_alone);
+    tcase_add_test(t, a_younger_prepare_is_patient_before_it_dies);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }
