@@ -367,6 +367,7 @@ typedef struct xcommit {
     lattice_tx_done_fn fn;
     void *arg;
     size_t n, answered, finishing;
+    lattice_status outcome; /* the caller's answer, given once every finish was answered */
     lattice_status refusal; /* the first prepare refused as it stood */
     bool commit;
     int decide_tries;
@@ -383,6 +384,16 @@ static void xcommit_free(xcommit *k)
 
 static void x_decide(xcommit *k);
 static void x_finish(xcommit *k, size_t i);
+static void x_end(xcommit *k, lattice_status st);
+
+/* One finish answered (or given up on: the participant's sweep finishes
+ * it); after the last, the caller's answer. */
+static void finish_done(xcommit *k)
+{
+    if (--k->finishing) return;
+    x_end(k, k->outcome);
+    xcommit_free(k);
+}
 
 static void x_finished(void *arg, size_t i, const lattice_op_result *r);
 
@@ -425,13 +436,15 @@ static void x_decided(void *arg, size_t op_i, const lattice_op_result *r)
         return;
     }
     k->commit = commit;
-    /* The finishes go out before the caller hears: a transaction it starts
-     * from the answer (a retry of the same keys, above all) must find the
-     * locks released, not die on its own predecessor's (wait-die). */
+    /* The caller hears once every finish was answered (or given up on):
+     * then every write is in place - a DBSIZE, a SCAN or a walk after the
+     * answer counts it - and a transaction it starts from the answer (a
+     * retry of the same keys, above all) finds the locks released instead
+     * of dying on its own predecessor's rows (wait-die). */
+    k->outcome = commit ? LATTICE_OK : k->refusal != LATTICE_OK ? k->refusal : LATTICE_ERR_ABORTED;
     k->finishing = k->n + 1; /* + the hold released below */
     for (size_t i = 0; i < k->n; i++) x_finish(k, i);
-    x_end(k, commit ? LATTICE_OK : k->refusal != LATTICE_OK ? k->refusal : LATTICE_ERR_ABORTED);
-    if (!--k->finishing) xcommit_free(k);
+    finish_done(k);
 }
 
 static void x_decide(xcommit *k)
@@ -456,7 +469,7 @@ static void x_finish(xcommit *k, size_t i)
     }
     if (st != LATTICE_OK) {
         lt_free(xp);
-        if (!--k->finishing) xcommit_free(k); /* the participant's sweep finishes it */
+        finish_done(k); /* the participant's sweep finishes it */
     }
 }
 
@@ -471,7 +484,7 @@ static void x_finished(void *arg, size_t op_i, const lattice_op_result *r)
         x_finish(k, i);
         return;
     }
-    if (!--k->finishing) xcommit_free(k);
+    finish_done(k);
 }
 
 static atomic_uint_fast64_t tx_seq;

@@ -565,3 +565,13 @@ long it_data_recv(int fd, void *buf, size_t cap, int ms)
     r = read_n(fd, NULL, h[3], until);
     return r <= 0 ? r : (long)len;
 }
+
+void it_verify_clean(const char *finder, const char *cache)
+{
+    static char out[1 << 16];
+    int rc = it_capture_stdout(out, sizeof out, "%s --ip-finder '%s' --json verify %s", LATTICE_CLI_PATH, finder, cache);
+    json_t *j = json_loads(out, 0, NULL);
+    ck_assert_msg(rc == 0 && j, "verify: rc %d: %.300s", rc, out);
+    ck_assert_msg(json_array_size(json_object_get(j, "conflicts")) == 0, "verify: %.500s", out);
+    json_decref(j);
+}

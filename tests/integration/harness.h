@@ -79,6 +79,9 @@ int it_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * JSON.  Returns its exit status, -1 when it could not run. */
 int it_capture(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int it_capture_stdout(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* `lattice verify CACHE` over finder: the test fails unless it answers and
+ * finds no conflicting copies. */
+void it_verify_clean(const char *finder, const char *cache);
 
 /* The data channel as a peer speaks it (docs/PROTOCOL.md, "Data channel
  * transport"), written here from that text: a blocking TCP connection to a

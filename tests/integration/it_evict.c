@@ -79,16 +79,6 @@ static long grid_evictions(void)
     return sum;
 }
 
-static void verify_clean(void)
-{
-    static char out[1 << 16];
-    int rc = it_capture_stdout(out, sizeof out, "%s --ip-finder %s --json verify default", LATTICE_CLI_PATH, finder);
-    json_t *j = json_loads(out, 0, NULL);
-    ck_assert_msg(rc == 0 && j, "verify: rc %d: %.300s", rc, out);
-    ck_assert_msg(json_array_size(json_object_get(j, "conflicts")) == 0, "verify: %.500s", out);
-    json_decref(j);
-}
-
 /* Three servers under evict, node i with a region of mb[i] MiB. */
 static void start_grid(it_proc *srv[3], const char *const mb[3])
 {
@@ -131,7 +121,7 @@ START_TEST(evict_refuses_no_large_write)
     ck_assert_int_eq(oom4k, 0);
     ck_assert_int_eq(oom9k, 0);
     ck_assert_int_gt(evictions, 0);
-    verify_clean();
+    it_verify_clean(finder, "default");
     it_end();
 }
 END_TEST
@@ -226,7 +216,7 @@ static void backup_only_case(const char *name, const char *const mb[3])
     fflush(stdout);
     ck_assert_int_eq(oom, 0);
     ck_assert_int_gt(evictions, 0);
-    verify_clean();
+    it_verify_clean(finder, "default");
     it_end();
 }
 
