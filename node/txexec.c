@@ -106,18 +106,14 @@ static lattice_status parse(xop *x)
     if (!x->keys) return LATTICE_ERR_NOMEM;
     for (size_t i = 0; i < nw; i++) x->keys[x->n_keys++] = (lt_txc_key){x->w[i].key, x->w[i].key_len};
     for (size_t i = 0; i < n; i++) {
-        int kind = (int)lattice_txn_get_u(&b, 1);
-        lattice_txn_get_u(&b, 4);
-        size_t kl, vl;
-        const void *k = lattice_txn_get_bytes(&b, &kl);
-        const void *v = lattice_txn_get_bytes(&b, &vl);
-        lattice_txn_get_u(&b, 8);
-        lattice_txn_get_u(&b, 8);
-        if (b.failed) return LATTICE_ERR_INVAL;
+        lattice_op sub;
+        if (!lattice_txn_request_next(&b, &sub)) return LATTICE_ERR_INVAL;
+        int kind = (int)sub.kind;
         if (kind == LATTICE_TXN_PREPARE || kind == LATTICE_TXN_FINISH || kind == LATTICE_TXN_DECIDE)
             return LATTICE_ERR_INVAL; /* the coordinator's own */
-        x->keys[x->n_keys++] = (lt_txc_key){k, kl};
-        if (kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY) x->keys[x->n_keys++] = (lt_txc_key){v, vl};
+        x->keys[x->n_keys++] = (lt_txc_key){sub.key, sub.key_len};
+        if (kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY)
+            x->keys[x->n_keys++] = (lt_txc_key){sub.value, sub.value_len};
     }
     return b.len == b.cap ? LATTICE_OK : LATTICE_ERR_INVAL;
 }
@@ -200,34 +196,25 @@ static void rechecked(void *arg, size_t i, const lattice_op_result *r)
     recheck_ctx *k = arg;
     xop *x = k->x;
     lt_txc *c = node_tx_coord(x->tx);
-    lattice_txn_buf rb = {0}, qb = {k->req[i], 0, k->req_len[i], false};
+    lattice_txn_buf rb = {0}, qb;
     long n = r->status == LATTICE_OK ? lattice_txn_result_begin(&rb, r->value, r->value_len) : -1;
-    lattice_txn_get_u(&qb, 1);
-    lattice_txn_get_u(&qb, 4);
-    long nq = (long)lattice_txn_get_u(&qb, 4);
+    long nq = lattice_txn_request_begin(&qb, k->req[i], k->req_len[i]);
     if (n < 0 || n != nq) {
         k->failed = true;
         if (r->status != LATTICE_OK && k->st == LATTICE_OK) k->st = r->status;
     }
     for (long j = 0; !k->failed && j < n; j++) {
         lattice_txn_sub_result v;
-        size_t kl, vl;
-        lattice_txn_get_u(&qb, 1);
-        lattice_txn_get_u(&qb, 4);
-        const void *key = lattice_txn_get_bytes(&qb, &kl);
-        lattice_txn_get_bytes(&qb, &vl);
-        lattice_txn_get_u(&qb, 8);
-        lattice_txn_get_u(&qb, 8);
+        lattice_op sub;
         lt_txc_read was;
-        if (!lattice_txn_result_next(&rb, &v) || v.status != LATTICE_OK || v.value_len != 8 ||
-            !lt_txc_read_of(c, key, kl, &was)) {
+        uint8_t mode;
+        uint64_t version, epoch;
+        if (!lattice_txn_request_next(&qb, &sub) || !lattice_txn_result_next(&rb, &v) ||
+            !lattice_txn_version_watch(&v, &mode, &version, &epoch) || !lt_txc_read_of(c, sub.key, sub.key_len, &was)) {
             k->failed = true;
             break;
         }
-        uint64_t epoch = 0;
-        for (int b = 0; b < 8; b++) epoch |= (uint64_t)((const uint8_t *)v.value)[b] << (8 * b);
-        uint8_t mode = (v.flags & LATTICE_OP_R_FOUND) ? LATTICE_TXN_W_VERSION : LATTICE_TXN_W_COUNTER;
-        if (mode != was.mode || (uint64_t)v.num != was.version || epoch != was.epoch) k->same = false;
+        if (mode != was.mode || version != was.version || epoch != was.epoch) k->same = false;
     }
     if (--k->left) return;
     bool same = k->same, failed = k->failed;

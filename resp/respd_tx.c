@@ -486,10 +486,8 @@ static bool watch_note(struct respd_tx *t, const batch *b, size_t op_i, bool *fa
     lattice_txn_buf rb = {0};
     long n = x->status == LATTICE_OK ? lattice_txn_result_begin(&rb, b->vals + x->voff, x->vlen) : -1;
     const lattice_op *op = &b->ops[op_i];
-    lattice_txn_buf qb = {(uint8_t *)(uintptr_t)op->value, 0, op->value_len, false};
-    lattice_txn_get_u(&qb, 1);
-    lattice_txn_get_u(&qb, 4);
-    long nq = (long)lattice_txn_get_u(&qb, 4);
+    lattice_txn_buf qb;
+    long nq = lattice_txn_request_begin(&qb, op->value, op->value_len);
     if (n < 0 || n != nq) {
         if (x->status != LATTICE_OK) *err = x;
         *failed = true;
@@ -498,19 +496,16 @@ static bool watch_note(struct respd_tx *t, const batch *b, size_t op_i, bool *fa
     bool ok = true;
     for (long i = 0; i < n; i++) {
         lattice_txn_sub_result s;
-        size_t kl, vl;
-        lattice_txn_get_u(&qb, 1);
-        lattice_txn_get_u(&qb, 4);
-        const void *k = lattice_txn_get_bytes(&qb, &kl);
-        lattice_txn_get_bytes(&qb, &vl);
-        lattice_txn_get_u(&qb, 8);
-        lattice_txn_get_u(&qb, 8);
-        if (!lattice_txn_result_next(&rb, &s) || s.status != LATTICE_OK || s.value_len != 8 || qb.failed) {
+        lattice_op sub;
+        uint8_t mode;
+        uint64_t version, epoch;
+        if (!lattice_txn_request_next(&qb, &sub) || !lattice_txn_result_next(&rb, &s) ||
+            !lattice_txn_version_watch(&s, &mode, &version, &epoch)) {
             ok = false;
             continue;
         }
-        uint64_t epoch = 0;
-        for (int j = 0; j < 8; j++) epoch |= (uint64_t)((const uint8_t *)s.value)[j] << (8 * j);
+        const void *k = sub.key;
+        size_t kl = sub.key_len;
         if (t->n_w == t->cap_w) {
             size_t nc = t->cap_w ? 2 * t->cap_w : 8;
             tx_watch *p = lt_realloc(t->w, nc * sizeof *p);
@@ -527,8 +522,7 @@ static bool watch_note(struct respd_tx *t, const batch *b, size_t op_i, bool *fa
             continue;
         }
         memcpy(kc, k, kl);
-        t->w[t->n_w++] = (tx_watch){kc, kl, (s.flags & LATTICE_OP_R_FOUND) ? LATTICE_TXN_W_VERSION : LATTICE_TXN_W_COUNTER,
-                                    (uint64_t)s.num, epoch};
+        t->w[t->n_w++] = (tx_watch){kc, kl, mode, version, epoch};
         note_slot(t, kc, kl);
     }
     return ok;

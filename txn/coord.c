@@ -282,7 +282,9 @@ lattice_status lt_txc_read_op(lt_txc *t, const lt_txc_key *keys, size_t n, latti
 static lattice_status note_read(lt_txc *t, const lt_txc_key *key, const lattice_txn_sub_result *ver,
                                 const lattice_txn_sub_result *get)
 {
-    if (ver->status != LATTICE_OK || ver->value_len != 8) return LATTICE_ERR_PROTO;
+    uint8_t mode;
+    uint64_t version, epoch;
+    if (!lattice_txn_version_watch(ver, &mode, &version, &epoch)) return LATTICE_ERR_PROTO;
     if (get->status != LATTICE_OK && get->status != LATTICE_ERR_NOT_FOUND) return (lattice_status)get->status;
     lattice_status st;
     txk *k = entry(t, key->key, key->len, &st);
@@ -291,12 +293,10 @@ static lattice_status note_read(lt_txc *t, const lt_txc_key *key, const lattice_
     bool live = get->status == LATTICE_OK;
     uint8_t *v = NULL;
     if (live && !dup_bytes(&v, get->value, get->value_len)) return LATTICE_ERR_NOMEM;
-    uint64_t epoch = 0;
-    for (int j = 0; j < 8; j++) epoch |= (uint64_t)((const uint8_t *)ver->value)[j] << (8 * j);
     k->read = true;
     k->read_found = live;
-    k->mode = (ver->flags & LATTICE_OP_R_FOUND) ? LATTICE_TXN_W_VERSION : LATTICE_TXN_W_COUNTER;
-    k->version = (uint64_t)ver->num;
+    k->mode = mode;
+    k->version = version;
     k->epoch = epoch;
     k->rval = v;
     k->rlen = live ? get->value_len : 0;

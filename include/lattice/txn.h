@@ -221,6 +221,52 @@ static inline size_t lattice_txn_request_encode(const lattice_txn_watch *w, size
     return b.failed ? 0 : b.len;
 }
 
+/* Reads a request back (its builder's view: resolved pointers): the
+ * number of subs, past the watches, or -1 when malformed.  Then
+ * lattice_txn_request_next once per sub: its kind, flags, key, value,
+ * delta and ttl_ms into *op (pointing into the request). */
+static inline long lattice_txn_request_begin(lattice_txn_buf *b, const void *req, size_t len)
+{
+    *b = (lattice_txn_buf){(uint8_t *)(uintptr_t)req, 0, len, false};
+    if (lattice_txn_get_u(b, 1) != LATTICE_TXN_FORMAT) return -1;
+    uint64_t nw = lattice_txn_get_u(b, 4);
+    for (uint64_t i = 0; i < nw && !b->failed; i++) {
+        size_t kl;
+        lattice_txn_get_bytes(b, &kl);
+        lattice_txn_get_u(b, 1);
+        lattice_txn_get_u(b, 8);
+        lattice_txn_get_u(b, 8);
+    }
+    uint64_t n = lattice_txn_get_u(b, 4);
+    return b->failed || n > len ? -1 : (long)n;
+}
+
+static inline bool lattice_txn_request_next(lattice_txn_buf *b, lattice_op *op)
+{
+    memset(op, 0, sizeof *op);
+    op->kind = (lattice_op_kind)lattice_txn_get_u(b, 1);
+    op->flags = (unsigned)lattice_txn_get_u(b, 4);
+    op->key = (const char *)lattice_txn_get_bytes(b, &op->key_len);
+    op->value = (const char *)lattice_txn_get_bytes(b, &op->value_len);
+    op->delta = (int64_t)lattice_txn_get_u(b, 8);
+    op->ttl_ms = lattice_txn_get_u(b, 8);
+    return !b->failed;
+}
+
+/* A VERSION sub's answer as the watch it stands for: false when it is not
+ * one (an error, or no 8-byte epoch). */
+static inline bool lattice_txn_version_watch(const lattice_txn_sub_result *r, uint8_t *mode, uint64_t *version,
+                                             uint64_t *epoch)
+{
+    if (r->status != LATTICE_OK || r->value_len != 8) return false;
+    uint64_t e = 0;
+    for (int i = 0; i < 8; i++) e |= (uint64_t)((const uint8_t *)r->value)[i] << (8 * i);
+    *mode = (r->flags & LATTICE_OP_R_FOUND) ? LATTICE_TXN_W_VERSION : LATTICE_TXN_W_COUNTER;
+    *version = (uint64_t)r->num;
+    *epoch = e;
+    return true;
+}
+
 /* ---- result ---- */
 
 /* Reads the header of a result: the number of subs, or -1 when malformed.
