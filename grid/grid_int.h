@@ -77,7 +77,7 @@ struct lattice_grid {
     /* salvage.c: copies kept from the previous incarnation */
     struct salvage_cache *salvage;
     size_t n_salvage;
-    char salvage_id[64];          /* the node id they were held under */
+    char salvage_id[OPS_LINEAGE_BYTES]; /* the node ids they were held under (a lineage) */
 };
 
 /* ---- salvage.c: copies kept over a rejoin (lattice_meta_lost) */
@@ -101,10 +101,12 @@ bool salvage_restore(lattice_ops *d, lattice_meta_cache *c, uint32_t p, bool quo
  * above the mark; NULL otherwise. */
 lattice_store *salvage_delta_base(lattice_ops *d, const lattice_meta_cache *c, uint32_t p, uint64_t *mark);
 /* A copy recovered from the data directory, kept aside (not served) as the
- * delta bases of the partitions marks names (LT_MARK_NONE: none; the
- * others are cleared); takes store, counter and marks. */
+ * delta bases of the partitions marks names (LT_MARK_NONE: none; marks
+ * NULL: none at all) and for the lost records of the current metadata that
+ * name one of ids (the incarnations that wrote the directory); the others
+ * are cleared.  Takes store, counter and marks. */
 void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store,
-                            uint64_t *counter, uint64_t *marks);
+                            uint64_t *counter, uint64_t *marks, const char *ids);
 /* p is loaded (as a delta or in full): its kept copy is not needed any more. */
 void salvage_done(lattice_ops *d, const lattice_meta_cache *c, uint32_t p, bool quorum);
 void salvage_free(lattice_ops *d);
@@ -162,7 +164,7 @@ const char *restart_phase(const lattice_ops *d);
 /* A kept copy one server reported in a base check (salvage.c). */
 typedef struct salvage_rep {
     char cache[LATTICE_CACHE_NAME_MAX + 1];
-    char node[64], inc[64];
+    char node[64], inc[OPS_LINEAGE_BYTES]; /* inc: the kept set's lineage */
     uint32_t partition;
     uint64_t counter, entries;
 } salvage_rep;

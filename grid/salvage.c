@@ -75,24 +75,41 @@ void salvage_free(lattice_ops *d)
 }
 
 void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store,
-                            uint64_t *counter, uint64_t *marks)
+                            uint64_t *counter, uint64_t *marks, const char *ids)
 {
     /* Every cache the data directory recovered is kept beside the others
-     * (one set: this incarnation's); never mixed into copies another
-     * incarnation kept.  Before, only the first cache attached was kept -
-     * the others loaded in full after a restart. */
-    bool other_set = d->grid->n_salvage && strcmp(d->grid->salvage_id, d->self_id) != 0;
+     * (one set: the incarnations that wrote the directory); never mixed
+     * into copies another incarnation kept.  Before, only the first cache
+     * attached was kept - the others loaded in full after a restart. */
+    bool other_set = d->grid->n_salvage && strcmp(d->grid->salvage_id, ids) != 0;
     uint8_t *held = lt_calloc(cfg->partitions, 1), *has = lt_calloc(cfg->partitions, 1);
     salvage_cache *x = other_set ? NULL : lt_realloc(d->grid->salvage, (d->grid->n_salvage + 1) * sizeof *x);
-    if (!held || !has || !x) {
+    if (!marks && (marks = lt_malloc(cfg->partitions * sizeof *marks)))
+        for (uint32_t p = 0; p < cfg->partitions; p++) marks[p] = LT_MARK_NONE;
+    if (!held || !has || !x || !marks) {
         lt_free(held), lt_free(has), lt_free(marks), lt_free(counter);
         lattice_store_destroy(store);
         return;
     }
     d->grid->salvage = x;
-    uint32_t marked = 0;
+    /* The lost records of now: a partition whose every owner was killed at
+     * once (two servers of a backups=1 cache) waits for their copies, and
+     * this directory holds one of them - all its acknowledged writes (a
+     * write is acknowledged once logged) - mark or no mark. */
+    const lattice_meta_cache *now = d->meta && lattice_meta_valid(d->meta) ? lattice_meta_cache_of(d->meta, cfg->name) : NULL;
+    if (now && !lattice_cache_config_equal(&now->cfg, cfg)) now = NULL;
+    uint32_t marked = 0, named = 0;
     for (uint32_t p = 0; p < cfg->partitions; p++) {
-        if (marks[p] == LT_MARK_NONE || !lattice_store_count(store, p)) continue;
+        if (!lattice_store_count(store, p)) {
+            marks[p] = LT_MARK_NONE;
+            continue;
+        }
+        const lattice_meta_lost *l = now ? lattice_meta_lost_of(now, p) : NULL;
+        if (l && lattice_meta_lost_names(l, ids)) {
+            held[p] = 1;
+            named++;
+        }
+        if (marks[p] == LT_MARK_NONE) continue;
         held[p] = has[p] = 1;
         /* Every grid write up to the mark is in it (what the mark was
          * written for): complete from there; its replayed history lists
@@ -100,7 +117,7 @@ void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lat
         lattice_store_history_valid_from(store, p, marks[p]);
         marked++;
     }
-    if (!marked) { /* nothing in it can serve as a delta base (an idle cache: empty partitions) */
+    if (!marked && !named) { /* nothing in it serves as a delta base (an idle cache) nor a lost record */
         lt_free(held), lt_free(has), lt_free(marks), lt_free(counter);
         lattice_store_destroy(store);
         return;
@@ -116,9 +133,9 @@ void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lat
     s->mark = marks;
     s->has_mark = has;
     s->kept_ms = lt_mono_ms();
-    snprintf(d->grid->salvage_id, sizeof d->grid->salvage_id, "%s", d->self_id);
-    LT_LOG(LT_INFO, "data", "cache %s: keeping the copy recovered from the data directory as a delta base: %u partitions "
-           "with a mark", cfg->name, marked);
+    snprintf(d->grid->salvage_id, sizeof d->grid->salvage_id, "%s", ids);
+    LT_LOG(LT_INFO, "data", "cache %s: keeping the copy recovered from the data directory (incarnations %s): %u "
+           "partitions with a delta mark, %u a lost record waits for", cfg->name, ids, marked, named);
 }
 
 size_t salvage_held(const lattice_ops *d)
@@ -180,7 +197,9 @@ void salvage_keep(lattice_ops *d, lattice_meta *old)
         c->store = NULL;
         c->counter = NULL;
     }
-    snprintf(d->grid->salvage_id, sizeof d->grid->salvage_id, "%s", d->self_id);
+    /* Under every id whose writes the stores carry (a copy adopted from the
+     * data directory still holds its writers' partitions). */
+    snprintf(d->grid->salvage_id, sizeof d->grid->salvage_id, "%s", d->lineage[0] ? d->lineage : d->self_id);
 }
 
 /* The kept cache matching c (same name and config), or NULL. */

@@ -323,11 +323,26 @@ const lattice_meta_lost *lattice_meta_lost_of(const lattice_meta_cache *c, uint3
     return lo < c->n_lost && c->lost[lo].partition == p ? &c->lost[lo] : NULL;
 }
 
-bool lattice_meta_lost_names(const lattice_meta_lost *l, const char *id)
+static bool names_one(const lattice_meta_lost *l, const char *id, size_t n)
 {
-    size_t n = strlen(id);
     for (const char *s = l->owners; n && (s = strstr(s, id)); s += n)
         if ((s == l->owners || s[-1] == ' ') && (s[n] == ' ' || !s[n])) return true;
+    return false;
+}
+
+bool lattice_meta_lost_names(const lattice_meta_lost *l, const char *ids)
+{
+    for (const char *id = ids; *id;) {
+        size_t n = strcspn(id, " ");
+        char one[128];
+        if (n && n < sizeof one) {
+            memcpy(one, id, n);
+            one[n] = 0;
+            if (names_one(l, one, n)) return true;
+        }
+        id += n;
+        id += strspn(id, " ");
+    }
     return false;
 }
 

@@ -207,8 +207,10 @@ size_t lattice_meta_moving_owners(const lattice_meta_cache *c, uint32_t p, latti
 
 /* ---- lost partitions (lattice_meta_lost) */
 const lattice_meta_lost *lattice_meta_lost_of(const lattice_meta_cache *c, uint32_t p);
-/* True when id is one of the owners the record names. */
-bool lattice_meta_lost_names(const lattice_meta_lost *l, const char *id);
+/* True when one of ids (node ids separated by spaces: a lineage, as a node
+ * that restarted from its data directory reports) is one of the owners the
+ * record names. */
+bool lattice_meta_lost_names(const lattice_meta_lost *l, const char *ids);
 size_t lattice_meta_lost_owner_count(const lattice_meta_lost *l);
 /* Coordinator: p is restored by node id (NULL: none).  True when it changed
  * (then lattice_meta_bump publishes it). */

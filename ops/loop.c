@@ -343,7 +343,10 @@ static void on_topology(lattice_ops *d, lattice_topology *t)
         forget_data(d);
         if (d->grid_hooks.rejoined) d->grid_hooks.rejoined(d);
     }
-    if (strcmp(d->self_id, self) != 0) d->self_since_major = lattice_topology_major(t);
+    if (strcmp(d->self_id, self) != 0) {
+        d->self_since_major = lattice_topology_major(t);
+        d->lineage[0] = 0; /* a new incarnation starts empty: its stores carry only its own writes */
+    }
     snprintf(d->self_id, sizeof d->self_id, "%s", self);
     d->self_oh = dedup_origin_hash(d->self_id);
     for (size_t i = 0; i < d->n_peers; i++) d->peers[i]->mark = false;

@@ -27,6 +27,9 @@
 #include "ops/ops.h"
 
 #define DATA_MAX_PEERS 256
+/* A lineage of node ids (lattice_ops.lineage): up to 4 of 64 bytes, spaces. */
+#define OPS_LINEAGE_IDS 4
+#define OPS_LINEAGE_BYTES (OPS_LINEAGE_IDS * 64 + 4)
 /* The HMAC key of the data channel is derived from the cluster secret with
  * this context (lt_frame_derive_key): every sender and receiver uses it. */
 #define DATA_KEY_CONTEXT "lattice data channel v1"
@@ -200,9 +203,11 @@ typedef struct ops_grid_hooks {
     void (*cache_gone)(void *d, lattice_meta_cache *c);      /* meta frees c */
     /* A copy applied a replicated remove (backup.c, txn.c). */
     void (*note_remove)(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len, uint64_t version);
-    /* A recovered copy kept aside as delta bases: takes store, counter, marks (wal.c). */
+    /* A recovered copy kept aside - as delta bases and for the lost records
+     * naming an id of `ids` (the incarnations that wrote it): takes store,
+     * counter, marks (NULL: none) (wal.c). */
     void (*keep_recovered)(lattice_ops *d, const lattice_cache_config *cfg, lattice_store *store, uint64_t *counter,
-                           uint64_t *marks);
+                           uint64_t *marks, const char *ids);
     void (*reloads_end)(lattice_ops *d);                     /* a cache ended restoring here (wal.c) */
     void (*durable_tick)(lattice_ops *d);                    /* wal_tick: what waits for the log */
     void (*free_sessions)(lattice_ops *d);                   /* destroy, before the stores go */
@@ -260,6 +265,13 @@ struct lattice_ops {
     uint64_t self_since_major;
     uint64_t incarnation;         /* discovery's, of the view we act on (leases are per incarnation) */
     char self_id[64], coordinator[64];
+    /* The node ids whose writes this node's stores carry on, oldest first,
+     * this incarnation last: the incarnations before it that wrote the data
+     * directory it adopted (a grid of one, a whole-grid restart), else only
+     * self_id.  A lost record names the owners' ids of then (salvage.c);
+     * copies kept under any id of the lineage answer it (wal.c sets it,
+     * DIR/incarnations keeps it).  Empty: only self_id. */
+    char lineage[OPS_LINEAGE_BYTES];
     uint64_t self_oh; /* dedup_origin_hash(self_id), set with it (ops_origin_hash) */
     peer *peers[DATA_MAX_PEERS];
     size_t n_peers;

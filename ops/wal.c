@@ -72,6 +72,7 @@ struct ops_wal {
     uint64_t nomem_waits;   /* replies that could not be held and waited for the log instead */
     char *bases;            /* DIR/base as last written (restart.c reads it) */
     uint64_t bases_meta;    /* ... at this metadata version */
+    char lineage_saved[OPS_LINEAGE_BYTES]; /* DIR/incarnations as last written */
 };
 
 lattice_status wal_init(lattice_ops *d, const char *dir, const char *mode, int checkpoint_mb)
@@ -286,11 +287,22 @@ static bool adopt(lattice_ops *d, lattice_meta_cache *c, const char *spec)
     return true;
 }
 
-/* A recovered copy this node does not serve (it joins a live grid), with
- * the delta marks its last checkpoint wrote: kept aside as delta bases
- * (grid/salvage.c), so its partitions come back as only what it missed
- * (docs/PERSISTENCE.md, "Delta rejoin"); without marks it is dropped. */
-static void keep_aside(lattice_ops *d, lattice_meta_cache *c, const char *spec)
+/* Whether a lost record of c names one of ids. */
+static bool lost_names(const lattice_meta_cache *c, const char *ids)
+{
+    for (size_t i = 0; ids[0] && i < c->n_lost; i++)
+        if (lattice_meta_lost_names(&c->lost[i], ids)) return true;
+    return false;
+}
+
+/* A recovered copy this node does not serve (it joins a live grid): kept
+ * aside (grid/salvage.c) - with the delta marks its last checkpoint wrote,
+ * as delta bases, so its partitions come back as only what it missed
+ * (docs/PERSISTENCE.md, "Delta rejoin"); and where a lost record names one
+ * of the incarnations that wrote it (`prev`), for that record: two servers
+ * of a backups=1 cache killed together and restarted hold the only copies
+ * of their shared partitions.  Otherwise it is dropped. */
+static void keep_aside(lattice_ops *d, lattice_meta_cache *c, const char *spec, const char *prev)
 {
     lt_persist *p = d->wal->p;
     for (size_t i = 0; i < lt_persist_recovered_count(p); i++) {
@@ -298,15 +310,65 @@ static void keep_aside(lattice_ops *d, lattice_meta_cache *c, const char *spec)
         lattice_store *s;
         const uint64_t *counter;
         uint32_t parts;
-        if (!rs || strcmp(rs, spec) || !lt_persist_recovered_marks(p, i) ||
-            !lt_persist_recovered_copy(p, i, &name, &s, &counter, &parts) || strcmp(name, c->cfg.name) ||
-            parts != c->cfg.partitions || c->cfg.sync != LATTICE_SYNC_FULL || !c->cfg.history)
+        if (!rs || strcmp(rs, spec) || !lt_persist_recovered_copy(p, i, &name, &s, &counter, &parts) ||
+            strcmp(name, c->cfg.name) || parts != c->cfg.partitions)
             continue;
+        bool delta = lt_persist_recovered_marks(p, i) && c->cfg.sync == LATTICE_SYNC_FULL && c->cfg.history;
+        if (!delta && !lost_names(c, prev)) continue;
         uint64_t *cnt = NULL, *marks = NULL;
         if (!d->grid_hooks.keep_recovered || lt_persist_take_aside(p, i, &s, &cnt, &marks) != LATTICE_OK) return;
-        d->grid_hooks.keep_recovered(d, &c->cfg, s, cnt, marks);
+        if (!delta) {
+            lt_free(marks);
+            marks = NULL;
+        }
+        d->grid_hooks.keep_recovered(d, &c->cfg, s, cnt, marks, prev);
         return;
     }
+}
+
+/* The incarnations that wrote the data directory (DIR/incarnations, oldest
+ * first), into out; "" when it has none (a new or older directory). */
+static void prev_lineage(struct ops_wal *w, char *out, size_t cap)
+{
+    char *t = lt_persist_read_text(w->p, "incarnations");
+    snprintf(out, cap, "%s", t ? t : "");
+    out[strcspn(out, "\r\n")] = 0;
+    lt_free(t);
+}
+
+/* d->lineage after the decision: the directory's writers and this
+ * incarnation when it adopted their copies, else this incarnation alone
+ * (at most OPS_LINEAGE_IDS, the oldest dropped). */
+static void set_lineage(lattice_ops *d, const char *prev, bool adopted)
+{
+    char t[OPS_LINEAGE_BYTES * 2];
+    snprintf(t, sizeof t, "%s%s%s", adopted ? prev : "", adopted && prev[0] ? " " : "", d->self_id);
+    size_t words = 1;
+    for (const char *q = t; (q = strchr(q, ' ')); q++) words++;
+    const char *from = t;
+    for (; words > OPS_LINEAGE_IDS; words--) from = strchr(from, ' ') + 1;
+    size_t len = strlen(from);
+    if (len >= sizeof d->lineage) { /* ids longer than a node's: a damaged file, not a lineage */
+        from = d->self_id;
+        len = strlen(from);
+    }
+    memcpy(d->lineage, from, len + 1);
+}
+
+/* DIR/incarnations := the lineage of the stores this node logs now. */
+static void save_lineage(lattice_ops *d)
+{
+    struct ops_wal *w = d->wal;
+    const char *now = d->lineage[0] ? d->lineage : d->self_id;
+    if (!now[0] || !strcmp(w->lineage_saved, now)) return;
+    char line[OPS_LINEAGE_BYTES + 2];
+    snprintf(line, sizeof line, "%s\n", now);
+    if (lt_persist_save_text(w->p, "incarnations", line) != LATTICE_OK) {
+        LT_LOG(LT_WARN, "data", "%s: cannot write the incarnations file: after a kill its copies would not answer a "
+               "lost record", lt_persist_dir(w->p));
+        return;
+    }
+    snprintf(w->lineage_saved, sizeof w->lineage_saved, "%s", now);
 }
 
 void wal_attach(lattice_ops *d)
@@ -333,16 +395,21 @@ void wal_attach(lattice_ops *d)
          * new stores and not the dropped copies. */
         w->decided = true;
         const char *why = "the grid has no cache of that name and config";
+        char prev[OPS_LINEAGE_BYTES];
+        prev_lineage(w, prev, sizeof prev);
+        bool adopted = false;
         for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
             lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
             char spec[1024];
             spec_of(c, spec, sizeof spec);
-            if (c->store && !att_of(w, c) && keep_recovered(d, c, &why)) adopt(d, c, spec);
-            else if (c->store && !att_of(w, c)) keep_aside(d, c, spec);
+            if (c->store && !att_of(w, c) && keep_recovered(d, c, &why)) adopted |= adopt(d, c, spec);
+            else if (c->store && !att_of(w, c)) keep_aside(d, c, spec, prev);
         }
+        set_lineage(d, prev, adopted);
         lt_persist_discard(w->p, why);
         d->heap_freed = true; /* the copies not adopted went with it */
     }
+    save_lineage(d);
     for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         if (!c->store || att_of(w, c) || w->n_att == LATTICE_META_MAX_CACHES) continue;

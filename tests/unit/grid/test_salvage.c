@@ -245,7 +245,7 @@ static void keep_one_recovered(const char *name, bool with_mark)
     counter[3] = 4;
     for (uint32_t p = 0; p < PARTS; p++) marks[p] = UINT64_MAX; /* persist's LT_MARK_NONE */
     if (with_mark) marks[3] = 4;
-    salvage_keep_recovered(d, &cfg, st, counter, marks); /* takes st, counter and marks */
+    salvage_keep_recovered(d, &cfg, st, counter, marks, d->self_id); /* takes st, counter and marks */
 }
 
 START_TEST(every_recovered_cache_with_a_mark_is_kept)
@@ -332,6 +332,106 @@ START_TEST(a_kept_copy_is_reported_whoever_owns_the_partition_next)
     /* And prune keeps them: a record asks for each. */
     salvage_prune(d, true);
     ck_assert_uint_eq(salvage_report(d, c, parts, counters, entries, PARTS), named);
+    lattice_meta_destroy(coord);
+}
+END_TEST
+
+/* The coordinator's metadata after old-a and id-c, the two owners of some
+ * partitions, left at once (LOST, recorded with old-a's and id-c's ids),
+ * applied by new-a; d->meta is replaced. */
+static lattice_meta *lost_records_seen_by_new_a(void)
+{
+    lattice_meta *coord = NULL;
+    lattice_meta_config mc = {false, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &coord), LATTICE_OK);
+    static lattice_meta_member cm0[6], cm1[6], cm2[6], dm[6];
+    static const char *before[] = {"old-a", "id-b", "id-c"};
+    static const char *cut[] = {"id-b"};
+    static const char *after[] = {"id-b", "new-a", "id-c2"};
+    view(coord, cm0, before, 3, "id-b");
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = PARTS;
+    cfg.backups = 1;
+    lattice_meta_start(coord, &cfg, 1);
+    view(coord, cm1, cut, 1, "id-b");
+    view(coord, cm2, after, 3, "id-b");
+    ck_assert_uint_gt(lattice_meta_cache_of(coord, "default")->n_lost, 0);
+    if (d->meta) {
+        for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) clean_cache_gone(lattice_meta_cache_at(d->meta, i));
+        lattice_meta_destroy(d->meta);
+    }
+    d->meta = NULL;
+    lattice_meta_config dc = {false, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&dc, &d->meta), LATTICE_OK);
+    view(d->meta, dm, after, 3, "new-a");
+    snprintf(d->self_id, sizeof d->self_id, "new-a");
+    ck_assert(lattice_meta_apply(d->meta, lattice_meta_message(coord)));
+    return coord;
+}
+
+/* old-a was killed -9 together with id-c and came back as new-a from its
+ * data directory, which DIR/incarnations says old-a wrote.  Its recovered
+ * copy has no delta mark (no checkpoint yet) and it joins a live grid, so
+ * it does not serve it - but the lost records wait for old-a's copies,
+ * which are all in it: kept and reported under old-a's id, each named
+ * partition and no other.  Before, the copy was dropped ("other servers are
+ * up") and the records stayed LOST until reset-lost emptied them (335 of
+ * 1024 partitions, 3 servers, two killed at once). */
+START_TEST(a_copy_restarted_from_the_data_directory_answers_the_records_of_its_writer)
+{
+    lattice_meta *coord = lost_records_seen_by_new_a();
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
+    lattice_store_config sc = {"default", PARTS, region, NULL, NULL};
+    lattice_store *st = NULL;
+    ck_assert_int_eq(lattice_store_create(&sc, &st), LATTICE_OK);
+    uint64_t *counter = lt_calloc(PARTS, sizeof *counter);
+    ck_assert(counter);
+    for (uint32_t p = 0; p < PARTS; p++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "k%u", p);
+        lattice_store_entry e = {p, k, (size_t)n, "v", 1, 0, 7, 0};
+        ck_assert_int_eq(lattice_store_put(st, &e, 0), LATTICE_OK);
+        counter[p] = 7;
+    }
+    size_t named = 0;
+    for (size_t i = 0; i < c->n_lost; i++) named += lattice_meta_lost_names(&c->lost[i], "old-a");
+    ck_assert_uint_gt(named, 0);
+    ck_assert_uint_lt(named, PARTS);
+    salvage_keep_recovered(d, &c->cfg, st, counter, NULL, "gone-1 old-a");
+    ck_assert_uint_eq(salvage_held(d), named); /* the named ones, no other */
+    uint32_t parts[PARTS];
+    uint64_t counters[PARTS], entries[PARTS];
+    size_t n = salvage_report(d, c, parts, counters, entries, PARTS);
+    ck_assert_uint_eq(n, named);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert(lattice_meta_lost_names(lattice_meta_lost_of(c, parts[i]), "old-a"));
+        ck_assert_uint_eq(counters[i], 7);
+        ck_assert_uint_eq(entries[i], 1);
+    }
+    /* The coordinator matches the report's lineage against the record. */
+    ck_assert(lattice_meta_lost_names(lattice_meta_lost_of(c, parts[0]), d->grid->salvage_id));
+    salvage_prune(d, true);
+    ck_assert_uint_eq(salvage_report(d, c, parts, counters, entries, PARTS), named);
+    lattice_meta_destroy(coord);
+}
+END_TEST
+
+/* Nothing of an incarnation no record names is kept without a mark. */
+START_TEST(a_recovered_copy_of_an_unnamed_writer_without_marks_is_dropped)
+{
+    lattice_meta *coord = lost_records_seen_by_new_a();
+    lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
+    lattice_store_config sc = {"default", PARTS, region, NULL, NULL};
+    lattice_store *st = NULL;
+    ck_assert_int_eq(lattice_store_create(&sc, &st), LATTICE_OK);
+    lattice_store_entry e = {1, "k", 1, "v", 1, 0, 2, 0};
+    ck_assert_int_eq(lattice_store_put(st, &e, 0), LATTICE_OK);
+    uint64_t *counter = lt_calloc(PARTS, sizeof *counter);
+    ck_assert(counter);
+    salvage_keep_recovered(d, &c->cfg, st, counter, NULL, "somebody-else");
+    ck_assert_uint_eq(salvage_held(d), 0);
+    ck_assert_uint_eq(d->grid->n_salvage, 0);
     lattice_meta_destroy(coord);
 }
 END_TEST
@@ -442,6 +542,8 @@ int main(void)
     tcase_add_test(tc, another_primary_caps_a_copy_at_its_old_watermark);
     tcase_add_test(tc, a_never_written_copy_has_a_delta_mark_of_zero);
     tcase_add_test(tc, every_recovered_cache_with_a_mark_is_kept);
+    tcase_add_test(tc, a_copy_restarted_from_the_data_directory_answers_the_records_of_its_writer);
+    tcase_add_test(tc, a_recovered_copy_of_an_unnamed_writer_without_marks_is_dropped);
     suite_add_tcase(s, tc);
     return lt_run_suite(s);
 }
