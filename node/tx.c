@@ -372,6 +372,10 @@ typedef struct xcommit {
     bool commit;
     int decide_tries;
     uint8_t *finish_tries;
+    /* lt_mono_ms of its steps, for the slow log: sent, the last prepare
+     * answered (and by which participant), decided */
+    uint64_t t0, t_prepared, t_decided;
+    size_t last_prepared;
 } xcommit;
 
 static void xcommit_free(xcommit *k)
@@ -408,12 +412,26 @@ static void x_prepared(void *arg, size_t i, const lattice_op_result *r)
     lattice_status st = lt_txx_prepared(k->x, i, r);
     if (st != LATTICE_OK && st != LATTICE_ERR_ABORTED && st != LATTICE_ERR_UNKNOWN && k->refusal == LATTICE_OK)
         k->refusal = st;
-    if (++k->answered == k->n) x_decide(k);
+    if (++k->answered == k->n) {
+        k->t_prepared = lt_mono_ms();
+        k->last_prepared = i;
+        x_decide(k);
+    }
 }
+
+#define X_SLOW_MS 1000 /* a commit this long is logged with its steps */
 
 static void x_end(xcommit *k, lattice_status st)
 {
     node_metrics_tx(k->m, st);
+    uint64_t now = lt_mono_ms();
+    if (now - k->t0 >= X_SLOW_MS)
+        LT_LOG(LT_WARN, "tx", "cache %s: a commit across %zu partitions took %llu ms (prepares %llu ms, the last from "
+               "partition %u; decision %llu ms; finishes %llu ms): %s", lt_txc_cache(k->c), k->n,
+               (unsigned long long)(now - k->t0), (unsigned long long)(k->t_prepared ? k->t_prepared - k->t0 : 0),
+               lt_txx_part(k->x, k->last_prepared),
+               (unsigned long long)(k->t_decided && k->t_prepared ? k->t_decided - k->t_prepared : 0),
+               (unsigned long long)(k->t_decided ? now - k->t_decided : 0), lattice_strerror(st));
     if (st == LATTICE_ERR_UNKNOWN)
         LT_LOG(LT_WARN, "tx", "cache %s: transaction '%s' across %zu partitions: its decision's answer was lost: it "
                "applied everywhere or nowhere", lt_txc_cache(k->c), lt_txc_label(k->c), k->n);
@@ -436,6 +454,7 @@ static void x_decided(void *arg, size_t op_i, const lattice_op_result *r)
         return;
     }
     k->commit = commit;
+    k->t_decided = lt_mono_ms();
     /* The caller hears once every finish was answered (or given up on):
      * then every write is in place - a DBSIZE, a SCAN or a walk after the
      * answer counts it - and a transaction it starts from the answer (a
@@ -514,6 +533,7 @@ static lattice_status commit_across(lattice_tx *tx, uint32_t partitions, lattice
     k->arg = arg;
     k->n = lt_txx_parts(k->x);
     k->finish_tries = lt_calloc(k->n, 1);
+    k->t0 = lt_mono_ms();
     lt_free(tx); /* the coordinator lives on in k */
     if (!k->finish_tries) {
         xcommit_free(k);

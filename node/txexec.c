@@ -49,6 +49,8 @@ typedef struct xop {
     lattice_status read_st;
     uint64_t deadline;    /* lt_mono_ms */
     uint64_t stamp;       /* the first attempt's */
+    uint64_t began;       /* lt_mono_ms of the request */
+    lattice_status last;  /* the last attempt's end (ABORTED, AGAIN ...), for the slow log */
     void *result;
     size_t result_len;
     int tries;
@@ -64,8 +66,15 @@ static void xop_free(xop *x)
     lt_free(x);
 }
 
+#define SLOW_MS 1000 /* a request this long is logged */
+
 static void answer(xop *x, const lattice_op_result *r)
 {
+    uint64_t took = lt_mono_ms() - x->began;
+    if (took >= SLOW_MS)
+        LT_LOG(LT_WARN, "tx", "cache %s: a request over %zu keys across partitions took %llu ms in %d tries (the last "
+               "ended %s; answered %s)", x->op.cache ? x->op.cache : "default", x->n_keys, (unsigned long long)took,
+               x->tries + 1, lattice_strerror(x->last), lattice_strerror(r->status));
     x->fn(x->arg, x->index, r);
     xop_free(x);
 }
@@ -143,6 +152,7 @@ static void committed(void *arg, lattice_status st)
 {
     xop *x = arg;
     x->tx = NULL; /* the commit took it */
+    x->last = st;
     if (st == LATTICE_OK) {
         lattice_op_result r = {.status = LATTICE_OK, .value = x->result, .value_len = x->result_len};
         answer(x, &r);
@@ -229,6 +239,7 @@ static void rechecked(void *arg, size_t i, const lattice_op_result *r)
     x->tx = NULL;
     lt_free(x->result);
     x->result = NULL;
+    x->last = failed ? (st != LATTICE_OK ? st : LATTICE_ERR_PROTO) : LATTICE_ERR_ABORTED;
     if (++x->tries < TRIES_MAX && lt_mono_ms() < x->deadline && (!failed || st == LATTICE_OK || st == LATTICE_ERR_AGAIN)) {
         attempt(x);
         return;
@@ -298,6 +309,7 @@ static bool watch_holds(lt_txc *c, const lattice_txn_watch *w)
 static void worked_out(xop *x)
 {
     if (x->read_st != LATTICE_OK) {
+        x->last = x->read_st;
         if (x->read_st == LATTICE_ERR_AGAIN && ++x->tries < TRIES_MAX && lt_mono_ms() < x->deadline) {
             lattice_tx_rollback(x->tx);
             x->tx = NULL;
@@ -426,7 +438,8 @@ static lattice_status start(lattice_node *node, const lattice_op *op, size_t ind
         xop_free(x);
         return st;
     }
-    x->deadline = lt_mono_ms() + LATTICE_TX_TIMEOUT_MS;
+    x->began = lt_mono_ms();
+    x->deadline = x->began + LATTICE_TX_TIMEOUT_MS;
     attempt(x); /* from here on, answered through fn */
     return LATTICE_OK;
 }

@@ -515,6 +515,13 @@ static void *data_main(void *arg)
         drain_inbox(d);
         uint64_t now = lt_mono_ms();
         if (rc > 0 && !stale) service(d, fds, w, n, now);
+        /* Waiters on transaction locks run again as soon as a row they wait
+         * for changed, not at the next tick: a younger transaction's retry
+         * (its abort's finish, a read round, a prepare: well under a tick
+         * over loopback) otherwise took the released lock again before the
+         * older waiter ran, every time, and the older one waited out its
+         * 10 s deadline (fault_steady with commits across slots). */
+        if (d->txwaits) txlock_tick(d);
         /* The tick's clock is read after the frames were served: what they
          * stamped (a supplier session's last demand, say) must not lie in
          * the tick's future, or "now - stamp" wraps around - a supplier

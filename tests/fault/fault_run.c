@@ -18,7 +18,8 @@
  * SETs, each of a key never written before with its own value. And
  * TXN_CLIENTS_PER_NODE transaction clients per node run Elle's list-append
  * workload (txn.h): MULTI, one to four APPENDs of unique tokens and GETs of
- * keys of one slot, EXEC; the keys rotate every TXN_EPOCH_S so the lists
+ * keys of one slot - or, every other one, of keys of several slots (a commit
+ * across partitions) - EXEC; the keys rotate every TXN_EPOCH_S so the lists
  * stay short.
  * After the schedule the load goes on until MIN_OK_AFTER_FAULT operations
  * succeeded after the last fault (bounded), then stops; the grid must settle
@@ -571,17 +572,25 @@ typedef struct txn_mop {
  * EXECABORT or a nil (nothing watched here) means it was not applied; any
  * other error or no reply leaves it unknown - the grid may have applied it
  * ("its replies were lost in a failover"). */
+static _Atomic long txn_across_ok; /* committed transactions whose keys spanned slots */
+
 static bool txn_one(client *c, redisContext *rc)
 {
     uint32_t epoch = (uint32_t)((now_ns() - txn_t0) / (TXN_EPOCH_S * 1000000000LL));
     uint32_t last = atomic_load(&txn_last_epoch);
     while (epoch > last && !atomic_compare_exchange_weak(&txn_last_epoch, &last, epoch)) {}
     int group = (int)(rnd(&c->rng) % TXN_GROUPS), n = 1 + (int)(rnd(&c->rng) % TXN_MAX_MOPS);
+    /* Half of them across slots: each key of its own random group, so the
+     * node the client talks to runs a commit across partitions (docs/
+     * TRANSACTIONS.md) and every schedule kills, pauses or cuts off its
+     * coordinators and participants too. */
+    bool across = rnd(&c->rng) % 2;
     txn_mop m[TXN_MAX_MOPS];
     bool writes = false;
     redisAppendCommand(rc, "MULTI");
     for (int i = 0; i < n; i++) {
         char key[32];
+        if (across) group = (int)(rnd(&c->rng) % TXN_GROUPS);
         m[i].key = txn_key_id(epoch, group, (int)(rnd(&c->rng) % TXN_KEYS));
         m[i].append = rnd(&c->rng) % 2;
         txn_key_name(key, sizeof key, m[i].key);
@@ -607,11 +616,23 @@ static bool txn_one(client *c, redisContext *rc)
     } else if (r && r->type == REDIS_REPLY_ERROR && !writes) {
         oc = FH_FAIL; /* a read-only transaction has no effect to be unsure of */
     }
+    /* The first few answers that leave a transaction unknown, for the log. */
+    static _Atomic int told;
+    if (oc == FH_UNKNOWN && atomic_fetch_add(&told, 1) < 5) {
+        const redisReply *e = r && r->type == REDIS_REPLY_ERROR ? r : NULL;
+        for (size_t i = 0; !e && r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++)
+            if (r->element[i]->type == REDIS_REPLY_ERROR) e = r->element[i];
+        say("a transaction%s through node %d is unknown: %s", across ? " across slots" : "", c->node,
+            e ? e->str : r ? "an unexpected reply" : "no reply");
+    }
     if (r && r->type == REDIS_REPLY_ERROR) {
         int64_t cut = atomic_load(&cut_ns);
         if (cut && inv > cut && strstr(r->str, "no quorum")) atomic_fetch_add(&no_quorum[c->node], 1);
     }
     int64_t done = now_ns();
+    bool spans = false;
+    for (int i = 1; i < n; i++) spans |= m[i].key / 10 != m[0].key / 10;
+    if (oc == FH_OK && spans) atomic_fetch_add(&txn_across_ok, 1);
     int64_t *list = NULL;
     size_t ln = 0, lcap = 0;
     pthread_mutex_lock(&c->lock);
@@ -1552,10 +1573,10 @@ static bool txn_verdict(tx_history *th, char *line, size_t cap, char *path, size
     tx_report r;
     bool valid = tx_check(th, stdout, &r);
     snprintf(line, cap,
-             "fault %s: %zu list-append transactions (%zu committed, %zu failed, %zu unknown) on %zu keys, %zu "
-             "dependencies: %zu anomalies; %d final list reads failed\n",
-             scenario, r.ok + r.failed + r.unknown, r.ok, r.failed, r.unknown, r.keys, r.edges, r.anomalies,
-             txn_final_failures);
+             "fault %s: %zu list-append transactions (%zu committed, %ld of them across slots, %zu failed, %zu "
+             "unknown) on %zu keys, %zu dependencies: %zu anomalies; %d final list reads failed\n",
+             scenario, r.ok + r.failed + r.unknown, r.ok, atomic_load(&txn_across_ok), r.failed, r.unknown, r.keys,
+             r.edges, r.anomalies, txn_final_failures);
     fputs(line, stdout);
     if (r.ok < MIN_OK_TXNS) printf("fault %s: too few transactions committed for a meaningful verdict\n", scenario);
     return valid && r.ok >= MIN_OK_TXNS;
