@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "lattice/log.h"
@@ -308,10 +309,14 @@ typedef struct txsettle {
     uint8_t req[64 + LT_TXP_KEY_MAX];
 } txsettle;
 
-static bool settling(const lattice_ops *d, uint64_t serial, lt_txid id)
+/* Whether the row of transaction id in partition p is being settled.  Per
+ * row, not per transaction: a transaction holds rows in several partitions
+ * of one primary, and settling one of them per sweep released a killed
+ * coordinator's 8 transactions' keys over 4 s of sweeps instead of one. */
+static bool settling(const lattice_ops *d, uint64_t serial, uint32_t p, lt_txid id)
 {
     for (const txsettle *s = d->txsettles; s; s = s->next)
-        if (s->cache_serial == serial && lt_txid_eq(s->id, id)) return true;
+        if (s->cache_serial == serial && s->partition == p && lt_txid_eq(s->id, id)) return true;
     return false;
 }
 
@@ -363,7 +368,7 @@ static void settle_decided(void *arg, size_t i, const lattice_op_result *r)
         settle_end(s);
         return;
     }
-    LT_LOG(LT_INFO, "data", "cache %s: partition %u: a transaction prepared here outlived its deadline: %s stands "
+    LT_LOG(LT_INFO, "data", "cache %s: partition %u: a transaction prepared here outlived its coordinator or its deadline: %s stands "
            "at its home partition %u, finishing it so", c->cfg.name, s->partition,
            sub.num == LATTICE_TXN_COMMIT ? "commit" : "abort", s->home);
     s->key_len = lt_txp_key(c->cfg.partitions, s->partition, LT_TXP_PREPARED, s->id, s->key);
@@ -376,12 +381,33 @@ typedef struct sweep_ctx {
     lattice_meta_cache *c;
     uint32_t p;
     uint64_t wall;
+    const uint64_t *live; /* the transaction ids' node part of every member of the topology */
+    size_t n_live;
 } sweep_ctx;
+
+/* Whether the coordinator of a transaction with this id is still a member:
+ * a transaction id's node part is the hash of its coordinator's node id
+ * (node/tx.c), and a member's id changes with every incarnation. */
+static bool coordinator_live(const sweep_ctx *x, uint64_t node)
+{
+    if (!x->live) return true; /* not every member known here: the deadline decides */
+    for (size_t i = 0; i < x->n_live; i++)
+        if (x->live[i] == node) return true;
+    return false;
+}
 
 static void sweep_one(void *arg, const lt_txp_held *h)
 {
     sweep_ctx *x = arg;
-    if (x->wall < h->deadline_ms + TXLOCK_GRACE_MS || settling(x->d, x->c->serial, h->id)) return;
+    /* An orphan once its deadline (and the grace) passed - or at once when
+     * its coordinator left the topology (killed, cut off, paused past the
+     * failure detection, or rejoined under a new id): it will never finish
+     * the row, and the home's decision settles it either way - a commit it
+     * recorded before it went stands, else the abort written now does.
+     * Waiting for the deadline kept the keys locked for up to the 10 s
+     * transaction timeout after the failure detection. */
+    bool orphan = x->wall >= h->deadline_ms + TXLOCK_GRACE_MS || !coordinator_live(x, h->id.node);
+    if (!orphan || settling(x->d, x->c->serial, x->p, h->id)) return;
     if (h->home >= x->c->cfg.partitions) return;
     txsettle *s = lt_calloc(1, sizeof *s);
     if (!s) return;
@@ -403,6 +429,10 @@ void txlock_sweep(lattice_ops *d, uint64_t now)
     if (now - d->txsweep_ms < TXLOCK_SWEEP_MS || !lattice_meta_valid(d->meta)) return;
     d->txsweep_ms = now;
     uint64_t wall = lt_wall_ms();
+    uint64_t live[DATA_MAX_PEERS];
+    size_t n_live = 0;
+    for (size_t i = 0; i < d->n_peers && n_live < DATA_MAX_PEERS; i++)
+        live[n_live++] = lt_fnv1a(d->peers[i]->m.id, strlen(d->peers[i]->m.id)) | 1;
     for (size_t i = 0, nc = lattice_meta_cache_count(d->meta); i < nc; i++) {
         lattice_meta_cache *c = lattice_meta_cache_at(d->meta, i);
         if (!c || !c->store || !ops_serving(d, c)) continue;
@@ -415,7 +445,7 @@ void txlock_sweep(lattice_ops *d, uint64_t now)
             bool unknown;
             lt_txp_locks *t = txlock_table(c, p, &unknown); /* current */
             if (!t || !lt_txp_locks_count(t)) continue;
-            sweep_ctx sc = {d, c, p, wall};
+            sweep_ctx sc = {d, c, p, wall, n_live && d->n_peers < DATA_MAX_PEERS ? live : NULL, n_live};
             lt_txp_locks_each(t, sweep_one, &sc);
         }
     }

@@ -17,6 +17,13 @@
  *                          audits by MGET and by MULTI GET... EXEC: every
  *                          audit sees the total, the end has it, verify
  *                          finds the copies equal
+ *   wait_cycles_of_two_to_four_all_commit  2, 3 and 4 connections, each
+ *                          INCRing its own key and its neighbour's in one
+ *                          transaction, 150 times: every wait cycle is
+ *                          broken, all commit, every counter is exact
+ *   a_killed_coordinators_keys_are_released  a client node committing
+ *                          across partitions killed -9: its prepared rows
+ *                          are settled, every key takes a SET, no row left
  *   list_append_across_slots_through_a_kill  Elle's list-append over RESP:
  *                          MULTI with APPEND and GET over 6 keys of 6
  *                          slots, while one key's primary is killed -9;
@@ -568,12 +575,167 @@ START_TEST(list_append_across_slots_through_a_kill)
 }
 END_TEST
 
+/* ---- wait cycles ---- */
+
+#define CYCLE_TXNS 150
+
+typedef struct cycler {
+    int k, i;                  /* cycle length, this member */
+    char first[32], second[32]; /* its keys: its own, then the next member's */
+    long committed;
+    char err[160];
+} cycler;
+
+static void cycle_key(char *out, size_t cap, int k, int i)
+{
+    /* A slot of its own per member (hash tags of different slots, checked). */
+    snprintf(out, cap, "{cyc%d.%d}n", k, i);
+}
+
+/* Member i of a cycle of k: MULTI INCR own INCR next EXEC, CYCLE_TXNS times,
+ * each an order of locks that closes a wait cycle with its neighbours. */
+static void *cycle_member(void *p)
+{
+    cycler *m = p;
+    redisContext *c = try_conn(m->i % 3);
+    for (int t = 0; c && t < CYCLE_TXNS && !m->err[0]; t++) {
+        redisAppendCommand(c, "MULTI");
+        redisAppendCommand(c, "INCR %s", m->first);
+        redisAppendCommand(c, "INCR %s", m->second);
+        redisAppendCommand(c, "EXEC");
+        for (int j = 0; j < 4; j++) {
+            redisReply *r = NULL;
+            if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
+                snprintf(m->err, sizeof m->err, "connection broke at transaction %d", t);
+                break;
+            }
+            if (j == 3) {
+                if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) m->committed++;
+                else if (!m->err[0])
+                    snprintf(m->err, sizeof m->err, "transaction %d: %s", t, r->str ? r->str : "not an array");
+            }
+            freeReplyObject(r);
+        }
+    }
+    if (!c) snprintf(m->err, sizeof m->err, "no connection");
+    if (c) redisFree(c);
+    return NULL;
+}
+
+/* Cycles of 2, 3 and 4 transactions, each member locking its own key and
+ * then its neighbour's, all at once and again: every wait cycle they form
+ * is broken (wait-die, docs/TRANSACTIONS.md) and each transaction commits -
+ * no refusal, no hang - and every counter ends at the commits that touched
+ * it. */
+START_TEST(wait_cycles_of_two_to_four_all_commit)
+{
+    it_begin("resp_xtx_cycles");
+    start_grid(3, 3, grid_args);
+    ck_assert(it_wait_baseline(finder, 3, 60000));
+    ck_assert(it_wait_settled(finder, "default", 3, 90000));
+    for (int k = 2; k <= 4; k++) {
+        cycler m[4];
+        pthread_t th[4];
+        for (int i = 0; i < k; i++) {
+            m[i] = (cycler){.k = k, .i = i};
+            cycle_key(m[i].first, sizeof m[i].first, k, i);
+            cycle_key(m[i].second, sizeof m[i].second, k, (i + 1) % k);
+            for (int j = 0; j < i; j++) ck_assert_int_ne(rg_slot_of(m[i].first), rg_slot_of(m[j].first));
+        }
+        for (int i = 0; i < k; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, cycle_member, &m[i]), 0);
+        for (int i = 0; i < k; i++) pthread_join(th[i], NULL);
+        redisContext *c = conn_to(0);
+        for (int i = 0; i < k; i++) {
+            ck_assert_msg(!m[i].err[0], "cycle of %d, member %d: %s", k, i, m[i].err);
+            ck_assert_int_eq(m[i].committed, CYCLE_TXNS);
+            redisReply *r = cmd(c, "GET %s", m[i].first);
+            ck_assert_msg(r->type == REDIS_REPLY_STRING, "GET %s: type %d", m[i].first, r->type);
+            /* its own member's commits and its predecessor's */
+            ck_assert_int_eq(atoll(r->str), m[i].committed + m[(i + k - 1) % k].committed);
+            freeReplyObject(r);
+        }
+        redisFree(c);
+        printf("wait cycle of %d: %d transactions committed by each member, counters exact\n", k, CYCLE_TXNS);
+    }
+    it_verify_clean(finder, "default");
+    it_end();
+}
+END_TEST
+
+/* ---- a coordinator killed ---- */
+
+#define KC_KEYS 200
+
+static int64_t set_all_ms(redisContext *c, const char *value)
+{
+    int64_t t0 = mono_ns();
+    for (int i = 0; i < KC_KEYS; i++) redisAppendCommand(c, "SET key-%d %s", i, value);
+    for (int i = 0; i < KC_KEYS; i++) {
+        redisReply *r = NULL;
+        ck_assert_int_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+        ck_assert_msg(r->type == REDIS_REPLY_STATUS, "SET key-%d after the kill: %s", i, r->str ? r->str : "?");
+        freeReplyObject(r);
+    }
+    return (mono_ns() - t0) / 1000000;
+}
+
+/* `lattice bench --op putalltx` (a client node: the coordinator of its
+ * transactions across partitions, 8 in flight over 200 keys) is killed -9.
+ * The rows it prepared and never finished lock their keys until a primary
+ * settles them (docs/TRANSACTIONS.md, "Orphans"): once the failure
+ * detection removed it, not at the transactions' deadline.  Then every key
+ * takes a SET, DBSIZE counts the 200 keys and no prepared row, and the
+ * copies are equal.  Prints how long the SETs waited after the kill. */
+START_TEST(a_killed_coordinators_keys_are_released)
+{
+    it_begin("resp_xtx_coord_kill");
+    start_grid(3, 3, grid_args);
+    ck_assert(it_wait_baseline(finder, 3, 60000));
+    ck_assert(it_wait_settled(finder, "default", 3, 90000));
+    redisContext *c = conn_to(0);
+    set_all_ms(c, "before");
+    const char *argv[] = {LATTICE_CLI_PATH, "--ip-finder", finder, "bench", "--op", "putalltx", "--keys", "200",
+                          "--batch", "20", "--threads", "8", "--duration", "60", "--warmup", "0", NULL};
+    it_proc *bench = it_spawn("bench", NULL, argv);
+    ck_assert_ptr_nonnull(bench);
+    ck_assert_msg(it_wait_log(bench, "[  2s]", 60000), "the bench never ran 2 s");
+    it_signal(bench, SIGKILL);
+    int64_t killed = mono_ns();
+    ck_assert(it_wait_exit(bench, 10000));
+    int64_t waited = set_all_ms(c, "after");
+    int64_t since_kill = (mono_ns() - killed) / 1000000;
+    long long size = 0; /* DBSIZE counts the keys a node is primary of */
+    for (int i = 0; i < 3; i++) {
+        redisContext *ci = conn_to(i);
+        size += int_of(ci, "DBSIZE");
+        redisFree(ci);
+    }
+    int settled = 0;
+    for (int i = 0; i < 3; i++) settled += it_log_has(srv[i], "outlived its coordinator or its deadline");
+    printf("coordinator killed: every one of %d keys took a SET %lld ms after the kill (the SETs %lld ms), "
+           "failure detection 1000 ms; %d of 3 servers settled orphaned rows\n", KC_KEYS, (long long)since_kill,
+           (long long)waited, settled);
+    fflush(stdout);
+    for (int i = 0; i < KC_KEYS; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "GET key-%d", i);
+        expect_str(c, k, "after");
+    }
+    ck_assert_int_eq(size, KC_KEYS);
+    redisFree(c);
+    it_verify_clean(finder, "default");
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
         {"exec_across_slots_answers_as_redis", &exec_across_slots_answers_as_redis},
         {"bank_across_slots_keeps_the_total", &bank_across_slots_keeps_the_total},
         {"list_append_across_slots_through_a_kill", &list_append_across_slots_through_a_kill},
+        {"wait_cycles_of_two_to_four_all_commit", &wait_cycles_of_two_to_four_all_commit},
+        {"a_killed_coordinators_keys_are_released", &a_killed_coordinators_keys_are_released},
     };
     Suite *s = suite_create("resp_xtx");
     TCase *tc = tcase_create("grid");
