@@ -55,6 +55,15 @@ static int64_t mono_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* The test's 3-server grid, its baseline formed and every partition settled. */
+static void grid_up(const char *name)
+{
+    it_begin(name);
+    start_grid(3, 3, grid_args);
+    ck_assert(it_wait_baseline(finder, 3, 60000));
+    ck_assert(it_wait_settled(finder, "default", 3, 90000));
+}
+
 /* Sends argv-style commands pipelined; the replies in r[] (freed by the caller). */
 static void pipeline(redisContext *c, redisReply **r, size_t n, const char *const *cmds)
 {
@@ -103,10 +112,7 @@ static void key_served_by(int i, const char *prefix, char *k, size_t cap, int sk
 
 START_TEST(exec_across_slots_answers_as_redis)
 {
-    it_begin("resp_xtx");
-    start_grid(3, 3, grid_args);
-    ck_assert(it_wait_baseline(finder, 3, 60000));
-    ck_assert(it_wait_settled(finder, "default", 3, 90000));
+    grid_up("resp_xtx");
     /* a, b, c: three slots (so at least two primaries). */
     ck_assert_int_ne(rg_slot_of("a"), rg_slot_of("b"));
     ck_assert_int_ne(rg_slot_of("b"), rg_slot_of("c"));
@@ -344,10 +350,7 @@ static void *auditor(void *p)
 
 START_TEST(bank_across_slots_keeps_the_total)
 {
-    it_begin("resp_xtx_bank");
-    start_grid(3, 3, grid_args);
-    ck_assert(it_wait_baseline(finder, 3, 60000));
-    ck_assert(it_wait_settled(finder, "default", 3, 90000));
+    grid_up("resp_xtx_bank");
     redisContext *c = conn_to(0);
     for (int i = 0; i < ACCOUNTS; i++) {
         char k[16];
@@ -489,10 +492,7 @@ static void *la_work(void *arg)
 
 START_TEST(list_append_across_slots_through_a_kill)
 {
-    it_begin("resp_xtx_la");
-    start_grid(3, 3, grid_args);
-    ck_assert(it_wait_baseline(finder, 3, 60000));
-    ck_assert(it_wait_settled(finder, "default", 3, 90000));
+    grid_up("resp_xtx_la");
     ck_assert(it_wait_for(rg_baseline_of_three, NULL, 60000));
     for (int i = 0; i < LA_KEYS; i++) {
         char k[16], o[16];
@@ -629,10 +629,7 @@ static void *cycle_member(void *p)
  * it. */
 START_TEST(wait_cycles_of_two_to_four_all_commit)
 {
-    it_begin("resp_xtx_cycles");
-    start_grid(3, 3, grid_args);
-    ck_assert(it_wait_baseline(finder, 3, 60000));
-    ck_assert(it_wait_settled(finder, "default", 3, 90000));
+    grid_up("resp_xtx_cycles");
     for (int k = 2; k <= 4; k++) {
         cycler m[4];
         pthread_t th[4];
@@ -688,10 +685,7 @@ static int64_t set_all_ms(redisContext *c, const char *value)
  * copies are equal.  Prints how long the SETs waited after the kill. */
 START_TEST(a_killed_coordinators_keys_are_released)
 {
-    it_begin("resp_xtx_coord_kill");
-    start_grid(3, 3, grid_args);
-    ck_assert(it_wait_baseline(finder, 3, 60000));
-    ck_assert(it_wait_settled(finder, "default", 3, 90000));
+    grid_up("resp_xtx_coord_kill");
     redisContext *c = conn_to(0);
     set_all_ms(c, "before");
     const char *argv[] = {LATTICE_CLI_PATH, "--ip-finder", finder, "bench", "--op", "putalltx", "--keys", "200",

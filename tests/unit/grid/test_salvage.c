@@ -275,6 +275,62 @@ static void view(lattice_meta *m, lattice_meta_member *mm, const char *const *id
     if (lattice_meta_set_members(m, list, n, "id-b")) lattice_meta_bump(m);
 }
 
+/* The coordinator's metadata after old-a and id-c, the two owners of some
+ * partitions, left at once (LOST, recorded with their ids) and the servers
+ * `after` (id-b coordinating) are up, applied by new-a; d->meta is
+ * replaced.  Returns the coordinator's metadata (the caller destroys it). */
+static lattice_meta *lost_records_seen_by_new_a(const char *const *after, size_t n_after)
+{
+    lattice_meta *coord = NULL;
+    lattice_meta_config mc = {false, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&mc, &coord), LATTICE_OK);
+    static lattice_meta_member cm0[6], cm1[6], cm2[6], dm[6]; /* one per view: meta keeps the old ones' pointers */
+    static const char *before[] = {"old-a", "id-b", "id-c"};
+    static const char *cut[] = {"id-b"};
+    view(coord, cm0, before, 3, "id-b");
+    lattice_cache_config cfg;
+    lattice_cache_config_init(&cfg, "default");
+    cfg.partitions = PARTS;
+    cfg.backups = 1;
+    lattice_meta_start(coord, &cfg, 1);
+    view(coord, cm1, cut, 1, "id-b");
+    view(coord, cm2, after, n_after, "id-b");
+    ck_assert_uint_gt(lattice_meta_cache_of(coord, "default")->n_lost, 0);
+    if (d->meta) {
+        for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) clean_cache_gone(lattice_meta_cache_at(d->meta, i));
+        lattice_meta_destroy(d->meta);
+    }
+    d->meta = NULL;
+    lattice_meta_config dc = {false, region, NULL, NULL};
+    ck_assert_int_eq(lattice_meta_create(&dc, &d->meta), LATTICE_OK);
+    view(d->meta, dm, after, n_after, "new-a");
+    snprintf(d->self_id, sizeof d->self_id, "new-a");
+    ck_assert(lattice_meta_apply(d->meta, lattice_meta_message(coord)));
+    ck_assert_uint_eq(lattice_meta_cache_of(d->meta, "default")->n_lost, lattice_meta_cache_of(coord, "default")->n_lost);
+    return coord;
+}
+
+static const char *const three_after[] = {"id-b", "new-a", "id-c2"};
+
+/* salvage_report gives exactly the `named` partitions whose record names
+ * `id`, each with `counter` and one entry, under a lineage the coordinator
+ * matches against the record; and a prune keeps them (a record asks for each). */
+static void expect_reported(const lattice_meta_cache *c, size_t named, uint64_t counter, const char *id)
+{
+    uint32_t parts[PARTS];
+    uint64_t counters[PARTS], entries[PARTS];
+    size_t n = salvage_report(d, c, parts, counters, entries, PARTS);
+    ck_assert_uint_eq(n, named);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert(lattice_meta_lost_names(lattice_meta_lost_of(c, parts[i]), id));
+        ck_assert(lattice_meta_lost_names(lattice_meta_lost_of(c, parts[i]), d->grid->salvage_id));
+        ck_assert_uint_eq(counters[i], counter);
+        ck_assert_uint_eq(entries[i], 1);
+    }
+    salvage_prune(d, true);
+    ck_assert_uint_eq(salvage_report(d, c, parts, counters, entries, PARTS), named);
+}
+
 /* old-a and id-c, the two owners of some partitions, left at once: those
  * are LOST, recorded with old-a's id.  old-a is back as new-a (another
  * address) while servers e and f joined: new-a is an owner-to-be of some of
@@ -284,31 +340,9 @@ static void view(lattice_meta *m, lattice_meta_member *mm, const char *const *id
 START_TEST(a_kept_copy_is_reported_whoever_owns_the_partition_next)
 {
     rejoin_keeping_old_copies();
-    lattice_meta *coord = NULL;
-    lattice_meta_config mc = {false, region, NULL, NULL};
-    ck_assert_int_eq(lattice_meta_create(&mc, &coord), LATTICE_OK);
-    static lattice_meta_member cm0[6], cm1[6], cm2[6], dm[6]; /* one per view: meta keeps the old ones' pointers */
-    static const char *before[] = {"old-a", "id-b", "id-c"};
-    static const char *cut[] = {"id-b"};
-    static const char *after[] = {"id-b", "new-a", "id-e", "id-f"};
-    view(coord, cm0, before, 3, "id-b");
-    lattice_cache_config cfg;
-    lattice_cache_config_init(&cfg, "default");
-    cfg.partitions = PARTS;
-    cfg.backups = 1;
-    lattice_meta_start(coord, &cfg, 1);
-    view(coord, cm1, cut, 1, "id-b");
-    view(coord, cm2, after, 4, "id-b");
-    lattice_meta_cache *cc = lattice_meta_cache_of(coord, "default");
-    ck_assert_uint_gt(cc->n_lost, 0);
-    d->meta = NULL;
-    lattice_meta_config dc = {false, region, NULL, NULL};
-    ck_assert_int_eq(lattice_meta_create(&dc, &d->meta), LATTICE_OK);
-    view(d->meta, dm, after, 4, "new-a");
-    snprintf(d->self_id, sizeof d->self_id, "new-a");
-    ck_assert(lattice_meta_apply(d->meta, lattice_meta_message(coord)));
+    static const char *const after[] = {"id-b", "new-a", "id-e", "id-f"};
+    lattice_meta *coord = lost_records_seen_by_new_a(after, 4);
     lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
-    ck_assert_uint_eq(c->n_lost, cc->n_lost);
     size_t named = 0, not_mine = 0;
     for (size_t i = 0; i < c->n_lost; i++) {
         if (!lattice_meta_lost_names(&c->lost[i], "old-a")) continue;
@@ -321,54 +355,10 @@ START_TEST(a_kept_copy_is_reported_whoever_owns_the_partition_next)
     }
     ck_assert_uint_gt(named, 0);
     ck_assert_uint_gt(not_mine, 0); /* the case this test is about */
-    uint32_t parts[PARTS];
-    uint64_t counters[PARTS], entries[PARTS];
-    size_t n = salvage_report(d, c, parts, counters, entries, PARTS);
-    ck_assert_uint_eq(n, named);
-    for (size_t i = 0; i < n; i++) {
-        ck_assert_uint_eq(counters[i], 1);
-        ck_assert_uint_eq(entries[i], 1);
-    }
-    /* And prune keeps them: a record asks for each. */
-    salvage_prune(d, true);
-    ck_assert_uint_eq(salvage_report(d, c, parts, counters, entries, PARTS), named);
+    expect_reported(c, named, 1, "old-a");
     lattice_meta_destroy(coord);
 }
 END_TEST
-
-/* The coordinator's metadata after old-a and id-c, the two owners of some
- * partitions, left at once (LOST, recorded with old-a's and id-c's ids),
- * applied by new-a; d->meta is replaced. */
-static lattice_meta *lost_records_seen_by_new_a(void)
-{
-    lattice_meta *coord = NULL;
-    lattice_meta_config mc = {false, region, NULL, NULL};
-    ck_assert_int_eq(lattice_meta_create(&mc, &coord), LATTICE_OK);
-    static lattice_meta_member cm0[6], cm1[6], cm2[6], dm[6];
-    static const char *before[] = {"old-a", "id-b", "id-c"};
-    static const char *cut[] = {"id-b"};
-    static const char *after[] = {"id-b", "new-a", "id-c2"};
-    view(coord, cm0, before, 3, "id-b");
-    lattice_cache_config cfg;
-    lattice_cache_config_init(&cfg, "default");
-    cfg.partitions = PARTS;
-    cfg.backups = 1;
-    lattice_meta_start(coord, &cfg, 1);
-    view(coord, cm1, cut, 1, "id-b");
-    view(coord, cm2, after, 3, "id-b");
-    ck_assert_uint_gt(lattice_meta_cache_of(coord, "default")->n_lost, 0);
-    if (d->meta) {
-        for (size_t i = 0; i < lattice_meta_cache_count(d->meta); i++) clean_cache_gone(lattice_meta_cache_at(d->meta, i));
-        lattice_meta_destroy(d->meta);
-    }
-    d->meta = NULL;
-    lattice_meta_config dc = {false, region, NULL, NULL};
-    ck_assert_int_eq(lattice_meta_create(&dc, &d->meta), LATTICE_OK);
-    view(d->meta, dm, after, 3, "new-a");
-    snprintf(d->self_id, sizeof d->self_id, "new-a");
-    ck_assert(lattice_meta_apply(d->meta, lattice_meta_message(coord)));
-    return coord;
-}
 
 /* old-a was killed -9 together with id-c and came back as new-a from its
  * data directory, which DIR/incarnations says old-a wrote.  Its recovered
@@ -380,7 +370,7 @@ static lattice_meta *lost_records_seen_by_new_a(void)
  * 1024 partitions, 3 servers, two killed at once). */
 START_TEST(a_copy_restarted_from_the_data_directory_answers_the_records_of_its_writer)
 {
-    lattice_meta *coord = lost_records_seen_by_new_a();
+    lattice_meta *coord = lost_records_seen_by_new_a(three_after, 3);
     lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
     lattice_store_config sc = {"default", PARTS, region, NULL, NULL};
     lattice_store *st = NULL;
@@ -400,19 +390,7 @@ START_TEST(a_copy_restarted_from_the_data_directory_answers_the_records_of_its_w
     ck_assert_uint_lt(named, PARTS);
     salvage_keep_recovered(d, &c->cfg, st, counter, NULL, "gone-1 old-a");
     ck_assert_uint_eq(salvage_held(d), named); /* the named ones, no other */
-    uint32_t parts[PARTS];
-    uint64_t counters[PARTS], entries[PARTS];
-    size_t n = salvage_report(d, c, parts, counters, entries, PARTS);
-    ck_assert_uint_eq(n, named);
-    for (size_t i = 0; i < n; i++) {
-        ck_assert(lattice_meta_lost_names(lattice_meta_lost_of(c, parts[i]), "old-a"));
-        ck_assert_uint_eq(counters[i], 7);
-        ck_assert_uint_eq(entries[i], 1);
-    }
-    /* The coordinator matches the report's lineage against the record. */
-    ck_assert(lattice_meta_lost_names(lattice_meta_lost_of(c, parts[0]), d->grid->salvage_id));
-    salvage_prune(d, true);
-    ck_assert_uint_eq(salvage_report(d, c, parts, counters, entries, PARTS), named);
+    expect_reported(c, named, 7, "old-a");
     lattice_meta_destroy(coord);
 }
 END_TEST
@@ -420,7 +398,7 @@ END_TEST
 /* Nothing of an incarnation no record names is kept without a mark. */
 START_TEST(a_recovered_copy_of_an_unnamed_writer_without_marks_is_dropped)
 {
-    lattice_meta *coord = lost_records_seen_by_new_a();
+    lattice_meta *coord = lost_records_seen_by_new_a(three_after, 3);
     lattice_meta_cache *c = lattice_meta_cache_of(d->meta, "default");
     lattice_store_config sc = {"default", PARTS, region, NULL, NULL};
     lattice_store *st = NULL;
