@@ -20,7 +20,10 @@
  * workload (txn.h): MULTI, one to four APPENDs of unique tokens and GETs of
  * keys of one slot - or, every other one, of keys of several slots (a commit
  * across partitions) - EXEC; the keys rotate every TXN_EPOCH_S so the lists
- * stay short.
+ * stay short.  And BANK_CLIENTS_PER_NODE bank clients per node move money
+ * between BANK_ACCOUNTS accounts of their own slots (MULTI DECRBY INCRBY
+ * EXEC) and audit them (MGET of all): every audit that answers, and the
+ * final one through every live node, must see the whole total.
  * After the schedule the load goes on until MIN_OK_AFTER_FAULT operations
  * succeeded after the last fault (bounded), then stops; the grid must settle
  * (every partition one primary and its backups, all OWNING), then every key
@@ -29,8 +32,9 @@
  * and every list-append key (a read-only transaction a slot); the
  * transactions' history must be strictly serializable (tx_check).
  * FAULT_SELFTEST_LOSE=1 deletes one acknowledged set key and the first
- * list-append key before that read: a self-test of the set check and of the
- * transaction check (the run must fail on both).
+ * list-append key, and takes one unit from a bank account, before that
+ * read: a self-test of the set check, the transaction check and the bank
+ * check (the run must fail on all three).
  *
  * Scenarios: steady (no fault), kill_primary, kill_coordinator, restart_loop,
  * join_leave, two_joins, stop_primary, stop_coordinator, kill_during_rebalance
@@ -88,6 +92,16 @@
 #define TXN_EPOCH_S 5
 #define TXN_MAX_MOPS 4
 #define TXN_PAUSE_MS 5
+/* The bank: BANK_ACCOUNTS accounts of their own slots, transfers between
+ * them (MULTI DECRBY INCRBY EXEC: a commit across partitions) and audits
+ * (an MGET of all: a read across partitions), BANK_CLIENTS_PER_NODE clients
+ * per node. */
+#define BANK_ACCOUNTS 8
+#define BANK_START 1000
+#define BANK_CLIENTS_PER_NODE 1
+#define BANK_PAUSE_MS 5
+#define MAX_BANK_CLIENTS (MAX_NODES * BANK_CLIENTS_PER_NODE)
+#define MIN_BANK_TRANSFERS 20
 #define MIN_OK_TXNS 200
 
 /* The defaults, spelled out; FAULT_CACHE=SPEC runs the same schedules on
@@ -414,6 +428,7 @@ typedef struct client {
     int n_sops;
     bool txn;       /* a list-append transaction client: its history is th */
     tx_history th;
+    bool bank;      /* a bank client (transfers and audits) */
 } client;
 
 static client clients[MAX_CLIENTS];
@@ -422,6 +437,8 @@ static client set_clients[MAX_SET_CLIENTS];
 static int n_set_clients;
 static client txn_clients[MAX_TXN_CLIENTS];
 static int n_txn_clients;
+static client bank_clients[MAX_BANK_CLIENTS];
+static int n_bank_clients;
 static int64_t txn_t0;
 static _Atomic uint32_t txn_last_epoch;
 static int n_nodes_max; /* nodes a roaming client may try */
@@ -649,6 +666,141 @@ static bool txn_one(client *c, redisContext *rc)
     return alive;
 }
 
+/* ---- the bank ---- */
+
+static _Atomic long bank_transfers, bank_refused, bank_unknown, bank_audits, bank_bad_audits;
+static char bank_first_bad[200];
+static pthread_mutex_t bank_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void bank_key(char *k, size_t cap, int i) { snprintf(k, cap, "{bank%d}acct", i); }
+
+/* The sum of an MGET of every account; false when it is no such answer
+ * (an error, a missing account). */
+static bool bank_sum(const redisReply *r, long long *sum)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != BANK_ACCOUNTS) return false;
+    *sum = 0;
+    for (size_t i = 0; i < r->elements; i++) {
+        if (r->element[i]->type != REDIS_REPLY_STRING) return false;
+        *sum += atoll(r->element[i]->str);
+    }
+    return true;
+}
+
+static void bank_append_mget(redisContext *rc)
+{
+    const char *argv[BANK_ACCOUNTS + 1];
+    char keys[BANK_ACCOUNTS][24];
+    argv[0] = "MGET";
+    for (int i = 0; i < BANK_ACCOUNTS; i++) {
+        bank_key(keys[i], sizeof keys[i], i);
+        argv[i + 1] = keys[i];
+    }
+    redisAppendCommandArgv(rc, BANK_ACCOUNTS + 1, argv, NULL);
+}
+
+/* One transfer or (one in four) one audit; false when the connection broke. */
+static bool bank_one(client *c, redisContext *rc)
+{
+    if (rnd(&c->rng) % 4 == 0) {
+        bank_append_mget(rc);
+        redisReply *r = NULL;
+        bool alive = redisGetReply(rc, (void **)&r) == REDIS_OK && r;
+        long long sum;
+        if (bank_sum(r, &sum)) {
+            atomic_fetch_add(&bank_audits, 1);
+            if (sum != (long long)BANK_ACCOUNTS * BANK_START && atomic_fetch_add(&bank_bad_audits, 1) == 0) {
+                pthread_mutex_lock(&bank_mu);
+                snprintf(bank_first_bad, sizeof bank_first_bad, "an audit through node %d saw a total of %lld",
+                         c->node, sum);
+                pthread_mutex_unlock(&bank_mu);
+            }
+        }
+        if (r) freeReplyObject(r);
+        return alive;
+    }
+    int from = (int)(rnd(&c->rng) % BANK_ACCOUNTS);
+    int to = (from + 1 + (int)(rnd(&c->rng) % (BANK_ACCOUNTS - 1))) % BANK_ACCOUNTS;
+    int amt = 1 + (int)(rnd(&c->rng) % 10);
+    char kf[24], kt[24];
+    bank_key(kf, sizeof kf, from);
+    bank_key(kt, sizeof kt, to);
+    redisAppendCommand(rc, "MULTI");
+    redisAppendCommand(rc, "DECRBY %s %d", kf, amt);
+    redisAppendCommand(rc, "INCRBY %s %d", kt, amt);
+    redisAppendCommand(rc, "EXEC");
+    redisReply *r = NULL;
+    bool alive = true;
+    for (int i = 0; i < 4 && alive; i++) {
+        if (r) freeReplyObject(r);
+        r = NULL;
+        alive = redisGetReply(rc, (void **)&r) == REDIS_OK && r;
+    }
+    if (alive && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        r->element[1]->type == REDIS_REPLY_INTEGER)
+        atomic_fetch_add(&bank_transfers, 1);
+    else if (alive && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "EXECABORT", 9))
+        atomic_fetch_add(&bank_refused, 1);
+    else
+        atomic_fetch_add(&bank_unknown, 1); /* all or nothing either way: the total holds */
+    if (r) freeReplyObject(r);
+    return alive;
+}
+
+/* Every account at BANK_START, written through node 0 before the load. */
+static void bank_setup(void)
+{
+    redisContext *rc = connect_node(0, 10000);
+    for (int i = 0; rc && i < BANK_ACCOUNTS; i++) {
+        char k[24];
+        bank_key(k, sizeof k, i);
+        redisReply *r = redisCommand(rc, "SET %s %d", k, BANK_START);
+        bool ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (!ok) {
+            say("the bank's account %s could not be opened", k);
+            exit(1);
+        }
+    }
+    if (!rc) {
+        say("no connection to node 0 for the bank");
+        exit(1);
+    }
+    redisFree(rc);
+}
+
+/* After the load: every live node's audit sees the whole total. */
+static bool bank_check(void)
+{
+    int read = 0;
+    bool ok = true;
+    for (int i = 0; i < g.capacity; i++) {
+        if (!atomic_load(&g.up[i])) continue;
+        redisContext *rc = connect_node(i, 10000);
+        if (!rc) continue;
+        bank_append_mget(rc);
+        redisReply *r = NULL;
+        long long sum = 0;
+        bool got = redisGetReply(rc, (void **)&r) == REDIS_OK && bank_sum(r, &sum);
+        if (r) freeReplyObject(r);
+        redisFree(rc);
+        read++;
+        if (!got || sum != (long long)BANK_ACCOUNTS * BANK_START) {
+            printf("fault %s: bank: the final audit through node %d %s %lld\n", scenario, i,
+                   got ? "saw a total of" : "failed; want", got ? sum : (long long)BANK_ACCOUNTS * BANK_START);
+            ok = false;
+        }
+    }
+    long t = atomic_load(&bank_transfers);
+    printf("fault %s: bank: %ld transfers across slots committed, %ld refused, %ld unknown; %ld audits, %ld saw "
+           "another total%s%s; the final audit through %d nodes %s\n",
+           scenario, t, atomic_load(&bank_refused), atomic_load(&bank_unknown), atomic_load(&bank_audits),
+           atomic_load(&bank_bad_audits), bank_first_bad[0] ? ": " : "", bank_first_bad, read,
+           ok ? "saw the total" : "did NOT");
+    if (t < MIN_BANK_TRANSFERS) printf("fault %s: bank: too few transfers committed\n", scenario);
+    return ok && read > 0 && !atomic_load(&bank_bad_audits) && t >= MIN_BANK_TRANSFERS;
+}
+
 static void *client_main(void *arg)
 {
     client *c = arg;
@@ -664,11 +816,12 @@ static void *client_main(void *arg)
             continue;
         }
         ops++;
-        bool alive = c->sops ? set_batch(c, rc) : c->txn ? txn_one(c, rc) : one_op(c, rc);
+        bool alive = c->sops ? set_batch(c, rc) : c->txn ? txn_one(c, rc) : c->bank ? bank_one(c, rc) : one_op(c, rc);
         /* A set or transaction client paces itself: the register histories
          * must stay dense, and the machine is shared. */
         if (alive && c->sops) msleep(SET_PAUSE_MS);
         if (alive && c->txn) msleep(TXN_PAUSE_MS);
+        if (alive && c->bank) msleep(BANK_PAUSE_MS);
         if (!alive) {
             redisFree(rc);
             rc = NULL;
@@ -726,6 +879,19 @@ static void start_load(int nodes, int roam)
             pthread_mutex_init(&c->lock, NULL);
             pthread_create(&c->thread, NULL, client_main, c);
         }
+    /* The bank's clients, likewise. */
+    for (int n = 0; n < nodes; n++)
+        for (int k = 0; k < BANK_CLIENTS_PER_NODE; k++) {
+            client *c = &bank_clients[n_bank_clients];
+            c->id = 200 + n_bank_clients++;
+            c->home = n;
+            c->sticky = (n + k) % 2 == 1;
+            c->bank = true;
+            c->rng = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)c->id * 15485863 + 11;
+            fh_init(&c->h);
+            pthread_mutex_init(&c->lock, NULL);
+            pthread_create(&c->thread, NULL, client_main, c);
+        }
 }
 
 /* The register and counter operations that succeeded after `after` (as the
@@ -770,6 +936,7 @@ static void stop_load(void)
     for (int i = 0; i < n_clients; i++) pthread_join(clients[i].thread, NULL);
     for (int i = 0; i < n_set_clients; i++) pthread_join(set_clients[i].thread, NULL);
     for (int i = 0; i < n_txn_clients; i++) pthread_join(txn_clients[i].thread, NULL);
+    for (int i = 0; i < n_bank_clients; i++) pthread_join(bank_clients[i].thread, NULL);
 }
 
 static int final_read_failures; /* final reads answered with an error or not at all */
@@ -927,6 +1094,11 @@ static void selftest_lose(void)
                 redisReply *r = redisCommand(c, "DEL %s %s", key, list);
                 say("self-test (FAULT_SELFTEST_LOSE=1): DEL %s %s through node %d: %lld", key, list, n,
                     r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1LL);
+                if (r) freeReplyObject(r);
+                /* and one unit of the bank's money, outside any transfer */
+                char acct[24];
+                bank_key(acct, sizeof acct, 0);
+                r = redisCommand(c, "DECR %s", acct);
                 if (r) freeReplyObject(r);
                 redisFree(c);
                 return;
@@ -1560,7 +1732,7 @@ static long long inline_reads(void)
     return sum;
 }
 
-static bool set_ok;
+static bool set_ok, bank_ok;
 
 /* The list-append transactions' verdict: strictly serializable (txn.h),
  * with enough of them committed to mean something.  Saves the history. */
@@ -1637,7 +1809,8 @@ static int verdict(fh_history *h, tx_history *th, int64_t t0, int64_t t1)
     if (!set_ok)
         printf("fault %s: the set workload lost acknowledged writes or could not read them back\n", scenario);
     if (!txn_ok) printf("fault %s: the list-append transactions are not strictly serializable\n", scenario);
-    if (valid && enough && settled && !missing && refused && verified && live && set_ok && txn_ok) return 0;
+    if (!bank_ok) printf("fault %s: the bank lost or made money, or moved too little\n", scenario);
+    if (valid && enough && settled && !missing && refused && verified && live && set_ok && txn_ok && bank_ok) return 0;
     printf("fault %s: FAILED. The history and the nodes' logs are kept in %s\n"
            "  re-check:  %s/tests/fault/fault_check %s\n"
            "  re-check the transactions:  %s/tests/fault/fault_check --txn %s\n"
@@ -1669,6 +1842,7 @@ int main(int argc, char **argv)
     say("seed %" PRIu64 " (FAULT_SEED=%" PRIu64 " repeats this schedule), cache %s", seed, seed, cache_spec);
     form_grid(scenarios[which].nodes, scenarios[which].capacity);
     if (scenarios[which].preload) preload(scenarios[which].preload);
+    bank_setup();
     int64_t t0 = now_ns();
     start_load(scenarios[which].nodes, scenarios[which].capacity);
     scenarios[which].run();
@@ -1683,6 +1857,7 @@ int main(int argc, char **argv)
     }
     final_reads(&all);
     set_ok = set_check();
+    bank_ok = bank_check();
     tx_history txs;
     tx_init(&txs);
     for (int i = 0; i < n_txn_clients; i++) {
