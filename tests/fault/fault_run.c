@@ -1515,6 +1515,31 @@ static void kill_primary_mid_copy(void)
     wait_balanced(2);
 }
 
+/* Two servers cut from each other only, for 3 x the timeout; both still
+ * reach the coordinator, so nobody is removed.  A transaction one of them
+ * coordinates (the node its client talks to) with a participant on the
+ * other cannot reach that participant: its prepares there go unanswered or
+ * its finishes do, and the rows it left are settled by their primary past
+ * their deadline through the home partition's decision (docs/
+ * TRANSACTIONS.md, "Orphans").  Every history must hold, and the bank. */
+static void cut_pair_a_while(void)
+{
+    msleep(jitter(3000, 5000));
+    int coord = coordinator();
+    if (coord < 0) coord = 0;
+    int a = (coord + 1) % 3, b = (coord + 2) % 3;
+    say("cutting node %d from node %d only for %d ms (both still reach node %d, the coordinator)", a, b, 3 * FD_MS,
+        coord);
+    fnet_cut_pair(&g.f, a, b, true);
+    mark_fault();
+    msleep(3 * FD_MS);
+    fnet_cut_pair(&g.f, a, b, false);
+    mark_fault();
+    say("nodes %d and %d reach each other again", a, b);
+    msleep(jitter(1000, 2000));
+    wait_balanced(3);
+}
+
 /* Both copies of a register's partition cut off together (backups=1, 2 of
  * 5): the majority has no copy of it and refuses it (PARTITION_LOST) while
  * the cut lasts; at the heal the cut-off owners rejoin as new nodes and
@@ -1703,6 +1728,7 @@ static const struct {
     {"partition_flap", 3, 3, 0, partition_flap, true, false, NULL, false},
     {"kill_primary_mid_copy", 3, 3, 0, kill_primary_mid_copy, true, false, TWO_BACKUPS_CACHE, false},
     {"kill_two_restart", 3, 3, 20000, kill_two_restart, false, false, NULL, true},
+    {"cut_pair", 3, 3, 0, cut_pair_a_while, true, false, NULL, false},
 };
 static int which = -1;
 
