@@ -1265,6 +1265,33 @@ static void kill_one(bool the_coordinator)
     wait_balanced(2);
 }
 
+/* The primary of a bank account's partition killed -9 (not the
+ * coordinator): the partition is a participant of every transfer that
+ * moves that account's money and the home - the one that records the
+ * decision - of those whose first participant it is, so transfers die
+ * there in every phase: prepared, deciding, finishing.  The copy that takes
+ * over holds the prepared and decision rows (replicated like any write),
+ * so each transfer ends all or nothing: the bank's audits and total say. */
+static void kill_home_primary(void)
+{
+    msleep(jitter(3000, 5000));
+    int coord = coordinator();
+    int victim = -1;
+    char key[24];
+    for (int i = 0; i < BANK_ACCOUNTS && victim < 0; i++) {
+        int p, b;
+        bank_key(key, sizeof key, i);
+        owners_of(key, coord >= 0 ? coord : 0, &p, &b);
+        if (p >= 0 && p != coord) victim = p;
+    }
+    if (victim < 0) victim = primary_not_coordinator(coord);
+    say("node %d is the primary of bank account %s", victim, key);
+    kill_node(victim, SIGKILL);
+    mark_fault();
+    msleep(jitter(3000, 5000));
+    wait_balanced(2);
+}
+
 /* Paused for 3x the failure-detection timeout, then resumed. */
 static void stop_one(bool the_coordinator)
 {
@@ -1729,6 +1756,7 @@ static const struct {
     {"kill_primary_mid_copy", 3, 3, 0, kill_primary_mid_copy, true, false, TWO_BACKUPS_CACHE, false},
     {"kill_two_restart", 3, 3, 20000, kill_two_restart, false, false, NULL, true},
     {"cut_pair", 3, 3, 0, cut_pair_a_while, true, false, NULL, false},
+    {"kill_home_primary", 3, 3, 0, kill_home_primary, false, false, NULL, false},
 };
 static int which = -1;
 
