@@ -670,6 +670,7 @@ static bool txn_one(client *c, redisContext *rc)
 
 static _Atomic long bank_transfers, bank_refused, bank_unknown, bank_audits, bank_bad_audits;
 static char bank_first_bad[200];
+static char bank_line[600]; /* the bank's figures, for FAULT_FIGURES too */
 static pthread_mutex_t bank_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void bank_key(char *k, size_t cap, int i) { snprintf(k, cap, "{bank%d}acct", i); }
@@ -792,11 +793,13 @@ static bool bank_check(void)
         }
     }
     long t = atomic_load(&bank_transfers);
-    printf("fault %s: bank: %ld transfers across slots committed, %ld refused, %ld unknown; %ld audits, %ld saw "
-           "another total%s%s; the final audit through %d nodes %s\n",
-           scenario, t, atomic_load(&bank_refused), atomic_load(&bank_unknown), atomic_load(&bank_audits),
-           atomic_load(&bank_bad_audits), bank_first_bad[0] ? ": " : "", bank_first_bad, read,
-           ok ? "saw the total" : "did NOT");
+    snprintf(bank_line, sizeof bank_line,
+             "fault %s: bank: %ld transfers across slots committed, %ld refused, %ld unknown; %ld audits, %ld saw "
+             "another total%s%s; the final audit through %d nodes %s\n",
+             scenario, t, atomic_load(&bank_refused), atomic_load(&bank_unknown), atomic_load(&bank_audits),
+             atomic_load(&bank_bad_audits), bank_first_bad[0] ? ": " : "", bank_first_bad, read,
+             ok ? "saw the total" : "did NOT");
+    fputs(bank_line, stdout);
     if (t < MIN_BANK_TRANSFERS) printf("fault %s: bank: too few transfers committed\n", scenario);
     return ok && read > 0 && !atomic_load(&bank_bad_audits) && t >= MIN_BANK_TRANSFERS;
 }
@@ -1833,7 +1836,7 @@ static int verdict(fh_history *h, tx_history *th, int64_t t0, int64_t t1)
     const char *fig = getenv("FAULT_FIGURES");
     FILE *ff = fig && *fig ? fopen(fig, "a") : NULL;
     if (ff) {
-        fprintf(ff, "%s%s%s", line, setr.line, tline);
+        fprintf(ff, "%s%s%s%s", line, setr.line, tline, bank_line);
         fclose(ff);
     }
     int missing = preload_n ? preload_missing() : 0;
