@@ -134,8 +134,8 @@ void salvage_keep_recovered(lattice_ops *d, const lattice_cache_config *cfg, lat
     s->has_mark = has;
     s->kept_ms = lt_mono_ms();
     snprintf(d->grid->salvage_id, sizeof d->grid->salvage_id, "%s", ids);
-    LT_LOG(LT_INFO, "data", "cache %s: keeping the copy recovered from the data directory (incarnations %s): %u "
-           "partitions with a delta mark, %u a lost record waits for", cfg->name, ids, marked, named);
+    LT_LOG(LT_INFO, "data", "cache %s: keeping the copy recovered from the data directory (incarnations %s) as a "
+           "delta base: %u partitions with a mark, %u a lost record waits for", cfg->name, ids, marked, named);
 }
 
 size_t salvage_held(const lattice_ops *d)
