@@ -370,6 +370,7 @@ typedef struct xcommit {
     lattice_status outcome; /* the caller's answer, given once every finish was answered */
     lattice_status refusal; /* the first prepare refused as it stood */
     bool commit;
+    bool finish_lost; /* a FINISH given up on: its participant's sweep needs the decision */
     int decide_tries;
     uint8_t *finish_tries;
     /* lt_mono_ms of its steps, for the slow log: sent, the last prepare
@@ -392,9 +393,19 @@ static void x_end(xcommit *k, lattice_status st);
 
 /* One finish answered (or given up on: the participant's sweep finishes
  * it); after the last, the caller's answer. */
+static void forgotten(void *arg, size_t i, const lattice_op_result *r)
+{
+    (void)arg;
+    (void)i;
+    (void)r; /* lost: the decision expires */
+}
+
 static void finish_done(xcommit *k)
 {
     if (--k->finishing) return;
+    lattice_op op;
+    if (!k->finish_lost && lt_txx_forget_op(k->x, &op) == LATTICE_OK)
+        (void)lattice_op_submit(k->node, &op, 1, forgotten, NULL);
     x_end(k, k->outcome);
     xcommit_free(k);
 }
@@ -488,6 +499,7 @@ static void x_finish(xcommit *k, size_t i)
     }
     if (st != LATTICE_OK) {
         lt_free(xp);
+        k->finish_lost = true;
         finish_done(k); /* the participant's sweep finishes it */
     }
 }
@@ -499,9 +511,12 @@ static void x_finished(void *arg, size_t op_i, const lattice_op_result *r)
     xcommit *k = xp->k;
     size_t i = xp->i;
     lt_free(xp);
-    if (lt_txx_finished(k->x, i, r) != LATTICE_OK && ++k->finish_tries[i] < FINISH_TRIES) {
-        x_finish(k, i);
-        return;
+    if (lt_txx_finished(k->x, i, r) != LATTICE_OK) {
+        if (++k->finish_tries[i] < FINISH_TRIES) {
+            x_finish(k, i);
+            return;
+        }
+        k->finish_lost = true;
     }
     finish_done(k);
 }
@@ -589,8 +604,12 @@ lattice_status node_tx_read_all(lattice_tx *tx, const lt_txc_key *keys, size_t n
 
 lt_txc *node_tx_coord(lattice_tx *tx) { return tx->c; }
 
-void node_tx_set_stamp(lattice_tx *tx, uint64_t stamp) { tx->stamp = stamp; }
-uint64_t node_tx_stamp(const lattice_tx *tx) { return tx->stamp; }
+uint64_t lattice_tx_age(const lattice_tx *tx) { return tx ? tx->stamp : 0; }
+
+void lattice_tx_keep_age(lattice_tx *tx, uint64_t age)
+{
+    if (tx && age && age < tx->stamp) tx->stamp = age;
+}
 
 lattice_status lattice_tx_commit_async(lattice_tx *tx, lattice_tx_done_fn fn, void *arg)
 {

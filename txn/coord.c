@@ -619,6 +619,13 @@ lattice_status lt_txx_decide_op(lt_txx *x, bool commit, lattice_op *op)
     return lt_txx_one(x, LATTICE_TXN_DECIDE, kl, op);
 }
 
+lattice_status lt_txx_forget_op(lt_txx *x, lattice_op *op)
+{
+    size_t kl = lt_txp_key(x->partitions, x->home, LT_TXP_DECISION, x->id, x->key);
+    x->byte = LATTICE_TXN_FORGET;
+    return lt_txx_one(x, LATTICE_TXN_DECIDE, kl, op);
+}
+
 lattice_status lt_txx_decided(lt_txx *x, const lattice_op_result *r, bool *commit)
 {
     (void)x;

@@ -283,6 +283,10 @@ bool lt_txx_all_prepared(const lt_txx *x);
 lattice_status lt_txx_decide_op(lt_txx *x, bool commit, lattice_op *op);
 /* OK and *commit = the decision that stands; else ask again. */
 lattice_status lt_txx_decided(lt_txx *x, const lattice_op_result *r, bool *commit);
+/* Once every FINISH was answered: the op that removes the decision (no
+ * participant will ask for it again; its answer can be ignored - a
+ * decision left behind expires). */
+lattice_status lt_txx_forget_op(lt_txx *x, lattice_op *op);
 lattice_status lt_txx_finish_op(lt_txx *x, size_t i, bool commit, lattice_op *op);
 /* OK finished (now or before); else ask again. */
 lattice_status lt_txx_finished(lt_txx *x, size_t i, const lattice_op_result *r);

@@ -89,7 +89,9 @@ enum {
      *   was there (finished already).
      * DECIDE: key = the decision's internal key in the home partition,
      *   value = 1 byte, the outcome wanted: written if there is none; num =
-     *   the outcome that stands. */
+     *   the outcome that stands.  value LATTICE_TXN_FORGET instead: every
+     *   participant finished, the decision is removed (num = the outcome
+     *   that stood, 0 none). */
     LATTICE_TXN_PREPARE = 70,
     LATTICE_TXN_FINISH = 71,
     LATTICE_TXN_DECIDE = 72,
@@ -98,6 +100,7 @@ enum {
 #define LATTICE_TXN_DECISION_KEEP_MS 3600000u /* a decision row expires after an hour */
 #define LATTICE_TXN_COMMIT 1u
 #define LATTICE_TXN_ABORT 2u
+#define LATTICE_TXN_FORGET 3u /* DECIDE's value once every participant finished */
 
 /* Conditions of LATTICE_TXN_EXPIRE_IF (Redis's EXPIRE NX/XX/GT/LT). */
 #define LATTICE_TXN_EXP_NX 0x1u   /* the key has no expiry */

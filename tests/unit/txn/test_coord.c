@@ -469,6 +469,14 @@ START_TEST(across_partitions_prepare_decide_finish)
     ck_assert(!commit); /* someone settled it first: abort stands */
     r = (lattice_op_result){.status = LATTICE_ERR_TIMEOUT};
     ck_assert_int_ne(lt_txx_decided(x, &r, &commit), LATTICE_OK);
+    /* Once every row is finished, the decision is forgotten at home. */
+    ck_assert_int_eq(lt_txx_forget_op(x, &op), LATTICE_OK);
+    ck_assert_uint_eq(lattice_partition_of_key(op.key, op.key_len, PARTS), pb);
+    d = decode(&op);
+    ck_assert_int_eq(d.s[0].kind, LATTICE_TXN_DECIDE);
+    ck_assert_uint_eq((uint8_t)d.s[0].value[0], LATTICE_TXN_FORGET);
+    ck_assert_int_eq(lt_txp_key_parse(op.key, op.key_len, &kind, &id), 1);
+    ck_assert_int_eq(kind, LT_TXP_DECISION);
     /* Each prepared row is finished at its own partition. */
     for (size_t i = 0; i < 3; i++) {
         ck_assert_int_eq(lt_txx_finish_op(x, i, false, &op), LATTICE_OK);
