@@ -185,6 +185,17 @@ uint64_t lattice_store_reserved_gen(lattice_store *s, uint32_t partition, uint32
     return __atomic_load_n(&p->reserved_gen, __ATOMIC_ACQUIRE);
 }
 
+bool lattice_store_reserved_held(lattice_store *s, uint32_t partition)
+{
+    if (partition >= s->nparts) return false;
+    struct part *p = &s->parts[partition];
+    if (!__atomic_load_n(&p->reserved_gen, __ATOMIC_ACQUIRE)) return false; /* never held one */
+    pthread_mutex_lock(&p->lock);
+    bool held = p->reserved_walk || (p->reserved && p->reserved->n);
+    pthread_mutex_unlock(&p->lock);
+    return held;
+}
+
 int lattice_store_reserved_each(lattice_store *s, uint32_t partition, int (*fn)(void *arg, const lattice_store_item *it),
                                 void *arg, uint64_t *gen)
 {
