@@ -507,6 +507,14 @@ struct lt_txp_locks *txlock_table(lattice_meta_cache *c, uint32_t p, bool *unkno
 /* True when a prepared transaction holds key against this access: a write
  * waits for any of its locks, a read only for a write lock. */
 bool txlock_blocks(lattice_meta_cache *c, uint32_t p, const void *key, size_t key_len, bool write);
+/* The data thread changed one prepared row of p itself, from reserved
+ * generation g0: a PREPARE wrote `added`'s row, or a FINISH removed the
+ * row of `released`.  A table current at g0, when nothing else changed
+ * p's rows, follows the change instead of being read off the rows again. */
+struct lt_txp_rec;
+struct lt_txid;
+void txlock_wrote(lattice_meta_cache *c, uint32_t p, uint64_t g0, const struct lt_txp_rec *added,
+                  const struct lt_txid *released);
 void txlock_cache_gone(lattice_meta_cache *c);
 /* Parks an operation on a locked key until p's prepared rows or the view
  * change (polled by txlock_tick each tick); txlock_stop ends every waiter

@@ -112,6 +112,7 @@ lt_txp_locks *txlock_table(lattice_meta_cache *c, uint32_t p, bool *unknown)
         return NULL;
     }
     if (x->t[p] && x->gen[p] == g && !x->bad[p]) return x->t[p];
+    if (!lattice_store_reserved_held(c->store, p)) return NULL; /* its rows are gone: nothing to read */
     lt_txp_locks *t = lt_txp_locks_new();
     uint64_t built = 0;
     if (!t || lattice_store_reserved_each(c->store, p, add_row, t, &built) != 0) {
@@ -127,6 +128,17 @@ lt_txp_locks *txlock_table(lattice_meta_cache *c, uint32_t p, bool *unknown)
     x->gen[p] = built;
     x->bad[p] = false;
     return t;
+}
+
+void txlock_wrote(lattice_meta_cache *c, uint32_t p, uint64_t g0, const lt_txp_rec *added, const lt_txid *released)
+{
+    txlocks *x = c->txlocks;
+    if (!x || x->store != c->store || p >= x->parts || !x->t[p] || x->bad[p] || x->gen[p] != g0) return;
+    uint64_t g1 = lattice_store_reserved_gen(c->store, p, NULL);
+    if (g1 != g0 + 1) return; /* another change besides: read off the rows when asked */
+    if (added && lt_txp_locks_add(x->t[p], added) != LATTICE_OK) return; /* as it was: stale, rebuilt when asked */
+    if (released) lt_txp_locks_release(x->t[p], *released);
+    x->gen[p] = g1;
 }
 
 bool txlock_blocks(lattice_meta_cache *c, uint32_t p, const void *key, size_t key_len, bool write)
@@ -383,6 +395,8 @@ typedef struct sweep_ctx {
     uint64_t wall;
     const uint64_t *live; /* the transaction ids' node part of every member of the topology */
     size_t n_live;
+    lt_txp_held *orphans; /* found by sweep_one, settled after the walk */
+    size_t n_orphans, cap_orphans;
 } sweep_ctx;
 
 /* Whether the coordinator of a transaction with this id is still a member:
@@ -409,6 +423,22 @@ static void sweep_one(void *arg, const lt_txp_held *h)
     bool orphan = x->wall >= h->deadline_ms + TXLOCK_GRACE_MS || !coordinator_live(x, h->id.node);
     if (!orphan || settling(x->d, x->c->serial, x->p, h->id)) return;
     if (h->home >= x->c->cfg.partitions) return;
+    /* Settled after the walk: a settle can run to its finish at once (the
+     * home partition and this one led here), and the finish changes the
+     * very table being walked. */
+    if (x->n_orphans == x->cap_orphans) {
+        size_t nc = x->cap_orphans ? 2 * x->cap_orphans : 8;
+        lt_txp_held *no = lt_realloc(x->orphans, nc * sizeof *no);
+        if (!no) return; /* the next sweep */
+        x->orphans = no;
+        x->cap_orphans = nc;
+    }
+    x->orphans[x->n_orphans++] = *h;
+}
+
+static void settle_orphan(sweep_ctx *x, const lt_txp_held *h)
+{
+    if (settling(x->d, x->c->serial, x->p, h->id)) return;
     txsettle *s = lt_calloc(1, sizeof *s);
     if (!s) return;
     s->d = x->d;
@@ -445,8 +475,10 @@ void txlock_sweep(lattice_ops *d, uint64_t now)
             bool unknown;
             lt_txp_locks *t = txlock_table(c, p, &unknown); /* current */
             if (!t || !lt_txp_locks_count(t)) continue;
-            sweep_ctx sc = {d, c, p, wall, n_live && d->n_peers < DATA_MAX_PEERS ? live : NULL, n_live};
+            sweep_ctx sc = {d, c, p, wall, n_live && d->n_peers < DATA_MAX_PEERS ? live : NULL, n_live, NULL, 0, 0};
             lt_txp_locks_each(t, sweep_one, &sc);
+            for (size_t k = 0; k < sc.n_orphans; k++) settle_orphan(&sc, &sc.orphans[k]);
+            lt_free(sc.orphans);
         }
     }
 }

@@ -466,7 +466,9 @@ static lattice_status run_prepare(lattice_meta_cache *c, uint32_t partition, con
             lt_txp_rec_free(&rec);
             return st;
         }
+        uint64_t g0 = lattice_store_reserved_gen(c->store, partition, NULL);
         cross_write(c, partition, LATTICE_OP_PUT, k, kl, v, vl, 0, sc, o);
+        txlock_wrote(c, partition, g0, &rec, NULL);
         lt_free(v);
     }
     lt_txp_rec_free(&rec);
@@ -486,7 +488,7 @@ static bool one_step_ok(const txn_req *q, lt_txp_kind want)
     if (q->n_subs != 1 || h->value_len != 1 || !lt_txp_key_parse(h->key, h->key_len, &kind, &id) || kind != want)
         return false;
     uint8_t o = *(const uint8_t *)h->value;
-    return o == LATTICE_TXN_COMMIT || o == LATTICE_TXN_ABORT;
+    return o == LATTICE_TXN_COMMIT || o == LATTICE_TXN_ABORT || (o == LATTICE_TXN_FORGET && want == LT_TXP_DECISION);
 }
 
 static lattice_status run_finish(lattice_meta_cache *c, uint32_t partition, const txn_req *q, exec_scratch *sc,
@@ -508,6 +510,15 @@ static lattice_status run_finish(lattice_meta_cache *c, uint32_t partition, cons
         if (st != LATTICE_OK)
             LT_LOG(LT_ERROR, "data", "cache %s: partition %u: a prepared transaction's record does not decode: "
                    "removed without its writes", c->cfg.name, partition);
+        /* The row goes first (rec points into our copy of it), here and in
+         * the unit every copy applies: the room it held - its values - is
+         * then free for the writes, so a copy that had room for the row has
+         * room for what it prepared. */
+        lt_txp_kind kind;
+        lt_txid id;
+        uint64_t g0 = lattice_store_reserved_gen(c->store, partition, NULL);
+        remove_key(c, partition, h->key, h->key_len, o);
+        if (lt_txp_key_parse(h->key, h->key_len, &kind, &id)) txlock_wrote(c, partition, g0, NULL, &id);
         for (size_t i = 0; st == LATTICE_OK && outcome == LATTICE_TXN_COMMIT && i < rec.n_writes; i++) {
             const lt_txp_write *w = &rec.writes[i];
             if (w->remove) {
@@ -516,13 +527,14 @@ static lattice_status run_finish(lattice_meta_cache *c, uint32_t partition, cons
                 exec_in in = {LATTICE_OP_PUT, 0, partition, w->key, w->key_len, w->value, w->value_len, 0, 0};
                 repl_out rw;
                 uint64_t exp = w->expire_ms ? w->expire_ms : exec_expiry_for(c, 0); /* 0: the cache's own */
-                if (exec_write_typed(c, &in, w->value, w->value_len, exp, w->type, &rw) == LATTICE_OK &&
-                    rw.needed)
-                    add_write(o, w->key, w->key_len, &rw);
+                int ws = exec_write_typed(c, &in, w->value, w->value_len, exp, w->type, &rw);
+                if (ws == LATTICE_OK && rw.needed) add_write(o, w->key, w->key_len, &rw);
+                else if (ws != LATTICE_OK)
+                    LT_LOG(LT_ERROR, "data", "cache %s: partition %u: a committed transaction's write was not "
+                           "applied here: %s", c->cfg.name, partition, lattice_strerror((lattice_status)ws));
             }
         }
         if (st == LATTICE_OK) lt_txp_rec_free(&rec);
-        remove_key(c, partition, h->key, h->key_len, o);
         r.num = 1;
         lt_free(row);
     }
@@ -540,7 +552,16 @@ static lattice_status run_decide(lattice_meta_cache *c, uint32_t partition, cons
     lattice_store_meta m = {0};
     int g = lattice_store_get(c->store, partition, h->key, h->key_len, &have, 1, &m);
     lattice_op_result r = {.status = LATTICE_OK};
-    if ((g == LATTICE_OK || g == LATTICE_ERR_TOO_LARGE) && m.value_len == 1) {
+    bool stands = (g == LATTICE_OK || g == LATTICE_ERR_TOO_LARGE) && m.value_len == 1;
+    if (want == LATTICE_TXN_FORGET) {
+        /* Every participant finished by it: nobody will ask again but a
+         * sweep of a prepared row that a resent PREPARE left behind, and
+         * that one may record abort (its writes were applied already, or
+         * never).  Kept, the rows of a busy grid's decisions would pile up
+         * for their hour in every partition's list of internal keys. */
+        r.num = stands ? have : 0;
+        if (stands) remove_key(c, partition, h->key, h->key_len, o);
+    } else if (stands) {
         r.num = have; /* decided already: that stands */
     } else {
         /* Kept an hour: every prepared row of the transaction is finished
@@ -757,7 +778,32 @@ static txn_undo_rec *undo_capture(lattice_meta_cache *c, uint32_t partition, con
 {
     lattice_txn_buf b = {0};
     bool ok = true;
-    for (size_t i = 0; i < q->n_subs && ok; i++) {
+    lt_txp_rec rec;
+    if (cross_kind(q) == LATTICE_TXN_PREPARE) {
+        /* A PREPARE writes its row only (its subs are applied at FINISH):
+         * the row's state is the one to put back. */
+        if (prep_rec(q, &rec) == LATTICE_OK) {
+            uint8_t k[LT_TXP_KEY_MAX];
+            size_t kl = lt_txp_key(c->cfg.partitions, partition, LT_TXP_PREPARED, rec.id, k);
+            lt_txp_rec_free(&rec);
+            ok = capture_key(c, partition, k, kl, &b);
+        }
+    } else if (cross_kind(q) == LATTICE_TXN_FINISH) {
+        /* A FINISH changes the keys its row writes, then removes the row:
+         * their states first (put back first, they free room), the row's
+         * after (the loop below). */
+        void *row = NULL;
+        lattice_store_meta m = {0};
+        const txn_sub *h = &q->subs[0];
+        if (lattice_store_get_copy(c->store, partition, h->key, h->key_len, &row, &m) == LATTICE_OK &&
+            lt_txp_rec_decode(row, m.value_len, &rec) == LATTICE_OK) {
+            for (size_t i = 0; ok && i < rec.n_writes; i++)
+                ok = capture_key(c, partition, rec.writes[i].key, rec.writes[i].key_len, &b);
+            lt_txp_rec_free(&rec);
+        }
+        lt_free(row);
+    }
+    for (size_t i = 0; i < q->n_subs && ok && cross_kind(q) != LATTICE_TXN_PREPARE; i++) {
         const txn_sub *s = &q->subs[i];
         if (ops_is_read(s->kind) || s->kind == LATTICE_TXN_VERSION || s->kind == LATTICE_TXN_IF_ABSENT ||
             s->kind == LATTICE_TXN_IDLE)

@@ -20,7 +20,9 @@
  *   full_backup_undoes_the_whole_transaction  a backup without room for a
  *                          transaction's writes: EXEC answers OOM and no
  *                          copy keeps any of it (lattice verify)
- *   multi_keyless_on_grid  MULTI with keyless commands between keyed ones
+ *   full_backup_refuses_a_prepare_across_slots  the same with the two keys
+ *                          in two slots: the prepared row is refused
+ * *   multi_keyless_on_grid  MULTI with keyless commands between keyed ones
  *                          (PING, DBSIZE, ECHO) through every node (plain
  *                          connections: proxied), a cluster-aware one on the
  *                          slot's primary and elsewhere (MOVED at queue time:
@@ -297,9 +299,9 @@ END_TEST
  * transaction answers OOM and leaves nothing of itself on either copy: the
  * small key holds the last acknowledged value, the big one is absent, and
  * `lattice verify` finds the copies equal. */
-START_TEST(full_backup_undoes_the_whole_transaction)
+static void full_backup_case(bool across)
 {
-    it_begin("resp_tx_full");
+    it_begin(across ? "resp_tx_full_across" : "resp_tx_full");
     peer_base = it_free_ports(2);
     resp_base = it_free_ports(2);
     snprintf(finder, sizeof finder, "127.0.0.1:%d..%d", peer_base, peer_base + 1);
@@ -316,6 +318,9 @@ START_TEST(full_backup_undoes_the_whole_transaction)
         if (prim == 0 && rep == 1) break;
     }
     ck_assert_msg(prim == 0 && rep == 1, "no slot with node 0 primary and node 1 replica");
+    int slot = rg_slot_of(a);
+    for (int j = 0; across && rg_slot_of(a) == slot; j++) /* the small key in another slot: across partitions */
+        snprintf(a, sizeof a, "{w%d}a", j);
     redisContext *c = conn_to(0);
     static char val[600000];
     memset(val, 'b', sizeof val);
@@ -350,6 +355,20 @@ START_TEST(full_backup_undoes_the_whole_transaction)
     redisFree(c);
     it_verify_clean(finder, "default");
     it_end();
+}
+
+START_TEST(full_backup_undoes_the_whole_transaction)
+{
+    full_backup_case(false);
+}
+END_TEST
+
+/* The same across slots: the big key's prepared row (its value in it) is
+ * what the backup has no room for; the prepare is undone (the row removed
+ * on every copy), EXEC answers OOM, nothing of it is applied anywhere. */
+START_TEST(full_backup_refuses_a_prepare_across_slots)
+{
+    full_backup_case(true);
 }
 END_TEST
 
@@ -456,6 +475,7 @@ int main(int argc, char **argv)
         {"concurrent_multi_incr", &concurrent_multi_incr},
         {"failover_exec_stream", &failover_exec_stream},
         {"full_backup_undoes_the_whole_transaction", &full_backup_undoes_the_whole_transaction},
+        {"full_backup_refuses_a_prepare_across_slots", &full_backup_refuses_a_prepare_across_slots},
         {"multi_keyless_on_grid", &multi_keyless_on_grid},
     };
     Suite *s = suite_create("resp_tx");

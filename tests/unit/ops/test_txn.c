@@ -423,6 +423,75 @@ static lattice_status run_cross(const lattice_txn_watch *w, size_t nw, const lat
     return st;
 }
 
+/* Which of keys[0..n) txlock_blocks for a read and for a write: bits. */
+static unsigned blocked(lattice_meta_cache *c, uint32_t p, const char *const *keys, size_t n)
+{
+    unsigned bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (txlock_blocks(c, p, keys[i], strlen(keys[i]), false)) bits |= 1u << (2 * i);
+        if (txlock_blocks(c, p, keys[i], strlen(keys[i]), true)) bits |= 2u << (2 * i);
+    }
+    return bits;
+}
+
+/* What the table says now is what a table read afresh off the rows says. */
+static unsigned same_as_read_afresh(lattice_meta_cache *c, uint32_t p, const char *const *keys, size_t n)
+{
+    unsigned kept = blocked(c, p, keys, n);
+    txlock_cache_gone(c);
+    ck_assert_uint_eq(blocked(c, p, keys, n), kept);
+    return kept;
+}
+
+/* The primary keeps its lock table up as its own PREPAREs write rows and
+ * its FINISHes remove them (instead of reading it off the rows again at
+ * every change): after each step, the table it kept blocks exactly what a
+ * table read afresh off the rows blocks. */
+START_TEST(a_primarys_lock_table_follows_its_own_prepares_and_finishes)
+{
+    char a[16] = "a", b[16] = "b", c[16] = "c";
+    for (int i = 0; part(b) != part(a); i++) snprintf(b, sizeof b, "b%d", i);
+    for (int i = 0; part(c) != part(a); i++) snprintf(c, sizeof c, "c%d", i);
+    const char *keys[] = {a, b, c};
+    uint32_t p = part(a);
+    txn_local_out out;
+    lattice_txn_sub_result res[4];
+    uint8_t hdr[LATTICE_TXN_PREP_BYTES], k[LT_TXP_KEY_MAX], commit = LATTICE_TXN_COMMIT, abort = LATTICE_TXN_ABORT;
+    /* 1 writes a (b stays free throughout). */
+    put_le(hdr, 77, 8), put_le(hdr + 8, 1, 8), put_le(hdr + 16, 1000, 8), put_le(hdr + 24, p, 4), put_le(hdr + 28, 5000, 8);
+    lattice_op prep[2] = {{(lattice_op_kind)LATTICE_TXN_PREPARE, 0, NULL, a, strlen(a), (const char *)hdr, sizeof hdr, 0, 0, 0},
+                          sub(LATTICE_OP_PUT, 0, a, "1", 0)};
+    ck_assert_int_eq(run_cross(NULL, 0, prep, 2, p, &out, res), LATTICE_OK);
+    free_out(&out);
+    ck_assert_uint_eq(same_as_read_afresh(&prim, p, keys, 3), 3u); /* a: both */
+    /* 2 writes c: added to the table just read. */
+    put_le(hdr + 8, 2, 8), put_le(hdr + 16, 1001, 8);
+    prep[0].key = c, prep[0].key_len = strlen(c);
+    prep[1] = sub(LATTICE_OP_PUT, 0, c, "2", 0);
+    ck_assert_int_eq(run_cross(NULL, 0, prep, 2, p, &out, res), LATTICE_OK);
+    ck_assert(!out.aborted);
+    free_out(&out);
+    ck_assert_uint_eq(same_as_read_afresh(&prim, p, keys, 3), 3u | 3u << 4);
+    /* 1 commits: a is free, c still held. */
+    size_t kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, (lt_txid){77, 1}, k);
+    lattice_op fin = {(lattice_op_kind)LATTICE_TXN_FINISH, 0, NULL, (const char *)k, kl, (const char *)&commit, 1, 0, 0, 0};
+    ck_assert_int_eq(run_cross(NULL, 0, &fin, 1, p, &out, res), LATTICE_OK);
+    free_out(&out);
+    ck_assert_uint_eq(same_as_read_afresh(&prim, p, keys, 3), 3u << 4);
+    assert_get(&prim, a, "1");
+    /* 2 aborts: nothing held, c never written. */
+    kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, (lt_txid){77, 2}, k);
+    fin.key_len = kl;
+    fin.value = (const char *)&abort;
+    ck_assert_int_eq(run_cross(NULL, 0, &fin, 1, p, &out, res), LATTICE_OK);
+    free_out(&out);
+    ck_assert_uint_eq(same_as_read_afresh(&prim, p, keys, 3), 0u);
+    assert_get(&prim, c, NULL);
+    txlock_cache_gone(&prim);
+    txlock_cache_gone(&copy);
+}
+END_TEST
+
 START_TEST(prepare_finish_and_decide)
 {
     char a[16] = "a", b[16] = "b";
@@ -501,6 +570,25 @@ START_TEST(prepare_finish_and_decide)
     ck_assert_int_eq(run_cross(NULL, 0, &dec, 1, p, &out, res), LATTICE_OK);
     ck_assert_int_eq(res[0].num, LATTICE_TXN_COMMIT);
     free_out(&out);
+    /* Every participant finished: FORGET removes the decision on every
+     * copy (answering what stood), and the partition holds no internal
+     * row any more; a second FORGET finds none. */
+    uint8_t forget = LATTICE_TXN_FORGET;
+    dec.value = (const char *)&forget;
+    ck_assert_int_eq(run_cross(NULL, 0, &dec, 1, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, LATTICE_TXN_COMMIT);
+    free_out(&out);
+    for (lattice_meta_cache *c = &prim; c; c = c == &prim ? &copy : NULL) {
+        ck_assert_int_eq(lattice_store_get(c->store, p, k, kl, NULL, 0, &m), LATTICE_ERR_NOT_FOUND);
+        ck_assert(!lattice_store_reserved_held(c->store, p));
+    }
+    ck_assert_int_eq(run_cross(NULL, 0, &dec, 1, p, &out, res), LATTICE_OK);
+    ck_assert_int_eq(res[0].num, 0);
+    free_out(&out);
+    /* FORGET is a decision's word only: a FINISH with it is refused. */
+    kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, (lt_txid){99, 7}, k);
+    fin.value = (const char *)&forget;
+    ck_assert_int_eq(run_cross(NULL, 0, &fin, 1, p, &out, res), LATTICE_ERR_INVAL);
     txlock_cache_gone(&prim);
     txlock_cache_gone(&copy);
 }
@@ -700,6 +788,7 @@ int main(void)
     tcase_add_test(t, mutated_requests_are_refused_or_run);
     tcase_add_test(t, locks_are_read_off_the_prepared_rows);
     tcase_add_test(t, prepare_finish_and_decide);
+    tcase_add_test(t, a_primarys_lock_table_follows_its_own_prepares_and_finishes);
     tcase_add_test(t, a_prepared_write_keeps_its_expiry_and_type);
     tcase_add_test(t, eval_works_a_request_out_on_the_entries_alone);
     tcase_add_test(t, a_younger_prepare_is_patient_before_it_dies);
