@@ -21,10 +21,6 @@ typedef void (*node_tx_each_fn)(void *arg, size_t i, lattice_status st, const vo
 lattice_status node_tx_read_all(lattice_tx *tx, const lt_txc_key *keys, size_t n, node_tx_each_fn fn, void *arg);
 /* The transaction's coordinator state (its reads, its buffered writes). */
 lt_txc *node_tx_coord(lattice_tx *tx);
-/* Wait-die's age: a transaction begun again after an abort keeps the
- * first attempt's, so it grows older and finally wins. */
-void node_tx_set_stamp(lattice_tx *tx, uint64_t stamp);
-uint64_t node_tx_stamp(const lattice_tx *tx);
 /* The commit of a transaction whose keys lie in more than one of the
  * cache's `partitions` (known to the caller: no grid call, so the data
  * thread may call it).  Takes tx; INVAL (and tx freed) when its keys lie

@@ -402,8 +402,8 @@ static void attempt(xop *x)
         return;
     }
     lt_txc_any_type(node_tx_coord(x->tx)); /* a hash or a list is read as stored, for EXISTS, TYPE, DEL ... */
-    if (x->stamp) node_tx_set_stamp(x->tx, x->stamp);
-    else x->stamp = node_tx_stamp(x->tx);
+    if (x->stamp) lattice_tx_keep_age(x->tx, x->stamp);
+    else x->stamp = lattice_tx_age(x->tx);
     x->left = x->n_keys;
     x->read_st = LATTICE_OK;
     st = node_tx_read_all(x->tx, x->keys, x->n_keys, read_one, x);

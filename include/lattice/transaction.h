@@ -83,6 +83,16 @@ lattice_status lattice_tx_commit(lattice_tx *tx);
 /* Ends tx without applying anything and frees it. */
 void lattice_tx_rollback(lattice_tx *tx);
 
+/* A transaction's age: its start, the stamp wait-die compares across
+ * partitions (the older one waits, a younger one gives way: ABORTED).  Run
+ * again after ABORTED, a transaction that keeps its first attempt's age
+ * (lattice_tx_keep_age right after begin) is older than every one begun
+ * since, so it stops losing to them - with many large transactions over
+ * the same keys, retries that each began younger aborted one another
+ * nearly every time.  keep_age only ever makes tx older. */
+uint64_t lattice_tx_age(const lattice_tx *tx);
+void lattice_tx_keep_age(lattice_tx *tx, uint64_t age);
+
 /* Asynchronous forms.  fn runs once, in the data thread's role (as a
  * lattice_op_fn, lattice/ops.h); value valid only during the call.  The
  * transaction must not be used again before fn ran. */
