@@ -182,6 +182,24 @@ START_TEST(rollback_and_timeout_apply_nothing)
     ck_assert_int_eq(lattice_tx_commit(tx), LATTICE_ERR_TIMEOUT);
     ck_assert_str_eq(get_str(c, "{r}2"), "");
 
+    /* A transaction run again keeps its first attempt's age: keep_age
+     * makes it older, never younger. */
+    lattice_tx *first, *again;
+    ck_assert_int_eq(lattice_tx_begin(c, NULL, 0, "first", &first), LATTICE_OK);
+    struct timespec ms5 = {0, 5 * 1000000L};
+    nanosleep(&ms5, NULL);
+    ck_assert_int_eq(lattice_tx_begin(c, NULL, 0, "again", &again), LATTICE_OK);
+    uint64_t age = lattice_tx_age(first), later = lattice_tx_age(again);
+    ck_assert_uint_gt(age, 0);
+    ck_assert_uint_gt(later, age);
+    lattice_tx_keep_age(again, age);
+    ck_assert_uint_eq(lattice_tx_age(again), age);
+    lattice_tx_keep_age(again, later + 1000);
+    lattice_tx_keep_age(again, 0);
+    ck_assert_uint_eq(lattice_tx_age(again), age);
+    lattice_tx_rollback(first);
+    lattice_tx_rollback(again);
+
     lattice_node_stop(c);
     it_end();
 }
