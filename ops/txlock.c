@@ -112,7 +112,9 @@ lt_txp_locks *txlock_table(lattice_meta_cache *c, uint32_t p, bool *unknown)
         return NULL;
     }
     if (x->t[p] && x->gen[p] == g && !x->bad[p]) return x->t[p];
-    if (!lattice_store_reserved_held(c->store, p)) return NULL; /* its rows are gone: nothing to read */
+    uint8_t pre[4];
+    size_t pl = lt_txp_key_prefix(LT_TXP_PREPARED, pre);
+    if (!lattice_store_reserved_held(c->store, p, pre, pl)) return NULL; /* no prepared row: nothing to read */
     lt_txp_locks *t = lt_txp_locks_new();
     uint64_t built = 0;
     if (!t || lattice_store_reserved_each(c->store, p, add_row, t, &built) != 0) {

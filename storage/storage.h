@@ -302,9 +302,10 @@ void lattice_store_set_change_hook(lattice_store *s, const lattice_store_change_
  * clear of a reserved key of p (0: none ever); *n (may be NULL) = how
  * many p holds now. */
 uint64_t lattice_store_reserved_gen(lattice_store *s, uint32_t partition, uint32_t *n);
-/* True unless p surely holds no reserved key (its list is empty and
- * complete): one uncontended lock, no walk. */
-bool lattice_store_reserved_held(lattice_store *s, uint32_t partition);
+/* True unless p surely holds no reserved key that starts with prefix
+ * (prefix_len 0: any) - its list names none and is complete: one
+ * uncontended lock, the listed keys compared, no entry read. */
+bool lattice_store_reserved_held(lattice_store *s, uint32_t partition, const void *prefix, size_t prefix_len);
 /* Calls fn with each reserved entry of p (it->value and the rest as a
  * cursor gives them; a key removed meanwhile is skipped) and sets *gen to
  * the generation they belong to: a later lattice_store_reserved_gen that

@@ -185,13 +185,16 @@ uint64_t lattice_store_reserved_gen(lattice_store *s, uint32_t partition, uint32
     return __atomic_load_n(&p->reserved_gen, __ATOMIC_ACQUIRE);
 }
 
-bool lattice_store_reserved_held(lattice_store *s, uint32_t partition)
+bool lattice_store_reserved_held(lattice_store *s, uint32_t partition, const void *prefix, size_t prefix_len)
 {
     if (partition >= s->nparts) return false;
     struct part *p = &s->parts[partition];
     if (!__atomic_load_n(&p->reserved_gen, __ATOMIC_ACQUIRE)) return false; /* never held one */
     pthread_mutex_lock(&p->lock);
-    bool held = p->reserved_walk || (p->reserved && p->reserved->n);
+    bool held = p->reserved_walk; /* the list is short of a key: it may be one */
+    const struct reserved *r = p->reserved;
+    for (uint32_t i = 0; !held && r && i < r->n; i++)
+        held = r->lens[i] >= prefix_len && (!prefix_len || !memcmp(r->keys[i], prefix, prefix_len));
     pthread_mutex_unlock(&p->lock);
     return held;
 }

@@ -72,6 +72,15 @@ size_t lt_txp_key(uint32_t partitions, uint32_t p, lt_txp_kind kind, lt_txid id,
     return n + 16;
 }
 
+size_t lt_txp_key_prefix(lt_txp_kind kind, uint8_t *out)
+{
+    out[0] = LT_TXP_KEY_BYTE;
+    out[1] = 'l';
+    out[2] = 't';
+    out[3] = (uint8_t)kind;
+    return 4;
+}
+
 int lt_txp_key_parse(const void *key, size_t len, lt_txp_kind *kind, lt_txid *id)
 {
     const uint8_t *k = key;

@@ -182,6 +182,10 @@ typedef enum lt_txp_kind {
     LT_TXP_DECISION = 'd', /* the home partition's outcome */
 } lt_txp_kind;
 
+/* The first bytes every internal key of `kind` starts with (out: at least
+ * 4 bytes); their count. */
+size_t lt_txp_key_prefix(lt_txp_kind kind, uint8_t *out);
+
 /* True when a user may not write key: it starts with the reserved byte. */
 bool lt_txp_key_reserved(const void *key, size_t len);
 

@@ -570,6 +570,11 @@ START_TEST(prepare_finish_and_decide)
     ck_assert_int_eq(run_cross(NULL, 0, &dec, 1, p, &out, res), LATTICE_OK);
     ck_assert_int_eq(res[0].num, LATTICE_TXN_COMMIT);
     free_out(&out);
+    /* A decision alone holds no lock: the read path asks for prepared rows. */
+    uint8_t pre[4];
+    size_t pl = lt_txp_key_prefix(LT_TXP_PREPARED, pre);
+    ck_assert(lattice_store_reserved_held(prim.store, p, NULL, 0));
+    ck_assert(!lattice_store_reserved_held(prim.store, p, pre, pl));
     /* Every participant finished: FORGET removes the decision on every
      * copy (answering what stood), and the partition holds no internal
      * row any more; a second FORGET finds none. */
@@ -580,7 +585,7 @@ START_TEST(prepare_finish_and_decide)
     free_out(&out);
     for (lattice_meta_cache *c = &prim; c; c = c == &prim ? &copy : NULL) {
         ck_assert_int_eq(lattice_store_get(c->store, p, k, kl, NULL, 0, &m), LATTICE_ERR_NOT_FOUND);
-        ck_assert(!lattice_store_reserved_held(c->store, p));
+        ck_assert(!lattice_store_reserved_held(c->store, p, NULL, 0));
     }
     ck_assert_int_eq(run_cross(NULL, 0, &dec, 1, p, &out, res), LATTICE_OK);
     ck_assert_int_eq(res[0].num, 0);

@@ -727,7 +727,7 @@ START_TEST(reserved_keys_are_listed_and_never_evicted)
     uint32_t n;
     ck_assert_uint_eq(lattice_store_reserved_gen(s, 1, &n), 0);
     ck_assert_uint_eq(n, 0);
-    ck_assert(!lattice_store_reserved_held(s, 1));
+    ck_assert(!lattice_store_reserved_held(s, 1, NULL, 0));
     for (int i = 0; i < 16; i++) {
         int len = snprintf(rk[i], sizeof rk[i], "\xffr%d", i);
         lattice_store_entry e = {(uint32_t)(i % 4), rk[i], (size_t)len, v, 200 + (size_t)i, 0, 1, 0};
@@ -758,14 +758,16 @@ START_TEST(reserved_keys_are_listed_and_never_evicted)
     ck_assert_int_eq(lattice_store_reserved_each(s, 1, see_reserved, &seen, &gen), 0);
     ck_assert_int_eq(seen.n, 3);
     ck_assert(!seen_has(&seen, "r1"));
-    ck_assert(lattice_store_reserved_held(s, 1));
+    ck_assert(lattice_store_reserved_held(s, 1, NULL, 0));
     ck_assert_int_eq(lattice_store_clear(s, 2), LATTICE_OK);
     lattice_store_reserved_gen(s, 2, &n);
     ck_assert_uint_eq(n, 0);
-    ck_assert(!lattice_store_reserved_held(s, 2)); /* held some once, none now */
+    ck_assert(!lattice_store_reserved_held(s, 2, NULL, 0)); /* held some once, none now */
     lattice_store_reserved_gen(s, 3, &n);
     ck_assert_uint_eq(n, 4);
-    ck_assert(lattice_store_reserved_held(s, 3));
+    ck_assert(lattice_store_reserved_held(s, 3, NULL, 0));
+    ck_assert(lattice_store_reserved_held(s, 3, "\xffr3", 3)); /* rk[3], "\xffr3" */
+    ck_assert(!lattice_store_reserved_held(s, 3, "\xffq", 2)); /* none starts so */
     ck_assert_int_eq(lattice_region_check(r), LATTICE_OK);
     lattice_store_destroy(s);
     lattice_region_destroy(r);
