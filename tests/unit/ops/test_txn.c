@@ -594,6 +594,7 @@ START_TEST(prepare_finish_and_decide)
     kl = lt_txp_key(PARTS, p, LT_TXP_PREPARED, (lt_txid){99, 7}, k);
     fin.value = (const char *)&forget;
     ck_assert_int_eq(run_cross(NULL, 0, &fin, 1, p, &out, res), LATTICE_ERR_INVAL);
+    free_out(&out); /* what the refused request had begun */
     txlock_cache_gone(&prim);
     txlock_cache_gone(&copy);
 }
