@@ -86,4 +86,10 @@ static inline uint64_t lt_fnv1a_add(uint64_t h, const void *p, size_t n)
 }
 static inline uint64_t lt_fnv1a(const void *p, size_t n) { return lt_fnv1a_add(LT_FNV1A_BASIS, p, n); }
 
+/* Redis 7.0's glob match (stringmatchlen; base/match.c), for KEYS, SCAN
+ * and HSCAN's MATCH: 1 when s matches.  pattern[plen] must be a readable
+ * NUL (Redis reads one byte past a class or a trailing `*`, its strings
+ * being NUL-terminated). */
+int lt_glob_match(const char *pattern, size_t plen, const char *s, size_t slen, int nocase);
+
 #endif

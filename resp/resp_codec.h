@@ -233,6 +233,11 @@ typedef enum lattice_resp_cmd_id {
     LATTICE_RESP_CMD_MULTI, LATTICE_RESP_CMD_EXEC, LATTICE_RESP_CMD_DISCARD, LATTICE_RESP_CMD_WATCH,
     LATTICE_RESP_CMD_UNWATCH, LATTICE_RESP_CMD_RENAME, LATTICE_RESP_CMD_RENAMENX, LATTICE_RESP_CMD_COPY,
     LATTICE_RESP_CMD_MSETNX,
+    /* hashes (respd_coll.c; LATTICE_OP_COLL_*, lattice/coll.h) */
+    LATTICE_RESP_CMD_HSET, LATTICE_RESP_CMD_HSETNX, LATTICE_RESP_CMD_HMSET, LATTICE_RESP_CMD_HDEL,
+    LATTICE_RESP_CMD_HINCRBY, LATTICE_RESP_CMD_HINCRBYFLOAT, LATTICE_RESP_CMD_HGET, LATTICE_RESP_CMD_HMGET,
+    LATTICE_RESP_CMD_HLEN, LATTICE_RESP_CMD_HSTRLEN, LATTICE_RESP_CMD_HEXISTS, LATTICE_RESP_CMD_HKEYS,
+    LATTICE_RESP_CMD_HVALS, LATTICE_RESP_CMD_HGETALL, LATTICE_RESP_CMD_HRANDFIELD, LATTICE_RESP_CMD_HSCAN,
     LATTICE_RESP_CMD_ID_COUNT_
 } lattice_resp_cmd_id;
 
@@ -408,9 +413,5 @@ lattice_status lattice_resp_parse_hello(size_t argc, const lattice_resp_arg *arg
 /* Redis's client-name rule: only '!'..'~'; empty is allowed. */
 int lattice_resp_client_name_ok(const char *name, size_t len);
 
-/* Redis 7.0's glob match (stringmatchlen, match.c): 1 when s matches.
- * pattern[plen] must be a readable NUL (Redis reads one byte past a class
- * or a trailing `*`, its strings being NUL-terminated). */
-int lattice_resp_stringmatch(const char *pattern, size_t plen, const char *s, size_t slen, int nocase);
 
 #endif

@@ -41,6 +41,7 @@
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "respd_int.h"
+#include "base/base.h"
 
 #define SCAN_SPAN 16             /* partitions of a SCAN call's second round (doubling after) */
 #define SCAN_SPAN_MAX 256
@@ -159,7 +160,7 @@ static int type_number(const lattice_resp_arg *t)
 
 static bool key_matches(const struct walker *w, const char *k, size_t n)
 {
-    return !w->plen || lattice_resp_stringmatch(w->pat, w->plen, k, n, 0);
+    return !w->plen || lt_glob_match(w->pat, w->plen, k, n, 0);
 }
 
 /* ---- walkers: KEYS, RANDOMKEY, FLUSH* ---- */

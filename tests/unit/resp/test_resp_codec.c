@@ -3,6 +3,7 @@
  * and the SET option parser. */
 #include <check.h>
 #include <limits.h>
+#include "base/base.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,7 +274,7 @@ START_TEST(lookup_is_case_insensitive_and_exact)
 }
 END_TEST
 
-static int gm(const char *p, const char *k) { return lattice_resp_stringmatch(p, strlen(p), k, strlen(k), 0); }
+static int gm(const char *p, const char *k) { return lt_glob_match(p, strlen(p), k, strlen(k), 0); }
 
 /* Redis 7.0's stringmatchlen on its corner cases (it_resp_vs_redis checks
  * many more against a real redis-server); deep '*' nesting never recurses

@@ -11,7 +11,7 @@
  */
 #include <ctype.h>
 
-#include "resp_codec.h"
+#include "base/base.h"
 
 static int match_impl(const char *pattern, long patternLen, const char *string, long stringLen, int nocase,
                       int *skipLonger, int nesting)
@@ -118,7 +118,7 @@ static int match_impl(const char *pattern, long patternLen, const char *string, 
     return patternLen == 0 && stringLen == 0;
 }
 
-int lattice_resp_stringmatch(const char *pattern, size_t plen, const char *s, size_t slen, int nocase)
+int lt_glob_match(const char *pattern, size_t plen, const char *s, size_t slen, int nocase)
 {
     int skip = 0;
     return match_impl(pattern, (long)plen, s, (long)slen, nocase, &skip, 0);
