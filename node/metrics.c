@@ -148,7 +148,7 @@ const char *lattice_op_kind_name(int kind)
         [LATTICE_OP_INCREMENT] = "increment", [LATTICE_OP_APPEND] = "append", [LATTICE_OP_EXPIRE] = "expire",
         [LATTICE_OP_TTL] = "ttl",       [LATTICE_OP_CONTAINS] = "contains", [LATTICE_OP_SIZE] = "size",
         [LATTICE_OP_SETRANGE] = "setrange", [LATTICE_OP_SETBIT] = "setbit", [LATTICE_OP_INCRBYFLOAT] = "incrbyfloat",
-        [LATTICE_OP_TXN] = "txn",
+        [LATTICE_OP_TXN] = "txn",       [LATTICE_OP_COLL_READ] = "coll_read", [LATTICE_OP_COLL_WRITE] = "coll_write",
     };
     return kind >= 1 && kind <= LATTICE_OP_KIND_MAX_ ? names[kind] : "unknown";
 }

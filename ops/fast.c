@@ -325,7 +325,8 @@ size_t fast_read_n(lattice_ops *d, const lattice_op *ops, size_t n, fast_slot *o
     for (size_t i = 0; i < n; i++) {
         const lattice_op *op = &ops[i];
         t[i].f = NULL;
-        if (!ops_is_read(op->kind) || op->flags || !op->key || !op->key_len) continue;
+        if (!ops_is_read(op->kind) || op->kind == LATTICE_OP_COLL_READ || op->flags || !op->key || !op->key_len)
+            continue; /* a collection's read runs its command at the primary (types/coll.c) */
         if (*(const uint8_t *)op->key == LATTICE_STORE_RESERVED_BYTE) continue; /* the grid's own: refused there */
         fast_cache *f = find_cached(v, op->cache && *op->cache ? op->cache : "default", &last, &lastf);
         if (!f || op->key_len > f->max_key) continue;

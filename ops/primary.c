@@ -38,7 +38,8 @@
 
 bool ops_is_read(int kind)
 {
-    return kind == LATTICE_OP_GET || kind == LATTICE_OP_TTL || kind == LATTICE_OP_CONTAINS;
+    return kind == LATTICE_OP_GET || kind == LATTICE_OP_TTL || kind == LATTICE_OP_CONTAINS ||
+           kind == LATTICE_OP_COLL_READ;
 }
 
 lattice_status primary_check_limits(const lattice_meta_cache *c, const lattice_op *op)

@@ -94,7 +94,8 @@ static bool sub_kind_ok(int kind)
            kind == LATTICE_OP_SETBIT || kind == LATTICE_OP_INCRBYFLOAT || kind == LATTICE_TXN_VERSION ||
            kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY || kind == LATTICE_TXN_IF_ABSENT ||
            kind == LATTICE_TXN_EXPIRE_IF || kind == LATTICE_TXN_IDLE || kind == LATTICE_TXN_PREPARE ||
-           kind == LATTICE_TXN_FINISH || kind == LATTICE_TXN_DECIDE;
+           kind == LATTICE_TXN_FINISH || kind == LATTICE_TXN_DECIDE || kind == LATTICE_OP_COLL_READ ||
+           kind == LATTICE_OP_COLL_WRITE;
 }
 
 static bool names_key(int kind)

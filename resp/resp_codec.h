@@ -413,5 +413,4 @@ lattice_status lattice_resp_parse_hello(size_t argc, const lattice_resp_arg *arg
 /* Redis's client-name rule: only '!'..'~'; empty is allowed. */
 int lattice_resp_client_name_ok(const char *name, size_t len);
 
-
 #endif

@@ -115,6 +115,7 @@ cmd_outcome respd_key_command(lattice_respd *r, batch *b, lattice_resp_cmd_id id
     if (respd_is_str_command(id)) return respd_str_command(b, id, argc, argv);
     if (id == LATTICE_RESP_CMD_OBJECT_IDLETIME) return respd_tx_idle_command(b, argv, false);
     if (respd_is_rmw_command(id)) return respd_rmw_command(b, id, argc, argv);
+    if (respd_is_coll_command(id)) return respd_coll_command(b, id, argc, argv);
     if (respd_is_tx_key_command(id)) return respd_tx_key_command(b, id, argc, argv, false);
     char err[LATTICE_RESP_ERR_MAX];
     ent *e = respd_ent_new(b, id);
@@ -235,7 +236,7 @@ bool respd_is_key_command(lattice_resp_cmd_id id)
 {
     return (id >= LATTICE_RESP_CMD_GET && id <= LATTICE_RESP_CMD_PERSIST) || id == LATTICE_RESP_CMD_DBSIZE ||
            respd_is_str_command(id) || respd_is_rmw_command(id) || respd_is_walk_command(id) ||
-           respd_is_tx_key_command(id);
+           respd_is_tx_key_command(id) || respd_is_coll_command(id);
 }
 
 /* ---- data thread ---- */
@@ -425,6 +426,10 @@ void respd_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool i
     }
     if (respd_is_rmw_command((lattice_resp_cmd_id)e->cmd)) {
         respd_rmw_reply(o, b, e);
+        return;
+    }
+    if (respd_is_coll_command((lattice_resp_cmd_id)e->cmd)) {
+        respd_coll_reply(o, b, e);
         return;
     }
     if (e->cmd == LATTICE_RESP_CMD_CLIENT_LIST || e->cmd == LATTICE_RESP_CMD_CLIENT_KILL) {

@@ -255,6 +255,11 @@ bool respd_is_rmw_command(lattice_resp_cmd_id id);
 cmd_outcome respd_rmw_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv);
 void respd_rmw_reply(lattice_resp_out *o, const batch *b, const ent *e);
 void respd_object_help(lattice_resp_out *o);
+/* respd_coll.c: the hash commands (HSET ... HSCAN in lattice_resp_cmd_id),
+ * one LATTICE_OP_COLL_* op each (lattice/coll.h), as respd_str.c's. */
+bool respd_is_coll_command(lattice_resp_cmd_id id);
+cmd_outcome respd_coll_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv);
+void respd_coll_reply(lattice_resp_out *o, const batch *b, const ent *e);
 /* respd_walk.c: SCAN, KEYS, RANDOMKEY, FLUSHDB, FLUSHALL - walks of every
  * partition (or, for a cluster-aware connection, of those this node is
  * primary of).  A walk command is alone in its batch (b->sealed), so it

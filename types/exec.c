@@ -27,6 +27,8 @@ void exec_scratch_free(exec_scratch *s)
 {
     lt_free(s->old);
     lt_free(s->buf);
+    lt_free(s->reply);
+    lt_free(s->items);
     memset(s, 0, sizeof *s);
 }
 
@@ -102,7 +104,7 @@ int exec_read_old(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lat
 }
 uint64_t exec_expiry_for(const lattice_meta_cache *c, uint64_t ttl_ms) { return expiry_for(c, ttl_ms); }
 
-static bool parse_i64(const void *v, size_t n, int64_t *out)
+bool exec_parse_i64(const void *v, size_t n, int64_t *out)
 {
     char tmp[32];
     if (n == 0 || n >= sizeof tmp) return false;
@@ -163,19 +165,24 @@ static void do_remove(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
             r->flags |= LATTICE_OP_R_FOUND;
         }
     }
+    r->status = exec_remove_entry(c, in, repl);
+    if (r->status == LATTICE_OK) r->flags |= LATTICE_OP_R_FOUND;
+}
+
+int exec_remove_entry(lattice_meta_cache *c, const exec_in *in, repl_out *repl)
+{
     if (c->before_change) c->before_change(c, in->partition);
     /* The counter moves before the store's remove, so the log's REMOVE
      * record and the update history carry it; back when nothing went. */
     uint64_t version = ++c->counter[in->partition];
     int st = lattice_store_remove_v(c->store, in->partition, in->key, in->key_len, version);
-    r->status = st;
     if (st != LATTICE_OK) {
         c->counter[in->partition] = version - 1;
-        return;
+        return st;
     }
-    r->flags |= LATTICE_OP_R_FOUND;
     c->writes++;
     *repl = (repl_out){true, true, NULL, 0, 0, version, 0};
+    return LATTICE_OK;
 }
 
 static void do_increment(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl)
@@ -185,7 +192,7 @@ static void do_increment(lattice_meta_cache *c, const exec_in *in, exec_scratch 
     int64_t cur = 0;
     if (wrong_type(st, &meta, r)) return;
     if (st == LATTICE_OK) {
-        if (!parse_i64(s->old, meta.value_len, &cur)) {
+        if (!exec_parse_i64(s->old, meta.value_len, &cur)) {
             r->status = LATTICE_ERR_INVAL; /* not an integer: nothing changes */
             return;
         }
@@ -311,6 +318,8 @@ void exec_local(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, latti
     case LATTICE_OP_SETRANGE: exec_setrange(c, in, s, r, repl); break;
     case LATTICE_OP_SETBIT: exec_setbit(c, in, s, r, repl); break;
     case LATTICE_OP_INCRBYFLOAT: exec_incrbyfloat(c, in, s, r, repl); break;
+    case LATTICE_OP_COLL_READ:
+    case LATTICE_OP_COLL_WRITE: exec_coll(c, in, s, r, repl); break;
     default: r->status = LATTICE_ERR_INVAL; break;
     }
 }

@@ -18,7 +18,7 @@
 
 #include "types.h"
 
-#define MAX_LONG_DOUBLE_CHARS (5 * 1024) /* Redis's: the longest number text it parses or prints */
+#define MAX_LONG_DOUBLE_CHARS EXEC_LD_TEXT_MAX /* Redis's: the longest number text it parses or prints */
 
 /* Reads the live entry: OK (s->old, *len, *expire), NOT_FOUND (*len 0), or
  * an error, which goes into r. */
@@ -108,7 +108,7 @@ void exec_setbit(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, latt
 
 /* Redis's string2ld: strtold over the whole text, no leading blank, no
  * overflow or underflow to zero, not NaN. */
-static bool string2ld(const char *s, size_t n, long double *out)
+bool exec_parse_ld(const char *s, size_t n, long double *out)
 {
     char buf[MAX_LONG_DOUBLE_CHARS];
     if (n == 0 || n >= sizeof buf) return false;
@@ -152,8 +152,8 @@ void exec_incrbyfloat(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
     uint64_t expire;
     if (!read_entry(c, in, s, r, &old_len, &expire)) return;
     long double cur = 0, incr;
-    if (((r->flags & LATTICE_OP_R_FOUND) && !string2ld(s->old, old_len, &cur)) ||
-        !string2ld(in->value, in->value_len, &incr)) {
+    if (((r->flags & LATTICE_OP_R_FOUND) && !exec_parse_ld(s->old, old_len, &cur)) ||
+        !exec_parse_ld(in->value, in->value_len, &incr)) {
         r->status = LATTICE_ERR_INVAL; /* num 0: "value is not a valid float" */
         return;
     }

@@ -63,8 +63,12 @@ typedef struct exec_in {
  * frees it eventually). */
 typedef struct exec_scratch {
     void *old;      /* previous value (store copy) */
-    void *buf;      /* built value (increment/append) */
+    void *buf;      /* built value (increment/append; a collection's new row) */
     size_t buf_cap;
+    char *reply;    /* a collection command's reply (coll.c) */
+    size_t reply_len, reply_cap;
+    void *items;    /* a collection's decoded elements, its arguments (coll.c) */
+    size_t items_cap;
 } exec_scratch;
 
 void exec_scratch_free(exec_scratch *s);
@@ -75,6 +79,17 @@ void exec_local(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, latti
 void exec_setrange(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
 void exec_setbit(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
 void exec_incrbyfloat(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
+/* coll.c: LATTICE_OP_COLL_READ and _WRITE (lattice/coll.h), on the primary
+ * or a clean copy: the command's reply in r->value (s->reply). */
+void exec_coll(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
+/* Removes the key with the partition's next counter and fills repl; the
+ * store's status (NOT_FOUND: nothing there, the counter unchanged). */
+int exec_remove_entry(lattice_meta_cache *c, const exec_in *in, repl_out *repl);
+/* Redis's string2ll (only the canonical decimal form of an int64) and
+ * string2ld (strtold over the whole text, not NaN, no blank first). */
+bool exec_parse_i64(const void *v, size_t n, int64_t *out);
+bool exec_parse_ld(const char *s, size_t n, long double *out);
+#define EXEC_LD_TEXT_MAX (5 * 1024) /* Redis's MAX_LONG_DOUBLE_CHARS */
 /* Redis's long double text (ld2string, human form) into buf; its length. */
 size_t exec_format_ld(char *buf, size_t cap, long double v);
 bool exec_scratch_reserve(exec_scratch *s, size_t n);

@@ -83,6 +83,12 @@
  *                  partition, run by its primary in one step and
  *                  replicated as one unit; value of the result = every
  *                  sub-operation's result (lattice/txn.h).
+ *   COLL_READ,     a command of a collection type (hashes: HSET, HGET ...) on
+ *   COLL_WRITE     the key's value, executed by its primary: delta = the
+ *                  command, value = its arguments after the key, packed;
+ *                  value of the result = the command's reply (lattice/coll.h).
+ *                  A write keeps the key's expiry; one that empties the value
+ *                  removes the key.  WRONGTYPE on a value of another type.
  * Errors common to all: NO_CACHE, INVAL (empty key, bad kind), TOO_LARGE
  * (key/value above the cache's max_key_bytes/max_value_bytes), REGION_FULL,
  * PARTITION_LOST (no live copy of the key's partition; num = that partition,
@@ -120,7 +126,9 @@ typedef enum lattice_op_kind {
     LATTICE_OP_WALK = 13,
     LATTICE_OP_CLEAR = 14,
     LATTICE_OP_TXN = 15,        /* sub-operations of one partition in one step: lattice/txn.h */
-    LATTICE_OP_KIND_MAX_ = 15,
+    LATTICE_OP_COLL_READ = 16,  /* a read of a collection value (hash ...): lattice/coll.h */
+    LATTICE_OP_COLL_WRITE = 17, /* a write of one: lattice/coll.h */
+    LATTICE_OP_KIND_MAX_ = 17,
 } lattice_op_kind;
 
 /* Request flags. */

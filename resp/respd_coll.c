@@ -1,0 +1,142 @@
+/*
+ * respd: the commands of the collection types (hashes: HSET ... HSCAN).
+ * Each is one op (LATTICE_OP_COLL_READ or _WRITE, lattice/coll.h) of its
+ * key: the arguments after the key go packed as the client sent them, the
+ * key's primary checks them and runs the command (types/hash.c), and its
+ * reply comes back in RESP3's framing, which is written here in the
+ * connection's protocol (a map or a list of pairs is one flat array in
+ * RESP2, as Redis writes it).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "lattice/alloc.h"
+#include "lattice/coll.h"
+#include "respd_int.h"
+
+/* A write whose new value would not fit the cache's max_value_bytes (a
+ * hash is one row: docs/TYPES.md). */
+#define ERR_TOO_LARGE "ERR the hash would exceed the cache's max_value_bytes"
+#define ERR_NO_REPLY "ERR the reply did not come back (a full_async cache, or a resend after a failover): read the key"
+
+bool respd_is_coll_command(lattice_resp_cmd_id id)
+{
+    return id >= LATTICE_RESP_CMD_HSET && id <= LATTICE_RESP_CMD_HSCAN;
+}
+
+static lattice_coll_cmd coll_of(lattice_resp_cmd_id id)
+{
+    switch (id) {
+    case LATTICE_RESP_CMD_HSET: return LATTICE_COLL_HSET;
+    case LATTICE_RESP_CMD_HSETNX: return LATTICE_COLL_HSETNX;
+    case LATTICE_RESP_CMD_HMSET: return LATTICE_COLL_HMSET;
+    case LATTICE_RESP_CMD_HDEL: return LATTICE_COLL_HDEL;
+    case LATTICE_RESP_CMD_HINCRBY: return LATTICE_COLL_HINCRBY;
+    case LATTICE_RESP_CMD_HINCRBYFLOAT: return LATTICE_COLL_HINCRBYFLOAT;
+    case LATTICE_RESP_CMD_HGET: return LATTICE_COLL_HGET;
+    case LATTICE_RESP_CMD_HMGET: return LATTICE_COLL_HMGET;
+    case LATTICE_RESP_CMD_HLEN: return LATTICE_COLL_HLEN;
+    case LATTICE_RESP_CMD_HSTRLEN: return LATTICE_COLL_HSTRLEN;
+    case LATTICE_RESP_CMD_HEXISTS: return LATTICE_COLL_HEXISTS;
+    case LATTICE_RESP_CMD_HKEYS: return LATTICE_COLL_HKEYS;
+    case LATTICE_RESP_CMD_HVALS: return LATTICE_COLL_HVALS;
+    case LATTICE_RESP_CMD_HGETALL: return LATTICE_COLL_HGETALL;
+    case LATTICE_RESP_CMD_HRANDFIELD: return LATTICE_COLL_HRANDFIELD;
+    default: return LATTICE_COLL_HSCAN;
+    }
+}
+
+cmd_outcome respd_coll_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
+{
+    ent *e = respd_ent_new(b, id);
+    if (!e) return b->n_ents ? CMD_BATCHED : CMD_DONE; /* out of memory: the batch fails as a whole */
+    size_t n = argc - 2;
+    lattice_coll_arg *a = lt_malloc((n ? n : 1) * sizeof *a);
+    unsigned char *p = NULL;
+    bool ok = a != NULL;
+    for (size_t i = 0; ok && i < n; i++) a[i] = (lattice_coll_arg){argv[2 + i].ptr, argv[2 + i].len};
+    size_t len = ok ? lattice_coll_packed_len(a, n) : 0;
+    ok = ok && (p = lt_malloc(len)) != NULL && lattice_coll_pack(p, len, a, n) == len;
+    if (ok) {
+        lattice_coll_cmd cmd = coll_of(id);
+        lattice_resp_arg packed = {(const char *)p, len};
+        ok = respd_op_add(b, e, lattice_coll_is_write(cmd) ? LATTICE_OP_COLL_WRITE : LATTICE_OP_COLL_READ, 0,
+                          &argv[1], &packed, cmd, 0);
+    }
+    lt_free(p);
+    lt_free(a);
+    if (ok) return CMD_BATCHED;
+    b->n_ops = e->first;
+    b->n_ents--;
+    return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+}
+
+/* Writes the reply element at *off and what it holds; false when the
+ * bytes are malformed (never from a primary of this build). */
+static bool emit(lattice_resp_out *o, const char *p, size_t len, size_t *off, int depth)
+{
+    lattice_coll_elem e;
+    if (depth > 8 || lattice_coll_reply_next(p, len, off, &e) != 1) return false;
+    size_t kids = 0;
+    switch (e.type) {
+    case '+': lattice_resp_add_simple(o, e.ptr, e.len); return true;
+    case '-': lattice_resp_add_error(o, e.ptr, e.len); return true;
+    case ':': lattice_resp_add_int(o, e.num); return true;
+    case '$': lattice_resp_add_bulk(o, e.ptr, e.len); return true;
+    case '_': lattice_resp_add_null(o); return true;
+    case '*':
+        lattice_resp_add_array(o, (size_t)e.num);
+        kids = (size_t)e.num;
+        break;
+    case '%':
+        lattice_resp_add_map(o, (size_t)e.num);
+        kids = 2 * (size_t)e.num;
+        break;
+    default: /* '&': pairs */
+        if (lattice_resp_out_proto(o) == 3) {
+            lattice_resp_add_array(o, (size_t)e.num);
+            for (long long i = 0; i < e.num; i++) {
+                lattice_resp_add_array(o, 2);
+                if (!emit(o, p, len, off, depth + 1) || !emit(o, p, len, off, depth + 1)) return false;
+            }
+            return true;
+        }
+        lattice_resp_add_array(o, 2 * (size_t)e.num);
+        kids = 2 * (size_t)e.num;
+        break;
+    }
+    for (size_t i = 0; i < kids; i++)
+        if (!emit(o, p, len, off, depth + 1)) return false;
+    return true;
+}
+
+void respd_coll_reply(lattice_resp_out *o, const batch *b, const ent *e)
+{
+    const opres *x = &b->res[e->first];
+    if (x->status == LATTICE_ERR_TOO_LARGE) {
+        lattice_resp_add_error(o, ERR_TOO_LARGE, sizeof ERR_TOO_LARGE - 1);
+        return;
+    }
+    if (x->status != LATTICE_OK) {
+        respd_add_result_error(o, x);
+        return;
+    }
+    if (x->has_value) {
+        size_t off = 0;
+        if (!emit(o, b->vals + x->voff, x->vlen, &off, 0)) {
+            static const char m[] = "ERR malformed reply from the key's primary";
+            lattice_resp_add_error(o, m, sizeof m - 1);
+        }
+        return;
+    }
+    /* No reply bytes: a full_async write (its outcome is not reported) or
+     * a resend answered from the primary's record, which keeps num. */
+    switch ((lattice_resp_cmd_id)e->cmd) {
+    case LATTICE_RESP_CMD_HSET:
+    case LATTICE_RESP_CMD_HSETNX:
+    case LATTICE_RESP_CMD_HDEL:
+    case LATTICE_RESP_CMD_HINCRBY: lattice_resp_add_int(o, x->num); break;
+    case LATTICE_RESP_CMD_HMSET: lattice_resp_add_simple(o, "OK", 2); break;
+    default: lattice_resp_add_error(o, ERR_NO_REPLY, sizeof ERR_NO_REPLY - 1); break;
+    }
+}

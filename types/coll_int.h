@@ -1,0 +1,96 @@
+/*
+ * types/coll_int.h: what coll.c (the collection commands' frame: arguments,
+ * the key's value, the reply, the write) gives the files of each type
+ * (hash.c).  Internal to types/.
+ */
+#ifndef LATTICE_TYPES_COLL_INT_H
+#define LATTICE_TYPES_COLL_INT_H
+
+#include "lattice/coll.h"
+#include "types.h"
+
+/* One command being executed. */
+typedef struct coll_ctx {
+    lattice_meta_cache *c;
+    const exec_in *in;
+    exec_scratch *s;
+    lattice_op_result *r;
+    repl_out *repl;
+    int cmd;                   /* lattice_coll_cmd */
+    const char *name;          /* its name in Redis's error texts ("hset") */
+    size_t argc;               /* arguments after the key */
+    lattice_coll_arg *argv;    /* in s->items, then the decoded elements after them */
+    bool found;                /* coll_load: the key holds a value of the type */
+    lattice_store_meta meta;   /* ... and its meta (expiry) */
+    bool nomem;                /* a reply or row could not grow: NOMEM */
+} coll_ctx;
+
+/* Reads the key's value into s->old: false (r answered: WRONGTYPE, or the
+ * store's error) unless it holds a value of type or nothing (x->found). */
+bool coll_load(coll_ctx *x, uint8_t type);
+/* Room for n more elements after the arguments in s->items (they may
+ * move: x->argv follows); the first of them, NULL (x->nomem) without. */
+void *coll_items(coll_ctx *x, size_t n, size_t elem);
+/* A buffer of n bytes for the new row (s->buf), NULL (x->nomem) without. */
+void *coll_row(coll_ctx *x, size_t n);
+/* Writes the new row of type (s->buf, n bytes; TOO_LARGE past the cache's
+ * max_value_bytes) keeping the key's expiry (a new key: the cache's); or
+ * removes the key (an emptied collection).  False: r->status says why. */
+bool coll_write(coll_ctx *x, size_t n, uint8_t type);
+bool coll_remove(coll_ctx *x);
+
+/* The reply (s->reply), RESP3 as lattice/coll.h describes it. */
+void coll_simple(coll_ctx *x, const char *s);
+void coll_error(coll_ctx *x, const char *s); /* s without the leading '-' */
+void coll_int(coll_ctx *x, long long v);
+void coll_bulk(coll_ctx *x, const void *p, size_t n);
+void coll_null(coll_ctx *x);
+void coll_array(coll_ctx *x, size_t n);
+void coll_map(coll_ctx *x, size_t n);
+/* n pairs follow (2 x n replies): RESP3 shows n arrays of two, RESP2 one
+ * flat array (HRANDFIELD ... WITHVALUES). */
+void coll_pairs(coll_ctx *x, size_t n);
+/* Redis's error for a wrong argument count of the command. */
+void coll_arity_error(coll_ctx *x);
+#define COLL_ERR_SYNTAX "ERR syntax error"
+#define COLL_ERR_NOT_INT "ERR value is not an integer or out of range"
+
+/* Little-endian base-128 integers of the rows. */
+static inline size_t coll_varint_put(unsigned char *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}
+static inline size_t coll_varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+/* Reads one at *off of len bytes; false when cut short or over 10 bytes. */
+static inline bool coll_varint_get(const unsigned char *p, size_t len, size_t *off, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (unsigned shift = 0; shift < 64 && *off < len; shift += 7) {
+        unsigned char b = p[(*off)++];
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* hash.c: every hash command (LATTICE_COLL_H*). */
+void hash_run(coll_ctx *x);
+
+#endif

@@ -1,0 +1,523 @@
+/*
+ * hash: Redis 7.0's hash commands (t_hash.c) on a value of type
+ * LATTICE_TYPE_HASH, in coll.c's frame.  Each command checks its arguments
+ * in Redis's order (what Redis checks before it looks the key up comes
+ * first, so the errors a client sees are Redis's), then reads the key's row,
+ * answers, and writes the new row (or removes the key when its last field
+ * went).
+ *
+ * The row (docs/TYPES.md): one format byte (HASH_ROW_PAIRS), the field
+ * count as a varint, then each field and its value as (varint length,
+ * bytes), in insertion order - the order Redis's listpack keeps, so a small
+ * hash lists its fields as Redis lists them.  Overwriting a field keeps its
+ * place; a new field goes last.  Every command reads the whole row and a
+ * write writes it again: O(fields) per command.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/base.h"
+#include "coll_int.h"
+#include "lattice/alloc.h"
+#include "lattice/clock.h"
+
+#define HASH_ROW_PAIRS 1
+#define HASH_LISTPACK_ENTRIES 128 /* Redis's hash-max-listpack-entries default: HSCAN answers in one go up to it */
+
+typedef struct hpair {
+    const char *f, *v;
+    size_t fl, vl;
+} hpair;
+
+/* The key's pairs (x->found), in a table with room for extra more; NULL
+ * with r->status set when the row is malformed or memory short. */
+static hpair *decode(coll_ctx *x, size_t extra, size_t *n)
+{
+    const unsigned char *p = x->s->old;
+    size_t len = x->found ? x->meta.value_len : 0, off = 1;
+    uint64_t count = 0;
+    if (x->found && (len < 2 || p[0] != HASH_ROW_PAIRS || !coll_varint_get(p, len, &off, &count) || count > len)) {
+        x->r->status = LATTICE_ERR_PROTO;
+        return NULL;
+    }
+    hpair *v = coll_items(x, (size_t)count + extra, sizeof *v);
+    if (!v) {
+        x->r->status = LATTICE_ERR_NOMEM;
+        return NULL;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t fl, vl;
+        if (!coll_varint_get(p, len, &off, &fl) || fl > len - off) goto bad;
+        v[i].f = (const char *)p + off;
+        v[i].fl = (size_t)fl;
+        off += (size_t)fl;
+        if (!coll_varint_get(p, len, &off, &vl) || vl > len - off) goto bad;
+        v[i].v = (const char *)p + off;
+        v[i].vl = (size_t)vl;
+        off += (size_t)vl;
+    }
+    if (x->found && off != len) goto bad;
+    *n = (size_t)count;
+    return v;
+bad:
+    x->r->status = LATTICE_ERR_PROTO;
+    return NULL;
+}
+
+static size_t find(const hpair *v, size_t n, const void *f, size_t fl)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].fl == fl && (fl == 0 || memcmp(v[i].f, f, fl) == 0)) return i;
+    return n;
+}
+
+/* Writes v[0..n) as the key's row, or removes the key when n is 0. */
+static bool store(coll_ctx *x, const hpair *v, size_t n)
+{
+    if (n == 0) return coll_remove(x);
+    size_t len = 1 + coll_varint_len(n);
+    for (size_t i = 0; i < n; i++) len += coll_varint_len(v[i].fl) + v[i].fl + coll_varint_len(v[i].vl) + v[i].vl;
+    unsigned char *p = coll_row(x, len);
+    if (!p) {
+        x->r->status = LATTICE_ERR_NOMEM;
+        return false;
+    }
+    size_t off = 0;
+    p[off++] = HASH_ROW_PAIRS;
+    off += coll_varint_put(p + off, n);
+    for (size_t i = 0; i < n; i++) {
+        off += coll_varint_put(p + off, v[i].fl);
+        if (v[i].fl) memcpy(p + off, v[i].f, v[i].fl);
+        off += v[i].fl;
+        off += coll_varint_put(p + off, v[i].vl);
+        if (v[i].vl) memcpy(p + off, v[i].v, v[i].vl);
+        off += v[i].vl;
+    }
+    return coll_write(x, off, LATTICE_TYPE_HASH);
+}
+
+/* Loads and decodes the key's hash (absent: none) with room for extra. */
+static hpair *load(coll_ctx *x, size_t extra, size_t *n)
+{
+    *n = 0;
+    if (!coll_load(x, LATTICE_TYPE_HASH)) return NULL;
+    return decode(x, extra, n);
+}
+
+static bool is(const lattice_coll_arg *a, const char *s)
+{
+    size_t n = strlen(s);
+    return a->len == n && strncasecmp(a->ptr, s, n) == 0;
+}
+
+static bool arg_ll(const lattice_coll_arg *a, long long *v)
+{
+    int64_t t;
+    if (!exec_parse_i64(a->ptr, a->len, &t)) return false;
+    *v = t;
+    return true;
+}
+
+/* ---- writes ---- */
+
+/* HSET / HMSET field value [field value ...]: a field given twice takes its
+ * last value and counts once. */
+static void hset(coll_ctx *x)
+{
+    if (x->argc < 2 || x->argc % 2) {
+        coll_arity_error(x);
+        return;
+    }
+    size_t n, created = 0;
+    hpair *v = load(x, x->argc / 2, &n);
+    if (!v) return;
+    for (size_t i = 0; i < x->argc; i += 2) {
+        const lattice_coll_arg *f = &x->argv[i], *val = &x->argv[i + 1];
+        size_t k = find(v, n, f->ptr, f->len);
+        if (k == n) {
+            v[n++] = (hpair){f->ptr, NULL, f->len, 0};
+            created++;
+        }
+        v[k].v = val->ptr;
+        v[k].vl = val->len;
+    }
+    if (!store(x, v, n)) return;
+    x->r->num = (int64_t)created;
+    if (x->cmd == LATTICE_COLL_HMSET) coll_simple(x, "OK");
+    else coll_int(x, (long long)created);
+}
+
+static void hsetnx(coll_ctx *x)
+{
+    if (x->argc != 2) {
+        coll_arity_error(x);
+        return;
+    }
+    size_t n;
+    hpair *v = load(x, 1, &n);
+    if (!v) return;
+    const lattice_coll_arg *f = &x->argv[0], *val = &x->argv[1];
+    if (find(v, n, f->ptr, f->len) < n) {
+        coll_int(x, 0);
+        return;
+    }
+    v[n++] = (hpair){f->ptr, val->ptr, f->len, val->len};
+    if (!store(x, v, n)) return;
+    x->r->num = 1;
+    coll_int(x, 1);
+}
+
+static void hdel(coll_ctx *x)
+{
+    if (x->argc < 1) {
+        coll_arity_error(x);
+        return;
+    }
+    size_t n, deleted = 0;
+    hpair *v = load(x, 0, &n);
+    if (!v) return;
+    for (size_t i = 0; i < x->argc && n; i++) {
+        size_t k = find(v, n, x->argv[i].ptr, x->argv[i].len);
+        if (k == n) continue;
+        memmove(&v[k], &v[k + 1], (n - k - 1) * sizeof *v);
+        n--;
+        deleted++;
+    }
+    if (deleted && !store(x, v, n)) return;
+    x->r->num = (int64_t)deleted;
+    coll_int(x, (long long)deleted);
+}
+
+/* The field's value as a new pair of v (added last when absent). */
+static void put_field(hpair *v, size_t *n, const lattice_coll_arg *f, const char *val, size_t vl)
+{
+    size_t k = find(v, *n, f->ptr, f->len);
+    if (k == *n) v[(*n)++] = (hpair){f->ptr, NULL, f->len, 0};
+    v[k].v = val;
+    v[k].vl = vl;
+}
+
+static void hincrby(coll_ctx *x)
+{
+    long long incr, cur = 0;
+    if (x->argc != 2) {
+        coll_arity_error(x);
+        return;
+    }
+    if (!arg_ll(&x->argv[1], &incr)) {
+        coll_error(x, COLL_ERR_NOT_INT);
+        return;
+    }
+    size_t n;
+    hpair *v = load(x, 1, &n);
+    if (!v) return;
+    size_t k = find(v, n, x->argv[0].ptr, x->argv[0].len);
+    if (k < n && !arg_ll(&(lattice_coll_arg){v[k].v, v[k].vl}, &cur)) {
+        coll_error(x, "ERR hash value is not an integer");
+        return;
+    }
+    if ((incr < 0 && cur < 0 && incr < LLONG_MIN - cur) || (incr > 0 && cur > 0 && incr > LLONG_MAX - cur)) {
+        coll_error(x, "ERR increment or decrement would overflow");
+        return;
+    }
+    char buf[24];
+    cur += incr;
+    int len = snprintf(buf, sizeof buf, "%lld", cur);
+    put_field(v, &n, &x->argv[0], buf, (size_t)len);
+    if (!store(x, v, n)) return;
+    x->r->num = cur;
+    coll_int(x, cur);
+}
+
+static void hincrbyfloat(coll_ctx *x)
+{
+    long double incr, cur = 0;
+    if (x->argc != 2) {
+        coll_arity_error(x);
+        return;
+    }
+    if (!exec_parse_ld(x->argv[1].ptr, x->argv[1].len, &incr)) {
+        coll_error(x, "ERR value is not a valid float");
+        return;
+    }
+    if (isnan(incr) || isinf(incr)) {
+        coll_error(x, "ERR value is NaN or Infinity");
+        return;
+    }
+    size_t n;
+    hpair *v = load(x, 1, &n);
+    if (!v) return;
+    size_t k = find(v, n, x->argv[0].ptr, x->argv[0].len);
+    if (k < n && !exec_parse_ld(v[k].v, v[k].vl, &cur)) {
+        coll_error(x, "ERR hash value is not a float");
+        return;
+    }
+    cur += incr;
+    if (isnan(cur) || isinf(cur)) {
+        coll_error(x, "ERR increment would produce NaN or Infinity");
+        return;
+    }
+    static __thread char buf[EXEC_LD_TEXT_MAX];
+    size_t len = exec_format_ld(buf, sizeof buf, cur);
+    put_field(v, &n, &x->argv[0], buf, len);
+    if (!store(x, v, n)) return;
+    coll_bulk(x, buf, len);
+}
+
+/* ---- reads ---- */
+
+static void hget(coll_ctx *x)
+{
+    if (x->argc != 1) {
+        coll_arity_error(x);
+        return;
+    }
+    size_t n;
+    hpair *v = load(x, 0, &n);
+    if (!v) return;
+    size_t k = find(v, n, x->argv[0].ptr, x->argv[0].len);
+    if (k < n) coll_bulk(x, v[k].v, v[k].vl);
+    else coll_null(x);
+}
+
+static void hmget(coll_ctx *x)
+{
+    if (x->argc < 1) {
+        coll_arity_error(x);
+        return;
+    }
+    size_t n;
+    hpair *v = load(x, 0, &n);
+    if (!v) return;
+    coll_array(x, x->argc);
+    for (size_t i = 0; i < x->argc; i++) {
+        size_t k = find(v, n, x->argv[i].ptr, x->argv[i].len);
+        if (k < n) coll_bulk(x, v[k].v, v[k].vl);
+        else coll_null(x);
+    }
+}
+
+/* HLEN, HSTRLEN, HEXISTS: one integer. */
+static void hcount(coll_ctx *x)
+{
+    if (x->argc != (x->cmd == LATTICE_COLL_HLEN ? 0u : 1u)) {
+        coll_arity_error(x);
+        return;
+    }
+    size_t n;
+    hpair *v = load(x, 0, &n);
+    if (!v) return;
+    if (x->cmd == LATTICE_COLL_HLEN) {
+        coll_int(x, (long long)n);
+        return;
+    }
+    size_t k = find(v, n, x->argv[0].ptr, x->argv[0].len);
+    if (x->cmd == LATTICE_COLL_HEXISTS) coll_int(x, k < n);
+    else coll_int(x, k < n ? (long long)v[k].vl : 0);
+}
+
+/* HKEYS, HVALS, HGETALL (a map). */
+static void hall(coll_ctx *x)
+{
+    if (x->argc != 0) {
+        coll_arity_error(x);
+        return;
+    }
+    size_t n;
+    hpair *v = load(x, 0, &n);
+    if (!v) return;
+    bool keys = x->cmd != LATTICE_COLL_HVALS, vals = x->cmd != LATTICE_COLL_HKEYS;
+    if (keys && vals) coll_map(x, n);
+    else coll_array(x, n);
+    for (size_t i = 0; i < n; i++) {
+        if (keys) coll_bulk(x, v[i].f, v[i].fl);
+        if (vals) coll_bulk(x, v[i].v, v[i].vl);
+    }
+}
+
+static uint64_t rnd(void)
+{
+    static __thread uint64_t s;
+    if (!s) s = lt_mono_us() * 0x9e3779b97f4a7c15ull | 1;
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+}
+
+static void rand_pair(coll_ctx *x, const hpair *p, bool withvalues)
+{
+    coll_bulk(x, p->f, p->fl);
+    if (withvalues) coll_bulk(x, p->v, p->vl);
+}
+
+/* HRANDFIELD [count [WITHVALUES]] (hrandfieldCommand): without a count one
+ * field or nil; a negative count that many picks, repeats allowed; a
+ * positive one distinct fields, the whole hash when it has no more. */
+static void hrandfield(coll_ctx *x)
+{
+    long long l = 0;
+    bool withvalues = false, counted = x->argc >= 1;
+    if (counted) {
+        if (!arg_ll(&x->argv[0], &l)) {
+            coll_error(x, COLL_ERR_NOT_INT);
+            return;
+        }
+        if (l < -LLONG_MAX) {
+            coll_error(x, "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807");
+            return;
+        }
+        if (x->argc > 2 || (x->argc == 2 && !is(&x->argv[1], "withvalues"))) {
+            coll_error(x, COLL_ERR_SYNTAX);
+            return;
+        }
+        withvalues = x->argc == 2;
+        if (withvalues && (l < -LLONG_MAX / 2 || l > LLONG_MAX / 2)) {
+            coll_error(x, "ERR value is out of range");
+            return;
+        }
+    }
+    size_t n;
+    hpair *v = load(x, 0, &n);
+    if (!v) return;
+    if (!counted) {
+        size_t k = n ? (size_t)(rnd() % n) : 0;
+        if (!n) coll_null(x);
+        else coll_bulk(x, v[k].f, v[k].fl);
+        return;
+    }
+    if (!n || l == 0) {
+        coll_array(x, 0);
+        return;
+    }
+    if (l < 0 || l == 1) {
+        unsigned long long count = l < 0 ? (unsigned long long)-l : 1;
+        if (withvalues) coll_pairs(x, count);
+        else coll_array(x, count);
+        for (unsigned long long i = 0; i < count && !x->nomem; i++) rand_pair(x, &v[rnd() % n], withvalues);
+        return;
+    }
+    size_t count = (unsigned long long)l >= n ? n : (size_t)l;
+    if (withvalues) coll_pairs(x, count);
+    else coll_array(x, count);
+    if (count == n) {
+        for (size_t i = 0; i < n; i++) rand_pair(x, &v[i], withvalues);
+        return;
+    }
+    /* A partial shuffle of the table: its first count entries. */
+    for (size_t i = 0; i < count; i++) {
+        size_t j = i + (size_t)(rnd() % (n - i));
+        hpair t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+        rand_pair(x, &v[i], withvalues);
+    }
+}
+
+/* HSCAN cursor [MATCH pattern] [COUNT count] (hscanCommand,
+ * scanGenericCommand): the cursor is checked first, the options after the
+ * key was found.  The whole hash in one answer, cursor 0, as Redis answers
+ * for a listpack (the row is one); MATCH keeps the fields it matches. */
+static void hscan(coll_ctx *x)
+{
+    if (x->argc < 1) {
+        coll_arity_error(x);
+        return;
+    }
+    char cur[64], *end;
+    const lattice_coll_arg *c0 = &x->argv[0];
+    bool ok = c0->len > 0 && c0->len < sizeof cur;
+    if (ok) {
+        memcpy(cur, c0->ptr, c0->len);
+        cur[c0->len] = 0;
+        errno = 0;
+        (void)strtoul(cur, &end, 10);
+        ok = !(cur[0] == ' ' || (cur[0] >= '\t' && cur[0] <= '\r')) && *end == 0 && errno != ERANGE;
+    } else if (c0->len == 0) {
+        ok = true; /* strtoul of "" is 0 with nothing left over: Redis takes it */
+    }
+    if (!ok) {
+        coll_error(x, "ERR invalid cursor");
+        return;
+    }
+    size_t n;
+    hpair *v = load(x, 0, &n);
+    if (!v) return;
+    if (!x->found) {
+        coll_array(x, 2);
+        coll_bulk(x, "0", 1);
+        coll_array(x, 0);
+        return;
+    }
+    const lattice_coll_arg *pat = NULL;
+    for (size_t i = 1; i < x->argc; i += 2) {
+        size_t left = x->argc - i;
+        if (is(&x->argv[i], "count") && left >= 2) {
+            long long cnt;
+            if (!arg_ll(&x->argv[i + 1], &cnt)) {
+                coll_error(x, COLL_ERR_NOT_INT);
+                return;
+            }
+            if (cnt < 1) {
+                coll_error(x, COLL_ERR_SYNTAX);
+                return;
+            }
+        } else if (is(&x->argv[i], "match") && left >= 2) {
+            pat = &x->argv[i + 1];
+            if (pat->len == 1 && *(const char *)pat->ptr == '*') pat = NULL;
+        } else {
+            coll_error(x, COLL_ERR_SYNTAX);
+            return;
+        }
+    }
+    /* The pattern NUL-ended (lt_glob_match reads one byte past it). */
+    char *pz = NULL;
+    if (pat) {
+        pz = lt_malloc(pat->len + 1);
+        if (!pz) {
+            x->r->status = LATTICE_ERR_NOMEM;
+            return;
+        }
+        memcpy(pz, pat->ptr, pat->len);
+        pz[pat->len] = 0;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!pz || lt_glob_match(pz, pat->len, v[i].f, v[i].fl, 0)) v[kept++] = v[i];
+    lt_free(pz);
+    coll_array(x, 2);
+    coll_bulk(x, "0", 1);
+    coll_array(x, kept * 2);
+    for (size_t i = 0; i < kept; i++) {
+        coll_bulk(x, v[i].f, v[i].fl);
+        coll_bulk(x, v[i].v, v[i].vl);
+    }
+}
+
+void hash_run(coll_ctx *x)
+{
+    switch (x->cmd) {
+    case LATTICE_COLL_HSET:
+    case LATTICE_COLL_HMSET: hset(x); break;
+    case LATTICE_COLL_HSETNX: hsetnx(x); break;
+    case LATTICE_COLL_HDEL: hdel(x); break;
+    case LATTICE_COLL_HINCRBY: hincrby(x); break;
+    case LATTICE_COLL_HINCRBYFLOAT: hincrbyfloat(x); break;
+    case LATTICE_COLL_HGET: hget(x); break;
+    case LATTICE_COLL_HMGET: hmget(x); break;
+    case LATTICE_COLL_HLEN:
+    case LATTICE_COLL_HSTRLEN:
+    case LATTICE_COLL_HEXISTS: hcount(x); break;
+    case LATTICE_COLL_HKEYS:
+    case LATTICE_COLL_HVALS:
+    case LATTICE_COLL_HGETALL: hall(x); break;
+    case LATTICE_COLL_HRANDFIELD: hrandfield(x); break;
+    case LATTICE_COLL_HSCAN: hscan(x); break;
+    default: x->r->status = LATTICE_ERR_INVAL; break;
+    }
+}
