@@ -1,5 +1,6 @@
 /*
- * respd: the commands of the collection types (hashes: HSET ... HSCAN).
+ * respd: the commands of the collection types (hashes: HSET ... HSCAN;
+ * lists: LLEN ... LTRIM; sets: SISMEMBER ... SPOP).
  * Each is one op (LATTICE_OP_COLL_READ or _WRITE, lattice/coll.h) of its
  * key: the arguments after the key go packed as the client sent them, the
  * key's primary checks them and runs the command (types/hash.c), and its
@@ -21,30 +22,51 @@
 
 bool respd_is_coll_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_HSET && id <= LATTICE_RESP_CMD_HSCAN;
+    return id >= LATTICE_RESP_CMD_HSET && id <= LATTICE_RESP_CMD_SPOP;
 }
 
-static lattice_coll_cmd coll_of(lattice_resp_cmd_id id)
-{
-    switch (id) {
-    case LATTICE_RESP_CMD_HSET: return LATTICE_COLL_HSET;
-    case LATTICE_RESP_CMD_HSETNX: return LATTICE_COLL_HSETNX;
-    case LATTICE_RESP_CMD_HMSET: return LATTICE_COLL_HMSET;
-    case LATTICE_RESP_CMD_HDEL: return LATTICE_COLL_HDEL;
-    case LATTICE_RESP_CMD_HINCRBY: return LATTICE_COLL_HINCRBY;
-    case LATTICE_RESP_CMD_HINCRBYFLOAT: return LATTICE_COLL_HINCRBYFLOAT;
-    case LATTICE_RESP_CMD_HGET: return LATTICE_COLL_HGET;
-    case LATTICE_RESP_CMD_HMGET: return LATTICE_COLL_HMGET;
-    case LATTICE_RESP_CMD_HLEN: return LATTICE_COLL_HLEN;
-    case LATTICE_RESP_CMD_HSTRLEN: return LATTICE_COLL_HSTRLEN;
-    case LATTICE_RESP_CMD_HEXISTS: return LATTICE_COLL_HEXISTS;
-    case LATTICE_RESP_CMD_HKEYS: return LATTICE_COLL_HKEYS;
-    case LATTICE_RESP_CMD_HVALS: return LATTICE_COLL_HVALS;
-    case LATTICE_RESP_CMD_HGETALL: return LATTICE_COLL_HGETALL;
-    case LATTICE_RESP_CMD_HRANDFIELD: return LATTICE_COLL_HRANDFIELD;
-    default: return LATTICE_COLL_HSCAN;
-    }
-}
+/* The command each RESP command is (lattice/coll.h). */
+static const uint8_t coll_of[LATTICE_RESP_CMD_ID_COUNT_] = {
+    [LATTICE_RESP_CMD_HSET] = LATTICE_COLL_HSET,
+    [LATTICE_RESP_CMD_HSETNX] = LATTICE_COLL_HSETNX,
+    [LATTICE_RESP_CMD_HMSET] = LATTICE_COLL_HMSET,
+    [LATTICE_RESP_CMD_HDEL] = LATTICE_COLL_HDEL,
+    [LATTICE_RESP_CMD_HINCRBY] = LATTICE_COLL_HINCRBY,
+    [LATTICE_RESP_CMD_HINCRBYFLOAT] = LATTICE_COLL_HINCRBYFLOAT,
+    [LATTICE_RESP_CMD_HGET] = LATTICE_COLL_HGET,
+    [LATTICE_RESP_CMD_HMGET] = LATTICE_COLL_HMGET,
+    [LATTICE_RESP_CMD_HLEN] = LATTICE_COLL_HLEN,
+    [LATTICE_RESP_CMD_HSTRLEN] = LATTICE_COLL_HSTRLEN,
+    [LATTICE_RESP_CMD_HEXISTS] = LATTICE_COLL_HEXISTS,
+    [LATTICE_RESP_CMD_HKEYS] = LATTICE_COLL_HKEYS,
+    [LATTICE_RESP_CMD_HVALS] = LATTICE_COLL_HVALS,
+    [LATTICE_RESP_CMD_HGETALL] = LATTICE_COLL_HGETALL,
+    [LATTICE_RESP_CMD_HRANDFIELD] = LATTICE_COLL_HRANDFIELD,
+    [LATTICE_RESP_CMD_HSCAN] = LATTICE_COLL_HSCAN,
+    [LATTICE_RESP_CMD_LLEN] = LATTICE_COLL_LLEN,
+    [LATTICE_RESP_CMD_LRANGE] = LATTICE_COLL_LRANGE,
+    [LATTICE_RESP_CMD_LINDEX] = LATTICE_COLL_LINDEX,
+    [LATTICE_RESP_CMD_LPOS] = LATTICE_COLL_LPOS,
+    [LATTICE_RESP_CMD_LPUSH] = LATTICE_COLL_LPUSH,
+    [LATTICE_RESP_CMD_RPUSH] = LATTICE_COLL_RPUSH,
+    [LATTICE_RESP_CMD_LPUSHX] = LATTICE_COLL_LPUSHX,
+    [LATTICE_RESP_CMD_RPUSHX] = LATTICE_COLL_RPUSHX,
+    [LATTICE_RESP_CMD_LPOP] = LATTICE_COLL_LPOP,
+    [LATTICE_RESP_CMD_RPOP] = LATTICE_COLL_RPOP,
+    [LATTICE_RESP_CMD_LSET] = LATTICE_COLL_LSET,
+    [LATTICE_RESP_CMD_LINSERT] = LATTICE_COLL_LINSERT,
+    [LATTICE_RESP_CMD_LREM] = LATTICE_COLL_LREM,
+    [LATTICE_RESP_CMD_LTRIM] = LATTICE_COLL_LTRIM,
+    [LATTICE_RESP_CMD_SISMEMBER] = LATTICE_COLL_SISMEMBER,
+    [LATTICE_RESP_CMD_SMISMEMBER] = LATTICE_COLL_SMISMEMBER,
+    [LATTICE_RESP_CMD_SCARD] = LATTICE_COLL_SCARD,
+    [LATTICE_RESP_CMD_SMEMBERS] = LATTICE_COLL_SMEMBERS,
+    [LATTICE_RESP_CMD_SRANDMEMBER] = LATTICE_COLL_SRANDMEMBER,
+    [LATTICE_RESP_CMD_SSCAN] = LATTICE_COLL_SSCAN,
+    [LATTICE_RESP_CMD_SADD] = LATTICE_COLL_SADD,
+    [LATTICE_RESP_CMD_SREM] = LATTICE_COLL_SREM,
+    [LATTICE_RESP_CMD_SPOP] = LATTICE_COLL_SPOP,
+};
 
 cmd_outcome respd_coll_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
 {
@@ -58,7 +80,7 @@ cmd_outcome respd_coll_command(batch *b, lattice_resp_cmd_id id, size_t argc, co
     size_t len = ok ? lattice_coll_packed_len(a, n) : 0;
     ok = ok && (p = lt_malloc(len)) != NULL && lattice_coll_pack(p, len, a, n) == len;
     if (ok) {
-        lattice_coll_cmd cmd = coll_of(id);
+        lattice_coll_cmd cmd = (lattice_coll_cmd)coll_of[id];
         lattice_resp_arg packed = {(const char *)p, len};
         ok = respd_op_add(b, e, lattice_coll_is_write(cmd) ? LATTICE_OP_COLL_WRITE : LATTICE_OP_COLL_READ, 0,
                           &argv[1], &packed, cmd, 0);

@@ -4,40 +4,73 @@
  * the key's value read with its type checked, the reply built in RESP3's
  * framing, the new value written (or the key removed when the collection
  * emptied) with the partition's next update counter.  The commands of each
- * type are in a file of their own (hash.c).  Pure as the rest of types/:
+ * type are in a file of their own (hash.c, list.c, set.c).  Pure as the rest of types/:
  * the primary runs it (ops/primary.c), a clean copy a read of it.
  *
  * Replication: a write replicates the key's new value as any write does
  * (repl_out), so a copy applies it with exec_replicate_typed.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "coll_int.h"
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 
 /* A reply longer than this is refused (NOMEM) rather than built: it could
  * not travel in one data-channel frame either (HRANDFIELD -1000000000). */
 #define COLL_REPLY_MAX ((size_t)64 << 20)
 
-static const char *const names[LATTICE_COLL_CMD_MAX_ + 1] = {
-    [LATTICE_COLL_HGET] = "hget",
-    [LATTICE_COLL_HMGET] = "hmget",
-    [LATTICE_COLL_HLEN] = "hlen",
-    [LATTICE_COLL_HSTRLEN] = "hstrlen",
-    [LATTICE_COLL_HEXISTS] = "hexists",
-    [LATTICE_COLL_HKEYS] = "hkeys",
-    [LATTICE_COLL_HVALS] = "hvals",
-    [LATTICE_COLL_HGETALL] = "hgetall",
-    [LATTICE_COLL_HRANDFIELD] = "hrandfield",
-    [LATTICE_COLL_HSCAN] = "hscan",
-    [LATTICE_COLL_HSET] = "hset",
-    [LATTICE_COLL_HSETNX] = "hsetnx",
-    [LATTICE_COLL_HMSET] = "hmset",
-    [LATTICE_COLL_HDEL] = "hdel",
-    [LATTICE_COLL_HINCRBY] = "hincrby",
-    [LATTICE_COLL_HINCRBYFLOAT] = "hincrbyfloat",
+/* Each command: its name in Redis's error texts and the file of its type. */
+typedef struct coll_def {
+    const char *name;
+    void (*run)(coll_ctx *x);
+} coll_def;
+
+static const coll_def defs[LATTICE_COLL_CMD_MAX_ + 1] = {
+    [LATTICE_COLL_HGET] = {"hget", hash_run},
+    [LATTICE_COLL_HMGET] = {"hmget", hash_run},
+    [LATTICE_COLL_HLEN] = {"hlen", hash_run},
+    [LATTICE_COLL_HSTRLEN] = {"hstrlen", hash_run},
+    [LATTICE_COLL_HEXISTS] = {"hexists", hash_run},
+    [LATTICE_COLL_HKEYS] = {"hkeys", hash_run},
+    [LATTICE_COLL_HVALS] = {"hvals", hash_run},
+    [LATTICE_COLL_HGETALL] = {"hgetall", hash_run},
+    [LATTICE_COLL_HRANDFIELD] = {"hrandfield", hash_run},
+    [LATTICE_COLL_HSCAN] = {"hscan", hash_run},
+    [LATTICE_COLL_HSET] = {"hset", hash_run},
+    [LATTICE_COLL_HSETNX] = {"hsetnx", hash_run},
+    [LATTICE_COLL_HMSET] = {"hmset", hash_run},
+    [LATTICE_COLL_HDEL] = {"hdel", hash_run},
+    [LATTICE_COLL_HINCRBY] = {"hincrby", hash_run},
+    [LATTICE_COLL_HINCRBYFLOAT] = {"hincrbyfloat", hash_run},
+    [LATTICE_COLL_LLEN] = {"llen", list_run},
+    [LATTICE_COLL_LRANGE] = {"lrange", list_run},
+    [LATTICE_COLL_LINDEX] = {"lindex", list_run},
+    [LATTICE_COLL_LPOS] = {"lpos", list_run},
+    [LATTICE_COLL_LPUSH] = {"lpush", list_run},
+    [LATTICE_COLL_RPUSH] = {"rpush", list_run},
+    [LATTICE_COLL_LPUSHX] = {"lpushx", list_run},
+    [LATTICE_COLL_RPUSHX] = {"rpushx", list_run},
+    [LATTICE_COLL_LPOP] = {"lpop", list_run},
+    [LATTICE_COLL_RPOP] = {"rpop", list_run},
+    [LATTICE_COLL_LSET] = {"lset", list_run},
+    [LATTICE_COLL_LINSERT] = {"linsert", list_run},
+    [LATTICE_COLL_LREM] = {"lrem", list_run},
+    [LATTICE_COLL_LTRIM] = {"ltrim", list_run},
+    [LATTICE_COLL_SISMEMBER] = {"sismember", set_run},
+    [LATTICE_COLL_SMISMEMBER] = {"smismember", set_run},
+    [LATTICE_COLL_SCARD] = {"scard", set_run},
+    [LATTICE_COLL_SMEMBERS] = {"smembers", set_run},
+    [LATTICE_COLL_SRANDMEMBER] = {"srandmember", set_run},
+    [LATTICE_COLL_SSCAN] = {"sscan", set_run},
+    [LATTICE_COLL_SADD] = {"sadd", set_run},
+    [LATTICE_COLL_SREM] = {"srem", set_run},
+    [LATTICE_COLL_SPOP] = {"spop", set_run},
 };
 
 static bool grow(void **p, size_t *cap, size_t need)
@@ -166,6 +199,86 @@ void coll_arity_error(coll_ctx *x)
     coll_error(x, m);
 }
 
+uint64_t coll_rand(void)
+{
+    static __thread uint64_t s;
+    if (!s) s = lt_mono_us() * 0x9e3779b97f4a7c15ull | 1;
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+}
+
+/* ---- *SCAN's arguments (parseScanCursorOrReply, scanGenericCommand) ---- */
+
+bool coll_scan_cursor(coll_ctx *x)
+{
+    if (x->argc < 1) {
+        coll_arity_error(x);
+        return false;
+    }
+    char cur[64], *end;
+    const lattice_coll_arg *c0 = &x->argv[0];
+    bool ok = c0->len < sizeof cur; /* Redis's strtoul: "" is 0, a leading blank or anything left over is not */
+    if (ok) {
+        memcpy(cur, c0->ptr, c0->len);
+        cur[c0->len] = 0;
+        errno = 0;
+        (void)strtoul(cur, &end, 10);
+        ok = !(cur[0] == ' ' || (cur[0] >= '\t' && cur[0] <= '\r')) && *end == 0 && errno != ERANGE;
+    }
+    if (!ok) coll_error(x, "ERR invalid cursor");
+    return ok;
+}
+
+void coll_empty_scan(coll_ctx *x)
+{
+    coll_array(x, 2);
+    coll_bulk(x, "0", 1);
+    coll_array(x, 0);
+}
+
+bool coll_is(const lattice_coll_arg *a, const char *s)
+{
+    size_t n = strlen(s);
+    return a->len == n && strncasecmp(a->ptr, s, n) == 0;
+}
+
+bool coll_scan_options(coll_ctx *x, char **pattern, size_t *plen)
+{
+    const lattice_coll_arg *pat = NULL;
+    *pattern = NULL;
+    for (size_t i = 1; i < x->argc; i += 2) {
+        size_t left = x->argc - i;
+        if (coll_is(&x->argv[i], "count") && left >= 2) {
+            int64_t cnt;
+            if (!exec_parse_i64(x->argv[i + 1].ptr, x->argv[i + 1].len, &cnt)) {
+                coll_error(x, COLL_ERR_NOT_INT);
+                return false;
+            }
+            if (cnt < 1) {
+                coll_error(x, COLL_ERR_SYNTAX);
+                return false;
+            }
+        } else if (coll_is(&x->argv[i], "match") && left >= 2) {
+            pat = &x->argv[i + 1];
+        } else {
+            coll_error(x, COLL_ERR_SYNTAX);
+            return false;
+        }
+    }
+    if (!pat || (pat->len == 1 && *(const char *)pat->ptr == '*')) return true; /* "*" matches all: no filter */
+    /* NUL-ended: lt_glob_match reads one byte past it. */
+    if (!(*pattern = lt_malloc(pat->len + 1))) {
+        x->r->status = LATTICE_ERR_NOMEM;
+        return false;
+    }
+    memcpy(*pattern, pat->ptr, pat->len);
+    (*pattern)[pat->len] = 0;
+    *plen = pat->len;
+    return true;
+}
+
 /* ---- the frame ---- */
 
 void exec_coll(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl)
@@ -173,20 +286,20 @@ void exec_coll(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattic
     int cmd = (int)in->delta;
     bool write = in->kind == LATTICE_OP_COLL_WRITE;
     size_t n;
-    if (in->delta < 1 || in->delta > LATTICE_COLL_CMD_MAX_ || !names[cmd] || lattice_coll_is_write(cmd) != write ||
+    if (in->delta < 1 || in->delta > LATTICE_COLL_CMD_MAX_ || !defs[cmd].run || lattice_coll_is_write(cmd) != write ||
         !lattice_coll_unpacked_count(in->value, in->value_len, &n)) {
         r->status = LATTICE_ERR_INVAL;
         return;
     }
     s->reply_len = 0;
-    coll_ctx x = {c, in, s, r, repl, cmd, names[cmd], n, NULL, false, {0}, false};
+    coll_ctx x = {c, in, s, r, repl, cmd, defs[cmd].name, n, NULL, false, {0}, false};
     if (!coll_items(&x, 0, 1)) {
         r->status = LATTICE_ERR_NOMEM;
         return;
     }
     size_t off = 4;
     for (size_t i = 0; i < n; i++) x.argv[i] = lattice_coll_unpack_next(in->value, &off);
-    hash_run(&x);
+    defs[cmd].run(&x);
     if (!write) {
         c->reads++;
         if (x.found) c->hits++;

@@ -90,7 +90,23 @@ static inline bool coll_varint_get(const unsigned char *p, size_t len, size_t *o
     return false;
 }
 
-/* hash.c: every hash command (LATTICE_COLL_H*). */
+/* The commands of each type: hash.c (LATTICE_COLL_H*), list.c (L*, R*),
+ * set.c (S*). */
 void hash_run(coll_ctx *x);
+void list_run(coll_ctx *x);
+void set_run(coll_ctx *x);
+/* *SCAN key cursor [MATCH pattern] [COUNT count] (x->argv[0] the cursor):
+ * the cursor, checked before the key is read ("ERR invalid cursor"); an
+ * absent key's answer; the options, checked after it was found, with the
+ * pattern (NULL: match all) NUL-ended in *pattern (lt_free it), its
+ * length (it may hold a NUL) in *plen.  False:
+ * the error is the reply (or r->status NOMEM). */
+bool coll_scan_cursor(coll_ctx *x);
+void coll_empty_scan(coll_ctx *x);
+bool coll_scan_options(coll_ctx *x, char **pattern, size_t *plen);
+/* The argument is s, case-insensitively (an option's name). */
+bool coll_is(const lattice_coll_arg *a, const char *s);
+/* A random 64-bit number (xorshift, per thread): HRANDFIELD, SPOP ... */
+uint64_t coll_rand(void);
 
 #endif

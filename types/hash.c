@@ -13,7 +13,6 @@
  * place; a new field goes last.  Every command reads the whole row and a
  * write writes it again: O(fields) per command.
  */
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -107,12 +106,6 @@ static hpair *load(coll_ctx *x, size_t extra, size_t *n)
     *n = 0;
     if (!coll_load(x, LATTICE_TYPE_HASH)) return NULL;
     return decode(x, extra, n);
-}
-
-static bool is(const lattice_coll_arg *a, const char *s)
-{
-    size_t n = strlen(s);
-    return a->len == n && strncasecmp(a->ptr, s, n) == 0;
 }
 
 static bool arg_ll(const lattice_coll_arg *a, long long *v)
@@ -340,16 +333,6 @@ static void hall(coll_ctx *x)
     }
 }
 
-static uint64_t rnd(void)
-{
-    static __thread uint64_t s;
-    if (!s) s = lt_mono_us() * 0x9e3779b97f4a7c15ull | 1;
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-}
-
 static void rand_pair(coll_ctx *x, const hpair *p, bool withvalues)
 {
     coll_bulk(x, p->f, p->fl);
@@ -372,7 +355,7 @@ static void hrandfield(coll_ctx *x)
             coll_error(x, "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807");
             return;
         }
-        if (x->argc > 2 || (x->argc == 2 && !is(&x->argv[1], "withvalues"))) {
+        if (x->argc > 2 || (x->argc == 2 && !coll_is(&x->argv[1], "withvalues"))) {
             coll_error(x, COLL_ERR_SYNTAX);
             return;
         }
@@ -386,7 +369,7 @@ static void hrandfield(coll_ctx *x)
     hpair *v = load(x, 0, &n);
     if (!v) return;
     if (!counted) {
-        size_t k = n ? (size_t)(rnd() % n) : 0;
+        size_t k = n ? (size_t)(coll_rand() % n) : 0;
         if (!n) coll_null(x);
         else coll_bulk(x, v[k].f, v[k].fl);
         return;
@@ -399,7 +382,7 @@ static void hrandfield(coll_ctx *x)
         unsigned long long count = l < 0 ? (unsigned long long)-l : 1;
         if (withvalues) coll_pairs(x, count);
         else coll_array(x, count);
-        for (unsigned long long i = 0; i < count && !x->nomem; i++) rand_pair(x, &v[rnd() % n], withvalues);
+        for (unsigned long long i = 0; i < count && !x->nomem; i++) rand_pair(x, &v[coll_rand() % n], withvalues);
         return;
     }
     size_t count = (unsigned long long)l >= n ? n : (size_t)l;
@@ -411,7 +394,7 @@ static void hrandfield(coll_ctx *x)
     }
     /* A partial shuffle of the table: its first count entries. */
     for (size_t i = 0; i < count; i++) {
-        size_t j = i + (size_t)(rnd() % (n - i));
+        size_t j = i + (size_t)(coll_rand() % (n - i));
         hpair t = v[i];
         v[i] = v[j];
         v[j] = t;
@@ -419,77 +402,26 @@ static void hrandfield(coll_ctx *x)
     }
 }
 
-/* HSCAN cursor [MATCH pattern] [COUNT count] (hscanCommand,
- * scanGenericCommand): the cursor is checked first, the options after the
- * key was found.  The whole hash in one answer, cursor 0, as Redis answers
- * for a listpack (the row is one); MATCH keeps the fields it matches. */
+/* HSCAN cursor [MATCH pattern] [COUNT count] (hscanCommand): the whole
+ * hash in one answer, cursor 0, as Redis answers for a listpack (the row is
+ * one); MATCH keeps the fields it matches. */
 static void hscan(coll_ctx *x)
 {
-    if (x->argc < 1) {
-        coll_arity_error(x);
-        return;
-    }
-    char cur[64], *end;
-    const lattice_coll_arg *c0 = &x->argv[0];
-    bool ok = c0->len > 0 && c0->len < sizeof cur;
-    if (ok) {
-        memcpy(cur, c0->ptr, c0->len);
-        cur[c0->len] = 0;
-        errno = 0;
-        (void)strtoul(cur, &end, 10);
-        ok = !(cur[0] == ' ' || (cur[0] >= '\t' && cur[0] <= '\r')) && *end == 0 && errno != ERANGE;
-    } else if (c0->len == 0) {
-        ok = true; /* strtoul of "" is 0 with nothing left over: Redis takes it */
-    }
-    if (!ok) {
-        coll_error(x, "ERR invalid cursor");
-        return;
-    }
+    if (!coll_scan_cursor(x)) return;
     size_t n;
     hpair *v = load(x, 0, &n);
     if (!v) return;
+    char *pat = NULL;
+    size_t plen = 0;
     if (!x->found) {
-        coll_array(x, 2);
-        coll_bulk(x, "0", 1);
-        coll_array(x, 0);
+        coll_empty_scan(x);
         return;
     }
-    const lattice_coll_arg *pat = NULL;
-    for (size_t i = 1; i < x->argc; i += 2) {
-        size_t left = x->argc - i;
-        if (is(&x->argv[i], "count") && left >= 2) {
-            long long cnt;
-            if (!arg_ll(&x->argv[i + 1], &cnt)) {
-                coll_error(x, COLL_ERR_NOT_INT);
-                return;
-            }
-            if (cnt < 1) {
-                coll_error(x, COLL_ERR_SYNTAX);
-                return;
-            }
-        } else if (is(&x->argv[i], "match") && left >= 2) {
-            pat = &x->argv[i + 1];
-            if (pat->len == 1 && *(const char *)pat->ptr == '*') pat = NULL;
-        } else {
-            coll_error(x, COLL_ERR_SYNTAX);
-            return;
-        }
-    }
-    /* The pattern NUL-ended (lt_glob_match reads one byte past it). */
-    char *pz = NULL;
-    if (pat) {
-        pz = lt_malloc(pat->len + 1);
-        if (!pz) {
-            x->r->status = LATTICE_ERR_NOMEM;
-            return;
-        }
-        memcpy(pz, pat->ptr, pat->len);
-        pz[pat->len] = 0;
-    }
+    if (!coll_scan_options(x, &pat, &plen)) return;
     size_t kept = 0;
     for (size_t i = 0; i < n; i++)
-        if (!pz || lt_glob_match(pz, pat->len, v[i].f, v[i].fl, 0)) v[kept++] = v[i];
-    lt_free(pz);
+        if (!pat || lt_glob_match(pat, plen, v[i].f, v[i].fl, 0)) v[kept++] = v[i];
+    lt_free(pat);
     coll_array(x, 2);
     coll_bulk(x, "0", 1);
     coll_array(x, kept * 2);

@@ -55,6 +55,16 @@ typedef enum lattice_coll_cmd {
     LATTICE_COLL_HGETALL = 8,
     LATTICE_COLL_HRANDFIELD = 9,  /* [count [WITHVALUES]] */
     LATTICE_COLL_HSCAN = 10,      /* cursor [MATCH pattern] [COUNT n]: see docs/TYPES.md */
+    LATTICE_COLL_LLEN = 11,
+    LATTICE_COLL_LRANGE = 12,
+    LATTICE_COLL_LINDEX = 13,
+    LATTICE_COLL_LPOS = 14,
+    LATTICE_COLL_SISMEMBER = 15,
+    LATTICE_COLL_SMISMEMBER = 16,
+    LATTICE_COLL_SCARD = 17,
+    LATTICE_COLL_SMEMBERS = 18,
+    LATTICE_COLL_SRANDMEMBER = 19,
+    LATTICE_COLL_SSCAN = 20,
     LATTICE_COLL_WRITES_ = 64,
     LATTICE_COLL_HSET = 64,
     LATTICE_COLL_HSETNX = 65,
@@ -62,7 +72,20 @@ typedef enum lattice_coll_cmd {
     LATTICE_COLL_HDEL = 67,
     LATTICE_COLL_HINCRBY = 68,
     LATTICE_COLL_HINCRBYFLOAT = 69,
-    LATTICE_COLL_CMD_MAX_ = 69,
+    LATTICE_COLL_LPUSH = 70,
+    LATTICE_COLL_RPUSH = 71,
+    LATTICE_COLL_LPUSHX = 72,
+    LATTICE_COLL_RPUSHX = 73,
+    LATTICE_COLL_LPOP = 74,       /* [count] */
+    LATTICE_COLL_RPOP = 75,
+    LATTICE_COLL_LSET = 76,
+    LATTICE_COLL_LINSERT = 77,
+    LATTICE_COLL_LREM = 78,
+    LATTICE_COLL_LTRIM = 79,
+    LATTICE_COLL_SADD = 80,
+    LATTICE_COLL_SREM = 81,
+    LATTICE_COLL_SPOP = 82,       /* [count]: what it removed travels as the new value */
+    LATTICE_COLL_CMD_MAX_ = 82,
 } lattice_coll_cmd;
 
 typedef struct lattice_coll_arg {

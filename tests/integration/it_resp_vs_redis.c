@@ -27,6 +27,11 @@
  *                      EXPIRE's conditions; INFO commandstats and CLIENT
  *                      INFO's flags=/multi= around MULTI
  *   idletime           OBJECT IDLETIME after a write, a read and 2 s idle
+ *   hashes             HSET, HMSET, HSETNX, HGET, HMGET, HDEL, HLEN, HSTRLEN,
+ *                      HEXISTS, HKEYS, HVALS, HGETALL (listpack order),
+ *                      HINCRBY, HINCRBYFLOAT, HRANDFIELD (shapes), HSCAN;
+ *                      WRONGTYPE both ways, TYPE, OBJECT ENCODING, TTLs,
+ *                      DEL/SET/RENAME of a hash, binary fields, RESP3 replies
  *
  * The script avoids what differs by nature: a TTL read right after it was
  * set is the same second on both; PEXPIRETIME is compared only for keys
@@ -1034,6 +1039,353 @@ START_TEST(tx_keyless)
 }
 END_TEST
 
+/* ---- hashes: every hash command against Redis 7.0, byte for byte.  A
+ * small hash (under 128 fields of short values) is a listpack in Redis,
+ * which keeps insertion order, as Lattice does: HGETALL, HKEYS, HVALS and
+ * HSCAN are compared as bytes.  HRANDFIELD's picks are chance: compared by
+ * shape (hrandfield_shape).  Keys are hs:*, {hs}* (RENAME's slot). */
+static const char *const hash_script[] = {
+    /* HSET: new fields counted, overwrites not, a field twice in one call;
+     * odd argument counts; HMSET's +OK */
+    "HSET hs:a f1 v1", "HSET hs:a f2 v2 f3 v3 f1 w1", "HSET hs:a f4 v4 f4 v5", "HGET hs:a f4", "HSET hs:a f5",
+    "HSET hs:a f5 v5 f6", "HSET hs:a", "HMSET hs:a f5 v5 f6 v6", "HMSET hs:a f7", "HMSET hs:a f7 v7 f8",
+    "HGETALL hs:a", "hset hs:c A 1", "HGetAll hs:c",
+    /* HSETNX: an existing field untouched, a new one, a new key */
+    "HSETNX hs:a f1 zz", "HSETNX hs:a f9 v9", "HSETNX hs:nx f v", "HGET hs:nx f", "HSETNX hs:a f9",
+    "HSETNX hs:a f9 v v",
+    /* HGET / HMGET: hits, a missing field, a missing key, a field twice */
+    "HGET hs:a f1", "HGET hs:a nofield", "HGET hs:nokey f1", "HGET hs:a", "HGET hs:a f1 f2",
+    "HMGET hs:a f1 nofield f3 f1", "HMGET hs:nokey f1 f2", "HMGET hs:a",
+    /* HLEN / HSTRLEN / HEXISTS */
+    "HLEN hs:a", "HLEN hs:nokey", "HLEN", "HLEN hs:a x", "HSTRLEN hs:a f1", "HSTRLEN hs:a nofield",
+    "HSTRLEN hs:nokey f1", "HSTRLEN hs:a", "HEXISTS hs:a f1", "HEXISTS hs:a nofield", "HEXISTS hs:nokey f1",
+    "HEXISTS hs:a",
+    /* HKEYS / HVALS / HGETALL, in insertion order; an absent key */
+    "HKEYS hs:a", "HVALS hs:a", "HKEYS hs:nokey", "HVALS hs:nokey", "HGETALL hs:nokey", "HKEYS", "HVALS",
+    "HGETALL hs:a x",
+    /* HDEL: some absent, one twice; an overwrite keeps the field's place,
+     * a delete and re-add moves it last; the last field deleted deletes the key */
+    "HDEL hs:a f2 nofield f3 f2", "HDEL hs:nokey f1", "HDEL hs:a", "HGETALL hs:a", "HSET hs:a f1 x1",
+    "HGETALL hs:a", "HDEL hs:a f4", "HSET hs:a f4 again", "HGETALL hs:a", "HSETNX hs:a f5 no", "HKEYS hs:a",
+    "HDEL hs:a f1 f5 f6 f7 f9 f4", "HGETALL hs:a", "HLEN hs:a", "EXISTS hs:a", "TYPE hs:a", "HDEL hs:nx f",
+    "EXISTS hs:nx", "TYPE hs:nx",
+    /* HINCRBY: integers stored by HSET (HSTRLEN of them), new fields and keys,
+     * values that are not integers (leading zero, space, float), bad
+     * increments, overflow both ways */
+    "HSET hs:n i 12345 neg -12 z 010 big 9223372036854775807 s abc sp \" 1\" fl 1.5", "HSTRLEN hs:n i",
+    "HSTRLEN hs:n neg", "HSTRLEN hs:n z", "HINCRBY hs:n i 5", "HINCRBY hs:n neg -8", "HINCRBY hs:n new 7",
+    "HINCRBY hs:n new -7", "HINCRBY hs:new2 f 3", "HGETALL hs:new2", "HINCRBY hs:n s 1", "HINCRBY hs:n z 1",
+    "HINCRBY hs:n sp 1", "HINCRBY hs:n fl 1", "HINCRBY hs:n i x", "HINCRBY hs:n i 1.5", "HINCRBY hs:n i \"\"",
+    "HINCRBY hs:n i 9223372036854775808", "HINCRBY hs:n big 1", "HINCRBY hs:n neg -9223372036854775807",
+    "HINCRBY hs:n neg -9223372036854775808", "HINCRBY hs:n big 0", "HINCRBY hs:n i", "HINCRBY hs:n i 1 2",
+    "HGETALL hs:n",
+    /* HINCRBYFLOAT: Redis's long double text (10.5 + 0.1, exponents,
+     * integers), integer fields, non-float values, bad increments, inf */
+    "HINCRBYFLOAT hs:f x 10.5", "HINCRBYFLOAT hs:f x 0.1", "HINCRBYFLOAT hs:f y 5.0e3", "HINCRBYFLOAT hs:f y 2.0e2",
+    "HINCRBYFLOAT hs:f y -5200", "HINCRBYFLOAT hs:f z 3", "HINCRBYFLOAT hs:f z 1.5", "HINCRBYFLOAT hs:f z -0.5",
+    "HINCRBYFLOAT hs:f w 1e-20", "HINCRBYFLOAT hs:f w -1e-20", "HINCRBYFLOAT hs:n i 1.5", "HINCRBYFLOAT hs:n big 1",
+    "HINCRBYFLOAT hs:n s 1", "HINCRBYFLOAT hs:n sp 1", "HINCRBYFLOAT hs:f x abc", "HINCRBYFLOAT hs:f x \"\"",
+    "HINCRBYFLOAT hs:f x nan", "HINCRBYFLOAT hs:f x inf", "HINCRBYFLOAT hs:f x 0x10", "HINCRBYFLOAT hs:f x",
+    "HINCRBYFLOAT hs:f x 1 2", "HGETALL hs:f", "HINCRBY hs:f x 1", "HINCRBY hs:n i 1", "HSET hs:fbig v 1.1e4932",
+    "HINCRBYFLOAT hs:fbig v 1e4932", "HGET hs:fbig v",
+    /* WRONGTYPE: every hash command on a string (argument errors first
+     * where Redis checks them first; HSCAN's options after the key's type,
+     * and not at all for an absent key) */
+    "SET hs:str v", "HSET hs:str f v", "HMSET hs:str f v", "HSETNX hs:str f v", "HGET hs:str f", "HMGET hs:str f g",
+    "HDEL hs:str f", "HLEN hs:str", "HSTRLEN hs:str f", "HEXISTS hs:str f", "HKEYS hs:str", "HVALS hs:str",
+    "HGETALL hs:str", "HINCRBY hs:str f 1", "HINCRBY hs:str f x", "HINCRBYFLOAT hs:str f 1",
+    "HINCRBYFLOAT hs:str f x", "HRANDFIELD hs:str", "HRANDFIELD hs:str 2", "HRANDFIELD hs:str -2 WITHVALUES",
+    "HRANDFIELD hs:str x", "HSCAN hs:str 0", "HSCAN hs:str x", "HSCAN hs:str 0 COUNT 0", "HSET hs:str f",
+    "GET hs:str",
+    /* ... and string commands on a hash; TYPE, OBJECT ENCODING */
+    "HSET hs:h f v g w", "GET hs:h", "APPEND hs:h x", "INCR hs:h", "INCRBY hs:h 2", "INCRBYFLOAT hs:h 1",
+    "STRLEN hs:h", "GETRANGE hs:h 0 1", "SETRANGE hs:h 0 x", "GETSET hs:h x", "GETDEL hs:h", "MGET hs:h hs:str",
+    "TYPE hs:h", "OBJECT ENCODING hs:h", "HGETALL hs:h",
+    /* HRANDFIELD's answers that chance does not decide, and its errors */
+    "HRANDFIELD hs:nokey", "HRANDFIELD hs:nokey 3", "HRANDFIELD hs:nokey -3 WITHVALUES", "HRANDFIELD hs:nokey 0",
+    "HRANDFIELD hs:h 0", "HRANDFIELD hs:h 0 WITHVALUES", "HRANDFIELD hs:h x", "HRANDFIELD hs:h 1 BOGUS",
+    "HRANDFIELD hs:h 1 WITHVALUES x", "HRANDFIELD hs:nokey x", "HRANDFIELD hs:nokey 1 BOGUS",
+    "HRANDFIELD hs:h -9223372036854775808", "HRANDFIELD hs:h -9223372036854775807 WITHVALUES",
+    "HRANDFIELD hs:h 9223372036854775807 WITHVALUES", "HRANDFIELD", "HSET hs:one f v", "HRANDFIELD hs:one",
+    "HRANDFIELD hs:one 1 withvalues", "HRANDFIELD hs:one -3", "HRANDFIELD hs:one -2 WITHVALUES",
+    "HRANDFIELD hs:one 5 WITHVALUES",
+    /* HSCAN: a small hash in one reply, cursor "0", COUNT a hint; MATCH;
+     * cursor and option errors; an absent key */
+    "HSCAN hs:h 0", "HSCAN hs:h 0 COUNT 1", "HSCAN hs:h 0 MATCH f", "HSCAN hs:h 0 MATCH g*", "HSCAN hs:h 0 match x*",
+    "HSCAN hs:h 0 MATCH * COUNT 10", "HSCAN hs:nokey 0", "HSCAN hs:nokey x", "HSCAN hs:nokey 0 COUNT 0",
+    "HSCAN hs:h x", "HSCAN hs:h 18446744073709551616", "HSCAN hs:h 0 COUNT 0", "HSCAN hs:h 0 COUNT -1",
+    "HSCAN hs:h 0 COUNT x", "HSCAN hs:h 0 MATCH", "HSCAN hs:h 0 BOGUS x", "HSCAN hs:h 0 TYPE string", "HSCAN hs:h",
+    /* EXPIRE / TTL / PERSIST: writes keep the TTL, the key deleted by its
+     * last HDEL loses it */
+    "HSET hs:e a 1 b 2", "EXPIRE hs:e 100", "TTL hs:e", "HSET hs:e c 3", "HDEL hs:e a", "HINCRBY hs:e b 1",
+    "TTL hs:e", "PERSIST hs:e", "TTL hs:e", "PERSIST hs:e", "EXPIRE hs:e 100", "HDEL hs:e b c", "EXISTS hs:e",
+    "HSET hs:e a 1", "TTL hs:e", "EXPIRE hs:e 0", "EXISTS hs:e", "HGET hs:e a",
+    /* DEL, SET over a hash (NX keeps it, GET refuses it) */
+    "HSET hs:d a 1", "DEL hs:d", "DEL hs:d", "HSET hs:d a 1", "SET hs:d s", "TYPE hs:d", "GET hs:d", "HGET hs:d a",
+    "HSET hs:d2 a 1", "SET hs:d2 x NX", "SET hs:d2 x XX GET", "HGET hs:d2 a", "DEL hs:d2 hs:nokey",
+    /* RENAME / RENAMENX / COPY of a hash in one slot: fields, order, TTL */
+    "HSET {hs}a f1 v1 f2 v2", "EXPIRE {hs}a 100", "RENAME {hs}a {hs}b", "EXISTS {hs}a", "TYPE {hs}b",
+    "HGETALL {hs}b", "TTL {hs}b", "SET {hs}c str", "RENAME {hs}b {hs}c", "TYPE {hs}c", "HGETALL {hs}c",
+    "RENAMENX {hs}c {hs}d", "HGET {hs}d f2", "OBJECT ENCODING {hs}d", "COPY {hs}d {hs}e", "HGETALL {hs}e",
+    "HDEL {hs}e f1 f2", "HGETALL {hs}d",
+};
+
+/* RESP3 (after HELLO 3 on both; raw bytes, see ask_pipeline): HGETALL a
+ * map, nils as "_", HRANDFIELD ... WITHVALUES an array of [field, value]
+ * pairs (hs:one's single field makes them deterministic). */
+static const char *const hash_resp3[] = {
+    "HGETALL hs:one", "HGETALL hs:h", "HGETALL hs:nokey", "HGET hs:h nof", "HGET hs:nokey f", "HMGET hs:h f nof",
+    "HMGET hs:nokey a", "HRANDFIELD hs:nokey", "HRANDFIELD hs:one", "HRANDFIELD hs:one 1 WITHVALUES",
+    "HRANDFIELD hs:one -3 WITHVALUES", "HRANDFIELD hs:one -2", "HRANDFIELD hs:one 5 WITHVALUES",
+    "HRANDFIELD hs:one 0 WITHVALUES", "HRANDFIELD hs:nokey 2 WITHVALUES", "HSCAN hs:h 0", "HSCAN hs:h 0 MATCH g",
+    "HINCRBYFLOAT hs:one x 1.5", "HINCRBY hs:one y 2", "HKEYS hs:one", "HVALS hs:one", "HLEN hs:one",
+    "HEXISTS hs:one x", "HSTRLEN hs:one x", "HSET hs:one z 1", "HDEL hs:one z", "HGETALL hs:one", "HGET hs:str f",
+};
+
+/* Field fK of a hash of nf fields f0..f<nf-1>: K, or -1. */
+static int field_index(const char *s, size_t len, size_t nf)
+{
+    char canon[32];
+    if (len < 2 || len > 8 || s[0] != 'f') return -1;
+    long k = strtol(s + 1, NULL, 10);
+    int n = snprintf(canon, sizeof canon, "f%ld", k);
+    return (size_t)n == len && !memcmp(canon, s, len) && k >= 0 && (size_t)k < nf ? (int)k : -1;
+}
+
+/* One field (and its value) of an HRANDFIELD answer checked: a field of
+ * the hash (f0..f<nf-1>, fK's value vK), not seen before when distinct. */
+static void rand_pick(const char *who, const char *line, const char *f, size_t fl, const char *v, size_t vl,
+                      size_t nf, bool *seen, bool distinct)
+{
+    int k = field_index(f, fl, nf);
+    ck_assert_msg(k >= 0, "%s, '%s': '%.*s' is no field of the hash", who, line, (int)fl, f);
+    if (v) {
+        char want[32];
+        int n = snprintf(want, sizeof want, "v%d", k);
+        ck_assert_msg((size_t)n == vl && !memcmp(want, v, vl), "%s, '%s': f%d's value '%.*s'", who, line, k, (int)vl,
+                      v);
+    }
+    ck_assert_msg(!distinct || !seen[k], "%s, '%s': f%d twice", who, line, k);
+    seen[k] = true;
+}
+
+/* HRANDFIELD's RESP2 answer on one side, checked for what chance does not
+ * decide: a bulk (n < 0: no count), or an array of n fields (each followed
+ * by its value when withvalues), none twice when distinct. */
+static void hrandfield_shape(int fd, const char *who, const char *line, size_t nf, long n, bool withvalues,
+                             bool distinct)
+{
+    static char buf[1 << 16];
+    size_t len = ask(fd, line, buf, sizeof buf);
+    redisReader *rd = redisReaderCreate();
+    redisReply *r = NULL;
+    ck_assert_int_eq(redisReaderFeed(rd, buf, len), REDIS_OK);
+    ck_assert_int_eq(redisReaderGetReply(rd, (void **)&r), REDIS_OK);
+    ck_assert_ptr_nonnull(r);
+    bool seen[512] = {false};
+    ck_assert(nf <= 512);
+    if (n < 0) {
+        ck_assert_msg(r->type == REDIS_REPLY_STRING, "%s, '%s': not a bulk: %.200s", who, line, buf);
+        rand_pick(who, line, r->str, r->len, NULL, 0, nf, seen, false);
+    } else {
+        size_t step = withvalues ? 2 : 1;
+        ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n * step,
+                      "%s, '%s': want %ld fields%s, got %.200s", who, line, n, withvalues ? " and values" : "", buf);
+        for (size_t i = 0; i < r->elements; i += step) {
+            redisReply *f = r->element[i], *v = withvalues ? r->element[i + 1] : NULL;
+            ck_assert(f->type == REDIS_REPLY_STRING && (!v || v->type == REDIS_REPLY_STRING));
+            rand_pick(who, line, f->str, f->len, v ? v->str : NULL, v ? v->len : 0, nf, seen, distinct);
+        }
+    }
+    freeReplyObject(r);
+    redisReaderFree(rd);
+}
+
+static bool take(const char **p, const char *lit)
+{
+    size_t n = strlen(lit);
+    if (strncmp(*p, lit, n)) return false;
+    *p += n;
+    return true;
+}
+
+/* A bulk at *p: its payload in *s, *len; *p past it. */
+static bool take_bulk(const char **p, const char **s, size_t *len)
+{
+    char *end;
+    if (**p != '$') return false;
+    long n = strtol(*p + 1, &end, 10);
+    if (n < 0 || strncmp(end, "\r\n", 2)) return false;
+    *s = end + 2;
+    *len = (size_t)n;
+    *p = end + 2 + n;
+    return take(p, "\r\n");
+}
+
+/* "HRANDFIELD k n WITHVALUES" in RESP3 on one side (HELLO 3 sent): an
+ * array of |n| [field, value] arrays, checked as hrandfield_shape. */
+static void hrandfield_shape3(int fd, const char *who, const char *line, size_t nf, long n, bool distinct)
+{
+    static char buf[1 << 16];
+    char req[256];
+    snprintf(req, sizeof req, "%s\r\n", line);
+    ask_pipeline(fd, req, buf, sizeof buf);
+    const char *p = buf;
+    char head[32];
+    snprintf(head, sizeof head, "*%ld\r\n", n);
+    ck_assert_msg(take(&p, head), "%s, '%s': want %ld pairs: %.200s", who, line, n, buf);
+    bool seen[512] = {false};
+    ck_assert(nf <= 512);
+    for (long i = 0; i < n; i++) {
+        const char *f, *v;
+        size_t fl, vl;
+        ck_assert_msg(take(&p, "*2\r\n") && take_bulk(&p, &f, &fl) && take_bulk(&p, &v, &vl),
+                      "%s, '%s': pair %ld is no [field, value]: %.200s", who, line, i, buf);
+        rand_pick(who, line, f, fl, v, vl, nf, seen, distinct);
+    }
+    ck_assert_msg(!strcmp(p, "$10\r\nend-marker\r\n"), "%s, '%s': more than %ld pairs: %.200s", who, line, n, buf);
+}
+
+START_TEST(hashes)
+{
+    it_begin("resp_vs_redis_hashes");
+    int rfd, lfd;
+    start_pair(&rfd, &lfd);
+    static char want[1 << 16], got[1 << 16];
+    same_replies(rfd, lfd, hash_script, sizeof hash_script / sizeof hash_script[0], want, got, sizeof want);
+    /* 120 fields (a listpack still): order after deletes and re-adds,
+     * HSCAN's single reply whatever COUNT says, OBJECT ENCODING. */
+    static char wide[2][1024];
+    for (int half = 0; half < 2; half++) {
+        size_t at = (size_t)snprintf(wide[half], sizeof wide[half], "HSET hs:wide");
+        for (int i = half * 60; i < half * 60 + 60; i++)
+            at += (size_t)snprintf(wide[half] + at, sizeof wide[half] - at, " f%d v%d", i, i);
+        ck_assert(at < sizeof wide[half]);
+    }
+    const char *const wide_script[] = {
+        wide[0], wide[1], "HLEN hs:wide", "HGETALL hs:wide", "OBJECT ENCODING hs:wide", "HDEL hs:wide f0 f59 f60",
+        "HSET hs:wide f59 again f0 v0", "HKEYS hs:wide", "HVALS hs:wide", "HSCAN hs:wide 0 COUNT 5",
+        "HSCAN hs:wide 0 MATCH f1?", "HMGET hs:wide f119 f60 f0",
+    };
+    same_replies(rfd, lfd, wide_script, sizeof wide_script / sizeof wide_script[0], want, got, sizeof want);
+    /* Binary-safe fields and values: an embedded NUL, "", CR LF, 0xff; a key
+     * with a NUL. */
+    static const struct {
+        int argc;
+        const char *argv[10];
+        size_t lens[10];
+    } bin[] = {
+        {10, {"HSET", "hs:bin", "a\0b", "v\0w", "", "", "e", "", "\r\n", "x\xffy"}, {4, 6, 3, 3, 0, 0, 1, 0, 2, 3}},
+        {3, {"HGET", "hs:bin", "a\0b"}, {4, 6, 3}},
+        {3, {"HGET", "hs:bin", ""}, {4, 6, 0}},
+        {3, {"HGET", "hs:bin", "e"}, {4, 6, 1}},
+        {3, {"HGET", "hs:bin", "a"}, {4, 6, 1}},
+        {3, {"HGET", "hs:bin", "a\0"}, {4, 6, 2}},
+        {3, {"HSTRLEN", "hs:bin", "a\0b"}, {7, 6, 3}},
+        {3, {"HSTRLEN", "hs:bin", ""}, {7, 6, 0}},
+        {3, {"HEXISTS", "hs:bin", ""}, {7, 6, 0}},
+        {3, {"HEXISTS", "hs:bin", "a\0"}, {7, 6, 2}},
+        {5, {"HMGET", "hs:bin", "", "a\0b", "a"}, {5, 6, 0, 3, 1}},
+        {2, {"HKEYS", "hs:bin"}, {5, 6}},
+        {2, {"HVALS", "hs:bin"}, {5, 6}},
+        {2, {"HGETALL", "hs:bin"}, {7, 6}},
+        {4, {"HSETNX", "hs:bin", "", "z"}, {6, 6, 0, 1}},
+        {4, {"HINCRBY", "hs:bin", "\0n", "5"}, {7, 6, 2, 1}},
+        {4, {"HINCRBY", "hs:bin", "", "1"}, {7, 6, 0, 1}},
+        {4, {"HINCRBYFLOAT", "hs:bin", "", "1"}, {12, 6, 0, 1}},
+        {4, {"HINCRBYFLOAT", "hs:bin", "\0n", "0.5"}, {12, 6, 2, 3}},
+        {5, {"HSCAN", "hs:bin", "0", "MATCH", "a*"}, {5, 6, 1, 5, 2}},
+        {5, {"HSCAN", "hs:bin", "0", "MATCH", "a?b"}, {5, 6, 1, 5, 3}},
+        {5, {"HSCAN", "hs:bin", "0", "MATCH", "a\0*"}, {5, 6, 1, 5, 3}},
+        {5, {"HDEL", "hs:bin", "", "a\0b", "a"}, {4, 6, 0, 3, 1}},
+        {2, {"HGETALL", "hs:bin"}, {7, 6}},
+        {4, {"HSET", "hs:\0k", "f", "v"}, {4, 4, 1, 1}},
+        {2, {"HGETALL", "hs:\0k"}, {7, 4}},
+        {2, {"HGETALL", "hs:"}, {7, 3}},
+        {2, {"TYPE", "hs:\0k"}, {4, 4}},
+        {4, {"HSET", "hs:ek", "", ""}, {4, 5, 0, 0}},
+        {2, {"HGETALL", "hs:ek"}, {7, 5}},
+        {3, {"HDEL", "hs:ek", ""}, {4, 5, 0}},
+        {2, {"EXISTS", "hs:ek"}, {6, 5}},
+    };
+    for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "binary case %zu (%s)", i, bin[i].argv[0]);
+        same_bin(rfd, lfd, bin[i].argc, bin[i].argv, bin[i].lens, what);
+    }
+    /* HRANDFIELD by shape: hs:r's 10 fields, hs:wide's 120 (f0..f119
+     * again), each count on each side: positive distinct (at most HLEN),
+     * negative with repeats, WITHVALUES pairs. */
+    static const char *const r_fill[] = {"HSET hs:r f0 v0 f1 v1 f2 v2 f3 v3 f4 v4 f5 v5 f6 v6 f7 v7 f8 v8 f9 v9",
+                                         "HSET hs:wide f0 v0 f59 v59 f60 v60"};
+    same_replies(rfd, lfd, r_fill, 2, want, got, sizeof want);
+    static const struct {
+        const char *line;
+        size_t nf;
+        long n; /* -1: a bulk */
+        bool withvalues, distinct;
+    } shapes[] = {
+        {"HRANDFIELD hs:r", 10, -1, false, false},
+        {"HRANDFIELD hs:r 1", 10, 1, false, true},
+        {"HRANDFIELD hs:r 3", 10, 3, false, true},
+        {"HRANDFIELD hs:r 7", 10, 7, false, true},
+        {"HRANDFIELD hs:r 10", 10, 10, false, true},
+        {"HRANDFIELD hs:r 25", 10, 10, false, true},
+        {"HRANDFIELD hs:r 9223372036854775807", 10, 10, false, true},
+        {"HRANDFIELD hs:r -1", 10, 1, false, false},
+        {"HRANDFIELD hs:r -25", 10, 25, false, false},
+        {"HRANDFIELD hs:r 3 WITHVALUES", 10, 3, true, true},
+        {"HRANDFIELD hs:r 8 WITHVALUES", 10, 8, true, true},
+        {"HRANDFIELD hs:r 11 WITHVALUES", 10, 10, true, true},
+        {"HRANDFIELD hs:r -25 WITHVALUES", 10, 25, true, false},
+        {"HRANDFIELD hs:wide", 120, -1, false, false},
+        {"HRANDFIELD hs:wide 5", 120, 5, false, true},
+        {"HRANDFIELD hs:wide 100 WITHVALUES", 120, 100, true, true},
+        {"HRANDFIELD hs:wide -200 WITHVALUES", 120, 200, true, false},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int side = 0; side < 2; side++)
+            hrandfield_shape(side ? lfd : rfd, side ? "lattice" : "redis-server", shapes[i].line, shapes[i].nf,
+                             shapes[i].n, shapes[i].withvalues, shapes[i].distinct);
+    /* RESP3: the same bytes after HELLO 3 (whose own reply differs: server
+     * fields); WITHVALUES pairs by shape; then back with HELLO 2. */
+    ask_pipeline(rfd, "HELLO 3\r\n", want, sizeof want);
+    ask_pipeline(lfd, "HELLO 3\r\n", got, sizeof got);
+    ck_assert_msg(want[0] == '%' && got[0] == '%', "HELLO 3: redis-server %.60s, lattice %.60s", want, got);
+    for (size_t i = 0; i < sizeof hash_resp3 / sizeof hash_resp3[0]; i++) {
+        char req[256];
+        snprintf(req, sizeof req, "%s\r\n", hash_resp3[i]);
+        size_t nw = ask_pipeline(rfd, req, want, sizeof want);
+        size_t ng = ask_pipeline(lfd, req, got, sizeof got);
+        ck_assert_msg(nw == ng && !memcmp(want, got, nw), "RESP3 '%s': redis-server answered\n%s\nlattice answered\n%s",
+                      hash_resp3[i], want, got);
+    }
+    static const struct {
+        const char *line;
+        size_t nf;
+        long n;
+        bool distinct;
+    } shapes3[] = {
+        {"HRANDFIELD hs:r 4 WITHVALUES", 10, 4, true},
+        {"HRANDFIELD hs:r 20 WITHVALUES", 10, 10, true},
+        {"HRANDFIELD hs:r -6 WITHVALUES", 10, 6, false},
+        {"HRANDFIELD hs:wide -130 WITHVALUES", 120, 130, false},
+    };
+    for (size_t i = 0; i < sizeof shapes3 / sizeof shapes3[0]; i++)
+        for (int side = 0; side < 2; side++)
+            hrandfield_shape3(side ? lfd : rfd, side ? "lattice" : "redis-server", shapes3[i].line, shapes3[i].nf,
+                              shapes3[i].n, shapes3[i].distinct);
+    ask_pipeline(rfd, "HELLO 2\r\n", want, sizeof want);
+    ask_pipeline(lfd, "HELLO 2\r\n", got, sizeof got);
+    static const char *const after[] = {"HGETALL hs:one", "HGET hs:nokey f", "DEL hs:one hs:r hs:wide hs:h", "HLEN hs:r"};
+    same_replies(rfd, lfd, after, sizeof after / sizeof after[0], want, got, sizeof want);
+    close(rfd);
+    close(lfd);
+    it_end();
+}
+END_TEST
+/* ---- end of hashes */
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
@@ -1044,6 +1396,7 @@ int main(int argc, char **argv)
         {"transactions", &transactions},
         {"tx_keyless", &tx_keyless},
         {"idletime", &idletime},
+        {"hashes", &hashes},
     };
     Suite *s = suite_create("resp_vs_redis");
     TCase *tc = tcase_create("grid");
