@@ -107,6 +107,10 @@ static bool emit(lattice_resp_out *o, const char *p, size_t len, size_t *off, in
     case '$': lattice_resp_add_bulk(o, e.ptr, e.len); return true;
     case '_': lattice_resp_add_null(o); return true;
     case '*':
+        if (e.num < 0) {
+            lattice_resp_add_null_array(o);
+            return true;
+        }
         lattice_resp_add_array(o, (size_t)e.num);
         kids = (size_t)e.num;
         break;

@@ -45,6 +45,7 @@ void coll_error(coll_ctx *x, const char *s); /* s without the leading '-' */
 void coll_int(coll_ctx *x, long long v);
 void coll_bulk(coll_ctx *x, const void *p, size_t n);
 void coll_null(coll_ctx *x);
+void coll_null_array(coll_ctx *x); /* RESP2's *-1 (RESP3 _): LPOP k n of no list */
 void coll_array(coll_ctx *x, size_t n);
 void coll_map(coll_ctx *x, size_t n);
 /* n pairs follow (2 x n replies): RESP3 shows n arrays of two, RESP2 one

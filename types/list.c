@@ -1,3 +1,454 @@
-/* placeholder while list.c is written */
+/*
+ * list: Redis 7.0's list commands (t_list.c) on a value of type
+ * LATTICE_TYPE_LIST, in coll.c's frame: LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP
+ * and RPOP (with a count), LLEN, LRANGE, LINDEX, LSET, LINSERT, LREM,
+ * LTRIM, LPOS.  As in hash.c, each command checks what Redis checks before
+ * it looks the key up first, then reads the key's row, answers and writes
+ * the new row (or removes the key when its last element went: Redis never
+ * keeps an empty list).
+ *
+ * The row (docs/TYPES.md): one format byte (LIST_ROW_PLAIN), the element
+ * count as a varint, then each element as (varint length, bytes), head
+ * first.  Every command reads the whole row and a write writes it again:
+ * O(elements) per command.
+ */
+#include <limits.h>
+#include <string.h>
+
 #include "coll_int.h"
-void list_run(coll_ctx *x) { x->r->status = LATTICE_ERR_UNSUPPORTED; }
+
+#define LIST_ROW_PLAIN 1
+#define ERR_RANGE "ERR value is out of range, must be positive"
+
+typedef lattice_coll_arg elem;
+
+/* The key's elements (x->found), in a table with room for extra more;
+ * NULL with r->status set when the row is malformed or memory short. */
+static elem *decode(coll_ctx *x, size_t extra, size_t *n)
+{
+    const unsigned char *p = x->s->old;
+    size_t len = x->found ? x->meta.value_len : 0, off = 1;
+    uint64_t count = 0;
+    if (x->found && (len < 2 || p[0] != LIST_ROW_PLAIN || !coll_varint_get(p, len, &off, &count) || count > len)) {
+        x->r->status = LATTICE_ERR_PROTO;
+        return NULL;
+    }
+    elem *v = coll_items(x, (size_t)count + extra, sizeof *v);
+    if (!v) {
+        x->r->status = LATTICE_ERR_NOMEM;
+        return NULL;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t l;
+        if (!coll_varint_get(p, len, &off, &l) || l > len - off) {
+            x->r->status = LATTICE_ERR_PROTO;
+            return NULL;
+        }
+        v[i] = (elem){p + off, (size_t)l};
+        off += (size_t)l;
+    }
+    if (x->found && off != len) {
+        x->r->status = LATTICE_ERR_PROTO;
+        return NULL;
+    }
+    *n = (size_t)count;
+    return v;
+}
+
+static elem *load(coll_ctx *x, size_t extra, size_t *n)
+{
+    *n = 0;
+    if (!coll_load(x, LATTICE_TYPE_LIST)) return NULL;
+    return decode(x, extra, n);
+}
+
+/* Writes v[0..n) as the key's row, or removes the key when n is 0. */
+static bool store(coll_ctx *x, const elem *v, size_t n)
+{
+    if (n == 0) return coll_remove(x);
+    size_t len = 1 + coll_varint_len(n);
+    for (size_t i = 0; i < n; i++) len += coll_varint_len(v[i].len) + v[i].len;
+    unsigned char *p = coll_row(x, len);
+    if (!p) {
+        x->r->status = LATTICE_ERR_NOMEM;
+        return false;
+    }
+    size_t off = 0;
+    p[off++] = LIST_ROW_PLAIN;
+    off += coll_varint_put(p + off, n);
+    for (size_t i = 0; i < n; i++) {
+        off += coll_varint_put(p + off, v[i].len);
+        if (v[i].len) memcpy(p + off, v[i].ptr, v[i].len);
+        off += v[i].len;
+    }
+    return coll_write(x, off, LATTICE_TYPE_LIST);
+}
+
+static bool same(const elem *a, const elem *b) { return a->len == b->len && (!a->len || !memcmp(a->ptr, b->ptr, a->len)); }
+
+static bool arg_long(const elem *a, long long *v)
+{
+    int64_t t;
+    if (!exec_parse_i64(a->ptr, a->len, &t)) return false;
+    *v = t;
+    return true;
+}
+
+/* Redis's index arithmetic for LRANGE/LTRIM: [*start, *end] within n, or
+ * false when the range is empty. */
+static bool clamp(long long start, long long end, size_t n, size_t *s, size_t *e)
+{
+    long long ln = (long long)n;
+    if (start < 0) start += ln;
+    if (end < 0) end += ln;
+    if (start < 0) start = 0;
+    if (start > end || start >= ln) return false;
+    if (end >= ln) end = ln - 1;
+    *s = (size_t)start;
+    *e = (size_t)end;
+    return true;
+}
+
+/* ---- writes ---- */
+
+/* LPUSH / RPUSH / LPUSHX / RPUSHX key element...: the new length (the X
+ * forms 0 without a list). */
+static void push(coll_ctx *x)
+{
+    bool head = x->cmd == LATTICE_COLL_LPUSH || x->cmd == LATTICE_COLL_LPUSHX;
+    bool only = x->cmd == LATTICE_COLL_LPUSHX || x->cmd == LATTICE_COLL_RPUSHX;
+    if (x->argc < 1) {
+        coll_arity_error(x);
+        return;
+    }
+    size_t n, k = x->argc;
+    elem *v = load(x, k, &n);
+    if (!v) return;
+    if (only && !x->found) {
+        coll_int(x, 0);
+        return;
+    }
+    if (head) {
+        memmove(v + k, v, n * sizeof *v);
+        for (size_t i = 0; i < k; i++) v[i] = x->argv[k - 1 - i]; /* each goes to the head in turn */
+    } else {
+        memcpy(v + n, x->argv, k * sizeof *v);
+    }
+    n += k;
+    if (!store(x, v, n)) return;
+    x->r->num = (int64_t)n;
+    coll_int(x, (long long)n);
+}
+
+/* LPOP / RPOP key [count]: one element (nil without a list), or with a
+ * count an array of up to count (a null array without a list). */
+static void pop(coll_ctx *x)
+{
+    bool head = x->cmd == LATTICE_COLL_LPOP, counted = x->argc == 1;
+    long long count = 0;
+    if (x->argc > 1) {
+        coll_arity_error(x);
+        return;
+    }
+    if (counted && (!arg_long(&x->argv[0], &count) || count < 0)) {
+        coll_error(x, ERR_RANGE);
+        return;
+    }
+    size_t n;
+    elem *v = load(x, 0, &n);
+    if (!v) return;
+    if (!x->found) {
+        if (counted) coll_null_array(x);
+        else coll_null(x);
+        return;
+    }
+    if (counted && count == 0) {
+        coll_array(x, 0);
+        return;
+    }
+    size_t take = !counted ? 1 : (unsigned long long)count > n ? n : (size_t)count;
+    /* The reply before the row changes: it points into the row read. */
+    if (counted) coll_array(x, take);
+    for (size_t i = 0; i < take; i++) {
+        const elem *e = head ? &v[i] : &v[n - 1 - i];
+        coll_bulk(x, e->ptr, e->len);
+    }
+    if (x->nomem) {
+        x->r->status = LATTICE_ERR_NOMEM; /* nothing popped: the reply could not be built */
+        return;
+    }
+    store(x, head ? v + take : v, n - take);
+}
+
+static void lset(coll_ctx *x)
+{
+    if (x->argc != 2) {
+        coll_arity_error(x);
+        return;
+    }
+    size_t n;
+    elem *v = load(x, 0, &n);
+    if (!v) return;
+    if (!x->found) {
+        coll_error(x, "ERR no such key");
+        return;
+    }
+    long long idx;
+    if (!arg_long(&x->argv[0], &idx)) {
+        coll_error(x, COLL_ERR_NOT_INT);
+        return;
+    }
+    if (idx < 0) idx += (long long)n;
+    if (idx < 0 || idx >= (long long)n) {
+        coll_error(x, "ERR index out of range");
+        return;
+    }
+    v[idx] = x->argv[1];
+    if (store(x, v, n)) coll_simple(x, "OK");
+}
+
+/* LINSERT key BEFORE|AFTER pivot element: the new length, -1 without the
+ * pivot, 0 without a list. */
+static void linsert(coll_ctx *x)
+{
+    if (x->argc != 3) {
+        coll_arity_error(x);
+        return;
+    }
+    bool after = coll_is(&x->argv[0], "after");
+    if (!after && !coll_is(&x->argv[0], "before")) {
+        coll_error(x, COLL_ERR_SYNTAX);
+        return;
+    }
+    size_t n;
+    elem *v = load(x, 1, &n);
+    if (!v) return;
+    size_t i = 0;
+    while (i < n && !same(&v[i], &x->argv[1])) i++;
+    if (!x->found || i == n) {
+        coll_int(x, x->found ? -1 : 0);
+        return;
+    }
+    size_t at = after ? i + 1 : i;
+    memmove(v + at + 1, v + at, (n - at) * sizeof *v);
+    v[at] = x->argv[2];
+    n++;
+    if (!store(x, v, n)) return;
+    x->r->num = (int64_t)n;
+    coll_int(x, (long long)n);
+}
+
+/* LREM key count element: count > 0 the first count from the head, < 0
+ * from the tail, 0 all; the number removed. */
+static void lrem(coll_ctx *x)
+{
+    long long count;
+    if (x->argc != 2) {
+        coll_arity_error(x);
+        return;
+    }
+    if (!arg_long(&x->argv[0], &count)) {
+        coll_error(x, COLL_ERR_NOT_INT);
+        return;
+    }
+    size_t n;
+    elem *v = load(x, 0, &n);
+    if (!v) return;
+    unsigned long long limit = count == 0 ? ULLONG_MAX : count < 0 ? 0ull - (unsigned long long)count
+                                                                   : (unsigned long long)count;
+    size_t removed = 0;
+    if (count >= 0) {
+        size_t w = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (removed < limit && same(&v[i], &x->argv[1])) removed++;
+            else v[w++] = v[i];
+        }
+    } else {
+        size_t w = n; /* from the tail: survivors packed towards the end */
+        for (size_t i = n; i-- > 0;) {
+            if (removed < limit && same(&v[i], &x->argv[1])) removed++;
+            else v[--w] = v[i];
+        }
+        memmove(v, v + w, (n - w) * sizeof *v);
+    }
+    if (removed && !store(x, v, n - removed)) return;
+    x->r->num = (int64_t)removed;
+    coll_int(x, (long long)removed);
+}
+
+static void ltrim(coll_ctx *x)
+{
+    long long start, end;
+    if (x->argc != 2) {
+        coll_arity_error(x);
+        return;
+    }
+    if (!arg_long(&x->argv[0], &start) || !arg_long(&x->argv[1], &end)) {
+        coll_error(x, COLL_ERR_NOT_INT);
+        return;
+    }
+    size_t n, s, e;
+    elem *v = load(x, 0, &n);
+    if (!v) return;
+    if (x->found) {
+        bool keep = clamp(start, end, n, &s, &e);
+        size_t left = keep ? e - s + 1 : 0;
+        if (left != n && !store(x, keep ? v + s : v, left)) return;
+    }
+    coll_simple(x, "OK");
+}
+
+/* ---- reads ---- */
+
+static void llen(coll_ctx *x)
+{
+    if (x->argc != 0) {
+        coll_arity_error(x);
+        return;
+    }
+    size_t n;
+    if (load(x, 0, &n)) coll_int(x, (long long)n);
+}
+
+static void lrange(coll_ctx *x)
+{
+    long long start, end;
+    if (x->argc != 2) {
+        coll_arity_error(x);
+        return;
+    }
+    if (!arg_long(&x->argv[0], &start) || !arg_long(&x->argv[1], &end)) {
+        coll_error(x, COLL_ERR_NOT_INT);
+        return;
+    }
+    size_t n, s, e;
+    elem *v = load(x, 0, &n);
+    if (!v) return;
+    if (!clamp(start, end, n, &s, &e)) {
+        coll_array(x, 0);
+        return;
+    }
+    coll_array(x, e - s + 1);
+    for (size_t i = s; i <= e; i++) coll_bulk(x, v[i].ptr, v[i].len);
+}
+
+static void lindex(coll_ctx *x)
+{
+    if (x->argc != 1) {
+        coll_arity_error(x);
+        return;
+    }
+    size_t n;
+    elem *v = load(x, 0, &n);
+    if (!v) return;
+    if (!x->found) {
+        coll_null(x);
+        return;
+    }
+    long long idx;
+    if (!arg_long(&x->argv[0], &idx)) {
+        coll_error(x, COLL_ERR_NOT_INT);
+        return;
+    }
+    if (idx < 0) idx += (long long)n;
+    if (idx < 0 || idx >= (long long)n) coll_null(x);
+    else coll_bulk(x, v[idx].ptr, v[idx].len);
+}
+
+/* LPOS key element [RANK rank] [COUNT num] [MAXLEN len] (lposCommand): the
+ * options first, then the key. */
+static void lpos(coll_ctx *x)
+{
+    long long rank = 1, count = -1, maxlen = 0;
+    if (x->argc < 1) {
+        coll_arity_error(x);
+        return;
+    }
+    for (size_t j = 1; j < x->argc; j++) {
+        bool more = j + 1 < x->argc;
+        if (coll_is(&x->argv[j], "rank") && more) {
+            if (!arg_long(&x->argv[++j], &rank)) {
+                coll_error(x, COLL_ERR_NOT_INT);
+                return;
+            }
+            if (rank == LLONG_MIN) {
+                coll_error(x, "ERR value is out of range, value must between -9223372036854775807 and "
+                              "9223372036854775807");
+                return;
+            }
+            if (rank == 0) {
+                coll_error(x, "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... "
+                              "or use negative to start from the end of the list");
+                return;
+            }
+        } else if (coll_is(&x->argv[j], "count") && more) {
+            if (!arg_long(&x->argv[++j], &count) || count < 0) {
+                coll_error(x, "ERR COUNT can't be negative");
+                return;
+            }
+        } else if (coll_is(&x->argv[j], "maxlen") && more) {
+            if (!arg_long(&x->argv[++j], &maxlen) || maxlen < 0) {
+                coll_error(x, "ERR MAXLEN can't be negative");
+                return;
+            }
+        } else {
+            coll_error(x, COLL_ERR_SYNTAX);
+            return;
+        }
+    }
+    size_t n;
+    elem *v = load(x, 0, &n);
+    if (!v) return;
+    if (!x->found) {
+        if (count != -1) coll_array(x, 0);
+        else coll_null(x);
+        return;
+    }
+    bool from_tail = rank < 0;
+    unsigned long long want = from_tail ? 0ull - (unsigned long long)rank : (unsigned long long)rank;
+    /* The matches' positions, in the order found (the reply's count comes
+     * first: collect them in the table's spare room). */
+    if (!coll_items(x, n * sizeof *v + (n + 1) * sizeof(size_t), 1)) {
+        x->r->status = LATTICE_ERR_NOMEM;
+        return;
+    }
+    v = x->argv + x->argc; /* the table, where coll_items may have moved it */
+    size_t *hit = (size_t *)(v + n);
+    size_t nhits = 0;
+    unsigned long long matches = 0;
+    for (size_t step = 0; step < n && (maxlen == 0 || step < (unsigned long long)maxlen); step++) {
+        size_t i = from_tail ? n - 1 - step : step;
+        if (!same(&v[i], &x->argv[0])) continue;
+        if (++matches < want) continue;
+        hit[nhits++] = i;
+        if (count == -1 || (count && matches - want + 1 >= (unsigned long long)count)) break;
+    }
+    if (count == -1) {
+        if (nhits) coll_int(x, (long long)hit[0]);
+        else coll_null(x);
+        return;
+    }
+    coll_array(x, nhits);
+    for (size_t i = 0; i < nhits; i++) coll_int(x, (long long)hit[i]);
+}
+
+void list_run(coll_ctx *x)
+{
+    switch (x->cmd) {
+    case LATTICE_COLL_LPUSH:
+    case LATTICE_COLL_RPUSH:
+    case LATTICE_COLL_LPUSHX:
+    case LATTICE_COLL_RPUSHX: push(x); break;
+    case LATTICE_COLL_LPOP:
+    case LATTICE_COLL_RPOP: pop(x); break;
+    case LATTICE_COLL_LSET: lset(x); break;
+    case LATTICE_COLL_LINSERT: linsert(x); break;
+    case LATTICE_COLL_LREM: lrem(x); break;
+    case LATTICE_COLL_LTRIM: ltrim(x); break;
+    case LATTICE_COLL_LLEN: llen(x); break;
+    case LATTICE_COLL_LRANGE: lrange(x); break;
+    case LATTICE_COLL_LINDEX: lindex(x); break;
+    case LATTICE_COLL_LPOS: lpos(x); break;
+    default: x->r->status = LATTICE_ERR_INVAL; break;
+    }
+}

@@ -16,7 +16,8 @@
  * value - a subset of RESP3's framing:
  *
  *     +text\r\n  -error text\r\n  :integer\r\n  $len\r\nbytes\r\n  _\r\n (nil)
- *     *n\r\n (array of n replies)  %n\r\n (map of n key, value pairs)
+ *     *n\r\n (array of n replies; *-1 the null array of RESP2, RESP3's nil)
+ *     %n\r\n (map of n key, value pairs)
  *     &n\r\n (n pairs, 2 x n replies: RESP3 shows them as n arrays of
  *            two, RESP2 as one flat array - HRANDFIELD ... WITHVALUES)
  *
@@ -216,7 +217,7 @@ static inline int lattice_coll_reply_next(const void *reply, size_t len, size_t 
             e->ptr = after;
             e->len = (size_t)e->num;
             after += e->len + 2;
-        } else if (e->type != ':' && e->num < 0) {
+        } else if (e->type != ':' && e->num < 0 && !(e->type == '*' && e->num == -1)) {
             return -1;
         }
         break;

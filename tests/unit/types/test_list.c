@@ -1,0 +1,138 @@
+/*
+ * Lists in types/ without a network (LATTICE_OP_COLL_*, lattice/coll.h):
+ * each command on a real store, its reply read back; pushes to either end
+ * in Redis's order, pops with and without a count (a null array for no
+ * list), the last element popped removes the key, LINSERT/LSET/LREM/LTRIM
+ * in place, LPOS's options, Redis's order of checks, the row a write
+ * replicates applied on a copy, the expiry kept.
+ */
+#include <check.h>
+#include <string.h>
+#include <urcu.h>
+
+#include "cache.pb-c.h"
+#include "lattice/clock.h"
+#include "run_suite.h"
+#include "types/types.h"
+
+#include "one_cache.h"
+#include "coll_fixture.h"
+
+START_TEST(pushes_and_pops_at_both_ends)
+{
+    SHOWS(run(LATTICE_COLL_RPUSH, "l", "a", "b", NULL), ":2");
+    ck_assert(last_repl.needed && !last_repl.remove);
+    ck_assert_int_eq(last_repl.type, LATTICE_TYPE_LIST);
+    SHOWS(run(LATTICE_COLL_LPUSH, "l", "x", "y", NULL), ":4"); /* each to the head in turn: y x a b */
+    SHOWS(run(LATTICE_COLL_RPUSHX, "l", "z", NULL), ":5");
+    SHOWS(run(LATTICE_COLL_LPUSHX, "none", "z", NULL), ":0");
+    ck_assert(!last_repl.needed);
+    SHOWS(run(LATTICE_COLL_LRANGE, "l", "0", "-1", NULL), "*5 $y $x $a $b $z");
+    SHOWS(run(LATTICE_COLL_LPOP, "l", NULL), "$y");
+    SHOWS(run(LATTICE_COLL_RPOP, "l", "2", NULL), "*2 $z $b"); /* from the tail, last first */
+    SHOWS(run(LATTICE_COLL_LPOP, "l", "0", NULL), "*0");
+    SHOWS(run(LATTICE_COLL_LPOP, "none", "2", NULL), "*-1");
+    SHOWS(run(LATTICE_COLL_LPOP, "none", NULL), "_");
+    SHOWS(run(LATTICE_COLL_LPOP, "l", "9", NULL), "*2 $x $a");
+    ck_assert(last_repl.needed && last_repl.remove); /* the last one went: no list */
+    SHOWS(run(LATTICE_COLL_LLEN, "l", NULL), ":0");
+    SHOWS(run(LATTICE_COLL_LRANGE, "l", "0", "-1", NULL), "*0");
+}
+END_TEST
+
+START_TEST(in_place_edits)
+{
+    SHOWS(run(LATTICE_COLL_RPUSH, "l", "a", "b", "a", "c", "a", NULL), ":5");
+    SHOWS(run(LATTICE_COLL_LINSERT, "l", "BEFORE", "b", "B", NULL), ":6");
+    SHOWS(run(LATTICE_COLL_LINSERT, "l", "after", "c", "C", NULL), ":7");
+    SHOWS(run(LATTICE_COLL_LINSERT, "l", "AFTER", "nope", "D", NULL), ":-1");
+    SHOWS(run(LATTICE_COLL_LINSERT, "none", "AFTER", "a", "D", NULL), ":0");
+    SHOWS(run(LATTICE_COLL_LSET, "l", "-1", "A", NULL), "+OK");
+    SHOWS(run(LATTICE_COLL_LRANGE, "l", "0", "-1", NULL), "*7 $a $B $b $a $c $C $A");
+    SHOWS(run(LATTICE_COLL_LREM, "l", "-1", "a", NULL), ":1"); /* the one nearest the tail */
+    SHOWS(run(LATTICE_COLL_LRANGE, "l", "0", "-1", NULL), "*6 $a $B $b $c $C $A");
+    SHOWS(run(LATTICE_COLL_LREM, "l", "0", "a", NULL), ":1");
+    SHOWS(run(LATTICE_COLL_LTRIM, "l", "1", "-2", NULL), "+OK");
+    SHOWS(run(LATTICE_COLL_LRANGE, "l", "0", "-1", NULL), "*3 $b $c $C");
+    SHOWS(run(LATTICE_COLL_LINDEX, "l", "-3", NULL), "$b");
+    SHOWS(run(LATTICE_COLL_LINDEX, "l", "3", NULL), "_");
+    SHOWS(run(LATTICE_COLL_LTRIM, "l", "5", "1", NULL), "+OK"); /* an empty range: the list goes */
+    ck_assert(last_repl.remove);
+    SHOWS(run(LATTICE_COLL_LSET, "l", "0", "x", NULL), "-ERR no such key");
+}
+END_TEST
+
+START_TEST(lpos_options)
+{
+    SHOWS(run(LATTICE_COLL_RPUSH, "l", "a", "b", "c", "a", "b", "c", "a", NULL), ":7");
+    SHOWS(run(LATTICE_COLL_LPOS, "l", "a", NULL), ":0");
+    SHOWS(run(LATTICE_COLL_LPOS, "l", "a", "RANK", "2", NULL), ":3");
+    SHOWS(run(LATTICE_COLL_LPOS, "l", "a", "RANK", "-1", NULL), ":6");
+    SHOWS(run(LATTICE_COLL_LPOS, "l", "a", "COUNT", "0", NULL), "*3 :0 :3 :6");
+    SHOWS(run(LATTICE_COLL_LPOS, "l", "a", "COUNT", "2", "RANK", "-1", NULL), "*2 :6 :3");
+    SHOWS(run(LATTICE_COLL_LPOS, "l", "a", "MAXLEN", "3", "COUNT", "0", NULL), "*1 :0");
+    SHOWS(run(LATTICE_COLL_LPOS, "l", "z", NULL), "_");
+    SHOWS(run(LATTICE_COLL_LPOS, "none", "z", "COUNT", "1", NULL), "*0");
+}
+END_TEST
+
+START_TEST(arguments_first_then_the_key)
+{
+    lattice_store_entry e = {part("s"), "s", 1, "str", 3, 0, 1, LATTICE_TYPE_STRING};
+    ck_assert_int_eq(lattice_store_put(cache.store, &e, 0), LATTICE_OK);
+    cache.counter[part("s")] = 1;
+    SHOWS(run(LATTICE_COLL_LPOP, "s", "x", NULL), "-ERR value is out of range, must be positive");
+    SHOWS(run(LATTICE_COLL_LPOP, "s", "1", "2", NULL), "-ERR wrong number of arguments for 'lpop' command");
+    SHOWS(run(LATTICE_COLL_LRANGE, "s", "x", "1", NULL), "-ERR value is not an integer or out of range");
+    SHOWS(run(LATTICE_COLL_LINSERT, "s", "MIDDLE", "a", "b", NULL), "-ERR syntax error");
+    SHOWS(run(LATTICE_COLL_LPOS, "s", "a", "RANK", "0", NULL),
+          "-ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to "
+          "start from the end of the list");
+    SHOWS(run(LATTICE_COLL_LTRIM, "s", "0", "x", NULL), "-ERR value is not an integer or out of range");
+    ck_assert_int_eq(run(LATTICE_COLL_RPUSH, "s", "a", NULL).status, LATTICE_ERR_WRONGTYPE);
+    ck_assert(!last_repl.needed);
+    /* LINDEX and LSET read the key before their index, as Redis 7.0 */
+    ck_assert_int_eq(run(LATTICE_COLL_LINDEX, "s", "x", NULL).status, LATTICE_ERR_WRONGTYPE);
+    SHOWS(run(LATTICE_COLL_LINDEX, "none", "x", NULL), "_");
+    SHOWS(run(LATTICE_COLL_RPUSH, "l", "a", NULL), ":1");
+    SHOWS(run(LATTICE_COLL_LINDEX, "l", "x", NULL), "-ERR value is not an integer or out of range");
+    SHOWS(run(LATTICE_COLL_LSET, "l", "5", "x", NULL), "-ERR index out of range");
+}
+END_TEST
+
+START_TEST(a_copy_applies_the_row_and_the_expiry_stays)
+{
+    SHOWS(run(LATTICE_COLL_RPUSH, "l", "a", "b", NULL), ":2");
+    exec_in in = {LATTICE_OP_EXPIRE, 0, part("l"), "l", 1, NULL, 0, 0, 100000};
+    lattice_op_result r;
+    exec_local(&cache, &in, &scratch, &r, &last_repl);
+    uint64_t exp = last_repl.expire_ms;
+    ck_assert_uint_gt(exp, lt_wall_ms());
+    SHOWS(run(LATTICE_COLL_LPOP, "l", NULL), "$a");
+    ck_assert_uint_eq(last_repl.expire_ms, exp);
+    lattice_store *mine = cache.store, *copy;
+    lattice_store_config sc = {"c", 16, region, NULL, NULL};
+    ck_assert_int_eq(lattice_store_create(&sc, &copy), LATTICE_OK);
+    cache.store = copy;
+    ck_assert_int_eq(exec_replicate_typed(&cache, part("l"), "l", 1, last_repl.value, last_repl.value_len,
+                                          last_repl.expire_ms, last_repl.version, false, last_repl.type),
+                     LATTICE_OK);
+    SHOWS(run(LATTICE_COLL_LRANGE, "l", "0", "-1", NULL), "*1 $b");
+    cache.store = mine;
+    lattice_store_destroy(copy);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("types_list");
+    TCase *t = tcase_create("list");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, pushes_and_pops_at_both_ends);
+    tcase_add_test(t, in_place_edits);
+    tcase_add_test(t, lpos_options);
+    tcase_add_test(t, arguments_first_then_the_key);
+    tcase_add_test(t, a_copy_applies_the_row_and_the_expiry_stays);
+    suite_add_tcase(s, t);
+    return lt_run_suite(s);
+}
