@@ -119,6 +119,24 @@ async function main() {
             break;
           }
         }
+      } else if (w[0] === "colls") {
+        // HSET h:PREFIX<i> a=<i> b=PREFIX; RPUSH l:PREFIX<i> x y, LTRIM 0 1 (a retried push leaves the same list)
+        for (let i = 0; i < Number(w[2]); i++) {
+          const hk = `h:${w[1]}${i}`, lk = `l:${w[1]}${i}`, fields = { a: String(i), b: w[1] };
+          await retry(h, (c) => (kind === "ioredis" ? c.hset(hk, fields) : c.hSet(hk, fields)));
+          await retry(h, (c) => (kind === "ioredis" ? c.rpush(lk, "x", "y") : c.rPush(lk, ["x", "y"])));
+          await retry(h, (c) => (kind === "ioredis" ? c.ltrim(lk, 0, 1) : c.lTrim(lk, 0, 1)));
+        }
+        out = "ok";
+      } else if (w[0] === "creads") {
+        out = "ok";
+        for (let i = 0; i < Number(w[2]); i++) {
+          const hk = `h:${w[1]}${i}`, lk = `l:${w[1]}${i}`;
+          const got = await retry(h, (c) => (kind === "ioredis" ? c.hgetall(hk) : c.hGetAll(hk)));
+          if (JSON.stringify(got) !== JSON.stringify({ a: String(i), b: w[1] })) { out = `bad ${hk} ${JSON.stringify(got)}`; break; }
+          const l = await retry(h, (c) => (kind === "ioredis" ? c.lrange(lk, 0, -1) : c.lRange(lk, 0, -1)));
+          if (JSON.stringify(l) !== JSON.stringify(["x", "y"])) { out = `bad ${lk} ${JSON.stringify(l)}`; break; }
+        }
       } else if (w[0] === "quit") {
         break;
       } else {

@@ -7,6 +7,9 @@ reads one line back.
   read PREFIX N    GET each (through replica reads unless --primary-reads)
                                                             -> "ok" | "bad KEY GOT"
   tx PREFIX N      N x MULTI INCR {PREFIX}a INCR {PREFIX}b EXEC -> "ok" | "bad tx I GOT"
+  colls PREFIX N   HSET h:PREFIX<i> a=<i> b=PREFIX, RPUSH l:PREFIX<i> x y then
+                   LTRIM 0 1 (a retried push leaves the same list)  -> "ok"
+  creads PREFIX N  HGETALL and LRANGE of each                  -> "ok" | "bad KEY GOT"
   quit
 
   cluster_py.py [--primary-reads] PORT...   (the first is the startup node;
@@ -96,6 +99,27 @@ def main():
                     got = retry(one)
                     if got != [i, i]:
                         out = "bad tx %d %r" % (i, got)
+                        break
+            elif cmd == "colls":
+                prefix, n = words[1], int(words[2])
+                for i in range(n):
+                    h, lk = "h:%s%d" % (prefix, i), "l:%s%d" % (prefix, i)
+                    retry(lambda rc: rc.hset(h, mapping={"a": str(i), "b": prefix}))
+                    retry(lambda rc: rc.rpush(lk, "x", "y"))
+                    retry(lambda rc: rc.ltrim(lk, 0, 1))
+                out = "ok"
+            elif cmd == "creads":
+                prefix, n = words[1], int(words[2])
+                out = "ok"
+                for i in range(n):
+                    h, lk = "h:%s%d" % (prefix, i), "l:%s%d" % (prefix, i)
+                    got = retry(lambda rc: rc.hgetall(h))
+                    if got != {"a": str(i), "b": prefix}:
+                        out = "bad %s %r" % (h, got)
+                        break
+                    got = retry(lambda rc: rc.lrange(lk, 0, -1))
+                    if got != ["x", "y"]:
+                        out = "bad %s %r" % (lk, got)
                         break
             elif cmd == "quit":
                 break

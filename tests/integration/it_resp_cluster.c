@@ -470,12 +470,17 @@ START_TEST(cluster_clients)
     /* MULTI/EXEC through each client's transaction API (redis-py: on the
      * key's node's own client), 300 each on its own slot. */
     drivers_say(d, 3, "ok", "tx");
+    /* Hashes and lists through each client's own commands (HSET of a
+     * mapping, RPUSH, LTRIM; HGETALL, LRANGE). */
+    drivers_say(d, 3, "ok", "colls");
+    drivers_say(d, 3, "ok", "creads");
 
     /* kill -9 of node 1, then its restart: the clients find the owners of
      * its slots, and later learn (MOVED) that it serves again. */
     it_signal(srv[1], SIGKILL);
     wait_spread(3, 2, 1);
     drivers_say(d, 3, "ok", "read");
+    drivers_say(d, 3, "ok", "creads");
     start_node(1, extra);
     wait_spread(3, 3, -1);
     before[1] = commands_of(1);
