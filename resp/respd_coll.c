@@ -1,6 +1,7 @@
 /*
  * respd: the commands of the collection types (hashes: HSET ... HSCAN;
- * lists: LLEN ... LTRIM; sets: SISMEMBER ... SPOP).
+ * lists: LLEN ... LTRIM; sets: SISMEMBER ... SPOP; sorted sets: ZADD ...
+ * ZSCAN).
  * Each is one op (LATTICE_OP_COLL_READ or _WRITE, lattice/coll.h) of its
  * key: the arguments after the key go packed as the client sent them, the
  * key's primary checks them and runs the command (types/hash.c), and its
@@ -22,7 +23,7 @@
 
 bool respd_is_coll_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_HSET && id <= LATTICE_RESP_CMD_SPOP;
+    return id >= LATTICE_RESP_CMD_HSET && id <= LATTICE_RESP_CMD_ZSCAN;
 }
 
 /* The command each RESP command is (lattice/coll.h). */
@@ -66,6 +67,29 @@ static const uint8_t coll_of[LATTICE_RESP_CMD_ID_COUNT_] = {
     [LATTICE_RESP_CMD_SADD] = LATTICE_COLL_SADD,
     [LATTICE_RESP_CMD_SREM] = LATTICE_COLL_SREM,
     [LATTICE_RESP_CMD_SPOP] = LATTICE_COLL_SPOP,
+    [LATTICE_RESP_CMD_ZCARD] = LATTICE_COLL_ZCARD,
+    [LATTICE_RESP_CMD_ZSCORE] = LATTICE_COLL_ZSCORE,
+    [LATTICE_RESP_CMD_ZMSCORE] = LATTICE_COLL_ZMSCORE,
+    [LATTICE_RESP_CMD_ZRANK] = LATTICE_COLL_ZRANK,
+    [LATTICE_RESP_CMD_ZREVRANK] = LATTICE_COLL_ZREVRANK,
+    [LATTICE_RESP_CMD_ZCOUNT] = LATTICE_COLL_ZCOUNT,
+    [LATTICE_RESP_CMD_ZLEXCOUNT] = LATTICE_COLL_ZLEXCOUNT,
+    [LATTICE_RESP_CMD_ZRANGE] = LATTICE_COLL_ZRANGE,
+    [LATTICE_RESP_CMD_ZREVRANGE] = LATTICE_COLL_ZREVRANGE,
+    [LATTICE_RESP_CMD_ZRANGEBYSCORE] = LATTICE_COLL_ZRANGEBYSCORE,
+    [LATTICE_RESP_CMD_ZREVRANGEBYSCORE] = LATTICE_COLL_ZREVRANGEBYSCORE,
+    [LATTICE_RESP_CMD_ZRANGEBYLEX] = LATTICE_COLL_ZRANGEBYLEX,
+    [LATTICE_RESP_CMD_ZREVRANGEBYLEX] = LATTICE_COLL_ZREVRANGEBYLEX,
+    [LATTICE_RESP_CMD_ZRANDMEMBER] = LATTICE_COLL_ZRANDMEMBER,
+    [LATTICE_RESP_CMD_ZSCAN] = LATTICE_COLL_ZSCAN,
+    [LATTICE_RESP_CMD_ZADD] = LATTICE_COLL_ZADD,
+    [LATTICE_RESP_CMD_ZINCRBY] = LATTICE_COLL_ZINCRBY,
+    [LATTICE_RESP_CMD_ZREM] = LATTICE_COLL_ZREM,
+    [LATTICE_RESP_CMD_ZREMRANGEBYRANK] = LATTICE_COLL_ZREMRANGEBYRANK,
+    [LATTICE_RESP_CMD_ZREMRANGEBYSCORE] = LATTICE_COLL_ZREMRANGEBYSCORE,
+    [LATTICE_RESP_CMD_ZREMRANGEBYLEX] = LATTICE_COLL_ZREMRANGEBYLEX,
+    [LATTICE_RESP_CMD_ZPOPMIN] = LATTICE_COLL_ZPOPMIN,
+    [LATTICE_RESP_CMD_ZPOPMAX] = LATTICE_COLL_ZPOPMAX,
 };
 
 cmd_outcome respd_coll_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
@@ -106,6 +130,15 @@ static bool emit(lattice_resp_out *o, const char *p, size_t len, size_t *off, in
     case ':': lattice_resp_add_int(o, e.num); return true;
     case '$': lattice_resp_add_bulk(o, e.ptr, e.len); return true;
     case '_': lattice_resp_add_null(o); return true;
+    case ',':
+        if (lattice_resp_out_proto(o) == 3) {
+            lattice_resp_add_raw(o, ",", 1);
+            lattice_resp_add_raw(o, e.ptr, e.len);
+            lattice_resp_add_raw(o, "\r\n", 2);
+        } else {
+            lattice_resp_add_bulk(o, e.ptr, e.len);
+        }
+        return true;
     case '*':
         if (e.num < 0) {
             lattice_resp_add_null_array(o);

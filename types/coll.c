@@ -4,7 +4,7 @@
  * the key's value read with its type checked, the reply built in RESP3's
  * framing, the new value written (or the key removed when the collection
  * emptied) with the partition's next update counter.  The commands of each
- * type are in a file of their own (hash.c, list.c, set.c).  Pure as the rest of types/:
+ * type are in a file of their own (hash.c, list.c, set.c, zset.c).  Pure as the rest of types/:
  * the primary runs it (ops/primary.c), a clean copy a read of it.
  *
  * Replication: a write replicates the key's new value as any write does
@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,29 @@ static const coll_def defs[LATTICE_COLL_CMD_MAX_ + 1] = {
     [LATTICE_COLL_SADD] = {"sadd", set_run},
     [LATTICE_COLL_SREM] = {"srem", set_run},
     [LATTICE_COLL_SPOP] = {"spop", set_run},
+    [LATTICE_COLL_ZCARD] = {"zcard", zset_run},
+    [LATTICE_COLL_ZSCORE] = {"zscore", zset_run},
+    [LATTICE_COLL_ZMSCORE] = {"zmscore", zset_run},
+    [LATTICE_COLL_ZRANK] = {"zrank", zset_run},
+    [LATTICE_COLL_ZREVRANK] = {"zrevrank", zset_run},
+    [LATTICE_COLL_ZCOUNT] = {"zcount", zset_run},
+    [LATTICE_COLL_ZLEXCOUNT] = {"zlexcount", zset_run},
+    [LATTICE_COLL_ZRANGE] = {"zrange", zset_run},
+    [LATTICE_COLL_ZREVRANGE] = {"zrevrange", zset_run},
+    [LATTICE_COLL_ZRANGEBYSCORE] = {"zrangebyscore", zset_run},
+    [LATTICE_COLL_ZREVRANGEBYSCORE] = {"zrevrangebyscore", zset_run},
+    [LATTICE_COLL_ZRANGEBYLEX] = {"zrangebylex", zset_run},
+    [LATTICE_COLL_ZREVRANGEBYLEX] = {"zrevrangebylex", zset_run},
+    [LATTICE_COLL_ZRANDMEMBER] = {"zrandmember", zset_run},
+    [LATTICE_COLL_ZSCAN] = {"zscan", zset_run},
+    [LATTICE_COLL_ZADD] = {"zadd", zset_run},
+    [LATTICE_COLL_ZINCRBY] = {"zincrby", zset_run},
+    [LATTICE_COLL_ZREM] = {"zrem", zset_run},
+    [LATTICE_COLL_ZREMRANGEBYRANK] = {"zremrangebyrank", zset_run},
+    [LATTICE_COLL_ZREMRANGEBYSCORE] = {"zremrangebyscore", zset_run},
+    [LATTICE_COLL_ZREMRANGEBYLEX] = {"zremrangebylex", zset_run},
+    [LATTICE_COLL_ZPOPMIN] = {"zpopmin", zset_run},
+    [LATTICE_COLL_ZPOPMAX] = {"zpopmax", zset_run},
 };
 
 static bool grow(void **p, size_t *cap, size_t need)
@@ -192,6 +216,15 @@ void coll_null_array(coll_ctx *x) { put(x, "*-1\r\n", 5); }
 void coll_array(coll_ctx *x, size_t n) { header(x, '*', (long long)n); }
 void coll_map(coll_ctx *x, size_t n) { header(x, '%', (long long)n); }
 void coll_pairs(coll_ctx *x, size_t n) { header(x, '&', (long long)n); }
+
+void coll_double(coll_ctx *x, double d)
+{
+    char t[64];
+    int n = isinf(d) ? snprintf(t, sizeof t, "%s", d > 0 ? "inf" : "-inf") : snprintf(t, sizeof t, "%.17g", d);
+    put(x, ",", 1);
+    put(x, t, (size_t)n);
+    put(x, "\r\n", 2);
+}
 
 void coll_arity_error(coll_ctx *x)
 {

@@ -51,6 +51,9 @@ void coll_map(coll_ctx *x, size_t n);
 /* n pairs follow (2 x n replies): RESP3 shows n arrays of two, RESP2 one
  * flat array (HRANDFIELD ... WITHVALUES). */
 void coll_pairs(coll_ctx *x, size_t n);
+/* A double as Redis replies one (addReplyDouble: "%.17g", inf, -inf):
+ * RESP3's double, RESP2's bulk string. */
+void coll_double(coll_ctx *x, double d);
 /* Redis's error for a wrong argument count of the command. */
 void coll_arity_error(coll_ctx *x);
 #define COLL_ERR_SYNTAX "ERR syntax error"
@@ -92,10 +95,11 @@ static inline bool coll_varint_get(const unsigned char *p, size_t len, size_t *o
 }
 
 /* The commands of each type: hash.c (LATTICE_COLL_H*), list.c (L*, R*),
- * set.c (S*). */
+ * set.c (S*), zset.c (Z*). */
 void hash_run(coll_ctx *x);
 void list_run(coll_ctx *x);
 void set_run(coll_ctx *x);
+void zset_run(coll_ctx *x);
 /* *SCAN key cursor [MATCH pattern] [COUNT count] (x->argv[0] the cursor):
  * the cursor, checked before the key is read ("ERR invalid cursor"); an
  * absent key's answer; the options, checked after it was found, with the

@@ -20,6 +20,8 @@
  *     %n\r\n (map of n key, value pairs)
  *     &n\r\n (n pairs, 2 x n replies: RESP3 shows them as n arrays of
  *            two, RESP2 as one flat array - HRANDFIELD ... WITHVALUES)
+ *     ,text\r\n (a double as Redis prints it, "%.17g" or inf/-inf: RESP3's
+ *            double, a bulk string in RESP2 - a sorted set's scores)
  *
  * (lattice_coll_reply_next reads it).  An argument error is such an error
  * reply with status LATTICE_OK; a value of another type is status
@@ -66,6 +68,21 @@ typedef enum lattice_coll_cmd {
     LATTICE_COLL_SMEMBERS = 18,
     LATTICE_COLL_SRANDMEMBER = 19,
     LATTICE_COLL_SSCAN = 20,
+    LATTICE_COLL_ZCARD = 21,
+    LATTICE_COLL_ZSCORE = 22,
+    LATTICE_COLL_ZMSCORE = 23,
+    LATTICE_COLL_ZRANK = 24,
+    LATTICE_COLL_ZREVRANK = 25,
+    LATTICE_COLL_ZCOUNT = 26,
+    LATTICE_COLL_ZLEXCOUNT = 27,
+    LATTICE_COLL_ZRANGE = 28,
+    LATTICE_COLL_ZREVRANGE = 29,
+    LATTICE_COLL_ZRANGEBYSCORE = 30,
+    LATTICE_COLL_ZREVRANGEBYSCORE = 31,
+    LATTICE_COLL_ZRANGEBYLEX = 32,
+    LATTICE_COLL_ZREVRANGEBYLEX = 33,
+    LATTICE_COLL_ZRANDMEMBER = 34,
+    LATTICE_COLL_ZSCAN = 35,
     LATTICE_COLL_WRITES_ = 64,
     LATTICE_COLL_HSET = 64,
     LATTICE_COLL_HSETNX = 65,
@@ -86,7 +103,15 @@ typedef enum lattice_coll_cmd {
     LATTICE_COLL_SADD = 80,
     LATTICE_COLL_SREM = 81,
     LATTICE_COLL_SPOP = 82,       /* [count]: what it removed travels as the new value */
-    LATTICE_COLL_CMD_MAX_ = 82,
+    LATTICE_COLL_ZADD = 83,
+    LATTICE_COLL_ZINCRBY = 84,
+    LATTICE_COLL_ZREM = 85,
+    LATTICE_COLL_ZREMRANGEBYRANK = 86,
+    LATTICE_COLL_ZREMRANGEBYSCORE = 87,
+    LATTICE_COLL_ZREMRANGEBYLEX = 88,
+    LATTICE_COLL_ZPOPMIN = 89,
+    LATTICE_COLL_ZPOPMAX = 90,
+    LATTICE_COLL_CMD_MAX_ = 90,
 } lattice_coll_cmd;
 
 typedef struct lattice_coll_arg {
@@ -167,8 +192,8 @@ static inline lattice_op lattice_op_coll(const char *cache, lattice_coll_cmd cmd
     return o;
 }
 
-/* One element of a reply: its type byte ('+', '-', ':', '$', '*', '%',
- * '&', '_'), for '+', '-', '$' the bytes, for ':' the integer, for '*',
+/* One element of a reply: its type byte ('+', '-', ':', '$', ',', '*',
+ * '%', '&', '_'), for '+', '-', '$', ',' the bytes, for ':' the integer, for '*',
  * '%' and '&' the count (the elements follow: 2 x count for '%' and '&'). */
 typedef struct lattice_coll_elem {
     char type;
@@ -193,6 +218,7 @@ static inline int lattice_coll_reply_next(const void *reply, size_t len, size_t 
     switch (e->type) {
     case '+':
     case '-':
+    case ',':
     case '_': break;
     case ':':
     case '$':
