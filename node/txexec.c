@@ -121,7 +121,7 @@ static lattice_status parse(xop *x)
         if (kind == LATTICE_TXN_PREPARE || kind == LATTICE_TXN_FINISH || kind == LATTICE_TXN_DECIDE)
             return LATTICE_ERR_INVAL; /* the coordinator's own */
         x->keys[x->n_keys++] = (lt_txc_key){sub.key, sub.key_len};
-        if (kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY)
+        if (kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY || kind == LATTICE_TXN_LMOVE)
             x->keys[x->n_keys++] = (lt_txc_key){sub.value, sub.value_len};
     }
     return b.len == b.cap ? LATTICE_OK : LATTICE_ERR_INVAL;

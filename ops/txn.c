@@ -95,12 +95,12 @@ static bool sub_kind_ok(int kind)
            kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY || kind == LATTICE_TXN_IF_ABSENT ||
            kind == LATTICE_TXN_EXPIRE_IF || kind == LATTICE_TXN_IDLE || kind == LATTICE_TXN_PREPARE ||
            kind == LATTICE_TXN_FINISH || kind == LATTICE_TXN_DECIDE || kind == LATTICE_OP_COLL_READ ||
-           kind == LATTICE_OP_COLL_WRITE;
+           kind == LATTICE_OP_COLL_WRITE || kind == LATTICE_TXN_LMOVE;
 }
 
 static bool names_key(int kind)
 {
-    return kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY; /* value = a destination key */
+    return kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY || kind == LATTICE_TXN_LMOVE; /* value = a destination key */
 }
 
 static lattice_status key_ok(const lattice_meta_cache *c, uint32_t partition, const void *key, size_t len)
@@ -210,6 +210,11 @@ static void add_result(txn_out *o, const lattice_op_result *r)
 /* A write in the list: key, a flag byte (bit 0 removed; bits 1..3 a put's
  * value type, 0 for a string, so a string's write is what it was before
  * types), absolute expiry, version, value. */
+static void add_write(txn_out *o, const void *key, size_t klen, const repl_out *w);
+
+/* exec_lmove's writes, each into the step's list as it happens. */
+static void wrote_one(void *arg, const void *key, size_t klen, const repl_out *w) { add_write(arg, key, klen, w); }
+
 static void add_write(txn_out *o, const void *key, size_t klen, const repl_out *w)
 {
     if (!buf_reserve(&o->wr, 29 + klen + w->value_len)) return;
@@ -621,6 +626,11 @@ static lattice_status txn_run(lattice_meta_cache *c, uint32_t partition, const t
             run_expire_if(c, partition, s, sc, &r, o);
         } else if (s->kind == LATTICE_TXN_VERSION) {
             run_version(c, partition, s, sc, epoch, &r, ep);
+        } else if (s->kind == LATTICE_TXN_LMOVE) {
+            exec_lmove(c, partition, s->key, s->key_len, s->value, s->value_len,
+                       (s->delta & LATTICE_TXN_LMOVE_FROM_RIGHT ? EXEC_LMOVE_FROM_RIGHT : 0) |
+                           (s->delta & LATTICE_TXN_LMOVE_TO_RIGHT ? EXEC_LMOVE_TO_RIGHT : 0),
+                       sc, &r, wrote_one, o);
         } else if (names_key(s->kind)) {
             run_move(c, partition, s, sc, &r, o);
         } else {

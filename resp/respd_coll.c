@@ -169,6 +169,15 @@ static bool emit(lattice_resp_out *o, const char *p, size_t len, size_t *off, in
     return true;
 }
 
+void respd_coll_add_reply(lattice_resp_out *o, const char *p, size_t len)
+{
+    size_t off = 0;
+    if (!emit(o, p, len, &off, 0)) {
+        static const char m[] = "ERR malformed reply from the key's primary";
+        lattice_resp_add_error(o, m, sizeof m - 1);
+    }
+}
+
 void respd_coll_reply(lattice_resp_out *o, const batch *b, const ent *e)
 {
     const opres *x = &b->res[e->first];
@@ -181,11 +190,7 @@ void respd_coll_reply(lattice_resp_out *o, const batch *b, const ent *e)
         return;
     }
     if (x->has_value) {
-        size_t off = 0;
-        if (!emit(o, b->vals + x->voff, x->vlen, &off, 0)) {
-            static const char m[] = "ERR malformed reply from the key's primary";
-            lattice_resp_add_error(o, m, sizeof m - 1);
-        }
+        respd_coll_add_reply(o, b->vals + x->voff, x->vlen);
         return;
     }
     /* No reply bytes: a full_async write (its outcome is not reported) or

@@ -260,6 +260,8 @@ void respd_object_help(lattice_resp_out *o);
 bool respd_is_coll_command(lattice_resp_cmd_id id);
 cmd_outcome respd_coll_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv);
 void respd_coll_reply(lattice_resp_out *o, const batch *b, const ent *e);
+/* A reply in lattice/coll.h's framing (a primary's), in o's protocol. */
+void respd_coll_add_reply(lattice_resp_out *o, const char *p, size_t len);
 /* respd_walk.c: SCAN, KEYS, RANDOMKEY, FLUSHDB, FLUSHALL - walks of every
  * partition (or, for a cluster-aware connection, of those this node is
  * primary of).  A walk command is alone in its batch (b->sealed), so it

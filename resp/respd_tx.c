@@ -134,7 +134,7 @@ long respd_tx_queued(const conn *c)
 
 bool respd_is_tx_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_MULTI && id <= LATTICE_RESP_CMD_MSETNX;
+    return id >= LATTICE_RESP_CMD_MULTI && id <= LATTICE_RESP_CMD_RPOPLPUSH;
 }
 
 static void note_slot(struct respd_tx *t, const void *key, size_t len)
@@ -191,9 +191,39 @@ static bool same_slot(size_t argc, const lattice_resp_arg *argv, size_t first, s
     return true;
 }
 
+/* LMOVE src dst LEFT|RIGHT LEFT|RIGHT, RPOPLPUSH src dst: one txn op of
+ * one LATTICE_TXN_LMOVE sub (its directions checked first, as Redis). */
+static cmd_outcome lmove_command(batch *b, lattice_resp_cmd_id id, const lattice_resp_arg *argv, bool in_multi)
+{
+    int64_t where = LATTICE_TXN_LMOVE_FROM_RIGHT; /* RPOPLPUSH: RIGHT LEFT */
+    if (id == LATTICE_RESP_CMD_LMOVE) {
+        bool fr = eq(&argv[3], "right"), tr = eq(&argv[4], "right");
+        if ((!fr && !eq(&argv[3], "left")) || (!tr && !eq(&argv[4], "left")))
+            return respd_ent_error(b, LATTICE_RESP_ERR_SYNTAX);
+        where = (fr ? LATTICE_TXN_LMOVE_FROM_RIGHT : 0) | (tr ? LATTICE_TXN_LMOVE_TO_RIGHT : 0);
+    }
+    unsigned across = 0;
+    if (!same_slot(3, argv, 1, 1) && !in_multi) {
+        if (!b->c || !respd_cross_slot_ok(b->r, b->c)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
+        across = LATTICE_OP_ACROSS;
+    }
+    ent *e = respd_ent_new(b, id);
+    if (!e) return CMD_DONE;
+    bool ok;
+    if (in_multi) {
+        ok = respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_LMOVE, 0, &argv[1], &argv[2], where, 0);
+    } else {
+        lattice_op s = {(lattice_op_kind)LATTICE_TXN_LMOVE, 0, NULL, argv[1].ptr, argv[1].len, argv[2].ptr, argv[2].len,
+                        where, 0, 0};
+        ok = add_txn_op_as(b, e, across, NULL, 0, &s, 1);
+        if (ok && across) b->sealed = true;
+    }
+    return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+}
+
 bool respd_is_tx_key_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_RENAME && id <= LATTICE_RESP_CMD_MSETNX;
+    return id >= LATTICE_RESP_CMD_RENAME && id <= LATTICE_RESP_CMD_RPOPLPUSH;
 }
 
 cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
@@ -231,6 +261,7 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
         lt_free(w);
         return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
     }
+    if (id == LATTICE_RESP_CMD_LMOVE || id == LATTICE_RESP_CMD_RPOPLPUSH) return lmove_command(b, id, argv, in_multi);
     /* RENAME / RENAMENX / COPY src dst [DB 0] [REPLACE] */
     unsigned flags = id == LATTICE_RESP_CMD_RENAMENX ? LATTICE_OP_NX : 0;
     if (id == LATTICE_RESP_CMD_COPY) {
@@ -465,7 +496,11 @@ void respd_tx_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, boo
     opres x;
     if (in_exec) x = b->res[e->first]; /* queued: the sub's own result */
     else first_sub(b, e, &x, &tmp);
-    if (e->cmd == LATTICE_RESP_CMD_OBJECT_IDLETIME) {
+    if (e->cmd == LATTICE_RESP_CMD_LMOVE || e->cmd == LATTICE_RESP_CMD_RPOPLPUSH) {
+        if (x.flags & LATTICE_OP_R_LOST) lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));
+        else if (x.status != LATTICE_OK || !x.has_value) respd_add_result_error(o, &x);
+        else respd_coll_add_reply(o, (in_exec ? b->vals : tmp.vals) + x.voff, x.vlen);
+    } else if (e->cmd == LATTICE_RESP_CMD_OBJECT_IDLETIME) {
         if (x.flags & LATTICE_OP_R_LOST) lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));
         else if (x.status == LATTICE_ERR_NOT_FOUND) lattice_resp_add_null(o);
         else if (x.status != LATTICE_OK) respd_add_result_error(o, &x);
@@ -833,7 +868,8 @@ static cmd_outcome queue(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, 
             sub->res[i].cond_expire = false;
         }
         note_slot(t, at(sub, o->key), o->key_len);
-        if (o->kind == (lattice_op_kind)LATTICE_TXN_RENAME || o->kind == (lattice_op_kind)LATTICE_TXN_COPY)
+        if (o->kind == (lattice_op_kind)LATTICE_TXN_RENAME || o->kind == (lattice_op_kind)LATTICE_TXN_COPY ||
+            o->kind == (lattice_op_kind)LATTICE_TXN_LMOVE)
             note_slot(t, at(sub, o->value), o->value_len);
     }
     if (atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);

@@ -2,7 +2,8 @@
  * list: Redis 7.0's list commands (t_list.c) on a value of type
  * LATTICE_TYPE_LIST, in coll.c's frame: LPUSH, RPUSH, LPUSHX, RPUSHX, LPOP
  * and RPOP (with a count), LLEN, LRANGE, LINDEX, LSET, LINSERT, LREM,
- * LTRIM, LPOS.  As in hash.c, each command checks what Redis checks before
+ * LTRIM, LPOS; and exec_lmove (LMOVE, RPOPLPUSH: two keys, run by a
+ * transaction's step, ops/txn.c).  As in hash.c, each command checks what Redis checks before
  * it looks the key up first, then reads the key's row, answers and writes
  * the new row (or removes the key when its last element went: Redis never
  * keeps an empty list).
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "coll_int.h"
+#include "lattice/alloc.h"
 
 #define LIST_ROW_PLAIN 1
 #define ERR_RANGE "ERR value is out of range, must be positive"
@@ -451,4 +453,109 @@ void list_run(coll_ctx *x)
     case LATTICE_COLL_LPOS: lpos(x); break;
     default: x->r->status = LATTICE_ERR_INVAL; break;
     }
+}
+
+/* ---- LMOVE / RPOPLPUSH: two keys of one partition in one step ---- */
+
+/* The key's type when it is live: 0 none, else its lattice_value_type + 1. */
+static int live_type(lattice_meta_cache *c, uint32_t partition, const void *key, size_t len, int *st)
+{
+    lattice_store_meta m = {0};
+    int g = lattice_store_get(c->store, partition, key, len, NULL, 0, &m);
+    *st = LATTICE_OK;
+    if (g == LATTICE_ERR_NOT_FOUND) return 0;
+    if (g != LATTICE_OK && g != LATTICE_ERR_TOO_LARGE) {
+        *st = g;
+        return 0;
+    }
+    return m.type + 1;
+}
+
+void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size_t src_len, const void *dst,
+                size_t dst_len, unsigned where, exec_scratch *s, lattice_op_result *r, exec_wrote_fn wrote, void *arg)
+{
+    memset(r, 0, sizeof *r);
+    int st, ts = live_type(c, partition, src, src_len, &st), td = 0;
+    if (st == LATTICE_OK && ts) td = live_type(c, partition, dst, dst_len, &st);
+    if (st != LATTICE_OK) {
+        r->status = st;
+        return;
+    }
+    /* lmoveGenericCommand's order: the source's type, an empty source (nil:
+     * the destination is not looked at), then the destination's type. */
+    int bad = ts && ts != LATTICE_TYPE_LIST + 1 ? ts : ts && td && td != LATTICE_TYPE_LIST + 1 ? td : 0;
+    if (bad) {
+        r->status = LATTICE_ERR_WRONGTYPE;
+        r->flags |= LATTICE_OP_R_FOUND | LATTICE_OP_R_TYPE_FLAGS(bad - 1);
+        return;
+    }
+    coll_ctx x = {.s = s, .r = r}; /* the reply's builder only */
+    if (!ts) {
+        s->reply_len = 0;
+        coll_null(&x);
+        if (x.nomem) r->status = LATTICE_ERR_NOMEM;
+        r->value = s->reply;
+        r->value_len = s->reply_len;
+        return;
+    }
+    /* The element first (LINDEX 0 / -1): the copy pushed is made before
+     * anything changes, so memory short changes nothing. */
+    bool right = where & EXEC_LMOVE_FROM_RIGHT;
+    unsigned char packed[12];
+    lattice_coll_put_u32(packed, 1);
+    lattice_coll_put_u32(packed + 4, 2);
+    memcpy(packed + 8, right ? "-1" : "0", 2);
+    exec_in peek = {LATTICE_OP_COLL_READ, 0, partition, src, src_len, packed, right ? 10u : 9u, LATTICE_COLL_LINDEX, 0};
+    if (!right) lattice_coll_put_u32(packed + 4, 1);
+    repl_out w;
+    exec_coll(c, &peek, s, r, &w);
+    lattice_coll_elem e;
+    size_t off = 0;
+    if (r->status != LATTICE_OK || lattice_coll_reply_next(r->value, r->value_len, &off, &e) != 1 || e.type != '$') {
+        if (r->status == LATTICE_OK) r->status = LATTICE_ERR_PROTO;
+        return;
+    }
+    size_t n = 8 + e.len;
+    unsigned char *p = lt_malloc(n); /* the element, packed as a push's one argument */
+    if (!p) {
+        r->status = LATTICE_ERR_NOMEM;
+        return;
+    }
+    lattice_coll_put_u32(p, 1);
+    lattice_coll_put_u32(p + 4, (uint32_t)e.len);
+    memcpy(p + 8, e.ptr, e.len);
+    lattice_coll_put_u32(packed, 0);
+    exec_in pop = {LATTICE_OP_COLL_WRITE, 0, partition, src, src_len, packed, 4,
+                   right ? LATTICE_COLL_RPOP : LATTICE_COLL_LPOP, 0};
+    exec_coll(c, &pop, s, r, &w);
+    if (r->status != LATTICE_OK || !w.needed) {
+        if (r->status == LATTICE_OK) r->status = LATTICE_ERR_PROTO;
+        lt_free(p);
+        return;
+    }
+    wrote(arg, src, src_len, &w);
+    exec_in push = {LATTICE_OP_COLL_WRITE, 0, partition, dst, dst_len, p, n,
+                    where & EXEC_LMOVE_TO_RIGHT ? LATTICE_COLL_RPUSH : LATTICE_COLL_LPUSH, 0};
+    exec_coll(c, &push, s, r, &w);
+    if (r->status == LATTICE_OK && w.needed) {
+        wrote(arg, dst, dst_len, &w);
+        s->reply_len = 0; /* the reply: the element moved */
+        coll_bulk(&x, p + 8, e.len);
+        if (x.nomem) r->status = LATTICE_ERR_NOMEM;
+        r->value = s->reply;
+        r->value_len = s->reply_len;
+        r->num = 0;
+    } else {
+        /* The push failed (a full region): the element goes back where it
+         * was - the pop freed its room - and the push's error answers. */
+        lattice_op_result back;
+        lattice_status why = r->status == LATTICE_OK ? LATTICE_ERR_PROTO : r->status;
+        push.key = src;
+        push.key_len = src_len;
+        push.delta = right ? LATTICE_COLL_RPUSH : LATTICE_COLL_LPUSH;
+        exec_coll(c, &push, s, &back, &w);
+        if (back.status == LATTICE_OK && w.needed) wrote(arg, src, src_len, &w);
+        *r = (lattice_op_result){.status = why};
+    }
+    lt_free(p);
 }

@@ -82,6 +82,17 @@ void exec_incrbyfloat(lattice_meta_cache *c, const exec_in *in, exec_scratch *s,
 /* coll.c: LATTICE_OP_COLL_READ and _WRITE (lattice/coll.h), on the primary
  * or a clean copy: the command's reply in r->value (s->reply). */
 void exec_coll(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl);
+/* list.c: LMOVE / RPOPLPUSH of src to dst, keys of one partition: pops an
+ * element of src (the tail when where has EXEC_LMOVE_FROM_RIGHT) and pushes
+ * it onto dst (its tail with EXEC_LMOVE_TO_RIGHT) in one step, each write
+ * handed to wrote as it happens.  r->value: the element as a reply of
+ * lattice/coll.h ($ bulk), or nil ("_") when src holds no list;
+ * WRONGTYPE (nothing moves) when src, or dst, holds another type. */
+#define EXEC_LMOVE_FROM_RIGHT 0x1u
+#define EXEC_LMOVE_TO_RIGHT 0x2u
+typedef void (*exec_wrote_fn)(void *arg, const void *key, size_t key_len, const repl_out *w);
+void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size_t src_len, const void *dst,
+                size_t dst_len, unsigned where, exec_scratch *s, lattice_op_result *r, exec_wrote_fn wrote, void *arg);
 /* Removes the key with the partition's next counter and fills repl; the
  * store's status (NOT_FOUND: nothing there, the counter unchanged). */
 int exec_remove_entry(lattice_meta_cache *c, const exec_in *in, repl_out *repl);

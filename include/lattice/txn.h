@@ -95,7 +95,16 @@ enum {
     LATTICE_TXN_PREPARE = 70,
     LATTICE_TXN_FINISH = 71,
     LATTICE_TXN_DECIDE = 72,
+    /* LMOVE / RPOPLPUSH: value = destination key, delta = LATTICE_TXN_LMOVE_*
+     * bits.  Pops an element of the source list and pushes it onto the
+     * destination list as one step; value of the result = the element as a
+     * reply of lattice/coll.h ($ bulk), or nil (_) when the source holds no
+     * list.  WRONGTYPE, nothing moved, when the source (or, the source being
+     * a list, the destination) holds another type. */
+    LATTICE_TXN_LMOVE = 73,
 };
+#define LATTICE_TXN_LMOVE_FROM_RIGHT 0x1u /* pop the source's tail (else its head) */
+#define LATTICE_TXN_LMOVE_TO_RIGHT 0x2u   /* push at the destination's tail (else its head) */
 #define LATTICE_TXN_PREP_BYTES 36u
 #define LATTICE_TXN_DECISION_KEEP_MS 3600000u /* a decision row expires after an hour */
 #define LATTICE_TXN_COMMIT 1u

@@ -33,7 +33,8 @@
  *                      WRONGTYPE both ways, TYPE, OBJECT ENCODING, TTLs,
  *                      DEL/SET/RENAME of a hash, binary fields, RESP3 replies
  *   lists              LPUSH, RPUSH(X), LPOP/RPOP (counts), LLEN, LRANGE,
- *                      LINDEX, LSET, LINSERT, LREM, LTRIM, LPOS; errors,
+ *                      LINDEX, LSET, LINSERT, LREM, LTRIM, LPOS, LMOVE,
+ *                      RPOPLPUSH (across slots, in MULTI); errors,
  *                      WRONGTYPE, binary elements, RESP3's null array
  *
  * The script avoids what differs by nature: a TTL read right after it was
@@ -1472,6 +1473,33 @@ static const char *const list_script[] = {
     "OBJECT ENCODING ls:b",
     "RPOP ls:b 10",
     "EXISTS ls:b",
+    /* LMOVE, RPOPLPUSH: one slot, a rotation of one list, two slots (a
+     * plain connection: one transaction across partitions), in MULTI */
+    "DEL {ls}a {ls}b {ls}s ls:m1 ls:m2",
+    "RPUSH {ls}a 1 2 3",
+    "LMOVE {ls}a {ls}b LEFT RIGHT",
+    "LMOVE {ls}a {ls}b RIGHT LEFT",
+    "LRANGE {ls}a 0 -1",
+    "LRANGE {ls}b 0 -1",
+    "RPOPLPUSH {ls}a {ls}a",
+    "RPOPLPUSH {ls}a {ls}b",
+    "EXISTS {ls}a",
+    "RPOPLPUSH {ls}a {ls}b",
+    "LMOVE {ls}a {ls}b UP LEFT",
+    "LMOVE {ls}a {ls}b LEFT DOWN",
+    "SET {ls}s x",
+    "LMOVE {ls}s {ls}b LEFT LEFT",
+    "LMOVE {ls}b {ls}s LEFT LEFT",
+    "LMOVE {ls}none {ls}s LEFT LEFT",
+    "LRANGE {ls}b 0 -1",
+    "RPUSH ls:m1 a b",
+    "LMOVE ls:m1 ls:m2 LEFT LEFT",
+    "LRANGE ls:m1 0 -1",
+    "LRANGE ls:m2 0 -1",
+    "MULTI",
+    "LMOVE {ls}b {ls}c LEFT LEFT",
+    "LRANGE {ls}c 0 -1",
+    "EXEC",
 };
 
 START_TEST(lists)
@@ -1515,7 +1543,7 @@ START_TEST(lists)
     }
     ask_pipeline(rfd, "HELLO 2\r\n", want, sizeof want);
     ask_pipeline(lfd, "HELLO 2\r\n", got, sizeof got);
-    static const char *const after[] = {"LPOP ls:none 2", "DEL ls:a ls:b ls:c ls:str ls:bin"};
+    static const char *const after[] = {"LPOP ls:none 2", "DEL ls:a ls:b ls:c ls:str ls:bin ls:m1 ls:m2 {ls}b {ls}c {ls}s"};
     same_replies(rfd, lfd, after, sizeof after / sizeof after[0], want, got, sizeof want);
     close(rfd);
     close(lfd);

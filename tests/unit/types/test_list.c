@@ -7,6 +7,7 @@
  * replicates applied on a copy, the expiry kept.
  */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 #include <urcu.h>
 
@@ -123,6 +124,60 @@ START_TEST(a_copy_applies_the_row_and_the_expiry_stays)
 }
 END_TEST
 
+/* exec_lmove: each write handed over as it happens, in order. */
+static int n_wrote;
+static char wrote_keys[4][8];
+
+static void note(void *arg, const void *key, size_t len, const repl_out *w)
+{
+    (void)arg;
+    ck_assert(w->needed);
+    ck_assert_int_lt(n_wrote, 4);
+    memcpy(wrote_keys[n_wrote], key, len);
+    wrote_keys[n_wrote++][len] = 0;
+}
+
+static lattice_op_result lmove(const char *src, const char *dst, unsigned where)
+{
+    lattice_op_result r;
+    n_wrote = 0;
+    /* keys of one partition: the fixture's is by key, so both are looked up in src's */
+    exec_lmove(&cache, part(src), src, strlen(src), dst, strlen(dst), where, &scratch, &r, note, NULL);
+    return r;
+}
+
+START_TEST(lmove_pops_and_pushes_in_one_step)
+{
+    /* a second key of the first one's partition */
+    const char *a = "la", *b = NULL;
+    char cand[8];
+    for (int i = 0; i < 1000 && !b; i++) {
+        snprintf(cand, sizeof cand, "lb%d", i);
+        if (part(cand) == part(a)) b = cand;
+    }
+    ck_assert_ptr_nonnull(b);
+    SHOWS(run(LATTICE_COLL_RPUSH, a, "1", "2", "3", NULL), ":3");
+    SHOWS(lmove(a, b, EXEC_LMOVE_FROM_RIGHT), "$3"); /* RPOPLPUSH */
+    ck_assert_int_eq(n_wrote, 2);
+    ck_assert_str_eq(wrote_keys[0], a);
+    ck_assert_str_eq(wrote_keys[1], b);
+    SHOWS(lmove(a, a, EXEC_LMOVE_TO_RIGHT), "$1"); /* a rotation: 2 1 */
+    SHOWS(run(LATTICE_COLL_LRANGE, a, "0", "-1", NULL), "*2 $2 $1");
+    SHOWS(run(LATTICE_COLL_LRANGE, b, "0", "-1", NULL), "*1 $3");
+    SHOWS(lmove("none", b, 0), "_");
+    ck_assert_int_eq(n_wrote, 0);
+    /* the destination's type is checked before anything moves */
+    lattice_store_entry e = {part(b), b, strlen(b), "str", 3, 0, cache.counter[part(b)] + 1, LATTICE_TYPE_STRING};
+    ck_assert_int_eq(lattice_store_put(cache.store, &e, 0), LATTICE_OK);
+    cache.counter[part(b)]++;
+    ck_assert_int_eq(lmove(a, b, 0).status, LATTICE_ERR_WRONGTYPE);
+    ck_assert_int_eq(n_wrote, 0);
+    SHOWS(run(LATTICE_COLL_LLEN, a, NULL), ":2");
+    /* a source of another type: WRONGTYPE even towards no list */
+    ck_assert_int_eq(lmove(b, "none", 0).status, LATTICE_ERR_WRONGTYPE);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("types_list");
@@ -133,6 +188,7 @@ int main(void)
     tcase_add_test(t, lpos_options);
     tcase_add_test(t, arguments_first_then_the_key);
     tcase_add_test(t, a_copy_applies_the_row_and_the_expiry_stays);
+    tcase_add_test(t, lmove_pops_and_pushes_in_one_step);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }
