@@ -17,8 +17,10 @@
  * clients per node (sticky and roaming too) run Jepsen's set test: pipelined
  * SETs, each of a key never written before with its own value. And
  * TXN_CLIENTS_PER_NODE transaction clients per node run Elle's list-append
- * workload (txn.h): MULTI, one to four APPENDs of unique tokens and GETs of
- * keys of one slot - or, every other one, of keys of several slots (a commit
+ * workload (txn.h): MULTI, one to four appends of unique tokens and reads of
+ * keys of one slot - every other key a string (APPEND, GET), the others a
+ * list (RPUSH, LRANGE: no element lost or twice, reads in one order) - or,
+ * every other transaction, of keys of several slots (a commit
  * across partitions) - EXEC; the keys rotate every TXN_EPOCH_S so the lists
  * stay short.  And BANK_CLIENTS_PER_NODE bank clients per node move money
  * between BANK_ACCOUNTS accounts of their own slots (MULTI DECRBY INCRBY
@@ -541,24 +543,55 @@ static void txn_key_name(char *buf, size_t cap, uint32_t id)
     snprintf(buf, cap, "{la%u}k%u", id / 10, id % 10); /* one slot per epoch and group */
 }
 
-/* A GET reply of the list-append workload ("v1,v2,...," or nil) as a list;
- * false if it is neither. */
+/* Every other key of the list-append workload is a Redis list (RPUSH of the
+ * token, LRANGE 0 -1 to read it: the collection workload of issue 35), the
+ * others a string (APPEND of "token,", GET). */
+static bool txn_is_list(uint32_t id) { return id % 2 == 0; }
+
+static void txn_append_read(redisContext *rc, uint32_t id, const int64_t *value)
+{
+    char key[32];
+    txn_key_name(key, sizeof key, id);
+    if (value && txn_is_list(id)) redisAppendCommand(rc, "RPUSH %s %" PRId64, key, *value);
+    else if (value) redisAppendCommand(rc, "APPEND %s %" PRId64 ",", key, *value);
+    else if (txn_is_list(id)) redisAppendCommand(rc, "LRANGE %s 0 -1", key);
+    else redisAppendCommand(rc, "GET %s", key);
+}
+
+static void list_push(int64_t **list, size_t *n, size_t *cap, int64_t v)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 256;
+        *list = realloc(*list, *cap * sizeof **list);
+        if (!*list) exit(1);
+    }
+    (*list)[(*n)++] = v;
+}
+
+/* A read of the list-append workload as a list - a GET's ("v1,v2,...," or
+ * nil) or an LRANGE's (an array of the tokens); false if it is neither. */
 static bool txn_parse_list(const redisReply *r, int64_t **list, size_t *n, size_t *cap)
 {
     *n = 0;
     if (r->type == REDIS_REPLY_NIL) return true;
+    if (r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < r->elements; i++) {
+            const redisReply *e = r->element[i];
+            char *end;
+            if (e->type != REDIS_REPLY_STRING || !e->len) return false;
+            long long v = strtoll(e->str, &end, 10);
+            if (*end) return false;
+            list_push(list, n, cap, v);
+        }
+        return true;
+    }
     if (r->type != REDIS_REPLY_STRING) return false;
     const char *p = r->str, *end = r->str + r->len;
     while (p < end) {
         char *e;
         long long v = strtoll(p, &e, 10);
         if (e == p || e >= end || *e != ',') return false;
-        if (*n == *cap) {
-            *cap = *cap ? *cap * 2 : 256;
-            *list = realloc(*list, *cap * sizeof **list);
-            if (!*list) exit(1);
-        }
-        (*list)[(*n)++] = v;
+        list_push(list, n, cap, v);
         p = e + 1;
     }
     return true;
@@ -606,18 +639,14 @@ static bool txn_one(client *c, redisContext *rc)
     bool writes = false;
     redisAppendCommand(rc, "MULTI");
     for (int i = 0; i < n; i++) {
-        char key[32];
         if (across) group = (int)(rnd(&c->rng) % TXN_GROUPS);
         m[i].key = txn_key_id(epoch, group, (int)(rnd(&c->rng) % TXN_KEYS));
         m[i].append = rnd(&c->rng) % 2;
-        txn_key_name(key, sizeof key, m[i].key);
         if (m[i].append) {
             m[i].value = (int64_t)(c->id + 1) * 10000000LL + ++c->seq;
             writes = true;
-            redisAppendCommand(rc, "APPEND %s %" PRId64 ",", key, m[i].value);
-        } else {
-            redisAppendCommand(rc, "GET %s", key);
         }
+        txn_append_read(rc, m[i].key, m[i].append ? &m[i].value : NULL);
     }
     redisAppendCommand(rc, "EXEC");
     int64_t inv = now_ns();
@@ -990,11 +1019,7 @@ static void txn_final_reads(tx_history *h)
         for (uint32_t e = 0; e < epochs; e++)
             for (int grp = 0; grp < TXN_GROUPS; grp++) {
                 redisAppendCommand(rc, "MULTI");
-                for (int k = 0; k < TXN_KEYS; k++) {
-                    char key[32];
-                    txn_key_name(key, sizeof key, txn_key_id(e, grp, k));
-                    redisAppendCommand(rc, "GET %s", key);
-                }
+                for (int k = 0; k < TXN_KEYS; k++) txn_append_read(rc, txn_key_id(e, grp, k), NULL);
                 redisAppendCommand(rc, "EXEC");
                 int64_t inv = now_ns();
                 redisReply *r;
