@@ -225,7 +225,7 @@ static inline int lattice_coll_reply_next(const void *reply, size_t len, size_t 
     case '*':
     case '%':
     case '&': {
-        long long v = 0;
+        unsigned long long v = 0;
         bool neg = false;
         const char *d = q + 1;
         if (d < nl - 1 && *d == '-') {
@@ -234,10 +234,11 @@ static inline int lattice_coll_reply_next(const void *reply, size_t len, size_t 
         }
         if (d >= nl - 1) return -1;
         for (; d < nl - 1; d++) {
-            if (*d < '0' || *d > '9') return -1;
-            v = v * 10 + (*d - '0');
+            if (*d < '0' || *d > '9' || v > (~0ull - 9) / 10) return -1;
+            v = v * 10 + (unsigned)(*d - '0');
         }
-        e->num = neg ? -v : v;
+        if (v > (neg ? 1ull << 63 : (1ull << 63) - 1)) return -1;
+        e->num = neg ? (long long)(0ull - v) : (long long)v;
         if (e->type == '$') {
             if (e->num < 0 || (size_t)(end - after) < (size_t)e->num + 2) return -1;
             e->ptr = after;
