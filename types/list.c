@@ -278,19 +278,26 @@ static void lrem(coll_ctx *x)
     coll_int(x, (long long)removed);
 }
 
+/* LTRIM's and LRANGE's arguments (start stop) and the list: false when
+ * the reply is an error already (or r->status says why). */
+static elem *range_of(coll_ctx *x, size_t *n, long long *start, long long *end)
+{
+    if (x->argc != 2) {
+        coll_arity_error(x);
+        return NULL;
+    }
+    if (!arg_long(&x->argv[0], start) || !arg_long(&x->argv[1], end)) {
+        coll_error(x, COLL_ERR_NOT_INT);
+        return NULL;
+    }
+    return load(x, 0, n);
+}
+
 static void ltrim(coll_ctx *x)
 {
     long long start, end;
-    if (x->argc != 2) {
-        coll_arity_error(x);
-        return;
-    }
-    if (!arg_long(&x->argv[0], &start) || !arg_long(&x->argv[1], &end)) {
-        coll_error(x, COLL_ERR_NOT_INT);
-        return;
-    }
     size_t n, s, e;
-    elem *v = load(x, 0, &n);
+    elem *v = range_of(x, &n, &start, &end);
     if (!v) return;
     if (x->found) {
         bool keep = clamp(start, end, n, &s, &e);
@@ -315,16 +322,8 @@ static void llen(coll_ctx *x)
 static void lrange(coll_ctx *x)
 {
     long long start, end;
-    if (x->argc != 2) {
-        coll_arity_error(x);
-        return;
-    }
-    if (!arg_long(&x->argv[0], &start) || !arg_long(&x->argv[1], &end)) {
-        coll_error(x, COLL_ERR_NOT_INT);
-        return;
-    }
     size_t n, s, e;
-    elem *v = load(x, 0, &n);
+    elem *v = range_of(x, &n, &start, &end);
     if (!v) return;
     if (!clamp(start, end, n, &s, &e)) {
         coll_array(x, 0);

@@ -1022,19 +1022,24 @@ END_TEST
 #define RMW_THREADS 4
 #define RMW_ROUNDS 120
 
+/* A worker's replies that were not what the command must answer. */
+typedef struct bad_log {
+    int errors;
+    char first_err[160];
+} bad_log;
+
+static void note_bad(bad_log *b, const char *what, const redisReply *r)
+{
+    if (!b->errors++)
+        snprintf(b->first_err, sizeof b->first_err, "%s: %s", what, r ? (r->str ? r->str : "(not a string)") : "no reply");
+}
+
 typedef struct rmw_worker {
     int t;
     pthread_t th;
-    int errors;          /* replies that were not what the command must answer */
-    char first_err[160];
+    bad_log bad;
     double sums[RMW_ROUNDS];
 } rmw_worker;
-
-static void rmw_bad(rmw_worker *w, const char *what, const redisReply *r)
-{
-    if (!w->errors++)
-        snprintf(w->first_err, sizeof w->first_err, "%s: %s", what, r ? (r->str ? r->str : "(not a string)") : "no reply");
-}
 
 static void *rmw_work(void *arg)
 {
@@ -1042,7 +1047,7 @@ static void *rmw_work(void *arg)
     struct timeval tv = {30, 0};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base + w->t % 3, tv);
     if (!c || c->err) {
-        rmw_bad(w, "connect", NULL);
+        note_bad(&w->bad, "connect", NULL);
         if (c) redisFree(c);
         return NULL;
     }
@@ -1051,14 +1056,14 @@ static void *rmw_work(void *arg)
     for (int i = 0; i < RMW_ROUNDS; i++) {
         long long n = (long long)w->t * RMW_ROUNDS + i;
         redisReply *r = redisCommand(c, "SETBIT rmw:bits %lld 1", n);
-        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 0) rmw_bad(w, "SETBIT", r); /* each bit once */
+        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 0) note_bad(&w->bad, "SETBIT", r); /* each bit once */
         if (r) freeReplyObject(r);
         r = redisCommand(c, "INCRBYFLOAT rmw:sum 0.5");
-        if (!r || r->type != REDIS_REPLY_STRING) rmw_bad(w, "INCRBYFLOAT", r);
+        if (!r || r->type != REDIS_REPLY_STRING) note_bad(&w->bad, "INCRBYFLOAT", r);
         else w->sums[i] = strtod(r->str, NULL);
         if (r) freeReplyObject(r);
         r = redisCommand(c, "SETRANGE rmw:range %lld %b", 2 * n, slot, (size_t)2);
-        if (!r || r->type != REDIS_REPLY_INTEGER) rmw_bad(w, "SETRANGE", r);
+        if (!r || r->type != REDIS_REPLY_INTEGER) note_bad(&w->bad, "SETRANGE", r);
         if (r) freeReplyObject(r);
     }
     redisFree(c);
@@ -1097,18 +1102,30 @@ static bool rmw_values_exact(redisContext *c, char *why, size_t cap)
     return ok;
 }
 
-typedef struct rmw_read_ctx {
+/* it_wait_for's test that node's values are exactly what a check wants. */
+typedef struct exact_ctx {
     int node;
+    bool (*exact)(redisContext *c, char *why, size_t cap);
     char why[160];
-} rmw_read_ctx;
+} exact_ctx;
 
-static bool rmw_reads_exact(void *p)
+static bool reads_exact(void *p)
 {
-    rmw_read_ctx *x = p;
+    exact_ctx *x = p;
     redisContext *c = try_conn(x->node);
-    bool ok = c && rmw_values_exact(c, x->why, sizeof x->why);
+    bool ok = c && x->exact(c, x->why, sizeof x->why);
     if (c) redisFree(c);
     return ok;
+}
+
+/* `lattice verify default`: no conflict between the copies. */
+static void verify_clean(void)
+{
+    int rc = it_capture(out_buf, sizeof out_buf, "%s --ip-finder %s --json verify default", LATTICE_CLI_PATH, finder);
+    json_t *j = json_loads(out_buf, 0, NULL);
+    ck_assert_msg(rc == 0 && j, "verify: rc %d: %.300s", rc, out_buf);
+    ck_assert_msg(json_array_size(json_object_get(j, "conflicts")) == 0, "verify: %.300s", out_buf);
+    json_decref(j);
 }
 
 /* The RESP port of the primary of key's slot, from node i's CLUSTER SLOTS. */
@@ -1143,20 +1160,16 @@ START_TEST(rmw_atomic_on_grid)
     for (int t = 0; t < RMW_THREADS; t++) pthread_join(w[t].th, NULL);
     static double all[RMW_THREADS * RMW_ROUNDS];
     for (int t = 0; t < RMW_THREADS; t++) {
-        ck_assert_msg(w[t].errors == 0, "worker %d: %d bad replies, first %s", t, w[t].errors, w[t].first_err);
+        ck_assert_msg(w[t].bad.errors == 0, "worker %d: %d bad replies, first %s", t, w[t].bad.errors, w[t].bad.first_err);
         memcpy(all + t * RMW_ROUNDS, w[t].sums, sizeof w[t].sums);
     }
     /* Every INCRBYFLOAT answered a different total: 0.5, 1, ... in all. */
     qsort(all, RMW_THREADS * RMW_ROUNDS, sizeof all[0], cmp_double);
     for (int k = 0; k < RMW_THREADS * RMW_ROUNDS; k++)
         ck_assert_msg(all[k] == 0.5 * (k + 1), "INCRBYFLOAT results: #%d is %g", k, all[k]);
-    rmw_read_ctx rd = {0, ""};
-    ck_assert_msg(rmw_reads_exact(&rd), "after the updates: %s", rd.why);
-    int rc = it_capture(out_buf, sizeof out_buf, "%s --ip-finder %s --json verify default", LATTICE_CLI_PATH, finder);
-    json_t *j = json_loads(out_buf, 0, NULL);
-    ck_assert_msg(rc == 0 && j, "verify: rc %d: %.300s", rc, out_buf);
-    ck_assert_msg(json_array_size(json_object_get(j, "conflicts")) == 0, "verify: %.300s", out_buf);
-    json_decref(j);
+    exact_ctx rd = {0, rmw_values_exact, ""};
+    ck_assert_msg(reads_exact(&rd), "after the updates: %s", rd.why);
+    verify_clean();
     /* The primary of the bitmap dies: a survivor serves the same values.
      * Not before the baseline holds all three (it grows one server at a time
      * after the grid forms, and the updates above can be done sooner): a
@@ -1166,7 +1179,7 @@ START_TEST(rmw_atomic_on_grid)
     ck_assert_msg(victim >= 0 && victim < 3, "no primary for rmw:bits");
     it_signal(srv[victim], SIGKILL);
     rd.node = (victim + 1) % 3;
-    ck_assert_msg(it_wait_for(rmw_reads_exact, &rd, 60000), "after the primary's kill: %s", rd.why);
+    ck_assert_msg(it_wait_for(reads_exact, &rd, 60000), "after the primary's kill: %s", rd.why);
     it_end();
 }
 END_TEST
@@ -1186,16 +1199,9 @@ END_TEST
 typedef struct hx_worker {
     int t;
     pthread_t th;
-    int errors;
-    char first_err[160];
+    bad_log bad;
     long long totals[HX_ROUNDS];
 } hx_worker;
-
-static void hx_bad(hx_worker *w, const char *what, const redisReply *r)
-{
-    if (!w->errors++)
-        snprintf(w->first_err, sizeof w->first_err, "%s: %s", what, r ? (r->str ? r->str : "(not a string)") : "no reply");
-}
 
 static void *hx_work(void *arg)
 {
@@ -1203,24 +1209,24 @@ static void *hx_work(void *arg)
     struct timeval tv = {30, 0};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base + w->t % 3, tv);
     if (!c || c->err) {
-        hx_bad(w, "connect", NULL);
+        note_bad(&w->bad, "connect", NULL);
         if (c) redisFree(c);
         return NULL;
     }
     redisSetTimeout(c, tv);
     for (int i = 0; i < HX_ROUNDS; i++) {
         redisReply *r = redisCommand(c, "HINCRBY hx:count total 1");
-        if (!r || r->type != REDIS_REPLY_INTEGER) hx_bad(w, "HINCRBY", r);
+        if (!r || r->type != REDIS_REPLY_INTEGER) note_bad(&w->bad, "HINCRBY", r);
         else w->totals[i] = r->integer;
         if (r) freeReplyObject(r);
         r = redisCommand(c, "HSET hx:set f%d_%d v%d gone%d_%d x", w->t, i, i, w->t, i);
-        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 2) hx_bad(w, "HSET", r); /* two new fields */
+        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 2) note_bad(&w->bad, "HSET", r); /* two new fields */
         if (r) freeReplyObject(r);
         r = redisCommand(c, "HSETNX hx:set f%d_%d other", w->t, i);
-        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 0) hx_bad(w, "HSETNX", r);
+        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 0) note_bad(&w->bad, "HSETNX", r);
         if (r) freeReplyObject(r);
         r = redisCommand(c, "HDEL hx:set gone%d_%d", w->t, i);
-        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1) hx_bad(w, "HDEL", r);
+        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1) note_bad(&w->bad, "HDEL", r);
         if (r) freeReplyObject(r);
     }
     redisFree(c);
@@ -1252,20 +1258,6 @@ static bool hx_values_exact(redisContext *c, char *why, size_t cap)
     return ok;
 }
 
-typedef struct hx_read_ctx {
-    int node;
-    char why[160];
-} hx_read_ctx;
-
-static bool hx_reads_exact(void *p)
-{
-    hx_read_ctx *x = p;
-    redisContext *c = try_conn(x->node);
-    bool ok = c && hx_values_exact(c, x->why, sizeof x->why);
-    if (c) redisFree(c);
-    return ok;
-}
-
 static int cmp_ll(const void *a, const void *b)
 {
     long long x = *(const long long *)a, y = *(const long long *)b;
@@ -1287,7 +1279,7 @@ START_TEST(hashes_atomic_on_grid)
     for (int t = 0; t < HX_THREADS; t++) pthread_join(w[t].th, NULL);
     static long long all[HX_THREADS * HX_ROUNDS];
     for (int t = 0; t < HX_THREADS; t++) {
-        ck_assert_msg(w[t].errors == 0, "worker %d: %d bad replies, first %s", t, w[t].errors, w[t].first_err);
+        ck_assert_msg(w[t].bad.errors == 0, "worker %d: %d bad replies, first %s", t, w[t].bad.errors, w[t].bad.first_err);
         memcpy(all + t * HX_ROUNDS, w[t].totals, sizeof w[t].totals);
     }
     /* Every HINCRBY answered a different total: 1, 2, ... in all. */
@@ -1295,22 +1287,18 @@ START_TEST(hashes_atomic_on_grid)
     for (int k = 0; k < HX_THREADS * HX_ROUNDS; k++)
         ck_assert_msg(all[k] == k + 1, "HINCRBY results: #%d is %lld", k, all[k]);
     for (int i = 0; i < 3; i++) {
-        hx_read_ctx rd = {i, ""};
-        ck_assert_msg(hx_reads_exact(&rd), "after the updates, through node %d: %s", i, rd.why);
+        exact_ctx rd = {i, hx_values_exact, ""};
+        ck_assert_msg(reads_exact(&rd), "after the updates, through node %d: %s", i, rd.why);
     }
-    int rc = it_capture(out_buf, sizeof out_buf, "%s --ip-finder %s --json verify default", LATTICE_CLI_PATH, finder);
-    json_t *j = json_loads(out_buf, 0, NULL);
-    ck_assert_msg(rc == 0 && j, "verify: rc %d: %.300s", rc, out_buf);
-    ck_assert_msg(json_array_size(json_object_get(j, "conflicts")) == 0, "verify: %.300s", out_buf);
-    json_decref(j);
+    verify_clean();
     /* The primary of hx:set dies (once the baseline holds all three, as
      * rmw_atomic_on_grid): a survivor serves the same hashes. */
     ck_assert_msg(it_wait_baseline(finder, 3, 60000), "the baseline never held the three servers");
     int victim = rmw_primary_port(0, "hx:set") - resp_base;
     ck_assert_msg(victim >= 0 && victim < 3, "no primary for hx:set");
     it_signal(srv[victim], SIGKILL);
-    hx_read_ctx rd = {(victim + 1) % 3, ""};
-    ck_assert_msg(it_wait_for(hx_reads_exact, &rd, 60000), "after the primary's kill: %s", rd.why);
+    exact_ctx rd = {(victim + 1) % 3, hx_values_exact, ""};
+    ck_assert_msg(it_wait_for(reads_exact, &rd, 60000), "after the primary's kill: %s", rd.why);
     it_end();
 }
 END_TEST
