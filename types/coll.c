@@ -167,6 +167,56 @@ bool coll_remove(coll_ctx *x)
     return x->r->status == LATTICE_OK;
 }
 
+/* ---- rows ---- */
+
+static bool malformed(coll_ctx *x)
+{
+    x->r->status = LATTICE_ERR_PROTO;
+    return false;
+}
+
+bool coll_row_open(coll_ctx *x, uint8_t format, coll_reader *w)
+{
+    *w = (coll_reader){x->s->old, x->found ? x->meta.value_len : 0, 1, 0};
+    if (!x->found) return true;
+    uint64_t count;
+    if (w->len < 2 || w->p[0] != format || !coll_varint_get(w->p, w->len, &w->off, &count) || count > w->len)
+        return malformed(x);
+    w->count = (size_t)count;
+    return true;
+}
+
+bool coll_row_bytes(coll_ctx *x, coll_reader *w, const char **p, size_t *n)
+{
+    uint64_t l;
+    if (!coll_varint_get(w->p, w->len, &w->off, &l) || l > w->len - w->off) return malformed(x);
+    *p = (const char *)w->p + w->off;
+    *n = (size_t)l;
+    w->off += (size_t)l;
+    return true;
+}
+
+bool coll_row_fixed(coll_ctx *x, coll_reader *w, size_t n, const unsigned char **p)
+{
+    if (n > w->len - w->off) return malformed(x);
+    *p = w->p + w->off;
+    w->off += n;
+    return true;
+}
+
+bool coll_row_close(coll_ctx *x, const coll_reader *w) { return !x->found || w->off == w->len || malformed(x); }
+
+unsigned char *coll_row_start(coll_ctx *x, uint8_t format, size_t count, size_t body)
+{
+    unsigned char *p = coll_row(x, coll_row_size(count, body));
+    if (!p) {
+        x->r->status = LATTICE_ERR_NOMEM;
+        return NULL;
+    }
+    p[0] = format;
+    return p + 1 + coll_varint_put(p + 1, count);
+}
+
 /* ---- the reply ---- */
 
 static void put(coll_ctx *x, const void *p, size_t n)

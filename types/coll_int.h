@@ -6,6 +6,8 @@
 #ifndef LATTICE_TYPES_COLL_INT_H
 #define LATTICE_TYPES_COLL_INT_H
 
+#include <string.h>
+
 #include "lattice/coll.h"
 #include "types.h"
 
@@ -92,6 +94,36 @@ static inline bool coll_varint_get(const unsigned char *p, size_t len, size_t *o
         }
     }
     return false;
+}
+
+/* A row of a collection: a format byte, a varint count, then the items.
+ * coll_row_open reads the loaded value's header (no key: an empty row);
+ * coll_row_bytes the next (varint length, bytes) item, coll_row_fixed the
+ * next n bytes; coll_row_close checks nothing is left over.  Each false:
+ * r->status is LATTICE_ERR_PROTO (a malformed row answers, never crashes). */
+typedef struct coll_reader {
+    const unsigned char *p;
+    size_t len, off;
+    size_t count;
+} coll_reader;
+bool coll_row_open(coll_ctx *x, uint8_t format, coll_reader *w);
+bool coll_row_bytes(coll_ctx *x, coll_reader *w, const char **p, size_t *n);
+bool coll_row_fixed(coll_ctx *x, coll_reader *w, size_t n, const unsigned char **p);
+bool coll_row_close(coll_ctx *x, const coll_reader *w);
+/* Writing one: coll_row_start gives the buffer of a row of count items
+ * whose bytes after the header take body (each (length, bytes) item
+ * coll_item_len of its length), the header written, the body's first byte
+ * returned (NULL: r->status NOMEM); coll_item_put writes one item and
+ * returns the byte after it.  Then coll_write(x, coll_row_size(count,
+ * body), type). */
+static inline size_t coll_item_len(size_t n) { return coll_varint_len(n) + n; }
+static inline size_t coll_row_size(size_t count, size_t body) { return 1 + coll_varint_len(count) + body; }
+unsigned char *coll_row_start(coll_ctx *x, uint8_t format, size_t count, size_t body);
+static inline unsigned char *coll_item_put(unsigned char *p, const void *b, size_t n)
+{
+    p += coll_varint_put(p, n);
+    if (n) memcpy(p, b, n);
+    return p + n;
 }
 
 /* The commands of each type: hash.c (LATTICE_COLL_H*), list.c (L*, R*),

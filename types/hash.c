@@ -37,35 +37,18 @@ typedef struct hpair {
  * with r->status set when the row is malformed or memory short. */
 static hpair *decode(coll_ctx *x, size_t extra, size_t *n)
 {
-    const unsigned char *p = x->s->old;
-    size_t len = x->found ? x->meta.value_len : 0, off = 1;
-    uint64_t count = 0;
-    if (x->found && (len < 2 || p[0] != HASH_ROW_PAIRS || !coll_varint_get(p, len, &off, &count) || count > len)) {
-        x->r->status = LATTICE_ERR_PROTO;
-        return NULL;
-    }
-    hpair *v = coll_items(x, (size_t)count + extra, sizeof *v);
+    coll_reader w;
+    if (!coll_row_open(x, HASH_ROW_PAIRS, &w)) return NULL;
+    hpair *v = coll_items(x, w.count + extra, sizeof *v);
     if (!v) {
         x->r->status = LATTICE_ERR_NOMEM;
         return NULL;
     }
-    for (uint64_t i = 0; i < count; i++) {
-        uint64_t fl, vl;
-        if (!coll_varint_get(p, len, &off, &fl) || fl > len - off) goto bad;
-        v[i].f = (const char *)p + off;
-        v[i].fl = (size_t)fl;
-        off += (size_t)fl;
-        if (!coll_varint_get(p, len, &off, &vl) || vl > len - off) goto bad;
-        v[i].v = (const char *)p + off;
-        v[i].vl = (size_t)vl;
-        off += (size_t)vl;
-    }
-    if (x->found && off != len) goto bad;
-    *n = (size_t)count;
+    for (size_t i = 0; i < w.count; i++)
+        if (!coll_row_bytes(x, &w, &v[i].f, &v[i].fl) || !coll_row_bytes(x, &w, &v[i].v, &v[i].vl)) return NULL;
+    if (!coll_row_close(x, &w)) return NULL;
+    *n = w.count;
     return v;
-bad:
-    x->r->status = LATTICE_ERR_PROTO;
-    return NULL;
 }
 
 static size_t find(const hpair *v, size_t n, const void *f, size_t fl)
@@ -79,25 +62,12 @@ static size_t find(const hpair *v, size_t n, const void *f, size_t fl)
 static bool store(coll_ctx *x, const hpair *v, size_t n)
 {
     if (n == 0) return coll_remove(x);
-    size_t len = 1 + coll_varint_len(n);
-    for (size_t i = 0; i < n; i++) len += coll_varint_len(v[i].fl) + v[i].fl + coll_varint_len(v[i].vl) + v[i].vl;
-    unsigned char *p = coll_row(x, len);
-    if (!p) {
-        x->r->status = LATTICE_ERR_NOMEM;
-        return false;
-    }
-    size_t off = 0;
-    p[off++] = HASH_ROW_PAIRS;
-    off += coll_varint_put(p + off, n);
-    for (size_t i = 0; i < n; i++) {
-        off += coll_varint_put(p + off, v[i].fl);
-        if (v[i].fl) memcpy(p + off, v[i].f, v[i].fl);
-        off += v[i].fl;
-        off += coll_varint_put(p + off, v[i].vl);
-        if (v[i].vl) memcpy(p + off, v[i].v, v[i].vl);
-        off += v[i].vl;
-    }
-    return coll_write(x, off, LATTICE_TYPE_HASH);
+    size_t body = 0;
+    for (size_t i = 0; i < n; i++) body += coll_item_len(v[i].fl) + coll_item_len(v[i].vl);
+    unsigned char *p = coll_row_start(x, HASH_ROW_PAIRS, n, body);
+    if (!p) return false;
+    for (size_t i = 0; i < n; i++) p = coll_item_put(coll_item_put(p, v[i].f, v[i].fl), v[i].v, v[i].vl);
+    return coll_write(x, coll_row_size(n, body), LATTICE_TYPE_HASH);
 }
 
 /* Loads and decodes the key's hash (absent: none) with room for extra. */

@@ -28,32 +28,20 @@ typedef lattice_coll_arg elem;
  * NULL with r->status set when the row is malformed or memory short. */
 static elem *decode(coll_ctx *x, size_t extra, size_t *n)
 {
-    const unsigned char *p = x->s->old;
-    size_t len = x->found ? x->meta.value_len : 0, off = 1;
-    uint64_t count = 0;
-    if (x->found && (len < 2 || p[0] != LIST_ROW_PLAIN || !coll_varint_get(p, len, &off, &count) || count > len)) {
-        x->r->status = LATTICE_ERR_PROTO;
-        return NULL;
-    }
-    elem *v = coll_items(x, (size_t)count + extra, sizeof *v);
+    coll_reader w;
+    if (!coll_row_open(x, LIST_ROW_PLAIN, &w)) return NULL;
+    elem *v = coll_items(x, w.count + extra, sizeof *v);
     if (!v) {
         x->r->status = LATTICE_ERR_NOMEM;
         return NULL;
     }
-    for (uint64_t i = 0; i < count; i++) {
-        uint64_t l;
-        if (!coll_varint_get(p, len, &off, &l) || l > len - off) {
-            x->r->status = LATTICE_ERR_PROTO;
-            return NULL;
-        }
-        v[i] = (elem){p + off, (size_t)l};
-        off += (size_t)l;
+    for (size_t i = 0; i < w.count; i++) {
+        const char *p;
+        if (!coll_row_bytes(x, &w, &p, &v[i].len)) return NULL;
+        v[i].ptr = p;
     }
-    if (x->found && off != len) {
-        x->r->status = LATTICE_ERR_PROTO;
-        return NULL;
-    }
-    *n = (size_t)count;
+    if (!coll_row_close(x, &w)) return NULL;
+    *n = w.count;
     return v;
 }
 
@@ -68,22 +56,12 @@ static elem *load(coll_ctx *x, size_t extra, size_t *n)
 static bool store(coll_ctx *x, const elem *v, size_t n)
 {
     if (n == 0) return coll_remove(x);
-    size_t len = 1 + coll_varint_len(n);
-    for (size_t i = 0; i < n; i++) len += coll_varint_len(v[i].len) + v[i].len;
-    unsigned char *p = coll_row(x, len);
-    if (!p) {
-        x->r->status = LATTICE_ERR_NOMEM;
-        return false;
-    }
-    size_t off = 0;
-    p[off++] = LIST_ROW_PLAIN;
-    off += coll_varint_put(p + off, n);
-    for (size_t i = 0; i < n; i++) {
-        off += coll_varint_put(p + off, v[i].len);
-        if (v[i].len) memcpy(p + off, v[i].ptr, v[i].len);
-        off += v[i].len;
-    }
-    return coll_write(x, off, LATTICE_TYPE_LIST);
+    size_t body = 0;
+    for (size_t i = 0; i < n; i++) body += coll_item_len(v[i].len);
+    unsigned char *p = coll_row_start(x, LIST_ROW_PLAIN, n, body);
+    if (!p) return false;
+    for (size_t i = 0; i < n; i++) p = coll_item_put(p, v[i].ptr, v[i].len);
+    return coll_write(x, coll_row_size(n, body), LATTICE_TYPE_LIST);
 }
 
 static bool same(const elem *a, const elem *b) { return a->len == b->len && (!a->len || !memcmp(a->ptr, b->ptr, a->len)); }
