@@ -17,8 +17,8 @@
 #include "respd_int.h"
 
 /* A write whose new value would not fit the cache's max_value_bytes (a
- * hash is one row: docs/TYPES.md). */
-#define ERR_TOO_LARGE "ERR the hash would exceed the cache's max_value_bytes"
+ * collection is one row: docs/TYPES.md). */
+#define ERR_TOO_LARGE "ERR the value would exceed the cache's max_value_bytes"
 #define ERR_NO_REPLY "ERR the reply did not come back (a full_async cache, or a resend after a failover): read the key"
 
 bool respd_is_coll_command(lattice_resp_cmd_id id)
@@ -151,6 +151,10 @@ static bool emit(lattice_resp_out *o, const char *p, size_t len, size_t *off, in
         lattice_resp_add_map(o, (size_t)e.num);
         kids = 2 * (size_t)e.num;
         break;
+    case '~':
+        lattice_resp_add_set(o, (size_t)e.num);
+        kids = (size_t)e.num;
+        break;
     default: /* '&': pairs */
         if (lattice_resp_out_proto(o) == 3) {
             lattice_resp_add_array(o, (size_t)e.num);
@@ -199,8 +203,18 @@ void respd_coll_reply(lattice_resp_out *o, const batch *b, const ent *e)
     case LATTICE_RESP_CMD_HSET:
     case LATTICE_RESP_CMD_HSETNX:
     case LATTICE_RESP_CMD_HDEL:
-    case LATTICE_RESP_CMD_HINCRBY: lattice_resp_add_int(o, x->num); break;
-    case LATTICE_RESP_CMD_HMSET: lattice_resp_add_simple(o, "OK", 2); break;
+    case LATTICE_RESP_CMD_HINCRBY:
+    case LATTICE_RESP_CMD_LPUSH:
+    case LATTICE_RESP_CMD_RPUSH:
+    case LATTICE_RESP_CMD_LPUSHX:
+    case LATTICE_RESP_CMD_RPUSHX:
+    case LATTICE_RESP_CMD_LINSERT:
+    case LATTICE_RESP_CMD_LREM:
+    case LATTICE_RESP_CMD_SADD:
+    case LATTICE_RESP_CMD_SREM: lattice_resp_add_int(o, x->num); break;
+    case LATTICE_RESP_CMD_HMSET:
+    case LATTICE_RESP_CMD_LSET:
+    case LATTICE_RESP_CMD_LTRIM: lattice_resp_add_simple(o, "OK", 2); break;
     default: lattice_resp_add_error(o, ERR_NO_REPLY, sizeof ERR_NO_REPLY - 1); break;
     }
 }

@@ -265,6 +265,7 @@ void coll_null(coll_ctx *x) { put(x, "_\r\n", 3); }
 void coll_null_array(coll_ctx *x) { put(x, "*-1\r\n", 5); }
 void coll_array(coll_ctx *x, size_t n) { header(x, '*', (long long)n); }
 void coll_map(coll_ctx *x, size_t n) { header(x, '%', (long long)n); }
+void coll_set(coll_ctx *x, size_t n) { header(x, '~', (long long)n); }
 void coll_pairs(coll_ctx *x, size_t n) { header(x, '&', (long long)n); }
 
 void coll_double(coll_ctx *x, double d)

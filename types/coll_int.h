@@ -50,6 +50,7 @@ void coll_null(coll_ctx *x);
 void coll_null_array(coll_ctx *x); /* RESP2's *-1 (RESP3 _): LPOP k n of no list */
 void coll_array(coll_ctx *x, size_t n);
 void coll_map(coll_ctx *x, size_t n);
+void coll_set(coll_ctx *x, size_t n); /* RESP3's set of n (SMEMBERS), RESP2's array */
 /* n pairs follow (2 x n replies): RESP3 shows n arrays of two, RESP2 one
  * flat array (HRANDFIELD ... WITHVALUES). */
 void coll_pairs(coll_ctx *x, size_t n);

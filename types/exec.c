@@ -107,7 +107,7 @@ uint64_t exec_expiry_for(const lattice_meta_cache *c, uint64_t ttl_ms) { return 
 bool exec_parse_i64(const void *v, size_t n, int64_t *out)
 {
     char tmp[32];
-    if (n == 0 || n >= sizeof tmp) return false;
+    if (n == 0 || n >= sizeof tmp || memchr(v, 0, n)) return false; /* "1\0" is no integer (Redis's string2ll) */
     memcpy(tmp, v, n);
     tmp[n] = 0;
     /* Redis's rule: the canonical decimal form only (no sign '+', blanks or

@@ -17,7 +17,7 @@
  *
  *     +text\r\n  -error text\r\n  :integer\r\n  $len\r\nbytes\r\n  _\r\n (nil)
  *     *n\r\n (array of n replies; *-1 the null array of RESP2, RESP3's nil)
- *     %n\r\n (map of n key, value pairs)
+ *     %n\r\n (map of n key, value pairs)  ~n\r\n (set of n: RESP2's array)
  *     &n\r\n (n pairs, 2 x n replies: RESP3 shows them as n arrays of
  *            two, RESP2 as one flat array - HRANDFIELD ... WITHVALUES)
  *     ,text\r\n (a double as Redis prints it, "%.17g" or inf/-inf: RESP3's
@@ -193,8 +193,8 @@ static inline lattice_op lattice_op_coll(const char *cache, lattice_coll_cmd cmd
 }
 
 /* One element of a reply: its type byte ('+', '-', ':', '$', ',', '*',
- * '%', '&', '_'), for '+', '-', '$', ',' the bytes, for ':' the integer, for '*',
- * '%' and '&' the count (the elements follow: 2 x count for '%' and '&'). */
+ * '%', '~', '&', '_'), for '+', '-', '$', ',' the bytes, for ':' the
+ * integer, for '*', '%', '~' and '&' the count (the elements follow: 2 x count for '%' and '&'). */
 typedef struct lattice_coll_elem {
     char type;
     const char *ptr;
@@ -224,6 +224,7 @@ static inline int lattice_coll_reply_next(const void *reply, size_t len, size_t 
     case '$':
     case '*':
     case '%':
+    case '~':
     case '&': {
         unsigned long long v = 0;
         bool neg = false;

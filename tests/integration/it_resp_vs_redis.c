@@ -36,6 +36,9 @@
  *                      LINDEX, LSET, LINSERT, LREM, LTRIM, LPOS, LMOVE,
  *                      RPOPLPUSH (across slots, in MULTI); errors,
  *                      WRONGTYPE, binary elements, RESP3's null array
+ *   sets               SADD, SREM, SISMEMBER, SMISMEMBER, SCARD, SMEMBERS,
+ *                      SRANDMEMBER, SPOP, SSCAN: intsets as bytes, the
+ *                      others sorted, the 512 limit, random replies by shape
  *
  * The script avoids what differs by nature: a TTL read right after it was
  * set is the same second on both; PEXPIRETIME is compared only for keys
@@ -1552,6 +1555,528 @@ START_TEST(lists)
 END_TEST
 /* ---- end of lists */
 
+/* ---- sets: every set command against Redis 7.0.  An integer set of at
+ * most 512 members is an intset in Redis, sorted by value, as Lattice keeps
+ * it (types/set.c's format 1): its SMEMBERS, SSCAN, SRANDMEMBER/SPOP of the
+ * whole set are compared as bytes.  Any other set is a hashtable in Redis,
+ * whose order is arbitrary: its replies are compared with their members
+ * sorted (same_sorted).  SRANDMEMBER's and SPOP's picks are chance:
+ * compared by shape (srand_shape, spop_rounds).  Keys are st:*, {st}*
+ * (RENAME's slot).
+ *
+ * To add to it_resp_vs_redis.c: this block after the lists block (it uses
+ * read_reply, ask, ask_bin, ask_pipeline, start_pair, same_replies,
+ * same_resp3 and same_bin of that file), the line
+ *         {"sets", &sets},
+ * in main()'s tests[], and in the header comment:
+ *   sets               SADD, SREM, SISMEMBER, SMISMEMBER, SCARD, SMEMBERS
+ *                      (intset order; hashtable sets sorted), SRANDMEMBER
+ *                      and SPOP (shapes; the whole set), SSCAN; the intset
+ *                      limit (512); WRONGTYPE both ways, TTLs, DEL/SET/
+ *                      RENAME/COPY of a set, binary members, RESP3 replies
+ */
+static const char *const set_script[] = {
+    /* SADD of integers: sorted as an intset, a member twice counted once;
+     * arity; the command's name in any case */
+    "SADD st:i 3 1 2 1 -5 10", "SMEMBERS st:i", "SADD st:i 4 -9223372036854775808 9223372036854775807 3",
+    "SMEMBERS st:i", "SADD st:i 4 10", "SCARD st:i", "SADD st:i", "SADD", "sadd st:c 7", "SMembers st:c",
+    /* SISMEMBER / SMISMEMBER: only canonical integers are found in an intset */
+    "SISMEMBER st:i 4", "SISMEMBER st:i 04", "SISMEMBER st:i +4", "SISMEMBER st:i \" 4\"", "SISMEMBER st:i 99",
+    "SISMEMBER st:nokey 1", "SISMEMBER st:i", "SISMEMBER st:i 1 2",
+    "SMISMEMBER st:i 1 01 x -5 -9223372036854775808 9223372036854775808 1", "SMISMEMBER st:nokey a b",
+    "SMISMEMBER st:i",
+    /* SCARD / SMEMBERS: arity, absent keys */
+    "SCARD st:nokey", "SCARD", "SCARD st:i x", "SMEMBERS st:nokey", "SMEMBERS st:i x", "SMEMBERS",
+    /* SREM: some absent, one twice, a non-integer asked of an intset; the
+     * last member removed removes the key */
+    "SREM st:i 1 1 01 99 x 10", "SMEMBERS st:i", "SREM st:nokey a", "SREM st:i", "SADD st:r 1 2", "SREM st:r 1 2 3",
+    "EXISTS st:r", "TYPE st:r", "SREM st:r 1",
+    /* members that are no canonical integers; an intset that takes a
+     * non-integer becomes a hashtable, and stays one without it (their
+     * order: same_sorted below) */
+    "SADD st:t 01 +1 -0 1 \" 1\" 1.0 1", "SCARD st:t", "SISMEMBER st:t 01", "SISMEMBER st:t 1", "SISMEMBER st:t 1.0",
+    "SREM st:t 1 -0", "SCARD st:t", "SADD st:c2 5 3 1", "SADD st:c2 2 x 4 3", "SCARD st:c2", "SREM st:c2 x",
+    "SISMEMBER st:c2 4", "SISMEMBER st:c2 x", "SCARD st:c2", "OBJECT ENCODING st:c2", "SADD st:e \"\"",
+    "SISMEMBER st:e \"\"", "SMEMBERS st:e", "SREM st:e \"\"", "EXISTS st:e",
+    /* SRANDMEMBER: what chance does not decide (the whole intset in its
+     * order, count 0, absent keys, a set of one), and its errors: the count
+     * and an extra argument before the key, on an absent key too */
+    "SRANDMEMBER st:nokey", "SRANDMEMBER st:nokey 5", "SRANDMEMBER st:nokey -5", "SRANDMEMBER st:nokey 0",
+    "SRANDMEMBER st:i 0", "SRANDMEMBER st:i 6", "SRANDMEMBER st:i 100", "SRANDMEMBER st:i 9223372036854775807",
+    "SRANDMEMBER st:i x", "SRANDMEMBER st:i 1.5", "SRANDMEMBER st:i 01", "SRANDMEMBER st:i 1 2", "SRANDMEMBER st:i x y",
+    "SRANDMEMBER st:nokey x", "SRANDMEMBER st:nokey 1 2", "SRANDMEMBER st:i -9223372036854775808",
+    "SRANDMEMBER st:i 9223372036854775808", "SRANDMEMBER", "SADD st:one x", "SRANDMEMBER st:one",
+    "SRANDMEMBER st:one 1", "SRANDMEMBER st:one -3", "SRANDMEMBER st:one 5", "SCARD st:one",
+    /* SPOP: its errors (the count's own text; before the key), absent keys,
+     * count 0, the last member; a count that takes the whole set answers it
+     * in intset order (also a hashtable of integers only: Redis answers the
+     * union, an intset) and removes the key */
+    "SPOP st:nokey", "SPOP st:nokey 3", "SPOP st:nokey 0", "SPOP st:i 0", "SPOP st:i x", "SPOP st:i -1",
+    "SPOP st:i 1.5", "SPOP st:i 01", "SPOP st:i 1 2", "SPOP st:i x y", "SPOP st:nokey x", "SPOP st:nokey 1 2", "SPOP",
+    "SMEMBERS st:i", "SPOP st:one", "EXISTS st:one", "SPOP st:one", "SADD st:one x", "SPOP st:one 1",
+    "EXISTS st:one", "SADD st:p 5 4 3", "SPOP st:p 3", "EXISTS st:p", "SADD st:p 9 8", "SPOP st:p 9223372036854775807",
+    "EXISTS st:p", "SADD st:h x 9 7 8", "SREM st:h x", "SPOP st:h 10", "EXISTS st:h",
+    /* SSCAN of an intset: all in one reply, cursor 0 whatever the cursor
+     * and COUNT; MATCH; cursor and option errors; an absent key */
+    "SSCAN st:i 0", "SSCAN st:i 7 COUNT 1", "SSCAN st:i -1", "SSCAN st:i \"\"", "SSCAN st:i 0 MATCH -*",
+    "SSCAN st:i 0 MATCH *5*", "SSCAN st:i 0 match x*", "SSCAN st:i 0 MATCH * COUNT 10", "SSCAN st:i 0 COUNT 1 COUNT 2",
+    "SSCAN st:i 0 MATCH 2 MATCH 3", "SSCAN st:nokey 0", "SSCAN st:nokey x", "SSCAN st:nokey 0 COUNT 0", "SSCAN st:i x",
+    "SSCAN st:i \" 1\"", "SSCAN st:i 18446744073709551616", "SSCAN st:i 0 COUNT 0", "SSCAN st:i 0 COUNT -1",
+    "SSCAN st:i 0 COUNT x", "SSCAN st:i 0 COUNT 9223372036854775808", "SSCAN st:i 0 MATCH", "SSCAN st:i 0 count",
+    "SSCAN st:i 0 BOGUS x", "SSCAN st:i 0 TYPE string", "SSCAN st:i",
+    /* WRONGTYPE: every set command on a string (argument errors first where
+     * Redis checks them first; SSCAN's options after the key's type) */
+    "SET st:str v", "SADD st:str a", "SREM st:str a", "SPOP st:str", "SPOP st:str 2", "SPOP st:str 0", "SPOP st:str x",
+    "SPOP st:str 1 2", "SISMEMBER st:str a", "SMISMEMBER st:str a b", "SCARD st:str", "SMEMBERS st:str",
+    "SRANDMEMBER st:str", "SRANDMEMBER st:str 0", "SRANDMEMBER st:str -3", "SRANDMEMBER st:str x",
+    "SRANDMEMBER st:str 1 2", "SSCAN st:str 0", "SSCAN st:str x", "SSCAN st:str 0 COUNT 0", "SADD st:str", "GET st:str",
+    /* ... string and hash commands on a set; a set command on a hash; TYPE */
+    "SADD st:s a b", "GET st:s", "APPEND st:s x", "INCR st:s", "INCRBYFLOAT st:s 1", "STRLEN st:s", "GETRANGE st:s 0 1",
+    "SETRANGE st:s 0 x", "GETSET st:s x", "GETDEL st:s", "MGET st:s st:str", "HGET st:s a", "HSET st:s a b", "HLEN st:s",
+    "HSCAN st:s 0", "TYPE st:s", "SCARD st:s", "HSET st:hash f v", "SADD st:hash a", "SMEMBERS st:hash", "SCARD st:hash",
+    "SPOP st:hash", "SSCAN st:hash 0", "TYPE st:hash",
+    /* EXPIRE / TTL / PERSIST: writes keep the TTL (SPOP's too: set_pops),
+     * the key removed by its last SREM loses it */
+    "SADD st:x 1 2 3 4 5 6", "EXPIRE st:x 100", "TTL st:x", "SADD st:x 7", "SREM st:x 1", "TTL st:x",
+};
+
+/* Writes whose replies are chance (checked by shape further on), sent to
+ * both sides between set_script and set_script_after. */
+static const char *const set_pops[] = {"SPOP st:x", "SPOP st:x 2"};
+
+static const char *const set_script_after[] = {
+    "SCARD st:x", "TTL st:x", "PERSIST st:x", "TTL st:x", "PERSIST st:x", "EXPIRE st:x 100", "SREM st:x 2 3 4 5 6 7",
+    "EXISTS st:x", "SADD st:x a", "TTL st:x", "EXPIRE st:x 0", "EXISTS st:x", "SCARD st:x",
+    /* DEL, SET over a set (NX keeps it, GET refuses it) */
+    "SADD st:d a", "DEL st:d", "DEL st:d", "SADD st:d 1", "SET st:d s", "TYPE st:d", "GET st:d", "SCARD st:d",
+    "SADD st:d2 2 1", "SET st:d2 x NX", "SET st:d2 x XX GET", "SMEMBERS st:d2", "DEL st:d2 st:nokey",
+    /* RENAME / RENAMENX / COPY of a set in one slot: members, order, TTL */
+    "SADD {st}a 3 1 2", "EXPIRE {st}a 100", "RENAME {st}a {st}b", "EXISTS {st}a", "TYPE {st}b", "SMEMBERS {st}b",
+    "TTL {st}b", "SET {st}c str", "RENAME {st}b {st}c", "TYPE {st}c", "SMEMBERS {st}c", "RENAMENX {st}c {st}d",
+    "SCARD {st}d", "COPY {st}d {st}e", "SMEMBERS {st}e", "SREM {st}e 1 2 3", "EXISTS {st}e", "SMEMBERS {st}d",
+    "SADD {st}d 4", "SMEMBERS {st}d",
+};
+
+/* Replies whose order Redis leaves to its hashtable: compared with the
+ * members of each array of bulks sorted (same_sorted). */
+static const char *const set_sorted_script[] = {
+    "SMEMBERS st:t", "SMEMBERS st:c2", "SSCAN st:t 0", "SSCAN st:c2 0", "SSCAN st:t 0 MATCH *1", "SSCAN st:c2 0 MATCH x",
+    "SRANDMEMBER st:t 100", "SRANDMEMBER st:c2 5", "SMEMBERS st:s", "SADD st:c2 y z", "SMEMBERS st:c2", "SSCAN st:c2 0",
+    "SADD st:wx a b c 1 2 3", "SPOP st:wx 6", "EXISTS st:wx", "SADD st:wx a b c", "SPOP st:wx 3",
+};
+
+/* A reply's canonical text for same_sorted: "$len:bytes" for a bulk,
+ * ":n", "+s", "-s", "_", and "*n[...]" for an array, whose elements are
+ * sorted when they are all bulks (a set's members) and kept in order
+ * otherwise (SSCAN's [cursor, members]).  Binary-safe. */
+typedef struct canon {
+    char *p;
+    size_t n;
+} canon;
+
+static int canon_cmp(const void *a, const void *b)
+{
+    const canon *x = a, *y = b;
+    int c = memcmp(x->p, y->p, x->n < y->n ? x->n : y->n);
+    return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+static canon canon_of(const redisReply *r)
+{
+    canon c = {NULL, 0};
+    size_t cap = 64;
+    switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR: {
+        char t = r->type == REDIS_REPLY_STRING ? '$' : r->type == REDIS_REPLY_STATUS ? '+' : '-';
+        c.p = malloc(r->len + 32);
+        c.n = (size_t)snprintf(c.p, 32, "%c%zu:", t, r->len);
+        memcpy(c.p + c.n, r->str, r->len);
+        c.n += r->len;
+        return c;
+    }
+    case REDIS_REPLY_INTEGER:
+        c.p = malloc(32);
+        c.n = (size_t)snprintf(c.p, 32, ":%lld", r->integer);
+        return c;
+    case REDIS_REPLY_NIL:
+        c.p = malloc(2);
+        memcpy(c.p, "_", 2);
+        c.n = 1;
+        return c;
+    default: break;
+    }
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY, "reply type %d", r->type);
+    canon *kids = calloc(r->elements ? r->elements : 1, sizeof *kids);
+    bool bulks = true;
+    for (size_t i = 0; i < r->elements; i++) {
+        kids[i] = canon_of(r->element[i]);
+        bulks = bulks && r->element[i]->type == REDIS_REPLY_STRING;
+        cap += kids[i].n + 1;
+    }
+    if (bulks) qsort(kids, r->elements, sizeof *kids, canon_cmp);
+    c.p = malloc(cap);
+    c.n = (size_t)snprintf(c.p, 32, "*%zu[", r->elements);
+    for (size_t i = 0; i < r->elements; i++) {
+        memcpy(c.p + c.n, kids[i].p, kids[i].n);
+        c.n += kids[i].n;
+        c.p[c.n++] = ',';
+        free(kids[i].p);
+    }
+    c.p[c.n++] = ']';
+    free(kids);
+    return c;
+}
+
+static canon canon_reply(const char *buf, size_t len)
+{
+    redisReader *rd = redisReaderCreate();
+    redisReply *r = NULL;
+    ck_assert_int_eq(redisReaderFeed(rd, buf, len), REDIS_OK);
+    ck_assert_int_eq(redisReaderGetReply(rd, (void **)&r), REDIS_OK);
+    ck_assert_ptr_nonnull(r);
+    canon c = canon_of(r);
+    freeReplyObject(r);
+    redisReaderFree(rd);
+    return c;
+}
+
+static void same_canon(const char *what, const char *want, size_t nw, const char *got, size_t ng)
+{
+    canon a = canon_reply(want, nw), b = canon_reply(got, ng);
+    ck_assert_msg(a.n == b.n && !memcmp(a.p, b.p, a.n),
+                  "'%s' (members sorted): redis-server answered\n%.400s\nlattice answered\n%.400s", what, want, got);
+    free(a.p);
+    free(b.p);
+}
+
+/* ask() for a line longer than its request buffer (the wide sets' SADD). */
+static size_t ask_long(int fd, const char *line, char *out, size_t cap)
+{
+    size_t n = strlen(line);
+    ck_assert_int_eq(write(fd, line, n), (ssize_t)n);
+    ck_assert_int_eq(write(fd, "\r\n", 2), 2);
+    return read_reply(fd, out, cap, line);
+}
+
+static void same_long(int rfd, int lfd, const char *const *lines, size_t n)
+{
+    static char want[1 << 17], got[1 << 17];
+    for (size_t i = 0; i < n; i++) {
+        size_t nw = ask_long(rfd, lines[i], want, sizeof want);
+        size_t ng = ask_long(lfd, lines[i], got, sizeof got);
+        ck_assert_msg(nw == ng && !memcmp(want, got, nw), "'%.60s...': redis-server answered\n%.300s\nlattice answered\n%.300s",
+                      lines[i], want, got);
+    }
+}
+
+/* Each line to both sides: the same replies once each array of members is sorted. */
+static void same_sorted(int rfd, int lfd, const char *const *lines, size_t n)
+{
+    static char want[1 << 17], got[1 << 17];
+    for (size_t i = 0; i < n; i++) {
+        size_t nw = ask(rfd, lines[i], want, sizeof want);
+        size_t ng = ask(lfd, lines[i], got, sizeof got);
+        same_canon(lines[i], want, nw, got, ng);
+    }
+}
+
+static void same_bin_sorted(int rfd, int lfd, int argc, const char *const *argv, const size_t *lens, const char *what)
+{
+    static char want[1 << 17], got[1 << 17];
+    size_t nw = ask_bin(rfd, argc, argv, lens, want, sizeof want);
+    size_t ng = ask_bin(lfd, argc, argv, lens, got, sizeof got);
+    same_canon(what, want, nw, got, ng);
+}
+
+/* Member <prefix>K of a set of nf members <prefix>0 .. <prefix><nf-1>: K, or -1. */
+static int member_index(const char *s, size_t len, const char *prefix, size_t nf)
+{
+    char canon_text[48];
+    size_t pl = strlen(prefix);
+    if (len <= pl || len > pl + 8 || memcmp(s, prefix, pl)) return -1;
+    char digits[16];
+    memcpy(digits, s + pl, len - pl);
+    digits[len - pl] = 0;
+    long k = strtol(digits, NULL, 10);
+    int n = snprintf(canon_text, sizeof canon_text, "%s%ld", prefix, k);
+    return (size_t)n == len && !memcmp(canon_text, s, len) && k >= 0 && (size_t)k < nf ? (int)k : -1;
+}
+
+/* An SRANDMEMBER / SPOP answer on one side, checked for what chance does
+ * not decide: a bulk (n < 0: no count), or an array of n members of the set
+ * <prefix>0 .. <prefix><nf-1>, none twice when distinct; each member seen
+ * is set in seen[] (and must not be there already when fresh: SPOP). */
+static void srand_shape(int fd, const char *who, const char *line, const char *prefix, size_t nf, long n,
+                        bool distinct, bool *seen, bool fresh)
+{
+    static char buf[1 << 17];
+    size_t len = ask(fd, line, buf, sizeof buf);
+    redisReader *rd = redisReaderCreate();
+    redisReply *r = NULL;
+    ck_assert_int_eq(redisReaderFeed(rd, buf, len), REDIS_OK);
+    ck_assert_int_eq(redisReaderGetReply(rd, (void **)&r), REDIS_OK);
+    ck_assert_ptr_nonnull(r);
+    bool mine[1024] = {false};
+    ck_assert(nf <= 1024);
+    redisReply *one[1] = {r};
+    redisReply **el = one;
+    size_t count = 1;
+    if (n < 0) {
+        ck_assert_msg(r->type == REDIS_REPLY_STRING, "%s, '%s': not a bulk: %.200s", who, line, buf);
+    } else {
+        ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n, "%s, '%s': want %ld members, got %.200s",
+                      who, line, n, buf);
+        el = r->element;
+        count = r->elements;
+    }
+    for (size_t i = 0; i < count; i++) {
+        ck_assert(el[i]->type == REDIS_REPLY_STRING);
+        int k = member_index(el[i]->str, el[i]->len, prefix, nf);
+        ck_assert_msg(k >= 0, "%s, '%s': '%.*s' is no member of the set", who, line, (int)el[i]->len, el[i]->str);
+        ck_assert_msg(!distinct || !mine[k], "%s, '%s': %s%d twice", who, line, prefix, k);
+        ck_assert_msg(!fresh || !seen[k], "%s, '%s': %s%d popped before", who, line, prefix, k);
+        mine[k] = true;
+        if (seen) seen[k] = true;
+    }
+    freeReplyObject(r);
+    redisReaderFree(rd);
+}
+
+/* SPOP's rounds on both sides of the same set: each answer by shape, the
+ * members popped distinct across rounds; SCARD the same after each; at
+ * the end what was popped and what is left (SMEMBERS) are the set. */
+typedef struct pop_round {
+    long count;  /* -1: SPOP key, no count */
+    long expect; /* members answered (-1: a bulk) */
+} pop_round;
+
+static void spop_rounds(int rfd, int lfd, const char *key, const char *prefix, size_t nf, const pop_round *rounds,
+                        size_t nc)
+{
+    bool seen[2][1024] = {{false}};
+    char line[128], want[256], got[256];
+    for (size_t i = 0; i < nc; i++) {
+        if (rounds[i].count < 0) snprintf(line, sizeof line, "SPOP %s", key);
+        else snprintf(line, sizeof line, "SPOP %s %ld", key, rounds[i].count);
+        for (int side = 0; side < 2; side++)
+            srand_shape(side ? lfd : rfd, side ? "lattice" : "redis-server", line, prefix, nf, rounds[i].expect, true,
+                        seen[side], true);
+        snprintf(line, sizeof line, "SCARD %s", key);
+        const char *const card[] = {line};
+        same_replies(rfd, lfd, card, 1, want, got, sizeof want);
+    }
+    for (int side = 0; side < 2; side++) {
+        static char buf[1 << 17];
+        snprintf(line, sizeof line, "SMEMBERS %s", key);
+        size_t len = ask(side ? lfd : rfd, line, buf, sizeof buf);
+        redisReader *rd = redisReaderCreate();
+        redisReply *r = NULL;
+        ck_assert_int_eq(redisReaderFeed(rd, buf, len), REDIS_OK);
+        ck_assert_int_eq(redisReaderGetReply(rd, (void **)&r), REDIS_OK);
+        ck_assert(r && r->type == REDIS_REPLY_ARRAY);
+        for (size_t i = 0; i < r->elements; i++) {
+            int k = member_index(r->element[i]->str, r->element[i]->len, prefix, nf);
+            ck_assert_msg(k >= 0 && !seen[side][k], "%s: '%s' left is no member or was popped", line,
+                          r->element[i]->str);
+            seen[side][k] = true;
+        }
+        for (size_t k = 0; k < nf; k++) ck_assert_msg(seen[side][k], "%s: %s%zu neither popped nor left", key, prefix, k);
+        freeReplyObject(r);
+        redisReaderFree(rd);
+    }
+}
+
+/* "SPOP key count" on one side, then SMEMBERS: when what is left are all
+ * integers they are in ascending order (Redis makes the members it keeps an
+ * intset when it rebuilds the set). */
+static void spop_left_sorted(int fd, const char *who, const char *pop, const char *members)
+{
+    static char buf[1 << 16];
+    ask(fd, pop, buf, sizeof buf);
+    size_t len = ask(fd, members, buf, sizeof buf);
+    redisReader *rd = redisReaderCreate();
+    redisReply *r = NULL;
+    ck_assert_int_eq(redisReaderFeed(rd, buf, len), REDIS_OK);
+    ck_assert_int_eq(redisReaderGetReply(rd, (void **)&r), REDIS_OK);
+    ck_assert(r && r->type == REDIS_REPLY_ARRAY);
+    bool ints = true;
+    long long prev = 0;
+    for (size_t i = 0; i < r->elements && ints; i++) {
+        char *end;
+        long long v = strtoll(r->element[i]->str, &end, 10);
+        ints = r->element[i]->len && *end == 0;
+        ck_assert_msg(!ints || i == 0 || v > prev, "%s, '%s': integers left out of order: %.200s", who, pop, buf);
+        prev = v;
+    }
+    freeReplyObject(r);
+    redisReaderFree(rd);
+}
+
+/* RESP3 (after HELLO 3 on both; raw bytes): nils as "_", arrays of
+ * SRANDMEMBER, SSCAN, SMISMEMBER as in RESP2. */
+static const char *const set_resp3[] = {
+    "SISMEMBER st:i 2", "SMISMEMBER st:i 2 x", "SMISMEMBER st:nokey a", "SCARD st:i", "SRANDMEMBER st:nokey",
+    "SRANDMEMBER st:nokey 3", "SRANDMEMBER st:i 100", "SRANDMEMBER st:i 0", "SPOP st:nokey", "SSCAN st:i 0",
+    "SSCAN st:nokey 0", "SSCAN st:i 0 MATCH 2", "SADD st:i 8", "SREM st:i 8", "SPOP st:str", "SPOP st:i x",
+    "SADD st:r3 5", "SPOP st:r3", "SRANDMEMBER st:one3",
+};
+
+/* RESP3 replies Redis writes as a set ('~': addReplySetLen, shared.emptyset
+ * - SMEMBERS, SPOP key count). */
+static const char *const set_resp3_sets[] = {
+    "SMEMBERS st:i", "SMEMBERS st:nokey", "SPOP st:nokey 2", "SPOP st:i 0", "SADD st:p3 3 1 2", "SPOP st:p3 5",
+    "SMEMBERS st:str",
+};
+
+START_TEST(sets)
+{
+    it_begin("resp_vs_redis_sets");
+    int rfd, lfd;
+    start_pair(&rfd, &lfd);
+    static char want[1 << 17], got[1 << 17];
+    same_replies(rfd, lfd, set_script, sizeof set_script / sizeof set_script[0], want, got, sizeof want);
+    for (size_t i = 0; i < sizeof set_pops / sizeof set_pops[0]; i++) {
+        ask(rfd, set_pops[i], want, sizeof want);
+        ask(lfd, set_pops[i], got, sizeof got);
+    }
+    same_replies(rfd, lfd, set_script_after, sizeof set_script_after / sizeof set_script_after[0], want, got,
+                 sizeof want);
+    same_sorted(rfd, lfd, set_sorted_script, sizeof set_sorted_script / sizeof set_sorted_script[0]);
+    /* The intset limit: 512 integers are one (SMEMBERS sorted, as bytes),
+     * the 513th makes a hashtable (sorted compare), and removing members
+     * does not make it an intset again. */
+    static char wide[3][8192];
+    size_t at = (size_t)snprintf(wide[0], sizeof wide[0], "SADD st:wide");
+    for (int i = 511; i >= 0; i--) at += (size_t)snprintf(wide[0] + at, sizeof wide[0] - at, " %d", i * 3);
+    ck_assert(at < sizeof wide[0]);
+    at = (size_t)snprintf(wide[1], sizeof wide[1], "SREM st:wide");
+    for (int i = 0; i < 505; i++) at += (size_t)snprintf(wide[1] + at, sizeof wide[1] - at, " %d", i * 3);
+    at = (size_t)snprintf(wide[2], sizeof wide[2], "SADD st:w513");
+    for (int i = 0; i < 513; i++) at += (size_t)snprintf(wide[2] + at, sizeof wide[2] - at, " %d", i);
+    const char *const wide_script[] = {
+        wide[0], "SCARD st:wide", "SMEMBERS st:wide", "SSCAN st:wide 0 COUNT 5", "SSCAN st:wide 0 MATCH 15??",
+        "SADD st:wide 0 3 1533", "SRANDMEMBER st:wide 512", "SMISMEMBER st:wide 0 1 1533 1536", "SADD st:wide -1",
+        "SCARD st:wide", "SMISMEMBER st:wide -1 0 1 1533", "OBJECT ENCODING st:wide", wide[1], "SCARD st:wide",
+        wide[2], "SCARD st:w513",
+    };
+    same_long(rfd, lfd, wide_script, sizeof wide_script / sizeof wide_script[0]);
+    static const char *const wide_sorted[] = {"SMEMBERS st:wide", "SRANDMEMBER st:wide 100",
+                                              "SMEMBERS st:w513", "SPOP st:wide 100"};
+    same_sorted(rfd, lfd, wide_sorted, sizeof wide_sorted / sizeof wide_sorted[0]);
+    /* Binary-safe members: an embedded NUL, "", CR LF, 0xff, "1\0" (no
+     * integer); a key with a NUL. */
+    static const struct {
+        int argc;
+        const char *argv[8];
+        size_t lens[8];
+        bool sorted;
+    } bin[] = {
+        {8, {"SADD", "st:bin", "a\0b", "", "\r\n", "x\xffy", "1\0", "1"}, {4, 6, 3, 0, 2, 3, 2, 1}, false},
+        {3, {"SISMEMBER", "st:bin", "a\0b"}, {9, 6, 3}, false},
+        {3, {"SISMEMBER", "st:bin", "a"}, {9, 6, 1}, false},
+        {3, {"SISMEMBER", "st:bin", "a\0"}, {9, 6, 2}, false},
+        {3, {"SISMEMBER", "st:bin", ""}, {9, 6, 0}, false},
+        {3, {"SISMEMBER", "st:bin", "1\0"}, {9, 6, 2}, false},
+        {5, {"SMISMEMBER", "st:bin", "1", "1\0", "\r\n"}, {10, 6, 1, 2, 2}, false},
+        {2, {"SMEMBERS", "st:bin"}, {8, 6}, true},
+        {2, {"SCARD", "st:bin"}, {5, 6}, false},
+        {5, {"SSCAN", "st:bin", "0", "MATCH", "a*"}, {5, 6, 1, 5, 2}, false},
+        {5, {"SSCAN", "st:bin", "0", "MATCH", "a\0*"}, {5, 6, 1, 5, 3}, false},
+        {5, {"SSCAN", "st:bin", "0", "MATCH", "1?"}, {5, 6, 1, 5, 2}, false},
+        {3, {"SRANDMEMBER", "st:bin", "10"}, {11, 6, 2}, true},
+        {5, {"SREM", "st:bin", "", "a\0b", "1"}, {4, 6, 0, 3, 1}, false},
+        {2, {"SMEMBERS", "st:bin"}, {8, 6}, true},
+        {3, {"SADD", "st:bi", "1\0"}, {4, 5, 2}, false},
+        {3, {"SADD", "st:bi", "1"}, {4, 5, 1}, false},
+        {2, {"SMEMBERS", "st:bi"}, {8, 5}, true},
+        {3, {"SISMEMBER", "st:bi", "1"}, {9, 5, 1}, false},
+        {3, {"SADD", "st:\0k", "m"}, {4, 4, 1}, false},
+        {2, {"SMEMBERS", "st:\0k"}, {8, 4}, false},
+        {2, {"SMEMBERS", "st:"}, {8, 3}, false},
+        {2, {"TYPE", "st:\0k"}, {4, 4}, false},
+        {3, {"SADD", "st:ek", ""}, {4, 5, 0}, false},
+        {2, {"SPOP", "st:ek"}, {4, 5}, false},
+        {2, {"EXISTS", "st:ek"}, {6, 5}, false},
+    };
+    for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "binary case %zu (%s)", i, bin[i].argv[0]);
+        if (bin[i].sorted) same_bin_sorted(rfd, lfd, bin[i].argc, bin[i].argv, bin[i].lens, what);
+        else same_bin(rfd, lfd, bin[i].argc, bin[i].argv, bin[i].lens, what);
+    }
+    /* SRANDMEMBER by shape: st:rm's 10 members m0..m9 (a hashtable),
+     * st:ri's 10 integers 0..9 (an intset), st:rw's 300 (w0..w299); each
+     * count on each side: positive distinct (at most SCARD), negative
+     * with repeats. */
+    static char rw[4096];
+    at = (size_t)snprintf(rw, sizeof rw, "SADD st:rw");
+    for (int i = 0; i < 300; i++) at += (size_t)snprintf(rw + at, sizeof rw - at, " w%d", i);
+    const char *const r_fill[] = {"SADD st:rm m0 m1 m2 m3 m4 m5 m6 m7 m8 m9", "SADD st:ri 9 8 7 6 5 4 3 2 1 0", rw};
+    same_long(rfd, lfd, r_fill, 3);
+    static const struct {
+        const char *line, *prefix;
+        size_t nf;
+        long n; /* -1: a bulk */
+        bool distinct;
+    } shapes[] = {
+        {"SRANDMEMBER st:rm", "m", 10, -1, false},      {"SRANDMEMBER st:rm 1", "m", 10, 1, true},
+        {"SRANDMEMBER st:rm 3", "m", 10, 3, true},      {"SRANDMEMBER st:rm 4", "m", 10, 4, true},
+        {"SRANDMEMBER st:rm 9", "m", 10, 9, true},      {"SRANDMEMBER st:rm 10", "m", 10, 10, true},
+        {"SRANDMEMBER st:rm 25", "m", 10, 10, true},    {"SRANDMEMBER st:rm -1", "m", 10, 1, false},
+        {"SRANDMEMBER st:rm -25", "m", 10, 25, false},  {"SRANDMEMBER st:ri", "", 10, -1, false},
+        {"SRANDMEMBER st:ri 2", "", 10, 2, true},       {"SRANDMEMBER st:ri 8", "", 10, 8, true},
+        {"SRANDMEMBER st:ri -30", "", 10, 30, false},   {"SRANDMEMBER st:rw", "w", 300, -1, false},
+        {"SRANDMEMBER st:rw 5", "w", 300, 5, true},     {"SRANDMEMBER st:rw 150", "w", 300, 150, true},
+        {"SRANDMEMBER st:rw 299", "w", 300, 299, true}, {"SRANDMEMBER st:rw -500", "w", 300, 500, false},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int round = 0; round < 3; round++)
+            for (int side = 0; side < 2; side++)
+                srand_shape(side ? lfd : rfd, side ? "lattice" : "redis-server", shapes[i].line, shapes[i].prefix,
+                            shapes[i].nf, shapes[i].n, shapes[i].distinct, NULL, false);
+    same_replies(rfd, lfd, (const char *const[]){"SCARD st:rm", "SCARD st:rw"}, 2, want, got, sizeof want);
+    /* SPOP by shape: one, a few (taken one by one), most of what is left
+     * (Redis picks the few it keeps: its "case 3"), count 0, then all that
+     * is left; on a hashtable, an intset and a big set. */
+    static const pop_round pops_m[] = {{-1, -1}, {2, 2}, {0, 0}, {6, 6}, {100, 1}},
+                           pops_i[] = {{3, 3}, {-1, -1}, {5, 5}, {1, 1}},
+                           pops_w[] = {{10, 10}, {-1, -1}, {250, 250}, {30, 30}, {9223372036854775807, 9}};
+    spop_rounds(rfd, lfd, "st:rm", "m", 10, pops_m, sizeof pops_m / sizeof pops_m[0]);
+    spop_rounds(rfd, lfd, "st:ri", "", 10, pops_i, sizeof pops_i / sizeof pops_i[0]);
+    spop_rounds(rfd, lfd, "st:rw", "w", 300, pops_w, sizeof pops_w / sizeof pops_w[0]);
+    /* a hashtable whose kept members are all integers after most of it
+     * was popped lists them in order, as an intset */
+    for (int round = 0; round < 10; round++)
+        for (int side = 0; side < 2; side++) {
+            int fd = side ? lfd : rfd;
+            ask(fd, "DEL st:k", want, sizeof want);
+            ask(fd, "SADD st:k a 11 10 9 8 7 6 5 4 3 2 1", want, sizeof want);
+            spop_left_sorted(fd, side ? "lattice" : "redis-server", "SPOP st:k 10", "SMEMBERS st:k");
+        }
+    same_replies(rfd, lfd, (const char *const[]){"SCARD st:k", "DEL st:k", "EXISTS st:rm st:ri st:rw"}, 3, want, got,
+                 sizeof want);
+    /* RESP3: the same bytes after HELLO 3 (whose own reply differs: server
+     * fields); then back with HELLO 2. */
+    ask_pipeline(rfd, "HELLO 3\r\n", want, sizeof want);
+    ask_pipeline(lfd, "HELLO 3\r\n", got, sizeof got);
+    ck_assert_msg(want[0] == '%' && got[0] == '%', "HELLO 3: redis-server %.60s, lattice %.60s", want, got);
+    ask_pipeline(rfd, "SADD st:one3 q\r\n", want, sizeof want);
+    ask_pipeline(lfd, "SADD st:one3 q\r\n", got, sizeof got);
+    same_resp3(rfd, lfd, set_resp3, sizeof set_resp3 / sizeof set_resp3[0], want, got, sizeof want);
+    same_resp3(rfd, lfd, set_resp3_sets, sizeof set_resp3_sets / sizeof set_resp3_sets[0], want, got, sizeof want);
+    ask_pipeline(rfd, "HELLO 2\r\n", want, sizeof want);
+    ask_pipeline(lfd, "HELLO 2\r\n", got, sizeof got);
+    static const char *const after[] = {"SMEMBERS st:i", "SPOP st:nokey", "DEL st:i st:t st:c2 st:one3", "SCARD st:i"};
+    same_replies(rfd, lfd, after, sizeof after / sizeof after[0], want, got, sizeof want);
+    close(rfd);
+    close(lfd);
+    it_end();
+}
+END_TEST
+/* ---- end of sets */
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
@@ -1564,6 +2089,7 @@ int main(int argc, char **argv)
         {"idletime", &idletime},
         {"hashes", &hashes},
         {"lists", &lists},
+        {"sets", &sets},
     };
     Suite *s = suite_create("resp_vs_redis");
     TCase *tc = tcase_create("grid");
