@@ -316,9 +316,63 @@ void respd_reset_stats(lattice_respd *r)
     }
 }
 
+/* Redis 7.0's encoding thresholds: name, its older alias, default, range. */
+static const struct enc_param {
+    const char *name, *alias;
+    long long def, min, max;
+    bool memory; /* a memory value: 64, 1kb, 2m (Redis's memtoull) */
+} enc_params[] = {
+    {"hash-max-listpack-entries", "hash-max-ziplist-entries", 128, 0, LLONG_MAX, false},
+    {"hash-max-listpack-value", "hash-max-ziplist-value", 64, 0, LLONG_MAX, true},
+    {"list-max-listpack-size", "list-max-ziplist-size", -2, INT_MIN, INT_MAX, false},
+    {"list-compress-depth", NULL, 0, 0, INT_MAX, false},
+    {"set-max-intset-entries", NULL, 512, 0, LLONG_MAX, false},
+    {"zset-max-listpack-entries", "zset-max-ziplist-entries", 128, 0, LLONG_MAX, false},
+    {"zset-max-listpack-value", "zset-max-ziplist-value", 64, 0, LLONG_MAX, true},
+};
+
+/* Redis's memtoull: digits and an optional unit (b, k, kb, m, mb, g, gb;
+ * k = 1000, kb = 1024), no sign. */
+static bool mem_value(const lattice_resp_arg *a, long long *v)
+{
+    size_t i = 0;
+    unsigned long long x = 0;
+    while (i < a->len && a->ptr[i] >= '0' && a->ptr[i] <= '9') {
+        if (x > (ULLONG_MAX - 9) / 10) return false;
+        x = x * 10 + (unsigned)(a->ptr[i++] - '0');
+    }
+    if (i == 0) return false;
+    static const struct { const char *u; unsigned long long m; } units[] = {
+        {"", 1}, {"b", 1}, {"k", 1000}, {"kb", 1024}, {"m", 1000000}, {"mb", 1048576},
+        {"g", 1000000000}, {"gb", 1073741824},
+    };
+    lattice_resp_arg unit = {a->ptr + i, a->len - i};
+    for (size_t k = 0; k < sizeof units / sizeof units[0]; k++) {
+        if (!eq(&unit, units[k].u)) continue;
+        if (x > LLONG_MAX / units[k].m) return false;
+        *v = (long long)(x * units[k].m);
+        return true;
+    }
+    return false;
+}
+#define N_ENC (sizeof enc_params / sizeof enc_params[0])
+
+void respd_enc_init(lattice_respd *r)
+{
+    for (size_t k = 0; k < N_ENC; k++) atomic_init(&r->enc[k], enc_params[k].def);
+}
+
+/* The threshold argument names (its name or alias), or -1. */
+static int enc_of(const lattice_resp_arg *a)
+{
+    for (size_t k = 0; k < N_ENC; k++)
+        if (eq(a, enc_params[k].name) || (enc_params[k].alias && eq(a, enc_params[k].alias))) return (int)k;
+    return -1;
+}
+
 /* CONFIG SET param value [param value ...] as Redis 7: only `timeout` (the
- * idle timeout), slowlog-log-slower-than and slowlog-max-len change at run
- * time; the other parameters CONFIG GET shows
+ * idle timeout), slowlog-log-slower-than, slowlog-max-len and the encoding
+ * thresholds (enc_params) change at run time; the other parameters CONFIG GET shows
  * are immutable here, anything else unknown.  Every pair is checked before
  * any is applied. */
 static bool config_set(lattice_respd *r, size_t argc, const lattice_resp_arg *argv, char *err)
@@ -333,9 +387,36 @@ static bool config_set(lattice_respd *r, size_t argc, const lattice_resp_arg *ar
         snprintf(err, LATTICE_RESP_ERR_MAX, "%s", LATTICE_RESP_ERR_SYNTAX);
         return false;
     }
-    long long timeout = -1, slower = LLONG_MIN, maxlen = -1;
+    long long timeout = -1, slower = LLONG_MIN, maxlen = -1, enc[N_ENC];
+    bool enc_set[N_ENC] = {false};
     for (size_t i = 2; i + 1 < argc; i += 2) {
         int n = (int)(argv[i].len > 128 ? 128 : argv[i].len);
+        int k = enc_of(&argv[i]);
+        if (k >= 0) {
+            const struct enc_param *e = &enc_params[k];
+            long long v;
+            if (e->memory && !mem_value(&argv[i + 1], &v)) {
+                snprintf(err, LATTICE_RESP_ERR_MAX,
+                         "ERR CONFIG SET failed (possibly related to argument '%.*s') - argument must be a memory value", n,
+                         argv[i].ptr);
+                return false;
+            }
+            if (!e->memory && !lattice_resp_string2ll(argv[i + 1].ptr, argv[i + 1].len, &v)) {
+                snprintf(err, LATTICE_RESP_ERR_MAX,
+                         "ERR CONFIG SET failed (possibly related to argument '%.*s') - argument couldn't be parsed into an integer",
+                         n, argv[i].ptr);
+                return false;
+            }
+            if (v < e->min || v > e->max) {
+                snprintf(err, LATTICE_RESP_ERR_MAX,
+                         "ERR CONFIG SET failed (possibly related to argument '%.*s') - argument must be between %lld and %lld inclusive",
+                         n, argv[i].ptr, e->min, e->max);
+                return false;
+            }
+            enc[k] = v;
+            enc_set[k] = true;
+            continue;
+        }
         bool sl = eq(&argv[i], "slowlog-log-slower-than");
         if (sl || eq(&argv[i], "slowlog-max-len")) { /* Redis 7.0: long longs, -1 / 0 up */
             long long v;
@@ -371,6 +452,8 @@ static bool config_set(lattice_respd *r, size_t argc, const lattice_resp_arg *ar
                      argv[i].ptr);
         return false;
     }
+    for (size_t k = 0; k < N_ENC; k++)
+        if (enc_set[k]) atomic_store(&r->enc[k], enc[k]);
     if (timeout >= 0) atomic_store(&r->idle_timeout_s, (int)timeout);
     if (slower != LLONG_MIN) atomic_store(&r->slow_slower_than, slower);
     if (maxlen >= 0) atomic_store(&r->slow_max_len, maxlen);
@@ -395,19 +478,33 @@ void respd_config_command(lattice_respd *r, conn *c, size_t argc, const lattice_
                                {"maxmemory", maxmem}, {"timeout", timeout},
                                {"maxmemory-policy", r->cfg.maxmemory_evicts ? "allkeys-lru" : "noeviction"},
                                {"slowlog-log-slower-than", slower}, {"slowlog-max-len", maxlen}};
+        /* and the encoding thresholds, by either name */
+        char encv[N_ENC][24];
+        const char *ekv[2 * N_ENC][2];
+        size_t nekv = 0;
+        for (size_t k = 0; k < N_ENC; k++) {
+            snprintf(encv[k], sizeof encv[k], "%lld", (long long)atomic_load(&r->enc[k]));
+            ekv[nekv][0] = enc_params[k].name;
+            ekv[nekv++][1] = encv[k];
+            if (enc_params[k].alias) {
+                ekv[nekv][0] = enc_params[k].alias;
+                ekv[nekv++][1] = encv[k];
+            }
+        }
         size_t nkv = sizeof kv / sizeof kv[0];
-        const char *hit[16][2];
+        const char *hit[16 + 2 * N_ENC][2];
         size_t n = 0;
-        for (size_t k = 0; k < nkv; k++) {
+        for (size_t k = 0; k < nkv + nekv; k++) {
+            const char *const *pair = k < nkv ? kv[k] : ekv[k - nkv];
             bool m = false;
             for (size_t i = 2; i < argc && !m; i++) {
                 char pat[128];
                 snprintf(pat, sizeof pat, "%.*s", (int)(argv[i].len > 127 ? 127 : argv[i].len), argv[i].ptr);
-                m = fnmatch(pat, kv[k][0], FNM_CASEFOLD) == 0;
+                m = fnmatch(pat, pair[0], FNM_CASEFOLD) == 0;
             }
             if (m) {
-                hit[n][0] = kv[k][0];
-                hit[n++][1] = kv[k][1];
+                hit[n][0] = pair[0];
+                hit[n++][1] = pair[1];
             }
         }
         lattice_resp_add_map(o, n);

@@ -192,6 +192,10 @@ struct lattice_respd {
     uint32_t n_demoted, demote_gen;
     /* SLOWLOG (respd_intro.c): newest first; slow_lock guards the list. */
     atomic_llong slow_slower_than, slow_max_len;
+    /* Redis's encoding thresholds (CONFIG SET/GET hash-max-listpack-entries
+     * ...: respd_immediate.c's enc_params, in its order): accepted, kept and
+     * reported; a collection's row does not depend on them (docs/TYPES.md). */
+    atomic_llong enc[7];
     pthread_mutex_t slow_lock;
     struct respd_slow *slow_head, *slow_tail;
     long long slow_len, slow_next_id;
@@ -284,6 +288,8 @@ void respd_immediate_command(struct lattice_respd *r, conn *c, lattice_resp_cmd_
                              const lattice_resp_arg *argv);
 /* CONFIG GET/SET/RESETSTAT: not a command of the table (for tools only). */
 void respd_config_command(struct lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *argv);
+/* The encoding thresholds' defaults (respd_immediate.c). */
+void respd_enc_init(struct lattice_respd *r);
 /* CONFIG RESETSTAT: the counters INFO stats and commandstats show. */
 void respd_reset_stats(struct lattice_respd *r);
 /* The CLIENT INFO line of c (Redis 7.0's fields, "\n" ended; c's IO

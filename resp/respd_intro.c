@@ -470,6 +470,7 @@ void respd_intro_init(lattice_respd *r)
 {
     atomic_init(&r->slow_slower_than, 10000);
     atomic_init(&r->slow_max_len, 128);
+    respd_enc_init(r);
     pthread_mutex_init(&r->slow_lock, NULL);
     pthread_mutex_init(&r->mon_lock, NULL);
 }

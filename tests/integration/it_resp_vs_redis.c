@@ -1391,7 +1391,22 @@ START_TEST(hashes)
                               shapes3[i].n, shapes3[i].distinct);
     ask_pipeline(rfd, "HELLO 2\r\n", want, sizeof want);
     ask_pipeline(lfd, "HELLO 2\r\n", got, sizeof got);
-    static const char *const after[] = {"HGETALL hs:one", "HGET hs:nokey f", "DEL hs:one hs:r hs:wide hs:h", "HLEN hs:r"};
+    static const char *const after[] = {
+        "HGETALL hs:one", "HGET hs:nokey f", "DEL hs:one hs:r hs:wide hs:h", "HLEN hs:r",
+        /* the encoding thresholds: accepted, kept, reported by either name
+         * (not the defaults: Debian's redis-server has 512 hash entries,
+         * upstream's and Lattice's 128) */
+        "CONFIG SET hash-max-ziplist-entries 32",
+        "CONFIG GET hash-max-listpack-entries", "CONFIG GET hash-max-ziplist-entries",
+        "CONFIG SET hash-max-listpack-value x", "CONFIG SET hash-max-listpack-value -1",
+        "CONFIG SET hash-max-listpack-value 1kb", "CONFIG GET hash-max-listpack-value",
+        "CONFIG SET list-max-listpack-size -3", "CONFIG GET list-max-ziplist-size",
+        "CONFIG SET list-max-ziplist-size 99999999999", "CONFIG GET set-max-intset-entries",
+        "CONFIG SET set-max-intset-entries -1", "CONFIG SET zset-max-listpack-entries 0 zset-max-listpack-value 2mb",
+        "CONFIG GET zset-max-ziplist-value", "CONFIG GET list-compress-depth",
+        "CONFIG SET hash-max-listpack-entries 128 hash-max-listpack-value 64 list-max-listpack-size -2",
+        "CONFIG SET zset-max-listpack-entries 128 zset-max-listpack-value 64",
+    };
     same_replies(rfd, lfd, after, sizeof after / sizeof after[0], want, got, sizeof want);
     close(rfd);
     close(lfd);
