@@ -11,6 +11,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "lattice/alloc.h"
 #include "lattice/coll.h"
@@ -173,6 +174,18 @@ static bool emit(lattice_resp_out *o, const char *p, size_t len, size_t *off, in
     return true;
 }
 
+/* ZADD's packed arguments name INCR (its reply is a score, not a count). */
+static bool has_incr(const lattice_op *op)
+{
+    size_t n, off = 4;
+    if (!lattice_coll_unpacked_count(op->value, op->value_len, &n)) return false;
+    for (size_t i = 0; i < n; i++) {
+        lattice_coll_arg a = lattice_coll_unpack_next(op->value, &off);
+        if (a.len == 4 && !strncasecmp(a.ptr, "incr", 4)) return true;
+    }
+    return false;
+}
+
 void respd_coll_add_reply(lattice_resp_out *o, const char *p, size_t len)
 {
     size_t off = 0;
@@ -211,7 +224,15 @@ void respd_coll_reply(lattice_resp_out *o, const batch *b, const ent *e)
     case LATTICE_RESP_CMD_LINSERT:
     case LATTICE_RESP_CMD_LREM:
     case LATTICE_RESP_CMD_SADD:
-    case LATTICE_RESP_CMD_SREM: lattice_resp_add_int(o, x->num); break;
+    case LATTICE_RESP_CMD_SREM:
+    case LATTICE_RESP_CMD_ZREM:
+    case LATTICE_RESP_CMD_ZREMRANGEBYRANK:
+    case LATTICE_RESP_CMD_ZREMRANGEBYSCORE:
+    case LATTICE_RESP_CMD_ZREMRANGEBYLEX: lattice_resp_add_int(o, x->num); break;
+    case LATTICE_RESP_CMD_ZADD: /* an integer, unless INCR made it a score */
+        if (has_incr(&b->ops[e->first])) lattice_resp_add_error(o, ERR_NO_REPLY, sizeof ERR_NO_REPLY - 1);
+        else lattice_resp_add_int(o, x->num);
+        break;
     case LATTICE_RESP_CMD_HMSET:
     case LATTICE_RESP_CMD_LSET:
     case LATTICE_RESP_CMD_LTRIM: lattice_resp_add_simple(o, "OK", 2); break;

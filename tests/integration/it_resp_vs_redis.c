@@ -39,6 +39,10 @@
  *   sets               SADD, SREM, SISMEMBER, SMISMEMBER, SCARD, SMEMBERS,
  *                      SRANDMEMBER, SPOP, SSCAN: intsets as bytes, the
  *                      others sorted, the 512 limit, random replies by shape
+ *   zsets              every sorted-set command of Redis 7.0 (ZADD's options,
+ *                      ZRANGE's forms and the older range commands, ranks,
+ *                      counts, removals, pops, ZRANDMEMBER by shape, ZSCAN),
+ *                      scores in RESP2 and RESP3, binary members
  *
  * The script avoids what differs by nature: a TTL read right after it was
  * set is the same second on both; PEXPIRETIME is compared only for keys
@@ -1583,6 +1587,7 @@ END_TEST
  * read_reply, ask, ask_bin, ask_pipeline, start_pair, same_replies,
  * same_resp3 and same_bin of that file), the line
  *         {"sets", &sets},
+        {"zsets", &zsets},
  * in main()'s tests[], and in the header comment:
  *   sets               SADD, SREM, SISMEMBER, SMISMEMBER, SCARD, SMEMBERS
  *                      (intset order; hashtable sets sorted), SRANDMEMBER
@@ -2092,6 +2097,421 @@ START_TEST(sets)
 END_TEST
 /* ---- end of sets */
 
+/* ---- zsets: ZADD (NX XX GT LT CH INCR and their conflicts), ZINCRBY, ZREM,
+ * ZREMRANGEBYRANK/SCORE/LEX, ZPOPMIN/ZPOPMAX with and without a count,
+ * ZCARD, ZSCORE, ZMSCORE, ZRANK, ZREVRANK, ZCOUNT, ZLEXCOUNT, ZRANGE (BYSCORE
+ * BYLEX REV LIMIT WITHSCORES), ZREVRANGE, Z[REV]RANGEBYSCORE,
+ * Z[REV]RANGEBYLEX, ZRANDMEMBER (the answers chance does not decide, then
+ * shapes), ZSCAN; scores as Redis writes them (%.17g, inf, -0, a
+ * listpack's integers in ZSCAN); errors in Redis 7.0's order, WRONGTYPE
+ * both ways, TYPE and OBJECT ENCODING, TTLs, an emptied set removed;
+ * binary members; RESP3's doubles and [member, score] pairs.
+ *
+ * (Header comment of the file, for its list of blocks:)
+ *   zsets              ZADD (NX/XX/GT/LT/CH/INCR), ZINCRBY, ZREM, ZREMRANGEBY*,
+ *                      ZPOPMIN/MAX, ZCARD, ZSCORE, ZMSCORE, Z[REV]RANK, ZCOUNT,
+ *                      ZLEXCOUNT, ZRANGE and the older range commands,
+ *                      ZRANDMEMBER (shapes), ZSCAN; errors, WRONGTYPE,
+ *                      binary members, RESP3 doubles and pairs
+ */
+static const char *const zset_script[] = {
+    /* ZADD: counts, CH, NX, XX, GT, LT; INCR's score or nil */
+    "ZADD zs:a 1 a 2 b 3 c", "ZADD zs:a 1 a", "ZADD zs:a CH 5 a 1 x", "ZADD zs:a 5 a 1 y", "ZADD zs:a nx 10 a 11 n",
+    "ZADD zs:a xx ch 10 a 11 none", "ZADD zs:a XX CH GT 9 a 12 a", "ZADD zs:a lt ch 13 a", "ZADD zs:a gt ch 0 new",
+    "ZADD zs:a INCR 2.5 b", "ZADD zs:a incr nx 1 b", "ZADD zs:a incr xx 1 nob", "ZADD zs:a incr gt -1 b",
+    "ZADD zs:a incr lt -1 b", "ZADD zs:a 1 q 2 q 3 q", "ZADD zs:a ch 4 q 5 q", "ZRANGE zs:a 0 -1 WITHSCORES",
+    "ZADD zs:nokey xx 1 a", "ZADD zs:nokey xx incr 1 a", "EXISTS zs:nokey",
+    /* ZADD's errors: pairs, conflicts, INCR's single pair, scores (string2d) */
+    "ZADD zs:a nx xx 1 a", "ZADD zs:a gt lt 1 a", "ZADD zs:a nx gt 1 a", "ZADD zs:a nx lt 1 a",
+    "ZADD zs:a incr 1 a 2 b", "ZADD zs:a 1 a 2", "ZADD zs:a nx xx 1", "ZADD zs:a incr 1 a b", "ZADD zs:a x a",
+    "ZADD zs:a nan a", "ZADD zs:a \"\" a", "ZADD zs:a \" 1\" a", "ZADD zs:a \"1 \" a", "ZADD zs:a 1e999 a",
+    "ZADD zs:a -1e999 a", "ZADD zs:a 1e-400 a", "ZADD zs:a (1 a", "ZADD zs:a 1", "ZADD zs:a nx", "ZADD zs:a",
+    /* scores: tiny, hex, inf, -0 (stored as 0, INCR's reply -0), %.17g */
+    "ZADD zs:a 4e-320 tiny 0x10 hex", "ZSCORE zs:a tiny", "ZADD zs:a inf pinf -inf ninf +inf pinf2",
+    "ZINCRBY zs:a -inf pinf", "ZADD zs:a incr -inf pinf", "ZSCORE zs:a pinf", "ZINCRBY zs:a 1 a", "ZINCRBY zs:a x a",
+    "ZINCRBY zs:a nx a", "ZINCRBY zs:a 0.1 fresh", "ZINCRBY zs:a -0 negz", "ZADD zs:a incr -0 negz2",
+    "ZSCORE zs:a negz2", "ZADD zs:a -0 negz3", "ZSCORE zs:a negz3", "ZADD zs:a 0 negz3", "ZINCRBY zs:a 1 a 2",
+    "ZINCRBY zs:a 1", "ZRANGE zs:a 0 -1 WITHSCORES", "ZCARD zs:a",
+    /* lookups */
+    "ZCARD zs:nokey", "ZSCORE zs:a a", "ZSCORE zs:a nope", "ZSCORE zs:nokey a", "ZMSCORE zs:a a nope b",
+    "ZMSCORE zs:nokey a b", "ZRANK zs:a a", "ZREVRANK zs:a a", "ZRANK zs:a nope", "ZRANK zs:nokey a",
+    "ZSCORE zs:a", "ZMSCORE zs:a", "ZRANK zs:a a b", "ZCARD zs:a x",
+    /* ZRANGE by rank */
+    "ZADD zs:r 1 a 2 b 3 c 4 d 5 e 5 ee 6 f -1 neg inf top -inf bottom", "ZRANGE zs:r 0 -1",
+    "ZRANGE zs:r 2 4 WITHSCORES", "ZRANGE zs:r -3 -1", "ZRANGE zs:r 5 2", "ZRANGE zs:r -100 100",
+    "ZRANGE zs:r 100 200", "ZRANGE zs:r 0 -1 REV", "ZRANGE zs:r 0 2 rev withscores", "ZRANGE zs:r 0 -1 LIMIT 0 -1",
+    "ZRANGE zs:r 0 -1 LIMIT 0 1", "ZRANGE zs:r x 1", "ZRANGE zs:r 0 1.5", "ZRANGE zs:r 0",
+    /* BYSCORE: '(' exclusive, infinities, REV (max first), LIMIT */
+    "ZRANGE zs:r 1 4 BYSCORE", "ZRANGE zs:r (1 4 byscore", "ZRANGE zs:r (1 (4 byscore withscores",
+    "ZRANGE zs:r 1 (1 byscore", "ZRANGE zs:r (1 1 byscore", "ZRANGE zs:r 1 1 byscore", "ZRANGE zs:r 4 1 byscore",
+    "ZRANGE zs:r 4 1 byscore rev", "ZRANGE zs:r (4 1 byscore rev withscores", "ZRANGE zs:r -inf +inf byscore",
+    "ZRANGE zs:r -inf inf byscore limit 2 3", "ZRANGE zs:r -inf inf byscore limit 2 -1",
+    "ZRANGE zs:r -inf inf byscore limit -1 3", "ZRANGE zs:r -inf inf byscore limit 0 0",
+    "ZRANGE zs:r -inf inf byscore limit 100 1", "ZRANGE zs:r -inf inf byscore limit 10 1",
+    "ZRANGE zs:r -inf inf byscore limit 11 1", "ZRANGE zs:r +inf -inf byscore rev limit 1 2 withscores",
+    "ZRANGE zs:r +inf -inf byscore rev limit 9 5 withscores", "ZRANGE zs:r 5 5 byscore",
+    /* zslParseRange's strtod: "" is 0, blanks first, "(" alone, hex, overflow; not NaN nor junk */
+    "ZRANGE zs:r \"\" \"\" byscore", "ZRANGE zs:r \" 1\" 2 byscore", "ZRANGE zs:r ( 3 byscore",
+    "ZRANGE zs:r 1e999 inf byscore", "ZRANGE zs:r 0x1 2 byscore", "ZRANGE zs:r nan 2 byscore",
+    "ZRANGE zs:r 1abc 2 byscore", "ZRANGE zs:r 1 x byscore",
+    /* BYLEX */
+    "ZRANGE zs:r - + bylex", "ZRANGE zs:r - + bylex limit 1 2", "ZRANGE zs:r + - bylex rev",
+    "ZRANGE zs:r + - bylex rev limit 2 3", "ZRANGE zs:r [a [c bylex", "ZRANGE zs:r (a (c bylex",
+    "ZRANGE zs:r [a (c bylex", "ZRANGE zs:r a c bylex", "ZRANGE zs:r [a c bylex", "ZRANGE zs:r - - bylex",
+    "ZRANGE zs:r + + bylex", "ZRANGE zs:r + - bylex", "ZRANGE zs:r \"\" + bylex", "ZRANGE zs:r [ + bylex",
+    "ZRANGE zs:r ( + bylex", "ZRANGE zs:r [e [e bylex", "ZRANGE zs:r (e [e bylex", "ZRANGE zs:r [e (e bylex",
+    "ZRANGE zs:r -x + bylex",
+    /* option errors, in Redis's order */
+    "ZRANGE zs:r 0 -1 withscores limit 0 1", "ZRANGE zs:r 0 -1 byscore bylex", "ZRANGE zs:r 0 -1 rev rev",
+    "ZRANGE zs:r 0 -1 withscores withscores", "ZRANGE zs:r 0 -1 limit 0", "ZRANGE zs:r 0 -1 limit x 1 byscore",
+    "ZRANGE zs:r 0 -1 limit 0 1 limit x 2", "ZRANGE zs:r 0 1 LIMIT 0 1 BYSCORE WITHSCORES REV",
+    "ZRANGE zs:r - + bylex withscores", "ZRANGE zs:r 0 1 bogus", "ZRANGE zs:nokey 0 -1 withscores",
+    /* the older forms */
+    "ZREVRANGE zs:r 0 -1 withscores", "ZREVRANGE zs:r 1 3", "ZREVRANGE zs:r 0 1 limit 0 1", "ZREVRANGE zs:r 0 1 rev",
+    "ZREVRANGE zs:r 0 1 bylex", "ZRANGEBYSCORE zs:r 1 4", "ZRANGEBYSCORE zs:r 1 4 withscores limit 1 2",
+    "ZRANGEBYSCORE zs:r 1 4 limit 1", "ZRANGEBYSCORE zs:r 1 4 rev", "ZRANGEBYSCORE zs:r 1 4 byscore",
+    "ZRANGEBYSCORE zs:r x 4", "ZREVRANGEBYSCORE zs:r 4 1", "ZREVRANGEBYSCORE zs:r 4 1 withscores",
+    "ZREVRANGEBYSCORE zs:r (4 (1 limit 1 1", "ZREVRANGEBYSCORE zs:r 1 4", "ZRANGEBYLEX zs:r - +",
+    "ZRANGEBYLEX zs:r - + limit 0 3", "ZRANGEBYLEX zs:r [b [d", "ZRANGEBYLEX zs:r - + withscores",
+    "ZRANGEBYLEX zs:r x +", "ZREVRANGEBYLEX zs:r + -", "ZREVRANGEBYLEX zs:r [d [b", "ZREVRANGEBYLEX zs:r [d [b limit 1 5",
+    "ZREVRANGEBYLEX zs:r - +", "ZRANGEBYSCORE zs:nokey 0 1", "ZREVRANGEBYLEX zs:nokey + -",
+    /* ZCOUNT, ZLEXCOUNT */
+    "ZCOUNT zs:r -inf +inf", "ZCOUNT zs:r 1 4", "ZCOUNT zs:r (1 (4", "ZCOUNT zs:r 4 1", "ZCOUNT zs:r x 1",
+    "ZCOUNT zs:nokey 1 2", "ZLEXCOUNT zs:r - +", "ZLEXCOUNT zs:r [b [d", "ZLEXCOUNT zs:r (b (d", "ZLEXCOUNT zs:r x +",
+    "ZLEXCOUNT zs:nokey - +",
+    /* one score: lex ranges as intended; over several scores: Redis's walk */
+    "ZADD zs:l 0 a 0 b 0 c 0 d 0 e 0 f 0 g", "ZRANGEBYLEX zs:l - [c", "ZRANGEBYLEX zs:l - (c",
+    "ZRANGEBYLEX zs:l [aaa (g", "ZREVRANGEBYLEX zs:l (c -", "ZRANGEBYLEX zs:l [b [e limit 1 2",
+    "ZLEXCOUNT zs:l [b (f", "ZREMRANGEBYLEX zs:l [b (d", "ZRANGE zs:l 0 -1", "ZREMRANGEBYLEX zs:l x y",
+    "ZREMRANGEBYLEX zs:l - +", "EXISTS zs:l", "ZADD zs:m 3 a 1 b 2 c 1 z 3 x", "ZRANGEBYLEX zs:m [b [y",
+    "ZRANGEBYLEX zs:m [a [z", "ZREVRANGEBYLEX zs:m [z [a", "ZLEXCOUNT zs:m [b [y", "ZREMRANGEBYLEX zs:m [c +",
+    "ZRANGE zs:m 0 -1 withscores",
+    /* removals; the last member gone removes the key */
+    "ZREMRANGEBYSCORE zs:r (1 3", "ZRANGE zs:r 0 -1 withscores", "ZREMRANGEBYSCORE zs:r -inf (0",
+    "ZREMRANGEBYSCORE zs:r x 1", "ZREMRANGEBYSCORE zs:nokey 1 2", "ZREMRANGEBYRANK zs:r 0 0",
+    "ZREMRANGEBYRANK zs:r -2 -1", "ZREMRANGEBYRANK zs:r 5 1", "ZREMRANGEBYRANK zs:r x 1", "ZREMRANGEBYRANK zs:nokey 0 1",
+    "ZRANGE zs:r 0 -1 withscores", "ZREMRANGEBYRANK zs:r 0 -1", "EXISTS zs:r", "ZADD zs:q 1 a 2 b 3 c",
+    "ZREM zs:q a nope", "ZREM zs:q nope", "ZREM zs:nokey a", "ZREM zs:q b c a", "EXISTS zs:q", "ZREM zs:q",
+    /* pops: a flat pair without a count, pairs with one, an empty array without a set */
+    "ZADD zs:p 1 a 2 b 3 c 4 d 5 e", "ZPOPMIN zs:p", "ZPOPMAX zs:p", "ZPOPMIN zs:p 2", "ZPOPMIN zs:p 0",
+    "ZPOPMAX zs:p -1", "ZPOPMAX zs:p x", "ZPOPMIN zs:p 1 2", "ZPOPMAX zs:p 10", "EXISTS zs:p", "ZPOPMIN zs:p",
+    "ZPOPMIN zs:p 3", "ZPOPMAX zs:nokey", "ZPOPMIN zs:nokey 0", "ZPOPMIN",
+    /* ZSCAN: the whole set, cursor 0, scores as the listpack holds them */
+    "ZADD zs:sc 1 a 2.5 b 1e17 big 1e19 bigger -0 e 4611686018427387904 p62 4611686018427387903 p62m -1e17 nbig "
+    "0.1 d inf f -inf g",
+    "ZSCAN zs:sc 0", "ZSCAN zs:sc 0 COUNT 1", "ZSCAN zs:sc 0 MATCH b*", "ZSCAN zs:sc 0 match *g*",
+    "ZSCAN zs:sc 0 MATCH x*", "ZSCAN zs:sc 0 MATCH * COUNT 10", "ZSCAN zs:sc x", "ZSCAN zs:sc 18446744073709551616",
+    "ZSCAN zs:sc 0 COUNT 0", "ZSCAN zs:sc 0 COUNT -1", "ZSCAN zs:sc 0 COUNT x", "ZSCAN zs:sc 0 MATCH",
+    "ZSCAN zs:sc 0 BOGUS x", "ZSCAN zs:nokey 0", "ZSCAN zs:nokey x", "ZSCAN zs:nokey 0 COUNT 0", "ZSCAN zs:sc",
+    "ZSCORE zs:sc big", "ZSCORE zs:sc e", "ZRANGE zs:sc 0 -1 WITHSCORES", "ZMSCORE zs:sc a b f g",
+    /* ZRANDMEMBER: what chance does not decide (the whole set: highest first), and its errors */
+    "ZRANDMEMBER zs:sc 0", "ZRANDMEMBER zs:sc 0 WITHSCORES", "ZRANDMEMBER zs:sc 11", "ZRANDMEMBER zs:sc 20 withscores",
+    "ZRANDMEMBER zs:sc 9223372036854775807", "ZRANDMEMBER zs:sc x", "ZRANDMEMBER zs:sc 1 bogus",
+    "ZRANDMEMBER zs:sc 1 withscores x", "ZRANDMEMBER zs:sc -9223372036854775808",
+    "ZRANDMEMBER zs:sc -9223372036854775807 withscores", "ZRANDMEMBER zs:sc 9223372036854775807 withscores",
+    "ZRANDMEMBER zs:sc 4611686018427387903 withscores", "ZRANDMEMBER zs:nokey", "ZRANDMEMBER zs:nokey 3",
+    "ZRANDMEMBER zs:nokey -3 withscores", "ZRANDMEMBER zs:nokey x", "ZRANDMEMBER zs:nokey 1 bogus",
+    "ZRANDMEMBER zs:nokey -9223372036854775808 foo", "ZRANDMEMBER zs:nokey 4611686018427387904 withscores",
+    "ZADD zs:one 7 only", "ZRANDMEMBER zs:one", "ZRANDMEMBER zs:one 1 withscores", "ZRANDMEMBER zs:one -3",
+    "ZRANDMEMBER zs:one -2 withscores", "ZRANDMEMBER zs:one 5 withscores", "ZRANDMEMBER",
+    /* WRONGTYPE: every sorted-set command on a string (argument errors
+     * first where Redis checks them first; ZSCAN's options after the type) */
+    "SET zs:str v", "ZADD zs:str 1 a", "ZADD zs:str x a", "ZADD zs:str nx xx 1 a", "ZADD zs:str 1 a 2",
+    "ZINCRBY zs:str 1 a", "ZINCRBY zs:str x a", "ZREM zs:str a", "ZREMRANGEBYRANK zs:str x 1",
+    "ZREMRANGEBYRANK zs:str 0 1", "ZREMRANGEBYSCORE zs:str x 1", "ZREMRANGEBYSCORE zs:str 0 1",
+    "ZREMRANGEBYLEX zs:str x 1", "ZREMRANGEBYLEX zs:str - +", "ZPOPMIN zs:str x", "ZPOPMIN zs:str 0",
+    "ZPOPMAX zs:str", "ZPOPMIN zs:str 1 2", "ZCARD zs:str", "ZSCORE zs:str a", "ZMSCORE zs:str a", "ZRANK zs:str a",
+    "ZREVRANK zs:str a", "ZCOUNT zs:str x 1", "ZCOUNT zs:str 1 1", "ZLEXCOUNT zs:str x 1", "ZLEXCOUNT zs:str - +",
+    "ZRANGE zs:str 0 1 foo", "ZRANGE zs:str x 1", "ZRANGE zs:str 0 1 limit 0 1", "ZRANGE zs:str 0 1 bylex withscores",
+    "ZRANGE zs:str 0 1 byscore", "ZRANGE zs:str 0 -1", "ZREVRANGE zs:str 0 1", "ZRANGEBYSCORE zs:str 0 1",
+    "ZREVRANGEBYSCORE zs:str 0 1", "ZRANGEBYLEX zs:str - +", "ZREVRANGEBYLEX zs:str + -", "ZRANDMEMBER zs:str x",
+    "ZRANDMEMBER zs:str 1 foo", "ZRANDMEMBER zs:str", "ZRANDMEMBER zs:str 0",
+    "ZRANDMEMBER zs:str 4611686018427387904 withscores", "ZSCAN zs:str x", "ZSCAN zs:str 0 count x",
+    "ZSCAN zs:str 0", "GET zs:str",
+    /* ... string and hash commands on a sorted set; TYPE, OBJECT ENCODING */
+    "ZADD zs:z 1 a 2 b", "GET zs:z", "APPEND zs:z x", "INCR zs:z", "STRLEN zs:z", "GETRANGE zs:z 0 1",
+    "SETRANGE zs:z 0 x", "GETSET zs:z x", "GETDEL zs:z", "HGET zs:z a", "LLEN zs:z", "MGET zs:z zs:str", "TYPE zs:z",
+    "OBJECT ENCODING zs:z", "TYPE zs:nokey", "ZRANGE zs:z 0 -1 WITHSCORES",
+    /* EXPIRE / TTL / PERSIST: writes keep the TTL, the emptied set loses it */
+    "ZADD zs:e 1 a 2 b", "EXPIRE zs:e 100", "TTL zs:e", "ZADD zs:e 3 c", "ZREM zs:e a", "ZINCRBY zs:e 1 b",
+    "ZPOPMIN zs:e", "ZREMRANGEBYRANK zs:e 5 6", "TTL zs:e", "PERSIST zs:e", "TTL zs:e", "EXPIRE zs:e 100",
+    "ZPOPMIN zs:e 5", "EXISTS zs:e", "ZADD zs:e 1 a", "TTL zs:e", "EXPIRE zs:e 0", "EXISTS zs:e", "ZSCORE zs:e a",
+    /* DEL, SET over a sorted set; RENAME / COPY in one slot; MULTI */
+    "ZADD zs:d 1 a", "DEL zs:d", "DEL zs:d", "ZADD zs:d 1 a", "SET zs:d s", "TYPE zs:d", "ZSCORE zs:d a",
+    "ZADD {zs}a 1 x 2 y", "EXPIRE {zs}a 100", "RENAME {zs}a {zs}b", "EXISTS {zs}a", "TYPE {zs}b",
+    "ZRANGE {zs}b 0 -1 WITHSCORES", "TTL {zs}b", "COPY {zs}b {zs}c", "ZCARD {zs}c", "ZADD {zs}c 5 w",
+    "ZRANGE {zs}b 0 -1", "MULTI", "ZADD {zs}b 3 z", "ZINCRBY {zs}b 1 x", "ZRANGE {zs}b 0 -1 WITHSCORES",
+    "ZPOPMIN {zs}b", "ZRANDMEMBER {zs}b 10", "EXEC",
+};
+
+/* RESP3 (after HELLO 3 on both; raw bytes, see ask_pipeline): scores are
+ * doubles (",2.5", ",inf", ",-0"), WITHSCORES and counted pops arrays of
+ * [member, score] pairs, ZPOPMIN without a count one flat pair, ZSCAN's
+ * scores bulk strings, nils "_". */
+static const char *const zset_resp3[] = {
+    "ZADD zs:3 1 a 2.5 b 0.1 c inf d -inf e", "ZSCORE zs:3 b", "ZSCORE zs:3 c", "ZSCORE zs:3 d", "ZSCORE zs:3 e",
+    "ZSCORE zs:3 nope", "ZSCORE zs:nokey a", "ZMSCORE zs:3 a nope d", "ZINCRBY zs:3 1 a", "ZINCRBY zs:3 -0 z0",
+    "ZADD zs:3 INCR 1.5 a", "ZADD zs:3 INCR NX 1 a", "ZADD zs:3 INCR -0 z1", "ZSCORE zs:3 z1", "ZADD zs:3 CH 3 a",
+    "ZRANGE zs:3 0 -1", "ZRANGE zs:3 0 -1 WITHSCORES", "ZRANGE zs:3 0 1 REV WITHSCORES", "ZRANGE zs:3 5 9 WITHSCORES",
+    "ZRANGE zs:3 (0 +inf BYSCORE WITHSCORES LIMIT 1 2", "ZRANGEBYSCORE zs:3 -inf +inf WITHSCORES",
+    "ZREVRANGEBYSCORE zs:3 +inf -inf WITHSCORES LIMIT 0 2", "ZREVRANGE zs:3 0 -1 WITHSCORES", "ZRANGE zs:nokey 0 -1",
+    "ZRANGEBYLEX zs:3 - +", "ZRANK zs:3 a", "ZRANK zs:3 nope", "ZREVRANK zs:nokey a", "ZCARD zs:3",
+    "ZCOUNT zs:3 -inf +inf", "ZSCAN zs:3 0", "ZSCAN zs:3 0 MATCH z*", "ZSCAN zs:nokey 0",
+    "ZRANDMEMBER zs:3 100 WITHSCORES", "ZRANDMEMBER zs:3 100", "ZRANDMEMBER zs:3 0 WITHSCORES",
+    "ZRANDMEMBER zs:nokey", "ZRANDMEMBER zs:nokey 2 WITHSCORES", "ZADD zs:3one 4 m", "ZRANDMEMBER zs:3one",
+    "ZRANDMEMBER zs:3one 1 WITHSCORES", "ZRANDMEMBER zs:3one -3 WITHSCORES", "ZPOPMIN zs:3", "ZPOPMAX zs:3",
+    "ZPOPMIN zs:3 2", "ZPOPMAX zs:3 1", "ZPOPMIN zs:3 0", "ZPOPMIN zs:nokey", "ZPOPMIN zs:nokey 2", "ZPOPMAX zs:3 9",
+    "EXISTS zs:3", "ZADD zs:3 x a", "ZADD zs:3 incr inf a", "ZADD zs:3 incr -inf a", "ZSCORE zs:3 a",
+    "ZADD zs:str3 1 a", "SET zs:str3 v", "ZSCORE zs:str3 a", "ZRANGE zs:str3 0 -1 WITHSCORES",
+};
+
+/* Member mK of a sorted set of nm members m0..m<nm-1> (mK scored K): K, or -1. */
+static int zmember_index(const char *s, size_t len, size_t nm)
+{
+    char canon[32];
+    if (len < 2 || len > 8 || s[0] != 'm') return -1;
+    long k = strtol(s + 1, NULL, 10);
+    int n = snprintf(canon, sizeof canon, "m%ld", k);
+    return (size_t)n == len && !memcmp(canon, s, len) && k >= 0 && (size_t)k < nm ? (int)k : -1;
+}
+
+/* One member (and its score's text) of a ZRANDMEMBER answer checked: a
+ * member of the set, its score K, not seen before when distinct, after
+ * (order 1) or before (order -1) the one before it. */
+static void zrand_pick(const char *who, const char *line, const char *m, size_t ml, const char *sc, size_t scl,
+                       size_t nm, bool *seen, bool distinct, int order, int *last)
+{
+    int k = zmember_index(m, ml, nm);
+    ck_assert_msg(k >= 0, "%s, '%s': '%.*s' is no member of the set", who, line, (int)ml, m);
+    if (sc) {
+        char want[32];
+        int n = snprintf(want, sizeof want, "%d", k);
+        ck_assert_msg((size_t)n == scl && !memcmp(want, sc, scl), "%s, '%s': m%d's score '%.*s'", who, line, k,
+                      (int)scl, sc);
+    }
+    ck_assert_msg(!distinct || !seen[k], "%s, '%s': m%d twice", who, line, k);
+    ck_assert_msg(!order || *last < 0 || (order > 0 ? k > *last : k < *last), "%s, '%s': m%d out of order", who,
+                  line, k);
+    seen[k] = true;
+    *last = k;
+}
+
+/* ZRANDMEMBER's RESP2 answer on one side, checked for what chance does not
+ * decide: a bulk (n < 0: no count), or an array of n members (each
+ * followed by its score when withscores), none twice when distinct; order
+ * 1: the set's order (Redis samples a listpack in order when the count is
+ * at most a third of the set), -1 highest first (the whole set), 0 any. */
+static void zrand_shape(int fd, const char *who, const char *line, size_t nm, long n, bool withscores, bool distinct,
+                        int order)
+{
+    static char buf[1 << 16];
+    size_t len = ask(fd, line, buf, sizeof buf);
+    redisReader *rd = redisReaderCreate();
+    redisReply *r = NULL;
+    ck_assert_int_eq(redisReaderFeed(rd, buf, len), REDIS_OK);
+    ck_assert_int_eq(redisReaderGetReply(rd, (void **)&r), REDIS_OK);
+    ck_assert_ptr_nonnull(r);
+    bool seen[512] = {false};
+    int last = -1;
+    ck_assert(nm <= 512);
+    if (n < 0) {
+        ck_assert_msg(r->type == REDIS_REPLY_STRING, "%s, '%s': not a bulk: %.200s", who, line, buf);
+        zrand_pick(who, line, r->str, r->len, NULL, 0, nm, seen, false, 0, &last);
+    } else {
+        size_t step = withscores ? 2 : 1;
+        ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n * step,
+                      "%s, '%s': want %ld members%s, got %.200s", who, line, n, withscores ? " and scores" : "", buf);
+        for (size_t i = 0; i < r->elements; i += step) {
+            redisReply *m = r->element[i], *sc = withscores ? r->element[i + 1] : NULL;
+            ck_assert(m->type == REDIS_REPLY_STRING && (!sc || sc->type == REDIS_REPLY_STRING));
+            zrand_pick(who, line, m->str, m->len, sc ? sc->str : NULL, sc ? sc->len : 0, nm, seen, distinct, order,
+                       &last);
+        }
+    }
+    freeReplyObject(r);
+    redisReaderFree(rd);
+}
+
+/* "ZRANDMEMBER k n WITHSCORES" in RESP3 on one side (HELLO 3 sent): an
+ * array of |n| [member, double] arrays, checked as zrand_shape. */
+static void zrand_shape3(int fd, const char *who, const char *line, size_t nm, long n, bool distinct)
+{
+    static char buf[1 << 16];
+    char req[256];
+    snprintf(req, sizeof req, "%s\r\n", line);
+    ask_pipeline(fd, req, buf, sizeof buf);
+    const char *p = buf;
+    char head[32];
+    snprintf(head, sizeof head, "*%ld\r\n", n);
+    ck_assert_msg(take(&p, head), "%s, '%s': want %ld pairs: %.200s", who, line, n, buf);
+    bool seen[512] = {false};
+    int last = -1;
+    ck_assert(nm <= 512);
+    for (long i = 0; i < n; i++) {
+        const char *m;
+        size_t ml;
+        ck_assert_msg(take(&p, "*2\r\n") && take_bulk(&p, &m, &ml) && *p == ',',
+                      "%s, '%s': pair %ld is no [member, double]: %.200s", who, line, i, buf);
+        const char *sc = p + 1, *end = strstr(sc, "\r\n");
+        ck_assert_ptr_nonnull(end);
+        p = end + 2;
+        zrand_pick(who, line, m, ml, sc, (size_t)(end - sc), nm, seen, distinct, 0, &last);
+    }
+    ck_assert_msg(!strcmp(p, "$10\r\nend-marker\r\n"), "%s, '%s': more than %ld pairs: %.200s", who, line, n, buf);
+}
+
+START_TEST(zsets)
+{
+    it_begin("resp_vs_redis_zsets");
+    int rfd, lfd;
+    start_pair(&rfd, &lfd);
+    static char want[1 << 16], got[1 << 16];
+    same_replies(rfd, lfd, zset_script, sizeof zset_script / sizeof zset_script[0], want, got, sizeof want);
+    /* 100 members (a listpack still): the same order after updates and
+     * removals, ranges with LIMIT, ZSCAN's single reply whatever COUNT says,
+     * ZRANDMEMBER of the whole set, many members in one command. */
+    static char wide[2][1024], rem[1024];
+    for (int half = 0; half < 2; half++) {
+        size_t at = (size_t)snprintf(wide[half], sizeof wide[half], "ZADD zs:wide");
+        for (int i = half * 50; i < half * 50 + 50; i++)
+            at += (size_t)snprintf(wide[half] + at, sizeof wide[half] - at, " %d m%d", i, i);
+        ck_assert(at < sizeof wide[half]);
+    }
+    size_t at = (size_t)snprintf(rem, sizeof rem, "ZREM zs:wide");
+    for (int i = 0; i < 100; i += 7) at += (size_t)snprintf(rem + at, sizeof rem - at, " m%d", i);
+    const char *const wide_script[] = {
+        wide[0], wide[1], "ZCARD zs:wide", "ZRANGE zs:wide 0 -1 WITHSCORES", "OBJECT ENCODING zs:wide",
+        "ZADD zs:wide CH 3 m90 3.5 m91 -1 m0 200 m5", rem, "ZRANGE zs:wide 0 -1 WITHSCORES", "ZSCAN zs:wide 0 COUNT 5",
+        "ZSCAN zs:wide 0 MATCH m1?", "ZRANGEBYSCORE zs:wide (10 +inf WITHSCORES LIMIT 5 10", "ZREVRANGE zs:wide 3 9",
+        "ZRANDMEMBER zs:wide 1000 WITHSCORES", "ZMSCORE zs:wide m99 m5 m0 m7 nope", "ZCOUNT zs:wide 20 (40",
+        "ZRANK zs:wide m91", "ZREVRANK zs:wide m91", "ZREMRANGEBYSCORE zs:wide 40 59", "ZREMRANGEBYRANK zs:wide 10 19",
+        "ZRANGE zs:wide 0 -1",
+    };
+    same_replies(rfd, lfd, wide_script, sizeof wide_script / sizeof wide_script[0], want, got, sizeof want);
+    /* Binary-safe members: an embedded NUL, "", CR LF, 0xff (memcmp order);
+     * a key with a NUL; the options and numbers Redis reads as C strings
+     * (up to a NUL) */
+    static const struct {
+        int argc;
+        const char *argv[20];
+        size_t lens[20];
+    } bin[] = {
+        {18,
+         {"ZADD", "zs:bin", "0", "a\0b", "0", "", "0", "\r\n", "0", "x\xffy", "0", "a", "0", "a\0", "0", "\xff", "0",
+          "\0"},
+         {4, 6, 1, 3, 1, 0, 1, 2, 1, 3, 1, 1, 1, 2, 1, 1, 1, 1}},
+        {5, {"ZRANGE", "zs:bin", "0", "-1", "WITHSCORES"}, {6, 6, 1, 2, 10}},
+        {4, {"ZRANGEBYLEX", "zs:bin", "-", "+"}, {11, 6, 1, 1}},
+        {4, {"ZRANGEBYLEX", "zs:bin", "[a\0", "(x\xffy"}, {11, 6, 3, 4}},
+        {4, {"ZRANGEBYLEX", "zs:bin", "(", "+"}, {11, 6, 1, 1}},
+        {4, {"ZRANGEBYLEX", "zs:bin", "[", "[a"}, {11, 6, 1, 2}},
+        {4, {"ZRANGEBYLEX", "zs:bin", "+\0x", "-"}, {11, 6, 3, 1}},
+        {4, {"ZLEXCOUNT", "zs:bin", "[\0", "[a\0"}, {9, 6, 2, 3}},
+        {3, {"ZSCORE", "zs:bin", ""}, {6, 6, 0}},
+        {3, {"ZSCORE", "zs:bin", "a\0"}, {6, 6, 2}},
+        {3, {"ZRANK", "zs:bin", "\xff"}, {5, 6, 1}},
+        {3, {"ZREVRANK", "zs:bin", "a\0b"}, {8, 6, 3}},
+        {5, {"ZMSCORE", "zs:bin", "", "\0", "a\0\0"}, {7, 6, 0, 1, 3}},
+        {4, {"ZREM", "zs:bin", "", "a\0b"}, {4, 6, 0, 3}},
+        {5, {"ZSCAN", "zs:bin", "0", "MATCH", "a*"}, {5, 6, 1, 5, 2}},
+        {5, {"ZSCAN", "zs:bin", "0", "MATCH", "a\0*"}, {5, 6, 1, 5, 3}},
+        {3, {"ZSCAN", "zs:bin", "0"}, {5, 6, 1}},
+        {6, {"ZADD", "zs:bin", "1", "\0", "2", ""}, {4, 6, 1, 1, 1, 0}},
+        {5, {"ZADD", "zs:bin", "ch", "1", "\0"}, {4, 6, 2, 1, 1}},
+        {4, {"ZADD", "zs:bin", "1\0", "x"}, {4, 6, 2, 1}},
+        {5, {"ZADD", "zs:bin", "nx\0", "1", "y"}, {4, 6, 3, 1, 1}},
+        {5, {"ZADD", "zs:bin", "NX", "1", "y"}, {4, 6, 2, 1, 1}},
+        {5, {"ZRANGE", "zs:bin", "0", "-1", "withscores\0"}, {6, 6, 1, 2, 11}},
+        {4, {"ZRANGEBYSCORE", "zs:bin", "(0\0junk", "5"}, {13, 6, 7, 1}},
+        {4, {"ZINCRBY", "zs:bin", "2", "\0"}, {7, 6, 1, 1}},
+        {3, {"ZPOPMAX", "zs:bin", "3"}, {7, 6, 1}},
+        {4, {"ZADD", "zs:\0k", "1", "m"}, {4, 5, 1, 1}},
+        {4, {"ZRANGE", "zs:\0k", "0", "-1"}, {6, 5, 1, 2}},
+        {4, {"ZRANGE", "zs:", "0", "-1"}, {6, 3, 1, 2}},
+        {2, {"TYPE", "zs:\0k"}, {4, 5}},
+        {4, {"ZADD", "zs:ek", "0", ""}, {4, 5, 1, 0}},
+        {5, {"ZRANGE", "zs:ek", "0", "-1", "WITHSCORES"}, {6, 5, 1, 2, 10}},
+        {3, {"ZREM", "zs:ek", ""}, {4, 5, 0}},
+        {2, {"EXISTS", "zs:ek"}, {6, 5}},
+    };
+    for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "binary case %zu (%s)", i, bin[i].argv[0]);
+        same_bin(rfd, lfd, bin[i].argc, bin[i].argv, bin[i].lens, what);
+    }
+    /* ZRANDMEMBER by shape: zs:rm's 10 members m0..m9 (mK scored K),
+     * zs:rw's 100; each count on each side. */
+    static char rw[2][1024];
+    for (int half = 0; half < 2; half++) {
+        size_t k = (size_t)snprintf(rw[half], sizeof rw[half], "ZADD zs:rw");
+        for (int i = half * 50; i < half * 50 + 50; i++)
+            k += (size_t)snprintf(rw[half] + k, sizeof rw[half] - k, " %d m%d", i, i);
+    }
+    const char *const r_fill[] = {"ZADD zs:rm 0 m0 1 m1 2 m2 3 m3 4 m4 5 m5 6 m6 7 m7 8 m8 9 m9", rw[0], rw[1]};
+    same_replies(rfd, lfd, r_fill, 3, want, got, sizeof want);
+    static const struct {
+        const char *line;
+        size_t nm;
+        long n; /* -1: a bulk */
+        bool withscores, distinct;
+        int order;
+    } shapes[] = {
+        {"ZRANDMEMBER zs:rm", 10, -1, false, false, 0},
+        {"ZRANDMEMBER zs:rm 1", 10, 1, false, true, 0},
+        {"ZRANDMEMBER zs:rm 3", 10, 3, false, true, 1},
+        {"ZRANDMEMBER zs:rm 3 WITHSCORES", 10, 3, true, true, 1},
+        {"ZRANDMEMBER zs:rm 4", 10, 4, false, true, 0},
+        {"ZRANDMEMBER zs:rm 9", 10, 9, false, true, 0},
+        {"ZRANDMEMBER zs:rm 8 WITHSCORES", 10, 8, true, true, 0},
+        {"ZRANDMEMBER zs:rm 10", 10, 10, false, true, -1},
+        {"ZRANDMEMBER zs:rm 25 WITHSCORES", 10, 10, true, true, -1},
+        {"ZRANDMEMBER zs:rm -1", 10, 1, false, false, 0},
+        {"ZRANDMEMBER zs:rm -25", 10, 25, false, false, 0},
+        {"ZRANDMEMBER zs:rm -25 WITHSCORES", 10, 25, true, false, 0},
+        {"ZRANDMEMBER zs:rw", 100, -1, false, false, 0},
+        {"ZRANDMEMBER zs:rw 30", 100, 30, false, true, 1},
+        {"ZRANDMEMBER zs:rw 40 WITHSCORES", 100, 40, true, true, 0},
+        {"ZRANDMEMBER zs:rw 100", 100, 100, false, true, -1},
+        {"ZRANDMEMBER zs:rw -200 WITHSCORES", 100, 200, true, false, 0},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int side = 0; side < 2; side++)
+            zrand_shape(side ? lfd : rfd, side ? "lattice" : "redis-server", shapes[i].line, shapes[i].nm,
+                        shapes[i].n, shapes[i].withscores, shapes[i].distinct, shapes[i].order);
+    /* RESP3: the same bytes after HELLO 3 (whose own reply differs: server
+     * fields); WITHSCORES pairs by shape; then back with HELLO 2. */
+    ask_pipeline(rfd, "HELLO 3\r\n", want, sizeof want);
+    ask_pipeline(lfd, "HELLO 3\r\n", got, sizeof got);
+    ck_assert_msg(want[0] == '%' && got[0] == '%', "HELLO 3: redis-server %.60s, lattice %.60s", want, got);
+    same_resp3(rfd, lfd, zset_resp3, sizeof zset_resp3 / sizeof zset_resp3[0], want, got, sizeof want);
+    static const struct {
+        const char *line;
+        size_t nm;
+        long n;
+        bool distinct;
+    } shapes3[] = {
+        {"ZRANDMEMBER zs:rm 1 WITHSCORES", 10, 1, true},
+        {"ZRANDMEMBER zs:rm 4 WITHSCORES", 10, 4, true},
+        {"ZRANDMEMBER zs:rm 20 WITHSCORES", 10, 10, true},
+        {"ZRANDMEMBER zs:rm -6 WITHSCORES", 10, 6, false},
+        {"ZRANDMEMBER zs:rw -130 WITHSCORES", 100, 130, false},
+    };
+    for (size_t i = 0; i < sizeof shapes3 / sizeof shapes3[0]; i++)
+        for (int side = 0; side < 2; side++)
+            zrand_shape3(side ? lfd : rfd, side ? "lattice" : "redis-server", shapes3[i].line, shapes3[i].nm,
+                         shapes3[i].n, shapes3[i].distinct);
+    ask_pipeline(rfd, "HELLO 2\r\n", want, sizeof want);
+    ask_pipeline(lfd, "HELLO 2\r\n", got, sizeof got);
+    static const char *const after[] = {"ZSCORE zs:one only", "ZRANGE zs:nokey 0 -1 WITHSCORES",
+                                        "DEL zs:one zs:rm zs:rw zs:wide zs:sc", "ZCARD zs:rm"};
+    same_replies(rfd, lfd, after, sizeof after / sizeof after[0], want, got, sizeof want);
+    close(rfd);
+    close(lfd);
+    it_end();
+}
+END_TEST
+/* ---- end of zsets */
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
@@ -2105,6 +2525,7 @@ int main(int argc, char **argv)
         {"hashes", &hashes},
         {"lists", &lists},
         {"sets", &sets},
+        {"zsets", &zsets},
     };
     Suite *s = suite_create("resp_vs_redis");
     TCase *tc = tcase_create("grid");

@@ -30,7 +30,7 @@ static const char *show(const lattice_op_result *r)
     shown[0] = 0;
     int k;
     while ((k = lattice_coll_reply_next(r->value, r->value_len, &off, &e)) == 1) {
-        int n = e.type == '$' || e.type == '+' || e.type == '-'
+        int n = e.type == '$' || e.type == '+' || e.type == '-' || e.type == ','
                     ? snprintf(shown + w, sizeof shown - w, "%s%c%.*s", w ? " " : "", e.type, (int)e.len, e.ptr)
                 : e.type == '_' ? snprintf(shown + w, sizeof shown - w, "%s_", w ? " " : "")
                                 : snprintf(shown + w, sizeof shown - w, "%s%c%lld", w ? " " : "", e.type, e.num);
