@@ -21,10 +21,11 @@
  * and rebalance messages (absent = string), in log records and checkpoints,
  * and as Redis's RDB type byte in DUMP payloads (resp/rdb.c maps them:
  * RESP sees them only as LATTICE_OP_R_TYPE of lattice/ops.h, the same
- * numbers).  Numbers are stable: they are in rows, on the wire and on disk.  Only strings exist yet; the others
- * are reserved for the collection types (issue 35) - a store may hold them
- * (tests put them in through the store API), and every string command
- * answers WRONGTYPE (LATTICE_ERR_WRONGTYPE) on them. */
+ * numbers).  Numbers are stable: they are in rows, on the wire and on disk.
+ * The collection types' rows and commands are coll.c's and hash.c, list.c,
+ * set.c and zset.c's (docs/TYPES.md); every string command answers
+ * WRONGTYPE (LATTICE_ERR_WRONGTYPE) on them, and every collection command
+ * on a value of another type. */
 typedef enum lattice_value_type {
     LATTICE_TYPE_STRING = 0,
     LATTICE_TYPE_HASH = 1,
