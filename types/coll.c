@@ -11,6 +11,7 @@
  * (repl_out), so a copy applies it with exec_replicate_typed.
  */
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -326,7 +327,43 @@ void coll_empty_scan(coll_ctx *x)
 bool coll_is(const lattice_coll_arg *a, const char *s)
 {
     size_t n = strlen(s);
-    return a->len == n && strncasecmp(a->ptr, s, n) == 0;
+    const char *nul = memchr(a->ptr, 0, a->len); /* Redis's strcasecmp stops there */
+    size_t al = nul ? (size_t)(nul - (const char *)a->ptr) : a->len;
+    return al == n && strncasecmp(a->ptr, s, n) == 0;
+}
+
+bool coll_arg_ll(const lattice_coll_arg *a, long long *v)
+{
+    int64_t t;
+    if (!exec_parse_i64(a->ptr, a->len, &t)) return false;
+    *v = t;
+    return true;
+}
+
+bool coll_rand_args(coll_ctx *x, const char *with, bool *counted, long long *count, bool *with_set)
+{
+    *counted = x->argc >= 1;
+    *with_set = false;
+    *count = 0;
+    if (!*counted) return true;
+    if (!coll_arg_ll(&x->argv[0], count)) {
+        coll_error(x, COLL_ERR_NOT_INT);
+        return false;
+    }
+    if (*count < -LLONG_MAX) {
+        coll_error(x, COLL_ERR_LONG_RANGE);
+        return false;
+    }
+    if (x->argc > 2 || (x->argc == 2 && !coll_is(&x->argv[1], with))) {
+        coll_error(x, COLL_ERR_SYNTAX);
+        return false;
+    }
+    *with_set = x->argc == 2;
+    if (*with_set && (*count < -LLONG_MAX / 2 || *count > LLONG_MAX / 2)) {
+        coll_error(x, "ERR value is out of range");
+        return false;
+    }
+    return true;
 }
 
 bool coll_scan_options(coll_ctx *x, char **pattern, size_t *plen)
@@ -336,8 +373,8 @@ bool coll_scan_options(coll_ctx *x, char **pattern, size_t *plen)
     for (size_t i = 1; i < x->argc; i += 2) {
         size_t left = x->argc - i;
         if (coll_is(&x->argv[i], "count") && left >= 2) {
-            int64_t cnt;
-            if (!exec_parse_i64(x->argv[i + 1].ptr, x->argv[i + 1].len, &cnt)) {
+            long long cnt;
+            if (!coll_arg_ll(&x->argv[i + 1], &cnt)) {
                 coll_error(x, COLL_ERR_NOT_INT);
                 return false;
             }

@@ -61,6 +61,7 @@ void coll_double(coll_ctx *x, double d);
 void coll_arity_error(coll_ctx *x);
 #define COLL_ERR_SYNTAX "ERR syntax error"
 #define COLL_ERR_NOT_INT "ERR value is not an integer or out of range"
+#define COLL_ERR_LONG_RANGE "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
 
 /* Little-endian base-128 integers of the rows. */
 static inline size_t coll_varint_put(unsigned char *p, uint64_t v)
@@ -142,8 +143,15 @@ void zset_run(coll_ctx *x);
 bool coll_scan_cursor(coll_ctx *x);
 void coll_empty_scan(coll_ctx *x);
 bool coll_scan_options(coll_ctx *x, char **pattern, size_t *plen);
-/* The argument is s, case-insensitively (an option's name). */
+/* The argument is s, case-insensitively, up to a NUL it holds (an
+ * option's name as Redis's strcasecmp sees it). */
 bool coll_is(const lattice_coll_arg *a, const char *s);
+/* An integer argument (Redis's string2ll: the canonical int64 text). */
+bool coll_arg_ll(const lattice_coll_arg *a, long long *v);
+/* HRANDFIELD's and ZRANDMEMBER's [count [WITHVALUES|WITHSCORES]] (with the
+ * option's name), checked before the key as Redis: false when the reply is
+ * the error. */
+bool coll_rand_args(coll_ctx *x, const char *with, bool *counted, long long *count, bool *with_set);
 /* A random 64-bit number (xorshift, per thread): HRANDFIELD, SPOP ... */
 uint64_t coll_rand(void);
 

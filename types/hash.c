@@ -78,14 +78,6 @@ static hpair *load(coll_ctx *x, size_t extra, size_t *n)
     return decode(x, extra, n);
 }
 
-static bool arg_ll(const lattice_coll_arg *a, long long *v)
-{
-    int64_t t;
-    if (!exec_parse_i64(a->ptr, a->len, &t)) return false;
-    *v = t;
-    return true;
-}
-
 /* ---- writes ---- */
 
 /* HSET / HMSET field value [field value ...]: a field given twice takes its
@@ -172,7 +164,7 @@ static void hincrby(coll_ctx *x)
         coll_arity_error(x);
         return;
     }
-    if (!arg_ll(&x->argv[1], &incr)) {
+    if (!coll_arg_ll(&x->argv[1], &incr)) {
         coll_error(x, COLL_ERR_NOT_INT);
         return;
     }
@@ -180,7 +172,7 @@ static void hincrby(coll_ctx *x)
     hpair *v = load(x, 1, &n);
     if (!v) return;
     size_t k = find(v, n, x->argv[0].ptr, x->argv[0].len);
-    if (k < n && !arg_ll(&(lattice_coll_arg){v[k].v, v[k].vl}, &cur)) {
+    if (k < n && !coll_arg_ll(&(lattice_coll_arg){v[k].v, v[k].vl}, &cur)) {
         coll_error(x, "ERR hash value is not an integer");
         return;
     }
@@ -314,27 +306,9 @@ static void rand_pair(coll_ctx *x, const hpair *p, bool withvalues)
  * positive one distinct fields, the whole hash when it has no more. */
 static void hrandfield(coll_ctx *x)
 {
-    long long l = 0;
-    bool withvalues = false, counted = x->argc >= 1;
-    if (counted) {
-        if (!arg_ll(&x->argv[0], &l)) {
-            coll_error(x, COLL_ERR_NOT_INT);
-            return;
-        }
-        if (l < -LLONG_MAX) {
-            coll_error(x, "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807");
-            return;
-        }
-        if (x->argc > 2 || (x->argc == 2 && !coll_is(&x->argv[1], "withvalues"))) {
-            coll_error(x, COLL_ERR_SYNTAX);
-            return;
-        }
-        withvalues = x->argc == 2;
-        if (withvalues && (l < -LLONG_MAX / 2 || l > LLONG_MAX / 2)) {
-            coll_error(x, "ERR value is out of range");
-            return;
-        }
-    }
+    long long l;
+    bool withvalues, counted;
+    if (!coll_rand_args(x, "withvalues", &counted, &l, &withvalues)) return;
     size_t n;
     hpair *v = load(x, 0, &n);
     if (!v) return;

@@ -66,14 +66,6 @@ static bool store(coll_ctx *x, const elem *v, size_t n)
 
 static bool same(const elem *a, const elem *b) { return a->len == b->len && (!a->len || !memcmp(a->ptr, b->ptr, a->len)); }
 
-static bool arg_long(const elem *a, long long *v)
-{
-    int64_t t;
-    if (!exec_parse_i64(a->ptr, a->len, &t)) return false;
-    *v = t;
-    return true;
-}
-
 /* Redis's index arithmetic for LRANGE/LTRIM: [*start, *end] within n, or
  * false when the range is empty. */
 static bool clamp(long long start, long long end, size_t n, size_t *s, size_t *e)
@@ -130,7 +122,7 @@ static void pop(coll_ctx *x)
         coll_arity_error(x);
         return;
     }
-    if (counted && (!arg_long(&x->argv[0], &count) || count < 0)) {
+    if (counted && (!coll_arg_ll(&x->argv[0], &count) || count < 0)) {
         coll_error(x, ERR_RANGE);
         return;
     }
@@ -174,7 +166,7 @@ static void lset(coll_ctx *x)
         return;
     }
     long long idx;
-    if (!arg_long(&x->argv[0], &idx)) {
+    if (!coll_arg_ll(&x->argv[0], &idx)) {
         coll_error(x, COLL_ERR_NOT_INT);
         return;
     }
@@ -227,7 +219,7 @@ static void lrem(coll_ctx *x)
         coll_arity_error(x);
         return;
     }
-    if (!arg_long(&x->argv[0], &count)) {
+    if (!coll_arg_ll(&x->argv[0], &count)) {
         coll_error(x, COLL_ERR_NOT_INT);
         return;
     }
@@ -264,7 +256,7 @@ static elem *range_of(coll_ctx *x, size_t *n, long long *start, long long *end)
         coll_arity_error(x);
         return NULL;
     }
-    if (!arg_long(&x->argv[0], start) || !arg_long(&x->argv[1], end)) {
+    if (!coll_arg_ll(&x->argv[0], start) || !coll_arg_ll(&x->argv[1], end)) {
         coll_error(x, COLL_ERR_NOT_INT);
         return NULL;
     }
@@ -325,7 +317,7 @@ static void lindex(coll_ctx *x)
         return;
     }
     long long idx;
-    if (!arg_long(&x->argv[0], &idx)) {
+    if (!coll_arg_ll(&x->argv[0], &idx)) {
         coll_error(x, COLL_ERR_NOT_INT);
         return;
     }
@@ -346,13 +338,12 @@ static void lpos(coll_ctx *x)
     for (size_t j = 1; j < x->argc; j++) {
         bool more = j + 1 < x->argc;
         if (coll_is(&x->argv[j], "rank") && more) {
-            if (!arg_long(&x->argv[++j], &rank)) {
+            if (!coll_arg_ll(&x->argv[++j], &rank)) {
                 coll_error(x, COLL_ERR_NOT_INT);
                 return;
             }
             if (rank == LLONG_MIN) {
-                coll_error(x, "ERR value is out of range, value must between -9223372036854775807 and "
-                              "9223372036854775807");
+                coll_error(x, COLL_ERR_LONG_RANGE);
                 return;
             }
             if (rank == 0) {
@@ -361,12 +352,12 @@ static void lpos(coll_ctx *x)
                 return;
             }
         } else if (coll_is(&x->argv[j], "count") && more) {
-            if (!arg_long(&x->argv[++j], &count) || count < 0) {
+            if (!coll_arg_ll(&x->argv[++j], &count) || count < 0) {
                 coll_error(x, "ERR COUNT can't be negative");
                 return;
             }
         } else if (coll_is(&x->argv[j], "maxlen") && more) {
-            if (!arg_long(&x->argv[++j], &maxlen) || maxlen < 0) {
+            if (!coll_arg_ll(&x->argv[++j], &maxlen) || maxlen < 0) {
                 coll_error(x, "ERR MAXLEN can't be negative");
                 return;
             }

@@ -60,7 +60,6 @@
 #define SPOP_MOVE_STRATEGY_MUL 5      /* t_set.c: when SPOP builds a new set of what it keeps */
 #define SET_INDEX_WORK 256            /* lookups x members above which a format 2 lookup is hashed */
 #define SET_ERR_POSITIVE "ERR value is out of range, must be positive"
-#define SET_ERR_RANGE "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
 
 typedef struct smember {
     const char *p;
@@ -242,15 +241,6 @@ static void set_header(coll_ctx *x, size_t n) { coll_set(x, n); }
 
 static void bulk(coll_ctx *x, const smember *m) { coll_bulk(x, m->p, m->len); }
 
-/* The count argument (SRANDMEMBER, SPOP): false when not an integer. */
-static bool arg_ll(const lattice_coll_arg *a, long long *v)
-{
-    int64_t t;
-    if (!is_int(a->ptr, a->len, &t)) return false;
-    *v = t;
-    return true;
-}
-
 /* ---- writes ---- */
 
 /* SADD key member [member ...]: the number of members added, a member given
@@ -397,7 +387,7 @@ static void spop(coll_ctx *x, sset *s)
         return;
     }
     bool counted = x->argc == 1;
-    if (counted && (!arg_ll(&x->argv[0], &l) || l < 0)) {
+    if (counted && (!coll_arg_ll(&x->argv[0], &l) || l < 0)) {
         coll_error(x, SET_ERR_POSITIVE);
         return;
     }
@@ -476,12 +466,12 @@ static void srandmember(coll_ctx *x, sset *s)
     }
     bool counted = x->argc == 1;
     if (counted) {
-        if (!arg_ll(&x->argv[0], &l)) {
+        if (!coll_arg_ll(&x->argv[0], &l)) {
             coll_error(x, COLL_ERR_NOT_INT);
             return;
         }
         if (l < -LLONG_MAX) {
-            coll_error(x, SET_ERR_RANGE);
+            coll_error(x, COLL_ERR_LONG_RANGE);
             return;
         }
     }

@@ -66,7 +66,6 @@
 #define ERR_RANGE_FLOAT "ERR min or max is not a float"
 #define ERR_RANGE_LEX "ERR min or max not valid string range item"
 #define ERR_POSITIVE "ERR value is out of range, must be positive"
-#define ERR_LONG_RANGE "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
 
 typedef struct zent {
     double score;
@@ -216,23 +215,6 @@ static size_t find(const zindex *ix, const zent *v, size_t n, const char *m, siz
 }
 
 /* ---- arguments ---- */
-
-/* An option's name, as Redis's strcasecmp sees the argument (up to a NUL). */
-static bool is_opt(const lattice_coll_arg *a, const char *s)
-{
-    size_t n = strlen(s);
-    const char *nul = memchr(a->ptr, 0, a->len);
-    size_t al = nul ? (size_t)(nul - (const char *)a->ptr) : a->len;
-    return al == n && strncasecmp(a->ptr, s, n) == 0;
-}
-
-static bool arg_long(const lattice_coll_arg *a, long long *v)
-{
-    int64_t t;
-    if (!exec_parse_i64(a->ptr, a->len, &t)) return false;
-    *v = t;
-    return true;
-}
 
 /* The argument as a NUL-ended string in tmp (or an allocation *heap to lt_free). */
 static char *cstr(const lattice_coll_arg *a, char *tmp, size_t cap, char **heap)
@@ -450,12 +432,12 @@ static void zadd(coll_ctx *x)
     }
     for (; si < x->argc; si++) {
         const lattice_coll_arg *o = &x->argv[si];
-        if (is_opt(o, "nx")) f |= ZADD_NX;
-        else if (is_opt(o, "xx")) f |= ZADD_XX;
-        else if (is_opt(o, "ch")) ch = true;
-        else if (is_opt(o, "incr")) f |= ZADD_INCR;
-        else if (is_opt(o, "gt")) f |= ZADD_GT;
-        else if (is_opt(o, "lt")) f |= ZADD_LT;
+        if (coll_is(o, "nx")) f |= ZADD_NX;
+        else if (coll_is(o, "xx")) f |= ZADD_XX;
+        else if (coll_is(o, "ch")) ch = true;
+        else if (coll_is(o, "incr")) f |= ZADD_INCR;
+        else if (coll_is(o, "gt")) f |= ZADD_GT;
+        else if (coll_is(o, "lt")) f |= ZADD_LT;
         else break;
     }
     bool incr = f & ZADD_INCR, nx = f & ZADD_NX, xx = f & ZADD_XX, gt = f & ZADD_GT, lt = f & ZADD_LT;
@@ -584,6 +566,21 @@ static void zrem(coll_ctx *x)
     coll_int(x, (long long)deleted);
 }
 
+/* A score range (by_score) or a lex range from argv[0], argv[1]: false when
+ * the reply is the error (or r->status NOMEM). */
+static bool spec_of(coll_ctx *x, bool by_score, zspec *r)
+{
+    if (!by_score) {
+        if (parse_lex(&x->argv[0], &x->argv[1], r)) return true;
+        coll_error(x, ERR_RANGE_LEX);
+        return false;
+    }
+    int ok = parse_range(&x->argv[0], &x->argv[1], r);
+    if (ok < 0) x->r->status = LATTICE_ERR_NOMEM;
+    else if (!ok) coll_error(x, ERR_RANGE_FLOAT);
+    return ok > 0;
+}
+
 /* ZREMRANGEBYRANK start stop, ZREMRANGEBYSCORE min max, ZREMRANGEBYLEX
  * min max: the range first, then the key; the number removed. */
 static void zremrange(coll_ctx *x)
@@ -595,22 +592,11 @@ static void zremrange(coll_ctx *x)
     long long start = 0, end = 0;
     zspec r;
     if (x->cmd == LATTICE_COLL_ZREMRANGEBYRANK) {
-        if (!arg_long(&x->argv[0], &start) || !arg_long(&x->argv[1], &end)) {
+        if (!coll_arg_ll(&x->argv[0], &start) || !coll_arg_ll(&x->argv[1], &end)) {
             coll_error(x, COLL_ERR_NOT_INT);
             return;
         }
-    } else if (x->cmd == LATTICE_COLL_ZREMRANGEBYSCORE) {
-        int ok = parse_range(&x->argv[0], &x->argv[1], &r);
-        if (ok < 0) {
-            x->r->status = LATTICE_ERR_NOMEM;
-            return;
-        }
-        if (!ok) {
-            coll_error(x, ERR_RANGE_FLOAT);
-            return;
-        }
-    } else if (!parse_lex(&x->argv[0], &x->argv[1], &r)) {
-        coll_error(x, ERR_RANGE_LEX);
+    } else if (!spec_of(x, x->cmd == LATTICE_COLL_ZREMRANGEBYSCORE, &r)) {
         return;
     }
     size_t n, s = 0, cnt = 0;
@@ -641,7 +627,7 @@ static void zpop(coll_ctx *x)
         coll_error(x, COLL_ERR_SYNTAX);
         return;
     }
-    if (counted && (!arg_long(&x->argv[0], &count) || count < 0)) {
+    if (counted && (!coll_arg_ll(&x->argv[0], &count) || count < 0)) {
         coll_error(x, ERR_POSITIVE);
         return;
     }
@@ -732,20 +718,7 @@ static void zcount(coll_ctx *x)
         return;
     }
     zspec r;
-    if (x->cmd == LATTICE_COLL_ZCOUNT) {
-        int ok = parse_range(&x->argv[0], &x->argv[1], &r);
-        if (ok < 0) {
-            x->r->status = LATTICE_ERR_NOMEM;
-            return;
-        }
-        if (!ok) {
-            coll_error(x, ERR_RANGE_FLOAT);
-            return;
-        }
-    } else if (!parse_lex(&x->argv[0], &x->argv[1], &r)) {
-        coll_error(x, ERR_RANGE_LEX);
-        return;
-    }
+    if (!spec_of(x, x->cmd == LATTICE_COLL_ZCOUNT, &r)) return;
     size_t n, s;
     zent *v = load(x, 0, &n);
     if (v) coll_int(x, (long long)forward_range(v, n, &r, &s));
@@ -777,19 +750,19 @@ static void zrange(coll_ctx *x)
     for (size_t j = 2; j < x->argc; j++) {
         size_t left = x->argc - j - 1;
         const lattice_coll_arg *o = &x->argv[j];
-        if (is_opt(o, "withscores")) {
+        if (coll_is(o, "withscores")) {
             withscores = true;
-        } else if (is_opt(o, "limit") && left >= 2) {
-            if (!arg_long(&x->argv[j + 1], &offset) || !arg_long(&x->argv[j + 2], &limit)) {
+        } else if (coll_is(o, "limit") && left >= 2) {
+            if (!coll_arg_ll(&x->argv[j + 1], &offset) || !coll_arg_ll(&x->argv[j + 2], &limit)) {
                 coll_error(x, COLL_ERR_NOT_INT);
                 return;
             }
             j += 2;
-        } else if (dir == DIR_AUTO && is_opt(o, "rev")) {
+        } else if (dir == DIR_AUTO && coll_is(o, "rev")) {
             dir = DIR_REVERSE;
-        } else if (by == BY_AUTO && is_opt(o, "bylex")) {
+        } else if (by == BY_AUTO && coll_is(o, "bylex")) {
             by = BY_LEX;
-        } else if (by == BY_AUTO && is_opt(o, "byscore")) {
+        } else if (by == BY_AUTO && coll_is(o, "byscore")) {
             by = BY_SCORE;
         } else {
             coll_error(x, COLL_ERR_SYNTAX);
@@ -815,7 +788,7 @@ static void zrange(coll_ctx *x)
     long long start = 0, end = 0;
     zspec r;
     if (by == BY_RANK) {
-        if (!arg_long(amin, &start) || !arg_long(amax, &end)) {
+        if (!coll_arg_ll(amin, &start) || !coll_arg_ll(amax, &end)) {
             coll_error(x, COLL_ERR_NOT_INT);
             return;
         }
@@ -880,27 +853,9 @@ static void zrange(coll_ctx *x)
  * set's order otherwise (Redis's listpack sampling). */
 static void zrandmember(coll_ctx *x)
 {
-    long long l = 0;
-    bool withscores = false, counted = x->argc >= 1;
-    if (counted) {
-        if (!arg_long(&x->argv[0], &l)) {
-            coll_error(x, COLL_ERR_NOT_INT);
-            return;
-        }
-        if (l < -LLONG_MAX) {
-            coll_error(x, ERR_LONG_RANGE);
-            return;
-        }
-        if (x->argc > 2 || (x->argc == 2 && !is_opt(&x->argv[1], "withscores"))) {
-            coll_error(x, COLL_ERR_SYNTAX);
-            return;
-        }
-        withscores = x->argc == 2;
-        if (withscores && (l < -LLONG_MAX / 2 || l > LLONG_MAX / 2)) {
-            coll_error(x, "ERR value is out of range");
-            return;
-        }
-    }
+    long long l;
+    bool withscores, counted;
+    if (!coll_rand_args(x, "withscores", &counted, &l, &withscores)) return;
     size_t n;
     zent *v = load(x, 0, &n);
     if (!v) return;
