@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/base.h"
 #include "coll_int.h"
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
@@ -216,6 +217,61 @@ unsigned char *coll_row_start(coll_ctx *x, uint8_t format, size_t count, size_t 
     }
     p[0] = format;
     return p + 1 + coll_varint_put(p + 1, count);
+}
+
+/* ---- the per-command index ---- */
+
+static size_t slot_of(const void *p, size_t n)
+{
+    uint64_t h = lt_fnv1a(p, n);
+    return (size_t)(h ^ (h >> 29));
+}
+
+bool coll_index_build(coll_ctx *x, coll_index *ix, const void *tab, size_t n, size_t cap, coll_key_fn key)
+{
+    size_t size = 16;
+    while (size / 2 < cap) {
+        if (size > SIZE_MAX / 4 / sizeof *ix->slot) {
+            x->r->status = LATTICE_ERR_NOMEM;
+            return false;
+        }
+        size *= 2;
+    }
+    if (!(ix->slot = lt_calloc(size, sizeof *ix->slot))) {
+        x->r->status = LATTICE_ERR_NOMEM;
+        return false;
+    }
+    ix->mask = size - 1;
+    for (size_t i = 0; i < n; i++) coll_index_add(ix, tab, i, key);
+    return true;
+}
+
+void coll_index_add(coll_index *ix, const void *tab, size_t i, coll_key_fn key)
+{
+    coll_bytes b = key(tab, i);
+    size_t k = slot_of(b.p, b.n) & ix->mask;
+    while (ix->slot[k]) k = (k + 1) & ix->mask;
+    ix->slot[k] = i + 1;
+}
+
+static bool same_bytes(coll_bytes b, const void *p, size_t len) { return b.n == len && (!len || !memcmp(b.p, p, len)); }
+
+size_t coll_index_find(const coll_index *ix, const void *tab, size_t n, const void *p, size_t len, coll_key_fn key)
+{
+    if (ix && ix->slot) {
+        for (size_t k = slot_of(p, len) & ix->mask; ix->slot[k]; k = (k + 1) & ix->mask)
+            if (same_bytes(key(tab, ix->slot[k] - 1), p, len)) return ix->slot[k] - 1;
+        return n;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (same_bytes(key(tab, i), p, len)) return i;
+    return n;
+}
+
+void coll_index_free(coll_index *ix)
+{
+    lt_free(ix->slot);
+    ix->slot = NULL;
 }
 
 /* ---- the reply ---- */

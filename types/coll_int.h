@@ -128,6 +128,29 @@ static inline unsigned char *coll_item_put(unsigned char *p, const void *b, size
     return p + n;
 }
 
+/* A hash index of a command's table of elements (slot: i + 1, 0 empty),
+ * for a command that looks many elements up in a big collection (SADD of
+ * many members, HSET of many fields ...): key(tab, i) gives element i's
+ * bytes.  coll_index_worth says whether lookups in a table of n pays for
+ * building one; coll_index_build makes one with room for cap elements
+ * (false: r->status NOMEM); coll_index_find answers the first element of
+ * those bytes along its probe chain, or n (with no index: a linear scan). */
+typedef struct coll_index {
+    size_t *slot; /* NULL: no index */
+    size_t mask;
+} coll_index;
+typedef struct coll_bytes {
+    const char *p;
+    size_t n;
+} coll_bytes;
+typedef coll_bytes (*coll_key_fn)(const void *tab, size_t i);
+#define COLL_INDEX_WORK 256 /* lookups x elements above which lookups are hashed */
+static inline bool coll_index_worth(size_t lookups, size_t n) { return lookups >= 2 && lookups * (n + 1) > COLL_INDEX_WORK; }
+bool coll_index_build(coll_ctx *x, coll_index *ix, const void *tab, size_t n, size_t cap, coll_key_fn key);
+void coll_index_add(coll_index *ix, const void *tab, size_t i, coll_key_fn key);
+size_t coll_index_find(const coll_index *ix, const void *tab, size_t n, const void *p, size_t len, coll_key_fn key);
+void coll_index_free(coll_index *ix);
+
 /* The commands of each type: hash.c (LATTICE_COLL_H*), list.c (L*, R*),
  * set.c (S*), zset.c (Z*). */
 void hash_run(coll_ctx *x);

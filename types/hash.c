@@ -11,7 +11,8 @@
  * bytes), in insertion order - the order Redis's listpack keeps, so a small
  * hash lists its fields as Redis lists them.  Overwriting a field keeps its
  * place; a new field goes last.  Every command reads the whole row and a
- * write writes it again: O(fields) per command.
+ * write writes it again: O(fields) per command; a command of many fields
+ * (HSET, HMGET, HDEL) finds them through a hash index built for it.
  */
 #include <limits.h>
 #include <math.h>
@@ -51,11 +52,20 @@ static hpair *decode(coll_ctx *x, size_t extra, size_t *n)
     return v;
 }
 
-static size_t find(const hpair *v, size_t n, const void *f, size_t fl)
+static coll_bytes hkey(const void *tab, size_t i)
 {
-    for (size_t i = 0; i < n; i++)
-        if (v[i].fl == fl && (fl == 0 || memcmp(v[i].f, f, fl) == 0)) return i;
-    return n;
+    const hpair *v = tab;
+    return (coll_bytes){v[i].f, v[i].fl};
+}
+
+static size_t find(const hpair *v, size_t n, const void *f, size_t fl) { return coll_index_find(NULL, v, n, f, fl, hkey); }
+
+/* An index of v[0..n) when `lookups` of them pay for one (room for cap
+ * fields); false: memory short (r->status). */
+static bool index_of(coll_ctx *x, coll_index *ix, const hpair *v, size_t n, size_t lookups, size_t cap)
+{
+    ix->slot = NULL;
+    return !coll_index_worth(lookups, n) || coll_index_build(x, ix, v, n, cap, hkey);
 }
 
 /* Writes v[0..n) as the key's row, or removes the key when n is 0. */
@@ -90,17 +100,20 @@ static void hset(coll_ctx *x)
     }
     size_t n, created = 0;
     hpair *v = load(x, x->argc / 2, &n);
-    if (!v) return;
+    coll_index ix;
+    if (!v || !index_of(x, &ix, v, n, x->argc / 2, n + x->argc / 2)) return;
     for (size_t i = 0; i < x->argc; i += 2) {
         const lattice_coll_arg *f = &x->argv[i], *val = &x->argv[i + 1];
-        size_t k = find(v, n, f->ptr, f->len);
+        size_t k = coll_index_find(&ix, v, n, f->ptr, f->len, hkey);
         if (k == n) {
             v[n++] = (hpair){f->ptr, NULL, f->len, 0};
+            if (ix.slot) coll_index_add(&ix, v, k, hkey);
             created++;
         }
         v[k].v = val->ptr;
         v[k].vl = val->len;
     }
+    coll_index_free(&ix);
     if (!store(x, v, n)) return;
     x->r->num = (int64_t)created;
     if (x->cmd == LATTICE_COLL_HMSET) coll_simple(x, "OK");
@@ -135,14 +148,19 @@ static void hdel(coll_ctx *x)
     }
     size_t n, deleted = 0;
     hpair *v = load(x, 0, &n);
-    if (!v) return;
-    for (size_t i = 0; i < x->argc && n; i++) {
-        size_t k = find(v, n, x->argv[i].ptr, x->argv[i].len);
+    coll_index ix;
+    if (!v || !index_of(x, &ix, v, n, x->argc, n)) return;
+    for (size_t i = 0; i < x->argc; i++) {
+        size_t k = coll_index_find(&ix, v, n, x->argv[i].ptr, x->argv[i].len, hkey);
         if (k == n) continue;
-        memmove(&v[k], &v[k + 1], (n - k - 1) * sizeof *v);
-        n--;
+        v[k].fl = SIZE_MAX; /* gone: no lookup matches it; compacted below */
         deleted++;
     }
+    coll_index_free(&ix);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].fl != SIZE_MAX) v[kept++] = v[i];
+    n = kept;
     if (deleted && !store(x, v, n)) return;
     x->r->num = (int64_t)deleted;
     coll_int(x, (long long)deleted);
@@ -248,13 +266,15 @@ static void hmget(coll_ctx *x)
     }
     size_t n;
     hpair *v = load(x, 0, &n);
-    if (!v) return;
+    coll_index ix;
+    if (!v || !index_of(x, &ix, v, n, x->argc, n)) return;
     coll_array(x, x->argc);
     for (size_t i = 0; i < x->argc; i++) {
-        size_t k = find(v, n, x->argv[i].ptr, x->argv[i].len);
+        size_t k = coll_index_find(&ix, v, n, x->argv[i].ptr, x->argv[i].len, hkey);
         if (k < n) coll_bulk(x, v[k].v, v[k].vl);
         else coll_null(x);
     }
+    coll_index_free(&ix);
 }
 
 /* HLEN, HSTRLEN, HEXISTS: one integer. */

@@ -58,7 +58,6 @@
 #define SET_ROW_MEMBERS 2
 #define SET_MAX_INTSET 512            /* Redis's set-max-intset-entries default */
 #define SPOP_MOVE_STRATEGY_MUL 5      /* t_set.c: when SPOP builds a new set of what it keeps */
-#define SET_INDEX_WORK 256            /* lookups x members above which a format 2 lookup is hashed */
 #define SET_ERR_POSITIVE "ERR value is out of range, must be positive"
 
 typedef struct smember {
@@ -73,8 +72,7 @@ typedef struct sset {
     smember *v;   /* in coll_items, with room for the members a command may add */
     size_t n;
     int fmt;      /* SET_ROW_INTS or SET_ROW_MEMBERS; 0: the key is absent */
-    size_t *slot; /* format 2: a hash index of v (i + 1 per slot, 0 empty), or NULL */
-    size_t mask;
+    coll_index ix; /* format 2: a hash index of v, or none */
 } sset;
 
 /* A member Redis's intset can hold: the canonical text of an int64. */
@@ -161,19 +159,10 @@ static size_t compact(sset *s)
 
 /* ---- lookups ---- */
 
-static uint64_t mhash(const void *p, size_t n)
+static coll_bytes skey(const void *tab, size_t i)
 {
-    const unsigned char *b = p;
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h ^ (h >> 29);
-}
-
-static void index_put(sset *s, size_t i)
-{
-    size_t h = (size_t)mhash(s->v[i].p, s->v[i].len) & s->mask;
-    while (s->slot[h]) h = (h + 1) & s->mask;
-    s->slot[h] = i + 1;
+    const smember *v = tab;
+    return (coll_bytes){v[i].p, v[i].len};
 }
 
 /* A format 2 set about to be looked up `lookups` times while it grows to
@@ -181,23 +170,8 @@ static void index_put(sset *s, size_t i)
  * memory short (r->status). */
 static bool maybe_index(coll_ctx *x, sset *s, size_t lookups, size_t room)
 {
-    if (s->fmt != SET_ROW_MEMBERS || s->slot || lookups < 2 || room < 8 || room <= SET_INDEX_WORK / lookups)
-        return true;
-    size_t cap = 16;
-    while (cap / 2 < room) {
-        if (cap > SIZE_MAX / 4 / sizeof *s->slot) {
-            x->r->status = LATTICE_ERR_NOMEM;
-            return false;
-        }
-        cap *= 2;
-    }
-    if (!(s->slot = lt_calloc(cap, sizeof *s->slot))) {
-        x->r->status = LATTICE_ERR_NOMEM;
-        return false;
-    }
-    s->mask = cap - 1;
-    for (size_t i = 0; i < s->n; i++) index_put(s, i);
-    return true;
+    if (s->fmt != SET_ROW_MEMBERS || s->ix.slot || !coll_index_worth(lookups, room)) return true;
+    return coll_index_build(x, &s->ix, s->v, s->n, room, skey);
 }
 
 /* The position of the member (p, len) in s (marked ones included), or s->n. */
@@ -214,16 +188,7 @@ static size_t sfind(const sset *s, const void *p, size_t len)
         }
         return lo < s->n && s->v[lo].v == v ? lo : s->n;
     }
-    if (s->slot) {
-        for (size_t h = (size_t)mhash(p, len) & s->mask; s->slot[h]; h = (h + 1) & s->mask) {
-            const smember *m = &s->v[s->slot[h] - 1];
-            if (m->len == len && (len == 0 || memcmp(m->p, p, len) == 0)) return s->slot[h] - 1;
-        }
-        return s->n;
-    }
-    for (size_t i = 0; i < s->n; i++)
-        if (s->v[i].len == len && (len == 0 || memcmp(s->v[i].p, p, len) == 0)) return i;
-    return s->n;
+    return coll_index_find(&s->ix, s->v, s->n, p, len, skey); /* linear without an index */
 }
 
 static bool has(const sset *s, const lattice_coll_arg *a)
@@ -279,7 +244,7 @@ static void sadd(coll_ctx *x, sset *s)
             const lattice_coll_arg *a = &x->argv[i];
             if (sfind(s, a->ptr, a->len) < s->n) continue;
             s->v[s->n] = (smember){a->ptr, a->len, 0, false};
-            if (s->slot) index_put(s, s->n);
+            if (s->ix.slot) coll_index_add(&s->ix, s->v, s->n, skey);
             s->n++;
         }
         n = s->n;
@@ -548,5 +513,5 @@ void set_run(coll_ctx *x)
     case LATTICE_COLL_SSCAN: sscan(x, &s); break;
     default: x->r->status = LATTICE_ERR_INVAL; break;
     }
-    lt_free(s.slot);
+    coll_index_free(&s.ix);
 }

@@ -59,7 +59,6 @@
 #include "lattice/alloc.h"
 
 #define ZSET_ROW_SORTED 1
-#define ZSET_INDEX_WORK 256     /* lookups x members above which lookups are hashed */
 #define ZRANDMEMBER_SUB_MUL 3   /* t_zset.c's ZRANDMEMBER_SUB_STRATEGY_MUL */
 #define ERR_FLOAT "ERR value is not a valid float"
 #define ERR_NAN "ERR resulting score is not a number (NaN)"
@@ -161,57 +160,25 @@ static int ecmp(const void *pa, const void *pb)
     return mcmp(a->m, a->ml, b->m, b->ml);
 }
 
-/* A hash index of a table's members (slot: i + 1, 0 empty), for commands
- * that look many members up in a big set. */
-typedef struct zindex {
-    size_t *slot;
-    size_t mask;
-} zindex;
-
-static uint64_t hash_bytes(const char *p, size_t n)
+static coll_bytes zkey(const void *tab, size_t i)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
+    const zent *v = tab;
+    return (coll_bytes){v[i].m, v[i].ml};
 }
 
-static void index_add(zindex *ix, const zent *v, size_t i)
-{
-    size_t k = (size_t)hash_bytes(v[i].m, v[i].ml) & ix->mask;
-    while (ix->slot[k]) k = (k + 1) & ix->mask;
-    ix->slot[k] = i + 1;
-}
-
-/* Builds an index of v[0..n) with room for cap members when lookups x n is
- * large; false (NOMEM) only when memory is short.  ix->slot NULL: linear. */
-static bool index_build(coll_ctx *x, zindex *ix, const zent *v, size_t n, size_t lookups, size_t cap)
+/* An index of v[0..n) with room for cap members when lookups pay for it
+ * (ix->slot NULL: linear); false (NOMEM) only when memory is short. */
+static bool index_build(coll_ctx *x, coll_index *ix, const zent *v, size_t n, size_t lookups, size_t cap)
 {
     ix->slot = NULL;
-    if (lookups < 2 || lookups * (n + 1) <= ZSET_INDEX_WORK) return true;
-    size_t size = 16;
-    while (size < 2 * cap) size *= 2;
-    if (!(ix->slot = lt_calloc(size, sizeof *ix->slot))) {
-        x->r->status = LATTICE_ERR_NOMEM;
-        return false;
-    }
-    ix->mask = size - 1;
-    for (size_t i = 0; i < n; i++) index_add(ix, v, i);
-    return true;
+    return !coll_index_worth(lookups, n) || coll_index_build(x, ix, v, n, cap, zkey);
 }
 
 /* The member's place in v[0..n) (not removed), or n. */
-static size_t find(const zindex *ix, const zent *v, size_t n, const char *m, size_t ml)
+static size_t find(const coll_index *ix, const zent *v, size_t n, const char *m, size_t ml)
 {
-    if (ix && ix->slot) {
-        for (size_t k = (size_t)hash_bytes(m, ml) & ix->mask; ix->slot[k]; k = (k + 1) & ix->mask) {
-            size_t i = ix->slot[k] - 1;
-            if (v[i].ml == ml && (!ml || !memcmp(v[i].m, m, ml))) return v[i].gone ? n : i;
-        }
-        return n;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (!v[i].gone && v[i].ml == ml && (!ml || !memcmp(v[i].m, m, ml))) return i;
-    return n;
+    size_t i = coll_index_find(ix, v, n, m, ml, zkey);
+    return i < n && v[i].gone ? n : i;
 }
 
 /* ---- arguments ---- */
@@ -477,13 +444,13 @@ static void zadd(coll_ctx *x)
     size_t added = 0, updated = 0, processed = 0;
     double score = 0;
     if (x->found || !xx) {
-        zindex ix;
+        coll_index ix;
         if (!index_build(x, &ix, v, n, elements, n + elements)) return;
         for (size_t j = 0; j < elements; j++) {
             const lattice_coll_arg *m = &x->argv[si + 2 * j + 1];
             double s;
             if (parse_score(&x->argv[si + 2 * j], &s) != 1) { /* checked above: only memory can fail */
-                lt_free(ix.slot);
+                coll_index_free(&ix);
                 x->r->status = LATTICE_ERR_NOMEM;
                 return;
             }
@@ -494,7 +461,7 @@ static void zadd(coll_ctx *x)
                 if (incr) {
                     s += cur;
                     if (isnan(s)) {
-                        lt_free(ix.slot);
+                        coll_index_free(&ix);
                         coll_error(x, ERR_NAN);
                         return;
                     }
@@ -508,14 +475,14 @@ static void zadd(coll_ctx *x)
                 }
             } else if (!xx) {
                 v[n] = (zent){s, m->ptr, m->len, false};
-                if (ix.slot) index_add(&ix, v, n);
+                if (ix.slot) coll_index_add(&ix, v, n, zkey);
                 n++;
                 added++;
                 processed++;
                 score = s;
             }
         }
-        lt_free(ix.slot);
+        coll_index_free(&ix);
     }
     if (added || updated) {
         qsort(v, n, sizeof *v, ecmp);
@@ -551,7 +518,7 @@ static void zrem(coll_ctx *x)
     if (!v) return;
     size_t deleted = 0;
     if (x->found) {
-        zindex ix;
+        coll_index ix;
         if (!index_build(x, &ix, v, n, x->argc, n)) return;
         for (size_t j = 0; j < x->argc && deleted < n; j++) {
             size_t i = find(&ix, v, n, x->argv[j].ptr, x->argv[j].len);
@@ -559,7 +526,7 @@ static void zrem(coll_ctx *x)
             v[i].gone = true;
             deleted++;
         }
-        lt_free(ix.slot);
+        coll_index_free(&ix);
     }
     if (deleted && !store(x, v, compact(v, n))) return;
     x->r->num = (long long)deleted;
@@ -685,7 +652,7 @@ static void zmscore(coll_ctx *x)
     size_t n;
     zent *v = load(x, 0, &n);
     if (!v) return;
-    zindex ix;
+    coll_index ix;
     if (!index_build(x, &ix, v, n, x->argc, n)) return;
     coll_array(x, x->argc);
     for (size_t j = 0; j < x->argc; j++) {
@@ -693,7 +660,7 @@ static void zmscore(coll_ctx *x)
         if (i < n) coll_double(x, v[i].score);
         else coll_null(x);
     }
-    lt_free(ix.slot);
+    coll_index_free(&ix);
 }
 
 static void zrank(coll_ctx *x)

@@ -205,6 +205,42 @@ START_TEST(refused_before_anything_is_read)
 }
 END_TEST
 
+/* Commands of many fields find them through an index (coll_index): the
+ * same answers as one at a time, duplicates within one command included. */
+START_TEST(many_fields_in_one_command)
+{
+    enum { N = 3000 };
+    cache.cfg.max_value_bytes = 1u << 20;
+    static char names[N][8];
+    static lattice_coll_arg a[2 * N + 2];
+    static char buf[1 << 17];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "f%d", i);
+        a[2 * i] = (lattice_coll_arg){names[i], strlen(names[i])};
+        a[2 * i + 1] = (lattice_coll_arg){names[i], strlen(names[i])};
+    }
+    a[2 * N] = a[0]; /* f0 again: its last value wins, counted once */
+    a[2 * N + 1] = (lattice_coll_arg){"last", 4};
+    size_t len = lattice_coll_pack(buf, sizeof buf, a, 2 * N + 2);
+    ck_assert_uint_gt(len, 0);
+    exec_in in = {LATTICE_OP_COLL_WRITE, 0, part("big"), "big", 3, buf, len, LATTICE_COLL_HSET, 0};
+    lattice_op_result r;
+    exec_local(&cache, &in, &scratch, &r, &last_repl);
+    SHOWS(r, ":3000");
+    SHOWS(run(LATTICE_COLL_HLEN, "big", NULL), ":3000");
+    SHOWS(run(LATTICE_COLL_HMGET, "big", "f0", "f2999", "nope", "f1500", NULL), "*4 $last $f2999 _ $f1500");
+    /* HDEL of every other field, each named twice */
+    static lattice_coll_arg d[N];
+    for (int i = 0; i < N / 2; i++) d[2 * i] = d[2 * i + 1] = (lattice_coll_arg){names[2 * i], strlen(names[2 * i])};
+    len = lattice_coll_pack(buf, sizeof buf, d, N);
+    in = (exec_in){LATTICE_OP_COLL_WRITE, 0, part("big"), "big", 3, buf, len, LATTICE_COLL_HDEL, 0};
+    exec_local(&cache, &in, &scratch, &r, &last_repl);
+    SHOWS(r, ":1500");
+    SHOWS(run(LATTICE_COLL_HLEN, "big", NULL), ":1500");
+    SHOWS(run(LATTICE_COLL_HMGET, "big", "f0", "f1", "f2998", "f2999", NULL), "*4 _ $f1 _ $f2999");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("types_hash");
@@ -218,6 +254,7 @@ int main(void)
     tcase_add_test(t, a_copy_applies_the_row_and_answers_the_same);
     tcase_add_test(t, writes_keep_the_expiry);
     tcase_add_test(t, refused_before_anything_is_read);
+    tcase_add_test(t, many_fields_in_one_command);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }
