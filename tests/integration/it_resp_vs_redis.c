@@ -2197,8 +2197,8 @@ static const char *const zset_script[] = {
     "ZPOPMAX zs:p -1", "ZPOPMAX zs:p x", "ZPOPMIN zs:p 1 2", "ZPOPMAX zs:p 10", "EXISTS zs:p", "ZPOPMIN zs:p",
     "ZPOPMIN zs:p 3", "ZPOPMAX zs:nokey", "ZPOPMIN zs:nokey 0", "ZPOPMIN",
     /* ZSCAN: the whole set, cursor 0, scores as the listpack holds them */
-    "ZADD zs:sc 1 a 2.5 b 1e17 big 1e19 bigger -0 e 4611686018427387904 p62 4611686018427387903 p62m -1e17 nbig "
-    "0.1 d inf f -inf g",
+    ("ZADD zs:sc 1 a 2.5 b 1e17 big 1e19 bigger -0 e 4611686018427387904 p62 4611686018427387903 p62m -1e17 nbig "
+     "0.1 d inf f -inf g"),
     "ZSCAN zs:sc 0", "ZSCAN zs:sc 0 COUNT 1", "ZSCAN zs:sc 0 MATCH b*", "ZSCAN zs:sc 0 match *g*",
     "ZSCAN zs:sc 0 MATCH x*", "ZSCAN zs:sc 0 MATCH * COUNT 10", "ZSCAN zs:sc x", "ZSCAN zs:sc 18446744073709551616",
     "ZSCAN zs:sc 0 COUNT 0", "ZSCAN zs:sc 0 COUNT -1", "ZSCAN zs:sc 0 COUNT x", "ZSCAN zs:sc 0 MATCH",
