@@ -100,6 +100,13 @@ static const struct lattice_resp_cmd cluster_subs[] = {
      {"stale", "@slow", "", "", ""}},
 };
 
+static const struct lattice_resp_cmd memory_subs[] = {
+    {"memory|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
+     {"loading stale", "@slow", "", "", ""}},
+    {"memory|usage", LATTICE_RESP_CMD_MEMORY_USAGE, -3, R, 2, 2, 1, NULL, 0,
+     {"readonly", "@read @slow", "", "RO", ""}},
+};
+
 static const struct lattice_resp_cmd object_subs[] = {
     {"object|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
      {"loading stale", "@keyspace @slow", "", "", ""}},
@@ -200,6 +207,8 @@ static const struct lattice_resp_cmd table[] = {
     {"restore", LATTICE_RESP_CMD_RESTORE, -4, W | OOM, 1, 1, 1, NULL, 0,
      {"write denyoom", "@keyspace @write @slow @dangerous", "", "OW update", ""}},
     {"object", LATTICE_RESP_CMD_OBJECT, -2, CT, 0, 0, 0, object_subs, N_OF(object_subs),
+     {"", "@slow", "", "", ""}},
+    {"memory", LATTICE_RESP_CMD_MEMORY, -2, CT, 0, 0, 0, memory_subs, N_OF(memory_subs),
      {"", "@slow", "", "", ""}},
     {"ping", LATTICE_RESP_CMD_PING, -1, F, 0, 0, 0, NULL, 0,
      {"fast", "@fast @connection", "request_policy:all_shards response_policy:all_succeeded", "", ""}},

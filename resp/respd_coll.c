@@ -93,26 +93,29 @@ static const uint8_t coll_of[LATTICE_RESP_CMD_ID_COUNT_] = {
     [LATTICE_RESP_CMD_ZPOPMAX] = LATTICE_COLL_ZPOPMAX,
 };
 
+bool respd_coll_op(batch *b, ent *e, int cmd, const lattice_resp_arg *key, const lattice_resp_arg *args, size_t n)
+{
+    lattice_coll_arg *a = lt_malloc((n ? n : 1) * sizeof *a);
+    unsigned char *p = NULL;
+    bool ok = a != NULL;
+    for (size_t i = 0; ok && i < n; i++) a[i] = (lattice_coll_arg){args[i].ptr, args[i].len};
+    size_t len = ok ? lattice_coll_packed_len(a, n) : 0;
+    ok = ok && (p = lt_malloc(len)) != NULL && lattice_coll_pack(p, len, a, n) == len;
+    if (ok) {
+        lattice_resp_arg packed = {(const char *)p, len};
+        ok = respd_op_add(b, e, lattice_coll_is_write(cmd) ? LATTICE_OP_COLL_WRITE : LATTICE_OP_COLL_READ, 0, key,
+                          &packed, cmd, 0);
+    }
+    lt_free(p);
+    lt_free(a);
+    return ok;
+}
+
 cmd_outcome respd_coll_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
 {
     ent *e = respd_ent_new(b, id);
     if (!e) return b->n_ents ? CMD_BATCHED : CMD_DONE; /* out of memory: the batch fails as a whole */
-    size_t n = argc - 2;
-    lattice_coll_arg *a = lt_malloc((n ? n : 1) * sizeof *a);
-    unsigned char *p = NULL;
-    bool ok = a != NULL;
-    for (size_t i = 0; ok && i < n; i++) a[i] = (lattice_coll_arg){argv[2 + i].ptr, argv[2 + i].len};
-    size_t len = ok ? lattice_coll_packed_len(a, n) : 0;
-    ok = ok && (p = lt_malloc(len)) != NULL && lattice_coll_pack(p, len, a, n) == len;
-    if (ok) {
-        lattice_coll_cmd cmd = (lattice_coll_cmd)coll_of[id];
-        lattice_resp_arg packed = {(const char *)p, len};
-        ok = respd_op_add(b, e, lattice_coll_is_write(cmd) ? LATTICE_OP_COLL_WRITE : LATTICE_OP_COLL_READ, 0,
-                          &argv[1], &packed, cmd, 0);
-    }
-    lt_free(p);
-    lt_free(a);
-    if (ok) return CMD_BATCHED;
+    if (respd_coll_op(b, e, coll_of[id], &argv[1], argv + 2, argc - 2)) return CMD_BATCHED;
     b->n_ops = e->first;
     b->n_ents--;
     return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");

@@ -194,7 +194,8 @@ struct lattice_respd {
     atomic_llong slow_slower_than, slow_max_len;
     /* Redis's encoding thresholds (CONFIG SET/GET hash-max-listpack-entries
      * ...: respd_immediate.c's enc_params, in its order): accepted, kept and
-     * reported; a collection's row does not depend on them (docs/TYPES.md). */
+     * reported; OBJECT ENCODING sends four of them to the primary, and a
+     * collection's row does not depend on them (docs/TYPES.md). */
     atomic_llong enc[7];
     pthread_mutex_t slow_lock;
     struct respd_slow *slow_head, *slow_tail;
@@ -253,7 +254,7 @@ cmd_outcome respd_str_command(batch *b, lattice_resp_cmd_id id, size_t argc, con
 void respd_str_reply(lattice_resp_out *o, const batch *b, const ent *e);
 
 /* respd_rmw.c: SETRANGE, SETBIT, INCRBYFLOAT, DUMP, RESTORE and OBJECT's
- * key subcommands (SETRANGE ... OBJECT_FREQ in lattice_resp_cmd_id), as
+ * key subcommands (SETRANGE ... MEMORY_USAGE in lattice_resp_cmd_id), as
  * respd_str.c's; respd_object_help answers OBJECT HELP. */
 bool respd_is_rmw_command(lattice_resp_cmd_id id);
 cmd_outcome respd_rmw_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv);
@@ -264,6 +265,9 @@ void respd_object_help(lattice_resp_out *o);
 bool respd_is_coll_command(lattice_resp_cmd_id id);
 cmd_outcome respd_coll_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv);
 void respd_coll_reply(lattice_resp_out *o, const batch *b, const ent *e);
+/* Adds entry e's op: collection command cmd (lattice/coll.h) of key with
+ * the n arguments args, packed; false when out of memory. */
+bool respd_coll_op(batch *b, ent *e, int cmd, const lattice_resp_arg *key, const lattice_resp_arg *args, size_t n);
 /* A reply in lattice/coll.h's framing (a primary's), in o's protocol. */
 void respd_coll_add_reply(lattice_resp_out *o, const char *p, size_t len);
 /* respd_walk.c: SCAN, KEYS, RANDOMKEY, FLUSHDB, FLUSHALL - walks of every

@@ -2,7 +2,9 @@
  * respd: SETRANGE, SETBIT, INCRBYFLOAT (one op of the kind of the same name,
  * run atomically at the key's primary), DUMP and RESTORE of string values
  * (a GET / a PUT, with Redis's DUMP payload made and checked here: rdb.h),
- * and OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ|HELP.  Argument checks and
+ * OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ|HELP and MEMORY USAGE (OBJECT
+ * ENCODING and MEMORY USAGE: LATTICE_COLL_OBJECT, which the key's primary
+ * answers for a value of any type).  Argument checks and
  * error texts follow Redis 7.0's t_string.c, bitops.c, cluster.c
  * (restoreCommand) and object.c, in their order; where Redis looks the key
  * up before it rejects an argument (RESTORE's BUSYKEY before its TTL and
@@ -15,6 +17,7 @@
 
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
+#include "lattice/coll.h"
 #include "rdb.h"
 #include "respd_int.h"
 
@@ -27,7 +30,6 @@
 #define ERR_NO_LFU "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
 #define ERR_NO_RESULT "ERR INCRBYFLOAT's result did not come back (a full_async cache, or a resend after a failover): read the key"
 #define SHARED_INTEGERS 10000 /* Redis's OBJ_SHARED_INTEGERS */
-#define EMBSTR_LIMIT 44       /* OBJ_ENCODING_EMBSTR_SIZE_LIMIT */
 
 /* RESTORE: what the reply is once the key's state is known (ent.sflags,
  * low byte); the payload's RDB type above it for RS_NOT_STRING. */
@@ -46,7 +48,7 @@ enum {
 
 bool respd_is_rmw_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_SETRANGE && id <= LATTICE_RESP_CMD_OBJECT_FREQ;
+    return id >= LATTICE_RESP_CMD_SETRANGE && id <= LATTICE_RESP_CMD_MEMORY_USAGE;
 }
 
 static bool eq(const lattice_resp_arg *a, const char *s)
@@ -167,6 +169,36 @@ static bool setbit(batch *b, ent *e, const lattice_resp_arg *argv, char *err)
     return added(respd_op_add(b, e, LATTICE_OP_SETBIT, 0, &argv[1], &bit, off, 0), err);
 }
 
+/* OBJECT ENCODING key: the thresholds CONFIG SET keeps on this endpoint go
+ * with it (respd_immediate.c's enc_params: hash entries, hash value, zset
+ * entries, zset value), for the primary to decide by. */
+static bool object_encoding(batch *b, ent *e, const lattice_resp_arg *argv, char *err)
+{
+    static const int which[] = {0, 1, 5, 6};
+    char num[4][24];
+    lattice_resp_arg a[5] = {{"encoding", 8}};
+    for (size_t k = 0; k < 4; k++) {
+        long long v = atomic_load_explicit(&b->r->enc[which[k]], memory_order_relaxed);
+        a[k + 1] = (lattice_resp_arg){num[k], lattice_resp_ll2string(num[k], v)};
+    }
+    return added(respd_coll_op(b, e, LATTICE_COLL_OBJECT, &argv[2], a, 5), err);
+}
+
+/* MEMORY USAGE key [SAMPLES count] (memoryCommand): the key's bytes as its
+ * primary holds them, every element counted (SAMPLES is checked, not
+ * needed). */
+static bool memory_usage(batch *b, ent *e, size_t argc, const lattice_resp_arg *argv, char *err)
+{
+    for (size_t j = 3; j < argc; j += 2) { /* SAMPLES n, as often as given; the last counts */
+        long long samples;
+        if (!eq(&argv[j], "samples") || j + 1 >= argc) return fail(err, "ERR syntax error");
+        if (!ll_arg(&argv[j + 1], &samples)) return fail(err, LATTICE_RESP_ERR_NOT_INTEGER);
+        if (samples < 0) return fail(err, "ERR syntax error");
+    }
+    lattice_resp_arg a = {"memory", 6};
+    return added(respd_coll_op(b, e, LATTICE_COLL_OBJECT, &argv[2], &a, 1), err);
+}
+
 cmd_outcome respd_rmw_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
 {
     ent *e = respd_ent_new(b, id);
@@ -184,7 +216,8 @@ cmd_outcome respd_rmw_command(batch *b, lattice_resp_cmd_id id, size_t argc, con
     case LATTICE_RESP_CMD_OBJECT_FREQ:
         ok = added(respd_op_add(b, e, LATTICE_OP_CONTAINS, 0, &argv[2], NULL, 0, 0), err);
         break;
-    case LATTICE_RESP_CMD_OBJECT_ENCODING:
+    case LATTICE_RESP_CMD_OBJECT_ENCODING: ok = object_encoding(b, e, argv, err); break;
+    case LATTICE_RESP_CMD_MEMORY_USAGE: ok = memory_usage(b, e, argc, argv, err); break;
     case LATTICE_RESP_CMD_OBJECT_REFCOUNT:
         ok = added(respd_op_add(b, e, LATTICE_OP_GET, 0, &argv[2], NULL, 0, 0), err);
         break;
@@ -200,34 +233,14 @@ cmd_outcome respd_rmw_command(batch *b, lattice_resp_cmd_id id, size_t argc, con
 
 static void add_err(lattice_resp_out *o, const char *msg) { lattice_resp_add_error(o, msg, strlen(msg)); }
 
-/* OBJECT ENCODING / REFCOUNT of a value as Redis decides them for a string
- * SET stores (tryObjectEncoding, default maxmemory-policy): a canonical
- * integer of at most 20 characters is "int" (0..9999 the shared objects,
- * refcount INT_MAX), else "embstr" up to 44 bytes, else "raw". */
-static void reply_object(lattice_resp_out *o, lattice_resp_cmd_id id, const char *v, size_t n)
+/* OBJECT REFCOUNT of a string as Redis decides it (tryObjectEncoding, the
+ * default maxmemory-policy): a canonical integer 0..9999 is one of the
+ * shared objects (INT_MAX), any other value 1. */
+static void reply_refcount(lattice_resp_out *o, const char *v, size_t n)
 {
     long long x;
-    bool is_int = n <= 20 && lattice_resp_string2ll(v, n, &x);
-    if (id == LATTICE_RESP_CMD_OBJECT_REFCOUNT) {
-        lattice_resp_add_int(o, is_int && x >= 0 && x < SHARED_INTEGERS ? INT_MAX : 1);
-        return;
-    }
-    const char *enc = is_int ? "int" : n <= EMBSTR_LIMIT ? "embstr" : "raw";
-    lattice_resp_add_bulk(o, enc, strlen(enc));
-}
-
-/* OBJECT ENCODING / REFCOUNT of a value of another type: the name of the
- * encoding Redis 7.0 gives a small one (the collection types will tell
- * small from large), refcount 1. */
-static void reply_object_type(lattice_resp_out *o, lattice_resp_cmd_id id, unsigned t)
-{
-    static const char *const enc[] = {"embstr", "listpack", "quicklist", "hashtable", "listpack"};
-    if (id == LATTICE_RESP_CMD_OBJECT_REFCOUNT) {
-        lattice_resp_add_int(o, 1);
-        return;
-    }
-    const char *e = t < sizeof enc / sizeof enc[0] ? enc[t] : "raw";
-    lattice_resp_add_bulk(o, e, strlen(e));
+    bool shared = n <= 20 && lattice_resp_string2ll(v, n, &x) && x >= 0 && x < SHARED_INTEGERS;
+    lattice_resp_add_int(o, shared ? INT_MAX : 1);
 }
 
 static void reply_dump(lattice_resp_out *o, const batch *b, const opres *x)
@@ -288,8 +301,14 @@ void respd_rmw_reply(lattice_resp_out *o, const batch *b, const ent *e)
         add_err(o, x->num ? ERR_NAN : ERR_FLOAT);
         return;
     }
-    if (x->status == LATTICE_ERR_WRONGTYPE && (id == LATTICE_RESP_CMD_OBJECT_ENCODING || id == LATTICE_RESP_CMD_OBJECT_REFCOUNT)) {
-        reply_object_type(o, id, LATTICE_OP_R_TYPE(x->flags)); /* a value of another type than a string */
+    if (id == LATTICE_RESP_CMD_OBJECT_ENCODING || id == LATTICE_RESP_CMD_MEMORY_USAGE) {
+        if (x->status != LATTICE_OK) respd_add_result_error(o, x);
+        else if (x->has_value) respd_coll_add_reply(o, b->vals + x->voff, x->vlen);
+        else lattice_resp_add_null(o);
+        return;
+    }
+    if (x->status == LATTICE_ERR_WRONGTYPE && id == LATTICE_RESP_CMD_OBJECT_REFCOUNT) {
+        lattice_resp_add_int(o, 1); /* a value of another type than a string */
         return;
     }
     if (x->status != LATTICE_OK && x->status != LATTICE_ERR_NOT_FOUND && !(id == LATTICE_RESP_CMD_DUMP && x->status == LATTICE_ERR_WRONGTYPE)) {
@@ -313,9 +332,9 @@ void respd_rmw_reply(lattice_resp_out *o, const batch *b, const ent *e)
         if (x->num <= 0) lattice_resp_add_null(o);
         else add_err(o, ERR_NO_LFU);
         break;
-    default: /* OBJECT ENCODING, REFCOUNT */
+    default: /* OBJECT REFCOUNT */
         if (!found) lattice_resp_add_null(o);
-        else reply_object(o, id, x->has_value ? b->vals + x->voff : "", x->has_value ? x->vlen : 0);
+        else reply_refcount(o, x->has_value ? b->vals + x->voff : "", x->has_value ? x->vlen : 0);
         break;
     }
 }

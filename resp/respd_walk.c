@@ -47,6 +47,12 @@
 #define SCAN_SPAN_MAX 256
 #define WALKER_WINDOW 32         /* a walker's ops in flight */
 #define WALKER_LIMIT 1024        /* keys one KEYS WALK asks */
+/* RANDOMKEY gathers this many keys (or every key, in a smaller keyspace),
+ * from a random partition at a random position on, the partitions after it
+ * in ring order, and answers one of them at random: so in a keyspace of a
+ * few keys each is as likely as the others (taking the first found would
+ * answer the key of the lowest partition almost always). */
+#define RANDOM_SAMPLE 16
 #define POS_BITS 48
 
 enum { W_KEYS = 1, W_RANDOM, W_FLUSH, W_SCAN };
@@ -187,7 +193,7 @@ static bool submit_step(struct walker *w, uint32_t partition, uint64_t from)
     op.cache = w->cache;
     op.partition = partition;
     op.ttl_ms = from;
-    op.delta = w->kind == W_RANDOM ? 1 : w->kind == W_SCAN ? w->count : WALKER_LIMIT;
+    op.delta = w->kind == W_RANDOM ? RANDOM_SAMPLE : w->kind == W_SCAN ? w->count : WALKER_LIMIT;
     w->inflight++;
     if (lattice_op_submit(w->node, &op, 1, step_done, s) != LATTICE_OK) {
         w->inflight--;
@@ -316,18 +322,19 @@ static void on_answer(struct walker *w, uint32_t p, uint64_t from, const lattice
         while (!w->stop && lattice_op_walk_next(res->value, res->value_len, &off, &key, &kl)) {
             if (w->kind == W_RANDOM) {
                 if (!out_add(w, key, kl)) fail(w, LATTICE_ERR_NOMEM, 0);
-                w->stop = true; /* the first key found */
+                else if (w->n_out >= RANDOM_SAMPLE) w->stop = true; /* enough to choose from */
             } else if (key_matches(w, key, kl) && !out_add(w, key, kl)) {
                 fail(w, LATTICE_ERR_NOMEM, 0);
             }
         }
         if (w->kind == W_KEYS && res->num >= 0) again = true, again_from = (uint64_t)res->num;
         /* RANDOMKEY started at a random position: nothing at or above it, so look below. */
-        if (w->kind == W_RANDOM && !w->stop && from) again = true;
+        if (w->kind == W_RANDOM && !w->stop && from && off == LATTICE_OP_WALK_HDR) again = true;
     }
     if (!w->stop && again && !submit_step(w, p, again_from)) fail(w, LATTICE_ERR_NOMEM, 0);
     while (!w->stop && (w->inflight < WALKER_WINDOW || !w->b) && w->next < w->parts) {
         uint32_t q = w->next++;
+        if (w->kind == W_RANDOM) q = (w->p0 + q) % w->parts; /* ring order after the first */
         if (!submit_step(w, q, w->kind == W_RANDOM ? w->rnd % (LATTICE_OP_WALK_POS_MAX + 1) : 0)) fail(w, LATTICE_ERR_NOMEM, 0);
         w->rnd = w->rnd * 6364136223846793005ull + 1442695040888963407ull;
     }
@@ -439,7 +446,7 @@ static cmd_outcome walker_command(lattice_respd *r, conn *c, batch *b, lattice_r
      * position; SCAN: the cursor's), a round of one for SCAN. */
     uint32_t p = kind == W_RANDOM && w->parts ? (uint32_t)(w->rnd % w->parts) : 0;
     uint64_t from = kind == W_RANDOM ? (w->rnd >> 7) % (LATTICE_OP_WALK_POS_MAX + 1) : 0;
-    if (kind == W_RANDOM) w->next = 0; /* then every partition from 0 (p again too: below its position) */
+    if (kind == W_RANDOM) w->p0 = p; /* then the partitions after p in ring order */
     if (kind == W_SCAN) {
         p = (uint32_t)(cursor >> POS_BITS);
         from = cursor & LATTICE_OP_WALK_POS_MAX;
@@ -498,6 +505,11 @@ void respd_walk_reply(lattice_resp_out *o, const batch *b, const ent *e)
     if (w->kind != W_RANDOM) lattice_resp_add_array(o, w->n_out);
     size_t off = 0, kl;
     const char *key;
+    if (w->kind == W_RANDOM) { /* one of the keys gathered, at random */
+        for (uint64_t skip = (w->rnd >> 11) % w->n_out; skip && lattice_op_walk_next(w->out, w->len, &off, &key, &kl); skip--) {}
+        if (lattice_op_walk_next(w->out, w->len, &off, &key, &kl)) lattice_resp_add_bulk(o, key, kl);
+        return;
+    }
     while (lattice_op_walk_next(w->out, w->len, &off, &key, &kl)) lattice_resp_add_bulk(o, key, kl);
 }
 

@@ -28,75 +28,85 @@
  * not travel in one data-channel frame either (HRANDFIELD -1000000000). */
 #define COLL_REPLY_MAX ((size_t)64 << 20)
 
-/* Each command: its name in Redis's error texts and the file of its type. */
+/* Each command: its name in Redis's error texts, the file of its type,
+ * and how many arguments it takes after the key - exactly or at least
+ * args, as Redis's arity says (which counts the command's name and key
+ * too); exec_coll answers Redis's arity error before anything else.  The
+ * few further rules (HSET's pairs, LPOP's one count ...) are the
+ * commands' own. */
+enum { EXACT, AT_LEAST };
 typedef struct coll_def {
     const char *name;
     void (*run)(coll_ctx *x);
+    unsigned char args, rule;
 } coll_def;
 
+static void object_run(coll_ctx *x);
+
 static const coll_def defs[LATTICE_COLL_CMD_MAX_ + 1] = {
-    [LATTICE_COLL_HGET] = {"hget", hash_run},
-    [LATTICE_COLL_HMGET] = {"hmget", hash_run},
-    [LATTICE_COLL_HLEN] = {"hlen", hash_run},
-    [LATTICE_COLL_HSTRLEN] = {"hstrlen", hash_run},
-    [LATTICE_COLL_HEXISTS] = {"hexists", hash_run},
-    [LATTICE_COLL_HKEYS] = {"hkeys", hash_run},
-    [LATTICE_COLL_HVALS] = {"hvals", hash_run},
-    [LATTICE_COLL_HGETALL] = {"hgetall", hash_run},
-    [LATTICE_COLL_HRANDFIELD] = {"hrandfield", hash_run},
-    [LATTICE_COLL_HSCAN] = {"hscan", hash_run},
-    [LATTICE_COLL_HSET] = {"hset", hash_run},
-    [LATTICE_COLL_HSETNX] = {"hsetnx", hash_run},
-    [LATTICE_COLL_HMSET] = {"hmset", hash_run},
-    [LATTICE_COLL_HDEL] = {"hdel", hash_run},
-    [LATTICE_COLL_HINCRBY] = {"hincrby", hash_run},
-    [LATTICE_COLL_HINCRBYFLOAT] = {"hincrbyfloat", hash_run},
-    [LATTICE_COLL_LLEN] = {"llen", list_run},
-    [LATTICE_COLL_LRANGE] = {"lrange", list_run},
-    [LATTICE_COLL_LINDEX] = {"lindex", list_run},
-    [LATTICE_COLL_LPOS] = {"lpos", list_run},
-    [LATTICE_COLL_LPUSH] = {"lpush", list_run},
-    [LATTICE_COLL_RPUSH] = {"rpush", list_run},
-    [LATTICE_COLL_LPUSHX] = {"lpushx", list_run},
-    [LATTICE_COLL_RPUSHX] = {"rpushx", list_run},
-    [LATTICE_COLL_LPOP] = {"lpop", list_run},
-    [LATTICE_COLL_RPOP] = {"rpop", list_run},
-    [LATTICE_COLL_LSET] = {"lset", list_run},
-    [LATTICE_COLL_LINSERT] = {"linsert", list_run},
-    [LATTICE_COLL_LREM] = {"lrem", list_run},
-    [LATTICE_COLL_LTRIM] = {"ltrim", list_run},
-    [LATTICE_COLL_SISMEMBER] = {"sismember", set_run},
-    [LATTICE_COLL_SMISMEMBER] = {"smismember", set_run},
-    [LATTICE_COLL_SCARD] = {"scard", set_run},
-    [LATTICE_COLL_SMEMBERS] = {"smembers", set_run},
-    [LATTICE_COLL_SRANDMEMBER] = {"srandmember", set_run},
-    [LATTICE_COLL_SSCAN] = {"sscan", set_run},
-    [LATTICE_COLL_SADD] = {"sadd", set_run},
-    [LATTICE_COLL_SREM] = {"srem", set_run},
-    [LATTICE_COLL_SPOP] = {"spop", set_run},
-    [LATTICE_COLL_ZCARD] = {"zcard", zset_run},
-    [LATTICE_COLL_ZSCORE] = {"zscore", zset_run},
-    [LATTICE_COLL_ZMSCORE] = {"zmscore", zset_run},
-    [LATTICE_COLL_ZRANK] = {"zrank", zset_run},
-    [LATTICE_COLL_ZREVRANK] = {"zrevrank", zset_run},
-    [LATTICE_COLL_ZCOUNT] = {"zcount", zset_run},
-    [LATTICE_COLL_ZLEXCOUNT] = {"zlexcount", zset_run},
-    [LATTICE_COLL_ZRANGE] = {"zrange", zset_run},
-    [LATTICE_COLL_ZREVRANGE] = {"zrevrange", zset_run},
-    [LATTICE_COLL_ZRANGEBYSCORE] = {"zrangebyscore", zset_run},
-    [LATTICE_COLL_ZREVRANGEBYSCORE] = {"zrevrangebyscore", zset_run},
-    [LATTICE_COLL_ZRANGEBYLEX] = {"zrangebylex", zset_run},
-    [LATTICE_COLL_ZREVRANGEBYLEX] = {"zrevrangebylex", zset_run},
-    [LATTICE_COLL_ZRANDMEMBER] = {"zrandmember", zset_run},
-    [LATTICE_COLL_ZSCAN] = {"zscan", zset_run},
-    [LATTICE_COLL_ZADD] = {"zadd", zset_run},
-    [LATTICE_COLL_ZINCRBY] = {"zincrby", zset_run},
-    [LATTICE_COLL_ZREM] = {"zrem", zset_run},
-    [LATTICE_COLL_ZREMRANGEBYRANK] = {"zremrangebyrank", zset_run},
-    [LATTICE_COLL_ZREMRANGEBYSCORE] = {"zremrangebyscore", zset_run},
-    [LATTICE_COLL_ZREMRANGEBYLEX] = {"zremrangebylex", zset_run},
-    [LATTICE_COLL_ZPOPMIN] = {"zpopmin", zset_run},
-    [LATTICE_COLL_ZPOPMAX] = {"zpopmax", zset_run},
+    [LATTICE_COLL_HGET] = {"hget", hash_run, 1, EXACT},
+    [LATTICE_COLL_HMGET] = {"hmget", hash_run, 1, AT_LEAST},
+    [LATTICE_COLL_HLEN] = {"hlen", hash_run, 0, EXACT},
+    [LATTICE_COLL_HSTRLEN] = {"hstrlen", hash_run, 1, EXACT},
+    [LATTICE_COLL_HEXISTS] = {"hexists", hash_run, 1, EXACT},
+    [LATTICE_COLL_HKEYS] = {"hkeys", hash_run, 0, EXACT},
+    [LATTICE_COLL_HVALS] = {"hvals", hash_run, 0, EXACT},
+    [LATTICE_COLL_HGETALL] = {"hgetall", hash_run, 0, EXACT},
+    [LATTICE_COLL_HRANDFIELD] = {"hrandfield", hash_run, 0, AT_LEAST},
+    [LATTICE_COLL_HSCAN] = {"hscan", hash_run, 1, AT_LEAST},
+    [LATTICE_COLL_HSET] = {"hset", hash_run, 2, AT_LEAST},
+    [LATTICE_COLL_HSETNX] = {"hsetnx", hash_run, 2, EXACT},
+    [LATTICE_COLL_HMSET] = {"hmset", hash_run, 2, AT_LEAST},
+    [LATTICE_COLL_HDEL] = {"hdel", hash_run, 1, AT_LEAST},
+    [LATTICE_COLL_HINCRBY] = {"hincrby", hash_run, 2, EXACT},
+    [LATTICE_COLL_HINCRBYFLOAT] = {"hincrbyfloat", hash_run, 2, EXACT},
+    [LATTICE_COLL_LLEN] = {"llen", list_run, 0, EXACT},
+    [LATTICE_COLL_LRANGE] = {"lrange", list_run, 2, EXACT},
+    [LATTICE_COLL_LINDEX] = {"lindex", list_run, 1, EXACT},
+    [LATTICE_COLL_LPOS] = {"lpos", list_run, 1, AT_LEAST},
+    [LATTICE_COLL_LPUSH] = {"lpush", list_run, 1, AT_LEAST},
+    [LATTICE_COLL_RPUSH] = {"rpush", list_run, 1, AT_LEAST},
+    [LATTICE_COLL_LPUSHX] = {"lpushx", list_run, 1, AT_LEAST},
+    [LATTICE_COLL_RPUSHX] = {"rpushx", list_run, 1, AT_LEAST},
+    [LATTICE_COLL_LPOP] = {"lpop", list_run, 0, AT_LEAST},
+    [LATTICE_COLL_RPOP] = {"rpop", list_run, 0, AT_LEAST},
+    [LATTICE_COLL_LSET] = {"lset", list_run, 2, EXACT},
+    [LATTICE_COLL_LINSERT] = {"linsert", list_run, 3, EXACT},
+    [LATTICE_COLL_LREM] = {"lrem", list_run, 2, EXACT},
+    [LATTICE_COLL_LTRIM] = {"ltrim", list_run, 2, EXACT},
+    [LATTICE_COLL_SISMEMBER] = {"sismember", set_run, 1, EXACT},
+    [LATTICE_COLL_SMISMEMBER] = {"smismember", set_run, 1, AT_LEAST},
+    [LATTICE_COLL_SCARD] = {"scard", set_run, 0, EXACT},
+    [LATTICE_COLL_SMEMBERS] = {"smembers", set_run, 0, EXACT},
+    [LATTICE_COLL_SRANDMEMBER] = {"srandmember", set_run, 0, AT_LEAST},
+    [LATTICE_COLL_SSCAN] = {"sscan", set_run, 1, AT_LEAST},
+    [LATTICE_COLL_SADD] = {"sadd", set_run, 1, AT_LEAST},
+    [LATTICE_COLL_SREM] = {"srem", set_run, 1, AT_LEAST},
+    [LATTICE_COLL_SPOP] = {"spop", set_run, 0, AT_LEAST},
+    [LATTICE_COLL_ZCARD] = {"zcard", zset_run, 0, EXACT},
+    [LATTICE_COLL_ZSCORE] = {"zscore", zset_run, 1, EXACT},
+    [LATTICE_COLL_ZMSCORE] = {"zmscore", zset_run, 1, AT_LEAST},
+    [LATTICE_COLL_ZRANK] = {"zrank", zset_run, 1, EXACT},
+    [LATTICE_COLL_ZREVRANK] = {"zrevrank", zset_run, 1, EXACT},
+    [LATTICE_COLL_ZCOUNT] = {"zcount", zset_run, 2, EXACT},
+    [LATTICE_COLL_ZLEXCOUNT] = {"zlexcount", zset_run, 2, EXACT},
+    [LATTICE_COLL_ZRANGE] = {"zrange", zset_run, 2, AT_LEAST},
+    [LATTICE_COLL_ZREVRANGE] = {"zrevrange", zset_run, 2, AT_LEAST},
+    [LATTICE_COLL_ZRANGEBYSCORE] = {"zrangebyscore", zset_run, 2, AT_LEAST},
+    [LATTICE_COLL_ZREVRANGEBYSCORE] = {"zrevrangebyscore", zset_run, 2, AT_LEAST},
+    [LATTICE_COLL_ZRANGEBYLEX] = {"zrangebylex", zset_run, 2, AT_LEAST},
+    [LATTICE_COLL_ZREVRANGEBYLEX] = {"zrevrangebylex", zset_run, 2, AT_LEAST},
+    [LATTICE_COLL_ZRANDMEMBER] = {"zrandmember", zset_run, 0, AT_LEAST},
+    [LATTICE_COLL_ZSCAN] = {"zscan", zset_run, 1, AT_LEAST},
+    [LATTICE_COLL_ZADD] = {"zadd", zset_run, 2, AT_LEAST},
+    [LATTICE_COLL_ZINCRBY] = {"zincrby", zset_run, 2, EXACT},
+    [LATTICE_COLL_ZREM] = {"zrem", zset_run, 1, AT_LEAST},
+    [LATTICE_COLL_ZREMRANGEBYRANK] = {"zremrangebyrank", zset_run, 2, EXACT},
+    [LATTICE_COLL_ZREMRANGEBYSCORE] = {"zremrangebyscore", zset_run, 2, EXACT},
+    [LATTICE_COLL_ZREMRANGEBYLEX] = {"zremrangebylex", zset_run, 2, EXACT},
+    [LATTICE_COLL_ZPOPMIN] = {"zpopmin", zset_run, 0, AT_LEAST},
+    [LATTICE_COLL_ZPOPMAX] = {"zpopmax", zset_run, 0, AT_LEAST},
+    [LATTICE_COLL_OBJECT] = {"object", object_run, 1, AT_LEAST},
 };
 
 static bool grow(void **p, size_t *cap, size_t need)
@@ -459,6 +469,96 @@ bool coll_scan_options(coll_ctx *x, char **pattern, size_t *plen)
 
 /* ---- the frame ---- */
 
+/* ---- OBJECT ENCODING and MEMORY USAGE, of a key of any type ---- */
+
+/* What one entry costs the store beside its key and value bytes: the row's
+ * header and item slot in its page and its slot in the partition's index
+ * (docs/STORAGE.md) - an estimate, as Redis's MEMORY USAGE is. */
+#define COLL_ENTRY_OVERHEAD 48
+#define EMBSTR_LIMIT 44 /* Redis's OBJ_ENCODING_EMBSTR_SIZE_LIMIT */
+
+/* A collection's element count and its longest element (a hash's field or
+ * value, a sorted set's member); false on a malformed row. */
+static bool row_shape(const unsigned char *p, size_t len, uint8_t type, size_t *count, size_t *longest)
+{
+    size_t off = 1;
+    uint64_t n, l;
+    if (len < 2 || !coll_varint_get(p, len, &off, &n) || n > len) return false;
+    *count = (size_t)n;
+    *longest = 0;
+    size_t per = type == LATTICE_TYPE_HASH ? 2 : 1;
+    for (uint64_t i = 0; i < n * per; i++) {
+        if (type == LATTICE_TYPE_ZSET) {
+            if (len - off < 8) return false;
+            off += 8;
+        }
+        if (!coll_varint_get(p, len, &off, &l) || l > len - off) return false;
+        off += (size_t)l;
+        if (l > *longest) *longest = (size_t)l;
+    }
+    return off == len;
+}
+
+static long long threshold(const coll_ctx *x, size_t i)
+{
+    long long v;
+    return i < x->argc && coll_arg_ll(&x->argv[i], &v) ? v : 0;
+}
+
+/* The encoding Redis 7.0 gives such a value: a string by its text
+ * (tryObjectEncoding), a hash or sorted set by its size against the
+ * thresholds (listpack up to so many elements of up to so many bytes), a set
+ * by its row's format (the integer format is Redis's intset), a list always
+ * quicklist.  Lattice converts nothing when a collection shrinks, so a hash
+ * that grew past the thresholds and shrank again is "listpack" here, where
+ * Redis keeps its hashtable. */
+static const char *encoding_of(coll_ctx *x, const unsigned char *p, size_t len, uint8_t type)
+{
+    size_t count, longest;
+    int64_t v;
+    switch (type) {
+    case LATTICE_TYPE_STRING:
+        if (len <= 20 && exec_parse_i64(p, len, &v)) return "int";
+        return len <= EMBSTR_LIMIT ? "embstr" : "raw";
+    case LATTICE_TYPE_LIST: return "quicklist";
+    case LATTICE_TYPE_SET: return len && p[0] == 1 ? "intset" : "hashtable";
+    case LATTICE_TYPE_HASH:
+    case LATTICE_TYPE_ZSET: {
+        if (!row_shape(p, len, type, &count, &longest)) return NULL;
+        size_t at = type == LATTICE_TYPE_HASH ? 1 : 3;
+        bool small = (long long)count <= threshold(x, at) && (long long)longest <= threshold(x, at + 1);
+        return small ? "listpack" : type == LATTICE_TYPE_HASH ? "hashtable" : "skiplist";
+    }
+    default: return "raw";
+    }
+}
+
+static void object_run(coll_ctx *x)
+{
+    lattice_store_meta meta = {0};
+    int st = exec_read_old(x->c, x->in, x->s, &meta);
+    if (st == LATTICE_ERR_NOT_FOUND) {
+        coll_null(x);
+        return;
+    }
+    if (st != LATTICE_OK) {
+        x->r->status = st;
+        return;
+    }
+    x->found = true;
+    x->r->flags |= LATTICE_OP_R_FOUND | LATTICE_OP_R_TYPE_FLAGS(meta.type);
+    if (x->argc && coll_is(&x->argv[0], "memory")) {
+        coll_int(x, (long long)(x->in->key_len + meta.value_len + COLL_ENTRY_OVERHEAD));
+        return;
+    }
+    const char *e = encoding_of(x, x->s->old, meta.value_len, meta.type);
+    if (!e) {
+        x->r->status = LATTICE_ERR_PROTO; /* a malformed row answers, never crashes */
+        return;
+    }
+    coll_bulk(x, e, strlen(e));
+}
+
 void exec_coll(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattice_op_result *r, repl_out *repl)
 {
     int cmd = (int)in->delta;
@@ -477,7 +577,8 @@ void exec_coll(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattic
     }
     size_t off = 4;
     for (size_t i = 0; i < n; i++) x.argv[i] = lattice_coll_unpack_next(in->value, &off);
-    defs[cmd].run(&x);
+    if (defs[cmd].rule == EXACT ? n != defs[cmd].args : n < defs[cmd].args) coll_arity_error(&x);
+    else defs[cmd].run(&x);
     if (!write) {
         c->reads++;
         if (x.found) c->hits++;

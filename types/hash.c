@@ -94,7 +94,7 @@ static hpair *load(coll_ctx *x, size_t extra, size_t *n)
  * last value and counts once. */
 static void hset(coll_ctx *x)
 {
-    if (x->argc < 2 || x->argc % 2) {
+    if (x->argc % 2) {
         coll_arity_error(x);
         return;
     }
@@ -122,10 +122,6 @@ static void hset(coll_ctx *x)
 
 static void hsetnx(coll_ctx *x)
 {
-    if (x->argc != 2) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     hpair *v = load(x, 1, &n);
     if (!v) return;
@@ -142,10 +138,6 @@ static void hsetnx(coll_ctx *x)
 
 static void hdel(coll_ctx *x)
 {
-    if (x->argc < 1) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n, deleted = 0;
     hpair *v = load(x, 0, &n);
     coll_index ix;
@@ -178,10 +170,6 @@ static void put_field(hpair *v, size_t *n, const lattice_coll_arg *f, const char
 static void hincrby(coll_ctx *x)
 {
     long long incr, cur = 0;
-    if (x->argc != 2) {
-        coll_arity_error(x);
-        return;
-    }
     if (!coll_arg_ll(&x->argv[1], &incr)) {
         coll_error(x, COLL_ERR_NOT_INT);
         return;
@@ -210,10 +198,6 @@ static void hincrby(coll_ctx *x)
 static void hincrbyfloat(coll_ctx *x)
 {
     long double incr, cur = 0;
-    if (x->argc != 2) {
-        coll_arity_error(x);
-        return;
-    }
     if (!exec_parse_ld(x->argv[1].ptr, x->argv[1].len, &incr)) {
         coll_error(x, "ERR value is not a valid float");
         return;
@@ -246,10 +230,6 @@ static void hincrbyfloat(coll_ctx *x)
 
 static void hget(coll_ctx *x)
 {
-    if (x->argc != 1) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     hpair *v = load(x, 0, &n);
     if (!v) return;
@@ -260,10 +240,6 @@ static void hget(coll_ctx *x)
 
 static void hmget(coll_ctx *x)
 {
-    if (x->argc < 1) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     hpair *v = load(x, 0, &n);
     coll_index ix;
@@ -280,10 +256,6 @@ static void hmget(coll_ctx *x)
 /* HLEN, HSTRLEN, HEXISTS: one integer. */
 static void hcount(coll_ctx *x)
 {
-    if (x->argc != (x->cmd == LATTICE_COLL_HLEN ? 0u : 1u)) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     hpair *v = load(x, 0, &n);
     if (!v) return;
@@ -299,10 +271,6 @@ static void hcount(coll_ctx *x)
 /* HKEYS, HVALS, HGETALL (a map). */
 static void hall(coll_ctx *x)
 {
-    if (x->argc != 0) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     hpair *v = load(x, 0, &n);
     if (!v) return;

@@ -89,10 +89,6 @@ static void push(coll_ctx *x)
 {
     bool head = x->cmd == LATTICE_COLL_LPUSH || x->cmd == LATTICE_COLL_LPUSHX;
     bool only = x->cmd == LATTICE_COLL_LPUSHX || x->cmd == LATTICE_COLL_RPUSHX;
-    if (x->argc < 1) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n, k = x->argc;
     elem *v = load(x, k, &n);
     if (!v) return;
@@ -154,10 +150,6 @@ static void pop(coll_ctx *x)
 
 static void lset(coll_ctx *x)
 {
-    if (x->argc != 2) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     elem *v = load(x, 0, &n);
     if (!v) return;
@@ -183,10 +175,6 @@ static void lset(coll_ctx *x)
  * pivot, 0 without a list. */
 static void linsert(coll_ctx *x)
 {
-    if (x->argc != 3) {
-        coll_arity_error(x);
-        return;
-    }
     bool after = coll_is(&x->argv[0], "after");
     if (!after && !coll_is(&x->argv[0], "before")) {
         coll_error(x, COLL_ERR_SYNTAX);
@@ -215,10 +203,6 @@ static void linsert(coll_ctx *x)
 static void lrem(coll_ctx *x)
 {
     long long count;
-    if (x->argc != 2) {
-        coll_arity_error(x);
-        return;
-    }
     if (!coll_arg_ll(&x->argv[0], &count)) {
         coll_error(x, COLL_ERR_NOT_INT);
         return;
@@ -252,10 +236,6 @@ static void lrem(coll_ctx *x)
  * the reply is an error already (or r->status says why). */
 static elem *range_of(coll_ctx *x, size_t *n, long long *start, long long *end)
 {
-    if (x->argc != 2) {
-        coll_arity_error(x);
-        return NULL;
-    }
     if (!coll_arg_ll(&x->argv[0], start) || !coll_arg_ll(&x->argv[1], end)) {
         coll_error(x, COLL_ERR_NOT_INT);
         return NULL;
@@ -281,10 +261,6 @@ static void ltrim(coll_ctx *x)
 
 static void llen(coll_ctx *x)
 {
-    if (x->argc != 0) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     if (load(x, 0, &n)) coll_int(x, (long long)n);
 }
@@ -305,10 +281,6 @@ static void lrange(coll_ctx *x)
 
 static void lindex(coll_ctx *x)
 {
-    if (x->argc != 1) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     elem *v = load(x, 0, &n);
     if (!v) return;
@@ -331,10 +303,6 @@ static void lindex(coll_ctx *x)
 static void lpos(coll_ctx *x)
 {
     long long rank = 1, count = -1, maxlen = 0;
-    if (x->argc < 1) {
-        coll_arity_error(x);
-        return;
-    }
     for (size_t j = 1; j < x->argc; j++) {
         bool more = j + 1 < x->argc;
         if (coll_is(&x->argv[j], "rank") && more) {

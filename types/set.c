@@ -212,10 +212,6 @@ static void bulk(coll_ctx *x, const smember *m) { coll_bulk(x, m->p, m->len); }
  * twice counted once. */
 static void sadd(coll_ctx *x, sset *s)
 {
-    if (x->argc < 1) {
-        coll_arity_error(x);
-        return;
-    }
     if (!load(x, s, x->argc)) return;
     size_t n0 = s->n;
     bool ints = s->fmt != SET_ROW_MEMBERS;
@@ -258,10 +254,6 @@ static void sadd(coll_ctx *x, sset *s)
 /* SREM key member [member ...]: the number removed; the last one removes the key. */
 static void srem(coll_ctx *x, sset *s)
 {
-    if (x->argc < 1) {
-        coll_arity_error(x);
-        return;
-    }
     if (!load(x, s, 0)) return;
     size_t removed = 0;
     if (!maybe_index(x, s, x->argc, s->n)) return;
@@ -376,10 +368,6 @@ static void spop(coll_ctx *x, sset *s)
 
 static void sismember(coll_ctx *x, sset *s)
 {
-    if (x->argc != 1) {
-        coll_arity_error(x);
-        return;
-    }
     if (!load(x, s, 0)) return;
     coll_int(x, has(s, &x->argv[0]));
 }
@@ -387,10 +375,6 @@ static void sismember(coll_ctx *x, sset *s)
 /* SMISMEMBER: an absent key is an empty set, its answers zeros. */
 static void smismember(coll_ctx *x, sset *s)
 {
-    if (x->argc < 1) {
-        coll_arity_error(x);
-        return;
-    }
     if (!load(x, s, 0) || !maybe_index(x, s, x->argc, s->n)) return;
     coll_array(x, x->argc);
     for (size_t i = 0; i < x->argc; i++) coll_int(x, has(s, &x->argv[i]));
@@ -398,10 +382,6 @@ static void smismember(coll_ctx *x, sset *s)
 
 static void scard(coll_ctx *x, sset *s)
 {
-    if (x->argc != 0) {
-        coll_arity_error(x);
-        return;
-    }
     if (!load(x, s, 0)) return;
     coll_int(x, (long long)s->n);
 }
@@ -409,10 +389,6 @@ static void scard(coll_ctx *x, sset *s)
 /* SMEMBERS (sinterCommand of one key): the members in the set's order. */
 static void smembers(coll_ctx *x, sset *s)
 {
-    if (x->argc != 0) {
-        coll_arity_error(x);
-        return;
-    }
     if (!load(x, s, 0)) return;
     set_header(x, s->n);
     for (size_t i = 0; i < s->n; i++) bulk(x, &s->v[i]);

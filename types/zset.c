@@ -393,10 +393,6 @@ static void zadd(coll_ctx *x)
     unsigned f = x->cmd == LATTICE_COLL_ZINCRBY ? ZADD_INCR : 0;
     bool ch = false;
     size_t si = 0;
-    if (x->argc < 2 || (x->cmd == LATTICE_COLL_ZINCRBY && x->argc != 2)) {
-        coll_arity_error(x);
-        return;
-    }
     for (; si < x->argc; si++) {
         const lattice_coll_arg *o = &x->argv[si];
         if (coll_is(o, "nx")) f |= ZADD_NX;
@@ -509,10 +505,6 @@ static size_t compact(zent *v, size_t n)
 
 static void zrem(coll_ctx *x)
 {
-    if (x->argc < 1) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     zent *v = load(x, 0, &n);
     if (!v) return;
@@ -552,10 +544,6 @@ static bool spec_of(coll_ctx *x, bool by_score, zspec *r)
  * min max: the range first, then the key; the number removed. */
 static void zremrange(coll_ctx *x)
 {
-    if (x->argc != 2) {
-        coll_arity_error(x);
-        return;
-    }
     long long start = 0, end = 0;
     zspec r;
     if (x->cmd == LATTICE_COLL_ZREMRANGEBYRANK) {
@@ -621,20 +609,12 @@ static void zpop(coll_ctx *x)
 
 static void zcard(coll_ctx *x)
 {
-    if (x->argc != 0) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     if (load(x, 0, &n)) coll_int(x, (long long)n);
 }
 
 static void zscore(coll_ctx *x)
 {
-    if (x->argc != 1) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     zent *v = load(x, 0, &n);
     if (!v) return;
@@ -645,10 +625,6 @@ static void zscore(coll_ctx *x)
 
 static void zmscore(coll_ctx *x)
 {
-    if (x->argc < 1) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     zent *v = load(x, 0, &n);
     if (!v) return;
@@ -665,10 +641,6 @@ static void zmscore(coll_ctx *x)
 
 static void zrank(coll_ctx *x)
 {
-    if (x->argc != 1) {
-        coll_arity_error(x);
-        return;
-    }
     size_t n;
     zent *v = load(x, 0, &n);
     if (!v) return;
@@ -680,10 +652,6 @@ static void zrank(coll_ctx *x)
 /* ZCOUNT key min max, ZLEXCOUNT key min max. */
 static void zcount(coll_ctx *x)
 {
-    if (x->argc != 2) {
-        coll_arity_error(x);
-        return;
-    }
     zspec r;
     if (!spec_of(x, x->cmd == LATTICE_COLL_ZCOUNT, &r)) return;
     size_t n, s;
@@ -707,10 +675,6 @@ static void zrange(coll_ctx *x)
     case LATTICE_COLL_ZRANGEBYLEX: by = BY_LEX, dir = DIR_FORWARD; break;
     case LATTICE_COLL_ZREVRANGEBYLEX: by = BY_LEX, dir = DIR_REVERSE; break;
     default: break;
-    }
-    if (x->argc < 2) {
-        coll_arity_error(x);
-        return;
     }
     bool withscores = false;
     long long offset = 0, limit = -1;

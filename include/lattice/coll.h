@@ -83,6 +83,10 @@ typedef enum lattice_coll_cmd {
     LATTICE_COLL_ZREVRANGEBYLEX = 33,
     LATTICE_COLL_ZRANDMEMBER = 34,
     LATTICE_COLL_ZSCAN = 35,
+    /* A key of any type, strings too: "encoding" hash-entries hash-value
+     * zset-entries zset-value (OBJECT ENCODING, by Redis 7.0's rules and
+     * these thresholds), or "memory" (MEMORY USAGE: the bytes it takes). */
+    LATTICE_COLL_OBJECT = 36,
     LATTICE_COLL_WRITES_ = 64,
     LATTICE_COLL_HSET = 64,
     LATTICE_COLL_HSETNX = 65,

@@ -199,6 +199,7 @@ static const char *const script[] = {
     "COMMAND LIST FILTERBY MODULE x", "COMMAND LIST FILTERBY PATTERN getb*", "COMMAND LIST FILTERBY PATTERN",
     "CONFIG SET foo bar", "CONFIG SET maxclients", "CONFIG SET timeout 5 foo", "CONFIG SET databases 3",
     "CONFIG SET timeout abc", "CONFIG SET timeout 7", "CONFIG GET timeout", "CONFIG SET timeout 0",
+    "CONFIG SET save \"\"", "CONFIG SET appendonly no", "CONFIG SET save \"\" timeout 0", "CONFIG GET save",
     "CONFIG RESETSTAT x", "CONFIG RESETSTAT", "CONFIG GET", "CLIENT NO-EVICT on", "CLIENT NO-EVICT OFF",
     "CLIENT NO-EVICT x", "CLIENT NO-EVICT",
     /* the first set, beside them */
@@ -792,6 +793,19 @@ START_TEST(keyspace_walks)
         ask(w.lfd, line, got, sizeof got);
         ck_assert_msg(!strcmp(got, ":1\r\n"), "RANDOMKEY gave a key EXISTS does not see: %s", body);
     }
+    /* Two keys: RANDOMKEY answers each of them (Redis's own test: 100 calls
+     * see both), whichever partitions they fall in - not the key of the
+     * lower partition every time. */
+    same_bytes(&w, "FLUSHDB");
+    same_bytes(&w, "SET foo x");
+    same_bytes(&w, "SET bar y");
+    int foo = 0, bar = 0;
+    for (int i = 0; i < 200; i++) {
+        ask(w.lfd, "RANDOMKEY", got, sizeof got);
+        foo += !strcmp(got, "$3\r\nfoo\r\n");
+        bar += !strcmp(got, "$3\r\nbar\r\n");
+    }
+    ck_assert_msg(foo + bar == 200 && foo > 0 && bar > 0, "RANDOMKEY over {foo, bar}: foo %d, bar %d of 200", foo, bar);
     /* One key left: RANDOMKEY is that key on both. */
     same_bytes(&w, "FLUSHDB");
     same_bytes(&w, "DBSIZE");
@@ -2512,6 +2526,71 @@ START_TEST(zsets)
 END_TEST
 /* ---- end of zsets */
 
+/* ---- OBJECT ENCODING by size, MEMORY USAGE ----
+ * A hash and a sorted set are "listpack" up to the thresholds CONFIG SET
+ * gives (entries and value bytes) and "hashtable" / "skiplist" past them, a
+ * set of integers "intset" until a member that is none arrives, a list
+ * "quicklist" - byte for byte as redis-server says, thresholds changed on
+ * both. MEMORY USAGE: an integer that grows with the value, nil without a
+ * key, Redis's errors. */
+static const char *const encoding_script[] = {
+    "HSET en:h a 1 b 2", "OBJECT ENCODING en:h", "CONFIG SET hash-max-listpack-entries 2", "HSET en:h c 3",
+    "OBJECT ENCODING en:h", "CONFIG SET hash-max-listpack-entries 128", "HSET en:v a 1", "OBJECT ENCODING en:v",
+    "CONFIG SET hash-max-ziplist-value 3", "HSET en:v b 1234", "OBJECT ENCODING en:v",
+    "CONFIG SET hash-max-ziplist-value 64", "ZADD en:z 1 a 2 b", "OBJECT ENCODING en:z",
+    "CONFIG SET zset-max-ziplist-entries 0", "ZADD en:z0 1 a", "OBJECT ENCODING en:z0",
+    "CONFIG SET zset-max-ziplist-entries 128", "CONFIG SET zset-max-listpack-value 4", "ZADD en:zv 1 abcdefgh",
+    "OBJECT ENCODING en:zv", "CONFIG SET zset-max-listpack-value 64", "SADD en:s 1 2 3", "OBJECT ENCODING en:s",
+    "SADD en:s x", "OBJECT ENCODING en:s", "RPUSH en:l a b", "OBJECT ENCODING en:l", "SET en:str 12",
+    "OBJECT ENCODING en:str", "OBJECT ENCODING en:none", "MEMORY USAGE en:none", "MEMORY USAGE en:none SAMPLES 5",
+    "MEMORY USAGE en:str SAMPLES x", "MEMORY USAGE en:str SAMPLE 5", "MEMORY USAGE en:none SAMPLES -1",
+    "MEMORY USAGE en:none SAMPLES 0 SAMPLES 3", "MEMORY USAGE en:none SAMPLES", "MEMORY USAGE en:str 5", "MEMORY USAGE",
+    "MEMORY", "MEMORY bogus", "COMMAND GETKEYS MEMORY USAGE en:k",
+};
+
+/* MEMORY USAGE of key on fd: its integer (-1: nil). */
+static long long memory_usage(int fd, const char *key)
+{
+    char line[128], got[256];
+    snprintf(line, sizeof line, "MEMORY USAGE %s", key);
+    ask(fd, line, got, sizeof got);
+    if (!strcmp(got, "$-1\r\n")) return -1;
+    ck_assert_msg(got[0] == ':', "%s answered %s", line, got);
+    return atoll(got + 1);
+}
+
+START_TEST(encodings)
+{
+    it_begin("resp_vs_redis_encodings");
+    int rfd, lfd;
+    start_pair(&rfd, &lfd);
+    static char want[1 << 14], got[1 << 14];
+    same_replies(rfd, lfd, encoding_script, sizeof encoding_script / sizeof encoding_script[0], want, got,
+                 sizeof want);
+    static char big[901]; /* ask's inline lines stay under 1024 bytes */
+    memset(big, 'x', 900);
+    big[900] = 0;
+    for (int side = 0; side < 2; side++) {
+        int fd = side ? lfd : rfd;
+        ask(fd, "SET en:m small", got, sizeof got);
+        long long small = memory_usage(fd, "en:m");
+        char line[1000];
+        snprintf(line, sizeof line, "SET en:m %s", big);
+        ask(fd, line, got, sizeof got);
+        long long large = memory_usage(fd, "en:m");
+        ck_assert_msg(small > 0 && large >= small + 900 - 5, "%s: MEMORY USAGE %lld then %lld",
+                      side ? "lattice" : "redis-server", small, large);
+        snprintf(line, sizeof line, "HSET en:mh f %s", big);
+        ask(fd, line, got, sizeof got);
+        ck_assert_int_gt(memory_usage(fd, "en:mh"), 900);
+        ck_assert_int_eq(memory_usage(fd, "en:gone"), -1);
+    }
+    close(rfd);
+    close(lfd);
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
@@ -2526,6 +2605,7 @@ int main(int argc, char **argv)
         {"lists", &lists},
         {"sets", &sets},
         {"zsets", &zsets},
+        {"encodings", &encodings},
     };
     Suite *s = suite_create("resp_vs_redis");
     TCase *tc = tcase_create("grid");
