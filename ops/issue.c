@@ -15,6 +15,7 @@
 #include <urcu.h>
 
 #include "lattice/alloc.h"
+#include "lattice/clock.h"
 #include "lattice/log.h"
 #include "ops_int.h"
 
@@ -50,6 +51,12 @@ static opx *opx_new(const lattice_op *op, lattice_op_fn fn, void *arg, size_t in
     o->arg = arg;
     o->index = index;
     o->deadline_ms = deadline_ms;
+    if (op->flags & LATTICE_OP_BLOCKING) {
+        /* It waits at the primary until its ttl_ms (a wall-clock deadline)
+         * or for ever: the op timeout counts from then. */
+        uint64_t wall = lt_wall_ms();
+        o->deadline_ms = !op->ttl_ms ? UINT64_MAX : deadline_ms + (op->ttl_ms > wall ? op->ttl_ms - wall : 0);
+    }
     return o;
 }
 

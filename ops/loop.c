@@ -522,6 +522,7 @@ static void *data_main(void *arg)
          * older waiter ran, every time, and the older one waited out its
          * 10 s deadline (fault_steady with commits across slots). */
         if (d->txwaits) txlock_tick(d);
+        if (d->bwaits) bwait_tick(d); /* a push wakes its partition's blocked pops at once */
         /* The tick's clock is read after the frames were served: what they
          * stamped (a supplier session's last demand, say) must not lie in
          * the tick's future, or "now - stamp" wraps around - a supplier
@@ -562,6 +563,7 @@ static void *data_main(void *arg)
     drain_inbox(d);
     chan_release_pending(d, true);
     txlock_stop(d);
+    bwait_stop(d);
     run_retries(d, UINT64_MAX);
     chan_flush(d);
     pthread_mutex_unlock(&d->run_lock);

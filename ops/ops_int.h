@@ -335,6 +335,8 @@ struct lattice_ops {
     dedup_entry *dedup;           /* DEDUP_SLOTS, allocated at init (servers) */
     struct txwait *txwaits;       /* operations waiting for a prepared transaction's lock (txlock.c) */
     uint64_t txwaiting;
+    struct bwait *bwaits, *bwaits_tail; /* blocking pops waiting for an element (bwait.c), oldest first */
+    uint64_t bwaiting;
     uint64_t txsweep_ms;          /* txlock_sweep's last round */
     struct txsettle *txsettles;   /* orphans being settled (txlock.c) */
     uint64_t txsettled;
@@ -532,6 +534,16 @@ bool txlock_patience(lattice_meta_cache *c, uint32_t p, uint64_t id_node, uint64
 void txlock_patience_end(lattice_meta_cache *c, uint32_t p, uint64_t id_node, uint64_t id_seq);
 void txlock_tick(lattice_ops *d);
 void txlock_stop(lattice_ops *d);
+
+/* bwait.c: a request whose blocking step (lattice/txn.h, LATTICE_TXN_BLOCK)
+ * found nothing to pop waits, whole, until its partition's counter or the
+ * view moves or its deadline (in->ttl_ms, wall clock) passes, then runs
+ * again (primary_rerun); oldest first.  NOMEM.  bwait_tick after every
+ * round of the loop; bwait_stop answers every waiter STOPPED. */
+lattice_status bwait_park(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org,
+                          const char *origin_id, uint64_t seq);
+void bwait_tick(lattice_ops *d);
+void bwait_stop(lattice_ops *d);
 /* Settles the transactions prepared in partitions this node leads whose
  * deadline passed (their coordinator died, was cut off or paused): an abort
  * decision at the home partition if none stands, then the row finished by

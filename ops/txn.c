@@ -36,6 +36,7 @@
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "lattice/log.h"
+#include "lattice/coll.h"
 #include "lattice/txn.h"
 #include "ops_int.h"
 #include "txn/txn.h"
@@ -95,7 +96,7 @@ static bool sub_kind_ok(int kind)
            kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY || kind == LATTICE_TXN_IF_ABSENT ||
            kind == LATTICE_TXN_EXPIRE_IF || kind == LATTICE_TXN_IDLE || kind == LATTICE_TXN_PREPARE ||
            kind == LATTICE_TXN_FINISH || kind == LATTICE_TXN_DECIDE || kind == LATTICE_OP_COLL_READ ||
-           kind == LATTICE_OP_COLL_WRITE || kind == LATTICE_TXN_LMOVE;
+           kind == LATTICE_OP_COLL_WRITE || kind == LATTICE_TXN_LMOVE || kind == LATTICE_TXN_BPOP;
 }
 
 static bool names_key(int kind)
@@ -118,6 +119,56 @@ static lattice_status internal_key_ok(const lattice_meta_cache *c, uint32_t part
     lt_txid id;
     if (!lt_txp_key_parse(key, len, &kind, &id)) return LATTICE_ERR_INVAL;
     return lattice_partition_of_key(key, len, c->cfg.partitions) == partition ? LATTICE_OK : LATTICE_ERR_INVAL;
+}
+
+/* BPOP's other keys (its value, packed as lattice/coll.h packs arguments):
+ * each a key of this partition, within limits. */
+static lattice_status bpop_keys_ok(const lattice_meta_cache *c, uint32_t partition, const void *v, size_t len)
+{
+    size_t n, off = 4;
+    if (!lattice_coll_unpacked_count(v, len, &n)) return LATTICE_ERR_INVAL;
+    lattice_status st = LATTICE_OK;
+    for (size_t i = 0; i < n && st == LATTICE_OK; i++) {
+        lattice_coll_arg k = lattice_coll_unpack_next(v, &off);
+        st = key_ok(c, partition, k.ptr, k.len);
+    }
+    return st;
+}
+
+/* The keys a step names, in order: its key, then a destination (RENAME,
+ * COPY, LMOVE) or BPOP's other keys.  For a sub req_decode accepted. */
+typedef struct sub_keys {
+    const txn_sub *s;
+    int at;           /* 0: the key next; 1: what follows it */
+    size_t left, off; /* BPOP's other keys */
+} sub_keys;
+
+static bool sub_keys_next(sub_keys *it, const void **k, size_t *kl)
+{
+    const txn_sub *s = it->s;
+    if (it->at == 0) {
+        it->at = 1;
+        *k = s->key, *kl = s->key_len;
+        if (s->kind == LATTICE_TXN_BPOP && !lattice_coll_unpacked_count(s->value, s->value_len, &it->left)) it->left = 0;
+        else if (s->kind != LATTICE_TXN_BPOP) it->left = names_key(s->kind);
+        it->off = 4;
+        return true;
+    }
+    if (!it->left) return false;
+    it->left--;
+    if (s->kind == LATTICE_TXN_BPOP) {
+        lattice_coll_arg a = lattice_coll_unpack_next(s->value, &it->off);
+        *k = a.ptr, *kl = a.len;
+    } else {
+        *k = s->value, *kl = s->value_len;
+    }
+    return true;
+}
+
+/* A blocking step (lattice/txn.h, LATTICE_TXN_BLOCK): the request's only one. */
+static bool blocking_sub(const txn_sub *s)
+{
+    return (s->kind == LATTICE_TXN_BPOP || s->kind == LATTICE_TXN_LMOVE) && ((uint64_t)s->delta & LATTICE_TXN_BLOCK);
 }
 
 /* Decodes and checks a request: every key in `partition`, within limits. */
@@ -165,12 +216,15 @@ static lattice_status req_decode(const lattice_meta_cache *c, uint32_t partition
             ;
         else if (names_key(s->kind))
             st = key_ok(c, partition, s->value, s->value_len);
+        else if (s->kind == LATTICE_TXN_BPOP)
+            st = bpop_keys_ok(c, partition, s->value, s->value_len);
         else if (s->value_len > c->cfg.max_value_bytes)
             st = LATTICE_ERR_TOO_LARGE;
         else if (s->kind == LATTICE_TXN_IF_ABSENT && (s->delta < 0 || (uint64_t)s->delta >= q->n_subs - i))
             st = LATTICE_ERR_INVAL; /* it guards subs that are not there */
         else if (s->kind == LATTICE_TXN_EXPIRE_IF && ((uint64_t)s->delta & ~(uint64_t)LATTICE_TXN_EXP_ALL_))
             st = LATTICE_ERR_INVAL;
+        if (st == LATTICE_OK && blocking_sub(s) && (q->n_subs != 1 || q->n_watch)) st = LATTICE_ERR_INVAL; /* it waits alone */
     }
     if (st == LATTICE_OK && b.len != len) st = LATTICE_ERR_INVAL; /* trailing bytes */
     return st;
@@ -188,6 +242,7 @@ typedef struct txn_out {
     uint64_t *hashes;
     size_t n_hashes, cap_hashes;
     bool aborted;
+    bool would_block; /* a blocking step found nothing to pop before its deadline: the request waits */
 } txn_out;
 
 static void out_free(txn_out *o)
@@ -631,6 +686,11 @@ static lattice_status txn_run(lattice_meta_cache *c, uint32_t partition, const t
                        (s->delta & LATTICE_TXN_LMOVE_FROM_RIGHT ? EXEC_LMOVE_FROM_RIGHT : 0) |
                            (s->delta & LATTICE_TXN_LMOVE_TO_RIGHT ? EXEC_LMOVE_TO_RIGHT : 0),
                        sc, &r, wrote_one, o);
+        } else if (s->kind == LATTICE_TXN_BPOP) {
+            exec_bpop(c, partition, s->key, s->key_len, s->value, s->value_len,
+                      ((uint64_t)s->delta & LATTICE_TXN_BPOP_RIGHT ? EXEC_BPOP_RIGHT : 0) |
+                          ((uint64_t)s->delta & LATTICE_TXN_BPOP_ZSET ? EXEC_BPOP_ZSET : 0),
+                      sc, &r, wrote_one, o);
         } else if (names_key(s->kind)) {
             run_move(c, partition, s, sc, &r, o);
         } else {
@@ -640,6 +700,10 @@ static lattice_status txn_run(lattice_meta_cache *c, uint32_t partition, const t
             exec_local(c, &in, sc, &r, &w);
             if (w.needed) add_write(o, s->key, s->key_len, &w);
         }
+        /* Nothing to pop for a blocking step before its deadline: the
+         * request waits (txn_execute); past it, nil as without the bit. */
+        if (blocking_sub(s) && r.status == LATTICE_OK && r.num == 0 && (!s->ttl_ms || lt_wall_ms() < s->ttl_ms))
+            o->would_block = true;
         add_result(o, &r);
     }
     return o->res.failed || o->wr.failed ? LATTICE_ERR_NOMEM : LATTICE_OK;
@@ -819,8 +883,11 @@ static txn_undo_rec *undo_capture(lattice_meta_cache *c, uint32_t partition, con
         if (ops_is_read(s->kind) || s->kind == LATTICE_TXN_VERSION || s->kind == LATTICE_TXN_IF_ABSENT ||
             s->kind == LATTICE_TXN_IDLE)
             continue;
-        if (s->kind != LATTICE_TXN_COPY) ok = capture_key(c, partition, s->key, s->key_len, &b);
-        if (ok && names_key(s->kind)) ok = capture_key(c, partition, s->value, s->value_len, &b);
+        sub_keys it = {s, 0, 0, 0};
+        const void *k;
+        size_t kl;
+        for (bool first = true; ok && sub_keys_next(&it, &k, &kl); first = false)
+            if (!first || s->kind != LATTICE_TXN_COPY) ok = capture_key(c, partition, k, kl, &b); /* COPY reads its source */
     }
     txn_undo_rec *u = ok ? lt_malloc(sizeof *u + b.len) : NULL;
     if (u) {
@@ -905,11 +972,13 @@ static waitw *pending_on(lattice_ops *d, lattice_meta_cache *c, uint32_t partiti
         if (w && (!last || w->version > last->version)) last = w;
     }
     for (size_t i = 0; i < q->n_subs; i++) {
-        const txn_sub *s = &q->subs[i];
-        waitw *w = clean_pending_write(d, c, partition, s->key, s->key_len);
-        if (w && (!last || w->version > last->version)) last = w;
-        w = names_key(s->kind) ? clean_pending_write(d, c, partition, s->value, s->value_len) : NULL;
-        if (w && (!last || w->version > last->version)) last = w;
+        sub_keys it = {&q->subs[i], 0, 0, 0};
+        const void *k;
+        size_t kl;
+        while (sub_keys_next(&it, &k, &kl)) {
+            waitw *w = clean_pending_write(d, c, partition, k, kl);
+            if (w && (!last || w->version > last->version)) last = w;
+        }
     }
     return last;
 }
@@ -923,9 +992,11 @@ static bool locked_by_prepared(lattice_meta_cache *c, uint32_t partition, const 
     for (size_t i = 0; i < q->n_watch; i++)
         if (txlock_blocks(c, partition, q->watch[i].key, q->watch[i].key_len, writes)) return true;
     for (size_t i = 0; i < q->n_subs; i++) {
-        const txn_sub *s = &q->subs[i];
-        if (txlock_blocks(c, partition, s->key, s->key_len, writes)) return true;
-        if (names_key(s->kind) && txlock_blocks(c, partition, s->value, s->value_len, writes)) return true;
+        sub_keys it = {&q->subs[i], 0, 0, 0};
+        const void *k;
+        size_t kl;
+        while (sub_keys_next(&it, &k, &kl))
+            if (txlock_blocks(c, partition, k, kl, writes)) return true;
     }
     return false;
 }
@@ -1029,6 +1100,14 @@ void txn_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const
     txn_out o;
     st = txn_run(c, in->partition, &q, dedup_origin_hash(d->self_id), &d->scratch, &o);
     req_free(&q);
+    if (st == LATTICE_OK && o.would_block && !o.n_writes) {
+        /* A blocking pop with nothing to pop: it waits here (bwait.c). */
+        out_free(&o);
+        lt_free(u);
+        bool named = seq && origin_id;
+        if ((st = bwait_park(d, c, in, org, named ? origin_id : NULL, named ? seq : 0)) != LATTICE_OK) fail(d, org, st);
+        return;
+    }
     /* NOMEM part way: what was written still replicates (copies stay
      * equal); the issuer learns the transaction failed. */
     lattice_op_result r = {st, st == LATTICE_OK ? o.res.p : NULL, st == LATTICE_OK ? o.res.len : 0,

@@ -571,6 +571,7 @@ static void drain_returns(io_thread *io)
         conn *c = b->c;
         c->in_flight = false;
         if (c->dead) {
+            respd_tx_give_back(r, b); /* a blocking pop's element reaches nobody */
             conn_bury(c);
             batch_done(io, b);
             continue;

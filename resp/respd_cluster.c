@@ -547,8 +547,8 @@ void respd_info(lattice_respd *r, conn *c, size_t argc, const lattice_resp_arg *
                LATTICE_VERSION, (int)getpid(), r->port, (unsigned long long)up, (unsigned long long)(up / 86400),
                r->n_io);
     if (want(argc, argv, "clients", true))
-        sb_add(&b, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\n\r\n", atomic_load(&r->n_clients),
-               r->cfg.max_clients);
+        sb_add(&b, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\nblocked_clients:%d\r\n\r\n",
+               atomic_load(&r->n_clients), r->cfg.max_clients, atomic_load(&r->n_blocked));
     if (want(argc, argv, "memory", true)) info_memory(r, &b);
     if (want(argc, argv, "persistence", true))
         sb_add(&b,

@@ -82,6 +82,7 @@ typedef struct ent {
     bool mute;                        /* sent under CLIENT REPLY OFF/SKIP: no reply */
     bool later;                       /* queued in MULTI, run at EXEC in its place: argv packed at arena + first, n bytes (respd_tx.c) */
     bool across;                      /* its ops wrapped as one txn op across partitions (respd_tx_wrap_across) */
+    bool blocking;                    /* a blocking pop waiting at the primary (respd_tx.c): counted in n_blocked */
     uint32_t first, n;                /* ops [first, first+n) */
     int64_t when_ms;                  /* conditional EXPIRE: the new deadline; ranges: start */
     int64_t arg2;                     /* ranges: end; GETBIT: the offset */
@@ -197,6 +198,7 @@ struct lattice_respd {
      * reported; OBJECT ENCODING sends four of them to the primary, and a
      * collection's row does not depend on them (docs/TYPES.md). */
     atomic_llong enc[7];
+    atomic_int n_blocked;             /* connections in a blocking pop (INFO blocked_clients) */
     pthread_mutex_t slow_lock;
     struct respd_slow *slow_head, *slow_tail;
     long long slow_len, slow_next_id;
@@ -269,6 +271,9 @@ void respd_coll_reply(lattice_resp_out *o, const batch *b, const ent *e);
  * the n arguments args, packed; false when out of memory. */
 bool respd_coll_op(batch *b, ent *e, int cmd, const lattice_resp_arg *key, const lattice_resp_arg *args, size_t n);
 /* A reply in lattice/coll.h's framing (a primary's), in o's protocol. */
+/* respd_tx.c: b came back for a connection that closed meanwhile: what its
+ * blocking pops popped goes back to its key (docs/TYPES.md). */
+void respd_tx_give_back(struct lattice_respd *r, const batch *b);
 void respd_coll_add_reply(lattice_resp_out *o, const char *p, size_t len);
 /* respd_walk.c: SCAN, KEYS, RANDOMKEY, FLUSHDB, FLUSHALL - walks of every
  * partition (or, for a cluster-aware connection, of those this node is

@@ -22,12 +22,19 @@
  * one changed.  A batch ends after WATCH and after EXEC (b->sealed): a
  * later command of the pipeline must not run concurrently with them.
  */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
+#include "lattice/coll.h"
+#include "lattice/log.h"
 #include "lattice/txn.h"
 #include "respd_int.h"
 
@@ -134,7 +141,7 @@ long respd_tx_queued(const conn *c)
 
 bool respd_is_tx_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_MULTI && id <= LATTICE_RESP_CMD_RPOPLPUSH;
+    return id >= LATTICE_RESP_CMD_MULTI && id <= LATTICE_RESP_CMD_BRPOPLPUSH;
 }
 
 static void note_slot(struct respd_tx *t, const void *key, size_t len)
@@ -191,16 +198,114 @@ static bool same_slot(size_t argc, const lattice_resp_arg *argv, size_t first, s
     return true;
 }
 
-/* LMOVE src dst LEFT|RIGHT LEFT|RIGHT, RPOPLPUSH src dst: one txn op of
- * one LATTICE_TXN_LMOVE sub (its directions checked first, as Redis). */
-static cmd_outcome lmove_command(batch *b, lattice_resp_cmd_id id, const lattice_resp_arg *argv, bool in_multi)
+/* A blocking command's timeout as Redis 7.0 reads one in seconds
+ * (getTimeoutFromObjectOrReply): a float, not negative, in ms;
+ * *deadline the wall-clock ms it ends at (0: none).  NULL, or the error. */
+static const char *block_timeout(const lattice_resp_arg *a, uint64_t *deadline)
 {
+    static const char bad[] = "ERR timeout is not a float or out of range";
+    char t[128];
+    if (!a->len || a->len >= sizeof t || isspace((unsigned char)a->ptr[0]) || memchr(a->ptr, 0, a->len)) return bad;
+    memcpy(t, a->ptr, a->len);
+    t[a->len] = 0;
+    char *end;
+    errno = 0;
+    long double v = strtold(t, &end);
+    if (*end || errno == ERANGE || isnan(v)) return bad;
+    /* Redis 7.0 converts v * 1000 to a long long as it is: past the
+     * range that is LLONG_MIN on x86, so "negative"; a fraction of a ms is
+     * rounded up here (7.0 truncated it to 0, waiting for ever; 7.2 rounds
+     * up). */
+    v *= 1000.0L;
+    if (v >= 0x1p63L || v < 0) return "ERR timeout is negative";
+    long long ms = (long long)ceill(v);
+    uint64_t now = lt_wall_ms();
+    if (ms > 0 && (unsigned long long)ms > (unsigned long long)LLONG_MAX - now) return "ERR timeout is out of range";
+    *deadline = ms > 0 ? now + (uint64_t)ms : 0;
+    return NULL;
+}
+
+/* The one step of a blocking command (LMOVE or BPOP with LATTICE_TXN_BLOCK,
+ * lattice/txn.h) as a txn op that waits at the primary until deadline:
+ * LATTICE_OP_BLOCKING tells the issuing node to wait as long. */
+static bool add_blocking_op(batch *b, ent *e, lattice_op *s, uint64_t deadline)
+{
+    s->delta |= LATTICE_TXN_BLOCK;
+    s->ttl_ms = deadline;
+    size_t cap = lattice_txn_request_size(NULL, 0, s, 1);
+    char *p = lt_malloc(cap);
+    if (!p) return false;
+    lattice_txn_request_encode(NULL, 0, s, 1, p, cap);
+    lattice_resp_arg key = {(char *)s->key, s->key_len}, val = {p, cap};
+    bool ok = respd_op_add(b, e, LATTICE_OP_TXN, LATTICE_OP_BLOCKING, &key, &val, 0, deadline);
+    lt_free(p);
+    if (ok) {
+        e->blocking = true;
+        b->sealed = true; /* the connection waits: nothing after it joins the batch */
+        atomic_fetch_add(&b->r->n_blocked, 1);
+    }
+    return ok;
+}
+
+/* BLPOP / BRPOP / BZPOPMIN / BZPOPMAX key [key ...] timeout: one
+ * LATTICE_TXN_BPOP step, its keys of one slot (CROSSSLOT otherwise, as Redis
+ * Cluster); in MULTI it does not block (Redis: nil at once). */
+static cmd_outcome bpop_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
+                                bool in_multi)
+{
+    uint64_t deadline = 0;
+    const char *err = block_timeout(&argv[argc - 1], &deadline);
+    if (err) return respd_ent_error(b, err);
+    if (!same_slot(argc - 1, argv, 1, 1)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
+    int64_t which = id == LATTICE_RESP_CMD_BRPOP ? LATTICE_TXN_BPOP_RIGHT
+                    : id == LATTICE_RESP_CMD_BZPOPMIN ? LATTICE_TXN_BPOP_ZSET
+                    : id == LATTICE_RESP_CMD_BZPOPMAX ? LATTICE_TXN_BPOP_ZSET | LATTICE_TXN_BPOP_RIGHT
+                                                      : 0;
+    size_t n = argc - 3; /* the keys after the first */
+    lattice_coll_arg *a = lt_malloc((n ? n : 1) * sizeof *a);
+    for (size_t i = 0; a && i < n; i++) a[i] = (lattice_coll_arg){argv[2 + i].ptr, argv[2 + i].len};
+    size_t len = a ? lattice_coll_packed_len(a, n) : 0;
+    char *packed = a ? lt_malloc(len) : NULL;
+    ent *e = packed && lattice_coll_pack(packed, len, a, n) == len ? respd_ent_new(b, id) : NULL;
+    bool ok = false;
+    if (e) {
+        lattice_op s = {(lattice_op_kind)LATTICE_TXN_BPOP, 0, NULL, argv[1].ptr, argv[1].len, packed, len, which, 0, 0};
+        if (in_multi) {
+            lattice_resp_arg others = {packed, len};
+            ok = respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_BPOP, 0, &argv[1], &others, which, 0);
+        } else {
+            ok = add_blocking_op(b, e, &s, deadline);
+        }
+        if (!ok) {
+            b->n_ops = e->first;
+            b->n_ents--;
+        }
+    }
+    lt_free(packed);
+    lt_free(a);
+    return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+}
+
+/* LMOVE src dst LEFT|RIGHT LEFT|RIGHT, RPOPLPUSH src dst: one txn op of
+ * one LATTICE_TXN_LMOVE sub (its directions checked first, as Redis); their
+ * blocking forms BLMOVE and BRPOPLPUSH (a timeout after them) the same
+ * step waiting for an element, its keys of one slot. */
+static cmd_outcome lmove_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
+                                 bool in_multi)
+{
+    bool blocking = id == LATTICE_RESP_CMD_BLMOVE || id == LATTICE_RESP_CMD_BRPOPLPUSH;
     int64_t where = LATTICE_TXN_LMOVE_FROM_RIGHT; /* RPOPLPUSH: RIGHT LEFT */
-    if (id == LATTICE_RESP_CMD_LMOVE) {
+    if (id == LATTICE_RESP_CMD_LMOVE || id == LATTICE_RESP_CMD_BLMOVE) {
         bool fr = eq(&argv[3], "right"), tr = eq(&argv[4], "right");
         if ((!fr && !eq(&argv[3], "left")) || (!tr && !eq(&argv[4], "left")))
             return respd_ent_error(b, LATTICE_RESP_ERR_SYNTAX);
         where = (fr ? LATTICE_TXN_LMOVE_FROM_RIGHT : 0) | (tr ? LATTICE_TXN_LMOVE_TO_RIGHT : 0);
+    }
+    uint64_t deadline = 0;
+    if (blocking) {
+        const char *err = block_timeout(&argv[argc - 1], &deadline);
+        if (err) return respd_ent_error(b, err);
+        if (!same_slot(3, argv, 1, 1)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
     }
     unsigned across = 0;
     if (!same_slot(3, argv, 1, 1) && !in_multi) {
@@ -215,7 +320,7 @@ static cmd_outcome lmove_command(batch *b, lattice_resp_cmd_id id, const lattice
     } else {
         lattice_op s = {(lattice_op_kind)LATTICE_TXN_LMOVE, 0, NULL, argv[1].ptr, argv[1].len, argv[2].ptr, argv[2].len,
                         where, 0, 0};
-        ok = add_txn_op_as(b, e, across, NULL, 0, &s, 1);
+        ok = blocking ? add_blocking_op(b, e, &s, deadline) : add_txn_op_as(b, e, across, NULL, 0, &s, 1);
         if (ok && across) b->sealed = true;
     }
     return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
@@ -223,7 +328,7 @@ static cmd_outcome lmove_command(batch *b, lattice_resp_cmd_id id, const lattice
 
 bool respd_is_tx_key_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_RENAME && id <= LATTICE_RESP_CMD_RPOPLPUSH;
+    return id >= LATTICE_RESP_CMD_RENAME && id <= LATTICE_RESP_CMD_BRPOPLPUSH;
 }
 
 cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
@@ -261,7 +366,10 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
         lt_free(w);
         return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
     }
-    if (id == LATTICE_RESP_CMD_LMOVE || id == LATTICE_RESP_CMD_RPOPLPUSH) return lmove_command(b, id, argv, in_multi);
+    if (id == LATTICE_RESP_CMD_LMOVE || id == LATTICE_RESP_CMD_RPOPLPUSH || id == LATTICE_RESP_CMD_BLMOVE ||
+        id == LATTICE_RESP_CMD_BRPOPLPUSH)
+        return lmove_command(b, id, argc, argv, in_multi);
+    if (id >= LATTICE_RESP_CMD_BLPOP && id <= LATTICE_RESP_CMD_BZPOPMAX) return bpop_command(b, id, argc, argv, in_multi);
     /* RENAME / RENAMENX / COPY src dst [DB 0] [REPLACE] */
     unsigned flags = id == LATTICE_RESP_CMD_RENAMENX ? LATTICE_OP_NX : 0;
     if (id == LATTICE_RESP_CMD_COPY) {
@@ -359,6 +467,55 @@ static bool first_sub(const batch *b, const ent *e, opres *x, batch *tmp)
         return false;
     }
     return store_sub(tmp, x, &s);
+}
+
+static void gave_back(void *arg, size_t i, const lattice_op_result *res)
+{
+    (void)arg, (void)i;
+    if (res->status != LATTICE_OK)
+        LT_LOG(LT_WARN, "resp", "an element popped for a client that left could not be put back: %s",
+               lattice_strerror(res->status));
+}
+
+void respd_tx_give_back(lattice_respd *r, const batch *b)
+{
+    for (size_t i = 0; i < b->n_ents; i++) {
+        const ent *e = &b->ents[i];
+        if (!e->blocking || e->cmd < LATTICE_RESP_CMD_BLPOP || e->cmd > LATTICE_RESP_CMD_BZPOPMAX) continue;
+        batch tmp = {0};
+        opres x;
+        first_sub(b, e, &x, &tmp);
+        lattice_coll_elem el[4];
+        size_t off = 0, n = 0;
+        if (x.status == LATTICE_OK && x.has_value && !(x.flags & LATTICE_OP_R_LOST))
+            while (n < 4 && lattice_coll_reply_next(tmp.vals + x.voff, x.vlen, &off, &el[n]) == 1) n++;
+        bool zset = e->cmd == LATTICE_RESP_CMD_BZPOPMIN || e->cmd == LATTICE_RESP_CMD_BZPOPMAX;
+        if (n == (zset ? 4u : 3u) && el[0].type == '*') {
+            /* [key, element]: back where it came from; [key, member, score]:
+             * back unless the member came back meanwhile (ZADD NX). */
+            char score[64];
+            lattice_coll_arg a[3];
+            size_t na = 0;
+            int cmd;
+            if (zset) {
+                snprintf(score, sizeof score, "%.*s", (int)(el[3].len < 63 ? el[3].len : 63), el[3].ptr);
+                a[na++] = (lattice_coll_arg){"NX", 2};
+                a[na++] = (lattice_coll_arg){score, strlen(score)};
+                cmd = LATTICE_COLL_ZADD;
+            } else {
+                cmd = e->cmd == LATTICE_RESP_CMD_BRPOP ? LATTICE_COLL_RPUSH : LATTICE_COLL_LPUSH;
+            }
+            a[na++] = (lattice_coll_arg){el[2].ptr, el[2].len};
+            size_t len = lattice_coll_packed_len(a, na);
+            char *p = lt_malloc(len);
+            if (p && lattice_coll_pack(p, len, a, na) == len) {
+                lattice_op op = lattice_op_coll(r->cache, (lattice_coll_cmd)cmd, el[1].ptr, el[1].len, p, len);
+                if (lattice_op_submit(r->node, &op, 1, gave_back, NULL) != LATTICE_OK) gave_back(NULL, 0, &(lattice_op_result){.status = LATTICE_ERR_NOMEM});
+            }
+            lt_free(p);
+        }
+        lt_free(tmp.vals);
+    }
 }
 
 /* ---- multi-key commands across slots (DEL, UNLINK, EXISTS, TOUCH, MGET, MSET) ---- */
@@ -496,9 +653,12 @@ void respd_tx_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, boo
     opres x;
     if (in_exec) x = b->res[e->first]; /* queued: the sub's own result */
     else first_sub(b, e, &x, &tmp);
-    if (e->cmd == LATTICE_RESP_CMD_LMOVE || e->cmd == LATTICE_RESP_CMD_RPOPLPUSH) {
+    if (e->cmd == LATTICE_RESP_CMD_LMOVE || e->cmd == LATTICE_RESP_CMD_RPOPLPUSH ||
+        (e->cmd >= LATTICE_RESP_CMD_BLPOP && e->cmd <= LATTICE_RESP_CMD_BRPOPLPUSH)) {
         if (x.flags & LATTICE_OP_R_LOST) lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));
         else if (x.status != LATTICE_OK || !x.has_value) respd_add_result_error(o, &x);
+        else if (e->blocking && x.vlen == 3 && !memcmp((in_exec ? b->vals : tmp.vals) + x.voff, "_\r\n", 3))
+            lattice_resp_add_null_array(o); /* BLMOVE's timeout: a null array, as Redis's blocked clients get */
         else respd_coll_add_reply(o, (in_exec ? b->vals : tmp.vals) + x.voff, x.vlen);
     } else if (e->cmd == LATTICE_RESP_CMD_OBJECT_IDLETIME) {
         if (x.flags & LATTICE_OP_R_LOST) lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));

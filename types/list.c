@@ -14,6 +14,8 @@
  * O(elements) per command.
  */
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coll_int.h"
@@ -480,7 +482,7 @@ void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size
         if (x.nomem) r->status = LATTICE_ERR_NOMEM;
         r->value = s->reply;
         r->value_len = s->reply_len;
-        r->num = 0;
+        r->num = 1; /* moved one (0: nothing to move) */
     } else {
         /* The push failed (a full region): the element goes back where it
          * was - the pop freed its room - and the push's error answers. */
@@ -494,4 +496,88 @@ void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size
         *r = (lattice_op_result){.status = why};
     }
     lt_free(p);
+}
+
+/* ---- BLPOP / BRPOP / BZPOPMIN / BZPOPMAX: the first key of several that
+ * holds an element, in one step ---- */
+
+void exec_bpop(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len, const void *others,
+               size_t others_len, unsigned which, exec_scratch *s, lattice_op_result *r, exec_wrote_fn wrote, void *arg)
+{
+    memset(r, 0, sizeof *r);
+    size_t n = 0, off = 4;
+    if (!lattice_coll_unpacked_count(others, others_len, &n)) {
+        r->status = LATTICE_ERR_INVAL;
+        return;
+    }
+    bool zset = which & EXEC_BPOP_ZSET, right = which & EXEC_BPOP_RIGHT;
+    int want = (zset ? LATTICE_TYPE_ZSET : LATTICE_TYPE_LIST) + 1;
+    coll_ctx x = {.s = s, .r = r}; /* the reply's builder only */
+    for (size_t i = 0; i <= n; i++) {
+        lattice_coll_arg k = {key, key_len};
+        if (i) k = lattice_coll_unpack_next(others, &off);
+        int st, t = live_type(c, partition, k.ptr, k.len, &st);
+        if (st != LATTICE_OK) {
+            r->status = st;
+            return;
+        }
+        if (!t) continue;
+        if (t != want) { /* blockingPopGenericCommand: the first key of another type answers */
+            r->status = LATTICE_ERR_WRONGTYPE;
+            r->flags |= LATTICE_OP_R_FOUND | LATTICE_OP_R_TYPE_FLAGS(t - 1);
+            return;
+        }
+        unsigned char none[4];
+        lattice_coll_put_u32(none, 0);
+        int cmd = zset ? (right ? LATTICE_COLL_ZPOPMAX : LATTICE_COLL_ZPOPMIN) : (right ? LATTICE_COLL_RPOP : LATTICE_COLL_LPOP);
+        exec_in pop = {LATTICE_OP_COLL_WRITE, 0, partition, k.ptr, k.len, none, 4, (uint64_t)cmd, 0};
+        repl_out w;
+        exec_coll(c, &pop, s, r, &w);
+        if (r->status != LATTICE_OK || !w.needed) {
+            if (r->status == LATTICE_OK) r->status = LATTICE_ERR_PROTO; /* a live list or set pops one */
+            return;
+        }
+        wrote(arg, k.ptr, k.len, &w);
+        /* The reply: the key, then what the pop answered (an element, or a
+         * member and its score), copied first - the reply buffer is reused. */
+        lattice_coll_elem e[3];
+        size_t at = 0, got = 0;
+        while (got < 3 && lattice_coll_reply_next(r->value, r->value_len, &at, &e[got]) == 1) got++;
+        size_t first = zset ? 1 : 0, parts = zset ? 2 : 1; /* a zset's answer is [member, score] */
+        size_t bytes = 0;
+        for (size_t j = first; j < first + parts && j < got; j++) bytes += e[j].len;
+        char *copy = got == first + parts ? lt_malloc(bytes + 1) : NULL;
+        if (!copy) {
+            r->status = got == first + parts ? LATTICE_ERR_NOMEM : LATTICE_ERR_PROTO;
+            return; /* popped and replicated: the issuer learns it failed, as a lost reply */
+        }
+        char *p = copy;
+        for (size_t j = first; j < first + parts; j++) {
+            memcpy(p, e[j].ptr, e[j].len);
+            e[j].ptr = p;
+            p += e[j].len;
+        }
+        *p = 0;
+        s->reply_len = 0;
+        coll_array(&x, 1 + parts);
+        coll_bulk(&x, k.ptr, k.len);
+        coll_bulk(&x, e[first].ptr, e[first].len);
+        if (zset) {
+            char text[64];
+            snprintf(text, sizeof text, "%.*s", (int)(e[2].len < 63 ? e[2].len : 63), e[2].ptr);
+            coll_double(&x, strtod(text, NULL)); /* "%.17g" read back is the same double */
+        }
+        lt_free(copy);
+        if (x.nomem) r->status = LATTICE_ERR_NOMEM;
+        r->value = s->reply;
+        r->value_len = s->reply_len;
+        r->num = 1;
+        return;
+    }
+    s->reply_len = 0; /* nothing to pop */
+    coll_null_array(&x);
+    if (x.nomem) r->status = LATTICE_ERR_NOMEM;
+    r->value = s->reply;
+    r->value_len = s->reply_len;
+    r->num = 0;
 }

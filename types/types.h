@@ -87,13 +87,26 @@ void exec_coll(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattic
  * element of src (the tail when where has EXEC_LMOVE_FROM_RIGHT) and pushes
  * it onto dst (its tail with EXEC_LMOVE_TO_RIGHT) in one step, each write
  * handed to wrote as it happens.  r->value: the element as a reply of
- * lattice/coll.h ($ bulk), or nil ("_") when src holds no list;
+ * lattice/coll.h ($ bulk) and num 1, or nil ("_") and num 0 when src holds
+ * no list;
  * WRONGTYPE (nothing moves) when src, or dst, holds another type. */
 #define EXEC_LMOVE_FROM_RIGHT 0x1u
 #define EXEC_LMOVE_TO_RIGHT 0x2u
 typedef void (*exec_wrote_fn)(void *arg, const void *key, size_t key_len, const repl_out *w);
 void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size_t src_len, const void *dst,
                 size_t dst_len, unsigned where, exec_scratch *s, lattice_op_result *r, exec_wrote_fn wrote, void *arg);
+/* list.c: BLPOP / BRPOP / BZPOPMIN / BZPOPMAX's pop, keys of one partition
+ * (the caller checks): key, then the keys packed in others (lattice/coll.h's
+ * packing), in order - the first that holds an element pops one (a list's
+ * head, its tail with EXEC_BPOP_RIGHT; with EXEC_BPOP_ZSET a sorted set's
+ * lowest score, with RIGHT its highest), its write handed to wrote; r->value
+ * [key, element] or [key, member, score] as a reply of lattice/coll.h, num 1.
+ * None holds one: a null array ("*-1"), num 0.  The first key on the way of
+ * another type: WRONGTYPE, nothing popped. */
+#define EXEC_BPOP_RIGHT 0x1u
+#define EXEC_BPOP_ZSET 0x2u
+void exec_bpop(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len, const void *others,
+               size_t others_len, unsigned which, exec_scratch *s, lattice_op_result *r, exec_wrote_fn wrote, void *arg);
 /* Removes the key with the partition's next counter and fills repl; the
  * store's status (NOT_FOUND: nothing there, the counter unchanged). */
 int exec_remove_entry(lattice_meta_cache *c, const exec_in *in, repl_out *repl);

@@ -139,7 +139,11 @@ typedef enum lattice_op_kind {
 #define LATTICE_OP_LOCAL 0x10u      /* SIZE, WALK: this node's primary entries only */
 #define LATTICE_OP_ACROSS 0x20u     /* TXN: its keys may lie in several partitions (lattice/txn.h) */
 #define LATTICE_OP_ANY_TYPE 0x40u   /* GET: a value of any type as it is stored (its type in R_TYPE), not WRONGTYPE */
-#define LATTICE_OP_FLAGS_ALL_ 0x7fu
+/* TXN of a blocking sub (lattice/txn.h, LATTICE_TXN_BLOCK): the issuer
+ * waits for it until its ttl_ms (a wall-clock deadline; 0: for ever) and
+ * the usual op timeout after that, not the op timeout alone. */
+#define LATTICE_OP_BLOCKING 0x80u
+#define LATTICE_OP_FLAGS_ALL_ 0xffu
 
 /* Result flags. */
 #define LATTICE_OP_R_FOUND 0x1u     /* the key held a live entry before the op */

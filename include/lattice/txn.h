@@ -102,9 +102,25 @@ enum {
      * list.  WRONGTYPE, nothing moved, when the source (or, the source being
      * a list, the destination) holds another type. */
     LATTICE_TXN_LMOVE = 73,
+    /* BLPOP / BRPOP / BZPOPMIN / BZPOPMAX: key = the first key, value = the
+     * others packed as lattice/coll.h packs arguments (all of the request's
+     * partition), delta = LATTICE_TXN_BPOP_* bits.  Pops from the first of
+     * them that holds an element: value of the result = [key, element] (a
+     * list) or [key, member, score] (a sorted set) as a reply of
+     * lattice/coll.h; WRONGTYPE (nothing popped) at the first key on the
+     * way that holds another type; a null array (*-1) when none holds one. */
+    LATTICE_TXN_BPOP = 74,
 };
 #define LATTICE_TXN_LMOVE_FROM_RIGHT 0x1u /* pop the source's tail (else its head) */
 #define LATTICE_TXN_LMOVE_TO_RIGHT 0x2u   /* push at the destination's tail (else its head) */
+#define LATTICE_TXN_BPOP_RIGHT 0x1u       /* a list's tail (else its head) */
+#define LATTICE_TXN_BPOP_ZSET 0x2u        /* sorted sets: the lowest score (with RIGHT: the highest) */
+/* LMOVE and BPOP: nothing to pop, the request waits at the primary until
+ * there is (then runs) or until the sub's ttl_ms, a wall-clock deadline in
+ * ms since the epoch (0: none), passes (then answers as without the bit).
+ * The one sub of its request; the request's op carries LATTICE_OP_BLOCKING
+ * with the same ttl_ms (docs/TYPES.md, "Blocking pops"). */
+#define LATTICE_TXN_BLOCK 0x4u
 #define LATTICE_TXN_PREP_BYTES 36u
 #define LATTICE_TXN_DECISION_KEEP_MS 3600000u /* a decision row expires after an hour */
 #define LATTICE_TXN_COMMIT 1u

@@ -28,6 +28,9 @@
  *   rmw_atomic_on_grid        SETBIT, INCRBYFLOAT, SETRANGE from 4 clients at
  *                             once on 3 nodes (backups=1 full_sync): exact
  *                             results, copies agree, a kill -9 loses nothing
+ *   blocking_pops_on_grid     a BLPOP waiting through another node gets
+ *                             the element pushed after its primary's kill;
+ *                             a dead issuer's waiter is dropped
  *   introspection_io_threads  CLIENT LIST/KILL over connections of two IO
  *                             threads, MONITOR of another connection, a
  *                             monitor that never reads is dropped
@@ -1305,6 +1308,89 @@ END_TEST
 
 /* ---- end of hashes_atomic_on_grid ---- */
 
+/* ---- blocking_pops_on_grid: a BLPOP waits at the key's primary, through
+ * another node; the primary dies while it waits: after the failover a push
+ * still reaches the waiting client.  The issuing node dies while its client
+ * waits: the primary drops the waiter, and a push after that stays in the
+ * list instead of being popped for nobody. ---- */
+
+static long long blocked_on(int i)
+{
+    redisContext *c = conn_to(i);
+    redisReply *r = cmd(c, "INFO clients");
+    const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, "blocked_clients:") : NULL;
+    long long n = p ? atoll(p + strlen("blocked_clients:")) : -1;
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* RPUSH key v through node i until it is acknowledged (a failover may
+ * refuse it for a while); false after 60 s. */
+static bool push_until_done(int i, const char *key, const char *v)
+{
+    for (int t = 0; t < 600; t++) {
+        redisContext *c = try_conn(i);
+        redisReply *r = c ? redisCommand(c, "RPUSH %s %s", key, v) : NULL;
+        bool ok = r && r->type == REDIS_REPLY_INTEGER;
+        if (r) freeReplyObject(r);
+        if (c) redisFree(c);
+        if (ok) return true;
+        usleep(100 * 1000);
+    }
+    return false;
+}
+
+START_TEST(blocking_pops_on_grid)
+{
+    it_begin("resp_blocking_grid");
+    const char *extra[] = {"--cache", "default:backups=1,sync=full_sync", NULL};
+    start_grid(3, 3, extra);
+    wait_spread(3);
+    for (int i = 0; i < 3; i++) wait_serving(i, 30000);
+    ck_assert_msg(it_wait_baseline(finder, 3, 60000), "the baseline never held the three servers");
+    /* The primary dies while a client waits through another node. */
+    int p = rmw_primary_port(0, "bq:1") - resp_base;
+    ck_assert_msg(p >= 0 && p < 3, "no primary for bq:1");
+    int a = (p + 1) % 3, o = (p + 2) % 3;
+    int fd = raw_connect(a);
+    raw_send(fd, "BLPOP bq:1 0\r\n");
+    for (int t = 0; t < 500 && blocked_on(a) != 1; t++) usleep(20 * 1000);
+    ck_assert_int_eq(blocked_on(a), 1);
+    it_signal(srv[p], SIGKILL);
+    ck_assert(it_wait_exit(srv[p], 30000));
+    ck_assert_msg(push_until_done(o, "bq:1", "after-failover"), "no RPUSH acknowledged after the failover");
+    raw_ctx x = {fd, "after-failover", false};
+    ck_assert_msg(it_wait_for(raw_cond, &x, 60000), "the waiting client got %s", raw_buf);
+    ck_assert_str_eq(raw_buf, "*2\r\n$4\r\nbq:1\r\n$14\r\nafter-failover\r\n");
+    close(fd);
+    /* Back to three; then the issuing node dies while its client waits. */
+    start_node(p, extra);
+    wait_serving(p, 60000);
+    ck_assert_msg(it_wait_for(rg_baseline_of_three, NULL, 60000), "the baseline never held three again");
+    int q = rmw_primary_port(o, "bq:2") - resp_base;
+    ck_assert_msg(q >= 0 && q < 3, "no primary for bq:2");
+    int issuer = (q + 1) % 3, third = (q + 2) % 3;
+    fd = raw_connect(issuer);
+    raw_send(fd, "BLPOP bq:2 0\r\n");
+    for (int t = 0; t < 500 && blocked_on(issuer) != 1; t++) usleep(20 * 1000);
+    ck_assert_int_eq(blocked_on(issuer), 1);
+    it_signal(srv[issuer], SIGKILL);
+    ck_assert(it_wait_exit(srv[issuer], 30000));
+    close(fd);
+    ck_assert_msg(it_wait_log(srv[q], "a blocking pop of node", 60000), "the primary never dropped the waiter");
+    ck_assert_msg(push_until_done(third, "bq:2", "kept"), "no RPUSH acknowledged");
+    usleep(300 * 1000); /* a waiter left would have popped it by now */
+    redisContext *c = conn_to(third);
+    redisReply *r = cmd(c, "LRANGE bq:2 0 -1");
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 1 && !strcmp(r->element[0]->str, "kept"),
+                  "bq:2 after the push: %zu elements", r->elements);
+    freeReplyObject(r);
+    redisFree(c);
+    it_end();
+}
+END_TEST
+
 /* ---- CLIENT LIST/KILL, MONITOR across IO threads ---- */
 
 enum { IC = 12 };
@@ -1471,6 +1557,7 @@ int main(int argc, char **argv)
         {"lost_partition_is_clusterdown", &lost_partition_is_clusterdown},
         {"rmw_atomic_on_grid", &rmw_atomic_on_grid},
         {"hashes_atomic_on_grid", &hashes_atomic_on_grid},
+        {"blocking_pops_on_grid", &blocking_pops_on_grid},
         {"introspection_io_threads", &introspection_io_threads},
         {"idle_node_sleeps", &idle_node_sleeps},
     };

@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -2591,6 +2592,148 @@ START_TEST(encodings)
 }
 END_TEST
 
+/* ---- blocking pops: BLPOP, BRPOP, BZPOPMIN, BZPOPMAX, BLMOVE, BRPOPLPUSH ----
+ * What does not wait compares byte for byte (an element there, a timeout's
+ * errors, WRONGTYPE, CROSSSLOT, in MULTI); what waits is driven the same way
+ * on both: a client blocks, another pushes, the first gets the element - in
+ * the order the clients blocked - or nil once its timeout passed, never
+ * before; a client that leaves while it waits takes nothing with it. */
+static const char *const block_script[] = {
+    "BLPOP", "BLPOP bl{t}", "BLPOP bl{t} -1", "BLPOP bl{t} abc", "BLPOP bl{t} 0x7FFFFFFFFFFFFF", "BLPOP bl{t} \"\"",
+    "BLPOP bl{t} 1e400", "BLPOP bl{t} nan", "BLPOP bl{t} 0.01", "BRPOP bl{t} 0.001", "RPUSH bl{t} a b c d",
+    "BLPOP bl{t} 0", "BRPOP bl{t} 0", "BLPOP nx{t} bl{t} 1", "LRANGE bl{t} 0 -1", "SET s{t} v", "BLPOP s{t} bl{t} 0",
+    "BLPOP nx{t} s{t} bl{t} 0", "BLPOP bl{t} s{t} 0", "BZPOPMIN zz{t} 0.01", "ZADD zz{t} 1 a 2 b 3 c",
+    "BZPOPMIN zz{t} 0", "BZPOPMAX nx{t} zz{t} 0", "RPUSH wl{t} x", "BZPOPMIN wl{t} 0", "BLPOP zz{t} 0", "ZRANGE zz{t} 0 -1",
+    "RPUSH bm{t} x y", "BLMOVE bm{t} bm2{t} LEFT RIGHT 0", "BRPOPLPUSH bm{t} bm2{t} 0", "LRANGE bm2{t} 0 -1",
+    "BLMOVE bm{t} bm2{t} UP RIGHT 0", "BLMOVE bm{t} bm2{t} LEFT RIGHT -1", "BLMOVE nx{t} bm2{t} LEFT LEFT 0.01",
+    "BRPOPLPUSH nx{t} bm2{t} 0.01", "BLMOVE bm2{t} s{t} LEFT LEFT 0",
+    "MULTI", "BLPOP empty{t} 0", "BZPOPMIN empty{t} 0", "BRPOPLPUSH empty{t} bm{t} 0", "RPUSH empty{t} 1",
+    "BLPOP empty{t} 0", "EXEC", "COMMAND GETKEYS BLPOP a b c 0", "COMMAND GETKEYS BLMOVE a b LEFT LEFT 0",
+    "COMMAND INFO blpop bzpopmax brpoplpush",
+};
+static const char *const block_resp3[] = {"ZADD z3{t} 1.5 m 2 n", "BZPOPMIN z3{t} 0", "BZPOPMAX z3{t} 0",
+                                           "BLPOP nx3{t} 0.01", "BLMOVE nx3{t} x3{t} LEFT LEFT 0.01"};
+
+/* fd's INFO blocked_clients. */
+static int blocked_clients(int fd)
+{
+    static char got[8192];
+    ask(fd, "INFO clients", got, sizeof got);
+    const char *p = strstr(got, "blocked_clients:");
+    ck_assert_ptr_nonnull(p);
+    return atoi(p + strlen("blocked_clients:"));
+}
+
+/* Until fd's server counts n blocked clients (bounded: 10 s). */
+static void wait_blocked(int fd, int n, const char *side)
+{
+    int k = -1;
+    for (int t = 0; t < 1000 && (k = blocked_clients(fd)) != n; t++) usleep(10 * 1000);
+    ck_assert_msg(k == n, "%s: %d blocked clients, waiting for %d", side, k, n);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The server port fd is connected to. */
+static int peer_port(int fd)
+{
+    struct sockaddr_in a;
+    socklen_t l = sizeof a;
+    ck_assert_int_eq(getpeername(fd, (struct sockaddr *)&a, &l), 0);
+    return ntohs(a.sin_port);
+}
+
+static void send_line(int fd, const char *line)
+{
+    char req[256];
+    int n = snprintf(req, sizeof req, "%s\r\n", line);
+    ck_assert_int_eq(write(fd, req, (size_t)n), n);
+}
+
+START_TEST(blocking)
+{
+    it_begin("resp_vs_redis_blocking");
+    int rfd[4], lfd[4];
+    start_both(rfd, lfd, 4);
+    static char want[1 << 16], got[1 << 16];
+    same_replies(rfd[0], lfd[0], block_script, sizeof block_script / sizeof block_script[0], want, got, sizeof want);
+    ask_pipeline(rfd[0], "HELLO 3\r\n", want, sizeof want);
+    ask_pipeline(lfd[0], "HELLO 3\r\n", got, sizeof got);
+    same_resp3(rfd[0], lfd[0], block_resp3, sizeof block_resp3 / sizeof block_resp3[0], want, got, sizeof want);
+    ask_pipeline(rfd[0], "HELLO 2\r\n", want, sizeof want);
+    ask_pipeline(lfd[0], "HELLO 2\r\n", got, sizeof got);
+    /* Keys of several slots: CROSSSLOT, as Redis Cluster (a standalone
+     * redis-server would wait on both) - Lattice waits within one partition. */
+    static const char *const cross[] = {"BLPOP a{x} b{y} 0", "BZPOPMIN a{x} b{y} 0", "BLMOVE a{x} b{y} LEFT LEFT 0",
+                                        "BRPOPLPUSH a{x} b{y} 0"};
+    for (size_t i = 0; i < sizeof cross / sizeof cross[0]; i++) {
+        ask(lfd[0], cross[i], got, sizeof got);
+        ck_assert_msg(!strncmp(got, "-CROSSSLOT", 10), "'%s' answered %s", cross[i], got);
+    }
+    for (int side = 0; side < 2; side++) {
+        int *fd = side ? lfd : rfd;
+        const char *name = side ? "lattice" : "redis-server";
+        char r1[256], r2[256], r3[256];
+        /* three clients wait on one list, in turn; a push of three serves
+         * them in that order */
+        static const char *const waits[] = {"BLPOP q{t} 10", "BRPOP q{t} 10", "BLPOP nq{t} q{t} 10"};
+        for (int i = 0; i < 3; i++) {
+            send_line(fd[1 + i], waits[i]);
+            wait_blocked(fd[0], i + 1, name);
+        }
+        ask(fd[0], "RPUSH q{t} 1 2 3", got, sizeof got);
+        ck_assert_str_eq(got, ":3\r\n");
+        read_reply(fd[1], r1, sizeof r1, "BLPOP");
+        read_reply(fd[2], r2, sizeof r2, "BRPOP");
+        read_reply(fd[3], r3, sizeof r3, "BLPOP nq q");
+        ck_assert_msg(!strcmp(r1, "*2\r\n$4\r\nq{t}\r\n$1\r\n1\r\n") && !strcmp(r2, "*2\r\n$4\r\nq{t}\r\n$1\r\n3\r\n") &&
+                          !strcmp(r3, "*2\r\n$4\r\nq{t}\r\n$1\r\n2\r\n"),
+                      "%s: served out of order:\n%s\n%s\n%s", name, r1, r2, r3);
+        wait_blocked(fd[0], 0, name);
+        /* a sorted set and a move wake the same way */
+        send_line(fd[1], "BZPOPMAX zq{t} 10");
+        send_line(fd[2], "BLMOVE mq{t} mq2{t} RIGHT LEFT 10");
+        wait_blocked(fd[0], 2, name);
+        ask(fd[0], "ZADD zq{t} 5 five 7 seven", got, sizeof got);
+        ask(fd[0], "RPUSH mq{t} m1 m2", got, sizeof got);
+        read_reply(fd[1], r1, sizeof r1, "BZPOPMAX");
+        read_reply(fd[2], r2, sizeof r2, "BLMOVE");
+        ck_assert_msg(!strcmp(r1, "*3\r\n$5\r\nzq{t}\r\n$5\r\nseven\r\n$1\r\n7\r\n"), "%s: BZPOPMAX %s", name, r1);
+        ck_assert_msg(!strcmp(r2, "$2\r\nm2\r\n"), "%s: BLMOVE %s", name, r2);
+        ask(fd[0], "LRANGE mq2{t} 0 -1", got, sizeof got);
+        ck_assert_msg(!strcmp(got, "*1\r\n$2\r\nm2\r\n"), "%s: LRANGE mq2 %s", name, got);
+        /* a timeout: nil, and not before it passed */
+        uint64_t t0 = mono_ms();
+        ask(fd[1], "BLPOP tq{t} 0.3", got, sizeof got);
+        uint64_t took = mono_ms() - t0;
+        ck_assert_msg(!strcmp(got, "*-1\r\n") && took >= 290, "%s: BLPOP 0.3 answered %s after %llu ms", name, got,
+                      (unsigned long long)took);
+        /* a client that leaves while it waits: the element pushed after
+         * stays in the list (Lattice: popped for nobody, then put back) */
+        int gone = connect_port(peer_port(fd[0]));
+        send_line(gone, "BLPOP gb{t} 0");
+        wait_blocked(fd[0], 1, name);
+        close(gone);
+        ask(fd[0], "RPUSH gb{t} kept", got, sizeof got);
+        int len = 0;
+        for (int t = 0; t < 500 && len != 1; t++) {
+            ask(fd[0], "LLEN gb{t}", got, sizeof got);
+            len = atoi(got + 1);
+            if (len != 1) usleep(10 * 1000);
+        }
+        ck_assert_msg(len == 1, "%s: the element pushed after the client left is gone (LLEN %d)", name, len);
+        wait_blocked(fd[0], 0, name);
+    }
+    for (int i = 0; i < 4; i++) close(rfd[i]), close(lfd[i]);
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
@@ -2606,6 +2749,7 @@ int main(int argc, char **argv)
         {"sets", &sets},
         {"zsets", &zsets},
         {"encodings", &encodings},
+        {"blocking", &blocking},
     };
     Suite *s = suite_create("resp_vs_redis");
     TCase *tc = tcase_create("grid");
