@@ -690,7 +690,7 @@ static lattice_status txn_run(lattice_meta_cache *c, uint32_t partition, const t
             exec_bpop(c, partition, s->key, s->key_len, s->value, s->value_len,
                       ((uint64_t)s->delta & LATTICE_TXN_BPOP_RIGHT ? EXEC_BPOP_RIGHT : 0) |
                           ((uint64_t)s->delta & LATTICE_TXN_BPOP_ZSET ? EXEC_BPOP_ZSET : 0),
-                      sc, &r, wrote_one, o);
+                      (long long)((uint64_t)s->delta >> LATTICE_TXN_BPOP_COUNT_SHIFT), sc, &r, wrote_one, o);
         } else if (names_key(s->kind)) {
             run_move(c, partition, s, sc, &r, o);
         } else {

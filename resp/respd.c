@@ -223,6 +223,8 @@ static void conn_close(conn *c)
     if (c->next) c->next->prev = c->prev;
     io->n_conns--;
     atomic_fetch_sub(&io->r->n_clients, 1);
+    if (c->blocked) atomic_fetch_sub(&io->r->n_blocked, 1); /* gone: no longer a blocked client */
+    c->blocked = false;
     if (!c->in_flight) conn_bury(c);
 }
 
@@ -399,6 +401,8 @@ static void fail_batch(lattice_respd *r, batch *b, lattice_status st)
 {
     conn *c = b->c;
     c->in_flight = false;
+    if (c->blocked) atomic_fetch_sub(&r->n_blocked, 1);
+    c->blocked = false;
     respd_batch_free(b);
     if (c->dead) {
         conn_bury(c);
@@ -570,6 +574,8 @@ static void drain_returns(io_thread *io)
         batch *b = caa_container_of(n, batch, qnode);
         conn *c = b->c;
         c->in_flight = false;
+        if (c->blocked) atomic_fetch_sub(&r->n_blocked, 1);
+        c->blocked = false;
         if (c->dead) {
             respd_tx_give_back(r, b); /* a blocking pop's element reaches nobody */
             conn_bury(c);
@@ -582,6 +588,15 @@ static void drain_returns(io_thread *io)
         if (c->dead) continue;
         if (flush(c)) arm(c);
     }
+}
+
+/* Whether the peer closed (or reset) the connection: nothing left to read
+ * but the end.  Asked only while a blocking pop waits for it. */
+static bool peer_closed(conn *c)
+{
+    char one;
+    ssize_t n = recv(c->fd, &one, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 static void idle_sweep(io_thread *io)
@@ -694,6 +709,12 @@ static void *io_main(void *arg)
                 if ((ev[i].events & EPOLLOUT) && !flush(c)) continue;
                 if ((ev[i].events & EPOLLIN) && !c->in_flight) {
                     on_readable(r, c);
+                    continue;
+                }
+                if ((ev[i].events & EPOLLIN) && c->blocked && peer_closed(c)) {
+                    /* It left while a blocking pop waits for it: closed now,
+                     * so what the pop brings back goes back (drain_returns). */
+                    conn_close(c);
                     continue;
                 }
                 if (ev[i].events & EPOLLIN) c->hold_in = true; /* its batch is out: read later (arm) */

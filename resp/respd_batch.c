@@ -523,7 +523,6 @@ static void batch_drop_refs(batch *b)
     for (size_t i = 0; i < b->n_ents; i++) {
         respd_walk_free(b->ents[i].walk);
         respd_batch_free(b->ents[i].sub);
-        if (b->ents[i].blocking) atomic_fetch_sub(&b->r->n_blocked, 1);
     }
     respd_intro_free(b->xreq);
 }

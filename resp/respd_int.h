@@ -53,6 +53,7 @@ typedef struct conn {
     bool want_out;                    /* EPOLLOUT armed */
     uint32_t armed_ev;                /* the events epoll has for it (arm skips an unchanged MOD) */
     bool hold_in;                     /* bytes came while a batch was out: EPOLLIN off until it returns (arm) */
+    bool blocked;                     /* its batch out holds a blocking pop: an EOF meanwhile closes it at once */
     uint8_t aware;                    /* AWARE_* */
     uint8_t n_seen;                   /* AWARE_LEARNING: distinct slots in seen[] */
     bool readonly;                    /* READONLY (until READWRITE / RESET): replica reads wanted */
@@ -198,7 +199,7 @@ struct lattice_respd {
      * reported; OBJECT ENCODING sends four of them to the primary, and a
      * collection's row does not depend on them (docs/TYPES.md). */
     atomic_llong enc[7];
-    atomic_int n_blocked;             /* connections in a blocking pop (INFO blocked_clients) */
+    atomic_int n_blocked;             /* live connections whose batch out holds a blocking pop (INFO blocked_clients) */
     pthread_mutex_t slow_lock;
     struct respd_slow *slow_head, *slow_tail;
     long long slow_len, slow_next_id;

@@ -242,7 +242,10 @@ static bool add_blocking_op(batch *b, ent *e, lattice_op *s, uint64_t deadline)
     if (ok) {
         e->blocking = true;
         b->sealed = true; /* the connection waits: nothing after it joins the batch */
-        atomic_fetch_add(&b->r->n_blocked, 1);
+        if (b->c && !b->c->blocked) { /* INFO blocked_clients: until it is answered or leaves */
+            b->c->blocked = true;
+            atomic_fetch_add(&b->r->n_blocked, 1);
+        }
     }
     return ok;
 }
@@ -269,12 +272,76 @@ static cmd_outcome bpop_command(batch *b, lattice_resp_cmd_id id, size_t argc, c
     ent *e = packed && lattice_coll_pack(packed, len, a, n) == len ? respd_ent_new(b, id) : NULL;
     bool ok = false;
     if (e) {
+        e->sflags = (uint16_t)which; /* the side, for respd_tx_give_back */
         lattice_op s = {(lattice_op_kind)LATTICE_TXN_BPOP, 0, NULL, argv[1].ptr, argv[1].len, packed, len, which, 0, 0};
         if (in_multi) {
             lattice_resp_arg others = {packed, len};
             ok = respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_BPOP, 0, &argv[1], &others, which, 0);
         } else {
             ok = add_blocking_op(b, e, &s, deadline);
+        }
+        if (!ok) {
+            b->n_ops = e->first;
+            b->n_ents--;
+        }
+    }
+    lt_free(packed);
+    lt_free(a);
+    return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+}
+
+/* LMPOP / ZMPOP numkeys key [key ...] LEFT|RIGHT / MIN|MAX [COUNT n] and
+ * BLMPOP / BZMPOP timeout numkeys ...: one LATTICE_TXN_BPOP step with the
+ * count, checked in Redis 7.0's order (lmpopGenericCommand: numkeys, the
+ * side, COUNT, then the timeout), keys of one slot. */
+static cmd_outcome mpop_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
+                                bool in_multi)
+{
+    bool blocking = id == LATTICE_RESP_CMD_BLMPOP || id == LATTICE_RESP_CMD_BZMPOP;
+    bool zset = id == LATTICE_RESP_CMD_ZMPOP || id == LATTICE_RESP_CMD_BZMPOP;
+    size_t at = blocking ? 2 : 1;
+    long long numkeys, count = -1;
+    if (!lattice_resp_string2ll(argv[at].ptr, argv[at].len, &numkeys) || numkeys < 1)
+        return respd_ent_error(b, "ERR numkeys should be greater than 0");
+    if ((unsigned long long)numkeys >= argc - at - 1) return respd_ent_error(b, LATTICE_RESP_ERR_SYNTAX);
+    size_t side = at + (size_t)numkeys + 1;
+    int64_t which = zset ? LATTICE_TXN_BPOP_ZSET : 0;
+    if (eq(&argv[side], zset ? "max" : "right")) which |= LATTICE_TXN_BPOP_RIGHT;
+    else if (!eq(&argv[side], zset ? "min" : "left")) return respd_ent_error(b, LATTICE_RESP_ERR_SYNTAX);
+    for (size_t j = side + 1; j < argc; j++) {
+        if (count == -1 && eq(&argv[j], "count") && j + 1 < argc) {
+            j++;
+            if (!lattice_resp_string2ll(argv[j].ptr, argv[j].len, &count) || count < 1)
+                return respd_ent_error(b, "ERR count should be greater than 0");
+        } else {
+            return respd_ent_error(b, LATTICE_RESP_ERR_SYNTAX);
+        }
+    }
+    if (count == -1) count = 1;
+    if (count > 0x7fffffff) count = 0x7fffffff; /* more than any collection holds */
+    uint64_t deadline = 0;
+    if (blocking) {
+        const char *err = block_timeout(&argv[1], &deadline);
+        if (err) return respd_ent_error(b, err);
+    }
+    const lattice_resp_arg *keys = &argv[at + 1];
+    size_t nk = (size_t)numkeys;
+    if (!same_slot(nk, keys, 0, 1)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
+    which |= (int64_t)((uint64_t)count << LATTICE_TXN_BPOP_COUNT_SHIFT);
+    lattice_coll_arg *a = lt_malloc(nk * sizeof *a);
+    for (size_t i = 1; a && i < nk; i++) a[i - 1] = (lattice_coll_arg){keys[i].ptr, keys[i].len};
+    size_t len = a ? lattice_coll_packed_len(a, nk - 1) : 0;
+    char *packed = a ? lt_malloc(len) : NULL;
+    ent *e = packed && lattice_coll_pack(packed, len, a, nk - 1) == len ? respd_ent_new(b, id) : NULL;
+    bool ok = false;
+    if (e) {
+        e->sflags = (uint16_t)(which & 0xffff);
+        lattice_op s = {(lattice_op_kind)LATTICE_TXN_BPOP, 0, NULL, keys[0].ptr, keys[0].len, packed, len, which, 0, 0};
+        if (in_multi) {
+            lattice_resp_arg others = {packed, len};
+            ok = respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_BPOP, 0, &keys[0], &others, which, 0);
+        } else {
+            ok = blocking ? add_blocking_op(b, e, &s, deadline) : add_txn_op(b, e, NULL, 0, &s, 1);
         }
         if (!ok) {
             b->n_ops = e->first;
@@ -370,6 +437,7 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
         id == LATTICE_RESP_CMD_BRPOPLPUSH)
         return lmove_command(b, id, argc, argv, in_multi);
     if (id >= LATTICE_RESP_CMD_BLPOP && id <= LATTICE_RESP_CMD_BZPOPMAX) return bpop_command(b, id, argc, argv, in_multi);
+    if (id >= LATTICE_RESP_CMD_LMPOP && id <= LATTICE_RESP_CMD_BZMPOP) return mpop_command(b, id, argc, argv, in_multi);
     /* RENAME / RENAMENX / COPY src dst [DB 0] [REPLACE] */
     unsigned flags = id == LATTICE_RESP_CMD_RENAMENX ? LATTICE_OP_NX : 0;
     if (id == LATTICE_RESP_CMD_COPY) {
@@ -481,39 +549,61 @@ void respd_tx_give_back(lattice_respd *r, const batch *b)
 {
     for (size_t i = 0; i < b->n_ents; i++) {
         const ent *e = &b->ents[i];
-        if (!e->blocking || e->cmd < LATTICE_RESP_CMD_BLPOP || e->cmd > LATTICE_RESP_CMD_BZPOPMAX) continue;
+        if (!e->blocking || e->cmd == LATTICE_RESP_CMD_BLMOVE || e->cmd == LATTICE_RESP_CMD_BRPOPLPUSH) continue;
         batch tmp = {0};
         opres x;
         first_sub(b, e, &x, &tmp);
-        lattice_coll_elem el[4];
+        /* [key, element], [key, member, score], [key, [elements]] or
+         * [key, [[member, score] ...]]: the elements go back in the reverse
+         * order of their pop (LPUSH for a head, RPUSH for a tail), members
+         * with their scores unless they came back meanwhile (ZADD NX). */
+        const char *v = tmp.vals ? tmp.vals + x.voff : NULL;
         size_t off = 0, n = 0;
-        if (x.status == LATTICE_OK && x.has_value && !(x.flags & LATTICE_OP_R_LOST))
-            while (n < 4 && lattice_coll_reply_next(tmp.vals + x.voff, x.vlen, &off, &el[n]) == 1) n++;
-        bool zset = e->cmd == LATTICE_RESP_CMD_BZPOPMIN || e->cmd == LATTICE_RESP_CMD_BZPOPMAX;
-        if (n == (zset ? 4u : 3u) && el[0].type == '*') {
-            /* [key, element]: back where it came from; [key, member, score]:
-             * back unless the member came back meanwhile (ZADD NX). */
-            char score[64];
-            lattice_coll_arg a[3];
-            size_t na = 0;
-            int cmd;
-            if (zset) {
-                snprintf(score, sizeof score, "%.*s", (int)(el[3].len < 63 ? el[3].len : 63), el[3].ptr);
-                a[na++] = (lattice_coll_arg){"NX", 2};
-                a[na++] = (lattice_coll_arg){score, strlen(score)};
-                cmd = LATTICE_COLL_ZADD;
-            } else {
-                cmd = e->cmd == LATTICE_RESP_CMD_BRPOP ? LATTICE_COLL_RPUSH : LATTICE_COLL_LPUSH;
-            }
-            a[na++] = (lattice_coll_arg){el[2].ptr, el[2].len};
-            size_t len = lattice_coll_packed_len(a, na);
-            char *p = lt_malloc(len);
-            if (p && lattice_coll_pack(p, len, a, na) == len) {
-                lattice_op op = lattice_op_coll(r->cache, (lattice_coll_cmd)cmd, el[1].ptr, el[1].len, p, len);
-                if (lattice_op_submit(r->node, &op, 1, gave_back, NULL) != LATTICE_OK) gave_back(NULL, 0, &(lattice_op_result){.status = LATTICE_ERR_NOMEM});
-            }
-            lt_free(p);
+        lattice_coll_elem top, key, el;
+        bool zset = e->cmd == LATTICE_RESP_CMD_BZPOPMIN || e->cmd == LATTICE_RESP_CMD_BZPOPMAX ||
+                    e->cmd == LATTICE_RESP_CMD_BZMPOP;
+        bool counted = e->cmd == LATTICE_RESP_CMD_BLMPOP || e->cmd == LATTICE_RESP_CMD_BZMPOP;
+        if (x.status != LATTICE_OK || !x.has_value || (x.flags & LATTICE_OP_R_LOST) ||
+            lattice_coll_reply_next(v, x.vlen, &off, &top) != 1 || top.type != '*' ||
+            lattice_coll_reply_next(v, x.vlen, &off, &key) != 1 || key.type != '$') {
+            lt_free(tmp.vals);
+            continue; /* nothing popped (nil), or nothing to read */
         }
+        size_t items = 1;
+        if (counted && (lattice_coll_reply_next(v, x.vlen, &off, &el) != 1 || el.type != '*' || el.num < 0)) items = 0;
+        else if (counted) items = (size_t)el.num;
+        lattice_coll_arg *a = items ? lt_calloc(2 * items + 1, sizeof *a) : NULL;
+        if (a && zset) a[n++] = (lattice_coll_arg){"NX", 2};
+        char (*scores)[64] = a && zset ? lt_calloc(items, sizeof *scores) : NULL;
+        bool ok = a && (!zset || scores);
+        for (size_t k = 0; ok && k < items; k++) {
+            lattice_coll_elem m, sc;
+            if (zset && counted && lattice_coll_reply_next(v, x.vlen, &off, &el) != 1) ok = false; /* the pair's header */
+            if (ok && lattice_coll_reply_next(v, x.vlen, &off, &m) != 1) ok = false;
+            if (ok && zset && lattice_coll_reply_next(v, x.vlen, &off, &sc) != 1) ok = false;
+            if (!ok) break;
+            if (zset) {
+                snprintf(scores[k], sizeof scores[k], "%.*s", (int)(sc.len < 63 ? sc.len : 63), sc.ptr);
+                a[n++] = (lattice_coll_arg){scores[k], strlen(scores[k])};
+                a[n++] = (lattice_coll_arg){m.ptr, m.len};
+            } else {
+                a[items - 1 - k] = (lattice_coll_arg){m.ptr, m.len}; /* reversed */
+                n++;
+            }
+        }
+        int cmd = zset ? LATTICE_COLL_ZADD : e->sflags & LATTICE_TXN_BPOP_RIGHT ? LATTICE_COLL_RPUSH : LATTICE_COLL_LPUSH;
+        size_t len = ok ? lattice_coll_packed_len(a, n) : 0;
+        char *p = ok ? lt_malloc(len) : NULL;
+        if (p && lattice_coll_pack(p, len, a, n) == len) {
+            lattice_op op = lattice_op_coll(r->cache, (lattice_coll_cmd)cmd, key.ptr, key.len, p, len);
+            if (lattice_op_submit(r->node, &op, 1, gave_back, NULL) != LATTICE_OK)
+                gave_back(NULL, 0, &(lattice_op_result){.status = LATTICE_ERR_NOMEM});
+        } else if (items) {
+            gave_back(NULL, 0, &(lattice_op_result){.status = LATTICE_ERR_NOMEM});
+        }
+        lt_free(p);
+        lt_free(scores);
+        lt_free(a);
         lt_free(tmp.vals);
     }
 }

@@ -305,6 +305,8 @@ static void header(coll_ctx *x, char t, long long v)
     put(x, h, (size_t)n);
 }
 
+void coll_raw(coll_ctx *x, const void *p, size_t n) { put(x, p, n); }
+
 void coll_simple(coll_ctx *x, const char *s)
 {
     put(x, "+", 1);

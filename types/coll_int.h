@@ -43,6 +43,8 @@ bool coll_remove(coll_ctx *x);
 
 /* The reply (s->reply), RESP3 as lattice/coll.h describes it. */
 void coll_simple(coll_ctx *x, const char *s);
+/* n bytes already in the reply's framing (a reply read back, spliced in). */
+void coll_raw(coll_ctx *x, const void *p, size_t n);
 void coll_error(coll_ctx *x, const char *s); /* s without the leading '-' */
 void coll_int(coll_ctx *x, long long v);
 void coll_bulk(coll_ctx *x, const void *p, size_t n);

@@ -498,15 +498,61 @@ void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size
     lt_free(p);
 }
 
-/* ---- BLPOP / BRPOP / BZPOPMIN / BZPOPMAX: the first key of several that
- * holds an element, in one step ---- */
+/* ---- BLPOP / BRPOP / BZPOPMIN / BZPOPMAX, LMPOP / ZMPOP and their blocking
+ * forms: the first key of several that holds an element, in one step ---- */
+
+/* The reply of a pop from key k, rebuilt from the pop's own reply (inner,
+ * len bytes; a copy - the reply buffer is reused): [k, element],
+ * [k, member, score], or with a count (LMPOP / ZMPOP) [k, [elements]] and
+ * [k, [[member, score] ...]]. */
+static void bpop_reply(coll_ctx *x, lattice_coll_arg k, const char *inner, size_t len, bool zset, bool counted)
+{
+    lattice_coll_elem e;
+    size_t at = 0;
+    x->s->reply_len = 0;
+    if (!zset && counted) { /* LPOP k n answered an array: spliced in whole */
+        coll_array(x, 2);
+        coll_bulk(x, k.ptr, k.len);
+        coll_raw(x, inner, len);
+        return;
+    }
+    if (lattice_coll_reply_next(inner, len, &at, &e) != 1) {
+        x->r->status = LATTICE_ERR_PROTO;
+        return;
+    }
+    if (!zset) { /* LPOP k: the element */
+        coll_array(x, 2);
+        coll_bulk(x, k.ptr, k.len);
+        coll_bulk(x, e.ptr, e.len);
+        return;
+    }
+    /* ZPOPMIN k: "*2" member score; ZPOPMIN k n: "&n" then n pairs */
+    size_t pairs = counted ? (size_t)e.num : 1;
+    coll_array(x, counted ? 2 : 3);
+    coll_bulk(x, k.ptr, k.len);
+    if (counted) coll_array(x, pairs);
+    for (size_t i = 0; i < pairs; i++) {
+        lattice_coll_elem m, sc;
+        if (lattice_coll_reply_next(inner, len, &at, &m) != 1 || lattice_coll_reply_next(inner, len, &at, &sc) != 1 ||
+            sc.type != ',') {
+            x->r->status = LATTICE_ERR_PROTO;
+            return;
+        }
+        char text[64];
+        snprintf(text, sizeof text, "%.*s", (int)(sc.len < 63 ? sc.len : 63), sc.ptr);
+        if (counted) coll_array(x, 2);
+        coll_bulk(x, m.ptr, m.len);
+        coll_double(x, strtod(text, NULL)); /* "%.17g" read back is the same double */
+    }
+}
 
 void exec_bpop(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len, const void *others,
-               size_t others_len, unsigned which, exec_scratch *s, lattice_op_result *r, exec_wrote_fn wrote, void *arg)
+               size_t others_len, unsigned which, long long count, exec_scratch *s, lattice_op_result *r,
+               exec_wrote_fn wrote, void *arg)
 {
     memset(r, 0, sizeof *r);
     size_t n = 0, off = 4;
-    if (!lattice_coll_unpacked_count(others, others_len, &n)) {
+    if (!lattice_coll_unpacked_count(others, others_len, &n) || count < 0) {
         r->status = LATTICE_ERR_INVAL;
         return;
     }
@@ -527,10 +573,13 @@ void exec_bpop(lattice_meta_cache *c, uint32_t partition, const void *key, size_
             r->flags |= LATTICE_OP_R_FOUND | LATTICE_OP_R_TYPE_FLAGS(t - 1);
             return;
         }
-        unsigned char none[4];
-        lattice_coll_put_u32(none, 0);
+        /* The pop itself: LPOP / RPOP / ZPOPMIN / ZPOPMAX k [count]. */
+        char num[24];
+        lattice_coll_arg ca = {num, (size_t)snprintf(num, sizeof num, "%lld", count)};
+        unsigned char packed[8 + sizeof num];
+        size_t plen = lattice_coll_pack(packed, sizeof packed, &ca, count ? 1 : 0);
         int cmd = zset ? (right ? LATTICE_COLL_ZPOPMAX : LATTICE_COLL_ZPOPMIN) : (right ? LATTICE_COLL_RPOP : LATTICE_COLL_LPOP);
-        exec_in pop = {LATTICE_OP_COLL_WRITE, 0, partition, k.ptr, k.len, none, 4, (uint64_t)cmd, 0};
+        exec_in pop = {LATTICE_OP_COLL_WRITE, 0, partition, k.ptr, k.len, packed, plen, (uint64_t)cmd, 0};
         repl_out w;
         exec_coll(c, &pop, s, r, &w);
         if (r->status != LATTICE_OK || !w.needed) {
@@ -538,36 +587,15 @@ void exec_bpop(lattice_meta_cache *c, uint32_t partition, const void *key, size_
             return;
         }
         wrote(arg, k.ptr, k.len, &w);
-        /* The reply: the key, then what the pop answered (an element, or a
-         * member and its score), copied first - the reply buffer is reused. */
-        lattice_coll_elem e[3];
-        size_t at = 0, got = 0;
-        while (got < 3 && lattice_coll_reply_next(r->value, r->value_len, &at, &e[got]) == 1) got++;
-        size_t first = zset ? 1 : 0, parts = zset ? 2 : 1; /* a zset's answer is [member, score] */
-        size_t bytes = 0;
-        for (size_t j = first; j < first + parts && j < got; j++) bytes += e[j].len;
-        char *copy = got == first + parts ? lt_malloc(bytes + 1) : NULL;
-        if (!copy) {
-            r->status = got == first + parts ? LATTICE_ERR_NOMEM : LATTICE_ERR_PROTO;
-            return; /* popped and replicated: the issuer learns it failed, as a lost reply */
+        char *inner = lt_malloc(r->value_len ? r->value_len : 1);
+        if (!inner) {
+            r->status = LATTICE_ERR_NOMEM; /* popped and replicated: the issuer learns it failed, as a lost reply */
+            return;
         }
-        char *p = copy;
-        for (size_t j = first; j < first + parts; j++) {
-            memcpy(p, e[j].ptr, e[j].len);
-            e[j].ptr = p;
-            p += e[j].len;
-        }
-        *p = 0;
-        s->reply_len = 0;
-        coll_array(&x, 1 + parts);
-        coll_bulk(&x, k.ptr, k.len);
-        coll_bulk(&x, e[first].ptr, e[first].len);
-        if (zset) {
-            char text[64];
-            snprintf(text, sizeof text, "%.*s", (int)(e[2].len < 63 ? e[2].len : 63), e[2].ptr);
-            coll_double(&x, strtod(text, NULL)); /* "%.17g" read back is the same double */
-        }
-        lt_free(copy);
+        size_t len = r->value_len;
+        memcpy(inner, r->value, len);
+        bpop_reply(&x, k, inner, len, zset, count > 0);
+        lt_free(inner);
         if (x.nomem) r->status = LATTICE_ERR_NOMEM;
         r->value = s->reply;
         r->value_len = s->reply_len;

@@ -100,13 +100,15 @@ void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size
  * packing), in order - the first that holds an element pops one (a list's
  * head, its tail with EXEC_BPOP_RIGHT; with EXEC_BPOP_ZSET a sorted set's
  * lowest score, with RIGHT its highest), its write handed to wrote; r->value
- * [key, element] or [key, member, score] as a reply of lattice/coll.h, num 1.
- * None holds one: a null array ("*-1"), num 0.  The first key on the way of
- * another type: WRONGTYPE, nothing popped. */
+ * [key, element] or [key, member, score] as a reply of lattice/coll.h, num 1;
+ * with a count (LMPOP, ZMPOP: up to count) [key, [elements]] or
+ * [key, [[member, score] ...]].  None holds one: a null array ("*-1"), num 0.
+ * The first key on the way of another type: WRONGTYPE, nothing popped. */
 #define EXEC_BPOP_RIGHT 0x1u
 #define EXEC_BPOP_ZSET 0x2u
 void exec_bpop(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len, const void *others,
-               size_t others_len, unsigned which, exec_scratch *s, lattice_op_result *r, exec_wrote_fn wrote, void *arg);
+               size_t others_len, unsigned which, long long count, exec_scratch *s, lattice_op_result *r,
+               exec_wrote_fn wrote, void *arg);
 /* Removes the key with the partition's next counter and fills repl; the
  * store's status (NOT_FOUND: nothing there, the counter unchanged). */
 int exec_remove_entry(lattice_meta_cache *c, const exec_in *in, repl_out *repl);

@@ -115,6 +115,9 @@ enum {
 #define LATTICE_TXN_LMOVE_TO_RIGHT 0x2u   /* push at the destination's tail (else its head) */
 #define LATTICE_TXN_BPOP_RIGHT 0x1u       /* a list's tail (else its head) */
 #define LATTICE_TXN_BPOP_ZSET 0x2u        /* sorted sets: the lowest score (with RIGHT: the highest) */
+/* BPOP's delta from bit 32 up: LMPOP / ZMPOP's count (0: one element, in
+ * BLPOP's reply; n: up to n, [key, [elements]] / [key, [[member, score]...]]). */
+#define LATTICE_TXN_BPOP_COUNT_SHIFT 32
 /* LMOVE and BPOP: nothing to pop, the request waits at the primary until
  * there is (then runs) or until the sub's ttl_ms, a wall-clock deadline in
  * ms since the epoch (0: none), passes (then answers as without the bit).

@@ -2610,9 +2610,22 @@ static const char *const block_script[] = {
     "MULTI", "BLPOP empty{t} 0", "BZPOPMIN empty{t} 0", "BRPOPLPUSH empty{t} bm{t} 0", "RPUSH empty{t} 1",
     "BLPOP empty{t} 0", "EXEC", "COMMAND GETKEYS BLPOP a b c 0", "COMMAND GETKEYS BLMOVE a b LEFT LEFT 0",
     "COMMAND INFO blpop bzpopmax brpoplpush",
+    /* LMPOP / ZMPOP and their blocking forms: numkeys, the side, COUNT, the timeout, in that order */
+    "LMPOP", "LMPOP 1 a", "LMPOP 0 a LEFT", "LMPOP x a LEFT", "LMPOP -1 a LEFT", "LMPOP 2 a LEFT", "LMPOP 1 ml{t} UP",
+    "LMPOP 1 ml{t} LEFT COUNT 0", "LMPOP 1 ml{t} LEFT COUNT", "LMPOP 1 ml{t} LEFT COUNT x",
+    "LMPOP 1 ml{t} LEFT COUNT 1 COUNT 2", "LMPOP 1 ml{t} LEFT foo", "LMPOP 1 ml{t} LEFT", "RPUSH ml{t} a b c d e",
+    "LMPOP 2 nx{t} ml{t} LEFT", "LMPOP 1 ml{t} RIGHT COUNT 2", "LMPOP 1 ml{t} left COUNT 10", "EXISTS ml{t}",
+    "ZADD mz{t} 1 a 2 b 3 c", "ZMPOP 1 mz{t} MIN", "ZMPOP 2 nx{t} mz{t} MAX COUNT 5", "ZMPOP 1 mz{t} MIN",
+    "ZMPOP 1 mz{t} UP", "ZMPOP 1 mz{t} MIN COUNT 0", "BLMPOP 0.01 1 ml{t} LEFT", "BLMPOP x 1 ml{t} LEFT",
+    "BLMPOP -1 1 ml{t} LEFT", "BLMPOP 0 0 ml{t} LEFT", "BLMPOP x 1 ml{t} UP", "RPUSH ml{t} 1 2 3",
+    "BLMPOP 0 1 ml{t} RIGHT COUNT 2", "BZMPOP 0.01 1 mz{t} MIN", "ZADD mz{t} 5 x 6 y", "BZMPOP 0 1 mz{t} MAX COUNT 3",
+    "SET ms{t} v", "LMPOP 2 nx{t} ms{t} LEFT", "BLMPOP 0 1 ms{t} LEFT", "ZMPOP 1 ms{t} MIN",
+    "MULTI", "BLMPOP 0 1 nx{t} LEFT", "BZMPOP 0 1 nx{t} MIN", "LMPOP 1 ml{t} LEFT", "EXEC",
 };
 static const char *const block_resp3[] = {"ZADD z3{t} 1.5 m 2 n", "BZPOPMIN z3{t} 0", "BZPOPMAX z3{t} 0",
-                                           "BLPOP nx3{t} 0.01", "BLMOVE nx3{t} x3{t} LEFT LEFT 0.01"};
+                                           "BLPOP nx3{t} 0.01", "BLMOVE nx3{t} x3{t} LEFT LEFT 0.01",
+                                           "ZADD m3{t} 1.5 a 2 b 3 c", "ZMPOP 1 m3{t} MIN COUNT 2", "BZMPOP 0 1 m3{t} MAX",
+                                           "LMPOP 1 nx3{t} LEFT", "BZMPOP 0.01 1 nx3{t} MIN"};
 
 /* fd's INFO blocked_clients. */
 static int blocked_clients(int fd)
@@ -2707,6 +2720,13 @@ START_TEST(blocking)
         ck_assert_msg(!strcmp(r2, "$2\r\nm2\r\n"), "%s: BLMOVE %s", name, r2);
         ask(fd[0], "LRANGE mq2{t} 0 -1", got, sizeof got);
         ck_assert_msg(!strcmp(got, "*1\r\n$2\r\nm2\r\n"), "%s: LRANGE mq2 %s", name, got);
+        /* BLMPOP over two keys, woken by a push to the second */
+        send_line(fd[1], "BLMPOP 10 2 e1{t} e2{t} LEFT COUNT 2");
+        wait_blocked(fd[0], 1, name);
+        ask(fd[0], "RPUSH e2{t} a b c", got, sizeof got);
+        read_reply(fd[1], r1, sizeof r1, "BLMPOP");
+        ck_assert_msg(!strcmp(r1, "*2\r\n$5\r\ne2{t}\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n"), "%s: BLMPOP %s", name, r1);
+        wait_blocked(fd[0], 0, name);
         /* a timeout: nil, and not before it passed */
         uint64_t t0 = mono_ms();
         ask(fd[1], "BLPOP tq{t} 0.3", got, sizeof got);
@@ -2719,6 +2739,7 @@ START_TEST(blocking)
         send_line(gone, "BLPOP gb{t} 0");
         wait_blocked(fd[0], 1, name);
         close(gone);
+        wait_blocked(fd[0], 0, name); /* the server saw it leave */
         ask(fd[0], "RPUSH gb{t} kept", got, sizeof got);
         int len = 0;
         for (int t = 0; t < 500 && len != 1; t++) {
@@ -2727,6 +2748,18 @@ START_TEST(blocking)
             if (len != 1) usleep(10 * 1000);
         }
         ck_assert_msg(len == 1, "%s: the element pushed after the client left is gone (LLEN %d)", name, len);
+        /* the same with a count: what it popped goes back in its order */
+        gone = connect_port(peer_port(fd[0]));
+        send_line(gone, "BLMPOP 0 1 gm{t} RIGHT COUNT 2");
+        wait_blocked(fd[0], 1, name);
+        close(gone);
+        wait_blocked(fd[0], 0, name);
+        ask(fd[0], "RPUSH gm{t} a b c", got, sizeof got);
+        for (int t = 0; t < 500 && strcmp(got, "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"); t++) {
+            usleep(10 * 1000);
+            ask(fd[0], "LRANGE gm{t} 0 -1", got, sizeof got);
+        }
+        ck_assert_msg(!strcmp(got, "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"), "%s: gm{t} after the client left: %s", name, got);
         wait_blocked(fd[0], 0, name);
     }
     for (int i = 0; i < 4; i++) close(rfd[i]), close(lfd[i]);
