@@ -8,6 +8,7 @@
 #include "resp_codec.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -32,6 +33,7 @@ struct lattice_resp_cmd {
 #define OOM LATTICE_RESP_F_DENYOOM
 #define CT LATTICE_RESP_F_CONTAINER
 #define AD LATTICE_RESP_F_ADMIN
+#define KN LATTICE_RESP_F_KEYNUM
 
 static const struct lattice_resp_cmd command_subs[] = {
     {"command|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
@@ -275,14 +277,14 @@ static const struct lattice_resp_cmd table[] = {
      {"write noscript blocking fast", "@write @sortedset @fast @blocking", "", "RW access delete", ""}},
     {"bzpopmax", LATTICE_RESP_CMD_BZPOPMAX, -3, W | F, 1, -2, 1, NULL, 0,
      {"write noscript blocking fast", "@write @sortedset @fast @blocking", "", "RW access delete", ""}},
-    /* numkeys commands: routed by their first key (the others must share its slot) */
-    {"lmpop", LATTICE_RESP_CMD_LMPOP, -4, W, 2, 2, 1, NULL, 0,
+    /* numkeys commands (KN): routed by their first key (the others must share its slot) */
+    {"lmpop", LATTICE_RESP_CMD_LMPOP, -4, W | KN, 2, 2, 1, NULL, 0,
      {"write movablekeys", "@write @list @slow", "", "RW access delete", ""}},
-    {"zmpop", LATTICE_RESP_CMD_ZMPOP, -4, W, 2, 2, 1, NULL, 0,
+    {"zmpop", LATTICE_RESP_CMD_ZMPOP, -4, W | KN, 2, 2, 1, NULL, 0,
      {"write movablekeys", "@write @sortedset @slow", "", "RW access delete", ""}},
-    {"blmpop", LATTICE_RESP_CMD_BLMPOP, -5, W, 3, 3, 1, NULL, 0,
+    {"blmpop", LATTICE_RESP_CMD_BLMPOP, -5, W | KN, 3, 3, 1, NULL, 0,
      {"write blocking movablekeys", "@write @list @slow @blocking", "", "RW access delete", ""}},
-    {"bzmpop", LATTICE_RESP_CMD_BZMPOP, -5, W, 3, 3, 1, NULL, 0,
+    {"bzmpop", LATTICE_RESP_CMD_BZMPOP, -5, W | KN, 3, 3, 1, NULL, 0,
      {"write blocking movablekeys", "@write @sortedset @slow @blocking", "", "RW access delete", ""}},
     {"blmove", LATTICE_RESP_CMD_BLMOVE, 6, W | OOM, 1, 2, 1, NULL, 0,
      {"write denyoom noscript blocking", "@write @list @slow @blocking", "", "RW access delete|RW insert", ""}},
@@ -681,6 +683,7 @@ static lattice_status add_one_key_spec(lattice_resp_out *o, const lattice_resp_c
     }
     ADD(add_cstr(o, "flags"));
     ADD(add_words(o, flags, 0));
+    bool keynum = c->flags & LATTICE_RESP_F_KEYNUM;
     ADD(add_cstr(o, "begin_search"));
     ADD(lattice_resp_add_map(o, 2));
     ADD(add_cstr(o, "type"));
@@ -688,10 +691,22 @@ static lattice_status add_one_key_spec(lattice_resp_out *o, const lattice_resp_c
     ADD(add_cstr(o, "spec"));
     ADD(lattice_resp_add_map(o, 1));
     ADD(add_cstr(o, "index"));
-    ADD(lattice_resp_add_int(o, index));
+    ADD(lattice_resp_add_int(o, keynum ? index - 1 : index));
     ADD(add_cstr(o, "find_keys"));
     ADD(lattice_resp_add_map(o, 2));
     ADD(add_cstr(o, "type"));
+    if (keynum) { /* numkeys at the search's index, the keys after it */
+        ADD(add_cstr(o, "keynum"));
+        ADD(add_cstr(o, "spec"));
+        ADD(lattice_resp_add_map(o, 3));
+        ADD(add_cstr(o, "keynumidx"));
+        ADD(lattice_resp_add_int(o, 0));
+        ADD(add_cstr(o, "firstkey"));
+        ADD(lattice_resp_add_int(o, 1));
+        ADD(add_cstr(o, "keystep"));
+        ADD(lattice_resp_add_int(o, 1));
+        return st;
+    }
     ADD(add_cstr(o, "range"));
     ADD(add_cstr(o, "spec"));
     ADD(lattice_resp_add_map(o, 3));
@@ -729,9 +744,10 @@ lattice_status lattice_resp_add_command_info(lattice_resp_out *o, const lattice_
     ADD(add_cstr(o, c->name));
     ADD(lattice_resp_add_int(o, c->arity));
     ADD(add_words(o, c->redis.flags, 0));
-    ADD(lattice_resp_add_int(o, c->first_key));
-    ADD(lattice_resp_add_int(o, c->last_key));
-    ADD(lattice_resp_add_int(o, c->key_step));
+    bool keynum = c->flags & LATTICE_RESP_F_KEYNUM; /* Redis's movable keys: 0 0 0 */
+    ADD(lattice_resp_add_int(o, keynum ? 0 : c->first_key));
+    ADD(lattice_resp_add_int(o, keynum ? 0 : c->last_key));
+    ADD(lattice_resp_add_int(o, keynum ? 0 : c->key_step));
     ADD(add_words(o, c->redis.acl, 0));
     ADD(add_words(o, c->redis.tips, 1)); /* Redis sends tips as bulk strings */
     ADD(lattice_resp_add_array(o, n_key_specs(c)));

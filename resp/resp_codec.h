@@ -267,6 +267,9 @@ typedef enum lattice_resp_cmd_id {
 #define LATTICE_RESP_F_DENYOOM   (1u << 4) /* may grow memory */
 #define LATTICE_RESP_F_CONTAINER (1u << 5) /* has subcommands (argv[1]) */
 #define LATTICE_RESP_F_ADMIN     (1u << 6) /* cluster/topology introspection */
+/* numkeys then the keys (LMPOP ...): argv[first_key - 1] counts them; the
+ * table's first_key..last_key name the first key only (what routes it) */
+#define LATTICE_RESP_F_KEYNUM    (1u << 7)
 
 typedef struct lattice_resp_cmd lattice_resp_cmd; /* immutable table entry */
 

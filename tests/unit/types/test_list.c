@@ -178,6 +178,48 @@ START_TEST(lmove_pops_and_pushes_in_one_step)
 }
 END_TEST
 
+/* exec_bpop: BLPOP's pop over keys of one partition, in order. */
+static lattice_op_result bpop(const char *const *keys, size_t n, unsigned which, long long count)
+{
+    lattice_coll_arg a[4];
+    for (size_t i = 1; i < n; i++) a[i - 1] = (lattice_coll_arg){keys[i], strlen(keys[i])};
+    static char packed[256];
+    size_t len = lattice_coll_pack(packed, sizeof packed, a, n - 1);
+    ck_assert_uint_gt(len, 0);
+    lattice_op_result r;
+    n_wrote = 0;
+    exec_bpop(&cache, part(keys[0]), keys[0], strlen(keys[0]), packed, len, which, count, &scratch, &r, note, NULL);
+    return r;
+}
+
+START_TEST(bpop_takes_the_first_key_that_holds_one)
+{
+    /* three keys of one partition: a hash tag */
+    const char *k[] = {"{p}a", "{p}b", "{p}c"};
+    SHOWS(bpop(k, 3, 0, 0), "*-1");
+    ck_assert_int_eq(n_wrote, 0);
+    SHOWS(run(LATTICE_COLL_RPUSH, k[1], "x", "y", "z", NULL), ":3");
+    SHOWS(bpop(k, 3, 0, 0), "*2 ${p}b $x"); /* a is empty: b's head */
+    ck_assert_int_eq(n_wrote, 1);
+    ck_assert_str_eq(wrote_keys[0], k[1]);
+    SHOWS(bpop(k, 3, EXEC_BPOP_RIGHT, 0), "*2 ${p}b $z");
+    SHOWS(bpop(k, 3, 0, 5), "*2 ${p}b *1 $y"); /* LMPOP's shape; b emptied */
+    SHOWS(run(LATTICE_COLL_LLEN, k[1], NULL), ":0");
+    /* sorted sets: [key, member, score]; with a count nested pairs */
+    SHOWS(run(LATTICE_COLL_ZADD, k[2], "1", "m1", "2.5", "m2", "3", "m3", NULL), ":3");
+    SHOWS(bpop(k, 3, EXEC_BPOP_ZSET, 0), "*3 ${p}c $m1 ,1");
+    SHOWS(bpop(k, 3, EXEC_BPOP_ZSET | EXEC_BPOP_RIGHT, 0), "*3 ${p}c $m3 ,3");
+    SHOWS(bpop(k, 3, EXEC_BPOP_ZSET, 4), "*2 ${p}c *1 *2 $m2 ,2.5");
+    /* another type on the way, before a key that holds one: WRONGTYPE, nothing popped */
+    SHOWS(run(LATTICE_COLL_RPUSH, k[2], "l", NULL), ":1");
+    SHOWS(run(LATTICE_COLL_ZADD, k[1], "1", "z", NULL), ":1");
+    lattice_op_result r = bpop(k, 3, 0, 0);
+    ck_assert_int_eq(r.status, LATTICE_ERR_WRONGTYPE);
+    ck_assert_int_eq(n_wrote, 0);
+    SHOWS(run(LATTICE_COLL_LLEN, k[2], NULL), ":1");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("types_list");
@@ -189,6 +231,7 @@ int main(void)
     tcase_add_test(t, arguments_first_then_the_key);
     tcase_add_test(t, a_copy_applies_the_row_and_the_expiry_stays);
     tcase_add_test(t, lmove_pops_and_pushes_in_one_step);
+    tcase_add_test(t, bpop_takes_the_first_key_that_holds_one);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }
