@@ -13,7 +13,8 @@
  * again oldest first and a waiter that parks again goes last, so among the
  * waiters of one partition the first to wait is the first served, as
  * Redis serves its blocked clients.  A waiter whose issuer left the
- * topology is dropped without running: nobody would receive what it pops.
+ * topology is dropped without running: nobody would receive what it pops
+ * (asked when the view moved - a node leaving moves it).
  *
  * Checked after every round of the data thread's loop, so a push wakes its
  * waiters at once; a waiter costs a few loads per round.
@@ -75,19 +76,21 @@ void bwait_tick(lattice_ops *d)
     while (*pp) {
         bwait *w = *pp;
         deferred_read *op = w->op;
-        if (!op->org.local && op->seq && op->origin_id[0] && !chan_peer_by_id(d, op->origin_id)) {
+        bool view = w->major != d->major || w->meta != meta;
+        lattice_meta_cache *c = view ? NULL : lattice_meta_cache_by_serial(d->meta, w->cache_serial);
+        bool moved = view || !c || !c->store || c->counter[w->partition] != w->counter ||
+                     (w->deadline_ms && wall >= w->deadline_ms);
+        if (!moved) {
+            d->bwaits_tail = w;
+            pp = &w->next;
+            continue;
+        }
+        /* A node that leaves moves the view: only then is the issuer asked for. */
+        if (view && !op->org.local && op->seq && op->origin_id[0] && !chan_peer_by_id(d, op->origin_id)) {
             *pp = w->next; /* its issuer is gone: what it would pop would reach nobody */
             LT_LOG(LT_INFO, "data", "partition %u: a blocking pop of node %s dropped: that node left", w->partition,
                    op->origin_id);
             drop(d, w);
-            continue;
-        }
-        lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, w->cache_serial);
-        bool moved = !c || !c->store || w->major != d->major || w->meta != meta ||
-                     c->counter[w->partition] != w->counter || (w->deadline_ms && wall >= w->deadline_ms);
-        if (!moved) {
-            d->bwaits_tail = w;
-            pp = &w->next;
             continue;
         }
         *pp = w->next; /* out of the list, in order, before any rerun parks again */
