@@ -250,6 +250,34 @@ static bool add_blocking_op(batch *b, ent *e, lattice_op *s, uint64_t deadline)
     return ok;
 }
 
+/* The LATTICE_TXN_BPOP step of keys[0..n) (n >= 1, one slot) with delta
+ * `which`: in MULTI a queued sub, which does not wait; else one txn op,
+ * waiting at the primary until deadline when blocking. */
+static cmd_outcome add_bpop(batch *b, lattice_resp_cmd_id id, const lattice_resp_arg *keys, size_t n, int64_t which,
+                            bool in_multi, bool blocking, uint64_t deadline)
+{
+    lattice_coll_arg *a = lt_malloc(n * sizeof *a); /* the keys after the first, packed */
+    for (size_t i = 1; a && i < n; i++) a[i - 1] = (lattice_coll_arg){keys[i].ptr, keys[i].len};
+    size_t len = a ? lattice_coll_packed_len(a, n - 1) : 0;
+    char *packed = a ? lt_malloc(len) : NULL;
+    ent *e = packed && lattice_coll_pack(packed, len, a, n - 1) == len ? respd_ent_new(b, id) : NULL;
+    bool ok = false;
+    if (e) {
+        e->sflags = (uint16_t)(which & 0xffff); /* the side, for respd_tx_give_back */
+        lattice_op s = {(lattice_op_kind)LATTICE_TXN_BPOP, 0, NULL, keys[0].ptr, keys[0].len, packed, len, which, 0, 0};
+        lattice_resp_arg others = {packed, len};
+        if (in_multi) ok = respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_BPOP, 0, &keys[0], &others, which, 0);
+        else ok = blocking ? add_blocking_op(b, e, &s, deadline) : add_txn_op(b, e, NULL, 0, &s, 1);
+        if (!ok) {
+            b->n_ops = e->first;
+            b->n_ents--;
+        }
+    }
+    lt_free(packed);
+    lt_free(a);
+    return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+}
+
 /* BLPOP / BRPOP / BZPOPMIN / BZPOPMAX key [key ...] timeout: one
  * LATTICE_TXN_BPOP step, its keys of one slot (CROSSSLOT otherwise, as Redis
  * Cluster); in MULTI it does not block (Redis: nil at once). */
@@ -264,30 +292,7 @@ static cmd_outcome bpop_command(batch *b, lattice_resp_cmd_id id, size_t argc, c
                     : id == LATTICE_RESP_CMD_BZPOPMIN ? LATTICE_TXN_BPOP_ZSET
                     : id == LATTICE_RESP_CMD_BZPOPMAX ? LATTICE_TXN_BPOP_ZSET | LATTICE_TXN_BPOP_RIGHT
                                                       : 0;
-    size_t n = argc - 3; /* the keys after the first */
-    lattice_coll_arg *a = lt_malloc((n ? n : 1) * sizeof *a);
-    for (size_t i = 0; a && i < n; i++) a[i] = (lattice_coll_arg){argv[2 + i].ptr, argv[2 + i].len};
-    size_t len = a ? lattice_coll_packed_len(a, n) : 0;
-    char *packed = a ? lt_malloc(len) : NULL;
-    ent *e = packed && lattice_coll_pack(packed, len, a, n) == len ? respd_ent_new(b, id) : NULL;
-    bool ok = false;
-    if (e) {
-        e->sflags = (uint16_t)which; /* the side, for respd_tx_give_back */
-        lattice_op s = {(lattice_op_kind)LATTICE_TXN_BPOP, 0, NULL, argv[1].ptr, argv[1].len, packed, len, which, 0, 0};
-        if (in_multi) {
-            lattice_resp_arg others = {packed, len};
-            ok = respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_BPOP, 0, &argv[1], &others, which, 0);
-        } else {
-            ok = add_blocking_op(b, e, &s, deadline);
-        }
-        if (!ok) {
-            b->n_ops = e->first;
-            b->n_ents--;
-        }
-    }
-    lt_free(packed);
-    lt_free(a);
-    return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+    return add_bpop(b, id, &argv[1], argc - 2, which, in_multi, true, deadline);
 }
 
 /* LMPOP / ZMPOP numkeys key [key ...] LEFT|RIGHT / MIN|MAX [COUNT n] and
@@ -328,29 +333,7 @@ static cmd_outcome mpop_command(batch *b, lattice_resp_cmd_id id, size_t argc, c
     size_t nk = (size_t)numkeys;
     if (!same_slot(nk, keys, 0, 1)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
     which |= (int64_t)((uint64_t)count << LATTICE_TXN_BPOP_COUNT_SHIFT);
-    lattice_coll_arg *a = lt_malloc(nk * sizeof *a);
-    for (size_t i = 1; a && i < nk; i++) a[i - 1] = (lattice_coll_arg){keys[i].ptr, keys[i].len};
-    size_t len = a ? lattice_coll_packed_len(a, nk - 1) : 0;
-    char *packed = a ? lt_malloc(len) : NULL;
-    ent *e = packed && lattice_coll_pack(packed, len, a, nk - 1) == len ? respd_ent_new(b, id) : NULL;
-    bool ok = false;
-    if (e) {
-        e->sflags = (uint16_t)(which & 0xffff);
-        lattice_op s = {(lattice_op_kind)LATTICE_TXN_BPOP, 0, NULL, keys[0].ptr, keys[0].len, packed, len, which, 0, 0};
-        if (in_multi) {
-            lattice_resp_arg others = {packed, len};
-            ok = respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_BPOP, 0, &keys[0], &others, which, 0);
-        } else {
-            ok = blocking ? add_blocking_op(b, e, &s, deadline) : add_txn_op(b, e, NULL, 0, &s, 1);
-        }
-        if (!ok) {
-            b->n_ops = e->first;
-            b->n_ents--;
-        }
-    }
-    lt_free(packed);
-    lt_free(a);
-    return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+    return add_bpop(b, id, keys, nk, which, in_multi, blocking, deadline);
 }
 
 /* LMOVE src dst LEFT|RIGHT LEFT|RIGHT, RPOPLPUSH src dst: one txn op of
