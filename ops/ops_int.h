@@ -337,6 +337,7 @@ struct lattice_ops {
     uint64_t txwaiting;
     struct bwait *bwaits, *bwaits_tail; /* blocking pops waiting for an element (bwait.c), oldest first */
     uint64_t bwaiting;
+    bool bwait_busy, bwait_again;       /* bwait_tick runs (a rerun's write asks for another pass) */
     uint64_t txsweep_ms;          /* txlock_sweep's last round */
     struct txsettle *txsettles;   /* orphans being settled (txlock.c) */
     uint64_t txsettled;

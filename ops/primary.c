@@ -421,6 +421,7 @@ void primary_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, c
         primary_send_copies(d, c, CTL_REPLICATE, in->partition, in->key, in->key_len, &repl, origin_id, seq, &r, w);
     if (w) sync_wait_release(d, w);
     else chan_complete(d, org, &r);
+    if (repl.needed && d->bwaits) bwait_tick(d); /* its waiters before the next operation (bwait.c) */
 }
 
 void primary_replicate_removal(lattice_ops *d, lattice_meta_cache *c, uint32_t partition, const void *key,

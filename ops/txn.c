@@ -1133,9 +1133,11 @@ void txn_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const
         send_txn(d, c, in->partition, in->key, in->key_len, &o.wr, o.last_version, st == LATTICE_OK ? &o.res : &empty,
                  origin_id, seq, &r, w);
     }
+    bool wrote = o.n_writes != 0;
     if (w) sync_wait_release(d, w);
     else chan_complete(d, org, &r);
     out_free(&o);
+    if (wrote && d->bwaits) bwait_tick(d); /* its waiters before the next operation (bwait.c) */
 }
 
 lattice_status txn_run_local(lattice_meta_cache *c, uint32_t partition, const void *req, size_t len, uint64_t epoch,
