@@ -42,6 +42,13 @@ typedef struct bwait {
 lattice_status bwait_park(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const origin *org,
                           const char *origin_id, uint64_t seq)
 {
+    if (!org->local && seq && origin_id && origin_id[0] && !chan_peer_by_id(d, origin_id)) {
+        /* Sent before its issuer left and received after this node saw it
+         * go: no later view change would drop it, so it never waits. */
+        LT_LOG(LT_INFO, "data", "partition %u: a blocking pop of node %s dropped: that node left", in->partition,
+               origin_id);
+        return LATTICE_OK;
+    }
     if (seq && origin_id)
         for (bwait *x = d->bwaits; x; x = x->next)
             if (x->op->seq == seq && !strcmp(x->op->origin_id, origin_id)) {
