@@ -133,10 +133,21 @@ static void last_segment(const char *dd, char *path, size_t cap, uint64_t *start
     snprintf(path, cap, "%s/wal-%016" PRIx64 ".log", dd, *start);
 }
 
+/* Each key's row as the command redis-server gets would write it (HSET h f
+ * v, RPUSH l a, SADD s m, ZADD z 1 m: docs/TYPES.md's layouts), so OBJECT
+ * ENCODING, which reads the row, names what Redis names. */
 static const struct {
     const char *key;
     uint8_t type;
-} typed[] = {{"h", 1}, {"l", 2}, {"s", 3}, {"z", 4}, {"{k}a", 1}};
+    const char *row;
+    size_t row_len;
+} typed[] = {
+    {"h", 1, "\001\001\001f\001v", 6}, /* octal: "\x01f" would be one byte */
+    {"l", 2, "\001\001\001a", 4},
+    {"s", 3, "\002\001\001m", 4},
+    {"z", 4, "\001\001\000\000\000\000\000\000\360\077\001m", 12},
+    {"{k}a", 1, "\001\001\001f\001v", 6},
+};
 
 /* Appends a PUT of each typed key after the last record of the newest
  * segment (over the zeroed room the writer keeps ahead), as the store's
@@ -170,7 +181,8 @@ static void append_typed(const char *dd)
         const char *k = typed[i].key;
         lt_rec r = {.kind = LT_REC_PUT, .lsn = start + off, .cache = "default", .cache_len = 7,
                     .partition = lattice_partition_of_key(k, strlen(k), partitions), .version = top + 1000 + i,
-                    .key = k, .key_len = strlen(k), .value = "\x01\x02\x03", .value_len = 3, .type = typed[i].type};
+                    .key = k, .key_len = strlen(k), .value = typed[i].row, .value_len = typed[i].row_len,
+                    .type = typed[i].type};
         uint8_t rec[256];
         ck_assert_uint_le(lt_rec_size(&r), sizeof rec);
         size_t n = lt_rec_size(&r);
