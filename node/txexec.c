@@ -111,7 +111,8 @@ static lattice_status parse(xop *x)
     x->n_w = nw;
     size_t n = (size_t)lattice_txn_get_u(&b, 4);
     if (b.failed || n > x->op.value_len / 25) return LATTICE_ERR_INVAL;
-    x->keys = lt_calloc(nw + 2 * n + 1, sizeof *x->keys);
+    size_t cap = nw + 2 * n + 1;
+    x->keys = lt_calloc(cap, sizeof *x->keys);
     if (!x->keys) return LATTICE_ERR_NOMEM;
     for (size_t i = 0; i < nw; i++) x->keys[x->n_keys++] = (lt_txc_key){x->w[i].key, x->w[i].key_len};
     for (size_t i = 0; i < n; i++) {
@@ -120,9 +121,18 @@ static lattice_status parse(xop *x)
         int kind = (int)sub.kind;
         if (kind == LATTICE_TXN_PREPARE || kind == LATTICE_TXN_FINISH || kind == LATTICE_TXN_DECIDE)
             return LATTICE_ERR_INVAL; /* the coordinator's own */
-        x->keys[x->n_keys++] = (lt_txc_key){sub.key, sub.key_len};
-        if (kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY || kind == LATTICE_TXN_LMOVE)
-            x->keys[x->n_keys++] = (lt_txc_key){sub.value, sub.value_len};
+        lattice_txn_keys it = lattice_txn_keys_of(&sub); /* BPOP's and SETOP's keys too */
+        const void *k;
+        size_t kl;
+        while (lattice_txn_keys_next(&it, &k, &kl)) {
+            if (x->n_keys == cap) {
+                lt_txc_key *p = lt_realloc(x->keys, 2 * cap * sizeof *p);
+                if (!p) return LATTICE_ERR_NOMEM;
+                x->keys = p;
+                cap *= 2;
+            }
+            x->keys[x->n_keys++] = (lt_txc_key){k, kl};
+        }
     }
     return b.len == b.cap ? LATTICE_OK : LATTICE_ERR_INVAL;
 }

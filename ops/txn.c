@@ -96,7 +96,8 @@ static bool sub_kind_ok(int kind)
            kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY || kind == LATTICE_TXN_IF_ABSENT ||
            kind == LATTICE_TXN_EXPIRE_IF || kind == LATTICE_TXN_IDLE || kind == LATTICE_TXN_PREPARE ||
            kind == LATTICE_TXN_FINISH || kind == LATTICE_TXN_DECIDE || kind == LATTICE_OP_COLL_READ ||
-           kind == LATTICE_OP_COLL_WRITE || kind == LATTICE_TXN_LMOVE || kind == LATTICE_TXN_BPOP;
+           kind == LATTICE_OP_COLL_WRITE || kind == LATTICE_TXN_LMOVE || kind == LATTICE_TXN_BPOP ||
+           kind == LATTICE_TXN_SETOP;
 }
 
 static bool names_key(int kind)
@@ -135,34 +136,42 @@ static lattice_status bpop_keys_ok(const lattice_meta_cache *c, uint32_t partiti
     return st;
 }
 
-/* The keys a step names, in order: its key, then a destination (RENAME,
- * COPY, LMOVE) or BPOP's other keys.  For a sub req_decode accepted. */
+/* The keys a step names, in order (lattice_txn_keys_next): its key,
+ * then a destination (RENAME, COPY, LMOVE), BPOP's other keys or SETOP's
+ * keys.  For a sub req_decode accepted.  Not moved once begun. */
 typedef struct sub_keys {
-    const txn_sub *s;
-    int at;           /* 0: the key next; 1: what follows it */
-    size_t left, off; /* BPOP's other keys */
+    lattice_op op;
+    lattice_txn_keys it;
 } sub_keys;
 
-static bool sub_keys_next(sub_keys *it, const void **k, size_t *kl)
+static void sub_keys_begin(sub_keys *k, const txn_sub *s)
 {
-    const txn_sub *s = it->s;
-    if (it->at == 0) {
-        it->at = 1;
-        *k = s->key, *kl = s->key_len;
-        if (s->kind == LATTICE_TXN_BPOP && !lattice_coll_unpacked_count(s->value, s->value_len, &it->left)) it->left = 0;
-        else if (s->kind != LATTICE_TXN_BPOP) it->left = names_key(s->kind);
-        it->off = 4;
-        return true;
+    k->op = (lattice_op){(lattice_op_kind)s->kind, 0, NULL, s->key, s->key_len, s->value, s->value_len, s->delta, 0, 0};
+    k->it = lattice_txn_keys_of(&k->op);
+}
+
+static bool sub_keys_next(sub_keys *k, const void **key, size_t *kl) { return lattice_txn_keys_next(&k->it, key, kl); }
+
+/* SETOP's arguments (its value): packed, its keys among them - the first
+ * it names its key - each of this partition. */
+static lattice_status setop_ok(const lattice_meta_cache *c, uint32_t partition, const txn_sub *s)
+{
+    size_t n, first = LATTICE_TXN_SETOP_FIRST(s->delta), nk = LATTICE_TXN_SETOP_KEYS(s->delta);
+    bool dest = (uint64_t)s->delta & LATTICE_TXN_SETOP_DEST;
+    int op = LATTICE_TXN_SETOP_OP(s->delta);
+    if (!lattice_coll_unpacked_count(s->value, s->value_len, &n) || op < 1 || op > LATTICE_SETOP_MAX_ ||
+        ((uint64_t)s->delta & 0xfe00u) || nk == 0 || first > n || nk > n - first || (dest && first == 0))
+        return LATTICE_ERR_INVAL;
+    sub_keys it;
+    sub_keys_begin(&it, s);
+    const void *k;
+    size_t kl;
+    lattice_status st = LATTICE_OK;
+    for (int i = 0; st == LATTICE_OK && sub_keys_next(&it, &k, &kl); i++) {
+        if (i == 1 && (kl != s->key_len || memcmp(k, s->key, kl))) return LATTICE_ERR_INVAL; /* its key first */
+        if (i) st = key_ok(c, partition, k, kl);
     }
-    if (!it->left) return false;
-    it->left--;
-    if (s->kind == LATTICE_TXN_BPOP) {
-        lattice_coll_arg a = lattice_coll_unpack_next(s->value, &it->off);
-        *k = a.ptr, *kl = a.len;
-    } else {
-        *k = s->value, *kl = s->value_len;
-    }
-    return true;
+    return st;
 }
 
 /* A blocking step (lattice/txn.h, LATTICE_TXN_BLOCK): the request's only one. */
@@ -218,6 +227,8 @@ static lattice_status req_decode(const lattice_meta_cache *c, uint32_t partition
             st = key_ok(c, partition, s->value, s->value_len);
         else if (s->kind == LATTICE_TXN_BPOP)
             st = bpop_keys_ok(c, partition, s->value, s->value_len);
+        else if (s->kind == LATTICE_TXN_SETOP)
+            st = s->value_len > c->cfg.max_value_bytes ? LATTICE_ERR_TOO_LARGE : setop_ok(c, partition, s);
         else if (s->value_len > c->cfg.max_value_bytes)
             st = LATTICE_ERR_TOO_LARGE;
         else if (s->kind == LATTICE_TXN_IF_ABSENT && (s->delta < 0 || (uint64_t)s->delta >= q->n_subs - i))
@@ -691,6 +702,8 @@ static lattice_status txn_run(lattice_meta_cache *c, uint32_t partition, const t
                       ((uint64_t)s->delta & LATTICE_TXN_BPOP_RIGHT ? EXEC_BPOP_RIGHT : 0) |
                           ((uint64_t)s->delta & LATTICE_TXN_BPOP_ZSET ? EXEC_BPOP_ZSET : 0),
                       (long long)((uint64_t)s->delta >> LATTICE_TXN_BPOP_COUNT_SHIFT), sc, &r, wrote_one, o);
+        } else if (s->kind == LATTICE_TXN_SETOP) {
+            exec_setop(c, partition, s->value, s->value_len, s->delta, sc, &r, wrote_one, o);
         } else if (names_key(s->kind)) {
             run_move(c, partition, s, sc, &r, o);
         } else {
@@ -881,9 +894,10 @@ static txn_undo_rec *undo_capture(lattice_meta_cache *c, uint32_t partition, con
     for (size_t i = 0; i < q->n_subs && ok && cross_kind(q) != LATTICE_TXN_PREPARE; i++) {
         const txn_sub *s = &q->subs[i];
         if (ops_is_read(s->kind) || s->kind == LATTICE_TXN_VERSION || s->kind == LATTICE_TXN_IF_ABSENT ||
-            s->kind == LATTICE_TXN_IDLE)
+            s->kind == LATTICE_TXN_IDLE || (s->kind == LATTICE_TXN_SETOP && !exec_setop_writes(s->delta)))
             continue;
-        sub_keys it = {s, 0, 0, 0};
+        sub_keys it;
+        sub_keys_begin(&it, s);
         const void *k;
         size_t kl;
         for (bool first = true; ok && sub_keys_next(&it, &k, &kl); first = false)
@@ -972,7 +986,8 @@ static waitw *pending_on(lattice_ops *d, lattice_meta_cache *c, uint32_t partiti
         if (w && (!last || w->version > last->version)) last = w;
     }
     for (size_t i = 0; i < q->n_subs; i++) {
-        sub_keys it = {&q->subs[i], 0, 0, 0};
+        sub_keys it;
+        sub_keys_begin(&it, &q->subs[i]);
         const void *k;
         size_t kl;
         while (sub_keys_next(&it, &k, &kl)) {
@@ -992,7 +1007,8 @@ static bool locked_by_prepared(lattice_meta_cache *c, uint32_t partition, const 
     for (size_t i = 0; i < q->n_watch; i++)
         if (txlock_blocks(c, partition, q->watch[i].key, q->watch[i].key_len, writes)) return true;
     for (size_t i = 0; i < q->n_subs; i++) {
-        sub_keys it = {&q->subs[i], 0, 0, 0};
+        sub_keys it;
+        sub_keys_begin(&it, &q->subs[i]);
         const void *k;
         size_t kl;
         while (sub_keys_next(&it, &k, &kl))

@@ -290,6 +290,39 @@ static const struct lattice_resp_cmd table[] = {
      {"write denyoom noscript blocking", "@write @list @slow @blocking", "", "RW access delete|RW insert", ""}},
     {"brpoplpush", LATTICE_RESP_CMD_BRPOPLPUSH, 4, W | OOM, 1, 2, 1, NULL, 0,
      {"write denyoom noscript blocking", "@write @list @slow @blocking", "", "RW access delete|RW insert", ""}},
+    /* over several sets or sorted sets: one LATTICE_TXN_SETOP step (respd_tx.c) */
+    {"sinter", LATTICE_RESP_CMD_SINTER, -2, R, 1, -1, 1, NULL, 0,
+     {"readonly", "@read @set @slow", "nondeterministic_output_order", "RO access", ""}},
+    {"sinterstore", LATTICE_RESP_CMD_SINTERSTORE, -3, W | OOM, 1, -1, 1, NULL, 0,
+     {"write denyoom", "@write @set @slow", "", "RW update|RO access", ""}},
+    {"sintercard", LATTICE_RESP_CMD_SINTERCARD, -3, R | KN, 2, 2, 1, NULL, 0,
+     {"readonly movablekeys", "@read @set @slow", "", "RO access", ""}},
+    {"sunion", LATTICE_RESP_CMD_SUNION, -2, R, 1, -1, 1, NULL, 0,
+     {"readonly", "@read @set @slow", "nondeterministic_output_order", "RO access", ""}},
+    {"sunionstore", LATTICE_RESP_CMD_SUNIONSTORE, -3, W | OOM, 1, -1, 1, NULL, 0,
+     {"write denyoom", "@write @set @slow", "", "OW update|RO access", ""}},
+    {"sdiff", LATTICE_RESP_CMD_SDIFF, -2, R, 1, -1, 1, NULL, 0,
+     {"readonly", "@read @set @slow", "nondeterministic_output_order", "RO access", ""}},
+    {"sdiffstore", LATTICE_RESP_CMD_SDIFFSTORE, -3, W | OOM, 1, -1, 1, NULL, 0,
+     {"write denyoom", "@write @set @slow", "", "OW update|RO access", ""}},
+    {"smove", LATTICE_RESP_CMD_SMOVE, 4, W | F, 1, 2, 1, NULL, 0,
+     {"write fast", "@write @set @fast", "", "RW access delete|RW insert", ""}},
+    {"zunion", LATTICE_RESP_CMD_ZUNION, -3, R | KN, 2, 2, 1, NULL, 0,
+     {"readonly movablekeys", "@read @sortedset @slow", "", "RO access", ""}},
+    {"zunionstore", LATTICE_RESP_CMD_ZUNIONSTORE, -4, W | OOM | KN, 1, 1, 1, NULL, 0,
+     {"write denyoom movablekeys", "@write @sortedset @slow", "", "OW update|RO access", ""}},
+    {"zinter", LATTICE_RESP_CMD_ZINTER, -3, R | KN, 2, 2, 1, NULL, 0,
+     {"readonly movablekeys", "@read @sortedset @slow", "", "RO access", ""}},
+    {"zinterstore", LATTICE_RESP_CMD_ZINTERSTORE, -4, W | OOM | KN, 1, 1, 1, NULL, 0,
+     {"write denyoom movablekeys", "@write @sortedset @slow", "", "OW update|RO access", ""}},
+    {"zintercard", LATTICE_RESP_CMD_ZINTERCARD, -3, R | KN, 2, 2, 1, NULL, 0,
+     {"readonly movablekeys", "@read @sortedset @slow", "", "RO access", ""}},
+    {"zdiff", LATTICE_RESP_CMD_ZDIFF, -3, R | KN, 2, 2, 1, NULL, 0,
+     {"readonly movablekeys", "@read @sortedset @slow", "", "RO access", ""}},
+    {"zdiffstore", LATTICE_RESP_CMD_ZDIFFSTORE, -4, W | OOM | KN, 1, 1, 1, NULL, 0,
+     {"write denyoom movablekeys", "@write @sortedset @slow", "", "OW update|RO access", ""}},
+    {"zrangestore", LATTICE_RESP_CMD_ZRANGESTORE, -5, W | OOM, 1, 2, 1, NULL, 0,
+     {"write denyoom", "@write @sortedset @slow", "", "OW update|RO access", ""}},
     {"hset", LATTICE_RESP_CMD_HSET, -4, W | OOM | F, 1, 1, 1, NULL, 0,
      {"write denyoom fast", "@write @hash @fast", "", "RW update", ""}},
     {"hsetnx", LATTICE_RESP_CMD_HSETNX, 4, W | OOM | F, 1, 1, 1, NULL, 0,
@@ -672,7 +705,7 @@ static lattice_status add_words(lattice_resp_out *o, const char *words, int bulk
 /* A key spec: {[notes,] flags, begin_search {index}, find_keys {range}}.
  * key_flags "A|B" are two specs, one key each (RENAME's source, destination). */
 static lattice_status add_one_key_spec(lattice_resp_out *o, const lattice_resp_cmd *c, const char *flags, int index,
-                                       int lastkey)
+                                       int lastkey, bool keynum)
 {
     lattice_status st = LATTICE_OK;
     int notes = c->redis.notes[0] != '\0';
@@ -683,7 +716,7 @@ static lattice_status add_one_key_spec(lattice_resp_out *o, const lattice_resp_c
     }
     ADD(add_cstr(o, "flags"));
     ADD(add_words(o, flags, 0));
-    bool keynum = c->flags & LATTICE_RESP_F_KEYNUM;
+    bool two = strchr(c->redis.key_flags, '|') != NULL; /* a keynum spec after a destination's: at its numkeys */
     ADD(add_cstr(o, "begin_search"));
     ADD(lattice_resp_add_map(o, 2));
     ADD(add_cstr(o, "type"));
@@ -691,7 +724,7 @@ static lattice_status add_one_key_spec(lattice_resp_out *o, const lattice_resp_c
     ADD(add_cstr(o, "spec"));
     ADD(lattice_resp_add_map(o, 1));
     ADD(add_cstr(o, "index"));
-    ADD(lattice_resp_add_int(o, keynum ? index - 1 : index));
+    ADD(lattice_resp_add_int(o, keynum && !two ? index - 1 : index));
     ADD(add_cstr(o, "find_keys"));
     ADD(lattice_resp_add_map(o, 2));
     ADD(add_cstr(o, "type"));
@@ -729,11 +762,17 @@ static lattice_status add_key_specs(lattice_resp_out *o, const lattice_resp_cmd 
     const char *bar = strchr(c->redis.key_flags, '|');
     if (!bar) /* lastkey relative to the first key, as Redis's key specs */
         return add_one_key_spec(o, c, c->redis.key_flags, c->first_key,
-                                c->last_key >= 0 ? c->last_key - c->first_key : c->last_key);
+                                c->last_key >= 0 ? c->last_key - c->first_key : c->last_key,
+                                c->flags & LATTICE_RESP_F_KEYNUM);
+    /* Two: a destination (its one key), then the sources from the next
+     * argument on (to last_key: SINTERSTORE's to the end; with
+     * LATTICE_RESP_F_KEYNUM counted by that argument: ZUNIONSTORE's). */
     char first[64];
     snprintf(first, sizeof first, "%.*s", (int)(bar - c->redis.key_flags), c->redis.key_flags);
-    lattice_status st = add_one_key_spec(o, c, first, c->first_key, 0);
-    return st == LATTICE_OK ? add_one_key_spec(o, c, bar + 1, c->first_key + 1, 0) : st;
+    lattice_status st = add_one_key_spec(o, c, first, c->first_key, 0, false);
+    int last = c->last_key < 0 ? c->last_key : c->last_key > c->first_key ? c->last_key - c->first_key - 1 : 0;
+    return st == LATTICE_OK ? add_one_key_spec(o, c, bar + 1, c->first_key + 1, last, c->flags & LATTICE_RESP_F_KEYNUM)
+                            : st;
 }
 
 lattice_status lattice_resp_add_command_info(lattice_resp_out *o, const lattice_resp_cmd *c)
@@ -744,7 +783,8 @@ lattice_status lattice_resp_add_command_info(lattice_resp_out *o, const lattice_
     ADD(add_cstr(o, c->name));
     ADD(lattice_resp_add_int(o, c->arity));
     ADD(add_words(o, c->redis.flags, 0));
-    bool keynum = c->flags & LATTICE_RESP_F_KEYNUM; /* Redis's movable keys: 0 0 0 */
+    /* Redis's movable keys: 0 0 0, unless a destination's spec comes first */
+    bool keynum = (c->flags & LATTICE_RESP_F_KEYNUM) && !strchr(c->redis.key_flags, '|');
     ADD(lattice_resp_add_int(o, keynum ? 0 : c->first_key));
     ADD(lattice_resp_add_int(o, keynum ? 0 : c->last_key));
     ADD(lattice_resp_add_int(o, keynum ? 0 : c->key_step));

@@ -141,7 +141,7 @@ long respd_tx_queued(const conn *c)
 
 bool respd_is_tx_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_MULTI && id <= LATTICE_RESP_CMD_BRPOPLPUSH;
+    return id >= LATTICE_RESP_CMD_MULTI && id <= LATTICE_RESP_CMD_ZRANGESTORE;
 }
 
 static void note_slot(struct respd_tx *t, const void *key, size_t len)
@@ -376,9 +376,99 @@ static cmd_outcome lmove_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
     return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
 }
 
+/* SINTER ... ZRANGESTORE, SMOVE: one LATTICE_TXN_SETOP step (lattice/txn.h)
+ * of their arguments.  Here only what says which arguments are keys, in
+ * Redis 7.0's words (numkeys: sinterCardCommand's, or
+ * zunionInterDiffGenericCommand's); the primary checks the rest in
+ * Redis's order.  Keys of several slots: one transaction across
+ * partitions, as RENAME's (CROSSSLOT on a cluster-aware connection); in
+ * MULTI, EXEC decides. */
+static cmd_outcome setop_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
+                                 bool in_multi)
+{
+    static const struct {
+        lattice_resp_cmd_id id;
+        uint8_t op;
+        bool dest;
+        int8_t numkeys; /* the argument that counts the keys (after the name), or -1 */
+        const char *name;
+    } defs[] = {
+        {LATTICE_RESP_CMD_SINTER, LATTICE_SETOP_SINTER, false, -1, "sinter"},
+        {LATTICE_RESP_CMD_SINTERSTORE, LATTICE_SETOP_SINTERSTORE, true, -1, "sinterstore"},
+        {LATTICE_RESP_CMD_SINTERCARD, LATTICE_SETOP_SINTERCARD, false, 0, "sintercard"},
+        {LATTICE_RESP_CMD_SUNION, LATTICE_SETOP_SUNION, false, -1, "sunion"},
+        {LATTICE_RESP_CMD_SUNIONSTORE, LATTICE_SETOP_SUNIONSTORE, true, -1, "sunionstore"},
+        {LATTICE_RESP_CMD_SDIFF, LATTICE_SETOP_SDIFF, false, -1, "sdiff"},
+        {LATTICE_RESP_CMD_SDIFFSTORE, LATTICE_SETOP_SDIFFSTORE, true, -1, "sdiffstore"},
+        {LATTICE_RESP_CMD_SMOVE, LATTICE_SETOP_SMOVE, false, -1, "smove"},
+        {LATTICE_RESP_CMD_ZUNION, LATTICE_SETOP_ZUNION, false, 0, "zunion"},
+        {LATTICE_RESP_CMD_ZUNIONSTORE, LATTICE_SETOP_ZUNIONSTORE, true, 1, "zunionstore"},
+        {LATTICE_RESP_CMD_ZINTER, LATTICE_SETOP_ZINTER, false, 0, "zinter"},
+        {LATTICE_RESP_CMD_ZINTERSTORE, LATTICE_SETOP_ZINTERSTORE, true, 1, "zinterstore"},
+        {LATTICE_RESP_CMD_ZINTERCARD, LATTICE_SETOP_ZINTERCARD, false, 0, "zintercard"},
+        {LATTICE_RESP_CMD_ZDIFF, LATTICE_SETOP_ZDIFF, false, 0, "zdiff"},
+        {LATTICE_RESP_CMD_ZDIFFSTORE, LATTICE_SETOP_ZDIFFSTORE, true, 1, "zdiffstore"},
+        {LATTICE_RESP_CMD_ZRANGESTORE, LATTICE_SETOP_ZRANGESTORE, true, -1, "zrangestore"},
+    };
+    size_t d = 0;
+    while (defs[d].id != id) d++;
+    const lattice_resp_arg *a = argv + 1; /* the arguments after the name */
+    size_t n = argc - 1, first = defs[d].dest ? 1 : 0, nk = n - first;
+    if (id == LATTICE_RESP_CMD_SMOVE) nk = 2;
+    else if (id == LATTICE_RESP_CMD_ZRANGESTORE) nk = 1;
+    if (defs[d].numkeys >= 0) {
+        const lattice_resp_arg *na = &a[defs[d].numkeys];
+        long long v;
+        bool num = lattice_resp_string2ll(na->ptr, na->len, &v);
+        first = (size_t)defs[d].numkeys + 1;
+        if (id == LATTICE_RESP_CMD_SINTERCARD) {
+            if (!num || v < 1) return respd_ent_error(b, "ERR numkeys should be greater than 0");
+            if ((unsigned long long)v > n - first) return respd_ent_error(b, "ERR Number of keys can't be greater than number of args");
+        } else {
+            char m[96];
+            snprintf(m, sizeof m, "ERR at least 1 input key is needed for '%s' command", defs[d].name);
+            if (!num) return respd_ent_error(b, LATTICE_RESP_ERR_NOT_INTEGER);
+            if (v < 1) return respd_ent_error(b, m);
+            if ((unsigned long long)v > n - first) return respd_ent_error(b, LATTICE_RESP_ERR_SYNTAX);
+        }
+        nk = (size_t)v;
+    }
+    if (first > 0xffff || nk > 0xffffffffu) return respd_ent_error(b, LATTICE_RESP_ERR_SYNTAX);
+    const lattice_resp_arg *key = defs[d].dest ? &a[0] : &a[first];
+    bool one = true;
+    int s0 = lattice_key_slot(key->ptr, key->len);
+    for (size_t i = first; i < first + nk && one; i++) one = lattice_key_slot(a[i].ptr, a[i].len) == s0;
+    unsigned across = 0;
+    if (!one && !in_multi) {
+        if (!b->c || !respd_cross_slot_ok(b->r, b->c)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
+        across = LATTICE_OP_ACROSS;
+    }
+    lattice_coll_arg *pa = lt_malloc((n ? n : 1) * sizeof *pa);
+    for (size_t i = 0; pa && i < n; i++) pa[i] = (lattice_coll_arg){a[i].ptr, a[i].len};
+    size_t len = pa ? lattice_coll_packed_len(pa, n) : 0;
+    char *packed = pa ? lt_malloc(len) : NULL;
+    ent *e = packed && lattice_coll_pack(packed, len, pa, n) == len ? respd_ent_new(b, id) : NULL;
+    int64_t delta = LATTICE_TXN_SETOP_DELTA(defs[d].op, defs[d].dest, first, nk);
+    bool ok = false;
+    if (e) {
+        lattice_resp_arg value = {packed, len};
+        lattice_op s = {(lattice_op_kind)LATTICE_TXN_SETOP, 0, NULL, key->ptr, key->len, packed, len, delta, 0, 0};
+        ok = in_multi ? respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_SETOP, 0, key, &value, delta, 0)
+                      : add_txn_op_as(b, e, across, NULL, 0, &s, 1);
+        if (ok && across) b->sealed = true;
+        if (!ok) {
+            b->n_ops = e->first;
+            b->n_ents--;
+        }
+    }
+    lt_free(packed);
+    lt_free(pa);
+    return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+}
+
 bool respd_is_tx_key_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_RENAME && id <= LATTICE_RESP_CMD_BRPOPLPUSH;
+    return id >= LATTICE_RESP_CMD_RENAME && id <= LATTICE_RESP_CMD_ZRANGESTORE;
 }
 
 cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
@@ -421,6 +511,7 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
         return lmove_command(b, id, argc, argv, in_multi);
     if (id >= LATTICE_RESP_CMD_BLPOP && id <= LATTICE_RESP_CMD_BZPOPMAX) return bpop_command(b, id, argc, argv, in_multi);
     if (id >= LATTICE_RESP_CMD_LMPOP && id <= LATTICE_RESP_CMD_BZMPOP) return mpop_command(b, id, argc, argv, in_multi);
+    if (id >= LATTICE_RESP_CMD_SINTER && id <= LATTICE_RESP_CMD_ZRANGESTORE) return setop_command(b, id, argc, argv, in_multi);
     /* RENAME / RENAMENX / COPY src dst [DB 0] [REPLACE] */
     unsigned flags = id == LATTICE_RESP_CMD_RENAMENX ? LATTICE_OP_NX : 0;
     if (id == LATTICE_RESP_CMD_COPY) {
@@ -727,7 +818,7 @@ void respd_tx_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, boo
     if (in_exec) x = b->res[e->first]; /* queued: the sub's own result */
     else first_sub(b, e, &x, &tmp);
     if (e->cmd == LATTICE_RESP_CMD_LMOVE || e->cmd == LATTICE_RESP_CMD_RPOPLPUSH ||
-        (e->cmd >= LATTICE_RESP_CMD_BLPOP && e->cmd <= LATTICE_RESP_CMD_BRPOPLPUSH)) {
+        (e->cmd >= LATTICE_RESP_CMD_BLPOP && e->cmd <= LATTICE_RESP_CMD_ZRANGESTORE)) {
         if (x.flags & LATTICE_OP_R_LOST) lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));
         else if (x.status != LATTICE_OK || !x.has_value) respd_add_result_error(o, &x);
         else if (e->blocking && x.vlen == 3 && !memcmp((in_exec ? b->vals : tmp.vals) + x.voff, "_\r\n", 3))
@@ -1100,10 +1191,13 @@ static cmd_outcome queue(lattice_respd *r, conn *c, const lattice_resp_cmd *rc, 
             o->ttl_ms = qe->when_ms <= now ? 0 : (uint64_t)(qe->when_ms - now);
             sub->res[i].cond_expire = false;
         }
-        note_slot(t, at(sub, o->key), o->key_len);
-        if (o->kind == (lattice_op_kind)LATTICE_TXN_RENAME || o->kind == (lattice_op_kind)LATTICE_TXN_COPY ||
-            o->kind == (lattice_op_kind)LATTICE_TXN_LMOVE)
-            note_slot(t, at(sub, o->value), o->value_len);
+        lattice_op view = *o; /* its key and value as pointers */
+        view.key = at(sub, o->key);
+        view.value = o->value ? at(sub, o->value) : NULL;
+        lattice_txn_keys it = lattice_txn_keys_of(&view);
+        const void *k;
+        size_t kl;
+        while (lattice_txn_keys_next(&it, &k, &kl)) note_slot(t, k, kl);
     }
     if (atomic_load_explicit(&r->n_mons, memory_order_relaxed)) respd_monitor_feed(r, c, rc, argc, argv);
     lattice_resp_add_simple(c->out, "QUEUED", 6);

@@ -98,6 +98,7 @@ static const coll_def defs[LATTICE_COLL_CMD_MAX_ + 1] = {
     [LATTICE_COLL_ZREVRANGEBYLEX] = {"zrevrangebylex", zset_run, 2, AT_LEAST},
     [LATTICE_COLL_ZRANDMEMBER] = {"zrandmember", zset_run, 0, AT_LEAST},
     [LATTICE_COLL_ZSCAN] = {"zscan", zset_run, 1, AT_LEAST},
+    [LATTICE_COLL_ZRANGESTORE] = {"zrangestore", zset_run, 2, AT_LEAST},
     [LATTICE_COLL_ZADD] = {"zadd", zset_run, 2, AT_LEAST},
     [LATTICE_COLL_ZINCRBY] = {"zincrby", zset_run, 2, EXACT},
     [LATTICE_COLL_ZREM] = {"zrem", zset_run, 1, AT_LEAST},
@@ -140,6 +141,19 @@ void *coll_row(coll_ctx *x, size_t n)
         return NULL;
     }
     return x->s->buf;
+}
+
+int coll_live_type(lattice_meta_cache *c, uint32_t partition, const void *key, size_t len, int *st)
+{
+    lattice_store_meta m = {0};
+    int g = lattice_store_get(c->store, partition, key, len, NULL, 0, &m);
+    *st = LATTICE_OK;
+    if (g == LATTICE_ERR_NOT_FOUND) return 0;
+    if (g != LATTICE_OK && g != LATTICE_ERR_TOO_LARGE) {
+        *st = g;
+        return 0;
+    }
+    return m.type + 1;
 }
 
 bool coll_load(coll_ctx *x, uint8_t type)

@@ -30,6 +30,13 @@ typedef struct coll_ctx {
 /* Reads the key's value into s->old: false (r answered: WRONGTYPE, or the
  * store's error) unless it holds a value of type or nothing (x->found). */
 bool coll_load(coll_ctx *x, uint8_t type);
+/* The key's type when it is live: 0 none, else its lattice_value_type + 1
+ * (*st the store's error, else OK). */
+int coll_live_type(lattice_meta_cache *c, uint32_t partition, const void *key, size_t len, int *st);
+/* Redis's string2d (ZADD's scores, ZUNIONSTORE's weights): strtod over
+ * the whole text; not "", not a blank first, not NaN, not an overflow or
+ * an underflow to 0.  1 with *out, 0 not a float, -1 memory short. */
+int coll_parse_double(const lattice_coll_arg *a, double *out);
 /* Room for n more elements after the arguments in s->items (they may
  * move: x->argv follows); the first of them, NULL (x->nomem) without. */
 void *coll_items(coll_ctx *x, size_t n, size_t elem);

@@ -395,26 +395,12 @@ void list_run(coll_ctx *x)
 
 /* ---- LMOVE / RPOPLPUSH: two keys of one partition in one step ---- */
 
-/* The key's type when it is live: 0 none, else its lattice_value_type + 1. */
-static int live_type(lattice_meta_cache *c, uint32_t partition, const void *key, size_t len, int *st)
-{
-    lattice_store_meta m = {0};
-    int g = lattice_store_get(c->store, partition, key, len, NULL, 0, &m);
-    *st = LATTICE_OK;
-    if (g == LATTICE_ERR_NOT_FOUND) return 0;
-    if (g != LATTICE_OK && g != LATTICE_ERR_TOO_LARGE) {
-        *st = g;
-        return 0;
-    }
-    return m.type + 1;
-}
-
 void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size_t src_len, const void *dst,
                 size_t dst_len, unsigned where, exec_scratch *s, lattice_op_result *r, exec_wrote_fn wrote, void *arg)
 {
     memset(r, 0, sizeof *r);
-    int st, ts = live_type(c, partition, src, src_len, &st), td = 0;
-    if (st == LATTICE_OK && ts) td = live_type(c, partition, dst, dst_len, &st);
+    int st, ts = coll_live_type(c, partition, src, src_len, &st), td = 0;
+    if (st == LATTICE_OK && ts) td = coll_live_type(c, partition, dst, dst_len, &st);
     if (st != LATTICE_OK) {
         r->status = st;
         return;
@@ -562,7 +548,7 @@ void exec_bpop(lattice_meta_cache *c, uint32_t partition, const void *key, size_
     for (size_t i = 0; i <= n; i++) {
         lattice_coll_arg k = {key, key_len};
         if (i) k = lattice_coll_unpack_next(others, &off);
-        int st, t = live_type(c, partition, k.ptr, k.len, &st);
+        int st, t = coll_live_type(c, partition, k.ptr, k.len, &st);
         if (st != LATTICE_OK) {
             r->status = st;
             return;

@@ -109,6 +109,15 @@ void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size
 void exec_bpop(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len, const void *others,
                size_t others_len, unsigned which, long long count, exec_scratch *s, lattice_op_result *r,
                exec_wrote_fn wrote, void *arg);
+/* setop.c: SINTER ... ZRANGESTORE, SMOVE (LATTICE_TXN_SETOP of
+ * lattice/txn.h: args its packed arguments, delta the lattice_setop and
+ * where its keys are), keys of one partition (the caller checks): r->value
+ * the reply as a reply of lattice/coll.h, each write handed to wrote;
+ * WRONGTYPE (nothing written) at the first key of another type. */
+void exec_setop(lattice_meta_cache *c, uint32_t partition, const void *args, size_t args_len, int64_t delta,
+                exec_scratch *s, lattice_op_result *r, exec_wrote_fn wrote, void *arg);
+/* Whether the SETOP of delta may write (a destination, SMOVE). */
+bool exec_setop_writes(int64_t delta);
 /* Removes the key with the partition's next counter and fills repl; the
  * store's status (NOT_FOUND: nothing there, the counter unchanged). */
 int exec_remove_entry(lattice_meta_cache *c, const exec_in *in, repl_out *repl);

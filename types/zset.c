@@ -196,10 +196,7 @@ static char *cstr(const lattice_coll_arg *a, char *tmp, size_t cap, char **heap)
     return b;
 }
 
-/* Redis's string2d (ZADD's and ZINCRBY's scores): strtod over the whole
- * text; not "", not a blank first, not NaN, not an overflow or an
- * underflow to 0.  -1: memory short. */
-static int parse_score(const lattice_coll_arg *a, double *out)
+int coll_parse_double(const lattice_coll_arg *a, double *out)
 {
     char tmp[128], *heap, *end;
     char *b = cstr(a, tmp, sizeof tmp, &heap);
@@ -424,7 +421,7 @@ static void zadd(coll_ctx *x)
     }
     for (size_t j = 0; j < elements; j++) {
         double d;
-        int ok = parse_score(&x->argv[si + 2 * j], &d);
+        int ok = coll_parse_double(&x->argv[si + 2 * j], &d);
         if (ok < 0) {
             x->r->status = LATTICE_ERR_NOMEM;
             return;
@@ -445,7 +442,7 @@ static void zadd(coll_ctx *x)
         for (size_t j = 0; j < elements; j++) {
             const lattice_coll_arg *m = &x->argv[si + 2 * j + 1];
             double s;
-            if (parse_score(&x->argv[si + 2 * j], &s) != 1) { /* checked above: only memory can fail */
+            if (coll_parse_double(&x->argv[si + 2 * j], &s) != 1) { /* checked above: only memory can fail */
                 coll_index_free(&ix);
                 x->r->status = LATTICE_ERR_NOMEM;
                 return;
@@ -676,12 +673,12 @@ static void zrange(coll_ctx *x)
     case LATTICE_COLL_ZREVRANGEBYLEX: by = BY_LEX, dir = DIR_REVERSE; break;
     default: break;
     }
-    bool withscores = false;
+    bool withscores = false, store = x->cmd == LATTICE_COLL_ZRANGESTORE;
     long long offset = 0, limit = -1;
     for (size_t j = 2; j < x->argc; j++) {
         size_t left = x->argc - j - 1;
         const lattice_coll_arg *o = &x->argv[j];
-        if (coll_is(o, "withscores")) {
+        if (!store && coll_is(o, "withscores")) {
             withscores = true;
         } else if (coll_is(o, "limit") && left >= 2) {
             if (!coll_arg_ll(&x->argv[j + 1], &offset) || !coll_arg_ll(&x->argv[j + 2], &limit)) {
@@ -710,6 +707,7 @@ static void zrange(coll_ctx *x)
         coll_error(x, "ERR syntax error, WITHSCORES not supported in combination with BYLEX");
         return;
     }
+    withscores = withscores || store; /* ZRANGESTORE keeps every member's score, BYLEX too */
     bool rev = dir == DIR_REVERSE;
     const lattice_coll_arg *amin = &x->argv[0], *amax = &x->argv[1];
     if (rev && by != BY_RANK) { /* the range is given as max, min */
@@ -899,7 +897,8 @@ void zset_run(coll_ctx *x)
     case LATTICE_COLL_ZRANGEBYSCORE:
     case LATTICE_COLL_ZREVRANGEBYSCORE:
     case LATTICE_COLL_ZRANGEBYLEX:
-    case LATTICE_COLL_ZREVRANGEBYLEX: zrange(x); break;
+    case LATTICE_COLL_ZREVRANGEBYLEX:
+    case LATTICE_COLL_ZRANGESTORE: zrange(x); break;
     case LATTICE_COLL_ZRANDMEMBER: zrandmember(x); break;
     case LATTICE_COLL_ZSCAN: zscan(x); break;
     default: x->r->status = LATTICE_ERR_INVAL; break;

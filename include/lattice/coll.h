@@ -87,6 +87,10 @@ typedef enum lattice_coll_cmd {
      * zset-entries zset-value (OBJECT ENCODING, by Redis 7.0's rules and
      * these thresholds), or "memory" (MEMORY USAGE: the bytes it takes). */
     LATTICE_COLL_OBJECT = 36,
+    /* min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]: ZRANGE as
+     * ZRANGESTORE reads its source (no WITHSCORES; every member with its
+     * score, BYLEX too) - what ZRANGESTORE stores. */
+    LATTICE_COLL_ZRANGESTORE = 37,
     LATTICE_COLL_WRITES_ = 64,
     LATTICE_COLL_HSET = 64,
     LATTICE_COLL_HSETNX = 65,
@@ -117,6 +121,28 @@ typedef enum lattice_coll_cmd {
     LATTICE_COLL_ZPOPMAX = 90,
     LATTICE_COLL_CMD_MAX_ = 90,
 } lattice_coll_cmd;
+
+/* The commands over several keys of one partition (LATTICE_TXN_SETOP of
+ * lattice/txn.h runs them; docs/TYPES.md).  On the wire: stable. */
+typedef enum lattice_setop {
+    LATTICE_SETOP_SINTER = 1,
+    LATTICE_SETOP_SINTERSTORE = 2,
+    LATTICE_SETOP_SINTERCARD = 3,
+    LATTICE_SETOP_SUNION = 4,
+    LATTICE_SETOP_SUNIONSTORE = 5,
+    LATTICE_SETOP_SDIFF = 6,
+    LATTICE_SETOP_SDIFFSTORE = 7,
+    LATTICE_SETOP_SMOVE = 8,
+    LATTICE_SETOP_ZUNION = 9,
+    LATTICE_SETOP_ZUNIONSTORE = 10,
+    LATTICE_SETOP_ZINTER = 11,
+    LATTICE_SETOP_ZINTERSTORE = 12,
+    LATTICE_SETOP_ZINTERCARD = 13,
+    LATTICE_SETOP_ZDIFF = 14,
+    LATTICE_SETOP_ZDIFFSTORE = 15,
+    LATTICE_SETOP_ZRANGESTORE = 16,
+    LATTICE_SETOP_MAX_ = 16,
+} lattice_setop;
 
 typedef struct lattice_coll_arg {
     const void *ptr;

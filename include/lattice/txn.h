@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "lattice/coll.h"
 #include "lattice/ops.h"
 
 #define LATTICE_TXN_FORMAT 1
@@ -110,7 +111,24 @@ enum {
      * lattice/coll.h; WRONGTYPE (nothing popped) at the first key on the
      * way that holds another type; a null array (*-1) when none holds one. */
     LATTICE_TXN_BPOP = 74,
+    /* SINTER ... ZRANGESTORE, SMOVE (a lattice_setop of lattice/coll.h):
+     * value = the command's arguments after its name, packed as
+     * lattice/coll.h packs them; delta = the lattice_setop, the
+     * LATTICE_TXN_SETOP_DEST bit when the first argument is a key (the
+     * destination), and which arguments are its other keys: a run of
+     * LATTICE_TXN_SETOP_KEYS(delta) from argument
+     * LATTICE_TXN_SETOP_FIRST(delta); key = the first key it names.  Every
+     * key of the request's partition.  The value of the result is the
+     * command's reply as a reply of lattice/coll.h (docs/TYPES.md). */
+    LATTICE_TXN_SETOP = 75,
 };
+#define LATTICE_TXN_SETOP_DEST 0x100u
+#define LATTICE_TXN_SETOP_DELTA(op, dest, first, n)                                                              \
+    ((int64_t)((uint64_t)(op) | ((dest) ? LATTICE_TXN_SETOP_DEST : 0u) | ((uint64_t)(uint16_t)(first) << 16) | \
+               ((uint64_t)(uint32_t)(n) << 32)))
+#define LATTICE_TXN_SETOP_OP(delta) ((int)((uint64_t)(delta) & 0xffu))
+#define LATTICE_TXN_SETOP_FIRST(delta) ((size_t)(((uint64_t)(delta) >> 16) & 0xffffu))
+#define LATTICE_TXN_SETOP_KEYS(delta) ((size_t)((uint64_t)(delta) >> 32))
 #define LATTICE_TXN_LMOVE_FROM_RIGHT 0x1u /* pop the source's tail (else its head) */
 #define LATTICE_TXN_LMOVE_TO_RIGHT 0x2u   /* push at the destination's tail (else its head) */
 #define LATTICE_TXN_BPOP_RIGHT 0x1u       /* a list's tail (else its head) */
@@ -282,6 +300,65 @@ static inline bool lattice_txn_request_next(lattice_txn_buf *b, lattice_op *op)
     op->delta = (int64_t)lattice_txn_get_u(b, 8);
     op->ttl_ms = lattice_txn_get_u(b, 8);
     return !b->failed;
+}
+
+/* The keys a sub-operation names, in order: its key, then its destination
+ * (RENAME, COPY, LMOVE), BPOP's other keys or SETOP's keys among its
+ * arguments (the first of them is its key again).  A malformed value
+ * names no more keys (the primary refuses it):
+ *
+ *     lattice_txn_keys it = lattice_txn_keys_of(&sub);
+ *     while (lattice_txn_keys_next(&it, &k, &kl)) ...
+ */
+typedef struct lattice_txn_keys {
+    const lattice_op *s;
+    int at;        /* 0: the key next */
+    size_t left;   /* BPOP: keys still to come; SETOP: arguments */
+    size_t off, i; /* in the packed value; SETOP: the argument's index */
+} lattice_txn_keys;
+
+static inline lattice_txn_keys lattice_txn_keys_of(const lattice_op *s)
+{
+    lattice_txn_keys it = {s, 0, 0, 4, 0};
+    return it;
+}
+
+static inline bool lattice_txn_keys_next(lattice_txn_keys *it, const void **k, size_t *kl)
+{
+    const lattice_op *s = it->s;
+    int kind = (int)s->kind;
+    if (it->at == 0) {
+        it->at = 1;
+        *k = s->key, *kl = s->key_len;
+        if ((kind == LATTICE_TXN_BPOP || kind == LATTICE_TXN_SETOP) &&
+            !lattice_coll_unpacked_count(s->value, s->value_len, &it->left))
+            it->left = 0;
+        else if (kind == LATTICE_TXN_RENAME || kind == LATTICE_TXN_COPY || kind == LATTICE_TXN_LMOVE)
+            it->left = 1;
+        return true;
+    }
+    if (kind == LATTICE_TXN_SETOP) {
+        size_t first = LATTICE_TXN_SETOP_FIRST(s->delta), n = LATTICE_TXN_SETOP_KEYS(s->delta);
+        bool dest = (uint64_t)s->delta & LATTICE_TXN_SETOP_DEST;
+        while (it->i < it->left) {
+            size_t i = it->i++;
+            lattice_coll_arg a = lattice_coll_unpack_next(s->value, &it->off);
+            if ((i == 0 && dest) || (i >= first && i - first < n)) {
+                *k = a.ptr, *kl = a.len;
+                return true;
+            }
+        }
+        return false;
+    }
+    if (!it->left) return false;
+    it->left--;
+    if (kind == LATTICE_TXN_BPOP) {
+        lattice_coll_arg a = lattice_coll_unpack_next(s->value, &it->off);
+        *k = a.ptr, *kl = a.len;
+    } else {
+        *k = s->value, *kl = s->value_len;
+    }
+    return true;
 }
 
 /* A VERSION sub's answer as the watch it stands for: false when it is not
