@@ -28,6 +28,10 @@
  *   rmw_atomic_on_grid        SETBIT, INCRBYFLOAT, SETRANGE from 4 clients at
  *                             once on 3 nodes (backups=1 full_sync): exact
  *                             results, copies agree, a kill -9 loses nothing
+ *   set_operations_on_grid    SMOVE of the same members from 4 clients at
+ *                             once: each moves once; SINTERSTORE,
+ *                             ZUNIONSTORE, SUNIONSTORE over three slots;
+ *                             copies agree, a kill -9 loses nothing
  *   blocking_pops_on_grid     a BLPOP waiting through another node gets
  *                             the element pushed after its primary's kill;
  *                             a dead issuer's waiter is dropped
@@ -1308,6 +1312,125 @@ END_TEST
 
 /* ---- end of hashes_atomic_on_grid ---- */
 
+/* ---- set_operations_on_grid: 4 clients SMOVE the same 200 members from
+ * {g}a to {g}b through every node at once (backups=1 full_sync): each
+ * member moves once (200 replies of 1 in all), every member ends in one
+ * set; SINTERSTORE, ZUNIONSTORE and a SUNIONSTORE over keys of three slots
+ * (one transaction) store what redis-server would, the copies agree
+ * (`lattice verify`), and the results survive their primary's kill -9. ---- */
+
+#define SM_THREADS 4
+#define SM_MEMBERS 200
+
+typedef struct sm_worker {
+    int t;
+    pthread_t th;
+    bad_log bad;
+    int moved;
+} sm_worker;
+
+static void *sm_work(void *arg)
+{
+    sm_worker *w = arg;
+    struct timeval tv = {30, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", resp_base + w->t % 3, tv);
+    if (!c || c->err) {
+        note_bad(&w->bad, "connect", NULL);
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    for (int i = 0; i < SM_MEMBERS; i++) {
+        int m = (i + w->t * 37) % SM_MEMBERS; /* each worker in its own order */
+        redisReply *r = redisCommand(c, "SMOVE {g}a {g}b m%d", m);
+        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 1) note_bad(&w->bad, "SMOVE", r);
+        else w->moved += (int)r->integer;
+        if (r) freeReplyObject(r);
+    }
+    redisFree(c);
+    return NULL;
+}
+
+static bool reply_is(redisContext *c, const char *command, const char *want, char *why, size_t cap)
+{
+    redisReply *r = redisCommand(c, command);
+    char got[512] = "";
+    size_t at = 0;
+    if (r && r->type == REDIS_REPLY_INTEGER) at += (size_t)snprintf(got, sizeof got, "%lld", r->integer);
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements && at < sizeof got; i++)
+        at += (size_t)snprintf(got + at, sizeof got - at, "%s%s", i ? " " : "", r->element[i]->str ? r->element[i]->str : "?");
+    bool ok = r && (r->type == REDIS_REPLY_INTEGER || r->type == REDIS_REPLY_ARRAY) && !strcmp(got, want);
+    if (!ok) snprintf(why, cap, "%s: %s, want %s", command, r && r->type == REDIS_REPLY_ERROR ? r->str : got, want);
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+/* What the commands together made, read through one node. */
+static bool sm_values_exact(redisContext *c, char *why, size_t cap)
+{
+    char n[16];
+    snprintf(n, sizeof n, "%d", SM_MEMBERS);
+    return reply_is(c, "SCARD {g}a", "0", why, cap) && reply_is(c, "SCARD {g}b", n, why, cap) &&
+           reply_is(c, "EXISTS {g}a", "0", why, cap) && reply_is(c, "SMEMBERS {g}inter", "3 4", why, cap) &&
+           reply_is(c, "ZRANGE {g}zu 0 -1 WITHSCORES", "a 1 c 3 b 12 d 30", why, cap) &&
+           reply_is(c, "SMEMBERS {z}u", "1 2 3 4 9", why, cap);
+}
+
+START_TEST(set_operations_on_grid)
+{
+    it_begin("resp_setop_grid");
+    const char *extra[] = {"--cache", "default:backups=1,sync=full_sync", NULL};
+    start_grid(3, 3, extra);
+    wait_spread(3);
+    for (int i = 0; i < 3; i++) wait_serving(i, 30000);
+    redisContext *c = conn_to(1);
+    static char line[8192];
+    size_t at = (size_t)snprintf(line, sizeof line, "SADD {g}a");
+    for (int i = 0; i < SM_MEMBERS; i++) at += (size_t)snprintf(line + at, sizeof line - at, " m%d", i);
+    redisReply *r = cmd(c, line);
+    ck_assert_int_eq(r->integer, SM_MEMBERS);
+    freeReplyObject(r);
+    static sm_worker w[SM_THREADS];
+    for (int t = 0; t < SM_THREADS; t++) {
+        w[t].t = t;
+        ck_assert_int_eq(pthread_create(&w[t].th, NULL, sm_work, &w[t]), 0);
+    }
+    int moved = 0;
+    for (int t = 0; t < SM_THREADS; t++) {
+        pthread_join(w[t].th, NULL);
+        ck_assert_msg(w[t].bad.errors == 0, "worker %d: %d bad replies, first %s", t, w[t].bad.errors, w[t].bad.first_err);
+        moved += w[t].moved;
+    }
+    ck_assert_int_eq(moved, SM_MEMBERS); /* each member moved once, whoever moved it */
+    static const char *const setup[] = {
+        "SADD {g}s1 1 2 3 4", "SADD {g}s2 3 4 5", "SINTERSTORE {g}inter {g}s1 {g}s2", "ZADD {g}z1 1 a 2 b 3 c",
+        "ZADD {g}z2 10 b 30 d", "ZUNIONSTORE {g}zu 2 {g}z1 {g}z2", "SADD {x}s 1 2 9", "SADD {y}s 3 4 9",
+        "SUNIONSTORE {z}u {x}s {y}s",
+    };
+    for (size_t i = 0; i < sizeof setup / sizeof setup[0]; i++) {
+        r = cmd(c, setup[i]);
+        ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "%s: %s", setup[i], r->str ? r->str : "?");
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    for (int i = 0; i < 3; i++) {
+        exact_ctx rd = {i, sm_values_exact, ""};
+        ck_assert_msg(reads_exact(&rd), "through node %d: %s", i, rd.why);
+    }
+    verify_clean();
+    /* The primary of {g} dies: a survivor serves the same results. */
+    ck_assert_msg(it_wait_baseline(finder, 3, 60000), "the baseline never held the three servers");
+    int victim = rmw_primary_port(0, "{g}b") - resp_base;
+    ck_assert_msg(victim >= 0 && victim < 3, "no primary for {g}b");
+    it_signal(srv[victim], SIGKILL);
+    exact_ctx rd = {(victim + 1) % 3, sm_values_exact, ""};
+    ck_assert_msg(it_wait_for(reads_exact, &rd, 60000), "after the primary's kill: %s", rd.why);
+    it_end();
+}
+END_TEST
+
+/* ---- end of set_operations_on_grid ---- */
+
 /* ---- blocking_pops_on_grid: a BLPOP waits at the key's primary, through
  * another node; the primary dies while it waits: after the failover a push
  * still reaches the waiting client.  The issuing node dies while its client
@@ -1586,6 +1709,7 @@ int main(int argc, char **argv)
         {"rmw_atomic_on_grid", &rmw_atomic_on_grid},
         {"hashes_atomic_on_grid", &hashes_atomic_on_grid},
         {"blocking_pops_on_grid", &blocking_pops_on_grid},
+        {"set_operations_on_grid", &set_operations_on_grid},
         {"introspection_io_threads", &introspection_io_threads},
         {"idle_node_sleeps", &idle_node_sleeps},
     };
