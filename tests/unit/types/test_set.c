@@ -22,6 +22,7 @@
 #include "lattice/clock.h"
 #include "lattice/coll.h"
 #include "run_suite.h"
+#include "lattice/txn.h"
 #include "types/types.h"
 
 #include "one_cache.h"
@@ -39,7 +40,7 @@ static const char *show(const lattice_op_result *r)
     shown[0] = 0;
     int k;
     while ((k = lattice_coll_reply_next(r->value, r->value_len, &off, &e)) == 1) {
-        int n = e.type == '$' || e.type == '+' || e.type == '-'
+        int n = e.type == '$' || e.type == '+' || e.type == '-' || e.type == ','
                     ? snprintf(shown + w, sizeof shown - w, "%s%c%.*s", w ? " " : "", e.type, (int)e.len, e.ptr)
                 : e.type == '_' ? snprintf(shown + w, sizeof shown - w, "%s_", w ? " " : "")
                                 : snprintf(shown + w, sizeof shown - w, "%s%c%lld", w ? " " : "", e.type, e.num);
@@ -656,6 +657,97 @@ START_TEST(refused_rows_and_sizes)
 }
 END_TEST
 
+/* exec_setop (LATTICE_TXN_SETOP): SINTERSTORE ... SMOVE over keys of one
+ * partition, each write handed over as it happens. */
+static int n_wrote;
+static char wrote_keys[4][8];
+
+static void note(void *arg, const void *key, size_t len, const repl_out *w)
+{
+    (void)arg;
+    ck_assert(w->needed);
+    ck_assert_int_lt(n_wrote, 4);
+    memcpy(wrote_keys[n_wrote], key, len);
+    wrote_keys[n_wrote++][len] = 0;
+}
+
+/* op with arguments args[0..n) (NULL-ended), its keys a run of nk from first. */
+static lattice_op_result setop(int op, bool dest, size_t first, size_t nk, ...)
+{
+    lattice_coll_arg a[8];
+    size_t n = 0;
+    va_list ap;
+    va_start(ap, nk);
+    for (const char *x; (x = va_arg(ap, const char *));) a[n++] = (lattice_coll_arg){x, strlen(x)};
+    va_end(ap);
+    static char packed[256];
+    size_t len = lattice_coll_pack(packed, sizeof packed, a, n);
+    ck_assert_uint_gt(len, 0);
+    lattice_op_result r;
+    n_wrote = 0;
+    const char *key = a[dest ? 0 : first].ptr;
+    exec_setop(&cache, part(key), packed, len, LATTICE_TXN_SETOP_DELTA(op, dest, first, nk), &scratch, &r, note, NULL);
+    return r;
+}
+
+START_TEST(set_operations_write_their_destination_in_one_step)
+{
+    SHOWS(run(LATTICE_COLL_SADD, "{p}a", "1", "2", "3", NULL), ":3");
+    SHOWS(run(LATTICE_COLL_SADD, "{p}b", "3", "2", "9", NULL), ":3");
+    SHOWS(setop(LATTICE_SETOP_SINTER, false, 0, 2, "{p}a", "{p}b", NULL), "~2 $2 $3");
+    ck_assert_int_eq(n_wrote, 0);
+    SHOWS(setop(LATTICE_SETOP_SINTERSTORE, true, 1, 2, "{p}d", "{p}a", "{p}b", NULL), ":2");
+    ck_assert_int_eq(n_wrote, 1);
+    ck_assert_str_eq(wrote_keys[0], "{p}d");
+    SHOWS(run(LATTICE_COLL_SMEMBERS, "{p}d", NULL), "~2 $2 $3");
+    /* a destination of another type is replaced: removed, then written */
+    lattice_store_entry e = {part("{p}s"), "{p}s", 4, "str", 3, 0, cache.counter[part("{p}s")] + 1, LATTICE_TYPE_STRING};
+    ck_assert_int_eq(lattice_store_put(cache.store, &e, 0), LATTICE_OK);
+    cache.counter[part("{p}s")]++;
+    SHOWS(setop(LATTICE_SETOP_SUNIONSTORE, true, 1, 2, "{p}s", "{p}a", "{p}b", NULL), ":4");
+    ck_assert_int_eq(n_wrote, 2);
+    ck_assert_str_eq(wrote_keys[0], "{p}s");
+    ck_assert_str_eq(wrote_keys[1], "{p}s");
+    SHOWS(run(LATTICE_COLL_SMEMBERS, "{p}s", NULL), "~4 $1 $2 $3 $9"); /* an intset's order */
+    /* a source of another type: WRONGTYPE, nothing written */
+    e.key = "{p}t";
+    e.partition = part("{p}t");
+    e.version = cache.counter[e.partition] + 1;
+    ck_assert_int_eq(lattice_store_put(cache.store, &e, 0), LATTICE_OK);
+    cache.counter[e.partition]++;
+    ck_assert_int_eq(setop(LATTICE_SETOP_SINTERSTORE, true, 1, 2, "{p}d", "{p}a", "{p}t", NULL).status,
+                     LATTICE_ERR_WRONGTYPE);
+    ck_assert_int_eq(n_wrote, 0);
+    SHOWS(run(LATTICE_COLL_SCARD, "{p}d", NULL), ":2");
+    /* a result past max_value_bytes (64 here): refused before anything changes */
+    SHOWS(run(LATTICE_COLL_SADD, "{p}x", "aaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbb", NULL), ":2");
+    SHOWS(run(LATTICE_COLL_SADD, "{p}y", "cccccccccccccccccccc", "dddddddddddddddddddd", NULL), ":2");
+    ck_assert_int_eq(setop(LATTICE_SETOP_SUNIONSTORE, true, 1, 2, "{p}d", "{p}x", "{p}y", NULL).status,
+                     LATTICE_ERR_TOO_LARGE);
+    ck_assert_int_eq(n_wrote, 0);
+    SHOWS(run(LATTICE_COLL_SMEMBERS, "{p}d", NULL), "~2 $2 $3");
+    /* an empty result removes the destination */
+    SHOWS(setop(LATTICE_SETOP_SDIFFSTORE, true, 1, 2, "{p}d", "{p}a", "{p}a", NULL), ":0");
+    ck_assert_int_eq(n_wrote, 1);
+    SHOWS(run(LATTICE_COLL_SCARD, "{p}d", NULL), ":0");
+    /* SMOVE: the source's write, then the destination's */
+    SHOWS(setop(LATTICE_SETOP_SMOVE, false, 0, 2, "{p}a", "{p}b", "1", NULL), ":1");
+    ck_assert_int_eq(n_wrote, 2);
+    ck_assert_str_eq(wrote_keys[0], "{p}a");
+    ck_assert_str_eq(wrote_keys[1], "{p}b");
+    SHOWS(setop(LATTICE_SETOP_SMOVE, false, 0, 2, "{p}a", "{p}b", "1", NULL), ":0");
+    ck_assert_int_eq(n_wrote, 0);
+    /* sorted sets: sets count with score 1; weights and the order by score */
+    SHOWS(run(LATTICE_COLL_ZADD, "{p}z", "5", "2", "0.5", "q", NULL), ":2");
+    SHOWS(setop(LATTICE_SETOP_ZUNION, false, 1, 2, "2", "{p}z", "{p}b", "WEIGHTS", "2", "3", "WITHSCORES", NULL),
+          "&5 $q ,1 $1 ,3 $3 ,3 $9 ,3 $2 ,13");
+    SHOWS(setop(LATTICE_SETOP_ZINTERSTORE, true, 2, 2, "{p}zd", "2", "{p}z", "{p}b", "AGGREGATE", "MAX", NULL), ":1");
+    SHOWS(run(LATTICE_COLL_ZRANGE, "{p}zd", "0", "-1", "WITHSCORES", NULL), "&1 $2 ,5");
+    SHOWS(setop(LATTICE_SETOP_ZUNION, false, 1, 1, "1", "{p}z", "WEIGHTS", "x", NULL),
+          "-ERR weight value is not a float");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("types_set");
@@ -672,6 +764,7 @@ int main(void)
     tcase_add_test(t, a_copy_applies_the_row_and_answers_the_same);
     tcase_add_test(t, writes_keep_the_expiry);
     tcase_add_test(t, refused_rows_and_sizes);
+    tcase_add_test(t, set_operations_write_their_destination_in_one_step);
     suite_add_tcase(s, t);
     return lt_run_suite(s);
 }
