@@ -16,6 +16,7 @@
 #include <urcu/wfcqueue.h>
 
 #include "lattice/ops.h"
+#include "lattice/txn.h"
 #include "resp.h"
 #include "resp_codec.h"
 
@@ -121,6 +122,7 @@ typedef struct batch {
     uint64_t keybits[64];             /* hashes of the keys its entries touch (a 4096-bit filter) */
     atomic_size_t remaining;
     bool sealed;                      /* holds a keyspace walk, or ends with WATCH / EXEC: nothing more joins it */
+    bool queue;                       /* MULTI's queue: its ops become the subs of EXEC's transaction (respd_tx.c) */
     uint64_t start_us;                /* when its first command was parsed (commandstats) */
     struct batch *round_next;         /* io->round: batches of this epoll round */
     struct respd_xreq *xreq;          /* CLIENT LIST/KILL: legs out to the IO threads instead of ops */
@@ -356,6 +358,10 @@ bool respd_cross_slot_ok(const lattice_respd *r, const conn *c);
 void respd_tx_wrap_across(lattice_respd *r, conn *c, batch *b);
 void respd_tx_across_reply(lattice_resp_out *o, const batch *b, const ent *e);
 bool respd_tx_in_multi(const conn *c);
+/* One LATTICE_OP_TXN in e of subs[0..n) with watches w[0..nw) (flags:
+ * LATTICE_OP_ACROSS ...); false when memory is short. */
+bool respd_tx_add_op(batch *b, ent *e, unsigned flags, const lattice_txn_watch *w, size_t nw, const lattice_op *subs,
+                     size_t n);
 /* CLIENT LIST's multi=: the commands queued (also while EXEC runs them), -1 outside MULTI. */
 long respd_tx_queued(const conn *c);
 /* A transaction command, or any command while MULTI is open (rc NULL: err

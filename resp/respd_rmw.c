@@ -11,13 +11,16 @@
  * payload), the rejection is kept in the entry and decided on the reply.
  */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "lattice/alloc.h"
 #include "lattice/clock.h"
 #include "lattice/coll.h"
+#include "lattice/txn.h"
 #include "rdb.h"
 #include "respd_int.h"
 
@@ -40,7 +43,8 @@ enum {
     RS_BAD_TTL,
     RS_BAD_PAYLOAD,
     RS_BAD_FORMAT,
-    RS_NOT_STRING,
+    RS_NOT_STRING,  /* a type Lattice holds no value of (a stream, a module's) */
+    RS_COLL,        /* a collection: a transaction of its key (restore_coll) */
 };
 #define RS_CODE_MASK 0x7fu
 #define RS_REPLACE 0x80u
@@ -78,10 +82,65 @@ static void restore_error(unsigned sflags, char *err)
     unsigned code = sflags & RS_CODE_MASK;
     if (code == RS_NOT_STRING)
         snprintf(err, LATTICE_RESP_ERR_MAX,
-                 "ERR Bad data format: the payload holds a value of RDB type %u, Lattice stores strings only",
+                 "ERR Bad data format: the payload holds a value of RDB type %u, which Lattice does not hold",
                  sflags >> RS_TYPE_SHIFT);
     else
         snprintf(err, LATTICE_RESP_ERR_MAX, "%s", text[code]);
+}
+
+/* RESTORE of a collection: the key's steps in one transaction of its
+ * partition (in MULTI, subs of EXEC's) - the key absent (IF_ABSENT guards
+ * the rest: BUSYKEY) or removed (REPLACE), the elements written by the
+ * type's own command (HSET, RPUSH, SADD, ZADD: the row those build), then
+ * the expiry (ttl ms from now; 0 none). */
+static bool restore_coll(batch *b, ent *e, const lattice_resp_arg *key, const rdb_value *v, bool replace, uint64_t ttl)
+{
+    static const int cmd_of[] = {0, LATTICE_COLL_HSET, LATTICE_COLL_RPUSH, LATTICE_COLL_SADD, LATTICE_COLL_ZADD};
+    bool zset = v->type == 4;
+    size_t n = zset ? 2 * v->n : v->n;
+    lattice_coll_arg *a = lt_malloc(n * sizeof *a);
+    char (*sc)[32] = zset ? lt_malloc(v->n * sizeof *sc) : NULL;
+    if (!a || (zset && !sc)) {
+        lt_free(a);
+        lt_free(sc);
+        return false;
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        if (!zset) {
+            a[i] = (lattice_coll_arg){v->v[i].p, v->v[i].len};
+            continue;
+        }
+        double d = v->v[i].score;
+        int k = isinf(d) ? snprintf(sc[i], sizeof sc[i], "%s", d > 0 ? "inf" : "-inf")
+                         : snprintf(sc[i], sizeof sc[i], "%.17g", d);
+        a[2 * i] = (lattice_coll_arg){sc[i], (size_t)k};
+        a[2 * i + 1] = (lattice_coll_arg){v->v[i].p, v->v[i].len};
+    }
+    size_t len = lattice_coll_packed_len(a, n);
+    char *packed = lt_malloc(len);
+    bool ok = packed && lattice_coll_pack(packed, len, a, n) == len;
+    lt_free(a);
+    lt_free(sc);
+    if (!ok) {
+        lt_free(packed);
+        return false;
+    }
+    lattice_op subs[3];
+    size_t ns = 0;
+    if (replace) subs[ns++] = (lattice_op){LATTICE_OP_REMOVE, 0, NULL, key->ptr, key->len, NULL, 0, 0, 0, 0};
+    else subs[ns++] = (lattice_op){(lattice_op_kind)LATTICE_TXN_IF_ABSENT, 0, NULL, key->ptr, key->len, NULL, 0, ttl ? 2 : 1, 0, 0};
+    subs[ns++] = (lattice_op){LATTICE_OP_COLL_WRITE, 0, NULL, key->ptr, key->len, packed, len, cmd_of[v->type], 0, 0};
+    if (ttl) subs[ns++] = (lattice_op){LATTICE_OP_EXPIRE, 0, NULL, key->ptr, key->len, NULL, 0, 0, ttl, 0};
+    if (b->queue) { /* in MULTI: each a sub of EXEC's transaction */
+        for (size_t i = 0; ok && i < ns; i++) {
+            lattice_resp_arg val = {subs[i].value, subs[i].value_len};
+            ok = respd_op_add(b, e, subs[i].kind, 0, key, subs[i].value ? &val : NULL, subs[i].delta, subs[i].ttl_ms);
+        }
+    } else {
+        ok = respd_tx_add_op(b, e, 0, NULL, 0, subs, ns);
+    }
+    lt_free(packed);
+    return ok;
 }
 
 /* RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]
@@ -108,8 +167,7 @@ static bool restore(batch *b, ent *e, size_t argc, const lattice_resp_arg *argv,
         }
     }
     unsigned rs = RS_PUT;
-    char *val = NULL;
-    size_t vlen = 0;
+    rdb_value val = {0};
     int type = -1;
     int64_t now = (int64_t)lt_wall_ms();
     if (!ll_arg(&argv[2], &ttl)) {
@@ -117,32 +175,37 @@ static bool restore(batch *b, ent *e, size_t argc, const lattice_resp_arg *argv,
     } else if (ttl < 0) {
         rs = RS_BAD_TTL;
     } else {
-        switch (rdb_load_string(argv[3].ptr, argv[3].len, &val, &vlen, &type)) {
-        case RDB_LOAD_OK: break;
+        switch (rdb_load_value(argv[3].ptr, argv[3].len, &val, &type)) {
+        case RDB_LOAD_OK: rs = val.type == 0 ? RS_PUT : RS_COLL; break;
         case RDB_LOAD_BAD_CHECKSUM: rs = RS_BAD_PAYLOAD; break;
-        case RDB_LOAD_NOT_STRING: rs = RS_NOT_STRING | (unsigned)type << RS_TYPE_SHIFT; break;
+        case RDB_LOAD_NOT_STRING:
+        case RDB_LOAD_UNSUPPORTED: rs = RS_NOT_STRING | (unsigned)type << RS_TYPE_SHIFT; break;
         case RDB_LOAD_NOMEM: return fail(err, ERR_OOM);
         default: rs = RS_BAD_FORMAT; break;
         }
     }
-    if (rs == RS_PUT && ttl && !absttl) ttl = ttl > LLONG_MAX - now ? LLONG_MAX : ttl + now;
-    if (rs == RS_PUT && ttl && ttl <= now) rs = RS_EXPIRED;
+    bool value = rs == RS_PUT || rs == RS_COLL;
+    if (value && ttl && !absttl) ttl = ttl > LLONG_MAX - now ? LLONG_MAX : ttl + now;
+    if (value && ttl && ttl <= now) rs = RS_EXPIRED;
     e->sflags = (uint16_t)(rs | (replace ? RS_REPLACE : 0));
-    if ((rs & RS_CODE_MASK) > RS_EXPIRED && replace) { /* REPLACE looks nothing up: the error at once */
+    unsigned code = rs & RS_CODE_MASK;
+    if (code >= RS_NOT_INT && code <= RS_NOT_STRING && replace) { /* REPLACE looks nothing up: the error at once */
         restore_error(rs, err);
         return false;
     }
     bool ok;
     if (rs == RS_PUT) {
-        lattice_resp_arg v = {val, vlen};
+        lattice_resp_arg v = {val.v[0].p, val.v[0].len};
         ok = respd_op_add(b, e, LATTICE_OP_PUT, replace ? 0 : LATTICE_OP_NX, &argv[1], &v, 0,
                           ttl ? (uint64_t)(ttl - now) : 0);
+    } else if (rs == RS_COLL) {
+        ok = restore_coll(b, e, &argv[1], &val, replace, ttl ? (uint64_t)(ttl - now) : 0);
     } else if (rs == RS_EXPIRED && replace) {
         ok = respd_op_add(b, e, LATTICE_OP_REMOVE, 0, &argv[1], NULL, 0, 0);
     } else {
         ok = respd_op_add(b, e, LATTICE_OP_CONTAINS, 0, &argv[1], NULL, 0, 0);
     }
-    lt_free(val);
+    rdb_value_free(&val);
     return added(ok, err);
 }
 
@@ -221,7 +284,11 @@ cmd_outcome respd_rmw_command(batch *b, lattice_resp_cmd_id id, size_t argc, con
     case LATTICE_RESP_CMD_OBJECT_REFCOUNT:
         ok = added(respd_op_add(b, e, LATTICE_OP_GET, 0, &argv[2], NULL, 0, 0), err);
         break;
-    default: /* DUMP */ ok = added(respd_op_add(b, e, LATTICE_OP_GET, 0, &argv[1], NULL, 0, 0), err); break;
+    default: { /* DUMP: the value of any type in one read (OBJECT's "elements") */
+        lattice_resp_arg a = {"elements", 8};
+        ok = added(respd_coll_op(b, e, LATTICE_COLL_OBJECT, &argv[1], &a, 1), err);
+        break;
+    }
     }
     if (ok) return CMD_BATCHED;
     b->n_ops = ops_before;
@@ -245,33 +312,101 @@ static void reply_refcount(lattice_resp_out *o, const char *v, size_t n)
 
 static void reply_dump(lattice_resp_out *o, const batch *b, const opres *x)
 {
-    char *p;
-    size_t n;
-    unsigned t = LATTICE_OP_R_TYPE(x->flags);
-    lattice_status st = LATTICE_OK;
-    if (x->status == LATTICE_ERR_WRONGTYPE) {
-        /* A value of a type whose RDB encoding is not written yet (the
-         * collection types bring it): no payload Redis could read. */
-        char m[LATTICE_RESP_ERR_MAX];
-        snprintf(m, sizeof m, "ERR DUMP of a value of RDB type %d is not supported yet", rdb_type_of_value(t));
-        add_err(o, m);
-    } else if (x->status != LATTICE_OK) {
+    /* The key's value as OBJECT "elements" answers it: a bulk string, a
+     * hash's map, a list's array, a set's set, a sorted set's pairs. */
+    const char *v = x->has_value ? b->vals + x->voff : "";
+    size_t off = 0;
+    lattice_coll_elem h;
+    if (x->status == LATTICE_ERR_NOT_FOUND || lattice_coll_reply_next(v, x->vlen, &off, &h) != 1 || h.type == '_') {
         lattice_resp_add_null(o);
-    } else if ((st = rdb_dump_value(t, x->has_value ? b->vals + x->voff : "", x->has_value ? x->vlen : 0, &p, &n)) !=
-               LATTICE_OK) {
-        add_err(o, ERR_OOM);
-    } else {
-        lattice_resp_add_bulk(o, p, n);
-        lt_free(p);
+        return;
     }
+    static const char kinds[] = "$%*~&"; /* in types/types.h's order: string, hash, list, set, sorted set */
+    const char *k = strchr(kinds, h.type);
+    size_t n = h.type == '$' ? 1 : (size_t)h.num, per = h.type == '%' ? 2 : 1;
+    rdb_value rv = {k ? (int)(k - kinds) : -1, NULL, 0, NULL, 0};
+    size_t cap = n * per;
+    if (!cap) cap = 1;
+    if (!k || h.num < 0 || !(rv.v = lt_malloc(cap * sizeof *rv.v))) {
+        add_err(o, k && h.num >= 0 ? ERR_OOM : "ERR DUMP: the value came back malformed");
+        lt_free(rv.v);
+        return;
+    }
+    if (h.type == '$') rv.v[rv.n++] = (rdb_elem){h.ptr, h.len, 0};
+    bool ok = true;
+    for (size_t i = 0; ok && h.type != '$' && i < n * per; i++) {
+        lattice_coll_elem m, sc;
+        ok = lattice_coll_reply_next(v, x->vlen, &off, &m) == 1 && m.type == '$';
+        rdb_elem el = {m.ptr, m.len, 0};
+        if (ok && h.type == '&') { /* the member's score: "%.17g", inf, -inf */
+            char t[64];
+            ok = lattice_coll_reply_next(v, x->vlen, &off, &sc) == 1 && sc.type == ',' && sc.len < sizeof t;
+            if (ok) {
+                memcpy(t, sc.ptr, sc.len);
+                t[sc.len] = 0;
+                el.score = strtod(t, NULL);
+            }
+        }
+        if (ok) rv.v[rv.n++] = el;
+    }
+    char *p = NULL;
+    size_t pn;
+    lattice_status st = ok ? rdb_dump_value(&rv, &p, &pn) : LATTICE_ERR_PROTO;
+    lt_free(rv.v);
+    if (st == LATTICE_OK) lattice_resp_add_bulk(o, p, pn);
+    else add_err(o, st == LATTICE_ERR_NOMEM ? ERR_OOM : "ERR DUMP: the value came back malformed");
+    lt_free(p);
+}
+
+/* A collection's RESTORE: its steps' results (in MULTI each its own op's,
+ * else the transaction's): the guard's EXISTS is BUSYKEY, any other
+ * failure its error, else OK. */
+static void reply_restore_coll(lattice_resp_out *o, const batch *b, const ent *e)
+{
+    const opres *x = &b->res[e->first];
+    lattice_txn_sub_result sr[3];
+    size_t n = 0;
+    if (e->n > 1) { /* in MULTI */
+        for (size_t i = 0; i < e->n && n < 3; i++, n++) {
+            const opres *y = &b->res[e->first + i];
+            sr[n] = (lattice_txn_sub_result){y->status, y->flags, y->num, NULL, 0};
+        }
+    } else if (x->status != LATTICE_OK) {
+        respd_add_result_error(o, x);
+        return;
+    } else if (x->flags & LATTICE_OP_R_LOST) {
+        add_err(o, "ERR the RESTORE was applied; its reply was lost in a failover");
+        return;
+    } else {
+        lattice_txn_buf rb;
+        long k = lattice_txn_result_begin(&rb, b->vals + x->voff, x->vlen);
+        for (long i = 0; i < k && n < 3 && lattice_txn_result_next(&rb, &sr[n]); i++) n++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (sr[i].status == LATTICE_OK || (i == 0 && sr[i].status == LATTICE_ERR_NOT_FOUND)) continue; /* REPLACE of no key */
+        if (i == 0 && sr[i].status == LATTICE_ERR_EXISTS) {
+            add_err(o, ERR_BUSYKEY);
+        } else {
+            opres y = {0};
+            y.status = sr[i].status;
+            y.flags = sr[i].flags;
+            respd_add_result_error(o, &y);
+        }
+        return;
+    }
+    lattice_resp_add_simple(o, "OK", 2);
 }
 
 /* RESTORE's answer once its op came back: the PUT (NX: EXISTS is BUSYKEY),
  * the REMOVE of REPLACE with an expired TTL (OK either way), or the CONTAINS
  * of the other cases (a key there is BUSYKEY, else OK or the kept error). */
-static void reply_restore(lattice_resp_out *o, const ent *e, const opres *x)
+static void reply_restore(lattice_resp_out *o, const batch *b, const ent *e, const opres *x)
 {
     unsigned code = e->sflags & RS_CODE_MASK;
+    if (code == RS_COLL) {
+        reply_restore_coll(o, b, e);
+        return;
+    }
     if (code == RS_PUT && x->status == LATTICE_ERR_EXISTS) {
         add_err(o, ERR_BUSYKEY);
     } else if (x->status != LATTICE_OK && x->status != LATTICE_ERR_NOT_FOUND) {
@@ -294,7 +429,7 @@ void respd_rmw_reply(lattice_resp_out *o, const batch *b, const ent *e)
     const opres *x = &b->res[e->first];
     lattice_resp_cmd_id id = (lattice_resp_cmd_id)e->cmd;
     if (id == LATTICE_RESP_CMD_RESTORE) {
-        reply_restore(o, e, x);
+        reply_restore(o, b, e, x);
         return;
     }
     if (id == LATTICE_RESP_CMD_INCRBYFLOAT && x->status == LATTICE_ERR_INVAL) {

@@ -160,8 +160,8 @@ static const char *at(const batch *b, const void *off)
 /* ---- RENAME, RENAMENX, COPY, MSETNX ---- */
 
 /* One txn op in e holding subs[0..n) and watches (outside MULTI). */
-static bool add_txn_op_as(batch *b, ent *e, unsigned flags, const lattice_txn_watch *w, size_t nw,
-                          const lattice_op *subs, size_t n)
+bool respd_tx_add_op(batch *b, ent *e, unsigned flags, const lattice_txn_watch *w, size_t nw, const lattice_op *subs,
+                     size_t n)
 {
     size_t cap = lattice_txn_request_size(w, nw, subs, n);
     char *p = lt_malloc(cap);
@@ -177,7 +177,7 @@ static bool add_txn_op_as(batch *b, ent *e, unsigned flags, const lattice_txn_wa
 
 static bool add_txn_op(batch *b, ent *e, const lattice_txn_watch *w, size_t nw, const lattice_op *subs, size_t n)
 {
-    return add_txn_op_as(b, e, 0, w, nw, subs, n);
+    return respd_tx_add_op(b, e, 0, w, nw, subs, n);
 }
 
 /* Keys of several slots run as one transaction across partitions on this
@@ -370,7 +370,7 @@ static cmd_outcome lmove_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
     } else {
         lattice_op s = {(lattice_op_kind)LATTICE_TXN_LMOVE, 0, NULL, argv[1].ptr, argv[1].len, argv[2].ptr, argv[2].len,
                         where, 0, 0};
-        ok = blocking ? add_blocking_op(b, e, &s, deadline) : add_txn_op_as(b, e, across, NULL, 0, &s, 1);
+        ok = blocking ? add_blocking_op(b, e, &s, deadline) : respd_tx_add_op(b, e, across, NULL, 0, &s, 1);
         if (ok && across) b->sealed = true;
     }
     return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
@@ -454,7 +454,7 @@ static cmd_outcome setop_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
         lattice_resp_arg value = {packed, len};
         lattice_op s = {(lattice_op_kind)LATTICE_TXN_SETOP, 0, NULL, key->ptr, key->len, packed, len, delta, 0, 0};
         ok = in_multi ? respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_SETOP, 0, key, &value, delta, 0)
-                      : add_txn_op_as(b, e, across, NULL, 0, &s, 1);
+                      : respd_tx_add_op(b, e, across, NULL, 0, &s, 1);
         if (ok && across) b->sealed = true;
         if (!ok) {
             b->n_ops = e->first;
@@ -500,7 +500,7 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
                                      argv[2 + 2 * i].len);
             w[i] = (lattice_txn_watch){argv[1 + 2 * i].ptr, argv[1 + 2 * i].len, LATTICE_TXN_W_ABSENT, 0, 0};
         }
-        bool ok = e && add_txn_op_as(b, e, across, w, n, subs, n);
+        bool ok = e && respd_tx_add_op(b, e, across, w, n, subs, n);
         if (ok && across) b->sealed = true; /* a later command on one of its keys runs after it */
         lt_free(subs);
         lt_free(w);
@@ -544,7 +544,7 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
         ok = respd_op_add(b, e, (lattice_op_kind)kind, flags, &argv[1], &argv[2], 0, 0);
     } else {
         lattice_op s = {(lattice_op_kind)kind, flags, NULL, argv[1].ptr, argv[1].len, argv[2].ptr, argv[2].len, 0, 0, 0};
-        ok = add_txn_op_as(b, e, across, NULL, 0, &s, 1);
+        ok = respd_tx_add_op(b, e, across, NULL, 0, &s, 1);
         if (ok && across) b->sealed = true;
     }
     return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
@@ -730,7 +730,7 @@ void respd_tx_wrap_across(lattice_respd *r, conn *c, batch *b)
     uint32_t first = e->first;
     b->n_ops = first;
     e->n = 0;
-    if (add_txn_op_as(b, e, LATTICE_OP_ACROSS, NULL, 0, subs, n)) {
+    if (respd_tx_add_op(b, e, LATTICE_OP_ACROSS, NULL, 0, subs, n)) {
         e->across = true;
         b->sealed = true;
     } else { /* no memory: the entry answers OOM */
@@ -1013,7 +1013,7 @@ static cmd_outcome exec_part(lattice_respd *r, conn *c, batch *b, size_t lo, siz
     }
     for (size_t i = 0; ok && i < nw; i++)
         w[i] = (lattice_txn_watch){t->w[i].key, t->w[i].len, t->w[i].mode, t->w[i].version, t->w[i].epoch};
-    if (ok && (o1 > o0 || nw)) ok = add_txn_op_as(b, e, t->cross ? LATTICE_OP_ACROSS : 0, w, nw, ops, o1 - o0);
+    if (ok && (o1 > o0 || nw)) ok = respd_tx_add_op(b, e, t->cross ? LATTICE_OP_ACROSS : 0, w, nw, ops, o1 - o0);
     lt_free(ops);
     lt_free(w);
     if (!ok) {
@@ -1271,6 +1271,7 @@ cmd_outcome respd_tx_command(lattice_respd *r, conn *c, batch *b, const lattice_
             reply_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
             return CMD_DONE;
         }
+        t->sub->queue = true;
         t->sub->r = r;
         t->multi = true;
         lattice_resp_add_simple(c->out, "OK", 2);

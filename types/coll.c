@@ -567,6 +567,25 @@ static void object_run(coll_ctx *x)
         coll_int(x, (long long)(x->in->key_len + meta.value_len + COLL_ENTRY_OVERHEAD));
         return;
     }
+    if (x->argc && coll_is(&x->argv[0], "elements")) { /* DUMP's: a string's value, a collection's elements */
+        static const lattice_coll_arg all[2] = {{"0", 1}, {"-1", 2}};
+        int cmd = meta.type == LATTICE_TYPE_HASH ? LATTICE_COLL_HGETALL
+                  : meta.type == LATTICE_TYPE_LIST ? LATTICE_COLL_LRANGE
+                  : meta.type == LATTICE_TYPE_SET  ? LATTICE_COLL_SMEMBERS
+                  : meta.type == LATTICE_TYPE_ZSET ? LATTICE_COLL_ZRANGESTORE
+                                                   : 0;
+        if (!cmd) {
+            coll_bulk(x, x->s->old, meta.value_len);
+            return;
+        }
+        x->argc = cmd == LATTICE_COLL_LRANGE || cmd == LATTICE_COLL_ZRANGESTORE ? 2 : 0;
+        if (!coll_items(x, 0, 1)) return;
+        if (x->argc) x->argv[0] = all[0], x->argv[1] = all[1];
+        x->cmd = cmd; /* the type's own command reads the row again, as it reads it */
+        x->found = false;
+        defs[cmd].run(x);
+        return;
+    }
     const char *e = encoding_of(x, x->s->old, meta.value_len, meta.type);
     if (!e) {
         x->r->status = LATTICE_ERR_PROTO; /* a malformed row answers, never crashes */

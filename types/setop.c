@@ -368,9 +368,13 @@ static void sinter(run *u, size_t first, size_t n, int op)
         for (size_t j = first + n; j < u->n; j++) {
             if (coll_is(&u->a[j], "limit") && j + 1 < u->n) {
                 j++;
-                if (!coll_arg_ll(&u->a[j], &limit) || limit < 0) return reply_error(u, ERR_LIMIT);
+                if (!coll_arg_ll(&u->a[j], &limit) || limit < 0) {
+                    reply_error(u, ERR_LIMIT);
+                    return;
+                }
             } else {
-                return reply_error(u, COLL_ERR_SYNTAX);
+                reply_error(u, COLL_ERR_SYNTAX);
+                return;
             }
         }
     }
@@ -386,9 +390,15 @@ static void sinter(run *u, size_t first, size_t n, int op)
         if (!out_add(u, &s0->v[k])) return;
         if (op == LATTICE_SETOP_SINTERCARD && limit && u->nout >= (size_t)limit) break;
     }
-    if (op == LATTICE_SETOP_SINTERCARD) return reply_int(u, (long long)u->nout);
+    if (op == LATTICE_SETOP_SINTERCARD) {
+        reply_int(u, (long long)u->nout);
+        return;
+    }
     intset_order(u);
-    if (op == LATTICE_SETOP_SINTERSTORE) return store(u, 0, false);
+    if (op == LATTICE_SETOP_SINTERSTORE) {
+        store(u, 0, false);
+        return;
+    }
     reply_members(u, false, false);
 }
 
@@ -416,7 +426,10 @@ static void sunion_diff(run *u, size_t first, size_t n, bool diff, bool dest)
         }
     }
     intset_order(u);
-    if (dest) return store(u, 0, false);
+    if (dest) {
+        store(u, 0, false);
+        return;
+    }
     reply_members(u, false, false);
 }
 
@@ -430,7 +443,10 @@ static void smove(run *u)
         u->r->status = st;
         return;
     }
-    if (!ts) return reply_int(u, 0);
+    if (!ts) {
+        reply_int(u, 0);
+        return;
+    }
     int bad = ts != LATTICE_TYPE_SET + 1 ? ts : td && td != LATTICE_TYPE_SET + 1 ? td : 0;
     if (bad) {
         u->r->status = LATTICE_ERR_WRONGTYPE;
@@ -443,7 +459,10 @@ static void smove(run *u)
     lattice_coll_elem e;
     size_t off;
     if (!reply_head(u, &e, &off)) return;
-    if (same || e.type != ':' || e.num == 0) return reply_int(u, e.type == ':' && e.num);
+    if (same || e.type != ':' || e.num == 0) {
+        reply_int(u, e.type == ':' && e.num);
+        return;
+    }
     if (w.needed) u->wrote(u->arg, sk->ptr, sk->len, &w);
     w = (repl_out){0};
     if (!coll(u, LATTICE_COLL_SADD, dk, m, 1, &w)) return;
@@ -479,24 +498,35 @@ static void zsetop(run *u, size_t first, size_t n, int op, bool dest, bool card)
             j++;
             for (size_t i = 0; i < n; i++, j++) {
                 int ok = coll_parse_double(&u->a[j], &u->src[i].weight);
-                if (ok < 0) return (void)nomem(u);
-                if (!ok) return reply_error(u, ERR_WEIGHT);
+                if (ok < 0) {
+                    nomem(u);
+                    return;
+                }
+                if (!ok) {
+                    reply_error(u, ERR_WEIGHT);
+                    return;
+                }
             }
         } else if (op != OP_DIFF && !card && left >= 2 && coll_is(&u->a[j], "aggregate")) {
             const lattice_coll_arg *a = &u->a[j + 1];
-            if (coll_is(a, "sum")) agg = AGG_SUM;
-            else if (coll_is(a, "min")) agg = AGG_MIN;
-            else if (coll_is(a, "max")) agg = AGG_MAX;
-            else return reply_error(u, COLL_ERR_SYNTAX);
+            agg = coll_is(a, "sum") ? AGG_SUM : coll_is(a, "min") ? AGG_MIN : coll_is(a, "max") ? AGG_MAX : -1;
+            if (agg < 0) {
+                reply_error(u, COLL_ERR_SYNTAX);
+                return;
+            }
             j += 2;
         } else if (!dest && !card && coll_is(&u->a[j], "withscores")) {
             withscores = true;
             j++;
         } else if (card && left >= 2 && coll_is(&u->a[j], "limit")) {
-            if (!coll_arg_ll(&u->a[j + 1], &limit) || limit < 0) return reply_error(u, ERR_LIMIT);
+            if (!coll_arg_ll(&u->a[j + 1], &limit) || limit < 0) {
+                reply_error(u, ERR_LIMIT);
+                return;
+            }
             j += 2;
         } else {
-            return reply_error(u, COLL_ERR_SYNTAX);
+            reply_error(u, COLL_ERR_SYNTAX);
+            return;
         }
     }
     if (!load_all(u)) return;
@@ -547,9 +577,15 @@ static void zsetop(run *u, size_t first, size_t n, int op, bool dest, bool card)
             if (!out_add(u, &s0->v[k])) return;
         }
     }
-    if (card) return reply_int(u, (long long)u->nout);
+    if (card) {
+        reply_int(u, (long long)u->nout);
+        return;
+    }
     qsort(u->out, u->nout, sizeof *u->out, by_score);
-    if (dest) return store(u, 0, true);
+    if (dest) {
+        store(u, 0, true);
+        return;
+    }
     reply_members(u, true, withscores);
 }
 
@@ -565,16 +601,22 @@ static void zrangestore(run *u)
     if (h.type == '-') { /* its error is the reply */
         char m[256];
         snprintf(m, sizeof m, "%.*s", (int)(h.len < 255 ? h.len : 255), h.ptr);
-        return reply_error(u, m);
+        reply_error(u, m);
+        return;
     }
-    if (!(u->src = lt_calloc(1, sizeof *u->src))) return (void)nomem(u);
+    if (!(u->src = lt_calloc(1, sizeof *u->src))) {
+        nomem(u);
+        return;
+    }
     u->nsrc = 1;
     src *sr = &u->src[0];
     sr->type = LATTICE_TYPE_ZSET + 1;
     sr->n = h.num > 0 ? (size_t)h.num : 0;
     if (!(sr->v = lt_malloc((sr->n ? sr->n : 1) * sizeof *sr->v)) ||
-        !(sr->buf = lt_malloc(u->r->value_len ? u->r->value_len : 1)))
-        return (void)nomem(u);
+        !(sr->buf = lt_malloc(u->r->value_len ? u->r->value_len : 1))) {
+        nomem(u);
+        return;
+    }
     memcpy(sr->buf, u->r->value, u->r->value_len);
     const char *base = u->r->value;
     for (size_t i = 0; i < sr->n; i++) {

@@ -85,7 +85,10 @@ typedef enum lattice_coll_cmd {
     LATTICE_COLL_ZSCAN = 35,
     /* A key of any type, strings too: "encoding" hash-entries hash-value
      * zset-entries zset-value (OBJECT ENCODING, by Redis 7.0's rules and
-     * these thresholds), or "memory" (MEMORY USAGE: the bytes it takes). */
+     * these thresholds), "memory" (MEMORY USAGE: the bytes it takes), or
+     * "elements" (DUMP's read: a string's value as a bulk string, a hash's
+     * fields and values as HGETALL, a list's as LRANGE 0 -1, a set's as
+     * SMEMBERS, a sorted set's members and scores as pairs). */
     LATTICE_COLL_OBJECT = 36,
     /* min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]: ZRANGE as
      * ZRANGESTORE reads its source (no WITHSCORES; every member with its
