@@ -133,6 +133,7 @@ static void one_pass(lattice_ops *d)
         bwait *next = ready->next;
         lattice_meta_cache *c = lattice_meta_cache_by_serial(d->meta, ready->cache_serial);
         d->bwaiting--;
+        ready->op->in.flags |= OPS_WOKEN; /* it waited: keys of another type are passed over now (txn.c) */
         primary_rerun(d, c, ready->op); /* may park it again: last */
         lt_free(ready->op);
         lt_free(ready);

@@ -571,6 +571,11 @@ lattice_status clean_defer_read(waitw *w, const exec_in *in, const origin *org);
  * partition, or sends it back to be routed again. */
 deferred_read *deferred_new(const exec_in *in, const origin *org, const char *origin_id, uint64_t seq);
 void primary_rerun(lattice_ops *d, lattice_meta_cache *c, deferred_read *rd);
+/* exec_in.flags of a blocking step bwait.c runs again after it waited
+ * (never on the wire, above every LATTICE_OP_ flag): woken, it passes over
+ * keys of another type instead of answering WRONGTYPE, as Redis serves a
+ * blocked client only from a key of its type (txn.c, types/list.c). */
+#define OPS_WOKEN (1u << 31)
 lattice_status clean_defer_write(waitw *w, const exec_in *in, const origin *org, const char *origin_id,
                                  uint64_t seq);
 /* Primary: this node serves the partition as primary now.  True, once,

@@ -80,6 +80,7 @@ typedef struct txn_req {
     size_t n_watch, n_subs;
     lattice_txn_watch *watch;
     txn_sub *subs;
+    bool woken; /* a blocking step run again by bwait.c (OPS_WOKEN) */
 } txn_req;
 
 static void req_free(txn_req *q)
@@ -695,12 +696,14 @@ static lattice_status txn_run(lattice_meta_cache *c, uint32_t partition, const t
         } else if (s->kind == LATTICE_TXN_LMOVE) {
             exec_lmove(c, partition, s->key, s->key_len, s->value, s->value_len,
                        (s->delta & LATTICE_TXN_LMOVE_FROM_RIGHT ? EXEC_LMOVE_FROM_RIGHT : 0) |
-                           (s->delta & LATTICE_TXN_LMOVE_TO_RIGHT ? EXEC_LMOVE_TO_RIGHT : 0),
+                           (s->delta & LATTICE_TXN_LMOVE_TO_RIGHT ? EXEC_LMOVE_TO_RIGHT : 0) |
+                           (q->woken ? EXEC_LMOVE_WOKEN : 0),
                        sc, &r, wrote_one, o);
         } else if (s->kind == LATTICE_TXN_BPOP) {
             exec_bpop(c, partition, s->key, s->key_len, s->value, s->value_len,
                       ((uint64_t)s->delta & LATTICE_TXN_BPOP_RIGHT ? EXEC_BPOP_RIGHT : 0) |
-                          ((uint64_t)s->delta & LATTICE_TXN_BPOP_ZSET ? EXEC_BPOP_ZSET : 0),
+                          ((uint64_t)s->delta & LATTICE_TXN_BPOP_ZSET ? EXEC_BPOP_ZSET : 0) |
+                          (q->woken ? EXEC_BPOP_WOKEN : 0),
                       (long long)((uint64_t)s->delta >> LATTICE_TXN_BPOP_COUNT_SHIFT), sc, &r, wrote_one, o);
         } else if (s->kind == LATTICE_TXN_SETOP) {
             exec_setop(c, partition, s->value, s->value_len, s->delta, sc, &r, wrote_one, o);
@@ -1044,6 +1047,7 @@ void txn_execute(lattice_ops *d, lattice_meta_cache *c, const exec_in *in, const
         fail(d, org, st);
         return;
     }
+    q.woken = in->flags & OPS_WOKEN;
     bool full_sync = c->cfg.sync == LATTICE_SYNC_FULL;
     waitw *pw = full_sync ? pending_on(d, c, in->partition, &q) : NULL;
     if (pw) {

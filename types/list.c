@@ -400,6 +400,7 @@ void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size
 {
     memset(r, 0, sizeof *r);
     int st, ts = coll_live_type(c, partition, src, src_len, &st), td = 0;
+    if (ts && ts != LATTICE_TYPE_LIST + 1 && (where & EXEC_LMOVE_WOKEN)) ts = 0; /* woken: no list there yet */
     if (st == LATTICE_OK && ts) td = coll_live_type(c, partition, dst, dst_len, &st);
     if (st != LATTICE_OK) {
         r->status = st;
@@ -553,7 +554,7 @@ void exec_bpop(lattice_meta_cache *c, uint32_t partition, const void *key, size_
             r->status = st;
             return;
         }
-        if (!t) continue;
+        if (!t || (t != want && (which & EXEC_BPOP_WOKEN))) continue; /* woken: Redis serves only a key of the type */
         if (t != want) { /* blockingPopGenericCommand: the first key of another type answers */
             r->status = LATTICE_ERR_WRONGTYPE;
             r->flags |= LATTICE_OP_R_FOUND | LATTICE_OP_R_TYPE_FLAGS(t - 1);

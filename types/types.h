@@ -92,6 +92,9 @@ void exec_coll(lattice_meta_cache *c, const exec_in *in, exec_scratch *s, lattic
  * WRONGTYPE (nothing moves) when src, or dst, holds another type. */
 #define EXEC_LMOVE_FROM_RIGHT 0x1u
 #define EXEC_LMOVE_TO_RIGHT 0x2u
+/* BLMOVE woken from its wait: a source of another type is no list yet (it
+ * waits on), as Redis serves a blocked client only from a key of its type. */
+#define EXEC_LMOVE_WOKEN 0x4u
 typedef void (*exec_wrote_fn)(void *arg, const void *key, size_t key_len, const repl_out *w);
 void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size_t src_len, const void *dst,
                 size_t dst_len, unsigned where, exec_scratch *s, lattice_op_result *r, exec_wrote_fn wrote, void *arg);
@@ -106,6 +109,9 @@ void exec_lmove(lattice_meta_cache *c, uint32_t partition, const void *src, size
  * The first key on the way of another type: WRONGTYPE, nothing popped. */
 #define EXEC_BPOP_RIGHT 0x1u
 #define EXEC_BPOP_ZSET 0x2u
+/* Woken from its wait: keys of another type are passed over (it waits on
+ * when none holds one), where its first run answered WRONGTYPE. */
+#define EXEC_BPOP_WOKEN 0x4u
 void exec_bpop(lattice_meta_cache *c, uint32_t partition, const void *key, size_t key_len, const void *others,
                size_t others_len, unsigned which, long long count, exec_scratch *s, lattice_op_result *r,
                exec_wrote_fn wrote, void *arg);

@@ -2722,6 +2722,23 @@ START_TEST(blocking)
         read_reply(fd[1], r1, sizeof r1, "BLMPOP");
         ck_assert_msg(!strcmp(r1, "*2\r\n$5\r\ne2{t}\r\n*2\r\n$1\r\na\r\n$1\r\nb\r\n"), "%s: BLMPOP %s", name, r1);
         wait_blocked(fd[0], 0, name);
+        /* woken, a waiter passes over a key that meanwhile holds another
+         * type (Redis serves it from the key of its type that got the
+         * push); a BLMOVE whose source became a string waits on */
+        send_line(fd[1], "BLPOP w1{t} w2{t} 10");
+        wait_blocked(fd[0], 1, name);
+        ask(fd[0], "SET w1{t} str", got, sizeof got);
+        ask(fd[0], "RPUSH w2{t} v", got, sizeof got);
+        read_reply(fd[1], r1, sizeof r1, "BLPOP w1 w2");
+        ck_assert_msg(!strcmp(r1, "*2\r\n$5\r\nw2{t}\r\n$1\r\nv\r\n"), "%s: woken BLPOP %s", name, r1);
+        send_line(fd[1], "BLMOVE w3{t} w4{t} LEFT LEFT 10");
+        wait_blocked(fd[0], 1, name);
+        ask(fd[0], "SET w3{t} str", got, sizeof got);
+        ask(fd[0], "DEL w3{t}", got, sizeof got);
+        ask(fd[0], "RPUSH w3{t} x", got, sizeof got);
+        read_reply(fd[1], r1, sizeof r1, "BLMOVE w3 w4");
+        ck_assert_msg(!strcmp(r1, "$1\r\nx\r\n"), "%s: woken BLMOVE %s", name, r1);
+        wait_blocked(fd[0], 0, name);
         /* a timeout: nil, and not before it passed */
         uint64_t t0 = mono_ms();
         ask(fd[1], "BLPOP tq{t} 0.3", got, sizeof got);
