@@ -34,6 +34,7 @@ struct lattice_resp_cmd {
 #define CT LATTICE_RESP_F_CONTAINER
 #define AD LATTICE_RESP_F_ADMIN
 #define KN LATTICE_RESP_F_KEYNUM
+#define SK LATTICE_RESP_F_STOREKEY
 
 static const struct lattice_resp_cmd command_subs[] = {
     {"command|help", LATTICE_RESP_CMD_SUB_HELP, 2, 0, 0, 0, 0, NULL, 0,
@@ -447,6 +448,23 @@ static const struct lattice_resp_cmd table[] = {
      {"readonly", "@read @sortedset @slow", "nondeterministic_output", "RO access", ""}},
     {"zscan", LATTICE_RESP_CMD_ZSCAN, -3, R, 1, 1, 1, NULL, 0,
      {"readonly", "@read @sortedset @slow", "nondeterministic_output", "RO access", ""}},
+    {"geoadd", LATTICE_RESP_CMD_GEOADD, -5, W | OOM, 1, 1, 1, NULL, 0,
+     {"write denyoom", "@write @geo @slow", "", "RW update", ""}},
+    {"geopos", LATTICE_RESP_CMD_GEOPOS, -2, R, 1, 1, 1, NULL, 0, {"readonly", "@read @geo @slow", "", "RO access", ""}},
+    {"geodist", LATTICE_RESP_CMD_GEODIST, -4, R, 1, 1, 1, NULL, 0, {"readonly", "@read @geo @slow", "", "RO access", ""}},
+    {"geohash", LATTICE_RESP_CMD_GEOHASH, -2, R, 1, 1, 1, NULL, 0, {"readonly", "@read @geo @slow", "", "RO access", ""}},
+    {"georadius", LATTICE_RESP_CMD_GEORADIUS, -6, W | OOM | SK, 1, 1, 1, NULL, 0,
+     {"write denyoom movablekeys", "@write @geo @slow", "", "RO access|OW update", ""}},
+    {"georadius_ro", LATTICE_RESP_CMD_GEORADIUS_RO, -6, R, 1, 1, 1, NULL, 0,
+     {"readonly", "@read @geo @slow", "", "RO access", ""}},
+    {"georadiusbymember", LATTICE_RESP_CMD_GEORADIUSBYMEMBER, -5, W | OOM | SK, 1, 1, 1, NULL, 0,
+     {"write denyoom movablekeys", "@write @geo @slow", "", "RO access|OW update", ""}},
+    {"georadiusbymember_ro", LATTICE_RESP_CMD_GEORADIUSBYMEMBER_RO, -5, R, 1, 1, 1, NULL, 0,
+     {"readonly", "@read @geo @slow", "", "RO access", ""}},
+    {"geosearch", LATTICE_RESP_CMD_GEOSEARCH, -7, R, 1, 1, 1, NULL, 0,
+     {"readonly", "@read @geo @slow", "", "RO access", ""}},
+    {"geosearchstore", LATTICE_RESP_CMD_GEOSEARCHSTORE, -8, W | OOM, 1, 2, 1, NULL, 0,
+     {"write denyoom", "@write @geo @slow", "", "OW update|RO access", ""}},
     {"command", LATTICE_RESP_CMD_COMMAND, -1, CT, 0, 0, 0, command_subs, N_OF(command_subs),
      {"loading stale", "@slow @connection", "nondeterministic_output_order", "", ""}},
     {"client", LATTICE_RESP_CMD_CLIENT, -2, CT, 0, 0, 0, client_subs, N_OF(client_subs),
@@ -473,9 +491,9 @@ static const struct lattice_resp_cmd *find(const struct lattice_resp_cmd *t, siz
 
 const lattice_resp_cmd *lattice_resp_cmd_lookup(const char *name, size_t len)
 {
-    /* Short names only: the longest is 11 bytes; this also keeps a NUL inside
-     * argv[0] from matching a prefix. */
-    if (len == 0 || len > 16 || memchr(name, '\0', len)) return NULL;
+    /* Short names only: the longest is 20 bytes (georadiusbymember_ro); this
+     * also keeps a NUL inside argv[0] from matching a prefix. */
+    if (len == 0 || len > 24 || memchr(name, '\0', len)) return NULL;
     return find(table, N_OF(table), 0, name, len);
 }
 
@@ -754,7 +772,41 @@ static lattice_status add_one_key_spec(lattice_resp_out *o, const lattice_resp_c
 
 static size_t n_key_specs(const lattice_resp_cmd *c)
 {
-    return c->first_key <= 0 ? 0 : strchr(c->redis.key_flags, '|') ? 2 : 1;
+    if (c->first_key <= 0) return 0;
+    return c->flags & LATTICE_RESP_F_STOREKEY ? 3 : strchr(c->redis.key_flags, '|') ? 2 : 1;
+}
+
+/* A keyword spec (GEORADIUS's STORE k): the key after the keyword, searched
+ * from the argument startfrom on. */
+static lattice_status add_keyword_spec(lattice_resp_out *o, const char *flags, const char *keyword, int startfrom)
+{
+    lattice_status st = LATTICE_OK;
+    ADD(lattice_resp_add_map(o, 3));
+    ADD(add_cstr(o, "flags"));
+    ADD(add_words(o, flags, 0));
+    ADD(add_cstr(o, "begin_search"));
+    ADD(lattice_resp_add_map(o, 2));
+    ADD(add_cstr(o, "type"));
+    ADD(add_cstr(o, "keyword"));
+    ADD(add_cstr(o, "spec"));
+    ADD(lattice_resp_add_map(o, 2));
+    ADD(add_cstr(o, "keyword"));
+    ADD(add_cstr(o, keyword));
+    ADD(add_cstr(o, "startfrom"));
+    ADD(lattice_resp_add_int(o, startfrom));
+    ADD(add_cstr(o, "find_keys"));
+    ADD(lattice_resp_add_map(o, 2));
+    ADD(add_cstr(o, "type"));
+    ADD(add_cstr(o, "range"));
+    ADD(add_cstr(o, "spec"));
+    ADD(lattice_resp_add_map(o, 3));
+    ADD(add_cstr(o, "lastkey"));
+    ADD(lattice_resp_add_int(o, 0));
+    ADD(add_cstr(o, "keystep"));
+    ADD(lattice_resp_add_int(o, 1));
+    ADD(add_cstr(o, "limit"));
+    ADD(lattice_resp_add_int(o, 0));
+    return st;
 }
 
 static lattice_status add_key_specs(lattice_resp_out *o, const lattice_resp_cmd *c)
@@ -770,6 +822,11 @@ static lattice_status add_key_specs(lattice_resp_out *o, const lattice_resp_cmd 
     char first[64];
     snprintf(first, sizeof first, "%.*s", (int)(bar - c->redis.key_flags), c->redis.key_flags);
     lattice_status st = add_one_key_spec(o, c, first, c->first_key, 0, false);
+    if (c->flags & LATTICE_RESP_F_STOREKEY) {
+        int from = c->arity < 0 ? -c->arity : c->arity;
+        if (st == LATTICE_OK) st = add_keyword_spec(o, bar + 1, "STORE", from);
+        return st == LATTICE_OK ? add_keyword_spec(o, bar + 1, "STOREDIST", from) : st;
+    }
     int last = c->last_key < 0 ? c->last_key : c->last_key > c->first_key ? c->last_key - c->first_key - 1 : 0;
     return st == LATTICE_OK ? add_one_key_spec(o, c, bar + 1, c->first_key + 1, last, c->flags & LATTICE_RESP_F_KEYNUM)
                             : st;

@@ -416,7 +416,9 @@ void respd_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, bool i
         respd_tx_across_reply(o, b, e);
         return;
     }
-    if (respd_is_tx_command((lattice_resp_cmd_id)e->cmd) || e->cmd == LATTICE_RESP_CMD_OBJECT_IDLETIME) {
+    bool stored = (e->cmd == LATTICE_RESP_CMD_GEORADIUS || e->cmd == LATTICE_RESP_CMD_GEORADIUSBYMEMBER) && e->n &&
+                  b->ops[e->first].kind != LATTICE_OP_COLL_READ; /* with STORE: a step of two keys */
+    if (respd_is_tx_command((lattice_resp_cmd_id)e->cmd) || e->cmd == LATTICE_RESP_CMD_OBJECT_IDLETIME || stored) {
         respd_tx_entry_reply(o, b, e, in_exec);
         return;
     }

@@ -1,7 +1,8 @@
 /*
  * respd: the commands of the collection types (hashes: HSET ... HSCAN;
  * lists: LLEN ... LTRIM; sets: SISMEMBER ... SPOP; sorted sets: ZADD ...
- * ZSCAN).
+ * ZSCAN; GEO on sorted sets: GEOADD ... GEOSEARCH, the searches that
+ * store going as GEOSEARCHSTORE does, respd_tx.c).
  * Each is one op (LATTICE_OP_COLL_READ or _WRITE, lattice/coll.h) of its
  * key: the arguments after the key go packed as the client sent them, the
  * key's primary checks them and runs the command (types/hash.c), and its
@@ -24,7 +25,7 @@
 
 bool respd_is_coll_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_HSET && id <= LATTICE_RESP_CMD_ZSCAN;
+    return id >= LATTICE_RESP_CMD_HSET && id <= LATTICE_RESP_CMD_GEOSEARCH;
 }
 
 /* The command each RESP command is (lattice/coll.h). */
@@ -91,7 +92,34 @@ static const uint8_t coll_of[LATTICE_RESP_CMD_ID_COUNT_] = {
     [LATTICE_RESP_CMD_ZREMRANGEBYLEX] = LATTICE_COLL_ZREMRANGEBYLEX,
     [LATTICE_RESP_CMD_ZPOPMIN] = LATTICE_COLL_ZPOPMIN,
     [LATTICE_RESP_CMD_ZPOPMAX] = LATTICE_COLL_ZPOPMAX,
+    [LATTICE_RESP_CMD_GEOADD] = LATTICE_COLL_GEOADD,
+    [LATTICE_RESP_CMD_GEOPOS] = LATTICE_COLL_GEOPOS,
+    [LATTICE_RESP_CMD_GEODIST] = LATTICE_COLL_GEODIST,
+    [LATTICE_RESP_CMD_GEOHASH] = LATTICE_COLL_GEOHASH,
+    [LATTICE_RESP_CMD_GEORADIUS] = LATTICE_COLL_GEORADIUS,
+    [LATTICE_RESP_CMD_GEORADIUS_RO] = LATTICE_COLL_GEORADIUS_RO,
+    [LATTICE_RESP_CMD_GEORADIUSBYMEMBER] = LATTICE_COLL_GEORADIUSBYMEMBER,
+    [LATTICE_RESP_CMD_GEORADIUSBYMEMBER_RO] = LATTICE_COLL_GEORADIUSBYMEMBER_RO,
+    [LATTICE_RESP_CMD_GEOSEARCH] = LATTICE_COLL_GEOSEARCH,
 };
+
+/* GEORADIUS / GEORADIUSBYMEMBER's STORE or STOREDIST key (Redis's parse:
+ * COUNT takes its number, the last STORE counts), or 0 when it has none. */
+static size_t geo_store_key(lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
+{
+    size_t at = 0;
+    for (size_t j = id == LATTICE_RESP_CMD_GEORADIUS ? 6 : 5; j < argc; j++) {
+        bool more = j + 1 < argc;
+        const lattice_resp_arg *a = &argv[j];
+        if (more && a->len == 5 && !strncasecmp(a->ptr, "count", 5)) {
+            j++;
+        } else if (more && ((a->len == 5 && !strncasecmp(a->ptr, "store", 5)) ||
+                            (a->len == 9 && !strncasecmp(a->ptr, "storedist", 9)))) {
+            at = ++j;
+        }
+    }
+    return at;
+}
 
 bool respd_coll_op(batch *b, ent *e, int cmd, const lattice_resp_arg *key, const lattice_resp_arg *args, size_t n)
 {
@@ -113,9 +141,25 @@ bool respd_coll_op(batch *b, ent *e, int cmd, const lattice_resp_arg *key, const
 
 cmd_outcome respd_coll_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv)
 {
+    size_t store = id == LATTICE_RESP_CMD_GEORADIUS || id == LATTICE_RESP_CMD_GEORADIUSBYMEMBER
+                       ? geo_store_key(id, argc, argv)
+                       : 0;
+    if (store) return respd_tx_geo_store(b, id, argc, argv, store); /* a write of two keys: one step */
     ent *e = respd_ent_new(b, id);
     if (!e) return b->n_ents ? CMD_BATCHED : CMD_DONE; /* out of memory: the batch fails as a whole */
-    if (respd_coll_op(b, e, coll_of[id], &argv[1], argv + 2, argc - 2)) return CMD_BATCHED;
+    bool ok;
+    if (id == LATTICE_RESP_CMD_GEOSEARCH) { /* its name as sent first: Redis's errors quote it */
+        lattice_resp_arg *a = lt_malloc((argc - 1) * sizeof *a);
+        if ((ok = a != NULL)) {
+            a[0] = argv[0];
+            memcpy(a + 1, argv + 2, (argc - 2) * sizeof *a);
+            ok = respd_coll_op(b, e, coll_of[id], &argv[1], a, argc - 1);
+        }
+        lt_free(a);
+    } else {
+        ok = respd_coll_op(b, e, coll_of[id], &argv[1], argv + 2, argc - 2);
+    }
+    if (ok) return CMD_BATCHED;
     b->n_ops = e->first;
     b->n_ents--;
     return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");

@@ -358,6 +358,11 @@ bool respd_cross_slot_ok(const lattice_respd *r, const conn *c);
 void respd_tx_wrap_across(lattice_respd *r, conn *c, batch *b);
 void respd_tx_across_reply(lattice_resp_out *o, const batch *b, const ent *e);
 bool respd_tx_in_multi(const conn *c);
+/* GEORADIUS / GEORADIUSBYMEMBER with STORE or STOREDIST (argv[store_at]
+ * the key): one LATTICE_TXN_SETOP step of the source and that key, as
+ * GEOSEARCHSTORE (in MULTI, when b is the queue, a queued sub). */
+cmd_outcome respd_tx_geo_store(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
+                               size_t store_at);
 /* One LATTICE_OP_TXN in e of subs[0..n) with watches w[0..nw) (flags:
  * LATTICE_OP_ACROSS ...); false when memory is short. */
 bool respd_tx_add_op(batch *b, ent *e, unsigned flags, const lattice_txn_watch *w, size_t nw, const lattice_op *subs,

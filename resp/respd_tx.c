@@ -141,7 +141,7 @@ long respd_tx_queued(const conn *c)
 
 bool respd_is_tx_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_MULTI && id <= LATTICE_RESP_CMD_ZRANGESTORE;
+    return id >= LATTICE_RESP_CMD_MULTI && id <= LATTICE_RESP_CMD_GEOSEARCHSTORE;
 }
 
 static void note_slot(struct respd_tx *t, const void *key, size_t len)
@@ -376,6 +376,60 @@ static cmd_outcome lmove_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
     return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
 }
 
+/* The LATTICE_TXN_SETOP step of op over arguments a[0..n) (after the
+ * command's name), its keys a[0] when dest and a run of nk from first: one
+ * txn op (a transaction across partitions when they lie in several slots
+ * and the connection allows it), or in MULTI a queued sub. */
+static cmd_outcome setop_add(batch *b, lattice_resp_cmd_id id, int op, const lattice_resp_arg *a, size_t n, bool dest,
+                             size_t first, size_t nk, bool in_multi)
+{
+    if (first > 0xffff || nk > 0xffffffffu) return respd_ent_error(b, LATTICE_RESP_ERR_SYNTAX);
+    const lattice_resp_arg *key = dest ? &a[0] : &a[first];
+    bool one = true;
+    int s0 = lattice_key_slot(key->ptr, key->len);
+    for (size_t i = first; i < first + nk && one; i++) one = lattice_key_slot(a[i].ptr, a[i].len) == s0;
+    unsigned across = 0;
+    if (!one && !in_multi) {
+        if (!b->c || !respd_cross_slot_ok(b->r, b->c)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
+        across = LATTICE_OP_ACROSS;
+    }
+    lattice_coll_arg *pa = lt_malloc((n ? n : 1) * sizeof *pa);
+    for (size_t i = 0; pa && i < n; i++) pa[i] = (lattice_coll_arg){a[i].ptr, a[i].len};
+    size_t len = pa ? lattice_coll_packed_len(pa, n) : 0;
+    char *packed = pa ? lt_malloc(len) : NULL;
+    ent *e = packed && lattice_coll_pack(packed, len, pa, n) == len ? respd_ent_new(b, id) : NULL;
+    int64_t delta = LATTICE_TXN_SETOP_DELTA(op, dest, first, nk);
+    bool ok = false;
+    if (e) {
+        lattice_resp_arg value = {packed, len};
+        lattice_op s = {(lattice_op_kind)LATTICE_TXN_SETOP, 0, NULL, key->ptr, key->len, packed, len, delta, 0, 0};
+        ok = in_multi ? respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_SETOP, 0, key, &value, delta, 0)
+                      : respd_tx_add_op(b, e, across, NULL, 0, &s, 1);
+        if (ok && across) b->sealed = true;
+        if (!ok) {
+            b->n_ops = e->first;
+            b->n_ents--;
+        }
+    }
+    lt_free(packed);
+    lt_free(pa);
+    return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+}
+
+cmd_outcome respd_tx_geo_store(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
+                               size_t store_at)
+{
+    /* [the store key, the command's arguments from the source on] */
+    lattice_resp_arg *a = lt_malloc(argc * sizeof *a);
+    if (!a) return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+    a[0] = argv[store_at];
+    memcpy(a + 1, argv + 1, (argc - 1) * sizeof *a);
+    int op = id == LATTICE_RESP_CMD_GEORADIUS ? LATTICE_SETOP_GEORADIUS : LATTICE_SETOP_GEORADIUSBYMEMBER;
+    cmd_outcome oc = setop_add(b, id, op, a, argc, true, 1, 1, b->queue);
+    lt_free(a);
+    return oc;
+}
+
 /* SINTER ... ZRANGESTORE, SMOVE: one LATTICE_TXN_SETOP step (lattice/txn.h)
  * of their arguments.  Here only what says which arguments are keys, in
  * Redis 7.0's words (numkeys: sinterCardCommand's, or
@@ -409,13 +463,24 @@ static cmd_outcome setop_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
         {LATTICE_RESP_CMD_ZDIFF, LATTICE_SETOP_ZDIFF, false, 0, "zdiff"},
         {LATTICE_RESP_CMD_ZDIFFSTORE, LATTICE_SETOP_ZDIFFSTORE, true, 1, "zdiffstore"},
         {LATTICE_RESP_CMD_ZRANGESTORE, LATTICE_SETOP_ZRANGESTORE, true, -1, "zrangestore"},
+        {LATTICE_RESP_CMD_GEOSEARCHSTORE, LATTICE_SETOP_GEOSEARCHSTORE, true, -1, "geosearchstore"},
     };
     size_t d = 0;
     while (defs[d].id != id) d++;
     const lattice_resp_arg *a = argv + 1; /* the arguments after the name */
     size_t n = argc - 1, first = defs[d].dest ? 1 : 0, nk = n - first;
+    lattice_resp_arg *named = NULL;
+    if (id == LATTICE_RESP_CMD_GEOSEARCHSTORE) { /* dst src, its name as sent (Redis's errors quote it), the rest */
+        if (!(named = lt_malloc((n + 1) * sizeof *named)))
+            return respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+        named[0] = argv[1], named[1] = argv[2], named[2] = argv[0];
+        memcpy(named + 3, argv + 3, (argc - 3) * sizeof *named);
+        cmd_outcome oc = setop_add(b, id, defs[d].op, named, n + 1, true, 1, 1, in_multi);
+        lt_free(named);
+        return oc;
+    }
     if (id == LATTICE_RESP_CMD_SMOVE) nk = 2;
-    else if (id == LATTICE_RESP_CMD_ZRANGESTORE) nk = 1;
+    else if (id == LATTICE_RESP_CMD_ZRANGESTORE || id == LATTICE_RESP_CMD_GEOSEARCHSTORE) nk = 1;
     if (defs[d].numkeys >= 0) {
         const lattice_resp_arg *na = &a[defs[d].numkeys];
         long long v;
@@ -433,42 +498,12 @@ static cmd_outcome setop_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
         }
         nk = (size_t)v;
     }
-    if (first > 0xffff || nk > 0xffffffffu) return respd_ent_error(b, LATTICE_RESP_ERR_SYNTAX);
-    const lattice_resp_arg *key = defs[d].dest ? &a[0] : &a[first];
-    bool one = true;
-    int s0 = lattice_key_slot(key->ptr, key->len);
-    for (size_t i = first; i < first + nk && one; i++) one = lattice_key_slot(a[i].ptr, a[i].len) == s0;
-    unsigned across = 0;
-    if (!one && !in_multi) {
-        if (!b->c || !respd_cross_slot_ok(b->r, b->c)) return respd_ent_error(b, LATTICE_RESP_ERR_CROSSSLOT);
-        across = LATTICE_OP_ACROSS;
-    }
-    lattice_coll_arg *pa = lt_malloc((n ? n : 1) * sizeof *pa);
-    for (size_t i = 0; pa && i < n; i++) pa[i] = (lattice_coll_arg){a[i].ptr, a[i].len};
-    size_t len = pa ? lattice_coll_packed_len(pa, n) : 0;
-    char *packed = pa ? lt_malloc(len) : NULL;
-    ent *e = packed && lattice_coll_pack(packed, len, pa, n) == len ? respd_ent_new(b, id) : NULL;
-    int64_t delta = LATTICE_TXN_SETOP_DELTA(defs[d].op, defs[d].dest, first, nk);
-    bool ok = false;
-    if (e) {
-        lattice_resp_arg value = {packed, len};
-        lattice_op s = {(lattice_op_kind)LATTICE_TXN_SETOP, 0, NULL, key->ptr, key->len, packed, len, delta, 0, 0};
-        ok = in_multi ? respd_op_add(b, e, (lattice_op_kind)LATTICE_TXN_SETOP, 0, key, &value, delta, 0)
-                      : respd_tx_add_op(b, e, across, NULL, 0, &s, 1);
-        if (ok && across) b->sealed = true;
-        if (!ok) {
-            b->n_ops = e->first;
-            b->n_ents--;
-        }
-    }
-    lt_free(packed);
-    lt_free(pa);
-    return ok ? CMD_BATCHED : respd_ent_error(b, "OOM command not allowed when used memory > 'maxmemory'.");
+    return setop_add(b, id, defs[d].op, a, n, defs[d].dest, first, nk, in_multi);
 }
 
 bool respd_is_tx_key_command(lattice_resp_cmd_id id)
 {
-    return id >= LATTICE_RESP_CMD_RENAME && id <= LATTICE_RESP_CMD_ZRANGESTORE;
+    return id >= LATTICE_RESP_CMD_RENAME && id <= LATTICE_RESP_CMD_GEOSEARCHSTORE;
 }
 
 cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, const lattice_resp_arg *argv,
@@ -511,7 +546,7 @@ cmd_outcome respd_tx_key_command(batch *b, lattice_resp_cmd_id id, size_t argc, 
         return lmove_command(b, id, argc, argv, in_multi);
     if (id >= LATTICE_RESP_CMD_BLPOP && id <= LATTICE_RESP_CMD_BZPOPMAX) return bpop_command(b, id, argc, argv, in_multi);
     if (id >= LATTICE_RESP_CMD_LMPOP && id <= LATTICE_RESP_CMD_BZMPOP) return mpop_command(b, id, argc, argv, in_multi);
-    if (id >= LATTICE_RESP_CMD_SINTER && id <= LATTICE_RESP_CMD_ZRANGESTORE) return setop_command(b, id, argc, argv, in_multi);
+    if (id >= LATTICE_RESP_CMD_SINTER && id <= LATTICE_RESP_CMD_GEOSEARCHSTORE) return setop_command(b, id, argc, argv, in_multi);
     /* RENAME / RENAMENX / COPY src dst [DB 0] [REPLACE] */
     unsigned flags = id == LATTICE_RESP_CMD_RENAMENX ? LATTICE_OP_NX : 0;
     if (id == LATTICE_RESP_CMD_COPY) {
@@ -818,7 +853,8 @@ void respd_tx_entry_reply(lattice_resp_out *o, const batch *b, const ent *e, boo
     if (in_exec) x = b->res[e->first]; /* queued: the sub's own result */
     else first_sub(b, e, &x, &tmp);
     if (e->cmd == LATTICE_RESP_CMD_LMOVE || e->cmd == LATTICE_RESP_CMD_RPOPLPUSH ||
-        (e->cmd >= LATTICE_RESP_CMD_BLPOP && e->cmd <= LATTICE_RESP_CMD_ZRANGESTORE)) {
+        (e->cmd >= LATTICE_RESP_CMD_BLPOP && e->cmd <= LATTICE_RESP_CMD_GEOSEARCHSTORE) ||
+        e->cmd == LATTICE_RESP_CMD_GEORADIUS || e->cmd == LATTICE_RESP_CMD_GEORADIUSBYMEMBER) {
         if (x.flags & LATTICE_OP_R_LOST) lattice_resp_add_error(o, ERR_LOST, strlen(ERR_LOST));
         else if (x.status != LATTICE_OK || !x.has_value) respd_add_result_error(o, &x);
         else if (e->blocking && x.vlen == 3 && !memcmp((in_exec ? b->vals : tmp.vals) + x.voff, "_\r\n", 3))

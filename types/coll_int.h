@@ -161,11 +161,26 @@ size_t coll_index_find(const coll_index *ix, const void *tab, size_t n, const vo
 void coll_index_free(coll_index *ix);
 
 /* The commands of each type: hash.c (LATTICE_COLL_H*), list.c (L*, R*),
- * set.c (S*), zset.c (Z*). */
+ * set.c (S*), zset.c (Z*), geo.c (GEO*, on sorted sets). */
 void hash_run(coll_ctx *x);
 void list_run(coll_ctx *x);
 void set_run(coll_ctx *x);
 void zset_run(coll_ctx *x);
+void geo_run(coll_ctx *x);
+
+/* A sorted set's member with its score, in the set's order (zset.c). */
+typedef struct zent {
+    double score;
+    const char *m;
+    size_t ml;
+    bool gone; /* ZREM: removed */
+} zent;
+/* The key's sorted set for another file of types/ (geo.c): its members in
+ * order, the table the first thing in the items after the arguments (a
+ * caller that asks coll_items for more finds it at the start of what it
+ * gets); an absent key: x->found false, none.  NULL with r->status set
+ * (WRONGTYPE, a malformed row, memory short). */
+const zent *zset_members(coll_ctx *x, size_t *n);
 /* *SCAN key cursor [MATCH pattern] [COUNT count] (x->argv[0] the cursor):
  * the cursor, checked before the key is read ("ERR invalid cursor"); an
  * absent key's answer; the options, checked after it was found, with the

@@ -3,7 +3,8 @@
  * partition (LATTICE_TXN_SETOP of lattice/txn.h, run by a transaction's
  * step, ops/txn.c): SINTER, SINTERSTORE, SINTERCARD, SUNION, SUNIONSTORE,
  * SDIFF, SDIFFSTORE, SMOVE (t_set.c), ZUNION, ZUNIONSTORE, ZINTER,
- * ZINTERSTORE, ZINTERCARD, ZDIFF, ZDIFFSTORE, ZRANGESTORE (t_zset.c).
+ * ZINTERSTORE, ZINTERCARD, ZDIFF, ZDIFFSTORE, ZRANGESTORE (t_zset.c),
+ * GEOSEARCHSTORE and GEORADIUS[BYMEMBER] ... STORE (geo.c's searches).
  *
  * Each reads its sources whole through the commands of their type (SMEMBERS,
  * or ZRANGESTORE's read of every member with its score: coll.c's frame),
@@ -589,12 +590,14 @@ static void zsetop(run *u, size_t first, size_t n, int op, bool dest, bool card)
     reply_members(u, true, withscores);
 }
 
-/* ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]:
- * zrange's parser and range (its errors, WRONGTYPE after them), every
- * member with its score, then stored. */
-static void zrangestore(run *u)
+/* ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count],
+ * GEOSEARCHSTORE dst src ..., GEORADIUS[BYMEMBER] ... STORE|STOREDIST dst
+ * (args[0] dst, then the command's own arguments from the source on): the
+ * source's read of what to store (zrange's parser and range, WRONGTYPE
+ * after its errors; geo.c's search), pairs of member and score, stored. */
+static void read_and_store(run *u, int cmd)
 {
-    if (!coll(u, LATTICE_COLL_ZRANGESTORE, &u->a[1], u->a + 2, u->n - 2, NULL)) return;
+    if (!coll(u, cmd, &u->a[1], u->a + 2, u->n - 2, NULL)) return;
     lattice_coll_elem h;
     size_t off;
     if (!reply_head(u, &h, &off)) return;
@@ -602,6 +605,10 @@ static void zrangestore(run *u)
         char m[256];
         snprintf(m, sizeof m, "%.*s", (int)(h.len < 255 ? h.len : 255), h.ptr);
         reply_error(u, m);
+        return;
+    }
+    if (h.type != '&' && !(h.type == '*' && h.num == 0)) { /* an empty source: "*0" */
+        u->r->status = LATTICE_ERR_PROTO;
         return;
     }
     if (!(u->src = lt_calloc(1, sizeof *u->src))) {
@@ -645,7 +652,10 @@ bool exec_setop_writes(int64_t delta)
     case LATTICE_SETOP_ZUNIONSTORE:
     case LATTICE_SETOP_ZINTERSTORE:
     case LATTICE_SETOP_ZDIFFSTORE:
-    case LATTICE_SETOP_ZRANGESTORE: return true;
+    case LATTICE_SETOP_ZRANGESTORE:
+    case LATTICE_SETOP_GEORADIUS:
+    case LATTICE_SETOP_GEORADIUSBYMEMBER:
+    case LATTICE_SETOP_GEOSEARCHSTORE: return true;
     default: return false;
     }
 }
@@ -684,7 +694,18 @@ void exec_setop(lattice_meta_cache *c, uint32_t partition, const void *args, siz
     case LATTICE_SETOP_ZINTERCARD: zsetop(&u, first, nk, OP_INTER, false, true); break;
     case LATTICE_SETOP_ZDIFF: zsetop(&u, first, nk, OP_DIFF, false, false); break;
     case LATTICE_SETOP_ZDIFFSTORE: zsetop(&u, first, nk, OP_DIFF, true, false); break;
-    case LATTICE_SETOP_ZRANGESTORE: n >= 4 ? zrangestore(&u) : (void)(r->status = LATTICE_ERR_INVAL); break;
+    case LATTICE_SETOP_ZRANGESTORE:
+    case LATTICE_SETOP_GEORADIUS:
+    case LATTICE_SETOP_GEORADIUSBYMEMBER:
+    case LATTICE_SETOP_GEOSEARCHSTORE: {
+        static const int cmd[] = {[LATTICE_SETOP_ZRANGESTORE] = LATTICE_COLL_ZRANGESTORE,
+                                  [LATTICE_SETOP_GEORADIUS] = LATTICE_COLL_GEORADIUS,
+                                  [LATTICE_SETOP_GEORADIUSBYMEMBER] = LATTICE_COLL_GEORADIUSBYMEMBER,
+                                  [LATTICE_SETOP_GEOSEARCHSTORE] = LATTICE_COLL_GEOSEARCHSTORE};
+        if (n >= 2 && first == 1 && nk == 1) read_and_store(&u, cmd[op]);
+        else r->status = LATTICE_ERR_INVAL;
+        break;
+    }
     default: r->status = LATTICE_ERR_INVAL; break;
     }
     if (r->status != LATTICE_OK) {

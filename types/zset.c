@@ -66,12 +66,6 @@
 #define ERR_RANGE_LEX "ERR min or max not valid string range item"
 #define ERR_POSITIVE "ERR value is out of range, must be positive"
 
-typedef struct zent {
-    double score;
-    const char *m;
-    size_t ml;
-    bool gone; /* ZREM: removed */
-} zent;
 
 /* ---- the row ---- */
 
@@ -125,6 +119,8 @@ static zent *load(coll_ctx *x, size_t extra, size_t *n)
     if (!coll_load(x, LATTICE_TYPE_ZSET)) return NULL;
     return decode(x, extra, n);
 }
+
+const zent *zset_members(coll_ctx *x, size_t *n) { return load(x, 0, n); }
 
 /* Writes v[0..n) (in order) as the key's row, or removes the key when n is 0. */
 static bool store(coll_ctx *x, const zent *v, size_t n)

@@ -94,6 +94,21 @@ typedef enum lattice_coll_cmd {
      * ZRANGESTORE reads its source (no WITHSCORES; every member with its
      * score, BYLEX too) - what ZRANGESTORE stores. */
     LATTICE_COLL_ZRANGESTORE = 37,
+    /* GEO (on sorted sets): the arguments after the key as Redis 7.0 takes
+     * them (GEOSEARCH and GEOSEARCHSTORE: the command's name as the client
+     * sent it first, for the errors that quote it).  GEORADIUS/GEORADIUSBYMEMBER with STORE or STOREDIST, and
+     * GEOSEARCHSTORE (its arguments after the source key), answer what to
+     * store: pairs of member and score, not a reply (LATTICE_TXN_SETOP
+     * stores them). */
+    LATTICE_COLL_GEOPOS = 38,
+    LATTICE_COLL_GEODIST = 39,
+    LATTICE_COLL_GEOHASH = 40,
+    LATTICE_COLL_GEORADIUS = 41,
+    LATTICE_COLL_GEORADIUS_RO = 42,
+    LATTICE_COLL_GEORADIUSBYMEMBER = 43,
+    LATTICE_COLL_GEORADIUSBYMEMBER_RO = 44,
+    LATTICE_COLL_GEOSEARCH = 45,
+    LATTICE_COLL_GEOSEARCHSTORE = 46,
     LATTICE_COLL_WRITES_ = 64,
     LATTICE_COLL_HSET = 64,
     LATTICE_COLL_HSETNX = 65,
@@ -122,7 +137,8 @@ typedef enum lattice_coll_cmd {
     LATTICE_COLL_ZREMRANGEBYLEX = 88,
     LATTICE_COLL_ZPOPMIN = 89,
     LATTICE_COLL_ZPOPMAX = 90,
-    LATTICE_COLL_CMD_MAX_ = 90,
+    LATTICE_COLL_GEOADD = 91,     /* [NX|XX] [CH] lon lat member ...: ZADD of their geohashes */
+    LATTICE_COLL_CMD_MAX_ = 91,
 } lattice_coll_cmd;
 
 /* The commands over several keys of one partition (LATTICE_TXN_SETOP of
@@ -144,7 +160,10 @@ typedef enum lattice_setop {
     LATTICE_SETOP_ZDIFF = 14,
     LATTICE_SETOP_ZDIFFSTORE = 15,
     LATTICE_SETOP_ZRANGESTORE = 16,
-    LATTICE_SETOP_MAX_ = 16,
+    LATTICE_SETOP_GEORADIUS = 17,         /* GEORADIUS ... STORE|STOREDIST k: args[0] the store key, then GEORADIUS's */
+    LATTICE_SETOP_GEORADIUSBYMEMBER = 18, /* the same for GEORADIUSBYMEMBER */
+    LATTICE_SETOP_GEOSEARCHSTORE = 19,
+    LATTICE_SETOP_MAX_ = 19,
 } lattice_setop;
 
 typedef struct lattice_coll_arg {

@@ -46,6 +46,9 @@
  *                      SMOVE, ZUNION/ZINTER/ZDIFF and theirs, ZINTERCARD,
  *                      ZRANGESTORE: options and errors, destinations, keys
  *                      of several slots, MULTI, RESP3
+ *   geo                GEOADD, GEOPOS, GEODIST, GEOHASH, GEOSEARCH(STORE),
+ *                      GEORADIUS[BYMEMBER][_RO] with STORE/STOREDIST: scores,
+ *                      positions, distances, errors, RESP3
  *   zsets              every sorted-set command of Redis 7.0 (ZADD's options,
  *                      ZRANGE's forms and the older range commands, ranks,
  *                      counts, removals, pops, ZRANDMEMBER by shape, ZSCAN),
@@ -2990,6 +2993,84 @@ START_TEST(dump_restore_types)
 }
 END_TEST
 
+/* ---- geo: GEOADD (NX XX CH, coordinates out of range), GEOPOS, GEODIST
+ * (units), GEOHASH, GEOSEARCH (FROMMEMBER/FROMLONLAT, BYRADIUS/BYBOX, ASC,
+ * DESC, COUNT [ANY], WITHCOORD/WITHDIST/WITHHASH), GEORADIUS[BYMEMBER][_RO],
+ * GEOSEARCHSTORE and GEORADIUS ... STORE/STOREDIST (one step of two keys):
+ * scores, positions and distances as Redis writes them; errors in
+ * Redis's order; RESP3. */
+static const char *const geo_script[] = {
+    "GEOADD nyc -73.9454966 40.747533 \"lic market\"", "GEOADD nyc -73.9454966 40.747533 \"lic market\"",
+    "GEOADD nyc CH 40.747533 -73.9454966 \"lic market\"", "GEOADD nyc xx nx -73.9454966 40.747533 \"lic market\"",
+    "GEOADD nyc ch xx foo -73.9454966 40.747533 \"lic market\"", "GEOADD nyc 181 40 x", "GEOADD nyc 10 86 x",
+    "GEOADD nyc -73.9454966 40.747533 \"lic market\" foo bar \"luck market\"", "GEOADD nyc NX 1 2",
+    "GEOADD nyc XX CH -73.9454966 40.747533 \"lic market\"",
+    "GEOADD nyc -73.9733487 40.7648057 \"central park n/q/r\" -73.9903085 40.7362513 \"union square\" "
+    "-74.0131604 40.7126674 \"wtc one\" -73.7858139 40.6428986 jfk -73.9375699 40.7498929 q4 "
+    "-73.9564142 40.7480973 4545",
+    "ZRANGE nyc 0 -1 WITHSCORES", "GEORADIUS nyc -73.9798091 40.7598464 3 km asc",
+    "GEOSEARCH nyc fromlonlat -73.9798091 40.7598464 bybox 6 6 km asc",
+    "GEOSEARCH nyc fromlonlat -73.9798091 40.7598464 frommember xxx bybox 6 6 km asc",
+    "GEOSEARCH nyc bybox 3 3 km asc desc withhash withdist withcoord",
+    "GEOSEARCH nyc fromlonlat -73.9798091 40.7598464 byradius 3 km bybox 3 3 km asc",
+    "GEOSEARCH nyc fromlonlat -73.9798091 40.7598464 asc desc withhash withdist withcoord",
+    "GEORADIUS nyc -73.9798091 40.7598464 3 km withdist asc",
+    "GEOSEARCH nyc fromlonlat -73.9798091 40.7598464 bybox 6 6 km withdist asc",
+    "GEORADIUS nyc -73.9798091 40.7598464 10 km COUNT 3", "GEORADIUS nyc -73.9798091 40.7598464 10 km COUNT 3 ANY",
+    "GEORADIUS nyc -73.9798091 40.7598464 10 km COUNT 3 ANY ASC", "GEORADIUS nyc -73.9798091 40.7598464 10 km ANY ASC",
+    "GEORADIUS nyc -73.9798091 40.7598464 10 km COUNT", "GEORADIUS nyc -73.9798091 40.7598464 10 km COUNT 2 DESC",
+    "GEORADIUS nyc -73.9798091 40.7598464 10 km COUNT 0", "GEORADIUS nyc -73.9798091 40.7598464 10 km COUNT x",
+    "GEORADIUSBYMEMBER nyc \"wtc one\" 7 km", "GEORADIUSBYMEMBER nyc \"wtc one\" 7 km withdist withcoord withhash asc",
+    "GEORADIUSBYMEMBER nyc nosuch 7 km", "GEORADIUSBYMEMBER_RO nyc \"wtc one\" 7 km store x",
+    "GEORADIUS_RO nyc 0 0 3 km storedist x", "GEOSEARCH nyc frommember jfk byradius 100 km withcoord withdist asc",
+    "GEOSEARCH nyc frommember nosuch byradius 100 km", "GEOSEARCH nyc fromlonlat 0 0 bybox -1 2 km",
+    "GEOSEARCH nyc fromlonlat 0 0 bybox x 2 km", "GEOSEARCH nyc fromlonlat 0 0 byradius x km",
+    "GEOSEARCH nyc fromlonlat -73.9798091 40.7598464 bybox 6 6 km asc storedist", "GEORADIUS nyc 0 0 -3 km",
+    "GEORADIUS nyc 0 0 x km", "GEORADIUS nyc 0 0 3 parsec", "GEORADIUS nyc 0 x 3 km",
+    "GEOHASH nyc \"wtc one\" jfk nosuch", "GEOHASH nokey a", "GEOPOS nyc \"wtc one\" nosuch jfk", "GEOPOS nokey a",
+    "GEODIST nyc \"wtc one\" jfk", "GEODIST nyc \"wtc one\" jfk km", "GEODIST nyc \"wtc one\" jfk mi",
+    "GEODIST nyc \"wtc one\" jfk ft", "GEODIST nyc \"wtc one\" jfk M", "GEODIST nyc \"wtc one\" jfk xx",
+    "GEODIST nyc \"wtc one\" nosuch", "GEODIST nokey a b", "GEODIST nyc a b km extra",
+    /* the searches that store: one step of the source and the destination */
+    "GEORADIUS nyc -73.9798091 40.7598464 3 km store {g}dst", "GEORADIUS nyc -73.9798091 40.7598464 3 km STORE dst",
+    "ZRANGE dst 0 -1 WITHSCORES", "GEORADIUS nyc -73.9798091 40.7598464 3 km storedist dst asc count 2",
+    "ZRANGE dst 0 -1 WITHSCORES", "GEORADIUS nyc -73.9798091 40.7598464 3 km store dst withdist",
+    "GEORADIUSBYMEMBER nyc jfk 30 km STOREDIST dst3 DESC COUNT 3", "ZRANGE dst3 0 -1 WITHSCORES",
+    "GEOSEARCHSTORE dst2 nyc fromlonlat -73.9798091 40.7598464 bybox 6 6 km asc storedist",
+    "ZRANGE dst2 0 -1 WITHSCORES", "GEOSEARCHSTORE dst2 nyc fromlonlat -73.9798091 40.7598464 bybox 6 6 km withdist",
+    "GEOSEARCHSTORE dst2 nyc frommember jfk byradius 1 m", "ZRANGE dst2 0 -1 WITHSCORES",
+    "GEOSEARCHSTORE dst2 nyc fromlonlat 0 0 byradius 1 m", "EXISTS dst2", "GEORADIUS nosuch 0 0 3 km store dst",
+    "EXISTS dst", "GEORADIUSBYMEMBER nosuch x 7 km store dst3", "EXISTS dst3",
+    /* another type */
+    "SET str x", "GEORADIUS str 0 0 3 km", "GEOPOS str a", "GEOADD str 1 1 a", "GEOSEARCHSTORE d str frommember a byradius 1 m",
+    "GEODIST str a b", "GEOHASH str a",
+    /* the poles and the date line */
+    "GEOADD edge 179.9999 85.05 e1 -179.9999 -85.05 e2 0 0 e3", "GEOPOS edge e1 e2 e3", "GEOHASH edge e1 e2 e3",
+    "GEODIST edge e1 e2 km", "GEOSEARCH edge fromlonlat 180 85 bybox 400 400 km asc withcoord",
+};
+static const char *const geo_resp3[] = {
+    "GEOPOS nyc \"wtc one\" nosuch", "GEOHASH nyc jfk nosuch", "GEODIST nyc jfk q4 km",
+    "GEORADIUSBYMEMBER nyc \"wtc one\" 7 km withdist withcoord withhash asc",
+    "GEOSEARCH nyc frommember jfk byradius 100 km withcoord asc count 2",
+};
+
+START_TEST(geo)
+{
+    it_begin("resp_vs_redis_geo");
+    int rfd, lfd;
+    start_pair(&rfd, &lfd);
+    static char want[1 << 16], got[1 << 16];
+    same_replies(rfd, lfd, geo_script, sizeof geo_script / sizeof geo_script[0], want, got, sizeof want);
+    ask_pipeline(rfd, "HELLO 3\r\n", want, sizeof want);
+    ask_pipeline(lfd, "HELLO 3\r\n", got, sizeof got);
+    ck_assert_msg(want[0] == '%' && got[0] == '%', "HELLO 3: redis-server %.60s, lattice %.60s", want, got);
+    same_resp3(rfd, lfd, geo_resp3, sizeof geo_resp3 / sizeof geo_resp3[0], want, got, sizeof want);
+    close(rfd);
+    close(lfd);
+    it_end();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     static const it_named tests[] = {
@@ -3008,6 +3089,7 @@ int main(int argc, char **argv)
         {"blocking", &blocking},
         {"set_operations", &set_operations},
         {"dump_restore_types", &dump_restore_types},
+        {"geo", &geo},
     };
     Suite *s = suite_create("resp_vs_redis");
     TCase *tc = tcase_create("grid");
