@@ -720,6 +720,22 @@ static lattice_status add_words(lattice_resp_out *o, const char *words, int bulk
     return st;
 }
 
+/* find_keys' "range" and its spec (after its "type"). */
+static lattice_status add_range(lattice_resp_out *o, int lastkey, int step)
+{
+    lattice_status st = LATTICE_OK;
+    ADD(add_cstr(o, "range"));
+    ADD(add_cstr(o, "spec"));
+    ADD(lattice_resp_add_map(o, 3));
+    ADD(add_cstr(o, "lastkey"));
+    ADD(lattice_resp_add_int(o, lastkey));
+    ADD(add_cstr(o, "keystep"));
+    ADD(lattice_resp_add_int(o, step));
+    ADD(add_cstr(o, "limit"));
+    ADD(lattice_resp_add_int(o, 0));
+    return st;
+}
+
 /* A key spec: {[notes,] flags, begin_search {index}, find_keys {range}}.
  * key_flags "A|B" are two specs, one key each (RENAME's source, destination). */
 static lattice_status add_one_key_spec(lattice_resp_out *o, const lattice_resp_cmd *c, const char *flags, int index,
@@ -758,16 +774,7 @@ static lattice_status add_one_key_spec(lattice_resp_out *o, const lattice_resp_c
         ADD(lattice_resp_add_int(o, 1));
         return st;
     }
-    ADD(add_cstr(o, "range"));
-    ADD(add_cstr(o, "spec"));
-    ADD(lattice_resp_add_map(o, 3));
-    ADD(add_cstr(o, "lastkey"));
-    ADD(lattice_resp_add_int(o, lastkey));
-    ADD(add_cstr(o, "keystep"));
-    ADD(lattice_resp_add_int(o, c->key_step));
-    ADD(add_cstr(o, "limit"));
-    ADD(lattice_resp_add_int(o, 0));
-    return st;
+    return add_range(o, lastkey, c->key_step);
 }
 
 static size_t n_key_specs(const lattice_resp_cmd *c)
@@ -797,16 +804,7 @@ static lattice_status add_keyword_spec(lattice_resp_out *o, const char *flags, c
     ADD(add_cstr(o, "find_keys"));
     ADD(lattice_resp_add_map(o, 2));
     ADD(add_cstr(o, "type"));
-    ADD(add_cstr(o, "range"));
-    ADD(add_cstr(o, "spec"));
-    ADD(lattice_resp_add_map(o, 3));
-    ADD(add_cstr(o, "lastkey"));
-    ADD(lattice_resp_add_int(o, 0));
-    ADD(add_cstr(o, "keystep"));
-    ADD(lattice_resp_add_int(o, 1));
-    ADD(add_cstr(o, "limit"));
-    ADD(lattice_resp_add_int(o, 0));
-    return st;
+    return add_range(o, 0, 1);
 }
 
 static lattice_status add_key_specs(lattice_resp_out *o, const lattice_resp_cmd *c)

@@ -203,30 +203,10 @@ static void geoadd(coll_ctx *x)
     lt_free(num);
 }
 
-/* GEOPOS key member ... */
-static void geopos(coll_ctx *x)
-{
-    size_t n;
-    const zent *v = zset_members(x, &n);
-    if (!v) return;
-    coll_array(x, x->argc);
-    for (size_t i = 0; i < x->argc; i++) {
-        const zent *e = member_of(v, n, &x->argv[i]);
-        if (!e) {
-            coll_null_array(x);
-            continue;
-        }
-        double xy[2];
-        decode(e->score, xy);
-        coll_array(x, 2);
-        human(x, xy[0]);
-        human(x, xy[1]);
-    }
-}
-
-/* GEOHASH key member ...: 11 characters of the standard geohash (latitude
- * -90 .. 90) of the member's decoded position, the last always '0'. */
-static void geohash(coll_ctx *x)
+/* GEOPOS key member ... (positions, a null array for a missing member)
+ * and GEOHASH key member ... (11 characters of the standard geohash -
+ * latitude -90 .. 90 - of the decoded position, the last always '0'; nil). */
+static void positions(coll_ctx *x, bool hash)
 {
     static const char alphabet[] = "0123456789bcdefghjkmnpqrstuvwxyz";
     size_t n;
@@ -235,16 +215,22 @@ static void geohash(coll_ctx *x)
     coll_array(x, x->argc);
     for (size_t i = 0; i < x->argc; i++) {
         const zent *e = member_of(v, n, &x->argv[i]);
-        if (!e) {
-            coll_null(x);
-            continue;
-        }
         double xy[2];
-        decode(e->score, xy);
-        uint64_t bits = encode(xy[0], xy[1], -90, 90);
-        char buf[11];
-        for (int k = 0; k < 11; k++) buf[k] = alphabet[k == 10 ? 0 : (bits >> (52 - (k + 1) * 5)) & 0x1f];
-        coll_bulk(x, buf, 11);
+        if (e) decode(e->score, xy);
+        if (!e && hash) {
+            coll_null(x);
+        } else if (!e) {
+            coll_null_array(x);
+        } else if (hash) {
+            uint64_t bits = encode(xy[0], xy[1], -90, 90);
+            char buf[11];
+            for (int k = 0; k < 11; k++) buf[k] = alphabet[k == 10 ? 0 : (bits >> (52 - (k + 1) * 5)) & 0x1f];
+            coll_bulk(x, buf, 11);
+        } else {
+            coll_array(x, 2);
+            human(x, xy[0]);
+            human(x, xy[1]);
+        }
     }
 }
 
@@ -474,8 +460,8 @@ void geo_run(coll_ctx *x)
 {
     switch (x->cmd) {
     case LATTICE_COLL_GEOADD: geoadd(x); break;
-    case LATTICE_COLL_GEOPOS: geopos(x); break;
-    case LATTICE_COLL_GEOHASH: geohash(x); break;
+    case LATTICE_COLL_GEOPOS: positions(x, false); break;
+    case LATTICE_COLL_GEOHASH: positions(x, true); break;
     case LATTICE_COLL_GEODIST: geodist(x); break;
     case LATTICE_COLL_GEORADIUS: search(x, RADIUS_COORDS); break;
     case LATTICE_COLL_GEORADIUS_RO: search(x, RADIUS_COORDS | NOSTORE); break;
