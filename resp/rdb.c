@@ -451,6 +451,9 @@ static rdb_load_result add_elem(loading *l, const void *b, size_t n, double scor
         v->v = q;
         l->cap = nc;
     }
+    /* What a payload expands to stays within one bulk string's limit: a
+     * few bytes of LZF or integers could otherwise ask for gigabytes. */
+    if (n > LATTICE_RESP_DEFAULT_MAX_BULK - v->arena_len) return RDB_LOAD_BAD_FORMAT;
     if (v->arena_len + n > l->acap) {
         size_t nc = l->acap ? l->acap : 256;
         while (nc < v->arena_len + n) nc *= 2;
