@@ -268,7 +268,9 @@ START_TEST(lookup_is_case_insensitive_and_exact)
     const char *names[] = {"GET", "SET", "DEL", "EXISTS", "MGET", "MSET", "INCR", "DECR", "INCRBY",
                            "APPEND", "STRLEN", "GETDEL", "EXPIRE", "PEXPIRE", "TTL", "PTTL",
                            "PERSIST", "PING", "ECHO", "AUTH", "HELLO", "SELECT", "DBSIZE", "INFO",
-                           "COMMAND", "CLIENT", "QUIT", "CLUSTER", "READONLY", "READWRITE", "ASKING"};
+                           "COMMAND", "CLIENT", "QUIT", "CLUSTER", "READONLY", "READWRITE", "ASKING",
+                           "ZRANGESTORE", "SINTERCARD", "GEORADIUSBYMEMBER_RO", "GeoSearchStore", "ZSCAN",
+                           "BRPOPLPUSH", "HRANDFIELD", "SMOVE"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         ck_assert_msg(lattice_resp_cmd_lookup(names[i], strlen(names[i])) != NULL, "%s", names[i]);
 }
