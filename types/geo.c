@@ -424,7 +424,7 @@ static void search(coll_ctx *x, int flags)
         f[k++] = (found){&v[i], d, {p[0], p[1]}};
     }
     if (sort) {
-        qsort(f, k, sizeof *f, by_dist);
+        if (k > 1) qsort(f, k, sizeof *f, by_dist);
         if (sort == 2)
             for (size_t i = 0; i < k / 2; i++) {
                 found t = f[i];

@@ -132,7 +132,7 @@ static bool load(run *u, src *sr, const lattice_coll_arg *key)
     if (!(sr->v = lt_malloc((sr->n ? sr->n : 1) * sizeof *sr->v)) ||
         !(sr->buf = lt_malloc(u->r->value_len ? u->r->value_len : 1)))
         return nomem(u);
-    memcpy(sr->buf, u->r->value, u->r->value_len);
+    if (u->r->value_len) memcpy(sr->buf, u->r->value, u->r->value_len);
     const char *base = u->r->value;
     for (size_t i = 0; i < sr->n; i++) {
         if (lattice_coll_reply_next(base, u->r->value_len, &off, &m) != 1 || m.type != '$' ||
@@ -279,7 +279,7 @@ static void intset_order(run *u)
         int64_t v;
         if (!exec_parse_i64(u->out[i].p, u->out[i].len, &v)) return;
     }
-    qsort(u->out, u->nout, sizeof *u->out, by_int);
+    if (u->nout > 1) qsort(u->out, u->nout, sizeof *u->out, by_int);
 }
 
 static int by_score(const void *pa, const void *pb)
@@ -582,7 +582,7 @@ static void zsetop(run *u, size_t first, size_t n, int op, bool dest, bool card)
         reply_int(u, (long long)u->nout);
         return;
     }
-    qsort(u->out, u->nout, sizeof *u->out, by_score);
+    if (u->nout > 1) qsort(u->out, u->nout, sizeof *u->out, by_score);
     if (dest) {
         store(u, 0, true);
         return;
@@ -624,7 +624,7 @@ static void read_and_store(run *u, int cmd)
         nomem(u);
         return;
     }
-    memcpy(sr->buf, u->r->value, u->r->value_len);
+    if (u->r->value_len) memcpy(sr->buf, u->r->value, u->r->value_len);
     const char *base = u->r->value;
     for (size_t i = 0; i < sr->n; i++) {
         lattice_coll_elem m, sc;
@@ -638,7 +638,7 @@ static void read_and_store(run *u, int cmd)
         mem e = {sr->buf + (m.ptr - base), m.len, strtod(t, NULL)};
         if (!out_add(u, &e)) return;
     }
-    qsort(u->out, u->nout, sizeof *u->out, by_score); /* REV came reversed */
+    if (u->nout > 1) qsort(u->out, u->nout, sizeof *u->out, by_score); /* REV came reversed */
     store(u, 0, true);
 }
 
