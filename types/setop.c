@@ -114,6 +114,33 @@ static bool reply_head(run *u, lattice_coll_elem *e, size_t *off)
     return false;
 }
 
+/* The last reply's members (scored: each followed by its score), whose
+ * header h ended at off, copied into sr. */
+static bool take_members(run *u, src *sr, const lattice_coll_elem *h, size_t off, bool scored)
+{
+    sr->n = h->num > 0 ? (size_t)h->num : 0;
+    if (!(sr->v = lt_malloc((sr->n ? sr->n : 1) * sizeof *sr->v)) ||
+        !(sr->buf = lt_malloc(u->r->value_len ? u->r->value_len : 1)))
+        return nomem(u);
+    if (u->r->value_len) memcpy(sr->buf, u->r->value, u->r->value_len);
+    const char *base = u->r->value;
+    for (size_t i = 0; i < sr->n; i++) {
+        lattice_coll_elem m, sc;
+        if (lattice_coll_reply_next(base, u->r->value_len, &off, &m) != 1 || m.type != '$' ||
+            (scored && (lattice_coll_reply_next(base, u->r->value_len, &off, &sc) != 1 || sc.type != ','))) {
+            u->r->status = LATTICE_ERR_PROTO;
+            return false;
+        }
+        sr->v[i] = (mem){sr->buf + (m.ptr - base), m.len, 1.0};
+        if (scored) {
+            char t[64];
+            snprintf(t, sizeof t, "%.*s", (int)(sc.len < 63 ? sc.len : 63), sc.ptr);
+            sr->v[i].score = strtod(t, NULL); /* "%.17g", inf, -inf: exact */
+        }
+    }
+    return true;
+}
+
 /* Reads a source of type t (a set or a sorted set) into sr: every member
  * (with its score), copied out of the reply. */
 static bool load(run *u, src *sr, const lattice_coll_arg *key)
@@ -121,33 +148,14 @@ static bool load(run *u, src *sr, const lattice_coll_arg *key)
     bool zset = sr->type == LATTICE_TYPE_ZSET + 1;
     lattice_coll_arg all[2] = {{"0", 1}, {"-1", 2}};
     if (!coll(u, zset ? LATTICE_COLL_ZRANGESTORE : LATTICE_COLL_SMEMBERS, key, all, zset ? 2 : 0, NULL)) return false;
-    lattice_coll_elem h, m, sc;
+    lattice_coll_elem h;
     size_t off;
     if (!reply_head(u, &h, &off)) return false;
     if (h.type == '-') { /* WRONGTYPE comes as the status; anything else is not ours */
         u->r->status = LATTICE_ERR_PROTO;
         return false;
     }
-    sr->n = h.num > 0 ? (size_t)h.num : 0;
-    if (!(sr->v = lt_malloc((sr->n ? sr->n : 1) * sizeof *sr->v)) ||
-        !(sr->buf = lt_malloc(u->r->value_len ? u->r->value_len : 1)))
-        return nomem(u);
-    if (u->r->value_len) memcpy(sr->buf, u->r->value, u->r->value_len);
-    const char *base = u->r->value;
-    for (size_t i = 0; i < sr->n; i++) {
-        if (lattice_coll_reply_next(base, u->r->value_len, &off, &m) != 1 || m.type != '$' ||
-            (zset && (lattice_coll_reply_next(base, u->r->value_len, &off, &sc) != 1 || sc.type != ','))) {
-            u->r->status = LATTICE_ERR_PROTO;
-            return false;
-        }
-        sr->v[i] = (mem){sr->buf + (m.ptr - base), m.len, 1.0};
-        if (zset) {
-            char t[64];
-            snprintf(t, sizeof t, "%.*s", (int)(sc.len < 63 ? sc.len : 63), sc.ptr);
-            sr->v[i].score = strtod(t, NULL); /* "%.17g", inf, -inf: exact */
-        }
-    }
-    return true;
+    return take_members(u, sr, &h, off, zset);
 }
 
 /* The types of keys a[first .. first+n) (sets only, or sets and sorted
@@ -618,26 +626,9 @@ static void read_and_store(run *u, int cmd)
     u->nsrc = 1;
     src *sr = &u->src[0];
     sr->type = LATTICE_TYPE_ZSET + 1;
-    sr->n = h.num > 0 ? (size_t)h.num : 0;
-    if (!(sr->v = lt_malloc((sr->n ? sr->n : 1) * sizeof *sr->v)) ||
-        !(sr->buf = lt_malloc(u->r->value_len ? u->r->value_len : 1))) {
-        nomem(u);
-        return;
-    }
-    if (u->r->value_len) memcpy(sr->buf, u->r->value, u->r->value_len);
-    const char *base = u->r->value;
-    for (size_t i = 0; i < sr->n; i++) {
-        lattice_coll_elem m, sc;
-        if (lattice_coll_reply_next(base, u->r->value_len, &off, &m) != 1 || m.type != '$' ||
-            lattice_coll_reply_next(base, u->r->value_len, &off, &sc) != 1 || sc.type != ',') {
-            u->r->status = LATTICE_ERR_PROTO;
-            return;
-        }
-        char t[64];
-        snprintf(t, sizeof t, "%.*s", (int)(sc.len < 63 ? sc.len : 63), sc.ptr);
-        mem e = {sr->buf + (m.ptr - base), m.len, strtod(t, NULL)};
-        if (!out_add(u, &e)) return;
-    }
+    if (!take_members(u, sr, &h, off, true)) return;
+    for (size_t i = 0; i < sr->n; i++)
+        if (!out_add(u, &sr->v[i])) return;
     if (u->nout > 1) qsort(u->out, u->nout, sizeof *u->out, by_score); /* REV came reversed */
     store(u, 0, true);
 }
